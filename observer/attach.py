@@ -1,0 +1,115 @@
+"""``attach(spark)``: the one line a job adds to be observed."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+from urllib.parse import urlparse
+
+from observer.listener import StateObserverListener
+from observer.runtime import Observer
+from observer.settings import Settings
+
+log = logging.getLogger("observer")
+
+
+class ObserverHandle:
+    """What ``attach`` returns: the running observer, and ``stop()`` to detach it."""
+
+    def __init__(self, spark: Any, observer: Observer, listener: StateObserverListener) -> None:
+        self.spark, self.observer, self.listener = spark, observer, listener
+        self._stopped = False
+
+    @property
+    def http_port(self) -> int | None:
+        return self.observer.http_port
+
+    @property
+    def url(self) -> str | None:
+        return self.observer.server.url if self.observer.server else None
+
+    def on(self, kind: str, callback: Any) -> None:
+        """Register ``callback(SignalEvent)`` for a signal kind (see ``observer.signals.engine.SIGNAL_KINDS``)."""
+        self.observer.on(kind, callback)
+
+    @property
+    def signals(self) -> list:
+        return list(self.observer.signals.recent)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        return self.observer.flush(timeout)
+
+    def stop(self) -> None:
+        """Remove the listener from Spark, then drain, push a last time and close the endpoint."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self.spark.streams.removeListener(self.listener)
+        except Exception as exc:  # the session may already be gone
+            log.debug("spark-state-observer: removeListener: %r", exc)
+        self.observer.stop()
+
+
+def attach(spark: Any, **settings: Any) -> ObserverHandle:
+    """Attach the observer to ``spark``: every streaming query of that session is observed.
+
+    Settings are keyword arguments or ``SPARK_STATE_OBSERVER_*`` environment variables (README).
+    Raises ``ExporterError`` (with the address) when the metrics port cannot be bound.
+    """
+    resolved = Settings.from_env(**settings)
+    observer = Observer(resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark)).start()
+    listener = StateObserverListener(observer)
+    try:
+        spark.streams.addListener(listener)
+    except Exception:
+        observer.stop()
+        raise
+    return ObserverHandle(spark, observer, listener)
+
+
+def _jsc(spark: Any) -> Any:
+    try:
+        return spark.sparkContext._jsc
+    except Exception:  # Spark Connect has no JVM on this side
+        return None
+
+
+def _executor_ids(spark: Any):  # type: ignore[no-untyped-def]
+    """One JVM call listing executor ids (the driver excluded); None where there is no JVM."""
+    jsc = _jsc(spark)
+    if jsc is None:
+        return None
+
+    def poll() -> set[str]:
+        text = jsc.sc().getExecutorIds().mkString(",")
+        return {x for x in text.split(",") if x}
+
+    return poll
+
+
+def _checkpoint_last_commit(spark: Any):  # type: ignore[no-untyped-def]
+    """For a query restarted in a new process: when did its previous run last commit a batch?
+
+    Reads the modification time of the newest ``commits/`` file of a local checkpoint (on the worker
+    thread, never the callback). Returns None for remote checkpoints or when anything is missing.
+    """
+    jss = getattr(spark, "_jsparkSession", None)
+    if jss is None:
+        return None
+
+    def last_commit(query_id: str, before: float) -> float | None:
+        query = jss.streams().get(query_id)
+        if query is None:
+            return None
+        root = query.streamingQuery().resolvedCheckpointRoot()
+        parsed = urlparse(root)
+        if parsed.scheme not in ("", "file"):
+            return None
+        commits = os.path.join(parsed.path, "commits")
+        times = [os.path.getmtime(os.path.join(commits, n)) for n in os.listdir(commits) if n.isdigit()]
+        earlier = [t for t in times if t < before]  # the new run may have committed already
+        return max(earlier) if earlier else None
+
+    return last_commit

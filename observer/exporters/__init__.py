@@ -1,0 +1,1 @@
+"""Exporters: turn the tracker's records into Prometheus (and later other) formats."""

@@ -1,0 +1,135 @@
+"""Exposition of a collector registry: an HTTP(S) /metrics endpoint and a Pushgateway pusher.
+
+The endpoint binds to loopback unless told otherwise, optionally wraps its socket in TLS (with client
+certificate checks) and optionally requires HTTP basic auth. A port already in use is reported as an
+``ExporterError`` that names the address, never as a bare ``OSError`` from deep inside the job.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import logging
+import ssl
+import threading
+from socketserver import ThreadingMixIn
+from typing import Any, Callable
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import basic_auth_handler, default_handler, push_to_gateway
+
+log = logging.getLogger(__name__)
+
+
+class ExporterError(RuntimeError):
+    """The exporter could not start (port in use, bad TLS files); the message says which and why."""
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        """Scrapes are routine; don't write a line per request to the job's stderr."""
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+def _with_basic_auth(app: Callable, user: str, password: str) -> Callable:
+    expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+    def guarded(environ: dict, start_response: Callable) -> Any:
+        if not hmac.compare_digest(environ.get("HTTP_AUTHORIZATION", ""), expected):
+            start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="spark-state-observer"'), ("Content-Type", "text/plain")])
+            return [b"authentication required\n"]
+        return app(environ, start_response)
+
+    return guarded
+
+
+class MetricsServer:
+    """Serves ``registry`` on http(s)://host:port/metrics in a daemon thread."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int, *, certfile: str = "", keyfile: str = "",
+                 client_cafile: str = "", basic_auth: tuple[str, str] | None = None) -> None:
+        app = make_wsgi_app(registry)
+        if basic_auth:
+            app = _with_basic_auth(app, *basic_auth)
+        try:
+            self._httpd = make_server(host, port, app, _ThreadingServer, handler_class=_QuietHandler)
+        except OSError as exc:
+            raise ExporterError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc} "
+                                f"(set http_port to a free port, or 0 to pick one)") from None
+        if certfile:
+            try:
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                context.load_cert_chain(certfile, keyfile)
+                if client_cafile:
+                    context.load_verify_locations(cafile=client_cafile)
+                    context.verify_mode = ssl.CERT_REQUIRED
+            except (OSError, ssl.SSLError) as exc:
+                self._httpd.server_close()
+                raise ExporterError(f"cannot load TLS files {certfile}, {keyfile}: {exc}") from None
+            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True)
+        self.host = host
+        self.port = self._httpd.server_address[1]
+        self.scheme = "https" if certfile else "http"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="spark-state-observer-http", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}/metrics"
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+class Pusher:
+    """Pushes ``registry`` to a Pushgateway every ``interval`` seconds, and once more on ``stop()``.
+
+    Failures are counted through ``on_failure`` and logged once per streak; the next push simply tries
+    again, so a gateway that comes back is used again without anyone intervening.
+    """
+
+    def __init__(self, registry: CollectorRegistry, url: str, job: str, interval: float, timeout: float,
+                 basic_auth: tuple[str, str] | None, grouping_key: dict[str, str], on_failure: Callable[[], None]) -> None:
+        self._registry, self._url, self._job = registry, url, job
+        self._interval, self._timeout, self._grouping = interval, timeout, grouping_key
+        self._on_failure = on_failure
+        self._auth = basic_auth
+        self._stop = threading.Event()
+        self._failing = False
+        self._thread = threading.Thread(target=self._run, name="spark-state-observer-push", daemon=True)
+        self._thread.start()
+
+    def _handler(self, url: str, method: str, timeout: float | None, headers: list, data: bytes) -> Callable[[], None]:
+        if self._auth:
+            return basic_auth_handler(url, method, timeout, headers, data, self._auth[0], self._auth[1])
+        return default_handler(url, method, timeout, headers, data)
+
+    def push_once(self) -> bool:
+        try:
+            push_to_gateway(self._url, job=self._job, registry=self._registry, grouping_key=self._grouping,
+                            timeout=self._timeout, handler=self._handler)
+        except Exception as exc:  # any network or HTTP error: count it, keep the job running
+            self._on_failure()
+            if not self._failing:
+                log.warning("spark-state-observer: push to %s failed: %s (will retry every %.0fs)", self._url, exc, self._interval)
+            self._failing = True
+            return False
+        if self._failing:
+            log.info("spark-state-observer: push to %s works again", self._url)
+        self._failing = False
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.push_once()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self._timeout + 1)
+        self.push_once()

@@ -1,0 +1,364 @@
+"""Normalized listener events, the same across Spark 3.5, 4.0 and 4.1+.
+
+Spark's JSON differs between versions only in which keys appear (``customMetrics`` grew from 26 to 36
+RocksDB metrics, instance metrics arrived in 4.1, ``jobTags`` in 4.1). Parsing is strict about what
+identifies an event (query id, run id, batch id) and lenient about everything else: a value of the wrong
+type becomes ``None`` and is listed in ``problems``, so one odd field never costs the whole event.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping, Union
+
+INSTANCE_METRIC_RE = re.compile(r"^(?P<prefix>[A-Za-z]+)\.partition_(?P<partition>\d+)_(?P<store>.+)$")
+MAX_OPERATORS = 64
+MAX_SOURCES = 64
+MAX_MAP_ENTRIES = 256
+
+
+class MalformedEvent(ValueError):
+    """The event cannot be used: not JSON, not an object, or without the fields that identify it."""
+
+
+@dataclass(frozen=True)
+class InstanceMetric:
+    """One per-store-instance metric (4.1+), e.g. ``SnapshotLastUploaded.partition_3_default``."""
+
+    prefix: str
+    partition: int
+    store: str
+    value: float | None  # None where Spark sent its -1 sentinel ("nothing yet")
+
+
+@dataclass(frozen=True)
+class OperatorProgress:
+    index: int
+    name: str
+    rows_total: float | None
+    rows_updated: float | None
+    rows_removed: float | None
+    updates_ms: float | None
+    removals_ms: float | None
+    commit_ms: float | None
+    memory_bytes: float | None
+    rows_dropped_by_watermark: float | None
+    shuffle_partitions: float | None
+    store_instances: float | None
+    custom: Mapping[str, float]
+    instances: tuple[InstanceMetric, ...]
+
+    @property
+    def provider(self) -> str:
+        """State store provider as told by its metric names: rocksdb, hdfs or unknown."""
+        if any(k.startswith("rocksdb") for k in self.custom):
+            return "rocksdb"
+        if "loadedMapCacheMissCount" in self.custom or "stateOnCurrentVersionSizeBytes" in self.custom:
+            return "hdfs"
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class SourceProgress:
+    index: int
+    description: str
+    input_rows: float | None
+    input_rows_per_second: float | None
+    processed_rows_per_second: float | None
+    metrics: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class SinkProgress:
+    description: str
+    output_rows: float | None  # None for DSv1 sinks, which report -1
+    metrics: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class QueryStarted:
+    query_id: str
+    run_id: str
+    name: str | None
+    timestamp: float | None
+    job_tags: tuple[str, ...] = ()
+    kind: str = "started"
+
+
+@dataclass(frozen=True)
+class QueryProgress:
+    query_id: str
+    run_id: str
+    name: str | None
+    timestamp: float | None
+    batch_id: int
+    batch_duration_ms: float | None
+    input_rows: float | None
+    input_rows_per_second: float | None
+    processed_rows_per_second: float | None
+    duration_ms: Mapping[str, float]
+    event_time: Mapping[str, float]
+    operators: tuple[OperatorProgress, ...]
+    sources: tuple[SourceProgress, ...]
+    sink: SinkProgress | None
+    problems: tuple[str, ...] = ()
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    kind: str = "progress"
+
+    @property
+    def watermark(self) -> float | None:
+        return self.event_time.get("watermark")
+
+
+@dataclass(frozen=True)
+class QueryIdle:
+    query_id: str
+    run_id: str
+    timestamp: float | None
+    kind: str = "idle"
+
+
+@dataclass(frozen=True)
+class QueryTerminated:
+    query_id: str
+    run_id: str
+    exception: str | None
+    error_class: str | None
+    kind: str = "terminated"
+
+
+Event = Union[QueryStarted, QueryProgress, QueryIdle, QueryTerminated]
+EVENT_KINDS = ("started", "progress", "idle", "terminated")
+
+
+def parse_event(kind: str, payload: str | bytes | Mapping[str, Any]) -> Event:
+    """Turn one captured event (its JSON text or decoded object) into the model.
+
+    ``kind`` is one of ``EVENT_KINDS``. Raises ``MalformedEvent`` with a message that says what is wrong.
+    """
+    obj = _load(payload)
+    if kind == "progress":
+        return parse_progress(obj)
+    if kind == "started":
+        return QueryStarted(
+            query_id=_required_str(obj, "id"),
+            run_id=_required_str(obj, "runId"),
+            name=_opt_str(obj.get("name")),
+            timestamp=parse_timestamp(obj.get("timestamp")),
+            job_tags=tuple(str(t) for t in obj.get("jobTags") or () if isinstance(t, (str, int)))[:64],
+        )
+    if kind == "idle":
+        return QueryIdle(_required_str(obj, "id"), _required_str(obj, "runId"), parse_timestamp(obj.get("timestamp")))
+    if kind == "terminated":
+        return QueryTerminated(
+            query_id=_required_str(obj, "id"),
+            run_id=_required_str(obj, "runId"),
+            exception=_opt_str(obj.get("exception")),
+            error_class=_opt_str(obj.get("errorClassOnException")),
+        )
+    raise MalformedEvent(f"unknown event kind {kind!r}; expected one of {', '.join(EVENT_KINDS)}")
+
+
+def parse_progress(obj: Mapping[str, Any]) -> QueryProgress:
+    """Parse one ``StreamingQueryProgress`` object (``progress.json`` or an event log's ``progress``)."""
+    if not isinstance(obj, Mapping):
+        raise MalformedEvent(f"progress must be a JSON object, got {type(obj).__name__}")
+    problems: list[str] = []
+    batch_id = obj.get("batchId")
+    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
+        raise MalformedEvent(f"progress field 'batchId' must be a non-negative integer, got {batch_id!r}")
+    operators = []
+    raw_ops = obj.get("stateOperators") or []
+    if not isinstance(raw_ops, list):
+        problems.append("stateOperators is not a list")
+        raw_ops = []
+    if len(raw_ops) > MAX_OPERATORS:
+        problems.append(f"stateOperators truncated from {len(raw_ops)} to {MAX_OPERATORS}")
+    for index, op in enumerate(raw_ops[:MAX_OPERATORS]):
+        if isinstance(op, Mapping):
+            operators.append(_parse_operator(index, op, problems))
+        else:
+            problems.append(f"stateOperators[{index}] is not an object")
+    sources = []
+    raw_sources = obj.get("sources") or []
+    if not isinstance(raw_sources, list):
+        problems.append("sources is not a list")
+        raw_sources = []
+    for index, src in enumerate(raw_sources[:MAX_SOURCES]):
+        if isinstance(src, Mapping):
+            sources.append(SourceProgress(
+                index=index,
+                description=str(src.get("description") or "")[:200],
+                input_rows=_num(src, "numInputRows", problems),
+                input_rows_per_second=_num(src, "inputRowsPerSecond", problems),
+                processed_rows_per_second=_num(src, "processedRowsPerSecond", problems),
+                metrics=_num_map(src.get("metrics"), f"sources[{index}].metrics", problems),
+            ))
+    raw_sink = obj.get("sink")
+    sink = None
+    if isinstance(raw_sink, Mapping):
+        sink = SinkProgress(
+            description=str(raw_sink.get("description") or "")[:200],
+            output_rows=_num(raw_sink, "numOutputRows", problems, sentinel=True),
+            metrics=_num_map(raw_sink.get("metrics"), "sink.metrics", problems),
+        )
+    event_time: dict[str, float] = {}
+    raw_et = obj.get("eventTime") or {}
+    if isinstance(raw_et, Mapping):
+        for key in ("avg", "max", "min", "watermark"):
+            if key in raw_et:
+                ts = parse_timestamp(raw_et[key])
+                if ts is None:
+                    problems.append(f"eventTime.{key} is not a timestamp")
+                else:
+                    event_time[key] = ts
+    return QueryProgress(
+        query_id=_required_str(obj, "id"),
+        run_id=_required_str(obj, "runId"),
+        name=_opt_str(obj.get("name")),
+        timestamp=parse_timestamp(obj.get("timestamp")),
+        batch_id=batch_id,
+        batch_duration_ms=_num(obj, "batchDuration", problems),
+        input_rows=_num(obj, "numInputRows", problems),
+        input_rows_per_second=_num(obj, "inputRowsPerSecond", problems),
+        processed_rows_per_second=_num(obj, "processedRowsPerSecond", problems),
+        duration_ms=_num_map(obj.get("durationMs"), "durationMs", problems),
+        event_time=event_time,
+        operators=tuple(operators),
+        sources=tuple(sources),
+        sink=sink,
+        problems=tuple(problems),
+        raw=obj,
+    )
+
+
+def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> OperatorProgress:
+    custom: dict[str, float] = {}
+    instances: list[InstanceMetric] = []
+    raw_custom = op.get("customMetrics") or {}
+    if not isinstance(raw_custom, Mapping):
+        problems.append(f"stateOperators[{index}].customMetrics is not an object")
+        raw_custom = {}
+    if len(raw_custom) > MAX_MAP_ENTRIES:
+        problems.append(f"stateOperators[{index}].customMetrics truncated from {len(raw_custom)} to {MAX_MAP_ENTRIES}")
+    for n, (key, value) in enumerate(raw_custom.items()):
+        if n >= MAX_MAP_ENTRIES:
+            break
+        number = _finite(value)
+        if number is None:
+            problems.append(f"stateOperators[{index}].customMetrics.{str(key)[:80]} is not a finite number")
+            continue
+        match = INSTANCE_METRIC_RE.match(str(key))
+        if match:
+            instances.append(InstanceMetric(
+                prefix=match["prefix"], partition=int(match["partition"]), store=match["store"][:100],
+                value=None if number < 0 else number,
+            ))
+        else:
+            custom[str(key)[:200]] = number
+    name = op.get("operatorName")
+    return OperatorProgress(
+        index=index,
+        name=str(name)[:100] if isinstance(name, str) and name else "unknown",
+        rows_total=_num(op, "numRowsTotal", problems),
+        rows_updated=_num(op, "numRowsUpdated", problems),
+        rows_removed=_num(op, "numRowsRemoved", problems),
+        updates_ms=_num(op, "allUpdatesTimeMs", problems),
+        removals_ms=_num(op, "allRemovalsTimeMs", problems),
+        commit_ms=_num(op, "commitTimeMs", problems),
+        memory_bytes=_num(op, "memoryUsedBytes", problems),
+        rows_dropped_by_watermark=_num(op, "numRowsDroppedByWatermark", problems),
+        shuffle_partitions=_num(op, "numShufflePartitions", problems),
+        store_instances=_num(op, "numStateStoreInstances", problems),
+        custom=custom,
+        instances=tuple(instances),
+    )
+
+
+def _load(payload: str | bytes | Mapping[str, Any]) -> Mapping[str, Any]:
+    if isinstance(payload, Mapping):
+        return payload
+    if not isinstance(payload, (str, bytes, bytearray)):
+        raise MalformedEvent(f"event payload must be JSON text or an object, got {type(payload).__name__}")
+    try:
+        obj = json.loads(payload)
+    except (ValueError, RecursionError) as exc:
+        text = payload[:60] if isinstance(payload, str) else bytes(payload[:60])
+        raise MalformedEvent(f"event is not valid JSON ({exc}); starts with {text!r}") from None
+    if not isinstance(obj, Mapping):
+        raise MalformedEvent(f"event JSON must be an object, got {type(obj).__name__}")
+    return obj
+
+
+def _required_str(obj: Mapping[str, Any], key: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str) or not value or len(value) > 200:
+        raise MalformedEvent(f"event field {key!r} must be a non-empty string, got {value!r:.80}")
+    return value
+
+
+def _opt_str(value: Any) -> str | None:
+    return value[:500] if isinstance(value, str) and value else None
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _num(obj: Mapping[str, Any], key: str, problems: list[str], sentinel: bool = False) -> float | None:
+    """A numeric field, or None when absent, non-numeric, non-finite, or (``sentinel``) Spark's -1."""
+    if key not in obj or obj[key] is None:
+        return None
+    number = _finite(obj[key])
+    if number is None:
+        problems.append(f"{key} is not a finite number")
+        return None
+    if sentinel and number < 0:
+        return None
+    return number
+
+
+def _num_map(raw: Any, where: str, problems: list[str]) -> dict[str, float]:
+    """Numeric entries of a string map (durationMs, source metrics); non-numeric entries are skipped."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where} is not an object")
+        return {}
+    out: dict[str, float] = {}
+    for n, (key, value) in enumerate(raw.items()):
+        if n >= MAX_MAP_ENTRIES:
+            problems.append(f"{where} truncated to {MAX_MAP_ENTRIES} entries")
+            break
+        number = _finite(value)
+        if number is not None:
+            out[str(key)[:100]] = number
+    return out
+
+
+def parse_timestamp(value: Any) -> float | None:
+    """Spark's ISO-8601 UTC timestamps ("2026-11-21T22:19:17.166Z") as epoch seconds, else None."""
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None

@@ -1,0 +1,118 @@
+"""Observer settings: keyword arguments to ``attach()``, each readable from an environment variable.
+
+A job is configured without code changes beyond the one ``attach`` line: every field below can be set
+with ``SPARK_STATE_OBSERVER_<FIELD>`` (upper case). Keyword arguments win over the environment, the
+environment wins over the defaults. The README's settings table is generated from ``SETTINGS_DOC``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+ENV_PREFIX = "SPARK_STATE_OBSERVER_"
+
+
+class SettingsError(ValueError):
+    """A setting has a value that cannot be used; the message names the setting and its source."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the observer can be told. Defaults suit a job on one host with Prometheus scraping it."""
+
+    # Prometheus HTTP endpoint
+    http_enabled: bool = field(default=True, metadata={"doc": "Serve /metrics over HTTP."})
+    http_host: str = field(default="127.0.0.1", metadata={"doc": "Address the endpoint binds to (loopback by default; 0.0.0.0 to be scraped from elsewhere)."})
+    http_port: int = field(default=9108, metadata={"doc": "Port of the endpoint; 0 picks a free port (see `handle.http_port`)."})
+    tls_certfile: str = field(default="", metadata={"doc": "PEM certificate: serve HTTPS when set together with `tls_keyfile`."})
+    tls_keyfile: str = field(default="", metadata={"doc": "PEM private key for HTTPS."})
+    tls_client_cafile: str = field(default="", metadata={"doc": "CA file to verify client certificates (mutual TLS)."})
+    basic_auth_user: str = field(default="", metadata={"doc": "User name required on /metrics (and sent to the Pushgateway) when set."})
+    basic_auth_password: str = field(default="", metadata={"doc": "Password that goes with `basic_auth_user`."})
+    # Pushgateway mode
+    pushgateway_url: str = field(default="", metadata={"doc": "Push the metrics to this Pushgateway (e.g. http://127.0.0.1:9091) instead of, or as well as, serving them."})
+    pushgateway_job: str = field(default="spark_state_observer", metadata={"doc": "Pushgateway `job` grouping key."})
+    push_interval_seconds: float = field(default=15.0, metadata={"doc": "How often to push; a final push happens on stop()."})
+    push_timeout_seconds: float = field(default=5.0, metadata={"doc": "Timeout of one push; a failed push is counted, never retried in a loop."})
+    # Capture and pipeline
+    queue_size: int = field(default=10_000, metadata={"doc": "Events held between the Spark callback and the worker; on overflow the oldest is dropped and counted."})
+    fast_path: bool = field(default=True, metadata={"doc": "Take each event as one JSON string from the JVM (classic PySpark); off forces PySpark's own event objects."})
+    max_queries: int = field(default=1_000, metadata={"doc": "Queries kept in memory; the oldest terminated ones are forgotten first."})
+    partition_top_k: int = field(default=10, metadata={"doc": "Per-partition series (snapshot lag) kept per operator, most lagging first; 0 turns them off."})
+    max_custom_metrics: int = field(default=256, metadata={"doc": "Custom metrics kept per operator; more are dropped from one event and counted as truncated."})
+    # Signals (issue: restores, restarts, stalls, growth)
+    trigger_interval_seconds: float = field(default=10.0, metadata={"doc": "Expected trigger interval, used when the observer cannot see the query's own."})
+    stall_factor: float = field(default=6.0, metadata={"doc": "A non-idle query with no progress for stall_factor x its typical batch interval is stalled."})
+    stall_min_seconds: float = field(default=30.0, metadata={"doc": "Never call a query stalled before this many seconds without progress."})
+    crash_loop_restarts: int = field(default=3, metadata={"doc": "Restarts within `crash_loop_window_seconds` that make a crash loop."})
+    crash_loop_window_seconds: float = field(default=900.0, metadata={"doc": "Window of the crash-loop rule."})
+    growth_window_seconds: float = field(default=120.0, metadata={"doc": "Window over which state growth and eviction are judged."})
+    growth_min_batches: int = field(default=8, metadata={"doc": "Batches needed in the window before a growth verdict is given."})
+    state_rows_budget: float = field(default=0.0, metadata={"doc": "Rows budget per operator for the time-to-budget forecast; 0 means no forecast."})
+    state_memory_budget_bytes: float = field(default=0.0, metadata={"doc": "Memory budget per operator for the forecast; 0 means no forecast."})
+    restore_load_threshold_seconds: float = field(default=0.5, metadata={"doc": "Within a run, a RocksDB load latency above this (and 3x the run's median) counts as a reload."})
+    falling_behind_window_seconds: float = field(default=120.0, metadata={"doc": "Input rate above processing rate for this long means falling behind."})
+    poll_executors: bool = field(default=True, metadata={"doc": "Poll the driver's executor list (one JVM call, at most once per progress event) to see executors come and go."})
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+        """Build settings from ``SPARK_STATE_OBSERVER_*`` variables, then apply keyword overrides."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            key = ENV_PREFIX + f.name.upper()
+            if key in env:
+                values[f.name] = _coerce(f.name, key, env[key], f.type)
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise SettingsError(f"unknown observer setting(s): {', '.join(sorted(unknown))}")
+        for name, value in overrides.items():
+            ftype = next(f.type for f in dataclasses.fields(cls) if f.name == name)
+            values[name] = _coerce(name, "keyword argument", value, ftype) if isinstance(value, str) and ftype != "str" else value
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        """Reject values that would make the observer misbehave rather than fail later."""
+        if not 0 <= self.http_port <= 65535:
+            raise SettingsError(f"http_port must be 0..65535, got {self.http_port}")
+        if self.queue_size < 1:
+            raise SettingsError(f"queue_size must be at least 1, got {self.queue_size}")
+        if self.partition_top_k < 0:
+            raise SettingsError(f"partition_top_k must be >= 0, got {self.partition_top_k}")
+        if bool(self.tls_certfile) != bool(self.tls_keyfile):
+            raise SettingsError("tls_certfile and tls_keyfile must be set together")
+        if bool(self.basic_auth_user) != bool(self.basic_auth_password):
+            raise SettingsError("basic_auth_user and basic_auth_password must be set together")
+
+
+def _coerce(name: str, source: str, raw: Any, ftype: Any) -> Any:
+    text = str(raw).strip()
+    try:
+        if ftype in (bool, "bool"):
+            lowered = text.lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(text)
+        if ftype in (int, "int"):
+            return int(text)
+        if ftype in (float, "float"):
+            return float(text)
+        return text
+    except ValueError:
+        raise SettingsError(f"setting {name} from {source}: cannot read {text!r} as {ftype}") from None
+
+
+def settings_table() -> str:
+    """Markdown table of every setting, its environment variable and default (for the README)."""
+    rows = ["| setting | environment variable | default | meaning |", "|---|---|---|---|"]
+    for f in dataclasses.fields(Settings):
+        default = f.default if f.default != "" else '""'
+        rows.append(f"| `{f.name}` | `{ENV_PREFIX}{f.name.upper()}` | `{default}` | {f.metadata.get('doc', '')} |")
+    return "\n".join(rows)

@@ -1,0 +1,1 @@
+"""Signals derived from the event stream: restarts, restores, reloads, stalls, growth, lag."""

@@ -1,0 +1,25 @@
+"""Classify a query's terminating exception into the few causes an on-call engineer acts on differently."""
+
+from __future__ import annotations
+
+# (class, substrings of Spark error classes or messages); first match wins, so order matters
+_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("state_schema_incompatible", ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+                                   "StateSchemaNotCompatible", "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION", "schema is not compatible")),
+    ("out_of_memory", ("OutOfMemoryError", "Java heap space", "exceeding memory limits", "Container killed", "GC overhead limit")),
+    ("checkpoint", ("CANNOT_LOAD_STATE_STORE", "CANNOT_READ_STREAMING_STATE_FILE", "CANNOT_READ_CHECKPOINT", "STREAMING_CHECKPOINT",
+                    "checkpoint", "Checkpoint", "FileNotFoundException", "ChecksumException", "does not exist")),
+    ("source_sink", ("kafka", "Kafka", "DATA_SOURCE", "SINK", "Sink", "offset", "Offset", "Source")),
+)
+CLASSES = tuple(name for name, _ in _RULES) + ("other",)
+
+
+def classify_exception(error_class: str | None, message: str | None) -> str:
+    """One of ``CLASSES`` for a termination; ``error_class`` (Spark 3.5+) is checked before the message."""
+    for text in (error_class or "", message or ""):
+        if not text:
+            continue
+        for name, needles in _RULES:
+            if any(n in text for n in needles):
+                return name
+    return "other"
