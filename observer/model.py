@@ -12,13 +12,15 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Mapping, Union
 
 INSTANCE_METRIC_RE = re.compile(r"^(?P<prefix>[A-Za-z]+)\.partition_(?P<partition>\d+)_(?P<store>.+)$")
 MAX_OPERATORS = 64
 MAX_SOURCES = 64
 MAX_MAP_ENTRIES = 256
+MAX_INSTANCE_METRICS = 20_000  # per-partition metrics: 4 stores x 5,000 partitions; the exporter keeps top-K
 
 
 class MalformedEvent(ValueError):
@@ -194,8 +196,8 @@ def parse_progress(obj: Mapping[str, Any]) -> QueryProgress:
                 index=index,
                 description=str(src.get("description") or "")[:200],
                 input_rows=_num(src, "numInputRows", problems),
-                input_rows_per_second=_num(src, "inputRowsPerSecond", problems),
-                processed_rows_per_second=_num(src, "processedRowsPerSecond", problems),
+                input_rows_per_second=_rate(_num(src, "inputRowsPerSecond", problems)),
+                processed_rows_per_second=_rate(_num(src, "processedRowsPerSecond", problems)),
                 metrics=_num_map(src.get("metrics"), f"sources[{index}].metrics", problems),
             ))
     raw_sink = obj.get("sink")
@@ -223,9 +225,11 @@ def parse_progress(obj: Mapping[str, Any]) -> QueryProgress:
         timestamp=parse_timestamp(obj.get("timestamp")),
         batch_id=batch_id,
         batch_duration_ms=_num(obj, "batchDuration", problems),
-        input_rows=_num(obj, "numInputRows", problems),
-        input_rows_per_second=_num(obj, "inputRowsPerSecond", problems),
-        processed_rows_per_second=_num(obj, "processedRowsPerSecond", problems),
+        input_rows=_num(obj, "numInputRows", problems) if "numInputRows" in obj else _sum_sources(raw_sources, "numInputRows"),
+        input_rows_per_second=_rate(_num(obj, "inputRowsPerSecond", problems) if "inputRowsPerSecond" in obj
+                                    else _sum_sources(raw_sources, "inputRowsPerSecond")),
+        processed_rows_per_second=_rate(_num(obj, "processedRowsPerSecond", problems) if "processedRowsPerSecond" in obj
+                                        else _sum_sources(raw_sources, "processedRowsPerSecond")),
         duration_ms=_num_map(obj.get("durationMs"), "durationMs", problems),
         event_time=event_time,
         operators=tuple(operators),
@@ -243,10 +247,10 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
     if not isinstance(raw_custom, Mapping):
         problems.append(f"stateOperators[{index}].customMetrics is not an object")
         raw_custom = {}
-    if len(raw_custom) > MAX_MAP_ENTRIES:
-        problems.append(f"stateOperators[{index}].customMetrics truncated from {len(raw_custom)} to {MAX_MAP_ENTRIES}")
+    truncated = False
     for n, (key, value) in enumerate(raw_custom.items()):
-        if n >= MAX_MAP_ENTRIES:
+        if n >= MAX_MAP_ENTRIES + MAX_INSTANCE_METRICS:
+            truncated = True
             break
         number = _finite(value)
         if number is None:
@@ -254,12 +258,19 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
             continue
         match = INSTANCE_METRIC_RE.match(str(key))
         if match:
-            instances.append(InstanceMetric(
-                prefix=match["prefix"], partition=int(match["partition"]), store=match["store"][:100],
-                value=None if number < 0 else number,
-            ))
-        else:
+            if len(instances) < MAX_INSTANCE_METRICS:
+                instances.append(InstanceMetric(
+                    prefix=match["prefix"], partition=int(match["partition"]), store=match["store"][:100],
+                    value=None if number < 0 else number,
+                ))
+            else:
+                truncated = True
+        elif len(custom) < MAX_MAP_ENTRIES:
             custom[str(key)[:200]] = number
+        else:
+            truncated = True
+    if truncated:
+        problems.append(f"stateOperators[{index}].customMetrics truncated to {MAX_MAP_ENTRIES} metrics and {MAX_INSTANCE_METRICS} instance metrics")
     name = op.get("operatorName")
     return OperatorProgress(
         index=index,
@@ -277,6 +288,20 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
         custom=custom,
         instances=tuple(instances),
     )
+
+
+def _sum_sources(raw_sources: list, key: str) -> float | None:
+    """Spark's definition of the query-level figures, for event logs, whose JSON (Jackson) omits them."""
+    values = [_finite(s.get(key)) for s in raw_sources if isinstance(s, Mapping)]
+    values = [v for v in values if v is not None]
+    return sum(values) if values else None
+
+
+def _rate(value: float | None) -> float | None:
+    """Rates as ``progress.json`` gives them: rounded half-up to 0.1 (event logs carry the raw double)."""
+    if value is None:
+        return None
+    return float(Decimal(repr(value)).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
 
 
 def _load(payload: str | bytes | Mapping[str, Any]) -> Mapping[str, Any]:
@@ -359,6 +384,7 @@ def parse_timestamp(value: Any) -> float | None:
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
     try:
-        return datetime.fromisoformat(text).timestamp()
+        parsed = datetime.fromisoformat(text)
     except ValueError:
         return None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()

@@ -42,8 +42,7 @@ class Settings:
     fast_path: bool = field(default=True, metadata={"doc": "Take each event as one JSON string from the JVM (classic PySpark); off forces PySpark's own event objects."})
     max_queries: int = field(default=1_000, metadata={"doc": "Queries kept in memory; the oldest terminated ones are forgotten first."})
     partition_top_k: int = field(default=10, metadata={"doc": "Per-partition series (snapshot lag) kept per operator, most lagging first; 0 turns them off."})
-    max_custom_metrics: int = field(default=256, metadata={"doc": "Custom metrics kept per operator; more are dropped from one event and counted as truncated."})
-    # Signals (issue: restores, restarts, stalls, growth)
+    # Signals: restores, restarts, stalls, growth
     trigger_interval_seconds: float = field(default=10.0, metadata={"doc": "Expected trigger interval, used when the observer cannot see the query's own."})
     stall_factor: float = field(default=6.0, metadata={"doc": "A non-idle query with no progress for stall_factor x its typical batch interval is stalled."})
     stall_min_seconds: float = field(default=30.0, metadata={"doc": "Never call a query stalled before this many seconds without progress."})

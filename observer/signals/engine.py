@@ -34,6 +34,8 @@ from observer.signals.growth import GrowthWindow
 from observer.tracker import QueryRecord, QueryTracker, operator_labels
 
 log = logging.getLogger("observer")
+# these load their store twice per task, and the second (no-op) load resets the load metrics
+DOUBLE_LOAD_OPERATORS = frozenset({"stateStoreSave", "sessionWindowStateStoreSaveExec"})
 SIGNAL_KINDS = (
     "query_started", "query_restarted", "query_terminated", "query_idle", "crash_loop", "stalled", "stall_recovered",
     "restore", "store_reload", "executor_added", "executor_removed", "partitions_changed",
@@ -149,7 +151,6 @@ class SignalEngine:
         self._emit("query_started", record, e.run_id, ts)
         if known_before:
             self._restart(q, record, e.run_id, ts)
-        q.first_seen = False
 
     def _new_run(self, q: _QueryState, run_id: str, ts: float) -> None:
         q.run_id, q.run_start = run_id, ts
@@ -231,7 +232,7 @@ class SignalEngine:
             files = op.custom.get("rocksdbNumReplayChangelogFiles")
             attrs: dict[str, Any] = {"operator": op.name, "operator_index": op.index, "batch_id": p.batch_id,
                                      "provider": op.provider, "stores": op.store_instances}
-            if load_ms > 0:
+            if load_ms > 0 and op.name not in DOUBLE_LOAD_OPERATORS:
                 duration, method = load_ms / 1000.0, "load_metrics"
                 attrs.update(replay_seconds=op.custom.get("rocksdbReplayChangeLogLatencyMs", 0.0) / 1000.0,
                              loads_from_checkpoint=op.custom.get("rocksdbNumLoadedFromDfs"))

@@ -1,0 +1,96 @@
+"""The ``spark-state-observer`` command: demo, replay, metrics reference."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from observer.eventlog import DEFAULT_MAX_LINE_BYTES
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="spark-state-observer", description="Observe the state of Spark Structured Streaming jobs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="run a local stateful pipeline with the observer attached")
+    demo.add_argument("--provider", choices=("rocksdb", "hdfs"), default="rocksdb")
+    demo.add_argument("--rows-per-second", type=int, default=50)
+    demo.add_argument("--duration", type=float, default=None, help="seconds to run (default: until Ctrl-C)")
+    demo.add_argument("--port", type=int, default=None, help="metrics port (default: setting http_port, 9108)")
+    demo.add_argument("--host", default=None, help="metrics bind address (default: 127.0.0.1)")
+    demo.add_argument("--checkpoint", default=None, help="checkpoint folder (default: a new temporary one)")
+
+    rep = sub.add_parser("replay", help="replay Spark event logs or progress JSON lines through the observer")
+    rep.add_argument("paths", nargs="+", help="event log files, eventlog_v2_* folders, or .jsonl files")
+    rep.add_argument("--format", choices=("summary", "prometheus", "signals"), default="summary")
+    rep.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES)
+
+    sub.add_parser("metrics", help="print the metric reference (Markdown)")
+    sub.add_parser("settings", help="print the settings reference (Markdown)")
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    if args.command == "demo":
+        return _demo(args)
+    if args.command == "replay":
+        return _replay(args)
+    if args.command == "metrics":
+        from observer.registry import reference_table
+
+        print(reference_table())
+        return 0
+    from observer.settings import settings_table
+
+    print(settings_table())
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from observer.demo import run_demo
+    from observer.exporters.http import ExporterError
+
+    overrides = {k: v for k, v in (("http_port", args.port), ("http_host", args.host)) if v is not None}
+    try:
+        run_demo(args.provider, args.rows_per_second, args.duration, args.checkpoint, **overrides)
+    except ExporterError as exc:
+        print(f"spark-state-observer: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from observer.eventlog import EventLogError
+    from observer.replay import replay, terminal_progress
+
+    try:
+        result = replay(args.paths, max_line_bytes=args.max_line_bytes, progress=terminal_progress())
+    except EventLogError as exc:
+        print(f"spark-state-observer: {exc}", file=sys.stderr)
+        return 2
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    for error in result.errors[:20]:
+        print(f"warning: {error}", file=sys.stderr)
+    if len(result.errors) > 20:
+        print(f"warning: ... and {len(result.errors) - 20} more problems", file=sys.stderr)
+    if args.format == "prometheus":
+        sys.stdout.write(result.exposition())
+    elif args.format == "signals":
+        for event in result.observer.signals.recent:
+            print(event.describe())
+    else:
+        records = result.observer.tracker.snapshot()
+        print(f"{result.events} events, {len(records)} queries, {len(result.errors)} problems")
+        for r in records:
+            p = r.last_progress
+            ops = ", ".join(f"{o.name}={o.rows_total:.0f} rows" for o in p.operators if o.rows_total is not None) if p else ""
+            print(f"  {r.label}: status {r.status}, runs {max(r.starts, 1)}, last batch {p.batch_id if p else '-'}; {ops}")
+        for event in result.observer.signals.recent:
+            if event.kind not in ("query_started", "query_idle"):
+                print(f"  signal: {event.describe()}")
+    return 1 if result.events == 0 and result.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The embedded demo: a local Spark running a stateful pipeline with the observer attached.
+
+Pipeline (one query, two state operators): a rate source, streaming deduplication with a watermark,
+then a tumbling-window count per key. RocksDB with changelog checkpointing by default, or the
+HDFS-backed provider. It is also what the tests and the fixture recorder run, so what a user sees in
+the demo is what the tests check.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def spark_session(master: str = "local[2]", provider: str = "rocksdb", changelog: bool = True,
+                  event_log_dir: str | None = None, event_log_codec: str | None = "zstd", extra: dict[str, str] | None = None) -> Any:
+    """A small local session tuned for stateful streaming on few cores (2 shuffle partitions, no UI)."""
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(master).appName("spark-state-observer-demo")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB if provider == "rocksdb" else HDFS)
+               .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", str(changelog).lower())
+               .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "5")
+               .config("spark.sql.streaming.stateStore.maintenanceInterval", "5s"))
+    if event_log_dir:
+        os.makedirs(event_log_dir, exist_ok=True)
+        builder = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", event_log_dir)
+        if event_log_codec:
+            builder = builder.config("spark.eventLog.compress", "true").config("spark.eventLog.compression.codec", event_log_codec)
+        else:
+            builder = builder.config("spark.eventLog.compress", "false")
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def dedup_window_query(spark: Any, checkpoint: str, rows_per_second: int = 50, name: str = "demo_dedup_window",
+                       trigger_seconds: float = 1.0, keys: int = 10) -> Any:
+    """Start the demo query: rate → dropDuplicates(watermark) → window count per key → noop sink."""
+    from pyspark.sql import functions as F
+
+    events = (spark.readStream.format("rate").option("rowsPerSecond", rows_per_second).load()
+              .withColumn("key", F.col("value") % keys)
+              .withWatermark("timestamp", "5 seconds"))
+    deduped = events.dropDuplicates(["value", "timestamp"])
+    counts = deduped.groupBy(F.window("timestamp", "5 seconds"), "key").count()
+    return (counts.writeStream.format("noop").outputMode("update").queryName(name)
+            .option("checkpointLocation", checkpoint).trigger(processingTime=f"{trigger_seconds} seconds").start())
+
+
+def unbounded_query(spark: Any, checkpoint: str, rows_per_second: int = 50, name: str = "demo_unbounded") -> Any:
+    """A groupBy without watermark: its state only grows (the unbounded-state detector's bad case)."""
+    from pyspark.sql import functions as F
+
+    counts = (spark.readStream.format("rate").option("rowsPerSecond", rows_per_second).load()
+              .groupBy((F.col("value") % 100000).alias("key")).count())
+    return (counts.writeStream.format("noop").outputMode("update").queryName(name)
+            .option("checkpointLocation", checkpoint).trigger(processingTime="1 second").start())
+
+
+def run_demo(provider: str = "rocksdb", rows_per_second: int = 50, duration: float | None = None,
+             checkpoint: str | None = None, **settings: Any) -> None:
+    """Run the demo until Ctrl-C or ``duration`` seconds, printing where the metrics are."""
+    import time
+
+    import observer
+
+    spark = spark_session(provider=provider)
+    spark.sparkContext.setLogLevel("ERROR")
+    handle = observer.attach(spark, **settings)
+    handle.on("*", lambda e: print(f"[signal] {e.describe()}", flush=True))
+    checkpoint = checkpoint or tempfile.mkdtemp(prefix="spark-state-observer-demo-")
+    query = dedup_window_query(spark, checkpoint, rows_per_second)
+    print(f"spark-state-observer demo: query {query.name} ({provider}), checkpoint {checkpoint}", flush=True)
+    if handle.url:
+        print(f"metrics: {handle.url}   (Ctrl-C to stop)", flush=True)
+    try:
+        deadline = None if duration is None else time.monotonic() + duration
+        while deadline is None or time.monotonic() < deadline:
+            time.sleep(0.5)
+            if not query.isActive:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        query.stop()
+        handle.stop()
+        spark.stop()

@@ -1,0 +1,70 @@
+"""Replay recorded events through the same pipeline as a live job, for post-mortems and tests."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from prometheus_client import generate_latest
+
+from observer.capture_queue import CapturedEvent
+from observer.eventlog import DEFAULT_MAX_LINE_BYTES, EventLogError, read_records
+from observer.runtime import Observer
+from observer.settings import Settings
+
+
+@dataclass
+class ReplayResult:
+    observer: Observer
+    events: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def exposition(self) -> str:
+        """The Prometheus text of the final state, as the live endpoint would have served it."""
+        return generate_latest(self.observer.registry).decode()
+
+
+def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+           progress: Callable[[int], None] | None = None) -> ReplayResult:
+    """Feed every recorded event of ``paths`` through a fresh, non-serving ``Observer``."""
+    base = settings or Settings.from_env()
+    executors: set[str] = set()
+    seen_executors = False
+
+    def executor_ids() -> set[str] | None:
+        return set(executors) if seen_executors else None
+
+    observer = Observer(base, serve=False, live=False, executor_ids=executor_ids)
+    result = ReplayResult(observer)
+    for item in read_records(paths, max_line_bytes):
+        if isinstance(item, EventLogError):
+            result.errors.append(str(item))
+            if item.args and "not valid JSON" in str(item):
+                observer.self_metrics.count("dropped", "malformed")
+            continue
+        if item.kind.startswith("executor_"):
+            if item.payload != "driver":
+                seen_executors = True
+                (executors.add if item.kind == "executor_added" else executors.discard)(item.payload)
+            continue
+        observer.process(CapturedEvent(item.kind, item.payload, item.timestamp or time.time(), 0.0))
+        result.events += 1
+        if progress is not None and result.events % 500 == 0:
+            progress(result.events)
+    return result
+
+
+def terminal_progress(stream=sys.stderr) -> Callable[[int], None] | None:  # type: ignore[no-untyped-def]
+    """A one-line event counter on a terminal; nothing when output is not a terminal."""
+    if not stream.isatty():
+        return None
+    started = time.monotonic()
+
+    def show(n: int) -> None:
+        rate = n / max(time.monotonic() - started, 1e-9)
+        stream.write(f"\rreplayed {n:,} events ({rate:,.0f}/s)")
+        stream.flush()
+
+    return show

@@ -1,0 +1,77 @@
+"""One run of a real stateful job with the observer attached, recording what it saw.
+
+Used by ``scripts/record_fixtures.py`` (to capture the test fixtures from real runs) and by the
+end-to-end tests (a restart is two runs of this script, in two processes, on one checkpoint).
+
+Writes into ``--out``: ``progress.jsonl`` (``query.recentProgress`` as Spark's JSON), ``metrics.prom``
+(the observer's endpoint scraped after the last batch), ``signals.jsonl`` (derived events), and the
+Spark event log under ``--out/eventlog`` when ``--event-log`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--checkpoint", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--provider", choices=("rocksdb", "hdfs"), default="rocksdb")
+    ap.add_argument("--changelog", choices=("on", "off"), default="on")
+    ap.add_argument("--batches", type=int, default=6)
+    ap.add_argument("--event-log", action="store_true")
+    ap.add_argument("--codec", default="zstd", help="zstd, lz4, snappy or none")
+    ap.add_argument("--rows-per-second", type=int, default=40)
+    ap.add_argument("--name", default="demo_dedup_window")
+    args = ap.parse_args()
+
+    import observer
+    from observer.demo import dedup_window_query, spark_session
+
+    os.makedirs(args.out, exist_ok=True)
+    spark = spark_session(provider=args.provider, changelog=args.changelog == "on",
+                          event_log_dir=os.path.join(args.out, "eventlog") if args.event_log else None,
+                          event_log_codec=None if args.codec == "none" else args.codec)
+    spark.sparkContext.setLogLevel("ERROR")
+    handle = observer.attach(spark, http_port=0)
+    signals = []
+    handle.on("*", lambda e: signals.append({"kind": e.kind, "query_id": e.query_id, "run_id": e.run_id,
+                                             "timestamp": e.timestamp, "attributes": e.attributes}))
+    query = dedup_window_query(spark, args.checkpoint, args.rows_per_second, name=args.name)
+    start_batch = None
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        last = query.lastProgress
+        if last is not None:
+            start_batch = last["batchId"] if start_batch is None else start_batch
+            if last["batchId"] - start_batch + 1 >= args.batches:
+                break
+        time.sleep(0.2)
+    # 4.x: StreamingQueryProgress objects with .json; 3.5: plain dicts
+    progress = [p.json if hasattr(p, "_jdict") else json.dumps(p) for p in query.recentProgress]
+    query.stop()
+    handle.flush()
+    metrics = urllib.request.urlopen(handle.url, timeout=10).read().decode()
+    handle.stop()
+    spark.stop()
+    with open(os.path.join(args.out, "progress.jsonl"), "w") as f:
+        for line in progress:
+            f.write((line if isinstance(line, str) else json.dumps(line)).replace("\n", " ") + "\n")
+    with open(os.path.join(args.out, "metrics.prom"), "w") as f:
+        f.write(metrics)
+    with open(os.path.join(args.out, "signals.jsonl"), "w") as f:
+        for s in signals:
+            f.write(json.dumps(s) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""Assertions shared by the replay and end-to-end tests: exported metrics equal Spark's progress JSON."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+# series that depend on wall-clock time or the live process, not on the events: the live run also
+# reads the checkpoint's commit times for the downtime of a restart in a new process
+LIVE_ONLY = {"spark_streaming_query_seconds_since_progress", "spark_streaming_executors",
+             "spark_streaming_query_last_downtime_seconds"}
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    """Spark-derived samples of an exposition, keyed by name and sorted labels."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.startswith("spark_state_observer") or s.name in LIVE_ONLY:
+                continue
+            if s.name.startswith(("spark_streaming_", "spark_state_")):
+                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def assert_matches_progress(exposition: str, progress: list[dict]) -> None:
+    """Gauges equal the last batch's values; counters the sum over all batches in ``progress``."""
+    got = samples(exposition)
+    last = progress[-1]
+
+    def value(name: str, **labels: str) -> float:
+        key = (name, tuple(sorted({"query": last["name"] or last["id"], "query_id": last["id"], **labels}.items())))
+        assert key in got, f"missing {key}"
+        return got[key]
+
+    assert value("spark_streaming_batch_id") == last["batchId"]
+    assert value("spark_streaming_batches_total") == len(progress)
+    assert value("spark_streaming_input_rows_total") == sum(p["numInputRows"] for p in progress)
+    assert value("spark_streaming_batch_duration_seconds") == pytest.approx(last["batchDuration"] / 1000)
+    assert value("spark_streaming_phase_duration_seconds", phase="addBatch") == pytest.approx(last["durationMs"]["addBatch"] / 1000)
+    for index, op in enumerate(last["stateOperators"]):
+        ol = {"operator_index": str(index), "operator": op["operatorName"]}
+        assert value("spark_state_rows", **ol) == op["numRowsTotal"]
+        assert value("spark_state_memory_used_bytes", **ol) == op["memoryUsedBytes"]
+        assert value("spark_state_store_instances", **ol) == op["numStateStoreInstances"]
+        assert value("spark_state_rows_updated_total", **ol) == sum(p["stateOperators"][index]["numRowsUpdated"] for p in progress)
+        assert value("spark_state_commit_seconds_total", **ol) == pytest.approx(
+            sum(p["stateOperators"][index]["commitTimeMs"] for p in progress) / 1000)
+        custom = op["customMetrics"]
+        if "rocksdbSstFileSize" in custom:
+            assert value("spark_state_rocksdb_sst_size_bytes", **ol) == custom["rocksdbSstFileSize"]
+            assert value("spark_state_rocksdb_gets_total", **ol) == sum(
+                p["stateOperators"][index]["customMetrics"]["rocksdbGetCount"] for p in progress)
+        if "stateOnCurrentVersionSizeBytes" in custom:
+            assert value("spark_state_hdfs_current_version_size_bytes", **ol) == custom["stateOnCurrentVersionSizeBytes"]
+            assert value("spark_state_hdfs_loaded_map_cache_misses", **ol) == custom["loadedMapCacheMissCount"]
+        for key, v in custom.items():
+            if key.startswith("SnapshotLastUploaded.") and v >= 0:
+                partition, store = key.split(".partition_")[1].split("_", 1)
+                il = dict(ol, partition=partition, store=store)
+                assert value("spark_state_snapshot_last_uploaded_version", **il) == v
+                assert value("spark_state_snapshot_lag_batches", **il) == last["batchId"] + 1 - v

@@ -1,0 +1,132 @@
+"""Shared test helpers: recorded fixtures, free ports, real servers, one Spark session per run.
+
+With ``SPARK_STATE_OBSERVER_REQUIRE_REAL=1`` (set by ``.ci/run``) a test that cannot find a real
+component (the prometheus binary, the pushgateway, Java) fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from typing import Iterator
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+REQUIRE_REAL = os.environ.get("SPARK_STATE_OBSERVER_REQUIRE_REAL") == "1"
+
+
+def need(binary: str) -> str:
+    """Path of a real binary the test needs: skip without it, or fail where real parts are required."""
+    path = shutil.which(binary)
+    if path is None:
+        message = f"{binary} is not installed (apt-get install {binary})"
+        if REQUIRE_REAL:
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+class Server:
+    """A real server process on loopback, stopped by its own pid."""
+
+    def __init__(self, args: list[str], url: str, cwd: str | None = None) -> None:
+        self.url = url
+        self.proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            wait_http(url)
+        except Exception:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def start_prometheus(tmp: str, targets: list[str], scheme: str = "http") -> Server:
+    binary = need("prometheus")
+    port = free_port()
+    config = os.path.join(tmp, "prometheus.yml")
+    with open(config, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                "scrape_configs:\n  - job_name: observer\n"
+                f"    scheme: {scheme}\n    static_configs:\n      - targets: {json.dumps(targets)}\n")
+    return Server([binary, f"--config.file={config}", f"--storage.tsdb.path={os.path.join(tmp, 'data')}",
+                   f"--web.listen-address=127.0.0.1:{port}"], f"http://127.0.0.1:{port}/-/ready")
+
+
+def prom_query(server: Server, expr: str) -> list[dict]:
+    base = server.url.rsplit("/-/", 1)[0]
+    url = base + "/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    body = json.loads(urllib.request.urlopen(url, timeout=10).read())
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def fixture_runs(pattern: str = "*") -> list[str]:
+    runs = sorted(glob.glob(os.path.join(FIXTURES, pattern, "run*")))
+    assert runs, f"no recorded fixtures under {FIXTURES}; run scripts/record_fixtures.py"
+    return runs
+
+
+def progress_lines(run_dir: str) -> list[dict]:
+    with open(os.path.join(run_dir, "progress.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def eventlog_dir(run_dir: str) -> str:
+    return os.path.join(run_dir, "eventlog")
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local[2] session shared by the end-to-end tests (a first stateful batch costs 10-30 s here)."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        if REQUIRE_REAL:
+            pytest.fail("Java is not installed")
+        pytest.skip("Java is not installed")
+    from observer.demo import spark_session
+
+    session = spark_session()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def run_script(args: list[str], timeout: float = 300) -> None:
+    subprocess.run([sys.executable, *args], check=True, timeout=timeout, stderr=subprocess.DEVNULL, cwd=ROOT)
+

@@ -1,0 +1,158 @@
+"""End to end on real Spark: queries attached through the public API, scraped over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.request
+
+import pytest
+
+import observer
+from checks import assert_matches_progress
+from conftest import ROOT, eventlog_dir, run_script
+from observer.demo import HDFS, ROCKSDB, dedup_window_query, unbounded_query
+from observer.replay import replay
+
+pytestmark = pytest.mark.slow
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.25)
+
+
+def batches(query) -> int:  # type: ignore[no-untyped-def]
+    return len(query.recentProgress)
+
+
+def progress_json(query) -> list[dict]:  # type: ignore[no-untyped-def]
+    return [json.loads(p.json) if hasattr(p, "_jdict") else p for p in query.recentProgress]
+
+
+def test_rocksdb_query_scraped_equals_its_progress(spark, tmp_path) -> None:
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    handle = observer.attach(spark, http_port=0)
+    try:
+        query = dedup_window_query(spark, str(tmp_path / "ck"), name="e2e_rocksdb")
+        wait_for(lambda: batches(query) >= 5, 180, "5 batches")
+        query.stop()
+        handle.flush()
+        text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
+        assert_matches_progress(text, progress_json(query))
+        assert 'spark_state_operator_info{operator="dedupe",operator_index="1",provider="rocksdb"' in text
+        received = handle.observer.self_metrics.received
+        assert received["progress"] == len(query.recentProgress) and received["started"] == 1 and received["terminated"] == 1
+        # the fast path: one JVM call per event, so the callback costs milliseconds, not PySpark's ~0.5 s
+        callback = handle.observer.self_metrics.callback
+        assert callback.sum / sum(callback.counts) < 0.1
+    finally:
+        handle.stop()
+
+
+def test_hdfs_query_through_the_listener_class(spark, tmp_path) -> None:
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", HDFS)
+    listener = observer.StateObserverListener(http_port=0)
+    spark.streams.addListener(listener)
+    try:
+        query = dedup_window_query(spark, str(tmp_path / "ck"), name="e2e_hdfs")
+        wait_for(lambda: batches(query) >= 4, 180, "4 batches")
+        query.stop()
+        listener.observer.flush()
+        text = urllib.request.urlopen(listener.observer.server.url, timeout=10).read().decode()
+        assert_matches_progress(text, progress_json(query))
+        assert 'provider="hdfs"' in text
+    finally:
+        spark.streams.removeListener(listener)
+        listener.observer.stop()
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+
+
+def test_a_blocked_sink_is_reported_as_stalled(spark, tmp_path) -> None:
+    release = threading.Event()
+    seen: list[int] = []
+
+    def sink(df, batch_id: int) -> None:  # type: ignore[no-untyped-def]
+        seen.append(batch_id)
+        if len(seen) == 4:
+            release.wait(120)  # the sink hangs, as a stuck external system would
+
+    handle = observer.attach(spark, http_port=0, stall_min_seconds=4, stall_factor=3)
+    stalls: list = []
+    handle.on("stalled", stalls.append)
+    try:
+        df = spark.readStream.format("rate").option("rowsPerSecond", 20).load().groupBy("value").count()
+        query = (df.writeStream.foreachBatch(sink).outputMode("update").queryName("e2e_stall")
+                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="1 second").start())
+        wait_for(lambda: len(seen) >= 4, 180, "the sink to block")
+        blocked_at = time.monotonic()
+        wait_for(lambda: bool(stalls), 60, "a stalled signal")
+        assert time.monotonic() - blocked_at < 30
+        assert stalls[0].query == "e2e_stall" and stalls[0].attributes["seconds_without_progress"] >= 4
+        text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
+        assert 'spark_streaming_query_stalled{query="e2e_stall"' in text and "} 1.0" in text.split("spark_streaming_query_stalled{")[1]
+        release.set()
+        wait_for(lambda: any(e.kind == "stall_recovered" for e in handle.signals), 60, "recovery")
+        query.stop()
+    finally:
+        release.set()
+        handle.stop()
+
+
+def test_bounded_and_unbounded_state_are_told_apart(spark, tmp_path) -> None:
+    handle = observer.attach(spark, http_port=0, growth_window_seconds=40, growth_min_batches=8)
+    try:
+        bounded = dedup_window_query(spark, str(tmp_path / "b"), name="e2e_bounded", rows_per_second=40)
+        unbounded = unbounded_query(spark, str(tmp_path / "u"), name="e2e_unbounded", rows_per_second=40)
+        verdicts: dict[str, dict] = {}
+
+        def judged() -> bool:
+            for e in handle.signals:
+                if e.kind in ("state_unbounded", "state_bounded"):
+                    verdicts.setdefault(e.query, {})[e.attributes["operator"]] = e.kind
+            return "e2e_unbounded" in verdicts and len(verdicts.get("e2e_bounded", {})) == 2
+        wait_for(judged, 240, "growth verdicts for both queries")
+        handle.flush()
+        bounded.stop()
+        unbounded.stop()
+        assert verdicts["e2e_unbounded"] == {"stateStoreSave": "state_unbounded"}
+        assert set(verdicts["e2e_bounded"].values()) == {"state_bounded"}
+        text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
+        assert 'spark_state_unbounded{operator="stateStoreSave",operator_index="0",query="e2e_unbounded"' in text
+    finally:
+        handle.stop()
+
+
+def test_restart_in_a_new_process(tmp_path) -> None:
+    """Two processes on one checkpoint: the second one's observer reports the restart and the restore."""
+    ck, run1, run2 = str(tmp_path / "ck"), str(tmp_path / "run1"), str(tmp_path / "run2")
+    script = os.path.join(ROOT, "scripts", "scenario_job.py")
+    run_script([script, "--checkpoint", ck, "--out", run1, "--event-log", "--batches", "4"])
+    run_script([script, "--checkpoint", ck, "--out", run2, "--event-log", "--batches", "3"])
+    with open(os.path.join(run2, "signals.jsonl")) as f:
+        live = [json.loads(line) for line in f]
+    restart = next(s for s in live if s["kind"] == "query_restarted")
+    assert restart["attributes"]["downtime_seconds"] > 0
+    restores = [s for s in live if s["kind"] == "restore"]
+    assert restores and all(r["attributes"]["duration_seconds"] > 0 for r in restores)
+    replayed = replay([eventlog_dir(run1), eventlog_dir(run2)]).observer.signals.recent
+    assert [e.kind for e in replayed if e.kind in ("query_restarted", "restore")] == ["query_restarted", "restore", "restore"]
+
+
+def test_executor_loss_in_local_cluster(tmp_path) -> None:
+    out = str(tmp_path / "lost")
+    run_script([os.path.join(ROOT, "scripts", "executor_loss_job.py"), "--out", out], timeout=600)
+    with open(os.path.join(out, "signals.jsonl")) as f:
+        live = [json.loads(line) for line in f]
+    kill = next(i for i, s in enumerate(live) if s["kind"] == "test_killed_executor")
+    after = [s["kind"] for s in live[kill:]]
+    assert "executor_removed" in after and "store_reload" in after
+    removed = next(s for s in live[kill:] if s["kind"] == "executor_removed")
+    assert removed["attributes"]["executor_id"] == "1"
+    replayed = [e.kind for e in replay([eventlog_dir(out)]).observer.signals.recent]
+    assert "executor_removed" in replayed and "store_reload" in replayed

@@ -1,0 +1,100 @@
+"""Reading Spark event logs as Spark wrote them, and surviving damaged or hostile ones."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import tracemalloc
+
+import pytest
+import zstandard
+
+from conftest import FIXTURES, eventlog_dir, progress_lines
+from observer.eventlog import EventLogError, Record, expand, read_records
+
+
+def _event_files(scenario: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(FIXTURES, scenario, "run1", "eventlog", "*", "events_*")))
+
+
+@pytest.mark.parametrize("scenario, codec", [("rocksdb_restart", "zstd"), ("hdfs", "lz4"),
+                                             ("rocksdb_nochangelog_snappy", "snappy"), ("rocksdb_plain_log", None)])
+def test_every_codec_yields_the_runs_progress_events(scenario: str, codec: str | None) -> None:
+    files = _event_files(scenario)
+    assert files and all((f.endswith("." + codec) if codec else "." not in os.path.basename(f)) for f in files)
+    run = os.path.join(FIXTURES, scenario, "run1")
+    items = list(read_records([eventlog_dir(run)]))
+    assert not [i for i in items if isinstance(i, EventLogError)]
+    batches = [i.payload["batchId"] for i in items if isinstance(i, Record) and i.kind == "progress"]
+    assert batches == [p["batchId"] for p in progress_lines(run)]
+    kinds = [i.kind for i in items if isinstance(i, Record) and not i.kind.startswith("executor")]
+    assert kinds[0] == "started" and kinds[-1] == "terminated"
+
+
+def test_rolling_folder_is_read_in_index_order(tmp_path) -> None:
+    """Spark rolls event logs into events_1_*, events_2_*, ... with 10 sorting before 2 as text."""
+    source = _event_files("rocksdb_plain_log")[0]
+    lines = open(source, "rb").read().splitlines(keepends=True)
+    folder = tmp_path / "eventlog_v2_app"
+    folder.mkdir()
+    size = max(1, len(lines) // 11 + 1)
+    for n in range(11):
+        (folder / f"events_{n + 1}_app").write_bytes(b"".join(lines[n * size:(n + 1) * size]))
+    files = expand([str(folder)])
+    assert [os.path.basename(f) for f in files][:3] == ["events_1_app", "events_2_app", "events_3_app"]
+    original = [i.payload for i in read_records([source]) if isinstance(i, Record)]
+    rolled = [i.payload for i in read_records([str(folder)]) if isinstance(i, Record)]
+    assert rolled == original
+
+
+def test_truncated_compressed_log_keeps_what_came_before(tmp_path) -> None:
+    source = _event_files("rocksdb_restart")[0]
+    data = open(source, "rb").read()
+    cut = tmp_path / "events_1_cut.zstd"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    items = list(read_records([str(cut)]))
+    records = [i for i in items if isinstance(i, Record) and not i.kind.startswith("executor")]
+    errors = [i for i in items if isinstance(i, EventLogError)]
+    assert records and records[0].kind == "started"
+    assert len(errors) >= 1 and str(cut) in str(errors[-1])
+
+
+def test_truncated_last_line_is_reported_and_skipped(tmp_path) -> None:
+    source = _event_files("rocksdb_plain_log")[0]
+    data = open(source, "rb").read()
+    partial = tmp_path / "events_partial"
+    partial.write_bytes(data + data.splitlines(keepends=True)[5][:40])
+    items = list(read_records([str(partial)]))
+    assert isinstance(items[-1], EventLogError) and "not valid JSON" in str(items[-1])
+    assert len([i for i in items if isinstance(i, Record)]) == len([i for i in read_records([source]) if isinstance(i, Record)])
+
+
+def test_wrong_codec_gives_a_clear_error(tmp_path) -> None:
+    source = _event_files("rocksdb_restart")[0]
+    wrong = tmp_path / "events_1_app.lz4"
+    shutil.copy(source, wrong)
+    items = list(read_records([str(wrong)]))
+    assert len(items) == 1 and isinstance(items[0], EventLogError) and "lz4" in str(items[0])
+
+
+def test_decompression_bomb_stays_bounded(tmp_path) -> None:
+    """200 MB of one endless line compresses to a few KB; reading it must not hold it in memory."""
+    bomb = tmp_path / "events_1_bomb.zstd"
+    cctx = zstandard.ZstdCompressor(level=3)
+    with open(bomb, "wb") as f, cctx.stream_writer(f) as w:
+        block = b"x" * (1 << 20)
+        for _ in range(200):
+            w.write(block)
+    assert os.path.getsize(bomb) < 1_000_000
+    tracemalloc.start()
+    items = list(read_records([str(bomb)], max_line_bytes=4 << 20))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert len(items) == 1 and "longer than" in str(items[0])
+    assert peak < 40 << 20
+
+
+def test_missing_path_is_an_error() -> None:
+    with pytest.raises(EventLogError, match="no such file"):
+        list(read_records(["/nonexistent/eventlog"]))

@@ -1,0 +1,160 @@
+"""The Prometheus exporter: bounded series, the HTTP endpoint's options, and real Prometheus servers."""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import Server, fixture_runs, free_port, need, progress_lines, prom_query, start_prometheus
+from observer.capture_queue import CapturedEvent
+from observer.exporters.http import ExporterError
+from observer.runtime import Observer
+from observer.settings import Settings
+
+RUN = fixture_runs("rocksdb_restart")[0]
+PROGRESS = progress_lines(RUN)
+
+
+def observer_with(progress: list[dict], **settings: object) -> Observer:
+    obs = Observer(Settings(**{"http_enabled": False, **settings}), serve=False, live=False)  # type: ignore[arg-type]
+    for p in progress:
+        obs.process(CapturedEvent("progress", json.dumps(p), 0.0, 0.0))
+    return obs
+
+
+def series(obs: Observer, name: str) -> list:
+    return [s for f in text_string_to_metric_families(generate_latest(obs.registry).decode()) for s in f.samples if s.name == name]
+
+
+def with_partitions(n: int) -> dict:
+    """The last recorded progress, as if its operator had reported n store instances."""
+    p = copy.deepcopy(PROGRESS[-1])
+    p["batchId"] = 2000
+    custom = p["stateOperators"][0]["customMetrics"]
+    for key in [k for k in custom if k.startswith("SnapshotLastUploaded.")]:
+        del custom[key]
+    for i in range(n):
+        custom[f"SnapshotLastUploaded.partition_{i}_default"] = 1000 - (i % 50)
+    return p
+
+
+def test_per_partition_series_are_bounded_to_top_k() -> None:
+    obs = observer_with([with_partitions(2000)], partition_top_k=7)
+    lag = series(obs, "spark_state_snapshot_lag_batches")
+    op0 = [s for s in lag if s.labels["operator_index"] == "0"]
+    assert len(op0) == 7
+    assert all(s.value == 2001 - 951 for s in op0)  # the most lagging: batchId+1 - smallest version
+
+
+def test_per_partition_series_can_be_turned_off() -> None:
+    obs = observer_with([with_partitions(100)], partition_top_k=0)
+    assert series(obs, "spark_state_snapshot_lag_batches") == []
+    assert series(obs, "spark_state_rows")
+
+
+def test_port_in_use_is_a_clear_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        obs = Observer(Settings(http_port=port))
+        with pytest.raises(ExporterError, match=f"127.0.0.1:{port}"):
+            obs.start()
+
+
+def test_endpoint_binds_loopback_and_requires_basic_auth_when_set() -> None:
+    obs = Observer(Settings(http_port=0, basic_auth_user="scraper", basic_auth_password="s3cret")).start()
+    try:
+        assert obs.server.host == "127.0.0.1"
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(obs.server.url, timeout=5)
+        assert err.value.code == 401
+        request = urllib.request.Request(obs.server.url, headers={"Authorization": "Basic c2NyYXBlcjpzM2NyZXQ="})
+        body = urllib.request.urlopen(request, timeout=5).read().decode()
+        assert "spark_state_observer_events_received_total" in body
+    finally:
+        obs.stop()
+
+
+def test_endpoint_serves_tls(tmp_path) -> None:
+    need("openssl")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    obs = Observer(Settings(http_port=0, tls_certfile=str(cert), tls_keyfile=str(key))).start()
+    try:
+        context = ssl.create_default_context(cafile=str(cert))
+        body = urllib.request.urlopen(obs.server.url, context=context, timeout=5).read().decode()
+        assert obs.server.url.startswith("https://") and "spark_state_observer_queries" in body
+    finally:
+        obs.stop()
+
+
+def test_missing_tls_files_are_a_clear_error(tmp_path) -> None:
+    with pytest.raises(ExporterError, match="TLS"):
+        Observer(Settings(http_port=0, tls_certfile=str(tmp_path / "no.pem"), tls_keyfile=str(tmp_path / "no.key"))).start()
+
+
+@pytest.mark.slow
+def test_real_prometheus_scrapes_the_exporter(tmp_path) -> None:
+    obs = Observer(Settings(http_port=0), live=False)
+    obs.start()
+    try:
+        for p in PROGRESS:
+            obs.submit(CapturedEvent("progress", json.dumps(p), time.time(), 0.0))
+        assert obs.flush()
+        prom = start_prometheus(str(tmp_path), [f"127.0.0.1:{obs.http_port}"])
+        try:
+            deadline = time.monotonic() + 30
+            result: list = []
+            while time.monotonic() < deadline and not result:
+                result = prom_query(prom, 'spark_state_rows{operator="dedupe"}')
+                time.sleep(0.5)
+            last = PROGRESS[-1]
+            dedupe = next(op for op in last["stateOperators"] if op["operatorName"] == "dedupe")
+            assert len(result) == 1
+            assert float(result[0]["value"][1]) == dedupe["numRowsTotal"]
+            assert result[0]["metric"]["query"] == last["name"] and result[0]["metric"]["query_id"] == last["id"]
+            up = prom_query(prom, "up")
+            assert up and up[0]["value"][1] == "1"
+        finally:
+            prom.stop()
+    finally:
+        obs.stop()
+
+
+@pytest.mark.slow
+def test_pushgateway_mode_pushes_and_survives_the_gateway_being_down(tmp_path) -> None:
+    binary = need("prometheus-pushgateway")
+    port = free_port()
+    gateway_url = f"http://127.0.0.1:{port}"
+    # first: the gateway is down; pushing fails, is counted, and nothing raises
+    obs = Observer(Settings(http_enabled=False, pushgateway_url=gateway_url, push_interval_seconds=0.5, push_timeout_seconds=1), live=False)
+    obs.start()
+    for p in PROGRESS:
+        obs.submit(CapturedEvent("progress", json.dumps(p), time.time(), 0.0))
+    obs.flush()
+    time.sleep(1.5)
+    assert obs.self_metrics.export_failures["pushgateway"] >= 1
+    # then the gateway comes up: the next pushes get through without intervention
+    gateway = Server([binary, f"--web.listen-address=127.0.0.1:{port}", f"--persistence.file={tmp_path / 'pg'}"], gateway_url + "/-/ready")
+    try:
+        deadline = time.monotonic() + 15
+        body = ""
+        while time.monotonic() < deadline and "spark_state_rows" not in body:
+            time.sleep(0.5)
+            body = urllib.request.urlopen(gateway_url + "/metrics", timeout=5).read().decode()
+        assert 'job="spark_state_observer"' in body and "spark_state_rows{" in body
+        obs.stop()
+    finally:
+        gateway.stop()

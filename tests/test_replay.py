@@ -1,0 +1,72 @@
+"""Replay gives what the live run gave, and what Spark reported: checked on recorded real runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from checks import assert_matches_progress, samples
+from conftest import FIXTURES, ROOT, eventlog_dir, fixture_runs, progress_lines
+from observer.replay import replay
+
+
+@pytest.mark.parametrize("run", fixture_runs(), ids=lambda r: os.path.relpath(r, FIXTURES))
+def test_replaying_the_event_log_gives_the_live_metrics(run: str) -> None:
+    with open(os.path.join(run, "metrics.prom")) as f:
+        live = samples(f.read())
+    replayed = samples(replay([eventlog_dir(run)]).exposition())
+    assert len(live) > 50
+    assert replayed.keys() == live.keys()
+    for key, value in live.items():
+        assert replayed[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
+
+
+@pytest.mark.parametrize("run", fixture_runs(), ids=lambda r: os.path.relpath(r, FIXTURES))
+def test_metrics_equal_the_progress_json(run: str) -> None:
+    """Gauges are the last batch's values; counters the sum over batches (all in recentProgress)."""
+    assert_matches_progress(replay([os.path.join(run, "progress.jsonl")]).exposition(), progress_lines(run))
+
+
+def test_restart_in_a_new_process_gives_restart_and_restore_live_and_in_replay() -> None:
+    runs = fixture_runs("rocksdb_restart")
+    # live: the second process saw its query restart from the checkpoint
+    with open(os.path.join(runs[1], "signals.jsonl")) as f:
+        live = [json.loads(line) for line in f]
+    kinds = [s["kind"] for s in live]
+    assert "query_restarted" in kinds and "restore" in kinds
+    restart = next(s for s in live if s["kind"] == "query_restarted")
+    assert restart["attributes"]["downtime_seconds"] > 0
+    restores = [s for s in live if s["kind"] == "restore"]
+    assert {r["attributes"]["operator"] for r in restores} == {"dedupe", "stateStoreSave"}
+    assert all(r["attributes"]["duration_seconds"] > 0 for r in restores)
+    dedupe = next(r for r in restores if r["attributes"]["operator"] == "dedupe")
+    assert dedupe["attributes"]["method"] == "load_metrics"
+    # replay of both processes' event logs finds the same restart
+    result = replay([eventlog_dir(r) for r in runs])
+    replayed = [e for e in result.observer.signals.recent if e.kind in ("query_restarted", "restore")]
+    assert [e.kind for e in replayed] == ["query_restarted", "restore", "restore"]
+    assert replayed[0].attributes["downtime_seconds"] > 0
+    first_batch_run2 = progress_lines(runs[1])[0]["batchId"]
+    assert all(e.attributes["batch_id"] == first_batch_run2 for e in replayed[1:])
+    assert next(e for e in replayed if e.attributes.get("operator") == "dedupe").attributes["duration_seconds"] == \
+        dedupe["attributes"]["duration_seconds"]
+
+
+def test_cli_replay_prints_prometheus_text() -> None:
+    run = fixture_runs("hdfs")[0]
+    out = subprocess.run([sys.executable, "-m", "observer.cli", "replay", eventlog_dir(run), "--format", "prometheus"],
+                         check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    names = {f.name for f in text_string_to_metric_families(out)}
+    assert {"spark_state_rows", "spark_state_hdfs_loaded_map_cache_misses", "spark_streaming_batches"} <= names
+
+
+def test_cli_replay_of_garbage_fails_clearly(tmp_path) -> None:
+    bad = tmp_path / "garbage.jsonl"
+    bad.write_text("this is not json\n")
+    proc = subprocess.run([sys.executable, "-m", "observer.cli", "replay", str(bad)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 1 and "not valid JSON" in proc.stderr
