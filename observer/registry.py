@@ -203,15 +203,6 @@ KNOWN_INSTANCE_PREFIXES = frozenset({"SnapshotLastUploaded"})
 KAFKA_LAG_KEYS = {"minOffsetsBehindLatest": "min", "avgOffsetsBehindLatest": "avg", "maxOffsetsBehindLatest": "max"}
 
 
-def all_prometheus_names() -> set[str]:
-    """Every metric name the Prometheus exporter can emit (signals and self-metrics included)."""
-    from observer import selfmetrics  # local: selfmetrics imports this module
-
-    names = {s.prometheus_name for s in CATALOG}
-    names.update(s.prometheus_name for s in selfmetrics.SELF_METRICS)
-    return names
-
-
 def reference_table(specs: Iterable[MetricSpec] = CATALOG) -> str:
     """Markdown metric reference for the README, generated so it never drifts from the code."""
     rows = ["| metric | type | unit | from Spark | since | meaning |", "|---|---|---|---|---|---|"]

@@ -28,7 +28,15 @@ def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-u
 
 
 def batches(query) -> int:  # type: ignore[no-untyped-def]
+    alive(query)
     return len(query.recentProgress)
+
+
+def alive(query) -> bool:  # type: ignore[no-untyped-def]
+    """True while the query runs; a query that died fails the test with Spark's exception."""
+    if not query.isActive and query.exception() is not None:
+        raise AssertionError(f"query {query.name} failed: {query.exception()}")
+    return True
 
 
 def progress_json(query) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -78,6 +86,7 @@ def test_a_blocked_sink_is_reported_as_stalled(spark, tmp_path) -> None:
     seen: list[int] = []
 
     def sink(df, batch_id: int) -> None:  # type: ignore[no-untyped-def]
+        df.count()  # Spark 4.3 fails a batch whose foreachBatch did not read its data (state commit validation)
         seen.append(batch_id)
         if len(seen) == 4:
             release.wait(120)  # the sink hangs, as a stuck external system would
@@ -89,7 +98,7 @@ def test_a_blocked_sink_is_reported_as_stalled(spark, tmp_path) -> None:
         df = spark.readStream.format("rate").option("rowsPerSecond", 20).load().groupBy("value").count()
         query = (df.writeStream.foreachBatch(sink).outputMode("update").queryName("e2e_stall")
                  .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="1 second").start())
-        wait_for(lambda: len(seen) >= 4, 180, "the sink to block")
+        wait_for(lambda: alive(query) and len(seen) >= 4, 180, "the sink to block")
         blocked_at = time.monotonic()
         wait_for(lambda: bool(stalls), 60, "a stalled signal")
         assert time.monotonic() - blocked_at < 30
@@ -156,3 +165,30 @@ def test_executor_loss_in_local_cluster(tmp_path) -> None:
     assert removed["attributes"]["executor_id"] == "1"
     replayed = [e.kind for e in replay([eventlog_dir(out)]).observer.signals.recent]
     assert "executor_removed" in replayed and "store_reload" in replayed
+
+
+def test_incompatible_state_schema_on_restart_is_classified(spark, tmp_path) -> None:
+    from pyspark.sql import functions as F
+
+    handle = observer.attach(spark, http_port=0)
+    try:
+        ck = str(tmp_path / "ck")
+        source = spark.readStream.format("rate").option("rowsPerSecond", 10).load()
+        first = (source.groupBy((F.col("value") % 3).alias("k")).count().writeStream.format("noop").outputMode("update")
+                 .queryName("e2e_schema").option("checkpointLocation", ck).trigger(processingTime="1 second").start())
+        wait_for(lambda: batches(first) >= 2, 120, "2 batches")
+        first.stop()
+        # the same checkpoint, but the state key is now a string: Spark refuses the old state
+        second = (source.groupBy((F.col("value") % 3).cast("string").alias("k")).agg(F.sum("value").alias("s"))
+                  .writeStream.format("noop").outputMode("update").queryName("e2e_schema")
+                  .option("checkpointLocation", ck).trigger(processingTime="1 second").start())
+        wait_for(lambda: not second.isActive, 120, "the query to fail")
+        handle.flush()
+        ended = [e for e in handle.signals if e.kind == "query_terminated" and e.attributes["outcome"] == "exception"]
+        assert len(ended) == 1
+        assert ended[0].attributes["exception_class"] == "state_schema_incompatible", ended[0].attributes
+        text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
+        assert 'spark_streaming_query_terminations_by_class_total{exception_class="state_schema_incompatible",query="e2e_schema"' in text
+        assert 'spark_streaming_query_status{query="e2e_schema"' in text
+    finally:
+        handle.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 # (class, substrings of Spark error classes or messages); first match wins, so order matters
 _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("state_schema_incompatible", ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
@@ -14,9 +16,19 @@ _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
 CLASSES = tuple(name for name, _ in _RULES) + ("other",)
 
 
+_EXCEPTION_LINE = re.compile(r"^\s*(Caused by: )?[\w.$]+(Exception|Error|Failed)\b")
+
+
 def classify_exception(error_class: str | None, message: str | None) -> str:
-    """One of ``CLASSES`` for a termination; ``error_class`` (Spark 3.5+) is checked before the message."""
-    for text in (error_class or "", message or ""):
+    """One of ``CLASSES`` for a termination; ``error_class`` (Spark 3.5+) is checked before the message.
+
+    Only the exception lines of the message count (its first line, ``Caused by:`` lines and lines that
+    name an exception): Spark appends the query's plan, whose ``checkpointLocation=`` and source names
+    would otherwise match every rule.
+    """
+    lines = (message or "").splitlines()
+    relevant = [line for i, line in enumerate(lines) if i == 0 or _EXCEPTION_LINE.match(line)]
+    for text in [error_class or ""] + relevant:
         if not text:
             continue
         for name, needles in _RULES:

@@ -1,0 +1,72 @@
+"""Signals on recorded real runs: restarts, crash loops, callbacks that fail, classification."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import eventlog_dir, fixture_runs, progress_lines
+from observer.capture_queue import CapturedEvent
+from observer.replay import replay
+from observer.runtime import Observer
+from observer.settings import Settings
+from observer.signals.classify import classify_exception
+
+RESTART = fixture_runs("rocksdb_restart")
+
+
+def test_crash_loop_fires_when_restarts_pile_up() -> None:
+    result = replay([eventlog_dir(r) for r in RESTART], Settings(http_enabled=False, crash_loop_restarts=1))
+    kinds = [e.kind for e in result.observer.signals.recent]
+    assert "crash_loop" in kinds
+    calm = replay([eventlog_dir(r) for r in RESTART], Settings(http_enabled=False, crash_loop_restarts=3))
+    assert "crash_loop" not in [e.kind for e in calm.observer.signals.recent]
+
+
+def test_a_failing_callback_is_counted_and_the_rest_goes_on() -> None:
+    obs = Observer(Settings(http_enabled=False), serve=False, live=False)
+    got: list = []
+
+    def broken(event) -> None:  # type: ignore[no-untyped-def]
+        raise RuntimeError("user bug")
+
+    obs.on("*", broken)
+    obs.on("*", got.append)
+    for p in progress_lines(RESTART[1]):
+        obs.process(CapturedEvent("progress", json.dumps(p), 0.0, 0.0))
+    assert got and obs.signals.callback_failures == len(got)
+    assert obs.tracker.snapshot()[0].last_progress.batch_id == progress_lines(RESTART[1])[-1]["batchId"]
+
+
+def test_unknown_signal_kind_is_rejected() -> None:
+    obs = Observer(Settings(http_enabled=False), serve=False)
+    try:
+        obs.on("restored", print)
+    except ValueError as exc:
+        assert "restore" in str(exc)
+    else:
+        raise AssertionError("expected ValueError")
+
+
+def test_watermark_lag_and_growth_gauges_come_from_the_batches() -> None:
+    run = RESTART[0]
+    progress = progress_lines(run)
+    obs = replay([run + "/progress.jsonl"]).observer
+    record = obs.tracker.snapshot()[0]
+    last = progress[-1]
+    from observer.model import parse_timestamp
+
+    lag = parse_timestamp(last["timestamp"]) - parse_timestamp(last["eventTime"]["watermark"])
+    assert record.signal_gauges[("spark_streaming_watermark_lag_seconds", ())] == lag
+    growth = {labels: v for (name, labels), v in record.signal_gauges.items() if name == "spark_state_rows_growth_rate"}
+    assert len(growth) == 2
+
+
+def test_exception_classes() -> None:
+    assert classify_exception("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "...") == "state_schema_incompatible"
+    assert classify_exception(None, "java.lang.OutOfMemoryError: Java heap space") == "out_of_memory"
+    assert classify_exception("CANNOT_LOAD_STATE_STORE.UNCATEGORIZED", "") == "checkpoint"
+    assert classify_exception(None, "org.apache.kafka.common.errors.TimeoutException") == "source_sink"
+    assert classify_exception(None, "ZeroDivisionError") == "other"
+    # the query plan Spark appends names the checkpoint location; that alone is no checkpoint problem
+    plan = "Exception thrown in awaitResult:\n=== Streaming Query ===\n  checkpointLocation=/tmp/ck]\nCaused by: java.lang.ArithmeticException: / by zero"
+    assert classify_exception(None, plan) == "other"
