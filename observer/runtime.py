@@ -21,6 +21,7 @@ from observer.model import MalformedEvent, parse_event
 from observer.selfmetrics import SelfMetrics
 from observer.settings import Settings
 from observer.signals.engine import SignalEngine, SignalEvent
+from observer.sinks import Sink
 from observer.tracker import QueryTracker
 
 log = logging.getLogger("observer")
@@ -51,6 +52,7 @@ class Observer:
         self._serve = self.settings.http_enabled if serve is None else serve
         self._last_queue_drops = 0
         self._error_logged: set[str] = set()
+        self._sinks: list[Sink] = []
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> "Observer":
@@ -75,6 +77,8 @@ class Observer:
         self.queue.wake()
         if self._worker is not None:
             self._worker.join(timeout)
+        for sink in self._sinks:
+            self._guarded_sink(sink, sink.close)
         if self.pusher is not None:
             self.pusher.stop()
         if self.server is not None:
@@ -83,6 +87,15 @@ class Observer:
     @property
     def http_port(self) -> int | None:
         return self.server.port if self.server else None
+
+    def add_sink(self, sink: Sink) -> None:
+        """Hand every event and signal to ``sink`` too (history store, OpenTelemetry); see ``observer.sinks``."""
+        self._sinks.append(sink)
+
+        def forward(signal: SignalEvent) -> None:
+            self._guarded_sink(sink, lambda: sink.on_signal(signal))
+
+        self.signals.subscribe("*", forward)
 
     def on(self, kind: str, callback: Callable[[SignalEvent], Any]) -> None:
         """Call ``callback(event)`` for every signal event of ``kind`` ("*" for all); see ``observer.signals``."""
@@ -151,6 +164,8 @@ class Observer:
             if self._executor_ids is not None and item.kind == "progress":
                 executors = self._guarded("executors", self._executor_ids)
             self.signals.on_event(event, record, received_at=item.received_at, executors=executors)
+            for sink in self._sinks:
+                self._guarded_sink(sink, lambda: sink.on_event(event, item.received_at))
         except Exception as exc:  # the observer's own bug must not reach Spark; count it and go on
             metrics.incr("failed")
             self._log_once(f"failed:{type(exc).__name__}", "spark-state-observer: failed to process a %s event: %r", item.kind, exc)
@@ -166,6 +181,13 @@ class Observer:
             self.self_metrics.incr("failed")
             self._log_once(f"{what}:{type(exc).__name__}", "spark-state-observer: %s failed: %r", what, exc)
             return None
+
+    def _guarded_sink(self, sink: Sink, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except Exception as exc:  # a sink's trouble (disk full, collector down) never stops the rest
+            self.self_metrics.count("export_failures", sink.name)
+            self._log_once(f"sink:{sink.name}:{type(exc).__name__}", "spark-state-observer: %s failed: %r", sink.name, exc)
 
     def _log_once(self, key: str, message: str, *args: Any) -> None:
         """Log the first occurrence of each kind of problem; the counters carry the rest."""
