@@ -59,7 +59,16 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
     Raises ``ExporterError`` (with the address) when the metrics port cannot be bound.
     """
     resolved = Settings.from_env(**settings)
-    observer = Observer(resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark)).start()
+    observer = Observer(resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark))
+    if resolved.history_enabled:
+        from observer.history.sink import HistorySink
+
+        observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved))
+    try:
+        observer.start()
+    except Exception:
+        observer.stop()  # closes the sinks it already opened
+        raise
     listener = StateObserverListener(observer)
     try:
         spark.streams.addListener(listener)

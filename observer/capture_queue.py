@@ -33,12 +33,14 @@ class CaptureQueue:
         self._maxsize = maxsize
         self._ready = threading.Event()
         self.dropped = 0  # events pushed out by overflow
+        self.put_count = 0  # events ever put (for flush: wait until all of them are taken or dropped)
 
     def put(self, item: CapturedEvent) -> None:
         """Never blocks; counts the oldest event it pushes out when full."""
         if len(self._items) >= self._maxsize:
             self.dropped += 1
         self._items.append(item)
+        self.put_count += 1
         self._ready.set()
 
     def drain(self, timeout: float) -> list[CapturedEvent]:

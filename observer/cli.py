@@ -25,6 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("paths", nargs="+", help="event log files, eventlog_v2_* folders, or .jsonl files")
     rep.add_argument("--format", choices=("summary", "prometheus", "signals"), default="summary")
     rep.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES)
+    rep.add_argument("--history", default=None, help="also write the events and signals to this history database")
+
+    ins = sub.add_parser("inspect", help="inspect a checkpoint: offsets, commits, state files, restore estimate")
+    ins.add_argument("checkpoint")
+    ins.add_argument("--json", action="store_true", help="print the report as JSON")
+    ins.add_argument("--history", default=None, help="history database to take observed restore rates from")
 
     sub.add_parser("metrics", help="print the metric reference (Markdown)")
     sub.add_parser("settings", help="print the settings reference (Markdown)")
@@ -35,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         return _demo(args)
     if args.command == "replay":
         return _replay(args)
+    if args.command == "inspect":
+        return _inspect(args)
     if args.command == "metrics":
         from observer.registry import reference_table
 
@@ -64,7 +72,7 @@ def _replay(args: argparse.Namespace) -> int:
     from observer.replay import replay, terminal_progress
 
     try:
-        result = replay(args.paths, max_line_bytes=args.max_line_bytes, progress=terminal_progress())
+        result = replay(args.paths, max_line_bytes=args.max_line_bytes, progress=terminal_progress(), history=args.history)
     except EventLogError as exc:
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
@@ -90,6 +98,23 @@ def _replay(args: argparse.Namespace) -> int:
             if event.kind not in ("query_started", "query_idle"):
                 print(f"  signal: {event.describe()}")
     return 1 if result.events == 0 and result.errors else 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from observer.checkpoint import CheckpointError, inspect_checkpoint, rates_from_history, render_text
+    from observer.history.store import HistoryError
+
+    try:
+        report = inspect_checkpoint(args.checkpoint)
+        if args.history and report.query_id:
+            rates = rates_from_history(args.history, report.query_id)
+            if rates:
+                report = inspect_checkpoint(args.checkpoint, rates)
+    except (CheckpointError, HistoryError) as exc:
+        print(f"spark-state-observer: {exc}", file=sys.stderr)
+        return 2
+    print(report.to_json() if args.json else render_text(report))
+    return 0
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from prometheus_client import generate_latest
 
 from observer.capture_queue import CapturedEvent
 from observer.eventlog import DEFAULT_MAX_LINE_BYTES, EventLogError, read_records
+from observer.model import parse_timestamp
 from observer.runtime import Observer
 from observer.settings import Settings
 
@@ -27,8 +28,12 @@ class ReplayResult:
 
 
 def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-           progress: Callable[[int], None] | None = None) -> ReplayResult:
-    """Feed every recorded event of ``paths`` through a fresh, non-serving ``Observer``."""
+           progress: Callable[[int], None] | None = None, history: str | None = None) -> ReplayResult:
+    """Feed every recorded event of ``paths`` through a fresh, non-serving ``Observer``.
+
+    With ``history``, the events and signals are also written to that history database, so a past
+    job's event logs become browsable.
+    """
     base = settings or Settings.from_env()
     executors: set[str] = set()
     seen_executors = False
@@ -37,22 +42,30 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
         return set(executors) if seen_executors else None
 
     observer = Observer(base, serve=False, live=False, executor_ids=executor_ids)
+    if history:
+        from observer.history.sink import HistorySink
+
+        observer.add_sink(HistorySink(history, observer.self_metrics, base))
     result = ReplayResult(observer)
+    last_ts = 0.0  # events without a time of their own (terminated) are placed at the last known time
     for item in read_records(paths, max_line_bytes):
         if isinstance(item, EventLogError):
             result.errors.append(str(item))
             if item.args and "not valid JSON" in str(item):
                 observer.self_metrics.count("dropped", "malformed")
             continue
+        if item.kind == "progress" and isinstance(item.payload, dict):
+            last_ts = parse_timestamp(item.payload.get("timestamp")) or last_ts
         if item.kind.startswith("executor_"):
             if item.payload != "driver":
                 seen_executors = True
                 (executors.add if item.kind == "executor_added" else executors.discard)(item.payload)
             continue
-        observer.process(CapturedEvent(item.kind, item.payload, item.timestamp or time.time(), 0.0))
+        observer.process(CapturedEvent(item.kind, item.payload, item.timestamp or last_ts or time.time(), 0.0))
         result.events += 1
         if progress is not None and result.events % 500 == 0:
             progress(result.events)
+    observer.stop()  # flushes the sinks; the tracker and registry stay readable
     return result
 
 

@@ -45,7 +45,7 @@ class Observer:
         self.registry.register(self.collector)
         self._executor_ids = executor_ids if self.settings.poll_executors else None
         self._stop = threading.Event()
-        self._idle = threading.Event()
+        self._taken = 0  # events the worker has finished with
         self._worker: threading.Thread | None = None
         self.server: MetricsServer | None = None
         self.pusher: Pusher | None = None
@@ -108,9 +108,10 @@ class Observer:
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until everything submitted so far has been processed (tests, replay, shutdown)."""
+        target = self.queue.put_count
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not len(self.queue) and self._idle.is_set():
+            if self._taken + self.queue.dropped >= target:
                 return True
             if self._worker is None or not self._worker.is_alive():
                 self._drain_once(0)
@@ -125,17 +126,15 @@ class Observer:
         self._drain_once(0)
 
     def _drain_once(self, timeout: float) -> None:
-        self._idle.clear()
         items = self.queue.drain(timeout)
         for item in items:
             self.process(item)
+            self._taken += 1
         drops = self.queue.dropped
         if drops != self._last_queue_drops:
             self.self_metrics.count("dropped", "queue_full", drops - self._last_queue_drops)
             self._last_queue_drops = drops
         self._guarded("tick", lambda: self.signals.tick())
-        if not len(self.queue):
-            self._idle.set()
 
     def process(self, item: CapturedEvent) -> None:
         """Parse one captured event and apply it; never raises (errors are counted and logged once)."""

@@ -37,6 +37,11 @@ class Settings:
     pushgateway_job: str = field(default="spark_state_observer", metadata={"doc": "Pushgateway `job` grouping key."})
     push_interval_seconds: float = field(default=15.0, metadata={"doc": "How often to push; a final push happens on stop()."})
     push_timeout_seconds: float = field(default=5.0, metadata={"doc": "Timeout of one push; a failed push is counted, never retried in a loop."})
+    # History store
+    history_enabled: bool = field(default=True, metadata={"doc": "Write every batch, operator figure and event to the SQLite history (the browser reads it)."})
+    history_path: str = field(default="spark-state-observer-history.db", metadata={"doc": "History database file (relative to the working directory)."})
+    history_max_age_seconds: float = field(default=7 * 86400.0, metadata={"doc": "History older than this is deleted."})
+    history_max_bytes: float = field(default=float(1 << 30), metadata={"doc": "When the history grows past this, the oldest batches are deleted."})
     # Capture and pipeline
     queue_size: int = field(default=10_000, metadata={"doc": "Events held between the Spark callback and the worker; on overflow the oldest is dropped and counted."})
     fast_path: bool = field(default=True, metadata={"doc": "Take each event as one JSON string from the JVM (classic PySpark); off forces PySpark's own event objects."})

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -24,6 +25,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 REQUIRE_REAL = os.environ.get("SPARK_STATE_OBSERVER_REQUIRE_REAL") == "1"
+# observers attached by tests (and the scripts they start) keep their history out of the work tree
+os.environ.setdefault("SPARK_STATE_OBSERVER_HISTORY_PATH", os.path.join(tempfile.mkdtemp(prefix="sso-history-"), "history.db"))
 
 
 def need(binary: str) -> str:
@@ -128,5 +131,9 @@ def spark() -> Iterator[object]:
 
 
 def run_script(args: list[str], timeout: float = 300) -> None:
-    subprocess.run([sys.executable, *args], check=True, timeout=timeout, stderr=subprocess.DEVNULL, cwd=ROOT)
+    """Run one of the repo's scripts in a new process; on failure, show the end of its stderr."""
+    proc = subprocess.run([sys.executable, *args], timeout=timeout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    if proc.returncode != 0:
+        tail = [line for line in proc.stderr.decode(errors="replace").splitlines() if "WARN" not in line][-25:]
+        pytest.fail(f"{args[0]} exited with {proc.returncode}:\n" + "\n".join(tail))
 

@@ -1,0 +1,102 @@
+"""OpenTelemetry names, units and instruments derived from the registry's ``MetricSpec``s.
+
+There is no second list of names: each OpenTelemetry name is computed from the Prometheus one by the
+OpenTelemetry conventions (https://opentelemetry.io/docs/specs/semconv/general/metrics/):
+
+- dots separate the name's components: ``spark_state_rows_updated`` -> ``spark.state.rows.updated``;
+- the unit moves to the unit field (UCUM): seconds -> ``s``, bytes -> ``By``, rows -> ``{row}``,
+  files -> ``{file}``, a plain number or ratio -> ``1``; rates get ``/s``;
+- time spent (a counter in seconds) is a ``.duration``: ``spark_state_rocksdb_commit_flush_seconds_total``
+  -> ``spark.state.rocksdb.commit.flush.duration``; a point in time keeps ``.timestamp``;
+- a gauge that would share its name with the counter summing the same figure per batch (the latest
+  batch's duration, the latest phase durations) gets ``.last``;
+- counters are monotonic cumulative sums (observable counters), gauges and per-run cumulative values
+  are observable gauges; histograms stay Prometheus-only (the OpenTelemetry API has no observable
+  histogram).
+
+Labels become attributes in the ``spark.`` namespace (``query`` -> ``spark.query.name``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from observer import registry
+from observer.registry import MetricSpec
+from observer.selfmetrics import SELF_METRICS
+
+COUNTER = "counter"
+GAUGE = "gauge"
+
+_UNITS = {"seconds": "s", "bytes": "By", "rows": "{row}", "files": "{file}", "ratio": "1", "": "1"}
+_UNIT_WORDS = {"seconds": "s", "bytes": "By"}  # dropped from the name; row and file counts keep their noun
+_ATTRIBUTES = {
+    "query": "spark.query.name", "query_id": "spark.query.id", "run_id": "spark.query.run_id",
+    "status": "spark.query.status", "operator": "spark.operator.name", "operator_index": "spark.operator.index",
+    "source": "spark.source.name", "source_index": "spark.source.index", "partition": "spark.state.partition",
+    "store": "spark.state.store", "provider": "spark.state.provider", "phase": "spark.batch.phase",
+}
+
+
+@dataclass(frozen=True)
+class OtelMetric:
+    """How one registry metric is exported over OTLP."""
+
+    name: str
+    unit: str
+    instrument: str  # COUNTER (observable counter) or GAUGE (observable gauge)
+    description: str
+    prometheus_name: str
+
+
+def _base_name(spec: MetricSpec) -> str:
+    words = spec.name.split("_")
+    if words[-2:] == ["per", "second"]:
+        words = words[:-2] + ["rate"]
+    elif "seconds" in words and words[-1] != "seconds":  # e.g. seconds_since_progress
+        words[words.index("seconds")] = "time"
+    elif words[-1] in _UNIT_WORDS:
+        words = words[:-1]
+        if spec.unit == "seconds" and spec.kind == registry.COUNTER and words[-1] != "duration":
+            words.append("duration")
+    return ".".join(words)
+
+
+def _unit(spec: MetricSpec, name: str) -> str:
+    unit = _UNITS.get(spec.unit, "1")
+    if name.endswith(".rate") or ".rate." in name or name.endswith("growth.rate"):
+        unit = unit + "/s" if unit != "1" else "1/s"
+    return unit
+
+
+def _build(specs: tuple[MetricSpec, ...]) -> dict[str, OtelMetric]:
+    out: dict[str, OtelMetric] = {}
+    counters = {_base_name(s) for s in specs if s.kind == registry.COUNTER}
+    for spec in specs:
+        if spec.kind == "histogram" or spec.prometheus_name in out:
+            continue
+        name = _base_name(spec)
+        instrument = COUNTER if spec.kind == registry.COUNTER else GAUGE
+        if instrument == GAUGE and name in counters:
+            name += ".last"
+        out[spec.prometheus_name] = OtelMetric(name, _unit(spec, name), instrument, spec.help, spec.prometheus_name)
+    return out
+
+
+METRICS: dict[str, OtelMetric] = _build(registry.CATALOG + SELF_METRICS)
+"""Every exported metric by its Prometheus name (the name ``observer.exporters.samples`` uses)."""
+
+
+def otel_metric(spec: MetricSpec) -> OtelMetric:
+    """The OpenTelemetry name, unit and instrument of a registry spec."""
+    return METRICS[spec.prometheus_name]
+
+
+def attribute_name(label: str) -> str:
+    """The OpenTelemetry attribute for a Prometheus label: namespaced under ``spark.``."""
+    return _ATTRIBUTES.get(label) or "spark." + label
+
+
+def attributes(labels: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """Prometheus labels as OpenTelemetry attributes."""
+    return {attribute_name(k): v for k, v in labels}
