@@ -1,0 +1,255 @@
+"""The Grafana dashboards: generated output is current, valid against Grafana's schemas, built from
+registry metric names only, and every panel query returns data from a real Prometheus scraping a real
+observer fed with recorded Spark events."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import sys
+import time
+import warnings
+
+import pytest
+
+from conftest import FIXTURES, REQUIRE_REAL, ROOT, Server, free_port, need, prom_query
+
+sys.path.insert(0, ROOT)  # the dashboards and alerts packages live beside observer/, outside the wheel
+
+with warnings.catch_warnings():  # the SDK warns at import that classic dashboards have a v2 successor
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from dashboards import generate  # noqa: E402
+    from dashboards.promql import SPECS, metric  # noqa: E402
+
+SCHEMAS = os.path.join(ROOT, "..", "shared", "grafana-schemas")
+DASHBOARD_FILES = sorted(generate.dashboards())
+RECORDING_RULES = os.path.join(ROOT, "alerts", "recording.yml")
+# Panels whose data the recorded fixtures cannot contain: these queries must still be valid PromQL.
+NO_DATA_IN_FIXTURES = {
+    ("query-detail.json", "Kafka offsets behind latest"): "the recorded jobs read the rate source, not Kafka",
+    ("restore.json", "Executors and executor changes"): "recorded in local mode: no executors come or go, and the count is polled live from the JVM",
+}
+
+
+def load(name: str) -> dict:
+    with open(os.path.join(ROOT, "dashboards", name)) as f:
+        return json.load(f)
+
+
+def panels(dashboard: dict) -> list[dict]:
+    return [p for p in dashboard["panels"] if p["type"] != "row"]
+
+
+def test_committed_dashboards_are_current() -> None:
+    for name, text in generate.dashboards().items():
+        path = os.path.join(ROOT, "dashboards", name)
+        assert os.path.exists(path), f"{name} missing: run python -m dashboards.generate"
+        with open(path) as f:
+            assert f.read() == text, f"dashboards/{name} is stale: run python -m dashboards.generate"
+
+
+def test_there_are_the_four_dashboards_with_their_variables() -> None:
+    titles = {load(n)["title"] for n in DASHBOARD_FILES}
+    assert titles == {"Spark state / Overview", "Spark state / Query detail", "Spark state / State store & RocksDB",
+                      "Spark state / Restore & rebalance"}
+    for name in DASHBOARD_FILES:
+        variables = {v["name"]: v for v in load(name)["templating"]["list"]}
+        assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+        assert "label_values(spark_streaming_query_info, query)" == variables["query"]["query"]
+        if name != "overview.json":
+            assert variables["operator"]["query"].endswith(", operator)")
+        assert "spark_streaming_query_info" in load(name)["annotations"]["list"][0]["expr"], "restarts are annotations"
+
+
+@pytest.mark.parametrize("name", DASHBOARD_FILES)
+def test_every_panel_has_unit_thresholds_description_and_a_unique_id(name: str) -> None:
+    dashboard = load(name)
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    for p in panels(dashboard):
+        defaults = p["fieldConfig"]["defaults"]
+        assert defaults.get("unit"), p["title"]
+        assert defaults["thresholds"]["steps"][0]["value"] is None and defaults["thresholds"]["steps"], p["title"]
+        assert "Bad:" in p.get("description", ""), f"{p['title']}: the description must say what a bad value means"
+        assert p["datasource"]["uid"] == "${datasource}" and p["targets"]
+        for t in p["targets"]:
+            assert t["datasource"]["uid"] == "${datasource}" and t["expr"]
+
+
+def annotation_expressions(dashboard: dict) -> list[str]:
+    return [a["expr"] for a in dashboard["annotations"]["list"]]
+
+
+def expressions(dashboard: dict) -> list[str]:
+    exprs = [t["expr"] for p in panels(dashboard) for t in p["targets"]] + annotation_expressions(dashboard)
+    return exprs + [v["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+
+
+def recorded_names() -> set[str]:
+    with open(RECORDING_RULES) as f:
+        return set(re.findall(r"record: (\S+)", f.read()))
+
+
+@pytest.mark.parametrize("name", DASHBOARD_FILES)
+def test_every_metric_name_in_the_dashboards_is_in_the_registry(name: str) -> None:
+    recorded = recorded_names()
+    for expr in expressions(load(name)):
+        for token in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", re.sub(r'"[^"]*"', '""', expr)):
+            if ":" in token:
+                assert token in recorded, f"{token} is not a recording rule of alerts/recording.yml"
+            elif token.startswith("spark_"):
+                assert metric(token) == token  # raises for a name the registry does not export
+
+
+def test_an_unknown_metric_name_fails_generation() -> None:
+    with pytest.raises(KeyError, match="spark_state_rowz"):
+        metric("spark_state_rowz")
+    assert "spark_state_rows" in SPECS
+
+
+# --- Grafana's JSON schemas ---------------------------------------------------------------------------
+def schema_validator():  # type: ignore[no-untyped-def]
+    """validate(ref, instance) -> error messages, resolving refs across the schema files by their names."""
+    if not os.path.isdir(SCHEMAS):
+        if REQUIRE_REAL:
+            pytest.fail(f"{SCHEMAS} is missing")
+        pytest.skip(f"{SCHEMAS} is missing (it sits beside the project's checkout)")
+    from jsonschema import Draft7Validator
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT7
+
+    base = "https://grafana-schemas.invalid/"
+    registry = Registry()
+    for path in glob.glob(os.path.join(SCHEMAS, "*.jsonschema.json")):
+        with open(path) as f:
+            registry = registry.with_resource(base + os.path.basename(path), Resource.from_contents(json.load(f), default_specification=DRAFT7))
+
+    def validate(ref: str, instance: object) -> list[str]:
+        validator = Draft7Validator({"$ref": base + ref}, registry=registry)
+        return [f"{ref} at {list(e.absolute_path)}: {e.message[:200]}" for e in validator.iter_errors(instance)]
+
+    return validate
+
+
+def schema_errors(dashboard: dict, validate) -> list[str]:  # type: ignore[no-untyped-def]
+    errors = validate("dashboard.jsonschema.json", dashboard)
+    for p in panels(dashboard):
+        schema = f"{p['type']}.jsonschema.json"
+        assert os.path.exists(os.path.join(SCHEMAS, schema)), f"no schema for panel type {p['type']}"
+        errors += validate(schema + "#/definitions/Options", p["options"])
+        custom = p["fieldConfig"]["defaults"].get("custom")
+        if custom is not None:
+            errors += validate(schema + "#/definitions/FieldConfig", custom)
+        for t in p["targets"]:
+            errors += validate("prometheus.jsonschema.json", t)
+    return errors
+
+
+@pytest.mark.parametrize("name", DASHBOARD_FILES)
+def test_dashboard_validates_against_grafana_schemas(name: str) -> None:
+    assert schema_errors(load(name), schema_validator()) == []
+
+
+def test_schema_validation_rejects_a_broken_dashboard() -> None:
+    validate = schema_validator()
+    broken = load("overview.json")
+    broken["templating"]["list"][1]["query"] = {"query": "label_values(x, query)"}
+    ts_panel = next(p for p in panels(broken) if p["type"] == "timeseries")
+    ts_panel["options"]["legend"]["displayMode"] = "sideways"
+    ts_panel["targets"][0]["format"] = "graph"
+    errors = schema_errors(broken, validate)
+    assert any("templating" in e for e in errors)
+    assert any("timeseries.jsonschema.json" in e and "sideways" in e for e in errors)
+    assert any("prometheus.jsonschema.json" in e and "graph" in e for e in errors)
+
+
+# --- every query against a real Prometheus --------------------------------------------------------------
+def recorded_event_groups() -> list[list]:
+    """The recorded event logs as CapturedEvents, one list per recorded job (runs of a job in order)."""
+    from observer.capture_queue import CapturedEvent
+    from observer.eventlog import EventLogError, read_records
+
+    groups = []
+    for job in sorted(glob.glob(os.path.join(FIXTURES, "*"))):
+        logs = sorted(glob.glob(os.path.join(job, "run*", "eventlog")))
+        events = []
+        for item in read_records(logs):
+            assert not isinstance(item, EventLogError), item
+            if not item.kind.startswith("executor_"):
+                events.append(CapturedEvent(item.kind, item.payload, item.timestamp or time.time(), 0.0))
+        groups.append(events)
+    assert len(groups) >= 4
+    return groups
+
+
+def start_prometheus_with_rules(tmp: str, target: str, rule_files: list[str]) -> Server:
+    binary = need("prometheus")
+    port = free_port()
+    config = os.path.join(tmp, "prometheus.yml")
+    with open(config, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                f"rule_files: {json.dumps(rule_files)}\n"
+                f"scrape_configs:\n  - job_name: spark_state_observer\n    static_configs:\n      - targets: [{json.dumps(target)}]\n")
+    return Server([binary, f"--config.file={config}", f"--storage.tsdb.path={os.path.join(tmp, 'data')}",
+                   f"--web.listen-address=127.0.0.1:{port}"], f"http://127.0.0.1:{port}/-/ready")
+
+
+def wait_for_scrapes(prom: Server, progress_events: int) -> None:
+    """Until Prometheus has scraped the observer after it processed ``progress_events``, then two more scrapes."""
+    deadline = time.monotonic() + 30
+    expr = 'spark_state_observer_events_received_total{kind="progress"}'
+    while True:
+        result = prom_query(prom, expr)
+        if result and float(result[0]["value"][1]) == progress_events:
+            break
+        assert time.monotonic() < deadline, f"Prometheus never saw {progress_events} progress events: {result}"
+        time.sleep(0.2)
+    time.sleep(2.5)
+
+
+def substitute(expr: str, query_names: str) -> str:
+    for variable, value in (("$__rate_interval", "1m"), ("$__interval", "15s"), ("$__range", "5m"),
+                            ("$query", query_names), ("$operator", ".*"), ("${datasource}", "prometheus")):
+        expr = expr.replace(variable, value)
+    return expr
+
+
+def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path) -> None:
+    from observer.runtime import Observer
+    from observer.settings import Settings
+
+    groups = recorded_event_groups()
+    halves = [[e for g in groups for e in g[: len(g) // 2]], [e for g in groups for e in g[len(g) // 2:]]]
+    settings = Settings(http_port=0, growth_min_batches=3, state_rows_budget=1e7, state_memory_budget_bytes=1e10)
+    obs = Observer(settings).start()
+    try:
+        prom = start_prometheus_with_rules(str(tmp_path), f"127.0.0.1:{obs.http_port}", [RECORDING_RULES])
+        try:
+            fed = 0
+            for half in halves:  # counters must change between scrapes for rate() to have two samples
+                for event in half:
+                    obs.submit(event)
+                assert obs.flush()
+                fed += sum(1 for e in half if e.kind == "progress")
+                wait_for_scrapes(prom, fed)
+            names = sorted({r["metric"]["query"] for r in prom_query(prom, "spark_streaming_query_info")})
+            assert names == ["demo_dedup_window"]
+            empty, checked = [], 0
+            for name in DASHBOARD_FILES:
+                dashboard = load(name)
+                for p in panels(dashboard):
+                    for t in p["targets"]:
+                        result = prom_query(prom, substitute(t["expr"], "|".join(names)))  # asserts status success
+                        checked += 1
+                        if not result and (name, p["title"]) not in NO_DATA_IN_FIXTURES:
+                            empty.append(f"{name} / {p['title']} / {t['refId']}: {t['expr']}")
+                for expr in annotation_expressions(dashboard):  # a mark only where a run starts: valid is enough
+                    prom_query(prom, substitute(expr, "|".join(names)))
+            assert checked > 60
+            assert empty == [], "panel queries without data:\n" + "\n".join(empty)
+        finally:
+            prom.stop()
+    finally:
+        obs.stop()
