@@ -7,6 +7,8 @@ import os
 from typing import Any
 from urllib.parse import urlparse
 
+from observer.exporters.http import ExporterError
+from observer.exporters.otel.config import otlp_enabled
 from observer.listener import StateObserverListener
 from observer.runtime import Observer
 from observer.settings import Settings
@@ -55,8 +57,10 @@ class ObserverHandle:
 def attach(spark: Any, **settings: Any) -> ObserverHandle:
     """Attach the observer to ``spark``: every streaming query of that session is observed.
 
-    Settings are keyword arguments or ``SPARK_STATE_OBSERVER_*`` environment variables (README).
-    Raises ``ExporterError`` (with the address) when the metrics port cannot be bound.
+    Settings are keyword arguments or ``SPARK_STATE_OBSERVER_*`` environment variables (README); with an
+    OTLP endpoint (``otlp_endpoint`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``) the OpenTelemetry sink is added.
+    Raises ``ExporterError`` (with the address) when the metrics port cannot be bound, or when OTLP export
+    is configured without the ``otel`` extra installed.
     """
     resolved = Settings.from_env(**settings)
     observer = Observer(resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark))
@@ -65,6 +69,8 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
 
         observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved))
     try:
+        if otlp_enabled(resolved):
+            observer.add_sink(_otel_sink(observer, spark))
         observer.start()
     except Exception:
         observer.stop()  # closes the sinks it already opened
@@ -78,10 +84,46 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
     return ObserverHandle(spark, observer, listener)
 
 
+def is_connect(spark: Any) -> bool:
+    """A Spark Connect session: no JVM on this side, so no ``sparkContext`` or ``_jsparkSession``."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def spark_resource_attributes(spark: Any) -> dict[str, str]:
+    """OpenTelemetry resource attributes of the application: ``spark.app.id``, ``spark.app.name``, ``spark.version``.
+
+    Read through ``spark.conf`` and ``spark.version``, which classic PySpark and Spark Connect both serve
+    (Connect answers them from the server's session); a value that cannot be read is left out.
+    """
+    out: dict[str, str] = {}
+    for attribute, read in (("spark.app.id", lambda: spark.conf.get("spark.app.id")),
+                            ("spark.app.name", lambda: spark.conf.get("spark.app.name")),
+                            ("spark.version", lambda: spark.version)):
+        try:
+            value = read()
+        except Exception as exc:  # an attribute less, never a failed attach
+            log.debug("spark-state-observer: no %s: %r", attribute, exc)
+            continue
+        if value:
+            out[attribute] = str(value)
+    return out
+
+
+def _otel_sink(observer: Observer, spark: Any) -> Any:
+    try:
+        from observer.exporters.otel.sink import OtelSink
+    except ImportError as exc:
+        raise ExporterError(f"OTLP export is configured but OpenTelemetry is not installed ({exc}); "
+                            "pip install 'spark-state-observer[otel]'") from exc
+    return OtelSink(observer, spark_resource_attributes(spark))
+
+
 def _jsc(spark: Any) -> Any:
+    if is_connect(spark):
+        return None
     try:
         return spark.sparkContext._jsc
-    except Exception:  # Spark Connect has no JVM on this side
+    except Exception:  # a session without a JVM on this side
         return None
 
 
@@ -104,7 +146,10 @@ def _checkpoint_last_commit(spark: Any):  # type: ignore[no-untyped-def]
     Reads the modification time of the newest ``commits/`` file of a local checkpoint (on the worker
     thread, never the callback). Returns None for remote checkpoints or when anything is missing.
     """
-    jss = getattr(spark, "_jsparkSession", None)
+    try:
+        jss = None if is_connect(spark) else spark._jsparkSession
+    except Exception:  # no JVM on this side
+        jss = None
     if jss is None:
         return None
 

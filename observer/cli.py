@@ -20,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--port", type=int, default=None, help="metrics port (default: setting http_port, 9108)")
     demo.add_argument("--host", default=None, help="metrics bind address (default: 127.0.0.1)")
     demo.add_argument("--checkpoint", default=None, help="checkpoint folder (default: a new temporary one)")
+    demo.add_argument("--otlp-endpoint", default=None, help="also export over OTLP to this collector, e.g. http://127.0.0.1:4318")
+    demo.add_argument("--otlp-protocol", choices=("http/protobuf", "grpc"), default=None, help="OTLP protocol (default: http/protobuf)")
 
     rep = sub.add_parser("replay", help="replay Spark event logs or progress JSON lines through the observer")
     rep.add_argument("paths", nargs="+", help="event log files, eventlog_v2_* folders, or .jsonl files")
@@ -58,7 +60,8 @@ def _demo(args: argparse.Namespace) -> int:
     from observer.demo import run_demo
     from observer.exporters.http import ExporterError
 
-    overrides = {k: v for k, v in (("http_port", args.port), ("http_host", args.host)) if v is not None}
+    options = (("http_port", args.port), ("http_host", args.host), ("otlp_endpoint", args.otlp_endpoint), ("otlp_protocol", args.otlp_protocol))
+    overrides = {k: v for k, v in options if v is not None}
     try:
         run_demo(args.provider, args.rows_per_second, args.duration, args.checkpoint, **overrides)
     except ExporterError as exc:

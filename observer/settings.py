@@ -60,6 +60,13 @@ class Settings:
     restore_load_threshold_seconds: float = field(default=0.5, metadata={"doc": "Within a run, a RocksDB load latency above this (and 3x the run's median) counts as a reload."})
     falling_behind_window_seconds: float = field(default=120.0, metadata={"doc": "Input rate above processing rate for this long means falling behind."})
     poll_executors: bool = field(default=True, metadata={"doc": "Poll the driver's executor list (one JVM call, at most once per progress event) to see executors come and go."})
+    # OpenTelemetry (OTLP); see README "OpenTelemetry" for the OTEL_* variables also read
+    otlp_endpoint: str = field(default="", metadata={"doc": "Export metrics, signal log records (and batch spans) over OTLP to this collector, e.g. http://127.0.0.1:4318 (http/protobuf) or http://127.0.0.1:4317 (grpc); empty: `OTEL_EXPORTER_OTLP_ENDPOINT` if set, else no OTLP export."})
+    otlp_protocol: str = field(default="", metadata={"doc": "`http/protobuf` or `grpc`; empty: `OTEL_EXPORTER_OTLP_PROTOCOL`, else http/protobuf."})
+    otlp_interval_seconds: float = field(default=0.0, metadata={"doc": "Metric export interval; 0: `OTEL_METRIC_EXPORT_INTERVAL` (ms), else 60 s."})
+    otlp_timeout_seconds: float = field(default=0.0, metadata={"doc": "Timeout of one OTLP export, retries included; 0: `OTEL_EXPORTER_OTLP_TIMEOUT`, else 10 s. Failed exports are counted, never block the job."})
+    otlp_traces: bool = field(default=False, metadata={"doc": "Also export each micro-batch as a span with one child span per phase."})
+    otlp_queue_size: int = field(default=2048, metadata={"doc": "Log records and spans buffered for export; when the collector is away longer, the oldest are dropped."})
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
@@ -92,6 +99,10 @@ class Settings:
             raise SettingsError("tls_certfile and tls_keyfile must be set together")
         if bool(self.basic_auth_user) != bool(self.basic_auth_password):
             raise SettingsError("basic_auth_user and basic_auth_password must be set together")
+        if self.otlp_protocol not in ("", "http/protobuf", "grpc"):
+            raise SettingsError(f"otlp_protocol must be http/protobuf or grpc, got {self.otlp_protocol!r}")
+        if self.otlp_interval_seconds < 0 or self.otlp_timeout_seconds < 0 or self.otlp_queue_size < 1:
+            raise SettingsError("otlp_interval_seconds and otlp_timeout_seconds must be >= 0, otlp_queue_size >= 1")
 
 
 def _coerce(name: str, source: str, raw: Any, ftype: Any) -> Any:

@@ -35,6 +35,7 @@ _ATTRIBUTES = {
     "status": "spark.query.status", "operator": "spark.operator.name", "operator_index": "spark.operator.index",
     "source": "spark.source.name", "source_index": "spark.source.index", "partition": "spark.state.partition",
     "store": "spark.state.store", "provider": "spark.state.provider", "phase": "spark.batch.phase",
+    "batch_id": "spark.batch.id", "executor_id": "spark.executor.id", "message": "exception.message",
 }
 
 
@@ -64,9 +65,7 @@ def _base_name(spec: MetricSpec) -> str:
 
 def _unit(spec: MetricSpec, name: str) -> str:
     unit = _UNITS.get(spec.unit, "1")
-    if name.endswith(".rate") or ".rate." in name or name.endswith("growth.rate"):
-        unit = unit + "/s" if unit != "1" else "1/s"
-    return unit
+    return unit + "/s" if name.endswith(".rate") else unit
 
 
 def _build(specs: tuple[MetricSpec, ...]) -> dict[str, OtelMetric]:
