@@ -299,8 +299,8 @@ def _sum_sources(raw_sources: list, key: str) -> float | None:
 
 def _rate(value: float | None) -> float | None:
     """Rates as ``progress.json`` gives them: rounded half-up to 0.1 (event logs carry the raw double)."""
-    if value is None:
-        return None
+    if value is None or abs(value) >= 1e15:  # beyond a double's decimal precision there is nothing to round
+        return value
     return float(Decimal(repr(value)).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
 
 

@@ -46,6 +46,8 @@ class Observer:
         self._executor_ids = executor_ids if self.settings.poll_executors else None
         self._stop = threading.Event()
         self._taken = 0  # events the worker has finished with
+        self._sink_flush_wanted = 0  # flush() asks the worker (the sinks' only thread) to flush them...
+        self._sink_flush_done = 0  # ...and waits for this to catch up
         self._worker: threading.Thread | None = None
         self.server: MetricsServer | None = None
         self.pusher: Pusher | None = None
@@ -109,9 +111,12 @@ class Observer:
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until everything submitted so far has been processed (tests, replay, shutdown)."""
         target = self.queue.put_count
+        self._sink_flush_wanted += 1
+        wanted = self._sink_flush_wanted
+        self.queue.wake()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._taken + self.queue.dropped >= target:
+            if self._taken + self.queue.dropped >= target and (not self._sinks or self._sink_flush_done >= wanted):
                 return True
             if self._worker is None or not self._worker.is_alive():
                 self._drain_once(0)
@@ -135,6 +140,12 @@ class Observer:
             self.self_metrics.count("dropped", "queue_full", drops - self._last_queue_drops)
             self._last_queue_drops = drops
         self._guarded("tick", lambda: self.signals.tick())
+        wanted = self._sink_flush_wanted
+        if wanted != self._sink_flush_done and not len(self.queue):
+            for sink in self._sinks:
+                if hasattr(sink, "flush"):
+                    self._guarded_sink(sink, sink.flush)
+            self._sink_flush_done = wanted
 
     def process(self, item: CapturedEvent) -> None:
         """Parse one captured event and apply it; never raises (errors are counted and logged once)."""

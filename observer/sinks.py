@@ -24,5 +24,8 @@ class Sink(Protocol):
     def on_signal(self, signal: SignalEvent) -> None:
         """One derived signal (restart, restore, stall, ...)."""
 
+    def flush(self) -> None:
+        """Write out what is buffered now (``Observer.flush`` asks for it; tests, replay, shutdown)."""
+
     def close(self) -> None:
         """Flush and release resources; called once when the observer stops."""

@@ -39,7 +39,8 @@ class QueryRecord:
         return self.name or self.query_id
 
     def add(self, name: str, labels: Labels, value: float | None) -> None:
-        if value is not None and value > 0:
+        """Add to a counter; a zero creates it, so rate() and increase() see its first real increment."""
+        if value is not None and value >= 0:
             key = (name, labels)
             self.counters[key] = self.counters.get(key, 0.0) + value
 

@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -18,10 +17,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
 def executor_pid(executor_id: str) -> int | None:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        if "CoarseGrainedExecutorBackend" in line and f"--executor-id {executor_id} " in line:
-            return int(line.split()[0])
+    """The pid of the executor JVM with this id, from /proc (ps may cut long command lines)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"CoarseGrainedExecutorBackend") for a in args) and b"--executor-id" in args:
+            if args[args.index(b"--executor-id") + 1] == executor_id.encode():
+                return int(pid)
     return None
 
 

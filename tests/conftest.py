@@ -134,6 +134,8 @@ def run_script(args: list[str], timeout: float = 300) -> None:
     """Run one of the repo's scripts in a new process; on failure, show the end of its stderr."""
     proc = subprocess.run([sys.executable, *args], timeout=timeout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     if proc.returncode != 0:
-        tail = [line for line in proc.stderr.decode(errors="replace").splitlines() if "WARN" not in line][-25:]
+        lines = proc.stderr.decode(errors="replace").splitlines()
+        start = max((i for i, line in enumerate(lines) if line.startswith("Traceback")), default=max(0, len(lines) - 25))
+        tail = [line for line in lines[start:] if not line.startswith(("\tat ", "\t..."))][:40]
         pytest.fail(f"{args[0]} exited with {proc.returncode}:\n" + "\n".join(tail))
 

@@ -14,7 +14,11 @@ import observer
 from checks import assert_matches_progress
 from conftest import ROOT, eventlog_dir, run_script
 from observer.demo import HDFS, ROCKSDB, dedup_window_query, unbounded_query
+from observer import state_reader
+from observer.checkpoint import DEFAULT_BYTES_PER_SECOND, DEFAULT_SECONDS_PER_FILE, DEFAULT_SECONDS_PER_STORE, inspect_checkpoint
+from observer.history.loaders import load_batches
 from observer.replay import replay
+from inspect_checks import assert_inspector_matches_files
 
 pytestmark = pytest.mark.slow
 
@@ -52,8 +56,25 @@ def test_rocksdb_query_scraped_equals_its_progress(spark, tmp_path) -> None:
         query.stop()
         handle.flush()
         text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
-        assert_matches_progress(text, progress_json(query))
+        progress = progress_json(query)
+        assert_matches_progress(text, progress)
         assert 'spark_state_operator_info{operator="dedupe",operator_index="1",provider="rocksdb"' in text
+        assert_inspector_matches_files(str(tmp_path / "ck"), progress[-1]["batchId"])
+        # the history was written while the query ran, and holds what Spark reported
+        recorded = load_batches(handle.observer.settings.history_path, progress[-1]["id"], run_id=progress[-1]["runId"])
+        assert recorded.batch_id.tolist() == [p["batchId"] for p in progress]
+        # the state itself, through Spark's state readers: the rows the query holds
+        ops = state_reader.operators(spark, str(tmp_path / "ck"))
+        assert sorted(o["operatorName"] for o in ops) == ["dedupe", "stateStoreSave"]
+        per_partition = state_reader.rows_per_partition(spark, str(tmp_path / "ck"), operator_id=1)
+        assert sum(per_partition.values()) == progress[-1]["stateOperators"][1]["numRowsTotal"]
+        page = state_reader.sample(spark, str(tmp_path / "ck"), operator_id=0, limit=3)
+        assert len(page) == min(3, progress[-1]["stateOperators"][0]["numRowsTotal"]) and "key" in page[0]["key"]
+        wanted = str(page[0]["key"]["key"])
+        found = state_reader.sample(spark, str(tmp_path / "ck"), operator_id=0, key_contains=f'"key":{wanted}', limit=50)
+        assert found and all(r["key"]["key"] == page[0]["key"]["key"] for r in found)
+        changes = state_reader.change_feed(spark, str(tmp_path / "ck"), start_batch=1, operator_id=1, limit=20)
+        assert changes and {c["change_type"] for c in changes} <= {"update", "delete"}
         received = handle.observer.self_metrics.received
         assert received["progress"] == len(query.recentProgress) and received["started"] == 1 and received["terminated"] == 1
         # the fast path: one JVM call per event, so the callback costs milliseconds, not PySpark's ~0.5 s
@@ -75,6 +96,7 @@ def test_hdfs_query_through_the_listener_class(spark, tmp_path) -> None:
         text = urllib.request.urlopen(listener.observer.server.url, timeout=10).read().decode()
         assert_matches_progress(text, progress_json(query))
         assert 'provider="hdfs"' in text
+        assert_inspector_matches_files(str(tmp_path / "ck"), progress_json(query)[-1]["batchId"])
     finally:
         spark.streams.removeListener(listener)
         listener.observer.stop()
@@ -142,6 +164,7 @@ def test_restart_in_a_new_process(tmp_path) -> None:
     ck, run1, run2 = str(tmp_path / "ck"), str(tmp_path / "run1"), str(tmp_path / "run2")
     script = os.path.join(ROOT, "scripts", "scenario_job.py")
     run_script([script, "--checkpoint", ck, "--out", run1, "--event-log", "--batches", "4"])
+    before = inspect_checkpoint(ck)
     run_script([script, "--checkpoint", ck, "--out", run2, "--event-log", "--batches", "3"])
     with open(os.path.join(run2, "signals.jsonl")) as f:
         live = [json.loads(line) for line in f]
@@ -151,6 +174,15 @@ def test_restart_in_a_new_process(tmp_path) -> None:
     assert restores and all(r["attributes"]["duration_seconds"] > 0 for r in restores)
     replayed = replay([eventlog_dir(run1), eventlog_dir(run2)]).observer.signals.recent
     assert [e.kind for e in replayed if e.kind in ("query_restarted", "restore")] == ["query_restarted", "restore", "restore"]
+    # the inspector's restore estimate, made before the restart, against the restore Spark measured
+    measured = next(r for r in restores if r["attributes"]["method"] == "load_metrics")
+    op_index = measured["attributes"]["operator_index"]
+    estimate = sum(DEFAULT_SECONDS_PER_STORE + p.restore.replay_files * DEFAULT_SECONDS_PER_FILE
+                   + p.restore.bytes / DEFAULT_BYTES_PER_SECOND
+                   for op in before.operators if op.operator_id == op_index for p in op.partitions)
+    ratio = estimate / measured["attributes"]["duration_seconds"]
+    print(f"restore estimate {estimate:.2f}s vs measured {measured['attributes']['duration_seconds']:.2f}s: ratio {ratio:.2f}")
+    assert 0.25 < ratio < 4
 
 
 def test_executor_loss_in_local_cluster(tmp_path) -> None:
@@ -173,11 +205,14 @@ def test_incompatible_state_schema_on_restart_is_classified(spark, tmp_path) -> 
     handle = observer.attach(spark, http_port=0)
     try:
         ck = str(tmp_path / "ck")
+        spark.conf.set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "false")
         source = spark.readStream.format("rate").option("rowsPerSecond", 10).load()
         first = (source.groupBy((F.col("value") % 3).alias("k")).count().writeStream.format("noop").outputMode("update")
                  .queryName("e2e_schema").option("checkpointLocation", ck).trigger(processingTime="1 second").start())
         wait_for(lambda: batches(first) >= 2, 120, "2 batches")
         first.stop()
+        spark.conf.set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        assert_inspector_matches_files(ck, progress_json(first)[-1]["batchId"])  # RocksDB without changelog: zips only
         # the same checkpoint, but the state key is now a string: Spark refuses the old state
         second = (source.groupBy((F.col("value") % 3).cast("string").alias("k")).agg(F.sum("value").alias("s"))
                   .writeStream.format("noop").outputMode("update").queryName("e2e_schema")

@@ -74,6 +74,9 @@ class HistorySink:
             raise
         self.error = None
 
+    def flush(self) -> None:
+        self._maybe_flush(force=True)
+
     def close(self) -> None:
         try:
             self._maybe_flush(force=True)

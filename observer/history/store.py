@@ -41,7 +41,15 @@ def connect(path: str, readonly: bool = False, timeout: float = 0.5) -> sqlite3.
     """Open (and for writers, migrate) the history database."""
     try:
         if readonly:
-            conn = sqlite3.connect(f"file:{os.path.abspath(path)}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
+            if not os.path.exists(path):
+                raise HistoryError(f"history database {path} does not exist (run the job with the observer attached, or `replay --history`)")
+            uri = f"file:{os.path.abspath(path)}"
+            try:
+                conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
+                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            except sqlite3.OperationalError:
+                # a WAL database on read-only media cannot create its shared-memory file: read it as immutable
+                conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout, check_same_thread=False)
         else:
             parent = os.path.dirname(os.path.abspath(path))
             os.makedirs(parent, exist_ok=True)

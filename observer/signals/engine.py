@@ -128,7 +128,10 @@ class SignalEngine:
     def on_event(self, event: Event, record: QueryRecord, received_at: float | None = None,
                  executors: set[str] | None = None) -> None:
         now = received_at if received_at is not None else self.clock()
-        q = self._queries.setdefault(event.query_id, _QueryState())
+        q = self._queries.get(event.query_id)
+        if q is None:
+            q = self._queries[event.query_id] = _QueryState()
+            self.tracker.add_counter(record.query_id, "spark_streaming_query_restarts_total", (), 0.0)
         if len(self._queries) > self.s.max_queries:
             for stale in [k for k in self._queries if self.tracker.get(k) is None]:
                 del self._queries[stale]
@@ -244,7 +247,7 @@ class SignalEngine:
                 continue
             attrs.update(duration_seconds=round(duration, 3), method=method, changelog_files=files)
             labels = operator_labels(op.index, op.name)
-            self.tracker.add_counter(record.query_id, "spark_state_restores_total", labels + (("trigger", "restart"),))
+            self.tracker.add_counter(record.query_id, "spark_state_restores_total", labels)
             self.tracker.set_gauge(record.query_id, "spark_state_last_restore_duration_seconds", labels + (("method", method),), duration)
             if files is not None:
                 self.tracker.set_gauge(record.query_id, "spark_state_last_restore_changelog_files", labels, files)
@@ -253,9 +256,11 @@ class SignalEngine:
     def _operator(self, q: _QueryState, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, first: bool) -> None:
         key = (op.index, op.name)
         st = q.ops.get(key)
+        labels = operator_labels(op.index, op.name)
         if st is None:
             st = q.ops[key] = _OperatorState(GrowthWindow(self.s.growth_window_seconds, self.s.growth_min_batches))
-        labels = operator_labels(op.index, op.name)
+            for counter in ("spark_state_restores_total", "spark_state_store_reloads_total", "spark_state_partition_changes_total"):
+                self.tracker.add_counter(record.query_id, counter, labels, 0.0)  # exported from 0, so increase() sees the first
         evidence = [] if first else self._reload_evidence(st, op)
         load_ms = op.custom.get("rocksdbLoadLatencyMs")
         if load_ms is not None and not evidence:
@@ -267,7 +272,7 @@ class SignalEngine:
             if m.prefix == "SnapshotLastUploaded":
                 st.snapshots[(m.partition, m.store)] = m.value
         if evidence:
-            self.tracker.add_counter(record.query_id, "spark_state_store_reloads_total", labels + (("evidence", evidence[0]),))
+            self.tracker.add_counter(record.query_id, "spark_state_store_reloads_total", labels)
             self._emit("store_reload", record, p.run_id, ts, operator=op.name, operator_index=op.index, batch_id=p.batch_id,
                        evidence=",".join(evidence), load_seconds=(load_ms or 0) / 1000.0,
                        changelog_files=op.custom.get("rocksdbNumReplayChangelogFiles"))
