@@ -1,4 +1,4 @@
-"""The ``spark-state-observer`` command: demo, replay, metrics reference."""
+"""The ``spark-state-observer`` command: demo, replay, inspect, state browser, metrics reference."""
 
 from __future__ import annotations
 
@@ -34,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     ins.add_argument("--json", action="store_true", help="print the report as JSON")
     ins.add_argument("--history", default=None, help="history database to take observed restore rates from")
 
+    ui = sub.add_parser("ui", help="serve the state browser (Streamlit) over a history and checkpoints")
+    ui.add_argument("--history", default=None, help="history database (default: setting history_path)")
+    ui.add_argument("--checkpoint-root", action="append", default=[], help="folder whose checkpoints may be opened (repeatable)")
+    ui.add_argument("--port", type=int, default=8501)
+    ui.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
+
     sub.add_parser("metrics", help="print the metric reference (Markdown)")
     sub.add_parser("settings", help="print the settings reference (Markdown)")
 
@@ -45,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         return _replay(args)
     if args.command == "inspect":
         return _inspect(args)
+    if args.command == "ui":
+        return _ui(args)
     if args.command == "metrics":
         from observer.registry import reference_table
 
@@ -101,6 +109,28 @@ def _replay(args: argparse.Namespace) -> int:
             if event.kind not in ("query_started", "query_idle"):
                 print(f"  signal: {event.describe()}")
     return 1 if result.events == 0 and result.errors else 0
+
+
+def _ui(args: argparse.Namespace) -> int:
+    """Become ``streamlit run`` on the browser app (exec: the pid stays the same, so stopping it stops the server)."""
+    import importlib.util
+    import os
+
+    from observer.settings import Settings
+
+    if importlib.util.find_spec("streamlit_app") is None or importlib.util.find_spec("streamlit") is None:
+        print("spark-state-observer: the state browser is not installed (pip install 'spark-state-observer[ui]')", file=sys.stderr)
+        return 2
+    from streamlit_app import APP_PATH
+
+    history = args.history or Settings.from_env().history_path
+    command = [sys.executable, "-m", "streamlit", "run", APP_PATH, "--server.headless", "true",
+               "--server.address", args.host, "--server.port", str(args.port), "--browser.gatherUsageStats", "false",
+               "--client.toolbarMode", "viewer", "--", "--history", history]
+    for root in args.checkpoint_root:
+        command += ["--checkpoint-root", root]
+    sys.stdout.flush()
+    os.execv(sys.executable, command)
 
 
 def _inspect(args: argparse.Namespace) -> int:

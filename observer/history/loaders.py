@@ -88,3 +88,100 @@ def load_events(path: str, query_id: str | None = None, since: float | None = No
         frame = _frame(path, f"SELECT * FROM events WHERE {where} ORDER BY ts", params)
     frame["attributes"] = frame["attributes"].map(lambda s: json.loads(s) if isinstance(s, str) else {})
     return frame
+
+
+# --- aggregated reads for the browser: bounded in size however long the history is ----------------------
+PHASES = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+
+
+def load_span(path: str, query_id: str) -> dict[str, float | int | None]:
+    """First and last batch time and the batch count of a query (index-only reads)."""
+    frame = _frame(path, "SELECT MIN(ts) AS first, MAX(ts) AS last, COUNT(*) AS batches FROM batches WHERE query_id = ?", (query_id,))
+    row = frame.iloc[0]
+    return {"first": row["first"], "last": row["last"], "batches": int(row["batches"])}
+
+
+def load_recent_batches(path: str, query_id: str, limit: int = 120) -> pd.DataFrame:
+    """The ``limit`` newest batches, oldest first: the newest figures and the sparklines of the query list."""
+    return _frame(path, """
+        SELECT * FROM (SELECT run_id, batch_id, ts, duration_ms, input_rows, input_rps, processed_rps, watermark,
+                              state_rows, state_memory_bytes
+                       FROM batches WHERE query_id = ? ORDER BY ts DESC LIMIT ?) ORDER BY ts""", (query_id, limit))
+
+
+def load_last_events(path: str, query_id: str) -> pd.DataFrame:
+    """The newest event of each kind (SQLite takes the bare columns from the row holding MAX(ts))."""
+    frame = _frame(path, "SELECT kind, run_id, MAX(ts) AS ts, attributes FROM events WHERE query_id = ? GROUP BY kind", (query_id,))
+    frame["attributes"] = frame["attributes"].map(lambda s: json.loads(s) if isinstance(s, str) else {})
+    return frame
+
+
+def _bucket(path: str, table: str, where: str, params: tuple, max_points: int) -> tuple[str, tuple]:
+    """A GROUP BY expression putting the rows of ``where`` into at most ``max_points`` equal time buckets."""
+    span = _frame(path, f"SELECT MIN(ts) AS lo, MAX(ts) AS hi, COUNT(*) AS n FROM {table} WHERE {where}", params).iloc[0]
+    if not span["n"] or span["n"] <= max_points or span["hi"] <= span["lo"]:
+        return "+ts", ()  # unary + keeps the planner on the run's primary key when a run is asked for
+    return "CAST((ts - ?) / ? AS INTEGER)", (float(span["lo"]), (float(span["hi"]) - float(span["lo"])) / max_points * 1.000001)
+
+
+def load_batch_series(path: str, query_id: str, since: float | None = None, until: float | None = None,
+                      run_id: str | None = None, max_points: int = 2000) -> pd.DataFrame:
+    """Batches of a range, downsampled to at most ``max_points`` time buckets, with one column per phase.
+
+    A bucket holds its first time, newest batch id, batch count, the mean and max duration, the mean
+    rates and phases, the summed input rows and the newest watermark and state figures.
+    """
+    where, params = _range(query_id, since, until, run_id)
+    group, gparams = _bucket(path, "batches", where, params, max_points)
+    phases = ", ".join(f"AVG(json_extract(durations, '$.{p}')) AS \"{p}\"" for p in PHASES)
+    return _frame(path, f"""
+        SELECT MIN(ts) AS ts, MAX(batch_id) AS batch_id, COUNT(*) AS batches, MAX(run_id) AS run_id,
+               AVG(duration_ms) AS duration_ms, MAX(duration_ms) AS duration_max_ms, SUM(input_rows) AS input_rows,
+               AVG(input_rps) AS input_rps, AVG(processed_rps) AS processed_rps, MAX(watermark) AS watermark,
+               MAX(ts) - MAX(watermark) AS watermark_lag_s, MAX(state_rows) AS state_rows,
+               MAX(state_memory_bytes) AS state_memory_bytes, {phases}
+        FROM batches WHERE {where} GROUP BY {group} ORDER BY ts""", gparams + params)
+
+
+def load_operator_series(path: str, query_id: str, since: float | None = None, until: float | None = None,
+                         run_id: str | None = None, max_points: int = 2000) -> pd.DataFrame:
+    """Operator figures per time bucket: state rows and memory (max), rows updated/removed/dropped (sum)."""
+    where, params = _range(query_id, since, until, run_id)
+    group, gparams = _bucket(path, "operators", where, params, max_points)
+    return _frame(path, f"""
+        SELECT MIN(ts) AS ts, MAX(batch_id) AS batch_id, op_index, MAX(op_name) AS op_name, MAX(provider) AS provider,
+               MAX(rows_total) AS rows_total, MAX(memory_bytes) AS memory_bytes, SUM(rows_updated) AS rows_updated,
+               SUM(rows_removed) AS rows_removed, SUM(rows_dropped_by_watermark) AS rows_dropped_by_watermark,
+               AVG(commit_ms) AS commit_ms, MAX(store_instances) AS store_instances
+        FROM operators WHERE {where} GROUP BY op_index, {group} ORDER BY ts, op_index""", gparams + params)
+
+
+def load_partition_lag(path: str, query_id: str, since: float | None = None, until: float | None = None,
+                       run_id: str | None = None, buckets: int = 60) -> pd.DataFrame:
+    """Snapshot lag per store instance and time bucket: the versions since its last uploaded snapshot.
+
+    The store's version after batch ``b`` is ``b + 1``; ``SnapshotLastUploaded`` is -1 before the first
+    upload, so an instance that never uploaded lags by every version it has.
+    """
+    where, params = _range(query_id, since, until, run_id)
+    group, gparams = _bucket(path, "partitions", where, params, buckets)
+    return _frame(path, f"""
+        SELECT MIN(ts) AS ts, MAX(batch_id) AS batch_id, op_index, partition, store,
+               MAX(snapshot_version) AS snapshot_version,
+               MAX(batch_id + 1 - CASE WHEN snapshot_version IS NULL OR snapshot_version < 0 THEN 0 ELSE snapshot_version END) AS snapshot_lag
+        FROM partitions WHERE {where} GROUP BY op_index, partition, store, {group} ORDER BY ts, op_index, partition""",
+                  gparams + params)
+
+
+def load_progress_tail(path: str, query_id: str, until: float | None = None, limit: int = 300) -> list[dict[str, Any]]:
+    """The raw progress of the ``limit`` newest batches up to ``until``, oldest first (for figures only
+    the raw JSON holds, such as RocksDB's commit latency breakdown)."""
+    frame = _frame(path, "SELECT progress FROM batches WHERE query_id = ? AND ts <= ? ORDER BY ts DESC LIMIT ?",
+                   (query_id, until if until is not None else 1e18, limit))
+    return [json.loads(s) for s in reversed(frame["progress"].tolist()) if isinstance(s, str)]
+
+
+def load_recent_runs(path: str, query_id: str, limit: int = 500) -> pd.DataFrame:
+    """The ``limit`` newest runs, oldest first (a crash-looping query can have thousands)."""
+    return _frame(path, "SELECT * FROM (SELECT * FROM runs WHERE query_id = ? ORDER BY started DESC LIMIT ?) ORDER BY started",
+                  (query_id, limit))

@@ -1,0 +1,116 @@
+"""First paint of each state-browser page on a large history (default 1 M batches).
+
+The history is grown from real data: the recorded restart fixture is replayed into a history, then its
+batches, operator rows, partition rows and events are copied over and over in SQL with batch ids and
+timestamps shifted by one recorded run's span each time (the progress JSON's batchId and timestamp
+follow). Each page is then run with ``streamlit.testing.v1.AppTest`` several times on a fresh app
+(cold Streamlit caches, warm OS page cache), and the median wall time printed.
+
+    python bench/ui_first_paint.py [--batches 1000000] [--repeat 5] [--db /tmp/sso-ui-bench.db]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from observer.replay import replay  # noqa: E402
+
+PAGES = ("Queries", "Query drilldown", "Partitions", "Runs", "Checkpoint", "State contents")
+
+
+def build(db: str, batches: int) -> None:
+    """Replay the recorded restart runs, then replicate them until the query has ``batches`` batches."""
+    runs = sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "rocksdb_restart", "run*", "eventlog")))
+    seed = db + ".seed"
+    for path in (db, seed):
+        if os.path.exists(path):
+            os.remove(path)
+    replay(runs, history=seed)
+    conn = sqlite3.connect(db)
+    conn.execute(f"ATTACH '{seed}' AS seed")
+    conn.executescript("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;")
+    schema = [r[0] for r in conn.execute("SELECT sql FROM seed.sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'")]
+    for sql in schema:
+        conn.execute(sql)
+    conn.execute(f"PRAGMA user_version = {conn.execute('PRAGMA seed.user_version').fetchone()[0]}")
+    n, lo, hi, max_batch = conn.execute("SELECT COUNT(*), MIN(ts), MAX(ts), MAX(batch_id) FROM seed.batches").fetchone()
+    period = (hi - lo) + (hi - lo) / max(n - 1, 1)  # one copy after the other, spaced like the recorded batches
+    copies = -(-batches // n)
+    conn.execute("INSERT INTO queries SELECT * FROM seed.queries")
+    conn.execute("UPDATE queries SET last_seen = first_seen + ?", (copies * period,))
+    conn.execute("CREATE TEMP TABLE k (k INTEGER PRIMARY KEY)")
+    conn.execute("WITH RECURSIVE c(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM c WHERE k + 1 < ?) INSERT INTO k SELECT k FROM c", (copies,))
+    shift_ts, shift_id = f"ts + k * {period!r}", f"batch_id + k * {max_batch + 1}"
+    new_run = "CASE WHEN k = 0 THEN run_id ELSE run_id || '-' || k END"
+    conn.execute(f"""INSERT INTO batches SELECT query_id, {new_run}, {shift_id}, {shift_ts}, duration_ms, input_rows, input_rps,
+                     processed_rps, watermark + k * {period!r}, state_rows, state_memory_bytes, durations,
+                     json_set(progress, '$.batchId', {shift_id}, '$.runId', {new_run},
+                              '$.timestamp', strftime('%Y-%m-%dT%H:%M:%fZ', {shift_ts}, 'unixepoch'))
+                     FROM k, seed.batches ORDER BY k, ts LIMIT ?""", (batches,))
+    last_ts = conn.execute("SELECT MAX(ts) FROM batches").fetchone()[0]
+    for table in ("operators", "partitions"):
+        cols = [r[1] for r in conn.execute(f"PRAGMA seed.table_info({table})")]
+        exprs = [new_run if c == "run_id" else shift_id if c == "batch_id" else shift_ts if c == "ts" else c for c in cols]
+        conn.execute(f"INSERT INTO {table} SELECT {', '.join(exprs)} FROM k, seed.{table} WHERE {shift_ts} <= ?", (last_ts,))
+    conn.execute(f"""INSERT INTO events (query_id, run_id, ts, kind, attributes)
+                     SELECT query_id, {new_run}, {shift_ts}, kind, attributes FROM k, seed.events WHERE {shift_ts} <= ?""", (last_ts,))
+    conn.execute(f"""INSERT INTO runs SELECT {new_run}, query_id, started + k * {period!r}, last_seen + k * {period!r},
+                     ended + k * {period!r}, outcome, exception FROM k, seed.runs WHERE started + k * {period!r} <= ?""", (last_ts,))
+    conn.commit()
+    conn.execute("DETACH seed")
+    conn.close()
+    os.remove(seed)
+
+
+def first_paint(db: str, page: str, repeat: int) -> list[float]:
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["SPARK_STATE_OBSERVER_UI_HISTORY"] = db
+    os.environ["SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS"] = tempfile.mkdtemp(prefix="sso-bench-roots-")
+    times = []
+    for _ in range(repeat):
+        at = AppTest.from_file(os.path.join(ROOT, "streamlit_app", "app.py"), default_timeout=120)
+        at.session_state["page"] = page
+        at.session_state["range"] = "last 6 hours"
+        started = time.perf_counter()
+        at.run()
+        times.append(time.perf_counter() - started)
+        if at.exception:
+            raise SystemExit(f"{page}: {at.exception[0].value}")
+        st.cache_data.clear()  # every run is a first paint
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--db", default=os.path.join(tempfile.gettempdir(), "sso-ui-bench.db"))
+    parser.add_argument("--reuse", action="store_true", help="keep an existing --db of the right size")
+    args = parser.parse_args()
+    have = 0
+    if args.reuse and os.path.exists(args.db):
+        have = sqlite3.connect(args.db).execute("SELECT COUNT(*) FROM batches").fetchone()[0]
+    if have != args.batches:
+        started = time.perf_counter()
+        build(args.db, args.batches)
+        print(f"built {args.db}: {args.batches:,} batches, {os.path.getsize(args.db) / 1e9:.2f} GB in {time.perf_counter() - started:.0f} s")
+    print(f"{'page':<18} {'median s':>9} {'min s':>7} {'max s':>7}  (AppTest, {args.repeat} runs, cold Streamlit caches)")
+    for page in PAGES:
+        times = first_paint(args.db, page, args.repeat)
+        print(f"{page:<18} {statistics.median(times):>9.3f} {min(times):>7.3f} {max(times):>7.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Checkpoint: the inspector's layout and restore estimate, with restore rates from the history."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from observer.checkpoint import CheckpointError, CheckpointReport, inspect_checkpoint, rates_from_history, render_text
+from observer.history.store import HistoryError
+from streamlit_app import checkpoints, fmt
+from streamlit_app.context import Context
+
+
+def inspect(ctx: Context, path: str) -> CheckpointReport | None:
+    """The report, estimated with the history's observed restore rates when it has some."""
+    try:
+        report = inspect_checkpoint(path)
+        if report.query_id:
+            try:
+                rates = rates_from_history(ctx.history, report.query_id)
+            except HistoryError:
+                rates = None
+            if rates:
+                report = inspect_checkpoint(path, rates)
+        return report
+    except CheckpointError as exc:
+        st.error(f"Cannot inspect this checkpoint: {exc}")
+        return None
+
+
+def partition_frame(report: CheckpointReport) -> pd.DataFrame:
+    """One row per store instance: files, bytes, newest snapshot, and the work a restart would do."""
+    rows = []
+    for op in report.operators:
+        for p in op.partitions:
+            w = p.restore
+            rows.append({"operator": f"{op.operator_id} {op.name or '?'}", "partition": p.partition, "store": p.store,
+                         "provider": p.provider, "files": len(p.files),
+                         "state bytes": sum(f.size for f in p.files) + p.sst_bytes, "SSTs": p.sst_files,
+                         "latest version": p.latest_version, "newest snapshot": p.newest_snapshot,
+                         "snapshot lag": (p.latest_version - p.newest_snapshot) if p.latest_version is not None and p.newest_snapshot is not None else p.latest_version,
+                         "restore bytes": w.bytes if w else None, "replay files": w.replay_files if w else None,
+                         "missing files": w.missing_files if w else None})
+    return pd.DataFrame(rows)
+
+
+def render(ctx: Context) -> None:
+    st.header("Checkpoint")
+    path = checkpoints.choose(ctx.config, "ckpt")
+    if path is None:
+        return
+    report = inspect(ctx, path)
+    if report is None:
+        return
+    cols = st.columns(4)
+    cols[0].metric("last committed batch", report.last_committed_batch if report.last_committed_batch is not None else "-")
+    cols[1].metric("planned, not committed", report.uncommitted_batch if report.uncommitted_batch is not None else "-")
+    cols[2].metric("provider", report.provider or "-")
+    cols[3].metric("shuffle partitions", report.shuffle_partitions or "-")
+    st.caption(f"query id `{report.query_id}`; path `{report.path}`")
+    e = report.estimate
+    if e:
+        st.subheader("Restore estimate")
+        cols = st.columns(4)
+        cols[0].metric("restore time", f"{e.seconds:.2f} s", help="summed over stores, as Spark's load metrics report it")
+        cols[1].metric("stores", e.stores)
+        cols[2].metric("files / bytes", f"{e.files} / {fmt.size(e.bytes)}")
+        cols[3].metric("skew (slowest / median)", f"{e.skew:.1f}x" if e.skew else "-")
+        st.caption(f"rates from {e.basis}; slowest store instance {e.slowest_partition}")
+    for problem in report.problems:
+        st.warning(problem)
+    st.subheader("Operators and stores")
+    st.dataframe(pd.DataFrame([{"operator": op.operator_id, "name": op.name, "stores": ", ".join(op.stores),
+                                "partitions": op.num_partitions} for op in report.operators]), hide_index=True)
+    st.dataframe(partition_frame(report), hide_index=True, width="stretch")
+    with st.expander("Inspector report (text)"):
+        st.code(render_text(report), language=None)

@@ -1,0 +1,45 @@
+"""Partitions: snapshot lag per store instance over time (history) and state size per partition
+(checkpoint), so skew and a stuck snapshot uploader show at a glance."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from streamlit_app import charts, checkpoints, data
+from streamlit_app.context import Context, label
+from streamlit_app.views.checkpoint import inspect, partition_frame
+
+BUCKETS = 60
+
+
+def render(ctx: Context) -> None:
+    st.header(f"Partitions of {label(ctx.queries, ctx.query_id)}")
+    lag = data.partition_lag(ctx.history, ctx.tok, ctx.query_id, ctx.since, ctx.until, BUCKETS)
+    if lag.empty:
+        st.info("The progress history holds no per-partition figures for this range (Spark reports "
+                "SnapshotLastUploaded per store instance only for some providers and versions).")
+    else:
+        st.subheader("Snapshot lag (versions since the last uploaded snapshot), from the progress history")
+        for op_index, frame in lag.groupby("op_index"):
+            frame = frame.assign(instance=frame.partition.astype(str) + "/" + frame.store)
+            st.altair_chart(charts.heatmap(frame, "batch_id", "instance", "snapshot_lag", f"operator {op_index}",
+                                           "batch (newest of its bucket)"),
+                            width="stretch")
+        newest = lag[lag.ts == lag.groupby(["op_index", "partition", "store"]).ts.transform("max")]
+        st.dataframe(newest.sort_values("snapshot_lag", ascending=False)[["op_index", "partition", "store", "batch_id",
+                                                                          "snapshot_version", "snapshot_lag"]],
+                     hide_index=True, width="stretch")
+    st.subheader("State size per partition, from the checkpoint")
+    path = checkpoints.choose(ctx.config, "parts", ctx.query_id)
+    if path is None:
+        return
+    report = inspect(ctx, path)
+    if report is None:
+        return
+    frame = partition_frame(report)
+    if frame.empty:
+        st.info("This checkpoint holds no state.")
+        return
+    st.altair_chart(charts.heatmap(frame, "operator", "partition", "state bytes", "State bytes per partition",
+                                   "operator"), width="stretch")
+    st.dataframe(frame, hide_index=True, width="stretch")

@@ -1,0 +1,266 @@
+"""The state browser (streamlit_app) on histories replayed from real recorded runs, a real checkpoint
+written by Spark, and a real headless Chromium against the served app."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REQUIRE_REAL, ROOT, Server, eventlog_dir, fixture_runs, free_port, need, progress_lines
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from observer.history.loaders import load_queries  # noqa: E402
+from observer.replay import replay  # noqa: E402
+
+APP = os.path.join(ROOT, "streamlit_app", "app.py")
+RESTART = fixture_runs("rocksdb_restart")
+
+
+@pytest.fixture(scope="module")
+def restart_db(tmp_path_factory) -> str:
+    db = str(tmp_path_factory.mktemp("ui") / "restart.db")
+    replay([eventlog_dir(r) for r in RESTART], history=db)
+    return db
+
+
+@pytest.fixture(scope="module")
+def all_db(tmp_path_factory) -> str:
+    db = str(tmp_path_factory.mktemp("ui") / "all.db")
+    replay([eventlog_dir(r) for r in fixture_runs()], history=db)
+    return db
+
+
+def app(monkeypatch, history: str, roots: list[str] = (), page: str = "Queries", query_id: str | None = None) -> AppTest:
+    monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_HISTORY", history)
+    monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS", os.pathsep.join(roots))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["page"] = page
+    if query_id is not None:
+        at.session_state["query_id"] = query_id
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(at: AppTest) -> str:
+    parts = [e.value for kind in ("error", "info", "warning", "caption", "markdown", "header", "subheader") for e in at.get(kind)]
+    return "\n".join(str(p) for p in parts)
+
+
+def chart_titles(at: AppTest) -> list[str]:
+    """Titles of the Vega-Lite charts drawn (layered charts carry it on their first layer)."""
+    titles = []
+    for element in at.get("vega_lite_chart"):
+        spec = json.loads(element.proto.spec)
+        title = spec.get("title") or next((layer.get("title") for layer in spec.get("layer", []) if layer.get("title")), None)
+        titles.append(title if isinstance(title, str) else (title or {}).get("text"))
+    return titles
+
+
+def frames(at: AppTest) -> list:
+    return [d.value for d in at.dataframe]
+
+
+def test_queries_page_lists_every_recorded_query_with_health_and_restart(monkeypatch, all_db) -> None:
+    at = app(monkeypatch, all_db)
+    table = frames(at)[0]
+    queries = load_queries(all_db)
+    assert len(table) == len(queries) == len(fixture_runs()) - 1  # the restart fixture is one query in two runs
+    progress = {p["id"]: 0 for run in fixture_runs() for p in progress_lines(run)}
+    for run in fixture_runs():
+        for p in progress_lines(run):
+            progress[p["id"]] += 1
+    for row in table.itertuples():
+        qid = next(q for q in progress if q[:8] in row.query)
+        assert row.batches == progress[qid]
+        assert row.health.endswith("stopped")  # every recorded run was stopped cleanly
+    restarted = table[table.runs == 2].iloc[0]
+    assert restarted["last restart"] != "-" and "s down" in restarted["last restart"]
+    assert restarted["last restore"] != "-"
+    assert all(len(trend) == row.batches for trend, row in zip(table["batch ms trend"], table.itertuples()))
+    assert "4 stopped" in texts(at)
+
+
+def test_open_drilldown_from_the_queries_page(monkeypatch, restart_db) -> None:
+    at = app(monkeypatch, restart_db)
+    at.main.button[0].click().run()
+    assert at.session_state["page"] == "Query drilldown"
+    progress = progress_lines(RESTART[0]) + progress_lines(RESTART[1])
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["batches in range"] == str(len(progress))
+    assert metrics["newest batch"] == str(progress[-1]["batchId"])
+    assert progress[0]["name"] in at.header[0].value
+    events = frames(at)[0]
+    assert {"query_started", "query_restarted", "restore", "query_terminated"} <= set(events.kind)
+    # phases, rates, state rows, memory, churn, watermark lag, RocksDB commit latency and the event strip
+    assert chart_titles(at) == ["Events", "Batch phases (stacked)", "Rates", "State rows per operator", "State memory per operator",
+                                "Additions (rows updated) vs evictions (rows removed)", "Watermark lag (batch time - watermark)",
+                                "RocksDB commit latency (all operators, newest 300 batches)"]
+    shown = at.json[0].value
+    assert f'"batchId": {progress[-1]["batchId"]}' in shown.replace('":', '": ').replace('":  ', '": ') or \
+        f'"batchId":{progress[-1]["batchId"]}' in shown
+
+
+def test_drilldown_shows_any_batch_progress(monkeypatch, restart_db) -> None:
+    progress = progress_lines(RESTART[0])
+    at = app(monkeypatch, restart_db, page="Query drilldown", query_id=progress[0]["id"])
+    at.selectbox(key="batch_run").select(progress[0]["runId"]).run()
+    at.number_input(key="batch_id").set_value(2).run()
+    assert '"batchId":2' in at.json[0].value.replace(" ", "")
+    assert f'"runId":"{progress[0]["runId"]}"' in at.json[0].value.replace(" ", "")
+    at.number_input(key="batch_id").set_value(999).run()
+    assert "has no batch 999" in texts(at)
+
+
+def test_unknown_query_is_reported(monkeypatch, restart_db) -> None:
+    at = app(monkeypatch, restart_db, page="Query drilldown", query_id="no-such-query")
+    assert "Unknown query 'no-such-query'" in texts(at)
+
+
+def test_empty_and_missing_history_are_explained(monkeypatch, tmp_path) -> None:
+    from observer.history.store import HistoryStore
+
+    empty = str(tmp_path / "empty.db")
+    HistoryStore(empty).close()
+    for page in ("Queries", "Query drilldown", "Runs"):
+        assert "is empty: no query has reported a batch yet" in texts(app(monkeypatch, empty, page=page))
+    missing = str(tmp_path / "nope.db")
+    at = app(monkeypatch, missing)
+    assert f"history database {missing} does not exist" in texts(at)
+    assert not os.path.exists(missing)  # reading never creates the file
+
+
+def test_runs_page_compares_before_and_after_the_restart(monkeypatch, restart_db) -> None:
+    at = app(monkeypatch, restart_db, page="Runs")
+    table = frames(at)[0]
+    before, after = progress_lines(RESTART[0]), progress_lines(RESTART[1])
+    assert list(table.columns) == [f"before ({before[0]['runId'][:8]})", f"after ({after[0]['runId'][:8]})"]
+    assert table.loc["batches"].tolist() == [str(len(before)), str(len(after))]
+    assert table.loc["batch ids"].tolist() == [f"{before[0]['batchId']}-{before[-1]['batchId']}", f"{after[0]['batchId']}-{after[-1]['batchId']}"]
+    assert table.loc["restore seconds"].iloc[0] == "-" and float(table.loc["restore seconds"].iloc[1]) >= 0
+    assert float(table.loc["restart downtime s"].iloc[1]) > 0
+    assert chart_titles(at) == ["Batch duration", "Processed rate", "State rows"]
+
+
+def test_partitions_page_shows_snapshot_lag_from_the_history(monkeypatch, restart_db) -> None:
+    at = app(monkeypatch, restart_db, page="Partitions")
+    lag = frames(at)[0]
+    last = progress_lines(RESTART[1])[-1]
+    reported = [(i, k) for i, op in enumerate(last["stateOperators"]) for k in op.get("customMetrics", {})
+                if k.startswith("SnapshotLastUploaded")]
+    assert len(lag) == len(reported) and set(lag.batch_id) == {last["batchId"]}
+    assert (lag.snapshot_lag >= 0).all()
+    assert chart_titles(at) == [f"operator {i}" for i in sorted(lag.op_index.unique())]  # the partitions x batches heatmaps
+    assert "No checkpoint root is configured" in texts(at)
+
+
+def test_paths_outside_the_roots_are_refused(monkeypatch, restart_db, tmp_path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    os.symlink("/etc", root / "escape")
+    at = app(monkeypatch, restart_db, roots=[str(root)], page="Checkpoint")
+    assert "No streaming checkpoint found" in texts(at)
+    for typed in ("/etc", "../../..", "escape/ssl"):
+        at.text_input(key="ckpt_path").input(typed).run()
+        assert "refused:" in texts(at) and "outside the configured checkpoint roots" in texts(at)
+    at.text_input(key="ckpt_path").input("missing-checkpoint").run()
+    assert "Cannot inspect this checkpoint" in texts(at) and "no such directory" in texts(at)
+
+
+def test_live_history_shows_new_runs_on_refresh(monkeypatch, tmp_path) -> None:
+    """The browser reads while a writer appends (WAL, read-only connection): Refresh shows the new run."""
+    db = str(tmp_path / "live.db")
+    replay([eventlog_dir(RESTART[0])], history=db)
+    at = app(monkeypatch, db)
+    assert frames(at)[0].runs.tolist() == [1]
+    replay([eventlog_dir(RESTART[1])], history=db)
+    at.sidebar.button[0].click().run()
+    table = frames(at)[0]
+    assert table.runs.tolist() == [2]
+    assert table.batches.tolist() == [len(progress_lines(RESTART[0])) + len(progress_lines(RESTART[1]))]
+
+
+@pytest.fixture(scope="module")
+def checkpoint_root(spark, tmp_path_factory) -> tuple[str, str, dict]:
+    """A real checkpoint of a small stateful query (count per key over JSON files), run to completion."""
+    root = tmp_path_factory.mktemp("ckroot")
+    source = root / "in"
+    source.mkdir()
+    keys = {f"key-{i}": i % 4 + 1 for i in range(12)}
+    with open(source / "part-0.json", "w") as f:
+        for key, n in keys.items():
+            f.write("".join(f'{{"k": "{key}"}}\n' for _ in range(n)))
+    checkpoint = str(root / "ck" / "counts")
+    query = (spark.readStream.schema("k STRING").json(str(source)).groupBy("k").count()
+             .writeStream.format("noop").outputMode("update").option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).queryName("ui_counts").start())
+    query.awaitTermination(240)
+    return str(root / "ck"), checkpoint, keys
+
+
+@pytest.mark.slow
+def test_checkpoint_and_state_pages_on_a_real_checkpoint(monkeypatch, restart_db, checkpoint_root) -> None:
+    root, checkpoint, keys = checkpoint_root
+    at = app(monkeypatch, restart_db, roots=[root], page="Checkpoint")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["last committed batch"] == "0" and "restore time" in metrics
+    parts = frames(at)[1]
+    assert len(parts) == 2 and set(parts.partition) == {0, 1}  # the fixture session's shuffle partitions
+
+    at = app(monkeypatch, restart_db, roots=[root], page="State contents")
+    at.toggle(key="state_enabled").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    operators = frames(at)[0]
+    assert operators.operatorName.tolist()[0].startswith("stateStore")
+    assert "struct<k:string>" in at.code[0].value.replace(" ", "")
+    assert f"{len(keys)} rows in 2 partitions" in texts(at)
+    at.text_input(key="state_key").input("key-7").run()
+    rows = frames(at)[1]
+    assert len(rows) == 1 and "key-7" in rows.key[0] and f"'count': {keys['key-7']}" in rows.value[0]
+
+
+@pytest.mark.slow
+def test_browser_navigates_from_queries_to_a_drilldown(restart_db, tmp_path) -> None:
+    chromium = need("chromium")
+    if REQUIRE_REAL:
+        from playwright.sync_api import sync_playwright
+    else:
+        sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    port = free_port()
+    cli = shutil.which("spark-state-observer") or "spark-state-observer"
+    server = Server([cli, "ui", "--history", restart_db, "--port", str(port)], f"http://127.0.0.1:{port}/_stcore/health")
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, args=[
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                "--disable-component-update", "--no-first-run"])
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"http://127.0.0.1:{port}/", wait_until="networkidle")
+            page.get_by_role("heading", name="Queries").wait_for(timeout=60_000)
+            page.get_by_text("1 stopped").wait_for(timeout=60_000)
+            page.wait_for_timeout(1500)
+            page.screenshot(path=str(tmp_path / "queries.png"), full_page=True)
+            page.get_by_role("button", name="Open drilldown").click()
+            name = progress_lines(RESTART[0])[0]["name"]
+            page.get_by_role("heading", name=f"Query {name}").wait_for(timeout=60_000)
+            page.get_by_text("Batch phases (stacked)").first.wait_for(timeout=60_000)
+            page.wait_for_timeout(2000)
+            assert "page=Query+drilldown" in page.url or "page=Query%20drilldown" in page.url
+            page.screenshot(path=str(tmp_path / "drilldown.png"), full_page=True)
+            browser.close()
+    finally:
+        server.stop()
+    assert server.proc.returncode is not None
+    for shot in ("queries.png", "drilldown.png"):
+        assert os.path.getsize(tmp_path / shot) > 20_000
+    docs = os.path.join(ROOT, "docs", "screenshots")  # the README's picture
+    os.makedirs(docs, exist_ok=True)
+    shutil.copy(tmp_path / "queries.png", os.path.join(docs, "queries.png"))
