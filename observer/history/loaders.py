@@ -109,9 +109,13 @@ def load_recent_batches(path: str, query_id: str, limit: int = 120) -> pd.DataFr
                        FROM batches WHERE query_id = ? ORDER BY ts DESC LIMIT ?) ORDER BY ts""", (query_id, limit))
 
 
-def load_last_events(path: str, query_id: str) -> pd.DataFrame:
-    """The newest event of each kind (SQLite takes the bare columns from the row holding MAX(ts))."""
-    frame = _frame(path, "SELECT kind, run_id, MAX(ts) AS ts, attributes FROM events WHERE query_id = ? GROUP BY kind", (query_id,))
+def load_last_events(path: str, query_id: str, within: int = 5000) -> pd.DataFrame:
+    """The newest event of each kind among the query's ``within`` newest events (bounded, so a query with
+    millions of signals costs the same; SQLite takes the bare columns from the row holding MAX(ts))."""
+    frame = _frame(path, """
+        SELECT kind, run_id, MAX(ts) AS ts, attributes
+        FROM (SELECT kind, run_id, ts, attributes FROM events WHERE query_id = ? ORDER BY ts DESC LIMIT ?) GROUP BY kind""",
+                   (query_id, within))
     frame["attributes"] = frame["attributes"].map(lambda s: json.loads(s) if isinstance(s, str) else {})
     return frame
 
