@@ -62,8 +62,9 @@ class Observer:
         s = self.settings
         auth = (s.basic_auth_user, s.basic_auth_password) if s.basic_auth_user else None
         if self._serve:
-            self.server = MetricsServer(self.registry, s.http_host, s.http_port, certfile=s.tls_certfile,
-                                        keyfile=s.tls_keyfile, client_cafile=s.tls_client_cafile, basic_auth=auth)
+            self.server = MetricsServer(self.collector.exposition, self.registry, s.http_host, s.http_port,
+                                        certfile=s.tls_certfile, keyfile=s.tls_keyfile,
+                                        client_cafile=s.tls_client_cafile, basic_auth=auth)
             log.info("spark-state-observer: metrics at %s", self.server.url)
         if s.pushgateway_url:
             self.pusher = Pusher(self.registry, s.pushgateway_url, s.pushgateway_job, s.push_interval_seconds,

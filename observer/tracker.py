@@ -8,6 +8,7 @@ are bounded by the parser's caps.
 from __future__ import annotations
 
 import copy
+import itertools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,6 +33,12 @@ class QueryRecord:
     # written by the signals: gauges and counters beyond the registry's per-field ones
     signal_gauges: dict[tuple[str, Labels], float] = field(default_factory=dict)
     touched: float = field(default_factory=time.monotonic)
+    # Drawn from the tracker's counter at every change that shows in the metrics, so exporters can cache
+    # what they rendered per (query, version); never reused, not even by a query re-admitted after
+    # eviction. ``state_version`` moves at every change but to ``signal_gauges``, which the live worker's
+    # tick rewrites every second (seconds since progress): a scrape re-renders only those then.
+    version: int = 0
+    state_version: int = 0
 
     @property
     def label(self) -> str:
@@ -56,6 +63,7 @@ class QueryTracker:
         self._lock = threading.Lock()
         self._queries: dict[str, QueryRecord] = {}
         self._max = max_queries
+        self._versions = itertools.count(1)
         self.evicted = 0
 
     def apply(self, event: Event) -> QueryRecord:
@@ -65,6 +73,7 @@ class QueryTracker:
             if record is None:
                 record = self._admit(event.query_id)
             record.touched = time.monotonic()
+            record.version = record.state_version = next(self._versions)
             if isinstance(event, QueryStarted):
                 record.starts += 1
                 record.run_id, record.status, record.exception = event.run_id, "active", None
@@ -102,6 +111,14 @@ class QueryTracker:
         with self._lock:
             return [_copy_record(r) for r in self._queries.values()]
 
+    def changed_since(self, known: dict[str, int]) -> tuple[list[tuple[str, int]], dict[str, QueryRecord]]:
+        """Every query's ``(query_id, version)`` in order, and copies of only the records whose version
+        differs from ``known[query_id]``: a scrape after few changes copies few records."""
+        with self._lock:
+            order = [(qid, r.version) for qid, r in self._queries.items()]
+            changed = {qid: _copy_record(self._queries[qid]) for qid, version in order if known.get(qid) != version}
+            return order, changed
+
     def __len__(self) -> int:
         return len(self._queries)
 
@@ -111,10 +128,14 @@ class QueryTracker:
             record = self._queries.get(query_id)
             if record is None:
                 return
+            key = (name, labels)
+            before = record.signal_gauges.get(key)
             if value is None:
-                record.signal_gauges.pop((name, labels), None)
+                record.signal_gauges.pop(key, None)
             else:
-                record.signal_gauges[(name, labels)] = value
+                record.signal_gauges[key] = value
+            if repr(before) != repr(value):  # ticks mostly re-set the same value: nothing to re-render then
+                record.version = next(self._versions)
 
     def add_counter(self, query_id: str, name: str, labels: Labels, value: float = 1.0) -> None:
         """Add to a derived counter of a query; used by the signals."""
@@ -122,7 +143,9 @@ class QueryTracker:
             record = self._queries.get(query_id)
             if record is not None:
                 key = (name, labels)
-                record.counters[key] = record.counters.get(key, 0.0) + value
+                if key not in record.counters or value:
+                    record.counters[key] = record.counters.get(key, 0.0) + value
+                    record.version = record.state_version = next(self._versions)
 
 
 def _copy_record(r: QueryRecord) -> QueryRecord:

@@ -3,21 +3,27 @@
 The endpoint binds to loopback unless told otherwise, optionally wraps its socket in TLS (with client
 certificate checks) and optionally requires HTTP basic auth. A port already in use is reported as an
 ``ExporterError`` that names the address, never as a bare ``OSError`` from deep inside the job.
+
+The endpoint's fast path serves the text format 0.0.4 from a render function (the collector's cached
+``exposition()``) whatever the client's Accept header asks for; Prometheus accepts it. OpenMetrics is
+not negotiated.
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
 import hmac
 import logging
 import ssl
 import threading
 from socketserver import ThreadingMixIn
 from typing import Any, Callable
+from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.exposition import basic_auth_handler, default_handler, push_to_gateway
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import basic_auth_handler, default_handler, gzip_accepted, push_to_gateway
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,34 @@ class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
 
+# zlib's default level: a 4 MB exposition compresses in ~40 ms instead of ~160 ms at gzip.compress's
+# level 9 (prometheus-client's), for a body ~5% larger
+GZIP_LEVEL = 6
+
+
+def _text_app(render: Callable[[], bytes], registry: CollectorRegistry) -> Callable:
+    """A GET serves ``render()`` as text format 0.0.4, gzipped if the client accepts it.
+
+    Everything else (OPTIONS, other methods, /favicon.ico, ``name[]`` filters) is prometheus-client's
+    own app over ``registry``, which holds the same metrics.
+    """
+    fallback = make_wsgi_app(registry)
+
+    def app(environ: dict, start_response: Callable) -> Any:
+        if (environ["REQUEST_METHOD"] != "GET" or environ.get("PATH_INFO") == "/favicon.ico"
+                or "name[]" in parse_qs(environ.get("QUERY_STRING", ""))):
+            return fallback(environ, start_response)
+        body = render()
+        headers = [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4)]
+        if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", "")):
+            body = gzip.compress(body, compresslevel=GZIP_LEVEL)
+            headers.append(("Content-Encoding", "gzip"))
+        start_response("200 OK", headers)
+        return [body]
+
+    return app
+
+
 def _with_basic_auth(app: Callable, user: str, password: str) -> Callable:
     expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
@@ -48,11 +82,12 @@ def _with_basic_auth(app: Callable, user: str, password: str) -> Callable:
 
 
 class MetricsServer:
-    """Serves ``registry`` on http(s)://host:port/metrics in a daemon thread."""
+    """Serves ``render()`` on http(s)://host:port/metrics in a daemon thread (see ``_text_app``)."""
 
-    def __init__(self, registry: CollectorRegistry, host: str, port: int, *, certfile: str = "", keyfile: str = "",
-                 client_cafile: str = "", basic_auth: tuple[str, str] | None = None) -> None:
-        app = make_wsgi_app(registry)
+    def __init__(self, render: Callable[[], bytes], registry: CollectorRegistry, host: str, port: int, *,
+                 certfile: str = "", keyfile: str = "", client_cafile: str = "",
+                 basic_auth: tuple[str, str] | None = None) -> None:
+        app = _text_app(render, registry)
         if basic_auth:
             app = _with_basic_auth(app, *basic_auth)
         try:

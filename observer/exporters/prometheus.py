@@ -3,54 +3,44 @@
 It holds no metric objects of its own: at each scrape it reads a copy of the tracker and the
 observer's self-metrics and builds metric families from the registry's specs. Exposition (HTTP server,
 Pushgateway) lives in ``observer.exporters.http``, as prometheus/client_python keeps the two apart.
-Which samples exist is decided in ``observer.exporters.samples``, shared with the OpenTelemetry reader.
+Which samples exist is decided in ``observer.exporters.samples``, shared with the OpenTelemetry reader;
+how families are named and typed, and the cached text the HTTP endpoint serves, in
+``observer.exporters.exposition``.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client import generate_latest
+from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from observer import registry
-from observer.exporters.samples import render_self, render_state
+from observer.exporters.exposition import Families, QueryLinesCache, family, join
+from observer.exporters.samples import render_app, render_self, render_state
 from observer.selfmetrics import SELF_METRICS, SelfMetrics
 from observer.signals.engine import SignalEngine
 from observer.tracker import QueryTracker
 
-_HELP = {s.prometheus_name: s.help for s in registry.CATALOG + SELF_METRICS}
-_TYPE = {s.prometheus_name: s.prometheus_type for s in registry.CATALOG + SELF_METRICS}
+_HELP = {s.prometheus_name: s.help for s in SELF_METRICS}
 
 
-class _Families:
-    """Builds one metric family per name, with the label names of its first sample."""
+class _Fixed(Collector):
+    """Hands ``generate_latest`` metrics already built."""
 
-    def __init__(self) -> None:
-        self._families: dict[str, Metric] = {}
+    def __init__(self, metrics: list[Metric]) -> None:
+        self._metrics = metrics
 
-    def add(self, name: str, labels: tuple[tuple[str, str], ...], value: float) -> None:
-        family = self._families.get(name)
-        if family is None:
-            help_text = _HELP.get(name, name)
-            names = [k for k, _ in labels]
-            if _TYPE.get(name) == "counter":
-                family = CounterMetricFamily(name, help_text, labels=names)
-            else:
-                family = GaugeMetricFamily(name, help_text, labels=names)
-            self._families[name] = family
-        family.add_metric([v for _, v in labels], value)
-
-    def extend(self, metrics: list[Metric]) -> None:
-        for metric in metrics:
-            self._families[metric.name] = metric
-
-    def __iter__(self) -> Iterator[Metric]:
-        return iter(self._families.values())
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._metrics)
 
 
 class StateCollector(Collector):
-    """Collector over a ``QueryTracker``; register it with any ``CollectorRegistry``."""
+    """Collector over a ``QueryTracker``; register it with any ``CollectorRegistry``.
+
+    ``exposition()`` gives the same metrics as ``generate_latest`` over a registry holding only this
+    collector, in text format 0.0.4, re-rendering only the queries that changed since its last call.
+    """
 
     def __init__(self, tracker: QueryTracker, self_metrics: SelfMetrics, signals: SignalEngine,
                  queue_len: Callable[[], int] = lambda: 0, partition_top_k: int = 10) -> None:
@@ -59,13 +49,26 @@ class StateCollector(Collector):
         self._self = self_metrics
         self._queue_len = queue_len
         self._top_k = partition_top_k
+        self._lines = QueryLinesCache(partition_top_k)
 
     def collect(self) -> Iterator[Metric]:
-        families = _Families()
+        families = Families()
         n_queries = render_state(families, self._tracker, self._signals, self._top_k)
         render_self(families, self._self, self._signals, self._queue_len(), n_queries)
-        families.extend(self._histograms())
-        return iter(families)
+        metrics = [family(name).metric(samples) for name, samples in families.samples.items()]
+        return iter(metrics + self._histograms())
+
+    def exposition(self) -> bytes:
+        """This collector's metrics in text format 0.0.4 (what the HTTP endpoint serves).
+
+        Query lines come from the cache; the application-wide and self-metrics, a few dozen lines that
+        change at every event, are rendered each time.
+        """
+        queries = self._lines.refresh(self._tracker)
+        rest = Families()
+        render_app(rest, self._signals)
+        render_self(rest, self._self, self._signals, self._queue_len(), len(queries))
+        return join(queries, rest.lines()) + generate_latest(_Fixed(self._histograms()))
 
     def _histograms(self) -> list[Metric]:
         s = self._self

@@ -31,9 +31,14 @@ def render_state(f: SampleSink, tracker: QueryTracker, signals: SignalEngine, to
     records = tracker.snapshot()
     for record in records:
         render_query(f, record, top_k)
+    render_app(f, signals)
+    return len(records)
+
+
+def render_app(f: SampleSink, signals: SignalEngine) -> None:
+    """The application-wide signal series (executors), which belong to no query."""
     for name, labels, value in signals.app_snapshot():
         f.add(name, labels, value)
-    return len(records)
 
 
 def render_self(f: SampleSink, s: SelfMetrics, signals: SignalEngine, queue_len: int, n_queries: int) -> None:
@@ -56,7 +61,18 @@ def render_self(f: SampleSink, s: SelfMetrics, signals: SignalEngine, queue_len:
 
 def render_query(f: SampleSink, record: QueryRecord, top_k: int) -> None:
     """Every series of one query: lifecycle, latest progress as gauges, running totals as counters."""
-    q = (("query", record.label), ("query_id", record.query_id))
+    render_totals(f, record)
+    render_signal_gauges(f, record)
+    render_progress(f, record, top_k)
+
+
+def _query_labels(record: QueryRecord) -> Labels:
+    return (("query", record.label), ("query_id", record.query_id))
+
+
+def render_totals(f: SampleSink, record: QueryRecord) -> None:
+    """The first part of ``render_query``: lifecycle and counters."""
+    q = _query_labels(record)
     f.add("spark_streaming_query_info", q + (("run_id", record.run_id or ""),), 1)
     for status in STATUSES:
         f.add("spark_streaming_query_status", q + (("status", status),), 1.0 if record.status == status else 0.0)
@@ -65,8 +81,18 @@ def render_query(f: SampleSink, record: QueryRecord, top_k: int) -> None:
         f.add("spark_streaming_query_terminations_total", q + (("outcome", outcome),), record.terminations.get(outcome, 0))
     for (name, labels), value in record.counters.items():
         f.add(name, q + labels, value)
+
+
+def render_signal_gauges(f: SampleSink, record: QueryRecord) -> None:
+    """The second part of ``render_query``: the signals' gauges, some rewritten every second."""
+    q = _query_labels(record)
     for (name, labels), value in record.signal_gauges.items():
         f.add(name, q + labels, value)
+
+
+def render_progress(f: SampleSink, record: QueryRecord, top_k: int) -> None:
+    """The last part of ``render_query``: the latest progress as gauges."""
+    q = _query_labels(record)
     p = record.last_progress
     if p is None:
         return
