@@ -10,6 +10,7 @@ batch ids shifted, zstd-compressed as Spark writes it. Baseline in the same run:
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -22,6 +23,7 @@ import zstandard  # noqa: E402
 
 from bench.common import ROOT  # noqa: E402
 from observer.eventlog import open_decompressed  # noqa: E402
+from observer.model import parse_timestamp  # noqa: E402
 from observer.replay import replay  # noqa: E402
 
 
@@ -32,9 +34,14 @@ def build_log(path: str, copies: int) -> int:
         lines = [json.loads(line) for line in f.read().splitlines() if line.strip()]
     streaming = [l for l in lines if "StreamingQueryListener" in l["Event"]]
     progress = [l for l in streaming if l["Event"].endswith("QueryProgressEvent")]
+    span = parse_timestamp(progress[-1]["progress"]["timestamp"]) - parse_timestamp(progress[0]["progress"]["timestamp"]) + 1.0
+
+    def dumps(obj: dict) -> bytes:
+        return (json.dumps(obj, separators=(",", ":")) + "\n").encode()  # as compact as Spark writes it
+
     n = 0
     with open(path, "wb") as raw, zstandard.ZstdCompressor().stream_writer(raw) as out:
-        out.write((json.dumps(streaming[0]) + "\n").encode())
+        out.write(dumps(streaming[0]))
         for c in range(copies):
             for line in lines:
                 if line in streaming and line not in progress:
@@ -42,9 +49,11 @@ def build_log(path: str, copies: int) -> int:
                 if line in progress:
                     line = json.loads(json.dumps(line))
                     line["progress"]["batchId"] += c * len(progress)
+                    ts = parse_timestamp(line["progress"]["timestamp"]) + c * span
+                    line["progress"]["timestamp"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
                     n += 1
-                out.write((json.dumps(line) + "\n").encode())
-        out.write((json.dumps(streaming[-1]) + "\n").encode())
+                out.write(dumps(line))
+        out.write(dumps(streaming[-1]))
     return n
 
 
@@ -56,15 +65,15 @@ def main() -> int:
         path = os.path.join(tmp, "events_1_app.zstd")
         n = build_log(path, args.copies)
         t = time.perf_counter()
-        with open_decompressed(path) as f:
+        with io.BufferedReader(open_decompressed(path), 1 << 16) as f:
             parsed = sum(1 for line in f if json.loads(line))
         bare = time.perf_counter() - t
         t = time.perf_counter()
         result = replay([path])
         full = time.perf_counter() - t
     print(f"event log: {parsed:,} lines, {n:,} progress events")
-    print(f"bare decompress + json.loads: {bare:.2f} s; replay through the pipeline: {full:.2f} s "
-          f"= {result.events / full:,.0f} events/s ({n / full:,.0f} progress/s); ratio {full / bare:.2f}x")
+    print(f"bare decompress + json.loads of every line: {bare:.2f} s; replay through the pipeline: {full:.2f} s "
+          f"= {n / full:,.0f} progress events/s; replay/bare ratio {full / bare:.2f}")
     return 0
 
 

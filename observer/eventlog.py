@@ -126,7 +126,15 @@ def _lines(stream: IO[bytes], max_line_bytes: int, path: str) -> Iterator[tuple[
             yield line_no, line
 
 
+_WANTED_PREFIXES = (b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$',
+                    b'{"Event":"SparkListenerExecutorAdded"', b'{"Event":"SparkListenerExecutorRemoved"')
+
+
 def _record(line: bytes, where: str) -> Record | EventLogError | None:
+    # Spark writes "Event" first: skip the (large, numerous) task, stage and SQL events without parsing
+    # them; a last line without its newline is parsed anyway, so a truncated log is reported
+    if line.startswith(b'{"Event":"') and not line.startswith(_WANTED_PREFIXES) and line.endswith(b"\n"):
+        return None
     try:
         obj = json.loads(line)
     except (ValueError, RecursionError) as exc:

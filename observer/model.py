@@ -256,7 +256,7 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
         if number is None:
             problems.append(f"stateOperators[{index}].customMetrics.{str(key)[:80]} is not a finite number")
             continue
-        match = INSTANCE_METRIC_RE.match(str(key))
+        match = INSTANCE_METRIC_RE.match(key) if isinstance(key, str) and ".partition_" in key else None
         if match:
             if len(instances) < MAX_INSTANCE_METRICS:
                 instances.append(InstanceMetric(
@@ -331,6 +331,11 @@ def _opt_str(value: Any) -> str | None:
 
 
 def _finite(value: Any) -> float | None:
+    kind = type(value)
+    if kind is int:  # the common case first: Spark's metrics are longs
+        return float(value)
+    if kind is float:
+        return value if math.isfinite(value) else None
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):

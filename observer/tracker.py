@@ -170,14 +170,13 @@ def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
         record.add("spark_streaming_sink_output_rows_total", (), p.sink.output_rows)
     for op in p.operators:
         labels = operator_labels(op.index, op.name)
-        for spec in registry.OPERATOR_METRICS:
-            if spec.kind == registry.COUNTER:
-                value = operator_field(op, spec.key)
-                record.add(spec.prometheus_name, labels, None if value is None else value * spec.scale)
+        for attr, name, scale in _OPERATOR_COUNTERS:
+            value = getattr(op, attr)
+            record.add(name, labels, None if value is None else value * scale)
         for key, value in op.custom.items():
-            spec = registry.CUSTOM_BY_KEY.get(key)
-            if spec is not None and spec.kind == registry.COUNTER:
-                record.add(spec.prometheus_name, labels, value * spec.scale)
+            counter = _CUSTOM_COUNTERS.get(key)
+            if counter is not None:
+                record.add(counter[0], labels, value * counter[1])
 
 
 _OPERATOR_FIELDS = {
@@ -186,6 +185,10 @@ _OPERATOR_FIELDS = {
     "allRemovalsTimeMs": "removals_ms", "commitTimeMs": "commit_ms", "memoryUsedBytes": "memory_bytes",
     "numShufflePartitions": "shuffle_partitions", "numStateStoreInstances": "store_instances",
 }
+
+
+_OPERATOR_COUNTERS = tuple((_OPERATOR_FIELDS[s.key], s.prometheus_name, s.scale) for s in registry.OPERATOR_METRICS if s.kind == registry.COUNTER)
+_CUSTOM_COUNTERS = {s.key: (s.prometheus_name, s.scale) for s in registry.CUSTOM_METRICS if s.kind == registry.COUNTER}
 
 
 def operator_field(op, key: str) -> float | None:  # type: ignore[no-untyped-def]

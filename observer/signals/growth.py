@@ -4,6 +4,8 @@ Kafka Streams operators learned to watch for stores that only ever grow because 
 (no watermark, no TTL). Here: over ``window`` seconds of batches, fit rows and bytes against time
 (least squares), sum rows removed against rows added. A state that grew with no removal at all is
 unbounded; a state that removes rows, or does not grow, is bounded.
+
+The fit keeps running sums, so each batch costs O(1) however many batches the window holds.
 """
 
 from __future__ import annotations
@@ -23,49 +25,84 @@ class GrowthVerdict:
 
 
 class GrowthWindow:
-    """Bounded history of (time, rows, bytes, added, removed) for one operator."""
+    """Bounded history of (time, rows, bytes, added, removed) for one operator, with running sums."""
 
-    def __init__(self, window_seconds: float, min_points: int, max_points: int = 2000) -> None:
+    _RESUM_EVERY = 1000  # recompute the sums from the points now and then, so rounding cannot drift
+
+    def __init__(self, window_seconds: float, min_points: int, max_points: int = 5000) -> None:
         self.window = window_seconds
         self.min_points = min_points
         self.points: deque[tuple[float, float, float, float, float]] = deque(maxlen=max_points)
+        self._t0: float | None = None
+        self._sums = [0.0] * 8  # n, St, Stt, Sr, Str, Sb, Stb, (unused)
+        self._added = self._removed = 0.0
+        self._adds = 0
+
+    def _apply(self, point: tuple[float, float, float, float, float], sign: float) -> None:
+        t, rows, memory = point[0] - (self._t0 or 0.0), point[1], point[2]
+        s = self._sums
+        s[0] += sign
+        s[1] += sign * t
+        s[2] += sign * t * t
+        s[3] += sign * rows
+        s[4] += sign * t * rows
+        s[5] += sign * memory
+        s[6] += sign * t * memory
 
     def add(self, t: float, rows: float, memory: float, added: float, removed: float) -> None:
-        self.points.append((t, rows, memory, added, removed))
+        if self._t0 is None:
+            self._t0 = t
+        if len(self.points) == self.points.maxlen:
+            self._drop_oldest()
+        point = (t, rows, memory, added, removed)
+        self.points.append(point)
+        self._apply(point, 1.0)
+        if len(self.points) > 1:  # the first point's amounts happened before the window began
+            self._added += added
+            self._removed += removed
         while self.points and t - self.points[0][0] > self.window:
-            self.points.popleft()
+            self._drop_oldest()
+        self._adds += 1
+        if self._adds % self._RESUM_EVERY == 0:
+            self._resum()
+
+    def _drop_oldest(self) -> None:
+        old = self.points.popleft()
+        self._apply(old, -1.0)
+        if self.points:  # the new first point no longer counts as inside the window
+            self._added -= self.points[0][3]
+            self._removed -= self.points[0][4]
+
+    def _resum(self) -> None:
+        self._sums = [0.0] * 8
+        for p in self.points:
+            self._apply(p, 1.0)
+        pts = list(self.points)[1:]
+        self._added = sum(p[3] for p in pts)
+        self._removed = sum(p[4] for p in pts)
+
+    def _slope(self, sv: float, stv: float) -> float:
+        n, st, stt = self._sums[0], self._sums[1], self._sums[2]
+        denominator = n * stt - st * st
+        if n < 2 or denominator <= 1e-12 * max(1.0, n * stt):
+            return 0.0
+        return (n * stv - st * sv) / denominator
 
     def verdict(self, rows_budget: float = 0.0, bytes_budget: float = 0.0) -> GrowthVerdict:
-        pts = list(self.points)
-        rows_rate = _slope([(p[0], p[1]) for p in pts])
-        bytes_rate = _slope([(p[0], p[2]) for p in pts])
-        added = sum(p[3] for p in pts[1:])
-        removed = sum(p[4] for p in pts[1:])
-        ratio = removed / added if added > 0 else 0.0
+        s = self._sums
+        rows_rate = self._slope(s[3], s[4])
+        bytes_rate = self._slope(s[5], s[6])
+        ratio = self._removed / self._added if self._added > 0 else 0.0
         unbounded: bool | None = None
-        span = pts[-1][0] - pts[0][0] if pts else 0.0
-        if len(pts) >= self.min_points and span >= self.window * 0.5:
-            grew = pts[-1][1] > pts[0][1]
-            unbounded = bool(grew and rows_rate > 0 and removed == 0)
-        last_rows = pts[-1][1] if pts else 0.0
-        last_bytes = pts[-1][2] if pts else 0.0
+        first, last = (self.points[0], self.points[-1]) if self.points else (None, None)
+        span = last[0] - first[0] if first else 0.0
+        if len(self.points) >= self.min_points and span >= self.window * 0.5:
+            unbounded = bool(last[1] > first[1] and rows_rate > 0 and self._removed == 0)
         return GrowthVerdict(
             rows_per_second=rows_rate, bytes_per_second=bytes_rate, eviction_ratio=ratio, unbounded=unbounded,
-            rows_eta_seconds=_eta(last_rows, rows_rate, rows_budget),
-            bytes_eta_seconds=_eta(last_bytes, bytes_rate, bytes_budget),
+            rows_eta_seconds=_eta(last[1] if last else 0.0, rows_rate, rows_budget),
+            bytes_eta_seconds=_eta(last[2] if last else 0.0, bytes_rate, bytes_budget),
         )
-
-
-def _slope(points: list[tuple[float, float]]) -> float:
-    n = len(points)
-    if n < 2:
-        return 0.0
-    mean_t = sum(p[0] for p in points) / n
-    mean_v = sum(p[1] for p in points) / n
-    var = sum((p[0] - mean_t) ** 2 for p in points)
-    if var == 0:
-        return 0.0
-    return sum((p[0] - mean_t) * (p[1] - mean_v) for p in points) / var
 
 
 def _eta(current: float, rate: float, budget: float) -> float | None:
