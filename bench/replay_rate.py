@@ -69,7 +69,7 @@ def main() -> int:
             parsed = sum(1 for line in f if json.loads(line))
         bare = time.perf_counter() - t
         t = time.perf_counter()
-        result = replay([path])
+        replay([path])
         full = time.perf_counter() - t
     print(f"event log: {parsed:,} lines, {n:,} progress events")
     print(f"bare decompress + json.loads of every line: {bare:.2f} s; replay through the pipeline: {full:.2f} s "

@@ -7,7 +7,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 
 from alerts.config import THRESHOLDS as T
 from dashboards.panels import dashboard, row, ts
-from dashboards.promql import OPERATOR, QO, RATE, Q, metric, or_zero, per_batch, sel
+from dashboards.promql import OPERATOR, QO, RATE, metric, or_zero, per_batch, sel
 
 OK, WARN, BAD = "green", "orange", "red"
 BY_OP = "query, operator"

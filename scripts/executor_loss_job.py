@@ -7,13 +7,15 @@ end-to-end test checks both (live and replayed) for executor-removed and store-r
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from scenario_job import record_signals, wait_batches, write_jsonl  # noqa: E402
 
 
 def executor_pid(executor_id: str) -> int | None:
@@ -30,19 +32,6 @@ def executor_pid(executor_id: str) -> int | None:
     return None
 
 
-def wait_batches(query, n: int, timeout: float = 240) -> None:  # type: ignore[no-untyped-def]
-    start = None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        last = query.lastProgress
-        if last is not None:
-            start = last["batchId"] if start is None else start
-            if last["batchId"] - start >= n:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"fewer than {n} batches in {timeout}s")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -55,22 +44,19 @@ def main() -> int:
                           extra={"spark.locality.wait": "1s"})
     spark.sparkContext.setLogLevel("ERROR")
     handle = observer.attach(spark, http_port=0)
-    signals: list[dict] = []
-    handle.on("*", lambda e: signals.append({"kind": e.kind, "timestamp": e.timestamp, "attributes": e.attributes}))
+    signals = record_signals(handle)
     query = dedup_window_query(spark, os.path.join(args.out, "checkpoint"), rows_per_second=40)
-    wait_batches(query, 4)
+    wait_batches(query, 5)
     pid = executor_pid("1")
     if pid is None:
         raise SystemExit("no executor process with id 1 found")
     os.kill(pid, signal.SIGKILL)
     signals.append({"kind": "test_killed_executor", "timestamp": time.time(), "attributes": {"executor_id": "1", "pid": pid}})
-    wait_batches(query, 6)
+    wait_batches(query, 7)
     query.stop()
     handle.stop()
     spark.stop()
-    with open(os.path.join(args.out, "signals.jsonl"), "w") as f:
-        for s in signals:
-            f.write(json.dumps(s) + "\n")
+    write_jsonl(os.path.join(args.out, "signals.jsonl"), signals)
     return 0
 
 

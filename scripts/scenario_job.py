@@ -20,6 +20,34 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
+def record_signals(handle) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Collect every signal the observer derives, as JSON-ready dicts."""
+    signals: list[dict] = []
+    handle.on("*", lambda e: signals.append({"kind": e.kind, "query_id": e.query_id, "run_id": e.run_id,
+                                             "timestamp": e.timestamp, "attributes": e.attributes}))
+    return signals
+
+
+def wait_batches(query, n: int, timeout: float = 240) -> None:  # type: ignore[no-untyped-def]
+    """Wait until the query has completed ``n`` batches after the first one seen."""
+    start = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        last = query.lastProgress
+        if last is not None:
+            start = last["batchId"] if start is None else start
+            if last["batchId"] - start + 1 >= n:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"fewer than {n} batches in {timeout}s")
+
+
+def write_jsonl(path: str, rows: list) -> None:
+    with open(path, "w") as f:
+        for row in rows:
+            f.write((row if isinstance(row, str) else json.dumps(row)).replace("\n", " ") + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", required=True)
@@ -42,19 +70,9 @@ def main() -> int:
                           event_log_codec=None if args.codec == "none" else args.codec)
     spark.sparkContext.setLogLevel("ERROR")
     handle = observer.attach(spark, http_port=0)
-    signals = []
-    handle.on("*", lambda e: signals.append({"kind": e.kind, "query_id": e.query_id, "run_id": e.run_id,
-                                             "timestamp": e.timestamp, "attributes": e.attributes}))
+    signals = record_signals(handle)
     query = dedup_window_query(spark, args.checkpoint, args.rows_per_second, name=args.name)
-    start_batch = None
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        last = query.lastProgress
-        if last is not None:
-            start_batch = last["batchId"] if start_batch is None else start_batch
-            if last["batchId"] - start_batch + 1 >= args.batches:
-                break
-        time.sleep(0.2)
+    wait_batches(query, args.batches)
     # 4.x: StreamingQueryProgress objects with .json; 3.5: plain dicts
     progress = [p.json if hasattr(p, "_jdict") else json.dumps(p) for p in query.recentProgress]
     query.stop()
@@ -62,14 +80,10 @@ def main() -> int:
     metrics = urllib.request.urlopen(handle.url, timeout=10).read().decode()
     handle.stop()
     spark.stop()
-    with open(os.path.join(args.out, "progress.jsonl"), "w") as f:
-        for line in progress:
-            f.write((line if isinstance(line, str) else json.dumps(line)).replace("\n", " ") + "\n")
+    write_jsonl(os.path.join(args.out, "progress.jsonl"), progress)
     with open(os.path.join(args.out, "metrics.prom"), "w") as f:
         f.write(metrics)
-    with open(os.path.join(args.out, "signals.jsonl"), "w") as f:
-        for s in signals:
-            f.write(json.dumps(s) + "\n")
+    write_jsonl(os.path.join(args.out, "signals.jsonl"), signals)
     return 0
 
 

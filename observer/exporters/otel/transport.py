@@ -50,6 +50,17 @@ def build_exporters(config: OtlpConfig, on_failure: OnFailure) -> tuple[MetricEx
     return CountingMetricExporter(make(metric_cls, "metrics"), on_failure), CountingLogExporter(make(log_cls, "logs"), on_failure), spans
 
 
+
+def _counted(export: Callable[[], Any], success: Any, failure: Any, on_failure: OnFailure) -> Any:
+    """Run one export; an exception counts as a failure; every result but success is counted."""
+    try:
+        result = export()
+    except Exception:
+        result = failure
+    if result is not success:
+        on_failure()
+    return result
+
 class CountingMetricExporter(MetricExporter):
     """Delegates to an OTLP metric exporter and counts each export that did not succeed."""
 
@@ -59,13 +70,8 @@ class CountingMetricExporter(MetricExporter):
         self._inner, self._on_failure = inner, on_failure
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-        try:
-            result = self._inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
-        except Exception:
-            result = MetricExportResult.FAILURE
-        if result is not MetricExportResult.SUCCESS:
-            self._on_failure()
-        return result
+        return _counted(lambda: self._inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs),
+                        MetricExportResult.SUCCESS, MetricExportResult.FAILURE, self._on_failure)
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         return self._inner.force_flush(timeout_millis)
@@ -81,13 +87,7 @@ class CountingLogExporter(LogRecordExporter):
         self._inner, self._on_failure = inner, on_failure
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        try:
-            result = self._inner.export(batch)
-        except Exception:
-            result = LogRecordExportResult.FAILURE
-        if result is not LogRecordExportResult.SUCCESS:
-            self._on_failure()
-        return result
+        return _counted(lambda: self._inner.export(batch), LogRecordExportResult.SUCCESS, LogRecordExportResult.FAILURE, self._on_failure)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self._inner.force_flush(timeout_millis)
@@ -103,13 +103,7 @@ class CountingSpanExporter(SpanExporter):
         self._inner, self._on_failure = inner, on_failure
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        try:
-            result = self._inner.export(spans)
-        except Exception:
-            result = SpanExportResult.FAILURE
-        if result is not SpanExportResult.SUCCESS:
-            self._on_failure()
-        return result
+        return _counted(lambda: self._inner.export(spans), SpanExportResult.SUCCESS, SpanExportResult.FAILURE, self._on_failure)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self._inner.force_flush(timeout_millis)
