@@ -109,6 +109,7 @@ class QueryProgress:
     sink: SinkProgress | None
     problems: tuple[str, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    raw_text: str | None = field(default=None, repr=False, compare=False)  # Spark's JSON as received, when it came as text
     kind: str = "progress"
 
     @property
@@ -144,7 +145,8 @@ def parse_event(kind: str, payload: str | bytes | Mapping[str, Any]) -> Event:
     """
     obj = _load(payload)
     if kind == "progress":
-        return parse_progress(obj)
+        text = payload if isinstance(payload, str) else None
+        return parse_progress(obj, raw_text=text)
     if kind == "started":
         return QueryStarted(
             query_id=_required_str(obj, "id"),
@@ -165,7 +167,7 @@ def parse_event(kind: str, payload: str | bytes | Mapping[str, Any]) -> Event:
     raise MalformedEvent(f"unknown event kind {kind!r}; expected one of {', '.join(EVENT_KINDS)}")
 
 
-def parse_progress(obj: Mapping[str, Any]) -> QueryProgress:
+def parse_progress(obj: Mapping[str, Any], raw_text: str | None = None) -> QueryProgress:
     """Parse one ``StreamingQueryProgress`` object (``progress.json`` or an event log's ``progress``)."""
     if not isinstance(obj, Mapping):
         raise MalformedEvent(f"progress must be a JSON object, got {type(obj).__name__}")
@@ -237,6 +239,7 @@ def parse_progress(obj: Mapping[str, Any]) -> QueryProgress:
         sink=sink,
         problems=tuple(problems),
         raw=obj,
+        raw_text=raw_text,
     )
 
 

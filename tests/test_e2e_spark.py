@@ -233,3 +233,20 @@ def test_incompatible_state_schema_on_restart_is_classified(spark, tmp_path) -> 
         assert 'spark_streaming_query_status{query="e2e_schema"' in text
     finally:
         handle.stop()
+
+
+def test_ten_concurrent_queries_with_restarts_and_an_executor_loss(tmp_path) -> None:
+    """local-cluster: every query's metrics equal its own progress (both runs for the restarted ones)."""
+    out = str(tmp_path / "many")
+    run_script([os.path.join(ROOT, "scripts", "many_queries_job.py"), "--out", out], timeout=900)
+    with open(os.path.join(out, "metrics.prom")) as f:
+        text = f.read()
+    for name in (f"q{i:02d}" for i in range(10)):
+        with open(os.path.join(out, "progress", f"{name}.jsonl")) as f:
+            progress = [json.loads(line) for line in f]
+        assert_matches_progress(text, progress)
+    with open(os.path.join(out, "signals.jsonl")) as f:
+        signals = [json.loads(line) for line in f]
+    restarted = {s["query_id"] for s in signals if s["kind"] == "query_restarted"}
+    assert len(restarted) == 2
+    assert any(s["kind"] == "executor_removed" for s in signals)

@@ -123,7 +123,7 @@ class HistoryStore:
         self.add_row("batches", (p.query_id, p.run_id, p.batch_id, ts, p.batch_duration_ms, p.input_rows,
                                  p.input_rows_per_second, p.processed_rows_per_second, p.watermark,
                                  sum(rows) if rows else None, sum(memory) if memory else None,
-                                 json.dumps(dict(p.duration_ms)), json.dumps(p.raw, separators=(",", ":"))))
+                                 json.dumps(dict(p.duration_ms)), p.raw_text or json.dumps(p.raw, separators=(",", ":"))))
         for op in p.operators:
             self.add_row("operators", (p.query_id, p.run_id, p.batch_id, ts, op.index, op.name, op.provider, op.rows_total,
                                        op.rows_updated, op.rows_removed, op.rows_dropped_by_watermark, op.memory_bytes,

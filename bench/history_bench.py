@@ -1,0 +1,65 @@
+"""History store: ingest rate, and loading the last hour of one query out of 1 M stored batches.
+
+    python bench/history_bench.py [--batches 1000000]
+
+Rows are derived from recorded real progress (10 queries, one batch a second each, operators and
+partition rows included). Ingest goes through ``HistoryStore.add_event`` + ``flush`` as the live sink
+does (progress already parsed; the parse is measured by bench/replay_rate.py). The load uses the
+browser's loader ``load_batches(query, since=now-1h)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from bench.common import derived, recorded_progress  # noqa: E402
+from observer.history.loaders import load_batches  # noqa: E402
+from observer.history.store import HistoryStore  # noqa: E402
+from observer.model import parse_progress  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batches", type=int, default=1_000_000)
+    args = ap.parse_args()
+    base = recorded_progress()[-1]
+    events = []
+    for q in range(10):  # one parsed event per query, as the live path gets it (JSON text); re-stamped below
+        obj = derived(base, q, 0)
+        events.append(parse_progress(obj, raw_text=json.dumps(obj)))
+    start_ts = 1.8e9
+    with tempfile.TemporaryDirectory() as tmp:
+        store = HistoryStore(os.path.join(tmp, "h.db"), max_age_seconds=1e12, max_bytes=1e15)
+        t = time.perf_counter()
+        for n in range(args.batches):
+            template = events[n % 10]
+            event = template.__class__(**{**template.__dict__, "batch_id": n // 10, "timestamp": start_ts + n // 10})
+            store.add_event(event, start_ts + n // 10)
+            if store.pending >= 20_000:
+                store.flush()
+        store.flush()
+        ingest = time.perf_counter() - t
+        size = os.path.getsize(os.path.join(tmp, "h.db")) / 1e9
+        now = start_ts + args.batches // 10
+        qid = events[3].query_id
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            frame = load_batches(os.path.join(tmp, "h.db"), qid, since=now - 3600)
+            times.append(time.perf_counter() - t)
+        store.close()
+    print(f"ingest: {args.batches:,} progress events in {ingest:.1f} s = {args.batches / ingest:,.0f} events/s ({size:.1f} GB)")
+    print(f"last hour of one query ({len(frame):,} batches) out of {args.batches:,}: median {statistics.median(times) * 1000:.0f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
