@@ -80,6 +80,9 @@ def run_demo(provider: str = "rocksdb", rows_per_second: int = 50, duration: flo
     print(f"spark-state-observer demo: query {query.name} ({provider}), checkpoint {checkpoint}", flush=True)
     if handle.url:
         print(f"metrics: {handle.url}   (Ctrl-C to stop)", flush=True)
+    if handle.observer.settings.history_enabled:
+        history = os.path.abspath(handle.observer.settings.history_path)
+        print(f"history: {history}   (browse: spark-state-observer ui --history {history} --checkpoint-root {checkpoint})", flush=True)
     otlp = handle.observer.settings.otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if otlp:
         print(f"OTLP export to {otlp} (every OTEL_METRIC_EXPORT_INTERVAL ms, 60 s by default, and on stop)", flush=True)
