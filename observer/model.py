@@ -226,7 +226,9 @@ def parse_progress(obj: Mapping[str, Any], raw_text: str | None = None) -> Query
         name=_opt_str(obj.get("name")),
         timestamp=parse_timestamp(obj.get("timestamp")),
         batch_id=batch_id,
-        batch_duration_ms=_num(obj, "batchDuration", problems),
+        # Spark 3.5's JSON has no batchDuration; its trigger execution time is the same span
+        batch_duration_ms=_num(obj, "batchDuration", problems) if "batchDuration" in obj
+        else _finite((obj.get("durationMs") or {}).get("triggerExecution") if isinstance(obj.get("durationMs"), Mapping) else None),
         input_rows=_num(obj, "numInputRows", problems) if "numInputRows" in obj else _sum_sources(raw_sources, "numInputRows"),
         input_rows_per_second=_rate(_num(obj, "inputRowsPerSecond", problems) if "inputRowsPerSecond" in obj
                                     else _sum_sources(raw_sources, "inputRowsPerSecond")),

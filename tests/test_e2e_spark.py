@@ -179,7 +179,10 @@ def test_restart_in_a_new_process(tmp_path) -> None:
     replayed = replay([eventlog_dir(run1), eventlog_dir(run2)]).observer.signals.recent
     assert [e.kind for e in replayed if e.kind in ("query_restarted", "restore")] == ["query_restarted", "restore", "restore"]
     # the inspector's restore estimate, made before the restart, against the restore Spark measured
-    measured = next(r for r in restores if r["attributes"]["method"] == "load_metrics")
+    measured = next((r for r in restores if r["attributes"]["method"] == "load_metrics"), None)
+    if measured is None:  # Spark 3.5 and 4.0 report no load metric: nothing to compare with
+        assert all(r["attributes"]["method"] == "add_batch_excess" for r in restores)
+        return
     op_index = measured["attributes"]["operator_index"]
     estimate = sum(DEFAULT_SECONDS_PER_STORE + p.restore.replay_files * DEFAULT_SECONDS_PER_FILE
                    + p.restore.bytes / DEFAULT_BYTES_PER_SECOND
