@@ -141,6 +141,8 @@ class Observer:
             self.self_metrics.count("dropped", "queue_full", drops - self._last_queue_drops)
             self._last_queue_drops = drops
         self._guarded("tick", lambda: self.signals.tick())
+        if items and self.server is not None:
+            self._guarded("prerender", self.collector.prerender)
         wanted = self._sink_flush_wanted
         if wanted != self._sink_flush_done and not len(self.queue):
             for sink in self._sinks:
