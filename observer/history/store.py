@@ -56,6 +56,7 @@ def connect(path: str, readonly: bool = False, timeout: float = 0.5) -> sqlite3.
             conn = sqlite3.connect(path, timeout=timeout, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: index pages of large histories stay cached
             migrate(conn)
         return conn
     except (sqlite3.Error, OSError, SchemaError) as exc:
