@@ -257,11 +257,17 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
         if n >= MAX_MAP_ENTRIES + MAX_INSTANCE_METRICS:
             truncated = True
             break
-        number = _finite(value)
+        number = float(value) if type(value) is int else _finite(value)  # Spark's longs: the hot, common case
         if number is None:
             problems.append(f"stateOperators[{index}].customMetrics.{str(key)[:80]} is not a finite number")
             continue
-        match = INSTANCE_METRIC_RE.match(key) if isinstance(key, str) and ".partition_" in key else None
+        if type(key) is str and ".partition_" not in key and len(key) <= 200:
+            if len(custom) < MAX_MAP_ENTRIES:
+                custom[key] = number
+            else:
+                truncated = True
+            continue
+        match = INSTANCE_METRIC_RE.match(key) if isinstance(key, str) else None
         if match:
             if len(instances) < MAX_INSTANCE_METRICS:
                 instances.append(InstanceMetric(
