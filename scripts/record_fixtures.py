@@ -24,6 +24,8 @@ SCENARIOS: dict[str, list[list[str]]] = {
     "hdfs": [["--provider", "hdfs", "--batches", "6", "--codec", "lz4"]],
     "rocksdb_nochangelog_snappy": [["--changelog", "off", "--batches", "4", "--codec", "snappy"]],
     "rocksdb_plain_log": [["--batches", "3", "--codec", "none"]],
+    # a restart that fails: the state schema no longer matches the checkpoint
+    "schema_failure": [["--batches", "3", "--codec", "zstd"], ["--incompatible", "--codec", "zstd"]],
 }
 
 

@@ -59,6 +59,8 @@ def main() -> int:
     ap.add_argument("--codec", default="zstd", help="zstd, lz4, snappy or none")
     ap.add_argument("--rows-per-second", type=int, default=40)
     ap.add_argument("--name", default="demo_dedup_window")
+    ap.add_argument("--incompatible", action="store_true",
+                    help="restart with a state schema the checkpoint refuses, and record the failure")
     args = ap.parse_args()
 
     import observer
@@ -71,8 +73,22 @@ def main() -> int:
     spark.sparkContext.setLogLevel("ERROR")
     handle = observer.attach(spark, http_port=0)
     signals = record_signals(handle)
-    query = dedup_window_query(spark, args.checkpoint, args.rows_per_second, name=args.name)
-    wait_batches(query, args.batches)
+    if args.incompatible:
+        from pyspark.sql import functions as F
+
+        # the aggregation's key becomes a string: Spark refuses the state it finds in the checkpoint
+        counts = (spark.readStream.format("rate").option("rowsPerSecond", args.rows_per_second).load()
+                  .groupBy((F.col("value") % 10).cast("string").alias("key")).count())
+        query = (counts.writeStream.format("noop").outputMode("update").queryName(args.name)
+                 .option("checkpointLocation", args.checkpoint).trigger(processingTime="1 second").start())
+        deadline = time.monotonic() + 120
+        while query.isActive and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if query.isActive or query.exception() is None:
+            raise SystemExit("the incompatible restart did not fail")
+    else:
+        query = dedup_window_query(spark, args.checkpoint, args.rows_per_second, name=args.name)
+        wait_batches(query, args.batches)
     # 4.x: StreamingQueryProgress objects with .json; 3.5: plain dicts
     progress = [p.json if hasattr(p, "_jdict") else json.dumps(p) for p in query.recentProgress]
     query.stop()

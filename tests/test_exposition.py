@@ -16,7 +16,7 @@ from observer.capture_queue import CapturedEvent
 from observer.runtime import Observer
 from observer.settings import Settings
 
-RUNS = {run.split("/fixtures/")[1]: progress_lines(run) for run in fixture_runs()}
+RUNS = {run.split("/fixtures/")[1]: progress_lines(run) for run in fixture_runs() if progress_lines(run)}  # runs with batches
 RESTART_RUN2 = "rocksdb_restart/run2"
 
 

@@ -14,7 +14,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import ROOT, fixture_runs, free_port, progress_lines
+from conftest import ROOT, eventlog_dir, fixture_runs, free_port, progress_lines
+from observer.eventlog import EventLogError, read_records
 from observer import registry
 from observer.capture_queue import CapturedEvent
 from observer.exporters.otel import config as otel_config
@@ -28,8 +29,10 @@ from otlp_receiver import GrpcReceiver, HttpReceiver
 RUNS = fixture_runs("rocksdb_restart")  # two runs of one query: a restart and two restores
 PROGRESS = [p for run in RUNS for p in progress_lines(run)]
 QUERY_ID = PROGRESS[0]["id"]
-TERMINATION = {"id": QUERY_ID, "runId": PROGRESS[-1]["runId"], "errorClassOnException": "CANNOT_LOAD_STATE_STORE.UNCATEGORIZED",
-               "exception": "org.apache.spark.SparkException: [CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during loading state."}
+# a real failure (the restart the checkpoint refused, recorded in schema_failure), moved onto the restart fixture's query
+_FAILED = next(r.payload for r in read_records([eventlog_dir(fixture_runs("schema_failure")[1])])
+               if not isinstance(r, EventLogError) and r.kind == "terminated")
+TERMINATION = {**_FAILED, "id": QUERY_ID, "runId": PROGRESS[-1]["runId"]}
 APP = {"spark.app.id": "local-1795303624712", "spark.app.name": "fixture-app", "spark.version": "4.3.0"}
 CUMULATIVE = 2  # AggregationTemporality.CUMULATIVE in the OTLP protobuf
 
@@ -177,9 +180,9 @@ def test_metrics_logs_and_spans_arrive_with_the_values_spark_reported(receiver) 
     assert {r["attributes"]["spark.operator.name"] for r in restores} == {op["operatorName"] for op in last["stateOperators"]}
     (terminated,) = [r for r in logs if r["event_name"] == "spark.streaming.query_terminated"]
     assert terminated["severity"] == "ERROR"
-    assert terminated["attributes"]["spark.exception_class"] == "checkpoint"
-    assert terminated["attributes"]["spark.error_class"] == "CANNOT_LOAD_STATE_STORE.UNCATEGORIZED"
-    assert terminated["attributes"]["exception.message"].startswith("org.apache.spark.SparkException")
+    assert terminated["attributes"]["spark.exception_class"] == "state_schema_incompatible"
+    assert terminated["attributes"]["spark.error_class"] == _FAILED["errorClassOnException"]
+    assert terminated["attributes"]["exception.message"] == _FAILED["exception"].splitlines()[0][:300]
     assert [r for r in logs if r["event_name"] == "spark.streaming.query_restarted"][0]["severity"] == "WARN"
 
     # each micro-batch a span, its phases children laid out one after the other

@@ -15,7 +15,10 @@ from conftest import FIXTURES, ROOT, eventlog_dir, fixture_runs, progress_lines
 from observer.replay import replay
 
 
-@pytest.mark.parametrize("run", fixture_runs(), ids=lambda r: os.path.relpath(r, FIXTURES))
+WITH_BATCHES = [r for r in fixture_runs() if progress_lines(r)]  # the failed restart has none
+
+
+@pytest.mark.parametrize("run", WITH_BATCHES, ids=lambda r: os.path.relpath(r, FIXTURES))
 def test_replaying_the_event_log_gives_the_live_metrics(run: str) -> None:
     with open(os.path.join(run, "metrics.prom")) as f:
         live = samples(f.read())
@@ -26,7 +29,7 @@ def test_replaying_the_event_log_gives_the_live_metrics(run: str) -> None:
         assert replayed[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
 
 
-@pytest.mark.parametrize("run", fixture_runs(), ids=lambda r: os.path.relpath(r, FIXTURES))
+@pytest.mark.parametrize("run", WITH_BATCHES, ids=lambda r: os.path.relpath(r, FIXTURES))
 def test_metrics_equal_the_progress_json(run: str) -> None:
     """Gauges are the last batch's values; counters the sum over batches (all in recentProgress)."""
     assert_matches_progress(replay([os.path.join(run, "progress.jsonl")]).exposition(), progress_lines(run))
@@ -55,6 +58,23 @@ def test_restart_in_a_new_process_gives_restart_and_restore_live_and_in_replay()
     assert all(e.attributes["batch_id"] == first_batch_run2 for e in replayed[1:])
     assert next(e for e in replayed if e.attributes.get("operator") == "dedupe").attributes["duration_seconds"] == \
         dedupe["attributes"]["duration_seconds"]
+
+
+def test_a_restart_the_checkpoint_refuses_is_a_classified_failure_live_and_in_replay() -> None:
+    runs = fixture_runs("schema_failure")
+    with open(os.path.join(runs[1], "signals.jsonl")) as f:
+        live = [json.loads(line) for line in f]
+    (ended,) = [s for s in live if s["kind"] == "query_terminated"]
+    assert ended["attributes"]["outcome"] == "exception"
+    assert ended["attributes"]["exception_class"] == "state_schema_incompatible"
+    assert ended["attributes"]["error_class"].startswith("STREAMING_STATEFUL_OPERATOR_NOT_MATCH")
+    result = replay([eventlog_dir(r) for r in runs])
+    got = samples(result.exposition())
+    qid = progress_lines(runs[0])[0]["id"]
+    labels = (("exception_class", "state_schema_incompatible"), ("query", "demo_dedup_window"), ("query_id", qid))
+    assert got[("spark_streaming_query_terminations_by_class_total", labels)] == 1
+    status = {k[1]: v for k, v in got.items() if k[0] == "spark_streaming_query_status"}
+    assert status[(("query", "demo_dedup_window"), ("query_id", qid), ("status", "failed"))] == 1
 
 
 def test_cli_replay_prints_prometheus_text() -> None:

@@ -19,6 +19,7 @@ from observer.replay import replay  # noqa: E402
 
 APP = os.path.join(ROOT, "streamlit_app", "app.py")
 RESTART = fixture_runs("rocksdb_restart")
+FAILED_QUERY = progress_lines(fixture_runs("schema_failure")[0])[0]["id"]
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +71,7 @@ def test_queries_page_lists_every_recorded_query_with_health_and_restart(monkeyp
     at = app(monkeypatch, all_db)
     table = frames(at)[0]
     queries = load_queries(all_db)
-    assert len(table) == len(queries) == len(fixture_runs()) - 1  # the restart fixture is one query in two runs
+    assert len(table) == len(queries) == len({p["id"] for run in fixture_runs() for p in progress_lines(run)})
     progress = {p["id"]: 0 for run in fixture_runs() for p in progress_lines(run)}
     for run in fixture_runs():
         for p in progress_lines(run):
@@ -78,12 +79,13 @@ def test_queries_page_lists_every_recorded_query_with_health_and_restart(monkeyp
     for row in table.itertuples():
         qid = next(q for q in progress if q[:8] in row.query)
         assert row.batches == progress[qid]
-        assert row.health.endswith("stopped")  # every recorded run was stopped cleanly
-    restarted = table[table.runs == 2].iloc[0]
+        # every recorded run was stopped cleanly, but for the restart the checkpoint refused (schema_failure)
+        assert row.health.endswith("failed" if qid == FAILED_QUERY else "stopped"), (row.query, row.health)
+    restarted = table[(table.runs == 2) & table.health.str.endswith("stopped")].iloc[0]
     assert restarted["last restart"] != "-" and "s down" in restarted["last restart"]
     assert restarted["last restore"] != "-"
     assert all(len(trend) == row.batches for trend, row in zip(table["batch ms trend"], table.itertuples()))
-    assert "4 stopped" in texts(at)
+    assert "4 stopped" in texts(at) and "1 failed" in texts(at)
 
 
 def test_open_drilldown_from_the_queries_page(monkeypatch, restart_db) -> None:

@@ -6,7 +6,9 @@ import re
 
 # (class, substrings of Spark error classes or messages); first match wins, so order matters
 _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # the state in the checkpoint does not fit the query any more (schema or operators changed)
     ("state_schema_incompatible", ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+                                   "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
                                    "StateSchemaNotCompatible", "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION", "schema is not compatible")),
     ("out_of_memory", ("OutOfMemoryError", "Java heap space", "exceeding memory limits", "Container killed", "GC overhead limit")),
     ("checkpoint", ("CANNOT_LOAD_STATE_STORE", "CANNOT_READ_STREAMING_STATE_FILE", "CANNOT_READ_CHECKPOINT", "STREAMING_CHECKPOINT",
