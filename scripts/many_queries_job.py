@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from executor_loss_job import executor_pid  # noqa: E402
-from scenario_job import record_signals, write_jsonl  # noqa: E402
+from scenario_job import drain, record_signals, write_jsonl  # noqa: E402
 
 QUERIES = 10
 RESTARTED = ("q03", "q07")
@@ -74,7 +74,7 @@ def main() -> int:
     for name, query in queries.items():
         query.stop()
         history[name] += progress_of(query)
-    handle.flush()
+    drain(handle, len(queries) + len(RESTARTED))
     metrics = urllib.request.urlopen(handle.url, timeout=10).read().decode()
     handle.stop()
     spark.stop()

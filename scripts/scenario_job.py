@@ -42,6 +42,14 @@ def wait_batches(query, n: int, timeout: float = 240) -> None:  # type: ignore[n
     raise TimeoutError(f"fewer than {n} batches in {timeout}s")
 
 
+def drain(handle, terminations: int, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
+    """Wait until Spark's (asynchronous) listener bus delivered the terminations, then flush the observer."""
+    deadline = time.monotonic() + timeout
+    while handle.observer.self_metrics.received["terminated"] < terminations and time.monotonic() < deadline:
+        time.sleep(0.1)
+    handle.flush()
+
+
 def write_jsonl(path: str, rows: list) -> None:
     with open(path, "w") as f:
         for row in rows:
@@ -92,7 +100,7 @@ def main() -> int:
     # 4.x: StreamingQueryProgress objects with .json; 3.5: plain dicts
     progress = [p.json if hasattr(p, "_jdict") else json.dumps(p) for p in query.recentProgress]
     query.stop()
-    handle.flush()
+    drain(handle, 1)
     metrics = urllib.request.urlopen(handle.url, timeout=10).read().decode()
     handle.stop()
     spark.stop()

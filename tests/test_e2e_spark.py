@@ -43,6 +43,12 @@ def alive(query) -> bool:  # type: ignore[no-untyped-def]
     return True
 
 
+def drained(obs, terminations: int = 1) -> None:  # type: ignore[no-untyped-def]
+    """Wait until Spark's listener bus delivered the terminations (it is asynchronous), then flush."""
+    wait_for(lambda: obs.self_metrics.received["terminated"] >= terminations, 60, "the terminated events")
+    assert obs.flush()
+
+
 def progress_json(query) -> list[dict]:  # type: ignore[no-untyped-def]
     return [json.loads(p.json) if hasattr(p, "_jdict") else p for p in query.recentProgress]
 
@@ -54,7 +60,7 @@ def test_rocksdb_query_scraped_equals_its_progress(spark, tmp_path) -> None:
         query = dedup_window_query(spark, str(tmp_path / "ck"), name="e2e_rocksdb")
         wait_for(lambda: batches(query) >= 5, 180, "5 batches")
         query.stop()
-        handle.flush()
+        drained(handle.observer)
         text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
         progress = progress_json(query)
         assert_matches_progress(text, progress)
@@ -96,7 +102,7 @@ def test_hdfs_query_through_the_listener_class(spark, tmp_path) -> None:
         query = dedup_window_query(spark, str(tmp_path / "ck"), name="e2e_hdfs")
         wait_for(lambda: batches(query) >= 4, 180, "4 batches")
         query.stop()
-        listener.observer.flush()
+        drained(listener.observer)
         text = urllib.request.urlopen(listener.observer.server.url, timeout=10).read().decode()
         assert_matches_progress(text, progress_json(query))
         assert 'provider="hdfs"' in text
@@ -227,7 +233,7 @@ def test_incompatible_state_schema_on_restart_is_classified(spark, tmp_path) -> 
                   .writeStream.format("noop").outputMode("update").queryName("e2e_schema")
                   .option("checkpointLocation", ck).trigger(processingTime="1 second").start())
         wait_for(lambda: not second.isActive, 120, "the query to fail")
-        handle.flush()
+        drained(handle.observer, terminations=2)
         ended = [e for e in handle.signals if e.kind == "query_terminated" and e.attributes["outcome"] == "exception"]
         assert len(ended) == 1
         assert ended[0].attributes["exception_class"] == "state_schema_incompatible", ended[0].attributes
