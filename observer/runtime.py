@@ -110,7 +110,11 @@ class Observer:
         self.queue.put(item)
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until everything submitted so far has been processed (tests, replay, shutdown)."""
+        """Wait until everything submitted so far has been processed and the sinks flushed.
+
+        Spark delivers listener events asynchronously: right after ``query.stop()`` its terminated event
+        may not have been submitted yet, and this does not wait for events still on Spark's bus.
+        """
         target = self.queue.put_count
         self._sink_flush_wanted += 1
         wanted = self._sink_flush_wanted
