@@ -49,33 +49,38 @@ def _jvm_terminated(jevent: Any) -> str:
     return _json_or_fields(jevent, ("id", "runId", "exception"))
 
 
+def take(submit: Callable[[CapturedEvent], None], kind: str, convert: Callable[[Any], Any], event: Any) -> None:
+    """Hand one event to the observer, whatever happens: this runs on Spark's listener thread.
+
+    A failure to convert the event is itself submitted (counted and logged by the worker); nothing raises.
+    """
+    started = time.perf_counter()
+    try:
+        submit(captured(kind, convert(event), started))
+    except Exception as exc:
+        try:
+            submit(captured(kind, None, started, error=repr(exc)[:300]))
+        except Exception:
+            pass
+
+
 class _JsonBridge:
     """Implements ``org.apache.spark.sql.streaming.PythonStreamingQueryListener`` for py4j."""
 
     def __init__(self, submit: Callable[[CapturedEvent], None]) -> None:
         self._submit = submit
 
-    def _take(self, kind: str, getter: Callable[[Any], str], jevent: Any) -> None:
-        started = time.perf_counter()
-        try:
-            self._submit(captured(kind, getter(jevent), started))
-        except Exception as exc:  # never into Spark: record that this event could not be taken
-            try:
-                self._submit(captured(kind, None, started, error=repr(exc)[:300]))
-            except Exception:
-                pass
-
     def onQueryStarted(self, jevent: Any) -> None:  # noqa: N802 - JVM interface names
-        self._take("started", _jvm_started, jevent)
+        take(self._submit, "started", _jvm_started, jevent)
 
     def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802
-        self._take("progress", _jvm_progress, jevent)
+        take(self._submit, "progress", _jvm_progress, jevent)
 
     def onQueryIdle(self, jevent: Any) -> None:  # noqa: N802
-        self._take("idle", _jvm_idle, jevent)
+        take(self._submit, "idle", _jvm_idle, jevent)
 
     def onQueryTerminated(self, jevent: Any) -> None:  # noqa: N802
-        self._take("terminated", _jvm_terminated, jevent)
+        take(self._submit, "terminated", _jvm_terminated, jevent)
 
     class Java:
         implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
@@ -130,25 +135,15 @@ class StateObserverListener(StreamingQueryListener):
             self._jlistenerobj = jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(self._bridge)
         return self._jlistenerobj
 
-    def _take(self, kind: str, convert: Callable[[Any], Any], event: Any) -> None:
-        started = time.perf_counter()
-        try:
-            self.observer.submit(captured(kind, convert(event), started))
-        except Exception as exc:
-            try:
-                self.observer.submit(captured(kind, None, started, error=repr(exc)[:300]))
-            except Exception:
-                pass
-
     # the public-object path: Spark Connect, or fast_path=False
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - PySpark's names
-        self._take("started", _public_started, event)
+        take(self.observer.submit, "started", _public_started, event)
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
-        self._take("progress", _public_progress, event)
+        take(self.observer.submit, "progress", _public_progress, event)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-        self._take("idle", _public_idle, event)
+        take(self.observer.submit, "idle", _public_idle, event)
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
-        self._take("terminated", _public_terminated, event)
+        take(self.observer.submit, "terminated", _public_terminated, event)

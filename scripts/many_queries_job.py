@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from executor_loss_job import executor_pid  # noqa: E402
-from scenario_job import drain, record_signals, write_jsonl  # noqa: E402
+from scenario_job import drain, record_signals, write_jsonl, write_outputs  # noqa: E402
 
 QUERIES = 10
 RESTARTED = ("q03", "q07")
@@ -80,9 +80,7 @@ def main() -> int:
     spark.stop()
     for name, lines in history.items():
         write_jsonl(os.path.join(args.out, "progress", f"{name}.jsonl"), lines)
-    with open(os.path.join(args.out, "metrics.prom"), "w") as f:
-        f.write(metrics)
-    write_jsonl(os.path.join(args.out, "signals.jsonl"), signals)
+    write_outputs(args.out, metrics, signals)
     return 0
 
 

@@ -50,6 +50,13 @@ def drain(handle, terminations: int, timeout: float = 60) -> None:  # type: igno
     handle.flush()
 
 
+def write_outputs(out: str, metrics: str, signals: list[dict]) -> None:
+    """The observer's final scrape and its signals, as the tests read them."""
+    with open(os.path.join(out, "metrics.prom"), "w") as f:
+        f.write(metrics)
+    write_jsonl(os.path.join(out, "signals.jsonl"), signals)
+
+
 def write_jsonl(path: str, rows: list) -> None:
     with open(path, "w") as f:
         for row in rows:
@@ -105,9 +112,7 @@ def main() -> int:
     handle.stop()
     spark.stop()
     write_jsonl(os.path.join(args.out, "progress.jsonl"), progress)
-    with open(os.path.join(args.out, "metrics.prom"), "w") as f:
-        f.write(metrics)
-    write_jsonl(os.path.join(args.out, "signals.jsonl"), signals)
+    write_outputs(args.out, metrics, signals)
     return 0
 
 
