@@ -1,7 +1,7 @@
-"""Generate ``alerts/rules.yml`` and ``alerts/recording.yml`` from ``alerts.config`` and the metric registry.
+"""Generate ``alerts/rules.yml`` and ``alerts/recording.yml`` from ``alerts.config`` and the metric catalog.
 
 Rules are data here so that thresholds live in one place and every metric name goes through
-``metric()``, which fails on a name ``observer.registry`` does not export: a renamed metric breaks
+``metric()``, which fails on a name ``observer.metrics.catalog`` does not export: a renamed metric breaks
 generation and the tests, not a pager at night. Run ``python -m alerts.generate`` after a change.
 """
 
@@ -13,20 +13,18 @@ import sys
 import yaml
 
 from alerts.config import OBSERVER_JOB, RUNBOOK_BASE_URL, SELECTOR, THRESHOLDS
-from observer import registry
-from observer.selfmetrics import SELF_METRICS
+from observer.metrics.catalog import BY_NAME, UnknownMetricError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SPECS = {s.prometheus_name: s for s in registry.CATALOG + SELF_METRICS}
 T = THRESHOLDS
 QUERY = "query, query_id"
 OPERATOR = "query, query_id, operator_index, operator"
 
 
 def metric(name: str, matchers: str = "") -> str:
-    """``name{matchers}`` with the global SELECTOR; raises KeyError for a name the registry lacks."""
-    if name not in SPECS:
-        raise KeyError(f"{name} is not a metric of observer.registry or observer.selfmetrics")
+    """``name{matchers}`` with the global SELECTOR; ``UnknownMetricError`` (a KeyError) for a name the catalog lacks."""
+    if name not in BY_NAME:
+        raise UnknownMetricError(f"{name} is not a metric of observer.metrics.catalog")
     parts = [p for p in (matchers, SELECTOR) if p]
     return f"{name}{{{', '.join(parts)}}}" if parts else name
 

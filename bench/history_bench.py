@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from bench.common import derived, recorded_progress  # noqa: E402
 from observer.history.loaders import load_batches  # noqa: E402
 from observer.history.store import HistoryStore  # noqa: E402
-from observer.model import parse_progress  # noqa: E402
+from observer.model.parse import parse_progress  # noqa: E402
 
 
 def main() -> int:

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 def run_once(spark, observed: bool, batches: int, tmp: str, otlp: str | None) -> list[float]:  # type: ignore[no-untyped-def]
     import observer
-    from observer.demo import dedup_window_query
+    from observer.cli.demo import dedup_window_query
 
     handle = None
     stop_scraping = threading.Event()
@@ -57,7 +57,7 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=12)
     ap.add_argument("--otlp-endpoint", default=None)
     args = ap.parse_args()
-    from observer.demo import spark_session
+    from observer.cli.demo import spark_session
 
     spark = spark_session()
     spark.sparkContext.setLogLevel("ERROR")

@@ -9,8 +9,8 @@ workload it prints the series count and exposition size, the traced memory of th
 - endpoint GET: a full HTTP GET of /metrics, gzip accepted as Prometheus asks, against the same
   endpoint ``Observer.start()`` serves (``StateCollector.exposition``, cached per query), on 127.0.0.1;
 - endpoint render: ``StateCollector.exposition()`` alone;
-- generate_latest: prometheus-client over the registry (what the endpoint served before; still what
-  the Pushgateway gets), and its ratio to the endpoint's render.
+- generate_latest: prometheus-client over the registry (what the endpoint served before, and the
+  Pushgateway too until both shared ``exposition()``), and its ratio to the endpoint's render.
 
 "cold" is a scrape after every query received a new progress (nothing cached is valid), "warm" a
 scrape after 1 query did. Events are applied between timed scrapes, untimed.
@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from prometheus_client import generate_latest  # noqa: E402
 
 from bench.common import derived, recorded_progress  # noqa: E402
-from observer.capture_queue import CapturedEvent  # noqa: E402
+from observer.capture.queue import CapturedEvent  # noqa: E402
 from observer.exporters.http import MetricsServer  # noqa: E402
 from observer.runtime import Observer  # noqa: E402
 from observer.settings import Settings  # noqa: E402
@@ -77,11 +77,11 @@ def report(label: str, repeat: int, queries: int, operators: int, partitions: in
     tracemalloc.start()
     w = Workload(queries, operators, partitions)
     state = tracemalloc.get_traced_memory()[0]
-    text = w.obs.collector.exposition()
+    text = w.obs.prometheus.collector.exposition()
     cache = tracemalloc.get_traced_memory()[0] - state - len(text)
     tracemalloc.stop()
     series = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
-    server = MetricsServer(w.obs.collector.exposition, w.obs.registry, "127.0.0.1", 0)
+    server = MetricsServer(w.obs.prometheus.collector.exposition, w.obs.prometheus.registry, "127.0.0.1", 0)
     request = urllib.request.Request(server.url, headers={"Accept-Encoding": "gzip"})
     try:
         def get() -> None:
@@ -99,11 +99,11 @@ def report(label: str, repeat: int, queries: int, operators: int, partitions: in
             def prepare() -> None:  # the previous timed scrape cached everything before these changes
                 w.advance(changed)
                 if prerendered:  # what the live worker does after each round of events, off the scrape path
-                    w.obs.collector.prerender()
+                    w.obs.prometheus.collector.prerender()
 
             endpoint = timed(prepare, get, repeat)
-            render = timed(prepare, w.obs.collector.exposition, repeat)
-            latest = timed(prepare, lambda: generate_latest(w.obs.registry), repeat)
+            render = timed(prepare, w.obs.prometheus.collector.exposition, repeat)
+            latest = timed(prepare, lambda: generate_latest(w.obs.prometheus.registry), repeat)
             print(f"| {case} | {endpoint * 1000:.0f} ms | {render * 1000:.0f} ms | {latest * 1000:.0f} ms "
                   f"| {latest / render:.1f}x |", flush=True)
     finally:

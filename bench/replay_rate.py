@@ -22,9 +22,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import zstandard  # noqa: E402
 
 from bench.common import ROOT  # noqa: E402
-from observer.eventlog import open_decompressed  # noqa: E402
-from observer.model import parse_timestamp  # noqa: E402
-from observer.replay import replay  # noqa: E402
+from observer.offline.eventlog import open_decompressed  # noqa: E402
+from observer.model.parse import parse_timestamp  # noqa: E402
+from observer.offline.replay import replay  # noqa: E402
 
 
 def build_log(path: str, copies: int) -> int:

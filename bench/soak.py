@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from prometheus_client import generate_latest  # noqa: E402
 
 from bench.common import derived, recorded_progress  # noqa: E402
-from observer.capture_queue import CapturedEvent  # noqa: E402
+from observer.capture.queue import CapturedEvent  # noqa: E402
 from observer.history.sink import HistorySink  # noqa: E402
 from observer.runtime import Observer  # noqa: E402
 from observer.settings import Settings  # noqa: E402
@@ -55,7 +55,7 @@ def main() -> int:
                 p["runId"] = f"00000000-0000-0000-0002-{n:012d}"
             obs.process(CapturedEvent("progress", json.dumps(p), 1.8e9 + n, 0.0))
             if n % 1000 == 0:
-                generate_latest(obs.registry)
+                generate_latest(obs.prometheus.registry)
             if n == warm:
                 warm_rss = rss_mb()
         elapsed = time.perf_counter() - started

@@ -23,7 +23,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from observer.replay import replay  # noqa: E402
+from observer.offline.replay import replay  # noqa: E402
 
 PAGES = ("Queries", "Query drilldown", "Partitions", "Runs", "Checkpoint", "State contents")
 

@@ -1,4 +1,4 @@
-"""PromQL building blocks for the dashboards; every metric name is checked against the registry.
+"""PromQL building blocks for the dashboards; every metric name is checked against the catalog.
 
 Going through ``metric()`` means a renamed or removed metric fails ``python -m dashboards.generate``
 (and the staleness test) instead of leaving an empty panel in somebody's Grafana.
@@ -6,10 +6,8 @@ Going through ``metric()`` means a renamed or removed metric fails ``python -m d
 
 from __future__ import annotations
 
-from observer import registry
-from observer.selfmetrics import SELF_METRICS
+from observer.metrics.catalog import BY_NAME, UnknownMetricError
 
-SPECS = {s.prometheus_name: s for s in registry.CATALOG + SELF_METRICS}
 HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
 
 Q = 'query=~"$query"'
@@ -20,10 +18,10 @@ RATE = "$__rate_interval"
 
 
 def metric(name: str) -> str:
-    """The name itself, or KeyError when neither the registry nor the self-metrics export it."""
-    base = next((name[: -len(s)] for s in HISTOGRAM_SUFFIXES if name.endswith(s) and name[: -len(s)] in SPECS), name)
-    if base not in SPECS:
-        raise KeyError(f"{name} is not a metric of observer.registry or observer.selfmetrics")
+    """The name itself, or ``UnknownMetricError`` (a KeyError) when the catalog does not export it."""
+    base = next((name[: -len(s)] for s in HISTOGRAM_SUFFIXES if name.endswith(s) and name[: -len(s)] in BY_NAME), name)
+    if base not in BY_NAME:
+        raise UnknownMetricError(f"{name} is not a metric of observer.metrics.catalog")
     return name
 
 

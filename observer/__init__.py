@@ -4,14 +4,37 @@
     handle = observer.attach(spark)          # metrics on http://127.0.0.1:9108/metrics
     ...
     handle.stop()
+
+The public names below are imported on first use, so ``import observer.metrics`` (the catalog, for
+dashboards, alerts and docs) or ``import observer.offline`` never pulls in PySpark.
 """
 
-from observer.attach import ObserverHandle, attach
-from observer.listener import StateObserverListener
-from observer.runtime import Observer
-from observer.settings import Settings, SettingsError
-from observer.signals.engine import SIGNAL_KINDS, SignalEvent
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from observer._version import __version__
+
+if TYPE_CHECKING:
+    from observer.capture.attach import ObserverHandle, attach
+    from observer.capture.listener import StateObserverListener
+    from observer.runtime import Observer
+    from observer.settings import Settings, SettingsError
+    from observer.signals.kinds import SIGNAL_KINDS, SignalEvent
+
+_PUBLIC = {
+    "attach": "observer.capture.attach", "ObserverHandle": "observer.capture.attach",
+    "StateObserverListener": "observer.capture.listener", "Observer": "observer.runtime",
+    "Settings": "observer.settings", "SettingsError": "observer.settings",
+    "SignalEvent": "observer.signals.kinds", "SIGNAL_KINDS": "observer.signals.kinds",
+}
 __all__ = ["attach", "ObserverHandle", "StateObserverListener", "Observer", "Settings", "SettingsError",
-           "SignalEvent", "SIGNAL_KINDS"]
-__version__ = "0.1.0"
+           "SignalEvent", "SIGNAL_KINDS", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'observer' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

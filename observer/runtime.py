@@ -1,8 +1,11 @@
-"""The observer runtime: the worker that turns captured events into metrics, signals and exports.
+"""The observer runtime: the worker that turns captured events into metric state, signals and exports.
 
-Data flows one way: capture (``observer.listener``) → queue → ``Observer.process`` → model
-(``observer.model``) → tracker → signals → exporters. ``attach()`` builds one of these; ``replay`` uses the
-same ``process`` synchronously, so live and replayed runs give the same metrics.
+Data flows one way (``docs/architecture.md``): capture (``observer.capture``) → queue → ``Observer.process``
+→ model (``observer.model.parse``) → tracker (``observer.metrics``) → signals (``observer.signals``, which
+return facts: the tracker applies their values, the bus calls the callbacks) → sinks (Prometheus,
+OpenTelemetry, history), each given the event and then the signals it caused. ``attach()`` builds one
+of these; ``replay`` uses the same ``process`` synchronously, so live and replayed runs give the same
+metrics.
 """
 
 from __future__ import annotations
@@ -10,71 +13,69 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-from prometheus_client import CollectorRegistry
-
-from observer.capture_queue import CaptureQueue, CapturedEvent
-from observer.exporters.http import MetricsServer, Pusher
-from observer.exporters.prometheus import StateCollector
-from observer.model import MalformedEvent, parse_event
-from observer.selfmetrics import SelfMetrics
+from observer.capture.queue import CapturedEvent, CaptureQueue
+from observer.exporters.http import MetricsServer
+from observer.exporters.prometheus import PrometheusSink
+from observer.metrics.selfmetrics import SelfMetrics
+from observer.metrics.tracker import QueryTracker
+from observer.metrics.view import MetricsView
+from observer.model import kinds
+from observer.model.events import Event
+from observer.model.parse import MalformedEvent, parse_event
 from observer.settings import Settings
-from observer.signals.engine import SignalEngine, SignalEvent
+from observer.signals.bus import SignalBus
+from observer.signals.engine import SignalEngine
+from observer.signals.facts import Facts
+from observer.signals.kinds import SignalEvent
+from observer.signals.lifecycle import LastAliveHint
 from observer.sinks import Sink
-from observer.tracker import QueryTracker
 
 log = logging.getLogger("observer")
 TICK_SECONDS = 1.0
 
 
 class Observer:
-    """Owns the queue, the tracker, the signals and the exporters of one attached listener."""
+    """Owns the queue, the metric state, the signals and the sinks of one attached listener.
+
+    The Prometheus sink is always there (``prometheus``; it only serves or pushes when told to); others
+    are added with ``add_sink``.
+    """
 
     def __init__(self, settings: Settings | None = None, *, serve: bool | None = None, live: bool = True,
                  executor_ids: Callable[[], set[str] | None] | None = None,
-                 last_alive_hint: Callable[[str, float], float | None] | None = None, clock: Callable[[], float] = time.time) -> None:
+                 last_alive_hint: LastAliveHint | None = None, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings or Settings.from_env()
         self.queue = CaptureQueue(self.settings.queue_size)
         self.tracker = QueryTracker(self.settings.max_queries)
         self.self_metrics = SelfMetrics()
-        self.signals = SignalEngine(self.settings, self.tracker, clock=clock, live=live, last_alive_hint=last_alive_hint)
-        self.collector = StateCollector(self.tracker, self.self_metrics, self.signals, queue_len=lambda: len(self.queue),
-                                        partition_top_k=self.settings.partition_top_k)
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self.collector)
+        self.view = MetricsView(self.tracker, self.self_metrics, queue_len=lambda: len(self.queue),
+                                partition_top_k=self.settings.partition_top_k)
+        self.engine = SignalEngine(self.settings, self.tracker.get, clock=clock, live=live, last_alive_hint=last_alive_hint)
+        self.signals = SignalBus(on_callback_failure=lambda: self.self_metrics.incr("callback_failures"))
+        self.prometheus = PrometheusSink(self.view, self.settings, lambda: self.self_metrics.count("export_failures", "pushgateway"))
+        self._sinks: list[Sink] = [self.prometheus]
         self._executor_ids = executor_ids if self.settings.poll_executors else None
         self._stop = threading.Event()
         self._taken = 0  # events the worker has finished with
         self._sink_flush_wanted = 0  # flush() asks the worker (the sinks' only thread) to flush them...
         self._sink_flush_done = 0  # ...and waits for this to catch up
         self._worker: threading.Thread | None = None
-        self.server: MetricsServer | None = None
-        self.pusher: Pusher | None = None
         self._serve = self.settings.http_enabled if serve is None else serve
         self._last_queue_drops = 0
         self._error_logged: set[str] = set()
-        self._sinks: list[Sink] = []
 
     # --- lifecycle ------------------------------------------------------------------------------------
-    def start(self) -> "Observer":
+    def start(self) -> Observer:
         """Start the exporters and the worker thread. Raises ``ExporterError`` if the port is taken."""
-        s = self.settings
-        auth = (s.basic_auth_user, s.basic_auth_password) if s.basic_auth_user else None
-        if self._serve:
-            self.server = MetricsServer(self.collector.exposition, self.registry, s.http_host, s.http_port,
-                                        certfile=s.tls_certfile, keyfile=s.tls_keyfile,
-                                        client_cafile=s.tls_client_cafile, basic_auth=auth)
-            log.info("spark-state-observer: metrics at %s", self.server.url)
-        if s.pushgateway_url:
-            self.pusher = Pusher(self.registry, s.pushgateway_url, s.pushgateway_job, s.push_interval_seconds,
-                                 s.push_timeout_seconds, auth, {}, lambda: self.self_metrics.count("export_failures", "pushgateway"))
+        self.prometheus.start(self._serve)
         self._worker = threading.Thread(target=self._run, name="spark-state-observer-worker", daemon=True)
         self._worker.start()
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Process what is queued, stop the worker, push a last time and close the endpoint."""
+        """Process what is queued, stop the worker, then close the sinks (a last push, the endpoint)."""
         self.flush(timeout)
         self._stop.set()
         self.queue.wake()
@@ -82,26 +83,26 @@ class Observer:
             self._worker.join(timeout)
         for sink in self._sinks:
             self._guarded_sink(sink, sink.close)
-        if self.pusher is not None:
-            self.pusher.stop()
-        if self.server is not None:
-            self.server.stop()
+
+    @property
+    def server(self) -> MetricsServer | None:
+        """The /metrics endpoint, while it serves."""
+        return self.prometheus.server
 
     @property
     def http_port(self) -> int | None:
         return self.server.port if self.server else None
 
+    def exposition(self) -> bytes:
+        """The Prometheus text of the current state: what the endpoint serves, the Pushgateway gets and replay prints."""
+        return self.prometheus.exposition()
+
     def add_sink(self, sink: Sink) -> None:
-        """Hand every event and signal to ``sink`` too (history store, OpenTelemetry); see ``observer.sinks``."""
+        """Hand every event and the signals it caused to ``sink`` too (history, OpenTelemetry); see ``observer.sinks``."""
         self._sinks.append(sink)
 
-        def forward(signal: SignalEvent) -> None:
-            self._guarded_sink(sink, lambda: sink.on_signal(signal))
-
-        self.signals.subscribe("*", forward)
-
     def on(self, kind: str, callback: Callable[[SignalEvent], Any]) -> None:
-        """Call ``callback(event)`` for every signal event of ``kind`` ("*" for all); see ``observer.signals``."""
+        """Call ``callback(event)`` for every signal event of ``kind`` ("*" for all); see ``observer.signals.kinds``."""
         self.signals.subscribe(kind, callback)
 
     # --- intake ---------------------------------------------------------------------------------------
@@ -121,7 +122,7 @@ class Observer:
         self.queue.wake()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._taken + self.queue.dropped >= target and (not self._sinks or self._sink_flush_done >= wanted):
+            if self._taken + self.queue.dropped >= target and self._sink_flush_done >= wanted:
                 return True
             if self._worker is None or not self._worker.is_alive():
                 self._drain_once(0)
@@ -144,14 +145,15 @@ class Observer:
         if drops != self._last_queue_drops:
             self.self_metrics.count("dropped", "queue_full", drops - self._last_queue_drops)
             self._last_queue_drops = drops
-        self._guarded("tick", lambda: self.signals.tick())
-        if items and self.server is not None:
-            self._guarded("prerender", self.collector.prerender)
+        facts = self._guarded("tick", self.engine.tick)
+        if facts is not None and (facts.signals or facts.updates):
+            self._deliver(None, facts, time.time())
+        for sink in self._sinks:
+            self._guarded_sink(sink, lambda: sink.tick(len(items)))
         wanted = self._sink_flush_wanted
         if wanted != self._sink_flush_done and not len(self.queue):
             for sink in self._sinks:
-                if hasattr(sink, "flush"):
-                    self._guarded_sink(sink, sink.flush)
+                self._guarded_sink(sink, sink.flush)
             self._sink_flush_done = wanted
 
     def process(self, item: CapturedEvent) -> None:
@@ -178,11 +180,10 @@ class Observer:
         try:
             record = self.tracker.apply(event)
             executors = None
-            if self._executor_ids is not None and item.kind == "progress":
+            if self._executor_ids is not None and item.kind == kinds.PROGRESS:
                 executors = self._guarded("executors", self._executor_ids)
-            self.signals.on_event(event, record, received_at=item.received_at, executors=executors)
-            for sink in self._sinks:
-                self._guarded_sink(sink, lambda: sink.on_event(event, item.received_at))
+            facts = self.engine.on_event(event, record, received_at=item.received_at, executors=executors)
+            self._deliver(event, facts, item.received_at)
         except Exception as exc:  # the observer's own bug must not reach Spark; count it and go on
             metrics.incr("failed")
             self._log_once(f"failed:{type(exc).__name__}", "spark-state-observer: failed to process a %s event: %r", item.kind, exc)
@@ -190,6 +191,14 @@ class Observer:
             metrics.count("dropped", "too_many_queries", self.tracker.evicted - evicted_before)
         with metrics.lock:
             metrics.processing.observe(time.perf_counter() - started)
+
+    def _deliver(self, event: Event | None, facts: Facts, received_at: float) -> None:
+        """Apply what the signals derived, tell the subscribers, then every sink: the event, then its signals."""
+        self.tracker.apply_updates(facts.updates)
+        self.signals.publish(facts.signals)
+        signals: Sequence[SignalEvent] = facts.signals
+        for sink in self._sinks:
+            self._guarded_sink(sink, lambda: sink.on_event(event, signals, received_at))
 
     def _guarded(self, what: str, fn: Callable[[], Any]) -> Any:
         try:

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 ENV_PREFIX = "SPARK_STATE_OBSERVER_"
+# defaults other parts read too (the browser judges stalls and finds the history like the observer)
+DEFAULT_HISTORY_PATH = "spark-state-observer-history.db"
+DEFAULT_STALL_FACTOR = 6.0
+DEFAULT_STALL_MIN_SECONDS = 30.0
 
 
 class SettingsError(ValueError):
@@ -39,7 +43,7 @@ class Settings:
     push_timeout_seconds: float = field(default=5.0, metadata={"doc": "Timeout of one push; a failed push is counted, never retried in a loop."})
     # History store
     history_enabled: bool = field(default=True, metadata={"doc": "Write every batch, operator figure and event to the SQLite history (the browser reads it)."})
-    history_path: str = field(default="spark-state-observer-history.db", metadata={"doc": "History database file (relative to the working directory)."})
+    history_path: str = field(default=DEFAULT_HISTORY_PATH, metadata={"doc": "History database file (relative to the working directory)."})
     history_max_age_seconds: float = field(default=7 * 86400.0, metadata={"doc": "History older than this is deleted."})
     history_max_bytes: float = field(default=float(1 << 30), metadata={"doc": "When the history grows past this, the oldest batches are deleted."})
     # Capture and pipeline
@@ -49,8 +53,8 @@ class Settings:
     partition_top_k: int = field(default=10, metadata={"doc": "Per-partition series (snapshot lag) kept per operator, most lagging first; 0 turns them off."})
     # Signals: restores, restarts, stalls, growth
     trigger_interval_seconds: float = field(default=10.0, metadata={"doc": "Expected trigger interval, used when the observer cannot see the query's own."})
-    stall_factor: float = field(default=6.0, metadata={"doc": "A non-idle query with no progress for stall_factor x its typical batch interval is stalled."})
-    stall_min_seconds: float = field(default=30.0, metadata={"doc": "Never call a query stalled before this many seconds without progress."})
+    stall_factor: float = field(default=DEFAULT_STALL_FACTOR, metadata={"doc": "A non-idle query with no progress for stall_factor x its typical batch interval is stalled."})
+    stall_min_seconds: float = field(default=DEFAULT_STALL_MIN_SECONDS, metadata={"doc": "Never call a query stalled before this many seconds without progress."})
     crash_loop_restarts: int = field(default=3, metadata={"doc": "Restarts within `crash_loop_window_seconds` that make a crash loop."})
     crash_loop_window_seconds: float = field(default=900.0, metadata={"doc": "Window of the crash-loop rule."})
     growth_window_seconds: float = field(default=120.0, metadata={"doc": "Window over which state growth and eviction are judged."})

@@ -1,31 +1,37 @@
-"""The interface for consumers of the pipeline beyond the Prometheus collector.
+"""The one interface every consumer of the pipeline implements: Prometheus, OpenTelemetry, the history.
 
-The history store and the OpenTelemetry exporter are sinks: the worker hands each of them every parsed
-event and every derived signal, in order, on its own thread. A sink must not block for long (buffer and
-write in batches) and may raise: the observer counts the failure under
-``spark_state_observer_export_failures_total{exporter=<name>}`` and goes on.
+The worker calls a sink on its own thread only, in this order: for each event, ``on_event(event,
+signals)`` with the signals that event caused (after the tracker has applied both, so metric state
+read during the call includes them); ``on_event(None, signals)`` for signals of the clock (stalls);
+``tick(processed)`` after each round of the worker (about every second); ``flush()`` when
+``Observer.flush`` asks (tests, replay, shutdown); ``close()`` once, when the observer stops.
+
+A sink must not block for long (buffer and write in batches) and may raise: the observer counts the
+failure under ``spark_state_observer_export_failures_total{exporter=<name>}`` and goes on. Metric
+exporters read the metric state through a ``observer.metrics.view.MetricsView`` they are given when
+built, never through the observer.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
-from observer.model import Event
-from observer.signals.engine import SignalEvent
+from observer.model.events import Event
+from observer.signals.kinds import SignalEvent
 
 
 @runtime_checkable
 class Sink(Protocol):
-    name: str
+    name: str  # the ``exporter`` label its failures are counted under
 
-    def on_event(self, event: Event, received_at: float) -> None:
-        """One parsed listener event (started, progress, idle, terminated)."""
+    def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
+        """One parsed listener event, then the signals it caused; ``event`` is None for signals of the clock."""
 
-    def on_signal(self, signal: SignalEvent) -> None:
-        """One derived signal (restart, restore, stall, ...)."""
+    def tick(self, processed: int) -> None:
+        """The worker finished a round in which it processed ``processed`` events (0: a round of the clock)."""
 
     def flush(self) -> None:
-        """Write out what is buffered now (``Observer.flush`` asks for it; tests, replay, shutdown)."""
+        """Write out what is buffered now."""
 
     def close(self) -> None:
         """Flush and release resources; called once when the observer stops."""

@@ -37,7 +37,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     import observer
-    from observer.demo import dedup_window_query, spark_session
+    from observer.cli.demo import dedup_window_query, spark_session
 
     os.makedirs(args.out, exist_ok=True)
     spark = spark_session(master="local-cluster[2,1,1024]", event_log_dir=os.path.join(args.out, "eventlog"),

@@ -79,7 +79,7 @@ def main() -> int:
     args = ap.parse_args()
 
     import observer
-    from observer.demo import dedup_window_query, spark_session
+    from observer.cli.demo import dedup_window_query, spark_session
 
     os.makedirs(args.out, exist_ok=True)
     spark = spark_session(provider=args.provider, changelog=args.changelog == "on",

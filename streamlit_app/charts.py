@@ -11,12 +11,15 @@ from typing import Sequence
 import altair as alt
 import pandas as pd
 
+from observer.signals import kinds as k
+
 EVENT_COLORS = {
-    "query_started": "#2ca02c", "query_restarted": "#ff7f0e", "query_terminated": "#7f7f7f", "crash_loop": "#d62728",
-    "restore": "#9467bd", "store_reload": "#8c564b", "stalled": "#d62728", "stall_recovered": "#17becf",
-    "executor_added": "#bcbd22", "executor_removed": "#e377c2", "query_idle": "#c7c7c7", "partitions_changed": "#1f77b4",
-    "state_unbounded": "#d62728", "state_bounded": "#2ca02c", "falling_behind": "#ff9896", "caught_up": "#98df8a",
+    k.QUERY_STARTED: "#2ca02c", k.QUERY_RESTARTED: "#ff7f0e", k.QUERY_TERMINATED: "#7f7f7f", k.CRASH_LOOP: "#d62728",
+    k.RESTORE: "#9467bd", k.STORE_RELOAD: "#8c564b", k.STALLED: "#d62728", k.STALL_RECOVERED: "#17becf",
+    k.EXECUTOR_ADDED: "#bcbd22", k.EXECUTOR_REMOVED: "#e377c2", k.QUERY_IDLE: "#c7c7c7", k.PARTITIONS_CHANGED: "#1f77b4",
+    k.STATE_UNBOUNDED: "#d62728", k.STATE_BOUNDED: "#2ca02c", k.FALLING_BEHIND: "#ff9896", k.CAUGHT_UP: "#98df8a",
 }
+"""A color per signal kind (``observer.signals.kinds.SIGNAL_KINDS``)."""
 HEIGHT = 180
 
 

@@ -12,9 +12,11 @@ import os
 import sys
 from dataclasses import dataclass
 
+from observer.settings import DEFAULT_HISTORY_PATH
+
 ENV_HISTORY = "SPARK_STATE_OBSERVER_UI_HISTORY"
 ENV_ROOTS = "SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS"  # os.pathsep-separated
-DEFAULT_HISTORY = "spark-state-observer-history.db"
+DEFAULT_HISTORY = DEFAULT_HISTORY_PATH
 
 
 @dataclass(frozen=True)

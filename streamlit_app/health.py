@@ -10,9 +10,11 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-LIFECYCLE_KINDS = ("query_started", "query_restarted", "query_terminated", "query_idle", "crash_loop", "stalled", "stall_recovered")
-STALL_FACTOR = 6.0
-STALL_MIN_SECONDS = 30.0
+from observer.settings import DEFAULT_STALL_FACTOR as STALL_FACTOR
+from observer.settings import DEFAULT_STALL_MIN_SECONDS as STALL_MIN_SECONDS
+from observer.signals.kinds import CRASH_LOOP, LIFECYCLE_KINDS, QUERY_IDLE, STALLED
+
+__all__ = ["HEALTH_ICONS", "LIFECYCLE_KINDS", "STALL_FACTOR", "STALL_MIN_SECONDS", "derive_health", "typical_interval"]
 HEALTH_ICONS = {"running": "🟢 running", "idle": "⚪ idle", "stalled": "🟠 stalled", "failed": "🔴 failed", "stopped": "⚫ stopped"}
 
 
@@ -25,14 +27,14 @@ def typical_interval(batch_times: Sequence[float]) -> float | None:
 def derive_health(last_outcome: str | None, last_lifecycle: str | None, last_lifecycle_ts: float | None,
                   last_batch_ts: float | None, interval: float | None, now: float) -> str:
     """One of running, idle, stalled, failed, stopped."""
-    if last_outcome == "exception" or last_lifecycle == "crash_loop":
+    if last_outcome == "exception" or last_lifecycle == CRASH_LOOP:
         return "failed"
     if last_outcome == "clean":
         return "stopped"
     newest_batch = last_batch_ts or 0.0
-    if last_lifecycle == "stalled" and (last_lifecycle_ts or 0.0) >= newest_batch:
+    if last_lifecycle == STALLED and (last_lifecycle_ts or 0.0) >= newest_batch:
         return "stalled"
-    if last_lifecycle == "query_idle" and (last_lifecycle_ts or 0.0) >= newest_batch:
+    if last_lifecycle == QUERY_IDLE and (last_lifecycle_ts or 0.0) >= newest_batch:
         return "idle"
     if last_batch_ts is not None and now - last_batch_ts > max(STALL_MIN_SECONDS, STALL_FACTOR * (interval or 0.0)):
         return "stalled"

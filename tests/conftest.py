@@ -122,7 +122,7 @@ def spark() -> Iterator[object]:
         if REQUIRE_REAL:
             pytest.fail("Java is not installed")
         pytest.skip("Java is not installed")
-    from observer.demo import spark_session
+    from observer.cli.demo import spark_session
 
     session = spark_session()
     session.sparkContext.setLogLevel("ERROR")

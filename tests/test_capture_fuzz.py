@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import fixture_runs, progress_lines
-from observer.listener import _JsonBridge
+from observer.capture.listener import _JsonBridge
 from observer.runtime import Observer
 from observer.settings import Settings
 

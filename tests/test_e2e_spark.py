@@ -13,11 +13,12 @@ import pytest
 import observer
 from checks import assert_matches_progress
 from conftest import ROOT, eventlog_dir, run_script
-from observer.demo import HDFS, ROCKSDB, dedup_window_query, unbounded_query
-from observer import state_reader
-from observer.checkpoint import DEFAULT_BYTES_PER_SECOND, DEFAULT_SECONDS_PER_FILE, DEFAULT_SECONDS_PER_STORE, inspect_checkpoint
+from observer.cli.demo import HDFS, ROCKSDB, dedup_window_query, unbounded_query
+from observer.offline import state_reader
+from observer.offline.checkpoint import inspect_checkpoint
+from observer.offline.checkpoint.restore import DEFAULT_BYTES_PER_SECOND, DEFAULT_SECONDS_PER_FILE, DEFAULT_SECONDS_PER_STORE
 from observer.history.loaders import load_batches
-from observer.replay import replay
+from observer.offline.replay import replay
 from inspect_checks import assert_inspector_matches_files
 
 pytestmark = pytest.mark.slow

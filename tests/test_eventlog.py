@@ -11,7 +11,7 @@ import pytest
 import zstandard
 
 from conftest import FIXTURES, eventlog_dir, progress_lines
-from observer.eventlog import EventLogError, Record, expand, read_records
+from observer.offline.eventlog import EventLogError, Record, expand, read_records
 
 
 def _event_files(scenario: str) -> list[str]:

@@ -16,7 +16,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import Server, fixture_runs, free_port, need, progress_lines, prom_query, start_prometheus
-from observer.capture_queue import CapturedEvent
+from observer.capture.queue import CapturedEvent
 from observer.exporters.http import ExporterError
 from observer.runtime import Observer
 from observer.settings import Settings
@@ -33,7 +33,7 @@ def observer_with(progress: list[dict], **settings: object) -> Observer:
 
 
 def series(obs: Observer, name: str) -> list:
-    return [s for f in text_string_to_metric_families(generate_latest(obs.registry).decode()) for s in f.samples if s.name == name]
+    return [s for f in text_string_to_metric_families(generate_latest(obs.prometheus.registry).decode()) for s in f.samples if s.name == name]
 
 
 def with_partitions(n: int) -> dict:

@@ -12,7 +12,9 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import fixture_runs, progress_lines
-from observer.capture_queue import CapturedEvent
+from observer.capture.queue import CapturedEvent
+from observer.metrics import catalog
+from observer.metrics.updates import Update
 from observer.runtime import Observer
 from observer.settings import Settings
 
@@ -27,8 +29,8 @@ def parsed(text: bytes) -> list[tuple[str, str, str, list[tuple[str, tuple, str]
 
 
 def assert_same_as_generate_latest(obs: Observer) -> bytes:
-    text = obs.collector.exposition()
-    assert parsed(text) == parsed(generate_latest(obs.registry))
+    text = obs.prometheus.collector.exposition()
+    assert parsed(text) == parsed(generate_latest(obs.prometheus.registry))
     return text
 
 
@@ -63,10 +65,10 @@ def test_fast_text_matches_generate_latest_on_recorded_runs_and_after_changes() 
 
     # what the signals change without an event: a gauge alone (as the live tick does), and a counter
     query_id = restarted[0]["id"]
-    obs.tracker.set_gauge(query_id, "spark_streaming_query_seconds_since_progress", (), 42.5)
+    obs.tracker.apply_updates([Update(catalog.QUERY_SECONDS_SINCE_PROGRESS, (), 42.5, query_id)])
     assert b"spark_streaming_query_seconds_since_progress{" in assert_same_as_generate_latest(obs)
-    obs.tracker.set_gauge(query_id, "spark_streaming_query_seconds_since_progress", (), None)
-    obs.tracker.add_counter(query_id, "spark_state_store_reloads_total", (("operator_index", "0"), ("operator", "dedupe")))
+    obs.tracker.apply_updates([Update(catalog.QUERY_SECONDS_SINCE_PROGRESS, (), None, query_id),
+                               Update(catalog.STATE_STORE_RELOADS, (("operator_index", "0"), ("operator", "dedupe")), 1.0, query_id)])
     text = assert_same_as_generate_latest(obs)
     assert b"spark_streaming_query_seconds_since_progress{" not in text
     assert b"spark_state_store_reloads_total{" in text
@@ -82,7 +84,7 @@ def test_forgotten_queries_leave_the_text_and_the_cache() -> None:
     feed(obs, "progress", {**base, "id": ids[2], "name": "q2"})  # evicts q0, the least recently touched
     text = assert_same_as_generate_latest(obs)
     assert b'query="q0"' not in text and b'query="q1"' in text and b'query="q2"' in text
-    assert set(obs.collector._lines._entries) == set(ids[1:])
+    assert set(obs.prometheus.collector._lines._entries) == set(ids[1:])
 
 
 def test_endpoint_serves_the_fast_text_behind_basic_auth_with_gzip() -> None:
@@ -101,7 +103,7 @@ def test_endpoint_serves_the_fast_text_behind_basic_auth_with_gzip() -> None:
         body = gzip.decompress(response.read())
         assert b"spark_state_rows{" in body
         served = [f for f in parsed(body) if not f[0].startswith("spark_state_observer_")]  # the worker still counts
-        assert served == [f for f in parsed(generate_latest(obs.registry)) if not f[0].startswith("spark_state_observer_")]
+        assert served == [f for f in parsed(generate_latest(obs.prometheus.registry)) if not f[0].startswith("spark_state_observer_")]
         plain = urllib.request.urlopen(urllib.request.Request(obs.server.url, headers=auth), timeout=5)
         assert plain.headers.get("Content-Encoding") is None and b"spark_state_rows{" in plain.read()
         with pytest.raises(urllib.error.HTTPError) as err:

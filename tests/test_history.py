@@ -11,11 +11,11 @@ import time
 import pytest
 
 from conftest import REQUIRE_REAL, eventlog_dir, fixture_runs, progress_lines
-from observer.capture_queue import CapturedEvent
+from observer.capture.queue import CapturedEvent
 from observer.history.loaders import load_batch, load_batches, load_events, load_operators, load_partitions, load_queries, load_runs
 from observer.history.sink import HistorySink
 from observer.history.store import HistoryError, HistoryStore
-from observer.replay import replay
+from observer.offline.replay import replay
 from observer.runtime import Observer
 from observer.settings import Settings
 

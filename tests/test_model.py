@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import fixture_runs, progress_lines
-from observer import registry
-from observer.capture_queue import CapturedEvent
-from observer.model import MalformedEvent, parse_event, parse_progress
+from observer.metrics import catalog
+from observer.capture.queue import CapturedEvent
+from observer.model.parse import MalformedEvent, parse_event, parse_progress
 from observer.runtime import Observer
 from observer.settings import Settings
 
@@ -38,7 +38,7 @@ def test_every_recorded_progress_parses_without_problems() -> None:
 def test_registry_types_every_custom_metric_spark_reported() -> None:
     """A custom metric Spark emits that the registry does not know shows up here first."""
     seen = {k for raw in RECORDED for op in raw["stateOperators"] for k in op.get("customMetrics", {})}
-    unknown = {k for k in seen if k not in registry.CUSTOM_BY_KEY and not k.startswith("SnapshotLastUploaded.")}
+    unknown = {k for k in seen if k not in catalog.CUSTOM_BY_KEY and not k.startswith("SnapshotLastUploaded.")}
     assert unknown == set()
     assert any(k.startswith("rocksdb") for k in seen) and "loadedMapCacheMissCount" in seen
 

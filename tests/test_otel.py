@@ -15,9 +15,9 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import ROOT, eventlog_dir, fixture_runs, free_port, progress_lines
-from observer.eventlog import EventLogError, read_records
-from observer import registry
-from observer.capture_queue import CapturedEvent
+from observer.offline.eventlog import EventLogError, read_records
+from observer.metrics import catalog
+from observer.capture.queue import CapturedEvent
 from observer.exporters.otel import config as otel_config
 from observer.exporters.otel.events import PHASES
 from observer.exporters.otel.naming import COUNTER, METRICS, attributes, otel_metric
@@ -41,7 +41,7 @@ def make_observer(endpoint: str, protocol: str = "http/protobuf", **settings: ob
     values = {"http_enabled": False, "history_enabled": False, "otlp_endpoint": endpoint, "otlp_protocol": protocol,
               "otlp_interval_seconds": 3600.0, "otlp_timeout_seconds": 2.0, "otlp_traces": True, **settings}
     obs = Observer(Settings(**values), serve=False, live=False)  # type: ignore[arg-type]
-    sink = OtelSink(obs, APP)
+    sink = OtelSink(obs.view, obs.settings, lambda: obs.self_metrics.count("export_failures", OtelSink.name), APP)
     obs.add_sink(sink)
     return obs, sink
 
@@ -70,10 +70,10 @@ def receiver(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
 
 # --- naming -----------------------------------------------------------------------------------------
 def test_names_follow_opentelemetry_conventions_and_come_from_the_registry() -> None:
-    spec = next(s for s in registry.CATALOG if s.prometheus_name == "spark_state_rocksdb_commit_flush_seconds_total")
+    spec = next(s for s in catalog.CATALOG if s.prometheus_name == "spark_state_rocksdb_commit_flush_seconds_total")
     m = otel_metric(spec)
     assert (m.name, m.unit, m.instrument) == ("spark.state.rocksdb.commit.flush.duration", "s", COUNTER)
-    assert otel_metric(next(s for s in registry.CATALOG if s.name == "spark_state_memory_used_bytes")).unit == "By"
+    assert otel_metric(next(s for s in catalog.CATALOG if s.name == "spark_state_memory_used_bytes")).unit == "By"
     assert METRICS["spark_state_rows"].unit == "{row}" and METRICS["spark_state_rows"].instrument == "gauge"
     assert METRICS["spark_streaming_input_rows_per_second"].unit == "{row}/s"
     # the latest batch's duration (gauge) and the time summed over batches (counter) stay apart
@@ -81,7 +81,7 @@ def test_names_follow_opentelemetry_conventions_and_come_from_the_registry() -> 
     assert METRICS["spark_streaming_batch_duration_seconds"].name == "spark.streaming.batch.duration.last"
     names = [m.name for m in METRICS.values()]
     assert len(names) == len(set(names))
-    assert {s.prometheus_name for s in registry.CATALOG} <= set(METRICS)
+    assert {s.prometheus_name for s in catalog.CATALOG if s.kind != catalog.HISTOGRAM} <= set(METRICS)
     for m in METRICS.values():
         assert m.name == m.name.lower() and "_total" not in m.name and "seconds" not in m.name and "bytes" not in m.name
         assert m.unit in {"s", "By", "{row}", "{file}", "1", "{row}/s", "By/s", "1/s"}
@@ -109,9 +109,9 @@ def test_package_works_without_opentelemetry() -> None:
         "import sys, json\n"
         "sys.modules['opentelemetry'] = None\n"  # any import of it fails
         "import observer\n"
-        "from observer.attach import _otel_sink\n"
+        "from observer.capture.attach import _otel_sink\n"
         "from observer.exporters.http import ExporterError\n"
-        "from observer.capture_queue import CapturedEvent\n"
+        "from observer.capture.queue import CapturedEvent\n"
         "from observer.runtime import Observer\n"
         "from observer.settings import Settings\n"
         "obs = Observer(Settings(http_enabled=False, history_enabled=False, otlp_endpoint='http://127.0.0.1:1'), serve=False, live=False)\n"
@@ -135,7 +135,7 @@ def test_metrics_logs_and_spans_arrive_with_the_values_spark_reported(receiver) 
     assert got, "no metrics arrived"
 
     # the same series and values as the Prometheus exposition of the same observer
-    prom = text_string_to_metric_families(generate_latest(obs.registry).decode())
+    prom = text_string_to_metric_families(generate_latest(obs.prometheus.registry).decode())
     compared = 0
     for family in prom:
         if family.type == "histogram":
@@ -221,7 +221,7 @@ def test_traces_are_off_by_default() -> None:
 
 # --- failure isolation ----------------------------------------------------------------------------------------
 def prom_value(obs: Observer, name: str, **labels: str) -> float:
-    for family in text_string_to_metric_families(generate_latest(obs.registry).decode()):
+    for family in text_string_to_metric_families(generate_latest(obs.prometheus.registry).decode()):
         for s in family.samples:
             if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
                 return s.value
@@ -292,7 +292,7 @@ def check_against_progress(server, progress: list[dict], query_id: str) -> None:
 @pytest.mark.slow
 def test_end_to_end_with_real_spark(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
     import observer
-    from observer.demo import dedup_window_query
+    from observer.cli.demo import dedup_window_query
 
     server = GrpcReceiver()
     try:

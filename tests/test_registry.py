@@ -1,20 +1,29 @@
-"""The metric registry follows Prometheus conventions and is the only source of names."""
+"""The metric catalog follows Prometheus conventions, is the only source of names, and the docs match it."""
 
 from __future__ import annotations
 
+import ast
+import glob
 import os
 import re
+import subprocess
+import sys
 
-from conftest import ROOT
-from observer import registry
-from observer.selfmetrics import SELF_METRICS
-from observer.settings import settings_table
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-ALL = registry.CATALOG + SELF_METRICS
+from conftest import FIXTURES, ROOT, eventlog_dir
+from observer.exporters.exposition import family
+from observer.metrics import catalog
+from observer.metrics.catalog import CATALOG, GAUGE, MetricSpec, UnknownMetricError
+from observer.offline.replay import replay
+from observer.settings import Settings, settings_table
+
+HISTOGRAM_SAMPLE_LABELS = {"le"}
 
 
 def test_names_follow_prometheus_conventions() -> None:
-    for spec in ALL:
+    for spec in CATALOG:
         name = spec.prometheus_name
         assert re.fullmatch(r"[a-z][a-z0-9_]*", name), name
         assert (spec.prometheus_type == "counter") == name.endswith("_total"), name
@@ -26,22 +35,107 @@ def test_names_follow_prometheus_conventions() -> None:
         assert spec.help.endswith(".") or spec.help.endswith(")"), name
 
 
+def test_every_name_is_declared_once() -> None:
+    names = [s.prometheus_name for s in CATALOG]
+    assert len(names) == len(set(names)) == len(catalog.BY_NAME)
+
+
 def test_no_two_metric_families_share_a_base_name_with_different_types() -> None:
     """Prometheus rejects a gauge and a counter whose exposition names collide."""
     seen: dict[str, str] = {}
-    for spec in ALL:
+    for spec in CATALOG:
         base = spec.prometheus_name[: -len("_total")] if spec.prometheus_name.endswith("_total") else spec.prometheus_name
         assert seen.setdefault(base, spec.prometheus_type) == spec.prometheus_type, base
 
 
 def test_millisecond_metrics_are_scaled_to_seconds() -> None:
-    for spec in registry.CUSTOM_METRICS + registry.OPERATOR_METRICS:
+    for spec in catalog.CUSTOM_METRICS + catalog.OPERATOR_METRICS:
         if spec.key.endswith(("Ms", "Latency")) or spec.key.endswith("TimeMs"):
-            assert spec.unit == "seconds" and spec.scale == registry.MS, spec.key
+            assert spec.unit == "seconds" and spec.scale == catalog.MS, spec.key
+
+
+def test_an_unknown_metric_is_an_error_not_a_gauge() -> None:
+    with pytest.raises(UnknownMetricError, match="spark_state_rowz"):
+        catalog.lookup("spark_state_rowz")
+    impostor = MetricSpec("", "spark_state_rows", GAUGE, "rows", "Built outside the catalog.", "operator")
+    with pytest.raises(UnknownMetricError):
+        family(impostor)
+    assert family(catalog.lookup("spark_state_rows")).type == "gauge"
+
+
+def _readme() -> str:
+    with open(os.path.join(ROOT, "README.md")) as f:
+        return f.read()
 
 
 def test_readme_reference_tables_are_current() -> None:
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
-    assert registry.reference_table() in readme, "README metric reference is stale: python scripts/update_readme.py"
+    readme = _readme()
+    assert catalog.reference_table() in readme, "README metric reference is stale: python scripts/update_readme.py"
     assert settings_table() in readme, "README settings table is stale: python scripts/update_readme.py"
+
+
+def test_readme_metric_table_lists_exactly_the_catalog() -> None:
+    section = _readme().split("<!-- BEGIN METRICS -->")[1].split("<!-- END METRICS -->")[0]
+    listed = re.findall(r"^\| `([a-z0-9_]+)` \|", section, re.M)
+    assert listed == [s.prometheus_name for s in CATALOG]
+
+
+def test_metrics_command_prints_the_whole_catalog() -> None:
+    out = subprocess.run([sys.executable, "-m", "observer.cli", "metrics"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    printed = re.findall(r"^\| `([a-z0-9_]+)` \|", out.stdout, re.M)
+    assert printed == [s.prometheus_name for s in CATALOG]
+
+
+def _fixture_replays() -> list[list[str]]:
+    """Each recorded scenario's event logs, its runs in order."""
+    out = []
+    for scenario in sorted(os.listdir(FIXTURES)):
+        runs = sorted(glob.glob(os.path.join(FIXTURES, scenario, "run*")))
+        logs = [eventlog_dir(r) for r in runs if os.path.isdir(os.path.join(r, "eventlog"))]
+        if logs:
+            out.append(logs)
+    return out
+
+
+def test_every_metric_a_replay_of_every_fixture_exports_is_in_the_catalog_with_its_labels() -> None:
+    exported: set[str] = set()
+    scenarios = _fixture_replays()
+    assert len(scenarios) >= 4
+    for logs in scenarios:
+        text = replay(logs, Settings(http_enabled=False, history_enabled=False)).exposition()
+        for fam in text_string_to_metric_families(text):
+            spec = catalog.lookup(fam.name + "_total" if fam.type == "counter" else fam.name)
+            assert fam.type == spec.prometheus_type, fam.name
+            exported.add(spec.prometheus_name)
+            for sample in fam.samples:
+                assert set(sample.labels) - HISTOGRAM_SAMPLE_LABELS == set(spec.label_names), (sample.name, sample.labels)
+    # the fixtures exercise the Spark fields, the lifecycle, the signals and the self-metrics alike
+    assert {"spark_state_rows", "spark_streaming_query_restarts_total", "spark_state_restores_total",
+            "spark_state_observer_events_received_total", "spark_state_observer_processing_duration_seconds"} <= exported
+
+
+def test_no_metric_name_literal_outside_the_catalog() -> None:
+    """Emitters refer to catalog specs: a ``"spark_..."`` string in the package (docstrings aside) is a name written twice."""
+    allowed = {os.path.join("observer", "metrics", "catalog.py")}
+    not_metric_names = {"spark_state_observer"}  # the Pushgateway job's default name
+    found = []
+    for path in glob.glob(os.path.join(ROOT, "observer", "**", "*.py"), recursive=True):
+        relative = os.path.relpath(path, ROOT)
+        if relative in allowed:
+            continue
+        with open(path) as f:
+            tree = ast.parse(f.read())
+        docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                found += [f"{relative}:{node.lineno}: {word}" for word in re.findall(r"\bspark_[a-z0-9_]+", node.value)
+                          if word not in not_metric_names]
+    assert not found, found
+
+
+def test_importing_the_catalog_needs_no_pyspark() -> None:
+    script = "import sys, observer.metrics, observer.metrics.catalog; print(sorted(m for m in sys.modules if m.startswith('pyspark')))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from checks import assert_matches_progress, samples
 from conftest import FIXTURES, ROOT, eventlog_dir, fixture_runs, progress_lines
-from observer.replay import replay
+from observer.offline.replay import replay
 
 
 WITH_BATCHES = [r for r in fixture_runs() if progress_lines(r)]  # the failed restart has none

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from conftest import eventlog_dir, fixture_runs, progress_lines
-from observer.capture_queue import CapturedEvent
-from observer.replay import replay
+from observer.capture.queue import CapturedEvent
+from observer.metrics import catalog
+from observer.offline.replay import replay
 from observer.runtime import Observer
 from observer.settings import Settings
 from observer.signals.classify import classify_exception
@@ -33,7 +34,7 @@ def test_a_failing_callback_is_counted_and_the_rest_goes_on() -> None:
     obs.on("*", got.append)
     for p in progress_lines(RESTART[1]):
         obs.process(CapturedEvent("progress", json.dumps(p), 0.0, 0.0))
-    assert got and obs.signals.callback_failures == len(got)
+    assert got and obs.self_metrics.callback_failures == len(got)
     assert obs.tracker.snapshot()[0].last_progress.batch_id == progress_lines(RESTART[1])[-1]["batchId"]
 
 
@@ -53,11 +54,11 @@ def test_watermark_lag_and_growth_gauges_come_from_the_batches() -> None:
     obs = replay([run + "/progress.jsonl"]).observer
     record = obs.tracker.snapshot()[0]
     last = progress[-1]
-    from observer.model import parse_timestamp
+    from observer.model.parse import parse_timestamp
 
     lag = parse_timestamp(last["timestamp"]) - parse_timestamp(last["eventTime"]["watermark"])
-    assert record.signal_gauges[("spark_streaming_watermark_lag_seconds", ())] == lag
-    growth = {labels: v for (name, labels), v in record.signal_gauges.items() if name == "spark_state_rows_growth_rate"}
+    assert record.signal_gauges[(catalog.WATERMARK_LAG, ())] == lag
+    growth = {labels: v for (spec, labels), v in record.signal_gauges.items() if spec is catalog.ROWS_GROWTH_RATE}
     assert len(growth) == 2
 
 

@@ -15,7 +15,7 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from observer.history.loaders import load_queries  # noqa: E402
-from observer.replay import replay  # noqa: E402
+from observer.offline.replay import replay  # noqa: E402
 
 APP = os.path.join(ROOT, "streamlit_app", "app.py")
 RESTART = fixture_runs("rocksdb_restart")

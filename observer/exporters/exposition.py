@@ -23,31 +23,29 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.openmetrics.exposition import UNDERSCORES, escape_label_name, escape_metric_name
 from prometheus_client.utils import floatToGoString
 
-from observer import registry
 from observer.exporters.samples import render_progress, render_signal_gauges, render_totals
-from observer.selfmetrics import SELF_METRICS
-from observer.tracker import Labels, QueryTracker
-
-_SPECS = {s.prometheus_name: s for s in registry.CATALOG + SELF_METRICS}
+from observer.metrics import catalog
+from observer.metrics.catalog import COUNTER, MetricSpec
+from observer.metrics.updates import Labels
+from observer.metrics.view import MetricsView
 
 Samples = list[tuple[Labels, float]]
-# one query's rendered samples: (family name, its sample lines), families in order of first appearance
-QueryLines = list[tuple[str, bytes]]
+# one query's rendered samples: (family spec, its sample lines), families in order of first appearance
+QueryLines = list[tuple[MetricSpec, bytes]]
 
 
 @dataclass(frozen=True)
 class Family:
-    """How one metric family is exposed; ``name`` is the registry's Prometheus name samples are added by."""
+    """How one metric family is exposed."""
 
-    name: str
-    exposed: str  # the name in # HELP, # TYPE and every sample line: counters end in _total
+    name: str  # the catalog's Prometheus name, in # HELP, # TYPE and every sample line: counters end in _total
     type: str  # counter or gauge
     help: str
 
     @property
     def header(self) -> bytes:
         """The family's ``# HELP`` and ``# TYPE`` lines, escaped as ``generate_latest`` does."""
-        name = escape_metric_name(self.exposed, UNDERSCORES)
+        name = escape_metric_name(self.name, UNDERSCORES)
         doc = self.help.replace("\\", r"\\").replace("\n", r"\n")
         return f"# HELP {name} {doc}\n# TYPE {name} {self.type}\n".encode()
 
@@ -59,12 +57,12 @@ class Family:
         cls = CounterMetricFamily if self.type == "counter" else GaugeMetricFamily
         metric = cls(self.name, self.help)
         for labels, value in samples:
-            metric.add_sample(self.exposed, dict(labels), value)
+            metric.add_sample(self.name, dict(labels), value)
         return metric
 
     def lines(self, samples: Samples, pairs: dict[tuple[str, str], str]) -> bytes:
         """The family's sample lines in text format 0.0.4; ``pairs`` memoizes each label's ``name="value"``."""
-        name = escape_metric_name(self.exposed, UNDERSCORES)
+        name = escape_metric_name(self.name, UNDERSCORES)
         out = []
         for labels, value in samples:
             if labels:
@@ -80,14 +78,11 @@ class Family:
         return "".join(out).encode()
 
 
-@lru_cache(maxsize=1024)  # one entry per family name: the registry's, the signals' and the observer's own
-def family(name: str) -> Family:
-    """The family samples named ``name`` belong to; unknown names are exposed as gauges, as before."""
-    spec = _SPECS.get(name)
-    if spec is not None and spec.prometheus_type == "counter":
-        base = name[:-len("_total")] if name.endswith("_total") else name
-        return Family(name, base + "_total", "counter", spec.help)
-    return Family(name, name, "gauge", spec.help if spec else name)
+@lru_cache(maxsize=1024)  # one entry per spec of the catalog
+def family(spec: MetricSpec) -> Family:
+    """How the samples of ``spec`` are exposed; a spec that is not the catalog's is an ``UnknownMetricError``."""
+    catalog.check(spec)
+    return Family(spec.prometheus_name, "counter" if spec.kind == COUNTER else "gauge", spec.help)
 
 
 @lru_cache(maxsize=256)  # label names come from the code, a few dozen
@@ -101,21 +96,21 @@ def _label_value(value: str) -> str:
 
 
 class Families:
-    """A ``SampleSink`` that groups samples by family name, families in order of first appearance."""
+    """A ``SampleSink`` that groups samples by family, families in order of first appearance."""
 
     def __init__(self) -> None:
-        self.samples: dict[str, Samples] = {}
+        self.samples: dict[MetricSpec, Samples] = {}
 
-    def add(self, name: str, labels: Labels, value: float) -> None:
-        group = self.samples.get(name)
+    def add(self, spec: MetricSpec, labels: Labels, value: float) -> None:
+        group = self.samples.get(spec)
         if group is None:
-            group = self.samples[name] = []
+            group = self.samples[spec] = []
         group.append((labels, value))
 
     def lines(self) -> QueryLines:
         """Each family's sample lines. A query's labels recur on most of its lines: each is escaped once."""
         pairs: dict[tuple[str, str], str] = {}
-        return [(name, family(name).lines(samples, pairs)) for name, samples in self.samples.items()]
+        return [(spec, family(spec).lines(samples, pairs)) for spec, samples in self.samples.items()]
 
 
 @dataclass(frozen=True)
@@ -148,10 +143,10 @@ class QueryLinesCache:
         self._lock = threading.Lock()  # concurrent scrapes take turns refreshing
         self._entries: dict[str, _Entry] = {}
 
-    def refresh(self, tracker: QueryTracker) -> list[QueryLines]:
+    def refresh(self, view: MetricsView) -> list[QueryLines]:
         """Every tracked query's lines, in the tracker's order."""
         with self._lock:
-            order, changed = tracker.changed_since({qid: e.version for qid, e in self._entries.items()})
+            order, changed = view.changed_since({qid: e.version for qid, e in self._entries.items()})
             entries: dict[str, _Entry] = {}
             for qid, _ in order:
                 entry, record = self._entries.get(qid), changed.get(qid)
@@ -170,13 +165,13 @@ class QueryLinesCache:
 
 def join(queries: Iterable[QueryLines], rest: QueryLines) -> bytes:
     """The exposition of the queries' lines followed by ``rest``: each family's header once, then its lines."""
-    by_family: dict[str, list[bytes]] = {}
+    by_family: dict[MetricSpec, list[bytes]] = {}
     for lines in queries:
-        for name, text in lines:
-            parts = by_family.get(name)
+        for spec, text in lines:
+            parts = by_family.get(spec)
             if parts is None:
-                parts = by_family[name] = [family(name).header]
+                parts = by_family[spec] = [family(spec).header]
             parts.append(text)
-    for name, text in rest:
-        by_family.setdefault(name, [family(name).header]).append(text)
+    for spec, text in rest:
+        by_family.setdefault(spec, [family(spec).header]).append(text)
     return b"".join(part for parts in by_family.values() for part in parts)

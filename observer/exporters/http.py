@@ -1,12 +1,12 @@
-"""Exposition of a collector registry: an HTTP(S) /metrics endpoint and a Pushgateway pusher.
+"""Exposition of the metrics text: an HTTP(S) /metrics endpoint and a Pushgateway pusher.
 
 The endpoint binds to loopback unless told otherwise, optionally wraps its socket in TLS (with client
 certificate checks) and optionally requires HTTP basic auth. A port already in use is reported as an
 ``ExporterError`` that names the address, never as a bare ``OSError`` from deep inside the job.
 
-The endpoint's fast path serves the text format 0.0.4 from a render function (the collector's cached
-``exposition()``) whatever the client's Accept header asks for; Prometheus accepts it. OpenMetrics is
-not negotiated.
+Both send the text format 0.0.4 from one render function (the collector's cached ``exposition()``):
+the endpoint whatever the client's Accept header asks for (Prometheus accepts it; OpenMetrics is not
+negotiated), the pusher as the body of its PUT.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import ssl
 import threading
 from socketserver import ThreadingMixIn
 from typing import Any, Callable
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote_plus
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, make_wsgi_app
-from prometheus_client.exposition import basic_auth_handler, default_handler, gzip_accepted, push_to_gateway
+from prometheus_client.exposition import basic_auth_handler, default_handler, gzip_accepted
 
 log = logging.getLogger(__name__)
 
@@ -122,17 +122,35 @@ class MetricsServer:
         self._thread.join(timeout=5)
 
 
+def push_url(gateway: str, job: str, grouping_key: dict[str, str]) -> str:
+    """The Pushgateway URL of a job and grouping key, escaped as the Pushgateway's API wants."""
+    if not gateway.startswith(("http://", "https://")):
+        gateway = "http://" + gateway
+    parts = [_path_pair("job", job)] + [_path_pair(k, v) for k, v in sorted(grouping_key.items())]
+    return f"{gateway.rstrip('/')}/metrics/{'/'.join(parts)}"
+
+
+def _path_pair(name: str, value: str) -> str:
+    """One ``name/value`` path segment pair; empty values and values with a slash or space go base64 (``name@base64/...``)."""
+    if not value:
+        return f"{name}@base64/="
+    if "/" in value or " " in value:
+        return f"{name}@base64/{base64.urlsafe_b64encode(value.encode()).decode()}"
+    return f"{name}/{quote_plus(value)}"
+
+
 class Pusher:
-    """Pushes ``registry`` to a Pushgateway every ``interval`` seconds, and once more on ``stop()``.
+    """PUTs ``render()`` to a Pushgateway every ``interval`` seconds, and once more on ``stop()``.
 
     Failures are counted through ``on_failure`` and logged once per streak; the next push simply tries
     again, so a gateway that comes back is used again without anyone intervening.
     """
 
-    def __init__(self, registry: CollectorRegistry, url: str, job: str, interval: float, timeout: float,
+    def __init__(self, render: Callable[[], bytes], url: str, job: str, interval: float, timeout: float,
                  basic_auth: tuple[str, str] | None, grouping_key: dict[str, str], on_failure: Callable[[], None]) -> None:
-        self._registry, self._url, self._job = registry, url, job
-        self._interval, self._timeout, self._grouping = interval, timeout, grouping_key
+        self._render, self._url = render, url
+        self._target = push_url(url, job, grouping_key)
+        self._interval, self._timeout = interval, timeout
         self._on_failure = on_failure
         self._auth = basic_auth
         self._stop = threading.Event()
@@ -140,15 +158,17 @@ class Pusher:
         self._thread = threading.Thread(target=self._run, name="spark-state-observer-push", daemon=True)
         self._thread.start()
 
-    def _handler(self, url: str, method: str, timeout: float | None, headers: list, data: bytes) -> Callable[[], None]:
+    def _send(self, body: bytes) -> None:
+        headers = [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4)]
         if self._auth:
-            return basic_auth_handler(url, method, timeout, headers, data, self._auth[0], self._auth[1])
-        return default_handler(url, method, timeout, headers, data)
+            send = basic_auth_handler(self._target, "PUT", self._timeout, headers, body, self._auth[0], self._auth[1])
+        else:
+            send = default_handler(self._target, "PUT", self._timeout, headers, body)
+        send()
 
     def push_once(self) -> bool:
         try:
-            push_to_gateway(self._url, job=self._job, registry=self._registry, grouping_key=self._grouping,
-                            timeout=self._timeout, handler=self._handler)
+            self._send(self._render())
         except Exception as exc:  # any network or HTTP error: count it, keep the job running
             self._on_failure()
             if not self._failing:

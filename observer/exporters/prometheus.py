@@ -1,28 +1,32 @@
-"""A prometheus-client collector that renders the latest state of every query and operator.
+"""Prometheus: a collector over the metric state, and the sink that serves and pushes it.
 
-It holds no metric objects of its own: at each scrape it reads a copy of the tracker and the
-observer's self-metrics and builds metric families from the registry's specs. Exposition (HTTP server,
-Pushgateway) lives in ``observer.exporters.http``, as prometheus/client_python keeps the two apart.
-Which samples exist is decided in ``observer.exporters.samples``, shared with the OpenTelemetry reader;
-how families are named and typed, and the cached text the HTTP endpoint serves, in
-``observer.exporters.exposition``.
+The collector holds no metric objects of its own: at each collection it reads a ``MetricsView`` and
+builds families from the catalog's specs. ``exposition()`` is the one text every Prometheus path uses:
+the HTTP endpoint serves it, the Pushgateway receives it, ``replay --format prometheus`` prints it. It
+keeps each query's rendered lines until the query changes (``observer.exporters.exposition``), so a
+scrape after few changes only joins text. ``collect()`` gives the same samples as prometheus-client
+metric families, for its WSGI app (``name[]`` filters, other methods) and for any registry user.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+import logging
+from typing import Callable, Iterator, Sequence
 
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from observer.exporters.exposition import Families, QueryLinesCache, family, join
+from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.samples import render_app, render_self, render_state
-from observer.selfmetrics import SELF_METRICS, SelfMetrics
-from observer.signals.engine import SignalEngine
-from observer.tracker import QueryTracker
+from observer.metrics import catalog
+from observer.metrics.view import MetricsView
+from observer.model.events import Event
+from observer.settings import Settings
+from observer.signals.kinds import SignalEvent
 
-_HELP = {s.prometheus_name: s.help for s in SELF_METRICS}
+log = logging.getLogger("observer")
 
 
 class _Fixed(Collector):
@@ -36,57 +40,101 @@ class _Fixed(Collector):
 
 
 class StateCollector(Collector):
-    """Collector over a ``QueryTracker``; register it with any ``CollectorRegistry``.
+    """Collector over a ``MetricsView``; register it with any ``CollectorRegistry``.
 
     ``exposition()`` gives the same metrics as ``generate_latest`` over a registry holding only this
     collector, in text format 0.0.4, re-rendering only the queries that changed since its last call.
     """
 
-    def __init__(self, tracker: QueryTracker, self_metrics: SelfMetrics, signals: SignalEngine,
-                 queue_len: Callable[[], int] = lambda: 0, partition_top_k: int = 10) -> None:
-        self._tracker = tracker
-        self._signals = signals
-        self._self = self_metrics
-        self._queue_len = queue_len
-        self._top_k = partition_top_k
-        self._lines = QueryLinesCache(partition_top_k)
+    def __init__(self, view: MetricsView) -> None:
+        self._view = view
+        self._lines = QueryLinesCache(view.partition_top_k)
 
     def collect(self) -> Iterator[Metric]:
         families = Families()
-        n_queries = render_state(families, self._tracker, self._signals, self._top_k)
-        render_self(families, self._self, self._signals, self._queue_len(), n_queries)
-        metrics = [family(name).metric(samples) for name, samples in families.samples.items()]
+        render_state(families, self._view)
+        render_self(families, self._view.self_snapshot())
+        metrics = [family(spec).metric(samples) for spec, samples in families.samples.items()]
         return iter(metrics + self._histograms())
 
     def exposition(self) -> bytes:
-        """This collector's metrics in text format 0.0.4 (what the HTTP endpoint serves).
+        """This collector's metrics in text format 0.0.4 (what the endpoint serves and the Pushgateway gets).
 
         Query lines come from the cache; the application-wide and self-metrics, a few dozen lines that
         change at every event, are rendered each time.
         """
-        queries = self._lines.refresh(self._tracker)
+        queries = self._lines.refresh(self._view)
         rest = Families()
-        render_app(rest, self._signals)
-        render_self(rest, self._self, self._signals, self._queue_len(), len(queries))
+        render_app(rest, self._view)
+        render_self(rest, self._view.self_snapshot())
         return join(queries, rest.lines()) + generate_latest(_Fixed(self._histograms()))
 
     def prerender(self) -> None:
         """Render the queries that changed since the last render now, so a scrape only joins text.
 
-        The observer's worker calls this after each round of events (when it serves HTTP): the cost of
+        The worker calls this after each round of events (when the endpoint serves): the cost of
         rendering moves from the scrape to the worker, and a scrape after every query changed is as
         cheap as one after a single change.
         """
-        self._lines.refresh(self._tracker)
+        self._lines.refresh(self._view)
 
     def _histograms(self) -> list[Metric]:
-        s = self._self
-        with s.lock:
-            hists = {"spark_state_observer_callback_duration_seconds": (s.callback.cumulative(), s.callback.sum),
-                     "spark_state_observer_processing_duration_seconds": (s.processing.cumulative(), s.processing.sum)}
+        s = self._view.self_snapshot()
         out: list[Metric] = []
-        for name, (buckets, total) in hists.items():
-            h = HistogramMetricFamily(name, _HELP[name])
+        for spec, (buckets, total) in ((catalog.CALLBACK_DURATION, s.callback), (catalog.PROCESSING_DURATION, s.processing)):
+            h = HistogramMetricFamily(catalog.check(spec).prometheus_name, spec.help)
             h.add_metric([], buckets, total)
             out.append(h)
         return out
+
+
+class PrometheusSink:
+    """The Prometheus exporter as a pipeline sink: the endpoint (pull) and the Pushgateway (push).
+
+    Events need no handling (the collector reads the metric state when asked); after each round of
+    the worker it pre-renders the changed queries while the endpoint serves, and ``close`` pushes a
+    last time and closes the endpoint.
+    """
+
+    name = "prometheus"
+
+    def __init__(self, view: MetricsView, settings: Settings, on_push_failure: Callable[[], None] = lambda: None) -> None:
+        self.collector = StateCollector(view)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.collector)
+        self._settings = settings
+        self._on_push_failure = on_push_failure
+        self.server: MetricsServer | None = None
+        self.pusher: Pusher | None = None
+
+    def exposition(self) -> bytes:
+        return self.collector.exposition()
+
+    def start(self, serve: bool) -> None:
+        """Open the endpoint (``serve``) and start pushing (with a Pushgateway URL). Raises ``ExporterError``."""
+        s = self._settings
+        auth = (s.basic_auth_user, s.basic_auth_password) if s.basic_auth_user else None
+        if serve:
+            self.server = MetricsServer(self.exposition, self.registry, s.http_host, s.http_port,
+                                        certfile=s.tls_certfile, keyfile=s.tls_keyfile,
+                                        client_cafile=s.tls_client_cafile, basic_auth=auth)
+            log.info("spark-state-observer: metrics at %s", self.server.url)
+        if s.pushgateway_url:
+            self.pusher = Pusher(self.exposition, s.pushgateway_url, s.pushgateway_job, s.push_interval_seconds,
+                                 s.push_timeout_seconds, auth, {}, self._on_push_failure)
+
+    def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
+        """Nothing to do: the metric state the collector reads is already up to date."""
+
+    def tick(self, processed: int) -> None:
+        if processed and self.server is not None:
+            self.collector.prerender()
+
+    def flush(self) -> None:
+        """Nothing is buffered: every scrape and push reads the current state."""
+
+    def close(self) -> None:
+        if self.pusher is not None:
+            self.pusher.stop()
+        if self.server is not None:
+            self.server.stop()

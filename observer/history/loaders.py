@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from observer.history.store import connect
+from observer.model.phases import PHASES
 
 
 def _frame(path: str, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
@@ -91,7 +92,6 @@ def load_events(path: str, query_id: str | None = None, since: float | None = No
 
 
 # --- aggregated reads for the browser: bounded in size however long the history is ----------------------
-PHASES = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 
 
 def load_span(path: str, query_id: str) -> dict[str, float | int | None]:

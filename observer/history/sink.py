@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Sequence
 
 from observer.history.store import HistoryError, HistoryStore
-from observer.model import Event
-from observer.selfmetrics import SelfMetrics
+from observer.metrics.selfmetrics import SelfMetrics
+from observer.model.events import Event
 from observer.settings import Settings
-from observer.signals.engine import SignalEvent
+from observer.signals.kinds import SignalEvent
 
 log = logging.getLogger("observer")
 FLUSH_ROWS = 2000
@@ -39,18 +40,19 @@ class HistorySink:
             self.store, self.error = None, str(exc)
             log.warning("spark-state-observer: %s; history is off for this run", exc)
 
-    def on_event(self, event: Event, received_at: float) -> None:
+    def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
         if self.store is None:
-            self._metrics.count("dropped", "history")
+            if event is not None:
+                self._metrics.count("dropped", "history")
             return
-        self.store.add_event(event, received_at)
+        if event is not None:
+            self.store.add_event(event, received_at)
+        for signal in signals:
+            self.store.add_signal(signal.kind, signal.query_id, signal.run_id, signal.timestamp, signal.attributes)
         self._maybe_flush()
 
-    def on_signal(self, signal: SignalEvent) -> None:
-        if self.store is None:
-            return
-        self.store.add_signal(signal.kind, signal.query_id, signal.run_id, signal.timestamp, signal.attributes)
-        self._maybe_flush()
+    def tick(self, processed: int) -> None:
+        """Rows wait for the next event or flush: a quiet job's history is written when asked."""
 
     def _maybe_flush(self, force: bool = False) -> None:
         store = self.store

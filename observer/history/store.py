@@ -14,7 +14,9 @@ import time
 from typing import Any
 
 from observer.history.schema import SchemaError, migrate
-from observer.model import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
+from observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
+from observer.model.fields import SNAPSHOT_LAST_UPLOADED
+from observer.model.kinds import CLEAN, EXCEPTION
 
 
 class HistoryError(RuntimeError):
@@ -91,7 +93,7 @@ class HistoryStore:
         elif isinstance(event, QueryTerminated):
             ts = received_at
             run = self._run(event.query_id, event.run_id, ts)
-            run[3], run[4], run[5] = ts, "exception" if event.exception else "clean", event.exception
+            run[3], run[4], run[5] = ts, EXCEPTION if event.exception else CLEAN, event.exception
 
     def add_signal(self, kind: str, query_id: str, run_id: str | None, ts: float, attributes: dict[str, Any]) -> None:
         self.add_row("events", (query_id, run_id, ts, kind, json.dumps(attributes, default=str)))
@@ -130,7 +132,7 @@ class HistoryStore:
                                        op.rows_updated, op.rows_removed, op.rows_dropped_by_watermark, op.memory_bytes,
                                        op.commit_ms, op.store_instances, op.shuffle_partitions))
             for m in op.instances:
-                if m.prefix == "SnapshotLastUploaded":
+                if m.prefix == SNAPSHOT_LAST_UPLOADED:
                     self.add_row("partitions", (p.query_id, p.run_id, p.batch_id, ts, op.index, m.partition, m.store, m.value))
 
     # --- writing --------------------------------------------------------------------------------------

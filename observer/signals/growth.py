@@ -6,12 +6,20 @@ Kafka Streams operators learned to watch for stores that only ever grow because 
 unbounded; a state that removes rows, or does not grow, is bounded.
 
 The fit keeps running sums, so each batch costs O(1) however many batches the window holds.
+``Growth`` applies a window per operator and turns its verdicts into metric values and signals.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+
+from observer.metrics import catalog
+from observer.metrics.tracker import QueryRecord, operator_labels
+from observer.model.events import OperatorProgress, QueryProgress
+from observer.settings import Settings
+from observer.signals import kinds
+from observer.signals.facts import Facts
 
 
 @dataclass(frozen=True)
@@ -109,3 +117,44 @@ def _eta(current: float, rate: float, budget: float) -> float | None:
     if budget <= 0 or rate <= 0:
         return None
     return max(0.0, (budget - current) / rate)
+
+
+OperatorKey = tuple[str, int, str]  # query id, operator index, operator name
+
+
+class Growth:
+    """Per operator: growth rates, eviction ratio, budget forecasts and the unbounded/bounded verdict."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.s = settings
+        self._windows: dict[OperatorKey, GrowthWindow] = {}
+        self._unbounded: dict[OperatorKey, bool | None] = {}
+
+    def forget(self, query_id: str) -> None:
+        for key in [k for k in self._windows if k[0] == query_id]:
+            del self._windows[key]
+            self._unbounded.pop(key, None)
+
+    def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: Facts) -> None:
+        if op.rows_total is None:
+            return
+        key = (record.query_id, op.index, op.name)
+        window = self._windows.get(key)
+        if window is None:
+            window = self._windows[key] = GrowthWindow(self.s.growth_window_seconds, self.s.growth_min_batches)
+        window.add(ts, op.rows_total, op.memory_bytes or 0.0, op.rows_updated or 0.0, op.rows_removed or 0.0)
+        v = window.verdict(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
+        labels = operator_labels(op.index, op.name)
+        facts.set(record, catalog.ROWS_GROWTH_RATE, labels, v.rows_per_second)
+        facts.set(record, catalog.MEMORY_GROWTH_RATE, labels, v.bytes_per_second)
+        facts.set(record, catalog.EVICTION_RATIO, labels, v.eviction_ratio)
+        facts.set(record, catalog.ROWS_BUDGET_ETA, labels, v.rows_eta_seconds)
+        facts.set(record, catalog.MEMORY_BUDGET_ETA, labels, v.bytes_eta_seconds)
+        if v.unbounded is None:
+            return
+        facts.set(record, catalog.STATE_UNBOUNDED, labels, 1.0 if v.unbounded else 0.0)
+        if v.unbounded != self._unbounded.get(key):
+            kind = kinds.STATE_UNBOUNDED if v.unbounded else kinds.STATE_BOUNDED
+            facts.signal(kind, record, p.run_id, ts, operator=op.name, operator_index=op.index,
+                         rows=op.rows_total, rows_per_second=round(v.rows_per_second, 3), eviction_ratio=round(v.eviction_ratio, 3))
+        self._unbounded[key] = v.unbounded

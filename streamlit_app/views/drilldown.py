@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from observer.history.loaders import PHASES
+from observer.model.phases import PHASES
 from streamlit_app import charts, data, fmt
 from streamlit_app.context import Context, label
 

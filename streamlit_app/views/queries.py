@@ -7,6 +7,7 @@ import time
 import pandas as pd
 import streamlit as st
 
+from observer.signals.kinds import QUERY_RESTARTED, RESTORE
 from streamlit_app import data, fmt
 from streamlit_app.context import Context, history_queries, label
 from streamlit_app.health import HEALTH_ICONS, LIFECYCLE_KINDS, derive_health, typical_interval
@@ -50,8 +51,8 @@ def summary_row(ctx: Context, q: pd.Series, now: float) -> dict:
         "processed rows/s": value("processed_rps"), "processed rows/s trend": _downsample(recent.processed_rps),
         "state rows": value("state_rows"), "state rows trend": _downsample(recent.state_rows),
         "state memory": fmt.size(value("state_memory_bytes")),
-        "last restart": latest("query_restarted", "downtime_seconds", "s down"),
-        "last restore": latest("restore", "duration_seconds", "s"),
+        "last restart": latest(QUERY_RESTARTED, "downtime_seconds", "s down"),
+        "last restore": latest(RESTORE, "duration_seconds", "s"),
         "input rows/s": value("input_rps"), "last batch": None if pd.isna(q.last_batch_id) else int(q.last_batch_id),
         "query_id": q.query_id,
     }

@@ -7,6 +7,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from observer.signals.kinds import QUERY_RESTARTED, RESTORE
 from streamlit_app import charts, data, fmt
 from streamlit_app.context import Context, label
 
@@ -17,8 +18,8 @@ def run_summary(ctx: Context, run: pd.Series, events: pd.DataFrame) -> dict:
     """The figures to compare: duration, rates, state size, restore and restart of the run."""
     batches = data.batch_series(ctx.history, ctx.tok, ctx.query_id, None, None, run.run_id)
     mine = events[events.run_id == run.run_id]
-    restores = mine[mine.kind == "restore"].attributes.tolist()
-    restart = mine[mine.kind == "query_restarted"].attributes.tolist()
+    restores = mine[mine.kind == RESTORE].attributes.tolist()
+    restart = mine[mine.kind == QUERY_RESTARTED].attributes.tolist()
     weights = batches.batches if len(batches) else None
     return {
         "started": fmt.when(run.started), "ended": fmt.when(run.ended), "outcome": run.outcome or "running / unknown",

@@ -11,7 +11,7 @@ import os
 import pandas as pd
 import streamlit as st
 
-from observer import state_reader
+from observer.offline import state_reader
 from streamlit_app import checkpoints, spark
 from streamlit_app.context import Context
 

@@ -17,15 +17,13 @@ from opentelemetry._logs import SeverityNumber
 from opentelemetry.sdk._logs import Logger
 from opentelemetry.trace import SpanKind, Tracer, set_span_in_context
 
-from observer import registry
-from observer.exporters.otel.naming import METRICS, attribute_name
-from observer.model import OperatorProgress, QueryProgress
-from observer.signals.engine import SignalEvent
-from observer.tracker import operator_field
-
-PHASES = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
-_WARN = frozenset({"query_restarted", "crash_loop", "stalled", "store_reload", "executor_removed",
-                   "state_unbounded", "falling_behind", "partitions_changed"})
+from observer.exporters.otel.naming import otel_metric, attribute_name
+from observer.metrics import catalog
+from observer.model.events import OperatorProgress, QueryProgress
+from observer.model.fields import operator_field
+from observer.model.kinds import EXCEPTION
+from observer.model.phases import PHASES, TRIGGER_EXECUTION
+from observer.signals.kinds import QUERY_TERMINATED, WARNING_KINDS, SignalEvent
 
 
 def _ns(seconds: float) -> int:
@@ -42,9 +40,9 @@ def attribute_value(value: Any) -> Any:
 
 
 def signal_severity(signal: SignalEvent) -> tuple[SeverityNumber, str]:
-    if signal.kind == "query_terminated" and signal.attributes.get("outcome") == "exception":
+    if signal.kind == QUERY_TERMINATED and signal.attributes.get("outcome") == EXCEPTION:
         return SeverityNumber.ERROR, "ERROR"
-    if signal.kind in _WARN:
+    if signal.kind in WARNING_KINDS:
         return SeverityNumber.WARN, "WARN"
     return SeverityNumber.INFO, "INFO"
 
@@ -67,11 +65,11 @@ def operator_attributes(op: OperatorProgress) -> dict[str, Any]:
     """One operator's figures of one batch, in base units, under ``spark.state.operator.<index>.``."""
     prefix = f"spark.state.operator.{op.index}."
     attrs: dict[str, Any] = {prefix + "name": op.name, prefix + "provider": op.provider}
-    figures = [(spec, operator_field(op, spec.key)) for spec in registry.OPERATOR_METRICS]
-    figures += [(registry.CUSTOM_BY_KEY[key], value) for key, value in op.custom.items() if key in registry.CUSTOM_BY_KEY]
+    figures = [(spec, operator_field(op, spec.key)) for spec in catalog.OPERATOR_METRICS]
+    figures += [(catalog.CUSTOM_BY_KEY[key], value) for key, value in op.custom.items() if key in catalog.CUSTOM_BY_KEY]
     for spec, raw in figures:
         if raw is not None:
-            attrs[prefix + METRICS[spec.prometheus_name].name.removeprefix("spark.state.")] = raw * spec.scale
+            attrs[prefix + otel_metric(spec).name.removeprefix("spark.state.")] = raw * spec.scale
     return attrs
 
 
@@ -80,7 +78,7 @@ def record_batch(tracer: Tracer, p: QueryProgress) -> None:
     if p.timestamp is None:
         return
     start = _ns(p.timestamp)
-    duration_ms = p.batch_duration_ms if p.batch_duration_ms is not None else p.duration_ms.get("triggerExecution", 0.0)
+    duration_ms = p.batch_duration_ms if p.batch_duration_ms is not None else p.duration_ms.get(TRIGGER_EXECUTION, 0.0)
     attrs: dict[str, Any] = {"spark.query.name": p.name or p.query_id, "spark.query.id": p.query_id,
                              "spark.query.run_id": p.run_id, "spark.batch.id": p.batch_id}
     for key, value in (("spark.streaming.input.rows", p.input_rows), ("spark.streaming.input.rows.rate", p.input_rows_per_second),

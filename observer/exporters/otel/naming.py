@@ -1,4 +1,4 @@
-"""OpenTelemetry names, units and instruments derived from the registry's ``MetricSpec``s.
+"""OpenTelemetry names, units and instruments derived from the catalog's ``MetricSpec``s.
 
 There is no second list of names: each OpenTelemetry name is computed from the Prometheus one by the
 OpenTelemetry conventions (https://opentelemetry.io/docs/specs/semconv/general/metrics/):
@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from observer import registry
-from observer.registry import MetricSpec
-from observer.selfmetrics import SELF_METRICS
+from observer.metrics import catalog
+from observer.metrics.catalog import MetricSpec
 
 COUNTER = "counter"
 GAUGE = "gauge"
@@ -41,13 +40,17 @@ _ATTRIBUTES = {
 
 @dataclass(frozen=True)
 class OtelMetric:
-    """How one registry metric is exported over OTLP."""
+    """How one catalog metric is exported over OTLP."""
 
     name: str
     unit: str
     instrument: str  # COUNTER (observable counter) or GAUGE (observable gauge)
     description: str
-    prometheus_name: str
+    spec: MetricSpec
+
+    @property
+    def prometheus_name(self) -> str:
+        return self.spec.prometheus_name
 
 
 def _base_name(spec: MetricSpec) -> str:
@@ -58,7 +61,7 @@ def _base_name(spec: MetricSpec) -> str:
         words[words.index("seconds")] = "time"
     elif words[-1] in _UNIT_WORDS:
         words = words[:-1]
-        if spec.unit == "seconds" and spec.kind == registry.COUNTER and words[-1] != "duration":
+        if spec.unit == "seconds" and spec.kind == catalog.COUNTER and words[-1] != "duration":
             words.append("duration")
     return ".".join(words)
 
@@ -70,24 +73,24 @@ def _unit(spec: MetricSpec, name: str) -> str:
 
 def _build(specs: tuple[MetricSpec, ...]) -> dict[str, OtelMetric]:
     out: dict[str, OtelMetric] = {}
-    counters = {_base_name(s) for s in specs if s.kind == registry.COUNTER}
+    counters = {_base_name(s) for s in specs if s.kind == catalog.COUNTER}
     for spec in specs:
-        if spec.kind == "histogram" or spec.prometheus_name in out:
+        if spec.kind == catalog.HISTOGRAM or spec.prometheus_name in out:
             continue
         name = _base_name(spec)
-        instrument = COUNTER if spec.kind == registry.COUNTER else GAUGE
+        instrument = COUNTER if spec.kind == catalog.COUNTER else GAUGE
         if instrument == GAUGE and name in counters:
             name += ".last"
-        out[spec.prometheus_name] = OtelMetric(name, _unit(spec, name), instrument, spec.help, spec.prometheus_name)
+        out[spec.prometheus_name] = OtelMetric(name, _unit(spec, name), instrument, spec.help, spec)
     return out
 
 
-METRICS: dict[str, OtelMetric] = _build(registry.CATALOG + SELF_METRICS)
-"""Every exported metric by its Prometheus name (the name ``observer.exporters.samples`` uses)."""
+METRICS: dict[str, OtelMetric] = _build(catalog.CATALOG)
+"""Every exported metric but the histograms, by its Prometheus name."""
 
 
 def otel_metric(spec: MetricSpec) -> OtelMetric:
-    """The OpenTelemetry name, unit and instrument of a registry spec."""
+    """The OpenTelemetry name, unit and instrument of a catalog spec."""
     return METRICS[spec.prometheus_name]
 
 

@@ -8,7 +8,7 @@ counted; when the collector comes back the next export carries the cumulative va
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
@@ -22,9 +22,10 @@ from observer.exporters.otel.config import OtlpConfig, resolve
 from observer.exporters.otel.events import emit_signal, record_batch
 from observer.exporters.otel.metrics import TrackerInstruments
 from observer.exporters.otel.transport import build_exporters
-from observer.model import Event, QueryProgress
-from observer.runtime import Observer
-from observer.signals.engine import SignalEvent
+from observer.metrics.view import MetricsView
+from observer.model.events import Event, QueryProgress
+from observer.settings import Settings
+from observer.signals.kinds import SignalEvent
 
 SCOPE = "spark-state-observer"
 DEFAULT_SERVICE_NAME = "spark-state-observer"
@@ -45,22 +46,24 @@ def build_resource(attributes: Mapping[str, Any] | None = None) -> Resource:
 
 
 class OtelSink:
-    """``observer.sinks.Sink`` exporting over OTLP; ``Observer.add_sink(OtelSink(observer))``."""
+    """``observer.sinks.Sink`` exporting over OTLP.
+
+    ``OtelSink(observer.view, observer.settings, on_failure)``: the metrics are read from ``view`` at each
+    export; ``on_failure`` counts each failed export.
+    """
 
     name = "otlp"
 
-    def __init__(self, observer: Observer, resource_attributes: Mapping[str, Any] | None = None,
-                 config: OtlpConfig | None = None) -> None:
-        self.config = config or resolve(observer.settings)
+    def __init__(self, view: MetricsView, settings: Settings, on_failure: Callable[[], None] = lambda: None,
+                 resource_attributes: Mapping[str, Any] | None = None, config: OtlpConfig | None = None) -> None:
+        self.config = config or resolve(settings)
         resource = build_resource(resource_attributes)
-        failures = observer.self_metrics
-        metric_exporter, log_exporter, span_exporter = build_exporters(self.config, lambda: failures.count("export_failures", self.name))
+        metric_exporter, log_exporter, span_exporter = build_exporters(self.config, on_failure)
         interval_ms = None if self.config.interval_seconds is None else self.config.interval_seconds * 1000.0
         timeout_ms = None if self.config.timeout_seconds is None else self.config.timeout_seconds * 1000.0
         self._reader = PeriodicExportingMetricReader(metric_exporter, export_interval_millis=interval_ms, export_timeout_millis=timeout_ms)
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[self._reader])
-        TrackerInstruments(self.meter_provider.get_meter(SCOPE), observer.tracker, observer.self_metrics, observer.signals,
-                           queue_len=lambda: len(observer.queue), top_k=observer.settings.partition_top_k)
+        TrackerInstruments(self.meter_provider.get_meter(SCOPE), view)
         queue, batch = self.config.queue_size, min(512, self.config.queue_size)
         self.logger_provider = LoggerProvider(resource=resource)
         self.logger_provider.add_log_record_processor(
@@ -73,12 +76,17 @@ class OtelSink:
                 BatchSpanProcessor(span_exporter, max_queue_size=queue, max_export_batch_size=batch, export_timeout_millis=timeout_ms))
             self._tracer = self.tracer_provider.get_tracer(SCOPE)
 
-    def on_event(self, event: Event, received_at: float) -> None:
+    def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
         if self.tracer_provider is not None and isinstance(event, QueryProgress):
             record_batch(self._tracer, event)
+        for signal in signals:
+            emit_signal(self._logger, signal)
 
-    def on_signal(self, signal: SignalEvent) -> None:
-        emit_signal(self._logger, signal)
+    def tick(self, processed: int) -> None:
+        """Nothing to do: the SDK's threads export on their own schedule."""
+
+    def flush(self) -> None:
+        """Nothing: exporting now would block the worker on the collector; ``force_flush`` does it on purpose."""
 
     def force_flush(self, timeout_seconds: float = 10.0) -> None:
         """Export now what is buffered and the current metric values (tests, demo)."""

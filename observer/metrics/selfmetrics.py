@@ -1,7 +1,8 @@
 """Metrics about the observer itself: what it received, dropped and failed, and what it cost.
 
 Kept apart from the Spark metrics so that "the observer is losing events" can be alerted on separately.
-Plain numbers behind one lock: the worker updates them, the collector reads them.
+Plain numbers behind one lock: the worker (and the signal bus) update them, exporters read a
+``SelfSnapshot``. Their specs are in ``observer.metrics.catalog`` (``SELF_METRICS``).
 """
 
 from __future__ import annotations
@@ -9,23 +10,9 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import defaultdict
-
-from observer.registry import COUNTER, GAUGE, MetricSpec
+from dataclasses import dataclass
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-
-SELF_METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("", "spark_state_observer_events_received", COUNTER, "", "Listener events received (label kind).", "observer"),
-    MetricSpec("", "spark_state_observer_events_dropped", COUNTER, "", "Events lost (label reason: queue_full, malformed, capture_error, too_many_queries).", "observer"),
-    MetricSpec("", "spark_state_observer_events_failed", COUNTER, "", "Events whose processing raised inside the observer (logged; the job is unaffected).", "observer"),
-    MetricSpec("", "spark_state_observer_event_problems", COUNTER, "", "Fields ignored in otherwise usable events (wrong type, non-finite, truncated maps).", "observer"),
-    MetricSpec("", "spark_state_observer_queue_events", GAUGE, "", "Events waiting between the Spark callback and the worker.", "observer"),
-    MetricSpec("", "spark_state_observer_queries", GAUGE, "", "Queries the observer currently keeps in memory.", "observer"),
-    MetricSpec("", "spark_state_observer_callback_failures", COUNTER, "", "User signal callbacks that raised (logged; never reaches Spark).", "observer"),
-    MetricSpec("", "spark_state_observer_export_failures", COUNTER, "", "Failed exports (label exporter: pushgateway, ...).", "observer"),
-    MetricSpec("", "spark_state_observer_callback_duration_seconds", "histogram", "seconds", "Time the Spark listener callback took (runs on Spark's listener-bus thread).", "observer"),
-    MetricSpec("", "spark_state_observer_processing_duration_seconds", "histogram", "seconds", "Time the worker took to process one event (parse, signals, export).", "observer"),
-)
 
 
 class Histogram:
@@ -59,6 +46,7 @@ class SelfMetrics:
         self.export_failures: dict[str, int] = defaultdict(int)
         self.failed = 0
         self.problems = 0
+        self.callback_failures = 0
         self.callback = Histogram()
         self.processing = Histogram()
 
@@ -69,3 +57,26 @@ class SelfMetrics:
     def incr(self, attr: str, n: int = 1) -> None:
         with self.lock:
             setattr(self, attr, getattr(self, attr) + n)
+
+    def snapshot(self, queue_events: int, queries: int) -> "SelfSnapshot":
+        """A consistent copy for one collection."""
+        with self.lock:
+            return SelfSnapshot(dict(self.received), dict(self.dropped), dict(self.export_failures), self.failed, self.problems,
+                                self.callback_failures, queue_events, queries,
+                                (self.callback.cumulative(), self.callback.sum), (self.processing.cumulative(), self.processing.sum))
+
+
+@dataclass(frozen=True)
+class SelfSnapshot:
+    """The observer's own figures at one moment; histograms as (cumulative buckets, sum)."""
+
+    received: dict[str, int]
+    dropped: dict[str, int]
+    export_failures: dict[str, int]
+    failed: int
+    problems: int
+    callback_failures: int
+    queue_events: int
+    queries: int
+    callback: tuple[list[tuple[str, int]], float]
+    processing: tuple[list[tuple[str, int]], float]

@@ -17,10 +17,16 @@ import struct
 from dataclasses import dataclass
 from typing import IO, Any, Iterator
 
+from observer.model import kinds
+
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _STREAMING = "org.apache.spark.sql.streaming.StreamingQueryListener$"
-_KINDS = {_STREAMING + "QueryStartedEvent": "started", _STREAMING + "QueryProgressEvent": "progress",
-          _STREAMING + "QueryIdleEvent": "idle", _STREAMING + "QueryTerminatedEvent": "terminated"}
+_KINDS = {_STREAMING + "QueryStartedEvent": kinds.STARTED, _STREAMING + "QueryProgressEvent": kinds.PROGRESS,
+          _STREAMING + "QueryIdleEvent": kinds.IDLE, _STREAMING + "QueryTerminatedEvent": kinds.TERMINATED}
+# executor changes, replayed as the executor list a live observer polls
+EXECUTOR_PREFIX = "executor_"
+EXECUTOR_ADDED = EXECUTOR_PREFIX + "added"
+EXECUTOR_REMOVED = EXECUTOR_PREFIX + "removed"
 _ROLLING_FILE = re.compile(r"^events_(\d+)_")
 CODECS = ("zstd", "lz4", "snappy")
 
@@ -144,17 +150,17 @@ def _record(line: bytes, where: str) -> Record | EventLogError | None:
     event = obj.get("Event")
     if event is None:
         if "progress" in obj and isinstance(obj["progress"], dict):
-            return Record("progress", obj["progress"], where)
+            return Record(kinds.PROGRESS, obj["progress"], where)
         if "batchId" in obj and "id" in obj:  # a progress object, as dumped from query.recentProgress
-            return Record("progress", obj, where)
+            return Record(kinds.PROGRESS, obj, where)
         return EventLogError(f"{where}: neither a Spark event nor a progress object")
     kind = _KINDS.get(event)
-    if kind == "progress":
+    if kind == kinds.PROGRESS:
         return Record(kind, obj.get("progress"), where)
     if kind is not None:
         return Record(kind, obj, where)
     if event in ("SparkListenerExecutorAdded", "SparkListenerExecutorRemoved"):
-        change = "executor_added" if event.endswith("Added") else "executor_removed"
+        change = EXECUTOR_ADDED if event.endswith("Added") else EXECUTOR_REMOVED
         ts = obj.get("Timestamp")
         return Record(change, str(obj.get("Executor ID")), where, ts / 1000.0 if isinstance(ts, (int, float)) else None)
     return None

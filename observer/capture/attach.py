@@ -9,9 +9,10 @@ from urllib.parse import urlparse
 
 from observer.exporters.http import ExporterError
 from observer.exporters.otel.config import otlp_enabled
-from observer.listener import StateObserverListener
+from observer.capture.listener import StateObserverListener
 from observer.runtime import Observer
 from observer.settings import Settings
+from observer.signals.kinds import SignalEvent
 
 log = logging.getLogger("observer")
 
@@ -32,11 +33,11 @@ class ObserverHandle:
         return self.observer.server.url if self.observer.server else None
 
     def on(self, kind: str, callback: Any) -> None:
-        """Register ``callback(SignalEvent)`` for a signal kind (see ``observer.signals.engine.SIGNAL_KINDS``)."""
+        """Register ``callback(SignalEvent)`` for a signal kind (see ``observer.signals.kinds.SIGNAL_KINDS``)."""
         self.observer.on(kind, callback)
 
     @property
-    def signals(self) -> list:
+    def signals(self) -> list[SignalEvent]:
         return list(self.observer.signals.recent)
 
     def flush(self, timeout: float = 10.0) -> bool:
@@ -115,7 +116,8 @@ def _otel_sink(observer: Observer, spark: Any) -> Any:
     except ImportError as exc:
         raise ExporterError(f"OTLP export is configured but OpenTelemetry is not installed ({exc}); "
                             "pip install 'spark-state-observer[otel]'") from exc
-    return OtelSink(observer, spark_resource_attributes(spark))
+    return OtelSink(observer.view, observer.settings, lambda: observer.self_metrics.count("export_failures", OtelSink.name),
+                    spark_resource_attributes(spark))
 
 
 def _jsc(spark: Any) -> Any:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TextIO
 
-from prometheus_client import generate_latest
-
-from observer.capture_queue import CapturedEvent
-from observer.eventlog import DEFAULT_MAX_LINE_BYTES, EventLogError, read_records
-from observer.model import parse_timestamp
+from observer.capture.queue import CapturedEvent
+from observer.model import kinds
+from observer.model.parse import parse_timestamp
+from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_ADDED, EXECUTOR_PREFIX, EventLogError, read_records
 from observer.runtime import Observer
 from observer.settings import Settings
 
@@ -24,7 +23,7 @@ class ReplayResult:
 
     def exposition(self) -> str:
         """The Prometheus text of the final state, as the live endpoint would have served it."""
-        return generate_latest(self.observer.registry).decode()
+        return self.observer.exposition().decode()
 
 
 def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
@@ -54,12 +53,12 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
             if item.args and "not valid JSON" in str(item):
                 observer.self_metrics.count("dropped", "malformed")
             continue
-        if item.kind == "progress" and isinstance(item.payload, dict):
+        if item.kind == kinds.PROGRESS and isinstance(item.payload, dict):
             last_ts = parse_timestamp(item.payload.get("timestamp")) or last_ts
-        if item.kind.startswith("executor_"):
+        if item.kind.startswith(EXECUTOR_PREFIX):
             if item.payload != "driver":
                 seen_executors = True
-                (executors.add if item.kind == "executor_added" else executors.discard)(item.payload)
+                (executors.add if item.kind == EXECUTOR_ADDED else executors.discard)(item.payload)
             continue
         observer.process(CapturedEvent(item.kind, item.payload, item.timestamp or last_ts or time.time(), 0.0))
         result.events += 1
@@ -69,7 +68,7 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
     return result
 
 
-def terminal_progress(stream=sys.stderr) -> Callable[[int], None] | None:  # type: ignore[no-untyped-def]
+def terminal_progress(stream: TextIO = sys.stderr) -> Callable[[int], None] | None:
     """A one-line event counter on a terminal; nothing when output is not a terminal."""
     if not stream.isatty():
         return None

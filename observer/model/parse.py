@@ -1,4 +1,4 @@
-"""Normalized listener events, the same across Spark 3.5, 4.0 and 4.1+.
+"""Parse captured listener events into the model (``observer.model.events``), the same across Spark 3.5 to 4.3.
 
 Spark's JSON differs between versions only in which keys appear (``customMetrics`` grew from 26 to 36
 RocksDB metrics, instance metrics arrived in 4.1, ``jobTags`` in 4.1). Parsing is strict about what
@@ -11,10 +11,24 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, Mapping, Union
+from typing import Any, Mapping
+
+from observer.model import kinds
+from observer.model.events import (
+    Event,
+    InstanceMetric,
+    OperatorProgress,
+    QueryIdle,
+    QueryProgress,
+    QueryStarted,
+    QueryTerminated,
+    SinkProgress,
+    SourceProgress,
+)
+from observer.model.fields import CUSTOM_METRICS, OPERATOR_FIELDS, OPERATOR_NAME
+from observer.model.phases import TRIGGER_EXECUTION
 
 INSTANCE_METRIC_RE = re.compile(r"^(?P<prefix>[A-Za-z]+)\.partition_(?P<partition>\d+)_(?P<store>.+)$")
 MAX_OPERATORS = 64
@@ -27,127 +41,16 @@ class MalformedEvent(ValueError):
     """The event cannot be used: not JSON, not an object, or without the fields that identify it."""
 
 
-@dataclass(frozen=True)
-class InstanceMetric:
-    """One per-store-instance metric (4.1+), e.g. ``SnapshotLastUploaded.partition_3_default``."""
-
-    prefix: str
-    partition: int
-    store: str
-    value: float | None  # None where Spark sent its -1 sentinel ("nothing yet")
-
-
-@dataclass(frozen=True)
-class OperatorProgress:
-    index: int
-    name: str
-    rows_total: float | None
-    rows_updated: float | None
-    rows_removed: float | None
-    updates_ms: float | None
-    removals_ms: float | None
-    commit_ms: float | None
-    memory_bytes: float | None
-    rows_dropped_by_watermark: float | None
-    shuffle_partitions: float | None
-    store_instances: float | None
-    custom: Mapping[str, float]
-    instances: tuple[InstanceMetric, ...]
-
-    @property
-    def provider(self) -> str:
-        """State store provider as told by its metric names: rocksdb, hdfs or unknown."""
-        if any(k.startswith("rocksdb") for k in self.custom):
-            return "rocksdb"
-        if "loadedMapCacheMissCount" in self.custom or "stateOnCurrentVersionSizeBytes" in self.custom:
-            return "hdfs"
-        return "unknown"
-
-
-@dataclass(frozen=True)
-class SourceProgress:
-    index: int
-    description: str
-    input_rows: float | None
-    input_rows_per_second: float | None
-    processed_rows_per_second: float | None
-    metrics: Mapping[str, float]
-
-
-@dataclass(frozen=True)
-class SinkProgress:
-    description: str
-    output_rows: float | None  # None for DSv1 sinks, which report -1
-    metrics: Mapping[str, float]
-
-
-@dataclass(frozen=True)
-class QueryStarted:
-    query_id: str
-    run_id: str
-    name: str | None
-    timestamp: float | None
-    job_tags: tuple[str, ...] = ()
-    kind: str = "started"
-
-
-@dataclass(frozen=True)
-class QueryProgress:
-    query_id: str
-    run_id: str
-    name: str | None
-    timestamp: float | None
-    batch_id: int
-    batch_duration_ms: float | None
-    input_rows: float | None
-    input_rows_per_second: float | None
-    processed_rows_per_second: float | None
-    duration_ms: Mapping[str, float]
-    event_time: Mapping[str, float]
-    operators: tuple[OperatorProgress, ...]
-    sources: tuple[SourceProgress, ...]
-    sink: SinkProgress | None
-    problems: tuple[str, ...] = ()
-    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    raw_text: str | None = field(default=None, repr=False, compare=False)  # Spark's JSON as received, when it came as text
-    kind: str = "progress"
-
-    @property
-    def watermark(self) -> float | None:
-        return self.event_time.get("watermark")
-
-
-@dataclass(frozen=True)
-class QueryIdle:
-    query_id: str
-    run_id: str
-    timestamp: float | None
-    kind: str = "idle"
-
-
-@dataclass(frozen=True)
-class QueryTerminated:
-    query_id: str
-    run_id: str
-    exception: str | None
-    error_class: str | None
-    kind: str = "terminated"
-
-
-Event = Union[QueryStarted, QueryProgress, QueryIdle, QueryTerminated]
-EVENT_KINDS = ("started", "progress", "idle", "terminated")
-
-
 def parse_event(kind: str, payload: str | bytes | Mapping[str, Any]) -> Event:
     """Turn one captured event (its JSON text or decoded object) into the model.
 
-    ``kind`` is one of ``EVENT_KINDS``. Raises ``MalformedEvent`` with a message that says what is wrong.
+    ``kind`` is one of ``observer.model.kinds.EVENT_KINDS``. Raises ``MalformedEvent`` with a message that says what is wrong.
     """
     obj = _load(payload)
-    if kind == "progress":
+    if kind == kinds.PROGRESS:
         text = payload if isinstance(payload, str) else None
         return parse_progress(obj, raw_text=text)
-    if kind == "started":
+    if kind == kinds.STARTED:
         return QueryStarted(
             query_id=_required_str(obj, "id"),
             run_id=_required_str(obj, "runId"),
@@ -155,16 +58,16 @@ def parse_event(kind: str, payload: str | bytes | Mapping[str, Any]) -> Event:
             timestamp=parse_timestamp(obj.get("timestamp")),
             job_tags=tuple(str(t) for t in obj.get("jobTags") or () if isinstance(t, (str, int)))[:64],
         )
-    if kind == "idle":
+    if kind == kinds.IDLE:
         return QueryIdle(_required_str(obj, "id"), _required_str(obj, "runId"), parse_timestamp(obj.get("timestamp")))
-    if kind == "terminated":
+    if kind == kinds.TERMINATED:
         return QueryTerminated(
             query_id=_required_str(obj, "id"),
             run_id=_required_str(obj, "runId"),
             exception=_opt_str(obj.get("exception")),
             error_class=_opt_str(obj.get("errorClassOnException")),
         )
-    raise MalformedEvent(f"unknown event kind {kind!r}; expected one of {', '.join(EVENT_KINDS)}")
+    raise MalformedEvent(f"unknown event kind {kind!r}; expected one of {', '.join(kinds.EVENT_KINDS)}")
 
 
 def parse_progress(obj: Mapping[str, Any], raw_text: str | None = None) -> QueryProgress:
@@ -228,7 +131,7 @@ def parse_progress(obj: Mapping[str, Any], raw_text: str | None = None) -> Query
         batch_id=batch_id,
         # Spark 3.5's JSON has no batchDuration; its trigger execution time is the same span
         batch_duration_ms=_num(obj, "batchDuration", problems) if "batchDuration" in obj
-        else _finite((obj.get("durationMs") or {}).get("triggerExecution") if isinstance(obj.get("durationMs"), Mapping) else None),
+        else _finite((obj.get("durationMs") or {}).get(TRIGGER_EXECUTION) if isinstance(obj.get("durationMs"), Mapping) else None),
         input_rows=_num(obj, "numInputRows", problems) if "numInputRows" in obj else _sum_sources(raw_sources, "numInputRows"),
         input_rows_per_second=_rate(_num(obj, "inputRowsPerSecond", problems) if "inputRowsPerSecond" in obj
                                     else _sum_sources(raw_sources, "inputRowsPerSecond")),
@@ -248,7 +151,7 @@ def parse_progress(obj: Mapping[str, Any], raw_text: str | None = None) -> Query
 def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> OperatorProgress:
     custom: dict[str, float] = {}
     instances: list[InstanceMetric] = []
-    raw_custom = op.get("customMetrics") or {}
+    raw_custom = op.get(CUSTOM_METRICS) or {}
     if not isinstance(raw_custom, Mapping):
         problems.append(f"stateOperators[{index}].customMetrics is not an object")
         raw_custom = {}
@@ -282,20 +185,11 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
             truncated = True
     if truncated:
         problems.append(f"stateOperators[{index}].customMetrics truncated to {MAX_MAP_ENTRIES} metrics and {MAX_INSTANCE_METRICS} instance metrics")
-    name = op.get("operatorName")
+    name = op.get(OPERATOR_NAME)
     return OperatorProgress(
         index=index,
         name=str(name)[:100] if isinstance(name, str) and name else "unknown",
-        rows_total=_num(op, "numRowsTotal", problems),
-        rows_updated=_num(op, "numRowsUpdated", problems),
-        rows_removed=_num(op, "numRowsRemoved", problems),
-        updates_ms=_num(op, "allUpdatesTimeMs", problems),
-        removals_ms=_num(op, "allRemovalsTimeMs", problems),
-        commit_ms=_num(op, "commitTimeMs", problems),
-        memory_bytes=_num(op, "memoryUsedBytes", problems),
-        rows_dropped_by_watermark=_num(op, "numRowsDroppedByWatermark", problems),
-        shuffle_partitions=_num(op, "numShufflePartitions", problems),
-        store_instances=_num(op, "numStateStoreInstances", problems),
+        **{attr: _num(op, key, problems) for key, attr in OPERATOR_FIELDS.items()},
         custom=custom,
         instances=tuple(instances),
     )

@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from observer.eventlog import DEFAULT_MAX_LINE_BYTES
+from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "ui":
         return _ui(args)
     if args.command == "metrics":
-        from observer.registry import reference_table
+        from observer.metrics.catalog import reference_table
 
         print(reference_table())
         return 0
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from observer.demo import run_demo
+    from observer.cli.demo import run_demo
     from observer.exporters.http import ExporterError
 
     options = (("http_port", args.port), ("http_host", args.host), ("otlp_endpoint", args.otlp_endpoint), ("otlp_protocol", args.otlp_protocol))
@@ -79,8 +79,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from observer.eventlog import EventLogError
-    from observer.replay import replay, terminal_progress
+    from observer.offline.eventlog import EventLogError
+    from observer.offline.replay import replay, terminal_progress
+    from observer.signals.kinds import QUERY_IDLE, QUERY_STARTED
 
     try:
         result = replay(args.paths, max_line_bytes=args.max_line_bytes, progress=terminal_progress(), history=args.history)
@@ -106,7 +107,7 @@ def _replay(args: argparse.Namespace) -> int:
             ops = ", ".join(f"{o.name}={o.rows_total:.0f} rows" for o in p.operators if o.rows_total is not None) if p else ""
             print(f"  {r.label}: status {r.status}, runs {max(r.starts, 1)}, last batch {p.batch_id if p else '-'}; {ops}")
         for event in result.observer.signals.recent:
-            if event.kind not in ("query_started", "query_idle"):
+            if event.kind not in (QUERY_STARTED, QUERY_IDLE):
                 print(f"  signal: {event.describe()}")
     return 1 if result.events == 0 and result.errors else 0
 
@@ -134,7 +135,10 @@ def _ui(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from observer.checkpoint import CheckpointError, inspect_checkpoint, rates_from_history, render_text
+    from observer.offline.checkpoint import inspect_checkpoint
+    from observer.offline.checkpoint.render import render_text
+    from observer.offline.checkpoint.report import CheckpointError
+    from observer.offline.checkpoint.restore import rates_from_history
     from observer.history.store import HistoryError
 
     try:

@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from observer.capture_queue import CapturedEvent, captured
+from observer.capture.queue import CapturedEvent, captured
+from observer.model import kinds
 from observer.runtime import Observer
 
 
@@ -71,16 +72,16 @@ class _JsonBridge:
         self._submit = submit
 
     def onQueryStarted(self, jevent: Any) -> None:  # noqa: N802 - JVM interface names
-        take(self._submit, "started", _jvm_started, jevent)
+        take(self._submit, kinds.STARTED, _jvm_started, jevent)
 
     def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802
-        take(self._submit, "progress", _jvm_progress, jevent)
+        take(self._submit, kinds.PROGRESS, _jvm_progress, jevent)
 
     def onQueryIdle(self, jevent: Any) -> None:  # noqa: N802
-        take(self._submit, "idle", _jvm_idle, jevent)
+        take(self._submit, kinds.IDLE, _jvm_idle, jevent)
 
     def onQueryTerminated(self, jevent: Any) -> None:  # noqa: N802
-        take(self._submit, "terminated", _jvm_terminated, jevent)
+        take(self._submit, kinds.TERMINATED, _jvm_terminated, jevent)
 
     class Java:
         implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
@@ -137,13 +138,13 @@ class StateObserverListener(StreamingQueryListener):
 
     # the public-object path: Spark Connect, or fast_path=False
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - PySpark's names
-        take(self.observer.submit, "started", _public_started, event)
+        take(self.observer.submit, kinds.STARTED, _public_started, event)
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
-        take(self.observer.submit, "progress", _public_progress, event)
+        take(self.observer.submit, kinds.PROGRESS, _public_progress, event)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-        take(self.observer.submit, "idle", _public_idle, event)
+        take(self.observer.submit, kinds.IDLE, _public_idle, event)
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
-        take(self.observer.submit, "terminated", _public_terminated, event)
+        take(self.observer.submit, kinds.TERMINATED, _public_terminated, event)

@@ -1,0 +1,313 @@
+"""The metric catalog: every metric the observer exports, in one typed list.
+
+Spark-derived metrics, the signals' metrics and the observer's own metrics are all here, with name,
+type, unit, labels, help text, the Spark field they come from and the first Spark version that reports
+it. Emitters (the tracker, the signals, the exporters) refer to these spec objects, never to names; the
+README's metric reference, the ``metrics`` command, the OpenTelemetry names, the dashboards and the alert
+rules are all derived from ``CATALOG``. Importing this module imports nothing beyond the standard library.
+
+How Spark computes the values (``StateStoreWriter.getProgress`` / ``setStoreMetrics``): every operator
+field and custom metric in a progress event is the **sum over the tasks of that one batch**. So:
+
+- ``COUNTER`` specs are per-batch amounts (rows updated, milliseconds spent, gets, bytes written). The
+  observer adds each batch's value to a ``_total`` counter, which is what ``rate()`` wants.
+- ``GAUGE`` specs are point-in-time sizes summed over partitions (rows held, memory, SST size), exported
+  as the latest batch's value.
+- ``CUMULATIVE_PER_RUN`` specs are counters Spark keeps per provider instance (HDFS ``loadedMapCache*``):
+  they restart with every run, so they are exported as gauges and the signals take their deltas.
+- ``HISTOGRAM`` specs are the observer's own latency histograms (Prometheus only).
+
+Values in milliseconds are exported in seconds and the name says so (``_seconds``); ``-1`` sentinels are
+never a value (see ``observer.model``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+GAUGE = "gauge"
+COUNTER = "counter"
+CUMULATIVE_PER_RUN = "cumulative_per_run"
+HISTOGRAM = "histogram"
+
+MS = 0.001
+
+# the labels every series of a scope carries, before the spec's own
+SCOPE_LABELS: dict[str, tuple[str, ...]] = {
+    "query": ("query", "query_id"),
+    "sink": ("query", "query_id"),
+    "source": ("query", "query_id", "source_index", "source"),
+    "operator": ("query", "query_id", "operator_index", "operator"),
+    "instance": ("query", "query_id", "operator_index", "operator", "partition", "store"),
+    "app": (),
+    "observer": (),
+}
+
+
+class UnknownMetricError(KeyError):
+    """A name or spec that is not in ``CATALOG``: a metric must be declared here before it is emitted."""
+
+
+@dataclass(frozen=True, eq=False)  # identity equality: specs are singletons, and hashing them is on the hot path
+class MetricSpec:
+    """One exported metric: where its value comes from and how it is named, typed and labelled."""
+
+    key: str  # field of the progress JSON, or custom metric name, or "" for derived metrics
+    name: str  # Prometheus name without the "_total" suffix a counter gets
+    kind: str  # GAUGE, COUNTER, CUMULATIVE_PER_RUN or HISTOGRAM
+    unit: str  # base unit: seconds, bytes, rows, files, ... ("" for a plain number)
+    help: str
+    scope: str  # a key of SCOPE_LABELS: query, operator, source, sink, instance, app, observer
+    source: str = "common"  # common, rocksdb, hdfs, dedup, join, transformWithState, signal, observer
+    since: str = "3.5"
+    scale: float = 1.0  # multiply Spark's value by this to get the base unit
+    labels: tuple[str, ...] = ()  # labels beyond the scope's
+
+    @property
+    def prometheus_name(self) -> str:
+        return self.name + "_total" if self.kind == COUNTER else self.name
+
+    @property
+    def prometheus_type(self) -> str:
+        return {COUNTER: "counter", HISTOGRAM: "histogram"}.get(self.kind, "gauge")
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        """Every label of the metric's series: the scope's, then its own."""
+        return SCOPE_LABELS[self.scope] + self.labels
+
+
+def _g(key: str, name: str, unit: str, help: str, scope: str = "operator", **kw: object) -> MetricSpec:
+    return MetricSpec(key, name, GAUGE, unit, help, scope, **kw)  # type: ignore[arg-type]
+
+
+def _c(key: str, name: str, unit: str, help: str, scope: str = "operator", **kw: object) -> MetricSpec:
+    return MetricSpec(key, name, COUNTER, unit, help, scope, **kw)  # type: ignore[arg-type]
+
+
+# --- query level (StreamingQueryProgress top-level fields) -------------------------------------------
+BATCH_ID = _g("batchId", "spark_streaming_batch_id", "", "Id of the latest completed micro-batch.", "query")
+BATCHES = _c("", "spark_streaming_batches", "", "Micro-batches completed (progress events received).", "query")
+BATCH_DURATION = _g("batchDuration", "spark_streaming_batch_duration_seconds", "seconds", "Duration of the latest micro-batch.", "query", scale=MS)
+BATCH_SECONDS = _c("batchDuration", "spark_streaming_batch_seconds", "seconds", "Time spent in micro-batches; its rate() over batches_total's gives the mean batch duration.", "query", scale=MS)
+INPUT_ROWS = _c("numInputRows", "spark_streaming_input_rows", "rows", "Rows read from all sources.", "query")
+INPUT_ROWS_PER_SECOND = _g("inputRowsPerSecond", "spark_streaming_input_rows_per_second", "rows", "Rate at which data arrived, over the latest trigger (Spark reports 0 on a run's first batch).", "query")
+PROCESSED_ROWS_PER_SECOND = _g("processedRowsPerSecond", "spark_streaming_processed_rows_per_second", "rows", "Rate at which Spark processed data in the latest batch.", "query")
+LAST_PROGRESS_TIMESTAMP = _g("timestamp", "spark_streaming_last_progress_timestamp_seconds", "seconds", "Trigger start time of the latest batch, Unix time.", "query")
+WATERMARK_TIMESTAMP = _g("eventTime.watermark", "spark_streaming_watermark_timestamp_seconds", "seconds", "Event-time watermark after the latest batch, Unix time (absent without a watermark).", "query")
+EVENT_TIME_MAX_TIMESTAMP = _g("eventTime.max", "spark_streaming_event_time_max_timestamp_seconds", "seconds", "Latest event time seen in the latest batch with rows, Unix time.", "query")
+QUERY_METRICS: tuple[MetricSpec, ...] = (
+    BATCH_ID, BATCHES, BATCH_DURATION, BATCH_SECONDS, INPUT_ROWS, INPUT_ROWS_PER_SECOND, PROCESSED_ROWS_PER_SECOND,
+    LAST_PROGRESS_TIMESTAMP, WATERMARK_TIMESTAMP, EVENT_TIME_MAX_TIMESTAMP,
+)
+# durationMs.<phase>, labelled by phase
+PHASE_DURATION = _g("durationMs", "spark_streaming_phase_duration_seconds", "seconds", "Duration of each phase of the latest batch (label phase: triggerExecution, latestOffset, getBatch, queryPlanning, addBatch, walCommit, commitOffsets).", "query", scale=MS, labels=("phase",))
+PHASE_SECONDS = _c("durationMs", "spark_streaming_phase_seconds", "seconds", "Time spent in each batch phase (label phase).", "query", scale=MS, labels=("phase",))
+PHASE_METRICS: tuple[MetricSpec, ...] = (PHASE_DURATION, PHASE_SECONDS)
+SOURCE_INPUT_ROWS = _c("numInputRows", "spark_streaming_source_input_rows", "rows", "Rows read from this source.", "source")
+SOURCE_INPUT_ROWS_PER_SECOND = _g("inputRowsPerSecond", "spark_streaming_source_input_rows_per_second", "rows", "Arrival rate at this source in the latest trigger.", "source")
+SOURCE_PROCESSED_ROWS_PER_SECOND = _g("processedRowsPerSecond", "spark_streaming_source_processed_rows_per_second", "rows", "Processing rate of this source's rows in the latest batch.", "source")
+SOURCE_OFFSETS_BEHIND_LATEST = _g("metrics.OffsetsBehindLatest", "spark_streaming_source_offsets_behind_latest", "", "Kafka: offsets between the batch's end and the latest available offset (label stat: min, avg, max).", "source", labels=("stat",))
+SOURCE_METRIC = _g("metrics", "spark_streaming_source_metric", "", "Other numeric source metrics, by name (label metric).", "source", labels=("metric",))
+SOURCE_METRICS: tuple[MetricSpec, ...] = (
+    SOURCE_INPUT_ROWS, SOURCE_INPUT_ROWS_PER_SECOND, SOURCE_PROCESSED_ROWS_PER_SECOND, SOURCE_OFFSETS_BEHIND_LATEST, SOURCE_METRIC,
+)
+SINK_OUTPUT_ROWS = _c("numOutputRows", "spark_streaming_sink_output_rows", "rows", "Rows written to the sink (not exported for DSv1 sinks, which report -1).", "sink")
+SINK_METRICS: tuple[MetricSpec, ...] = (SINK_OUTPUT_ROWS,)
+
+# --- state operator fields (StateOperatorProgress) ---------------------------------------------------
+OPERATOR_METRICS: tuple[MetricSpec, ...] = (
+    _g("numRowsTotal", "spark_state_rows", "rows", "Rows held in the operator's state after the latest batch, summed over partitions (RocksDB reports 0 when trackTotalNumberOfRows=false)."),
+    _c("numRowsUpdated", "spark_state_rows_updated", "rows", "State rows added or updated."),
+    _c("numRowsRemoved", "spark_state_rows_removed", "rows", "State rows removed (evicted by watermark, timeout or TTL)."),
+    _c("numRowsDroppedByWatermark", "spark_state_rows_dropped_by_watermark", "rows", "Input rows dropped as too late for the watermark."),
+    _c("allUpdatesTimeMs", "spark_state_update_seconds", "seconds", "Time spent updating state, summed over tasks.", scale=MS),
+    _c("allRemovalsTimeMs", "spark_state_removal_seconds", "seconds", "Time spent removing state rows, summed over tasks.", scale=MS),
+    _c("commitTimeMs", "spark_state_commit_seconds", "seconds", "Time spent committing state stores, summed over tasks.", scale=MS),
+    _g("memoryUsedBytes", "spark_state_memory_used_bytes", "bytes", "Memory used by the operator's state stores after the latest batch, summed over partitions."),
+    _g("numShufflePartitions", "spark_state_shuffle_partitions", "", "Shuffle partitions of the operator, i.e. state partitions (pinned by the checkpoint)."),
+    _g("numStateStoreInstances", "spark_state_store_instances", "", "State store instances that ran in the latest batch (partitions x stores per partition)."),
+)
+
+# --- provider and operator custom metrics ------------------------------------------------------------
+_R = {"source": "rocksdb"}
+_H = {"source": "hdfs"}
+CUSTOM_METRICS: tuple[MetricSpec, ...] = (
+    # RocksDB commit breakdown
+    _c("rocksdbCommitWriteBatchLatency", "spark_state_rocksdb_commit_write_batch_seconds", "seconds", "RocksDB commit: write-batch time (Spark 3.5 only).", scale=MS, **_R),
+    _c("rocksdbCommitPauseLatency", "spark_state_rocksdb_commit_pause_seconds", "seconds", "RocksDB commit: time pausing background work (Spark 3.5 only).", scale=MS, **_R),
+    _c("rocksdbCommitFlushLatency", "spark_state_rocksdb_commit_flush_seconds", "seconds", "RocksDB commit: memtable flush time.", scale=MS, **_R),
+    _c("rocksdbCommitCompactLatency", "spark_state_rocksdb_commit_compact_seconds", "seconds", "RocksDB commit: compaction time (non-zero only with compactOnCommit).", scale=MS, **_R),
+    _c("rocksdbCommitCheckpointLatency", "spark_state_rocksdb_commit_checkpoint_seconds", "seconds", "RocksDB commit: native checkpoint to a local directory.", scale=MS, **_R),
+    _c("rocksdbCommitFileSyncLatencyMs", "spark_state_rocksdb_commit_file_sync_seconds", "seconds", "RocksDB commit: sync of files to the checkpoint location.", scale=MS, **_R),
+    _c("rocksdbChangeLogWriterCommitLatencyMs", "spark_state_rocksdb_commit_changelog_seconds", "seconds", "RocksDB commit: changelog file commit (changelog checkpointing only).", since="4.1", scale=MS, **_R),
+    _c("rocksdbSaveZipFilesLatencyMs", "spark_state_rocksdb_commit_zip_upload_seconds", "seconds", "RocksDB commit: snapshot zip upload to the checkpoint location.", since="4.1", scale=MS, **_R),
+    # RocksDB load / restore
+    _c("rocksdbLoadLatencyMs", "spark_state_rocksdb_load_seconds", "seconds", "RocksDB: time loading stores (a restore when a store comes from the checkpoint). Reads 0 for aggregations and session windows, which load twice per task.", since="4.1", scale=MS, **_R),
+    _c("rocksdbLoadFromSnapshotLatencyMs", "spark_state_rocksdb_load_from_snapshot_seconds", "seconds", "RocksDB: time loading from an explicit snapshot (state reader path; 0 in normal restores).", since="4.1", scale=MS, **_R),
+    _c("rocksdbReplayChangeLogLatencyMs", "spark_state_rocksdb_changelog_replay_seconds", "seconds", "RocksDB: time replaying changelog files during loads.", since="4.1", scale=MS, **_R),
+    _c("rocksdbNumReplayChangelogFiles", "spark_state_rocksdb_changelog_files_replayed", "files", "RocksDB: changelog files replayed during loads.", since="4.1", **_R),
+    _c("rocksdbNumLoadedFromDfs", "spark_state_rocksdb_loads_from_checkpoint", "", "RocksDB: store loads that fetched state from the checkpoint location instead of reusing an open instance (a restore).", since="4.2", **_R),
+    _c("rocksdbNumSnapshotsAutoRepaired", "spark_state_rocksdb_snapshots_auto_repaired", "", "RocksDB: snapshots repaired automatically during load.", since="4.2", **_R),
+    _c("rocksdbForceSnapshotCount", "spark_state_rocksdb_forced_snapshots", "", "RocksDB: stores forced to snapshot on commit because their snapshot upload lagged.", since="4.2", **_R),
+    # RocksDB file manager (the last upload, not a load)
+    _g("rocksdbFilesCopied", "spark_state_rocksdb_upload_files_copied", "files", "RocksDB: SST files copied to the checkpoint at the last upload (an upload, not a load).", **_R),
+    _g("rocksdbBytesCopied", "spark_state_rocksdb_upload_copied_bytes", "bytes", "RocksDB: bytes copied to the checkpoint at the last upload.", **_R),
+    _g("rocksdbFilesReused", "spark_state_rocksdb_upload_files_reused", "files", "RocksDB: SST files already in the checkpoint, not uploaded again, at the last upload.", **_R),
+    _g("rocksdbZipFileBytesUncompressed", "spark_state_rocksdb_upload_zip_uncompressed_bytes", "bytes", "RocksDB: uncompressed bytes of the non-SST files in the last snapshot zip.", **_R),
+    # RocksDB operations
+    _c("rocksdbGetLatency", "spark_state_rocksdb_get_seconds", "seconds", "RocksDB: total time in get calls.", scale=MS, **_R),
+    _c("rocksdbPutLatency", "spark_state_rocksdb_put_seconds", "seconds", "RocksDB: total time in put (write) calls.", scale=MS, **_R),
+    _c("rocksdbGetCount", "spark_state_rocksdb_gets", "", "RocksDB: get calls.", **_R),
+    _c("rocksdbPutCount", "spark_state_rocksdb_puts", "", "RocksDB: put calls.", **_R),
+    _c("rocksdbReadBlockCacheHitCount", "spark_state_rocksdb_block_cache_hits", "", "RocksDB: reads served by the block cache.", **_R),
+    _c("rocksdbReadBlockCacheMissCount", "spark_state_rocksdb_block_cache_misses", "", "RocksDB: reads that missed the block cache and went to disk.", **_R),
+    _c("rocksdbTotalBytesRead", "spark_state_rocksdb_read_bytes", "bytes", "RocksDB: uncompressed bytes read by get calls.", **_R),
+    _c("rocksdbTotalBytesWritten", "spark_state_rocksdb_written_bytes", "bytes", "RocksDB: uncompressed bytes written by put, delete, merge and write.", **_R),
+    _c("rocksdbTotalBytesReadThroughIterator", "spark_state_rocksdb_iterator_read_bytes", "bytes", "RocksDB: bytes read through iterators (e.g. watermark eviction scans).", **_R),
+    _c("rocksdbWriterStallLatencyMs", "spark_state_rocksdb_write_stall_seconds", "seconds", "RocksDB: time writers waited for flush or compaction (Spark's unit conversion is suspect; compare relative values).", scale=MS, **_R),
+    _c("rocksdbTotalCompactionLatencyMs", "spark_state_rocksdb_compaction_seconds", "seconds", "RocksDB: compaction time, background included.", scale=MS, **_R),
+    _c("rocksdbTotalBytesReadByCompaction", "spark_state_rocksdb_compaction_read_bytes", "bytes", "RocksDB: bytes read by compaction.", **_R),
+    _c("rocksdbTotalBytesWrittenByCompaction", "spark_state_rocksdb_compaction_written_bytes", "bytes", "RocksDB: bytes written by compaction.", **_R),
+    _c("rocksdbTotalBytesWrittenByFlush", "spark_state_rocksdb_flush_written_bytes", "bytes", "RocksDB: bytes written by memtable flushes.", **_R),
+    # RocksDB sizes (point in time, summed over partitions)
+    _g("rocksdbSstFileSize", "spark_state_rocksdb_sst_size_bytes", "bytes", "RocksDB: size of all live SST files on the executors' local disks, summed over partitions.", **_R),
+    _g("rocksdbPinnedBlocksMemoryUsage", "spark_state_rocksdb_pinned_blocks_memory_bytes", "bytes", "RocksDB: memory of pinned blocks in the block cache, summed over partitions.", **_R),
+    _g("rocksdbNumInternalColFamiliesKeys", "spark_state_rocksdb_internal_column_family_keys", "", "RocksDB: keys in internal column families (transformWithState timers, TTL indexes).", since="4.0", **_R),
+    _g("rocksdbNumExternalColumnFamilies", "spark_state_rocksdb_external_column_families", "", "RocksDB: user column families, summed over partitions (swapped with the internal count in Spark 4.0 and 4.1).", since="4.0", **_R),
+    _g("rocksdbNumInternalColumnFamilies", "spark_state_rocksdb_internal_column_families", "", "RocksDB: internal column families, summed over partitions (swapped with the external count in Spark 4.0 and 4.1).", since="4.0", **_R),
+    # HDFS-backed provider
+    MetricSpec("loadedMapCacheHitCount", "spark_state_hdfs_loaded_map_cache_hits", CUMULATIVE_PER_RUN, "", "HDFS-backed store: state-cache hits, cumulative per provider instance (restarts with each run).", "operator", "hdfs"),
+    MetricSpec("loadedMapCacheMissCount", "spark_state_hdfs_loaded_map_cache_misses", CUMULATIVE_PER_RUN, "", "HDFS-backed store: versions rebuilt from snapshot and delta files, cumulative per provider instance; an increase is a restore.", "operator", "hdfs"),
+    _g("stateOnCurrentVersionSizeBytes", "spark_state_hdfs_current_version_size_bytes", "bytes", "HDFS-backed store: estimated size of the current version only (memory_used_bytes counts every version kept in memory).", **_H),
+    _c("numSnapshotsAutoRepaired", "spark_state_hdfs_snapshots_auto_repaired", "", "HDFS-backed store: snapshots repaired automatically.", since="4.2", **_H),
+    _c("forceSnapshotCount", "spark_state_hdfs_forced_snapshots", "", "HDFS-backed store: stores forced to snapshot because their upload lagged.", since="4.2", **_H),
+    # operator-specific
+    _c("numDroppedDuplicateRows", "spark_state_dedup_dropped_duplicate_rows", "rows", "Deduplication: duplicate input rows dropped.", source="dedup"),
+    _c("numRowsReadDuringEviction", "spark_state_eviction_rows_read", "rows", "State rows read while evicting (dedup, streamline aggregation).", source="dedup", since="4.3"),
+    _c("numRowsIncrementallyRemoved", "spark_state_eviction_rows_incrementally_removed", "rows", "State rows removed by incremental eviction.", source="dedup", since="4.3"),
+    _c("skippedNullValueCount", "spark_state_join_skipped_null_values", "", "Stream-stream join: null values skipped in state.", source="join"),
+    _c("initialStateProcessingTimeMs", "spark_state_tws_initial_state_processing_seconds", "seconds", "transformWithState: time processing the initial state.", source="transformWithState", since="4.0", scale=MS),
+    _c("timerProcessingTimeMs", "spark_state_tws_timer_processing_seconds", "seconds", "transformWithState: time processing timers.", source="transformWithState", since="4.0", scale=MS),
+    _g("numValueStateVars", "spark_state_tws_value_state_variables", "", "transformWithState: value state variables, summed over tasks.", source="transformWithState", since="4.0"),
+    _g("numListStateVars", "spark_state_tws_list_state_variables", "", "transformWithState: list state variables, summed over tasks.", source="transformWithState", since="4.0"),
+    _g("numMapStateVars", "spark_state_tws_map_state_variables", "", "transformWithState: map state variables, summed over tasks.", source="transformWithState", since="4.0"),
+    _g("numValueStateWithTTLVars", "spark_state_tws_value_state_ttl_variables", "", "transformWithState: value state variables with TTL, summed over tasks.", source="transformWithState", since="4.0"),
+    _g("numListStateWithTTLVars", "spark_state_tws_list_state_ttl_variables", "", "transformWithState: list state variables with TTL, summed over tasks.", source="transformWithState", since="4.0"),
+    _g("numMapStateWithTTLVars", "spark_state_tws_map_state_ttl_variables", "", "transformWithState: map state variables with TTL, summed over tasks.", source="transformWithState", since="4.0"),
+    _c("numDeletedStateVars", "spark_state_tws_deleted_state_variables", "", "transformWithState: state variables deleted.", source="transformWithState", since="4.0"),
+    _c("numRegisteredTimers", "spark_state_tws_timers_registered", "", "transformWithState: timers registered.", source="transformWithState", since="4.0"),
+    _c("numDeletedTimers", "spark_state_tws_timers_deleted", "", "transformWithState: timers deleted.", source="transformWithState", since="4.0"),
+    _c("numExpiredTimers", "spark_state_tws_timers_expired", "", "transformWithState: timers that fired.", source="transformWithState", since="4.0"),
+    _c("numValuesRemovedDueToTTLExpiry", "spark_state_tws_ttl_expired_values", "", "transformWithState: values removed because their TTL expired.", source="transformWithState", since="4.0"),
+)
+UNKNOWN_CUSTOM_METRIC = _g("", "spark_state_custom_metric", "", "Custom state metrics this observer does not know yet, by Spark's name (label metric), latest batch value.", labels=("metric",))
+
+# --- per store instance (4.1+), bounded to the top-K most lagging ------------------------------------
+SNAPSHOT_LAST_UPLOADED = _g("SnapshotLastUploaded", "spark_state_snapshot_last_uploaded_version", "", "Last state version whose snapshot this store instance uploaded (only the most lagging instances are reported; -1 'none yet' is not exported).", "instance", since="4.1")
+SNAPSHOT_LAG_BATCHES = _g("", "spark_state_snapshot_lag_batches", "", "Batches committed since this store instance's last uploaded snapshot: about the changelog files a restart would replay.", "instance", source="signal", since="4.1")
+SNAPSHOT_INSTANCES_WITHOUT_UPLOAD = _g("", "spark_state_snapshot_instances_without_upload", "", "Reported store instances that have not uploaded a snapshot yet in this run (Spark's -1).", "operator", source="signal", since="4.1")
+INSTANCE_METRICS: tuple[MetricSpec, ...] = (SNAPSHOT_LAST_UPLOADED, SNAPSHOT_LAG_BATCHES, SNAPSHOT_INSTANCES_WITHOUT_UPLOAD)
+UNKNOWN_INSTANCE_METRIC = _g("", "spark_state_instance_metric", "", "Per-instance metrics this observer does not know yet (label metric), top-K by value.", "instance", labels=("metric",))
+
+# --- query lifecycle, from started / idle / terminated events ----------------------------------------
+QUERY_INFO = _g("", "spark_streaming_query_info", "", "Always 1; labels carry the current run id and the observer's view of the provider.", "query", labels=("run_id",))
+QUERY_STATUS = _g("", "spark_streaming_query_status", "", "1 for the query's current status (label status: active, idle, terminated, failed), 0 for the others.", "query", labels=("status",))
+QUERY_STARTS = _c("", "spark_streaming_query_starts", "", "Query starts seen (first start and restarts).", "query")
+QUERY_TERMINATIONS = _c("", "spark_streaming_query_terminations", "", "Query terminations seen (label outcome: clean, exception).", "query", labels=("outcome",))
+LIFECYCLE_METRICS: tuple[MetricSpec, ...] = (QUERY_INFO, QUERY_STATUS, QUERY_STARTS, QUERY_TERMINATIONS)
+OPERATOR_INFO = _g("", "spark_state_operator_info", "", "Always 1; label provider tells the state store provider (rocksdb, hdfs, unknown).", "operator", labels=("provider",))
+
+
+# --- derived by observer.signals ---------------------------------------------------------------------
+def _s(name: str, kind: str, unit: str, help: str, scope: str = "operator", labels: tuple[str, ...] = ()) -> MetricSpec:
+    return MetricSpec("", name, kind, unit, help, scope, "signal", labels=labels)
+
+
+QUERY_RESTARTS = _s("spark_streaming_query_restarts", COUNTER, "", "Restarts: the same query id started with a new run id (in this process, or from a checkpoint with committed batches).", "query")
+QUERY_LAST_DOWNTIME = _s("spark_streaming_query_last_downtime_seconds", GAUGE, "seconds", "Time between the previous run's last sign of life and the latest restart.", "query")
+QUERY_CRASH_LOOP = _s("spark_streaming_query_crash_loop", GAUGE, "", "1 while the query restarted crash_loop_restarts times within crash_loop_window_seconds.", "query")
+QUERY_STALLED = _s("spark_streaming_query_stalled", GAUGE, "", "1 while a non-idle query has made no progress for stall_factor x its usual interval.", "query")
+QUERY_SECONDS_SINCE_PROGRESS = _s("spark_streaming_query_seconds_since_progress", GAUGE, "seconds", "Seconds since the query's last progress event (at the observer's last tick).", "query")
+QUERY_TERMINATIONS_BY_CLASS = _s("spark_streaming_query_terminations_by_class", COUNTER, "", "Terminations with an exception, by class (label exception_class: state_schema_incompatible, checkpoint, out_of_memory, source_sink, other).", "query", ("exception_class",))
+WATERMARK_LAG = _s("spark_streaming_watermark_lag_seconds", GAUGE, "seconds", "Trigger time of the latest batch minus its event-time watermark.", "query")
+FALLING_BEHIND = _s("spark_streaming_falling_behind", GAUGE, "", "1 while the input rate stayed above the processing rate for falling_behind_window_seconds.", "query")
+STATE_RESTORES = _s("spark_state_restores", COUNTER, "", "State restores after a restart, per operator (the restore event carries duration, method and files).", "operator")
+STATE_STORE_RELOADS = _s("spark_state_store_reloads", COUNTER, "", "Batches in which stores were reloaded from the checkpoint within a run: an executor loss or a task moved (the store_reload event carries the evidence).", "operator")
+LAST_RESTORE_DURATION = _s("spark_state_last_restore_duration_seconds", GAUGE, "seconds", "Duration of the operator's latest restore (label method: load_metrics or add_batch_excess).", "operator", ("method",))
+LAST_RESTORE_CHANGELOG_FILES = _s("spark_state_last_restore_changelog_files", GAUGE, "files", "Changelog files replayed in the operator's latest restore (RocksDB 4.1+).", "operator")
+ROWS_GROWTH_RATE = _s("spark_state_rows_growth_rate", GAUGE, "rows", "Rows per second the operator's state grew over growth_window_seconds (least squares).", "operator")
+MEMORY_GROWTH_RATE = _s("spark_state_memory_growth_rate_bytes", GAUGE, "bytes", "Bytes per second the operator's state memory grew over the growth window.", "operator")
+EVICTION_RATIO = _s("spark_state_eviction_ratio", GAUGE, "ratio", "Rows removed per row added or updated over the growth window (0 = nothing evicted).", "operator")
+STATE_UNBOUNDED = _s("spark_state_unbounded", GAUGE, "", "1 when the state grew steadily with no eviction over the growth window; 0 when bounded; absent until judged.", "operator")
+ROWS_BUDGET_ETA = _s("spark_state_rows_budget_eta_seconds", GAUGE, "seconds", "Forecast seconds until the operator's rows reach state_rows_budget at the current growth rate.", "operator")
+MEMORY_BUDGET_ETA = _s("spark_state_memory_budget_eta_seconds", GAUGE, "seconds", "Forecast seconds until the operator's memory reaches state_memory_budget_bytes.", "operator")
+PARTITION_CHANGES = _s("spark_state_partition_changes", COUNTER, "", "Changes of the operator's shuffle partitions or state store instances between batches.", "operator")
+EXECUTORS = _s("spark_streaming_executors", GAUGE, "", "Executors registered with the driver (polled at most once per progress event; 0 in local mode).", "app")
+EXECUTOR_CHANGES = _s("spark_streaming_executor_changes", COUNTER, "", "Executors added and removed (label change).", "app", ("change",))
+SIGNAL_METRICS: tuple[MetricSpec, ...] = (
+    QUERY_RESTARTS, QUERY_LAST_DOWNTIME, QUERY_CRASH_LOOP, QUERY_STALLED, QUERY_SECONDS_SINCE_PROGRESS, QUERY_TERMINATIONS_BY_CLASS,
+    WATERMARK_LAG, FALLING_BEHIND, STATE_RESTORES, STATE_STORE_RELOADS, LAST_RESTORE_DURATION, LAST_RESTORE_CHANGELOG_FILES,
+    ROWS_GROWTH_RATE, MEMORY_GROWTH_RATE, EVICTION_RATIO, STATE_UNBOUNDED, ROWS_BUDGET_ETA, MEMORY_BUDGET_ETA, PARTITION_CHANGES,
+    EXECUTORS, EXECUTOR_CHANGES,
+)
+
+
+# --- the observer itself: what it received, dropped and failed, and what it cost ---------------------
+def _o(name: str, kind: str, unit: str, help: str, labels: tuple[str, ...] = ()) -> MetricSpec:
+    return MetricSpec("", name, kind, unit, help, "observer", "observer", labels=labels)
+
+
+EVENTS_RECEIVED = _o("spark_state_observer_events_received", COUNTER, "", "Listener events received (label kind).", ("kind",))
+EVENTS_DROPPED = _o("spark_state_observer_events_dropped", COUNTER, "", "Events lost (label reason: queue_full, malformed, capture_error, too_many_queries).", ("reason",))
+EVENTS_FAILED = _o("spark_state_observer_events_failed", COUNTER, "", "Events whose processing raised inside the observer (logged; the job is unaffected).")
+EVENT_PROBLEMS = _o("spark_state_observer_event_problems", COUNTER, "", "Fields ignored in otherwise usable events (wrong type, non-finite, truncated maps).")
+QUEUE_EVENTS = _o("spark_state_observer_queue_events", GAUGE, "", "Events waiting between the Spark callback and the worker.")
+QUERIES = _o("spark_state_observer_queries", GAUGE, "", "Queries the observer currently keeps in memory.")
+CALLBACK_FAILURES = _o("spark_state_observer_callback_failures", COUNTER, "", "User signal callbacks that raised (logged; never reaches Spark).")
+EXPORT_FAILURES = _o("spark_state_observer_export_failures", COUNTER, "", "Failed exports (label exporter: pushgateway, ...).", ("exporter",))
+CALLBACK_DURATION = _o("spark_state_observer_callback_duration_seconds", HISTOGRAM, "seconds", "Time the Spark listener callback took (runs on Spark's listener-bus thread).")
+PROCESSING_DURATION = _o("spark_state_observer_processing_duration_seconds", HISTOGRAM, "seconds", "Time the worker took to process one event (parse, signals, export).")
+SELF_METRICS: tuple[MetricSpec, ...] = (
+    EVENTS_RECEIVED, EVENTS_DROPPED, EVENTS_FAILED, EVENT_PROBLEMS, QUEUE_EVENTS, QUERIES, CALLBACK_FAILURES, EXPORT_FAILURES,
+    CALLBACK_DURATION, PROCESSING_DURATION,
+)
+
+# --- the catalog ---------------------------------------------------------------------------------------
+CATALOG: tuple[MetricSpec, ...] = (
+    QUERY_METRICS + PHASE_METRICS + SOURCE_METRICS + SINK_METRICS + OPERATOR_METRICS + CUSTOM_METRICS
+    + (UNKNOWN_CUSTOM_METRIC,) + INSTANCE_METRICS + (UNKNOWN_INSTANCE_METRIC,) + LIFECYCLE_METRICS + (OPERATOR_INFO,)
+    + SIGNAL_METRICS + SELF_METRICS
+)
+"""Every metric the observer exports, Spark-derived, signal and self, each once."""
+
+BY_NAME: dict[str, MetricSpec] = {s.prometheus_name: s for s in CATALOG}
+CUSTOM_BY_KEY: dict[str, MetricSpec] = {s.key: s for s in CUSTOM_METRICS}
+KNOWN_INSTANCE_PREFIXES = frozenset({SNAPSHOT_LAST_UPLOADED.key})
+KAFKA_LAG_KEYS = {"minOffsetsBehindLatest": "min", "avgOffsetsBehindLatest": "avg", "maxOffsetsBehindLatest": "max"}
+
+
+def lookup(name: str) -> MetricSpec:
+    """The spec of an exported (Prometheus) name; ``UnknownMetricError`` for a name the catalog lacks."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise UnknownMetricError(f"{name} is not a metric of observer.metrics.catalog") from None
+
+
+def check(spec: MetricSpec) -> MetricSpec:
+    """``spec`` itself if it is the catalog's; ``UnknownMetricError`` for a spec built elsewhere."""
+    if BY_NAME.get(spec.prometheus_name) is not spec:
+        raise UnknownMetricError(f"{spec.prometheus_name} is not a metric of observer.metrics.catalog")
+    return spec
+
+
+def reference_table(specs: Iterable[MetricSpec] = CATALOG) -> str:
+    """Markdown metric reference for the README and the ``metrics`` command, generated from the catalog."""
+    rows = ["| metric | type | unit | labels | from Spark | since | meaning |", "|---|---|---|---|---|---|---|"]
+    for s in specs:
+        labels = ", ".join(f"`{label}`" for label in s.label_names) or "-"
+        source = f"`{s.key}`" if s.key else "derived"
+        rows.append(f"| `{s.prometheus_name}` | {s.prometheus_type} | {s.unit or '-'} | {labels} | {source} | {s.since} | {s.help} |")
+    return "\n".join(rows)

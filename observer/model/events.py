@@ -1,0 +1,122 @@
+"""Normalized listener events, the same across Spark 3.5, 4.0 and 4.1+ (``observer.model.parse`` builds them).
+
+Frozen dataclasses: the worker, the tracker, the signals and every sink share them without copying.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Union
+
+from observer.model import kinds
+from observer.model.fields import HDFS_CACHE_MISSES, HDFS_CURRENT_VERSION_SIZE, ROCKSDB_PREFIX
+
+
+@dataclass(frozen=True)
+class InstanceMetric:
+    """One per-store-instance metric (4.1+), e.g. ``SnapshotLastUploaded.partition_3_default``."""
+
+    prefix: str
+    partition: int
+    store: str
+    value: float | None  # None where Spark sent its -1 sentinel ("nothing yet")
+
+
+@dataclass(frozen=True)
+class OperatorProgress:
+    index: int
+    name: str
+    rows_total: float | None
+    rows_updated: float | None
+    rows_removed: float | None
+    updates_ms: float | None
+    removals_ms: float | None
+    commit_ms: float | None
+    memory_bytes: float | None
+    rows_dropped_by_watermark: float | None
+    shuffle_partitions: float | None
+    store_instances: float | None
+    custom: Mapping[str, float]
+    instances: tuple[InstanceMetric, ...]
+
+    @property
+    def provider(self) -> str:
+        """State store provider as told by its metric names: rocksdb, hdfs or unknown."""
+        if any(k.startswith(ROCKSDB_PREFIX) for k in self.custom):
+            return "rocksdb"
+        if HDFS_CACHE_MISSES in self.custom or HDFS_CURRENT_VERSION_SIZE in self.custom:
+            return "hdfs"
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class SourceProgress:
+    index: int
+    description: str
+    input_rows: float | None
+    input_rows_per_second: float | None
+    processed_rows_per_second: float | None
+    metrics: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class SinkProgress:
+    description: str
+    output_rows: float | None  # None for DSv1 sinks, which report -1
+    metrics: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class QueryStarted:
+    query_id: str
+    run_id: str
+    name: str | None
+    timestamp: float | None
+    job_tags: tuple[str, ...] = ()
+    kind: str = kinds.STARTED
+
+
+@dataclass(frozen=True)
+class QueryProgress:
+    query_id: str
+    run_id: str
+    name: str | None
+    timestamp: float | None
+    batch_id: int
+    batch_duration_ms: float | None
+    input_rows: float | None
+    input_rows_per_second: float | None
+    processed_rows_per_second: float | None
+    duration_ms: Mapping[str, float]
+    event_time: Mapping[str, float]
+    operators: tuple[OperatorProgress, ...]
+    sources: tuple[SourceProgress, ...]
+    sink: SinkProgress | None
+    problems: tuple[str, ...] = ()
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    raw_text: str | None = field(default=None, repr=False, compare=False)  # Spark's JSON as received, when it came as text
+    kind: str = kinds.PROGRESS
+
+    @property
+    def watermark(self) -> float | None:
+        return self.event_time.get("watermark")
+
+
+@dataclass(frozen=True)
+class QueryIdle:
+    query_id: str
+    run_id: str
+    timestamp: float | None
+    kind: str = kinds.IDLE
+
+
+@dataclass(frozen=True)
+class QueryTerminated:
+    query_id: str
+    run_id: str
+    exception: str | None
+    error_class: str | None
+    kind: str = kinds.TERMINATED
+
+
+Event = Union[QueryStarted, QueryProgress, QueryIdle, QueryTerminated]

@@ -1,0 +1,1 @@
+"""Offline tools, without a running job: replay of recorded events, the checkpoint inspector, state readers."""

@@ -1,0 +1,21 @@
+"""Checkpoint inspector: what a streaming checkpoint holds, and how much work a restore would be.
+
+Kafka Streams users read their state directory to understand recovery; this is the same for a Spark
+checkpoint: ``layout`` scans it (offsets vs commits, operators and their stores, the state files of
+both providers per partition), ``restore`` works out for each partition the snapshot a restart would
+load and the files it would replay after it, and the estimate; ``render`` prints the ``report``.
+"""
+
+from __future__ import annotations
+
+from observer.offline.checkpoint.layout import scan
+from observer.offline.checkpoint.report import CheckpointReport
+from observer.offline.checkpoint.restore import estimate_restore
+
+
+def inspect_checkpoint(path: str, rates: dict[str, float] | None = None) -> CheckpointReport:
+    """Read the checkpoint at ``path``; ``rates`` (seconds_per_store, seconds_per_file,
+    bytes_per_second) override the estimate's defaults, e.g. from ``restore.rates_from_history``."""
+    report = scan(path)
+    report.estimate = estimate_restore(report, rates)
+    return report

@@ -1,0 +1,108 @@
+"""The work a restart would do per store, and the estimate of how long it takes.
+
+For each partition and store: the newest snapshot at or below the version to restore, and the delta or
+changelog files to replay after it, in files and bytes. The estimate sums a per-store cost over the
+stores (as Spark's summed load metrics do) and names the slowest partition and its skew; its rates are
+documented defaults or, with a history, the per-store restore time this query measured. The history is
+read with the standard library (``sqlite3``), so ``inspect --history`` works on a plain install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import zipfile
+from contextlib import closing
+
+from observer.offline.checkpoint.report import CheckpointReport, PartitionState, RestoreEstimate, RestoreWork, StateFile
+from observer.signals.kinds import RESTORE
+
+# Defaults for the restore-time estimate, from RocksDB load latencies measured on this project's 2-core
+# machine (0.075 s per small store when idle, up to 0.75 s under load); replaced by rates observed in
+# the history when it holds restores of the same query.
+DEFAULT_SECONDS_PER_STORE = 0.15  # opening a store: provider, RocksDB instance, first file fetch
+DEFAULT_SECONDS_PER_FILE = 0.01  # replaying one delta/changelog file of a small state
+DEFAULT_BYTES_PER_SECOND = 100e6  # copying snapshot and SST bytes from the checkpoint
+
+
+def restore_work(folder: str, p: PartitionState, target: int, problems: list[str]) -> RestoreWork:
+    """The files a restart at ``target`` would load: newest snapshot at or below it, then the rest."""
+    snapshot_kind, replay_kind = ("zip", "changelog") if p.provider == "rocksdb" else ("snapshot", "delta")
+    by_version: dict[tuple[int, str], StateFile] = {}
+    for f in p.files:  # with checkpoint format v2 several ids may share a version: take the largest
+        key = (f.version, f.kind)
+        if key not in by_version or f.size > by_version[key].size:
+            by_version[key] = f
+    snapshot_versions = [v for (v, k) in by_version if k == snapshot_kind and v <= target]
+    start = max(snapshot_versions) if snapshot_versions else None
+    snapshot_bytes = 0
+    if start is not None:
+        snap = by_version[(start, snapshot_kind)]
+        snapshot_bytes = snap.size
+        if snapshot_kind == "zip":
+            snapshot_bytes += _zip_sst_bytes(folder, snap, problems)
+    has_replay_files = any(k == replay_kind for (_, k) in by_version)
+    replay_files = replay_bytes = missing = 0
+    if has_replay_files:
+        for version in range((start or 0) + 1, target + 1):
+            f = by_version.get((version, replay_kind))
+            if f is None:
+                missing += 1
+            else:
+                replay_files += 1
+                replay_bytes += f.size
+    if missing:
+        problems.append(f"{folder}: {missing} {replay_kind} file(s) between version {(start or 0) + 1} and {target} are missing "
+                        "(cleaned up, or the restore will fail)")
+    return RestoreWork(target, start, snapshot_bytes, replay_files, replay_bytes, missing)
+
+
+def _zip_sst_bytes(folder: str, snap: StateFile, problems: list[str]) -> int:
+    name = f"{snap.version}_{snap.unique_id}.zip" if snap.unique_id else f"{snap.version}.zip"
+    try:
+        with zipfile.ZipFile(os.path.join(folder, name)) as z:
+            text = z.read("metadata").decode()
+        meta = json.loads(text.split("\n", 1)[1])
+        return int(sum(f.get("sizeBytes", 0) for f in meta.get("sstFiles", [])))
+    except (OSError, KeyError, ValueError, IndexError, zipfile.BadZipFile) as exc:
+        problems.append(f"{os.path.join(folder, name)}: snapshot unreadable ({exc})")
+        return 0
+
+
+def estimate_restore(report: CheckpointReport, rates: dict[str, float] | None = None) -> RestoreEstimate | None:
+    """Restore time summed over stores (what Spark's summed load metrics report), plus the skew."""
+    works = [(f"{op.operator_id}/{p.partition}/{p.store}", p.restore) for op in report.operators for p in op.partitions if p.restore]
+    if not works:
+        return None
+    r = {"seconds_per_store": DEFAULT_SECONDS_PER_STORE, "seconds_per_file": DEFAULT_SECONDS_PER_FILE,
+         "bytes_per_second": DEFAULT_BYTES_PER_SECOND, **(rates or {})}
+
+    def seconds(w: RestoreWork) -> float:
+        return r["seconds_per_store"] + w.replay_files * r["seconds_per_file"] + w.bytes / r["bytes_per_second"]
+
+    per_partition = {name: seconds(w) for name, w in works}
+    slowest = max(per_partition, key=per_partition.get)  # type: ignore[arg-type]
+    median = statistics.median(per_partition.values())
+    return RestoreEstimate(
+        stores=len(works), files=sum(w.replay_files + (1 if w.snapshot_version is not None else 0) for _, w in works),
+        bytes=sum(w.bytes for _, w in works), seconds=sum(per_partition.values()),
+        basis="history" if rates else "defaults", slowest_partition=slowest,
+        skew=per_partition[slowest] / median if median > 0 else None,
+    )
+
+
+def rates_from_history(history_path: str, query_id: str) -> dict[str, float] | None:
+    """Per-store restore cost observed in the history (restores measured by Spark's load metrics).
+
+    Raises ``HistoryError`` when the history cannot be read.
+    """
+    from observer.history.store import connect
+
+    with closing(connect(history_path, readonly=True)) as conn:
+        rows = conn.execute("SELECT attributes FROM events WHERE query_id = ? AND kind = ?", (query_id, RESTORE)).fetchall()
+    loads = [a for a in (json.loads(text) for (text,) in rows if text)
+             if isinstance(a, dict) and a.get("method") == "load_metrics" and a.get("stores")]
+    if not loads:
+        return None
+    return {"seconds_per_store": statistics.median(a["duration_seconds"] / a["stores"] for a in loads)}

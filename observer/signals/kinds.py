@@ -1,0 +1,58 @@
+"""The signals' vocabulary: every signal kind and ``SignalEvent``, defined once for every reader.
+
+A leaf module (standard library only): the engine emits these kinds, and the OpenTelemetry events, the
+history, the browser's charts and health read them from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+QUERY_STARTED = "query_started"
+QUERY_RESTARTED = "query_restarted"
+QUERY_TERMINATED = "query_terminated"
+QUERY_IDLE = "query_idle"
+CRASH_LOOP = "crash_loop"
+STALLED = "stalled"
+STALL_RECOVERED = "stall_recovered"
+RESTORE = "restore"
+STORE_RELOAD = "store_reload"
+EXECUTOR_ADDED = "executor_added"
+EXECUTOR_REMOVED = "executor_removed"
+PARTITIONS_CHANGED = "partitions_changed"
+STATE_UNBOUNDED = "state_unbounded"
+STATE_BOUNDED = "state_bounded"
+FALLING_BEHIND = "falling_behind"
+CAUGHT_UP = "caught_up"
+
+SIGNAL_KINDS = (
+    QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE, CRASH_LOOP, STALLED, STALL_RECOVERED,
+    RESTORE, STORE_RELOAD, EXECUTOR_ADDED, EXECUTOR_REMOVED, PARTITIONS_CHANGED,
+    STATE_UNBOUNDED, STATE_BOUNDED, FALLING_BEHIND, CAUGHT_UP,
+)
+ALL = "*"
+"""Subscribe to every kind."""
+
+LIFECYCLE_KINDS = (QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE, CRASH_LOOP, STALLED, STALL_RECOVERED)
+"""The kinds that change a query's health (running, idle, stalled, failed, stopped)."""
+
+WARNING_KINDS = frozenset({QUERY_RESTARTED, CRASH_LOOP, STALLED, STORE_RELOAD, EXECUTOR_REMOVED, STATE_UNBOUNDED,
+                           FALLING_BEHIND, PARTITIONS_CHANGED})
+"""Kinds worth a warning; a termination with an exception is an error, every other kind informational."""
+
+
+@dataclass(frozen=True)
+class SignalEvent:
+    """A derived event: what happened, to which query (and operator), when, with its figures."""
+
+    kind: str
+    query_id: str
+    query: str
+    run_id: str | None
+    timestamp: float
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        attrs = ", ".join(f"{k}={v}" for k, v in self.attributes.items())
+        return f"{self.kind} {self.query} ({attrs})"

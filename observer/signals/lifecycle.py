@@ -1,0 +1,169 @@
+"""A query's life: starts, restarts (with downtime), crash loops, idleness, terminations and stalls.
+
+- restart: the same query id with a new run id, or a first run seen at a batch id above 0 (a restart
+  from a checkpoint in a new process); downtime from the previous run's last sign of life (or, for a
+  process that never saw the previous run, the checkpoint's last commit through ``last_alive_hint``).
+- crash loop: ``crash_loop_restarts`` restarts within ``crash_loop_window_seconds``.
+- stall: a non-idle query without progress for ``stall_factor`` x its usual batch interval (at least
+  ``stall_min_seconds``); judged by the clock (``tick``), so only live.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from observer.metrics import catalog
+from observer.metrics.tracker import QueryRecord
+from observer.model import kinds as event_kinds
+from observer.model.events import QueryIdle, QueryProgress, QueryStarted, QueryTerminated
+from observer.settings import Settings
+from observer.signals import kinds
+from observer.signals.classify import classify_exception
+from observer.signals.facts import Facts
+
+log = logging.getLogger("observer")
+LastAliveHint = Callable[[str, float], "float | None"]
+
+
+@dataclass
+class RunState:
+    """What the lifecycle rules remember of one query."""
+
+    run_id: str | None = None
+    progress_run: str | None = None
+    run_start: float | None = None
+    last_alive: float | None = None
+    restart_pending: bool = False
+    first_seen: bool = True
+    progress_at: deque[float] = field(default_factory=lambda: deque(maxlen=20))
+    stalled: bool = False
+    restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
+    crash_loop: bool = False
+
+
+@dataclass(frozen=True)
+class BatchStart:
+    """How a progress event stands in its query's life."""
+
+    first_of_run: bool  # the first batch of a run seen
+    restore_due: bool  # ...of a restarted run: the batch that restores the state
+
+
+class Lifecycle:
+    def __init__(self, settings: Settings, on_new_run: Callable[[str], None], live: bool = True,
+                 last_alive_hint: LastAliveHint | None = None) -> None:
+        self.s = settings
+        self.live = live
+        self.last_alive_hint = last_alive_hint
+        self._on_new_run = on_new_run
+        self.queries: dict[str, RunState] = {}
+
+    def state(self, query_id: str) -> RunState:
+        q = self.queries.get(query_id)
+        if q is None:
+            q = self.queries[query_id] = RunState()
+        return q
+
+    def started(self, record: QueryRecord, e: QueryStarted, now: float, facts: Facts) -> None:
+        q = self.state(record.query_id)
+        ts = e.timestamp or now
+        known_before = q.run_id is not None and q.run_id != e.run_id
+        self._new_run(record.query_id, q, e.run_id, ts)
+        facts.signal(kinds.QUERY_STARTED, record, e.run_id, ts)
+        if known_before:
+            self._restart(q, record, e.run_id, ts, facts)
+
+    def progress(self, record: QueryRecord, p: QueryProgress, now: float, facts: Facts) -> BatchStart:
+        """Restarts a batch reveals, the end of a stall, and the batch's place in its run."""
+        q = self.state(record.query_id)
+        ts = p.timestamp or now
+        first_of_run = q.progress_run != p.run_id
+        if first_of_run:
+            if q.run_id != p.run_id:  # no started event seen for this run (late attach, partial log)
+                had_run = q.run_id is not None
+                self._new_run(record.query_id, q, p.run_id, ts)
+                if had_run:
+                    self._restart(q, record, p.run_id, ts, facts)
+            if q.first_seen and p.batch_id > 0 and not q.restart_pending:
+                self._restart(q, record, p.run_id, q.run_start or ts, facts)  # restarted from a checkpoint
+            q.first_seen = False
+            q.progress_run = p.run_id
+        if q.stalled:
+            self._set_stalled(q, record, False, now, facts)
+        facts.set(record, catalog.QUERY_STALLED, (), 0.0)
+        q.progress_at.append(now)
+        restore_due = first_of_run and q.restart_pending
+        q.restart_pending = q.restart_pending and not restore_due
+        q.last_alive = ts + (p.batch_duration_ms or 0) / 1000.0
+        return BatchStart(first_of_run, restore_due)
+
+    def idle(self, record: QueryRecord, e: QueryIdle, now: float, facts: Facts) -> None:
+        self.state(record.query_id).last_alive = e.timestamp or now
+        facts.signal(kinds.QUERY_IDLE, record, e.run_id, e.timestamp or now)
+
+    def terminated(self, record: QueryRecord, e: QueryTerminated, now: float, facts: Facts) -> None:
+        q = self.state(record.query_id)
+        q.last_alive = now if self.live else (q.last_alive or now)
+        self._set_stalled(q, record, False, now, facts)
+        attrs: dict[str, Any] = {"outcome": event_kinds.EXCEPTION if e.exception else event_kinds.CLEAN}
+        if e.exception:
+            cls = classify_exception(e.error_class, e.exception)
+            attrs.update(exception_class=cls, error_class=e.error_class, message=e.exception.splitlines()[0][:300])
+            facts.add(record, catalog.QUERY_TERMINATIONS_BY_CLASS, (("exception_class", cls),))
+        facts.signal(kinds.QUERY_TERMINATED, record, e.run_id, q.last_alive, **attrs)
+
+    def tick(self, record: QueryRecord, now: float, facts: Facts) -> None:
+        """Judge ``record``'s query for a stall at ``now`` (live only: stalls need time to pass, not events)."""
+        q = self.queries.get(record.query_id)
+        if q is None or not q.progress_at:
+            return
+        since = now - q.progress_at[-1]
+        if record.status != event_kinds.ACTIVE:
+            if q.stalled:
+                self._set_stalled(q, record, False, now, facts)
+            return
+        facts.set(record, catalog.QUERY_SECONDS_SINCE_PROGRESS, (), since)
+        stamps = list(q.progress_at)
+        gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+        interval = statistics.median(gaps) if gaps else self.s.trigger_interval_seconds
+        limit = max(self.s.stall_min_seconds, self.s.stall_factor * interval)
+        if since > limit and not q.stalled:
+            self._set_stalled(q, record, True, now, facts, seconds_without_progress=round(since, 1), limit_seconds=round(limit, 1))
+
+    def _new_run(self, query_id: str, q: RunState, run_id: str, ts: float) -> None:
+        q.run_id, q.run_start = run_id, ts
+        q.progress_at.clear()
+        self._on_new_run(query_id)
+
+    def _restart(self, q: RunState, record: QueryRecord, run_id: str, ts: float, facts: Facts) -> None:
+        last_alive = q.last_alive
+        if last_alive is None and self.last_alive_hint is not None:
+            try:
+                last_alive = self.last_alive_hint(record.query_id, q.run_start or ts)
+            except Exception as exc:  # an unreadable checkpoint only costs the downtime figure
+                log.debug("spark-state-observer: no downtime for %s: %r", record.label, exc)
+        downtime = max(0.0, ts - last_alive) if last_alive is not None else None
+        q.restart_pending = True
+        facts.add(record, catalog.QUERY_RESTARTS, ())
+        if downtime is not None:
+            facts.set(record, catalog.QUERY_LAST_DOWNTIME, (), downtime)
+        facts.signal(kinds.QUERY_RESTARTED, record, run_id, ts, downtime_seconds=None if downtime is None else round(downtime, 3))
+        q.restarts.append(ts)
+        while q.restarts and ts - q.restarts[0] > self.s.crash_loop_window_seconds:
+            q.restarts.popleft()
+        looping = len(q.restarts) >= self.s.crash_loop_restarts
+        if looping and not q.crash_loop:
+            facts.signal(kinds.CRASH_LOOP, record, run_id, ts, restarts=len(q.restarts), window_seconds=self.s.crash_loop_window_seconds)
+        q.crash_loop = looping
+        facts.set(record, catalog.QUERY_CRASH_LOOP, (), 1.0 if looping else 0.0)
+
+    def _set_stalled(self, q: RunState, record: QueryRecord, stalled: bool, now: float, facts: Facts, **attrs: Any) -> None:
+        if stalled == q.stalled:
+            return
+        q.stalled = stalled
+        facts.set(record, catalog.QUERY_STALLED, (), 1.0 if stalled else 0.0)
+        facts.signal(kinds.STALLED if stalled else kinds.STALL_RECOVERED, record, q.run_id, now, **attrs)

@@ -1,0 +1,350 @@
+"""Every signal kind on short synthetic event sequences: recorded events, mutated, through the real rules.
+
+Each scenario feeds parsed model events to the signal engine and the tracker exactly as the worker
+does (apply the event, derive facts, apply their values), with a clock the test moves. A scenario per
+kind is required: ``test_every_kind_has_a_scenario`` fails when a new kind arrives without one.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import pytest
+
+from conftest import fixture_runs, progress_lines
+from observer.metrics import catalog
+from observer.metrics.catalog import MetricSpec
+from observer.metrics.tracker import QueryTracker, operator_labels
+from observer.model.parse import parse_event
+from observer.settings import Settings
+from observer.signals import kinds
+from observer.signals.engine import SignalEngine
+from observer.signals.kinds import SIGNAL_KINDS, SignalEvent
+
+RECORDED = progress_lines(fixture_runs("rocksdb_restart")[0])[-1]  # a real batch: dedupe + stateStoreSave on RocksDB
+QUERY_ID = RECORDED["id"]
+T0 = 1_800_000_000.0
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def batch(batch_id: int, t: float, run: str = "run-1", **fields: Any) -> dict[str, Any]:
+    """The recorded progress as batch ``batch_id`` of run ``run`` at time ``t``, top-level ``fields`` replaced."""
+    p = copy.deepcopy(RECORDED)
+    p.update(runId=run, batchId=batch_id, timestamp=iso(t), **fields)
+    return p
+
+
+def with_operator(p: dict[str, Any], name: str, **fields: Any) -> dict[str, Any]:
+    """``p`` with the named operator's fields (``customMetrics`` entries merged) replaced."""
+    op = next(o for o in p["stateOperators"] if o["operatorName"] == name)
+    custom = fields.pop("customMetrics", {})
+    op.update(fields)
+    op["customMetrics"].update(custom)
+    return p
+
+
+def lifecycle(run: str, t: float, **fields: Any) -> dict[str, Any]:
+    return {"id": QUERY_ID, "runId": run, "name": RECORDED["name"], "timestamp": iso(t), **fields}
+
+
+class Pipeline:
+    """The worker's path from a parsed event to signals and metric state, minus the queue and sinks."""
+
+    def __init__(self, live: bool = False, **settings: Any) -> None:
+        self.now = T0
+        self.tracker = QueryTracker()
+        self.engine = SignalEngine(Settings(http_enabled=False, **settings), self.tracker.get, clock=lambda: self.now, live=live)
+        self.signals: list[SignalEvent] = []
+
+    def feed(self, kind: str, payload: dict[str, Any], at: float | None = None, executors: set[str] | None = None) -> list[str]:
+        """Process one event received at ``at`` (default: its own timestamp); the kinds of the signals it caused."""
+        event = parse_event(kind, json.dumps(payload))
+        self.now = at if at is not None else (getattr(event, "timestamp", None) or self.now)
+        record = self.tracker.apply(event)
+        facts = self.engine.on_event(event, record, received_at=self.now, executors=executors)
+        self.tracker.apply_updates(facts.updates)
+        self.signals += facts.signals
+        return [s.kind for s in facts.signals]
+
+    def tick(self, at: float) -> list[str]:
+        self.now = at
+        facts = self.engine.tick()
+        self.tracker.apply_updates(facts.updates)
+        self.signals += facts.signals
+        return [s.kind for s in facts.signals]
+
+    def value(self, spec: MetricSpec, labels: tuple[tuple[str, str], ...] = ()) -> float | None:
+        record = self.tracker.get(QUERY_ID)
+        assert record is not None
+        key = (spec, labels)
+        return record.counters.get(key) if spec.kind == catalog.COUNTER else record.signal_gauges.get(key)
+
+    def app_value(self, spec: MetricSpec, labels: tuple[tuple[str, str], ...] = ()) -> float | None:
+        return next((v for s, lab, v in self.tracker.app_values() if s is spec and lab == labels), None)
+
+    def last(self, kind: str) -> SignalEvent:
+        return [s for s in self.signals if s.kind == kind][-1]
+
+
+DEDUPE = operator_labels(1, "dedupe")
+SAVE = operator_labels(0, "stateStoreSave")
+
+
+# --- lifecycle ---------------------------------------------------------------------------------------
+def started() -> Pipeline:
+    p = Pipeline()
+    assert p.feed("started", lifecycle("run-1", T0)) == [kinds.QUERY_STARTED]
+    assert p.value(catalog.QUERY_RESTARTS) == 0.0  # exported from 0
+    return p
+
+
+def restarted() -> Pipeline:
+    p = Pipeline()
+    p.feed("started", lifecycle("run-1", T0))
+    p.feed("progress", batch(0, T0 + 10, batchDuration=2000))
+    assert p.feed("started", lifecycle("run-2", T0 + 42)) == [kinds.QUERY_STARTED, kinds.QUERY_RESTARTED]
+    assert p.last(kinds.QUERY_RESTARTED).attributes["downtime_seconds"] == 30.0  # from the end of the last batch
+    assert p.value(catalog.QUERY_RESTARTS) == 1.0 and p.value(catalog.QUERY_LAST_DOWNTIME) == 30.0
+    assert p.value(catalog.QUERY_CRASH_LOOP) == 0.0
+    return p
+
+
+def restarted_from_a_checkpoint() -> Pipeline:
+    """A first run seen at batch 5: the query ran before, from this checkpoint, in another process."""
+    p = Pipeline()
+    p.feed("started", lifecycle("run-1", T0))
+    assert kinds.QUERY_RESTARTED in p.feed("progress", batch(5, T0))
+    assert p.last(kinds.QUERY_RESTARTED).attributes["downtime_seconds"] is None  # no last sign of life known
+    return p
+
+
+def crash_loop() -> Pipeline:
+    p = Pipeline(crash_loop_restarts=2, crash_loop_window_seconds=100)
+    p.feed("started", lifecycle("run-1", T0))
+    assert kinds.CRASH_LOOP not in p.feed("started", lifecycle("run-2", T0 + 10))
+    assert kinds.CRASH_LOOP in p.feed("started", lifecycle("run-3", T0 + 20))
+    assert p.last(kinds.CRASH_LOOP).attributes["restarts"] == 2 and p.value(catalog.QUERY_CRASH_LOOP) == 1.0
+    assert kinds.CRASH_LOOP not in p.feed("started", lifecycle("run-4", T0 + 30))  # said once while it lasts
+    p.feed("started", lifecycle("run-5", T0 + 500))  # the earlier restarts left the window
+    assert p.value(catalog.QUERY_CRASH_LOOP) == 0.0
+    return p
+
+
+def idle() -> Pipeline:
+    p = Pipeline()
+    p.feed("progress", batch(0, T0))
+    assert p.feed("idle", lifecycle("run-1", T0 + 5)) == [kinds.QUERY_IDLE]
+    return p
+
+
+def terminated() -> Pipeline:
+    p = Pipeline()
+    p.feed("progress", batch(0, T0))
+    assert p.feed("terminated", {"id": QUERY_ID, "runId": "run-1", "exception": "java.lang.OutOfMemoryError: Java heap space"},
+                  at=T0 + 3) == [kinds.QUERY_TERMINATED]
+    attrs = p.last(kinds.QUERY_TERMINATED).attributes
+    assert attrs["outcome"] == "exception" and attrs["exception_class"] == "out_of_memory"
+    assert p.value(catalog.QUERY_TERMINATIONS_BY_CLASS, (("exception_class", "out_of_memory"),)) == 1.0
+    return p
+
+
+def stalled() -> Pipeline:
+    p = Pipeline(live=True, stall_factor=6, stall_min_seconds=30)
+    for i in range(4):
+        p.feed("progress", batch(i, T0 + 10 * i))  # every 10 s: a stall after 60 s without progress
+    assert p.tick(T0 + 30 + 59) == [] and p.value(catalog.QUERY_STALLED) == 0.0
+    assert p.value(catalog.QUERY_SECONDS_SINCE_PROGRESS) == 59
+    assert p.tick(T0 + 30 + 61) == [kinds.STALLED]
+    assert p.last(kinds.STALLED).attributes == {"seconds_without_progress": 61.0, "limit_seconds": 60.0}
+    assert p.value(catalog.QUERY_STALLED) == 1.0
+    assert p.tick(T0 + 30 + 70) == []  # said once
+    return p
+
+
+def stall_recovered() -> Pipeline:
+    p = stalled()
+    assert kinds.STALL_RECOVERED in p.feed("progress", batch(4, T0 + 120))
+    assert p.value(catalog.QUERY_STALLED) == 0.0
+    return p
+
+
+def not_stalled_when_idle_or_replayed() -> None:
+    p = Pipeline(live=True, stall_min_seconds=1, stall_factor=1)
+    p.feed("progress", batch(0, T0))
+    p.feed("idle", lifecycle("run-1", T0 + 1))
+    assert p.tick(T0 + 1000) == []  # an idle query waits for data; it is not stuck
+    replayed = Pipeline(live=False, stall_min_seconds=1, stall_factor=1)
+    replayed.feed("progress", batch(0, T0))
+    assert replayed.tick(T0 + 1000) == []  # replay has no clock to judge by
+
+
+# --- restore and reload ------------------------------------------------------------------------------
+def restore() -> Pipeline:
+    p = Pipeline()
+    p.feed("started", lifecycle("run-1", T0))
+    for i in range(3):
+        p.feed("progress", batch(i, T0 + 10 * i, durationMs={**RECORDED["durationMs"], "addBatch": 1000}))
+    assert p.value(catalog.STATE_RESTORES, DEDUPE) == 0.0  # exported from 0
+    p.feed("started", lifecycle("run-2", T0 + 100))
+    first = batch(3, T0 + 110, run="run-2", durationMs={**RECORDED["durationMs"], "addBatch": 4000})
+    with_operator(first, "dedupe", customMetrics={"rocksdbLoadLatencyMs": 700, "rocksdbNumReplayChangelogFiles": 4})
+    with_operator(first, "stateStoreSave", customMetrics={"rocksdbLoadLatencyMs": 0})
+    assert p.feed("progress", first) == [kinds.RESTORE, kinds.RESTORE]
+    by_op = {s.attributes["operator"]: s.attributes for s in p.signals if s.kind == kinds.RESTORE}
+    # dedupe loads once per task: Spark's load metric; the aggregation loads twice: the addBatch excess
+    assert (by_op["dedupe"]["method"], by_op["dedupe"]["duration_seconds"], by_op["dedupe"]["changelog_files"]) == ("load_metrics", 0.7, 4)
+    assert (by_op["stateStoreSave"]["method"], by_op["stateStoreSave"]["duration_seconds"]) == ("add_batch_excess", 3.0)
+    assert p.value(catalog.STATE_RESTORES, DEDUPE) == 1.0 and p.value(catalog.STATE_RESTORES, SAVE) == 1.0
+    assert p.value(catalog.LAST_RESTORE_DURATION, DEDUPE + (("method", "load_metrics"),)) == 0.7
+    assert p.value(catalog.LAST_RESTORE_CHANGELOG_FILES, DEDUPE) == 4
+    assert kinds.RESTORE not in p.feed("progress", batch(4, T0 + 120, run="run-2"))  # only the first batch restores
+    return p
+
+
+def store_reload() -> Pipeline:
+    p = Pipeline()
+    p.feed("progress", batch(0, T0, run="run-1"))
+    p.feed("progress", batch(1, T0 + 10, run="run-1"))
+    assert p.value(catalog.STATE_STORE_RELOADS, DEDUPE) == 0.0
+    moved = with_operator(batch(2, T0 + 20), "dedupe", customMetrics={"rocksdbNumLoadedFromDfs": 1, "rocksdbNumReplayChangelogFiles": 2})
+    assert p.feed("progress", moved) == [kinds.STORE_RELOAD]
+    assert p.last(kinds.STORE_RELOAD).attributes["evidence"] == "loaded_from_checkpoint,changelog_replay"
+    assert p.value(catalog.STATE_STORE_RELOADS, DEDUPE) == 1.0 and p.value(catalog.STATE_STORE_RELOADS, SAVE) == 0.0
+    return p
+
+
+def reload_by_load_latency_and_snapshot_reset() -> None:
+    p = Pipeline(restore_load_threshold_seconds=0.5)
+    quiet = {"rocksdbLoadLatencyMs": 50, "rocksdbNumLoadedFromDfs": 0, "rocksdbNumReplayChangelogFiles": 0,
+             "SnapshotLastUploaded.partition_0_default": 7, "SnapshotLastUploaded.partition_1_default": 7}
+    for i in range(4):
+        p.feed("progress", with_operator(batch(i, T0 + 10 * i), "dedupe", customMetrics=quiet))
+    slow = with_operator(batch(4, T0 + 40), "dedupe", customMetrics={**quiet, "rocksdbLoadLatencyMs": 900,
+                                                                     "SnapshotLastUploaded.partition_1_default": -1})
+    assert p.feed("progress", slow) == [kinds.STORE_RELOAD]
+    assert p.last(kinds.STORE_RELOAD).attributes["evidence"] == "load_latency,snapshot_reset"
+
+
+# --- pace ------------------------------------------------------------------------------------------
+def falling_behind() -> Pipeline:
+    p = Pipeline(falling_behind_window_seconds=30)
+    behind = {"numInputRows": 500, "inputRowsPerSecond": 100.0, "processedRowsPerSecond": 50.0}
+    for i in range(3):
+        assert p.feed("progress", batch(i, T0 + 10 * i, **behind)) == []
+    assert p.value(catalog.FALLING_BEHIND) == 0.0
+    assert p.feed("progress", batch(3, T0 + 30, **behind)) == [kinds.FALLING_BEHIND]
+    assert p.last(kinds.FALLING_BEHIND).attributes == {"input_rows_per_second": 100.0, "processed_rows_per_second": 50.0}
+    assert p.value(catalog.FALLING_BEHIND) == 1.0
+    return p
+
+
+def caught_up() -> Pipeline:
+    p = falling_behind()
+    assert p.feed("progress", batch(4, T0 + 40, numInputRows=500, inputRowsPerSecond=50.0, processedRowsPerSecond=80.0)) == [kinds.CAUGHT_UP]
+    assert p.value(catalog.FALLING_BEHIND) == 0.0
+    return p
+
+
+def watermark_lag() -> None:
+    p = Pipeline()
+    p.feed("progress", batch(0, T0, eventTime={"watermark": iso(T0 - 12.5)}))
+    assert p.value(catalog.WATERMARK_LAG) == 12.5
+
+
+# --- executors and partitions ------------------------------------------------------------------------
+def executor_added() -> Pipeline:
+    p = Pipeline()
+    p.feed("progress", batch(0, T0), executors={"1"})
+    assert p.app_value(catalog.EXECUTORS) == 1.0
+    assert p.feed("progress", batch(1, T0 + 10), executors={"1", "2"}) == [kinds.EXECUTOR_ADDED]
+    assert p.last(kinds.EXECUTOR_ADDED).attributes == {"executor_id": "2"}
+    assert p.app_value(catalog.EXECUTORS) == 2.0 and p.app_value(catalog.EXECUTOR_CHANGES, (("change", "added"),)) == 1.0
+    return p
+
+
+def executor_removed() -> Pipeline:
+    p = executor_added()
+    assert p.feed("progress", batch(2, T0 + 20), executors={"2"}) == [kinds.EXECUTOR_REMOVED]
+    assert p.last(kinds.EXECUTOR_REMOVED).attributes == {"executor_id": "1"}
+    assert p.app_value(catalog.EXECUTOR_CHANGES, (("change", "removed"),)) == 1.0
+    return p
+
+
+def partitions_changed() -> Pipeline:
+    p = Pipeline()
+    p.feed("progress", batch(0, T0))
+    wider = with_operator(batch(1, T0 + 10), "dedupe", numShufflePartitions=4, numStateStoreInstances=4)
+    assert p.feed("progress", wider) == [kinds.PARTITIONS_CHANGED]
+    assert p.last(kinds.PARTITIONS_CHANGED).attributes == {"operator": "dedupe", "before": (2.0, 2.0), "after": (4.0, 4.0)}
+    assert p.value(catalog.PARTITION_CHANGES, DEDUPE) == 1.0 and p.value(catalog.PARTITION_CHANGES, SAVE) == 0.0
+    return p
+
+
+# --- growth ------------------------------------------------------------------------------------------
+def growing(p: Pipeline, first: int, n: int, removed: int) -> list[str]:
+    out = []
+    for i in range(first, first + n):
+        grown = with_operator(batch(i, T0 + 10 * i), "dedupe", numRowsTotal=1000 + 100 * i, numRowsUpdated=100,
+                              numRowsRemoved=removed, memoryUsedBytes=10_000 + 1000 * i)
+        out += p.feed("progress", grown)
+    return out
+
+
+def state_unbounded() -> Pipeline:
+    p = Pipeline(growth_window_seconds=40, growth_min_batches=4)
+    assert kinds.STATE_UNBOUNDED not in growing(p, 0, 3, removed=0)  # too few batches to judge
+    assert p.value(catalog.STATE_UNBOUNDED, DEDUPE) is None
+    assert kinds.STATE_UNBOUNDED in growing(p, 3, 2, removed=0)
+    attrs = p.last(kinds.STATE_UNBOUNDED).attributes
+    assert attrs["operator"] == "dedupe" and attrs["rows_per_second"] == 10.0 and attrs["eviction_ratio"] == 0.0
+    assert p.value(catalog.STATE_UNBOUNDED, DEDUPE) == 1.0
+    assert p.value(catalog.ROWS_GROWTH_RATE, DEDUPE) == pytest.approx(10.0)
+    assert p.value(catalog.MEMORY_GROWTH_RATE, DEDUPE) == pytest.approx(100.0)
+    return p
+
+
+def state_bounded() -> Pipeline:
+    p = state_unbounded()
+    assert kinds.STATE_BOUNDED in growing(p, 5, 1, removed=100)  # eviction began
+    assert p.value(catalog.STATE_UNBOUNDED, DEDUPE) == 0.0 and p.value(catalog.EVICTION_RATIO, DEDUPE) > 0
+    return p
+
+
+def budgets() -> None:
+    p = Pipeline(growth_window_seconds=40, growth_min_batches=4, state_rows_budget=3000, state_memory_budget_bytes=0)
+    growing(p, 0, 5, removed=0)  # last: 1400 rows, growing 10 rows/s
+    assert p.value(catalog.ROWS_BUDGET_ETA, DEDUPE) == pytest.approx(160.0)
+    assert p.value(catalog.MEMORY_BUDGET_ETA, DEDUPE) is None  # no budget, no forecast
+
+
+SCENARIOS: dict[str, Callable[[], Pipeline]] = {
+    kinds.QUERY_STARTED: started, kinds.QUERY_RESTARTED: restarted, kinds.QUERY_TERMINATED: terminated,
+    kinds.QUERY_IDLE: idle, kinds.CRASH_LOOP: crash_loop, kinds.STALLED: stalled, kinds.STALL_RECOVERED: stall_recovered,
+    kinds.RESTORE: restore, kinds.STORE_RELOAD: store_reload, kinds.EXECUTOR_ADDED: executor_added,
+    kinds.EXECUTOR_REMOVED: executor_removed, kinds.PARTITIONS_CHANGED: partitions_changed,
+    kinds.STATE_UNBOUNDED: state_unbounded, kinds.STATE_BOUNDED: state_bounded, kinds.FALLING_BEHIND: falling_behind,
+    kinds.CAUGHT_UP: caught_up,
+}
+
+
+def test_every_kind_has_a_scenario() -> None:
+    assert set(SCENARIOS) == set(SIGNAL_KINDS)
+
+
+@pytest.mark.parametrize("kind", SIGNAL_KINDS)
+def test_signal_kind(kind: str) -> None:
+    pipeline = SCENARIOS[kind]()
+    emitted = [s for s in pipeline.signals if s.kind == kind]
+    assert emitted and all(s.query_id == QUERY_ID and s.query == RECORDED["name"] for s in emitted)
+
+
+@pytest.mark.parametrize("scenario", [restarted_from_a_checkpoint, not_stalled_when_idle_or_replayed,
+                                      reload_by_load_latency_and_snapshot_reset, watermark_lag, budgets])
+def test_signal_rule(scenario: Callable[[], object]) -> None:
+    scenario()
