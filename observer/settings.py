@@ -9,14 +9,25 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 ENV_PREFIX = "SPARK_STATE_OBSERVER_"
 # defaults other parts read too (the browser judges stalls and finds the history like the observer)
 DEFAULT_HISTORY_PATH = "spark-state-observer-history.db"
 DEFAULT_STALL_FACTOR = 6.0
 DEFAULT_STALL_MIN_SECONDS = 30.0
+
+
+SECRET_FIELDS = frozenset({"basic_auth_password"})
+_URL_PASSWORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<password>[^@/\s]*)@")
+
+
+def redact_url(text: str) -> str:
+    """Mask the password of any ``scheme://user:password@`` in ``text`` (URLs go to logs and reprs)."""
+    return _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
 
 
 class SettingsError(ValueError):
@@ -72,8 +83,20 @@ class Settings:
     otlp_traces: bool = field(default=False, metadata={"doc": "Also export each micro-batch as a span with one child span per phase."})
     otlp_queue_size: int = field(default=2048, metadata={"doc": "Log records and spans buffered for export; when the collector is away longer, the oldest are dropped."})
 
+    def __repr__(self) -> str:
+        """Like the dataclass repr, with passwords masked: settings end up in logs and tracebacks."""
+        shown = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in SECRET_FIELDS and value:
+                value = "***"
+            elif isinstance(value, str):
+                value = redact_url(value)
+            shown.append(f"{f.name}={value!r}")
+        return f"Settings({', '.join(shown)})"
+
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Build settings from ``SPARK_STATE_OBSERVER_*`` variables, then apply keyword overrides."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}

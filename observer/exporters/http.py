@@ -4,6 +4,13 @@ The endpoint binds to loopback unless told otherwise, optionally wraps its socke
 certificate checks) and optionally requires HTTP basic auth. A port already in use is reported as an
 ``ExporterError`` that names the address, never as a bare ``OSError`` from deep inside the job.
 
+Serving never depends on the good behaviour of a client: the listening thread only accepts; TLS
+handshakes and requests run on a bounded set of worker threads with a socket timeout, so an idle or
+slow connection cannot stop other scrapes and a flood of connections cannot create a thread each (past
+the limit a connection is closed at once and counted). A request the app cannot handle never writes a
+traceback to the job's stderr.
+
+
 Both send the text format 0.0.4 from one render function (the collector's cached ``exposition()``):
 the endpoint whatever the client's Accept header asks for (Prometheus accepts it; OpenMetrics is not
 negotiated), the pusher as the body of its PUT.
@@ -14,16 +21,20 @@ from __future__ import annotations
 import base64
 import gzip
 import hmac
+import io
 import logging
+import socket
 import ssl
 import threading
-from socketserver import ThreadingMixIn
-from typing import Any, Callable
-from urllib.parse import parse_qs, quote_plus
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs, quote_plus, unquote, urlsplit, urlunsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import basic_auth_handler, default_handler, gzip_accepted
+
+from observer.settings import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +43,76 @@ class ExporterError(RuntimeError):
     """The exporter could not start (port in use, bad TLS files); the message says which and why."""
 
 
+# a connection that sends nothing (or handshakes no further) for this long is closed
+CONNECTION_TIMEOUT_SECONDS = 10.0
+# connections served at once; more are closed at once (a scraper retries at its next interval)
+MAX_CONNECTIONS = 16
+
+
+class _LogStream(io.StringIO):
+    """Where wsgiref writes an app's traceback: the observer's debug log, not the job's stderr."""
+
+    def flush(self) -> None:
+        text = self.getvalue()
+        if text.strip():
+            log.debug("spark-state-observer: /metrics request failed: %s", text.rstrip())
+        self.seek(0)
+        self.truncate()
+
+
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    timeout = CONNECTION_TIMEOUT_SECONDS  # StreamRequestHandler sets it on the socket before reading
+
+    def log_message(self, format: str, *args: Any) -> None:
         """Scrapes are routine; don't write a line per request to the job's stderr."""
 
+    def get_stderr(self) -> _LogStream:
+        return _LogStream()
 
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
+
+class _BoundedServer(WSGIServer):
+    """Accepts on one thread; handshakes and serves on at most ``MAX_CONNECTIONS`` daemon threads.
+
+    ``ThreadingMixIn`` starts a thread per connection and ``ssl`` wrapping of the listening socket runs
+    each handshake inside ``accept()`` on the serving thread: one idle client then blocks everyone.
+    """
+
+    tls_context: ssl.SSLContext | None = None
+    rejected = 0
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.rejected += 1
+            self.shutdown_request(request)
+            return
+        worker = threading.Thread(target=self._serve_one, args=(request, client_address), daemon=True,
+                                  name="spark-state-observer-http-conn")
+        try:
+            worker.start()
+        except RuntimeError:  # cannot start a thread: drop this connection, keep serving
+            self._slots.release()
+            self.shutdown_request(request)
+
+    def _serve_one(self, request: socket.socket, client_address: Any) -> None:
+        try:
+            request.settimeout(CONNECTION_TIMEOUT_SECONDS)
+            if self.tls_context is not None:
+                request = self.tls_context.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+                request.do_handshake()
+            self.finish_request(request, client_address)
+        except Exception as exc:  # a client that times out, fails the handshake or hangs up
+            log.debug("spark-state-observer: /metrics connection from %s ended: %r", client_address, exc)
+        finally:
+            self.shutdown_request(request)
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """socketserver prints a traceback to stderr by default; a bad client is not the job's business."""
+        log.debug("spark-state-observer: /metrics request from %s failed", client_address)
 
 
 # zlib's default level: a 4 MB exposition compresses in ~40 ms instead of ~160 ms at gzip.compress's
@@ -70,10 +144,12 @@ def _text_app(render: Callable[[], bytes], registry: CollectorRegistry) -> Calla
 
 
 def _with_basic_auth(app: Callable, user: str, password: str) -> Callable:
-    expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    expected = ("Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()).encode()
 
     def guarded(environ: dict, start_response: Callable) -> Any:
-        if not hmac.compare_digest(environ.get("HTTP_AUTHORIZATION", ""), expected):
+        # WSGI hands headers over as latin-1 text; compare bytes, so any header (non-ASCII too) is a plain mismatch
+        given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
+        if not hmac.compare_digest(given, expected):
             start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="spark-state-observer"'), ("Content-Type", "text/plain")])
             return [b"authentication required\n"]
         return app(environ, start_response)
@@ -91,7 +167,7 @@ class MetricsServer:
         if basic_auth:
             app = _with_basic_auth(app, *basic_auth)
         try:
-            self._httpd = make_server(host, port, app, _ThreadingServer, handler_class=_QuietHandler)
+            self._httpd = make_server(host, port, app, _BoundedServer, handler_class=_QuietHandler)
         except OSError as exc:
             raise ExporterError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc} "
                                 f"(set http_port to a free port, or 0 to pick one)") from None
@@ -105,7 +181,7 @@ class MetricsServer:
             except (OSError, ssl.SSLError) as exc:
                 self._httpd.server_close()
                 raise ExporterError(f"cannot load TLS files {certfile}, {keyfile}: {exc}") from None
-            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True)
+            self._httpd.tls_context = context  # handshakes run on the connection's worker thread
         self.host = host
         self.port = self._httpd.server_address[1]
         self.scheme = "https" if certfile else "http"
@@ -115,6 +191,11 @@ class MetricsServer:
     @property
     def url(self) -> str:
         return f"{self.scheme}://{self.host}:{self.port}/metrics"
+
+    @property
+    def rejected_connections(self) -> int:
+        """Connections closed at once because ``MAX_CONNECTIONS`` were being served."""
+        return self._httpd.rejected
 
     def stop(self) -> None:
         self._httpd.shutdown()
@@ -139,6 +220,16 @@ def _path_pair(name: str, value: str) -> str:
     return f"{name}/{quote_plus(value)}"
 
 
+def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``https://user:pass@host/`` -> (``https://host/``, (user, pass)); urllib would not send them itself."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url, None
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc)), (unquote(parts.username), unquote(parts.password or ""))
+
+
 class Pusher:
     """PUTs ``render()`` to a Pushgateway every ``interval`` seconds, and once more on ``stop()``.
 
@@ -148,11 +239,12 @@ class Pusher:
 
     def __init__(self, render: Callable[[], bytes], url: str, job: str, interval: float, timeout: float,
                  basic_auth: tuple[str, str] | None, grouping_key: dict[str, str], on_failure: Callable[[], None]) -> None:
+        url, url_auth = split_credentials(url)
         self._render, self._url = render, url
         self._target = push_url(url, job, grouping_key)
         self._interval, self._timeout = interval, timeout
         self._on_failure = on_failure
-        self._auth = basic_auth
+        self._auth = basic_auth or url_auth
         self._stop = threading.Event()
         self._failing = False
         self._thread = threading.Thread(target=self._run, name="spark-state-observer-push", daemon=True)
@@ -172,7 +264,7 @@ class Pusher:
         except Exception as exc:  # any network or HTTP error: count it, keep the job running
             self._on_failure()
             if not self._failing:
-                log.warning("spark-state-observer: push to %s failed: %s (will retry every %.0fs)", self._url, exc, self._interval)
+                log.warning("spark-state-observer: push to %s failed: %s (will retry every %.0fs)", self._url, redact_url(str(exc)), self._interval)
             self._failing = True
             return False
         if self._failing:
