@@ -145,9 +145,7 @@ class Observer:
         if drops != self._last_queue_drops:
             self.self_metrics.count("dropped", "queue_full", drops - self._last_queue_drops)
             self._last_queue_drops = drops
-        facts = self._guarded("tick", self.engine.tick)
-        if facts is not None and (facts.signals or facts.updates):
-            self._deliver(None, facts, time.time())
+        self.tick()
         for sink in self._sinks:
             self._guarded_sink(sink, lambda: sink.tick(len(items)))
         wanted = self._sink_flush_wanted
@@ -155,6 +153,15 @@ class Observer:
             for sink in self._sinks:
                 self._guarded_sink(sink, sink.flush)
             self._sink_flush_done = wanted
+
+    def tick(self) -> None:
+        """Derive what only the passing of time tells (stalls, seconds since progress) and hand it on.
+
+        The worker calls it about once a second; the alert backtest calls it at every simulated scrape.
+        """
+        facts = self._guarded("tick", self.engine.tick)
+        if facts is not None and (facts.signals or facts.updates):
+            self._deliver(None, facts, self.engine.clock())
 
     def process(self, item: CapturedEvent) -> None:
         """Parse one captured event and apply it; never raises (errors are counted and logged once)."""

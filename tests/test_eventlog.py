@@ -98,3 +98,32 @@ def test_decompression_bomb_stays_bounded(tmp_path) -> None:
 def test_missing_path_is_an_error() -> None:
     with pytest.raises(EventLogError, match="no such file"):
         list(read_records(["/nonexistent/eventlog"]))
+
+
+def test_a_termination_takes_the_time_of_the_events_before_it_and_never_precedes_its_run() -> None:
+    """Spark's QueryTerminatedEvent has no time; a run must never end before it started (issue 12)."""
+    from observer.model.parse import parse_timestamp as _ts
+
+    logs = sorted(glob.glob(os.path.join(FIXTURES, "schema_failure", "run*", "eventlog", "*")))
+    started: list[float] = []
+    ended: list[float] = []
+    for r in read_records(logs):
+        if getattr(r, "kind", None) == "started":
+            started.append(_ts(r.payload["timestamp"]))
+        elif getattr(r, "kind", None) == "terminated":
+            assert r.timestamp is not None
+            ended.append(r.timestamp)
+    assert len(started) == len(ended) == 2
+    for start, end in zip(started, ended):
+        assert end >= start
+    assert ended[0] < started[1]  # the first run ended before the second began
+
+
+def test_time_before_reads_spark_times_and_progress_ends() -> None:
+    from observer.offline.eventlog import time_before
+
+    lines = [b'{"Event":"SparkListenerJobEnd","Job ID":3,"Completion Time":1795309223565,"Job Result":{}}\n',
+             b'{"Event":"x","progress":{"timestamp":"2026-11-22T01:00:20.000Z","batchDuration":1500}}\n']
+    assert time_before(lines) == 1795309223.565
+    assert time_before(lines[1:]) == pytest.approx(1795309221.5)
+    assert time_before([b"garbage", b'{"Completion Time":99}']) is None

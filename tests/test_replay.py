@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
@@ -90,3 +91,25 @@ def test_cli_replay_of_garbage_fails_clearly(tmp_path) -> None:
     bad.write_text("this is not json\n")
     proc = subprocess.run([sys.executable, "-m", "observer.cli", "replay", str(bad)], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 1 and "not valid JSON" in proc.stderr
+
+
+def test_replay_events_format_is_one_json_object_per_signal(capsys) -> None:
+    """``replay --format events``: machine-readable signals with kind, time, query, ids and attributes."""
+    import json as _json
+
+    from observer.cli.main import main
+
+    runs = sorted(glob.glob(os.path.join(FIXTURES, "schema_failure", "run*", "eventlog", "*")))
+    assert main(["replay", "--format", "events", *runs]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    events = [_json.loads(line) for line in lines]
+    assert [e["kind"] for e in events if e["kind"] in ("query_started", "query_terminated")] == \
+        ["query_started", "query_terminated", "query_started", "query_terminated"]
+    for e in events:
+        assert set(e) >= {"kind", "time", "timestamp", "query", "query_id", "run_id", "attributes"}
+        assert e["time"].endswith("Z") and e["query"] == "demo_dedup_window"
+    failed = [e for e in events if e["kind"] == "query_terminated" and e["attributes"]["outcome"] == "exception"]
+    assert len(failed) == 1 and failed[0]["attributes"]["exception_class"] == "state_schema_incompatible"
+    # runs end after they start
+    times = [e["timestamp"] for e in events if e["kind"] in ("query_started", "query_terminated")]
+    assert times == sorted(times)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 
@@ -25,7 +26,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rep = sub.add_parser("replay", help="replay Spark event logs or progress JSON lines through the observer")
     rep.add_argument("paths", nargs="+", help="event log files, eventlog_v2_* folders, or .jsonl files")
-    rep.add_argument("--format", choices=("summary", "prometheus", "signals"), default="summary")
+    rep.add_argument("--format", choices=("summary", "prometheus", "signals", "events"), default="summary",
+                     help="summary; prometheus (the exposition at the end); signals (one line each, for people); "
+                          "events (one JSON object per signal and line, for tools)")
     rep.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES)
     rep.add_argument("--history", default=None, help="also write the events and signals to this history database")
 
@@ -40,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     ui.add_argument("--port", type=int, default=8501)
     ui.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
 
+    from observer.cli import backtest
+
+    backtest.add_parser(sub)
+
     sub.add_parser("metrics", help="print the metric reference (Markdown)")
     sub.add_parser("settings", help="print the settings reference (Markdown)")
 
@@ -53,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         return _inspect(args)
     if args.command == "ui":
         return _ui(args)
+    if args.command == "backtest":
+        return backtest.run(args)
     if args.command == "metrics":
         from observer.metrics.catalog import reference_table
 
@@ -81,10 +90,15 @@ def _demo(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from observer.offline.eventlog import EventLogError
     from observer.offline.replay import replay, terminal_progress
-    from observer.signals.kinds import QUERY_IDLE, QUERY_STARTED
+    from observer.signals.kinds import QUERY_IDLE, QUERY_STARTED, SignalEvent
 
+    def print_event(event: SignalEvent) -> None:
+        print(json.dumps(event.to_json(), default=str), flush=False)
+
+    on_signal = print_event if args.format == "events" else None
     try:
-        result = replay(args.paths, max_line_bytes=args.max_line_bytes, progress=terminal_progress(), history=args.history)
+        result = replay(args.paths, max_line_bytes=args.max_line_bytes, progress=terminal_progress(), history=args.history,
+                        on_signal=on_signal)
     except EventLogError as exc:
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
@@ -94,7 +108,9 @@ def _replay(args: argparse.Namespace) -> int:
         print(f"warning: {error}", file=sys.stderr)
     if len(result.errors) > 20:
         print(f"warning: ... and {len(result.errors) - 20} more problems", file=sys.stderr)
-    if args.format == "prometheus":
+    if args.format == "events":
+        pass  # printed as they were derived
+    elif args.format == "prometheus":
         sys.stdout.write(result.exposition())
     elif args.format == "signals":
         for event in result.observer.signals.recent:

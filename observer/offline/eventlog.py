@@ -14,10 +14,12 @@ import json
 import os
 import re
 import struct
-from dataclasses import dataclass
-from typing import IO, Any, Iterator
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import IO, Any, Iterable, Iterator
 
 from observer.model import kinds
+from observer.model.parse import parse_timestamp
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _STREAMING = "org.apache.spark.sql.streaming.StreamingQueryListener$"
@@ -102,15 +104,44 @@ def read_records(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES)
             continue
         with stream:
             line_no = 0
+            before: deque[bytes] = deque(maxlen=_LINES_FOR_TIME)  # the lines just read, kept by reference only
             try:
                 for line_no, line in _lines(stream, max_line_bytes, path):
                     item = _record(line, f"{path}:{line_no}")
                     if item is not None:
+                        if isinstance(item, Record) and item.kind == kinds.TERMINATED and item.timestamp is None:
+                            item = replace(item, timestamp=time_before(before))
                         yield item
+                    before.append(line)
             except EventLogError as exc:
                 yield exc
             except Exception as exc:  # decompression errors of every codec library
                 yield EventLogError(f"{path}: unreadable after line {line_no}: {type(exc).__name__}: {exc}")
+
+
+# Spark's QueryTerminatedEvent carries no time. The events written just before it (the failed task and
+# job, the last progress) do, and it cannot have happened before them: its time is the latest of theirs.
+_LINES_FOR_TIME = 16
+_EPOCH_MS = re.compile(rb'"(?:Timestamp|Completion Time|Finish Time|Submission Time|Launch Time|time)":(1\d{12})\b')
+_PROGRESS_TIME = re.compile(rb'"timestamp":"([0-9T:.+-]+Z?)"')
+_BATCH_MS = re.compile(rb'"batchDuration":(\d{1,12})\b')
+
+
+def time_before(lines: Iterable[bytes]) -> float | None:
+    """The latest time (epoch seconds) any of ``lines`` carries: Spark's millisecond fields, or a
+    progress's trigger time plus its batch duration; ``None`` when none carries one."""
+    latest: float | None = None
+    for line in lines:
+        found = [int(m) / 1000.0 for m in _EPOCH_MS.findall(line)]
+        stamp = _PROGRESS_TIME.search(line)
+        if stamp is not None:
+            start = parse_timestamp(stamp.group(1).decode("ascii", "replace"))
+            if start is not None:
+                duration = _BATCH_MS.search(line)
+                found.append(start + (int(duration.group(1)) / 1000.0 if duration else 0.0))
+        for t in found:
+            latest = t if latest is None else max(latest, t)
+    return latest
 
 
 def _lines(stream: IO[bytes], max_line_bytes: int, path: str) -> Iterator[tuple[int, bytes]]:

@@ -13,6 +13,7 @@ from observer.model.parse import parse_timestamp
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_ADDED, EXECUTOR_PREFIX, EventLogError, read_records
 from observer.runtime import Observer
 from observer.settings import Settings
+from observer.signals.kinds import SignalEvent
 
 
 @dataclass
@@ -27,11 +28,16 @@ class ReplayResult:
 
 
 def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-           progress: Callable[[int], None] | None = None, history: str | None = None) -> ReplayResult:
+           progress: Callable[[int], None] | None = None, history: str | None = None,
+           clock: Callable[[], float] | None = None, before_event: Callable[[Observer, float], None] | None = None,
+           on_signal: Callable[[SignalEvent], None] | None = None) -> ReplayResult:
     """Feed every recorded event of ``paths`` through a fresh, non-serving ``Observer``.
 
     With ``history``, the events and signals are also written to that history database, so a past
-    job's event logs become browsable.
+    job's event logs become browsable. With ``clock`` the observer runs as if live on that (simulated)
+    clock, so time-driven signals (stalls) are derived when its ticks are called; ``before_event`` is
+    called with the observer and each event's time before the event is processed (the backtest scrapes
+    there); ``on_signal`` gets every signal as it is derived (the observer itself keeps only recent ones).
     """
     base = settings or Settings.from_env()
     executors: set[str] = set()
@@ -40,7 +46,12 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
     def executor_ids() -> set[str] | None:
         return set(executors) if seen_executors else None
 
-    observer = Observer(base, serve=False, live=False, executor_ids=executor_ids)
+    if clock is None:
+        observer = Observer(base, serve=False, live=False, executor_ids=executor_ids)
+    else:
+        observer = Observer(base, serve=False, live=True, executor_ids=executor_ids, clock=clock)
+    if on_signal is not None:
+        observer.on("*", on_signal)
     if history:
         from observer.history.sink import HistorySink
 
@@ -53,14 +64,17 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
             if item.args and "not valid JSON" in str(item):
                 observer.self_metrics.count("dropped", "malformed")
             continue
-        if item.kind == kinds.PROGRESS and isinstance(item.payload, dict):
+        if item.kind in (kinds.PROGRESS, kinds.STARTED) and isinstance(item.payload, dict):
             last_ts = parse_timestamp(item.payload.get("timestamp")) or last_ts
         if item.kind.startswith(EXECUTOR_PREFIX):
             if item.payload != "driver":
                 seen_executors = True
                 (executors.add if item.kind == EXECUTOR_ADDED else executors.discard)(item.payload)
             continue
-        observer.process(CapturedEvent(item.kind, item.payload, item.timestamp or last_ts or time.time(), 0.0))
+        at = item.timestamp or last_ts or time.time()
+        if before_event is not None:
+            before_event(observer, at)
+        observer.process(CapturedEvent(item.kind, item.payload, at, 0.0))
         result.events += 1
         if progress is not None and result.events % 500 == 0:
             progress(result.events)

@@ -6,6 +6,8 @@ history, the browser's charts and health read them from here.
 
 from __future__ import annotations
 
+import datetime
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,3 +58,10 @@ class SignalEvent:
     def describe(self) -> str:
         attrs = ", ".join(f"{k}={v}" for k, v in self.attributes.items())
         return f"{self.kind} {self.query} ({attrs})"
+
+    def to_json(self) -> dict[str, Any]:
+        """The machine-readable form (``replay --format events``, one JSON object per line)."""
+        when = datetime.datetime.fromtimestamp(self.timestamp, datetime.timezone.utc)
+        return {"kind": self.kind, "time": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                "timestamp": self.timestamp, "query": self.query, "query_id": self.query_id, "run_id": self.run_id,
+                "attributes": self.attributes}

@@ -107,7 +107,9 @@ class Lifecycle:
 
     def terminated(self, record: QueryRecord, e: QueryTerminated, now: float, facts: Facts) -> None:
         q = self.state(record.query_id)
-        q.last_alive = now if self.live else (q.last_alive or now)
+        # live: when the event arrived; replayed: the time the event log places it at (the events just
+        # before it). A run never ends before it started, nor before its last sign of life.
+        q.last_alive = max(t for t in (now, q.run_start, q.last_alive) if t is not None)
         self._set_stalled(q, record, False, now, facts)
         attrs: dict[str, Any] = {"outcome": event_kinds.EXCEPTION if e.exception else event_kinds.CLEAN}
         if e.exception:

@@ -1,0 +1,126 @@
+"""A real Prometheus server and promtool, run for offline work (the alert backtest).
+
+The backtest evaluates the shipped rules with Prometheus itself rather than with a re-implementation of
+PromQL, so what it reports is what a real server would have computed. The server binds to loopback on a
+free port, keeps no retention limit (backfilled data is old by design) and is stopped by its own pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+
+class PrometheusError(RuntimeError):
+    """Prometheus or promtool is missing, failed to start, or answered with an error; the message says which."""
+
+
+def find_binary(name: str, override: str | None = None) -> str:
+    """The path of ``name`` (or of ``override``), or a ``PrometheusError`` that says how to install it."""
+    path = shutil.which(override or name)
+    if path is None:
+        raise PrometheusError(f"{override or name} not found on PATH: install Prometheus (Debian/Ubuntu: "
+                              f"apt-get install prometheus) or pass --{name} PATH")
+    return path
+
+
+def promtool(args: list[str], binary: str | None = None, timeout: float = 600.0) -> str:
+    """Run ``promtool ARGS``; its output, or a ``PrometheusError`` carrying what it printed."""
+    cmd = [find_binary("promtool", binary), *args]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise PrometheusError(f"promtool {' '.join(args[:3])} did not finish within {timeout:.0f}s") from None
+    if done.returncode != 0:
+        raise PrometheusError(f"promtool {' '.join(args[:3])} failed: {(done.stderr or done.stdout).strip()[-2000:]}")
+    return done.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class PrometheusServer:
+    """``prometheus`` serving the TSDB in ``data_dir`` on 127.0.0.1; use as a context manager."""
+
+    def __init__(self, data_dir: str, work_dir: str, binary: str | None = None, ready_timeout: float = 60.0) -> None:
+        self.data_dir, self._work_dir = data_dir, work_dir
+        self._binary = find_binary("prometheus", binary)
+        self._ready_timeout = ready_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+
+    def start(self) -> PrometheusServer:
+        config = os.path.join(self._work_dir, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write("global:\n  scrape_interval: 1h\n")  # nothing to scrape: it only answers queries
+        port = _free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        log = open(os.path.join(self._work_dir, "prometheus.log"), "wb")  # noqa: SIM115 - closed in stop()
+        self._log = log
+        self._proc = subprocess.Popen(
+            [self._binary, f"--config.file={config}", f"--storage.tsdb.path={self.data_dir}",
+             "--storage.tsdb.retention.time=100y", f"--web.listen-address=127.0.0.1:{port}",
+             "--query.lookback-delta=5m"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self._ready_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise PrometheusError(f"prometheus exited at start: {self._log_tail()}")
+            try:
+                urllib.request.urlopen(self.url + "/-/ready", timeout=2).read()
+                return self
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.2)
+        self.stop()
+        raise PrometheusError(f"prometheus did not become ready within {self._ready_timeout:.0f}s: {self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        try:
+            with open(os.path.join(self._work_dir, "prometheus.log"), "rb") as f:
+                return f.read()[-1500:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGTERM)
+            try:
+                self._proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.kill(self._proc.pid, signal.SIGKILL)
+                self._proc.wait()
+        self._proc = None
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
+
+    def __enter__(self) -> PrometheusServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        """The matrix ``expr`` evaluates to at every ``step`` from ``start`` to ``end`` (Prometheus' own evaluation)."""
+        params = urllib.parse.urlencode({"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}s"})
+        try:
+            body = json.loads(urllib.request.urlopen(f"{self.url}/api/v1/query_range?{params}", timeout=120).read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:500]
+            raise PrometheusError(f"query failed ({exc.code}): {expr}: {detail}") from None
+        if body.get("status") != "success":
+            raise PrometheusError(f"query failed: {expr}: {body.get('error')}")
+        result: list[dict[str, Any]] = body["data"]["result"]
+        return result

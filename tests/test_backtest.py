@@ -1,0 +1,180 @@
+"""Alert backtest (issue 18): recorded runs through the real rules, a real Prometheus and promtool."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+
+import pytest
+from conftest import FIXTURES, need
+
+from observer.offline import backtest as bt
+
+RULES = [os.path.join(os.path.dirname(__file__), "..", "alerts", "recording.yml"),
+         os.path.join(os.path.dirname(__file__), "..", "alerts", "rules.yml")]
+
+
+def _logs(scenario: str) -> list[str]:
+    paths = sorted(glob.glob(os.path.join(FIXTURES, scenario, "run*", "eventlog", "*")))
+    assert paths, f"no recorded event logs for {scenario}"
+    return paths
+
+
+# --- fast: the evaluation semantics ------------------------------------------------------------------
+def test_parse_duration() -> None:
+    assert bt.parse_duration("0m") == 0
+    assert bt.parse_duration("1h30m") == 5400
+    assert bt.parse_duration("90s") == 90
+    with pytest.raises(bt.BacktestError):
+        bt.parse_duration("ten minutes")
+
+
+def test_recording_rules_are_backfilled_in_dependency_order() -> None:
+    recording, _ = bt.load_rules(RULES)
+    levels = bt.dependency_levels(recording)
+    done: set[str] = set()
+    for level in levels:
+        for rule in level:
+            assert not ({r.record for r in recording} - done) & set(bt._NAME.findall(rule.expr)) - {rule.record}
+        done |= {r.record for r in level}
+    assert len(levels) >= 2  # the shipped rules do chain (batch duration mean reads the batch rate)
+
+
+def test_for_makes_an_alert_pending_then_firing_and_a_gap_resolves_it() -> None:
+    rule = bt.AlertRule("X", "up", 60.0, {"severity": "warning"}, {"summary": "x on {{ $labels.query }} is {{ $value }}"})
+    steps = [float(t) for t in range(0, 300, 30)]
+    # active at 30..120, absent at 150, active again at 180..270
+    values = [[t, "1"] for t in (30, 60, 90, 120, 180, 210, 240, 270)]
+    firings = bt.evaluate_alert(rule, [{"metric": {"__name__": "up", "query": "q"}, "values": values}], steps)
+    assert [(f.pending_at, f.firing_at, f.resolved_at) for f in firings] == [(30, 90, 150), (180, 240, None)]
+    assert firings[0].labels == {"query": "q", "severity": "warning"} and firings[0].summary == "x on q is 1"
+    assert firings[0].firing_seconds(300) == 60 and firings[1].firing_seconds(300) == 60
+
+
+def test_an_alert_active_shorter_than_its_for_never_fires() -> None:
+    rule = bt.AlertRule("X", "up", 120.0, {}, {})
+    firings = bt.evaluate_alert(rule, [{"metric": {}, "values": [[0, "1"], [30, "1"]]}], [0.0, 30.0, 60.0])
+    assert len(firings) == 1 and not firings[0].fired and firings[0].resolved_at == 60.0
+
+
+def test_unreadable_rules_are_a_clear_error(tmp_path) -> None:
+    bad = tmp_path / "r.yml"
+    bad.write_text("groups: [")
+    with pytest.raises(bt.BacktestError, match="cannot read rule file"):
+        bt.load_rules([str(bad)])
+    bad.write_text("alerts: []")
+    with pytest.raises(bt.BacktestError, match="not a Prometheus rule file"):
+        bt.load_rules([str(bad)])
+
+
+def test_scrapes_carry_the_original_timestamps_and_the_target_labels(tmp_path) -> None:
+    logs = _logs("rocksdb_restart")
+    recorder, signals, events, errors = bt.record_series(logs, str(tmp_path / "s.om"), 5.0)
+    assert not errors and events > 0
+    series = bt.read_series(str(tmp_path / "s.om"), {"spark_streaming_batches_total"})
+    (head, points), = series.items()
+    assert 'job="spark_state_observer"' in head and 'instance="backtest"' in head
+    times = sorted(points)
+    assert recorder.first <= times[0] and times[-1] == recorder.last and all(b - a == 5.0 for a, b in zip(times, times[1:]))
+    # the counter counts the batches seen by each scrape time: it never goes down and ends at the log's count
+    values = [points[t] for t in times]
+    from observer.offline.eventlog import read_records
+
+    batches = sum(1 for r in read_records(logs) if getattr(r, "kind", None) == "progress")
+    assert values == sorted(values) and values[-1] == batches
+    starts = [s["time"] for s in signals if s["kind"] == "query_started"]
+    assert len(starts) == 2 and recorder.first <= starts[0] < starts[1] <= recorder.last
+
+
+# --- real Prometheus and promtool -------------------------------------------------------------------
+@pytest.fixture
+def tools() -> None:
+    need("prometheus")
+    need("promtool")
+
+
+def _agrees_with_promtool(report: bt.BacktestReport, work: str, tamper: bool = False) -> subprocess.CompletedProcess[str]:
+    if tamper:  # move every firing one evaluation later: promtool must then disagree
+        for f in report.firings:
+            if f.firing_at is not None:
+                f.firing_at += report.eval_interval
+    steps = [report.start + i * report.eval_interval for i in range(int((report.end - report.start) // report.eval_interval) + 1)]
+    test = bt.write_promtool_test(report, os.path.join(work, "series.om"), RULES, work, steps)
+    return subprocess.run([shutil.which("promtool") or "promtool", "test", "rules", test], capture_output=True, text=True)
+
+
+@pytest.mark.slow
+def test_a_failed_restart_fires_query_failed_when_it_fails_and_promtool_agrees(tools, tmp_path) -> None:
+    work = str(tmp_path / "bt")
+    report = bt.run_backtest(_logs("schema_failure"), RULES, scrape_interval=5, eval_interval=5, work_dir=work)
+    fired = {f.alert: f for f in report.fired()}
+    assert set(fired) == {"SparkStreamingQueryFailed"}, bt.render_table(report)
+    failed_at = next(s["time"] for s in report.signals if s["kind"] == "query_terminated" and s["attributes"]["outcome"] == "exception")
+    # fires at the first evaluation after the failure, not before
+    assert failed_at <= fired["SparkStreamingQueryFailed"].firing_at <= failed_at + 2 * report.eval_interval
+    assert fired["SparkStreamingQueryFailed"].labels["query"] == "demo_dedup_window"
+    assert fired["SparkStreamingQueryFailed"].runbook_url.endswith("#sparkstreamingqueryfailed")
+    done = _agrees_with_promtool(report, work)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _agrees_with_promtool(report, work, tamper=True).returncode != 0
+
+
+@pytest.mark.slow
+def test_a_clean_run_with_a_restart_fires_nothing(tools, tmp_path) -> None:
+    report = bt.run_backtest(_logs("rocksdb_restart"), RULES, scrape_interval=5, eval_interval=5, work_dir=str(tmp_path / "bt"))
+    assert report.fired() == [], bt.render_table(report)
+    assert {s["kind"] for s in report.signals} >= {"query_restarted", "restore"}
+    done = _agrees_with_promtool(report, str(tmp_path / "bt"))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_events_the_observer_dropped_fire_the_observer_alert(tools, tmp_path) -> None:
+    """A real log with one progress line cut short (as a crash mid-write leaves it) in the middle."""
+    source = _logs("rocksdb_plain_log")
+    folder = tmp_path / "log"
+    shutil.copytree(source[0], folder / os.path.basename(source[0]))
+    (log_file,) = glob.glob(str(folder / "*" / "events_*"))
+    with open(log_file, "rb") as f:
+        lines = f.read().splitlines(keepends=True)
+    progress = [i for i, line in enumerate(lines) if b"QueryProgressEvent" in line]
+    assert len(progress) >= 2
+    cut = progress[1]
+    lines[cut] = lines[cut][: len(lines[cut]) // 2] + b"\n"
+    with open(log_file, "wb") as f:
+        f.writelines(lines)
+    report = bt.run_backtest([str(folder / os.path.basename(source[0]))], RULES, scrape_interval=5, eval_interval=5,
+                             work_dir=str(tmp_path / "bt"))
+    fired = [f for f in report.fired() if f.alert == "SparkStateObserverDroppingEvents"]
+    assert fired and fired[0].labels["reason"] == "malformed", bt.render_table(report)
+    assert report.errors  # the broken line is reported, the rest of the log was read
+    assert any(s["kind"] == "query_terminated" for s in report.signals)
+
+
+@pytest.mark.slow
+def test_formats(tools, tmp_path) -> None:
+    report = bt.run_backtest(_logs("schema_failure"), RULES, scrape_interval=5, eval_interval=5, work_dir=str(tmp_path / "bt"))
+    import json
+
+    doc = json.loads(bt.render(report, "json"))
+    failed = [f for f in doc["firings"] if f["alert"] == "SparkStreamingQueryFailed"]
+    assert failed and failed[0]["firing_seconds"] >= 0 and failed[0]["labels"]["query"] == "demo_dedup_window"
+    page = bt.render(report, "html")
+    assert page.startswith("<!doctype html>") and "<svg" in page and "SparkStreamingQueryFailed" in page and "<script" not in page
+    assert "FIRING" in bt.render(report, "table")
+
+
+@pytest.mark.slow
+def test_the_backtest_command_writes_a_report(tools, tmp_path) -> None:
+    from observer.cli.main import main
+
+    out = tmp_path / "report.json"
+    assert main(["backtest", *_logs("schema_failure"), "--scrape-interval", "5", "--eval-interval", "5",
+                 "--format", "json", "--out", str(out)]) == 0
+    import json
+
+    doc = json.loads(out.read_text())
+    assert any(f["alert"] == "SparkStreamingQueryFailed" and f["firing_at"] for f in doc["firings"])
+    assert main(["backtest", str(tmp_path / "missing.log"), "--rules", RULES[1]]) == 2  # a clear error, no traceback
