@@ -7,6 +7,7 @@ import logging
 import sys
 
 from observer.eventlog import DEFAULT_MAX_LINE_BYTES
+from observer.mixin import cli as mixin_cli
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sub.add_parser("metrics", help="print the metric reference (Markdown)")
     sub.add_parser("settings", help="print the settings reference (Markdown)")
+    mixin_cli.add_parser(sub)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -53,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         return _inspect(args)
     if args.command == "ui":
         return _ui(args)
+    if args.command == "mixin":
+        return mixin_cli.run(args)
     if args.command == "metrics":
         from observer.registry import reference_table
 

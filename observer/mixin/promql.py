@@ -39,10 +39,13 @@ class PromQL:
         self.query = f"{self.identity}, query, query_id"
         self.operator = f"{self.query}, operator_index, operator"
         base = [config.selector.strip()] if config.selector.strip() else []
-        if dashboard:
-            base += [f'{label}=~"${label}"' for label in config.identity_labels] + ['query=~"$query"']
-        self.q = ", ".join(base)  # matchers of query-level series
-        self.qo = ", ".join([*base, 'operator=~"$operator"']) if dashboard else self.q  # of operator-level series
+        static = [f'{label}=~"${label}"' for label in config.static_labels] if dashboard else []
+        app = [f'{config.app_label}=~"${config.app_label}"'] if dashboard else []
+        query = ['query=~"$query"'] if dashboard else []
+        self.endpoint = ", ".join(base + static)  # matchers of the observer's own series (no app on them)
+        self.app = ", ".join(base + static + app)  # of application-level series
+        self.q = ", ".join(base + static + app + query)  # of query-level series
+        self.qo = ", ".join([*base, *static, *app, *query, 'operator=~"$operator"']) if dashboard else self.q  # of operator-level series
 
     def by(self, labels: str) -> str:
         """``labels`` prefixed with the identity labels, for ``by (...)`` and ``on (...)``."""
