@@ -12,6 +12,9 @@ from typing import Any
 from observer.mixin.config import MixinConfig
 
 SPARK = 'alertname=~"Spark(Streaming|State).*"'
+# what a failed, stopped or crash-looping query explains
+EXPLAINED = ('alertname=~"SparkStreamingQueryStalled|SparkStreamingQueryFallingBehind|SparkStreamingKafkaLagGrowing|'
+             'SparkStreamingWatermarkLagHigh|SparkStateRestoreTooLong"')
 
 
 def example(config: MixinConfig) -> dict[str, Any]:
@@ -31,8 +34,7 @@ def example(config: MixinConfig) -> dict[str, Any]:
         },
         "inhibit_rules": [
             {"source_matchers": ['alertname=~"SparkStreamingQueryFailed|SparkStreamingQueryDown|SparkStreamingQueryCrashLooping"'],
-             "target_matchers": ['alertname=~"SparkStreamingQueryStalled|SparkStreamingQueryFallingBehind|SparkStreamingKafkaLagGrowing|'
-                                 'SparkStreamingWatermarkLagHigh|SparkStateRestoreTooLong"'],
+             "target_matchers": [EXPLAINED],
              "equal": [*identity, "query_id"]},
             {"source_matchers": ['alertname="SparkStateObserverDown"'],
              "target_matchers": ['alertname=~"SparkStateObserver(DroppingEvents|Failing)"'],

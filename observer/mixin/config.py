@@ -14,8 +14,9 @@ import dataclasses
 import json
 import re
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 # Every alert the mixin defines, with its default ``for`` duration and severity (the rules live in
 # ``observer.mixin.rules``; a test checks both lists name the same alerts).

@@ -59,7 +59,7 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     p = PromQL(config)
     t = config.thresholds
     query, op = p.query, p.operator
-    app = "{{ $labels.%s }}" % config.app_label
+    app = "{{ $labels." + config.app_label + " }}"
     q = f"{{{{ $labels.query }}}} of {app}"
     o = "{{ $labels.operator }}"
     window_fb = f"{number(t.falling_behind_window_minutes)}m"

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from observer.mixin.config import MixinConfig, MixinConfigError, Thresholds, parse_matchers
 from observer.mixin.rules import alert_groups, dump

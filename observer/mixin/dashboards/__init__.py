@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from observer.mixin.config import MixinConfig
 

@@ -40,8 +40,8 @@ def build(ctx: Context) -> db.Dashboard:
                         (f"sum by ({by_query}) ({p.sel('spark_streaming_processed_rows_per_second')})", "{{query}} processed")],
                        ROWS_PER_SECOND, [(None, OK)]))
         .with_panel(ts(ctx, "Mean batch duration", "Mean micro-batch duration (rate of batch seconds over rate of batches). Bad: above the trigger interval, or rising.",
-                       [(f"sum by ({by_query}) ({p.rate('spark_streaming_batch_seconds_total', p.query)}) / "
-                         f"sum by ({by_query}) ({p.rate('spark_streaming_batches_total', p.query)})", "{{query}}"),
+                       [((f"sum by ({by_query}) ({p.rate('spark_streaming_batch_seconds_total', p.query)}) / "
+                          f"sum by ({by_query}) ({p.rate('spark_streaming_batches_total', p.query)})"), "{{query}}"),
                         (f"max by ({by_query}) (query:spark_streaming_batch_duration_seconds:mean5m{{{p.q}}})", "{{query}} (5m, recorded)")],
                        "s", [(None, OK), (t.batch_duration_seconds / 2, WARN), (t.batch_duration_seconds, BAD)], show_thresholds=True))
         .with_panel(ts(ctx, "Watermark lag", "Trigger time minus the event-time watermark. Bad: far above the withWatermark delay, or growing (state cannot be evicted).",

@@ -9,8 +9,8 @@ grafana-foundation-sdk (the ``mixin`` extra); nothing outside ``observer.mixin.d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
@@ -39,12 +39,12 @@ class Context:
     t: Thresholds
 
     @classmethod
-    def of(cls, config: MixinConfig) -> "Context":
+    def of(cls, config: MixinConfig) -> Context:
         return cls(config, PromQL(config, dashboard=True), config.thresholds)
 
     def legend(self, text: str) -> str:
         """Legends name the application before the query: two apps may run queries of the same name."""
-        return text.replace("{{query}}", "{{%s}} / {{query}}" % self.config.app_label)
+        return text.replace("{{query}}", "{{" + self.config.app_label + "}} / {{query}}")
 
 
 def thresholds(steps: Steps) -> db.ThresholdsConfig:

@@ -20,8 +20,8 @@ def build(ctx: Context) -> db.Dashboard:
                   "One query in depth: batch phases, pace, watermark, Kafka lag and every state operator's rows.")
         .with_row(row("Batches"))
         .with_panel(ts(ctx, "Batch phase durations (mean per batch)", "Mean time per batch in each phase, stacked. Bad: addBatch (state work) growing, or latestOffset/walCommit/commitOffsets slow (source or checkpoint storage).",
-                       [(f"sum by ({p.by('query, phase')}) (rate({phases}[{RATE}])) "
-                         f"/ on ({by_query}) group_left sum by ({by_query}) ({batches})", "{{query}} {{phase}}")],
+                       [((f"sum by ({p.by('query, phase')}) (rate({phases}[{RATE}])) "
+                          f"/ on ({by_query}) group_left sum by ({by_query}) ({batches})"), "{{query}} {{phase}}")],
                        "s", [(None, OK), (t.batch_duration_seconds, BAD)], stack=True))
         .with_panel(ts(ctx, "Input vs processing rate per source", "Rows per second arriving at and processed from each source. Bad: input above processing for minutes.",
                        [(f"sum by ({p.by('query, source')}) ({p.sel('spark_streaming_source_input_rows_per_second')})", "{{query}} {{source}} input"),

@@ -44,9 +44,9 @@ def build(ctx: Context) -> db.Dashboard:
                        [(p.or_zero(f"sum by ({p.operator}) (increase({p.sel('spark_state_store_reloads_total', p.qo)}[{RATE}]))"), "{{query}} / {{operator}}")],
                        "none", [(None, OK), (1, WARN)], span=8, bars=True))
         .with_panel(ts(ctx, "Executors and executor changes", "Executors registered with the driver, and executors added or removed per interval. Bad: removals (lost executors move stores and force reloads).",
-                       [(f"sum by ({p.identity}) ({p.sel('spark_streaming_executors', p.app)})", "{{%s}} executors" % ctx.config.app_label),
+                       [(f"sum by ({p.identity}) ({p.sel('spark_streaming_executors', p.app)})", "{{" + ctx.config.app_label + "}} executors"),
                         (f"sum by ({p.by('change')}) (increase({p.sel('spark_streaming_executor_changes_total', p.app)}[{RATE}]))",
-                         "{{%s}} {{change}}" % ctx.config.app_label)],
+                         "{{" + ctx.config.app_label + "}} {{change}}")],
                        "none", [(None, OK)], span=8))
         .with_panel(ts(ctx, "Bytes copied at the last upload", "Bytes of SST files and snapshot zip uploaded to the checkpoint at the last upload. Bad: every upload copying the whole state (files not reused).",
                        [(f"sum by ({by_op}) ({p.sel('spark_state_rocksdb_upload_copied_bytes', p.qo)})", "{{query}} / {{operator}} SST copied"),
