@@ -268,7 +268,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
 
 
 def _value(hint: Any, raw: Any, default: Any, key: str) -> Any:
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _build(hint, raw, key + ".")
     origin = typing.get_origin(hint)
     if origin is dict:

@@ -342,7 +342,7 @@ def case_document(case: Case, rule: dict[str, Any]) -> dict[str, Any]:
         all_labels = {**labels, "severity": rule["labels"]["severity"]}
         annotations = {k: render(text, all_labels, value) for k, text in rule["annotations"].items()}
         expected.append({"exp_labels": all_labels, "exp_annotations": annotations})
-    checks = [{"eval_time": f"{at:g}m", "alertname": case.alert, "exp_alerts": []} for at in case.quiet_at]
+    checks: list[dict[str, Any]] = [{"eval_time": f"{at:g}m", "alertname": case.alert, "exp_alerts": []} for at in case.quiet_at]
     checks.insert(0, {"eval_time": f"{case.fire_at:g}m", "alertname": case.alert, "exp_alerts": expected})
     return {"interval": "1m", "input_series": [{"series": _series(n, labels), "values": values} for n, labels, values in case.series],
             "alert_rule_test": sorted(checks, key=lambda c: float(c["eval_time"][:-1]))}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
@@ -51,7 +52,7 @@ def thresholds(steps: Steps) -> db.ThresholdsConfig:
     return db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE).steps([dm.Threshold(value=v, color=c) for v, c in steps])
 
 
-def _targets(ctx: Context, targets: Sequence[Target], instant: bool = False, table_format: bool = False) -> list[prometheus.Dataquery]:
+def _targets(ctx: Context, targets: Sequence[Target], instant: bool = False, table_format: bool = False) -> list[Any]:
     out = []
     for i, (expr, legend) in enumerate(targets):
         q = prometheus.Dataquery().expr(expr).legend_format(ctx.legend(legend)).ref_id(chr(ord("A") + i)).datasource(DATASOURCE)
@@ -104,12 +105,12 @@ def _query_variable(name: str, label: str, expr: str) -> db.QueryVariable:
             .sort(dm.VariableSort.ALPHABETICAL_ASC))
 
 
-def variables(ctx: Context, with_operator: bool = True) -> list[db.QueryVariable | db.DatasourceVariable]:
+def variables(ctx: Context, with_operator: bool = True) -> list[Any]:
     """$datasource, one variable per identity label (each filtered by the ones before it), $query and,
     on per-operator dashboards, $operator; all read from the info metrics the observer exports."""
     config = ctx.config
     source = config.datasource
-    out: list[db.QueryVariable | db.DatasourceVariable] = [
+    out: list[Any] = [
         db.DatasourceVariable("datasource").label("Data source").type("prometheus")
         .current(dm.VariableOption(selected=True, text=source.name, value=source.uid)),
     ]
