@@ -22,6 +22,8 @@ from observer.mixin.promql import SPECS, metric
 SCHEMAS = os.path.join(ROOT, "..", "shared", "grafana-schemas")
 DASHBOARD_FILES = sorted(DASHBOARD_NAMES)
 CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
+# static identity labels given at scrape time, as docs/deploy.md shows for observers that do not set them
+STATIC_LABELS = {"cluster": "test-cluster", "namespace": "test-namespace"}
 RECORDING_RULES = os.path.join(ROOT, "alerts", "recording.yml")
 # Panels whose data the recorded fixtures cannot contain: these queries must still be valid PromQL.
 NO_DATA_IN_FIXTURES = {
@@ -220,7 +222,8 @@ def start_prometheus_with_rules(tmp: str, target: str, rule_files: list[str]) ->
     with open(config, "w") as f:
         f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                 f"rule_files: {json.dumps(rule_files)}\n"
-                f"scrape_configs:\n  - job_name: spark_state_observer\n    static_configs:\n      - targets: [{json.dumps(target)}]\n")
+                f"scrape_configs:\n  - job_name: spark_state_observer\n    static_configs:\n      - targets: [{json.dumps(target)}]\n"
+                f"        labels: {json.dumps(STATIC_LABELS)}\n")
     return Server([binary, f"--config.file={config}", f"--storage.tsdb.path={os.path.join(tmp, 'data')}",
                    f"--web.listen-address=127.0.0.1:{port}"], f"http://127.0.0.1:{port}/-/ready")
 
@@ -239,8 +242,8 @@ def wait_for_scrapes(prom: Server, progress_events: int) -> None:
 
 
 def substitute(expr: str, query_names: str) -> str:
-    for variable, value in (("$__rate_interval", "1m"), ("$__interval", "15s"), ("$__range", "5m"), ("$cluster", ".*"),
-                            ("$namespace", ".*"), ("$app", ".*"), ("$query", query_names), ("$operator", ".*"), ("${datasource}", "prometheus")):
+    for variable, value in (("$__rate_interval", "1m"), ("$__interval", "15s"), ("$__range", "5m"), ("$cluster", STATIC_LABELS["cluster"]),
+                            ("$namespace", STATIC_LABELS["namespace"]), ("$app", ".*"), ("$query", query_names), ("$operator", ".*"), ("${datasource}", "prometheus")):
         expr = expr.replace(variable, value)
     return expr
 
@@ -263,7 +266,9 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path) -> None
                 assert obs.flush()
                 fed += sum(1 for e in half if e.kind == "progress")
                 wait_for_scrapes(prom, fed)
-            names = sorted({r["metric"]["query"] for r in prom_query(prom, "spark_streaming_query_info")})
+            info = prom_query(prom, "spark_streaming_query_info")
+            names = sorted({r["metric"]["query"] for r in info})
+            assert all(r["metric"]["cluster"] == STATIC_LABELS["cluster"] for r in info), "the panels filter by the static labels"
             assert names == ["demo_dedup_window"]
             empty, checked = [], 0
             for name in DASHBOARD_FILES:
