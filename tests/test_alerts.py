@@ -175,3 +175,30 @@ def test_alertmanager_example_is_valid_and_groups_by_identity(tmp_path, which: s
     with open(path) as f:
         route = yaml.safe_load(f)["route"]
     assert route["group_by"] == ["alertname", *config.identity_labels, "query"]
+
+
+EDGE_CONFIGS = {
+    "selector pins the app, no static labels": {"selector": 'app="shop", env!="dev"', "static_labels": []},
+    "long for durations, zero and tiny thresholds": {
+        "static_labels": ["region"], "app_label": "spark_app",
+        "for_durations": {"SparkStreamingQueryCrashLooping": "20m", "SparkStreamingQueryFallingBehind": "30m", "SparkStateCommitLatencyHigh": "1h",
+                          "SparkStateObserverDroppingEvents": "15m", "SparkStateRestoreTooLong": "30m"},
+        "thresholds": {"commit_seconds_per_instance": 0, "crash_loop_restarts": 1, "falling_behind_ratio": 0.5,
+                       "write_stall_seconds_per_batch": 0.2, "kafka_lag_offsets": 3, "state_memory_budget_ratio": 1}},
+    "regex selectors with test labels": {"observer_selector": 'job=~"spark.*"', "selector": 'namespace=~"team-.*"',
+                                         "test_labels": {"job": "spark-x", "namespace": "team-a"}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_CONFIGS))
+def test_generated_tests_pass_for_other_configurations(tmp_path, name: str) -> None:
+    """The test generator keeps up with the configuration: labels pinned by the selector, no static labels,
+    long ``for`` durations, zero thresholds, regex matchers."""
+    from observer.mixin.config import config_from_mapping
+
+    write(str(tmp_path), {k: v for k, v in artefacts(config_from_mapping(EDGE_CONFIGS[name])).items() if k.startswith("alerts/")})
+    alerts = str(tmp_path / "alerts")
+    checked = promtool("check", "rules", "rules.yml", "recording.yml", cwd=alerts)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = promtool("test", "rules", *sorted(glob.glob(os.path.join(alerts, "tests", "*.yml"))), cwd=alerts)
+    assert tested.returncode == 0, tested.stdout + tested.stderr

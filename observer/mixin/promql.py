@@ -9,7 +9,7 @@ and the panel that explains it see the same series.
 from __future__ import annotations
 
 from observer import registry
-from observer.mixin.config import MixinConfig
+from observer.mixin.config import MixinConfig, parse_matchers
 from observer.selfmetrics import SELF_METRICS
 
 SPECS = {s.prometheus_name: s for s in registry.CATALOG + SELF_METRICS}
@@ -23,6 +23,10 @@ def metric(name: str) -> str:
     if base not in SPECS:
         raise KeyError(f"{name} is not a metric of observer.registry or observer.selfmetrics")
     return name
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def number(value: float) -> str:
@@ -39,10 +43,12 @@ class PromQL:
         self.query = f"{self.identity}, query, query_id"
         self.operator = f"{self.query}, operator_index, operator"
         base = [config.selector.strip()] if config.selector.strip() else []
+        # the observer's own series carry no app label: a selector matcher on it would hide them
+        no_app = [f'{label}{op}"{_escape(value)}"' for label, op, value in parse_matchers(config.selector, "selector") if label != config.app_label]
         static = [f'{label}=~"${label}"' for label in config.static_labels] if dashboard else []
         app = [f'{config.app_label}=~"${config.app_label}"'] if dashboard else []
         query = ['query=~"$query"'] if dashboard else []
-        self.endpoint = ", ".join(base + static)  # matchers of the observer's own series (no app on them)
+        self.endpoint = ", ".join(no_app + static)  # matchers of the observer's own series
         self.app = ", ".join(base + static + app)  # of application-level series
         self.q = ", ".join(base + static + app + query)  # of query-level series
         self.qo = ", ".join([*base, *static, *app, *query, 'operator=~"$operator"']) if dashboard else self.q  # of operator-level series

@@ -142,12 +142,12 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
           "The spark-state-observer endpoint {{ $labels.instance }} is down.",
           "Prometheus cannot scrape {{ $labels.instance }}: the Spark driver or the watcher is gone or the endpoint is unreachable; its queries are invisible."),
         a("SparkStateObserverDroppingEvents",
-          f"sum by ({by_endpoint}, reason) (increase({p.sel('spark_state_observer_events_dropped_total')}[10m])) > 0",
+          f"sum by ({by_endpoint}, reason) (increase({p.sel('spark_state_observer_events_dropped_total', p.endpoint)}[10m])) > 0",
           "spark-state-observer on {{ $labels.instance }} drops events.",
           "{{ $value | humanize }} listener events were lost in 10 minutes (reason {{ $labels.reason }}); metrics and signals miss batches."),
         a("SparkStateObserverFailing",
-          f"sum by ({by_endpoint}) (increase({p.sel('spark_state_observer_events_failed_total')}[10m])) > 0 or "
-          f"sum by ({by_endpoint}) (increase({p.sel('spark_state_observer_export_failures_total')}[10m])) > 0",
+          f"sum by ({by_endpoint}) (increase({p.sel('spark_state_observer_events_failed_total', p.endpoint)}[10m])) > 0 or "
+          f"sum by ({by_endpoint}) (increase({p.sel('spark_state_observer_export_failures_total', p.endpoint)}[10m])) > 0",
           "spark-state-observer on {{ $labels.instance }} fails.",
           "The observer failed to process or export {{ $value | humanize }} events in 10 minutes; see its log (spark-state-observer lines)."),
     ]
