@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import ROOT, need
 
-from observer.mixin.config import MixinConfig, load_config
+from observer.mixin.config import MixinConfig, config_from_mapping, load_config
 from observer.mixin.export import artefacts, write
 from observer.mixin.promql import metric
 from observer.mixin.rules import alerting_rules, rule_documents
@@ -194,8 +194,6 @@ EDGE_CONFIGS = {
 def test_generated_tests_pass_for_other_configurations(tmp_path, name: str) -> None:
     """The test generator keeps up with the configuration: labels pinned by the selector, no static labels,
     long ``for`` durations, zero thresholds, regex matchers."""
-    from observer.mixin.config import config_from_mapping
-
     write(str(tmp_path), {k: v for k, v in artefacts(config_from_mapping(EDGE_CONFIGS[name])).items() if k.startswith("alerts/")})
     alerts = str(tmp_path / "alerts")
     checked = promtool("check", "rules", "rules.yml", "recording.yml", cwd=alerts)
