@@ -328,4 +328,6 @@ def _scalar(value: Any) -> str:
         return "[" + ", ".join(_scalar(v) for v in value) + "]"
     if isinstance(value, float):
         return str(int(value)) if value == int(value) else repr(value)
+    if isinstance(value, str) and '"' in value and "'" not in value and "\\" not in value:
+        return f"'{value}'"  # PromQL matchers read better single-quoted
     return json.dumps(value)
