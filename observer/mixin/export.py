@@ -68,7 +68,7 @@ def artefacts(config: MixinConfig) -> dict[str, str]:
     files = {f"dashboards/{name}": text for name, text in dashboards(config).items()}
     files.update({f"alerts/{name}": text for name, text in rule_files(config).items()})
     files.update({f"alerts/tests/{name}": text for name, text in unit_test_files(config).items()})
-    files["alerts/runbook.md"] = runbook()
+    files["alerts/runbook.md"] = "<!-- Written by `spark-state-observer mixin export`; its source is observer/mixin/runbook.md. -->\n" + runbook()
     files["alerts/alertmanager.example.yml"] = dump(alertmanager.example(config), YAML_HEADER + "# Check it with: amtool check-config alertmanager.example.yml\n")
     files.update({f"deploy/prometheus-operator/{name}": dump(obj, YAML_HEADER) for name, obj in prometheus_operator.objects(config).items()})
     files.update({f"deploy/grafana/provisioning/{name}": dump(doc, YAML_HEADER) for name, doc in grafana.provisioning(config).items()})
