@@ -1,6 +1,7 @@
-"""The Grafana dashboards: generated output is current, valid against Grafana's schemas, built from
-registry metric names only, and every panel query returns data from a real Prometheus scraping a real
-observer fed with recorded Spark events."""
+"""The Grafana dashboards: valid against Grafana's schemas (for the default and a non-default mixin
+configuration), with a variable per identity label, built from registry metric names only, and every
+panel query of the committed (default) dashboards returns data from a real Prometheus scraping a real
+observer fed with recorded Spark events. That the committed files are the export's output: test_mixin."""
 
 from __future__ import annotations
 
@@ -8,23 +9,21 @@ import glob
 import json
 import os
 import re
-import sys
 import time
 import warnings
 
 import pytest
-
 from conftest import FIXTURES, REQUIRE_REAL, ROOT, Server, free_port, need, prom_query
 
-sys.path.insert(0, ROOT)  # the dashboards and alerts packages live beside observer/, outside the wheel
-
-with warnings.catch_warnings():  # the SDK warns at import that classic dashboards have a v2 successor
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from dashboards import generate  # noqa: E402
-    from dashboards.promql import metric  # noqa: E402
+from observer.mixin.config import MixinConfig, load_config
+from observer.mixin.export import DASHBOARD_NAMES
+from observer.mixin.promql import SPECS, metric
 
 SCHEMAS = os.path.join(ROOT, "..", "shared", "grafana-schemas")
-DASHBOARD_FILES = sorted(generate.dashboards())
+DASHBOARD_FILES = sorted(DASHBOARD_NAMES)
+CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
+# static identity labels given at scrape time, as docs/deploy.md shows for observers that do not set them
+STATIC_LABELS = {"cluster": "test-cluster", "namespace": "test-namespace"}
 RECORDING_RULES = os.path.join(ROOT, "alerts", "recording.yml")
 # Panels whose data the recorded fixtures cannot contain: these queries must still be valid PromQL.
 NO_DATA_IN_FIXTURES = {
@@ -42,25 +41,57 @@ def panels(dashboard: dict) -> list[dict]:
     return [p for p in dashboard["panels"] if p["type"] != "row"]
 
 
-def test_committed_dashboards_are_current() -> None:
-    for name, text in generate.dashboards().items():
-        path = os.path.join(ROOT, "dashboards", name)
-        assert os.path.exists(path), f"{name} missing: run python -m dashboards.generate"
-        with open(path) as f:
-            assert f.read() == text, f"dashboards/{name} is stale: run python -m dashboards.generate"
+def rendered(config: MixinConfig) -> dict[str, dict]:
+    with warnings.catch_warnings():  # the SDK warns at import that classic dashboards have a v2 successor
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from observer.mixin.dashboards import render
+
+        return {name: json.loads(text) for name, text in render(config).items()}
+
+
+def check_variables_and_selectors(dashboards: dict[str, dict], config: MixinConfig) -> None:
+    """A variable per identity label, each filtered by the outer ones; every query filtered by all of them."""
+    identity = config.identity_labels
+    for name, dashboard in dashboards.items():
+        variables = [v["name"] for v in dashboard["templating"]["list"]]
+        assert variables == ["datasource", *identity, "query"] + (["operator"] if name != "overview.json" else []), name
+        by_name = {v["name"]: v for v in dashboard["templating"]["list"]}
+        assert by_name["datasource"]["current"]["value"] == config.datasource.uid
+        for i, label in enumerate(identity):
+            assert by_name[label]["query"].endswith(f", {label})") and by_name[label]["includeAll"] and by_name[label]["allValue"] == ".*"
+            for outer in identity[:i]:
+                assert f'{outer}=~"${outer}"' in by_name[label]["query"]
+        for p in panels(dashboard):
+            for t in p["targets"]:
+                if "spark_state_observer_" in t["expr"]:
+                    continue  # the observer's own series carry no app or query
+                for label in identity:
+                    assert f'{label}=~"${label}"' in t["expr"], f"{name} / {p['title']}: {t['expr']}"
+                if config.selector:
+                    assert config.selector in t["expr"], f"{name} / {p['title']}"
+        assert "spark_streaming_query_info" in dashboard["annotations"]["list"][0]["expr"], "restarts are annotations"
 
 
 def test_there_are_the_four_dashboards_with_their_variables() -> None:
-    titles = {load(n)["title"] for n in DASHBOARD_FILES}
-    assert titles == {"Spark state / Overview", "Spark state / Query detail", "Spark state / State store & RocksDB",
-                      "Spark state / Restore & rebalance"}
-    for name in DASHBOARD_FILES:
-        variables = {v["name"]: v for v in load(name)["templating"]["list"]}
-        assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
-        assert "label_values(spark_streaming_query_info, query)" == variables["query"]["query"]
-        if name != "overview.json":
-            assert variables["operator"]["query"].endswith(", operator)")
-        assert "spark_streaming_query_info" in load(name)["annotations"]["list"][0]["expr"], "restarts are annotations"
+    dashboards = {n: load(n) for n in DASHBOARD_FILES}
+    assert {d["title"] for d in dashboards.values()} == {"Spark state / Overview", "Spark state / Query detail",
+                                                         "Spark state / State store & RocksDB", "Spark state / Restore & rebalance"}
+    check_variables_and_selectors(dashboards, MixinConfig())
+    variables = {v["name"]: v for v in dashboards["overview.json"]["templating"]["list"]}
+    assert variables["query"]["query"] == 'label_values(spark_streaming_query_info{cluster=~"$cluster", namespace=~"$namespace", app=~"$app"}, query)'
+
+
+def test_a_custom_configuration_reaches_the_dashboards() -> None:
+    config = load_config(CUSTOM)
+    dashboards = rendered(config)
+    check_variables_and_selectors(dashboards, config)
+    validate = schema_validator()
+    for name, dashboard in dashboards.items():
+        assert schema_errors(dashboard, validate) == [], name
+    overview = {p["title"]: p for p in panels(dashboards["overview.json"])}
+    watermark = overview["Watermark lag"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert watermark[-1]["value"] == 21600, "the alert threshold is the panel's red line"
+    assert "{{application}} / {{query}}" in overview["Watermark lag"]["targets"][0]["legendFormat"]
 
 
 @pytest.mark.parametrize("name", DASHBOARD_FILES)
@@ -191,7 +222,8 @@ def start_prometheus_with_rules(tmp: str, target: str, rule_files: list[str]) ->
     with open(config, "w") as f:
         f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                 f"rule_files: {json.dumps(rule_files)}\n"
-                f"scrape_configs:\n  - job_name: spark_state_observer\n    static_configs:\n      - targets: [{json.dumps(target)}]\n")
+                f"scrape_configs:\n  - job_name: spark_state_observer\n    static_configs:\n      - targets: [{json.dumps(target)}]\n"
+                f"        labels: {json.dumps(STATIC_LABELS)}\n")
     return Server([binary, f"--config.file={config}", f"--storage.tsdb.path={os.path.join(tmp, 'data')}",
                    f"--web.listen-address=127.0.0.1:{port}"], f"http://127.0.0.1:{port}/-/ready")
 
@@ -210,8 +242,8 @@ def wait_for_scrapes(prom: Server, progress_events: int) -> None:
 
 
 def substitute(expr: str, query_names: str) -> str:
-    for variable, value in (("$__rate_interval", "1m"), ("$__interval", "15s"), ("$__range", "5m"),
-                            ("$query", query_names), ("$operator", ".*"), ("${datasource}", "prometheus")):
+    for variable, value in (("$__rate_interval", "1m"), ("$__interval", "15s"), ("$__range", "5m"), ("$cluster", STATIC_LABELS["cluster"]),
+                            ("$namespace", STATIC_LABELS["namespace"]), ("$app", ".*"), ("$query", query_names), ("$operator", ".*"), ("${datasource}", "prometheus")):
         expr = expr.replace(variable, value)
     return expr
 
@@ -234,7 +266,9 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path) -> None
                 assert obs.flush()
                 fed += sum(1 for e in half if e.kind == "progress")
                 wait_for_scrapes(prom, fed)
-            names = sorted({r["metric"]["query"] for r in prom_query(prom, "spark_streaming_query_info")})
+            info = prom_query(prom, "spark_streaming_query_info")
+            names = sorted({r["metric"]["query"] for r in info})
+            assert all(r["metric"]["cluster"] == STATIC_LABELS["cluster"] for r in info), "the panels filter by the static labels"
             assert names == ["demo_dedup_window"]
             empty, checked = [], 0
             for name in DASHBOARD_FILES:

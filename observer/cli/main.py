@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 
+from observer.mixin import cli as mixin_cli
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES
 
 
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sub.add_parser("metrics", help="print the metric reference (Markdown)")
     sub.add_parser("settings", help="print the settings reference (Markdown)")
+    mixin_cli.add_parser(sub)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -62,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         return _ui(args)
     if args.command == "backtest":
         return backtest.run(args)
+    if args.command == "mixin":
+        return mixin_cli.run(args)
     if args.command == "metrics":
         from observer.metrics.catalog import reference_table
 

@@ -1,1 +1,0 @@
-"""Prometheus alert and recording rules for spark-state-observer, generated from ``alerts.config``."""

@@ -1,1 +1,0 @@
-"""Grafana dashboards for spark-state-observer, generated with grafana-foundation-sdk (``python -m dashboards.generate``)."""

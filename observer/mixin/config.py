@@ -1,0 +1,333 @@
+"""The mixin's one configuration: selectors and identity labels, thresholds, ``for`` durations, severities,
+runbook address, datasource, dashboard folder and the Prometheus Operator objects' placement.
+
+Dashboards and alerts are generated from the same ``MixinConfig`` (as the kubernetes-mixin's ``_config``
+is shared by its dashboards and alerts), so a panel selects and aggregates exactly the series an alert
+does, and draws the alert's threshold as its red line. A configuration file (YAML or JSON) overrides any
+subset of the defaults; a key the defaults do not have is an error naming it, never silently ignored.
+``spark-state-observer mixin config`` prints the defaults with every key documented.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Every alert the mixin defines, with its default ``for`` duration and severity (the rules live in
+# ``observer.mixin.rules``; a test checks both lists name the same alerts).
+ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
+    "SparkStreamingQueryFailed": ("0m", "critical"),
+    "SparkStreamingQueryDown": ("10m", "warning"),
+    "SparkStreamingQueryCrashLooping": ("0m", "critical"),
+    "SparkStreamingQueryStalled": ("1m", "critical"),
+    "SparkStreamingQueryFallingBehind": ("10m", "warning"),
+    "SparkStreamingKafkaLagGrowing": ("15m", "warning"),
+    "SparkStreamingWatermarkLagHigh": ("15m", "warning"),
+    "SparkStateRestoreTooLong": ("0m", "warning"),
+    "SparkStateUnbounded": ("30m", "warning"),
+    "SparkStateBudgetExhaustionForecast": ("15m", "warning"),
+    "SparkStateMemoryNearBudget": ("15m", "warning"),
+    "SparkStateCommitLatencyHigh": ("10m", "warning"),
+    "SparkStateRocksDBWriteStalls": ("10m", "warning"),
+    "SparkStateSnapshotUploadLagging": ("15m", "warning"),
+    "SparkStateObserverDown": ("5m", "warning"),
+    "SparkStateObserverDroppingEvents": ("0m", "warning"),
+    "SparkStateObserverFailing": ("0m", "warning"),
+}
+SEVERITIES = ("critical", "warning", "info")
+DURATION = re.compile(r"(?:\d+[smhdw])+")
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')
+
+
+class MixinConfigError(ValueError):
+    """A configuration file or value that cannot be used; the message names the key."""
+
+
+def _doc(text: str) -> dict[str, str]:
+    return {"doc": text}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Levels at which alerts fire; the dashboards draw the same values as their warning and red lines."""
+
+    crash_loop_restarts: float = field(default=3, metadata=_doc("Query starts within crash_loop_window_minutes that make a crash loop (the observer's own crash-loop flag also fires)."))
+    crash_loop_window_minutes: float = field(default=15, metadata=_doc("Window of the crash-loop rule."))
+    falling_behind_ratio: float = field(default=1.1, metadata=_doc("Input rate above processing rate by this factor (averaged over falling_behind_window_minutes) is falling behind."))
+    falling_behind_window_minutes: float = field(default=10, metadata=_doc("Averaging window of the input and processing rates."))
+    kafka_lag_offsets: float = field(default=10000, metadata=_doc("Offsets behind the latest (max over partitions) above which a growing Kafka lag alerts."))
+    kafka_lag_window_minutes: float = field(default=15, metadata=_doc("Window over which the Kafka lag must have grown."))
+    restore_seconds: float = field(default=300, metadata=_doc("A state restore after a restart slower than this alerts."))
+    budget_eta_hours: float = field(default=6, metadata=_doc("Forecast time to the observer's rows or memory budget below which an alert fires."))
+    state_memory_budget_bytes: float = field(default=8 * 1024**3, metadata=_doc("State memory budget per operator, summed over partitions (RocksDB maxMemoryUsage x partitions, or your executors' share)."))
+    state_memory_budget_ratio: float = field(default=0.8, metadata=_doc("Alert above this share of state_memory_budget_bytes."))
+    commit_seconds_per_instance: float = field(default=1.0, metadata=_doc("Mean state-store commit time per store instance per batch above which commits are slow."))
+    write_stall_seconds_per_batch: float = field(default=0.0, metadata=_doc("RocksDB write-stall time per batch above which writes stall (0: any sustained stall)."))
+    snapshot_lag_batches: float = field(default=100, metadata=_doc("Batches since a store instance last uploaded a snapshot above which uploads lag."))
+    watermark_lag_seconds: float = field(default=2 * 3600, metadata=_doc("Trigger time minus watermark above which the watermark lags; set it above your withWatermark delay."))
+    batch_duration_seconds: float = field(default=60, metadata=_doc("Mean batch duration drawn as the dashboards' red line (no alert: stalls cover it)."))
+
+
+@dataclass(frozen=True)
+class Datasource:
+    """The Prometheus datasource the dashboards default to and the provisioning file declares."""
+
+    name: str = field(default="Prometheus", metadata=_doc("Datasource name in Grafana."))
+    uid: str = field(default="prometheus", metadata=_doc("Datasource uid; the dashboards' $datasource variable defaults to it."))
+    url: str = field(default="http://prometheus:9090", metadata=_doc("Prometheus URL written into the datasource provisioning file."))
+
+
+@dataclass(frozen=True)
+class Kubernetes:
+    """Where the Prometheus Operator objects go and what they select."""
+
+    namespace: str = field(default="monitoring", metadata=_doc("Namespace of the PrometheusRule, ServiceMonitor and PodMonitor."))
+    labels: dict[str, str] = field(default_factory=lambda: {"app.kubernetes.io/part-of": "spark-state-observer"},
+                                   metadata=_doc("Labels on those objects; match your Prometheus' ruleSelector / serviceMonitorSelector / podMonitorSelector."))
+    watcher_selector: dict[str, str] = field(default_factory=lambda: {"app.kubernetes.io/name": "spark-state-observer"},
+                                             metadata=_doc("ServiceMonitor: labels of the event-log watcher's Service (deploy/kubernetes uses these)."))
+    watcher_namespaces: list[str] = field(default_factory=list, metadata=_doc("ServiceMonitor: namespaces to look for the Service in; empty: the object's own namespace."))
+    driver_selector: dict[str, str] = field(default_factory=lambda: {"spark-role": "driver"},
+                                            metadata=_doc("PodMonitor: labels of the Spark driver pods running the listener (Spark on Kubernetes sets spark-role=driver)."))
+    driver_namespaces: list[str] = field(default_factory=list, metadata=_doc("PodMonitor: namespaces of the driver pods; empty: any namespace."))
+    port: str = field(default="metrics", metadata=_doc("Name of the container / Service port serving /metrics."))
+    scrape_interval: str = field(default="30s", metadata=_doc("Scrape interval of both monitors."))
+
+
+@dataclass(frozen=True)
+class Alertmanager:
+    """The Alertmanager route example."""
+
+    critical_receiver: str = field(default="streaming-pager", metadata=_doc("Receiver of critical alerts."))
+    warning_receiver: str = field(default="streaming-chat", metadata=_doc("Receiver of warning and info alerts."))
+
+
+@dataclass(frozen=True)
+class MixinConfig:
+    """Everything the generated dashboards, rules and objects depend on."""
+
+    app_label: str = field(default="app", metadata=_doc("Label carrying the Spark application's stable identity (its name). Alerts aggregate by it and dashboards get a variable for it."))
+    static_labels: list[str] = field(default_factory=lambda: ["cluster", "namespace"],
+                                     metadata=_doc("Static identity labels put on every series (by the observer's static labels or by Prometheus relabelling), outermost first, e.g. [cluster, namespace, env]. Alerts aggregate by them and dashboards get a variable for each."))
+    selector: str = field(default="", metadata=_doc('Extra label matchers put into every selector of every rule and panel, e.g. \'job=~"spark-.*"\' or \'env="prod"\'.'))
+    observer_selector: str = field(default='job="spark_state_observer"', metadata=_doc("Matchers of the observer endpoints' `up` series (scrape job of drivers and watchers) for SparkStateObserverDown."))
+    test_labels: dict[str, str] = field(default_factory=dict, metadata=_doc("Labels the generated promtool tests put on their series so they match `selector` and `observer_selector`; only needed for regex or negative matchers (equality matchers are taken as they are)."))
+    thresholds: Thresholds = field(default_factory=Thresholds, metadata=_doc("Alert levels (also the dashboards' lines)."))
+    for_durations: dict[str, str] = field(default_factory=lambda: {k: v[0] for k, v in ALERT_DEFAULTS.items()},
+                                          metadata=_doc("`for` duration of each alert (Prometheus duration: 0m, 30s, 10m, 1h)."))
+    severities: dict[str, str] = field(default_factory=lambda: {k: v[1] for k, v in ALERT_DEFAULTS.items()},
+                                       metadata=_doc("`severity` label of each alert: critical, warning or info."))
+    runbook_base_url: str = field(default="https://github.com/spark-state-observer/spark-state-observer/blob/main/alerts/runbook.md",
+                                  metadata=_doc("Each alert's runbook_url is this plus '#' and the alert name in lower case."))
+    rule_group_prefix: str = field(default="spark-state-observer", metadata=_doc("Prefix of the rule group names."))
+    datasource: Datasource = field(default_factory=Datasource, metadata=_doc("Prometheus datasource of the dashboards and the provisioning file."))
+    dashboard_folder: str = field(default="Spark state", metadata=_doc("Grafana folder the provisioned dashboards go into."))
+    dashboard_path: str = field(default="/var/lib/grafana/dashboards/spark-state-observer", metadata=_doc("Directory the dashboard provider reads the JSON files from."))
+    dashboard_uid_prefix: str = field(default="spark-state", metadata=_doc("Prefix of the dashboards' uids (keep it stable: links and bookmarks use it)."))
+    dashboard_refresh: str = field(default="30s", metadata=_doc("Auto-refresh of the dashboards."))
+    kubernetes: Kubernetes = field(default_factory=Kubernetes, metadata=_doc("Prometheus Operator objects."))
+    alertmanager: Alertmanager = field(default_factory=Alertmanager, metadata=_doc("Alertmanager route example."))
+
+    @property
+    def identity_labels(self) -> list[str]:
+        """Static labels then the app label: what every alert and panel groups by, outermost first."""
+        return [*self.static_labels, self.app_label]
+
+    def for_minutes(self, alert: str) -> float:
+        """The ``for`` duration of an alert in minutes (for test generation)."""
+        return duration_seconds(self.for_durations[alert]) / 60
+
+    def validate(self) -> None:
+        """Reject a configuration that would generate invalid or misleading rules, naming the key."""
+        for name in self.identity_labels:
+            if not LABEL_NAME.fullmatch(name):
+                raise MixinConfigError(f"app_label / static_labels: {name!r} is not a Prometheus label name")
+        reserved = {"query", "query_id", "operator", "operator_index", "job", "instance", "severity"}
+        if reserved & set(self.identity_labels):
+            raise MixinConfigError(f"static_labels / app_label must not use the observer's own labels {sorted(reserved & set(self.identity_labels))}")
+        if len(set(self.identity_labels)) != len(self.identity_labels):
+            raise MixinConfigError("app_label and static_labels repeat a label")
+        parse_matchers(self.selector, "selector")
+        parse_matchers(self.observer_selector, "observer_selector")
+        for key in ("for_durations", "severities"):
+            missing = set(ALERT_DEFAULTS) - set(getattr(self, key))
+            if missing:
+                raise MixinConfigError(f"{key}: missing alert(s) {', '.join(sorted(missing))}")
+        for alert, value in self.for_durations.items():
+            if not DURATION.fullmatch(value):
+                raise MixinConfigError(f"for_durations.{alert}: {value!r} is not a Prometheus duration such as 10m")
+        for alert, value in self.severities.items():
+            if value not in SEVERITIES:
+                raise MixinConfigError(f"severities.{alert}: {value!r} is not one of {', '.join(SEVERITIES)}")
+        t = self.thresholds
+        if t.crash_loop_restarts < 1 or t.state_memory_budget_bytes <= 0 or not 0 < t.state_memory_budget_ratio <= 1:
+            raise MixinConfigError("thresholds: crash_loop_restarts must be >= 1, state_memory_budget_bytes > 0, state_memory_budget_ratio in (0, 1]")
+        for name in ("crash_loop_window_minutes", "falling_behind_window_minutes", "kafka_lag_window_minutes"):
+            if getattr(t, name) < 1:
+                raise MixinConfigError(f"thresholds.{name} must be at least 1 (minute)")
+        for name, value in dataclasses.asdict(t).items():
+            if value < 0:
+                raise MixinConfigError(f"thresholds.{name} must be >= 0, got {value}")
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds of a Prometheus duration such as ``1h30m``."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    return float(sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([smhdw])", text)))
+
+
+def parse_matchers(text: str, key: str) -> list[tuple[str, str, str]]:
+    """``label op "value"`` triples of a comma-separated matcher list; a clear error naming ``key`` otherwise."""
+    out: list[tuple[str, str, str]] = []
+    if not text.strip():
+        return out
+    for part in _split_matchers(text):
+        m = MATCHER.fullmatch(part)
+        if m is None:
+            raise MixinConfigError(f'{key}: cannot read matcher {part.strip()!r} (expected label="value", label=~"regex", != or !~)')
+        out.append((m.group(1), m.group(2), m.group(3).replace('\\"', '"').replace("\\\\", "\\")))
+    return out
+
+
+def _split_matchers(text: str) -> list[str]:
+    parts, current, quoted, escaped = [], "", False, False
+    for ch in text:
+        if ch == "," and not quoted:
+            parts.append(current)
+            current = ""
+            continue
+        current += ch
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == '"':
+            quoted = not quoted
+    parts.append(current)
+    return parts
+
+
+# --- reading a configuration file ------------------------------------------------------------------------
+def load_config(path: str | None) -> MixinConfig:
+    """The defaults, overridden by the YAML or JSON file at ``path`` (``None``: the defaults)."""
+    if path is None:
+        config = MixinConfig()
+        config.validate()
+        return config
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise MixinConfigError(f"cannot read the configuration file {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text) if path.endswith(".json") else _yaml_load(text)
+    except ValueError as exc:
+        raise MixinConfigError(f"{path} is not valid {'JSON' if path.endswith('.json') else 'YAML'}: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise MixinConfigError(f"{path}: the configuration must be a mapping of keys to values")
+    return config_from_mapping(data)
+
+
+def _yaml_load(text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def config_from_mapping(data: Mapping[str, Any]) -> MixinConfig:
+    """Defaults overridden by ``data``; dictionaries of alerts are merged key by key, others replaced."""
+    config = _build(MixinConfig, data, "")
+    config.validate()
+    return config
+
+
+def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise MixinConfigError(f"{prefix.rstrip('.') or 'configuration'}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise MixinConfigError(f"unknown key(s) {', '.join(prefix + str(k) for k in unknown)}; known keys: {', '.join(prefix + k for k in fields)}")
+    default = cls()
+    values: dict[str, Any] = {}
+    for name, raw in data.items():
+        values[name] = _value(hints[name], raw, getattr(default, name), prefix + name)
+    return dataclasses.replace(default, **values)
+
+
+def _value(hint: Any, raw: Any, default: Any, key: str) -> Any:
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _build(hint, raw, key + ".")
+    origin = typing.get_origin(hint)
+    if origin is dict:
+        if not isinstance(raw, Mapping) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool) for k, v in raw.items()):
+            raise MixinConfigError(f"{key}: expected a mapping of names to strings")
+        if key in ("for_durations", "severities"):
+            unknown = sorted(set(raw) - set(ALERT_DEFAULTS))
+            if unknown:
+                raise MixinConfigError(f"unknown alert(s) in {key}: {', '.join(unknown)}; known alerts: {', '.join(ALERT_DEFAULTS)}")
+            return {**default, **{k: str(v) for k, v in raw.items()}}
+        return {k: str(v) for k, v in raw.items()}
+    if origin is list:
+        if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+            raise MixinConfigError(f"{key}: expected a list of strings")
+        return list(raw)
+    if hint is float:
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            raise MixinConfigError(f"{key}: expected a number, got {raw!r}")
+        return float(raw)
+    if hint is str:
+        if not isinstance(raw, str):
+            raise MixinConfigError(f"{key}: expected a string, got {raw!r}")
+        return raw
+    raise MixinConfigError(f"{key}: unsupported type {hint}")  # pragma: no cover - every field type is handled above
+
+
+# --- printing the documented defaults --------------------------------------------------------------------
+def documented_defaults() -> str:
+    """The default configuration as YAML, every key preceded by a comment saying what it does."""
+    lines = ["# spark-state-observer mixin configuration (defaults). Keep only the keys you change;",
+             "# pass the file to: spark-state-observer mixin export --out DIR --config FILE", ""]
+    _document(MixinConfig(), 0, lines)
+    return "\n".join(lines) + "\n"
+
+
+def _document(obj: Any, indent: int, lines: list[str]) -> None:
+    pad = "  " * indent
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        lines.append(f"{pad}# {f.metadata.get('doc', '')}")
+        if dataclasses.is_dataclass(value):
+            lines.append(f"{pad}{f.name}:")
+            _document(value, indent + 1, lines)
+        elif isinstance(value, dict):
+            if not value:
+                lines.append(f"{pad}{f.name}: {{}}")
+            else:
+                lines.append(f"{pad}{f.name}:")
+                lines.extend(f"{pad}  {_scalar(k)}: {_scalar(v)}" for k, v in value.items())
+        else:
+            lines.append(f"{pad}{f.name}: {_scalar(value)}")
+
+
+def _scalar(value: Any) -> str:
+    """A YAML scalar (or flow list) that reads back as the same value; JSON strings are valid YAML."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_scalar(v) for v in value) + "]"
+    if isinstance(value, float):
+        return str(int(value)) if value == int(value) else repr(value)
+    if isinstance(value, str) and '"' in value and "'" not in value and "\\" not in value:
+        return f"'{value}'"  # PromQL matchers read better single-quoted
+    return json.dumps(value)

@@ -1,0 +1,82 @@
+"""PromQL building blocks shared by the rules and the dashboards, bound to one ``MixinConfig``.
+
+Every metric name goes through ``metric()``, which fails on a name the metric catalog
+(``observer.metrics.catalog``) does not export: a renamed metric breaks generation and the tests, not a pager at night or a panel. Every
+selector carries the configured matchers, and every aggregation keeps the identity labels, so an alert
+and the panel that explains it see the same series.
+"""
+
+from __future__ import annotations
+
+from observer.metrics.catalog import CATALOG
+from observer.mixin.config import MixinConfig, parse_matchers
+
+SPECS = {s.prometheus_name: s for s in CATALOG}
+HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
+RATE = "$__rate_interval"
+
+
+def metric(name: str) -> str:
+    """The name itself, or KeyError when the metric catalog has no such metric."""
+    base = next((name[: -len(s)] for s in HISTOGRAM_SUFFIXES if name.endswith(s) and name[: -len(s)] in SPECS), name)
+    if base not in SPECS:
+        raise KeyError(f"{name} is not a metric of observer.metrics.catalog")
+    return name
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def number(value: float) -> str:
+    """A threshold as PromQL and prose write it (``7200``, ``1.1``, ``6.87195e+09``)."""
+    return f"{value:g}"
+
+
+class PromQL:
+    """Selectors and groupings for one configuration; ``dashboard`` adds the template variables' matchers."""
+
+    def __init__(self, config: MixinConfig, dashboard: bool = False) -> None:
+        self.config = config
+        self.identity = ", ".join(config.identity_labels)
+        self.query = f"{self.identity}, query, query_id"
+        self.operator = f"{self.query}, operator_index, operator"
+        base = [config.selector.strip()] if config.selector.strip() else []
+        # the observer's own series carry no app label: a selector matcher on it would hide them
+        no_app = [f'{label}{op}"{_escape(value)}"' for label, op, value in parse_matchers(config.selector, "selector") if label != config.app_label]
+        static = [f'{label}=~"${label}"' for label in config.static_labels] if dashboard else []
+        app = [f'{config.app_label}=~"${config.app_label}"'] if dashboard else []
+        query = ['query=~"$query"'] if dashboard else []
+        self.endpoint = ", ".join(no_app + static)  # matchers of the observer's own series
+        self.app = ", ".join(base + static + app)  # of application-level series
+        self.q = ", ".join(base + static + app + query)  # of query-level series
+        self.qo = ", ".join([*base, *static, *app, *query, 'operator=~"$operator"']) if dashboard else self.q  # of operator-level series
+
+    def by(self, labels: str) -> str:
+        """``labels`` prefixed with the identity labels, for ``by (...)`` and ``on (...)``."""
+        return f"{self.identity}, {labels}" if labels else self.identity
+
+    def sel(self, name: str, matchers: str | None = None, extra: str = "") -> str:
+        """``name{matchers, extra}``; ``matchers`` defaults to the query-level matchers."""
+        parts = [p for p in ((self.q if matchers is None else matchers), extra) if p]
+        return f"{metric(name)}{{{', '.join(parts)}}}" if parts else metric(name)
+
+    def rate(self, name: str, by: str, matchers: str | None = None, window: str = RATE) -> str:
+        return f"sum by ({by}) (rate({self.sel(name, matchers)}[{window}]))"
+
+    def per_batch(self, name: str, by: str | None = None, matchers: str | None = None) -> str:
+        """Mean amount per micro-batch: the counter's rate over the batches' rate of the same query."""
+        by = self.operator if by is None else by
+        matchers = self.qo if matchers is None else matchers
+        batches = self.rate("spark_streaming_batches_total", self.query)
+        return f"{self.rate(name, by, matchers)} / on ({self.query}) group_left {batches}"
+
+    def or_zero(self, expr: str, by: str | None = None, matchers: str | None = None) -> str:
+        """``expr``, or 0 for every operator where it is absent.
+
+        The observer adds a per-batch counter only once Spark reports a non-zero amount, so an absent
+        series means "none yet"; showing 0 tells the reader the metric is fine rather than missing.
+        """
+        by = self.operator if by is None else by
+        matchers = self.qo if matchers is None else matchers
+        return f"({expr}) or (sum by ({by}) ({self.sel('spark_state_operator_info', matchers)}) * 0)"

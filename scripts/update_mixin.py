@@ -1,0 +1,28 @@
+"""Regenerate the committed mixin artefacts (alerts/, dashboards/, deploy/prometheus-operator/,
+deploy/grafana/) and the dashboards bundled in the package (observer/mixin/bundled/) from the default
+configuration. Needs the ``mixin`` extra (grafana-foundation-sdk). tests/test_mixin.py fails when
+either is stale."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+
+from observer.mixin.config import MixinConfig  # noqa: E402
+from observer.mixin.dashboards import render  # noqa: E402
+from observer.mixin.export import artefacts, write  # noqa: E402
+
+
+def main() -> int:
+    config = MixinConfig()
+    written = write(ROOT, artefacts(config))
+    written += write(os.path.join(ROOT, "observer", "mixin", "bundled"), render(config))
+    print(f"wrote {len(written)} files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
