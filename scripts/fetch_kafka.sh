@@ -15,6 +15,7 @@ export SPARK_STATE_OBSERVER_MAVEN_REPO="${SPARK_STATE_OBSERVER_MAVEN_REPO:-https
 PYTHON="${PYTHON:-python}"
 PYSPARK_VERSION="$("$PYTHON" -c 'import pyspark; print(pyspark.__version__)')"
 MVN=(mvn -q -B -Dstyle.color=never -s "$HERE/kafka/settings.xml" -f "$HERE/kafka/pom.xml")
+mvn_q() { "${MVN[@]}" "$@" 2>&1 | sed 's/\x1b\[[0-9;]*m//g'; }  # quiet Maven still writes colour resets
 mkdir -p "$DIR"
 
 # newest published release of a Spark artifact not newer than PySpark's version, same major
@@ -50,7 +51,7 @@ if [ -f "$broker/manifest.json" ]; then
   echo "kafka broker $KAFKA_VERSION: present in $broker"
 else
   rm -rf "$broker.part"
-  "${MVN[@]}" -Pbroker -Dkafka.version="$KAFKA_VERSION" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$broker.part"
+  mvn_q -Pbroker -Dkafka.version="$KAFKA_VERSION" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$broker.part"
   manifest "$broker.part" kafka="$KAFKA_VERSION"
   rm -rf "$broker" && mv "$broker.part" "$broker"
   echo "kafka broker $KAFKA_VERSION: fetched $(ls "$broker" | grep -c '\.jar$') jars into $broker"
@@ -66,7 +67,7 @@ else
     echo "warning: Maven Central has no $PYSPARK_VERSION connector; using spark-sql-kafka $sql_kafka, token provider $token" >&2
   fi
   rm -rf "$connector.part"
-  "${MVN[@]}" -Pconnector -Dspark.version="$sql_kafka" -Dspark.token.version="$token" dependency:copy-dependencies -DoutputDirectory="$connector.part"
+  mvn_q -Pconnector -Dspark.version="$sql_kafka" -Dspark.token.version="$token" dependency:copy-dependencies -DoutputDirectory="$connector.part"
   manifest "$connector.part" pyspark="$PYSPARK_VERSION" spark_sql_kafka="$sql_kafka" spark_token_provider="$token"
   rm -rf "$connector" && mv "$connector.part" "$connector"
   echo "spark kafka connector for pyspark $PYSPARK_VERSION: fetched into $connector: $(ls "$connector" | grep '\.jar$' | tr '\n' ' ')"

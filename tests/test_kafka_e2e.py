@@ -10,11 +10,27 @@ import os
 import time
 
 import pytest
-
 from conftest import ROOT, progress_lines, run_script
-from kafka_broker import BurstProducer, KafkaBroker, MissingKafka, connector_jars, kafka_broker, missing, record_timestamp, truth_at
+from kafka_broker import (
+    BurstProducer,
+    KafkaBroker,
+    MissingKafka,
+    connector_jars,
+    kafka_broker,
+    missing,
+    record_timestamp,
+    truth_at,
+)
+
 from observer.model import parse_timestamp
-from observer.signals.kafka_lag import CAUGHT_UP, LOWER_BOUND, KafkaLagTracker, kafka_sources, parse_offsets, progress_time
+from observer.signals.kafka_lag import (
+    CAUGHT_UP,
+    LOWER_BOUND,
+    KafkaLagTracker,
+    kafka_sources,
+    parse_offsets,
+    progress_time,
+)
 
 __all__ = ["kafka_broker"]  # the fixture, used by name below
 
@@ -22,7 +38,7 @@ TRIGGER = 2.0
 
 
 @pytest.mark.slow
-def test_lag_matches_the_broker(kafka_broker: KafkaBroker, tmp_path: object) -> None:  # noqa: F811
+def test_lag_matches_the_broker(kafka_broker: KafkaBroker, tmp_path: object) -> None:
     try:
         jars = connector_jars()
     except MissingKafka as exc:
@@ -45,6 +61,7 @@ def test_lag_matches_the_broker(kafka_broker: KafkaBroker, tmp_path: object) -> 
 
     tracker = KafkaLagTracker()
     exact = behind = 0
+    snap = None
     for progress in progress_lines(out):
         (_i, source), = kafka_sources(progress)
         t, start = progress_time(progress), parse_timestamp(progress["timestamp"])
@@ -64,4 +81,4 @@ def test_lag_matches_the_broker(kafka_broker: KafkaBroker, tmp_path: object) -> 
             assert abs(row.seconds - (t - written)) <= TRIGGER, (progress["batchId"], row)
             behind += 1
     assert exact >= 3 and behind >= 3
-    assert snap.topic_records[topic] == 0  # it caught up
+    assert snap is not None and snap.topic_records[topic] == 0  # it caught up

@@ -12,6 +12,7 @@ import copy
 import json
 import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -56,7 +57,7 @@ def _batches() -> list[dict]:
     return [p for run in _runs() for p in run]
 
 
-def _track(batches: list[dict], **kw: Any) -> list[tuple[dict, dict, KafkaSnapshot]]:
+def _track(batches: list[dict], **kw: Any) -> list[tuple[dict, Mapping[str, Any], KafkaSnapshot]]:
     """Feed the batches to one tracker, as the observer does for one query's source."""
     tracker = KafkaLagTracker(**kw)
     out = []
@@ -298,8 +299,8 @@ def test_history_stays_bounded_and_covers_old_offsets() -> None:
 def test_idle_partition_is_not_stretched() -> None:
     """Records written after a long idle time are dated after it, not spread over it."""
     history = OffsetHistory()
-    for t in range(100):
-        history.observe(50, 1000.0 + t)  # idle at 50 from t=1000 to 1099
+    for second in range(100):
+        history.observe(50, 1000.0 + second)  # idle at 50 from t=1000 to 1099
     history.observe(60, 1101.0)
     t, kind = history.time_passed(50)
     assert kind == INTERPOLATED and t is not None and t > 1099.0
