@@ -189,6 +189,25 @@ class KafkaBroker:
         finally:
             consumer.close()
 
+    def sample_latest(self, topic: str, every: float, stop: threading.Event) -> list[tuple[float, float, dict[int, int]]]:
+        """Read the topic's latest offsets from the broker every ``every`` seconds until ``stop``.
+
+        Returns (time before, time after, offsets) per reading.
+        """
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "sso-sampler", "enable.auto.commit": False})
+        samples: list[tuple[float, float, dict[int, int]]] = []
+        try:
+            parts = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+            while not stop.wait(every):
+                before = time.time()
+                offsets = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+                samples.append((before, time.time(), offsets))
+        finally:
+            consumer.close()
+        return samples
+
     def stop(self) -> None:
         """SIGTERM the broker by its pid, SIGKILL if it lingers, then remove its temp dir."""
         if self.proc is not None and self.proc.poll() is None:
@@ -305,6 +324,15 @@ def truth_at(bursts: list[dict[str, Any]], t: float, margin: float = 0.05) -> di
             for p, (_first, nxt) in b["offsets"].items():
                 latest[int(p)] = nxt
     return latest
+
+
+def broker_truth_at(samples: list[tuple[float, float, dict[int, int]]], start: float, end: float) -> dict[int, int] | None:
+    """The broker's latest offsets over [start, end], when the readings just before and just after agree; else None."""
+    before = [s for s in samples if s[1] <= start]
+    after = [s for s in samples if s[0] >= end]
+    if not before or not after or before[-1][2] != after[0][2]:
+        return None
+    return before[-1][2]
 
 
 def record_timestamp(bursts: list[dict[str, Any]], partition: int, offset: int) -> float | None:

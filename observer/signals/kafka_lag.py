@@ -2,8 +2,8 @@
 
 Spark's Kafka source keeps its offsets in the checkpoint, not in a consumer group, so Kafka-side lag tools
 (Burrow, kafka-lag-exporter) cannot see a Spark query. Each progress does carry, per source, ``startOffset``,
-``endOffset`` and ``latestOffset`` as ``{topic: {partition: offset}}`` (JSON objects, or strings when Spark
-could not parse them; ``null`` before the first batch). From them, per source:
+``endOffset`` and ``latestOffset`` as ``{topic: {partition: offset}}`` (JSON objects in ``progress.json``,
+JSON strings in the event log; ``startOffset`` is ``null`` on a query's first batch). From them, per source:
 
 - **lag in records** per partition: ``latest - end``, where ``latest`` is what the broker had when the batch
   was planned (fetched in the ``latestOffset`` phase, right after the progress ``timestamp``) and ``end`` is
@@ -13,8 +13,7 @@ could not parse them; ``null`` before the first batch). From them, per source:
 - **lag in seconds**, the figure an SLO is written in, estimated the way kafka-lag-exporter does: each
   partition keeps a bounded history of (latest offset, time it was seen); the age of the oldest unread record
   is ``now - t(end)``, with ``now`` when the batch read the latest offsets (``progress_time``) and ``t(end)``
-  the time the latest offset passed ``end``, interpolated linearly
-  between the two observations around it. The error is at most the time between those two observations
+  the time the latest offset passed ``end``, interpolated linearly between the two observations around it. The error is at most the time between those two observations
   (one trigger interval while the query runs). See ``OffsetHistory`` for start-up, idle partitions and restarts.
 - **health findings**: lag growing over a window, a stuck partition (its end offset does not move while its
   latest does), partitions added, and offsets that went backwards or skipped (the data-loss risk
