@@ -13,6 +13,10 @@ DIR="${SPARK_STATE_OBSERVER_KAFKA_DIR:-$HOME/.cache/spark-state-observer/kafka}"
 KAFKA_VERSION="${SPARK_STATE_OBSERVER_KAFKA_VERSION:-4.1.1}"
 export SPARK_STATE_OBSERVER_MAVEN_REPO="${SPARK_STATE_OBSERVER_MAVEN_REPO:-https://repo.maven.apache.org/maven2}"
 PYTHON="${PYTHON:-python}"
+if ! command -v mvn >/dev/null; then
+  echo "fetch_kafka.sh: Maven (mvn) is not installed (apt-get install maven)" >&2
+  exit 1
+fi
 if ! PYSPARK_VERSION="$("$PYTHON" -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)"; then
   echo "fetch_kafka.sh: $PYTHON cannot import pyspark; install the package first (pip install -e .): the connector must match its version" >&2
   exit 1
