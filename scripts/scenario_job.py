@@ -6,6 +6,10 @@ end-to-end tests (a restart is two runs of this script, in two processes, on one
 Writes into ``--out``: ``progress.jsonl`` (``query.recentProgress`` as Spark's JSON), ``metrics.prom``
 (the observer's endpoint scraped after the last batch), ``signals.jsonl`` (derived events), and the
 Spark event log under ``--out/eventlog`` when ``--event-log`` is given.
+
+``--source kafka --bootstrap HOST:PORT --topic T --kafka-jars a.jar,b.jar`` reads a Kafka topic instead of
+the rate source (a windowed count per key with a watermark on the records' timestamps); the connector
+jars are local files (``scripts/fetch_kafka.sh``) handed to Spark by ``spark.jars``.
 """
 
 from __future__ import annotations
@@ -42,6 +46,37 @@ def wait_batches(query, n: int, timeout: float = 240) -> None:  # type: ignore[n
     raise TimeoutError(f"fewer than {n} batches in {timeout}s")
 
 
+def kafka_window_query(spark, checkpoint: str, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """Start a stateful query on a Kafka topic: count per key and 10 s window of record time, watermark 10 s."""
+    from pyspark.sql import functions as F
+
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", args.bootstrap).option("subscribe", args.topic)
+              .option("startingOffsets", "earliest"))
+    if args.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+    counts = (reader.load().select(F.col("key").cast("string").alias("key"), "timestamp")
+              .withWatermark("timestamp", "10 seconds")
+              .groupBy(F.window("timestamp", "10 seconds"), "key").count())
+    return (counts.writeStream.format("noop").outputMode("update").queryName(args.name)
+            .option("checkpointLocation", checkpoint).trigger(processingTime=f"{args.trigger_seconds} seconds").start())
+
+
+def wait_caught_up(query, extra: int = 2, timeout: float = 300) -> None:  # type: ignore[no-untyped-def]
+    """Wait until a batch read up to the latest offsets of every Kafka partition, then ``extra`` batches more."""
+    deadline = time.monotonic() + timeout
+    caught_up_at = None
+    while time.monotonic() < deadline:
+        last = query.lastProgress
+        if last is not None:
+            sources = json.loads(last.json)["sources"] if hasattr(last, "_jdict") else last["sources"]
+            if caught_up_at is None and all(s.get("endOffset") == s.get("latestOffset") for s in sources):
+                caught_up_at = last["batchId"]
+            if caught_up_at is not None and last["batchId"] >= caught_up_at + extra:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"not caught up in {timeout}s")
+
+
 def drain(handle, terminations: int, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
     """Wait until Spark's (asynchronous) listener bus delivered the terminations, then flush the observer."""
     deadline = time.monotonic() + timeout
@@ -76,6 +111,13 @@ def main() -> int:
     ap.add_argument("--name", default="demo_dedup_window")
     ap.add_argument("--incompatible", action="store_true",
                     help="restart with a state schema the checkpoint refuses, and record the failure")
+    ap.add_argument("--source", choices=("rate", "kafka"), default="rate")
+    ap.add_argument("--bootstrap", help="Kafka bootstrap servers (--source kafka)")
+    ap.add_argument("--topic", help="Kafka topic (--source kafka)")
+    ap.add_argument("--kafka-jars", default="", help="comma-separated local jars of Spark's Kafka connector")
+    ap.add_argument("--trigger-seconds", type=float, default=2.0, help="trigger interval (--source kafka)")
+    ap.add_argument("--max-offsets-per-trigger", type=int, default=0, help="Kafka rate limit per batch; 0: none")
+    ap.add_argument("--until-caught-up", action="store_true", help="run until the Kafka source reached the latest offsets")
     args = ap.parse_args()
 
     import observer
@@ -84,7 +126,8 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     spark = spark_session(provider=args.provider, changelog=args.changelog == "on",
                           event_log_dir=os.path.join(args.out, "eventlog") if args.event_log else None,
-                          event_log_codec=None if args.codec == "none" else args.codec)
+                          event_log_codec=None if args.codec == "none" else args.codec,
+                          extra={"spark.jars": args.kafka_jars} if args.kafka_jars else None)
     spark.sparkContext.setLogLevel("ERROR")
     handle = observer.attach(spark, http_port=0)
     signals = record_signals(handle)
@@ -101,6 +144,12 @@ def main() -> int:
             time.sleep(0.2)
         if query.isActive or query.exception() is None:
             raise SystemExit("the incompatible restart did not fail")
+    elif args.source == "kafka":
+        query = kafka_window_query(spark, args.checkpoint, args)
+        if args.until_caught_up:
+            wait_caught_up(query)
+        else:
+            wait_batches(query, args.batches)
     else:
         query = dedup_window_query(spark, args.checkpoint, args.rows_per_second, name=args.name)
         wait_batches(query, args.batches)
