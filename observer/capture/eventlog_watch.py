@@ -776,7 +776,7 @@ class EventLogWatcher:
                 self._fallback_identity(app, "the log stopped growing before an application-start event")
             self._set_status(app, "lost", f"{app.name}: no growth for {now - app.last_growth:.0f} s and no end marker "
                              "(a killed driver leaves its log like this)", now)
-        elif app.status == "lost" and app.last_growth > app.status_since:
+        elif app.status == "lost" and app.last_growth >= app.status_since:
             self._set_status(app, "running", f"{app.name}: growing again", now)
 
     def _set_status(self, app: _App, status: str, message: str, now: float) -> None:
