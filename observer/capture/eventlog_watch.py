@@ -321,6 +321,8 @@ class EventLogWatcher:
         if self.identity_properties:
             scanned.add(ENVIRONMENT)
         self._patterns = {line_pattern(t): t for t in sorted(scanned)}
+        # until an application shows a streaming query, its task and SQL events are not even searched for
+        self._patterns_batch = {p: t for p, t in self._patterns.items() if t not in STREAMING_ONLY_EVENTS}
         self._apps: dict[str, _App] = {}
         self._done: set[str] = set()  # finished or forgotten logs still in the folders: not read again
         self._reported: set[str] = set()  # folder entries already reported as unusable
@@ -522,7 +524,7 @@ class EventLogWatcher:
         if app.listing.kind == "rolling":
             self._relist(app)
         elif app.tail is None:
-            app.tail = self._new_tail(app.listing.path, 0)
+            app.tail = self._new_tail(app, app.listing.path, 0)
         while app.tail is not None:
             tail = app.tail
             if app.listing.kind == "single":
@@ -540,7 +542,7 @@ class EventLogWatcher:
             # the next file exists, so Spark has closed this one (it closes before it opens the next)
             if not tail.broken and tail.partial:
                 self._truncated(app, tail, "though the log rolled on to the next file")
-            app.tail = self._new_tail(os.path.join(app.listing.path, app.files[nxt]), nxt)
+            app.tail = self._new_tail(app, os.path.join(app.listing.path, app.files[nxt]), nxt)
         return budget
 
     def _truncated(self, app: _App, tail: _FileTail, why: str) -> None:
@@ -570,16 +572,17 @@ class EventLogWatcher:
         app.files = files
         if app.tail is None and files:
             first = min(files)
-            app.tail = self._new_tail(os.path.join(app.listing.path, files[first]), first)
+            app.tail = self._new_tail(app, os.path.join(app.listing.path, files[first]), first)
 
     def _next_index(self, app: _App, index: int) -> int | None:
         later = [i for i in app.files if i > index]
         return min(later) if later else None
 
-    def _new_tail(self, path: str, index: int, pos: dict[str, Any] | None = None) -> _FileTail:
+    def _new_tail(self, app: _App, path: str, index: int, pos: dict[str, Any] | None = None) -> _FileTail:
+        patterns = self._patterns if app.streaming else self._patterns_batch
         if pos is None:
-            return _FileTail(path, index, self._patterns, self.max_line_bytes)
-        return _FileTail(path, index, self._patterns, self.max_line_bytes, raw=int(pos["raw"]), decoded=int(pos["decoded"]),
+            return _FileTail(path, index, patterns, self.max_line_bytes)
+        return _FileTail(path, index, patterns, self.max_line_bytes, raw=int(pos["raw"]), decoded=int(pos["decoded"]),
                          consumed=int(pos["consumed"]), lines=int(pos["lines"]))
 
     def _read(self, app: _App, tail: _FileTail, budget: int) -> int:
@@ -644,8 +647,7 @@ class EventLogWatcher:
                 tail.filter.consumed = tail.filter.decoded_pos
                 piece = piece[cut:]
             before = tail.filter.lines
-            for line_no, event_type, line in tail.filter.feed(piece):
-                self._line(app, tail, line_no, event_type, line)
+            tail.filter.feed(piece, lambda line_no, event_type, line: self._line(app, tail, line_no, event_type, line))
             self.counts.lines += tail.filter.lines - before
             for line_no in tail.filter.too_long:
                 self._problem(app, "line_too_long", f"{tail.path}:{line_no}: a wanted event line longer than "
@@ -658,21 +660,24 @@ class EventLogWatcher:
             self._dirty = True
         return decoded_total
 
-    def _line(self, app: _App, tail: _FileTail, line_no: int, event_type: str, line: bytes) -> None:
-        if event_type in STREAMING_ONLY_EVENTS and not app.streaming:
-            return
+    def _line(self, app: _App, tail: _FileTail, line_no: int, event_type: str, line: bytes) -> bool:
+        """Parse and deliver one wanted line; True when the application turned out to be streaming (scan for more types)."""
         if event_type == ENVIRONMENT and app.identity is not None:
-            return
+            return False
+        turned_streaming = event_type in STREAMING_EVENTS and not app.streaming
+        if turned_streaming:
+            app.streaming = True
+            tail.filter.set_patterns(self._patterns)
         source = f"{tail.path}:{line_no}"
         try:
             obj = json.loads(line)
         except (ValueError, RecursionError) as exc:
             self._problem(app, "bad_json", f"{source}: not valid JSON ({str(exc)[:80]}); skipped")
-            return
+            return turned_streaming
         self.counts.events_parsed += 1
         if not isinstance(obj, dict):
             self._problem(app, "bad_json", f"{source}: not a JSON object; skipped")
-            return
+            return turned_streaming
         replayed = app.replay_until is not None and (tail.index, line_no) <= app.replay_until
         if event_type == LOG_START:
             app.spark_version = str(obj.get("Spark Version")) if obj.get("Spark Version") is not None else None
@@ -687,12 +692,11 @@ class EventLogWatcher:
             self._identify(app, obj)
         elif event_type == APP_END:
             app.end_seen = True
-        elif event_type in STREAMING_EVENTS:
-            app.streaming = True
-            if event_type == QUERY_PROGRESS and not self._new_batch(app, obj, replayed):
-                return
+        elif event_type == QUERY_PROGRESS and not self._new_batch(app, obj, replayed):
+            return turned_streaming
         if event_type in self.wanted:
             self._deliver(app, RawEvent(event_type, obj, source, replayed))
+        return turned_streaming
 
     def _new_batch(self, app: _App, obj: dict[str, Any], replayed: bool) -> bool:
         progress = obj.get("progress")
@@ -844,16 +848,16 @@ class EventLogWatcher:
             path = os.path.join(folder, pos["file"]) if app.listing.kind == "rolling" else app.listing.path
             app.identity = AppIdentity(app.name, ident["name"], ident["app_id"], ident.get("attempt_id"), ident.get("spark_version"),
                                        ident.get("start_time_ms"), tuple(sorted((ident.get("properties") or {}).items())))
-            app.streaming = bool(saved.get("streaming"))
+            app.streaming = bool(saved.get("streaming")) and not self.replay_on_resume  # a replay reads as the first pass did
             app.end_seen = bool(saved.get("end_seen"))
             for q, r, b in saved.get("runs", []):
                 app.runs[(q, r)] = int(b)
             if self.replay_on_resume:
                 app.replay_until = (int(pos["index"]), int(pos["lines"]))
                 if app.listing.kind == "single":
-                    app.tail = self._new_tail(path, 0)
+                    app.tail = self._new_tail(app, path, 0)
                 return  # a rolling log starts again from its first file at the next listing
-            app.tail = self._new_tail(path, int(pos["index"]), pos)
+            app.tail = self._new_tail(app, path, int(pos["index"]), pos)
         except (KeyError, TypeError, ValueError) as exc:
             self._problem(app, "state_file", f"{app.name}: saved position unusable ({exc}); reading its log from the start")
             app.identity, app.tail = None, None

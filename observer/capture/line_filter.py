@@ -11,7 +11,12 @@ held, so memory stays bounded however long the lines are.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 EVENT_PREFIX = b'{"Event":"'
+# longer than '{"Event":"SparkListener' (every core event): ApplicationStart/End, ExecutorAdded/Removed and the
+# streaming events each share one search
+_MERGE_PREFIX = 30
 
 
 def line_pattern(event_type: str) -> bytes:
@@ -19,13 +24,28 @@ def line_pattern(event_type: str) -> bytes:
     return EVENT_PREFIX + event_type.encode() + b'"'
 
 
+Handler = Callable[[int, str, bytes], bool]  # (line number, event type, line) -> True if the patterns changed
+
+
+def _needles(patterns: dict[bytes, str]) -> list[bytes]:
+    """Search prefixes: patterns sharing a long prefix (the four streaming events) are searched for once."""
+    needles: list[bytes] = []
+    for pattern in sorted(patterns):
+        if needles:
+            last = needles[-1]
+            common = next((i for i, (a, b) in enumerate(zip(last, pattern)) if a != b), min(len(last), len(pattern)))
+            if common >= _MERGE_PREFIX:
+                needles[-1] = last[:common]
+                continue
+        needles.append(pattern)
+    return needles
+
+
 class LineFilter:
-    """Complete wanted lines of one decoded stream, with their line numbers (1-based)."""
+    """Complete wanted lines of one decoded stream, with their line numbers (1-based), handed to a handler."""
 
     def __init__(self, patterns: dict[bytes, str], max_line_bytes: int, decoded_pos: int = 0, lines: int = 0) -> None:
-        self.patterns = patterns  # line_pattern(type) -> type
-        self._needles = [(b"\n" + p, p, t) for p, t in patterns.items()]
-        self._longest = max((len(p) for p in patterns), default=0)
+        self.set_patterns(patterns)
         self.max_line_bytes = max_line_bytes
         self.decoded_pos = decoded_pos  # decoded bytes seen
         self.consumed = decoded_pos  # decoded offset just after the last complete line
@@ -34,14 +54,19 @@ class LineFilter:
         self._skipping = False  # inside an unwanted or over-long line: drop bytes up to its newline
         self.too_long: list[int] = []  # line numbers of wanted lines dropped for their length (read and cleared by the caller)
 
+    def set_patterns(self, patterns: dict[bytes, str]) -> None:
+        """Change the wanted types (``line_pattern(type) -> type``); a handler doing so returns True."""
+        self.patterns = patterns
+        self._needles = [(b"\n" + n, n) for n in _needles(patterns)]
+        self._longest = max((len(p) for p in patterns), default=0)
+
     @property
     def partial(self) -> bool:
         """True while inside a line whose newline has not arrived."""
         return self._pending is not None or self._skipping
 
-    def feed(self, data: bytes) -> list[tuple[int, str, bytes]]:
-        """(line number, event type, line) of every wanted line completed by ``data``."""
-        found: list[tuple[int, str, bytes]] = []
+    def feed(self, data: bytes, handle: Handler) -> None:
+        """Hand every wanted line completed by ``data`` to ``handle``, in order."""
         base = self.decoded_pos
         self.decoded_pos += len(data)
         pos = 0
@@ -49,45 +74,54 @@ class LineFilter:
             nl = data.find(b"\n")
             if nl < 0:
                 self._extend(data)
-                return found
-            if self._pending is not None:
-                line = bytes(self._pending) + data[:nl + 1]
-                kind = self._type_of(line)
-                if kind is not None:
-                    if len(line) > self.max_line_bytes:
-                        self.too_long.append(self.lines + 1)
-                    else:
-                        found.append((self.lines + 1, kind, line))
+                return
+            pending = self._pending
             self._pending, self._skipping = None, False
             self.lines += 1
             pos = nl + 1
             self.consumed = base + pos
+            if pending is not None:
+                line = bytes(pending) + data[:pos]
+                kind = self._type_of(line)
+                if kind is not None:
+                    if len(line) > self.max_line_bytes:
+                        self.too_long.append(self.lines)
+                    else:
+                        handle(self.lines, kind, line)
         last = data.rfind(b"\n", pos)
         if last >= 0:
-            hits: list[tuple[int, str]] = []
-            for needle, pattern, kind in self._needles:
-                if data.startswith(pattern, pos):
-                    hits.append((pos, kind))
-                i = data.find(needle, pos, last)
-                while i >= 0:
-                    hits.append((i + 1, kind))
-                    i = data.find(needle, i + 1, last)
-            hits.sort()
-            cursor, line_no = pos, self.lines
-            for start, kind in hits:
+            hits = self._hits(data, pos, last)
+            cursor, line_no, k = pos, self.lines, 0
+            while k < len(hits):
+                start = hits[k]
+                k += 1
                 line_no += data.count(b"\n", cursor, start) + 1
-                end = data.index(b"\n", start) + 1
-                if end - start > self.max_line_bytes:
+                cursor = data.index(b"\n", start) + 1
+                kind = self._type_of(data[start:start + self._longest])
+                if kind is None:
+                    continue  # shares a searched prefix with a wanted type
+                if cursor - start > self.max_line_bytes:
                     self.too_long.append(line_no)
-                else:
-                    found.append((line_no, kind, data[start:end]))
-                cursor = end
+                elif handle(line_no, kind, data[start:cursor]):
+                    hits, k = self._hits(data, cursor, last), 0
             self.lines = line_no + data.count(b"\n", cursor, last + 1)
             pos = last + 1
             self.consumed = base + pos
         if pos < len(data):
             self._begin(data[pos:])
-        return found
+
+    def _hits(self, data: bytes, start: int, last: int) -> list[int]:
+        """Starts of the lines in ``data[start:last]`` beginning with a searched prefix (``start`` is a line start)."""
+        hits = []
+        for needle, prefix in self._needles:
+            if data.startswith(prefix, start) and start < last:
+                hits.append(start)
+            i = data.find(needle, start, last)
+            while i >= 0:
+                hits.append(i + 1)
+                i = data.find(needle, i + 1, last)
+        hits.sort()
+        return hits
 
     def _type_of(self, line: bytes | bytearray) -> str | None:
         for pattern, kind in self.patterns.items():
