@@ -168,6 +168,7 @@ def scale(args: argparse.Namespace) -> None:
         decoded_mb = (window["decoded_end"] - window["decoded"]) / 1e6
         # baseline in the same run: the offline reader over the finished logs
         folders = sorted(os.path.join(folder, d) for d in os.listdir(folder))
+        files = sum(len([n for n in os.listdir(d) if n.startswith("events_")]) for d in folders)
         t = time.process_time()
         for path in folders:
             for _ in read_records([path]):
@@ -175,7 +176,7 @@ def scale(args: argparse.Namespace) -> None:
         base_cpu = time.process_time() - t
         total_decoded_mb = watcher.counts.decoded_bytes / 1e6
         print(f"apps {args.apps}, one batch every {args.interval or 'recorded interval'} s each, {args.codec}, rolling at "
-              f"{args.max_file_bytes / 1e6:.1f} MB, poll {args.poll} s, steady window {wall:.0f} s "
+              f"{args.max_file_bytes / 1e6:.2f} MB ({files} event files), poll {args.poll} s, steady window {wall:.0f} s "
               f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
         print(f"  CPU share of one core: {cpu / wall:.3f}   RSS now {rss_now:.0f} MB, peak {rss_peak:.0f} MB")
         print(f"  events delivered/s: {(window['events_end'] - window['events']) / wall:.0f}   decoded MB/s: {decoded_mb / wall:.2f}"
@@ -184,7 +185,8 @@ def scale(args: argparse.Namespace) -> None:
             lat = sorted(latencies)
             print(f"  latency written -> delivered: median {statistics.median(lat):.2f} s, p99 {lat[int(len(lat) * 0.99) - 1]:.2f} s, "
                   f"max {lat[-1]:.2f} s, min {lat[0]:.2f} s over {len(lat)} progress events")
-        print(f"  CPU per decoded MB: watcher {cpu / max(decoded_mb, 1e-9) * 1000:.1f} ms; offline reader baseline "
+        print(f"  CPU per decoded MB: watcher {cpu / max(decoded_mb, 1e-9) * 1000:.1f} ms; baseline, the offline reader "
+              "(parses streaming and executor events only, no task or SQL events) over the finished logs: "
               f"{base_cpu / max(total_decoded_mb, 1e-9) * 1000:.1f} ms (ratio {cpu / max(decoded_mb, 1e-9) / max(base_cpu / max(total_decoded_mb, 1e-9), 1e-9):.2f})")
         print(f"  problems: {dict(watcher.counts.problems) or 'none'}")
     finally:
@@ -242,7 +244,7 @@ def main() -> None:
     parser.add_argument("--time-scale", type=float, default=1.0, help="with --interval 0: divide the recorded intervals by this")
     parser.add_argument("--duration", type=float, default=120.0)
     parser.add_argument("--codec", default="zstd", choices=["zstd", "lz4", "snappy", "none"])
-    parser.add_argument("--max-file-bytes", type=int, default=1 << 20, help="roll event files at this size (Spark: 128 MB)")
+    parser.add_argument("--max-file-bytes", type=int, default=256 << 10, help="roll event files at this size (Spark: 128 MB)")
     parser.add_argument("--poll", type=float, default=1.0)
     parser.add_argument("--scenario", default="rocksdb_restart")
     parser.add_argument("--scan-only", action="store_true")

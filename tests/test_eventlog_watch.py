@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import statistics
@@ -438,3 +439,61 @@ def test_real_spark_application_followed_while_it_runs(tmp_path) -> None:
     latencies = sorted(at - (parse_timestamp(p["timestamp"]) + p["batchDuration"] / 1000.0) for at, p in delivered)
     print(f"\nwatcher latency, batch end -> delivered (poll {poll} s, trigger {trigger} s, zstd rolling): "
           f"median {statistics.median(latencies):.2f} s, min {latencies[0]:.2f} s, max {latencies[-1]:.2f} s over {len(latencies)} batches")
+
+
+def test_memory_stays_bounded_as_applications_come_and_go(tmp_path) -> None:
+    clock = FakeClock()
+    watcher = EventLogWatcher([str(tmp_path)], grace_seconds=5, clock=clock)
+    seen = Collector()
+    lines = recorded_lines(_source("rocksdb_plain_log"))
+    for wave in range(4):
+        logs = [ProgressiveLog(str(tmp_path), f"local-{wave}-{i}", "zstd") for i in range(10)]
+        for log in logs:
+            for _ in log.steps(lines):
+                pass
+        seen.poll(watcher)
+        assert len(watcher._apps) == 10
+        for log in logs:
+            log.finish()
+        seen.poll(watcher)
+        clock.now += 6
+        seen.poll(watcher)
+        assert not watcher._apps and len(watcher._done) == 10  # earlier waves' logs are gone from the folder
+        for log in logs[:5]:
+            shutil.rmtree(log.dir)  # the History Server's cleaner
+        seen.poll(watcher)
+        assert len(watcher._done) == 5  # only logs still in the folder are remembered
+        for log in logs[5:]:
+            shutil.rmtree(log.dir)
+    assert all(seen.batches[f"local-{w}-{i}"] == _expected("rocksdb_plain_log") for w in range(4) for i in range(10))
+    assert watcher.counts.apps_forgotten == 40 and not watcher.counts.problems
+
+
+def test_invalid_json_in_a_wanted_line_is_counted_and_skipped(tmp_path) -> None:
+    lines = recorded_lines(_source("rocksdb_plain_log"))
+    k = next(i for i, line in enumerate(lines) if b"QueryProgressEvent" in line[:100])
+    lines[k] = lines[k][:200] + b"\n"  # a progress event cut short, then the log goes on
+    log = ProgressiveLog(str(tmp_path), "local-json", None)
+    for _ in log.steps(lines):
+        pass
+    log.finish()
+    watcher = EventLogWatcher([str(tmp_path)], read_finished_at_start=True)
+    seen = Collector()
+    seen.poll(watcher)
+    assert seen.batches["local-json"] == _expected("rocksdb_plain_log")[1:]
+    assert watcher.counts.problems == {"bad_json": 1} and f"{log.path}:{k + 1}: not valid JSON" in seen.problems["local-json"][0]
+
+
+def test_damaged_state_file_is_reported_and_the_watcher_starts_afresh(tmp_path) -> None:
+    state = tmp_path / "state.json"
+    state.write_text('{"version": 1, "apps": {"local-1": ')
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _write_whole(str(logs), "local-1", "rocksdb_restart", "zstd", finish=False)
+    watcher = EventLogWatcher([str(logs)], state_path=str(state))
+    seen = Collector()
+    seen.poll(watcher)
+    assert watcher.counts.problems == {"state_file": 1}
+    assert seen.batches["local-1"] == _expected("rocksdb_restart")
+    watcher.commit()
+    assert json.loads(state.read_text())["apps"]["local-1"]["identity"]["name"] == "spark-state-observer-demo"

@@ -446,10 +446,12 @@ class EventLogWatcher:
                     self._report_once(entry.path, "not_regular", self._why_unusable(entry.path))
                     continue
                 name = log_name(entry.name)
-                try:
-                    mtime = entry.stat().st_mtime_ns
-                except OSError:
-                    mtime = -1
+                mtime = -1
+                if is_dir and name not in self._done and in_shard(name, self.shard):  # a rolling folder changes when files come
+                    try:
+                        mtime = entry.stat().st_mtime_ns
+                    except OSError:
+                        pass
                 item = _Listing("rolling" if is_dir else "single", entry.path, is_file and not entry.name.endswith(_INPROGRESS), mtime)
                 if name in listed and listed[name].path != entry.path:
                     self._report_once(entry.path, "duplicate_log", f"{entry.path}: another log of {name} is already followed "
