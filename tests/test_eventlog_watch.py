@@ -309,6 +309,8 @@ def test_vanishing_folder_mid_read(tmp_path) -> None:
             break
     shutil.rmtree(gone.dir)
     seen.poll(watcher)
+    assert seen.statuses["local-gone"] == ["running"]  # one listing may have been taken during a rename
+    seen.poll(watcher)
     assert seen.statuses["local-gone"] == ["running", "forgotten"]
     assert any("vanished" in p for p in seen.problems["local-gone"])
     stay.finish()
@@ -358,10 +360,18 @@ def _write_whole_lines(folder: str, app_id: str, lines: list[bytes]) -> None:
 def test_finished_logs_found_at_first_start_are_not_read(tmp_path) -> None:
     _write_whole(str(tmp_path), "local-old", "rocksdb_restart", "zstd")
     _write_whole(str(tmp_path), "local-running", "rocksdb_restart", "zstd", finish=False)
-    watcher = EventLogWatcher([str(tmp_path)])
+    later = tmp_path / "later"  # a folder unreadable at the first poll: its finished logs are old too
+    later.mkdir()
+    _write_whole(str(later), "local-old-2", "rocksdb_restart", None)
+    os.rename(later, tmp_path / "later-hidden")
+    watcher = EventLogWatcher([str(tmp_path), str(later)])
     seen = Collector()
     seen.poll(watcher)
-    assert list(seen.batches) == ["local-running"]
+    os.rename(tmp_path / "later-hidden", later)
+    _write_whole(str(tmp_path), "local-new", "rocksdb_restart", "zstd", name="new-app")  # finished after the start: read
+    seen.poll(watcher, 2)
+    assert sorted(seen.batches) == ["local-new", "local-running"]
+    assert watcher.counts.problems == {"unreadable": 1}
 
 
 def test_unreadable_file_is_reported_once_and_the_others_go_on() -> None:
@@ -461,7 +471,7 @@ def test_memory_stays_bounded_as_applications_come_and_go(tmp_path) -> None:
         assert not watcher._apps and len(watcher._done) == 10  # earlier waves' logs are gone from the folder
         for log in logs[:5]:
             shutil.rmtree(log.dir)  # the History Server's cleaner
-        seen.poll(watcher)
+        seen.poll(watcher, 2)
         assert len(watcher._done) == 5  # only logs still in the folder are remembered
         for log in logs[5:]:
             shutil.rmtree(log.dir)

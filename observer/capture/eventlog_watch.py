@@ -219,6 +219,7 @@ class _Listing:
     path: str  # the file, or the rolling folder
     finished: bool  # single file without .inprogress (rolling: decided from the folder's appstatus marker)
     mtime_ns: int
+    first: bool = False  # found in its folder's first successful listing of a watcher without saved state
 
 
 class _FileTail:
@@ -283,6 +284,7 @@ class _App:
         self.problems: Counter[str] = Counter()
         self.active_problems: set[str] = set()
         self.replay_until: tuple[int, int] | None = None  # (file index, line) delivered before a restart
+        self.missing = 0  # consecutive listings without this log
 
     def report(self) -> AppEvents:
         if self.out is None:
@@ -327,7 +329,7 @@ class EventLogWatcher:
         self._done: set[str] = set()  # finished or forgotten logs still in the folders: not read again
         self._reported: set[str] = set()  # folder entries already reported as unusable
         self._order = 0  # rotates which application reads first when the budget runs out
-        self._first_listing = True
+        self._listed_dirs: set[str] = set()  # folders listed successfully at least once
         self._dirty = False
         self._saved: dict[str, Any] = {}
         self._forgotten: list[_App] = []  # dropped in this poll: their last report still goes out
@@ -340,7 +342,7 @@ class EventLogWatcher:
             if state is not None:
                 self._saved = {k: v for k, v in state["apps"].items() if isinstance(v, dict)}
                 self._done = {d for d in state.get("done", []) if isinstance(d, str)}
-                self._first_listing = False  # a state means we watched before: every new log is new
+                self._listed_dirs = set(self.dirs)  # a state means we watched before: every log not in it is new
 
     # --- public -------------------------------------------------------------------------------------
 
@@ -415,7 +417,6 @@ class EventLogWatcher:
                 out.append(app.out)
             app.out = None
         self._forgotten = []
-        self._first_listing = False
         return out
 
     def _list(self) -> tuple[dict[str, _Listing], bool]:
@@ -431,6 +432,8 @@ class EventLogWatcher:
                 self._report_once(folder, "unreadable", f"{folder}: cannot list the event-log folder: {exc.strerror or exc}")
                 continue
             self._reported.discard(folder)
+            first = folder not in self._listed_dirs
+            self._listed_dirs.add(folder)
             for entry in entries:
                 if entry.name.startswith(".") or (self.state_path and entry.path == self.state_path):
                     continue
@@ -452,7 +455,7 @@ class EventLogWatcher:
                         mtime = entry.stat().st_mtime_ns
                     except OSError:
                         pass
-                item = _Listing("rolling" if is_dir else "single", entry.path, is_file and not entry.name.endswith(_INPROGRESS), mtime)
+                item = _Listing("rolling" if is_dir else "single", entry.path, is_file and not entry.name.endswith(_INPROGRESS), mtime, first)
                 if name in listed and listed[name].path != entry.path:
                     self._report_once(entry.path, "duplicate_log", f"{entry.path}: another log of {name} is already followed "
                                       f"({listed[name].path}); this one is ignored")
@@ -479,12 +482,12 @@ class EventLogWatcher:
                 continue
             app = self._apps.get(name)
             if app is not None:
-                app.listing = item
+                app.listing, app.missing = item, 0
                 continue
             if name in self._done:
                 continue
             saved = self._saved.pop(name, None)
-            if saved is None and self._first_listing and not self.read_finished_at_start and self._finished_on_disk(item):
+            if saved is None and item.first and not self.read_finished_at_start and self._finished_on_disk(item):
                 self._done.add(name)
                 self._dirty = True
                 continue
@@ -501,6 +504,9 @@ class EventLogWatcher:
         for name in list(self._apps):
             if name not in listed and complete:
                 app = self._apps[name]
+                app.missing += 1
+                if app.missing < 2:
+                    continue  # a listing taken during a rename may miss it: believe it gone when the next one agrees
                 if app.status != "finished":
                     self._problem(app, "vanished", f"{name}: {app.listing.path} vanished before the application finished")
                 self._drop(app, "forgotten", f"{name}: its log is gone")
