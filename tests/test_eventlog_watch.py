@@ -180,20 +180,20 @@ def _read(path: str) -> bytes:
 
 
 def test_truncated_and_corrupt_logs_are_reported_and_the_others_go_on(tmp_path) -> None:
-    cut = _write_whole(str(tmp_path), "local-cut", "rocksdb_restart", "zstd", finish=False)
+    cut = _write_whole(str(tmp_path), "local-cut", "rocksdb_restart", "zstd", name="cut", finish=False)
     data = _read(cut.path)
     frame_start = data.rfind(b"\x28\xb5\x2f\xfd", 0, len(data) * 2 // 3)
     with open(cut.path, "wb") as f:
         f.write(data[: frame_start + 40])  # ends inside a frame
     cut.finish()
-    bad = _write_whole(str(tmp_path), "local-bad", "rocksdb_restart", "zstd", finish=False)
+    bad = _write_whole(str(tmp_path), "local-bad", "rocksdb_restart", "zstd", name="bad", finish=False)
     data = bytearray(_read(bad.path))
     frame_start = data.find(b"\x28\xb5\x2f\xfd", len(data) // 2)
     data[frame_start:frame_start + 4] = b"JUNK"
     with open(bad.path, "wb") as f:
         f.write(bytes(data))
     bad.finish()
-    _write_whole(str(tmp_path), "local-good", "rocksdb_restart", "zstd")
+    _write_whole(str(tmp_path), "local-good", "rocksdb_restart", "zstd", name="good")
     watcher = EventLogWatcher([str(tmp_path)], read_finished_at_start=True)
     seen = Collector()
     seen.poll(watcher, 2)
@@ -507,3 +507,42 @@ def test_damaged_state_file_is_reported_and_the_watcher_starts_afresh(tmp_path) 
     assert seen.batches["local-1"] == _expected("rocksdb_restart")
     watcher.commit()
     assert json.loads(state.read_text())["apps"]["local-1"]["identity"]["name"] == "spark-state-observer-demo"
+
+
+def test_identity_from_application_start_and_chosen_spark_properties(tmp_path) -> None:
+    _write_whole(str(tmp_path), "local-id", "rocksdb_restart", "zstd", name="orders-enricher", finish=False)
+    watcher = EventLogWatcher([str(tmp_path)], identity_properties=("spark.sql.shuffle.partitions", "spark.master", "no.such.key"))
+    found = [a for a in watcher.poll() if a.identity is not None]
+    identity = found[0].identity
+    assert identity is not None
+    assert (identity.name, identity.app_id, identity.log_name, identity.spark_version) == ("orders-enricher", "local-id", "local-id", "4.3.0")
+    assert dict(identity.properties) == {"spark.sql.shuffle.partitions": "2", "spark.master": "local[2]"}
+
+
+def test_bytes_not_yet_visible_are_read_again_not_reported(tmp_path) -> None:
+    """A network file system may show a grown size before the bytes (zeros): decode that part again next poll."""
+    log = ProgressiveLog(str(tmp_path), "local-nfs", "zstd")
+    lines = recorded_lines(_source("rocksdb_restart"))
+    steps = log.steps(lines)
+    watcher = EventLogWatcher([str(tmp_path)])
+    seen = Collector()
+    for n, _ in enumerate(steps):
+        if n == 60:
+            break
+    seen.poll(watcher)
+    at = os.path.getsize(log.path)
+    next(steps)  # one more unit reaches the file...
+    with open(log.path, "r+b") as f:
+        f.seek(at)
+        written = f.read()
+        f.seek(at)
+        f.write(b"\0" * len(written))  # ...but reads still see zeros there
+    seen.poll(watcher)
+    with open(log.path, "r+b") as f:
+        f.seek(at)
+        f.write(written)
+    for _ in steps:
+        pass
+    log.finish()
+    seen.poll(watcher, 2)
+    assert seen.batches["local-nfs"] == _expected("rocksdb_restart") and not watcher.counts.problems

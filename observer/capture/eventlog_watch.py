@@ -238,6 +238,7 @@ class _FileTail:
         self.filter.consumed = consumed
         self.size = -1
         self.broken = False  # cannot be read further (corrupt); later files of a rolling log still can
+        self.failed_at = -1  # boundary a decode failed after (it is retried once from there)
 
     def position(self) -> dict[str, Any]:
         if self.codec is None:  # every offset of a plain file is a boundary
@@ -252,6 +253,14 @@ class _FileTail:
             self.resume = valid[-1]
             self.candidates = [c for c in self.candidates if c[1] > self.filter.consumed]
         del self.candidates[:-64]
+
+    def rewind(self) -> None:
+        """Go back to the last boundary: decode from there again, skipping the lines already delivered."""
+        self.decoder = None
+        self.raw, decoded = self.resume
+        self.skip = self.filter.consumed - decoded
+        self.filter.rewind(decoded)
+        self.candidates = []
 
     @property
     def partial(self) -> bool:
@@ -630,9 +639,14 @@ class EventLogWatcher:
         except OSError as exc:
             self._problem(app, "unreadable", f"{tail.path}: read failed: {exc.strerror or exc}", once=True)
         except EventLogError as exc:
-            self._problem(app, "corrupt", f"{exc}; the rest of this file is skipped")
-            tail.broken = True
-            tail.decoder = None
+            if tail.failed_at != tail.resume[0]:
+                # read once more from the last boundary: a network file system may have shown the new size
+                # before the bytes (a hole of zeros); the same failure twice means the data is bad
+                tail.failed_at = tail.resume[0]
+                tail.rewind()
+            else:
+                self._problem(app, "corrupt", f"{exc}; the rest of this file is skipped")
+                tail.broken, tail.decoder = True, None
         finally:
             os.close(fd)
         if tail.decoder is not None and not tail.decoder.partial:

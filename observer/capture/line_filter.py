@@ -60,6 +60,11 @@ class LineFilter:
         self._needles = [(b"\n" + n, n) for n in _needles(patterns)]
         self._longest = max((len(p) for p in patterns), default=0)
 
+    def rewind(self, decoded_pos: int) -> None:
+        """Restart at an earlier decoded offset (the caller skips up to ``consumed`` again): drop the partial line."""
+        self.decoded_pos = decoded_pos
+        self._pending, self._skipping = None, False
+
     @property
     def partial(self) -> bool:
         """True while inside a line whose newline has not arrived."""
