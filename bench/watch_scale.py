@@ -41,7 +41,7 @@ import itertools
 
 from bench.common import ROOT
 from bench.eventlog_writer import ProgressiveLog, flush_groups, recorded_lines, renamed
-from observer.capture.eventlog_watch import QUERY_PROGRESS, AppEvents, EventLogWatcher
+from observer.capture.eventlog_watch import DEFAULT_WANTED_EVENTS, PIPELINE_EVENTS, QUERY_PROGRESS, AppEvents, EventLogWatcher
 from observer.eventlog import read_records
 from observer.model import parse_timestamp
 
@@ -134,7 +134,8 @@ def scale(args: argparse.Namespace) -> None:
                                                             args.codec, args.max_file_bytes, args.scenario, ready))
         proc.start()
         ready.wait(600)
-        watcher = EventLogWatcher([folder], poll_interval=args.poll, grace_seconds=3600)
+        wanted = PIPELINE_EVENTS if args.no_placement else DEFAULT_WANTED_EVENTS
+        watcher = EventLogWatcher([folder], poll_interval=args.poll, grace_seconds=3600, wanted_events=wanted)
         latencies: list[float] = []
         delivered = [0]
         window: dict[str, float] = {}
@@ -176,7 +177,8 @@ def scale(args: argparse.Namespace) -> None:
         base_cpu = time.process_time() - t
         total_decoded_mb = watcher.counts.decoded_bytes / 1e6
         print(f"apps {args.apps}, one batch every {args.interval or 'recorded interval'} s each, {args.codec}, rolling at "
-              f"{args.max_file_bytes / 1e6:.2f} MB ({files} event files), poll {args.poll} s, steady window {wall:.0f} s "
+              f"{args.max_file_bytes / 1e6:.2f} MB ({files} event files), poll {args.poll} s, "
+              f"{'pipeline events only' if args.no_placement else 'pipeline and placement events'}, steady window {wall:.0f} s "
               f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
         print(f"  CPU share of one core: {cpu / wall:.3f}   RSS now {rss_now:.0f} MB, peak {rss_peak:.0f} MB")
         print(f"  events delivered/s: {(window['events_end'] - window['events']) / wall:.0f}   decoded MB/s: {decoded_mb / wall:.2f}"
@@ -247,6 +249,7 @@ def main() -> None:
     parser.add_argument("--max-file-bytes", type=int, default=256 << 10, help="roll event files at this size (Spark: 128 MB)")
     parser.add_argument("--poll", type=float, default=1.0)
     parser.add_argument("--scenario", default="rocksdb_restart")
+    parser.add_argument("--no-placement", action="store_true", help="want only the pipeline's events (no task and SQL events)")
     parser.add_argument("--scan-only", action="store_true")
     parser.add_argument("--scan-mb", type=float, default=100.0)
     parser.add_argument("--repeat", type=int, default=3)
