@@ -240,10 +240,15 @@ class _FileTail:
         self.broken = False  # cannot be read further (corrupt); later files of a rolling log still can
         self.failed_at = -1  # boundary a decode failed after (it is retried once from there)
 
-    def position(self) -> dict[str, Any]:
+    def resume_point(self) -> tuple[int, int]:
+        """(raw, decoded) offsets a fresh decoder can start at, at or before the last complete line."""
         if self.codec is None:  # every offset of a plain file is a boundary
-            self.resume = (self.filter.consumed, self.filter.consumed)
-        return {"file": os.path.basename(self.path), "index": self.index, "raw": self.resume[0], "decoded": self.resume[1],
+            return self.filter.consumed, self.filter.consumed
+        return self.resume
+
+    def position(self) -> dict[str, Any]:
+        raw, decoded = self.resume_point()
+        return {"file": os.path.basename(self.path), "index": self.index, "raw": raw, "decoded": decoded,
                 "consumed": self.filter.consumed, "lines": self.filter.lines}
 
     def note_boundary(self, raw: int, decoded: int) -> None:
@@ -257,7 +262,7 @@ class _FileTail:
     def rewind(self) -> None:
         """Go back to the last boundary: decode from there again, skipping the lines already delivered."""
         self.decoder = None
-        self.raw, decoded = self.resume
+        self.raw, decoded = self.resume_point()
         self.skip = self.filter.consumed - decoded
         self.filter.rewind(decoded)
         self.candidates = []
@@ -639,10 +644,10 @@ class EventLogWatcher:
         except OSError as exc:
             self._problem(app, "unreadable", f"{tail.path}: read failed: {exc.strerror or exc}", once=True)
         except EventLogError as exc:
-            if tail.failed_at != tail.resume[0]:
+            if tail.failed_at != tail.resume_point()[0]:
                 # read once more from the last boundary: a network file system may have shown the new size
                 # before the bytes (a hole of zeros); the same failure twice means the data is bad
-                tail.failed_at = tail.resume[0]
+                tail.failed_at = tail.resume_point()[0]
                 tail.rewind()
             else:
                 self._problem(app, "corrupt", f"{exc}; the rest of this file is skipped")
