@@ -46,7 +46,9 @@ How it stays correct and cheap:
   vanished folders, symlink loops, FIFOs and other non-regular files (never opened: files are opened
   non-blocking and checked with ``fstat``), over-long lines, invalid JSON and two running applications
   with the same name each give a message and a counted problem (``WatchCounts.problems`` and per
-  application ``AppEvents.problems``); the other applications go on.
+  application ``AppEvents.problems``); the other applications go on. A decode failure is retried once
+  from the last boundary before the file is called corrupt (a network file system can show a grown size
+  before the bytes), and a log is believed gone only when two listings agree (a rename in between).
 """
 
 from __future__ import annotations
@@ -801,7 +803,8 @@ class EventLogWatcher:
         if app.status in ("running", "lost") and ended and drained and self._next_index(app, tail.index if tail else -1) is None:
             if app.identity is None:
                 self._fallback_identity(app, "the log ended without an application-start event")
-            self._set_status(app, "finished", f"{app.name}: finished" + (" (end event read; marker not yet final)" if not app.marker_final and app.listing.kind == "rolling" and not app.listing.finished else ""), now)
+            how = "end marker" if app.marker_final or app.listing.finished else "application-end event"
+            self._set_status(app, "finished", f"{app.name}: finished ({how}), read to its end", now)
         elif app.status == "running" and now - app.last_growth > self.lost_after_seconds:
             if app.identity is None and app.held:
                 self._fallback_identity(app, "the log stopped growing before an application-start event")
