@@ -315,7 +315,7 @@ class EventLogWatcher:
                  shard: tuple[int, int] | None = None, state_path: str | None = None, grace_seconds: float = 300.0,
                  lost_after_seconds: float = 600.0, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
                  identity_properties: Iterable[str] = (), read_finished_at_start: bool = False,
-                 replay_on_resume: bool = False, max_apps: int = 10_000, max_decoded_bytes_per_poll: int = 64 << 20,
+                 replay_on_resume: bool = False, max_apps: int = 10_000, max_decoded_bytes_per_poll: int = 16 << 20,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if shard is not None and not (shard[1] >= 1 and 0 <= shard[0] < shard[1]):
             raise ValueError(f"shard {shard!r}: want (K, N) with 0 <= K < N")
