@@ -1,6 +1,7 @@
 """Capture: taking events from Spark as cheaply as it allows, and handing them to the worker.
 
 ``listener`` (the py4j JSON bridge and ``StateObserverListener``), ``attach`` (the one line a job adds),
-``queue`` (the bounded drop-oldest hand-off). Sources that do not run inside the job (an event-log
-watcher) belong here too: they produce ``CapturedEvent``s for the same ``Observer.submit``.
+``queue`` (the bounded drop-oldest hand-off). ``eventlog_watch`` (with ``codec_tail``, ``line_filter``,
+``watch_state``) follows every application's event log from outside the jobs; such sources produce
+``CapturedEvent``s for the same ``Observer.submit``.
 """

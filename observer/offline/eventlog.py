@@ -266,8 +266,6 @@ def _zstd_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
 
 def _lz4_blocks(raw: IO[bytes], path: str) -> Iterator[bytes]:
     """lz4-java's LZ4BlockOutputStream framing, which Spark's lz4 codec writes."""
-    import lz4.block
-
     while True:
         magic = raw.read(8)
         if not magic:
@@ -280,15 +278,18 @@ def _lz4_blocks(raw: IO[bytes], path: str) -> Iterator[bytes]:
             raise EventLogError(f"{path}: implausible lz4 block sizes {clen}/{dlen}")
         if dlen == 0:
             continue  # end mark of one stream; another may follow
-        data = _read_exact(raw, clen, path, "lz4 block")
-        method = token & 0xF0
-        yield data if method == 0x10 else lz4.block.decompress(data, uncompressed_size=dlen)
+        yield decode_lz4_block(token, _read_exact(raw, clen, path, "lz4 block"), dlen)
+
+
+def decode_lz4_block(token: int, data: bytes, dlen: int) -> bytes:
+    """One lz4-java block's content: stored raw (method 0x10) or LZ4-compressed (0x20)."""
+    import lz4.block
+
+    return data if token & 0xF0 == 0x10 else lz4.block.decompress(data, uncompressed_size=dlen)
 
 
 def _snappy_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
     """snappy-java's SnappyOutputStream framing, which Spark's snappy codec writes."""
-    import cramjam
-
     header = raw.read(16)
     if not header.startswith(b"\x82SNAPPY\x00"):
         raise EventLogError(f"{path}: not Spark's snappy stream format (bad header)")
@@ -301,8 +302,14 @@ def _snappy_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
         (size,) = struct.unpack(">i", size_bytes)
         if size < 0 or size > _MAX_BLOCK:
             raise EventLogError(f"{path}: implausible snappy chunk size {size}")
-        chunk = _read_exact(raw, size, path, "snappy chunk")
-        out = bytes(cramjam.snappy.decompress_raw(chunk))
-        if len(out) > _MAX_BLOCK:
-            raise EventLogError(f"{path}: snappy chunk expands beyond {_MAX_BLOCK} bytes")
-        yield out
+        yield decode_snappy_chunk(_read_exact(raw, size, path, "snappy chunk"), path)
+
+
+def decode_snappy_chunk(chunk: bytes, path: str) -> bytes:
+    """One snappy-java chunk's content, refused when it would expand beyond the block bound."""
+    import cramjam
+
+    out = bytes(cramjam.snappy.decompress_raw(chunk))
+    if len(out) > _MAX_BLOCK:
+        raise EventLogError(f"{path}: snappy chunk expands beyond {_MAX_BLOCK} bytes")
+    return out

@@ -1,0 +1,266 @@
+"""Event-log watcher at fleet scale: one watcher following N applications writing at real pace.
+
+    python bench/watch_scale.py [--apps 200] [--interval 10] [--duration 120] [--codec zstd] [--poll 1]
+    python bench/watch_scale.py --scan-only          # cost per MB: batch vs streaming application
+
+A writer process (its own CPU, not counted) writes real recorded events (tests/fixtures, a stateful
+RocksDB run) into N rolling compressed logs the way Spark does (bench/eventlog_writer.py): the recorded
+start-up, then one recorded micro-batch (its SQL, job, stage and task events and its progress event)
+per application every ``--interval`` seconds (``--interval 0``: the recorded intervals between batches,
+divided by ``--time-scale``), applications phase-shifted, each progress event carrying its own query
+id and an increasing batch id, its ``timestamp`` set to the moment it is written. The watcher follows
+them in this process; figures over the steady window (after every application has started):
+
+- CPU share of one core (process CPU time / wall time), RSS now and peak, events delivered per second;
+- latency from written (the progress event's timestamp) to delivered by ``poll()``: median and max;
+- baseline in the same run: reading the finished logs once with ``observer.eventlog.read_records``
+  (the offline reader), as CPU seconds per decoded MB, against the watcher's CPU per decoded MB.
+
+``--scan-only``: decode one large log three ways (zstd decompression alone, the watcher on a batch
+application's log, the watcher on a streaming application's log) and report MB/s for each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import itertools
+
+from bench.common import ROOT
+from bench.eventlog_writer import ProgressiveLog, flush_groups, recorded_lines, renamed
+from observer.capture.eventlog_watch import DEFAULT_WANTED_EVENTS, PIPELINE_EVENTS, QUERY_PROGRESS, AppEvents, EventLogWatcher
+from observer.offline.eventlog import read_records
+from observer.model.parse import parse_timestamp
+
+_PROGRESS = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"'
+_STARTED = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"'
+
+
+def recorded(scenario: str) -> tuple[list[bytes], list[list[bytes]], list[float]]:
+    """The recorded log cut into its start-up lines, one segment per micro-batch, and the gaps between batches."""
+    folder = os.path.join(ROOT, "tests", "fixtures", scenario, "run1", "eventlog")
+    source = next(os.path.join(r, f) for r, _, files in os.walk(folder) for f in files if f.startswith("events_"))
+    lines = recorded_lines(source)
+    first_batch = next(i for i, line in enumerate(lines) if line.startswith(_STARTED)) + 1
+    header, segments, current = lines[:first_batch], [], []
+    for line in lines[first_batch:]:
+        current.append(line)
+        if line.startswith(_PROGRESS):
+            segments.append(current)
+            current = []
+    times = [parse_timestamp(json.loads(s[-1])["progress"]["timestamp"]) or 0.0 for s in segments]
+    gaps = [max(0.1, b - a) for a, b in itertools.pairwise(times)] or [10.0]
+    return header, segments, gaps
+
+
+def _retimed(line: bytes, app: int, batch: int) -> bytes:
+    event = json.loads(line)
+    p = event["progress"]
+    p["id"] = f"00000000-0000-0000-0000-{app:012d}"
+    p["runId"] = f"00000000-0000-0000-0001-{app:012d}"
+    p["batchId"] = batch
+    p["timestamp"] = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+
+
+def writer(folder: str, apps: int, interval: float, time_scale: float, duration: float, codec: str, max_file_bytes: int,
+           scenario: str, ready: multiprocessing.synchronize.Event) -> None:  # type: ignore[name-defined]
+    """Write N applications' logs at their pace until ``duration`` is over, then finish them."""
+    header, segments, gaps = recorded(scenario)
+    rng = random.Random(7)
+    logs, due, batch = [], [], []
+    start = time.monotonic()
+    first_gap = interval or gaps[0] / time_scale
+    for i in range(apps):
+        app_id = f"app-20261122000000-{i:04d}"
+        log = ProgressiveLog(folder, app_id, codec, max_file_bytes=max_file_bytes)
+        for group in flush_groups(renamed(header, f"bench-app-{i:03d}", app_id)):
+            for _ in log.write_group(group):
+                pass
+        logs.append(log)
+        due.append(start + rng.uniform(0, first_gap))
+        batch.append(0)
+    ready.set()
+    end = start + duration
+    while True:
+        now = time.monotonic()
+        if now >= end:
+            break
+        i = min(range(apps), key=due.__getitem__)
+        if due[i] > now:
+            time.sleep(min(due[i] - now, end - now))
+            continue
+        segment = segments[batch[i] % len(segments)]
+        lines = segment[:-1] + [_retimed(segment[-1], i, batch[i])]
+        for group in flush_groups(lines):
+            for _ in logs[i].write_group(group):
+                pass
+        gap = interval or gaps[batch[i] % len(gaps)] / time_scale
+        batch[i] += 1
+        due[i] += gap
+    for log in logs:
+        log.finish()
+
+
+def _rss() -> tuple[float, float]:
+    """(current, peak) resident set size of this process in MB."""
+    values = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                key, value = line.split(":", 1)
+                values[key] = int(value.split()[0]) / 1024
+    return values.get("VmRSS", 0.0), values.get("VmHWM", 0.0)
+
+
+def scale(args: argparse.Namespace) -> None:
+    folder = tempfile.mkdtemp(prefix="sso-watch-scale-")
+    try:
+        ready = multiprocessing.Event()
+        proc = multiprocessing.Process(target=writer, args=(folder, args.apps, args.interval, args.time_scale, args.duration,
+                                                            args.codec, args.max_file_bytes, args.scenario, ready))
+        proc.start()
+        ready.wait(600)
+        wanted = PIPELINE_EVENTS if args.no_placement else DEFAULT_WANTED_EVENTS
+        watcher = EventLogWatcher([folder], poll_interval=args.poll, grace_seconds=3600, wanted_events=wanted)
+        latencies: list[float] = []
+        delivered = [0]
+        window: dict[str, float] = {}
+
+        def take(found: list[AppEvents]) -> None:
+            now = time.time()
+            for app in found:
+                delivered[0] += len(app.events)
+                for e in app.events:
+                    if e.event_type == QUERY_PROGRESS and "steady" in window:
+                        latencies.append(now - (parse_timestamp(e.data["progress"]["timestamp"]) or now))
+
+        stop = threading.Event()
+        warmup = (args.interval or 10.0) + 5.0
+
+        def mark() -> None:
+            time.sleep(warmup)
+            window.update(steady=1, wall=time.monotonic(), cpu=time.process_time(), events=delivered[0],
+                          decoded=watcher.counts.decoded_bytes)
+            time.sleep(max(1.0, args.duration - warmup - 2.0))
+            window.update(wall_end=time.monotonic(), cpu_end=time.process_time(), events_end=delivered[0],
+                          decoded_end=watcher.counts.decoded_bytes)
+            stop.set()
+
+        threading.Thread(target=mark, daemon=True).start()
+        watcher.run(take, stop)
+        rss_now, rss_peak = _rss()
+        proc.join()
+        wall = window["wall_end"] - window["wall"]
+        cpu = window["cpu_end"] - window["cpu"]
+        decoded_mb = (window["decoded_end"] - window["decoded"]) / 1e6
+        # baseline in the same run: the offline reader over the finished logs
+        folders = sorted(os.path.join(folder, d) for d in os.listdir(folder))
+        files = sum(len([n for n in os.listdir(d) if n.startswith("events_")]) for d in folders)
+        t = time.process_time()
+        for path in folders:
+            for _ in read_records([path]):
+                pass
+        base_cpu = time.process_time() - t
+        total_decoded_mb = watcher.counts.decoded_bytes / 1e6
+        print(f"apps {args.apps}, one batch every {args.interval or 'recorded interval'} s each, {args.codec}, rolling at "
+              f"{args.max_file_bytes / 1e6:.2f} MB ({files} event files), poll {args.poll} s, "
+              f"{'pipeline events only' if args.no_placement else 'pipeline and placement events'}, steady window {wall:.0f} s "
+              f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+        print(f"  CPU share of one core: {cpu / wall:.3f}   RSS now {rss_now:.0f} MB, peak {rss_peak:.0f} MB")
+        print(f"  events delivered/s: {(window['events_end'] - window['events']) / wall:.0f}   decoded MB/s: {decoded_mb / wall:.2f}"
+              f"   lines scanned: {watcher.counts.lines}, parsed: {watcher.counts.events_parsed}")
+        if latencies:
+            lat = sorted(latencies)
+            print(f"  latency written -> delivered: median {statistics.median(lat):.2f} s, p99 {lat[int(len(lat) * 0.99) - 1]:.2f} s, "
+                  f"max {lat[-1]:.2f} s, min {lat[0]:.2f} s over {len(lat)} progress events")
+        print(f"  CPU per decoded MB: watcher {cpu / max(decoded_mb, 1e-9) * 1000:.1f} ms; baseline, the offline reader "
+              "(parses streaming and executor events only, no task or SQL events) over the finished logs: "
+              f"{base_cpu / max(total_decoded_mb, 1e-9) * 1000:.1f} ms (ratio {cpu / max(decoded_mb, 1e-9) / max(base_cpu / max(total_decoded_mb, 1e-9), 1e-9):.2f})")
+        print(f"  problems: {dict(watcher.counts.problems) or 'none'}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def scan_only(args: argparse.Namespace) -> None:
+    """MB/s of zstd decompression alone, the watcher on a batch application, and on a streaming one."""
+    header, segments, _ = recorded(args.scenario)
+    body = [line for s in segments for line in s]
+    copies = max(1, int(args.scan_mb * 1e6 / sum(len(x) for x in body)))
+    import zstandard
+
+    results: dict[str, list[float]] = {"zstd decompression only": [], "watcher, batch application": [], "watcher, streaming application": []}
+    parsed: dict[str, int] = {}
+    for _ in range(args.repeat):
+        for label, streaming in (("watcher, batch application", False), ("watcher, streaming application", True)):
+            folder = tempfile.mkdtemp(prefix="sso-watch-scan-")
+            try:
+                lines = list(header) + body * copies
+                if not streaming:
+                    lines = [x for x in lines if b"StreamingQueryListener" not in x[:80]]
+                log = ProgressiveLog(folder, "app-scan", "zstd")
+                for group in flush_groups(lines):
+                    for _ in log.write_group(group):
+                        pass
+                log.finish()
+                size = sum(len(x) for x in lines) / 1e6
+                if streaming:
+                    t = time.process_time()
+                    dctx = zstandard.ZstdDecompressor()
+                    with open(log.path, "rb") as f, dctx.stream_reader(f, read_across_frames=True) as r:
+                        while r.read(1 << 20):
+                            pass
+                    results["zstd decompression only"].append(size / (time.process_time() - t))
+                watcher = EventLogWatcher([folder], read_finished_at_start=True, max_decoded_bytes_per_poll=1 << 40)
+                t = time.process_time()
+                watcher.poll()
+                results[label].append(size / (time.process_time() - t))
+                parsed[label] = watcher.counts.events_parsed
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+    print(f"one zstd log of ~{args.scan_mb:.0f} MB decoded (recorded events repeated), median of {args.repeat} (min-max), MB/s decoded:")
+    base = statistics.median(results["zstd decompression only"])
+    for label, values in results.items():
+        extra = f", events parsed {parsed[label]}" if label in parsed else ""
+        print(f"  {label}: {statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f}), "
+              f"{statistics.median(values) / base:.2f}x of decompression alone{extra}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--apps", type=int, default=200)
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between batches per application; 0: recorded intervals")
+    parser.add_argument("--time-scale", type=float, default=1.0, help="with --interval 0: divide the recorded intervals by this")
+    parser.add_argument("--duration", type=float, default=120.0)
+    parser.add_argument("--codec", default="zstd", choices=["zstd", "lz4", "snappy", "none"])
+    parser.add_argument("--max-file-bytes", type=int, default=256 << 10, help="roll event files at this size (Spark: 128 MB)")
+    parser.add_argument("--poll", type=float, default=1.0)
+    parser.add_argument("--scenario", default="rocksdb_restart")
+    parser.add_argument("--no-placement", action="store_true", help="want only the pipeline's events (no task and SQL events)")
+    parser.add_argument("--scan-only", action="store_true")
+    parser.add_argument("--scan-mb", type=float, default=100.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    if args.codec == "none":
+        args.codec = None
+    if args.scan_only:
+        scan_only(args)
+    else:
+        scale(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,893 @@
+"""Follow every Spark application in event-log folders while it runs: the capture side of ``watch``.
+
+Why a watcher: platform teams cannot edit every job to attach a listener, but every Spark application
+already writes its listener events to ``spark.eventLog.dir`` (the folder the History Server reads). One
+process following that folder observes all of them. This module only *captures*: for every application
+it yields the application's identity and its raw events (``AppEvents``); the pipeline that turns them
+into metrics and signals is the one replay uses.
+
+How it stays correct and cheap:
+
+- **Discovery by polling** (``poll_interval``): one ``scandir`` of each folder plus one ``stat`` of each
+  followed file per poll. Single-file logs (``<appId>[.<codec>][.inprogress]``) and rolling folders
+  (``eventlog_v2_<appId>/events_<N>_<appId>[.<codec>]`` with an ``appstatus_<appId>[.inprogress]`` marker)
+  are both followed; a rolling log moves to the next ``events_<N>_`` file once it exists (Spark closes a
+  file before it opens the next). Files are ordered by their index, never by modification time, and
+  every timeout runs on this process's monotonic clock: clock skew between the writers and the watcher
+  (NFS, containers) changes nothing.
+- **Incremental tailing**: each file keeps its raw offset and, while a compressed unit is incomplete,
+  its decoder (``observer.capture.codec_tail``); a poll decodes only the bytes added since the last one.
+- **Cheap filtering**: lines are selected by their first bytes (``observer.capture.line_filter``); only
+  wanted event types are JSON-parsed. Task and SQL events (``STREAMING_ONLY_EVENTS``) are parsed only
+  once an application has shown a streaming query, so a batch application costs the decompression and
+  a substring scan, nothing more.
+- **Identity**: ``SparkListenerApplicationStart`` gives the application name (the stable identity the
+  series are labelled by) and the volatile id and attempt; selected Spark properties can be taken from
+  ``SparkListenerEnvironmentUpdate`` (``identity_properties``), parsed only when asked for.
+- **Restart safety**: ``commit()`` (called by ``run`` after each callback, and by the next ``poll``)
+  writes, atomically, per application the current file, a raw offset where a fresh decoder can start,
+  how many decoded bytes and lines after it were already delivered, and the last batch id per query run.
+  A restarted watcher seeks there and skips what was delivered; a progress event whose (query id, run
+  id, batch id) is not newer than the last delivered one is dropped as a second guard. With
+  ``replay_on_resume`` the delivered events are instead read again and marked ``replayed`` so an
+  in-memory pipeline can rebuild its state without counting them twice in a durable sink.
+- **Lifecycle**: an application finished (final ``appstatus`` marker, a log renamed from ``.inprogress``,
+  or ``SparkListenerApplicationEnd``) and read to its end is forgotten ``grace_seconds`` later; one that
+  stops growing without an end is reported ``lost`` after ``lost_after_seconds`` and forgotten after a
+  further grace period. Logs already finished when the watcher first starts are not read (a History
+  Server folder holds thousands) unless ``read_finished_at_start``. Memory is bounded: at most
+  ``max_apps`` applications, per application a bounded partial line, a bounded set of query runs and
+  a bounded backlog of events held until the identity is known; each poll decodes at most
+  ``max_decoded_bytes_per_poll`` in all (the rest waits for the next poll, ``backlog`` says so).
+- **Sharding**: ``shard=(K, N)`` keeps the applications whose log name (the file or folder name without
+  ``eventlog_v2_``, ``.inprogress`` or codec suffix, i.e. the application id and attempt) has a CRC-32
+  equal to K modulo N; N watchers with K = 0..N-1 split a folder disjointly and completely.
+- **Bad input** never raises out of ``poll``: truncated or corrupt compressed data, unreadable files,
+  vanished folders, symlink loops, FIFOs and other non-regular files (never opened: files are opened
+  non-blocking and checked with ``fstat``), over-long lines, invalid JSON and two running applications
+  with the same name each give a message and a counted problem (``WatchCounts.problems`` and per
+  application ``AppEvents.problems``); the other applications go on. A decode failure is retried once
+  from the last boundary before the file is called corrupt (a network file system can show a grown size
+  before the bytes), and a log is believed gone only when two listings agree (a rename in between).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import re
+import stat
+import threading
+import time
+import zlib
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from observer.capture.codec_tail import TailDecoder, tail_decoder
+from observer.capture.line_filter import LineFilter, line_pattern
+from observer.capture.watch_state import StateFileError, load_state, save_state
+from observer.offline.eventlog import CODECS, DEFAULT_MAX_LINE_BYTES, EventLogError
+from observer.metrics.catalog import COUNTER, GAUGE, MetricSpec
+
+log = logging.getLogger(__name__)
+
+_STREAMING = "org.apache.spark.sql.streaming.StreamingQueryListener$"
+QUERY_STARTED = _STREAMING + "QueryStartedEvent"
+QUERY_PROGRESS = _STREAMING + "QueryProgressEvent"
+QUERY_IDLE = _STREAMING + "QueryIdleEvent"
+QUERY_TERMINATED = _STREAMING + "QueryTerminatedEvent"
+APP_START = "SparkListenerApplicationStart"
+APP_END = "SparkListenerApplicationEnd"
+LOG_START = "SparkListenerLogStart"
+ENVIRONMENT = "SparkListenerEnvironmentUpdate"
+EXECUTOR_ADDED = "SparkListenerExecutorAdded"
+EXECUTOR_REMOVED = "SparkListenerExecutorRemoved"
+TASK_END = "SparkListenerTaskEnd"
+SQL_START = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"
+SQL_ADAPTIVE = "org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate"
+STREAMING_EVENTS = frozenset({QUERY_STARTED, QUERY_PROGRESS, QUERY_IDLE, QUERY_TERMINATED})
+# what the pipeline uses today
+PIPELINE_EVENTS = STREAMING_EVENTS | {APP_START, APP_END, EXECUTOR_ADDED, EXECUTOR_REMOVED}
+# what a per-partition placement view needs in addition
+PLACEMENT_EVENTS = frozenset({TASK_END, SQL_START, SQL_ADAPTIVE})
+# never parsed before the application has shown a streaming query
+STREAMING_ONLY_EVENTS = PLACEMENT_EVENTS
+DEFAULT_WANTED_EVENTS = PIPELINE_EVENTS | PLACEMENT_EVENTS
+
+# problem kinds (the label values of spark_state_observer_watch_problems_total)
+PROBLEM_KINDS = ("unreadable", "not_regular", "vanished", "corrupt", "truncated", "line_too_long", "bad_json",
+                 "duplicate_name", "duplicate_log", "no_app_start", "clock_skew", "too_many_apps", "state_file",
+                 "callback")
+
+WATCH_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("", "spark_state_observer_watch_applications", GAUGE, "", "Applications the event-log watcher follows (label status: running, finished, lost).", "observer"),
+    MetricSpec("", "spark_state_observer_watch_applications_discovered", COUNTER, "", "Applications the watcher started following.", "observer"),
+    MetricSpec("", "spark_state_observer_watch_applications_forgotten", COUNTER, "", "Applications dropped from memory after their grace period (or because their log vanished).", "observer"),
+    MetricSpec("", "spark_state_observer_watch_read_bytes", COUNTER, "bytes", "Raw (compressed) event-log bytes read.", "observer"),
+    MetricSpec("", "spark_state_observer_watch_decoded_bytes", COUNTER, "bytes", "Decoded event-log bytes scanned.", "observer"),
+    MetricSpec("", "spark_state_observer_watch_lines", COUNTER, "", "Event-log lines scanned.", "observer"),
+    MetricSpec("", "spark_state_observer_watch_events_parsed", COUNTER, "", "Event lines JSON-parsed (the rest were skipped by their type).", "observer"),
+    MetricSpec("", "spark_state_observer_watch_events_delivered", COUNTER, "", "Events handed to the pipeline.", "observer"),
+    MetricSpec("", "spark_state_observer_watch_events_duplicate", COUNTER, "", "Progress events dropped because their query run and batch were delivered already.", "observer"),
+    MetricSpec("", "spark_state_observer_watch_problems", COUNTER, "", "Problems with event logs (label kind: unreadable, corrupt, truncated, vanished, ...).", "observer"),
+)
+
+
+class RawEvent(NamedTuple):
+    """One event as Spark logged it: its type (the ``Event`` field), the parsed object and where it was."""
+
+    event_type: str
+    data: dict[str, Any]
+    source: str  # file:line
+    replayed: bool = False  # delivered before a restart (``replay_on_resume``)
+
+
+@dataclass(frozen=True)
+class AppIdentity:
+    """Who an application is: ``name`` is the stable identity, ``app_id`` and ``attempt_id`` change per run."""
+
+    log_name: str  # application id and attempt, as the log is named (stable for this log)
+    name: str
+    app_id: str
+    attempt_id: str | None = None
+    spark_version: str | None = None
+    start_time_ms: int | None = None
+    properties: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """running (first seen, or growing again after lost), finished, lost, forgotten."""
+
+    status: str
+    message: str
+    at: float  # wall time the watcher noticed it
+
+
+@dataclass
+class AppEvents:
+    """What one poll found for one application."""
+
+    log_name: str
+    identity: AppIdentity | None  # None until the application-start event has been read
+    events: list[RawEvent] = field(default_factory=list)
+    status_changes: list[StatusChange] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # messages of the problems found in this poll
+
+
+@dataclass
+class WatchCounts:
+    """Running totals for the self-metrics (see ``WATCH_METRICS``)."""
+
+    apps_discovered: int = 0
+    apps_forgotten: int = 0
+    apps_running: int = 0
+    apps_finished: int = 0
+    apps_lost: int = 0
+    apps_other_shards: int = 0
+    read_bytes: int = 0
+    decoded_bytes: int = 0
+    lines: int = 0
+    events_parsed: int = 0
+    events_delivered: int = 0
+    events_duplicate: int = 0
+    problems: Counter[str] = field(default_factory=Counter)
+
+
+_ROLLING_DIR = "eventlog_v2_"
+_EVENTS_FILE = re.compile(r"^events_(\d+)_(.+?)(?:\.compact)?$")
+_APPSTATUS = "appstatus_"
+_INPROGRESS = ".inprogress"
+_SUFFIXES = tuple("." + c for c in CODECS) + (".lzf",)
+_MAX_HELD_EVENTS = 10_000  # events held while the application start is not yet known
+_MAX_RUNS = 1_000  # query runs remembered per application for the duplicate guard
+_READ_CHUNK = 1 << 20
+_FUTURE_SKEW_SECONDS = 300.0  # a file modified this far in the future means the clocks disagree
+_RELIST_EVERY = 10  # polls between listings of a rolling folder whose mtime did not change
+
+
+def log_name(entry_name: str) -> str:
+    """The stable name of a log: application id and attempt, without folder prefix, codec or ``.inprogress``."""
+    name = entry_name.removeprefix(_ROLLING_DIR).removesuffix(_INPROGRESS)
+    for suffix in _SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
+    """Whether the log ``name`` belongs to shard (K, N): CRC-32 of its UTF-8 bytes modulo N equals K."""
+    if shard is None:
+        return True
+    k, n = shard
+    return zlib.crc32(name.encode("utf-8")) % n == k
+
+
+def _codec(name: str) -> str | None:
+    base = name.removesuffix(_INPROGRESS).removesuffix(".compact")
+    ext = base.rsplit(".", 1)[-1] if "." in base else ""
+    return ext if ext in CODECS else None
+
+
+@dataclass
+class _Listing:
+    """One log as found in a folder listing."""
+
+    kind: str  # "single" or "rolling"
+    path: str  # the file, or the rolling folder
+    finished: bool  # single file without .inprogress (rolling: decided from the folder's appstatus marker)
+    mtime_ns: int
+    first: bool = False  # found in its folder's first successful listing of a watcher without saved state
+
+
+class _FileTail:
+    """Reading position in one event file."""
+
+    def __init__(self, path: str, index: int, patterns: dict[bytes, str], max_line_bytes: int,
+                 raw: int = 0, decoded: int = 0, consumed: int = 0, lines: int = 0) -> None:
+        self.path, self.index = path, index
+        self.codec = _codec(os.path.basename(path))
+        self.raw = raw  # raw offset read up to
+        self.decoder: TailDecoder | None = None
+        self.resume = (raw, decoded)  # a boundary: raw offset a fresh decoder can start at, decoded offset there
+        self.candidates: list[tuple[int, int]] = []  # boundaries past the last complete line
+        self.skip = consumed - decoded  # decoded bytes after the boundary that were delivered before a restart
+        self.filter = LineFilter(patterns, max_line_bytes, decoded_pos=decoded, lines=lines)
+        self.filter.consumed = consumed
+        self.size = -1
+        self.broken = False  # cannot be read further (corrupt); later files of a rolling log still can
+        self.failed_at = -1  # boundary a decode failed after (it is retried once from there)
+
+    def resume_point(self) -> tuple[int, int]:
+        """(raw, decoded) offsets a fresh decoder can start at, at or before the last complete line."""
+        if self.codec is None:  # every offset of a plain file is a boundary
+            return self.filter.consumed, self.filter.consumed
+        return self.resume
+
+    def position(self) -> dict[str, Any]:
+        raw, decoded = self.resume_point()
+        return {"file": os.path.basename(self.path), "index": self.index, "raw": raw, "decoded": decoded,
+                "consumed": self.filter.consumed, "lines": self.filter.lines}
+
+    def note_boundary(self, raw: int, decoded: int) -> None:
+        self.candidates.append((raw, decoded))
+        valid = [c for c in self.candidates if c[1] <= self.filter.consumed]
+        if valid:
+            self.resume = valid[-1]
+            self.candidates = [c for c in self.candidates if c[1] > self.filter.consumed]
+        del self.candidates[:-64]
+
+    def rewind(self) -> None:
+        """Go back to the last boundary: decode from there again, skipping the lines already delivered."""
+        self.decoder = None
+        self.raw, decoded = self.resume_point()
+        self.skip = self.filter.consumed - decoded
+        self.filter.rewind(decoded)
+        self.candidates = []
+
+    @property
+    def partial(self) -> bool:
+        return (self.decoder is not None and self.decoder.partial) or self.filter.partial
+
+
+class _App:
+    """Everything the watcher keeps about one application; small, whatever the log's size."""
+
+    def __init__(self, name: str, listing: _Listing, now: float) -> None:
+        self.name = name
+        self.listing = listing
+        self.identity: AppIdentity | None = None
+        self.tail: _FileTail | None = None
+        self.status = "running"
+        self.status_since = now
+        self.last_growth = now
+        self.growth_sig: tuple[Any, ...] = ()
+        self.dir_mtime = -1
+        self.polls_since_listing = 0
+        self.files: dict[int, str] = {}  # rolling: index -> file name
+        self.marker_final = False
+        self.end_seen = False
+        self.streaming = False
+        self.properties: dict[str, str] = {}
+        self.spark_version: str | None = None
+        self.runs: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self.held: list[RawEvent] = []
+        self.out: AppEvents | None = None
+        self.problems: Counter[str] = Counter()
+        self.active_problems: set[str] = set()
+        self.replay_until: tuple[int, int] | None = None  # (file index, line) delivered before a restart
+        self.missing = 0  # consecutive listings without this log
+
+    def report(self) -> AppEvents:
+        if self.out is None:
+            self.out = AppEvents(self.name, self.identity)
+        return self.out
+
+
+class EventLogWatcher:
+    """Poll event-log folders and return, per application, its identity and new events."""
+
+    def __init__(self, dirs: Iterable[str], *, poll_interval: float = 2.0, wanted_events: Iterable[str] = DEFAULT_WANTED_EVENTS,
+                 shard: tuple[int, int] | None = None, state_path: str | None = None, grace_seconds: float = 300.0,
+                 lost_after_seconds: float = 600.0, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                 identity_properties: Iterable[str] = (), read_finished_at_start: bool = False,
+                 replay_on_resume: bool = False, max_apps: int = 10_000, max_decoded_bytes_per_poll: int = 16 << 20,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if shard is not None and not (shard[1] >= 1 and 0 <= shard[0] < shard[1]):
+            raise ValueError(f"shard {shard!r}: want (K, N) with 0 <= K < N")
+        self.dirs = [os.path.abspath(d) for d in dirs]
+        self.poll_interval = poll_interval
+        self.wanted = frozenset(wanted_events)
+        self.shard = shard
+        self.state_path = os.path.abspath(state_path) if state_path else None
+        self.grace_seconds = grace_seconds
+        self.lost_after_seconds = lost_after_seconds
+        self.max_line_bytes = max_line_bytes
+        self.identity_properties = tuple(identity_properties)
+        self.read_finished_at_start = read_finished_at_start
+        self.replay_on_resume = replay_on_resume
+        self.max_apps = max_apps
+        self.max_decoded_bytes_per_poll = max_decoded_bytes_per_poll
+        self.clock = clock
+        self.counts = WatchCounts()
+        self.backlog = False  # the last poll left bytes unread (budget): poll again without waiting
+        scanned = set(self.wanted) | {APP_START, APP_END, LOG_START, QUERY_STARTED}
+        if self.identity_properties:
+            scanned.add(ENVIRONMENT)
+        self._patterns = {line_pattern(t): t for t in sorted(scanned)}
+        # until an application shows a streaming query, its task and SQL events are not even searched for
+        self._patterns_batch = {p: t for p, t in self._patterns.items() if t not in STREAMING_ONLY_EVENTS}
+        self._apps: dict[str, _App] = {}
+        self._done: set[str] = set()  # finished or forgotten logs still in the folders: not read again
+        self._reported: set[str] = set()  # folder entries already reported as unusable
+        self._order = 0  # rotates which application reads first when the budget runs out
+        self._listed_dirs: set[str] = set()  # folders listed successfully at least once
+        self._dirty = False
+        self._saved: dict[str, Any] = {}
+        self._forgotten: list[_App] = []  # dropped in this poll: their last report still goes out
+        if self.state_path:
+            try:
+                state = load_state(self.state_path)
+            except StateFileError as exc:
+                self._problem(None, "state_file", str(exc))
+                state = None
+            if state is not None:
+                self._saved = {k: v for k, v in state["apps"].items() if isinstance(v, dict)}
+                self._done = {d for d in state.get("done", []) if isinstance(d, str)}
+                self._listed_dirs = set(self.dirs)  # a state means we watched before: every log not in it is new
+
+    # --- public -------------------------------------------------------------------------------------
+
+    def poll(self) -> list[AppEvents]:
+        """One round: discover, read what grew, update lifecycles. Never raises."""
+        try:
+            self.commit()
+            return self._poll()
+        except Exception as exc:  # a bug must not stop the watcher: report it and go on next poll
+            log.exception("event-log watcher poll failed")
+            self._problem(None, "unreadable", f"poll failed: {type(exc).__name__}: {exc}")
+            return []
+
+    def commit(self) -> None:
+        """Persist the positions of everything delivered so far (atomically); a no-op without a state path."""
+        if not self.state_path or not self._dirty:
+            return
+        apps = {name: pos for name, app in self._apps.items() if (pos := self._position(app)) is not None}
+        for name, saved in self._saved.items():  # resumable logs not seen again yet (a folder briefly unreadable)
+            apps.setdefault(name, saved)
+        try:
+            save_state(self.state_path, apps, sorted(self._done))
+            self._dirty = False
+        except OSError as exc:
+            self._problem(None, "state_file", f"{self.state_path}: cannot save the watcher state: {exc}")
+
+    def run(self, callback: Callable[[list[AppEvents]], None], stop_event: threading.Event) -> None:
+        """Poll until ``stop_event`` is set; ``callback`` gets each non-empty poll's result, then positions are saved."""
+        while not stop_event.is_set():
+            started = self.clock()
+            found = self.poll()
+            if found:
+                try:
+                    callback(found)
+                except Exception as exc:
+                    log.exception("event-log watcher callback failed")
+                    self._problem(None, "callback", f"callback failed: {type(exc).__name__}: {exc}")
+            self.commit()
+            if not self.backlog:
+                stop_event.wait(max(0.0, self.poll_interval - (self.clock() - started)))
+        self.commit()
+
+    def app_problems(self) -> dict[str, dict[str, int]]:
+        """Problems counted per followed application (log name -> kind -> count)."""
+        return {name: dict(app.problems) for name, app in self._apps.items() if app.problems}
+
+    # --- one poll -----------------------------------------------------------------------------------
+
+    def _poll(self) -> list[AppEvents]:
+        now = self.clock()
+        listed, complete = self._list()
+        self._discover(listed, complete, now)
+        budget = self.max_decoded_bytes_per_poll
+        self.backlog = False
+        names = list(self._apps)
+        if names:
+            self._order = (self._order + 1) % len(names)
+            names = names[self._order:] + names[:self._order]
+        for name in names:
+            app = self._apps[name]
+            try:
+                budget = self._follow(app, budget, now)
+            except Exception as exc:  # per application: the others go on
+                log.exception("event-log watcher failed on %s", name)
+                self._problem(app, "unreadable", f"{name}: {type(exc).__name__}: {exc}")
+            self._lifecycle(app, now)
+        self._forget(now)
+        self._update_gauges()
+        out = []
+        for app in list(self._apps.values()) + self._forgotten:
+            if app.out is not None and (app.out.events or app.out.status_changes or app.out.problems):
+                out.append(app.out)
+            app.out = None
+        self._forgotten = []
+        return out
+
+    def _list(self) -> tuple[dict[str, _Listing], bool]:
+        """Every log in the folders, by log name; ``complete`` is False if a folder could not be listed."""
+        listed: dict[str, _Listing] = {}
+        complete = True
+        seen_entries: set[str] = set()
+        for folder in self.dirs:
+            try:
+                entries = list(os.scandir(folder))
+            except OSError as exc:
+                complete = False
+                self._report_once(folder, "unreadable", f"{folder}: cannot list the event-log folder: {exc.strerror or exc}")
+                continue
+            self._reported.discard(folder)
+            first = folder not in self._listed_dirs
+            self._listed_dirs.add(folder)
+            for entry in entries:
+                if entry.name.startswith(".") or (self.state_path and entry.path == self.state_path):
+                    continue
+                seen_entries.add(entry.path)
+                try:
+                    is_dir = entry.is_dir()
+                    is_file = not is_dir and entry.is_file()
+                except OSError:
+                    is_dir = is_file = False
+                if is_dir and not entry.name.startswith(_ROLLING_DIR):
+                    continue
+                if not is_dir and not is_file:
+                    self._report_once(entry.path, "not_regular", self._why_unusable(entry.path))
+                    continue
+                name = log_name(entry.name)
+                mtime = -1
+                if is_dir and name not in self._done and in_shard(name, self.shard):  # a rolling folder changes when files come
+                    try:
+                        mtime = entry.stat().st_mtime_ns
+                    except OSError:
+                        pass
+                item = _Listing("rolling" if is_dir else "single", entry.path, is_file and not entry.name.endswith(_INPROGRESS), mtime, first)
+                if name in listed and listed[name].path != entry.path:
+                    self._report_once(entry.path, "duplicate_log", f"{entry.path}: another log of {name} is already followed "
+                                      f"({listed[name].path}); this one is ignored")
+                    continue
+                listed[name] = item
+        self._reported &= seen_entries | set(self.dirs)
+        return listed, complete
+
+    def _why_unusable(self, path: str) -> str:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return f"{path}: symbolic link loop; ignored"
+            return f"{path}: cannot be read ({exc.strerror or exc}); ignored"
+        kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
+        return f"{path}: {kind}; never opened"
+
+    def _discover(self, listed: dict[str, _Listing], complete: bool, now: float) -> None:
+        other_shards = 0
+        for name, item in listed.items():
+            if not in_shard(name, self.shard):
+                other_shards += 1
+                continue
+            app = self._apps.get(name)
+            if app is not None:
+                app.listing, app.missing = item, 0
+                continue
+            if name in self._done:
+                continue
+            saved = self._saved.pop(name, None)
+            if saved is None and item.first and not self.read_finished_at_start and self._finished_on_disk(item):
+                self._done.add(name)
+                self._dirty = True
+                continue
+            if len(self._apps) >= self.max_apps:
+                self._report_once(item.path, "too_many_apps", f"{item.path}: already following {self.max_apps} applications; not followed")
+                continue
+            app = _App(name, item, now)
+            self._apps[name] = app
+            self.counts.apps_discovered += 1
+            if saved is not None:
+                self._restore(app, saved)
+            app.report().status_changes.append(StatusChange("running", f"{name}: following {item.path}", time.time()))
+        self.counts.apps_other_shards = other_shards
+        for name in list(self._apps):
+            if name not in listed and complete:
+                app = self._apps[name]
+                app.missing += 1
+                if app.missing < 2:
+                    continue  # a listing taken during a rename may miss it: believe it gone when the next one agrees
+                if app.status != "finished":
+                    self._problem(app, "vanished", f"{name}: {app.listing.path} vanished before the application finished")
+                self._drop(app, "forgotten", f"{name}: its log is gone")
+        if complete:
+            self._saved = {n: v for n, v in self._saved.items() if n in listed}
+            kept = {n for n in listed if in_shard(n, self.shard)}
+            if self._done - kept:
+                self._done &= kept
+                self._dirty = True
+
+    def _finished_on_disk(self, item: _Listing) -> bool:
+        if item.kind == "single":
+            return item.finished
+        try:
+            names = os.listdir(item.path)
+        except OSError:
+            return False
+        return any(n.startswith(_APPSTATUS) and not n.endswith(_INPROGRESS) for n in names)
+
+    # --- reading ------------------------------------------------------------------------------------
+
+    def _follow(self, app: _App, budget: int, now: float) -> int:
+        if app.listing.kind == "rolling":
+            self._relist(app)
+        elif app.tail is None:
+            app.tail = self._new_tail(app, app.listing.path, 0)
+        while app.tail is not None:
+            tail = app.tail
+            if app.listing.kind == "single":
+                tail.path = app.listing.path  # renamed from .inprogress when the application ended
+            if not tail.broken:
+                budget = self._read(app, tail, budget)
+                if budget <= 0:
+                    self.backlog = True
+                    return budget
+                if tail.size < 0 or tail.raw < tail.size:
+                    break  # could not read it (reported): try again next poll
+            nxt = self._next_index(app, tail.index)
+            if nxt is None:
+                break
+            # the next file exists, so Spark has closed this one (it closes before it opens the next)
+            if not tail.broken and tail.partial:
+                self._truncated(app, tail, "though the log rolled on to the next file")
+            app.tail = self._new_tail(app, os.path.join(app.listing.path, app.files[nxt]), nxt)
+        return budget
+
+    def _truncated(self, app: _App, tail: _FileTail, why: str) -> None:
+        unit = "line" if tail.filter.partial else f"{tail.codec} unit"
+        self._problem(app, "truncated", f"{tail.path}: ends inside a {unit} {why}; the cut-off part is lost")
+        tail.broken, tail.decoder = True, None
+
+    def _relist(self, app: _App) -> None:
+        app.polls_since_listing += 1
+        if app.listing.mtime_ns == app.dir_mtime and app.polls_since_listing < _RELIST_EVERY and app.tail is not None:
+            return
+        try:
+            names = os.listdir(app.listing.path)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return  # gone: the next listing of the parent forgets it
+            self._problem(app, "unreadable", f"{app.listing.path}: cannot list: {exc.strerror or exc}", once=True)
+            return
+        app.dir_mtime, app.polls_since_listing = app.listing.mtime_ns, 0
+        files: dict[int, str] = {}
+        for n in names:
+            m = _EVENTS_FILE.match(n)
+            if m:
+                files[int(m.group(1))] = n
+            elif n.startswith(_APPSTATUS) and not n.endswith(_INPROGRESS):
+                app.marker_final = True
+        app.files = files
+        if app.tail is None and files:
+            first = min(files)
+            app.tail = self._new_tail(app, os.path.join(app.listing.path, files[first]), first)
+
+    def _next_index(self, app: _App, index: int) -> int | None:
+        later = [i for i in app.files if i > index]
+        return min(later) if later else None
+
+    def _new_tail(self, app: _App, path: str, index: int, pos: dict[str, Any] | None = None) -> _FileTail:
+        patterns = self._patterns if app.streaming else self._patterns_batch
+        if pos is None:
+            return _FileTail(path, index, patterns, self.max_line_bytes)
+        return _FileTail(path, index, patterns, self.max_line_bytes, raw=int(pos["raw"]), decoded=int(pos["decoded"]),
+                         consumed=int(pos["consumed"]), lines=int(pos["lines"]))
+
+    def _read(self, app: _App, tail: _FileTail, budget: int) -> int:
+        try:
+            fd = os.open(tail.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return budget  # renamed or removed: the next listing says which
+            kind = "unreadable"
+            why = "symbolic link loop" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+            self._problem(app, kind, f"{tail.path}: cannot open: {why}", once=True)
+            return budget
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                self._problem(app, "not_regular", f"{tail.path}: not a regular file; never read", once=True)
+                tail.broken = True
+                return budget
+            app.active_problems.discard("unreadable")
+            if st.st_mtime - time.time() > _FUTURE_SKEW_SECONDS:
+                self._problem(app, "clock_skew", f"{tail.path}: modified {st.st_mtime - time.time():.0f} s in the future; "
+                              "the writer's clock is ahead (timeouts use this process's clock, so nothing else changes)", once=True)
+            if st.st_size < tail.raw:
+                self._problem(app, "truncated", f"{tail.path}: shrank from {tail.raw} to {st.st_size} bytes (rewritten or truncated); "
+                              "not read further", once=True)
+                tail.broken = True
+                return budget
+            tail.size = st.st_size
+            if st.st_size == tail.raw:
+                return budget
+            os.lseek(fd, tail.raw, os.SEEK_SET)
+            while tail.raw < st.st_size and budget > 0:
+                data = os.read(fd, min(_READ_CHUNK, st.st_size - tail.raw))
+                if not data:
+                    break
+                budget -= self._decode(app, tail, data)
+        except OSError as exc:
+            self._problem(app, "unreadable", f"{tail.path}: read failed: {exc.strerror or exc}", once=True)
+        except EventLogError as exc:
+            if tail.failed_at != tail.resume_point()[0]:
+                # read once more from the last boundary: a network file system may have shown the new size
+                # before the bytes (a hole of zeros); the same failure twice means the data is bad
+                tail.failed_at = tail.resume_point()[0]
+                tail.rewind()
+            else:
+                self._problem(app, "corrupt", f"{exc}; the rest of this file is skipped")
+                tail.broken, tail.decoder = True, None
+        finally:
+            os.close(fd)
+        if tail.decoder is not None and not tail.decoder.partial:
+            tail.decoder = None  # nothing held: recreate at the next boundary instead of keeping its buffers
+        return budget
+
+    def _decode(self, app: _App, tail: _FileTail, data: bytes) -> int:
+        """Decode one raw chunk and deliver its wanted lines; returns the decoded size."""
+        self.counts.read_bytes += len(data)
+        if tail.decoder is None:
+            tail.decoder = tail_decoder(tail.path, tail.codec, tail.raw)
+        tail.raw += len(data)
+        decoded_total = 0
+        for piece, boundary in tail.decoder.feed(data):
+            decoded_total += len(piece)
+            if tail.skip > 0:  # delivered before a restart
+                cut = min(tail.skip, len(piece))
+                tail.skip -= cut
+                tail.filter.decoded_pos += cut
+                tail.filter.consumed = tail.filter.decoded_pos
+                piece = piece[cut:]
+            before = tail.filter.lines
+            tail.filter.feed(piece, lambda line_no, event_type, line: self._line(app, tail, line_no, event_type, line))
+            self.counts.lines += tail.filter.lines - before
+            for line_no in tail.filter.too_long:
+                self._problem(app, "line_too_long", f"{tail.path}:{line_no}: a wanted event line longer than "
+                              f"{self.max_line_bytes} bytes; skipped")
+            tail.filter.too_long.clear()
+            if boundary is not None:
+                tail.note_boundary(boundary, tail.filter.decoded_pos)
+        self.counts.decoded_bytes += decoded_total
+        if decoded_total:
+            self._dirty = True
+        return decoded_total
+
+    def _line(self, app: _App, tail: _FileTail, line_no: int, event_type: str, line: bytes) -> bool:
+        """Parse and deliver one wanted line; True when the application turned out to be streaming (scan for more types)."""
+        if event_type == ENVIRONMENT and app.identity is not None:
+            return False
+        turned_streaming = event_type in STREAMING_EVENTS and not app.streaming
+        if turned_streaming:
+            app.streaming = True
+            tail.filter.set_patterns(self._patterns)
+        source = f"{tail.path}:{line_no}"
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            self._problem(app, "bad_json", f"{source}: not valid JSON ({str(exc)[:80]}); skipped")
+            return turned_streaming
+        self.counts.events_parsed += 1
+        if not isinstance(obj, dict):
+            self._problem(app, "bad_json", f"{source}: not a JSON object; skipped")
+            return turned_streaming
+        replayed = app.replay_until is not None and (tail.index, line_no) <= app.replay_until
+        if event_type == LOG_START:
+            app.spark_version = str(obj.get("Spark Version")) if obj.get("Spark Version") is not None else None
+        elif event_type == ENVIRONMENT:
+            props = obj.get("Spark Properties")
+            if isinstance(props, dict):
+                app.properties = {k: str(props[k]) for k in self.identity_properties if k in props}
+            elif isinstance(props, list):  # older logs: a list of [key, value] pairs
+                pairs = {p[0]: p[1] for p in props if isinstance(p, list) and len(p) == 2}
+                app.properties = {k: str(pairs[k]) for k in self.identity_properties if k in pairs}
+        elif event_type == APP_START:
+            self._identify(app, obj)
+        elif event_type == APP_END:
+            app.end_seen = True
+        elif event_type == QUERY_PROGRESS and not self._new_batch(app, obj, replayed):
+            return turned_streaming
+        if event_type in self.wanted:
+            self._deliver(app, RawEvent(event_type, obj, source, replayed))
+        return turned_streaming
+
+    def _new_batch(self, app: _App, obj: dict[str, Any], replayed: bool) -> bool:
+        progress = obj.get("progress")
+        if not isinstance(progress, dict):
+            return True
+        run = (str(progress.get("id")), str(progress.get("runId")))
+        batch = progress.get("batchId")
+        if not isinstance(batch, int):
+            return True
+        last = app.runs.get(run)
+        if last is not None and batch <= last and not replayed:
+            self.counts.events_duplicate += 1
+            return False
+        app.runs[run] = batch if last is None else max(batch, last)
+        app.runs.move_to_end(run)
+        while len(app.runs) > _MAX_RUNS:
+            app.runs.popitem(last=False)
+        return True
+
+    def _identify(self, app: _App, obj: dict[str, Any]) -> None:
+        name, app_id = obj.get("App Name"), obj.get("App ID")
+        attempt = obj.get("App Attempt ID")
+        ts = obj.get("Timestamp")
+        app.identity = AppIdentity(app.name, str(name) if name is not None else app.name, str(app_id) if app_id is not None else app.name,
+                                   str(attempt) if attempt is not None else None, app.spark_version,
+                                   ts if isinstance(ts, int) else None, tuple(sorted(app.properties.items())))
+        self._check_duplicate_name(app)
+        self._release_held(app)
+
+    def _check_duplicate_name(self, app: _App) -> None:
+        assert app.identity is not None
+        for other in self._apps.values():
+            if other is app or other.identity is None or other.status != "running" or other.identity.name != app.identity.name:
+                continue
+            message = (f"two running applications are named {app.identity.name!r} ({other.identity.app_id} in {other.listing.path}, "
+                       f"{app.identity.app_id} in {app.listing.path}); their series are told apart only by app id and query id")
+            self._problem(app, "duplicate_name", message, once=True)
+            self._problem(other, "duplicate_name", message, once=True)
+
+    def _deliver(self, app: _App, event: RawEvent) -> None:
+        if app.identity is None:
+            app.held.append(event)
+            if len(app.held) >= _MAX_HELD_EVENTS:
+                self._fallback_identity(app, f"no application-start event in the first {_MAX_HELD_EVENTS} wanted events")
+            return
+        app.report().events.append(event)
+        self.counts.events_delivered += 1
+
+    def _fallback_identity(self, app: _App, why: str) -> None:
+        self._problem(app, "no_app_start", f"{app.name}: {why}; named after its log")
+        app.identity = AppIdentity(app.name, app.name, app.name, None, app.spark_version, None, tuple(sorted(app.properties.items())))
+        self._release_held(app)
+
+    def _release_held(self, app: _App) -> None:
+        held, app.held = app.held, []
+        report = app.report()
+        report.identity = app.identity
+        report.events.extend(held)
+        self.counts.events_delivered += len(held)
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+
+    def _lifecycle(self, app: _App, now: float) -> None:
+        tail = app.tail
+        sig = (app.listing.path, app.listing.mtime_ns, tuple(sorted(app.files)), tail.index if tail else None,
+               tail.size if tail else None, app.marker_final)
+        if sig != app.growth_sig:
+            app.growth_sig, app.last_growth = sig, now
+        ended = app.marker_final or app.end_seen or (app.listing.kind == "single" and app.listing.finished)
+        read_all = tail is None or tail.broken or (tail.size >= 0 and tail.raw >= tail.size)
+        if ended and read_all and tail is not None and not tail.broken and tail.partial and app.status == "running" \
+                and (app.marker_final or app.listing.finished):
+            self._truncated(app, tail, "though the application ended")
+        drained = read_all and (tail is None or tail.broken or not tail.partial)
+        if app.status in ("running", "lost") and ended and drained and self._next_index(app, tail.index if tail else -1) is None:
+            if app.identity is None:
+                self._fallback_identity(app, "the log ended without an application-start event")
+            how = "end marker" if app.marker_final or app.listing.finished else "application-end event"
+            self._set_status(app, "finished", f"{app.name}: finished ({how}), read to its end", now)
+        elif app.status == "running" and now - app.last_growth > self.lost_after_seconds:
+            if app.identity is None and app.held:
+                self._fallback_identity(app, "the log stopped growing before an application-start event")
+            self._set_status(app, "lost", f"{app.name}: no growth for {now - app.last_growth:.0f} s and no end marker "
+                             "(a killed driver leaves its log like this)", now)
+        elif app.status == "lost" and app.last_growth >= app.status_since:
+            self._set_status(app, "running", f"{app.name}: growing again", now)
+
+    def _set_status(self, app: _App, status: str, message: str, now: float) -> None:
+        app.status, app.status_since = status, now
+        app.report().status_changes.append(StatusChange(status, message, time.time()))
+        self._dirty = True
+        if status != "running":
+            log.info("%s", message)
+
+    def _forget(self, now: float) -> None:
+        for app in list(self._apps.values()):
+            if app.status in ("finished", "lost") and now - app.status_since >= self.grace_seconds:
+                self._drop(app, "forgotten", f"{app.name}: forgotten {self.grace_seconds:.0f} s after it was {app.status}")
+
+    def _drop(self, app: _App, status: str, message: str) -> None:
+        report = app.report()
+        report.identity = app.identity
+        report.status_changes.append(StatusChange(status, message, time.time()))
+        self._apps.pop(app.name, None)
+        if app.listing.path and os.path.lexists(app.listing.path):
+            self._done.add(app.name)
+        self.counts.apps_forgotten += 1
+        self._forgotten.append(app)
+        self._dirty = True
+
+    def _update_gauges(self) -> None:
+        statuses = Counter(app.status for app in self._apps.values())
+        self.counts.apps_running, self.counts.apps_finished, self.counts.apps_lost = statuses["running"], statuses["finished"], statuses["lost"]
+
+    # --- problems and state -------------------------------------------------------------------------
+
+    def _problem(self, app: _App | None, kind: str, message: str, once: bool = False) -> None:
+        """Count and report a problem; ``once`` reports it once per episode (until it clears)."""
+        if app is not None and once:
+            if kind in app.active_problems:
+                return
+            app.active_problems.add(kind)
+        self.counts.problems[kind] += 1
+        log.warning("%s", message)
+        if app is not None:
+            app.problems[kind] += 1
+            app.report().problems.append(message)
+
+    def _report_once(self, path: str, kind: str, message: str) -> None:
+        if path in self._reported:
+            return
+        self._reported.add(path)
+        self._problem(None, kind, message)
+
+    def _position(self, app: _App) -> dict[str, Any] | None:
+        if app.identity is None or app.tail is None:
+            return None  # nothing delivered yet: a restart reads it from the start
+        ident = app.identity
+        return {"tail": app.tail.position(), "identity": {"name": ident.name, "app_id": ident.app_id, "attempt_id": ident.attempt_id,
+                                                          "spark_version": ident.spark_version, "start_time_ms": ident.start_time_ms,
+                                                          "properties": dict(ident.properties)},
+                "streaming": app.streaming, "end_seen": app.end_seen, "status": app.status,
+                "runs": [[q, r, b] for (q, r), b in app.runs.items()]}
+
+    def _restore(self, app: _App, saved: dict[str, Any]) -> None:
+        try:
+            pos = saved["tail"]
+            ident = saved["identity"]
+            folder = app.listing.path if app.listing.kind == "rolling" else os.path.dirname(app.listing.path)
+            path = os.path.join(folder, pos["file"]) if app.listing.kind == "rolling" else app.listing.path
+            app.identity = AppIdentity(app.name, ident["name"], ident["app_id"], ident.get("attempt_id"), ident.get("spark_version"),
+                                       ident.get("start_time_ms"), tuple(sorted((ident.get("properties") or {}).items())))
+            app.streaming = bool(saved.get("streaming")) and not self.replay_on_resume  # a replay reads as the first pass did
+            app.end_seen = bool(saved.get("end_seen"))
+            for q, r, b in saved.get("runs", []):
+                app.runs[(q, r)] = int(b)
+            if self.replay_on_resume:
+                app.replay_until = (int(pos["index"]), int(pos["lines"]))
+                if app.listing.kind == "single":
+                    app.tail = self._new_tail(app, path, 0)
+                return  # a rolling log starts again from its first file at the next listing
+            app.tail = self._new_tail(app, path, int(pos["index"]), pos)
+        except (KeyError, TypeError, ValueError) as exc:
+            self._problem(app, "state_file", f"{app.name}: saved position unusable ({exc}); reading its log from the start")
+            app.identity, app.tail = None, None

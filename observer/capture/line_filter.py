@@ -1,0 +1,163 @@
+"""Pick the wanted event lines out of decoded event-log bytes without parsing the others.
+
+Spark writes one JSON object per line and its ``"Event"`` field first (``{"Event":"SparkListenerTaskEnd",
+...``), so a line's type is known from its first bytes. Most of a log is task, stage and SQL events the
+observer does not need; scanning for ``\\n{"Event":"<wanted type>"`` with ``bytes.find`` (C speed) over a
+whole decoded piece costs far less than splitting it into Python lines, and only the matching lines are
+copied out. A line still being written is held only when it is (or may still turn out to be) wanted, and
+never beyond ``max_line_bytes``: an unwanted or over-long line is skipped up to its newline without being
+held, so memory stays bounded however long the lines are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+EVENT_PREFIX = b'{"Event":"'
+# longer than '{"Event":"SparkListener' (every core event): ApplicationStart/End, ExecutorAdded/Removed and the
+# streaming events each share one search
+_MERGE_PREFIX = 30
+
+
+def line_pattern(event_type: str) -> bytes:
+    """The first bytes of a line holding an event of this type."""
+    return EVENT_PREFIX + event_type.encode() + b'"'
+
+
+Handler = Callable[[int, str, bytes], bool]  # (line number, event type, line) -> True if the patterns changed
+
+
+def _needles(patterns: dict[bytes, str]) -> list[bytes]:
+    """Search prefixes: patterns sharing a long prefix (the four streaming events) are searched for once."""
+    needles: list[bytes] = []
+    for pattern in sorted(patterns):
+        if needles:
+            last = needles[-1]
+            common = next((i for i, (a, b) in enumerate(zip(last, pattern)) if a != b), min(len(last), len(pattern)))
+            if common >= _MERGE_PREFIX:
+                needles[-1] = last[:common]
+                continue
+        needles.append(pattern)
+    return needles
+
+
+class LineFilter:
+    """Complete wanted lines of one decoded stream, with their line numbers (1-based), handed to a handler."""
+
+    def __init__(self, patterns: dict[bytes, str], max_line_bytes: int, decoded_pos: int = 0, lines: int = 0) -> None:
+        self.set_patterns(patterns)
+        self.max_line_bytes = max_line_bytes
+        self.decoded_pos = decoded_pos  # decoded bytes seen
+        self.consumed = decoded_pos  # decoded offset just after the last complete line
+        self.lines = lines  # complete lines seen
+        self._pending: bytearray | None = None  # start of a wanted (or undecided) line being written
+        self._skipping = False  # inside an unwanted or over-long line: drop bytes up to its newline
+        self.too_long: list[int] = []  # line numbers of wanted lines dropped for their length (read and cleared by the caller)
+
+    def set_patterns(self, patterns: dict[bytes, str]) -> None:
+        """Change the wanted types (``line_pattern(type) -> type``); a handler doing so returns True."""
+        self.patterns = patterns
+        self._needles = [(b"\n" + n, n) for n in _needles(patterns)]
+        self._longest = max((len(p) for p in patterns), default=0)
+
+    def rewind(self, decoded_pos: int) -> None:
+        """Restart at an earlier decoded offset (the caller skips up to ``consumed`` again): drop the partial line."""
+        self.decoded_pos = decoded_pos
+        self._pending, self._skipping = None, False
+
+    @property
+    def partial(self) -> bool:
+        """True while inside a line whose newline has not arrived."""
+        return self._pending is not None or self._skipping
+
+    def feed(self, data: bytes, handle: Handler) -> None:
+        """Hand every wanted line completed by ``data`` to ``handle``, in order."""
+        base = self.decoded_pos
+        self.decoded_pos += len(data)
+        pos = 0
+        if self.partial:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._extend(data)
+                return
+            pending = self._pending
+            self._pending, self._skipping = None, False
+            self.lines += 1
+            pos = nl + 1
+            self.consumed = base + pos
+            if pending is not None:
+                line = bytes(pending) + data[:pos]
+                kind = self._type_of(line)
+                if kind is not None:
+                    if len(line) > self.max_line_bytes:
+                        self.too_long.append(self.lines)
+                    else:
+                        handle(self.lines, kind, line)
+        last = data.rfind(b"\n", pos)
+        if last >= 0:
+            hits = self._hits(data, pos, last)
+            cursor, line_no, k = pos, self.lines, 0
+            while k < len(hits):
+                start = hits[k]
+                k += 1
+                line_no += data.count(b"\n", cursor, start) + 1
+                cursor = data.index(b"\n", start) + 1
+                kind = self._type_of(data[start:start + self._longest])
+                if kind is None:
+                    continue  # shares a searched prefix with a wanted type
+                if cursor - start > self.max_line_bytes:
+                    self.too_long.append(line_no)
+                elif handle(line_no, kind, data[start:cursor]):
+                    hits, k = self._hits(data, cursor, last), 0
+            self.lines = line_no + data.count(b"\n", cursor, last + 1)
+            pos = last + 1
+            self.consumed = base + pos
+        if pos < len(data):
+            self._begin(data[pos:])
+
+    def _hits(self, data: bytes, start: int, last: int) -> list[int]:
+        """Starts of the lines in ``data[start:last]`` beginning with a searched prefix (``start`` is a line start)."""
+        hits = []
+        for needle, prefix in self._needles:
+            if data.startswith(prefix, start) and start < last:
+                hits.append(start)
+            i = data.find(needle, start, last)
+            while i >= 0:
+                hits.append(i + 1)
+                i = data.find(needle, i + 1, last)
+        hits.sort()
+        return hits
+
+    def _type_of(self, line: bytes | bytearray) -> str | None:
+        for pattern, kind in self.patterns.items():
+            if line.startswith(pattern):
+                return kind
+        return None
+
+    def _may_be_wanted(self, start: bytes | bytearray) -> bool:
+        if self._type_of(start) is not None:
+            return True
+        return len(start) < self._longest and any(p.startswith(start) for p in self.patterns)
+
+    def _begin(self, tail: bytes) -> None:
+        if self._may_be_wanted(tail[:self._longest]):
+            self._pending = bytearray(tail)
+            self._check_length()
+        else:
+            self._skipping = True
+
+    def _extend(self, data: bytes) -> None:
+        if self._pending is None:
+            return  # skipping
+        decided = len(self._pending) >= self._longest
+        self._pending += data
+        if not decided and not self._may_be_wanted(self._pending[:self._longest]):
+            self._pending, self._skipping = None, True
+            return
+        self._check_length()
+
+    def _check_length(self) -> None:
+        if self._pending is not None and len(self._pending) > self.max_line_bytes:
+            if self._type_of(self._pending) is not None:
+                self.too_long.append(self.lines + 1)
+            self._pending, self._skipping = None, True
