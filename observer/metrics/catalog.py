@@ -24,7 +24,7 @@ never a value (see ``observer.model``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from collections.abc import Iterable
 
 GAUGE = "gauge"
 COUNTER = "counter"
@@ -274,16 +274,33 @@ SELF_METRICS: tuple[MetricSpec, ...] = (
     CALLBACK_DURATION, PROCESSING_DURATION,
 )
 
+
+# --- the event-log watcher (observer.capture.eventlog_watch): what it read, parsed and delivered ---------
+WATCH_METRICS: tuple[MetricSpec, ...] = (
+    _o("spark_state_observer_watch_applications", GAUGE, "", "Applications the event-log watcher follows (label status: running, finished, lost).", ("status",)),
+    _o("spark_state_observer_watch_applications_discovered", COUNTER, "", "Applications the watcher started following."),
+    _o("spark_state_observer_watch_applications_forgotten", COUNTER, "", "Applications dropped from memory after their grace period (or because their log vanished)."),
+    _o("spark_state_observer_watch_read_bytes", COUNTER, "bytes", "Raw (compressed) event-log bytes read."),
+    _o("spark_state_observer_watch_decoded_bytes", COUNTER, "bytes", "Decoded event-log bytes scanned."),
+    _o("spark_state_observer_watch_lines", COUNTER, "", "Event-log lines scanned."),
+    _o("spark_state_observer_watch_events_parsed", COUNTER, "", "Event lines JSON-parsed (the rest were skipped by their type)."),
+    _o("spark_state_observer_watch_events_delivered", COUNTER, "", "Events handed to the pipeline."),
+    _o("spark_state_observer_watch_events_duplicate", COUNTER, "", "Progress events dropped because their query run and batch were delivered already."),
+    _o("spark_state_observer_watch_problems", COUNTER, "", "Problems with event logs (label kind: unreadable, corrupt, truncated, vanished, ...).", ("kind",)),
+)
+
 # --- the catalog ---------------------------------------------------------------------------------------
 CATALOG: tuple[MetricSpec, ...] = (
     QUERY_METRICS + PHASE_METRICS + SOURCE_METRICS + SINK_METRICS + OPERATOR_METRICS + CUSTOM_METRICS
     + (UNKNOWN_CUSTOM_METRIC,) + INSTANCE_METRICS + (UNKNOWN_INSTANCE_METRIC,) + LIFECYCLE_METRICS + (OPERATOR_INFO,)
-    + SIGNAL_METRICS + SELF_METRICS
+    + SIGNAL_METRICS + SELF_METRICS + WATCH_METRICS
 )
 """Every metric the observer exports, Spark-derived, signal and self, each once."""
 
 BY_NAME: dict[str, MetricSpec] = {s.prometheus_name: s for s in CATALOG}
 CUSTOM_BY_KEY: dict[str, MetricSpec] = {s.key: s for s in CUSTOM_METRICS}
+# operator fields and custom metrics have no constant of their own: code names them by Spark's key
+BY_KEY: dict[str, MetricSpec] = {s.key: s for s in OPERATOR_METRICS + CUSTOM_METRICS}
 KNOWN_INSTANCE_PREFIXES = frozenset({SNAPSHOT_LAST_UPLOADED.key})
 KAFKA_LAG_KEYS = {"minOffsetsBehindLatest": "min", "avgOffsetsBehindLatest": "avg", "maxOffsetsBehindLatest": "max"}
 
@@ -294,6 +311,18 @@ def lookup(name: str) -> MetricSpec:
         return BY_NAME[name]
     except KeyError:
         raise UnknownMetricError(f"{name} is not a metric of observer.metrics.catalog") from None
+
+
+def by_key(key: str) -> MetricSpec:
+    """The spec of a state operator field or custom metric by Spark's key (``"rocksdbPutCount"``).
+
+    Those specs are rows of ``OPERATOR_METRICS`` / ``CUSTOM_METRICS`` without a constant; the dashboards and
+    rules name them by the key Spark reports, so a key Spark renames fails here, at generation.
+    """
+    try:
+        return BY_KEY[key]
+    except KeyError:
+        raise UnknownMetricError(f"{key} is not a state operator field or custom metric of observer.metrics.catalog") from None
 
 
 def check(spec: MetricSpec) -> MetricSpec:
