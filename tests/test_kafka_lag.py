@@ -23,12 +23,11 @@ from kafka_broker import record_timestamp, truth_at
 
 from observer.offline.eventlog import Record, read_records
 from observer.model.parse import parse_timestamp
-from observer.metrics.catalog import COUNTER, MetricSpec
+from observer.metrics.catalog import COUNTER, KAFKA_METRICS, MetricSpec
 from observer.signals.kafka_lag import (
     CAUGHT_UP,
     EXTRAPOLATED,
     INTERPOLATED,
-    KAFKA_METRICS,
     LOWER_BOUND,
     KafkaLagTracker,
     KafkaSnapshot,

@@ -23,8 +23,8 @@ never a value (see ``observer.model``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 GAUGE = "gauge"
 COUNTER = "counter"
@@ -254,6 +254,26 @@ SIGNAL_METRICS: tuple[MetricSpec, ...] = (
 )
 
 
+# --- Kafka sources, from the offsets of each progress (observer.signals.kafka_lag, observer.signals.kafka) ---
+def _k(name: str, kind: str, unit: str, help: str, labels: tuple[str, ...], key: str = "") -> MetricSpec:
+    return MetricSpec(key, name, kind, unit, help, "source", "kafka", labels=labels)
+
+
+KAFKA_LAG_RECORDS = _k("spark_streaming_kafka_lag_records", GAUGE, "records", "Kafka records not yet read by the query per partition (latest offset when the batch was planned minus the batch's end offset); only the top-K partitions by lag (labels topic, partition).", ("topic", "partition"), "latestOffset-endOffset")
+KAFKA_LAG_SECONDS = _k("spark_streaming_kafka_lag_seconds", GAUGE, "seconds", "Age of the oldest unread Kafka record per partition, interpolated over the history of latest offsets; only the top-K partitions (labels topic, partition).", ("topic", "partition"))
+KAFKA_TOPIC_LAG_RECORDS = _k("spark_streaming_kafka_topic_lag_records", GAUGE, "records", "Kafka records not yet read by the query, summed over the topic's partitions (label topic).", ("topic",), "latestOffset-endOffset")
+KAFKA_TOPIC_LAG_SECONDS = _k("spark_streaming_kafka_topic_lag_seconds", GAUGE, "seconds", "Largest lag in seconds over the topic's partitions: the figure a freshness SLO is written in (label topic).", ("topic",))
+KAFKA_PARTITIONS = _k("spark_streaming_kafka_partitions", GAUGE, "", "Partitions of the topic the query reads (label topic).", ("topic",), "latestOffset")
+KAFKA_STUCK_PARTITIONS = _k("spark_streaming_kafka_stuck_partitions", GAUGE, "", "Partitions whose end offset has not moved for several batches while their latest offset has (label topic).", ("topic",))
+KAFKA_LAG_GROWTH = _k("spark_streaming_kafka_topic_lag_growth_records_per_second", GAUGE, "records", "Slope of the topic's lag over the growth window (least squares); positive while the query falls behind (label topic).", ("topic",))
+KAFKA_CATCH_UP_FORECAST = _k("spark_streaming_kafka_catch_up_forecast_seconds", GAUGE, "seconds", "Forecast seconds until the query has read the topic's backlog, at the net rate it drained it over the recent batches; absent when caught up or not draining (label topic).", ("topic",))
+KAFKA_OFFSET_ANOMALIES = _k("spark_streaming_kafka_offset_anomalies", COUNTER, "", "Offsets that went backwards or skipped between batches (label kind: rewound, skipped, latest_went_back; label topic): data-loss or reprocessing risk.", ("topic", "kind"))
+KAFKA_PARTITIONS_ADDED = _k("spark_streaming_kafka_partitions_added", COUNTER, "", "Partitions that appeared in a topic the query reads (label topic).", ("topic",))
+KAFKA_METRICS: tuple[MetricSpec, ...] = (
+    KAFKA_LAG_RECORDS, KAFKA_LAG_SECONDS, KAFKA_TOPIC_LAG_RECORDS, KAFKA_TOPIC_LAG_SECONDS, KAFKA_PARTITIONS, KAFKA_STUCK_PARTITIONS,
+    KAFKA_LAG_GROWTH, KAFKA_CATCH_UP_FORECAST, KAFKA_OFFSET_ANOMALIES, KAFKA_PARTITIONS_ADDED,
+)
+
 # --- the observer itself: what it received, dropped and failed, and what it cost ---------------------
 def _o(name: str, kind: str, unit: str, help: str, labels: tuple[str, ...] = ()) -> MetricSpec:
     return MetricSpec("", name, kind, unit, help, "observer", "observer", labels=labels)
@@ -293,7 +313,7 @@ WATCH_METRICS: tuple[MetricSpec, ...] = (
 CATALOG: tuple[MetricSpec, ...] = (
     QUERY_METRICS + PHASE_METRICS + SOURCE_METRICS + SINK_METRICS + OPERATOR_METRICS + CUSTOM_METRICS
     + (UNKNOWN_CUSTOM_METRIC,) + INSTANCE_METRICS + (UNKNOWN_INSTANCE_METRIC,) + LIFECYCLE_METRICS + (OPERATOR_INFO,)
-    + SIGNAL_METRICS + SELF_METRICS + WATCH_METRICS
+    + SIGNAL_METRICS + KAFKA_METRICS + SELF_METRICS + WATCH_METRICS
 )
 """Every metric the observer exports, Spark-derived, signal and self, each once."""
 

@@ -5,7 +5,8 @@ implies as ``Facts``: the signals it caused and the metric values they carry. It
 the runtime applies the values to the tracker and hands the signals to the bus and the sinks. The rules
 live in one module each: ``lifecycle`` (starts, restarts, crash loops, idleness, terminations, stalls),
 ``restore`` (restores and reloads), ``pace`` (watermark lag, falling behind), ``growth`` (state growth,
-eviction, budgets) and ``executors`` (executors and partition layout).
+eviction, budgets), ``executors`` (executors and partition layout) and ``kafka`` (Kafka lag, source health,
+catch-up forecast).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from observer.settings import Settings
 from observer.signals.executors import Executors, Partitions
 from observer.signals.facts import Facts
 from observer.signals.growth import Growth
+from observer.signals.kafka import KafkaSources
 from observer.signals.lifecycle import LastAliveHint, Lifecycle
 from observer.signals.pace import Pace
 from observer.signals.restore import Restores
@@ -43,6 +45,7 @@ class SignalEngine:
         self.growth = Growth(settings)
         self.partitions = Partitions()
         self.executors = Executors()
+        self.kafka = KafkaSources(settings)
         self._operators: dict[str, set[tuple[int, str]]] = {}
 
     def _new_run(self, query_id: str) -> None:
@@ -85,6 +88,7 @@ class SignalEngine:
             self.partitions.operator(record, p, op, ts, facts)
             self.growth.operator(record, p, op, ts, facts)
         self.pace.batch(record, p, ts, facts)
+        self.kafka.batch(record, p, ts, batch.first_of_run, facts)
 
     def tick(self) -> Facts:
         """Called about once a second by the live worker: stalls need time to pass, not events."""
@@ -107,3 +111,4 @@ class SignalEngine:
             self.pace.forget(query_id)
             self.growth.forget(query_id)
             self.partitions.forget(query_id)
+            self.kafka.forget(query_id)
