@@ -11,8 +11,8 @@ partitions by lag; a partition leaving the top K has its series removed, not fro
 
 Signals: ``kafka_lag_growing``, ``kafka_partition_stuck`` / ``kafka_partition_recovered``,
 ``kafka_partitions_added``, ``kafka_offsets_rewound`` / ``kafka_offsets_skipped`` / ``kafka_latest_went_back``
-(the data-loss risk ``failOnDataLoss`` guards against), ``kafka_catch_up_forecast`` at a run's first batch
-that starts behind (the backlog and when it will be read), and ``kafka_caught_up`` when that backlog is read
+(the data-loss risk ``failOnDataLoss`` guards against), ``kafka_catch_up_forecast`` at the first batch
+of a restarted run that starts behind (the backlog and when it will be read), and ``kafka_caught_up`` when that backlog is read
 (with the measured time next to the forecast).
 """
 
@@ -74,6 +74,8 @@ class KafkaSources:
         sources = self._queries.setdefault(record.query_id, {})
         for index, raw in found[:MAX_SOURCES_PER_QUERY]:
             src = sources.get(index)
+            # a restart: a new run of a source seen before, or a first sight of a query resuming its checkpoint
+            restarted = first_of_run and (src is not None or p.batch_id > 0)
             if src is None:
                 src = sources[index] = _Source(KafkaLagTracker(top_k=self.s.partition_top_k, growth_window_seconds=self.s.growth_window_seconds))
             if first_of_run:
@@ -83,7 +85,7 @@ class KafkaSources:
                 continue
             labels = source_labels(index, str(raw.get("description") or ""))
             self._metrics(record, src, snap, labels, facts)
-            self._signals(record, p, src, snap, labels, first_of_run, facts)
+            self._signals(record, p, src, snap, labels, restarted, facts)
 
     def _metrics(self, record: QueryRecord, src: _Source, snap: KafkaSnapshot, labels: Labels, facts: Facts) -> None:
         """Gauges set (and removed when gone, e.g. a partition left the top K); counters advanced by their delta."""
@@ -111,7 +113,7 @@ class KafkaSources:
         src.published = current
 
     def _signals(self, record: QueryRecord, p: QueryProgress, src: _Source, snap: KafkaSnapshot, labels: Labels,
-                 first_of_run: bool, facts: Facts) -> None:
+                 restarted: bool, facts: Facts) -> None:
         where = dict(labels)
         for finding in snap.findings:
             attrs: dict[str, Any] = {**where, "topic": finding.topic}
@@ -126,7 +128,7 @@ class KafkaSources:
                 facts.signal(kinds.KAFKA_CAUGHT_UP, record, p.run_id, snap.t, **where, topic=topic,
                              seconds=round(snap.t - open_forecast.t, 3), forecast_seconds=_rounded(open_forecast.seconds),
                              backlog_records=open_forecast.backlog)
-            if first_of_run and backlog > 0:
+            if restarted and backlog > 0:
                 seconds, basis = snap.catch_up.get(topic), "read_rate"
                 if topic not in snap.read_rate:
                     basis = "unknown"  # never seen reading behind: no rate to forecast with
