@@ -27,7 +27,6 @@ STATIC_LABELS = {"cluster": "test-cluster", "namespace": "test-namespace"}
 RECORDING_RULES = os.path.join(ROOT, "alerts", "recording.yml")
 # Panels whose data the recorded fixtures cannot contain: these queries must still be valid PromQL.
 NO_DATA_IN_FIXTURES = {
-    ("query-detail.json", "Kafka offsets behind latest"): "the recorded jobs read the rate source, not Kafka",
     ("restore.json", "Executors and executor changes"): "recorded in local mode: no executors come or go, and the count is polled live from the JVM",
 }
 

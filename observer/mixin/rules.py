@@ -71,7 +71,9 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     window_cl = f"{number(t.crash_loop_window_minutes)}m"
     window_kl = f"{number(t.kafka_lag_window_minutes)}m"
     restore = p.sel(catalog.LAST_RESTORE_DURATION)
-    lag = p.sel(catalog.SOURCE_OFFSETS_BEHIND_LATEST, extra='stat="max"')
+    window_ka = f"{number(t.kafka_anomaly_window_minutes)}m"
+    kafka = f"{query}, source_index, source, topic"
+    topic_lag = p.sel(catalog.KAFKA_TOPIC_LAG_RECORDS)
     failed = p.sel(catalog.QUERY_STATUS, extra='status="failed"')
     terminated = p.sel(catalog.QUERY_STATUS, extra='status="terminated"')
     eta = number(t.budget_eta_hours * 3600)
@@ -102,10 +104,24 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
           f"Streaming query {q} is falling behind its input.",
           f"Data arrives at query {q} faster than it is processed (input above {number(t.falling_behind_ratio)} x processing over {window_fb}); latency grows until it catches up."),
         a("SparkStreamingKafkaLagGrowing",
-          f"max by ({query}, source_index, source) ({lag}) > {number(t.kafka_lag_offsets)} and "
-          f"max by ({query}, source_index, source) (deriv({lag}[{window_kl}])) > 0",
+          f"max by ({kafka}) ({topic_lag}) > {number(t.kafka_lag_offsets)} and "
+          f"max by ({kafka}) (deriv({topic_lag}[{window_kl}])) > 0",
           f"Kafka lag of streaming query {q} keeps growing.",
-          f"Source {{{{ $labels.source }}}} of query {q} is {{{{ $value | humanize }}}} offsets behind the latest and the lag grew over {window_kl}."),
+          f"Topic {{{{ $labels.topic }}}} of query {q} is {{{{ $value | humanize }}}} records behind the latest and the lag grew over {window_kl}."),
+        a("SparkStreamingKafkaLagSecondsHigh",
+          f"max by ({kafka}) ({p.sel(catalog.KAFKA_TOPIC_LAG_SECONDS)}) > {number(t.kafka_lag_seconds_slo)}",
+          f"Kafka records wait too long for streaming query {q}.",
+          f"The oldest record of topic {{{{ $labels.topic }}}} that query {q} has not read is {{{{ $value | humanizeDuration }}}} old, "
+          f"above the {number(t.kafka_lag_seconds_slo)} s freshness objective."),
+        a("SparkStreamingKafkaPartitionStuck",
+          f"max by ({kafka}) ({p.sel(catalog.KAFKA_STUCK_PARTITIONS)}) > 0",
+          f"A Kafka partition of streaming query {q} is stuck.",
+          f"{{{{ $value }}}} partition(s) of topic {{{{ $labels.topic }}}} have had records to read for several batches, but query {q} does not read them."),
+        a("SparkStreamingKafkaDataLossRisk",
+          f"sum by ({kafka}, kind) (increase({p.sel(catalog.KAFKA_OFFSET_ANOMALIES)}[{window_ka}])) > 0",
+          f"Kafka offsets of streaming query {q} skipped or went back.",
+          f"Topic {{{{ $labels.topic }}}} of query {q}: offsets {{{{ $labels.kind }}}} between batches {{{{ $value | humanize }}}} time(s) in {window_ka}; "
+          "records were lost (retention, truncation, a recreated topic) or read twice."),
         a("SparkStreamingWatermarkLagHigh",
           f"max by ({query}) ({p.sel(catalog.WATERMARK_LAG)}) > {number(t.watermark_lag_seconds)}",
           f"Watermark of streaming query {q} lags far behind.",

@@ -451,7 +451,7 @@ class KafkaLagTracker:
 
     def _forecast(self, t: float, start: Offsets, end: Offsets, latest: Offsets,
                   totals: Mapping[str, int], delay: float) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-        """Per topic: seconds until the current lag is read (when it is > 0 and shrinking), read and produce rates."""
+        """Per topic: seconds until the current lag is read (0 when caught up, none when not draining), read and produce rates."""
         interval = None if self._run_start or self._prev_t is None else t - self._prev_t
         forecasts: dict[str, float] = {}
         reads: dict[str, float] = {}
@@ -470,10 +470,9 @@ class KafkaLagTracker:
                 reads[topic] = read_rate
             if produce_rate is not None:
                 produces[topic] = produce_rate
-            if total > 0:
-                eta = catch_up_seconds(total, read_rate, produce_rate, delay)
-                if eta is not None:
-                    forecasts[topic] = eta
+            eta = catch_up_seconds(total, read_rate, produce_rate, delay) if total > 0 else 0.0
+            if eta is not None:
+                forecasts[topic] = eta
         self._prev_t, self._prev_lag, self._run_start = t, dict(totals), False
         return forecasts, reads, produces
 

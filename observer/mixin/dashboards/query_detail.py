@@ -5,6 +5,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 
 from observer.metrics import catalog
+from observer.mixin.dashboards import kafka
 from observer.mixin.dashboards.panels import BAD, OK, ROWS_PER_SECOND, WARN, Context, dashboard, row, ts
 from observer.mixin.promql import RATE
 
@@ -16,7 +17,7 @@ def build(ctx: Context) -> db.Dashboard:
     phases = p.sel(catalog.PHASE_SECONDS, extra='phase!="triggerExecution"')
     kafka_max = p.sel(catalog.SOURCE_OFFSETS_BEHIND_LATEST, extra='stat="max"')
     kafka_avg = p.sel(catalog.SOURCE_OFFSETS_BEHIND_LATEST, extra='stat="avg"')
-    return (
+    return kafka.add_row(ctx, (
         dashboard(ctx, "query-detail", "Spark state / Query detail",
                   "One query in depth: batch phases, pace, watermark, Kafka lag and every state operator's rows.")
         .with_row(row("Batches"))
@@ -66,4 +67,4 @@ def build(ctx: Context) -> db.Dashboard:
                        [(f"min by ({by_op}) ({p.sel(catalog.ROWS_BUDGET_ETA, p.qo)})", "{{query}} / {{operator}} rows"),
                         (f"min by ({by_op}) ({p.sel(catalog.MEMORY_BUDGET_ETA, p.qo)})", "{{query}} / {{operator}} memory")],
                        "s", [(None, BAD), (t.budget_eta_hours * 3600, OK)], span=12))
-    )
+    ))
