@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+from typing import Any
 
 from observer.mixin import cli as mixin_cli
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES
@@ -17,6 +18,8 @@ def main(argv: list[str] | None = None) -> int:
 
     demo = sub.add_parser("demo", help="run a local stateful pipeline with the observer attached")
     demo.add_argument("--provider", choices=("rocksdb", "hdfs"), default="rocksdb")
+    demo.add_argument("--source", choices=("rate", "kafka"), default="rate",
+                      help="rate: Spark's rate source; kafka: a local Kafka broker and producer (needs `bash scripts/fetch_kafka.sh`)")
     demo.add_argument("--rows-per-second", type=int, default=50)
     demo.add_argument("--duration", type=float, default=None, help="seconds to run (default: until Ctrl-C)")
     demo.add_argument("--port", type=int, default=None, help="metrics port (default: setting http_port, 9108)")
@@ -36,7 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     ins = sub.add_parser("inspect", help="inspect a checkpoint: offsets, commits, state files, restore estimate")
     ins.add_argument("checkpoint")
     ins.add_argument("--json", action="store_true", help="print the report as JSON")
-    ins.add_argument("--history", default=None, help="history database to take observed restore rates from")
+    ins.add_argument("--history", default=None, help="history database to take observed restore and Kafka read rates from")
+    ins.add_argument("--kafka-bootstrap", default=None, metavar="HOST:PORT",
+                     help="read the Kafka backlog of the checkpoint's sources from this broker (read-only) and forecast the catch-up")
+    ins.add_argument("--rate", type=float, default=None, help="records per second the query reads while behind (default: from --history)")
+    ins.add_argument("--kafka-sample-seconds", type=float, default=5.0, help="seconds between two reads of the latest offsets (the produce rate)")
 
     ui = sub.add_parser("ui", help="serve the state browser (Streamlit) over a history and checkpoints")
     ui.add_argument("--history", default=None, help="history database (default: setting history_path)")
@@ -84,7 +91,16 @@ def _demo(args: argparse.Namespace) -> int:
     options = (("http_port", args.port), ("http_host", args.host), ("otlp_endpoint", args.otlp_endpoint), ("otlp_protocol", args.otlp_protocol))
     overrides = {k: v for k, v in options if v is not None}
     try:
-        run_demo(args.provider, args.rows_per_second, args.duration, args.checkpoint, **overrides)
+        if args.source == "kafka":
+            from observer.cli.kafka_demo import missing_parts, run_kafka_demo
+
+            missing = missing_parts()
+            if missing is not None:
+                print(f"spark-state-observer: the Kafka demo needs a local broker and Spark's Kafka connector: {missing}", file=sys.stderr)
+                return 2
+            run_kafka_demo(args.rows_per_second, args.duration, args.checkpoint, **overrides)
+        else:
+            run_demo(args.provider, args.rows_per_second, args.duration, args.checkpoint, **overrides)
     except ExporterError as exc:
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
@@ -155,11 +171,11 @@ def _ui(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from observer.history.store import HistoryError
     from observer.offline.checkpoint import inspect_checkpoint
     from observer.offline.checkpoint.render import render_text
     from observer.offline.checkpoint.report import CheckpointError
     from observer.offline.checkpoint.restore import rates_from_history
-    from observer.history.store import HistoryError
 
     try:
         report = inspect_checkpoint(args.checkpoint)
@@ -167,11 +183,29 @@ def _inspect(args: argparse.Namespace) -> int:
             rates = rates_from_history(args.history, report.query_id)
             if rates:
                 report = inspect_checkpoint(args.checkpoint, rates)
+        kafka = _kafka_catch_up(args, report) if args.kafka_bootstrap else None
     except (CheckpointError, HistoryError) as exc:
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
-    print(report.to_json() if args.json else render_text(report))
+    if args.json:
+        print(report.to_json() if kafka is None else json.dumps({**json.loads(report.to_json()), "kafka": kafka.to_dict()}, indent=2))
+    else:
+        print(render_text(report))
+        if kafka is not None:
+            from observer.offline.checkpoint import kafka as kafka_backlog
+
+            print(kafka_backlog.render_text(kafka))
     return 0
+
+
+def _kafka_catch_up(args: argparse.Namespace, report: Any) -> Any:
+    """The inspector's Kafka section (``observer.offline.checkpoint.kafka``), read rate from --rate or the history."""
+    from observer.offline.checkpoint import kafka as kafka_backlog
+
+    rate, basis = args.rate, "--rate"
+    if rate is None and args.history and report.query_id:
+        rate, basis = kafka_backlog.read_rate_from_history(args.history, report.query_id)
+    return kafka_backlog.forecast(report, args.kafka_bootstrap, rate, basis, sample_seconds=args.kafka_sample_seconds)
 
 
 if __name__ == "__main__":

@@ -253,12 +253,12 @@ def catch_up_seconds(backlog: float, read_rate: float | None, produce_rate: floa
     The query starts reading ``delay`` seconds from now (a restore, a slow first batch); meanwhile the topic
     grows at ``produce_rate`` records/s, and once reading, the backlog shrinks at ``read_rate - produce_rate``.
     """
+    if backlog == 0:
+        return 0.0
     if read_rate is None or not math.isfinite(read_rate) or backlog < 0:
         return None
     produce = max(0.0, produce_rate or 0.0)
     delay = max(0.0, delay)
-    if backlog == 0:
-        return 0.0
     if read_rate <= produce:
         return None
     return delay + (backlog + produce * delay) / (read_rate - produce)
