@@ -61,7 +61,7 @@ class Settings:
     queue_size: int = field(default=10_000, metadata={"doc": "Events held between the Spark callback and the worker; on overflow the oldest is dropped and counted."})
     fast_path: bool = field(default=True, metadata={"doc": "Take each event as one JSON string from the JVM (classic PySpark); off forces PySpark's own event objects."})
     max_queries: int = field(default=1_000, metadata={"doc": "Queries kept in memory; the oldest terminated ones are forgotten first."})
-    partition_top_k: int = field(default=10, metadata={"doc": "Per-partition series (snapshot lag) kept per operator, most lagging first; 0 turns them off."})
+    partition_top_k: int = field(default=10, metadata={"doc": "Per-partition series kept per operator (snapshot lag) and per Kafka source (lag), most lagging first; 0 turns them off."})
     # Signals: restores, restarts, stalls, growth
     trigger_interval_seconds: float = field(default=10.0, metadata={"doc": "Expected trigger interval, used when the observer cannot see the query's own."})
     stall_factor: float = field(default=DEFAULT_STALL_FACTOR, metadata={"doc": "A non-idle query with no progress for stall_factor x its typical batch interval is stalled."})
