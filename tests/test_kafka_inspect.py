@@ -39,3 +39,12 @@ def test_the_history_gives_the_read_rate_measured_while_behind(tmp_path: object)
     assert rate == forecast.attributes["read_records_per_second"] and basis.startswith("history: read rate measured")
     # 120 records per 2 s trigger at most (maxOffsetsPerTrigger): the rate is the limit's, not the 20/s input's
     assert 40 < rate <= 60
+
+
+def test_without_a_restart_in_the_history_the_rate_limited_batches_give_the_read_rate(tmp_path: object) -> None:
+    """Run 1 alone (no forecast signal yet): the batches that read the most were capped at 120 per 2 s trigger."""
+    history = os.path.join(str(tmp_path), "history.db")
+    replay([eventlog_dir(os.path.join(SCENARIO, "run1"))], Settings(http_enabled=False), history=history)
+    rate, basis = read_rate_from_history(history, progress_lines(os.path.join(SCENARIO, "run1"))[0]["id"])
+    assert basis.startswith("history: median pace") and rate is not None
+    assert 40 < rate <= 60  # the limit's 60/s (less the time the batches overran), not the 20/s input

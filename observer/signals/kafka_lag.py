@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import statistics
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -264,26 +265,20 @@ def catch_up_seconds(backlog: float, read_rate: float | None, produce_rate: floa
     return delay + (backlog + produce * delay) / (read_rate - produce)
 
 
-def _median(values: Iterable[float]) -> float | None:
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 class _Rates:
     """One topic's read and produce rates over its recent batches, for the catch-up forecast.
 
     The read rate is what the query reads per second of wall time *while behind* (a batch that started with
     unread records is bound by the query's capacity or its ``maxOffsetsPerTrigger``, not by the input): the
-    median, over the recent such batches, of the rows it read over the time since the previous batch. Batches
-    that started caught up only show the input rate, and a run's first batch spans the downtime, so neither
-    counts. The produce rate is the growth of the topic's latest offsets over the recent batches.
+    median, over the recent such batches, of the rows each read over the time since the previous batch. The
+    median, because both tails are off: the batch after a run's slow first batch spans it, and a processing-time
+    trigger that overran fires the next batch early once. Batches that started caught up only show the input
+    rate, and a run's first batch spans the downtime, so neither counts. The produce rate is the growth of the
+    topic's latest offsets over the recent batches.
     """
 
     def __init__(self) -> None:
-        self.reads: deque[float] = deque(maxlen=RATE_SAMPLES)
+        self.reads: deque[float] = deque(maxlen=RATE_SAMPLES)  # records/s of each recent batch that started behind
         self.latest: deque[tuple[float, float]] = deque(maxlen=RATE_SAMPLES)
 
     def observe(self, t: float, latest_total: float, read: float | None, interval: float | None, was_behind: bool) -> None:
@@ -295,7 +290,7 @@ class _Rates:
             self.reads.append(read / interval)
 
     def read_rate(self) -> float | None:
-        return _median(self.reads)
+        return statistics.median(self.reads) if self.reads else None
 
     def produce_rate(self) -> float | None:
         if len(self.latest) < 2 or self.latest[-1][0] <= self.latest[0][0]:

@@ -10,8 +10,8 @@ given) it forecasts the catch-up with ``observer.signals.kafka_lag.catch_up_seco
 the produce rate during the restore, then shrinks at the read rate minus the produce rate.
 
 The read rate from a history is, by preference, the one the observer measured while the query was behind (the
-``read_records_per_second`` of its ``kafka_catch_up_forecast`` signals), else the 90th percentile of rows
-read per second of wall time between consecutive batches of a run (the query's pace when it had work queued).
+``read_records_per_second`` of its ``kafka_catch_up_forecast`` signals), else the pace of the batches that
+read about as much as the run's largest ones (capped by ``maxOffsetsPerTrigger``: the query had work queued).
 """
 
 from __future__ import annotations
@@ -123,10 +123,17 @@ def read_rate_from_history(history_path: str, query_id: str) -> tuple[float | No
                 if isinstance(r, (int, float)) and r > 0]
     if measured:
         return measured[-1], "history: read rate measured while behind"
-    paces = [rows / (ts - prev_ts) for (run, ts, rows), (prev_run, prev_ts, _r) in zip(batches[1:], batches, strict=False)
-             if run == prev_run and ts > prev_ts and rows is not None and rows > 0]
-    if len(paces) >= 2:
-        return float(statistics.quantiles(paces, n=10)[-1]), "history: 90th percentile of rows read per second between batches"
+    # batches that read about as much as the run's largest ones were capped by the rate limit: the query had
+    # more to read then, so their pace is its read rate (the median, as the live tracker takes it, each run's
+    # first batch aside: it spans the downtime)
+    paces: list[float] = []
+    for run in sorted({b[0] for b in batches}):
+        rows = [(ts, n) for r, ts, n in batches if r == run and n is not None]
+        cap = max((n for _ts, n in rows), default=0.0)
+        paces += [n / (ts - prev_ts) for (ts, n), (prev_ts, _n) in zip(rows[1:], rows, strict=False)
+                  if cap > 0 and n >= 0.9 * cap and ts > prev_ts]
+    if paces:
+        return statistics.median(paces), "history: median pace of the batches that read the most (rate-limited)"
     return None, "history: no batches to measure the read rate"
 
 
