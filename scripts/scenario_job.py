@@ -97,6 +97,9 @@ class BatchScraper:
                     text = urllib.request.urlopen(self.url, timeout=10).read().decode()
                     if any(line.startswith("spark_streaming_batch_id{") and float(line.rsplit(" ", 1)[1]) == batch
                            for line in text.splitlines()):
+                        # the worker applies the signals' values right after the batch itself: scrape once more
+                        time.sleep(0.3)
+                        text = urllib.request.urlopen(self.url, timeout=10).read().decode()
                         f.write(json.dumps({"batchId": batch, "text": text}) + "\n")
                         f.flush()
                         break

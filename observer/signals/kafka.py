@@ -11,9 +11,10 @@ partitions by lag; a partition leaving the top K has its series removed, not fro
 
 Signals: ``kafka_lag_growing``, ``kafka_partition_stuck`` / ``kafka_partition_recovered``,
 ``kafka_partitions_added``, ``kafka_offsets_rewound`` / ``kafka_offsets_skipped`` / ``kafka_latest_went_back``
-(the data-loss risk ``failOnDataLoss`` guards against), ``kafka_catch_up_forecast`` at the first batch
-of a restarted run that starts behind (the backlog and when it will be read), and ``kafka_caught_up`` when that backlog is read
-(with the measured time next to the forecast).
+(the data-loss risk ``failOnDataLoss`` guards against), ``kafka_catch_up_forecast`` when a restarted run
+starts behind (the backlog and when it will be read: at its first batch with the read rate seen before the
+restart, or, in a new observer, as soon as the new run has shown its pace), and ``kafka_caught_up`` when that
+backlog is read (the measured time next to the forecast).
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ MAX_SOURCES_PER_QUERY = 16  # Kafka sources tracked per query (a union of more i
 class _Forecast:
     """A catch-up forecast made at a run's first batch, until its backlog is read."""
 
-    t: float  # when the batch that found the backlog read the latest offsets
+    t: float  # when the forecast was made (the latest offsets read by that batch)
     seconds: float | None
-    backlog: int
+    backlog: int  # what the restarted run's first batch found
+    pending: bool = False  # no read rate yet: made once the new run has shown its pace
 
 
 @dataclass
@@ -128,17 +130,21 @@ class KafkaSources:
                 facts.signal(kinds.KAFKA_CAUGHT_UP, record, p.run_id, snap.t, **where, topic=topic,
                              seconds=round(snap.t - open_forecast.t, 3), forecast_seconds=_rounded(open_forecast.seconds),
                              backlog_records=open_forecast.backlog)
+                continue
             if restarted and backlog > 0:
-                seconds, basis = snap.catch_up.get(topic), "read_rate"
-                if topic not in snap.read_rate:
-                    basis = "unknown"  # never seen reading behind: no rate to forecast with
-                src.forecasts[topic] = _Forecast(snap.t, seconds, backlog)
-                facts.signal(kinds.KAFKA_CATCH_UP_FORECAST, record, p.run_id, snap.t, **where, topic=topic,
-                             backlog_records=backlog, forecast_seconds=None if seconds is None else round(seconds, 3),
-                             read_records_per_second=_rounded(snap.read_rate.get(topic)),
-                             produce_records_per_second=_rounded(snap.produce_rate.get(topic)), basis=basis,
-                             lag_seconds=_rounded(snap.topic_seconds.get(topic)))
-
+                open_forecast = src.forecasts[topic] = _Forecast(snap.t, None, backlog, pending=True)
+            if open_forecast is None or not open_forecast.pending or topic not in snap.read_rate:
+                continue
+            # the restart's forecast: at its first batch with the rate seen before the restart (same observer),
+            # else as soon as the new run has shown its pace
+            open_forecast.t, open_forecast.seconds, open_forecast.pending = snap.t, snap.catch_up.get(topic), False
+            facts.signal(kinds.KAFKA_CATCH_UP_FORECAST, record, p.run_id, snap.t, **where, topic=topic,
+                         backlog_records=backlog, restart_backlog_records=open_forecast.backlog,
+                         forecast_seconds=_rounded(open_forecast.seconds),
+                         read_records_per_second=_rounded(snap.read_rate.get(topic)),
+                         produce_records_per_second=_rounded(snap.produce_rate.get(topic)),
+                         basis="rate_before_restart" if restarted else "rate_of_this_run",
+                         lag_seconds=_rounded(snap.topic_seconds.get(topic)))
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)

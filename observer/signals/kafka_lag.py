@@ -270,9 +270,9 @@ class _Rates:
 
     The read rate is what the query reads per second of wall time *while behind* (a batch that started with
     unread records is bound by the query's capacity or its ``maxOffsetsPerTrigger``, not by the input): the
-    median, over the recent such batches, of the rows each read over the time since the previous batch. The
-    median, because both tails are off: the batch after a run's slow first batch spans it, and a processing-time
-    trigger that overran fires the next batch early once. Batches that started caught up only show the input
+    median, over the recent such batches (two at least), of the rows each read over the time since the previous
+    batch; the batch after a run's first is left out (it spans the first one's start-up), and the median keeps
+    out a processing-time trigger that overran and fires the next batch early once. Batches that started caught up only show the input
     rate, and a run's first batch spans the downtime, so neither counts. The produce rate is the growth of the
     topic's latest offsets over the recent batches.
     """
@@ -290,7 +290,8 @@ class _Rates:
             self.reads.append(read / interval)
 
     def read_rate(self) -> float | None:
-        return statistics.median(self.reads) if self.reads else None
+        """The median read pace, once two batches that started behind gave one."""
+        return statistics.median(self.reads) if len(self.reads) >= 2 else None
 
     def produce_rate(self) -> float | None:
         if len(self.latest) < 2 or self.latest[-1][0] <= self.latest[0][0]:
@@ -377,6 +378,7 @@ class KafkaLagTracker:
         self._prev_t: float | None = None
         self._prev_lag: dict[str, int] = {}
         self._run_start = True
+        self._after_run_start = False  # the previous batch was its run's first (slow: consumer creation, codegen)
 
     def new_run(self) -> None:
         """The next batch is a new run's first: the time since the previous batch is downtime, not reading.
@@ -447,7 +449,8 @@ class KafkaLagTracker:
     def _forecast(self, t: float, start: Offsets, end: Offsets, latest: Offsets,
                   totals: Mapping[str, int], delay: float) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
         """Per topic: seconds until the current lag is read (0 when caught up, none when not draining), read and produce rates."""
-        interval = None if self._run_start or self._prev_t is None else t - self._prev_t
+        # a run's first batch spans the downtime, its second the first one's start-up: neither shows the pace
+        interval = None if self._run_start or self._after_run_start or self._prev_t is None else t - self._prev_t
         forecasts: dict[str, float] = {}
         reads: dict[str, float] = {}
         produces: dict[str, float] = {}
@@ -468,7 +471,8 @@ class KafkaLagTracker:
             eta = catch_up_seconds(total, read_rate, produce_rate, delay) if total > 0 else 0.0
             if eta is not None:
                 forecasts[topic] = eta
-        self._prev_t, self._prev_lag, self._run_start = t, dict(totals), False
+        self._prev_t, self._prev_lag = t, dict(totals)
+        self._after_run_start, self._run_start = self._run_start, False
         return forecasts, reads, produces
 
     def _count(self, kind: str, topic: str) -> None:
