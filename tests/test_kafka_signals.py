@@ -222,13 +222,14 @@ class _Pipeline:
         self.n = 0
         self.t = 1_800_000_000.0
 
-    def feed(self, start: dict[str, int] | None, end: dict[str, int], latest: dict[str, int], run: str = "run-a",
+    def feed(self, start: dict[str, int] | None, end: dict[str, int], latest: dict[str, int] | None, run: str = "run-a",
              topic: str = "events", downtime: float = 0.0) -> list[str]:
         """One batch 2 s after the previous one (``downtime`` seconds more: a stop before it)."""
         p = copy.deepcopy(RECORDED[-1])
         source = p["sources"][0]
         source["startOffset"] = None if start is None else json.dumps({topic: start})
-        source["endOffset"], source["latestOffset"] = json.dumps({topic: end}), json.dumps({topic: latest})
+        source["endOffset"] = json.dumps({topic: end})
+        source["latestOffset"] = None if latest is None else json.dumps({topic: latest})
         self.t += downtime
         p.update(runId=run, batchId=self.n, timestamp=_iso(self.t))
         self.n += 1
@@ -364,3 +365,17 @@ def test_a_new_observer_forecasts_once_the_restarted_run_has_shown_its_pace() ->
     assert attrs["basis"] == "rate_of_this_run" and attrs["restart_backlog_records"] > 0
     assert attrs["forecast_seconds"] is not None and done.attributes["forecast_seconds"] == attrs["forecast_seconds"]
     assert done.attributes["seconds"] / 2 <= attrs["forecast_seconds"] <= 2 * done.attributes["seconds"], (attrs, done.attributes)
+
+
+def test_a_rerun_batch_without_latest_offsets_leaves_the_lag_unknown_and_the_forecast_waits() -> None:
+    """A restart re-runs the batch the previous run planned but did not commit: Spark reports no latestOffset for it."""
+    p = catch_up_forecast()
+    before = {k: v for k, v in p.tracker.snapshot()[0].signal_gauges.items() if k[0] is catalog.KAFKA_TOPIC_LAG_RECORDS}
+    forecasts = len([s for s in p.signals if s.kind == kinds.KAFKA_CATCH_UP_FORECAST])
+    p.feed({"0": 180, "1": 180}, {"0": 210, "1": 210}, None, run="run-c", downtime=10.0)
+    after = {k: v for k, v in p.tracker.snapshot()[0].signal_gauges.items() if k[0] is catalog.KAFKA_TOPIC_LAG_RECORDS}
+    assert after == before  # not 0: unknown, the last known value stays until a batch tells
+    assert len([s for s in p.signals if s.kind == kinds.KAFKA_CATCH_UP_FORECAST]) == forecasts
+    p.feed({"0": 210, "1": 210}, {"0": 240, "1": 240}, {"0": 400, "1": 400}, run="run-c")
+    (forecast,) = [s for s in p.signals if s.kind == kinds.KAFKA_CATCH_UP_FORECAST][forecasts:]
+    assert forecast.attributes["restart_backlog_records"] == 320 and forecast.attributes["basis"] == "rate_before_restart"

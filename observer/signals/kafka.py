@@ -54,6 +54,7 @@ class _Source:
     published: set[tuple[MetricSpec, Labels]] = field(default_factory=set)  # gauges set at the last batch
     counted: dict[tuple[MetricSpec, Labels], float] = field(default_factory=dict)  # counter totals already added
     forecasts: dict[str, _Forecast] = field(default_factory=dict)  # topic -> open forecast
+    restart_pending: bool = False  # restarted, and no batch with a lag yet (a re-run batch reports none)
 
 
 class KafkaSources:
@@ -82,9 +83,11 @@ class KafkaSources:
                 src = sources[index] = _Source(KafkaLagTracker(top_k=self.s.partition_top_k, growth_window_seconds=self.s.growth_window_seconds))
             if first_of_run:
                 src.tracker.new_run()
+            src.restart_pending = src.restart_pending or restarted
             snap = src.tracker.update(raw, t, delay)
             if snap is None:
                 continue
+            restarted, src.restart_pending = src.restart_pending, False
             labels = source_labels(index, str(raw.get("description") or ""))
             self._metrics(record, src, snap, labels, facts)
             self._signals(record, p, src, snap, labels, restarted, facts)

@@ -405,10 +405,12 @@ class KafkaLagTracker:
         start = parse_offsets(source.get("startOffset"), self.max_partitions)
         end = parse_offsets(source.get("endOffset"), self.max_partitions)
         latest = parse_offsets(source.get("latestOffset"), self.max_partitions)
-        if not end and not latest:
-            return None
         if not latest:
-            latest = end  # Spark < 3.2 reports no latestOffset: lag cannot be seen, say 0 rather than nothing
+            # a batch re-run after a restart (planned, not committed by the previous run) reports no latestOffset:
+            # its lag is unknown, not 0; its end still counts for the next batch's continuity check
+            if end:
+                self._prev_end = end
+            return None
         findings = self._offset_findings(start, end, latest)
         lags = lag_records(end, latest)
         dropped = 0
