@@ -260,7 +260,7 @@ def _k(name: str, kind: str, unit: str, help: str, labels: tuple[str, ...], key:
 
 
 KAFKA_LAG_RECORDS = _k("spark_streaming_kafka_lag_records", GAUGE, "records", "Kafka records not yet read by the query per partition (latest offset when the batch was planned minus the batch's end offset); only the top-K partitions by lag (labels topic, partition).", ("topic", "partition"), "latestOffset-endOffset")
-KAFKA_LAG_SECONDS = _k("spark_streaming_kafka_lag_seconds", GAUGE, "seconds", "Age of the oldest unread Kafka record per partition, interpolated over the history of latest offsets; only the top-K partitions (labels topic, partition).", ("topic", "partition"))
+KAFKA_LAG_SECONDS = _k("spark_streaming_kafka_lag_seconds", GAUGE, "seconds", "Age of the oldest unread Kafka record per partition, interpolated over the history of latest offsets (absent while only a lower bound is known: a new observer's first batch); only the top-K partitions (labels topic, partition).", ("topic", "partition"))
 KAFKA_TOPIC_LAG_RECORDS = _k("spark_streaming_kafka_topic_lag_records", GAUGE, "records", "Kafka records not yet read by the query, summed over the topic's partitions (label topic).", ("topic",), "latestOffset-endOffset")
 KAFKA_TOPIC_LAG_SECONDS = _k("spark_streaming_kafka_topic_lag_seconds", GAUGE, "seconds", "Largest lag in seconds over the topic's partitions: the figure a freshness SLO is written in (label topic).", ("topic",))
 KAFKA_PARTITIONS = _k("spark_streaming_kafka_partitions", GAUGE, "", "Partitions of the topic the query reads (label topic).", ("topic",), "latestOffset")

@@ -574,16 +574,19 @@ def metric_samples(snapshot: KafkaSnapshot, tracker: KafkaLagTracker | None = No
     source's before them.
     """
     out: list[tuple[MetricSpec, Labels, float]] = []
+    # a lower bound (a new observer's first sight of a partition: 0 s) is not a lag in seconds: left out, and
+    # with it its topic's largest lag, which that partition could exceed
+    bounded = {row.topic for row in snapshot.partitions if row.seconds_kind == LOWER_BOUND}
     for row in snapshot.top:
         labels = (("topic", row.topic), ("partition", str(row.partition)))
         out.append((catalog.KAFKA_LAG_RECORDS, labels, float(row.records)))
-        if row.seconds is not None:
+        if row.seconds is not None and row.seconds_kind != LOWER_BOUND:
             out.append((catalog.KAFKA_LAG_SECONDS, labels, row.seconds))
     for topic, records in sorted(snapshot.topic_records.items()):
         t = (("topic", topic),)
         out.append((catalog.KAFKA_TOPIC_LAG_RECORDS, t, float(records)))
         seconds = snapshot.topic_seconds.get(topic)
-        if seconds is not None:
+        if seconds is not None and topic not in bounded:
             out.append((catalog.KAFKA_TOPIC_LAG_SECONDS, t, seconds))
         out.append((catalog.KAFKA_PARTITIONS, t, float(snapshot.topic_partitions.get(topic, 0))))
         out.append((catalog.KAFKA_STUCK_PARTITIONS, t, float(sum(1 for k in snapshot.stuck if k[0] == topic))))
