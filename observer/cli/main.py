@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--port", type=int, default=None, help="metrics port (default: setting http_port, 9108)")
     demo.add_argument("--host", default=None, help="metrics bind address (default: 127.0.0.1)")
     demo.add_argument("--checkpoint", default=None, help="checkpoint folder (default: a new temporary one)")
+    demo.add_argument("--ui", nargs="?", type=int, const=8501, default=None, metavar="PORT",
+                      help="also serve the state browser over the demo's history (default port 8501)")
     demo.add_argument("--otlp-endpoint", default=None, help="also export over OTLP to this collector, e.g. http://127.0.0.1:4318")
     demo.add_argument("--otlp-protocol", choices=("http/protobuf", "grpc"), default=None, help="OTLP protocol (default: http/protobuf)")
 
@@ -84,7 +86,7 @@ def _demo(args: argparse.Namespace) -> int:
     options = (("http_port", args.port), ("http_host", args.host), ("otlp_endpoint", args.otlp_endpoint), ("otlp_protocol", args.otlp_protocol))
     overrides = {k: v for k, v in options if v is not None}
     try:
-        run_demo(args.provider, args.rows_per_second, args.duration, args.checkpoint, **overrides)
+        run_demo(args.provider, args.rows_per_second, args.duration, args.checkpoint, ui_port=args.ui, **overrides)
     except ExporterError as exc:
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
