@@ -67,7 +67,9 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
     if resolved.history_enabled:
         from observer.history.sink import HistorySink
 
-        observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved))
+        from observer.history.identity import spark_app_identity
+
+        observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved, app=spark_app_identity(spark)))
     try:
         if otlp_enabled(resolved):
             observer.add_sink(_otel_sink(observer, spark))

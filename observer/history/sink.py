@@ -47,6 +47,7 @@ class HistorySink:
         self._last_retention = 0.0
         self.error: str | None = None
         self.writer: BackgroundWriter | None = None
+        self.close_timeout = CLOSE_TIMEOUT_SECONDS
         self.store: HistoryStore | None = None
         try:
             retention = RetentionPolicy.parse(settings.history_max_age_seconds, settings.history_retention)
@@ -113,6 +114,6 @@ class HistorySink:
             self._maybe_flush(force=True)
         finally:
             if self.writer is not None:
-                self.writer.close(CLOSE_TIMEOUT_SECONDS)
+                self.writer.close(self.close_timeout)
             elif self.store is not None:
                 self.store.close()

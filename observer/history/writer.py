@@ -42,6 +42,7 @@ class BackgroundWriter:
         self._max_bytes = max_bytes
         self._buffer = PendingRows()
         self._writing = 0  # rows taken by the thread and not yet written or put back
+        self._inflight_events = 0
         self._cond = threading.Condition()
         self._stop = False
         self._last_retention = 0.0
@@ -94,8 +95,9 @@ class BackgroundWriter:
             self._stop = True
             self._cond.notify_all()
         self._thread.join(timeout + 1.0)
-        with self._cond:
-            left, self._buffer = self._buffer.events, PendingRows()
+        with self._cond:  # a write still hanging (daemon thread) is counted as lost with the buffer
+            left, self._buffer = self._buffer.events + self._inflight_events, PendingRows()
+            self._inflight_events = 0
             self.dropped_events += left
         if left:
             self._on_dropped(left)
@@ -129,13 +131,13 @@ class BackgroundWriter:
                 if self._stop:
                     return
                 chunk = self._take()
-                self._writing = chunk.rows
+                self._writing, self._inflight_events = chunk.rows, chunk.events
             ok = self._write(chunk)
             with self._cond:
                 if not ok:
                     chunk.absorb(self._buffer)  # retried first, before anything newer
                     self._buffer = chunk
-                self._writing = 0
+                self._writing = self._inflight_events = 0
                 self._cond.notify_all()
                 if not ok:
                     self._cond.wait_for(lambda: self._stop, timeout=self.backoff)
