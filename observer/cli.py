@@ -91,6 +91,9 @@ def _replay(args: argparse.Namespace) -> int:
         sys.stderr.write("\n")
     for error in result.errors[:20]:
         print(f"warning: {error}", file=sys.stderr)
+    lost = result.observer.self_metrics.dropped.get("history", 0)
+    if lost:
+        print(f"warning: {lost} events were not written to the history (see the messages above)", file=sys.stderr)
     if len(result.errors) > 20:
         print(f"warning: ... and {len(result.errors) - 20} more problems", file=sys.stderr)
     if args.format == "prometheus":

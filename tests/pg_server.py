@@ -65,7 +65,7 @@ class PostgresServer:
             f.write(f"host all {PASSWORD_USER} 127.0.0.1/32 scram-sha-256\n" + hba)
 
     def _run(self, args: list[str]) -> None:
-        proc = subprocess.run(args, capture_output=True, cwd=self.root, **self._user)
+        proc = subprocess.run(args, capture_output=True, cwd=self.root, check=False, **self._user)
         if proc.returncode != 0:
             raise RuntimeError(f"{os.path.basename(args[0])} failed: {proc.stderr.decode(errors='replace')[-2000:]}")
 
@@ -77,9 +77,8 @@ class PostgresServer:
         args = [os.path.join(self.bindir, "postgres"), "-D", self.data, "-p", str(self.port), "-k", self.root,
                 "-c", "listen_addresses=127.0.0.1", "-c", f"fsync={'on' if self.fsync else 'off'}",
                 "-c", "max_connections=60", "-c", "logging_collector=off"]
-        log = open(os.path.join(self.root, "server.log"), "ab")
-        self.proc = subprocess.Popen(args, stdout=log, stderr=log, cwd=self.root, start_new_session=True, **self._user)
-        log.close()
+        with open(os.path.join(self.root, "server.log"), "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=log, cwd=self.root, start_new_session=True, **self._user)
         deadline = time.monotonic() + timeout
         while not self._ready():
             if self.proc.poll() is not None:
@@ -111,13 +110,13 @@ class PostgresServer:
             conn.execute(f"GRANT ALL ON SCHEMA public TO {PASSWORD_USER}")
         return self
 
-    def create_database(self, name: str) -> str:
-        """A fresh, empty database on this server; returns its URL."""
+    def create_database(self, name: str, owner: str = "postgres") -> str:
+        """A fresh, empty database on this server (owned by ``owner``); returns its URL for ``owner``."""
         import psycopg
 
         with psycopg.connect(self.url(database="postgres"), autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name}")
-        return self.url(database=name)
+            conn.execute(f"CREATE DATABASE {name} OWNER {owner}")
+        return self.url(owner, PASSWORD if owner == PASSWORD_USER else None, database=name)
 
     def log_tail(self) -> str:
         try:

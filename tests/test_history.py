@@ -10,12 +10,13 @@ import json
 import os
 import sqlite3
 import subprocess
+import threading
 import time
 import uuid
 
 import pytest
-
 from conftest import REQUIRE_REAL, eventlog_dir, fixture_runs, progress_lines
+
 from observer.capture_queue import CapturedEvent
 from observer.history.loaders import load_batch, load_batches, load_events, load_operators, load_partitions, load_queries, load_runs
 from observer.history.retention import RetentionPolicy
@@ -293,3 +294,28 @@ def test_retention_per_application_and_query(history) -> None:
     assert kept["noisy_counts"] == ts[7:]  # its application's age
     assert load_operators(history, noisy[0]["id"]).ts.min() >= ts[7]
     assert load_partitions(history, payments[len(progress)]["id"]).ts.min() >= ts[4]
+
+
+def test_writers_opening_a_new_file_together_migrate_it_once(tmp_path) -> None:
+    db = str(tmp_path / "h.db")
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def open_and_write(i: int) -> None:
+        try:
+            start.wait()
+            store = HistoryStore(db)
+            store.add_signal("query_started", f"q{i}", f"r{i}", float(i), {})
+            store.flush()
+            store.close()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_and_write, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert sorted(load_events(db).query_id) == [f"q{i}" for i in range(8)]
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 2

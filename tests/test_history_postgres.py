@@ -8,24 +8,29 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
 
 import pytest
+from conftest import ROOT, eventlog_dir, fixture_runs, progress_lines
+from pg_server import PASSWORD, PASSWORD_USER, new_server
 
-from conftest import fixture_runs, progress_lines
 from observer.capture_queue import CapturedEvent
+from observer.checkpoint import rates_from_history
 from observer.history.loaders import load_batches, load_events, load_operators, load_queries, load_runs
 from observer.history.rows import AppIdentity
 from observer.history.sink import HistorySink
 from observer.history.store import HistoryStore
 from observer.history.url import HistoryURLError, parse, redact, scrub
 from observer.model import parse_event
+from observer.replay import replay
 from observer.runtime import Observer
 from observer.settings import Settings
-from pg_server import PASSWORD, PASSWORD_USER, new_server
 
 RESTART = fixture_runs("rocksdb_restart")
 PROGRESS = progress_lines(RESTART[0]) + progress_lines(RESTART[1])
@@ -240,3 +245,55 @@ def test_a_server_that_never_answers_times_out() -> None:
         fed.sink.close_timeout = 0.1
         fed.sink.close()
         assert fed.dropped == fed.progress + fed.signals
+
+
+# --- readers: the CLI and the browser on a PostgreSQL history --------------------------------------------
+def test_replay_and_inspect_rates_through_the_cli_on_postgresql(postgres) -> None:
+    url = postgres.create_database(f"t_{uuid.uuid4().hex[:16]}", owner=PASSWORD_USER)  # written with a password
+    proc = subprocess.run([sys.executable, "-m", "observer.cli", "replay", *[eventlog_dir(r) for r in RESTART], "--history", url],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert PASSWORD not in proc.stdout + proc.stderr and "not written" not in proc.stderr
+    qid = PROGRESS[0]["id"]
+    assert len(load_batches(url, qid)) == len(PROGRESS)
+    rates = rates_from_history(url, qid)  # what `inspect --history` reads
+    restores = load_events(url, qid)
+    measured = [a for a in restores[restores.kind == "restore"].attributes if a.get("method") == "load_metrics" and a.get("stores")]
+    assert (rates is None) == (not measured)
+
+
+def test_browser_pages_read_a_postgresql_history(postgres, monkeypatch) -> None:
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    url = postgres.create_database(f"t_{uuid.uuid4().hex[:16]}", owner=PASSWORD_USER)
+    replay([eventlog_dir(r) for r in RESTART], history=url)
+    monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_HISTORY", url)
+    monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS", "")
+    for page in ("Queries", "Query drilldown", "Runs", "Partitions"):
+        at = AppTest.from_file(os.path.join(ROOT, "streamlit_app", "app.py"), default_timeout=120)
+        at.session_state["page"] = page
+        at.session_state["query_id"] = PROGRESS[0]["id"]
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        shown = "\n".join(str(e.value) for kind in ("error", "info", "caption", "markdown") for e in at.get(kind))
+        assert PASSWORD not in shown and not at.error, shown
+        assert len(at.get("vega_lite_chart")) + len(at.dataframe) > 0, page
+        if page == "Queries":
+            assert f"1 queries in `{redact(url)}`" in shown and "sso_secret:***@" in redact(url)
+
+
+def test_a_large_buffer_is_written_in_parts(postgres, monkeypatch) -> None:
+    """After an outage the buffer may hold more than one write takes: it goes in several transactions,
+    a batch's operator rows possibly after the batch row, and every row arrives once."""
+    monkeypatch.setattr("observer.history.writer.MAX_ROWS_PER_WRITE", 25)
+    url = _database(postgres)
+    fed = Fed(url)
+    progress = _series(40)
+    fed.feed(progress, flush_each=False)
+    assert fed.sink.wait_written(120) and fed.failures == 0 and fed.dropped == 0
+    fed.sink.close()
+    qid = progress[0]["id"]
+    assert sorted(load_batches(url, qid).batch_id) == list(range(40))
+    operators = load_operators(url, qid)
+    assert len(operators) == 40 * len(PROGRESS[0]["stateOperators"]) and not operators.duplicated(["batch_id", "op_index"]).any()

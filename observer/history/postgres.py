@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
 import pandas as pd
 import psycopg
@@ -66,16 +66,19 @@ class PostgresBackend(Backend):
 
     kind = "postgresql"
     size_passes = 1  # deleted rows free space only after (auto)vacuum: one estimated cut per enforcement
-    _UPSERT = {t: upsert_sql(t, "GREATEST").replace("?", "%s") for t in ("queries", "runs")}
+    _UPSERT: ClassVar[dict[str, str]] = {t: upsert_sql(t, "GREATEST").replace("?", "%s") for t in ("queries", "runs")}
 
     def __init__(self, target: HistoryTarget, readonly: bool = False) -> None:
         super().__init__(target)
         self.readonly = readonly
         self.conn: psycopg.Connection | None = None
-        params = conninfo.conninfo_to_dict(target.location)
-        for key, value in _DEFAULTS.items():
-            params.setdefault(key, value)
-        self._conninfo = conninfo.make_conninfo(**params)
+        try:
+            params = conninfo.conninfo_to_dict(target.location)
+            for key, value in _DEFAULTS.items():
+                params.setdefault(key, value)
+            self._conninfo = conninfo.make_conninfo("", **params)
+        except psycopg.Error as exc:
+            raise HistoryError(f"history database {target.display}: not a usable PostgreSQL URL ({scrub(str(exc).strip(), target.location)})") from None
         cols = {t: ", ".join(COLUMNS[t]) for t in COLUMNS}
         self._key_of = {t: operator.itemgetter(*(COLUMNS[t].index(c) for c in KEYS[t])) for t in STAGED}
         self._copy = {t: f"COPY {'stage_' + t if t in STAGED else t} ({cols[t]}) FROM STDIN" for t in STAGED + ("events",)}
@@ -146,7 +149,7 @@ class PostgresBackend(Backend):
                 if pending.queries:
                     cur.executemany(self._UPSERT["queries"], sorted(pending.queries.values()))
                 if pending.runs:
-                    cur.executemany(self._UPSERT["runs"], sorted(pending.run_rows(), key=lambda r: r[0]))
+                    cur.executemany(self._UPSERT["runs"], sorted(pending.run_rows(), key=operator.itemgetter(0)))
                 for t in STAGED:
                     if pending.facts[t]:
                         self._write_facts(conn, cur, t, pending.facts[t])

@@ -12,7 +12,7 @@ import logging
 import time
 
 from observer.history.backend import open_backend
-from observer.history.retention import RetentionPolicy, RetentionError
+from observer.history.retention import RetentionError, RetentionPolicy
 from observer.history.rows import AppIdentity
 from observer.history.store import HistoryError, HistoryStore
 from observer.history.writer import BackgroundWriter

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from contextlib import closing
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -71,8 +71,8 @@ class SQLiteBackend(Backend):
     """A history file; writers open (and migrate) it at once, readers per read."""
 
     kind = "sqlite"
-    _UPSERT = {t: upsert_sql(t, "MAX") for t in ("queries", "runs")}
-    _FACTS = {"batches": _insert("batches"), "operators": _insert("operators"), "partitions": _insert("partitions"),
+    _UPSERT: ClassVar[dict[str, str]] = {t: upsert_sql(t, "MAX") for t in ("queries", "runs")}
+    _FACTS: ClassVar[dict[str, str]] = {"batches": _insert("batches"), "operators": _insert("operators"), "partitions": _insert("partitions"),
               "events": _insert("events", "INSERT")}
 
     def __init__(self, target: HistoryTarget, readonly: bool = False) -> None:

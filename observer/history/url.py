@@ -44,7 +44,7 @@ def parse(value: str) -> HistoryTarget:
         return HistoryTarget("sqlite", text)
     scheme = scheme.lower()
     if scheme == "sqlite":
-        path = rest[1:] if rest.startswith("/") else rest  # sqlite:///x.db -> x.db, sqlite:////tmp/x.db -> /tmp/x.db
+        path = rest.removeprefix("/")  # sqlite:///x.db -> x.db, sqlite:////tmp/x.db -> /tmp/x.db
         path = path.split("?", 1)[0]
         if not path:
             raise HistoryURLError(f"{text}: sqlite URL without a file path (sqlite:///relative.db or sqlite:////absolute.db)")
