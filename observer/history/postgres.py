@@ -78,7 +78,8 @@ class PostgresBackend(Backend):
                 params.setdefault(key, value)
             self._conninfo = conninfo.make_conninfo("", **params)
         except psycopg.Error as exc:
-            raise HistoryError(f"history database {target.display}: not a usable PostgreSQL URL ({scrub(str(exc).strip(), target.location)})") from None
+            reason = scrub(str(exc).strip(), target.location)
+            raise HistoryError(f"history database {target.display}: not a usable PostgreSQL URL ({reason})") from None
         cols = {t: ", ".join(COLUMNS[t]) for t in COLUMNS}
         self._key_of = {t: operator.itemgetter(*(COLUMNS[t].index(c) for c in KEYS[t])) for t in STAGED}
         self._copy = {t: f"COPY {'stage_' + t if t in STAGED else t} ({cols[t]}) FROM STDIN" for t in STAGED + ("events",)}

@@ -48,7 +48,8 @@ COLUMNS = {
     "operators": ("query_id", "run_id", "batch_id", "ts", "op_index", "op_name", "provider", "rows_total", "rows_updated",
                   "rows_removed", "rows_dropped_by_watermark", "memory_bytes", "commit_ms", "store_instances",
                   "shuffle_partitions") + APP_COLUMNS["operators"],
-    "partitions": ("query_id", "run_id", "batch_id", "ts", "op_index", "partition", "store", "snapshot_version") + APP_COLUMNS["partitions"],
+    "partitions": ("query_id", "run_id", "batch_id", "ts", "op_index", "partition", "store", "snapshot_version")
+    + APP_COLUMNS["partitions"],
     "events": ("query_id", "run_id", "ts", "kind", "attributes") + APP_COLUMNS["events"],
 }
 KEYS = {"queries": ("query_id",), "runs": ("run_id",), "batches": ("query_id", "run_id", "batch_id"),  # primary keys
@@ -87,7 +88,8 @@ class PendingRows:
                 self.facts[table].extend(rows)
         for query_id, row in newer.queries.items():
             known = self.queries.get(query_id)
-            self.queries[query_id] = row if known is None else (row[0], row[1] or known[1], min(known[2], row[2]), max(known[3], row[3]), *row[4:])
+            self.queries[query_id] = row if known is None else (row[0], row[1] or known[1], min(known[2], row[2]),
+                                                                max(known[3], row[3]), *row[4:])
         for run_id, values in newer.runs.items():
             known_run = self.runs.get(run_id)
             if known_run is None:
