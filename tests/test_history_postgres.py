@@ -165,19 +165,25 @@ def test_concurrent_writers_lose_nothing(postgres) -> None:
 
 @pytest.mark.slow
 def test_server_stopped_mid_run_loses_nothing_within_the_buffer() -> None:
+    """Down at the start, stopped mid-run with a write in flight, stopped again for longer than the
+    buffer holds: the caller never waits, everything within the buffer arrives, the rest is counted."""
     server = new_server()
     try:
+        server.stop()  # down before the observer starts: its tables do not exist yet either
         fed = Fed(server.url(), history_buffer_rows=400)
         writer = fed.sink.writer
         assert writer is not None
         first, outage, overflow = _series(130)[:10], _series(130)[10:30], _series(130)[30:]
         fed.feed(first)
-        assert fed.sink.wait_written(60)
+        assert _wait(lambda: fed.failures > 0) and "not reachable" in writer.error
+        server.start()
+        assert fed.sink.wait_written(120)  # connected, created the schema, wrote the buffer
         assert len(load_batches(server.url(), first[0]["id"])) == len(first)
 
         server.stop()  # mid-run: the writer's connection is cut
+        failures = fed.failures
         fed.feed(outage)  # returns at once: rows wait in the buffer
-        assert _wait(lambda: fed.failures > 0)
+        assert _wait(lambda: fed.failures > failures)
         assert "not reachable" in writer.error or "connection failed or was lost" in writer.error
         assert fed.dropped == 0
         server.start()

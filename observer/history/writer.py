@@ -161,11 +161,11 @@ class BackgroundWriter:
         return True
 
     def _failed(self, message: str) -> None:
-        self.failures += 1
-        self._on_failure()
         if message != self.error:
             log.warning("spark-state-observer: %s", message)
-        self.error = message
+        self.error = message  # set before counting: whoever sees the count sees the message
+        self.failures += 1
+        self._on_failure()
         self._backoff_base = min(BACKOFF_MAX, max(BACKOFF_MIN, self._backoff_base * 2))
         self.backoff = self._backoff_base * random.uniform(0.8, 1.2)  # jitter: writers that failed together retry apart
 
