@@ -15,6 +15,7 @@ if __package__ in (None, ""):  # started as a script: make the repository (or si
 
 import streamlit as st
 
+from observer.history.url import redact
 from streamlit_app import data
 from streamlit_app.config import load_config
 from streamlit_app.context import Context, history_queries, select_query, select_range
@@ -45,7 +46,7 @@ if page in QUERY_PAGES:
     if ctx.query_id is None:
         st.stop()
     ctx.since, ctx.until, ctx.span = select_range(ctx, ctx.query_id)
-st.sidebar.caption(f"History: `{config.history}`")
+st.sidebar.caption(f"History: `{redact(config.history)}`")
 if config.checkpoint_roots:
     st.sidebar.caption("Checkpoint roots: " + ", ".join(f"`{r}`" for r in config.checkpoint_roots))
 

@@ -40,4 +40,9 @@ def load_config(argv: list[str] | None = None) -> AppConfig:
     args, _ = parser().parse_known_args(argv)
     history = args.history or os.environ.get(ENV_HISTORY) or os.environ.get("SPARK_STATE_OBSERVER_HISTORY_PATH") or DEFAULT_HISTORY
     roots = args.checkpoint_root or [r for r in os.environ.get(ENV_ROOTS, "").split(os.pathsep) if r]
-    return AppConfig(os.path.abspath(history), tuple(os.path.realpath(r) for r in roots))
+    return AppConfig(history_location(history), tuple(os.path.realpath(r) for r in roots))
+
+
+def history_location(history: str) -> str:
+    """A file path made absolute; a ``sqlite:///`` or ``postgresql://`` URL as given."""
+    return history if "://" in history else os.path.abspath(history)

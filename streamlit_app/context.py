@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import streamlit as st
 
+from observer.history.url import redact
 from streamlit_app import data
 from streamlit_app.config import AppConfig
 
@@ -37,6 +38,11 @@ class Context:
     def history(self) -> str:
         return self.config.history
 
+    @property
+    def history_display(self) -> str:
+        """The history as shown on a page: a URL without its password."""
+        return redact(self.config.history)
+
 
 def history_queries(ctx: Context) -> pd.DataFrame | None:
     """The history's queries, or None after telling the user why there are none to show."""
@@ -49,7 +55,7 @@ def history_queries(ctx: Context) -> pd.DataFrame | None:
                 "writes one from recorded Spark event logs.")
         return None
     if frame.empty:
-        st.info(f"The history {ctx.history} is empty: no query has reported a batch yet. Start a streaming query with "
+        st.info(f"The history {ctx.history_display} is empty: no query has reported a batch yet. Start a streaming query with "
                 "the observer attached (or replay event logs with `--history`), then press Refresh.")
         return None
     return frame
@@ -71,7 +77,7 @@ def select_query(ctx: Context, frame: pd.DataFrame) -> str | None:
     chosen = st.sidebar.selectbox("Query", ids, key="query_id", format_func=lambda q: label(frame, q))
     unknown = st.session_state.pop("unknown_query", None)
     if unknown is not None:
-        st.error(f"Unknown query {unknown!r}: the history {ctx.history} has no query with that id. "
+        st.error(f"Unknown query {unknown!r}: the history {ctx.history_display} has no query with that id. "
                  f"Pick one of its {len(ids)} queries in the sidebar.")
         return None
     if chosen is not None:

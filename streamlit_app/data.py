@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from typing import Any, Callable
 
 import pandas as pd
@@ -16,6 +17,9 @@ import streamlit as st
 
 from observer.history import loaders
 from observer.history.store import HistoryError
+from observer.history.url import parse
+
+SERVER_TOKEN_SECONDS = 5.0
 
 
 class HistoryUnavailable(RuntimeError):
@@ -23,7 +27,12 @@ class HistoryUnavailable(RuntimeError):
 
 
 def token(path: str) -> tuple:
-    """Changes whenever the writer commits (WAL mode appends to ``-wal`` until a checkpoint)."""
+    """Changes whenever the writer commits (WAL mode appends to ``-wal`` until a checkpoint); for a
+    PostgreSQL history (many writers, no file to look at) every ``SERVER_TOKEN_SECONDS``."""
+    if "://" in path and not path.startswith("sqlite:"):
+        return ("server", int(time.time() // SERVER_TOKEN_SECONDS))
+    if path.startswith("sqlite:"):
+        path = parse(path).location
     parts = []
     for name in (path, path + "-wal"):
         try:

@@ -66,9 +66,10 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
     resolved = Settings.from_env(**settings)
     observer = Observer(resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark))
     if resolved.history_enabled:
+        from observer.history.identity import spark_app_identity
         from observer.history.sink import HistorySink
 
-        observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved))
+        observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved, app=spark_app_identity(spark)))
     try:
         if otlp_enabled(resolved):
             observer.add_sink(_otel_sink(observer, spark))

@@ -112,6 +112,9 @@ def _replay(args: argparse.Namespace) -> int:
         sys.stderr.write("\n")
     for error in result.errors[:20]:
         print(f"warning: {error}", file=sys.stderr)
+    lost = result.observer.self_metrics.dropped.get("history", 0)
+    if lost:
+        print(f"warning: {lost} events were not written to the history (see the messages above)", file=sys.stderr)
     if len(result.errors) > 20:
         print(f"warning: ... and {len(result.errors) - 20} more problems", file=sys.stderr)
     if args.format == "events":
@@ -144,12 +147,17 @@ def _ui(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("streamlit_app") is None or importlib.util.find_spec("streamlit") is None:
         print("spark-state-observer: the state browser is not installed (pip install 'spark-state-observer[ui]')", file=sys.stderr)
         return 2
+    from observer.history.url import secrets_of
     from streamlit_app import APP_PATH
 
     history = args.history or Settings.from_env().history_path
     command = [sys.executable, "-m", "streamlit", "run", APP_PATH, "--server.headless", "true",
                "--server.address", args.host, "--server.port", str(args.port), "--browser.gatherUsageStats", "false",
-               "--client.toolbarMode", "viewer", "--", "--history", history]
+               "--client.toolbarMode", "viewer", "--"]
+    if secrets_of(history):  # a password in the URL goes through the environment, not the process list
+        os.environ["SPARK_STATE_OBSERVER_UI_HISTORY"] = history
+    else:
+        command += ["--history", history]
     for root in args.checkpoint_root:
         command += ["--checkpoint-root", root]
     sys.stdout.flush()

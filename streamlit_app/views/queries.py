@@ -71,7 +71,7 @@ def render(ctx: Context) -> None:
     now = time.time()
     table = pd.DataFrame([summary_row(ctx, q, now) for q in ctx.queries.itertuples()])
     counts = table.health.value_counts()
-    st.caption(f"{len(table)} queries in `{ctx.history}`: " + ", ".join(f"{n} {h.split()[-1]}" for h, n in counts.items()))
+    st.caption(f"{len(table)} queries in `{ctx.history_display}`: " + ", ".join(f"{n} {h.split()[-1]}" for h, n in counts.items()))
     st.dataframe(table.drop(columns=["query_id"]), hide_index=True, width="stretch", column_config={
         "batch ms trend": st.column_config.LineChartColumn("batch ms (recent)", width="small"),
         "processed rows/s trend": st.column_config.LineChartColumn("processed rows/s (recent)", width="small"),

@@ -97,10 +97,10 @@ def rates_from_history(history_path: str, query_id: str) -> dict[str, float] | N
 
     Raises ``HistoryError`` when the history cannot be read.
     """
-    from observer.history.store import connect
+    from observer.history.backend import open_backend
 
-    with closing(connect(history_path, readonly=True)) as conn:
-        rows = conn.execute("SELECT attributes FROM events WHERE query_id = ? AND kind = ?", (query_id, RESTORE)).fetchall()
+    with closing(open_backend(history_path, readonly=True)) as backend:
+        _, rows = backend.rows("SELECT attributes FROM events WHERE query_id = ? AND kind = ?", (query_id, RESTORE))
     loads = [a for a in (json.loads(text) for (text,) in rows if text)
              if isinstance(a, dict) and a.get("method") == "load_metrics" and a.get("stores")]
     if not loads:
