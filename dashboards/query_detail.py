@@ -6,7 +6,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 
 from alerts.config import THRESHOLDS as T
 from dashboards.panels import ROWS_PER_SECOND, dashboard, row, ts
-from dashboards.promql import QUERY, QO, RATE, Q, or_zero, per_batch, rate, sel
+from dashboards.promql import QO, QUERY, RATE, Q, or_zero, per_batch, rate, sel
 
 OK, WARN, BAD = "green", "orange", "red"
 BY_OP = "query, operator"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from typing import Any, Callable, Sequence
 
 from observer.capture.queue import CapturedEvent, CaptureQueue
@@ -149,7 +150,7 @@ class Observer:
         if facts is not None and (facts.signals or facts.updates):
             self._deliver(None, facts, time.time())
         for sink in self._sinks:
-            self._guarded_sink(sink, lambda: sink.tick(len(items)))
+            self._guarded_sink(sink, partial(sink.tick, len(items)))
         wanted = self._sink_flush_wanted
         if wanted != self._sink_flush_done and not len(self.queue):
             for sink in self._sinks:
@@ -198,7 +199,7 @@ class Observer:
         self.signals.publish(facts.signals)
         signals: Sequence[SignalEvent] = facts.signals
         for sink in self._sinks:
-            self._guarded_sink(sink, lambda: sink.on_event(event, signals, received_at))
+            self._guarded_sink(sink, partial(sink.on_event, event, signals, received_at))
 
     def _guarded(self, what: str, fn: Callable[[], Any]) -> Any:
         try:

@@ -73,7 +73,7 @@ class Settings:
     otlp_queue_size: int = field(default=2048, metadata={"doc": "Log records and spans buffered for export; when the collector is away longer, the oldest are dropped."})
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Build settings from ``SPARK_STATE_OBSERVER_*`` variables, then apply keyword overrides."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}

@@ -15,8 +15,8 @@ from conftest import ROOT, need
 
 sys.path.insert(0, ROOT)  # the alerts package lives beside observer/, outside the wheel
 
-from alerts import generate  # noqa: E402
-from alerts.config import RUNBOOK_BASE_URL  # noqa: E402
+from alerts import generate
+from alerts.config import RUNBOOK_BASE_URL
 
 ALERTS = os.path.join(ROOT, "alerts")
 RULE_FILES = [os.path.join(ALERTS, "rules.yml"), os.path.join(ALERTS, "recording.yml")]

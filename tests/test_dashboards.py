@@ -20,8 +20,8 @@ sys.path.insert(0, ROOT)  # the dashboards and alerts packages live beside obser
 
 with warnings.catch_warnings():  # the SDK warns at import that classic dashboards have a v2 successor
     warnings.simplefilter("ignore", DeprecationWarning)
-    from dashboards import generate  # noqa: E402
-    from dashboards.promql import metric  # noqa: E402
+    from dashboards import generate
+    from dashboards.promql import metric
 
 SCHEMAS = os.path.join(ROOT, "..", "shared", "grafana-schemas")
 DASHBOARD_FILES = sorted(generate.dashboards())
@@ -57,7 +57,7 @@ def test_there_are_the_four_dashboards_with_their_variables() -> None:
     for name in DASHBOARD_FILES:
         variables = {v["name"]: v for v in load(name)["templating"]["list"]}
         assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
-        assert "label_values(spark_streaming_query_info, query)" == variables["query"]["query"]
+        assert variables["query"]["query"] == "label_values(spark_streaming_query_info, query)"
         if name != "overview.json":
             assert variables["operator"]["query"].endswith(", operator)")
         assert "spark_streaming_query_info" in load(name)["annotations"]["list"][0]["expr"], "restarts are annotations"

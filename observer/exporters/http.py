@@ -26,6 +26,8 @@ from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, make_
 from prometheus_client.exposition import basic_auth_handler, default_handler, gzip_accepted
 
 log = logging.getLogger(__name__)
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Any]
 
 
 class ExporterError(RuntimeError):
@@ -33,7 +35,7 @@ class ExporterError(RuntimeError):
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Scrapes are routine; don't write a line per request to the job's stderr."""
 
 
@@ -46,7 +48,7 @@ class _ThreadingServer(ThreadingMixIn, WSGIServer):
 GZIP_LEVEL = 6
 
 
-def _text_app(render: Callable[[], bytes], registry: CollectorRegistry) -> Callable:
+def _text_app(render: Callable[[], bytes], registry: CollectorRegistry) -> WsgiApp:
     """A GET serves ``render()`` as text format 0.0.4, gzipped if the client accepts it.
 
     Everything else (OPTIONS, other methods, /favicon.ico, ``name[]`` filters) is prometheus-client's
@@ -54,7 +56,7 @@ def _text_app(render: Callable[[], bytes], registry: CollectorRegistry) -> Calla
     """
     fallback = make_wsgi_app(registry)
 
-    def app(environ: dict, start_response: Callable) -> Any:
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Any:
         if (environ["REQUEST_METHOD"] != "GET" or environ.get("PATH_INFO") == "/favicon.ico"
                 or "name[]" in parse_qs(environ.get("QUERY_STRING", ""))):
             return fallback(environ, start_response)
@@ -69,10 +71,10 @@ def _text_app(render: Callable[[], bytes], registry: CollectorRegistry) -> Calla
     return app
 
 
-def _with_basic_auth(app: Callable, user: str, password: str) -> Callable:
+def _with_basic_auth(app: WsgiApp, user: str, password: str) -> WsgiApp:
     expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
-    def guarded(environ: dict, start_response: Callable) -> Any:
+    def guarded(environ: dict[str, Any], start_response: StartResponse) -> Any:
         if not hmac.compare_digest(environ.get("HTTP_AUTHORIZATION", ""), expected):
             start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="spark-state-observer"'), ("Content-Type", "text/plain")])
             return [b"authentication required\n"]

@@ -73,9 +73,9 @@ class HistoryStore:
         self.max_age = max_age_seconds
         self.max_bytes = max_bytes
         self.conn = connect(path)
-        self._rows: dict[str, list[tuple]] = {"batches": [], "operators": [], "partitions": [], "events": []}
-        self._queries: dict[str, tuple] = {}
-        self._runs: dict[str, list] = {}
+        self._rows: dict[str, list[tuple[Any, ...]]] = {"batches": [], "operators": [], "partitions": [], "events": []}
+        self._queries: dict[str, tuple[Any, ...]] = {}
+        self._runs: dict[str, list[Any]] = {}
         self.pending = 0
 
     # --- turning events into rows ---------------------------------------------------------------------
@@ -98,7 +98,7 @@ class HistoryStore:
     def add_signal(self, kind: str, query_id: str, run_id: str | None, ts: float, attributes: dict[str, Any]) -> None:
         self.add_row("events", (query_id, run_id, ts, kind, json.dumps(attributes, default=str)))
 
-    def add_row(self, table: str, row: tuple) -> None:
+    def add_row(self, table: str, row: tuple[Any, ...]) -> None:
         self._rows[table].append(row)
         self.pending += 1
 
@@ -107,7 +107,7 @@ class HistoryStore:
         self._queries[query_id] = (query_id, name or (known[1] if known else None), known[2] if known else ts, ts)
         self.pending += 1
 
-    def _run(self, query_id: str, run_id: str, ts: float) -> list:
+    def _run(self, query_id: str, run_id: str, ts: float) -> list[Any]:
         run = self._runs.get(run_id)
         if run is None:
             run = self._runs[run_id] = [query_id, None, ts, None, None, None]  # query, started, last_seen, ended, outcome, exception

@@ -75,7 +75,7 @@ def codec_of(path: str) -> str | None:
     return None
 
 
-def open_decompressed(path: str) -> IO[bytes]:
+def open_decompressed(path: str) -> io.RawIOBase | IO[bytes]:
     """A binary stream of the file's decompressed content, read lazily."""
     codec = codec_of(path)
     raw = open(path, "rb")
@@ -113,8 +113,8 @@ def read_records(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES)
                 yield EventLogError(f"{path}: unreadable after line {line_no}: {type(exc).__name__}: {exc}")
 
 
-def _lines(stream: IO[bytes], max_line_bytes: int, path: str) -> Iterator[tuple[int, bytes]]:
-    buffered = io.BufferedReader(stream, 1 << 16) if not isinstance(stream, io.BufferedReader) else stream
+def _lines(stream: io.RawIOBase | IO[bytes], max_line_bytes: int, path: str) -> Iterator[tuple[int, bytes]]:
+    buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream, 1 << 16)  # type: ignore[type-var]  # any readinto() stream
     line_no = 0
     while True:
         line = buffered.readline(max_line_bytes + 1)
