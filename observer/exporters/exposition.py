@@ -51,7 +51,7 @@ class Family:
         return f"# HELP {name} {doc}\n# TYPE {name} {self.type}\n".encode()
 
     def metric(self, samples: Samples) -> Metric:
-        """The family as a prometheus-client metric, for registry users (``generate_latest``, Pushgateway).
+        """The family as a prometheus-client metric, for registry users (``generate_latest``, the WSGI fallback).
 
         Each sample keeps its own label names, exactly as ``lines`` writes them.
         """
