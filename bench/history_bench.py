@@ -20,11 +20,11 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from bench.common import derived, recorded_progress  # noqa: E402
-from observer.history.loaders import load_batches  # noqa: E402
-from observer.history.store import HistoryStore  # noqa: E402
-from observer.model.events import QueryProgress  # noqa: E402
-from observer.model.parse import parse_progress  # noqa: E402
+from bench.common import derived, recorded_progress
+from observer.history.loaders import load_batches
+from observer.history.store import HistoryStore
+from observer.model.events import QueryProgress
+from observer.model.parse import parse_progress
 
 
 START_TS = 1.8e9

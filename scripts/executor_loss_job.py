@@ -15,7 +15,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from scenario_job import record_signals, wait_batches, write_jsonl  # noqa: E402
+from scenario_job import record_signals, wait_batches, write_jsonl
 
 
 def executor_pid(executor_id: str) -> int | None:
@@ -26,9 +26,9 @@ def executor_pid(executor_id: str) -> int | None:
                 args = f.read().split(b"\0")
         except OSError:
             continue
-        if any(a.endswith(b"CoarseGrainedExecutorBackend") for a in args) and b"--executor-id" in args:
-            if args[args.index(b"--executor-id") + 1] == executor_id.encode():
-                return int(pid)
+        if (any(a.endswith(b"CoarseGrainedExecutorBackend") for a in args) and b"--executor-id" in args
+                and args[args.index(b"--executor-id") + 1] == executor_id.encode()):
+            return int(pid)
     return None
 
 

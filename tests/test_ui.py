@@ -12,10 +12,10 @@ import pytest
 from conftest import REQUIRE_REAL, ROOT, Server, eventlog_dir, fixture_runs, free_port, need, progress_lines
 
 pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from streamlit.testing.v1 import AppTest
 
-from observer.history.loaders import load_queries  # noqa: E402
-from observer.offline.replay import replay  # noqa: E402
+from observer.history.loaders import load_queries
+from observer.offline.replay import replay
 
 APP = os.path.join(ROOT, "streamlit_app", "app.py")
 RESTART = fixture_runs("rocksdb_restart")
@@ -207,7 +207,7 @@ def checkpoint_root(spark, tmp_path_factory) -> tuple[str, str, dict]:
 
 @pytest.mark.slow
 def test_checkpoint_and_state_pages_on_a_real_checkpoint(monkeypatch, restart_db, checkpoint_root) -> None:
-    root, checkpoint, keys = checkpoint_root
+    root, _checkpoint, keys = checkpoint_root
     at = app(monkeypatch, restart_db, roots=[root], page="Checkpoint")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["last committed batch"] == "0" and "restore time" in metrics

@@ -165,11 +165,11 @@ def _ui(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from observer.history.store import HistoryError
     from observer.offline.checkpoint import inspect_checkpoint
     from observer.offline.checkpoint.render import render_text
     from observer.offline.checkpoint.report import CheckpointError
     from observer.offline.checkpoint.restore import rates_from_history
-    from observer.history.store import HistoryError
 
     try:
         report = inspect_checkpoint(args.checkpoint)

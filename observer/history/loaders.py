@@ -29,8 +29,9 @@ def _dialect(path: str) -> Backend:
     return open_backend(path, readonly=True)
 
 
-def _range(query_id: str, since: float | None, until: float | None, run_id: str | None) -> tuple[str, tuple]:
-    where, params = ["query_id = ?"], [query_id]
+def _range(query_id: str, since: float | None, until: float | None, run_id: str | None) -> tuple[str, tuple[Any, ...]]:
+    where: list[str] = ["query_id = ?"]
+    params: list[Any] = [query_id]
     if since is not None:
         where.append("ts >= ?")
         params.append(since)
@@ -129,7 +130,7 @@ def load_last_events(path: str, query_id: str, within: int = 5000) -> pd.DataFra
     return frame
 
 
-def _bucket(path: str, table: str, where: str, params: tuple, max_points: int) -> tuple[str, tuple]:
+def _bucket(path: str, table: str, where: str, params: tuple[Any, ...], max_points: int) -> tuple[str, tuple[Any, ...]]:
     """A GROUP BY expression putting the rows of ``where`` into at most ``max_points`` equal time buckets."""
     span = _frame(path, f"SELECT MIN(ts) AS lo, MAX(ts) AS hi, COUNT(*) AS n FROM {table} WHERE {where}", params).iloc[0]
     if not span["n"] or span["n"] <= max_points or span["hi"] <= span["lo"]:

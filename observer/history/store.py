@@ -49,7 +49,7 @@ class HistoryStore:
     def add_signal(self, kind: str, query_id: str, run_id: str | None, ts: float, attributes: dict[str, Any]) -> None:
         self.rows.add_signal(kind, query_id, run_id, ts, attributes)
 
-    def add_row(self, table: str, row: tuple) -> None:
+    def add_row(self, table: str, row: tuple[Any, ...]) -> None:
         self.rows.add_row(table, row)
 
     def take(self) -> PendingRows:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from observer.history.store import HistoryError
 from observer.offline.checkpoint import inspect_checkpoint
 from observer.offline.checkpoint.render import render_text
 from observer.offline.checkpoint.report import CheckpointError, CheckpointReport
 from observer.offline.checkpoint.restore import rates_from_history
-from observer.history.store import HistoryError
 from streamlit_app import checkpoints, fmt
 from streamlit_app.context import Context
 
