@@ -26,7 +26,6 @@ from observer.history.store import HistoryStore
 from observer.model.events import QueryProgress
 from observer.model.parse import parse_progress
 
-
 START_TS = 1.8e9
 
 

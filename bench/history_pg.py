@@ -30,10 +30,10 @@ import uuid
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
-from bench.history_bench import bench_events, ingest  # noqa: E402
-from observer.history.backend import open_backend  # noqa: E402
-from observer.history.store import HistoryStore  # noqa: E402
-from observer.history.writer import BackgroundWriter  # noqa: E402
+from bench.history_bench import bench_events, ingest
+from observer.history.backend import open_backend
+from observer.history.store import HistoryStore
+from observer.history.writer import BackgroundWriter
 
 SINK_FLUSH_ROWS = 2000  # observer.history.sink.FLUSH_ROWS
 

@@ -73,7 +73,7 @@ class PostgresServer:
         auth = user + (f":{password}" if password is not None else "")
         return f"postgresql://{auth}@127.0.0.1:{self.port}/{database}"
 
-    def start(self, timeout: float = 60.0) -> "PostgresServer":
+    def start(self, timeout: float = 60.0) -> PostgresServer:
         args = [os.path.join(self.bindir, "postgres"), "-D", self.data, "-p", str(self.port), "-k", self.root,
                 "-c", "listen_addresses=127.0.0.1", "-c", f"fsync={'on' if self.fsync else 'off'}",
                 "-c", "max_connections=60", "-c", "logging_collector=off"]
@@ -98,7 +98,7 @@ class PostgresServer:
         except psycopg.OperationalError:
             return False
 
-    def setup(self) -> "PostgresServer":
+    def setup(self) -> PostgresServer:
         """The test database and the password-protected role (once, after the first start)."""
         import psycopg
 

@@ -8,8 +8,8 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import FIXTURES, need
 
+from conftest import FIXTURES, need
 from observer.offline import backtest as bt
 
 RULES = [os.path.join(os.path.dirname(__file__), "..", "alerts", "recording.yml"),

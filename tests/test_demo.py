@@ -10,6 +10,7 @@ import time
 import urllib.request
 
 import pytest
+
 from conftest import ROOT, free_port, need
 
 

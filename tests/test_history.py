@@ -15,8 +15,8 @@ import time
 import uuid
 
 import pytest
-from conftest import REQUIRE_REAL, eventlog_dir, fixture_runs, progress_lines
 
+from conftest import REQUIRE_REAL, eventlog_dir, fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
 from observer.history.loaders import load_batch, load_batches, load_events, load_operators, load_partitions, load_queries, load_runs
 from observer.history.retention import RetentionPolicy

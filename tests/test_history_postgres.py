@@ -17,17 +17,17 @@ import time
 import uuid
 
 import pytest
-from conftest import ROOT, eventlog_dir, fixture_runs, progress_lines
 from pg_server import PASSWORD, PASSWORD_USER, new_server
 
+from conftest import ROOT, eventlog_dir, fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
-from observer.offline.checkpoint.restore import rates_from_history
 from observer.history.loaders import load_batches, load_events, load_operators, load_queries, load_runs
 from observer.history.rows import AppIdentity
 from observer.history.sink import HistorySink
 from observer.history.store import HistoryStore
 from observer.history.url import HistoryURLError, parse, redact, scrub
 from observer.model.parse import parse_event
+from observer.offline.checkpoint.restore import rates_from_history
 from observer.offline.replay import replay
 from observer.runtime import Observer
 from observer.settings import Settings

@@ -131,7 +131,7 @@ class PostgresBackend(Backend):
             for number in range(version, len(MIGRATIONS)):
                 for statement in render(number, POSTGRES_TYPES).split(";"):
                     if statement.strip():
-                        conn.execute(statement)  # type: ignore[call-overload]
+                        conn.execute(statement)
             if version < len(MIGRATIONS):
                 conn.execute("DELETE FROM history_schema")
                 conn.execute("INSERT INTO history_schema (version) VALUES (%s)", (len(MIGRATIONS),))
@@ -158,7 +158,7 @@ class PostgresBackend(Backend):
         except psycopg.Error as exc:
             raise self._fail(exc) from None
 
-    def _write_facts(self, conn: psycopg.Connection, cur: psycopg.Cursor, table: str, rows: list[tuple]) -> None:
+    def _write_facts(self, conn: psycopg.Connection[Any], cur: psycopg.Cursor[Any], table: str, rows: list[tuple[Any, ...]]) -> None:
         """``COPY`` straight into ``table``; if some row is there already (a batch written again: a replayed
         log, a restarted watcher), undo that and merge through the staging table instead, newest row winning."""
         try:
@@ -170,11 +170,11 @@ class PostgresBackend(Backend):
         key = self._key_of[table]
         unique = list({key(r): r for r in rows}.values())  # ON CONFLICT may touch a row once per statement
         self._copy_rows(cur, self._copy[table], unique)
-        cur.execute(self._merge[table])  # type: ignore[arg-type]
+        cur.execute(self._merge[table])
 
     @staticmethod
-    def _copy_rows(cur: psycopg.Cursor, sql: str, rows: list[tuple]) -> None:
-        with cur.copy(sql) as copy:  # type: ignore[arg-type]
+    def _copy_rows(cur: psycopg.Cursor[Any], sql: str, rows: list[tuple[Any, ...]]) -> None:
+        with cur.copy(sql) as copy:
             write = copy.write_row
             for row in rows:
                 write(row)
@@ -184,7 +184,7 @@ class PostgresBackend(Backend):
         try:
             with conn.transaction():
                 for sql, params in statements:
-                    conn.execute(sql.replace("?", "%s"), params)  # type: ignore[call-overload]
+                    conn.execute(sql.replace("?", "%s"), params)
         except psycopg.Error as exc:
             raise self._fail(exc) from None
 
@@ -224,7 +224,7 @@ class PostgresBackend(Backend):
         conn = self._connect()
         try:
             with conn.cursor() as cur:
-                cur.execute(sql.replace("%", "%%").replace("?", "%s"), params)  # type: ignore[arg-type]
+                cur.execute(sql.replace("%", "%%").replace("?", "%s"), params)
                 return [d.name for d in cur.description or ()], cur.fetchall()
         except psycopg.Error as exc:
             raise self._fail(exc) from None

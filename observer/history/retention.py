@@ -23,7 +23,7 @@ class RetentionPolicy:
     queries: dict[str, float] = field(default_factory=dict)  # by query name or query id
 
     @classmethod
-    def parse(cls, default_seconds: float, text: str = "") -> "RetentionPolicy":
+    def parse(cls, default_seconds: float, text: str = "") -> RetentionPolicy:
         apps: dict[str, float] = {}
         queries: dict[str, float] = {}
         for entry in (e.strip() for e in text.split(",")):

@@ -26,7 +26,7 @@ class AppIdentity:
     app_id: str | None = None
 
     @classmethod
-    def of(cls, name: str | None, labels: dict[str, str] | None = None, app_id: str | None = None) -> "AppIdentity":
+    def of(cls, name: str | None, labels: dict[str, str] | None = None, app_id: str | None = None) -> AppIdentity:
         return cls(name, tuple(sorted((labels or {}).items())), app_id)
 
     @property
@@ -61,9 +61,9 @@ KEYS = {"queries": ("query_id",), "runs": ("run_id",), "batches": ("query_id", "
 class PendingRows:
     """Rows not yet written: fact rows in arrival order, query and run rows merged per key (upserts)."""
 
-    facts: dict[str, list[tuple]] = field(default_factory=lambda: {t: [] for t in FACT_TABLES})
-    queries: dict[str, tuple] = field(default_factory=dict)
-    runs: dict[str, list] = field(default_factory=dict)  # run_id -> [query, started, last_seen, ended, outcome, exception, *app]
+    facts: dict[str, list[tuple[Any, ...]]] = field(default_factory=lambda: {t: [] for t in FACT_TABLES})
+    queries: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    runs: dict[str, list[Any]] = field(default_factory=dict)  # run_id -> [query, started, last_seen, ended, outcome, exception, *app]
 
     @property
     def rows(self) -> int:
@@ -77,10 +77,10 @@ class PendingRows:
     def __bool__(self) -> bool:
         return self.rows > 0
 
-    def run_rows(self) -> list[tuple]:
+    def run_rows(self) -> list[tuple[Any, ...]]:
         return [(run_id, *values) for run_id, values in self.runs.items()]
 
-    def absorb(self, newer: "PendingRows", facts: bool = True) -> None:
+    def absorb(self, newer: PendingRows, facts: bool = True) -> None:
         """Append ``newer``'s rows after this buffer's (its query and run updates win); ``facts=False``
         takes only the query and run upserts (the small, bounded part) when the facts are dropped."""
         if facts:
@@ -133,7 +133,7 @@ class RowBuilder:
         self.pending.facts["events"].append((query_id, run_id, ts, kind, json.dumps(attributes, default=str),
                                              app.name, app.labels_json, app.app_id))
 
-    def add_row(self, table: str, row: tuple) -> None:
+    def add_row(self, table: str, row: tuple[Any, ...]) -> None:
         """A fact row given in full (all of ``COLUMNS[table]``, or the columns before the app ones)."""
         width = len(COLUMNS[table])
         if len(row) < width:
@@ -149,7 +149,7 @@ class RowBuilder:
         queries[query_id] = (query_id, name or (known[1] if known else None), known[2] if known else ts, ts,
                              app.name, app.labels_json, app.app_id)
 
-    def _run(self, query_id: str, run_id: str, ts: float) -> list:
+    def _run(self, query_id: str, run_id: str, ts: float) -> list[Any]:
         runs = self.pending.runs
         run = runs.get(run_id)
         if run is None:

@@ -96,7 +96,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     The version is read again under the write lock (``BEGIN IMMEDIATE``), so writers opening a new file
     at the same moment apply each migration once: the others wait (busy timeout), then find it done.
     """
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > len(MIGRATIONS):
         raise newer_error(version)
     if version == len(MIGRATIONS):

@@ -12,7 +12,6 @@ import sqlite3
 from contextlib import closing
 from typing import Any, ClassVar
 
-
 from observer.history.backend import Backend, HistoryError, upsert_sql
 from observer.history.rows import COLUMNS, PendingRows
 from observer.history.schema import SchemaError, migrate

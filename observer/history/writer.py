@@ -139,10 +139,8 @@ class BackgroundWriter:
                     self._buffer = chunk
                 self._writing = self._inflight_events = 0
                 self._cond.notify_all()
-                if not ok:
-                    self._cond.wait_for(lambda: self._stop, timeout=self.backoff)
-                    if self._stop:
-                        return
+                if not ok and self._cond.wait_for(lambda: self._stop, timeout=self.backoff):
+                    return
 
     def _write(self, chunk: PendingRows) -> bool:
         try:

@@ -247,7 +247,7 @@ def _yaml_load(text: str) -> Any:
 
 def config_from_mapping(data: Mapping[str, Any]) -> MixinConfig:
     """Defaults overridden by ``data``; dictionaries of alerts are merged key by key, others replaced."""
-    config = _build(MixinConfig, data, "")
+    config: MixinConfig = _build(MixinConfig, data, "")
     config.validate()
     return config
 
