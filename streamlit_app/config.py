@@ -14,19 +14,24 @@ from dataclasses import dataclass
 
 ENV_HISTORY = "SPARK_STATE_OBSERVER_UI_HISTORY"
 ENV_ROOTS = "SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS"  # os.pathsep-separated
+ENV_RUNBOOK = "SPARK_STATE_OBSERVER_UI_RUNBOOK_URL"
 DEFAULT_HISTORY = "spark-state-observer-history.db"
+# the runbook in this repository (alerts/config.py's RUNBOOK_BASE_URL; a test keeps the two equal)
+DEFAULT_RUNBOOK_URL = "https://github.com/spark-state-observer/spark-state-observer/blob/main/alerts/runbook.md"
 
 
 @dataclass(frozen=True)
 class AppConfig:
     history: str
     checkpoint_roots: tuple[str, ...]
+    runbook_url: str = DEFAULT_RUNBOOK_URL  # the verdicts link to its sections (#alertname in lower case)
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="streamlit_app", add_help=False)
     p.add_argument("--history", default=None)
     p.add_argument("--checkpoint-root", action="append", default=None)
+    p.add_argument("--runbook-url", default=None)
     return p
 
 
@@ -38,4 +43,5 @@ def load_config(argv: list[str] | None = None) -> AppConfig:
     args, _ = parser().parse_known_args(argv)
     history = args.history or os.environ.get(ENV_HISTORY) or os.environ.get("SPARK_STATE_OBSERVER_HISTORY_PATH") or DEFAULT_HISTORY
     roots = args.checkpoint_root or [r for r in os.environ.get(ENV_ROOTS, "").split(os.pathsep) if r]
-    return AppConfig(os.path.abspath(history), tuple(os.path.realpath(r) for r in roots))
+    runbook = args.runbook_url or os.environ.get(ENV_RUNBOOK) or DEFAULT_RUNBOOK_URL
+    return AppConfig(os.path.abspath(history), tuple(os.path.realpath(r) for r in roots), runbook.rstrip("#"))

@@ -98,7 +98,7 @@ def test_open_drilldown_from_the_queries_page(monkeypatch, restart_db) -> None:
     assert metrics["newest batch"] == str(progress[-1]["batchId"])
     assert progress[0]["name"] in at.header[0].value
     events = frames(at)[0]
-    assert {"query_started", "query_restarted", "restore", "query_terminated"} <= set(events.kind)
+    assert {"start", "restart", "restore", "stop / failure"} <= set(events.event)  # kinds in plain words
     # phases, rates, state rows, memory, churn, watermark lag, RocksDB commit latency and the event strip
     assert chart_titles(at) == ["Events", "Batch phases (stacked)", "Rates", "State rows per operator", "State memory per operator",
                                 "Additions (rows updated) vs evictions (rows removed)", "Watermark lag (batch time - watermark)",
@@ -139,7 +139,8 @@ def test_empty_and_missing_history_are_explained(monkeypatch, tmp_path) -> None:
 
 def test_runs_page_compares_before_and_after_the_restart(monkeypatch, restart_db) -> None:
     at = app(monkeypatch, restart_db, page="Runs")
-    table = frames(at)[0]
+    listing, table = frames(at)[:2]
+    assert listing["run id"].tolist() == [progress_lines(r)[0]["runId"] for r in reversed(RESTART)]  # every run, newest first
     before, after = progress_lines(RESTART[0]), progress_lines(RESTART[1])
     assert list(table.columns) == [f"before ({before[0]['runId'][:8]})", f"after ({after[0]['runId'][:8]})"]
     assert table.loc["batches"].tolist() == [str(len(before)), str(len(after))]
@@ -155,9 +156,10 @@ def test_partitions_page_shows_snapshot_lag_from_the_history(monkeypatch, restar
     last = progress_lines(RESTART[1])[-1]
     reported = [(i, k) for i, op in enumerate(last["stateOperators"]) for k in op.get("customMetrics", {})
                 if k.startswith("SnapshotLastUploaded")]
-    assert len(lag) == len(reported) and set(lag.batch_id) == {last["batchId"]}
-    assert (lag.snapshot_lag >= 0).all()
-    assert chart_titles(at) == [f"operator {i}" for i in sorted(lag.op_index.unique())]  # the partitions x batches heatmaps
+    assert list(lag.columns[:3]) == ["partition", "store", "snapshot lag (versions)"]  # key columns first
+    assert len(lag) == len(reported) and set(lag.batch) == {last["batchId"]}
+    assert (lag["snapshot lag (versions)"] >= 0).all()
+    assert chart_titles(at) == [f"operator {i}" for i in sorted(lag.operator.unique())]  # the partitions x batches heatmaps
     assert "No checkpoint root is configured" in texts(at)
 
 

@@ -144,7 +144,7 @@ def load_batch_series(path: str, query_id: str, since: float | None = None, unti
                AVG(input_rps) AS input_rps, AVG(processed_rps) AS processed_rps, MAX(watermark) AS watermark,
                MAX(ts) - MAX(watermark) AS watermark_lag_s, MAX(state_rows) AS state_rows,
                MAX(state_memory_bytes) AS state_memory_bytes, {phases}
-        FROM batches WHERE {where} GROUP BY {group} ORDER BY ts""", gparams + params)
+        FROM batches WHERE {where} GROUP BY {group} ORDER BY ts""", params + gparams)
 
 
 def load_operator_series(path: str, query_id: str, since: float | None = None, until: float | None = None,
@@ -157,7 +157,7 @@ def load_operator_series(path: str, query_id: str, since: float | None = None, u
                MAX(rows_total) AS rows_total, MAX(memory_bytes) AS memory_bytes, SUM(rows_updated) AS rows_updated,
                SUM(rows_removed) AS rows_removed, SUM(rows_dropped_by_watermark) AS rows_dropped_by_watermark,
                AVG(commit_ms) AS commit_ms, MAX(store_instances) AS store_instances
-        FROM operators WHERE {where} GROUP BY op_index, {group} ORDER BY ts, op_index""", gparams + params)
+        FROM operators WHERE {where} GROUP BY op_index, {group} ORDER BY ts, op_index""", params + gparams)
 
 
 def load_partition_lag(path: str, query_id: str, since: float | None = None, until: float | None = None,
@@ -174,7 +174,7 @@ def load_partition_lag(path: str, query_id: str, since: float | None = None, unt
                MAX(snapshot_version) AS snapshot_version,
                MAX(batch_id + 1 - CASE WHEN snapshot_version IS NULL OR snapshot_version < 0 THEN 0 ELSE snapshot_version END) AS snapshot_lag
         FROM partitions WHERE {where} GROUP BY op_index, partition, store, {group} ORDER BY ts, op_index, partition""",
-                  gparams + params)
+                  params + gparams)
 
 
 def load_progress_tail(path: str, query_id: str, until: float | None = None, limit: int = 300) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from streamlit_app import charts, checkpoints, data
+from streamlit_app import charts, checkpoints, data, fmt
 from streamlit_app.context import Context, label
 from streamlit_app.views.checkpoint import inspect, partition_frame
 
@@ -13,24 +13,28 @@ BUCKETS = 60
 
 
 def render(ctx: Context) -> None:
-    st.header(f"Partitions of {label(ctx.queries, ctx.query_id)}")
+    st.header(f"Partitions of {label(ctx.all_queries, ctx.query_id)}")
     lag = data.partition_lag(ctx.history, ctx.tok, ctx.query_id, ctx.since, ctx.until, BUCKETS)
     if lag.empty:
         st.info("The progress history holds no per-partition figures for this range (Spark reports "
-                "SnapshotLastUploaded per store instance only for some providers and versions).")
+                "SnapshotLastUploaded per store instance only with RocksDB on Spark 4.1 and later, for the "
+                "most lagging instances).")
     else:
         st.subheader("Snapshot lag (versions since the last uploaded snapshot), from the progress history")
+        lag = charts.with_time(lag)
         for op_index, frame in lag.groupby("op_index"):
             frame = frame.assign(instance=frame.partition.astype(str) + "/" + frame.store)
             st.altair_chart(charts.heatmap(frame, "batch_id", "instance", "snapshot_lag", f"operator {op_index}",
-                                           "batch (newest of its bucket)"),
-                            width="stretch")
+                                           "batch (newest of its bucket)"), width="stretch")
         newest = lag[lag.ts == lag.groupby(["op_index", "partition", "store"]).ts.transform("max")]
-        st.dataframe(newest.sort_values("snapshot_lag", ascending=False)[["op_index", "partition", "store", "batch_id",
-                                                                          "snapshot_version", "snapshot_lag"]],
-                     hide_index=True, width="stretch")
+        newest = newest.sort_values("snapshot_lag", ascending=False)
+        st.dataframe(newest.assign(at=newest.ts.map(fmt.when))[
+            ["partition", "store", "snapshot_lag", "snapshot_version", "batch_id", "op_index", "at"]].rename(columns={
+                "snapshot_lag": "snapshot lag (versions)", "snapshot_version": "last uploaded snapshot", "batch_id": "batch",
+                "op_index": "operator", "at": "time"}),
+            hide_index=True, width="stretch", column_config={"batch": st.column_config.NumberColumn(format="localized")})
     st.subheader("State size per partition, from the checkpoint")
-    path = checkpoints.choose(ctx.config, "parts", ctx.query_id)
+    path = checkpoints.choose(ctx.config, "parts", ctx.query_id, ctx.all_queries)
     if path is None:
         return
     report = inspect(ctx, path)
@@ -40,6 +44,7 @@ def render(ctx: Context) -> None:
     if frame.empty:
         st.info("This checkpoint holds no state.")
         return
-    st.altair_chart(charts.heatmap(frame, "operator", "partition", "state bytes", "State bytes per partition",
-                                   "operator"), width="stretch")
-    st.dataframe(frame, hide_index=True, width="stretch")
+    st.altair_chart(charts.heatmap(frame, "operator", "partition", "state bytes", "State bytes per partition", "operator",
+                                   unit="bytes"), width="stretch")
+    st.dataframe(frame.assign(**{"state bytes": frame["state bytes"].map(fmt.size),
+                                 "restore bytes": frame["restore bytes"].map(fmt.size)}), hide_index=True, width="stretch")
