@@ -265,3 +265,158 @@ def test_browser_navigates_from_queries_to_a_drilldown(restart_db, tmp_path) -> 
     docs = os.path.join(ROOT, "docs", "screenshots")  # the README's picture
     os.makedirs(docs, exist_ok=True)
     shutil.copy(tmp_path / "queries.png", os.path.join(docs, "queries.png"))
+
+
+# --- the on-call view: verdicts, root cause, restores, fleet, URL state --------------------------------
+FAILURE = fixture_runs("schema_failure")
+PAGES = ("Applications", "Queries", "Query drilldown", "Restores", "Partitions", "Runs", "Checkpoint", "State contents")
+SYNTHETIC = os.path.join(ROOT, "scripts", "synthetic_history.py")
+
+
+@pytest.fixture(scope="module")
+def synthetic_db(tmp_path_factory) -> str:
+    """A synthetic history made by the repo's script from recorded events (3,000 batches: enough for
+    bucketed charts over the default range and 200 partitions; the Chromium tests use 100,000)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("synthetic_history", SYNTHETIC)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    db = str(tmp_path_factory.mktemp("synthetic") / "synthetic.db")
+    module.build(db, 3000)
+    return db
+
+
+def everything_shown(at: AppTest) -> str:
+    """Every text the page shows, tables included (cells as text)."""
+    return texts(at) + "\n" + "\n".join(frame.astype(str).to_string() for frame in frames(at)) + "\n" + \
+        "\n".join(str(m.value) for m in at.metric)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_on_replayed_and_synthetic_histories(monkeypatch, all_db, synthetic_db, page) -> None:
+    for db in (all_db, synthetic_db):
+        at = app(monkeypatch, db, page=page)
+        shown = everything_shown(at)
+        assert "Traceback (most recent call last):" not in shown and "None" not in shown.replace("None of", "")
+        assert "no batches in the chosen range" not in shown
+        if page != "Applications":  # the query picker is on every page but the fleet's
+            assert at.sidebar.selectbox(key="query_id").value is not None
+
+
+def test_queries_page_puts_the_verdict_and_root_cause_first(monkeypatch, all_db) -> None:
+    at = app(monkeypatch, all_db)
+    table = frames(at)[0]
+    assert list(table.columns[:5]) == ["query", "verdict", "since", "runbook", "health"]
+    failed = table[table.health.str.endswith("failed")].iloc[0]
+    assert failed.name == 0  # the most severe first
+    assert failed.verdict.startswith("🔴 Failed at start at ") and "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in failed.verdict
+    assert failed.runbook.endswith("alerts/runbook.md#sparkstreamingqueryfailed")
+    restarted = table[table.runs == 2].iloc[0] if (table.runs == 2).sum() == 1 else table[table.verdict.str.contains("Restarted")].iloc[0]
+    assert "Restarted at" in restarted.verdict and "restore" in restarted.verdict
+    assert "2 operators, slowest stateStoreSave" in restarted["last restore"]  # the larger operator is not hidden
+    assert "5 queries" in texts(at) and "1 queries" not in texts(at)
+
+
+def test_synthetic_incidents_are_named_by_their_verdicts(monkeypatch, synthetic_db) -> None:
+    at = app(monkeypatch, synthetic_db)
+    table = frames(at)[0].set_index("query")
+    loop = next(v for q, v in table.verdict.items() if q.startswith("synthetic_crash_loop"))
+    dedupe = next(v for q, v in table.verdict.items() if q.startswith("synthetic_dedupe"))
+    assert loop.startswith("🔴 Crash loop: 5 restarts in 2 min; last error org.apache.spark.SparkRuntimeException")
+    assert dedupe.startswith("🟠 State unbounded: dedupe +") and dedupe.endswith("rows/s, no evictions")
+    assert list(table.index).index(next(q for q in table.index if q.startswith("synthetic_crash_loop"))) == 0
+
+
+def test_drilldown_opens_with_the_verdict_the_trace_folded_and_the_newest_batch(monkeypatch, all_db) -> None:
+    qid = progress_lines(FAILURE[0])[0]["id"]
+    at = app(monkeypatch, all_db, page="Query drilldown", query_id=qid)
+    assert "Failed at start" in at.error[0].value and "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in at.error[0].value
+    assert at.expander[0].label.startswith("Full exception of run ")
+    assert "Stateful operators in the metadata" in at.code[0].value  # more than the root-cause line: the text the history kept
+    # the newest run failed before its first batch: the batch shown is the newest batch the query has
+    last = progress_lines(FAILURE[0])[-1]
+    assert at.selectbox(key="batch_run").value == last["runId"] and at.number_input(key="batch_id").value == last["batchId"]
+    assert f'"batchId":{last["batchId"]}' in at.json[0].value.replace(" ", "")
+
+
+def test_query_that_never_completed_a_batch_gets_the_cause_not_range_advice(monkeypatch, tmp_path) -> None:
+    db = str(tmp_path / "failed_start.db")
+    replay([eventlog_dir(FAILURE[1])], history=db)
+    at = app(monkeypatch, db, page="Query drilldown")
+    shown = everything_shown(at)
+    assert "has not completed a batch" in shown and "widen" not in shown
+    assert "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in at.error[0].value
+    at = app(monkeypatch, db, page="Runs")
+    runs = frames(at)[0]
+    assert len(runs) == 1 and runs["batch ids"].iloc[0] == "none (failed at start)"
+    assert runs["root cause"].iloc[0].startswith("org.apache.spark.SparkRuntimeException: [STREAMING_STATEFUL_OPERATOR")
+    assert "a comparison needs two" in texts(at) and len(frames(at)) == 1  # no run compared with itself
+
+
+def test_restores_page_shows_each_restart_and_operator(monkeypatch, restart_db) -> None:
+    at = app(monkeypatch, restart_db, page="Restores")
+    metrics = {m.label: m.value for m in at.metric}
+    from observer.history.loaders import load_events
+
+    events = load_events(restart_db, progress_lines(RESTART[0])[0]["id"])
+    restores = [{"attributes": a} for a in events[events.kind == "restore"].attributes]
+    assert len(restores) == 2  # one per state operator of the recorded restart
+    assert metrics["restarts"] == "1" and metrics["restores measured"] == str(len(restores))
+    per_restart = frames(at)[0]
+    for s in restores:
+        column = f"restore {s['attributes']['operator_index']} {s['attributes']['operator']}"
+        assert per_restart[column].iloc[0] == fmt_duration(s["attributes"]["duration_seconds"])
+    assert chart_titles(at)[0].startswith("Restores (first batch after a restart)")
+
+
+def fmt_duration(seconds: float) -> str:
+    from streamlit_app.fmt import duration
+
+    return duration(seconds)
+
+
+def test_url_holds_the_view_and_a_changed_url_wins(monkeypatch, all_db) -> None:
+    """Every page, query, run and batch has a URL; going Back (an older URL) restores the older view."""
+    qid = progress_lines(FAILURE[0])[0]["id"]
+    monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_HISTORY", all_db)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["page"] = "Runs"
+    at.query_params["query"] = qid
+    at.run()
+    assert not at.exception
+    assert at.session_state["page"] == "Runs" and at.header[0].value.startswith("Runs of demo_dedup_window (e608b948)")
+    at.query_params.clear()  # what Back to the first URL does: the browser reruns with the older query string
+    at.query_params.update({"page": "Query drilldown", "query": qid, "run": progress_lines(FAILURE[0])[0]["runId"], "batch": "1"})
+    at.run()
+    assert at.session_state["page"] == "Query drilldown" and at.number_input(key="batch_id").value == 1
+    assert '"batchId":1' in at.json[0].value.replace(" ", "")
+
+
+def test_applications_page_groups_queries_by_app_and_scopes_the_pages(monkeypatch, all_db, tmp_path) -> None:
+    at = app(monkeypatch, all_db, page="Applications")
+    fleet = frames(at)[0]
+    assert fleet.application.tolist() == ["unknown application"] and fleet.queries.tolist() == [5]
+    assert "Failed at start" in fleet["worst verdict"].iloc[0]
+    db = str(tmp_path / "apps.db")
+    import sqlite3
+
+    with sqlite3.connect(all_db) as src, sqlite3.connect(db) as dst:
+        src.backup(dst)
+        dst.execute("ALTER TABLE queries ADD COLUMN app TEXT")
+        dst.execute("ALTER TABLE queries ADD COLUMN app_labels TEXT")
+        failed = progress_lines(FAILURE[0])[0]["id"]
+        dst.execute("UPDATE queries SET app = CASE WHEN query_id = ? THEN 'billing' ELSE 'orders' END, "
+                    "app_labels = '{\"cluster\": \"prod\"}'", (failed,))
+    monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_HISTORY", db)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert at.session_state["page"] == "Applications"  # several applications: the fleet is the first page
+    fleet = frames(at)[0]
+    assert fleet.application.tolist() == ["billing", "orders"] and fleet.labels.tolist() == ["cluster=prod"] * 2
+    at.text_input(key="app_filter").input("ord").run()
+    assert frames(at)[0].application.tolist() == ["orders"]
+    at.selectbox(key="open_app").select("orders")
+    at.button[0].click().run()
+    assert at.session_state["page"] == "Queries"
+    assert len(frames(at)[0]) == 4 and "of orders" in texts(at)
