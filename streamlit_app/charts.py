@@ -22,7 +22,7 @@ EVENT_COLORS = {
     "executor_added": "#bcbd22", "executor_removed": "#e377c2", "query_idle": "#c7c7c7", "partitions_changed": "#1f77b4",
     "state_unbounded": "#843c39", "state_bounded": "#74c476", "falling_behind": "#fd8d3c", "caught_up": "#9edae5",
 }
-HEIGHT = 180
+HEIGHT = 260  # the whole chart: Streamlit's fit autosize takes the title, axis and legend from it
 Y_AXIS_WIDTH = 130  # pixels reserved for every chart's y axis (labels and title), so the x axes line up
 TIME_AXIS = alt.Axis(format="%H:%M", labelExpr="utcFormat(datum.value, '%H:%M')", title=None, labelOverlap=True)
 LEGEND = alt.Legend(orient="bottom", labelLimit=0, title=None, columns=4)
@@ -137,7 +137,7 @@ def event_strip(events: pd.DataFrame, dom: list[str] | None) -> alt.Chart:
                                                                               labelLimit=Y_AXIS_WIDTH - 8)),
         color=_kind_color(events, None),
         tooltip=[alt.Tooltip("at:N", title="time (UTC)"), alt.Tooltip("detail:N", title="events")],
-    ).properties(title="Events", height=30 + 22 * len(order))
+    ).properties(title="Events", height=80 + 26 * len(order))
 
 
 def heatmap(frame: pd.DataFrame, x: str, y: str, value: str, title: str, x_title: str, unit: str = "") -> alt.Chart:

@@ -84,6 +84,17 @@ def number(n: float | None, decimals: int = 0) -> str:
     return f"{value:,.{decimals}f}"
 
 
+def compact(n: float | None) -> str:
+    """A count short enough for a metric tile: 59,200; 1.2 M; 3.4 G."""
+    if missing(n):
+        return "-"
+    value = float(n)  # type: ignore[arg-type]
+    for unit, scale in (("G", 1e9), ("M", 1e6)):
+        if abs(value) >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return number(value)
+
+
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``1 query``, ``2 queries``."""
     return f"{n:,} {word if n == 1 else (many or word + 's')}"

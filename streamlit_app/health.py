@@ -13,7 +13,6 @@ from typing import Sequence
 LIFECYCLE_KINDS = ("query_started", "query_restarted", "query_terminated", "query_idle", "crash_loop", "stalled", "stall_recovered")
 STALL_FACTOR = 6.0
 STALL_MIN_SECONDS = 30.0
-HEALTH_ICONS = {"running": "🟢 running", "idle": "⚪ idle", "stalled": "🟠 stalled", "failed": "🔴 failed", "stopped": "⚫ stopped"}
 
 
 def typical_interval(batch_times: Sequence[float]) -> float | None:

@@ -19,8 +19,13 @@ _NOISE = (TRACEBACK_HEADER, "at ", "...", "File \"", "^", "~")
 MAX_CHARS = 300
 
 
+_PACKAGE = re.compile(r"^(?:[a-z_][\w]*\.)+(?=[A-Z]\w*(?:Error|Exception)\b)")
+
+
 def _clean(line: str) -> str:
-    line = line.strip()
+    """One line, its exception class without the package (``org.apache.spark.SparkRuntimeException`` reads
+    ``SparkRuntimeException``), at most MAX_CHARS."""
+    line = _PACKAGE.sub("", line.strip())
     return line if len(line) <= MAX_CHARS else line[:MAX_CHARS - 1] + "…"
 
 

@@ -28,7 +28,10 @@ ANCHORS = {
 }
 SEVERITY = {"crash_loop": 0, "failed_at_start": 1, "failed": 2, "stalled": 3, "state_unbounded": 4, "falling_behind": 5,
             "executor_lost": 6, "restarted": 7, "stopped": 8, "healthy": 9, "no_data": 10}
-ICONS = {0: "🔴", 1: "🔴", 2: "🔴", 3: "🟠", 4: "🟠", 5: "🟠", 6: "🟡", 7: "🟡", 8: "⚫", 9: "🟢", 10: "⚪"}
+# Streamlit's bundled Material icons (emoji need a colour-emoji font the viewer may not have)
+ICONS = {0: ":material/error:", 1: ":material/error:", 2: ":material/error:", 3: ":material/warning:", 4: ":material/warning:",
+         5: ":material/warning:", 6: ":material/info:", 7: ":material/info:", 8: ":material/stop_circle:",
+         9: ":material/check_circle:", 10: ":material/help:"}
 RESTORE_WINDOW_SECONDS = 900.0  # a restore this long after an executor loss is taken as its consequence
 
 

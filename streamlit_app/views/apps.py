@@ -27,9 +27,9 @@ def fleet_table(ctx: Context, queries: pd.DataFrame, now: float) -> pd.DataFrame
     rows = []
     for app, group in per_query.groupby("app", sort=True):
         worst = group.sort_values("severity").iloc[0]
-        health = group.health.map(lambda h: h.split()[-1]).value_counts()
+        health = group.health.value_counts()
         rows.append({"application": app, "labels": group.labels.iloc[0] or "-",
-                     "worst verdict": f"{worst.verdict} ({worst.query})", "queries": len(group),
+                     "worst verdict": f"{worst.query}: {worst.verdict}", "queries": len(group),
                      "health": ", ".join(f"{n} {h}" for h, n in health.items()),
                      "last batch at": max((t for t in group["last batch at"] if t != "-"), default="-"),
                      "batches": int(group.batches.sum()), "severity": int(worst.severity)})

@@ -66,11 +66,13 @@ def render(ctx: Context) -> None:
     cols[0].metric("batches in range", f"{int(batches.batches.sum()):,}")
     cols[1].metric("newest batch", f"{int(batches.batch_id.iloc[-1]):,}")
     cols[2].metric("mean batch duration", fmt.duration(batches.duration_ms.mean() / 1000.0))
-    cols[3].metric("state rows", fmt.number(batches.state_rows.iloc[-1]))
+    cols[3].metric("state rows", fmt.compact(batches.state_rows.iloc[-1]), help=fmt.number(batches.state_rows.iloc[-1]))
     cols[4].metric("events in range", f"{len(raw_events):,}")
+    shown = f"From {fmt.when(batches.ts.iloc[0])} to {fmt.when(batches.ts.iloc[-1])}."
     if int(batches.batches.max()) > 1:
-        st.caption(f"Charts show {len(batches):,} time buckets (up to {int(batches.batches.max()):,} batches each; means, "
-                   "sums of rows).")
+        shown += (f" Charts show {len(batches):,} time buckets (up to {int(batches.batches.max()):,} batches each; means, "
+                  "sums of rows).")
+    st.caption(shown)
 
     if not events.empty:
         st.altair_chart(charts.event_strip(events, dom), width="stretch")

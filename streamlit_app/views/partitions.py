@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from streamlit_app import charts, checkpoints, data, fmt
@@ -27,12 +28,13 @@ def render(ctx: Context) -> None:
             st.altair_chart(charts.heatmap(frame, "batch_id", "instance", "snapshot_lag", f"operator {op_index}",
                                            "batch (newest of its bucket)"), width="stretch")
         newest = lag[lag.ts == lag.groupby(["op_index", "partition", "store"]).ts.transform("max")]
-        newest = newest.sort_values("snapshot_lag", ascending=False)
-        st.dataframe(newest.assign(at=newest.ts.map(fmt.when))[
-            ["partition", "store", "snapshot_lag", "snapshot_version", "batch_id", "op_index", "at"]].rename(columns={
-                "snapshot_lag": "snapshot lag (versions)", "snapshot_version": "last uploaded snapshot", "batch_id": "batch",
-                "op_index": "operator", "at": "time"}),
-            hide_index=True, width="stretch", column_config={"batch": st.column_config.NumberColumn(format="localized")})
+        newest = newest.sort_values(["snapshot_lag", "partition"], ascending=[False, True])
+        table = pd.DataFrame({"partition": newest.partition, "store": newest.store, "snapshot lag (versions)": newest.snapshot_lag,
+                              "last uploaded snapshot": newest.snapshot_version.map(fmt.number),
+                              "batch": newest.batch_id, "operator": newest.op_index, "time": newest.ts.map(fmt.when)})
+        st.dataframe(table, hide_index=True, width="stretch", column_config={
+            "batch": st.column_config.NumberColumn(format="localized"),
+            "snapshot lag (versions)": st.column_config.NumberColumn(format="localized")})
     st.subheader("State size per partition, from the checkpoint")
     path = checkpoints.choose(ctx.config, "parts", ctx.query_id, ctx.all_queries)
     if path is None:

@@ -5,13 +5,14 @@ query's drilldown."""
 from __future__ import annotations
 
 import time
+import urllib.parse
 
 import pandas as pd
 import streamlit as st
 
 from streamlit_app import data, fmt
 from streamlit_app.context import Context, clicked_row, go, label
-from streamlit_app.health import HEALTH_ICONS, LIFECYCLE_KINDS, derive_health, typical_interval
+from streamlit_app.health import LIFECYCLE_KINDS, derive_health, typical_interval
 from streamlit_app.views import verdicts as verdict_view
 
 SPARK_POINTS = 60
@@ -65,9 +66,9 @@ def summary_row(ctx: Context, q: pd.Series, now: float) -> dict:
         return None if last is None or fmt.missing(last[column]) else float(last[column])
 
     return {
-        "query": label(ctx.all_queries, q.query_id), "verdict": f"{top.icon} {top.text}",
+        "query": label(ctx.all_queries, q.query_id), "verdict": top.text,
         "since": fmt.when(top.since) if top.kind not in ("healthy", "stopped") else "-",
-        "runbook": top.runbook(ctx.config.runbook_url), "health": HEALTH_ICONS[health],
+        "runbook": top.runbook(ctx.config.runbook_url), "health": health,
         "application": q.app, "last batch at": fmt.when(value("ts")), "batches": int(span["batches"]), "runs": int(q.runs),
         "batch duration": fmt.duration(None if value("duration_ms") is None else value("duration_ms") / 1000.0),  # type: ignore[operator]
         "batch ms trend": _downsample(recent.duration_ms),
@@ -85,7 +86,7 @@ def table_for(ctx: Context, frame: pd.DataFrame, now: float) -> pd.DataFrame:
 
 
 COLUMNS = {
-    "verdict": st.column_config.TextColumn("verdict", width="large", help="what is wrong, from the observer's signals"),
+    "verdict": st.column_config.TextColumn("verdict", width=520, help="what is wrong, from the observer's signals"),
     "runbook": st.column_config.LinkColumn("runbook", display_text="runbook", width="small"),
     "batches": st.column_config.NumberColumn("batches", format="localized"),
     "runs": st.column_config.NumberColumn("runs", format="localized"),
@@ -105,7 +106,13 @@ def render(ctx: Context) -> None:
     table = table.sort_values(["rank", "query"]).drop(columns=["rank"]).reset_index(drop=True)
     counts = table.health.value_counts()
     st.caption(f"{fmt.plural(len(table), 'query', 'queries')} of {scope} in `{ctx.history}`: "
-               + ", ".join(f"{n} {h.split()[-1]}" for h, n in counts.items()) + ". Click a row to open its drilldown.")
+               + ", ".join(f"{n} {h}" for h, n in counts.items()) + ". Click a row to open its drilldown.")
+    attention = [(qid, v) for qid in table["query id"] for v in verdict_view.of_query(ctx, qid, now)[:1] if v.severity <= 7]
+    if attention:
+        st.subheader("Needs attention")
+        for qid, v in attention:
+            link = "?" + urllib.parse.urlencode({"page": "Query drilldown", "query": qid})
+            st.markdown(f"{v.icon} [{label(ctx.all_queries, qid)}]({link}): " + verdict_view.line(v, ctx.config.runbook_url))
     key = f"queries_table_{st.session_state.get('table_nonce', 0)}"
     shown = table if ctx.all_queries is None or ctx.all_queries.app.nunique() > 1 else table.drop(columns=["application"])
     st.dataframe(shown, hide_index=True, width="stretch", column_config=COLUMNS, on_select="rerun", selection_mode="single-row",
