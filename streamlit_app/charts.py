@@ -24,7 +24,6 @@ EVENT_COLORS = {
 }
 HEIGHT = 260  # the whole chart: Streamlit's fit autosize takes the title, axis and legend from it
 Y_AXIS_WIDTH = 130  # pixels reserved for every chart's y axis (labels and title), so the x axes line up
-TIME_AXIS = alt.Axis(format="%H:%M", labelExpr="utcFormat(datum.value, '%H:%M')", title=None, labelOverlap=True)
 LEGEND = alt.Legend(orient="bottom", labelLimit=0, title=None, columns=4)
 
 
@@ -42,11 +41,22 @@ def domain(*frames: pd.DataFrame) -> list[str] | None:
     if not present:
         return None
     times = pd.concat(present, ignore_index=True)
-    return [times.min().isoformat(), times.max().isoformat()]
+    lo, hi = times.min(), times.max()
+    pad = max((hi - lo) * 0.02, pd.Timedelta(seconds=5))  # marks at the ends stay inside the plot
+    return [(lo - pad).isoformat(), (hi + pad).isoformat()]
+
+
+def time_format(dom: list[str] | None) -> str:
+    """Axis labels as precise as the range needs: seconds within minutes, the date across days (24-hour, UTC)."""
+    if not dom:
+        return "%H:%M"
+    span = (pd.Timestamp(dom[1]) - pd.Timestamp(dom[0])).total_seconds()
+    return "%H:%M:%S" if span < 600 else "%H:%M" if span < 2 * 86400 else "%m-%d %H:%M"
 
 
 def _x(dom: list[str] | None) -> alt.X:
-    return alt.X("time:T", axis=TIME_AXIS, scale=alt.Scale(type="utc", domain=dom) if dom else alt.Scale(type="utc"))
+    axis = alt.Axis(labelExpr=f"utcFormat(datum.value, '{time_format(dom)}')", title=None, labelOverlap=True)
+    return alt.X("time:T", axis=axis, scale=alt.Scale(type="utc", domain=dom) if dom else alt.Scale(type="utc"))
 
 
 def _y(field: str, title: str, stack: str | None = None, peak: float = 0.0) -> alt.Y:
@@ -144,11 +154,13 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, value: str, title: str, x_title
     """Partitions x batches: skew and lag at a glance (a readable row height however many partitions)."""
     rows = frame[y].nunique()
     data = frame.copy()
+    x_order = list(dict.fromkeys(data[x]))  # the frame's order (time, partition), not the labels' text order
+    y_order = list(dict.fromkeys(data.sort_values("partition")[y])) if "partition" in data and y != "partition" else alt.Undefined
     divisor, shown = scale_unit(data[value], unit) if unit else (1.0, value.replace("_", " "))
     data[value] = data[value] / divisor
     return alt.Chart(data).mark_rect().encode(
-        x=alt.X(f"{x}:O", title=x_title, axis=alt.Axis(labelOverlap=True, labelAngle=-45)),
-        y=alt.Y(f"{y}:O", title="partition", axis=alt.Axis(labelOverlap=True, minExtent=Y_AXIS_WIDTH, maxExtent=Y_AXIS_WIDTH)),
+        x=alt.X(f"{x}:O", title=x_title, sort=x_order, axis=alt.Axis(labelOverlap=True, labelAngle=-45)),
+        y=alt.Y(f"{y}:O", title="partition", sort=y_order, axis=alt.Axis(labelOverlap=True, minExtent=Y_AXIS_WIDTH, maxExtent=Y_AXIS_WIDTH)),
         color=alt.Color(f"{value}:Q", title=shown, scale=alt.Scale(scheme="orangered"), legend=alt.Legend(orient="bottom")),
         tooltip=[f"{x}:O", f"{y}:O", alt.Tooltip(f"{value}:Q", title=shown, format=",.1f")],
     ).properties(title=title, height=int(min(900, max(160, 12 * rows))))

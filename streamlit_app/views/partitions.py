@@ -13,6 +13,18 @@ from streamlit_app.views.checkpoint import inspect, partition_frame
 BUCKETS = 60
 
 
+def columns(frame: pd.DataFrame, count: int = BUCKETS) -> pd.DataFrame:
+    """One heatmap column per equal slice of time (not per batch id: each store instance reports in
+    different batches), the worst lag of each instance in it; instances in partition order."""
+    lo, hi = float(frame.ts.min()), float(frame.ts.max())
+    width = (hi - lo) / count or 1.0
+    start = lo + ((frame.ts - lo) // width).clip(upper=count - 1) * width
+    out = frame.assign(bucket=start.map(lambda t: fmt.when(t)[5:16]), order=start,
+                       instance=frame.partition.astype(str) + "/" + frame.store)
+    out = out.groupby(["bucket", "order", "partition", "instance"], as_index=False).snapshot_lag.max()
+    return out.sort_values(["order", "partition"])
+
+
 def render(ctx: Context) -> None:
     st.header(f"Partitions of {label(ctx.all_queries, ctx.query_id)}")
     lag = data.partition_lag(ctx.history, ctx.tok, ctx.query_id, ctx.since, ctx.until, BUCKETS)
@@ -24,9 +36,8 @@ def render(ctx: Context) -> None:
         st.subheader("Snapshot lag (versions since the last uploaded snapshot), from the progress history")
         lag = charts.with_time(lag)
         for op_index, frame in lag.groupby("op_index"):
-            frame = frame.assign(instance=frame.partition.astype(str) + "/" + frame.store)
-            st.altair_chart(charts.heatmap(frame, "batch_id", "instance", "snapshot_lag", f"operator {op_index}",
-                                           "batch (newest of its bucket)"), width="stretch")
+            st.altair_chart(charts.heatmap(columns(frame), "bucket", "instance", "snapshot_lag", f"operator {op_index}",
+                                           "time (UTC, start of each column)"), width="stretch")
         newest = lag[lag.ts == lag.groupby(["op_index", "partition", "store"]).ts.transform("max")]
         newest = newest.sort_values(["snapshot_lag", "partition"], ascending=[False, True])
         table = pd.DataFrame({"partition": newest.partition, "store": newest.store, "snapshot lag (versions)": newest.snapshot_lag,

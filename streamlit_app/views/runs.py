@@ -30,7 +30,7 @@ def run_list(runs: pd.DataFrame, terminations: pd.DataFrame) -> pd.DataFrame:
         exception = None if fmt.missing(run.exception) else run.exception
         outcome = None if fmt.missing(run.outcome) else run.outcome
         rows.append({"run": fmt.short_id(run.run_id), "started": fmt.when(run.started), "ended": fmt.when(_end(run)),  # type: ignore[arg-type]
-                     "outcome": {"exception": "🔴 failed", "clean": "⚫ stopped"}.get(outcome or "", "🟢 running / unknown"),
+                     "outcome": {"exception": "failed", "clean": "stopped"}.get(outcome or "", "running / unknown"),
                      "batches": int(run.batches),
                      "batch ids": f"{int(run.first_batch_id):,}-{int(run.last_batch_id):,}" if run.batches else "none (failed at start)"
                      if outcome == "exception" else "-",
@@ -71,6 +71,7 @@ def render(ctx: Context) -> None:
     st.subheader(f"All {fmt.plural(len(runs), 'run')}" if len(runs) < 500 else "The newest 500 runs")
     st.dataframe(listing, hide_index=True, width="stretch", column_config={
         "root cause": st.column_config.TextColumn(width="large"), "run id": st.column_config.TextColumn(width="small"),
+        "ended": st.column_config.TextColumn(width="medium"),
         "batches": st.column_config.NumberColumn(format="localized")})
     failed = runs[runs.exception.notna()] if "exception" in runs else runs.iloc[0:0]
     if len(failed):
@@ -88,14 +89,16 @@ def render(ctx: Context) -> None:
 
     st.subheader("Compare two runs")
     left, right = st.columns(2)
-    before = left.selectbox("Before", ids, index=max(0, len(ids) - 2), format_func=name, key="run_before")
+    with_batches = [r for r, n in zip(runs.run_id, runs.batches) if n and r != ids[-1]]
+    default_before = ids.index(with_batches[-1]) if with_batches else max(0, len(ids) - 2)  # the last run that did work
+    before = left.selectbox("Before", ids, index=default_before, format_func=name, key="run_before")
     after = right.selectbox("After", ids, index=len(ids) - 1, format_func=name, key="run_after")
     chosen = runs[runs.run_id.isin([before, after])]
     ends = chosen.ended.fillna(chosen.last_seen).fillna(chosen.started)
     events = data.events(ctx.history, ctx.tok, ctx.query_id, float(chosen.started.min()) - EVENT_MARGIN, float(ends.max()) + EVENT_MARGIN)
     table = pd.DataFrame({f"{tag} ({fmt.short_id(run_id)})": run_summary(ctx, runs[runs.run_id == run_id].iloc[0], events)
                           for tag, run_id in (("before", before), ("after", after))})
-    st.dataframe(table.map(lambda v: "-" if fmt.missing(v) else str(v)), width="stretch")
+    st.dataframe(table.map(lambda v: "-" if fmt.missing(v) else str(v)), width="stretch", height=35 * (len(table) + 1) + 3)
     series = []
     for tag, run_id in (("before", before), ("after", after)):
         frame = data.batch_series(ctx.history, ctx.tok, ctx.query_id, None, None, run_id)
