@@ -18,7 +18,8 @@ import streamlit as st
 
 from streamlit_app import data, fmt
 from streamlit_app.config import load_config
-from streamlit_app.context import Context, apply_navigation, history_queries, select_app, select_query, select_range, sync_from_url, write_url
+from streamlit_app.context import (Context, apply_navigation, flush_url, history_queries, select_app, select_query, select_range,
+                                   sync_from_url, write_url)
 from streamlit_app.views import FLEET_PAGES, PAGES, QUERY_PAGES
 
 st.set_page_config(page_title="Spark state browser", page_icon="🗄️", layout="wide")
@@ -40,6 +41,7 @@ every = auto.selectbox("Auto", ["off", "5 s", "15 s", "60 s"], key="auto_refresh
 
 if everything is None and page not in ("Checkpoint", "State contents"):
     write_url(page=page)
+    flush_url()
     st.stop()
 if everything is not None:
     ctx.all_queries = everything
@@ -49,6 +51,7 @@ if everything is not None:
         ctx.query_id = select_query(ctx, ctx.queries)
         if ctx.query_id is None and page in QUERY_PAGES:
             write_url(page=page, app=ctx.app)
+            flush_url()
             st.stop()
     if page in QUERY_PAGES and ctx.query_id is not None:
         ctx.since, ctx.until, ctx.span = select_range(ctx, ctx.query_id)
@@ -61,6 +64,7 @@ write_url(page=page, app=ctx.app, query=ctx.query_id, range=st.session_state.get
 
 def render_page() -> None:
     PAGES[page](ctx.fresh())
+    flush_url()
 
 
 if every == "off":

@@ -52,10 +52,17 @@ def _url_now() -> dict[str, str | None]:
 
 
 def sync_from_url(pages: list[str]) -> None:
-    """Copy the URL into the widgets' state when it changed outside this session (a link, Back, Forward)."""
+    """Copy the URL into the widgets' state when it changed outside this session (a link, Back, Forward).
+
+    Such a run leaves the URL as it is: writing to it would push a new entry into the browser's history,
+    and Back would then land on the same view again instead of the one before.
+    """
     url = _url_now()
+    st.session_state["_url_pending"] = {}
     if st.session_state.get("_url") == url:
+        st.session_state["_url_load_run"] = False
         return
+    st.session_state["_url_load_run"] = True
     for name, key in URL_KEYS.items():
         value: Any = url[name]
         if value is None:
@@ -74,14 +81,26 @@ def sync_from_url(pages: list[str]) -> None:
 
 
 def write_url(**values: Any) -> None:
-    """Put the shown view into the URL (a changed URL is a new entry in the browser's history)."""
-    for name, value in values.items():
+    """The shown view, for the URL (None removes a parameter); ``flush_url`` writes it once per run."""
+    st.session_state.setdefault("_url_pending", {}).update(values)
+
+
+def flush_url() -> None:
+    """Put the view into the URL in one change (one new entry in the browser's history), unless this run
+    was started by the URL itself."""
+    pending = st.session_state.pop("_url_pending", {})
+    if st.session_state.pop("_url_load_run", False):
+        return
+    current = {name: st.query_params.get(name) for name in st.query_params}
+    desired = dict(current)
+    for name, value in pending.items():
         if value is None:
-            if name in st.query_params:
-                del st.query_params[name]
-        elif st.query_params.get(name) != str(value):
-            st.query_params[name] = str(value)
-    st.session_state["_url"] = _url_now()
+            desired.pop(name, None)
+        else:
+            desired[name] = str(value)
+    if desired != current:
+        st.query_params.from_dict(desired)
+    st.session_state["_url"] = {name: desired.get(name) for name in URL_KEYS}
 
 
 def go(page: str, **values: Any) -> None:
