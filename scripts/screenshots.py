@@ -75,7 +75,8 @@ def serve(history: str, roots: tuple[str, ...] = ()) -> Iterator[str]:
     command += ["ui", "--history", history, "--port", str(port)]
     for root in roots:
         command += ["--checkpoint-root", root]
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               STREAMLIT_SERVER_FILE_WATCHER_TYPE="none")  # a file saved meanwhile must not turn into a "rerun?" prompt
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -86,7 +87,7 @@ def serve(history: str, roots: tuple[str, ...] = ()) -> Iterator[str]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the browser did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+                    raise RuntimeError(f"the browser did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}") from None
                 time.sleep(0.3)
         yield base
     finally:
@@ -104,7 +105,8 @@ def url(base: str, page: str, query_id: str | None = None, **extra: str) -> str:
     return base + "/?" + urllib.parse.urlencode(params)
 
 
-RUNNING = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+RUNNING = ("() => !document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]') && "
+           "!document.querySelector('[data-testid=\"stStatusWidgetRunningManIcon\"]')")
 
 
 def settle(page: Any, heading: str, timeout_ms: int = 90_000) -> None:

@@ -18,8 +18,17 @@ import streamlit as st
 
 from streamlit_app import data, fmt
 from streamlit_app.config import load_config
-from streamlit_app.context import (Context, apply_navigation, flush_url, history_queries, select_app, select_query, select_range,
-                                   sync_from_url, write_url)
+from streamlit_app.context import (
+    Context,
+    apply_navigation,
+    flush_url,
+    history_queries,
+    select_app,
+    select_query,
+    select_range,
+    sync_from_url,
+    write_url,
+)
 from streamlit_app.views import FLEET_PAGES, PAGES, QUERY_PAGES
 
 st.set_page_config(page_title="Spark state browser", page_icon="🗄️", layout="wide")

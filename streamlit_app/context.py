@@ -38,7 +38,7 @@ class Context:
     until: float | None = None
     span: dict | None = None
 
-    def fresh(self) -> "Context":
+    def fresh(self) -> Context:
         """The same selection over the history as it is now (auto-refresh reruns only the page)."""
         return replace(self, tok=data.token(self.config.history))
 

@@ -14,11 +14,10 @@ from typing import Any, Callable
 import pandas as pd
 import streamlit as st
 
-from streamlit_app.health import typical_interval
-from streamlit_app.verdict import Facts
-
 from observer.history import browse, loaders
 from observer.history.store import HistoryError
+from streamlit_app.health import typical_interval
+from streamlit_app.verdict import Facts
 
 
 class HistoryUnavailable(RuntimeError):

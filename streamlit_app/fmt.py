@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-import math
 from typing import Any
 
 TIME_NOTE = "All times are UTC, 24-hour clock."
@@ -120,7 +119,7 @@ def attrs(attributes: dict) -> str:
     """An event's attributes on one line in plain words, Nones left out, seconds and bytes with units."""
     parts = []
     for key, value in attributes.items():
-        if missing(value) or key in ("outcome",) and value == "clean":
+        if missing(value) or (key in ("outcome",) and value == "clean"):
             continue
         label = key.replace("_", " ")
         if key.endswith("_seconds") and isinstance(value, (int, float)):

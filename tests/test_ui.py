@@ -5,17 +5,26 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import sys
 
 import pytest
 
-from conftest import REQUIRE_REAL, ROOT, Server, eventlog_dir, fixture_runs, free_port, need, progress_lines
+from conftest import (
+    REQUIRE_REAL,
+    ROOT,
+    Server,
+    eventlog_dir,
+    fixture_runs,
+    free_port,
+    need,
+    progress_lines,
+)
 
 pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from streamlit.testing.v1 import AppTest
 
-from observer.history.loaders import load_queries  # noqa: E402
-from observer.replay import replay  # noqa: E402
+from observer.history.loaders import load_queries
+from observer.replay import replay
 
 APP = os.path.join(ROOT, "streamlit_app", "app.py")
 RESTART = fixture_runs("rocksdb_restart")
@@ -197,8 +206,7 @@ def checkpoint_root(spark, tmp_path_factory) -> tuple[str, str, dict]:
     source.mkdir()
     keys = {f"key-{i}": i % 4 + 1 for i in range(12)}
     with open(source / "part-0.json", "w") as f:
-        for key, n in keys.items():
-            f.write("".join(f'{{"k": "{key}"}}\n' for _ in range(n)))
+        f.writelines("".join(f'{{"k": "{key}"}}\n' for _ in range(n)) for key, n in keys.items())
     checkpoint = str(root / "ck" / "counts")
     query = (spark.readStream.schema("k STRING").json(str(source)).groupBy("k").count()
              .writeStream.format("noop").outputMode("update").option("checkpointLocation", checkpoint)
@@ -215,6 +223,16 @@ def test_checkpoint_and_state_pages_on_a_real_checkpoint(monkeypatch, restart_db
     assert metrics["last committed batch"] == "0" and "restore time" in metrics
     parts = frames(at)[1]
     assert len(parts) == 2 and set(parts.partition) == {0, 1}  # the fixture session's shuffle partitions
+    # the only checkpoint under the root is another query's: Partitions shows it with a warning naming that query
+    at = app(monkeypatch, restart_db, roots=[root], page="Partitions")
+    warning = " ".join(w.value for w in at.warning)
+    with open(os.path.join(checkpoint, "metadata")) as f:
+        owner = json.loads(f.readline())["id"]
+    assert f"This checkpoint belongs to query {owner}, which is not in this history" in warning
+    assert "None of the checkpoints under the roots belongs to it" in warning
+    at = app(monkeypatch, restart_db, roots=[root], page="Restores")  # prediction (inspector) next to the outcome (history)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["inspector's estimate"] != "-" and metrics["last measured restore"] != "-"
 
     at = app(monkeypatch, restart_db, roots=[root], page="State contents")
     at.toggle(key="state_enabled").set_value(True).run()
@@ -236,8 +254,9 @@ def test_browser_navigates_from_queries_to_a_drilldown(restart_db, tmp_path) -> 
     else:
         sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     port = free_port()
-    cli = shutil.which("spark-state-observer") or "spark-state-observer"
-    server = Server([cli, "ui", "--history", restart_db, "--port", str(port)], f"http://127.0.0.1:{port}/_stcore/health")
+    # this tree's cli (an installed console script may belong to another checkout)
+    server = Server([sys.executable, "-m", "observer.cli", "ui", "--history", restart_db, "--port", str(port)],
+                    f"http://127.0.0.1:{port}/_stcore/health", cwd=ROOT)
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium, args=[
@@ -246,10 +265,10 @@ def test_browser_navigates_from_queries_to_a_drilldown(restart_db, tmp_path) -> 
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             page.goto(f"http://127.0.0.1:{port}/", wait_until="networkidle")
             page.get_by_role("heading", name="Queries").wait_for(timeout=60_000)
-            page.get_by_text("1 stopped").wait_for(timeout=60_000)
+            page.get_by_text("1 stopped").first.wait_for(timeout=60_000)
             page.wait_for_timeout(1500)
             page.screenshot(path=str(tmp_path / "queries.png"), full_page=True)
-            page.get_by_role("button", name="Open drilldown").click()
+            page.get_by_role("button", name="Open the drilldown of").click()
             name = progress_lines(RESTART[0])[0]["name"]
             page.get_by_role("heading", name=f"Query {name}").wait_for(timeout=60_000)
             page.get_by_text("Batch phases (stacked)").first.wait_for(timeout=60_000)
@@ -261,10 +280,7 @@ def test_browser_navigates_from_queries_to_a_drilldown(restart_db, tmp_path) -> 
         server.stop()
     assert server.proc.returncode is not None
     for shot in ("queries.png", "drilldown.png"):
-        assert os.path.getsize(tmp_path / shot) > 20_000
-    docs = os.path.join(ROOT, "docs", "screenshots")  # the README's picture
-    os.makedirs(docs, exist_ok=True)
-    shutil.copy(tmp_path / "queries.png", os.path.join(docs, "queries.png"))
+        assert os.path.getsize(tmp_path / shot) > 20_000  # the README's pictures come from scripts/screenshots.py
 
 
 # --- the on-call view: verdicts, root cause, restores, fleet, URL state --------------------------------
@@ -302,6 +318,19 @@ def test_every_page_renders_on_replayed_and_synthetic_histories(monkeypatch, all
         assert "no batches in the chosen range" not in shown
         if page != "Applications":  # the query picker is on every page but the fleet's
             assert at.sidebar.selectbox(key="query_id").value is not None
+
+
+def test_partitions_of_200_store_instances_over_many_batches(monkeypatch, synthetic_db) -> None:
+    """More batches than heatmap columns and 200 partitions: the lag is read (it used to come back empty)."""
+    import sqlite3
+
+    with sqlite3.connect(synthetic_db) as conn:
+        qid = conn.execute("SELECT query_id FROM queries WHERE name = 'synthetic_dedupe'").fetchone()[0]
+    at = app(monkeypatch, synthetic_db, page="Partitions", query_id=qid)
+    assert chart_titles(at) == ["operator 0", "operator 1"]
+    lag = frames(at)[0]
+    assert sorted(set(lag.partition)) == list(range(200)) and len(lag) == 400  # newest figure per instance and operator
+    assert "no per-partition figures" not in texts(at)
 
 
 def test_queries_page_puts_the_verdict_and_root_cause_first(monkeypatch, all_db) -> None:

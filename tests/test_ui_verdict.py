@@ -12,14 +12,14 @@ from conftest import eventlog_dir, fixture_runs, progress_lines
 
 pytest.importorskip("streamlit")
 
-from observer.history.browse import UNKNOWN_APP, load_query_apps, load_recent_events, load_run_stats  # noqa: E402
-from observer.history.loaders import load_batch_series, load_operator_series, load_partition_lag, load_span  # noqa: E402
-from observer.replay import replay  # noqa: E402
-from streamlit_app import charts, fmt  # noqa: E402
-from streamlit_app.config import DEFAULT_RUNBOOK_URL  # noqa: E402
-from streamlit_app.health import typical_interval  # noqa: E402
-from streamlit_app.rootcause import TRACEBACK_HEADER, from_text, root_cause  # noqa: E402
-from streamlit_app.verdict import ANCHORS, Facts, verdict, verdicts  # noqa: E402
+from observer.history.browse import UNKNOWN_APP, load_query_apps, load_recent_events, load_run_stats
+from observer.history.loaders import load_batch_series, load_operator_series, load_partition_lag, load_span
+from observer.replay import replay
+from streamlit_app import charts, fmt
+from streamlit_app.config import DEFAULT_RUNBOOK_URL
+from streamlit_app.health import typical_interval
+from streamlit_app.rootcause import TRACEBACK_HEADER, from_text, root_cause
+from streamlit_app.verdict import ANCHORS, Facts, verdict, verdicts
 
 RESTART = fixture_runs("rocksdb_restart")
 FAILURE = fixture_runs("schema_failure")

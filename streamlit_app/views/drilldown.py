@@ -44,11 +44,12 @@ def rocksdb_commit(progress: list[dict]) -> pd.DataFrame:
 def render(ctx: Context) -> None:
     qid = ctx.query_id
     st.header(f"Query {label(ctx.all_queries, qid)}")
-    st.caption(f"query id `{qid}`")
+    runs = data.run_stats(ctx.history, ctx.tok, qid)
+    newest = f" · newest run {fmt.id_html(runs.run_id.iloc[-1])} (full id on hover)" if len(runs) else ""
+    st.caption(f"query id `{qid}`{newest}", unsafe_allow_html=True)
     verdict_view.show(ctx, verdict_view.of_query(ctx, qid))
     batches = charts.with_time(data.batch_series(ctx.history, ctx.tok, qid, ctx.since, ctx.until))
     if batches.empty:
-        runs = data.run_stats(ctx.history, ctx.tok, qid)
         if (ctx.span or {}).get("batches"):
             st.info("This query has no batches in the chosen range; widen the time range in the sidebar.")
         else:
