@@ -66,11 +66,6 @@ def recent_batches(path: str, tok: tuple, query_id: str, limit: int = 120) -> pd
     return _guard(loaders.load_recent_batches, path, query_id, limit)
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
-def last_events(path: str, tok: tuple, query_id: str) -> pd.DataFrame:
-    return _guard(loaders.load_last_events, path, query_id)
-
-
 @st.cache_data(max_entries=64, show_spinner=False)
 def batch_series(path: str, tok: tuple, query_id: str, since: float | None, until: float | None,
                  run_id: str | None = None, max_points: int = 2000) -> pd.DataFrame:

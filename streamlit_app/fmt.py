@@ -40,12 +40,6 @@ def clock(ts: float | None) -> str:
     return when(ts, date=False)
 
 
-def ago(seconds: float | None) -> str:
-    if missing(seconds):
-        return "-"
-    return duration(seconds) + " ago"
-
-
 def duration(seconds: float | None) -> str:
     """Seconds in the unit a person would use: 350 ms, 6.4 s, 2 min 5 s, 3.5 h, 2.1 d."""
     if missing(seconds):
@@ -65,11 +59,11 @@ def duration(seconds: float | None) -> str:
 
 def size(n: float | None) -> str:
     """Bytes with a binary unit: 9.5 MB, 812 B, or ``-``."""
-    if missing(n):
+    if n is None or missing(n):
         return "-"
     for unit, scale in (("TB", 1 << 40), ("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
-        if abs(n) >= scale:  # type: ignore[operator]
-            return f"{n / scale:.1f} {unit}"  # type: ignore[operator]
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
     return f"{n:.0f} B"
 
 
@@ -115,7 +109,7 @@ def kind(name: str) -> str:
     return KIND_LABELS.get(name, name.replace("_", " "))
 
 
-def attrs(attributes: dict) -> str:
+def attrs(attributes: dict[str, Any]) -> str:
     """An event's attributes on one line in plain words, Nones left out, seconds and bytes with units."""
     parts = []
     for key, value in attributes.items():

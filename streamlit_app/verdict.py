@@ -12,7 +12,7 @@ incident (executor lost and restored, restarted with a restore).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from streamlit_app import fmt
@@ -68,7 +68,6 @@ class Facts:
     last_batch_ts: float | None = None
     interval: float | None = None  # typical seconds between batches
     now: float | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def _last(events: Iterable[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
