@@ -29,12 +29,12 @@ def run_list(runs: pd.DataFrame, terminations: pd.DataFrame) -> pd.DataFrame:
                       if rid == run.run_id and a.get("outcome") == "exception"), {})
         exception = None if fmt.missing(run.exception) else run.exception
         outcome = None if fmt.missing(run.outcome) else run.outcome
-        rows.append({"run": fmt.short_id(run.run_id), "started": fmt.when(run.started), "ended": fmt.when(_end(run)),  # type: ignore[arg-type]
+        rows.append({"run": fmt.short_id(run.run_id), "started": fmt.when(run.started),
                      "outcome": {"exception": "failed", "clean": "stopped"}.get(outcome or "", "running / unknown"),
-                     "batches": int(run.batches),
+                     "root cause": root_cause(attrs, exception) or "-", "batches": int(run.batches),
                      "batch ids": f"{int(run.first_batch_id):,}-{int(run.last_batch_id):,}" if run.batches else "none (failed at start)"
                      if outcome == "exception" else "-",
-                     "root cause": root_cause(attrs, exception) or "-", "run id": run.run_id})
+                     "ended": fmt.when(_end(run)), "run id": run.run_id})  # type: ignore[arg-type]
     return pd.DataFrame(rows)
 
 
@@ -70,7 +70,7 @@ def render(ctx: Context) -> None:
     listing = run_list(runs, terminations)
     st.subheader(f"All {fmt.plural(len(runs), 'run')}" if len(runs) < 500 else "The newest 500 runs")
     st.dataframe(listing, hide_index=True, width="stretch", column_config={
-        "root cause": st.column_config.TextColumn(width="large"), "run id": st.column_config.TextColumn(width="small"),
+        "root cause": st.column_config.TextColumn(width=480), "run id": st.column_config.TextColumn(width="small"),
         "ended": st.column_config.TextColumn(width="medium"),
         "batches": st.column_config.NumberColumn(format="localized")})
     failed = runs[runs.exception.notna()] if "exception" in runs else runs.iloc[0:0]
