@@ -415,6 +415,9 @@ def test_url_holds_the_view_and_a_changed_url_wins(monkeypatch, all_db) -> None:
     at.run()
     assert not at.exception
     assert at.session_state["page"] == "Runs" and at.header[0].value.startswith("Runs of demo_dedup_window (e608b948)")
+    assert dict(at.query_params) == {"page": ["Runs"], "query": [qid]} or dict(at.query_params) == {"page": "Runs", "query": qid}
+    at.sidebar.radio(key="page").set_value("Partitions").run()  # a change made in the page: it goes into the URL
+    assert at.query_params["page"] in ("Partitions", ["Partitions"])
     at.query_params.clear()  # what Back to the first URL does: the browser reruns with the older query string
     at.query_params.update({"page": "Query drilldown", "query": qid, "run": progress_lines(FAILURE[0])[0]["runId"], "batch": "1"})
     at.run()

@@ -100,3 +100,16 @@ def test_drilldown_verdict_and_back_button(browser_page, large_history) -> None:
     page.go_back()
     shots.settle(page, "Queries")
     assert shots.visible_text(page).count("Crash loop") >= 1
+
+
+def test_a_click_on_a_row_opens_its_drilldown(browser_page) -> None:
+    base, page = browser_page
+    open_page(base, page, "Queries")
+    grid = page.locator("[data-testid='stDataFrame']").first
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 18, box["y"] + 35 + 17)  # the first row's selection cell: the most severe query
+    shots.settle(page, "Query synthetic_crash_loop")
+    assert "Crash loop: 5 restarts" in shots.visible_text(page)
+    page.go_back()
+    shots.settle(page, "Queries")
+    assert page.url.endswith("?page=Queries")
