@@ -49,7 +49,7 @@ def partition_frame(report: CheckpointReport) -> pd.DataFrame:
 
 def render(ctx: Context) -> None:
     st.header("Checkpoint")
-    path = checkpoints.choose(ctx.config, "ckpt")
+    path = checkpoints.choose(ctx.config, "ckpt", ctx.query_id, ctx.all_queries)
     if path is None:
         return
     report = inspect(ctx, path)
@@ -65,9 +65,9 @@ def render(ctx: Context) -> None:
     if e:
         st.subheader("Restore estimate")
         cols = st.columns(4)
-        cols[0].metric("restore time", f"{e.seconds:.2f} s", help="summed over stores, as Spark's load metrics report it")
-        cols[1].metric("stores", e.stores)
-        cols[2].metric("files / bytes", f"{e.files} / {fmt.size(e.bytes)}")
+        cols[0].metric("restore time", fmt.duration(e.seconds), help="summed over stores, as Spark's load metrics report it")
+        cols[1].metric("stores", f"{e.stores:,}")
+        cols[2].metric("files / bytes", f"{e.files:,} / {fmt.size(e.bytes)}")
         cols[3].metric("skew (slowest / median)", f"{e.skew:.1f}x" if e.skew else "-")
         st.caption(f"rates from {e.basis}; slowest store instance {e.slowest_partition}")
     for problem in report.problems:
@@ -75,6 +75,8 @@ def render(ctx: Context) -> None:
     st.subheader("Operators and stores")
     st.dataframe(pd.DataFrame([{"operator": op.operator_id, "name": op.name, "stores": ", ".join(op.stores),
                                 "partitions": op.num_partitions} for op in report.operators]), hide_index=True)
-    st.dataframe(partition_frame(report), hide_index=True, width="stretch")
+    parts = partition_frame(report)
+    st.dataframe(parts, hide_index=True, width="stretch", column_config={
+        "state bytes": st.column_config.NumberColumn(format="bytes"), "restore bytes": st.column_config.NumberColumn(format="bytes")})
     with st.expander("Inspector report (text)"):
         st.code(render_text(report), language=None)
