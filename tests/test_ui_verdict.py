@@ -171,13 +171,11 @@ def test_bucketed_series_and_partition_lag_are_read_when_rows_exceed_the_buckets
     assert len(lag) > 0 and lag.groupby(["op_index", "partition", "store"]).size().max() <= 2
 
 
-def test_application_column_is_detected_at_read_time(db, tmp_path) -> None:
+def test_the_application_of_each_query_is_read_and_unknown_ones_are_grouped(db, tmp_path) -> None:
     assert set(load_query_apps(db).app) == {UNKNOWN_APP}
     copy = str(tmp_path / "with_app.db")
     with sqlite3.connect(db) as src, sqlite3.connect(copy) as dst:
         src.backup(dst)
-        dst.execute("ALTER TABLE queries ADD COLUMN app TEXT")
-        dst.execute("ALTER TABLE queries ADD COLUMN app_labels TEXT")
         qid = progress_lines(RESTART[0])[0]["id"]
         dst.execute("UPDATE queries SET app = 'orders', app_labels = '{\"cluster\": \"prod\"}' WHERE query_id = ?", (qid,))
     apps = load_query_apps(copy).set_index("query_id")
