@@ -45,9 +45,9 @@ def table(recording: str) -> str:
     first = after[0]
     rows = [f"### {os.path.basename(recording)} (Spark {truth['spark_version']}, downtime {truth['restarts'][0]['downtime_seconds']:.0f} s)",
             "",
-            f"First batch after restart: batch {first['batchId']}, addBatch {first['durationMs'].get('addBatch')} ms, "
-            f"triggerExecution {first['durationMs'].get('triggerExecution')} ms, {first.get('numInputRows')} input rows; "
-            f"steady addBatch (median of run 1, batch 3 on) {statistics.median(b['durationMs'].get('addBatch', 0) for b in steady):g} ms.",
+            (f"First batch after restart: batch {first['batchId']}, addBatch {first['durationMs'].get('addBatch')} ms, "
+             f"triggerExecution {first['durationMs'].get('triggerExecution')} ms, {first.get('numInputRows')} input rows; "
+             f"steady addBatch (median of run 1, batch 3 on) {statistics.median(b['durationMs'].get('addBatch', 0) for b in steady):g} ms."),
             "",
             "| operator | metric | first batch after restart | steady state (median, min-max) |",
             "|---|---|---|---|"]
