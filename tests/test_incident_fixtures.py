@@ -135,6 +135,10 @@ def test_executor_loss_kills_the_executor_truth_names() -> None:
     state_tasks = [e for e in ends if any("state" in str(a.get("Name", "")) for a in e["Task Info"].get("Accumulables", []))]
     assert {e["Task Info"]["Executor ID"] for e in state_tasks} >= {"0", "1"}
     assert {e["Task Info"]["Partition ID"] for e in state_tasks} >= set(range(facts["partitions"]))
+    # the placement truth: partitions the killed executor held moved to another one right after the kill
+    moved_off = [m for m in facts["partition_moves"] if m["from_executor"] == facts["killed_executor_id"]]
+    assert moved_off and min(m["batch_id"] for m in moved_off) in (facts["first_batch_after_kill"], facts["first_batch_after_kill"] + 1)
+    assert all(m["batch_id"] in batches for m in facts["partition_moves"])
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if "failure" in truth(s)])
