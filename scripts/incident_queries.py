@@ -175,7 +175,7 @@ def worker_import(ctx: Context) -> Any:
         f.write("def enrich(values):\n    return values % 7\n")
     sys.path.insert(0, folder)  # the driver only: not in PYTHONPATH, so not in the workers'
     enrich = __import__(module).enrich
-    bucket = F.pandas_udf(enrich, "long")
+    bucket = F.pandas_udf(enrich, "long")  # type: ignore[call-overload]
     return _noop(_counts(_rate(ctx).withColumn("key", bucket("value"))), ctx)
 
 

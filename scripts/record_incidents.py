@@ -176,7 +176,8 @@ def task_placement(eventlog: str) -> dict[str, Any]:
                         failed[batch_of_stage[stage]] = failed.get(batch_of_stage[stage], 0) + 1
                         continue
                     placed.setdefault((batch_of_stage[stage], stage), {})[info["Partition ID"]] = info["Executor ID"]
-    moves, previous = [], {}
+    moves: list[dict[str, Any]] = []
+    previous: dict[tuple[int, int], str] = {}
     for (batch, stage), partitions in sorted(placed.items()):
         order = sorted(s for b, s in placed if b == batch).index(stage)
         for partition, executor in sorted(partitions.items()):
