@@ -92,7 +92,12 @@ def run_for(query, seconds: float) -> None:  # type: ignore[no-untyped-def]
 
 def write_run_facts(out: str, spark_version: str, query, progress: list[str], started: float,  # type: ignore[no-untyped-def]
                     ended: float, failure: str | None, injected_at: float | None) -> None:
-    """What this run did, measured by the run itself: the ground truth ``record_incidents.py`` builds on."""
+    """What this run did, measured by the run itself: the ground truth ``record_incidents.py`` builds on.
+
+    ``process_started`` is taken before the Spark session is created; ``process_ended`` when the run's work
+    is over (the batches it waited for are done, or the failure was seen), before the query is stopped and
+    Spark torn down (a few seconds more of the process's life).
+    """
     batches = [json.loads(p) for p in progress]
     facts = {"spark_version": spark_version, "query_name": query.name, "query_id": str(query.id), "run_id": str(query.runId),
              "process_started": started, "process_ended": ended,
@@ -169,11 +174,7 @@ def main() -> int:
                   .groupBy((F.col("value") % 10).cast("string").alias("key")).count())
         query = (counts.writeStream.format("noop").outputMode("update").queryName(args.name)
                  .option("checkpointLocation", args.checkpoint).trigger(processingTime="1 second").start())
-        deadline = time.monotonic() + 120
-        while query.isActive and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if query.isActive or query.exception() is None:
-            raise SystemExit("the incompatible restart did not fail")
+        failure = wait_failure(query, timeout=120)
     else:
         query = dedup_window_query(spark, args.checkpoint, args.rows_per_second, name=args.name, keys=args.keys)
         if args.expect_failure:
