@@ -310,7 +310,7 @@ def test_a_spark_job_writes_its_history_to_postgresql(spark, postgres, tmp_path)
     """The listener on a real query, with the history on the server: every batch, stamped with the
     application's name and id, and nothing dropped."""
     import observer
-    from observer.demo import HDFS, dedup_window_query
+    from observer.cli.demo import HDFS, dedup_window_query
 
     url = postgres.create_database(f"t_{uuid.uuid4().hex[:16]}", owner=PASSWORD_USER)
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", HDFS)

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from conftest import FIXTURES
 
-from observer.eventlog import expand, open_decompressed, read_records
-from observer.replay import replay
+from observer.offline.eventlog import expand, open_decompressed, read_records
+from observer.offline.replay import replay
 
 INCIDENTS = os.path.join(FIXTURES, "incidents")
 SCENARIOS = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(INCIDENTS, "*", "truth.json")))
