@@ -15,8 +15,8 @@ import re
 from typing import Any
 
 import pytest
-from conftest import FIXTURES
 
+from conftest import FIXTURES
 from observer.offline.eventlog import expand, open_decompressed, read_records
 from observer.offline.replay import replay
 
