@@ -151,7 +151,7 @@ def tws_ttl_none(ctx: Context) -> Any:
         def init(self, handle: StatefulProcessorHandle) -> None:
             self.seen = handle.getValueState("seen", StructType([StructField("n", LongType())]), ttl_ms)
 
-        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:  # noqa: N802, N803 - PySpark names the hook
             n = sum(len(pdf) for pdf in rows)
             self.seen.update((n,))
             yield pd.DataFrame({"key": [key[0]], "n": [n]})
