@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from observer.signals.kinds import EXCEPTION_CLASSES
+
 GAUGE = "gauge"
 COUNTER = "counter"
 CUMULATIVE_PER_RUN = "cumulative_per_run"
@@ -226,11 +228,11 @@ def _s(name: str, kind: str, unit: str, help: str, scope: str = "operator", labe
 
 
 QUERY_RESTARTS = _s("spark_streaming_query_restarts", COUNTER, "", "Restarts: the same query id started with a new run id (in this process, or from a checkpoint with committed batches).", "query")
-QUERY_LAST_DOWNTIME = _s("spark_streaming_query_last_downtime_seconds", GAUGE, "seconds", "Time between the previous run's last sign of life and the latest restart.", "query")
+QUERY_LAST_DOWNTIME = _s("spark_streaming_query_last_downtime_seconds", GAUGE, "seconds", "Time the query was down before its latest restart: from the previous run's termination to the new run's start (when the termination was not seen: from its last progress).", "query")
 QUERY_CRASH_LOOP = _s("spark_streaming_query_crash_loop", GAUGE, "", "1 while the query restarted crash_loop_restarts times within crash_loop_window_seconds.", "query")
 QUERY_STALLED = _s("spark_streaming_query_stalled", GAUGE, "", "1 while a non-idle query has made no progress for stall_factor x its usual interval.", "query")
 QUERY_SECONDS_SINCE_PROGRESS = _s("spark_streaming_query_seconds_since_progress", GAUGE, "seconds", "Seconds since the query's last progress event (at the observer's last tick).", "query")
-QUERY_TERMINATIONS_BY_CLASS = _s("spark_streaming_query_terminations_by_class", COUNTER, "", "Terminations with an exception, by class (label exception_class: state_schema_incompatible, checkpoint, out_of_memory, source_sink, other).", "query", ("exception_class",))
+QUERY_TERMINATIONS_BY_CLASS = _s("spark_streaming_query_terminations_by_class", COUNTER, "", "Terminations with an exception, by class (label exception_class: " + ", ".join(EXCEPTION_CLASSES) + ").", "query", ("exception_class",))
 WATERMARK_LAG = _s("spark_streaming_watermark_lag_seconds", GAUGE, "seconds", "Trigger time of the latest batch minus its event-time watermark.", "query")
 FALLING_BEHIND = _s("spark_streaming_falling_behind", GAUGE, "", "1 while the input rate stayed above the processing rate for falling_behind_window_seconds.", "query")
 STATE_RESTORES = _s("spark_state_restores", COUNTER, "", "State restores after a restart, per operator (the restore event carries duration, method and files).", "operator")
