@@ -8,7 +8,9 @@
   a failing run spent before it ended). The downtime gauge is the gap when known.
 - crash loop: ``crash_loop_restarts`` restarts within ``crash_loop_window_seconds``.
 - stall: a non-idle query without progress for ``stall_factor`` x its usual batch interval (at least
-  ``stall_min_seconds``); judged by the clock (``tick``), so only live.
+  ``stall_min_seconds``, and at least ``DURATION_FACTOR`` x the longest of its recent batches: on a
+  busy machine a trigger can run for 89 s after batches of 2 s, and a running trigger is not a stall);
+  judged by the clock (``tick``), so only live.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from observer.signals.classify import bounded_text, classify_exception, root_cau
 from observer.signals.facts import Facts
 
 log = logging.getLogger("observer")
+DURATION_FACTOR = 3.0  # a batch this many times the longest recent one is no longer just a slow batch
 LastAliveHint = Callable[[str, float], "float | None"]
 
 
@@ -46,6 +49,7 @@ class RunState:
     restart_pending: bool = False
     first_seen: bool = True
     progress_at: deque[float] = field(default_factory=lambda: deque(maxlen=20))
+    durations: deque[float] = field(default_factory=lambda: deque(maxlen=20))  # recent batch durations, seconds
     stalled: bool = False
     restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     crash_loop: bool = False
@@ -102,6 +106,8 @@ class Lifecycle:
             self._set_stalled(q, record, False, now, facts)
         facts.set(record, catalog.QUERY_STALLED, (), 0.0)
         q.progress_at.append(now)
+        if p.batch_duration_ms is not None:
+            q.durations.append(p.batch_duration_ms / 1000.0)
         restore_due = first_of_run and q.restart_pending
         q.restart_pending = q.restart_pending and not restore_due
         q.last_alive = ts + (p.batch_duration_ms or 0) / 1000.0
@@ -143,14 +149,17 @@ class Lifecycle:
         stamps = list(q.progress_at)
         gaps = [b - a for a, b in zip(stamps, stamps[1:])]
         interval = statistics.median(gaps) if gaps else self.s.trigger_interval_seconds
-        limit = max(self.s.stall_min_seconds, self.s.stall_factor * interval)
+        longest = max(q.durations) if q.durations else 0.0
+        limit = max(self.s.stall_min_seconds, self.s.stall_factor * interval, DURATION_FACTOR * longest)
         if since > limit and not q.stalled:
-            self._set_stalled(q, record, True, now, facts, seconds_without_progress=round(since, 1), limit_seconds=round(limit, 1))
+            self._set_stalled(q, record, True, now, facts, seconds_without_progress=round(since, 1), limit_seconds=round(limit, 1),
+                              longest_recent_batch_seconds=round(longest, 1))
 
     def _new_run(self, query_id: str, q: RunState, run_id: str, ts: float) -> None:
         q.run_id, q.run_start = run_id, ts
         q.previous_run_end, q.run_end = q.run_end, None
         q.progress_at.clear()
+        q.durations.clear()
         self._on_new_run(query_id)
 
     def _restart(self, q: RunState, record: QueryRecord, run_id: str, ts: float, facts: Facts) -> None:
