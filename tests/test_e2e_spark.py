@@ -237,9 +237,9 @@ def test_incompatible_state_schema_on_restart_is_classified(spark, tmp_path) -> 
         drained(handle.observer, terminations=2)
         ended = [e for e in handle.signals if e.kind == "query_terminated" and e.attributes["outcome"] == "exception"]
         assert len(ended) == 1
-        assert ended[0].attributes["exception_class"] == "state_schema_incompatible", ended[0].attributes
+        assert ended[0].attributes["exception_class"] == "state_schema", ended[0].attributes
         text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
-        assert 'spark_streaming_query_terminations_by_class_total{exception_class="state_schema_incompatible",query="e2e_schema"' in text
+        assert 'spark_streaming_query_terminations_by_class_total{exception_class="state_schema",query="e2e_schema"' in text
         assert 'spark_streaming_query_status{query="e2e_schema"' in text
     finally:
         handle.stop()

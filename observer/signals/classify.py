@@ -44,7 +44,8 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     (kinds.EXC_CHECKPOINT_CORRUPTION, ("CANNOT_LOAD_STATE_STORE", "CANNOT_READ_STREAMING_STATE_FILE", "CANNOT_READ_CHECKPOINT",
                                        "STREAMING_CHECKPOINT", "CANNOT_READ_DELTA_FILE", "CANNOT_READ_SNAPSHOT_FILE",
                                        "ChecksumException", "Stream is corrupted", "checkpoint", "Checkpoint"), ()),
-    (kinds.EXC_SOURCE, ("FAILED_READ_FILE", "KAFKA_DATA_LOSS", "OffsetOutOfRange", "CANNOT_READ_FILE", "not a Parquet file",
+    (kinds.EXC_SINK, (), ("KafkaWriteTask", "KafkaWriter")),  # a Kafka error while writing, before Kafka means source
+    (kinds.EXC_SOURCE, ("FAILED_READ_FILE", "org.apache.kafka", "KAFKA_DATA_LOSS", "OffsetOutOfRange", "CANNOT_READ_FILE", "not a Parquet file",
                         "STREAM_FAILED", "DATA_SOURCE"),
      ("FileScanRDD", "KafkaMicroBatchStream", "KafkaSource", "FileStreamSource", "MicroBatchStream.planInputPartitions")),
     # the user's own function raised: foreachBatch (through py4j or Scala) or a UDF in a Python worker

@@ -46,7 +46,7 @@ class SignalEngine:
         self.partitions = Partitions()
         self.executors = Executors()
         self._operators: dict[str, set[tuple[int, str]]] = {}
-        self._batch_starts: dict[str, float] = {}  # each query's latest batch start, to date executor removals
+        self._removals_seen: dict[str, int] = {}  # executor removals counted at each query's previous batch
 
     def _new_run(self, query_id: str) -> None:
         self.restores.new_run(query_id)
@@ -81,8 +81,8 @@ class SignalEngine:
         ts = p.timestamp or now
         batch = self.lifecycle.progress(record, p, now, facts)
         self.restores.batch(record, p, batch.first_of_run, batch.restore_due, p.timestamp or self.clock(), facts)
-        removed = self.executors.removed_since(self._batch_starts.get(record.query_id))
-        self._batch_starts[record.query_id] = ts
+        removed = self.executors.removals > self._removals_seen.get(record.query_id, self.executors.removals)
+        self._removals_seen[record.query_id] = self.executors.removals
         self.restores.operators(record, p, ts, batch.first_of_run, removed, facts)
         seen = self._operators[record.query_id]
         for op in p.operators:
@@ -110,7 +110,7 @@ class SignalEngine:
         """Drop the rules' memory of queries the tracker has forgotten, so both stay bounded alike."""
         for query_id in [k for k in self._operators if self._lookup(k) is None]:
             del self._operators[query_id]
-            self._batch_starts.pop(query_id, None)
+            self._removals_seen.pop(query_id, None)
             self.lifecycle.queries.pop(query_id, None)
             self.restores.forget(query_id)
             self.pace.forget(query_id)

@@ -39,7 +39,7 @@ class Executors:
 
     def __init__(self) -> None:
         self._known: set[str] | None = None
-        self.last_removed_at: float | None = None
+        self.removals = 0  # executors removed so far: a query compares it with the count at its previous batch
 
     def observe(self, record: QueryRecord, executors: Set[str], now: float, facts: Facts) -> None:
         """``executors`` as polled now; changes are attributed to ``record``'s query, whose event polled them,
@@ -47,19 +47,14 @@ class Executors:
         facts.app(catalog.EXECUTORS, (), float(len(executors)))
         times = executors.changed_at if isinstance(executors, ExecutorSet) else {}
         if self._known is not None:
-            for change, kind, ids in (("added", kinds.EXECUTOR_ADDED, executors - self._known),
-                                      ("removed", kinds.EXECUTOR_REMOVED, self._known - executors)):
-                for executor_id in sorted(ids):
-                    at = times.get(executor_id, now)
-                    facts.app(catalog.EXECUTOR_CHANGES, (("change", change),), 1.0)
-                    facts.signal(kind, record, record.run_id, at, executor_id=executor_id)
-                    if change == "removed":
-                        self.last_removed_at = at if self.last_removed_at is None else max(self.last_removed_at, at)
+            changes = [(times.get(i, now), "added", kinds.EXECUTOR_ADDED, i) for i in sorted(executors - self._known)]
+            changes += [(times.get(i, now), "removed", kinds.EXECUTOR_REMOVED, i) for i in sorted(self._known - executors)]
+            for at, change, kind, executor_id in sorted(changes, key=lambda c: c[0]):  # in the order they happened
+                facts.app(catalog.EXECUTOR_CHANGES, (("change", change),), 1.0)
+                facts.signal(kind, record, record.run_id, at, executor_id=executor_id)
+                if change == "removed":
+                    self.removals += 1
         self._known = set(executors)
-
-    def removed_since(self, since: float | None) -> bool:
-        """Whether an executor was removed after ``since`` (``None``: at any time seen)."""
-        return self.last_removed_at is not None and (since is None or self.last_removed_at >= since)
 
 
 @dataclass

@@ -139,7 +139,7 @@ class Restores:
     def operators(self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool, executor_removed: bool, facts: Facts) -> None:
         """Store reloads (or load-latency anomalies) of the batch's operators; the double-load ones last,
         as their reload is inferred from the others'. ``executor_removed``: an executor went away since
-        this query's previous batch started."""
+        this query's previous batch."""
         for op in sorted(p.operators, key=lambda o: (o.name in DOUBLE_LOAD_OPERATORS, o.index)):
             self._operator(record, p, op, ts, first_of_run, executor_removed, facts)
 
