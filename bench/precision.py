@@ -30,13 +30,13 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from observer.model import kinds as event_kinds  # noqa: E402
-from observer.offline.eventlog import read_records  # noqa: E402
-from observer.offline.replay import replay  # noqa: E402
-from observer.runtime import Observer  # noqa: E402
-from observer.settings import Settings  # noqa: E402
-from observer.signals import kinds  # noqa: E402
-from observer.signals.kinds import SignalEvent  # noqa: E402
+from observer.model import kinds as event_kinds
+from observer.offline.eventlog import read_records
+from observer.offline.replay import replay
+from observer.runtime import Observer
+from observer.settings import Settings
+from observer.signals import kinds
+from observer.signals.kinds import SignalEvent
 
 INCIDENTS = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "incidents")
 INFORMATIONAL = frozenset({kinds.QUERY_STARTED, kinds.QUERY_IDLE, kinds.STATE_BOUNDED, kinds.EXECUTOR_ADDED, kinds.CAUGHT_UP,
@@ -176,7 +176,7 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
         if len(operators) < len(stages):
             t.missed.append(f"{rec.name}: {len(stages) - len(operators)} reload(s) in batch {batch_id}")
         mark(kinds.STORE_RELOAD, hits)
-    for batch_id, attempts in (rec.truth.get("failed_task_attempts_by_batch") or {}).items():
+    for batch_id in rec.truth.get("failed_task_attempts_by_batch") or {}:
         t = tallies[kinds.STATE_TASK_RETRY]
         t.present += 1
         hits = [e for e in by_kind[kinds.STATE_TASK_RETRY] if str(e.attributes.get("batch_id")) == str(batch_id)]
@@ -240,7 +240,7 @@ def table(recordings: list[Replayed]) -> tuple[str, dict[str, Tally]]:
     for kind in kinds.SIGNAL_KINDS:
         t = totals[kind]
         found = f"{t.found} / {t.present}" if t.present else "- (none recorded)"
-        if kind in INFORMATIONAL or kind == kinds.QUERY_TERMINATED and not t.present:
+        if kind in INFORMATIONAL or (kind == kinds.QUERY_TERMINATED and not t.present):
             rate = t.informational / (clean_hours + other_hours) if clean_hours + other_hours else 0.0
             lines.append(f"| `{kind}` (informational) | {found} | {t.informational} events in all, {rate:.1f}/h | |")
             continue
