@@ -12,9 +12,10 @@ recorded runs showed: ``docs/findings/restore-metrics.md``):
   usual ``addBatch`` once the other operators' measured restores and the backlog (more input rows than
   usual, costed by the previous run's time per row) are taken out, shared among the operators that have
   no figure of their own (``method=residual_estimate``): ``confidence=estimated`` when the previous run
-  gives a baseline and the backlog explains under half the excess, ``low`` otherwise. The residual still
-  holds a new process's warm-up, so it is an upper estimate. No restore exceeds its batch, nor does
-  their sum.
+  gives a baseline and the backlog explains under half the excess, ``low`` otherwise (also when the
+  batch holds far more rows than usual that the previous run cannot cost). The residual still holds a
+  new process's warm-up and the machine's mood, so it is an upper estimate (on the recorded restarts
+  2-10x the aggregation stage's real extra time). No restore exceeds its batch, nor does their sum.
 - store reload within a run (an executor lost, a task moved): evidence that a store came from the
   checkpoint (loads from DFS, changelog files replayed, HDFS cache misses, a ``SnapshotLastUploaded``
   version going back). A double-load operator cannot show it in its own metrics: it is reported
@@ -233,7 +234,9 @@ def estimate_restores(p: QueryProgress, previous: list[tuple[float, float]]) -> 
     explained = measured_total * scale
     residual = max(0.0, min(excess - explained - backlog, add_batch - explained))
     share = residual / len(unmeasured)
-    confident = len(previous) >= _MIN_BASELINE_BATCHES and backlog < 0.5 * max(excess - explained, 1e-9)
+    # a backlog the previous run cannot cost (its batches' time did not grow with their rows) may be the whole excess
+    uncosted_backlog = rows > 2 * max(usual_rows, 1.0) and per_row_ms == 0.0
+    confident = len(previous) >= _MIN_BASELINE_BATCHES and backlog < 0.5 * max(excess - explained, 1e-9) and not uncosted_backlog
     for op in unmeasured:
         detail = {"excess_seconds": round(excess / 1000.0, 3), "explained_by_other_operators_seconds": round(explained / 1000.0, 3),
                   "backlog_seconds": round(backlog / 1000.0, 3), "backlog_rows": max(0.0, rows - usual_rows),
