@@ -188,7 +188,7 @@ def test_restart_in_a_new_process(tmp_path) -> None:
     # the inspector's restore estimate, made before the restart, against the restore Spark measured
     measured = next((r for r in restores if r["attributes"]["method"] == "load_metrics"), None)
     if measured is None:  # Spark 3.5 and 4.0 report no load metric: nothing to compare with
-        assert all(r["attributes"]["method"] == "add_batch_excess" for r in restores)
+        assert all(r["attributes"]["method"] == "residual_estimate" for r in restores)
         return
     op_index = measured["attributes"]["operator_index"]
     estimate = sum(DEFAULT_SECONDS_PER_STORE + p.restore.replay_files * DEFAULT_SECONDS_PER_FILE
