@@ -243,7 +243,19 @@ def corrupt_checkpoint(rec: Recorder) -> dict[str, Any]:
                         "every_run": False, "failing_run": second["run_dir"]}}
 
 
+def unbounded_growth(seconds: int) -> Callable[[Recorder], dict[str, Any]]:
+    """State that only grows: a key per input row and no watermark (a dedup or aggregation forgetting its window)."""
+    def scenario(rec: Recorder) -> dict[str, Any]:
+        facts = rec.run("--query", "unbounded", "--duration", str(seconds), "--rows-per-second", "200", "--name", rec.name)
+        return {"clean": False, "duration_seconds": facts["process_ended"] - facts["process_started"],
+                "unbounded": {"operator": "stateStoreSave", "rows_per_second": 200,
+                              "from": facts["process_started"]},
+                "expected_events": ["state_unbounded on stateStoreSave once the growth window has enough batches"]}
+    return scenario
+
+
 SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
+    "unbounded_growth": unbounded_growth(240),
     "clean_busy_90s": clean(90),
     "clean_busy_30min": clean(1800),
     "dedup_agg_restart_43": restart("dedup_window", (8, 6), downtime=20),
