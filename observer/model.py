@@ -404,3 +404,8 @@ def parse_timestamp(value: Any) -> float | None:
     except ValueError:
         return None
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+
+
+# Until the layout refactor makes ``observer.model`` a package, let ``observer/model/`` hold its new
+# submodules (``observer.model.tasks``); the refactor drops this line.
+__path__ = [__import__("os").path.join(__import__("os").path.dirname(__file__), "model")]

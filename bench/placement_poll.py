@@ -1,0 +1,103 @@
+"""Driver time of the live placement poll, per batch, at many state partitions.
+
+    python bench/placement_poll.py [--partitions 200] [--batches 6]
+
+A real stateful query (rate -> groupBy count, RocksDB, ``--partitions`` shuffle partitions, local[2], UI on)
+runs with ``observer.capture.task_poll.PlacementSink`` attached, so every progress event makes the
+observer's worker read that batch's stateful tasks from the driver's REST API. Reported, per batch:
+
+  live   - wall time of each poll on the worker thread while the query runs (the driver is busy)
+  quiet  - the same polls repeated by a fresh poller once the query has stopped (no contention)
+  cpu    - Python CPU time of one quiet poll (its JSON decoding); the rest of the wall time is the driver's
+  floor  - one GET of the smallest endpoint (/applications/<id>) on the same kept-alive connection
+
+with medians and min-max, the requests per poll, and the ratio of a quiet poll to the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def stats(values: list[float]) -> str:
+    ms = [v * 1000 for v in values]
+    return f"median {statistics.median(ms):7.2f} ms  (min {min(ms):.2f}, max {max(ms):.2f}, n={len(ms)})"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--partitions", type=int, default=200)
+    ap.add_argument("--batches", type=int, default=6)
+    ap.add_argument("--repeat", type=int, default=5, help="quiet re-polls per batch")
+    args = ap.parse_args()
+
+    from pyspark.sql import functions as F
+
+    import observer
+    from observer.capture.task_poll import RestSource, TaskPoller, placement_sink
+    from observer.demo import spark_session
+
+    spark = spark_session(extra={"spark.ui.enabled": "true", "spark.ui.port": "0", "spark.ui.showConsoleProgress": "false",
+                                 "spark.sql.shuffle.partitions": str(args.partitions)})
+    spark.sparkContext.setLogLevel("ERROR")
+    handle = observer.attach(spark, http_port=0, history_enabled=False)
+    sink = placement_sink(spark)
+    assert sink is not None, "the UI is off"
+    handle.observer.add_sink(sink)
+    counts = (spark.readStream.format("rate").option("rowsPerSecond", 50).load()
+              .groupBy((F.col("value") % 1000).alias("k")).count())
+    query = (counts.writeStream.format("noop").outputMode("update").queryName("bench_placement")
+             .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-placement-")).trigger(processingTime="1 second").start())
+    try:
+        deadline = time.monotonic() + 900
+        while (query.lastProgress is None or query.lastProgress["batchId"] < args.batches) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        batches = sorted({b.batch_id for b in sink.batches})
+        query.stop()
+        handle.flush()
+        live = list(sink.poller.seconds)
+        tasks_per_batch = statistics.median(len(b.placement) for b in sink.batches) if sink.batches else 0
+        quiet: list[float] = []
+        cpu: list[float] = []
+        requests: list[int] = []
+        floor: list[float] = []
+        source = RestSource(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId)
+        source.get("")  # open the connection
+        for _ in range(args.repeat):
+            for batch in batches:
+                finder = TaskPoller(source)  # a fresh poller lists the executions once to find its start: not timed
+                finder.poll(str(query.id), batch)
+                # steady state: the previous poll stopped right after the previous batch's execution, so this one
+                # reads the batch's root execution and its own (two ids back from where the finder stopped)
+                poller = TaskPoller(source, start_execution=max(0, (finder.next_execution or 2) - 2))
+                before_req = source.requests
+                c, t = time.thread_time(), time.perf_counter()
+                got = poller.poll(str(query.id), batch)
+                quiet.append(time.perf_counter() - t)
+                cpu.append(time.thread_time() - c)
+                requests.append(source.requests - before_req)
+                assert got and got[0].runs, f"batch {batch}: nothing polled"
+                t = time.perf_counter()
+                source.get("")
+                floor.append(time.perf_counter() - t)
+    finally:
+        handle.stop()
+        spark.stop()
+    print(f"placement poll, {args.partitions} shuffle partitions (median {tasks_per_batch:.0f} stateful tasks per batch), batches {batches}")
+    print(f"  live  (worker thread, query running): {stats(live)}")
+    print(f"  quiet (query stopped):                {stats(quiet)}   requests per poll: median {statistics.median(requests):.0f}")
+    print(f"  cpu   (Python side of a quiet poll):  {stats(cpu)}")
+    print(f"  floor (one smallest GET):             {stats(floor)}")
+    print(f"  quiet / floor: {statistics.median(quiet) / statistics.median(floor):.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Taking events from Spark: the listener callbacks and, per batch, the driver's status store."""

@@ -1,0 +1,1 @@
+"""Reading what a finished (or running) application left behind: event logs and checkpoints."""
