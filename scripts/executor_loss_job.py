@@ -13,12 +13,13 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from scenario_job import record_signals, wait_batches, write_jsonl  # noqa: E402
+from scenario_job import record_signals, wait_batches, write_jsonl
 
 
 def executor_pid(executor_id: str) -> int | None:

@@ -24,8 +24,9 @@ import re
 import time
 import urllib.parse
 from collections import OrderedDict
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 from observer.model.tasks import BatchTasks, ExecutorChange, PartitionRun
 from observer.signals.placement import OperatorBatch, PlacementTracker
@@ -43,7 +44,7 @@ MAX_KNOWN = 256  # executions of other batches remembered for their own poll
 class RestSource:
     """GETs against the driver's REST API over one persistent HTTP/1.1 connection."""
 
-    def __init__(self, ui_url: str, app_id: str, timeout: float = 5.0) -> None:
+    def __init__(self, ui_url: str, app_id: str, timeout: float = 2.0) -> None:
         parsed = urllib.parse.urlsplit(ui_url)
         self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 4040
         self.base = f"/api/v1/applications/{urllib.parse.quote(app_id)}"
@@ -61,11 +62,14 @@ class RestSource:
                 self._conn.request("GET", self.base + path)
                 resp = self._conn.getresponse()
                 body = resp.read()
-            except (OSError, http.client.HTTPException):
+            except (ConnectionError, http.client.RemoteDisconnected) as exc:
                 self.close()
                 if retry:
-                    raise
+                    raise OSError(f"GET {path}: {exc!r}") from exc
                 continue  # a kept-alive connection the server closed: once more on a new one
+            except (OSError, http.client.HTTPException):
+                self.close()  # a timeout: the driver is busy; no retry, the worker thread must not wait longer
+                raise
             if resp.status == 404:
                 return None
             if resp.status != 200:

@@ -19,9 +19,11 @@ memory stays bounded: plans and stage mappings of a few recent executions, the o
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 _SQL = "org.apache.spark.sql.execution.ui."
 SQL_START = _SQL + "SparkListenerSQLExecutionStart"
@@ -34,6 +36,7 @@ STATE_METRICS: Mapping[str, str] = {
     "RocksDB: load - time taken to replay the change log": "replay_ms",
     "RocksDB: load - number of change log files replayed": "changelog_files",
     "RocksDB: load from snapshot - time taken to load the store from snapshot": "snapshot_load_ms",
+    "RocksDB: load - number of state loads from external storage": "loads_from_dfs",  # 4.2+
     "number of total state rows": "rows_total",
     "memory used by state": "memory_bytes",
     "number of state store instances": "store_instances",
@@ -41,7 +44,7 @@ STATE_METRICS: Mapping[str, str] = {
 }
 # a plan node with one of these metrics writes state (StateStoreWriter); readers such as StateStoreRestore do not
 _WRITER_MARKERS = frozenset({"number of total state rows", "number of state store instances", "memory used by state"})
-_COUNT_FIELDS = frozenset({"changelog_files", "rows_total", "store_instances", "cache_misses"})
+_COUNT_FIELDS = frozenset({"changelog_files", "loads_from_dfs", "rows_total", "store_instances", "cache_misses"})
 MAX_EXECUTIONS = 32  # plans kept: a batch runs 1-2 executions, several queries may interleave
 MAX_STAGES = 512  # stage -> batch mappings kept
 MAX_OPEN_BATCHES = 16  # batches collected but not yet closed by their progress event, over all queries
@@ -75,6 +78,7 @@ class PartitionRun:
     replay_ms: float | None = None
     changelog_files: int | None = None
     snapshot_load_ms: float | None = None
+    loads_from_dfs: int | None = None  # stores fetched from the checkpoint rather than reused (4.2+; 0 is left out by Spark)
     rows_total: int | None = None
     memory_bytes: int | None = None
     store_instances: int | None = None
@@ -187,7 +191,8 @@ class TaskEventReader:
             node = stack.pop()
             if not isinstance(node, Mapping):
                 continue
-            metrics = node.get("metrics") if isinstance(node.get("metrics"), list) else []
+            raw_metrics = node.get("metrics")
+            metrics: list[Any] = raw_metrics if isinstance(raw_metrics, list) else []
             names = {m.get("name") for m in metrics if isinstance(m, Mapping)}
             if names & _WRITER_MARKERS:
                 op = _Operator(index, str(node.get("nodeName", "?")))
@@ -236,7 +241,7 @@ class TaskEventReader:
             return []  # not a stage of a streaming batch we saw start
         plan = self._plans.get(ref.execution_id) if ref.execution_id is not None else None
         accs = info.get("Accumulables")
-        values: dict[int, dict[str, float]] = {}
+        values: dict[int, dict[str, float | None]] = {}
         names: dict[int, str] = {}
         for acc in accs if isinstance(accs, list) else []:
             if not isinstance(acc, Mapping):
@@ -272,7 +277,7 @@ class TaskEventReader:
                 continue
             slot = batch.setdefault((op_index, partition), _Attempts())
             if reason == "Success":
-                task = {"executor": executor, "host": info.get("Host"), "attempt": _int(info.get("Attempt")) or 0,
+                task: dict[str, Any] = {"executor": executor, "host": info.get("Host"), "attempt": _int(info.get("Attempt")) or 0,
                         "speculative": info.get("Speculative") is True, "stage": stage, "stage_attempt": _int(event.get("Stage Attempt ID")) or 0,
                         "launch": _int(info.get("Launch Time")), "finish": _int(info.get("Finish Time")), "fields": fields}
                 if slot.best is None or (task["finish"] or 0) >= (slot.best["finish"] or 0):
@@ -297,9 +302,11 @@ class TaskEventReader:
         op_names = {i: op["operatorName"] for i, op in enumerate(ops[:MAX_OPERATORS] if isinstance(ops, list) else [])
                     if isinstance(op, Mapping) and isinstance(op.get("operatorName"), str)}
         done = [k for k in self._open if k[0] == query_id and k[1] <= batch]
-        closed = [self._close(k, "progress" if k[1] == batch else "newer_batch", name) for k in done]
-        for b in closed:
+        closed: list[BatchTasks | ExecutorChange] = []
+        for k in done:
+            b = self._close(k, "progress" if k[1] == batch else "newer_batch", name)
             b.operator_names = op_names
+            closed.append(b)
         return closed
 
     def _executor(self, event: Mapping[str, Any], added: bool) -> list[BatchTasks | ExecutorChange]:
@@ -372,7 +379,7 @@ def _int(value: Any) -> int | None:
             return int(value)
         except ValueError:
             return None
-    if isinstance(value, float) and value == value and abs(value) < 2**63:
+    if isinstance(value, float) and math.isfinite(value) and abs(value) < 2**63:
         return int(value)
     return None
 
@@ -390,4 +397,4 @@ def _number(value: Any) -> float | None:
             return None
     else:
         return None
-    return number if number == number and abs(number) != float("inf") else None
+    return number if math.isfinite(number) else None

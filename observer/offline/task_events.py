@@ -8,9 +8,16 @@ every codec, bounded line length) and the same promise: problems are reported, n
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
-from observer.eventlog import DEFAULT_MAX_LINE_BYTES, EventLogError, _lines, expand, open_decompressed
+from observer.eventlog import (
+    DEFAULT_MAX_LINE_BYTES,
+    EventLogError,
+    _lines,
+    expand,
+    open_decompressed,
+)
 from observer.model.tasks import PROGRESS, SQL_ADAPTIVE, SQL_START, TaskEventReader
 from observer.signals.placement import OperatorBatch, PlacementTracker
 

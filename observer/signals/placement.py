@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Callable, Iterable, Iterator, Sequence
 
 from observer.model.tasks import BatchTasks, ExecutorChange, PartitionRun
 from observer.registry import COUNTER, GAUGE, MetricSpec
@@ -75,6 +75,7 @@ class Migration:
     replay_seconds: float | None
     changelog_files: int | None
     attempt: int
+    loads_from_dfs: int | None = None  # 4.2+: 1 when the store came from the checkpoint (aggregations may read 0)
 
 
 @dataclass
@@ -188,7 +189,8 @@ class PlacementTracker:
 
     def _migration(self, batch: BatchTasks, run: PartitionRun, prev: tuple[str, float | None]) -> Migration:
         return Migration(batch.query_id, batch.batch_id, run.operator, run.partition, prev[0], run.executor_id,
-                         self._cause(run, prev), _seconds(run.load_ms), _seconds(run.replay_ms), run.changelog_files, run.attempt)
+                         self._cause(run, prev), _seconds(run.load_ms), _seconds(run.replay_ms), run.changelog_files, run.attempt,
+                         run.loads_from_dfs)
 
     def _cause(self, run: PartitionRun, prev: tuple[str, float | None]) -> str:
         """Why the partition left its executor: gone, a newcomer took it, or its executor was busy."""
@@ -216,6 +218,7 @@ class PlacementTracker:
             "from_executors": sorted({m.from_executor for m in ob.migrations}), "to_executors": sorted({m.to_executor for m in ob.migrations}),
             "load_seconds": sum(loads) if loads else None, "max_load_seconds": max(loads) if loads else None,
             "replay_seconds": sum(replays) if replays else None, "changelog_files": sum(files) if files else None,
+            "loads_from_dfs": sum(m.loads_from_dfs or 0 for m in ob.migrations),
         })
 
     # --- reading ----------------------------------------------------------------------------------------
