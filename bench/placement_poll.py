@@ -8,7 +8,8 @@ observer's worker read that batch's stateful tasks from the driver's REST API. R
 
   live   - wall time of each poll on the worker thread while the query runs (the driver is busy)
   quiet  - the same polls repeated by a fresh poller once the query has stopped (no contention)
-  cpu    - Python CPU time of one quiet poll (its JSON decoding); the rest of the wall time is the driver's
+  cpu    - Python CPU time of one quiet poll (its JSON decoding)
+  jvm    - the driver JVM's CPU time per quiet poll (serving the REST answers), mean from /proc over all of them
   floor  - one GET of the smallest endpoint (/applications/<id>) on the same kept-alive connection
 
 with medians and min-max, the requests per poll, and the ratio of a quiet poll to the floor.
@@ -24,6 +25,16 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def jvm_seconds(pid: int) -> float | None:
+    """CPU time (user + system) of a process so far, from /proc (Linux); None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def stats(values: list[float]) -> str:
@@ -68,6 +79,10 @@ def main() -> int:
         cpu: list[float] = []
         requests: list[int] = []
         floor: list[float] = []
+        jvm_pid = spark.sparkContext._gateway.proc.pid  # the driver JVM PySpark launched
+        jvm_start = jvm_seconds(jvm_pid)
+        jvm_polls = 0.0
+
         source = RestSource(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId)
         source.get("")  # open the connection
         for _ in range(args.repeat):
@@ -82,11 +97,13 @@ def main() -> int:
                 got = poller.poll(str(query.id), batch)
                 quiet.append(time.perf_counter() - t)
                 cpu.append(time.thread_time() - c)
+                jvm_polls += 1
                 requests.append(source.requests - before_req)
                 assert got and got[0].runs, f"batch {batch}: nothing polled"
                 t = time.perf_counter()
                 source.get("")
                 floor.append(time.perf_counter() - t)
+        jvm_end = jvm_seconds(jvm_pid)
     finally:
         handle.stop()
         spark.stop()
@@ -94,6 +111,10 @@ def main() -> int:
     print(f"  live  (worker thread, query running): {stats(live)}")
     print(f"  quiet (query stopped):                {stats(quiet)}   requests per poll: median {statistics.median(requests):.0f}")
     print(f"  cpu   (Python side of a quiet poll):  {stats(cpu)}")
+    if jvm_start is not None and jvm_end is not None and jvm_polls:
+        # /proc counts in clock ticks (10 ms): only the mean over all quiet polls (finder polls included) is meaningful
+        per_poll = (jvm_end - jvm_start) / (2 * jvm_polls)
+        print(f"  jvm   (driver JVM CPU per poll, mean over {2 * jvm_polls:.0f} polls incl. idle background): {per_poll * 1000:.2f} ms")
     print(f"  floor (one smallest GET):             {stats(floor)}")
     print(f"  quiet / floor: {statistics.median(quiet) / statistics.median(floor):.1f}x")
     return 0

@@ -121,6 +121,39 @@ def _by_position(stages: list[dict]) -> dict[int, list[dict]]:
     return out
 
 
+class RecordingSource:
+    """Wraps ``task_poll.RestSource``: keeps every answer, so a fast test can replay the poller on real REST data."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.answers: dict[str, str | None] = {}
+        self.requests = 0
+
+    def get(self, path: str) -> Any:
+        body = self.get_bytes(path)
+        return None if body is None else json.loads(body)
+
+    def get_bytes(self, path: str) -> bytes | None:
+        body = self.inner.get_bytes(path)
+        self.answers[path] = None if body is None else body.decode()
+        return body
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def rest_answers(spark: Any, query_id: str, batches: range) -> dict[str, str | None]:
+    """The REST answers the live poller reads for ``batches`` (and the executor list), verbatim."""
+    from observer.capture.task_poll import RestSource, TaskPoller
+
+    source = RecordingSource(RestSource(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId, timeout=30))
+    poller = TaskPoller(source)  # type: ignore[arg-type]
+    for batch in batches:
+        poller.poll(query_id, batch)
+    poller.executors()
+    return source.answers
+
+
 def child(name: str, out: str) -> None:
     """One scenario in this process: run the job, read the truth from the live driver before it stops."""
     import executor_loss_job
@@ -132,6 +165,10 @@ def child(name: str, out: str) -> None:
         truth.update(live_placement(spark))
         truth["query_id"] = str(query.id)
         truth["last_batch"] = query.lastProgress["batchId"]
+        if kill["last_batch_before"] is not None:  # the batch before the kill, the one after, and one more
+            first = kill["last_batch_before"]
+            truth["rest_batches"] = [first, first + 3]
+            truth["rest"] = rest_answers(spark, str(query.id), range(first, first + 3))
 
     kill = executor_loss_job.run(args, before_stop=before_stop)
     truth["killed"] = kill

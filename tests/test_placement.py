@@ -171,15 +171,13 @@ def _retried(events: list[dict], failed_executor_of: Any, final_executor_of: Any
 
     ``failed_executor_of(original)`` / ``final_executor_of(original)`` pick the executors of both attempts.
     """
-    reader = TaskEventReader()
     target = None
-    for e in events:
-        reader.feed(e)
-    stage_of = {sid: ref for sid, ref in reader._stages.items()}
+    batch_of_stage = {stage: int(e["Properties"]["streaming.sql.batchId"]) for e in events
+                      if e.get("Event") == "SparkListenerJobStart" and "streaming.sql.batchId" in e.get("Properties", {}) for stage in e["Stage IDs"]}
     out = []
     for e in events:
-        if (target is None and e.get("Event") == "SparkListenerTaskEnd" and stage_of.get(e["Stage ID"]) is not None
-                and stage_of[e["Stage ID"]].batch_id == 3 and any(a.get("Name") == "number of state store instances" for a in e["Task Info"]["Accumulables"])):
+        stateful = e.get("Event") == "SparkListenerTaskEnd" and any(a.get("Name") == "number of state store instances" for a in e["Task Info"]["Accumulables"])
+        if target is None and stateful and batch_of_stage.get(e["Stage ID"]) == 3:
             original = e["Task Info"]["Executor ID"]
             failed = copy.deepcopy(e)
             failed["Task End Reason"] = {"Reason": "ExceptionFailure", "Class Name": "java.lang.RuntimeException", "Description": "boom"}
@@ -326,6 +324,54 @@ def test_advice_on_recorded_partition_sizes() -> None:
     skewed = advise([PartitionStat(0, memory_bytes=100.0), *[PartitionStat(i, memory_bytes=1.0) for i in range(1, 8)]], 1.0, 40.0)
     assert skewed.skewed and skewed.worst_partition == 0 and "hot key" in skewed.message
     assert advise([], 1.0).suggested_partitions is None
+
+
+class RecordedSource:
+    """The driver's REST answers recorded by scripts/record_placement.py, served to the poller as they came."""
+
+    def __init__(self, answers: dict[str, str | None]) -> None:
+        self.answers = answers
+        self.requests = 0
+
+    def get_bytes(self, path: str) -> bytes | None:
+        self.requests += 1
+        assert path in self.answers, f"the poller asked for {path}, which the recording did not ask"
+        answer = self.answers[path]
+        return None if answer is None else answer.encode()
+
+    def get(self, path: str) -> Any:
+        body = self.get_bytes(path)
+        return None if body is None else json.loads(body)
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+def test_the_poller_on_recorded_rest_answers_sees_the_replayed_placement() -> None:
+    """The live path's parsing (SQL nodes -> stateful stages -> taskList) on the kill run's real REST answers."""
+    from observer.capture.task_poll import TaskPoller
+
+    truth, eventlog = scenario("kill")
+    first, end = truth["rest_batches"]
+    source = RecordedSource(truth["rest"])
+    poller = TaskPoller(source)  # type: ignore[arg-type]
+    tracker = PlacementTracker()
+    live: list[OperatorBatch] = []
+    for batch_id in range(first, end):
+        for batch in poller.poll(truth["query_id"], batch_id):
+            live.extend(tracker.on_batch(batch, executors=poller.executors))
+    assert poller.errors == 0
+    _, batches, _ = replayed(eventlog)
+    by_key = {(ob.batch_id, ob.operator): ob for ob in batches}
+    assert {(ob.batch_id, ob.operator) for ob in live} == {k for k in by_key if first <= k[0] < end}
+    for ob in live:
+        assert ob.placement == by_key[(ob.batch_id, ob.operator)].placement
+        if ob.batch_id > first:  # the poller's tracker starts at ``first``: from the next batch on, the same migrations
+            expected = by_key[(ob.batch_id, ob.operator)].migrations
+            assert [(m.partition, m.from_executor, m.to_executor, m.cause) for m in ob.migrations] == \
+                [(m.partition, m.from_executor, m.to_executor, m.cause) for m in expected]
+    assert any(ob.migrations for ob in live)
+    assert source.requests / (end - first) < 8  # a handful of requests per batch, not one per task
 
 
 @pytest.mark.slow

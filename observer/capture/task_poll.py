@@ -25,11 +25,46 @@ import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from observer.model.tasks import BatchTasks, ExecutorChange, PartitionRun
 from observer.signals.placement import OperatorBatch, PlacementTracker
+
+try:  # optional (extra "placement"): decodes only the task fields used, several times faster than json.loads
+    import msgspec
+except ImportError:  # pragma: no cover - the standard library does the same, slower
+    msgspec = None  # type: ignore[assignment]
+
+if msgspec is not None:
+    class _Task(msgspec.Struct, rename="camel"):
+        """The fields of the REST API's TaskData that placement uses; the rest (task metrics) is skipped unparsed."""
+
+        index: Any = None
+        attempt: Any = None
+        partition_id: Any = None
+        launch_time: Any = None
+        duration: Any = None
+        executor_id: Any = None
+        host: Any = None
+        status: Any = None
+        speculative: Any = None
+        error_message: Any = None
+
+    _TASKS = msgspec.json.Decoder(list[_Task])
+    _TASK_FIELDS = {f: "".join(w.capitalize() if i else w for i, w in enumerate(f.split("_"))) for f in _Task.__struct_fields__}
+
+
+def _decode_tasks(body: bytes) -> list[dict]:
+    """A taskList answer as dicts with Spark's (camelCase) keys."""
+    if msgspec is None:
+        got = json.loads(body)
+        return [t for t in got if isinstance(t, dict)] if isinstance(got, list) else []
+    try:
+        return [{camel: getattr(t, f) for f, camel in _TASK_FIELDS.items()} for t in _TASKS.decode(body)]
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return []
+
 
 _STAGE_REF = re.compile(r"\(stage (\d+)\.(\d+): task \d+\)")
 _BATCH = re.compile(r"\bbatch = (\d+)")
@@ -54,6 +89,11 @@ class RestSource:
 
     def get(self, path: str) -> Any:
         """The decoded JSON of ``path`` under the application, or None for a 404 (not there, or not yet)."""
+        body = self.get_bytes(path)
+        return None if body is None else json.loads(body)
+
+    def get_bytes(self, path: str) -> bytes | None:
+        """The raw answer to ``path``, or None for a 404."""
         for retry in (False, True):
             if self._conn is None:
                 self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
@@ -74,7 +114,7 @@ class RestSource:
                 return None
             if resp.status != 200:
                 raise OSError(f"GET {path}: HTTP {resp.status}")
-            return json.loads(body)
+            return body
         return None
 
     def close(self) -> None:
@@ -177,8 +217,8 @@ class TaskPoller:
         return BatchTasks(key[0], run_id or summary["run_id"], key[1], runs, "progress", name, ops)
 
     def _tasks(self, stage_id: int, attempt: int) -> list[dict]:
-        got = self.source.get(f"/stages/{stage_id}/{attempt}/taskList?length={self.max_tasks}")
-        return [t for t in got if isinstance(t, dict)] if isinstance(got, list) else []
+        body = self.source.get_bytes(f"/stages/{stage_id}/{attempt}/taskList?length={self.max_tasks}")
+        return [] if body is None else _decode_tasks(body)
 
     def _attempts(self, stage_id: int) -> list[int]:
         got = self.source.get(f"/stages/{stage_id}?details=false") or []
@@ -188,7 +228,7 @@ class TaskPoller:
 def _runs(key: tuple[str, int], run_id: str | None, op_index: int, node_name: str, stage_id: int,
           tasks: Iterable[tuple[int, dict]]) -> list[PartitionRun]:
     """The final successful attempt per partition, with the failed ones before it counted (as in the event-log path)."""
-    best: dict[int, tuple[int, dict, float | None]] = {}
+    best: dict[int, tuple[int, dict, float | None, float | None]] = {}
     failed: dict[int, list[dict]] = {}
     for stage_attempt, t in tasks:
         partition = t.get("partitionId", t.get("index"))
@@ -197,14 +237,13 @@ def _runs(key: tuple[str, int], run_id: str | None, op_index: int, node_name: st
         if t.get("status") == "SUCCESS":
             launch = _epoch(t.get("launchTime"))
             finish = launch + t["duration"] / 1000.0 if launch is not None and isinstance(t.get("duration"), (int, float)) else None
-            if partition not in best or (finish or 0) >= (best[partition][2] or 0):
-                best[partition] = (stage_attempt, t, finish)
+            if partition not in best or (finish or 0) >= (best[partition][3] or 0):
+                best[partition] = (stage_attempt, t, launch, finish)
         elif t.get("status") in ("FAILED", "KILLED"):
             failed.setdefault(partition, []).append(t)
     out = []
-    for partition, (stage_attempt, t, finish) in sorted(best.items()):
+    for partition, (stage_attempt, t, launch, finish) in sorted(best.items()):
         fails = failed.get(partition, [])
-        launch = _epoch(t.get("launchTime"))
         out.append(PartitionRun(
             query_id=key[0], run_id=run_id, batch_id=key[1], operator=op_index, operator_name=node_name, partition=partition,
             executor_id=str(t.get("executorId")), host=t.get("host") if isinstance(t.get("host"), str) else None,
@@ -241,11 +280,11 @@ def _run_id(description: Any) -> str | None:
 
 
 def _epoch(stamp: Any) -> float | None:
-    """The REST API's dates (``2026-11-22T07:55:41.123GMT``) in seconds since the epoch."""
-    if not isinstance(stamp, str):
+    """The REST API's dates (``2026-11-22T07:55:41.123GMT``) in seconds since the epoch (fromisoformat: strptime is 20x slower)."""
+    if not isinstance(stamp, str) or not stamp.endswith("GMT"):
         return None
     try:
-        return datetime.strptime(stamp.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+        return datetime.fromisoformat(stamp[:-3]).replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
 
