@@ -46,6 +46,8 @@ def truth_placement(truth: dict) -> dict[tuple[int, int], dict[int, str]]:
     """(batch, stage) -> partition -> executor of the last successful attempt, from the live REST reading."""
     out: dict[tuple[int, int], dict[int, tuple[float, str]]] = {}
     for stage in truth["stages"]:
+        if stage["status"] != "COMPLETE":
+            continue  # the truth was read while the last batch ran
         slot = out.setdefault((stage["batch_id"], stage["stage_id"]), {})
         for t in stage["tasks"]:
             if t["status"] == "SUCCESS":

@@ -373,7 +373,8 @@ def _skew_text(skewed: bool, skew: float | None) -> str:
 def _repartition_text(spark_version: str | None) -> str:
     parts = _version(spark_version)
     if parts is not None and parts >= (4, 2):
-        return " Spark 4.2+ can repartition the state of an existing checkpoint offline; otherwise the count is fixed by the checkpoint."
+        return (" Spark 4.2+ can repartition the state of a stopped query's checkpoint offline"
+                " (StreamingCheckpointManager.repartition, experimental, classic PySpark: spark._streamingCheckpointManager in 4.3).")
     if parts is not None:
         return f" Spark {spark_version} keeps the checkpoint's partition count: changing it needs a new checkpoint (4.2+ can repartition state offline)."
     return " The checkpoint fixes the partition count; Spark 4.2+ can repartition state offline, earlier versions need a new checkpoint."
