@@ -95,7 +95,9 @@ def main() -> int:
         idle_cpu = (jvm_seconds(jvm_pid) or 0.0) - (idle_start or 0.0)
         idle_rate = idle_cpu / (time.perf_counter() - t)
         jvm_start, wall_start = jvm_seconds(jvm_pid), time.perf_counter()
+        rounds: list[float] = []  # driver JVM CPU per poll, one figure per round over all batches (the JIT warms up)
         for _ in range(args.repeat):
+            round_cpu, round_wall = jvm_seconds(jvm_pid), time.perf_counter()
             for batch in batches:
                 poller = TaskPoller(source, start_execution=starts[batch])
                 before_req = source.requests
@@ -105,6 +107,9 @@ def main() -> int:
                 cpu.append(time.thread_time() - c)
                 requests.append(source.requests - before_req)
                 assert got and got[0].runs, f"batch {batch}: nothing polled"
+            if round_cpu is not None:
+                spent = (jvm_seconds(jvm_pid) or 0.0) - round_cpu - idle_rate * (time.perf_counter() - round_wall)
+                rounds.append(spent / len(batches))
         jvm_end, wall = jvm_seconds(jvm_pid), time.perf_counter() - wall_start
         for _ in range(len(quiet)):
             t = time.perf_counter()
@@ -121,6 +126,9 @@ def main() -> int:
         # /proc counts in clock ticks (10 ms): only a mean over all timed polls is meaningful
         per_poll = (jvm_end - jvm_start - idle_rate * wall) / len(quiet)
         print(f"  jvm   (driver JVM CPU per quiet poll, mean, idle background {idle_rate * 1000:.0f} ms/s taken off): {per_poll * 1000:.2f} ms")
+        if len(rounds) >= 4:
+            late = rounds[len(rounds) // 2:]
+            print(f"  jvm   per poll, first round {rounds[0] * 1000:.2f} ms; second half of the rounds: {stats(late)}")
     print(f"  floor (one smallest GET):             {stats(floor)}")
     print(f"  quiet / floor: {statistics.median(quiet) / statistics.median(floor):.1f}x")
     return 0

@@ -395,3 +395,20 @@ def test_live_placement_equals_the_replayed_placement_of_the_same_run(tmp_path) 
         assert sorted(map(tuple, row["migrations"])) == sorted((m.partition, m.from_executor, m.to_executor, m.cause) for m in ob.migrations)
     moved = [m for row in live["batches"] for m in row["migrations"]]
     assert moved and all(m[1] == live["killed"]["executor_id"] and m[3] == EXECUTOR_REMOVED for m in moved)
+
+
+def test_a_restart_is_not_compared_with_the_previous_run() -> None:
+    """A new application reuses executor ids: placements of two runs say nothing about each other."""
+    import dataclasses
+
+    _, eventlog = scenario("clean")
+    reader = TaskEventReader()
+    closed = [i for e in read_events([eventlog]) for i in reader.feed(e) if isinstance(i, BatchTasks)]
+    swap = {"0": "1", "1": "0"}
+    last = closed[-1]
+    restarted = BatchTasks(last.query_id, "another-run", last.batch_id + 1,
+                           [dataclasses.replace(r, run_id="another-run", batch_id=last.batch_id + 1, executor_id=swap[r.executor_id]) for r in last.runs])
+    tracker = PlacementTracker()
+    for batch in closed:
+        tracker.on_batch(batch)
+    assert all(ob.migrations == [] and ob.compared == 0 for ob in tracker.on_batch(restarted))

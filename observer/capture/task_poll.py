@@ -157,7 +157,7 @@ class TaskPoller:
                     continue
                 run, name, ops = self.pending.pop(key)
                 out.append(self._batch(key, summary, run, name, ops))
-        except Exception:  # the driver went away, an odd answer: this batch is lost for placement, nothing else
+        except Exception:  # a busy or gone driver, an odd answer: counted; pending batches are tried again next poll
             self.errors += 1
             self.source.close()
         self.seconds.append(time.perf_counter() - started)
@@ -165,9 +165,17 @@ class TaskPoller:
         return out
 
     def executors(self) -> list[ExecutorChange]:
-        """Every executor's registration and removal, from ``/allexecutors`` (driver left out)."""
+        """Every executor's registration and removal, from ``/allexecutors`` (driver left out); [] when unreadable."""
+        try:
+            listing = self.source.get("/allexecutors") or []
+        except Exception:  # without the list, causes read "unknown": never an error in the worker
+            self.errors += 1
+            self.source.close()
+            return []
         out = []
-        for ex in self.source.get("/allexecutors") or []:
+        for ex in listing if isinstance(listing, list) else []:
+            if not isinstance(ex, dict):
+                continue
             eid = ex.get("id")
             if not isinstance(eid, str) or eid == "driver":
                 continue

@@ -105,6 +105,7 @@ class _OperatorState:
     name: str
     placement: dict[int, tuple[str, float | None]] = field(default_factory=dict)  # partition -> (executor, finish time)
     batch_id: int | None = None
+    run_id: str | None = None
     migrations: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0))
     placements: int = 0
     load_seconds: float = 0.0
@@ -158,6 +159,11 @@ class PlacementTracker:
                     self._ops.popitem(last=False)
             self._ops.move_to_end(key)
             state.name = batch.operator_names.get(op_index, state.name)
+            if batch.run_id is not None and batch.run_id != state.run_id:
+                # a new run (restart) starts with new executors, whose ids a new application reuses: nothing to compare
+                state.placement.clear()
+                state.batch_id = None
+                state.run_id = batch.run_id
             if state.batch_id is not None and batch.batch_id <= state.batch_id:
                 continue  # an old or repeated batch (a restarted query replays from its checkpoint): no comparison
             moved = [(run, state.placement[run.partition]) for run in runs
