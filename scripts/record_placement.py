@@ -7,9 +7,14 @@ RocksDB with changelog checkpointing, 4 shuffle partitions) in a fresh process w
 keeps the full event log plus ``truth.json``: what was done (the killed executor and when) and, read from
 the live driver's REST API while the application still runs, which executor ran every task of every
 stage of every batch. That is independent of the event log the tests replay: the tests compare the two.
+``truth.json`` also keeps, verbatim, the REST answers the live poller (``observer.capture.task_poll``) reads
+for three batches around the kill, so a fast test can run the poller on them.
 
-Scenarios: ``kill`` (executor 1 SIGKILLed 0.7 s after 5 batches, inside the next one as a rule), ``clean`` (no kill: nothing may migrate),
-``locality`` (no kill, spark.locality.wait=0 and a busier query: tasks move while both executors live).
+Scenarios: ``kill`` (executor 1 SIGKILLed 0.7 s after 5 batches; meant to land inside the next batch, it
+landed between two in every run so far), ``clean`` (no kill: nothing may migrate), ``locality`` (no kill,
+spark.locality.wait=0 and a busier query: tasks may move while both executors live; 2 moves in 14 batches
+in the recorded run, not guaranteed). ``--live-check --out DIR`` runs the kill scenario with the poller attached
+(the slow test).
 """
 
 from __future__ import annotations
