@@ -297,21 +297,37 @@ def _epoch(stamp: Any) -> float | None:
         return None
 
 
+# progress custom metrics that say a store came from the checkpoint in this batch: worth a poll at once
+_MOVE_HINTS = ("rocksdbNumLoadedFromDfs", "rocksdbNumReplayChangelogFiles")
+
+
 class PlacementSink:
-    """A sink (``observer.sinks.Sink``) that polls each completed batch's tasks on the observer's worker thread."""
+    """A sink (``observer.sinks.Sink``) that polls completed batches' tasks on the observer's worker thread.
+
+    ``every``: poll every batch (1, the default), or only every N-th batch of a query plus any batch whose
+    progress shows a store loaded from the checkpoint. That divides the driver's cost by about N; a
+    migration then compares a partition's executor with the last *polled* batch, and a move that a
+    later one undoes between two polls goes unseen.
+    """
 
     name = "placement"
 
-    def __init__(self, poller: TaskPoller, tracker: PlacementTracker | None = None) -> None:
+    def __init__(self, poller: TaskPoller, tracker: PlacementTracker | None = None, every: int = 1) -> None:
         self.poller = poller
         self.tracker = tracker or PlacementTracker()
+        self.every = max(1, every)
         self.batches: list[OperatorBatch] = []  # every operator batch seen (tests and the browser read them)
         self.max_batches = 10_000
+        self.skipped = 0
 
     def on_event(self, event: Any, received_at: float) -> None:
         batch_id = getattr(event, "batch_id", None)
         if batch_id is None or not hasattr(event, "operators") or not event.operators:
             return  # not a progress event, or a stateless query
+        hinted = any((op.custom.get(k) or 0) > 0 for op in event.operators for k in _MOVE_HINTS)
+        if self.every > 1 and batch_id % self.every and not hinted:
+            self.skipped += 1
+            return
         names = {op.index: op.name for op in event.operators}
         for batch in self.poller.poll(event.query_id, batch_id, event.run_id, event.name, names):
             self.batches.extend(self.tracker.on_batch(batch, executors=self.poller.executors))
