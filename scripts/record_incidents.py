@@ -134,7 +134,7 @@ def restart_facts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, An
 
 def executor_loss(rec: Recorder) -> dict[str, Any]:
     """local-cluster[2,1,1024], 6 partitions, executor 1 SIGKILLed after 5 batches; the query carries on."""
-    facts = rec.run("--partitions", "6", "--batches-after", "4", "--name", rec.name, script="executor_loss_job.py")
+    facts = rec.run("--partitions", "6", "--batches-after", "9", "--name", rec.name, script="executor_loss_job.py")  # 9 after the kill
     shutil.rmtree(os.path.join(rec.target, facts["run_dir"], "checkpoint"), ignore_errors=True)
     placement = task_placement(os.path.join(rec.target, facts["run_dir"], "eventlog"))
     return {"clean": False, "master": "local-cluster[2,1,1024]", "partitions": 6, "provider": "rocksdb", "changelog": True,
