@@ -182,6 +182,17 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
         hits = [e for e in by_kind[kinds.STATE_TASK_RETRY] if str(e.attributes.get("batch_id")) == str(batch_id)]
         t.found += bool(hits)
         mark(kinds.STATE_TASK_RETRY, hits)
+    # state that grows without eviction, from the time the recording made it so
+    unbounded = rec.truth.get("unbounded")
+    if unbounded:
+        t = tallies[kinds.STATE_UNBOUNDED]
+        t.present += 1
+        hits = [e for e in by_kind[kinds.STATE_UNBOUNDED] if e.attributes.get("operator") == unbounded["operator"]
+                and e.timestamp >= unbounded["from"]]
+        t.found += bool(hits)
+        if not hits:
+            t.missed.append(f"{rec.name}: state_unbounded of {unbounded['operator']}")
+        mark(kinds.STATE_UNBOUNDED, hits[:1])
     # failures: the class and the root cause of each failing run; a crash loop when every run fails
     failure = rec.truth.get("failure")
     if failure:

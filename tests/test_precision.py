@@ -49,10 +49,11 @@ def progress(scenario: str, run: str = "run1") -> list[dict[str, Any]]:
 # --- the precision report's key figures -----------------------------------------------------------------
 def test_the_report_covers_every_recording_and_kind(corpus: dict[str, precision.Replayed]) -> None:
     text, totals = precision.table(list(corpus.values()))
-    assert len(corpus) >= 17 and all(f"`{kind}`" in text for kind in kinds.SIGNAL_KINDS)
+    assert len(corpus) >= 18 and all(f"`{kind}`" in text for kind in kinds.SIGNAL_KINDS)
     # the corpus has incidents of these kinds, and the report counts them
     assert {k for k, t in totals.items() if t.present} >= {kinds.QUERY_RESTARTED, kinds.RESTORE, kinds.STORE_RELOAD,
-                                                          kinds.EXECUTOR_REMOVED, kinds.QUERY_TERMINATED, kinds.CRASH_LOOP}
+                                                          kinds.EXECUTOR_REMOVED, kinds.QUERY_TERMINATED, kinds.CRASH_LOOP,
+                                                          kinds.STATE_UNBOUNDED}
 
 
 def test_every_recorded_incident_is_found(corpus: dict[str, precision.Replayed]) -> None:
