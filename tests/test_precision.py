@@ -212,6 +212,9 @@ def test_the_vocabulary_is_one_list() -> None:
     assert set(kinds.EXCEPTION_CLASSES) == {"user_code", "sink", "source", "state_schema", "checkpoint_corruption", "out_of_memory",
                                             "python_dependency", "configuration", "other"}
     assert all(c in catalog.QUERY_TERMINATIONS_BY_CLASS.help for c in kinds.EXCEPTION_CLASSES)
+    with open(os.path.join(os.path.dirname(__file__), "..", "observer", "mixin", "runbook.md")) as f:
+        runbook = f.read()
+    assert all(f"`{c}`" in runbook for c in kinds.EXCEPTION_CLASSES)
 
 
 # --- 5. restarts: two figures, named apart ----------------------------------------------------------------
