@@ -319,6 +319,15 @@ def caught_up() -> Pipeline:
     return p
 
 
+def falling_behind_with_fast_batches() -> None:
+    """Batches every 100 ms fill the window with more batches than are kept: still judged."""
+    p = Pipeline(falling_behind_window_seconds=300, falling_behind_for_seconds=10)
+    behind = {"numInputRows": 50, "inputRowsPerSecond": 500.0, "processedRowsPerSecond": 250.0}
+    for i in range(3200):
+        p.feed("progress", batch(i, T0 + 0.1 * i, **behind))
+    assert p.value(catalog.FALLING_BEHIND) == 1.0
+
+
 def not_behind_on_a_small_difference() -> None:
     """Input 1% above processing for ten minutes is the noise of a query that keeps up, not falling behind."""
     p = Pipeline(falling_behind_window_seconds=60, falling_behind_for_seconds=30)
@@ -436,6 +445,7 @@ def test_signal_kind(kind: str) -> None:
 
 @pytest.mark.parametrize("scenario", [restarted_from_a_checkpoint, not_stalled_when_idle_or_replayed,
                                       reload_by_load_latency_and_snapshot_reset, watermark_lag, budgets, restore_backlog_and_bounds,
-                                      aggregation_reload_after_executor_loss, not_behind_on_a_small_difference])
+                                      aggregation_reload_after_executor_loss, not_behind_on_a_small_difference,
+                                      falling_behind_with_fast_batches])
 def test_signal_rule(scenario: Callable[[], object]) -> None:
     scenario()

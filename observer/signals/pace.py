@@ -22,7 +22,7 @@ from observer.settings import Settings
 from observer.signals import kinds
 from observer.signals.facts import Facts
 
-_MAX_BATCHES = 1000  # per query: a window of fast batches is still bounded
+_MAX_BATCHES = 1000  # per query: a window of fast batches is still bounded (then averaged over the latest 1000)
 
 
 @dataclass
@@ -30,6 +30,7 @@ class _Pace:
     # (batch start, input rows, seconds the rows took to arrive, seconds they took to process)
     batches: deque[tuple[float, float, float, float]] = field(default_factory=lambda: deque(maxlen=_MAX_BATCHES))
     behind: bool = False
+    first_at: float | None = None  # the run's first batch with rows: the window is full a window later
     above_since: float | None = None  # since when the averaged input has been above the ratio
 
 
@@ -53,6 +54,7 @@ class Pace:
         rows, inp, proc = float(p.input_rows or 0), p.input_rows_per_second, p.processed_rows_per_second
         if rows > 0 and inp and proc and inp > 0 and proc > 0:
             q.batches.append((ts, rows, rows / inp, rows / proc))
+            q.first_at = ts if q.first_at is None else q.first_at
         while q.batches and ts - q.batches[0][0] > self.s.falling_behind_window_seconds:
             q.batches.popleft()
         verdict = self._behind(q, ts)
@@ -72,7 +74,7 @@ class Pace:
 
     def _behind(self, q: _Pace, now: float) -> tuple[bool, float, float] | None:
         """(behind, input rate, processing rate) over the window; ``None`` until the window is full."""
-        if not q.batches or now - q.batches[0][0] < 0.9 * self.s.falling_behind_window_seconds:
+        if not q.batches or q.first_at is None or now - q.first_at < 0.9 * self.s.falling_behind_window_seconds:
             return None
         rows = sum(b[1] for b in q.batches)
         arriving, processing = sum(b[2] for b in q.batches), sum(b[3] for b in q.batches)
