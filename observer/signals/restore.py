@@ -15,7 +15,7 @@ recorded runs showed: ``docs/findings/restore-metrics.md``):
   gives a baseline and the backlog explains under half the excess, ``low`` otherwise (also when the
   batch holds far more rows than usual that the previous run cannot cost). The residual still holds a
   new process's warm-up and the machine's mood, so it is an upper estimate (on the recorded restarts
-  2-10x the aggregation stage's real extra time). No restore exceeds its batch, nor does their sum.
+  4-10x the aggregation stage's real extra time). No restore exceeds its batch, nor does their sum.
 - store reload within a run (an executor lost, a task moved): evidence that a store came from the
   checkpoint (loads from DFS, changelog files replayed, HDFS cache misses, a ``SnapshotLastUploaded``
   version going back). A double-load operator cannot show it in its own metrics: it is reported
