@@ -8,9 +8,9 @@
   a failing run spent before it ended). The downtime gauge is the gap when known.
 - crash loop: ``crash_loop_restarts`` restarts within ``crash_loop_window_seconds``.
 - stall: a non-idle query without progress for ``stall_factor`` x its usual batch interval (at least
-  ``stall_min_seconds``, and at least ``DURATION_FACTOR`` x the longest of its recent batches: on a
-  busy machine a trigger can run for 89 s after batches of 2 s, and a running trigger is not a stall);
-  judged by the clock (``tick``), so only live.
+  ``stall_min_seconds``, and at least ``DURATION_FACTOR`` x the longest of its recent batches, a run's
+  first left out: on a busy machine a trigger can run for 89 s after batches of 2 s, and a running
+  trigger is not a stall); judged by the clock (``tick``), so only live.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class Lifecycle:
             self._set_stalled(q, record, False, now, facts)
         facts.set(record, catalog.QUERY_STALLED, (), 0.0)
         q.progress_at.append(now)
-        if p.batch_duration_ms is not None:
+        if p.batch_duration_ms is not None and not first_of_run:  # a run's first batch (warm-up, restore) says nothing of later ones
             q.durations.append(p.batch_duration_ms / 1000.0)
         restore_due = first_of_run and q.restart_pending
         q.restart_pending = q.restart_pending and not restore_due
