@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Sequence
+from functools import partial
+from typing import AbstractSet, Any, Callable, Sequence
 
 from observer.capture.queue import CapturedEvent, CaptureQueue
 from observer.exporters.http import MetricsServer
@@ -44,7 +45,7 @@ class Observer:
     """
 
     def __init__(self, settings: Settings | None = None, *, serve: bool | None = None, live: bool = True,
-                 executor_ids: Callable[[], set[str] | None] | None = None,
+                 executor_ids: Callable[[], AbstractSet[str] | None] | None = None,
                  last_alive_hint: LastAliveHint | None = None, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings or Settings.from_env()
         self.queue = CaptureQueue(self.settings.queue_size)
@@ -147,7 +148,7 @@ class Observer:
             self._last_queue_drops = drops
         self.tick()
         for sink in self._sinks:
-            self._guarded_sink(sink, lambda: sink.tick(len(items)))
+            self._guarded_sink(sink, partial(sink.tick, len(items)))
         wanted = self._sink_flush_wanted
         if wanted != self._sink_flush_done and not len(self.queue):
             for sink in self._sinks:
@@ -205,7 +206,7 @@ class Observer:
         self.signals.publish(facts.signals)
         signals: Sequence[SignalEvent] = facts.signals
         for sink in self._sinks:
-            self._guarded_sink(sink, lambda: sink.on_event(event, signals, received_at))
+            self._guarded_sink(sink, partial(sink.on_event, event, signals, received_at))
 
     def _guarded(self, what: str, fn: Callable[[], Any]) -> Any:
         try:

@@ -16,7 +16,6 @@ import threading
 import time
 
 import pytest
-from conftest import ROOT, progress_lines, run_script
 from kafka_broker import (
     BurstProducer,
     KafkaBroker,
@@ -29,6 +28,7 @@ from kafka_broker import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import ROOT, progress_lines, run_script
 from observer.metrics import catalog
 from observer.model.parse import parse_timestamp
 from observer.signals import kinds

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import FIXTURES, eventlog_dir, progress_lines
 
+from conftest import FIXTURES, eventlog_dir, progress_lines
 from observer.offline.checkpoint.kafka import read_rate_from_history
 from observer.offline.replay import replay
 from observer.settings import Settings

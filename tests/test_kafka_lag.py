@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, eventlog_dir, progress_lines
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka_broker import record_timestamp, truth_at
 
+from conftest import FIXTURES, eventlog_dir, progress_lines
 from observer.metrics.catalog import COUNTER, KAFKA_METRICS, MetricSpec
 from observer.model.parse import parse_timestamp
 from observer.offline.eventlog import Record, read_records

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, eventlog_dir, progress_lines
 from kafka_broker import record_timestamp, truth_at
 
+from conftest import FIXTURES, eventlog_dir, progress_lines
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryTracker

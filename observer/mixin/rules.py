@@ -70,7 +70,8 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     window_fb = f"{number(t.falling_behind_window_minutes)}m"
     window_cl = f"{number(t.crash_loop_window_minutes)}m"
     window_kl = f"{number(t.kafka_lag_window_minutes)}m"
-    restore = p.sel(catalog.LAST_RESTORE_DURATION)
+    # a low-confidence restore is mostly a first batch's backlog and warm-up: not worth waking anyone for
+    restore = p.sel(catalog.LAST_RESTORE_DURATION, extra='confidence!="low"')
     window_ka = f"{number(t.kafka_anomaly_window_minutes)}m"
     kafka = f"{query}, source_index, source, topic"
     topic_lag = p.sel(catalog.KAFKA_TOPIC_LAG_RECORDS)

@@ -13,6 +13,7 @@ from observer.model.parse import parse_timestamp
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_ADDED, EXECUTOR_PREFIX, EventLogError, read_records
 from observer.runtime import Observer
 from observer.settings import Settings
+from observer.signals.executors import ExecutorSet
 from observer.signals.kinds import SignalEvent
 
 
@@ -41,10 +42,11 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
     """
     base = settings or Settings.from_env()
     executors: set[str] = set()
+    changed_at: dict[str, float] = {}  # when the event log recorded each executor's latest change
     seen_executors = False
 
-    def executor_ids() -> set[str] | None:
-        return set(executors) if seen_executors else None
+    def executor_ids() -> ExecutorSet | None:
+        return ExecutorSet(executors, changed_at) if seen_executors else None
 
     if clock is None:
         observer = Observer(base, serve=False, live=False, executor_ids=executor_ids)
@@ -65,11 +67,17 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
                 observer.self_metrics.count("dropped", "malformed")
             continue
         if item.kind in (kinds.PROGRESS, kinds.STARTED) and isinstance(item.payload, dict):
-            last_ts = parse_timestamp(item.payload.get("timestamp")) or last_ts
+            stamp = parse_timestamp(item.payload.get("timestamp"))
+            duration = item.payload.get("batchDuration")
+            if stamp is not None and item.kind == kinds.PROGRESS and isinstance(duration, (int, float)) and 0 <= duration < 1e10:
+                stamp += duration / 1000.0  # a live listener receives a progress when its batch ends
+            last_ts = stamp or last_ts
         if item.kind.startswith(EXECUTOR_PREFIX):
             if item.payload != "driver":
                 seen_executors = True
                 (executors.add if item.kind == EXECUTOR_ADDED else executors.discard)(item.payload)
+                if item.timestamp is not None:
+                    changed_at[item.payload] = item.timestamp
             continue
         at = item.timestamp or last_ts or time.time()
         if before_event is not None:

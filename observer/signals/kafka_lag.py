@@ -109,7 +109,7 @@ def parse_offsets(value: Any, max_partitions: int = DEFAULT_MAX_PARTITIONS) -> O
                     return out
                 out.setdefault(topic, {})[p] = o
                 kept += 1
-    except Exception:  # noqa: BLE001 - a Mapping whose iteration fails: keep what was read
+    except Exception:
         return out
     return out
 
@@ -396,7 +396,7 @@ class KafkaLagTracker:
         """
         try:
             return self._update(source, t, delay)
-        except Exception:  # noqa: BLE001 - hostile input must never break the caller's event loop
+        except Exception:
             return None
 
     def _update(self, source: Mapping[str, Any], t: float, delay: float = 0.0) -> KafkaSnapshot | None:

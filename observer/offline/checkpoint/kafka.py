@@ -164,7 +164,7 @@ def forecast(report: CheckpointReport, bootstrap: str, read_rate: float | None =
         elapsed = max(time.monotonic() - t0, 1e-9)
     except CheckpointError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any client failure becomes a clear error naming the broker
+    except Exception as exc:  # any client failure becomes a clear error naming the broker
         raise CheckpointError(f"cannot read the latest offsets from {bootstrap}: {exc}") from None
     for index, offsets in sorted(sources.items()):
         for topic, committed in sorted(offsets.items()):
