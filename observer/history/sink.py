@@ -34,6 +34,8 @@ class HistorySink:
         self._last_flush = time.monotonic()
         self._last_retention = 0.0
         self.error: str | None = None
+        self.dropped_rows = 0  # rows (or, with the store off, events) never written: replay reports them
+        self.last_failure: str | None = None
         try:
             self.store: HistoryStore | None = HistoryStore(path, settings.history_max_age_seconds, settings.history_max_bytes)
         except HistoryError as exc:
@@ -44,6 +46,7 @@ class HistorySink:
         if self.store is None:
             if event is not None:
                 self._metrics.count("dropped", "history")
+                self.dropped_rows += 1
             return
         if event is not None:
             self.store.add_event(event, received_at)
@@ -70,6 +73,8 @@ class HistorySink:
                 store.enforce_retention()
         except HistoryError as exc:
             self._metrics.count("dropped", "history", pending)
+            self.dropped_rows += pending
+            self.last_failure = str(exc)
             if self.error != str(exc).split(" (")[0]:
                 log.warning("spark-state-observer: %s", exc)
             self.error = str(exc).split(" (")[0]

@@ -2,7 +2,13 @@
 
 Every failure (locked, read-only, corrupt or full database) becomes a ``HistoryError`` whose message
 says which and what to do; the rows of that flush are counted as dropped, and the rows already
-committed stay where they are.
+committed stay where they are. A locked database is retried a few times with backoff first: another
+writer's transaction (a second job, a ``replay --history``) usually ends within a second.
+
+Retention is relative to the newest data this store has written, not to the clock: ``max_age`` is how
+much of a job's own past is kept. A live job writes data of now, so nothing changes there; a replay of
+event logs older than ``max_age`` keeps its last ``max_age`` of them instead of deleting everything right
+after writing it.
 """
 
 from __future__ import annotations
@@ -11,12 +17,20 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 from typing import Any
 
 from observer.history.schema import SchemaError, migrate
 from observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from observer.model.fields import SNAPSHOT_LAST_UPLOADED
 from observer.model.kinds import CLEAN, EXCEPTION
+
+LOCKED_RETRY_SECONDS = (0.05, 0.2, 0.5)  # pauses between attempts at a locked database (each waits its busy timeout too)
+
+
+def _locked(exc: sqlite3.Error) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
 
 
 class HistoryError(RuntimeError):
@@ -45,7 +59,7 @@ def connect(path: str, readonly: bool = False, timeout: float = 0.5) -> sqlite3.
         if readonly:
             if not os.path.exists(path):
                 raise HistoryError(f"history database {path} does not exist (run the job with the observer attached, or `replay --history`)")
-            uri = f"file:{os.path.abspath(path)}"
+            uri = f"file:{urllib.parse.quote(os.path.abspath(path))}"  # a '?' or '#' in a path is not the URI's
             try:
                 conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
                 conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
@@ -77,6 +91,7 @@ class HistoryStore:
         self._queries: dict[str, tuple] = {}
         self._runs: dict[str, list] = {}
         self.pending = 0
+        self.newest: float | None = None  # the newest time written, which retention counts back from
 
     # --- turning events into rows ---------------------------------------------------------------------
     def add_event(self, event: Event, received_at: float) -> None:
@@ -143,28 +158,41 @@ class HistoryStore:
         rows, queries, runs, n = self._rows, list(self._queries.values()), self._runs, self.pending
         self._rows = {k: [] for k in rows}
         self._queries, self._runs, self.pending = {}, {}, 0
-        try:
-            with self.conn:
-                c = self.conn
-                c.executemany("INSERT INTO queries VALUES (?,?,?,?) ON CONFLICT(query_id) DO UPDATE SET "
-                              "name=COALESCE(excluded.name, name), last_seen=MAX(last_seen, excluded.last_seen)", queries)
-                c.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?) ON CONFLICT(run_id) DO UPDATE SET "
-                              "started=COALESCE(started, excluded.started), last_seen=MAX(COALESCE(last_seen,0), excluded.last_seen), "
-                              "ended=COALESCE(excluded.ended, ended), outcome=COALESCE(excluded.outcome, outcome), "
-                              "exception=COALESCE(excluded.exception, exception)",
-                              [(run_id, *values) for run_id, values in runs.items()])
-                c.executemany("INSERT OR REPLACE INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows["batches"])
-                c.executemany("INSERT OR REPLACE INTO operators VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows["operators"])
-                c.executemany("INSERT OR REPLACE INTO partitions VALUES (?,?,?,?,?,?,?,?)", rows["partitions"])
-                c.executemany("INSERT INTO events (query_id, run_id, ts, kind, attributes) VALUES (?,?,?,?,?)", rows["events"])
-        except sqlite3.Error as exc:
-            raise HistoryError(explain(exc, self.path) + f" ({n} rows dropped)") from None
+        for attempt, pause in enumerate(LOCKED_RETRY_SECONDS + (None,)):
+            try:
+                self._write(rows, queries, runs)
+                break
+            except (sqlite3.Error, ValueError, OverflowError) as exc:  # ValueError: text SQLite cannot encode
+                if pause is None or not isinstance(exc, sqlite3.Error) or not _locked(exc):
+                    raise HistoryError(explain(exc, self.path) + f" ({n} rows dropped"
+                                       + (f" after {attempt + 1} attempts)" if attempt else ")")) from None
+                time.sleep(pause)
+        times = [r[3] for r in rows["batches"]] + [r[2] for r in rows["events"]]
+        if times:
+            self.newest = max(times if self.newest is None else [*times, self.newest])
         return n
 
+    def _write(self, rows: dict[str, list[tuple]], queries: list[tuple], runs: dict[str, list]) -> None:
+        """One transaction: all of a flush's rows, or none of them."""
+        with self.conn:
+            c = self.conn
+            c.executemany("INSERT INTO queries VALUES (?,?,?,?) ON CONFLICT(query_id) DO UPDATE SET "
+                          "name=COALESCE(excluded.name, name), last_seen=MAX(last_seen, excluded.last_seen)", queries)
+            c.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?) ON CONFLICT(run_id) DO UPDATE SET "
+                          "started=COALESCE(started, excluded.started), last_seen=MAX(COALESCE(last_seen,0), excluded.last_seen), "
+                          "ended=COALESCE(excluded.ended, ended), outcome=COALESCE(excluded.outcome, outcome), "
+                          "exception=COALESCE(excluded.exception, exception)",
+                          [(run_id, *values) for run_id, values in runs.items()])
+            c.executemany("INSERT OR REPLACE INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows["batches"])
+            c.executemany("INSERT OR REPLACE INTO operators VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows["operators"])
+            c.executemany("INSERT OR REPLACE INTO partitions VALUES (?,?,?,?,?,?,?,?)", rows["partitions"])
+            c.executemany("INSERT INTO events (query_id, run_id, ts, kind, attributes) VALUES (?,?,?,?,?)", rows["events"])
+
     def enforce_retention(self, now: float | None = None) -> None:
-        """Delete what is older than ``max_age``, then the oldest batches while the file is over ``max_bytes``."""
+        """Delete what is older than ``max_age`` before the newest data written (or ``now``, if earlier),
+        then the oldest batches while the file is over ``max_bytes``."""
         now = time.time() if now is None else now
-        cutoff = now - self.max_age
+        cutoff = (now if self.newest is None else min(now, self.newest)) - self.max_age
         try:
             with self.conn:
                 for table in ("batches", "operators", "partitions", "events"):
