@@ -40,8 +40,10 @@ def clean_text(value: str, limit: int) -> str:
 
 def clean_label(value: str, limit: int) -> str:
     """``clean_text`` for a label value: control characters (NUL, escapes) replaced too; newlines and tabs kept."""
-    text = clean_text(value, limit)
-    return _CONTROL.sub(REPLACEMENT, text) if _CONTROL.search(text) else text
+    text = value[:limit]
+    if text.isascii() and text.isprintable():  # the common case, checked at C speed
+        return text
+    return _CONTROL.sub(REPLACEMENT, _UNENCODABLE.sub(REPLACEMENT, text))
 
 
 def finite(value: Any) -> float | None:

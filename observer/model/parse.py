@@ -166,7 +166,7 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
             continue
         if type(key) is str and ".partition_" not in key and len(key) <= 200:
             if len(custom) < MAX_MAP_ENTRIES:
-                custom[key] = number
+                custom[clean_label(key, 200)] = number
             else:
                 truncated = True
             continue

@@ -75,6 +75,9 @@ def scan(path: str) -> CheckpointReport:
                 problems.append("metadata names no query id")
         except _PROBLEMS as exc:
             problems.append(f"metadata unreadable: {_message(exc)}")
+    for folder in ("offsets", "commits", "state"):
+        if has[folder] and not is_dir(os.path.join(root, folder)):
+            problems.append(f"{folder}: not a folder (a file, a dangling symlink or a loop); ignored")
     offsets = _batch_files(os.path.join(root, "offsets"), problems)
     commits = _batch_files(os.path.join(root, "commits"), problems)
     planned = offsets[-1] if offsets else None
@@ -130,8 +133,11 @@ def _operator(op_path: str, op_id: int, committed: int | None, problems: list[st
             meta = json.loads(_read_log_entry(meta_file)[1])
             raw_name = meta["operatorInfo"][OPERATOR_NAME]
             name = raw_name[:100] if isinstance(raw_name, str) else None
-            infos = [s for s in meta.get("stateStoreInfo", [])[:1000] if isinstance(s, dict)]
+            raw_infos = meta.get("stateStoreInfo", [])[:1000]
+            infos = [s for s in raw_infos if isinstance(s, dict)]
             stores = [s["storeName"][:100] for s in infos if isinstance(s.get("storeName"), str)]
+            if name is None or len(stores) != len(raw_infos):
+                problems.append(f"state/{op_id}/_metadata/metadata: operator name or store names are not strings")
             num_partitions = max((n for s in infos if (n := _long(s.get("numPartitions"))) is not None), default=None)
         except _PROBLEMS as exc:
             problems.append(f"state/{op_id}/_metadata/metadata unreadable: {_message(exc)}")
@@ -143,7 +149,8 @@ def _operator(op_path: str, op_id: int, committed: int | None, problems: list[st
         except UnreadableFile as exc:
             problems.append(str(exc))
             continue
-        store_dirs = [n for n in names if not n.startswith("_") and n != "SSTs" and is_dir(os.path.join(part_path, n))]
+        store_dirs = [n for n in names if not n.startswith("_") and n != "SSTs" and not _STATE_FILE.match(n)
+                      and is_dir(os.path.join(part_path, n))]
         if store_dirs:  # multi-store operators (stream-stream join) keep one folder per store
             for store in sorted(store_dirs):
                 op.partitions.append(_partition(os.path.join(part_path, store), int(part), store, committed, problems))

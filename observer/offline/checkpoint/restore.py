@@ -61,8 +61,11 @@ def _zip_sst_bytes(folder: str, snap: StateFile, problems: list[str]) -> int:
     try:
         text = zip_member(path, "metadata").decode("utf-8", errors="replace")
         meta = json.loads(text.split("\n", 1)[1])
-        sizes = [f.get("sizeBytes", 0) for f in meta.get("sstFiles", []) if isinstance(f, dict)]
-        return sum(n for n in sizes if type(n) is int and 0 <= n < 2**63)
+        listed = meta.get("sstFiles", [])
+        sizes = [n for f in listed if isinstance(f, dict) and type(n := f.get("sizeBytes", 0)) is int and 0 <= n < 2**63]
+        if len(sizes) != len(listed):
+            problems.append(f"{path}: {len(listed) - len(sizes)} SST file entries without a size; the snapshot's bytes are a lower bound")
+        return sum(sizes)
     except UnreadableFile as exc:
         problems.append(f"snapshot unreadable: {exc}")
     except (ValueError, IndexError, AttributeError, TypeError, RecursionError) as exc:
