@@ -172,7 +172,7 @@ class HistoryStore:
             self.newest = max(times if self.newest is None else [*times, self.newest])
         return n
 
-    def _write(self, rows: dict[str, list[tuple]], queries: list[tuple], runs: dict[str, list]) -> None:
+    def _write(self, rows: dict[str, list[tuple[Any, ...]]], queries: list[tuple[Any, ...]], runs: dict[str, list[Any]]) -> None:
         """One transaction: all of a flush's rows, or none of them."""
         with self.conn:
             c = self.conn

@@ -177,8 +177,8 @@ class QueryTracker:
         if evicted:
             gone = set(evicted)
             for series in (record.counters, record.signal_gauges):
-                for key in [k for k in series if any(pair in gone for pair in k[1])]:
-                    del series[key]
+                for stale in [k for k in series if any(pair in gone for pair in k[1])]:
+                    del series[stale]
         self.label_values_dropped += budget.dropped - before
 
     def _admit(self, query_id: str) -> QueryRecord:
@@ -233,6 +233,7 @@ def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
         record.add(catalog.BATCH_SECONDS, (), p.batch_duration_ms * catalog.BATCH_SECONDS.scale)
     record.add(catalog.INPUT_ROWS, (), p.input_rows)
     allows = record.labels.allows
+    labels: Labels
     for phase, ms in p.duration_ms.items():
         labels = ((PHASE, phase),)
         if allows(labels):
