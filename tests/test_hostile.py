@@ -21,6 +21,7 @@ import random
 import shutil
 import socket
 import sqlite3
+import stat
 import struct
 import subprocess
 import sys
@@ -536,45 +537,53 @@ def encrypted_zip() -> bytes:
     return bytes(data)
 
 
+def put(path: Path, data: bytes | str) -> None:
+    """``write``, replacing whatever is there first: an earlier mutation may have left a FIFO (which
+    opening for writing would wait on), a directory or a link."""
+    if path.is_symlink() or (path.exists() and not path.is_file()) or (os.path.lexists(path) and stat.S_ISFIFO(os.lstat(path).st_mode)):
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    write(path, data)
+
+
 # each mutation: (name, function of the checkpoint root); every one must become a problem line or be ignored
 CHECKPOINT_MUTATIONS: list[tuple[str, Callable[[Path], None]]] = [
-    ("metadata not json", lambda ck: write(ck / "metadata", b"\xff\xfe{{{")),
-    ("metadata a list", lambda ck: write(ck / "metadata", "[1,2]")),
-    ("metadata deep", lambda ck: write(ck / "metadata", deep(100_000))),
+    ("metadata not json", lambda ck: put(ck / "metadata", b"\xff\xfe{{{")),
+    ("metadata a list", lambda ck: put(ck / "metadata", "[1,2]")),
+    ("metadata deep", lambda ck: put(ck / "metadata", deep(100_000))),
     ("metadata a directory", lambda ck: ((ck / "metadata").unlink(), (ck / "metadata").mkdir())),
     ("metadata a fifo", lambda ck: ((ck / "metadata").unlink(), os.mkfifo(ck / "metadata"))),
     ("metadata dangling", lambda ck: ((ck / "metadata").unlink(), os.symlink(ck / "nowhere", ck / "metadata"))),
     ("metadata loop", lambda ck: ((ck / "metadata").unlink(), os.symlink(ck / "metadata", ck / "metadata"))),
-    ("metadata huge", lambda ck: write(ck / "metadata", b"{" + b" " * (5 * MiB) + b"}")),
-    ("offsets garbage", lambda ck: write(ck / "offsets" / "4", b"v1\n\xff\x00[")),
-    ("offsets types", lambda ck: write(ck / "offsets" / "4", 'v1\n{"batchWatermarkMs":"x","conf":{"spark.sql.shuffle.partitions":"two",'
+    ("metadata huge", lambda ck: put(ck / "metadata", b"{" + b" " * (5 * MiB) + b"}")),
+    ("offsets garbage", lambda ck: put(ck / "offsets" / "4", b"v1\n\xff\x00[")),
+    ("offsets types", lambda ck: put(ck / "offsets" / "4", 'v1\n{"batchWatermarkMs":"x","conf":{"spark.sql.shuffle.partitions":"two",'
                                                              '"spark.sql.streaming.stateStore.providerClass":5}}\n')),
-    ("offsets conf list", lambda ck: write(ck / "offsets" / "4", 'v1\n{"conf":[1]}\n')),
-    ("offsets one line", lambda ck: write(ck / "offsets" / "4", "v1")),
+    ("offsets conf list", lambda ck: put(ck / "offsets" / "4", 'v1\n{"conf":[1]}\n')),
+    ("offsets one line", lambda ck: put(ck / "offsets" / "4", "v1")),
     ("offsets entry a directory", lambda ck: ((ck / "offsets" / "4").unlink(), (ck / "offsets" / "4").mkdir())),
     ("offsets entry a fifo", lambda ck: ((ck / "offsets" / "4").unlink(), os.mkfifo(ck / "offsets" / "4"))),
-    ("offsets a file", lambda ck: (shutil.rmtree(ck / "offsets"), write(ck / "offsets", "x"))),
-    ("commit 1e12", lambda ck: write(ck / "commits" / "1000000000000", "v1\n{}")),
-    ("commit 10^30", lambda ck: write(ck / "commits" / ("9" * 30), "v1\n{}")),
-    ("unicode digits", lambda ck: write(ck / "commits" / "\u00b2", "v1\n{}")),
-    ("operator metadata garbage", lambda ck: write(ck / "state" / "0" / "_metadata" / "metadata", "v1\n{\"operatorInfo\": 5}")),
-    ("operator metadata types", lambda ck: write(ck / "state" / "0" / "_metadata" / "metadata",
+    ("offsets a file", lambda ck: (shutil.rmtree(ck / "offsets"), put(ck / "offsets", "x"))),
+    ("commit 1e12", lambda ck: put(ck / "commits" / "1000000000000", "v1\n{}")),
+    ("commit 10^30", lambda ck: put(ck / "commits" / ("9" * 30), "v1\n{}")),
+    ("unicode digits", lambda ck: put(ck / "commits" / "\u00b2", "v1\n{}")),
+    ("operator metadata garbage", lambda ck: put(ck / "state" / "0" / "_metadata" / "metadata", "v1\n{\"operatorInfo\": 5}")),
+    ("operator metadata types", lambda ck: put(ck / "state" / "0" / "_metadata" / "metadata",
                                                  'v1\n{"operatorInfo":{"operatorName":[1]},"stateStoreInfo":[5,{"storeName":7,"numPartitions":"x"}]}')),
-    ("operator a file", lambda ck: (shutil.rmtree(ck / "state" / "0"), write(ck / "state" / "0", "x"))),
-    ("partition a file", lambda ck: (shutil.rmtree(ck / "state" / "0" / "0"), write(ck / "state" / "0" / "0", "x"))),
+    ("operator a file", lambda ck: (shutil.rmtree(ck / "state" / "0"), put(ck / "state" / "0", "x"))),
+    ("partition a file", lambda ck: (shutil.rmtree(ck / "state" / "0" / "0"), put(ck / "state" / "0" / "0", "x"))),
     ("state file a directory", lambda ck: ((ck / "state" / "0" / "0" / "3.changelog").unlink(), (ck / "state" / "0" / "0" / "3.changelog").mkdir())),
     ("state file dangling", lambda ck: ((ck / "state" / "0" / "0" / "3.changelog").unlink(),
                                         os.symlink(ck / "gone", ck / "state" / "0" / "0" / "3.changelog"))),
     ("state file a fifo", lambda ck: os.mkfifo(ck / "state" / "0" / "0" / "9.changelog")),
-    ("zip corrupt", lambda ck: write(ck / "state" / "0" / "0" / "2.zip", b"PK\x03\x04garbage" * 100)),
-    ("zip truncated", lambda ck: write(ck / "state" / "0" / "0" / "2.zip", rocksdb_zip([1, 2])[:-30])),
-    ("zip encrypted", lambda ck: write(ck / "state" / "0" / "0" / "2.zip", encrypted_zip())),
-    ("zip without metadata", lambda ck: write(ck / "state" / "0" / "0" / "2.zip", zipfile_with({"OPTIONS": b"x"}))),
-    ("zip metadata types", lambda ck: write(ck / "state" / "0" / "0" / "2.zip", zipfile_with({"metadata": b'v1\n{"sstFiles":[5,{"sizeBytes":"x"}]}'}))),
+    ("zip corrupt", lambda ck: put(ck / "state" / "0" / "0" / "2.zip", b"PK\x03\x04garbage" * 100)),
+    ("zip truncated", lambda ck: put(ck / "state" / "0" / "0" / "2.zip", rocksdb_zip([1, 2])[:-30])),
+    ("zip encrypted", lambda ck: put(ck / "state" / "0" / "0" / "2.zip", encrypted_zip())),
+    ("zip without metadata", lambda ck: put(ck / "state" / "0" / "0" / "2.zip", zipfile_with({"OPTIONS": b"x"}))),
+    ("zip metadata types", lambda ck: put(ck / "state" / "0" / "0" / "2.zip", zipfile_with({"metadata": b'v1\n{"sstFiles":[5,{"sizeBytes":"x"}]}'}))),
     ("zip a fifo", lambda ck: ((ck / "state" / "0" / "0" / "2.zip").unlink(), os.mkfifo(ck / "state" / "0" / "0" / "2.zip"))),
     ("zip bomb", lambda ck: zip_bomb(ck / "state" / "0" / "0" / "2.zip", 64 * MiB)),
     ("zip bomb lying", lambda ck: zip_bomb(ck / "state" / "0" / "0" / "2.zip", 64 * MiB, lie=True)),
-    ("SSTs a file", lambda ck: write(ck / "state" / "0" / "0" / "SSTs", "x")),
+    ("SSTs a file", lambda ck: put(ck / "state" / "0" / "0" / "SSTs", "x")),
     ("SSTs dangling", lambda ck: ((ck / "state" / "0" / "0" / "SSTs").mkdir(), os.symlink(ck / "x", ck / "state" / "0" / "0" / "SSTs" / "a.sst"))),
     ("store loop", lambda ck: os.symlink(ck / "state" / "0" / "0", ck / "state" / "0" / "0" / "loop")),
     ("undecodable name", lambda ck: open(os.path.join(bytes(ck), b"state/0/0/\xff.tmp"), "wb").close()),
