@@ -571,7 +571,8 @@ CHECKPOINT_MUTATIONS: list[tuple[str, Callable[[Path], None]]] = [
                                                  'v1\n{"operatorInfo":{"operatorName":[1]},"stateStoreInfo":[5,{"storeName":7,"numPartitions":"x"}]}')),
     ("operator a file", lambda ck: (shutil.rmtree(ck / "state" / "0"), put(ck / "state" / "0", "x"))),
     ("partition a file", lambda ck: (shutil.rmtree(ck / "state" / "0" / "0"), put(ck / "state" / "0" / "0", "x"))),
-    ("state file a directory", lambda ck: ((ck / "state" / "0" / "0" / "3.changelog").unlink(), (ck / "state" / "0" / "0" / "3.changelog").mkdir())),
+    ("state file a directory", lambda ck: ((ck / "state" / "0" / "0" / "3.changelog").unlink(),
+                                           (ck / "state" / "0" / "0" / "3.changelog").mkdir())),
     ("state file dangling", lambda ck: ((ck / "state" / "0" / "0" / "3.changelog").unlink(),
                                         os.symlink(ck / "gone", ck / "state" / "0" / "0" / "3.changelog"))),
     ("state file a fifo", lambda ck: os.mkfifo(ck / "state" / "0" / "0" / "9.changelog")),
@@ -579,12 +580,14 @@ CHECKPOINT_MUTATIONS: list[tuple[str, Callable[[Path], None]]] = [
     ("zip truncated", lambda ck: put(ck / "state" / "0" / "0" / "2.zip", rocksdb_zip([1, 2])[:-30])),
     ("zip encrypted", lambda ck: put(ck / "state" / "0" / "0" / "2.zip", encrypted_zip())),
     ("zip without metadata", lambda ck: put(ck / "state" / "0" / "0" / "2.zip", zipfile_with({"OPTIONS": b"x"}))),
-    ("zip metadata types", lambda ck: put(ck / "state" / "0" / "0" / "2.zip", zipfile_with({"metadata": b'v1\n{"sstFiles":[5,{"sizeBytes":"x"}]}'}))),
+    ("zip metadata types", lambda ck: put(ck / "state" / "0" / "0" / "2.zip",
+                                          zipfile_with({"metadata": b'v1\n{"sstFiles":[5,{"sizeBytes":"x"}]}'}))),
     ("zip a fifo", lambda ck: ((ck / "state" / "0" / "0" / "2.zip").unlink(), os.mkfifo(ck / "state" / "0" / "0" / "2.zip"))),
     ("zip bomb", lambda ck: zip_bomb(ck / "state" / "0" / "0" / "2.zip", 64 * MiB)),
     ("zip bomb lying", lambda ck: zip_bomb(ck / "state" / "0" / "0" / "2.zip", 64 * MiB, lie=True)),
     ("SSTs a file", lambda ck: put(ck / "state" / "0" / "0" / "SSTs", "x")),
-    ("SSTs dangling", lambda ck: ((ck / "state" / "0" / "0" / "SSTs").mkdir(), os.symlink(ck / "x", ck / "state" / "0" / "0" / "SSTs" / "a.sst"))),
+    ("SSTs dangling", lambda ck: ((ck / "state" / "0" / "0" / "SSTs").mkdir(),
+                                  os.symlink(ck / "x", ck / "state" / "0" / "0" / "SSTs" / "a.sst"))),
     ("store loop", lambda ck: os.symlink(ck / "state" / "0" / "0", ck / "state" / "0" / "0" / "loop")),
     ("undecodable name", lambda ck: open(os.path.join(bytes(ck), b"state/0/0/\xff.tmp"), "wb").close()),
 ]
@@ -732,8 +735,10 @@ def hostile_requests(n: int, seed: int) -> Iterator[bytes]:
     headers = [b"Accept-Encoding: \xff\xfe", b"Accept-Encoding: gzip;q=\xff", b"Accept: " + b"x" * 60_000, b"X-\xff: \x00",
                b"Host: \xed\xa0\x80", b"Accept-Encoding: " + b"gzip," * 10_000, b"Content-Length: -1", b"Transfer-Encoding: chunked"]
     for _ in range(n):
-        path = rng.choice(paths) if rng.random() < 0.6 else b"/" + bytes(rng.choice(b"abc%/?&=[]\xff\x80\x00") for _ in range(rng.randint(1, 200)))
-        chosen = rng.sample(headers, rng.randint(0, 3)) + [b"X-%d: %s" % (i, b"v" * rng.randint(0, 50)) for i in range(rng.choice([0, 5, 150]))]
+        path = rng.choice(paths) if rng.random() < 0.6 \
+            else b"/" + bytes(rng.choice(b"abc%/?&=[]\xff\x80\x00") for _ in range(rng.randint(1, 200)))
+        chosen = rng.sample(headers, rng.randint(0, 3)) \
+            + [b"X-%d: %s" % (i, b"v" * rng.randint(0, 50)) for i in range(rng.choice([0, 5, 150]))]
         yield b"GET " + path.replace(b" ", b"").replace(b"\r", b"").replace(b"\n", b"") + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n" \
             + b"".join(h + b"\r\n" for h in chosen) + b"Connection: close\r\n\r\n"
 
@@ -764,8 +769,10 @@ def test_hostile_gets_never_get_a_server_error(capfd: pytest.CaptureFixture[str]
 
 # --- the corpus of 10,000+ cases and the memory figures -------------------------------------------------------
 
-HOSTILE_VALUE_STRATEGY = st.sampled_from(HOSTILE_VALUES) | st.integers(-(10**500), 10**500) | st.floats() | st.text(max_size=30) \
-    | st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=8)
+JSON_VALUE = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                          lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=8)
+HOSTILE_VALUE_STRATEGY = (st.sampled_from(HOSTILE_VALUES) | st.integers(-(10**500), 10**500) | st.floats() | st.text(max_size=30)
+                          | JSON_VALUE)
 
 
 @st.composite
@@ -977,7 +984,8 @@ def measure(root: Path, full: bool) -> list[tuple[str, str, dict[str, Any]]]:
     bound = 4 * LINE_LIMIT + 100 * MiB
     print(f"\npeak RSS per input class (line limit {LINE_LIMIT // MiB} MiB, bound 4x + 100 MiB = {bound // MiB} MiB):")
     for name, kind, f in figures:
-        print(f"  {name:45s} {kind:8s} peak {f['peak'] / MiB:7.1f} MiB (interpreter and imports {f['baseline'] / MiB:5.1f} MiB) -> {f['outcome']}")
+        print(f"  {name:45s} {kind:8s} peak {f['peak'] / MiB:7.1f} MiB "
+              f"(interpreter and imports {f['baseline'] / MiB:5.1f} MiB) -> {f['outcome']}")
     for name, _, f in figures:
         assert f["peak"] < bound, (name, f)
     return figures
