@@ -134,8 +134,8 @@ class Observer:
     # --- worker ---------------------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._drain_once(TICK_SECONDS)
-        self._drain_once(0)
+            self._guarded("worker", lambda: self._drain_once(TICK_SECONDS))  # the worker outlives any bug
+        self._guarded("worker", lambda: self._drain_once(0))
 
     def _drain_once(self, timeout: float) -> None:
         items = self.queue.drain(timeout)
@@ -177,14 +177,15 @@ class Observer:
             return
         try:
             event = parse_event(item.kind, item.payload)
-        except MalformedEvent as exc:
+        except Exception as exc:  # MalformedEvent, or input the parser did not foresee: this event only
             metrics.count("dropped", "malformed")
-            self._log_once("malformed", "spark-state-observer: dropped a malformed %s event: %s", item.kind, exc)
+            reason = "malformed" if isinstance(exc, MalformedEvent) else f"malformed:{type(exc).__name__}"
+            self._log_once(reason, "spark-state-observer: dropped a malformed %s event: %s", item.kind, _short(exc))
             return
         problems = getattr(event, "problems", ())
         if problems:
             metrics.incr("problems", len(problems))
-        evicted_before = self.tracker.evicted
+        evicted_before, labels_before = self.tracker.evicted, self.tracker.label_values_dropped
         try:
             record = self.tracker.apply(event)
             executors = None
@@ -197,6 +198,10 @@ class Observer:
             self._log_once(f"failed:{type(exc).__name__}", "spark-state-observer: failed to process a %s event: %r", item.kind, exc)
         if self.tracker.evicted != evicted_before:
             metrics.count("dropped", "too_many_queries", self.tracker.evicted - evicted_before)
+        if self.tracker.label_values_dropped != labels_before:  # beyond a query's label budget (observer.metrics.labels)
+            metrics.incr("problems", self.tracker.label_values_dropped - labels_before)
+            self._log_once("labels", "spark-state-observer: query %s has more distinct phases, sources, operators or metric keys "
+                           "than the observer keeps per query; the least recently used are dropped", event.query_id)
         with metrics.lock:
             metrics.processing.observe(time.perf_counter() - started)
 
@@ -228,3 +233,8 @@ class Observer:
         if key not in self._error_logged and len(self._error_logged) < 100:
             self._error_logged.add(key)
             log.warning(message, *args)
+
+
+def _short(exc: BaseException) -> str:
+    """An exception as one bounded, printable line (its text may quote the hostile input)."""
+    return repr(exc)[:300].encode("utf-8", "backslashreplace").decode("utf-8")

@@ -138,6 +138,9 @@ def _replay(args: argparse.Namespace) -> int:
         for event in result.observer.signals.recent:
             if event.kind not in (QUERY_STARTED, QUERY_IDLE):
                 print(f"  signal: {event.describe()}")
+    if result.history_rows_dropped:
+        print(f"spark-state-observer: the history is incomplete: {result.history_rows_dropped} rows were not written", file=sys.stderr)
+        return 3
     return 1 if result.events == 0 and result.errors else 0
 
 
@@ -173,7 +176,7 @@ def _ui(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from observer.history.store import HistoryError
     from observer.offline.checkpoint import inspect_checkpoint
-    from observer.offline.checkpoint.render import render_text
+    from observer.offline.checkpoint.render import printable, render_text
     from observer.offline.checkpoint.report import CheckpointError
     from observer.offline.checkpoint.restore import rates_from_history
 
@@ -184,7 +187,11 @@ def _inspect(args: argparse.Namespace) -> int:
             if rates:
                 report = inspect_checkpoint(args.checkpoint, rates)
     except (CheckpointError, HistoryError) as exc:
-        print(f"spark-state-observer: {exc}", file=sys.stderr)
+        print(f"spark-state-observer: {printable(str(exc))}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the scan reports what it cannot read as problems; this is its own bug, said in one line
+        print(f"spark-state-observer: cannot inspect {printable(args.checkpoint)}: {type(exc).__name__}: {printable(str(exc))}",
+              file=sys.stderr)
         return 2
     print(report.to_json() if args.json else render_text(report))
     return 0

@@ -50,6 +50,8 @@ class HistorySink:
         self.writer: BackgroundWriter | None = None
         self.close_timeout = CLOSE_TIMEOUT_SECONDS
         self.store: HistoryStore | None = None
+        self.dropped_rows = 0  # rows (or, with the store off, events) never written: replay reports them
+        self.last_failure: str | None = None
         try:
             retention = RetentionPolicy.parse(settings.history_max_age_seconds, settings.history_retention)
             backend = open_backend(path)
@@ -57,17 +59,24 @@ class HistorySink:
                                       retention=retention, backend=backend)
             if backend.kind != "sqlite":
                 self.writer = BackgroundWriter(backend, settings.history_buffer_rows,
-                                               on_dropped=lambda n: self._metrics.count("dropped", "history", n),
+                                               on_dropped=self._writer_dropped,
                                                on_failure=lambda: self._metrics.count("export_failures", "history"),
                                                retention=retention, max_bytes=settings.history_max_bytes)
         except (HistoryError, RetentionError) as exc:
             self.store, self.error = None, str(exc)
             log.warning("spark-state-observer: %s; history is off for this run", exc)
 
+    def _writer_dropped(self, events: int) -> None:
+        """The background writer gave up on ``events`` (buffer full, or the database away at shutdown)."""
+        self._metrics.count("dropped", "history", events)
+        self.dropped_rows += events
+        self.last_failure = "the PostgreSQL history was unreachable longer than its buffer holds"
+
     def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
         if self.store is None:
             if event is not None:
                 self._metrics.count("dropped", "history")
+                self.dropped_rows += 1
             return
         if event is not None:
             self.store.add_event(event, received_at)
@@ -97,6 +106,8 @@ class HistorySink:
                 store.enforce_retention()
         except HistoryError as exc:
             self._metrics.count("dropped", "history", events)
+            self.dropped_rows += events
+            self.last_failure = str(exc)
             if self.error != str(exc).split(" (")[0]:
                 log.warning("spark-state-observer: %s", exc)
             self.error = str(exc).split(" (")[0]
