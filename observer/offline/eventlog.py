@@ -16,7 +16,7 @@ import re
 import struct
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 from observer.model import kinds
 from observer.model.parse import parse_timestamp
@@ -90,8 +90,11 @@ def open_decompressed(path: str) -> io.RawIOBase | IO[bytes]:
     return _GeneratorReader(_snappy_chunks(raw, path), raw)
 
 
-def read_records(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[Record | EventLogError]:
+def read_records(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                 tap: Callable[[bytes], None] | None = None) -> Iterator[Record | EventLogError]:
     """Yield the replayable records of every file in order; problems come as ``EventLogError`` items.
+
+    ``tap`` sees every line before its record is yielded (placement reads the task events this skips).
 
     A bad line is reported and skipped; a file that cannot be decompressed further is reported and the
     next file is read. Nothing read before a problem is lost.
@@ -107,6 +110,8 @@ def read_records(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES)
             before: deque[bytes] = deque(maxlen=_LINES_FOR_TIME)  # the lines just read, kept by reference only
             try:
                 for line_no, line in _lines(stream, max_line_bytes, path):
+                    if tap is not None:
+                        tap(line)
                     item = _record(line, f"{path}:{line_no}")
                     if item is not None:
                         if isinstance(item, Record) and item.kind == kinds.TERMINATED and item.timestamp is None:

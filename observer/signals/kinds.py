@@ -26,11 +26,12 @@ STATE_UNBOUNDED = "state_unbounded"
 STATE_BOUNDED = "state_bounded"
 FALLING_BEHIND = "falling_behind"
 CAUGHT_UP = "caught_up"
+PARTITION_MIGRATED = "partition_migrated"  # state partitions ran elsewhere than last batch (observer.signals.placement)
 
 SIGNAL_KINDS = (
     QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE, CRASH_LOOP, STALLED, STALL_RECOVERED,
     RESTORE, STORE_RELOAD, EXECUTOR_ADDED, EXECUTOR_REMOVED, PARTITIONS_CHANGED,
-    STATE_UNBOUNDED, STATE_BOUNDED, FALLING_BEHIND, CAUGHT_UP,
+    STATE_UNBOUNDED, STATE_BOUNDED, FALLING_BEHIND, CAUGHT_UP, PARTITION_MIGRATED,
 )
 ALL = "*"
 """Subscribe to every kind."""
@@ -39,7 +40,7 @@ LIFECYCLE_KINDS = (QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE,
 """The kinds that change a query's health (running, idle, stalled, failed, stopped)."""
 
 WARNING_KINDS = frozenset({QUERY_RESTARTED, CRASH_LOOP, STALLED, STORE_RELOAD, EXECUTOR_REMOVED, STATE_UNBOUNDED,
-                           FALLING_BEHIND, PARTITIONS_CHANGED})
+                           FALLING_BEHIND, PARTITIONS_CHANGED, PARTITION_MIGRATED})
 """Kinds worth a warning; a termination with an exception is an error, every other kind informational."""
 
 

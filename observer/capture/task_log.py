@@ -1,0 +1,100 @@
+"""Placement from event logs (``replay``, ``backtest``, ``watch``): task events in, closed batches out.
+
+The live path asks the driver's REST API once per progress event (``observer.capture.task_poll``). A
+recorded or watched event log has every task already, in the order Spark wrote them: this source is fed
+each raw event (a parsed event-log JSON object) *before* the pipeline processes the progress event that
+follows it, and hands the batches that event closed to ``observer.signals.placement_feed`` at that
+progress event. Both paths meet in the same ``PlacementFeed``, so replay shows what live shows (and more:
+only event logs carry per-partition load times, rows and memory).
+
+Who calls ``feed``:
+
+- replay: ``observer.offline.replay`` taps every line of the log (``read_records(..., tap=...)``) and
+  passes the task-level lines through ``feed_line``;
+- watch: for every ``RawEvent`` of an application, in order, ``feed(raw.data)`` before the progress
+  event's ``CapturedEvent`` goes to ``Observer.process`` (``observer.capture.eventlog_watch`` delivers the
+  needed types: ``PLACEMENT_EVENTS``).
+
+Memory is bounded: the reader's own bounds, and at most ``max_pending`` closed items waiting.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from observer.model.events import QueryProgress
+from observer.model.tasks import PROGRESS, SQL_ADAPTIVE, SQL_START, BatchTasks, ExecutorChange, TaskEventReader
+
+# the event types the reader uses, as the first bytes of an event-log line (Spark writes "Event" first)
+TASK_EVENT_TYPES = ("SparkListenerTaskEnd", "SparkListenerJobStart", "SparkListenerExecutorAdded", "SparkListenerExecutorRemoved",
+                    SQL_START, SQL_ADAPTIVE, PROGRESS)
+LINE_PREFIXES = tuple(b'{"Event":"' + name.encode() + b'"' for name in TASK_EVENT_TYPES)
+MAX_PENDING = 4096
+
+if TYPE_CHECKING:
+    from observer.runtime import Observer
+
+
+class EventLogSource:
+    """A ``PlacementSource`` fed with an event log's task-level events, in the log's order; thread-confined."""
+
+    name = "eventlog"
+
+    def __init__(self, max_pending: int = MAX_PENDING) -> None:
+        self.reader = TaskEventReader()
+        self._pending: deque[BatchTasks | ExecutorChange] = deque(maxlen=max_pending)
+        self.bad_lines = 0
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        """One parsed event-log object (any type: the reader keeps what it needs); never raises."""
+        self._pending.extend(self.reader.feed(event))
+
+    def feed_line(self, line: bytes) -> None:
+        """One raw event-log line: parsed only when it is of a type placement uses (most lines are not)."""
+        if not line.startswith(LINE_PREFIXES):
+            return
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            self.bad_lines += 1  # the replay reports the line itself; here it only goes uncounted for placement
+            return
+        if isinstance(obj, dict):
+            self.feed(obj)
+
+    def take(self, progress: QueryProgress) -> list[BatchTasks | ExecutorChange]:
+        """Everything closed so far (this progress event's batch included, since it was fed first), in order."""
+        out = list(self._pending)
+        self._pending.clear()
+        return out
+
+    def executors(self) -> list[ExecutorChange]:
+        """Executor changes come in order through ``take``: nothing more to ask."""
+        return []
+
+    def problems(self) -> dict[str, int]:
+        """What the reader could not use, by kind (plus unparsable task lines)."""
+        out = dict(self.reader.problems)
+        if self.bad_lines:
+            out["bad_json"] = self.bad_lines
+        return out
+
+    def close(self) -> None:
+        """Batches still open at the end had no progress event: they never completed, and are dropped."""
+        self._pending.clear()
+
+
+def follow_event_log(observer: Observer) -> EventLogSource:
+    """Give ``observer`` placement from an event log it is fed from (``watch``; replay does this itself).
+
+    The caller then hands the returned source every raw event of the application, in the log's order,
+    with ``feed(raw.data)`` (``RawEvent.data`` of ``observer.capture.eventlog_watch``), and processes the
+    streaming events as usual, each progress event *after* it was fed: its batch's migrations come out as
+    ``partition_migrated`` signals and placement metrics of that progress event, exactly as in replay.
+    One source per application (task and stage ids are per application).
+    """
+    source = EventLogSource()
+    observer.set_placement(source)
+    return source
