@@ -65,10 +65,18 @@ class EventLogSource:
             self.feed(obj)
 
     def take(self, progress: QueryProgress) -> list[BatchTasks | ExecutorChange]:
-        """Everything closed so far (this progress event's batch included, since it was fed first), in order."""
-        out = list(self._pending)
-        self._pending.clear()
-        return out
+        """What was closed up to this progress event's own batch, in order; nothing when that batch is not closed yet.
+
+        Fed in step with the pipeline (replay, watch), the batch was closed by this very progress event and
+        everything pending goes. A source fed ahead of the pipeline (a whole log at once) still hands each
+        progress event only its own batch and what came before it, so the metrics move batch by batch.
+        """
+        key = (progress.query_id, progress.batch_id)
+        for i in range(len(self._pending) - 1, -1, -1):
+            item = self._pending[i]
+            if isinstance(item, BatchTasks) and (item.query_id, item.batch_id) == key:
+                return [self._pending.popleft() for _ in range(i + 1)]
+        return []
 
     def executors(self) -> list[ExecutorChange]:
         """Executor changes come in order through ``take``: nothing more to ask."""

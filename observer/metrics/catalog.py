@@ -260,6 +260,7 @@ def _p(name: str, kind: str, unit: str, help: str, scope: str = "operator", labe
 
 
 PARTITION_MIGRATIONS = _p("spark_state_partition_migrations", COUNTER, "", "State partitions that ran on another executor than in their previous batch (label cause: executor_removed, executor_added, locality_fallback, unknown).", labels=("cause",))
+PARTITION_MIGRATION_BATCHES = _p("spark_state_partition_migration_batches", COUNTER, "", "Batches in which at least one of the operator's state partitions migrated (one partition_migrated signal each); a few per window means state keeps moving.")
 PARTITION_PLACEMENTS = _p("spark_state_partition_placements", COUNTER, "", "State partitions compared with their previous batch (the denominator of stickiness: 1 - rate(migrations)/rate(placements)).")
 PARTITION_MIGRATION_LOAD = _p("spark_state_partition_migration_load_seconds", COUNTER, "seconds", "Store load time of migrated partitions (RocksDB 4.1+ per-task metric, from event logs; live polling carries no per-task SQL metrics; an aggregation's second, cheap load is what its tasks report).", since="4.1")
 PARTITION_MIGRATION_FILES = _p("spark_state_partition_migration_changelog_files", COUNTER, "files", "Changelog files replayed by migrated partitions (RocksDB 4.1+, from event logs).", since="4.1")
@@ -271,7 +272,7 @@ EXECUTOR_STATE_MEMORY = _p("spark_state_executor_memory_used_bytes", GAUGE, "byt
 EXECUTOR_STATE_PARTITIONS = _p("spark_state_executor_partitions", GAUGE, "", "State partitions per executor over the query's operators, latest batch (label executor, top-K executors).", "query", ("executor",))
 PARTITION_MIGRATION_LAST_LOAD = _p("spark_state_partition_migration_last_load_seconds", GAUGE, "seconds", "Load time of the latest migration of the operator's top-K costliest migrated partitions (label partition; event logs only).", labels=("partition",), since="4.1")
 PLACEMENT_METRICS: tuple[MetricSpec, ...] = (
-    PARTITION_MIGRATIONS, PARTITION_PLACEMENTS, PARTITION_MIGRATION_LOAD, PARTITION_MIGRATION_FILES, PARTITION_STICKINESS,
+    PARTITION_MIGRATIONS, PARTITION_MIGRATION_BATCHES, PARTITION_PLACEMENTS, PARTITION_MIGRATION_LOAD, PARTITION_MIGRATION_FILES, PARTITION_STICKINESS,
     PARTITION_ROWS_SKEW, PARTITION_MEMORY_SKEW, PARTITION_ROWS_MAX, EXECUTOR_STATE_MEMORY, EXECUTOR_STATE_PARTITIONS,
     PARTITION_MIGRATION_LAST_LOAD,
 )

@@ -44,6 +44,7 @@ MAX_FACTS = 1000
 
 # the metrics live in the catalog (one source of names); the short names are this module's vocabulary
 MIGRATIONS = catalog.PARTITION_MIGRATIONS
+MIGRATION_BATCHES = catalog.PARTITION_MIGRATION_BATCHES
 PLACEMENTS = catalog.PARTITION_PLACEMENTS
 MIGRATION_LOAD = catalog.PARTITION_MIGRATION_LOAD
 MIGRATION_FILES = catalog.PARTITION_MIGRATION_FILES
@@ -105,6 +106,7 @@ class _OperatorState:
     run_id: str | None = None
     migrations: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0))
     placements: int = 0
+    moved_batches: int = 0  # batches with at least one migration
     load_seconds: float = 0.0
     changelog_files: int = 0
     latest: OperatorBatch | None = None
@@ -188,6 +190,7 @@ class PlacementTracker:
             state.latest = result
             out.append(result)
             if migrations:
+                state.moved_batches += 1
                 fact = self._fact(batch, result)
                 self.facts.append(fact)
                 self._untaken.append(fact)
@@ -247,6 +250,7 @@ class PlacementTracker:
             for cause, n in state.migrations.items():
                 yield MIGRATIONS, {**labels, "cause": cause}, float(n)
             yield PLACEMENTS, labels, float(state.placements)
+            yield MIGRATION_BATCHES, labels, float(state.moved_batches)
             yield MIGRATION_LOAD, labels, state.load_seconds
             yield MIGRATION_FILES, labels, float(state.changelog_files)
             latest = state.latest
