@@ -105,6 +105,8 @@ class Observer:
     def add_sink(self, sink: Sink) -> None:
         """Hand every event and the signals it caused to ``sink`` too (history, OpenTelemetry); see ``observer.sinks``."""
         self._sinks.append(sink)
+        if self.placement is not None:
+            _follow(sink, self.placement)
 
     def set_placement(self, source: PlacementSource) -> PlacementFeed:
         """Follow where state partitions run, from ``source`` (live REST polling, or an event log's task events).
@@ -113,6 +115,8 @@ class Observer:
         ``partition_migrated`` signals and their figures placement metrics, delivered with that event.
         """
         self.placement = PlacementFeed(source, top_k=self.settings.partition_top_k)
+        for sink in self._sinks:
+            _follow(sink, self.placement)
         return self.placement
 
     def on(self, kind: str, callback: Callable[[SignalEvent], Any]) -> None:
@@ -247,3 +251,10 @@ class Observer:
         if key not in self._error_logged and len(self._error_logged) < 100:
             self._error_logged.add(key)
             log.warning(message, *args)
+
+
+def _follow(sink: Sink, feed: PlacementFeed) -> None:
+    """Sinks that keep per-partition placement (the history) read it from the feed at each progress event."""
+    follow = getattr(sink, "follow_placement", None)
+    if follow is not None:
+        follow(feed)

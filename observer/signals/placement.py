@@ -92,6 +92,7 @@ class OperatorBatch:
     rows_max: int | None
     executor_memory: dict[str, float]
     executor_partitions: dict[str, int]
+    runs: tuple[PartitionRun, ...] = ()  # the partition runs themselves (sizes, load times), for the history
 
     @property
     def stickiness(self) -> float | None:
@@ -289,7 +290,7 @@ def _operator_batch(batch: BatchTasks, op_index: int, name: str, runs: list[Part
             executor_memory[r.executor_id] = executor_memory.get(r.executor_id, 0.0) + r.memory_bytes
     return OperatorBatch(batch.query_id, batch.batch_id, op_index, name, {r.partition: r.executor_id for r in runs}, migrations, compared,
                          skew_ratio(rows) if have_rows else None, skew_ratio(memory), max(rows) if have_rows else None,
-                         executor_memory, executor_partitions)
+                         executor_memory, executor_partitions, tuple(runs))
 
 
 def skew_ratio(values: Sequence[float]) -> float | None:

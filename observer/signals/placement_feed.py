@@ -56,7 +56,8 @@ class PlacementFeed:
     def __init__(self, source: PlacementSource, top_k: int = 10, max_batches: int = MAX_BATCHES) -> None:
         self.source = source
         self.tracker = PlacementTracker(top_k=max(1, top_k))
-        self.batches: deque[OperatorBatch] = deque(maxlen=max_batches)
+        self.batches: deque[OperatorBatch] = deque(maxlen=max_batches)  # recent ones, without their partition runs
+        self.last: list[OperatorBatch] = []  # those of the latest progress event, with their runs (the history writes them)
         self._shown: dict[str, dict[tuple[MetricSpec, Labels], float]] = {}  # query id -> series -> value handed on
 
     def on_progress(self, progress: QueryProgress, facts: Facts, label: Callable[[str], str], ts: float) -> None:
@@ -65,6 +66,7 @@ class PlacementFeed:
         ``label`` gives a query's ``query`` label as the tracker knows it (name, else id), so the signals read
         like the others; ``ts`` is the time the signals carry (the progress event's).
         """
+        self.last = []
         items = self.source.take(progress)
         if not items:
             return
@@ -72,7 +74,8 @@ class PlacementFeed:
             if isinstance(item, ExecutorChange):
                 self.tracker.on_executor(item)
             else:
-                self.batches.extend(self.tracker.on_batch(item, executors=self.source.executors))
+                self.last.extend(self.tracker.on_batch(item, executors=self.source.executors))
+        self.batches.extend(dataclasses.replace(ob, runs=()) for ob in self.last)
         for fact in self.tracker.take_facts():
             facts.signals.append(dataclasses.replace(fact, query=label(fact.query_id), timestamp=ts))
         facts.updates.extend(self._updates())
