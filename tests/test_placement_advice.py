@@ -9,11 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from test_inspector import ROCKSDB, checkpoint, rocksdb_zip, write
+from test_placement import scenario
+
 from conftest import ROOT
 from observer.offline.replay import replay
 from observer.settings import Settings
-from test_inspector import ROCKSDB, checkpoint, rocksdb_zip, write
-from test_placement import scenario
 
 
 def _history(tmp_path: Path) -> tuple[str, dict]:
