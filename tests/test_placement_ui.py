@@ -7,11 +7,11 @@ import json
 
 import pyarrow as pa
 import pytest
+from test_placement import scenario
+from test_ui import app, chart_titles, frames, texts
 
 from observer.offline.replay import replay
 from observer.settings import Settings
-from test_placement import scenario
-from test_ui import app, chart_titles, frames, texts
 
 
 @pytest.fixture(scope="module")
