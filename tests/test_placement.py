@@ -395,6 +395,14 @@ def test_live_placement_equals_the_replayed_placement_of_the_same_run(tmp_path) 
         assert sorted(map(tuple, row["migrations"])) == sorted((m.partition, m.from_executor, m.to_executor, m.cause) for m in ob.migrations)
     moved = [m for row in live["batches"] for m in row["migrations"]]
     assert moved and all(m[1] == live["killed"]["executor_id"] and m[3] == EXECUTOR_REMOVED for m in moved)
+    # attach() polled on its own (placement=auto, UI on): its partition_migrated signals are the product replay's
+    from observer.offline.replay import replay
+
+    replayed_signals: list = []
+    replay([os.path.join(out, "eventlog")], on_signal=replayed_signals.append)
+    keys = ("batch_id", "operator_id", "migrated", "partitions", "causes", "from_executors", "to_executors")
+    replayed_moves = [{k: s.attributes[k] for k in keys} for s in replayed_signals if s.kind == "partition_migrated"]
+    assert [{k: a[k] for k in keys} for a in live["signals"]] == replayed_moves
 
 
 def test_a_restart_is_not_compared_with_the_previous_run() -> None:
