@@ -26,12 +26,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from observer.model.events import QueryProgress
-from observer.model.tasks import PROGRESS, SQL_ADAPTIVE, SQL_START, BatchTasks, ExecutorChange, TaskEventReader
+from observer.model.tasks import PROGRESS, SQL_ADAPTIVE, SQL_START, STATE_METRICS, BatchTasks, ExecutorChange, TaskEventReader
 
 # the event types the reader uses, as the first bytes of an event-log line (Spark writes "Event" first)
 TASK_EVENT_TYPES = ("SparkListenerTaskEnd", "SparkListenerJobStart", "SparkListenerExecutorAdded", "SparkListenerExecutorRemoved",
                     SQL_START, SQL_ADAPTIVE, PROGRESS)
 LINE_PREFIXES = tuple(b'{"Event":"' + name.encode() + b'"' for name in TASK_EVENT_TYPES)
+# task ends and plans (the big, numerous lines) matter only when they name a state metric: the reader ignores
+# the rest, so they are not even parsed (a substring test per name instead of json.loads of kilobytes)
+_STATEFUL_ONLY = tuple(b'{"Event":"' + name.encode() + b'"' for name in ("SparkListenerTaskEnd", SQL_START, SQL_ADAPTIVE))
+_STATE_NAMES = tuple(name.encode() for name in STATE_METRICS)
 MAX_PENDING = 4096
 
 if TYPE_CHECKING:
@@ -55,6 +59,8 @@ class EventLogSource:
     def feed_line(self, line: bytes) -> None:
         """One raw event-log line: parsed only when it is of a type placement uses (most lines are not)."""
         if not line.startswith(LINE_PREFIXES):
+            return
+        if line.startswith(_STATEFUL_ONLY) and not any(name in line for name in _STATE_NAMES):
             return
         try:
             obj = json.loads(line)
