@@ -121,12 +121,13 @@ def test_migrations_reach_the_history(tmp_path) -> None:
     assert len(rows) == 2 and all('"executor_removed"' in r[0] for r in rows)
 
 
-def _watched(tmp_path) -> tuple[list[SignalEvent], Observer]:
-    """The kill run's log through the event-log watcher, as ``watch`` feeds it: every raw event to the placement
-    source in order, the streaming ones to the pipeline."""
-    _, eventlog = scenario("kill")
+def _watched(tmp_path, names: tuple[str, ...] = ("kill",)) -> tuple[list[SignalEvent], Observer]:
+    """The runs' logs in one folder through the event-log watcher, as ``watch`` feeds them: every raw event to the
+    placement source in order (per application), the streaming ones to the pipeline."""
     folder = tmp_path / "logs"
-    shutil.copytree(eventlog, folder)
+    for name in names:
+        _, eventlog = scenario(name)
+        shutil.copytree(eventlog, folder, dirs_exist_ok=True)
     watcher = EventLogWatcher([str(folder)], read_finished_at_start=True, max_decoded_bytes_per_poll=64 << 20)
     observer = Observer(Settings.from_env({}), serve=False, live=False)
     signals: list[SignalEvent] = []
@@ -134,10 +135,15 @@ def _watched(tmp_path) -> tuple[list[SignalEvent], Observer]:
     source = follow_event_log(observer)
     kind_of = {"QueryStartedEvent": kinds.STARTED, "QueryProgressEvent": kinds.PROGRESS, "QueryIdleEvent": kinds.IDLE,
                "QueryTerminatedEvent": kinds.TERMINATED}
-    for _ in range(5):
-        for app in watcher.poll():
+    quiet = 0
+    for _ in range(100):
+        polled = watcher.poll()
+        quiet = 0 if any(app.events for app in polled) else quiet + 1
+        if quiet == 3:
+            break
+        for app in polled:
             for raw in app.events:
-                source.feed(raw.data)
+                source.feed(raw.data, app=app.log_name)
                 if raw.event_type in STREAMING_EVENTS:
                     kind = kind_of[raw.event_type.rsplit("$", 1)[1]]
                     payload = raw.data["progress"] if kind == kinds.PROGRESS else raw.data
@@ -181,3 +187,31 @@ def test_backtest_fires_partitions_migrating_where_state_keeps_moving(tmp_path) 
         fired[name] = [f for f in report.fired() if f.alert == "SparkStatePartitionsMigrating"]
     assert fired["locality"] and {f.labels["operator"] for f in fired["locality"]} == {"stateStoreSave"}
     assert fired["kill"] == []
+
+
+def test_two_applications_fed_event_by_event_keep_their_placements_apart() -> None:
+    """Stage, execution and task ids restart in every application: with both runs' events interleaved one by one
+    (as a watcher following two live jobs may deliver them), the kill run's moves stay its own next to the clean run."""
+    from itertools import zip_longest
+
+    from observer.offline.task_events import read_events
+
+    replay_signals, _, _ = _replay("kill")
+    observer = Observer(Settings.from_env({}), serve=False, live=False)
+    signals: list[SignalEvent] = []
+    observer.on("*", signals.append)
+    source = follow_event_log(observer)
+    logs = {name: list(read_events([scenario(name)[1]])) for name in ("kill", "clean")}
+    for pair in zip_longest(logs["kill"], logs["clean"]):
+        for app, event in zip(("kill", "clean"), pair):
+            if event is None:
+                continue
+            source.feed(event, app=app)
+            if event["Event"].endswith("QueryProgressEvent"):
+                observer.process(CapturedEvent(kinds.PROGRESS, event["progress"], 0.0, 0.0))
+    observer.stop()
+    assert observer.placement is not None
+    assert {ob.query_id for ob in observer.placement.batches} == {scenario("kill")[0]["query_id"], scenario("clean")[0]["query_id"]}
+    keys = ("batch_id", "operator_id", "migrated", "partitions", "causes", "from_executors", "to_executors", "load_seconds")
+    moved = [{k: s.attributes[k] for k in keys} for s in signals if s.kind == PARTITION_MIGRATED]
+    assert moved == [{k: s.attributes[k] for k in keys} for s in replay_signals if s.kind == PARTITION_MIGRATED]

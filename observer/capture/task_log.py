@@ -21,7 +21,7 @@ Memory is bounded: the reader's own bounds, and at most ``max_pending`` closed i
 from __future__ import annotations
 
 import json
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ LINE_PREFIXES = tuple(b'{"Event":"' + name.encode() + b'"' for name in TASK_EVEN
 _STATEFUL_ONLY = tuple(b'{"Event":"' + name.encode() + b'"' for name in ("SparkListenerTaskEnd", SQL_START, SQL_ADAPTIVE))
 _STATE_NAMES = tuple(name.encode() for name in STATE_METRICS)
 MAX_PENDING = 4096
+MAX_APPS = 1024  # applications followed by one source (watch); the least recently fed is forgotten first
 
 if TYPE_CHECKING:
     from observer.runtime import Observer
@@ -47,14 +48,25 @@ class EventLogSource:
 
     name = "eventlog"
 
-    def __init__(self, max_pending: int = MAX_PENDING) -> None:
-        self.reader = TaskEventReader()
+    def __init__(self, max_pending: int = MAX_PENDING, max_apps: int = MAX_APPS) -> None:
+        self._readers: OrderedDict[str, TaskEventReader] = OrderedDict()  # per application: stage and task ids are per application
+        self.max_apps = max_apps
         self._pending: deque[BatchTasks | ExecutorChange] = deque(maxlen=max_pending)
         self.bad_lines = 0
 
-    def feed(self, event: Mapping[str, Any]) -> None:
-        """One parsed event-log object (any type: the reader keeps what it needs); never raises."""
-        self._pending.extend(self.reader.feed(event))
+    def feed(self, event: Mapping[str, Any], app: str = "") -> None:
+        """One parsed event-log object of application ``app`` (any type: the reader keeps what it needs); never raises."""
+        reader = self._readers.get(app)
+        if reader is None:
+            reader = self._readers[app] = TaskEventReader()
+            while len(self._readers) > self.max_apps:
+                self._readers.popitem(last=False)
+        self._readers.move_to_end(app)
+        self._pending.extend(reader.feed(event))
+
+    def forget(self, app: str) -> None:
+        """An application the watcher stopped following: its open batches will not complete."""
+        self._readers.pop(app, None)
 
     def feed_line(self, line: bytes) -> None:
         """One raw event-log line: parsed only when it is of a type placement uses (most lines are not)."""
@@ -90,7 +102,10 @@ class EventLogSource:
 
     def problems(self) -> dict[str, int]:
         """What the reader could not use, by kind (plus unparsable task lines)."""
-        out = dict(self.reader.problems)
+        out: dict[str, int] = {}
+        for reader in self._readers.values():
+            for what, n in reader.problems.items():
+                out[what] = out.get(what, 0) + n
         if self.bad_lines:
             out["bad_json"] = self.bad_lines
         return out
@@ -103,11 +118,12 @@ class EventLogSource:
 def follow_event_log(observer: Observer) -> EventLogSource:
     """Give ``observer`` placement from an event log it is fed from (``watch``; replay does this itself).
 
-    The caller then hands the returned source every raw event of the application, in the log's order,
-    with ``feed(raw.data)`` (``RawEvent.data`` of ``observer.capture.eventlog_watch``), and processes the
-    streaming events as usual, each progress event *after* it was fed: its batch's migrations come out as
-    ``partition_migrated`` signals and placement metrics of that progress event, exactly as in replay.
-    One source per application (task and stage ids are per application).
+    The caller then hands the returned source every raw event of each application, in the log's order,
+    with ``feed(raw.data, app=app_events.log_name)`` (``RawEvent.data`` of ``observer.capture.eventlog_watch``;
+    stage ids are per application, so each gets its own reader), and processes the streaming events as
+    usual, each progress event *after* it was fed: its batch's migrations come out as ``partition_migrated``
+    signals and placement metrics of that progress event, exactly as in replay. ``forget(app)`` when the
+    watcher forgets an application.
     """
     source = EventLogSource()
     observer.set_placement(source)
