@@ -234,3 +234,21 @@ def test_set_overrides_move_a_threshold_and_change_what_fires(tools, tmp_path) -
     restores = [f for f in strict.fired() if f.alert == "SparkStateRestoreTooLong"]
     restored_at = min(s["time"] for s in strict.signals if s["kind"] == "restore")
     assert restores and all(f.firing_at >= restored_at for f in restores), bt.render_table(strict)
+
+
+@pytest.mark.slow
+def test_unbounded_state_fires_after_its_for_and_not_before(tools, tmp_path) -> None:
+    """A recorded run whose state only grows: SparkStateUnbounded fires once the observer's verdict has
+    held for the alert's ``for`` (shortened with --set so the 4-minute recording can show it)."""
+    logs = _incident_logs("unbounded_growth")
+    (tmp_path / "d").mkdir()
+    default = bt.run_backtest(logs, _mixin_rules(tmp_path / "d"), scrape_interval=15, eval_interval=15, work_dir=str(tmp_path / "a"))
+    assert not [f for f in default.fired() if f.alert == "SparkStateUnbounded"]  # 30m: longer than the recording
+    assert [f for f in default.firings if f.alert == "SparkStateUnbounded"], "pending under the default 'for'"
+    (tmp_path / "s").mkdir()
+    short = bt.run_backtest(logs, _mixin_rules(tmp_path / "s", "for_durations.SparkStateUnbounded=1m"), scrape_interval=15,
+                            eval_interval=15, work_dir=str(tmp_path / "b"))
+    fired = [f for f in short.fired() if f.alert == "SparkStateUnbounded"]
+    verdict = min(s["time"] for s in short.signals if s["kind"] == "state_unbounded")
+    assert len(fired) == 1 and fired[0].labels["operator"] == "stateStoreSave", bt.render_table(short)
+    assert verdict + 60 <= fired[0].firing_at <= verdict + 60 + short.scrape_interval + 2 * short.eval_interval

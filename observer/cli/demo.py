@@ -12,6 +12,8 @@ import os
 import tempfile
 from typing import Any
 
+from observer.model import kinds
+
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
@@ -111,6 +113,7 @@ def run_demo(provider: str = "rocksdb", rows_per_second: int = 50, duration: flo
             if not query.isActive:
                 break
         _stop_between_batches(spark, query)
+        _wait_terminated(handle, str(query.id))
     finally:
         handle.stop()
         spark.stop()
@@ -136,3 +139,17 @@ def _stop_between_batches(spark: Any, query: Any, wait_seconds: float = 15.0) ->
         time.sleep(0.05)
     spark.sparkContext.setLogLevel("OFF")
     query.stop()
+
+
+def _wait_terminated(handle: Any, query_id: str, timeout: float = 10.0) -> None:
+    """Spark posts the query's terminated event on its asynchronous listener bus: give it time to arrive
+    before the observer stops, so the demo's last signal (and history row) is the termination."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = handle.observer.tracker.get(query_id)
+        if record is None or record.status not in (kinds.ACTIVE, kinds.IDLE):
+            break
+        time.sleep(0.1)
+    handle.flush()
