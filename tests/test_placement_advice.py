@@ -73,6 +73,7 @@ def test_inspect_with_history_gives_partition_advice_marked_as_estimate(tmp_path
     assert dedupe["advice"]["worst_partition"] == worst and dedupe["advice"]["worst_restore_seconds"] == loads[worst]
     assert dedupe["advice"]["suggested_partitions"] > 4 and dedupe["advice"]["estimate"] is True
     assert dedupe["advice"]["message"].startswith("Estimate.") and "repartition" in dedupe["advice"]["message"]
+    assert dedupe["caveat"] is None and "understate" in advice["stateStoreSave"]["caveat"]  # the aggregation's double load
 
     text = subprocess.run([sys.executable, "-m", "observer.cli", "inspect", str(root), "--history", db], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)

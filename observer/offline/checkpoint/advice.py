@@ -20,6 +20,7 @@ from observer.offline.checkpoint.restore import estimate_restore
 from observer.signals.placement import Advice, PartitionStat, advise
 
 DEFAULT_TARGET_SECONDS = 60.0
+AGGREGATION = "statestoresave"  # the progress / checkpoint name of a streaming aggregation's state writer
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class OperatorAdvice:
     partitions: int  # measured in the history
     restore_estimate_seconds: float | None  # the inspector's estimate for this operator's stores
     advice: Advice
+    caveat: str | None = None
 
 
 def partition_stats(history_path: str, query_id: str) -> dict[int, tuple[str | None, list[PartitionStat]]]:
@@ -85,8 +87,12 @@ def placement_advice(report: CheckpointReport, history_path: str, target_seconds
             continue
         estimate = estimate_restore(dataclasses.replace(report, operators=[op]), rates)
         seconds = estimate.seconds if estimate is not None else None
+        caveat = None
+        if (op.name or "").lower() == AGGREGATION and any(p.load_seconds is not None for p in stats[index][1]):
+            caveat = ("An aggregation's tasks open the store twice (restore, then save) and report the second, cheap load: "
+                      "its measured move costs understate the reload; the dedup or join operators' figures are closer to it.")
         out.append(OperatorAdvice(op.operator_id, op.name, len(stats[index][1]), seconds,
-                                  advise(stats[index][1], target_seconds, seconds, spark_version)))
+                                  advise(stats[index][1], target_seconds, seconds, spark_version), caveat))
     return out
 
 
@@ -99,4 +105,6 @@ def render_advice(advice: list[OperatorAdvice]) -> str:
         restore = f"{a.restore_estimate_seconds:.2f} s" if a.restore_estimate_seconds is not None else "-"
         lines.append(f"    operator {a.operator_id} {a.name or '?'}: {a.partitions} partitions measured, restore estimate {restore}")
         lines.append(f"      {a.advice.message}")
+        if a.caveat:
+            lines.append(f"      {a.caveat}")
     return "\n".join(lines)
