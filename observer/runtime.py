@@ -23,7 +23,7 @@ from observer.metrics.selfmetrics import SelfMetrics
 from observer.metrics.tracker import QueryTracker
 from observer.metrics.view import MetricsView
 from observer.model import kinds
-from observer.model.events import Event
+from observer.model.events import Event, QueryProgress
 from observer.model.parse import MalformedEvent, parse_event
 from observer.settings import Settings
 from observer.signals.bus import SignalBus
@@ -31,6 +31,7 @@ from observer.signals.engine import SignalEngine
 from observer.signals.facts import Facts
 from observer.signals.kinds import SignalEvent
 from observer.signals.lifecycle import LastAliveHint
+from observer.signals.placement_feed import PlacementFeed, PlacementSource
 from observer.sinks import Sink
 
 log = logging.getLogger("observer")
@@ -66,6 +67,7 @@ class Observer:
         self._serve = self.settings.http_enabled if serve is None else serve
         self._last_queue_drops = 0
         self._error_logged: set[str] = set()
+        self.placement: PlacementFeed | None = None  # where state partitions run (set_placement)
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> Observer:
@@ -84,6 +86,8 @@ class Observer:
             self._worker.join(timeout)
         for sink in self._sinks:
             self._guarded_sink(sink, sink.close)
+        if self.placement is not None:
+            self._guarded("placement", self.placement.close)
 
     @property
     def server(self) -> MetricsServer | None:
@@ -101,6 +105,19 @@ class Observer:
     def add_sink(self, sink: Sink) -> None:
         """Hand every event and the signals it caused to ``sink`` too (history, OpenTelemetry); see ``observer.sinks``."""
         self._sinks.append(sink)
+        if self.placement is not None:
+            _follow(sink, self.placement)
+
+    def set_placement(self, source: PlacementSource) -> PlacementFeed:
+        """Follow where state partitions run, from ``source`` (live REST polling, or an event log's task events).
+
+        At each progress event the worker takes the batches the source completed; their migrations become
+        ``partition_migrated`` signals and their figures placement metrics, delivered with that event.
+        """
+        self.placement = PlacementFeed(source, top_k=self.settings.partition_top_k)
+        for sink in self._sinks:
+            _follow(sink, self.placement)
+        return self.placement
 
     def on(self, kind: str, callback: Callable[[SignalEvent], Any]) -> None:
         """Call ``callback(event)`` for every signal event of ``kind`` ("*" for all); see ``observer.signals.kinds``."""
@@ -192,6 +209,8 @@ class Observer:
             if self._executor_ids is not None and item.kind == kinds.PROGRESS:
                 executors = self._guarded("executors", self._executor_ids)
             facts = self.engine.on_event(event, record, received_at=item.received_at, executors=executors)
+            if self.placement is not None and isinstance(event, QueryProgress):
+                self._guarded("placement", partial(self.placement.on_progress, event, facts, self._label, event.timestamp or item.received_at))
             self._deliver(event, facts, item.received_at)
         except Exception as exc:  # the observer's own bug must not reach Spark; count it and go on
             metrics.incr("failed")
@@ -204,6 +223,10 @@ class Observer:
                            "than the observer keeps per query; the least recently used are dropped", event.query_id)
         with metrics.lock:
             metrics.processing.observe(time.perf_counter() - started)
+
+    def _label(self, query_id: str) -> str:
+        record = self.tracker.get(query_id)
+        return record.label if record is not None else query_id
 
     def _deliver(self, event: Event | None, facts: Facts, received_at: float) -> None:
         """Apply what the signals derived, tell the subscribers, then every sink: the event, then its signals."""
@@ -238,3 +261,10 @@ class Observer:
 def _short(exc: BaseException) -> str:
     """An exception as one bounded, printable line (its text may quote the hostile input)."""
     return repr(exc)[:300].encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _follow(sink: Sink, feed: PlacementFeed) -> None:
+    """Sinks that keep per-partition placement (the history) read it from the feed at each progress event."""
+    follow = getattr(sink, "follow_placement", None)
+    if follow is not None:
+        follow(feed)

@@ -82,7 +82,8 @@ class SQLiteBackend(Backend):
     kind = "sqlite"
     _UPSERT: ClassVar[dict[str, str]] = {t: upsert_sql(t, "MAX") for t in ("queries", "runs")}
     _FACTS: ClassVar[dict[str, str]] = {"batches": _insert("batches"), "operators": _insert("operators"),
-                                        "partitions": _insert("partitions"), "events": _insert("events", "INSERT")}
+                                        "partitions": _insert("partitions"), "events": _insert("events", "INSERT"),
+                                        "placements": _insert("placements")}
 
     def __init__(self, target: HistoryTarget, readonly: bool = False) -> None:
         super().__init__(target)

@@ -21,7 +21,7 @@ import stat
 import struct
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 from observer.model import kinds
 from observer.model.bounded import JsonTooLarge, clean_label, epoch_seconds, finite, loads
@@ -132,8 +132,11 @@ def open_decompressed(path: str, max_chunk_bytes: int = _MAX_BLOCK) -> io.RawIOB
     return _GeneratorReader(_snappy_chunks(raw, path, max_chunk_bytes), raw)
 
 
-def read_records(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[Record | EventLogError]:
+def read_records(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                 tap: Callable[[bytes], None] | None = None) -> Iterator[Record | EventLogError]:
     """Yield the replayable records of every file in order; problems come as ``EventLogError`` items.
+
+    ``tap`` sees every line before its record is yielded (placement reads the task events this skips).
 
     A bad line is reported and skipped; a file that cannot be decompressed further is reported and the
     next file is read; what cannot be read in a folder is reported first. Nothing read before a problem
@@ -157,6 +160,8 @@ def read_records(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES)
                     if isinstance(line, EventLogError):
                         yield line
                         continue
+                    if tap is not None:
+                        tap(line)
                     where = f"{path}:{line_no}"
                     try:
                         item = _record(line, where)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable, TextIO
 
 from observer.capture.queue import CapturedEvent
+from observer.capture.task_log import EventLogSource
 from observer.model import kinds
 from observer.model.parse import parse_timestamp
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_ADDED, EXECUTOR_PREFIX, EventLogError, read_records
@@ -62,8 +63,13 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
         sink = HistorySink(history, observer.self_metrics, base)
         observer.add_sink(sink)
     result = ReplayResult(observer)
+    tap = None
+    if base.placement != "off":  # per-partition placement from the task events the record reader skips
+        tasks = EventLogSource()
+        observer.set_placement(tasks)
+        tap = tasks.feed_line
     last_ts = 0.0  # events without a time of their own (terminated) are placed at the last known time
-    for item in read_records(paths, max_line_bytes):
+    for item in read_records(paths, max_line_bytes, tap=tap):
         if isinstance(item, EventLogError):
             result.errors.append(str(item))
             if item.args and "not valid JSON" in str(item):

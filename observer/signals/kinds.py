@@ -28,11 +28,12 @@ FALLING_BEHIND = "falling_behind"
 CAUGHT_UP = "caught_up"
 LOAD_LATENCY_ANOMALY = "load_latency_anomaly"
 STATE_TASK_RETRY = "state_task_retry"
+PARTITION_MIGRATED = "partition_migrated"  # state partitions ran elsewhere than last batch (observer.signals.placement)
 
 SIGNAL_KINDS = (
     QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE, CRASH_LOOP, STALLED, STALL_RECOVERED,
     RESTORE, STORE_RELOAD, EXECUTOR_ADDED, EXECUTOR_REMOVED, PARTITIONS_CHANGED,
-    STATE_UNBOUNDED, STATE_BOUNDED, FALLING_BEHIND, CAUGHT_UP, LOAD_LATENCY_ANOMALY, STATE_TASK_RETRY,
+    STATE_UNBOUNDED, STATE_BOUNDED, FALLING_BEHIND, CAUGHT_UP, LOAD_LATENCY_ANOMALY, STATE_TASK_RETRY, PARTITION_MIGRATED,
 )
 ALL = "*"
 """Subscribe to every kind."""
@@ -41,7 +42,7 @@ LIFECYCLE_KINDS = (QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE,
 """The kinds that change a query's health (running, idle, stalled, failed, stopped)."""
 
 WARNING_KINDS = frozenset({QUERY_RESTARTED, CRASH_LOOP, STALLED, STORE_RELOAD, EXECUTOR_REMOVED, STATE_UNBOUNDED,
-                           FALLING_BEHIND, PARTITIONS_CHANGED})
+                           FALLING_BEHIND, PARTITIONS_CHANGED, PARTITION_MIGRATED})
 """Kinds worth a warning; a termination with an exception is an error, every other kind informational."""
 
 # Why a query failed (attribute ``exception_class`` of ``query_terminated``, label of the terminations
