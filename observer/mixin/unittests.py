@@ -333,6 +333,17 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
         (catalog.SNAPSHOT_LAG_BATCHES, ls.operator(1, **store), f"{_n(math.floor(v.snapshot_lag_batches / 20))}x{n:g}"),
     ], f(alert) + 2, [(_keep(ls.operator(0), by_op), lagging)], quiet_before(alert)))
 
+    alert = "SparkStatePartitionsMigrating"
+    window = t.partition_migration_window_minutes
+    at = window + f(alert) + 2
+    n = at + 10
+    moving = v.partition_migration_batches
+    # one batch a minute: the bad operator moves state in 1.5x the threshold's batches per window, the healthy one moved once (an executor loss)
+    cases.append(Case(alert, [
+        ("spark_state_partition_migration_batches_total", ls.operator(0), f"0+{_n(1.5 * moving / window)}x{n:g}"),
+        ("spark_state_partition_migration_batches_total", ls.operator(1), f"0x5 1x{n - 5:g}"),
+    ], at, [(_keep(ls.operator(0), by_op), 1.5 * moving)]))
+
     alert = "SparkStateObserverDown"
     n = f(alert) + 10
     down, up = {**ls.up, "instance": "driver-a:9108"}, {**ls.up, "instance": "driver-b:9108"}

@@ -89,6 +89,8 @@ class SignalEngine:
         self.restores.operators(record, p, ts, batch.first_of_run, removed, facts)
         seen = self._operators[record.query_id]
         for op in p.operators:
+            if not record.labels.allows(operator_labels(op.index, op.name)):
+                continue  # beyond the query's label budget (observer.metrics.labels): no series, no memory
             if (op.index, op.name) not in seen:
                 seen.add((op.index, op.name))
                 for counter in _OPERATOR_COUNTERS:
@@ -97,6 +99,10 @@ class SignalEngine:
             self.growth.operator(record, p, op, ts, facts)
         self.pace.batch(record, p, ts, facts)
         self.kafka.batch(record, p, ts, batch.first_of_run, facts)
+        for index, name in [k for k in seen if not record.labels.allows(operator_labels(*k))]:
+            seen.discard((index, name))  # dropped from the budget: the rules forget it too
+            for rule in (self.restores, self.partitions, self.growth):
+                rule.forget_operator((record.query_id, index, name))
 
     def tick(self) -> Facts:
         """Called about once a second by the live worker: stalls need time to pass, not events."""
