@@ -159,7 +159,7 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
           f"State snapshots of query {q} are not uploaded.",
           f"A store instance of operator {o} in query {q} has not uploaded a snapshot for {{{{ $value }}}} batches; a restart would replay that many changelog files."),
         a("SparkStatePartitionsMigrating",
-          f"sum by ({op}) (increase({p.sel('spark_state_partition_migration_batches_total')}[{window_mig}])) >= {number(t.partition_migration_batches)}",
+          f"sum by ({op}) (increase({p.sel(catalog.PARTITION_MIGRATION_BATCHES)}[{window_mig}])) >= {number(t.partition_migration_batches)}",
           f"State partitions of query {q} keep moving between executors.",
           f"In {{{{ $value | humanize }}}} batches within {window_mig}, state partitions of operator {o} in query {q} ran on another executor than in their "
           "previous batch; each move reloads the store from the checkpoint (locality wait, dynamic allocation or decommissioning)."),

@@ -340,8 +340,8 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
     moving = v.partition_migration_batches
     # one batch a minute: the bad operator moves state in 1.5x the threshold's batches per window, the healthy one moved once (an executor loss)
     cases.append(Case(alert, [
-        ("spark_state_partition_migration_batches_total", ls.operator(0), f"0+{_n(1.5 * moving / window)}x{n:g}"),
-        ("spark_state_partition_migration_batches_total", ls.operator(1), f"0x5 1x{n - 5:g}"),
+        (catalog.PARTITION_MIGRATION_BATCHES, ls.operator(0), f"0+{_n(1.5 * moving / window)}x{n:g}"),
+        (catalog.PARTITION_MIGRATION_BATCHES, ls.operator(1), f"0x5 1x{n - 5:g}"),
     ], at, [(_keep(ls.operator(0), by_op), 1.5 * moving)]))
 
     alert = "SparkStateObserverDown"
