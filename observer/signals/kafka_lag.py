@@ -270,7 +270,7 @@ class _Rates:
 
     The read rate is what the query reads per second of wall time *while behind* (a batch that started with
     unread records is bound by the query's capacity or its ``maxOffsetsPerTrigger``, not by the input): the
-    median, over the recent such batches (two at least), of the rows each read over the time since the previous
+    median, over the recent such batches (three at least), of the rows each read over the time since the previous
     batch; the batch after a run's first is left out (it spans the first one's start-up), and the median keeps
     out a processing-time trigger that overran and fires the next batch early once. Batches that started caught up only show the input
     rate, and a run's first batch spans the downtime, so neither counts. The produce rate is the growth of the
@@ -290,8 +290,8 @@ class _Rates:
             self.reads.append(read / interval)
 
     def read_rate(self) -> float | None:
-        """The median read pace, once two batches that started behind gave one."""
-        return statistics.median(self.reads) if len(self.reads) >= 2 else None
+        """The median read pace, once three batches that started behind gave one (the median then outvotes one outlier)."""
+        return statistics.median(self.reads) if len(self.reads) >= 3 else None
 
     def produce_rate(self) -> float | None:
         if len(self.latest) < 2 or self.latest[-1][0] <= self.latest[0][0]:
