@@ -71,7 +71,6 @@ from observer.capture.codec_tail import TailDecoder, tail_decoder
 from observer.capture.line_filter import LineFilter, line_pattern
 from observer.capture.watch_state import StateFileError, load_state, save_state
 from observer.offline.eventlog import CODECS, DEFAULT_MAX_LINE_BYTES, EventLogError
-from observer.metrics.catalog import COUNTER, GAUGE, MetricSpec
 
 log = logging.getLogger(__name__)
 
@@ -102,20 +101,6 @@ DEFAULT_WANTED_EVENTS = PIPELINE_EVENTS | PLACEMENT_EVENTS
 PROBLEM_KINDS = ("unreadable", "not_regular", "vanished", "corrupt", "truncated", "line_too_long", "bad_json",
                  "duplicate_name", "duplicate_log", "no_app_start", "clock_skew", "too_many_apps", "state_file",
                  "callback")
-
-WATCH_METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("", "spark_state_observer_watch_applications", GAUGE, "", "Applications the event-log watcher follows (label status: running, finished, lost).", "observer"),
-    MetricSpec("", "spark_state_observer_watch_applications_discovered", COUNTER, "", "Applications the watcher started following.", "observer"),
-    MetricSpec("", "spark_state_observer_watch_applications_forgotten", COUNTER, "", "Applications dropped from memory after their grace period (or because their log vanished).", "observer"),
-    MetricSpec("", "spark_state_observer_watch_read_bytes", COUNTER, "bytes", "Raw (compressed) event-log bytes read.", "observer"),
-    MetricSpec("", "spark_state_observer_watch_decoded_bytes", COUNTER, "bytes", "Decoded event-log bytes scanned.", "observer"),
-    MetricSpec("", "spark_state_observer_watch_lines", COUNTER, "", "Event-log lines scanned.", "observer"),
-    MetricSpec("", "spark_state_observer_watch_events_parsed", COUNTER, "", "Event lines JSON-parsed (the rest were skipped by their type).", "observer"),
-    MetricSpec("", "spark_state_observer_watch_events_delivered", COUNTER, "", "Events handed to the pipeline.", "observer"),
-    MetricSpec("", "spark_state_observer_watch_events_duplicate", COUNTER, "", "Progress events dropped because their query run and batch were delivered already.", "observer"),
-    MetricSpec("", "spark_state_observer_watch_problems", COUNTER, "", "Problems with event logs (label kind: unreadable, corrupt, truncated, vanished, ...).", "observer"),
-)
-
 
 class RawEvent(NamedTuple):
     """One event as Spark logged it: its type (the ``Event`` field), the parsed object and where it was."""
@@ -161,7 +146,7 @@ class AppEvents:
 
 @dataclass
 class WatchCounts:
-    """Running totals for the self-metrics (see ``WATCH_METRICS``)."""
+    """Running totals for the self-metrics (``observer.metrics.catalog.WATCH_METRICS``)."""
 
     apps_discovered: int = 0
     apps_forgotten: int = 0
