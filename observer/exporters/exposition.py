@@ -145,6 +145,10 @@ class QueryLinesCache:
 
     def refresh(self, view: MetricsView) -> list[QueryLines]:
         """Every tracked query's lines, in the tracker's order."""
+        return [lines for _, lines in self.refresh_keyed(view)]
+
+    def refresh_keyed(self, view: MetricsView) -> list[tuple[str, QueryLines]]:
+        """Every tracked query's id and lines, in the tracker's order."""
         with self._lock:
             order, changed = view.changed_since({qid: e.version for qid, e in self._entries.items()})
             prefix = view.identity.labels
@@ -161,7 +165,7 @@ class QueryLinesCache:
                                    _lines(lambda f: render_progress(f, record, self._top_k), prefix))
                 entries[qid] = entry
             self._entries = entries
-            return [e.totals + e.gauges + e.progress for e in entries.values()]
+            return [(qid, e.totals + e.gauges + e.progress) for qid, e in entries.items()]
 
 
 def join(queries: Iterable[QueryLines], rest: QueryLines) -> bytes:

@@ -66,18 +66,19 @@ class StateCollector(Collector):
         Query lines come from the cache; the application-wide and self-metrics, a few dozen lines that
         change at every event, are rendered each time.
         """
-        queries, app = self.application_lines()
+        keyed, app = self.application_lines()
+        queries = [lines for _, lines in keyed]
         rest = Families()
         static = self._view.identity.static
         render_self(rest, self._view.self_snapshot(), static)
         return join(queries, app + rest.lines()) + histogram_text(self._view.self_snapshot(), static)
 
-    def application_lines(self) -> tuple[list[QueryLines], QueryLines]:
-        """The application's part of the exposition without the observer's own series: each query's lines
-        (cached) and the application-wide lines (info, executors). The watcher joins those of every application."""
+    def application_lines(self) -> tuple[list[tuple[str, QueryLines]], QueryLines]:
+        """The application's part of the exposition without the observer's own series: each query's id and
+        lines (cached) and the application-wide lines (info, executors). The watcher joins those of every application."""
         rest = Families()
         render_app(rest, self._view)
-        return self._lines.refresh(self._view), rest.lines()
+        return self._lines.refresh_keyed(self._view), rest.lines()
 
     @property
     def identity_labels(self) -> Labels:
