@@ -297,6 +297,8 @@ class FleetObserver:
                 pipeline.observer.prometheus.collector.prerender()  # render changed queries off the scrape path
         for sink in self._shared:
             self._guarded(sink, lambda sink=sink: sink.tick(processed))  # type: ignore[misc]
+            if processed:  # written before the positions are: a kill in between re-reads, never loses
+                self._guarded(sink, sink.flush)
         self.watcher.commit()
         self.rounds += 1
 
