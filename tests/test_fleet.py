@@ -135,7 +135,7 @@ def test_watch_serves_every_application_with_its_identity(tmp_path, watches: lis
     series = w.wait("both applications' batches", lambda s: all(
         value(s, "spark_streaming_batches_total", app=app) == n for app, n in expected.items()))
 
-    for (name, labels), _ in series.items():
+    for name, labels in series:
         ls = dict(labels)
         assert ls.get("cluster") == "a" and ls.get("namespace") == "b", (name, ls)
         if name.startswith("spark_state_observer_"):
