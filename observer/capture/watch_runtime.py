@@ -279,9 +279,14 @@ class FleetObserver:
         self.watcher.commit()
 
     # --- one round --------------------------------------------------------------------------------------
-    def poll_once(self) -> None:
-        """Poll the folders, feed what was found through each application's pipeline, tick, save positions."""
+    def poll_once(self, on_found: Callable[[list[AppEvents]], None] | None = None) -> None:
+        """Poll the folders, feed what was found through each application's pipeline, tick, save positions.
+
+        ``on_found`` sees what the poll found before it is processed (benchmarks measure delivery with it).
+        """
         found = self.watcher.poll()
+        if on_found is not None:
+            on_found(found)
         processed = 0
         for app in found:
             try:
