@@ -301,3 +301,31 @@ def test_the_listener_side_carries_the_same_identity() -> None:
     assert value(series, "spark_state_observer_queries", cluster="a") == 1
     assert signals and all(dict(s.app) == {"cluster": "a", "app": "orders"} for s in signals)
     assert signals[0].to_json()["app"] == {"cluster": "a", "app": "orders"}
+
+
+def test_otlp_export_carries_each_applications_identity(tmp_path) -> None:
+    """Each followed application exports over OTLP with its own resource; what it logged before a restart is not sent again."""
+    from otlp_receiver import HttpReceiver
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    receiver = HttpReceiver()
+    try:
+        fleet = FleetObserver([str(logs)], Settings.from_env(labels="cluster=a", otlp_endpoint=receiver.endpoint, otlp_timeout_seconds=5),
+                              WatchOptions(grace_seconds=3600), serve=False)
+        fleet.poll_once()
+        _write(str(logs), "rocksdb_restart", "orders", "app-orders-1")
+        _write(str(logs), "hdfs", "payments", "app-payments-1")
+        fleet.poll_once()
+        fleet.stop()  # flushes the exporters
+    finally:
+        receiver.stop()
+    points = receiver.received.metric_points()
+    resources = {p["resource"]["spark.app.name"]: p["resource"] for p in points}
+    assert set(resources) == {"orders", "payments"}
+    assert resources["orders"]["spark.app.id"] == "app-orders-1" and resources["orders"]["cluster"] == "a"
+    assert resources["orders"]["service.name"] == "orders"
+    batches = [p for p in points if p["name"] == "spark.streaming.batches" and p["resource"]["spark.app.name"] == "orders"]
+    assert batches and batches[-1]["attributes"]["spark.app.name"] == "orders" and batches[-1]["value"] == _batches("rocksdb_restart")
+    records = receiver.received.log_records()
+    assert records and {r["resource"]["spark.app.name"] for r in records} == {"orders", "payments"}

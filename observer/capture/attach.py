@@ -103,8 +103,8 @@ def app_context(spark: Any, settings: Settings) -> AppContext:
     values: dict[str, str] = {}
     for key in ("spark.app.name", "spark.app.id", "spark.app.attempt.id"):
         try:
-            value = spark.conf.get(key, None)
-        except Exception as exc:  # Connect without the key, a stopped session: an emptier identity
+            value = spark.conf.get(key)  # a key that is not set raises (classic and Connect alike)
+        except Exception as exc:  # an unset key, a stopped session: an emptier identity
             log.debug("spark-state-observer: no %s: %r", key, exc)
             value = None
         values[key] = str(value) if value else ""
