@@ -1,7 +1,7 @@
 """``spark-state-observer demo --watch``: two small applications and the event-log watcher following both.
 
-Two Spark applications (two processes, ``local[1]`` each, the demo's stateful pipeline at a few rows a
-second) write their event logs into one temporary folder; nothing of the observer is attached to them.
+Two Spark applications (two processes, ``local[1]`` each, the demo's stateful pipeline on the HDFS-backed
+state store at a few rows a second) write their event logs into one temporary folder; nothing of the observer is attached to them.
 The watcher (``observer.capture.watch_runtime``) follows the folder and serves both on one endpoint,
 told apart by their ``app`` label (``demo-orders`` and ``demo-payments``) next to the static labels
 (``cluster=demo`` unless the ``labels`` setting says otherwise). Ctrl-C, SIGTERM or ``--duration`` stops
@@ -55,18 +55,25 @@ def run(args: argparse.Namespace) -> int:
     fleet: FleetObserver | None = None
     try:
         fleet = FleetObserver([logs], settings, WatchOptions(poll_interval=1.0, grace_seconds=30.0)).start()
-        for name in APPS:
-            children.append(subprocess.Popen([sys.executable, "-m", "observer.cli.demo_watch", "--child", name, "--event-log-dir", logs,
-                                              "--checkpoint", os.path.join(root, "checkpoints", name),
-                                              "--rows-per-second", str(args.rows_per_second)]))
+        spark_log = os.path.join(root, "spark.log")
+        with open(spark_log, "ab") as out:  # Spark's own chatter, out of the way of the demo's lines
+            for name in APPS:
+                children.append(subprocess.Popen([sys.executable, "-m", "observer.cli.demo_watch", "--child", name, "--event-log-dir", logs,
+                                                  "--checkpoint", os.path.join(root, "checkpoints", name),
+                                                  "--rows-per-second", str(args.rows_per_second)], stdout=out, stderr=out))
         print(f"spark-state-observer demo --watch: applications {', '.join(APPS)} (pids {', '.join(str(c.pid) for c in children)}) "
-              f"write event logs into {logs}", flush=True)
-        print(f"metrics: {fleet.server.url if fleet.server else '(not served)'}   both applications, label app=...; "
+              f"write event logs into {logs} (Spark's output: {spark_log})", flush=True)
+        print(f"metrics: {fleet.server.url if fleet.server else '(not served)'}   both applications, told apart by the app label "
               "(Ctrl-C to stop)", flush=True)
         deadline = None if args.duration is None else time.monotonic() + args.duration
+        shown = ""
         while not stop.wait(0.5):
             if deadline is not None and time.monotonic() >= deadline:
                 break
+            line = _batches_line(fleet.exposition())
+            if line != shown:
+                print(line, flush=True)
+                shown = line
             if all(c.poll() is not None for c in children):
                 print("spark-state-observer demo --watch: both applications ended", flush=True)
                 break
@@ -84,6 +91,21 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
         shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+def _batches_line(exposition: bytes) -> str:
+    """``demo-orders: 3 batches, demo-payments: 2 batches``: what the one endpoint says of each application."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from observer.metrics import catalog
+
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(exposition.decode()):
+        for sample in family.samples:
+            if sample.name == catalog.BATCHES.prometheus_name:
+                app = sample.labels.get("app", "?")
+                counts[app] = counts.get(app, 0) + sample.value
+    return ", ".join(f"{app}: {n:.0f} batches" for app, n in sorted(counts.items())) or "waiting for the first batches..."
 
 
 def _stop_child(child: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
@@ -114,8 +136,8 @@ def child(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, on_signal)  # Ctrl-C reaches the whole process group: stop in order, like SIGTERM
     from observer.cli.demo import dedup_window_query, spark_session
 
-    spark = spark_session(master="local[1]", event_log_dir=args.event_log_dir,
-                          extra={"spark.app.name": args.child, "spark.driver.memory": "512m"})
+    spark = spark_session(master="local[1]", provider="hdfs", event_log_dir=args.event_log_dir,
+                          extra={"spark.app.name": args.child, "spark.driver.memory": "512m", "spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     query = dedup_window_query(spark, args.checkpoint, args.rows_per_second, name=args.child.replace("-", "_"), trigger_seconds=2.0)
     try:
