@@ -10,6 +10,8 @@ documented to differ: the observer's own series (what each process received and 
 from __future__ import annotations
 
 import math
+import os
+import urllib.request
 
 import pytest
 from conftest import run_script
@@ -43,3 +45,38 @@ def test_watcher_and_listener_export_the_same_series_for_one_run(tmp_path) -> No
     assert not only_listener and not only_watcher, f"listener only: {only_listener[:10]}\nwatcher only: {only_watcher[:10]}"
     different = {k: (listener[k], watcher[k]) for k in listener if not math.isclose(listener[k], watcher[k], rel_tol=1e-9, abs_tol=1e-9)}
     assert not different, different
+
+
+@pytest.mark.slow
+def test_demo_watch_shows_two_applications_and_stops_cleanly(tmp_path) -> None:
+    """``demo --watch``: two real applications, one endpoint, told apart by ``app``; SIGTERM stops all of it."""
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT, free_port
+    from test_fleet import value
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "observer.cli", "demo", "--watch", "--port", str(port)], cwd=str(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": ROOT})
+    try:
+        assert proc.stdout is not None
+        folder, deadline = None, time.monotonic() + 600
+        for line in proc.stdout:
+            folder = folder or (re.search(r"into (\S+)/eventlogs", line) or [None, None])[1]
+            if re.search(r"demo-orders: [2-9]\d* batches, demo-payments: [2-9]\d* batches", line) or time.monotonic() > deadline:
+                break
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            series = parse(r.read().decode())
+        for app in ("demo-orders", "demo-payments"):
+            assert (value(series, "spark_streaming_batches_total", app=app, cluster="demo", namespace="local") or 0) >= 2, app
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(180) == 0
+        assert folder and not os.path.exists(folder)  # its temporary folder is gone with it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
