@@ -222,8 +222,11 @@ class FleetObserver:
         self.rounds = 0  # polls done (tests wait on it)
 
     # --- lifecycle ------------------------------------------------------------------------------------
-    def start(self) -> FleetObserver:
-        """Open the endpoint and start following; raises ``ExporterError`` when the port is taken."""
+    def start(self, follow: bool = True) -> FleetObserver:
+        """Open the endpoint and start following; raises ``ExporterError`` when the port is taken.
+
+        ``follow=False`` opens the endpoint only: the caller drives ``poll_once`` (benchmarks).
+        """
         s = self.settings
         auth = (s.basic_auth_user, s.basic_auth_password) if s.basic_auth_user else None
         registry = CollectorRegistry(auto_describe=False)
@@ -236,8 +239,9 @@ class FleetObserver:
             # one push of every application; the grouping key holds the static labels, the series their app
             self.pusher = Pusher(self.exposition, s.pushgateway_url, s.pushgateway_job, s.push_interval_seconds, s.push_timeout_seconds,
                                  auth, dict(self.static), lambda: self.self_metrics.count("export_failures", "pushgateway"))
-        self._thread = threading.Thread(target=self._run, name="spark-state-observer-watch", daemon=True)
-        self._thread.start()
+        if follow:
+            self._thread = threading.Thread(target=self._run, name="spark-state-observer-watch", daemon=True)
+            self._thread.start()
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
