@@ -63,8 +63,8 @@ class TimingBridge:
 def measure(partitions: int, events: int) -> dict[str, float]:
     from pyspark.java_gateway import ensure_callback_server_started
 
-    from observer.cli.demo import dedup_window_query, spark_session
     from observer.capture.listener import _JsonBridge
+    from observer.cli.demo import dedup_window_query, spark_session
     from observer.runtime import Observer
     from observer.settings import Settings
 

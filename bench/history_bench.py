@@ -20,33 +20,48 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from bench.common import derived, recorded_progress  # noqa: E402
-from observer.history.loaders import load_batches  # noqa: E402
-from observer.history.store import HistoryStore  # noqa: E402
-from observer.model.parse import parse_progress  # noqa: E402
+from bench.common import derived, recorded_progress
+from observer.history.loaders import load_batches
+from observer.history.store import HistoryStore
+from observer.model.events import QueryProgress
+from observer.model.parse import parse_progress
+
+START_TS = 1.8e9
+
+
+def bench_events(queries: int = 10, first_query: int = 0) -> list[QueryProgress]:
+    """One parsed event per query, as the live path gets it (from JSON text); ``ingest`` re-stamps them."""
+    base = recorded_progress()[-1]
+    events = []
+    for q in range(first_query, first_query + queries):
+        obj = derived(base, q, 0)
+        events.append(parse_progress(obj, raw_text=json.dumps(obj)))
+    return events
+
+
+def ingest(store: HistoryStore, events: list[QueryProgress], n: int, flush_rows: int = 20_000) -> None:
+    """``n`` progress events (one batch a second per query) through ``add_event`` + ``flush``, as the sink does."""
+    for i in range(n):
+        template = events[i % len(events)]
+        ts = START_TS + i // len(events)
+        event = template.__class__(**{**template.__dict__, "batch_id": i // len(events), "timestamp": ts})
+        store.add_event(event, ts)
+        if store.pending >= flush_rows:
+            store.flush()
+    store.flush()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", type=int, default=1_000_000)
     args = ap.parse_args()
-    base = recorded_progress()[-1]
-    events = []
-    for q in range(10):  # one parsed event per query, as the live path gets it (JSON text); re-stamped below
-        obj = derived(base, q, 0)
-        events.append(parse_progress(obj, raw_text=json.dumps(obj)))
-    start_ts = 1.8e9
+    events = bench_events()
+    start_ts = START_TS
     with tempfile.TemporaryDirectory() as tmp:
         store = HistoryStore(os.path.join(tmp, "h.db"), max_age_seconds=1e12, max_bytes=1e15)
         t = time.perf_counter()
-        for n in range(args.batches):
-            template = events[n % 10]
-            event = template.__class__(**{**template.__dict__, "batch_id": n // 10, "timestamp": start_ts + n // 10})
-            store.add_event(event, start_ts + n // 10)
-            if store.pending >= 20_000:
-                store.flush()
-        store.flush()
-        ingest = time.perf_counter() - t
+        ingest(store, events, args.batches)
+        ingest_seconds = time.perf_counter() - t
         size = os.path.getsize(os.path.join(tmp, "h.db")) / 1e9
         now = start_ts + args.batches // 10
         qid = events[3].query_id
@@ -56,7 +71,7 @@ def main() -> int:
             frame = load_batches(os.path.join(tmp, "h.db"), qid, since=now - 3600)
             times.append(time.perf_counter() - t)
         store.close()
-    print(f"ingest: {args.batches:,} progress events in {ingest:.1f} s = {args.batches / ingest:,.0f} events/s ({size:.1f} GB)")
+    print(f"ingest: {args.batches:,} progress events in {ingest_seconds:.1f} s = {args.batches / ingest_seconds:,.0f} events/s ({size:.1f} GB)")
     print(f"last hour of one query ({len(frame):,} batches) out of {args.batches:,}: median {statistics.median(times) * 1000:.0f} ms")
     return 0
 

@@ -30,13 +30,13 @@ from typing import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from prometheus_client import generate_latest  # noqa: E402
+from prometheus_client import generate_latest
 
-from bench.common import derived, recorded_progress  # noqa: E402
-from observer.capture.queue import CapturedEvent  # noqa: E402
-from observer.exporters.http import MetricsServer  # noqa: E402
-from observer.runtime import Observer  # noqa: E402
-from observer.settings import Settings  # noqa: E402
+from bench.common import derived, recorded_progress
+from observer.capture.queue import CapturedEvent
+from observer.exporters.http import MetricsServer
+from observer.runtime import Observer
+from observer.settings import Settings
 
 
 class Workload:
@@ -96,7 +96,7 @@ def report(label: str, repeat: int, queries: int, operators: int, partitions: in
                  ("all changed, pre-rendered by the worker (live default)", queries, True)]
         cases += [("warm (1 query changed)", 1, False)] if queries > 1 else []
         for case, changed, prerendered in cases:
-            def prepare() -> None:  # the previous timed scrape cached everything before these changes
+            def prepare(changed: int = changed, prerendered: bool = prerendered) -> None:  # the previous timed scrape cached everything before these changes
                 w.advance(changed)
                 if prerendered:  # what the live worker does after each round of events, off the scrape path
                     w.obs.prometheus.collector.prerender()

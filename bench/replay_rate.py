@@ -19,12 +19,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import zstandard  # noqa: E402
+import zstandard
 
-from bench.common import ROOT  # noqa: E402
-from observer.offline.eventlog import open_decompressed  # noqa: E402
-from observer.model.parse import parse_timestamp  # noqa: E402
-from observer.offline.replay import replay  # noqa: E402
+from bench.common import ROOT
+from observer.model.parse import parse_timestamp
+from observer.offline.eventlog import open_decompressed
+from observer.offline.replay import replay
 
 
 def build_log(path: str, copies: int) -> int:
@@ -32,8 +32,8 @@ def build_log(path: str, copies: int) -> int:
     source = next(os.path.join(r, f) for r, _, files in os.walk(folder) for f in files if f.startswith("events_"))
     with open_decompressed(source) as f:
         lines = [json.loads(line) for line in f.read().splitlines() if line.strip()]
-    streaming = [l for l in lines if "StreamingQueryListener" in l["Event"]]
-    progress = [l for l in streaming if l["Event"].endswith("QueryProgressEvent")]
+    streaming = [e for e in lines if "StreamingQueryListener" in e["Event"]]
+    progress = [e for e in streaming if e["Event"].endswith("QueryProgressEvent")]
     span = parse_timestamp(progress[-1]["progress"]["timestamp"]) - parse_timestamp(progress[0]["progress"]["timestamp"]) + 1.0
 
     def dumps(obj: dict) -> bytes:

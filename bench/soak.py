@@ -19,13 +19,13 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from prometheus_client import generate_latest  # noqa: E402
+from prometheus_client import generate_latest
 
-from bench.common import derived, recorded_progress  # noqa: E402
-from observer.capture.queue import CapturedEvent  # noqa: E402
-from observer.history.sink import HistorySink  # noqa: E402
-from observer.runtime import Observer  # noqa: E402
-from observer.settings import Settings  # noqa: E402
+from bench.common import derived, recorded_progress
+from observer.capture.queue import CapturedEvent
+from observer.history.sink import HistorySink
+from observer.runtime import Observer
+from observer.settings import Settings
 
 
 def rss_mb() -> float:

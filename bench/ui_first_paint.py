@@ -1,12 +1,17 @@
-"""First paint of each state-browser page on a large history (default 1 M batches).
+"""First paint of each state-browser page on a large history.
 
-The history is grown from real data: the recorded restart fixture is replayed into a history, then its
+Two ways to make the history, both from real recorded data. ``--synthetic`` (the default) runs
+``scripts/synthetic_history.py``: 100,000 batches of a 200-partition query made from a recorded progress
+event plus a crash-looping query, replayed through the observer. ``--replicated`` grows the history the
+older way: the recorded restart fixture is replayed into a history, then its
 batches, operator rows, partition rows and events are copied over and over in SQL with batch ids and
 timestamps shifted by one recorded run's span each time (the progress JSON's batchId and timestamp
 follow). Each page is then run with ``streamlit.testing.v1.AppTest`` several times on a fresh app
 (cold Streamlit caches, warm OS page cache), and the median wall time printed.
 
-    python bench/ui_first_paint.py [--batches 1000000] [--repeat 5] [--db /tmp/sso-ui-bench.db]
+Query pages show the query with the most batches.
+
+    python bench/ui_first_paint.py [--batches 100000] [--repeat 5] [--db /tmp/sso-ui-bench.db] [--replicated] [--reuse]
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ sys.path.insert(0, ROOT)
 
 from observer.offline.replay import replay  # noqa: E402
 
-PAGES = ("Queries", "Query drilldown", "Partitions", "Runs", "Checkpoint", "State contents")
+PAGES = ("Applications", "Queries", "Query drilldown", "Restores", "Partitions", "Runs", "Checkpoint", "State contents")
 
 
 def build(db: str, batches: int) -> None:
@@ -72,6 +77,19 @@ def build(db: str, batches: int) -> None:
     os.remove(seed)
 
 
+def build_synthetic(db: str, batches: int) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("synthetic_history", os.path.join(ROOT, "scripts", "synthetic_history.py"))
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module.build(db, batches)
+
+
+def biggest_query(db: str) -> str:
+    return sqlite3.connect(db).execute("SELECT query_id FROM batches GROUP BY query_id ORDER BY COUNT(*) DESC LIMIT 1").fetchone()[0]
+
+
 def first_paint(db: str, page: str, repeat: int) -> list[float]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
@@ -79,10 +97,12 @@ def first_paint(db: str, page: str, repeat: int) -> list[float]:
     os.environ["SPARK_STATE_OBSERVER_UI_HISTORY"] = db
     os.environ["SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS"] = tempfile.mkdtemp(prefix="sso-bench-roots-")
     times = []
+    query_id = biggest_query(db)
     for _ in range(repeat):
         at = AppTest.from_file(os.path.join(ROOT, "streamlit_app", "app.py"), default_timeout=120)
         at.session_state["page"] = page
         at.session_state["range"] = "last 6 hours"
+        at.session_state["query_id"] = query_id
         started = time.perf_counter()
         at.run()
         times.append(time.perf_counter() - started)
@@ -94,17 +114,18 @@ def first_paint(db: str, page: str, repeat: int) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=1_000_000)
+    parser.add_argument("--batches", type=int, default=100_000)
+    parser.add_argument("--replicated", action="store_true", help="replicate the restart fixture instead of the synthetic history")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--db", default=os.path.join(tempfile.gettempdir(), "sso-ui-bench.db"))
     parser.add_argument("--reuse", action="store_true", help="keep an existing --db of the right size")
     args = parser.parse_args()
     have = 0
     if args.reuse and os.path.exists(args.db):
-        have = sqlite3.connect(args.db).execute("SELECT COUNT(*) FROM batches").fetchone()[0]
+        have = sqlite3.connect(args.db).execute("SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM batches GROUP BY query_id)").fetchone()[0]
     if have != args.batches:
         started = time.perf_counter()
-        build(args.db, args.batches)
+        (build if args.replicated else build_synthetic)(args.db, args.batches)
         print(f"built {args.db}: {args.batches:,} batches, {os.path.getsize(args.db) / 1e9:.2f} GB in {time.perf_counter() - started:.0f} s")
     print(f"{'page':<18} {'median s':>9} {'min s':>7} {'max s':>7}  (AppTest, {args.repeat} runs, cold Streamlit caches)")
     for page in PAGES:

@@ -44,9 +44,9 @@ from bench.common import ROOT
 from bench.eventlog_writer import ProgressiveLog, flush_groups, recorded_lines, renamed
 from observer.capture.eventlog_watch import DEFAULT_WANTED_EVENTS, PIPELINE_EVENTS, QUERY_PROGRESS, AppEvents, EventLogWatcher
 from observer.capture.watch_runtime import FleetObserver, WatchOptions
+from observer.model.parse import parse_timestamp
 from observer.offline.eventlog import read_records
 from observer.settings import Settings
-from observer.model.parse import parse_timestamp
 
 _PROGRESS = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"'
 _STARTED = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"'

@@ -29,8 +29,17 @@ _PUBLIC = {
     "Settings": "observer.settings", "SettingsError": "observer.settings",
     "SignalEvent": "observer.signals.kinds", "SIGNAL_KINDS": "observer.signals.kinds",
 }
-__all__ = ["attach", "ObserverHandle", "StateObserverListener", "Observer", "Settings", "SettingsError",
-           "SignalEvent", "SIGNAL_KINDS", "__version__"]
+__all__ = [
+    "SIGNAL_KINDS",
+    "Observer",
+    "ObserverHandle",
+    "Settings",
+    "SettingsError",
+    "SignalEvent",
+    "StateObserverListener",
+    "__version__",
+    "attach",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import threading
 import time
+from functools import partial
 from typing import Any, Callable, Sequence
 
 from observer.capture.queue import CapturedEvent, CaptureQueue
@@ -153,7 +154,7 @@ class Observer:
             self._last_queue_drops = drops
         self.tick()
         for sink in self._sinks:
-            self._guarded_sink(sink, lambda: sink.tick(len(items)))
+            self._guarded_sink(sink, partial(sink.tick, len(items)))
         wanted = self._sink_flush_wanted
         if wanted != self._sink_flush_done and not len(self.queue):
             for sink in self._sinks:
@@ -215,9 +216,9 @@ class Observer:
         self.signals.publish(signals)
         for sink in self._sinks:
             if isinstance(sink, AppAwareSink):
-                self._guarded_sink(sink, lambda: sink.on_app_event(self.identity, event, signals, received_at))
+                self._guarded_sink(sink, partial(sink.on_app_event, self.identity, event, signals, received_at))
             else:
-                self._guarded_sink(sink, lambda: sink.on_event(event, signals, received_at))
+                self._guarded_sink(sink, partial(sink.on_event, event, signals, received_at))
 
     def _guarded(self, what: str, fn: Callable[[], Any]) -> Any:
         try:

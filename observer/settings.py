@@ -57,10 +57,12 @@ class Settings:
     push_interval_seconds: float = field(default=15.0, metadata={"doc": "How often to push; a final push happens on stop()."})
     push_timeout_seconds: float = field(default=5.0, metadata={"doc": "Timeout of one push; a failed push is counted, never retried in a loop."})
     # History store
-    history_enabled: bool = field(default=True, metadata={"doc": "Write every batch, operator figure and event to the SQLite history (the browser reads it)."})
-    history_path: str = field(default=DEFAULT_HISTORY_PATH, metadata={"doc": "History database file (relative to the working directory)."})
+    history_enabled: bool = field(default=True, metadata={"doc": "Write every batch, operator figure and event to the history (the browser reads it)."})
+    history_path: str = field(default=DEFAULT_HISTORY_PATH, metadata={"doc": "History database: a file path or `sqlite:///relative.db` / `sqlite:////absolute.db` (embedded SQLite), or `postgresql://user[:password]@host:port/database` (shared, needs the `postgres` extra)."})
     history_max_age_seconds: float = field(default=7 * 86400.0, metadata={"doc": "History older than this is deleted."})
     history_max_bytes: float = field(default=float(1 << 30), metadata={"doc": "When the history grows past this, the oldest batches are deleted."})
+    history_retention: str = field(default="", metadata={"doc": "Ages that differ from `history_max_age_seconds`, per application or query: `app:NAME=SECONDS,query:NAME_OR_ID=SECONDS` (a query's entry wins over its application's)."})
+    history_buffer_rows: int = field(default=50_000, metadata={"doc": "PostgreSQL history: rows held while the database is unreachable (retried with backoff); events beyond are dropped and counted."})
     # Capture and pipeline
     queue_size: int = field(default=10_000, metadata={"doc": "Events held between the Spark callback and the worker; on overflow the oldest is dropped and counted."})
     fast_path: bool = field(default=True, metadata={"doc": "Take each event as one JSON string from the JVM (classic PySpark); off forces PySpark's own event objects."})
@@ -139,6 +141,8 @@ class Settings:
             raise SettingsError("tls_certfile and tls_keyfile must be set together")
         if bool(self.basic_auth_user) != bool(self.basic_auth_password):
             raise SettingsError("basic_auth_user and basic_auth_password must be set together")
+        if self.history_buffer_rows < 1:
+            raise SettingsError(f"history_buffer_rows must be at least 1, got {self.history_buffer_rows}")
         if self.otlp_protocol not in ("", "http/protobuf", "grpc"):
             raise SettingsError(f"otlp_protocol must be http/protobuf or grpc, got {self.otlp_protocol!r}")
         if self.otlp_interval_seconds < 0 or self.otlp_timeout_seconds < 0 or self.otlp_queue_size < 1:

@@ -11,5 +11,5 @@ if ! command -v java >/dev/null 2>&1; then
     exit 1
   fi
 fi
-python3 -m pip install -q -e .
-exec spark-state-observer demo "$@"
+python3 -m pip install -q -e '.[ui]'
+exec spark-state-observer demo --ui 8501 "$@"

@@ -18,8 +18,8 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from executor_loss_job import executor_pid  # noqa: E402
-from scenario_job import drain, record_signals, write_jsonl, write_outputs  # noqa: E402
+from executor_loss_job import executor_pid
+from scenario_job import drain, record_signals, write_jsonl, write_outputs
 
 QUERIES = 10
 RESTARTED = ("q03", "q07")

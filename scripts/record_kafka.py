@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from kafka_broker import BurstProducer, KafkaBroker, connector_jars, manifests
+from kafka_broker import BurstProducer, KafkaBroker, connector_jars, manifests  # noqa: E402 - found through sys.path above
 
 
 def run_job(checkpoint: str, out: str, bootstrap: str, topic: str, args: argparse.Namespace, *extra: str) -> dict[str, float]:

@@ -5,7 +5,13 @@ end-to-end tests (a restart is two runs of this script, in two processes, on one
 
 Writes into ``--out``: ``progress.jsonl`` (``query.recentProgress`` as Spark's JSON), ``metrics.prom``
 (the observer's endpoint scraped after the last batch), ``signals.jsonl`` (derived events), and the
-Spark event log under ``--out/eventlog`` when ``--event-log`` is given.
+Spark event log under ``--out/eventlog`` when ``--event-log`` is given, and ``run.json`` (what this run
+did, from the job itself: start/end times, batch ids, query and run id, the exception it ended with) so
+``scripts/record_incidents.py`` can write ground truth without anyone typing it.
+
+``--query`` picks another pipeline from ``scripts/incident_queries.py`` (joins, failing sinks, UDFs, ...);
+``--duration`` runs for a wall-clock time instead of a batch count; ``--expect-failure`` waits for the
+query to terminate with an exception and records it.
 
 ``--source kafka --bootstrap HOST:PORT --topic T --kafka-jars a.jar,b.jar`` reads a Kafka topic instead of
 the rate source (a windowed count per key with a watermark on the records' timestamps); the connector
@@ -37,6 +43,8 @@ def wait_batches(query, n: int, timeout: float = 240) -> None:  # type: ignore[n
     start = None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if not query.isActive:
+            raise SystemExit(f"the query stopped before {n} batches: {query.exception()}")
         last = query.lastProgress
         if last is not None:
             start = last["batchId"] if start is None else start
@@ -98,6 +106,44 @@ def write_jsonl(path: str, rows: list) -> None:
             f.write((row if isinstance(row, str) else json.dumps(row)).replace("\n", " ") + "\n")
 
 
+def wait_failure(query, timeout: float = 240) -> str:  # type: ignore[no-untyped-def]
+    """Wait until the query terminates; return its exception text (raise if it ended cleanly or never did)."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if query.isActive or query.exception() is None:
+        raise SystemExit("the query was expected to fail, and did not")
+    return str(query.exception())
+
+
+def run_for(query, seconds: float) -> None:  # type: ignore[no-untyped-def]
+    """Keep the query running for a wall-clock time (raising if it died)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not query.isActive:
+            raise SystemExit(f"the query stopped early: {query.exception()}")
+        time.sleep(0.5)
+
+
+def write_run_facts(out: str, spark_version: str, query, progress: list[str], started: float,  # type: ignore[no-untyped-def]
+                    ended: float, failure: str | None, injected_at: float | None) -> None:
+    """What this run did, measured by the run itself: the ground truth ``record_incidents.py`` builds on.
+
+    ``process_started`` is taken before the Spark session is created; ``process_ended`` when the run's work
+    is over (the batches it waited for are done, or the failure was seen), before the query is stopped and
+    Spark torn down (a few seconds more of the process's life).
+    """
+    batches = [json.loads(p) for p in progress]
+    facts = {"spark_version": spark_version, "query_name": query.name, "query_id": str(query.id), "run_id": str(query.runId),
+             "process_started": started, "process_ended": ended,
+             "first_batch_id": batches[0]["batchId"] if batches else None,
+             "last_batch_id": batches[-1]["batchId"] if batches else None,
+             "first_batch_timestamp": batches[0]["timestamp"] if batches else None,
+             "batches": len(batches), "exception": failure, "injected_at": injected_at}
+    with open(os.path.join(out, "run.json"), "w") as f:
+        json.dump(facts, f, indent=1)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", required=True)
@@ -111,6 +157,15 @@ def main() -> int:
     ap.add_argument("--name", default="demo_dedup_window")
     ap.add_argument("--incompatible", action="store_true",
                     help="restart with a state schema the checkpoint refuses, and record the failure")
+    ap.add_argument("--query", default="dedup_window", help="a pipeline from scripts/incident_queries.py")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--partitions", type=int, default=2, help="spark.sql.shuffle.partitions")
+    ap.add_argument("--keys", type=int, default=10)
+    ap.add_argument("--duration", type=float, help="run this many seconds instead of --batches")
+    ap.add_argument("--expect-failure", action="store_true", help="wait for the query to fail and record why")
+    ap.add_argument("--inject-after", type=int, default=0, help="after this many batches, break the query (see incident_queries.inject)")
+    ap.add_argument("--option", action="append", default=[], help="key=value passed to the pipeline")
+    ap.add_argument("--conf", action="append", default=[], help="key=value Spark configuration")
     ap.add_argument("--source", choices=("rate", "kafka"), default="rate")
     ap.add_argument("--bootstrap", help="Kafka bootstrap servers (--source kafka)")
     ap.add_argument("--topic", help="Kafka topic (--source kafka)")
@@ -124,14 +179,37 @@ def main() -> int:
     from observer.cli.demo import dedup_window_query, spark_session
 
     os.makedirs(args.out, exist_ok=True)
-    spark = spark_session(provider=args.provider, changelog=args.changelog == "on",
+    extra = {"spark.sql.shuffle.partitions": str(args.partitions),
+             # a long run keeps every progress, not the last 100
+             "spark.sql.streaming.numRecentProgressUpdates": "100000" if args.duration else "100",
+             **dict(kv.split("=", 1) for kv in args.conf)}
+    started = time.time()
+    spark = spark_session(master=args.master, provider=args.provider, changelog=args.changelog == "on",
                           event_log_dir=os.path.join(args.out, "eventlog") if args.event_log else None,
                           event_log_codec=None if args.codec == "none" else args.codec,
-                          extra={"spark.jars": args.kafka_jars} if args.kafka_jars else None)
+                          extra={**extra, "spark.jars": args.kafka_jars} if args.kafka_jars else extra)
     spark.sparkContext.setLogLevel("ERROR")
     handle = observer.attach(spark, http_port=0)
     signals = record_signals(handle)
-    if args.incompatible:
+    failure = None
+    injected_at = None
+    if args.query != "dedup_window":
+        import incident_queries
+
+        ctx = incident_queries.Context(spark, args.checkpoint, args.rows_per_second, args.keys, args.name, args.out,
+                                       dict(kv.split("=", 1) for kv in args.option))
+        query = incident_queries.start(args.query, ctx)
+        if args.inject_after:
+            wait_batches(query, args.inject_after)
+            injected_at = time.time()
+            incident_queries.inject(args.query, ctx)
+        if args.expect_failure:
+            failure = wait_failure(query)
+        elif args.duration:
+            run_for(query, args.duration)
+        else:
+            wait_batches(query, args.batches)
+    elif args.incompatible:
         from pyspark.sql import functions as F
 
         # the aggregation's key becomes a string: Spark refuses the state it finds in the checkpoint
@@ -139,11 +217,7 @@ def main() -> int:
                   .groupBy((F.col("value") % 10).cast("string").alias("key")).count())
         query = (counts.writeStream.format("noop").outputMode("update").queryName(args.name)
                  .option("checkpointLocation", args.checkpoint).trigger(processingTime="1 second").start())
-        deadline = time.monotonic() + 120
-        while query.isActive and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if query.isActive or query.exception() is None:
-            raise SystemExit("the incompatible restart did not fail")
+        failure = wait_failure(query, timeout=120)
     elif args.source == "kafka":
         query = kafka_window_query(spark, args.checkpoint, args)
         if args.until_caught_up:
@@ -151,10 +225,17 @@ def main() -> int:
         else:
             wait_batches(query, args.batches)
     else:
-        query = dedup_window_query(spark, args.checkpoint, args.rows_per_second, name=args.name)
-        wait_batches(query, args.batches)
+        query = dedup_window_query(spark, args.checkpoint, args.rows_per_second, name=args.name, keys=args.keys)
+        if args.expect_failure:
+            failure = wait_failure(query)
+        elif args.duration:
+            run_for(query, args.duration)
+        else:
+            wait_batches(query, args.batches)
+    ended = time.time()
     # 4.x: StreamingQueryProgress objects with .json; 3.5: plain dicts
     progress = [p.json if hasattr(p, "_jdict") else json.dumps(p) for p in query.recentProgress]
+    spark_version = spark.version
     query.stop()
     drain(handle, 1)
     metrics = urllib.request.urlopen(handle.url, timeout=10).read().decode()
@@ -162,6 +243,7 @@ def main() -> int:
     spark.stop()
     write_jsonl(os.path.join(args.out, "progress.jsonl"), progress)
     write_outputs(args.out, metrics, signals)
+    write_run_facts(args.out, spark_version, query, progress, started, ended, failure, injected_at)
     return 0
 
 

@@ -8,8 +8,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from observer.metrics.catalog import reference_table  # noqa: E402
-from observer.settings import settings_table  # noqa: E402
+from observer.metrics.catalog import reference_table
+from observer.settings import settings_table
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
 

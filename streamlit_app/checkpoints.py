@@ -1,14 +1,22 @@
-"""Choosing a checkpoint on a page: one found under the roots, or a typed path checked against them."""
+"""Choosing a checkpoint on a page: one found under the roots, or a typed path checked against them.
+
+A checkpoint names its query in its ``metadata`` file; the query's own checkpoint is preferred, and a
+checkpoint of another query is shown only with a warning naming that query.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 
+import pandas as pd
 import streamlit as st
 
+from streamlit_app import fmt
 from streamlit_app.config import AppConfig
 from streamlit_app.paths import PathRefused, list_checkpoints, resolve_under_roots
+
+OTHER = "other path..."
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -21,29 +29,48 @@ def query_id_of(checkpoint: str) -> str | None:
     try:
         with open(os.path.join(checkpoint, "metadata")) as f:
             return json.loads(f.readline()).get("id")
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         return None
 
 
-def choose(config: AppConfig, key: str, query_id: str | None = None) -> str | None:
-    """A checkpoint path inside the roots, or None after saying why there is none."""
+def _name(queries: pd.DataFrame | None, query_id: str | None) -> str:
+    if not query_id:
+        return "an unknown query (no readable metadata)"
+    row = queries[queries.query_id == query_id] if queries is not None else pd.DataFrame()
+    name = row["name"].iloc[0] if len(row) else None
+    known = f"{name} ({fmt.short_id(query_id)})" if isinstance(name, str) and name else query_id
+    return known if len(row) else f"query {query_id}, which is not in this history"
+
+
+def choose(config: AppConfig, key: str, query_id: str | None = None, queries: pd.DataFrame | None = None) -> str | None:
+    """A checkpoint path inside the roots, or None after saying why there is none; warns when the
+    checkpoint belongs to another query than ``query_id``."""
     if not config.checkpoint_roots:
         st.info("No checkpoint root is configured. Start the browser with `--checkpoint-root DIR` (repeatable) "
                 "to inspect checkpoints under DIR.")
         return None
     candidates = found(config.checkpoint_roots)
-    preferred = next((c for c in candidates if query_id and query_id_of(c) == query_id), None)
-    options = candidates + ["other path..."]
-    picked = st.selectbox("Checkpoint", options, index=options.index(preferred) if preferred else 0, key=f"{key}_pick",
-                          help="checkpoints found under the configured roots")
+    owners = {c: query_id_of(c) for c in candidates}
+    mine = [c for c in candidates if query_id and owners[c] == query_id]
+    options = candidates + [OTHER]
+    if st.session_state.get(f"{key}_pick") not in options:
+        st.session_state[f"{key}_pick"] = mine[0] if mine else options[0]
+    picked = st.selectbox("Checkpoint", options, key=f"{key}_pick", help="checkpoints found under the configured roots",
+                          format_func=lambda c: c if c == OTHER else f"{c} ({_name(queries, owners.get(c))})")
     typed = st.text_input("Checkpoint path", key=f"{key}_path", placeholder="a path under the checkpoint roots") \
-        if picked == "other path..." else picked
+        if picked == OTHER else picked
     if not typed:
         if not candidates:
             st.info(f"No streaming checkpoint found under {', '.join(config.checkpoint_roots)}; type a path.")
         return None
     try:
-        return resolve_under_roots(typed, config.checkpoint_roots)
+        path = resolve_under_roots(typed, config.checkpoint_roots)
     except PathRefused as exc:
         st.error(str(exc))
         return None
+    owner = query_id_of(path)
+    if query_id and owner != query_id:
+        hint = " None of the checkpoints under the roots belongs to it." if not mine else ""
+        st.warning(f"This checkpoint belongs to {_name(queries, owner)}, not to the query shown "
+                   f"({_name(queries, query_id)}): its figures are not this query's.{hint}")
+    return path

@@ -12,23 +12,29 @@ import os
 import sys
 from dataclasses import dataclass
 
+from observer.mixin.config import MixinConfig
 from observer.settings import DEFAULT_HISTORY_PATH
 
 ENV_HISTORY = "SPARK_STATE_OBSERVER_UI_HISTORY"
 ENV_ROOTS = "SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS"  # os.pathsep-separated
 DEFAULT_HISTORY = DEFAULT_HISTORY_PATH
+ENV_RUNBOOK = "SPARK_STATE_OBSERVER_UI_RUNBOOK_URL"
+# the runbook the alerts link to: the mixin's default configuration is the one place it is written
+DEFAULT_RUNBOOK_URL = MixinConfig().runbook_base_url
 
 
 @dataclass(frozen=True)
 class AppConfig:
     history: str
     checkpoint_roots: tuple[str, ...]
+    runbook_url: str = DEFAULT_RUNBOOK_URL  # the verdicts link to its sections (#alertname in lower case)
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="streamlit_app", add_help=False)
     p.add_argument("--history", default=None)
     p.add_argument("--checkpoint-root", action="append", default=None)
+    p.add_argument("--runbook-url", default=None)
     return p
 
 
@@ -40,4 +46,10 @@ def load_config(argv: list[str] | None = None) -> AppConfig:
     args, _ = parser().parse_known_args(argv)
     history = args.history or os.environ.get(ENV_HISTORY) or os.environ.get("SPARK_STATE_OBSERVER_HISTORY_PATH") or DEFAULT_HISTORY
     roots = args.checkpoint_root or [r for r in os.environ.get(ENV_ROOTS, "").split(os.pathsep) if r]
-    return AppConfig(os.path.abspath(history), tuple(os.path.realpath(r) for r in roots))
+    runbook = args.runbook_url or os.environ.get(ENV_RUNBOOK) or DEFAULT_RUNBOOK_URL
+    return AppConfig(history_location(history), tuple(os.path.realpath(r) for r in roots), runbook.rstrip("#"))
+
+
+def history_location(history: str) -> str:
+    """A file path made absolute; a ``sqlite:///`` or ``postgresql://`` URL as given."""
+    return history if "://" in history else os.path.abspath(history)

@@ -1,35 +1,130 @@
-"""Numbers and times as an on-call engineer reads them: short, with units, UTC."""
+"""Numbers and times as an on-call engineer reads them: one time language (24-hour UTC, said once on
+the page), automatic units, thousands separators, short ids with the full one a hover away."""
 
 from __future__ import annotations
 
 import datetime as dt
-import math
+import html
+from typing import Any
+
+from observer.signals import kinds as k
+
+TIME_NOTE = "All times are UTC, 24-hour clock."
+KIND_LABELS = {
+    k.QUERY_STARTED: "start", k.QUERY_RESTARTED: "restart", k.QUERY_TERMINATED: "stop / failure", k.CRASH_LOOP: "crash loop",
+    k.RESTORE: "restore", k.STORE_RELOAD: "state reload", k.STALLED: "stalled", k.STALL_RECOVERED: "stall over",
+    k.EXECUTOR_ADDED: "executor added", k.EXECUTOR_REMOVED: "executor lost", k.QUERY_IDLE: "idle",
+    k.PARTITIONS_CHANGED: "partitions changed", k.STATE_UNBOUNDED: "state unbounded", k.STATE_BOUNDED: "state bounded",
+    k.FALLING_BEHIND: "falling behind", k.CAUGHT_UP: "caught up",
+}
+"""Signal kinds in plain words (every kind of ``observer.signals.kinds.SIGNAL_KINDS``)."""
 
 
-def when(ts: float | None) -> str:
-    if ts is None or (isinstance(ts, float) and math.isnan(ts)):
+def missing(value: Any) -> bool:
+    """None, NaN and pandas' NA all read as 'no value'."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)  # NaN and NA are not equal to themselves
+    except (TypeError, ValueError):
+        return False
+
+
+def when(ts: float | None, date: bool = True) -> str:
+    """``2026-11-22 22:31:30`` (UTC; the page says so once), or ``-``."""
+    if missing(ts):
         return "-"
-    return dt.datetime.fromtimestamp(float(ts), dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    stamp = dt.datetime.fromtimestamp(float(ts), dt.timezone.utc)  # type: ignore[arg-type]
+    return stamp.strftime("%Y-%m-%d %H:%M:%S" if date else "%H:%M:%S")
 
 
-def ago(seconds: float | None) -> str:
-    if seconds is None or math.isnan(seconds):
+def clock(ts: float | None) -> str:
+    """Just the time of day, for sentences about one incident (``22:31:30``)."""
+    return when(ts, date=False)
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds in the unit a person would use: 350 ms, 6.4 s, 2 min 5 s, 3.5 h, 2.1 d."""
+    if missing(seconds):
         return "-"
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.1f} {unit} ago"
-    return f"{seconds:.0f} s ago"
+    s = float(seconds)  # type: ignore[arg-type]
+    if abs(s) < 1:
+        return f"{s * 1000:.0f} ms"
+    if abs(s) < 60:
+        return f"{s:.1f} s"
+    if abs(s) < 3600:
+        minutes, rest = divmod(round(s), 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    if abs(s) < 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} d"
 
 
 def size(n: float | None) -> str:
-    if n is None or (isinstance(n, float) and math.isnan(n)):
+    """Bytes with a binary unit: 9.5 MB, 812 B, or ``-``."""
+    if n is None or missing(n):
         return "-"
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+    for unit, scale in (("TB", 1 << 40), ("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
         if abs(n) >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n:.0f} B"
 
 
-def attrs(attributes: dict) -> str:
-    """An event's attributes on one line, Nones left out."""
-    return ", ".join(f"{k}={v}" for k, v in attributes.items() if v is not None)
+def number(n: float | None, decimals: int = 0) -> str:
+    """Thousands separators; whole numbers without ``.0`` (7191.0 is 7,191)."""
+    if missing(n):
+        return "-"
+    value = float(n)  # type: ignore[arg-type]
+    if decimals == 0 or value.is_integer():
+        return f"{value:,.0f}"
+    return f"{value:,.{decimals}f}"
+
+
+def compact(n: float | None) -> str:
+    """A count short enough for a metric tile: 59,200; 1.2 M; 3.4 G."""
+    if missing(n):
+        return "-"
+    value = float(n)  # type: ignore[arg-type]
+    for unit, scale in (("G", 1e9), ("M", 1e6)):
+        if abs(value) >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return number(value)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 query``, ``2 queries``."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def short_id(full: str | None) -> str:
+    return "-" if not full else str(full)[:8]
+
+
+def id_html(full: str | None) -> str:
+    """A short id whose full value shows on hover (for markdown with ``unsafe_allow_html``)."""
+    if not full:
+        return "-"
+    return f'<code title="{html.escape(str(full))}">{html.escape(short_id(full))}</code>'
+
+
+def kind(name: str) -> str:
+    """An event kind in plain words (``store_reload`` is 'state reload')."""
+    return KIND_LABELS.get(name, name.replace("_", " "))
+
+
+def attrs(attributes: dict[str, Any]) -> str:
+    """An event's attributes on one line in plain words, Nones left out, seconds and bytes with units."""
+    parts = []
+    for key, value in attributes.items():
+        if missing(value) or (key in ("outcome",) and value == "clean"):
+            continue
+        label = key.replace("_", " ")
+        if key.endswith("_seconds") and isinstance(value, (int, float)):
+            parts.append(f"{label.removesuffix(' seconds')} {duration(value)}")
+        elif key.endswith("_bytes") and isinstance(value, (int, float)):
+            parts.append(f"{label.removesuffix(' bytes')} {size(value)}")
+        elif isinstance(value, float):
+            parts.append(f"{label} {number(value, 2)}")
+        else:
+            parts.append(f"{label} {value}")
+    return ", ".join(parts)

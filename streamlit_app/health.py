@@ -14,8 +14,7 @@ from observer.settings import DEFAULT_STALL_FACTOR as STALL_FACTOR
 from observer.settings import DEFAULT_STALL_MIN_SECONDS as STALL_MIN_SECONDS
 from observer.signals.kinds import CRASH_LOOP, LIFECYCLE_KINDS, QUERY_IDLE, STALLED
 
-__all__ = ["HEALTH_ICONS", "LIFECYCLE_KINDS", "STALL_FACTOR", "STALL_MIN_SECONDS", "derive_health", "typical_interval"]
-HEALTH_ICONS = {"running": "🟢 running", "idle": "⚪ idle", "stalled": "🟠 stalled", "failed": "🔴 failed", "stopped": "⚫ stopped"}
+__all__ = ["LIFECYCLE_KINDS", "STALL_FACTOR", "STALL_MIN_SECONDS", "derive_health", "typical_interval"]
 
 
 def typical_interval(batch_times: Sequence[float]) -> float | None:

@@ -21,6 +21,7 @@ import urllib.request
 from typing import Iterator
 
 import pytest
+from pg_server import postgres  # noqa: F401  (the session's PostgreSQL server fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")

@@ -153,7 +153,7 @@ class KafkaBroker:
                     admin = AdminClient({"bootstrap.servers": self.bootstrap})
                 if admin.list_topics(timeout=2).brokers:
                     return
-            except Exception:  # noqa: BLE001, S110 - not listening yet: try again until the deadline
+            except Exception:
                 pass
             if time.monotonic() > deadline:
                 raise TimeoutError(f"kafka broker not ready in {timeout}s; see {self.log_path}:\n{self.log_tail()}")
@@ -220,7 +220,7 @@ class KafkaBroker:
         if self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> KafkaBroker:  # noqa: PYI034
+    def __enter__(self) -> KafkaBroker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -292,7 +292,7 @@ class BurstProducer:
                     self.burst(count)
                 next_at += self.burst_seconds
                 self._stop.wait(max(0.0, next_at - time.monotonic()))
-        except BaseException as exc:  # noqa: BLE001 - surfaced by stop(); a producer thread must not die silently
+        except BaseException as exc:
             self.error = exc
 
     def start(self) -> BurstProducer:

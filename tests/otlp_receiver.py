@@ -105,7 +105,7 @@ class HttpReceiver:
         received = self.received
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 types = REQUESTS.get(self.path)
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if types is None:
@@ -127,7 +127,7 @@ class HttpReceiver:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)

@@ -13,8 +13,8 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import ROOT, need
 
+from conftest import ROOT, need
 from observer.mixin.config import MixinConfig, config_from_mapping, load_config
 from observer.mixin.export import artefacts, write
 from observer.mixin.promql import metric

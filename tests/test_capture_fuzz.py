@@ -31,7 +31,7 @@ class JavaEvent:
             raise self._payload
         return self._payload
 
-    def progress(self) -> "JavaEvent":
+    def progress(self) -> JavaEvent:
         return self
 
     def json(self) -> object:

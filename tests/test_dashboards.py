@@ -13,11 +13,11 @@ import time
 import warnings
 
 import pytest
-from conftest import FIXTURES, REQUIRE_REAL, ROOT, Server, fixture_runs, free_port, need, progress_lines, prom_query
 
+from conftest import FIXTURES, REQUIRE_REAL, ROOT, Server, fixture_runs, free_port, need, progress_lines, prom_query
 from observer.mixin.config import MixinConfig, load_config
 from observer.mixin.export import DASHBOARD_NAMES
-from observer.mixin.promql import SPECS, metric
+from observer.mixin.promql import metric
 
 SCHEMAS = os.path.join(ROOT, "..", "shared", "grafana-schemas")
 DASHBOARD_FILES = sorted(DASHBOARD_NAMES)

@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import REQUIRE_REAL, ROOT, need
 from crd_schema import errors as crd_errors
 
+from conftest import REQUIRE_REAL, ROOT, need
 from observer.mixin.config import MixinConfig
 from observer.mixin.prometheus_operator import service_monitor
 

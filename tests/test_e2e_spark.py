@@ -13,13 +13,13 @@ import pytest
 import observer
 from checks import assert_matches_progress
 from conftest import ROOT, eventlog_dir, run_script
+from inspect_checks import assert_inspector_matches_files
 from observer.cli.demo import HDFS, ROCKSDB, dedup_window_query, unbounded_query
+from observer.history.loaders import load_batches
 from observer.offline import state_reader
 from observer.offline.checkpoint import inspect_checkpoint
 from observer.offline.checkpoint.restore import DEFAULT_BYTES_PER_SECOND, DEFAULT_SECONDS_PER_FILE, DEFAULT_SECONDS_PER_STORE
-from observer.history.loaders import load_batches
 from observer.offline.replay import replay
-from inspect_checks import assert_inspector_matches_files
 
 pytestmark = pytest.mark.slow
 
@@ -72,7 +72,7 @@ def test_rocksdb_query_scraped_equals_its_progress(spark, tmp_path) -> None:
         assert recorded.batch_id.tolist() == [p["batchId"] for p in progress]
         # the state itself, through Spark's state readers (4.0+): the rows the query holds
         if tuple(int(x) for x in spark.version.split(".")[:2]) < (4, 0):
-            with pytest.raises(state_reader.StateReaderUnavailable, match="Spark 4.0"):
+            with pytest.raises(state_reader.StateReaderUnavailable, match=r"Spark 4\.0"):
                 state_reader.operators(spark, str(tmp_path / "ck"))
             return
         ops = state_reader.operators(spark, str(tmp_path / "ck"))

@@ -14,9 +14,9 @@ import threading
 import time
 
 import pytest
-from conftest import FIXTURES, REQUIRE_REAL, ROOT, progress_lines
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
+from conftest import FIXTURES, REQUIRE_REAL, ROOT, progress_lines
 from observer.capture.eventlog_watch import (
     QUERY_PROGRESS,
     TASK_END,
@@ -25,8 +25,8 @@ from observer.capture.eventlog_watch import (
     in_shard,
     log_name,
 )
-from observer.offline.eventlog import Record, read_records
 from observer.model.parse import parse_timestamp
+from observer.offline.eventlog import Record, read_records
 
 CODECS = [("rocksdb_restart", "zstd"), ("hdfs", "lz4"), ("rocksdb_nochangelog_snappy", "snappy"), ("rocksdb_plain_log", None)]
 
@@ -110,7 +110,7 @@ def test_restart_loses_nothing_and_repeats_nothing(tmp_path, scenario: str, code
     seen = Collector()
     first = EventLogWatcher([str(logs)], state_path=state)
     steps = log.steps(lines, split=True)
-    for n, _ in enumerate(steps):
+    for _ in steps:
         seen.poll(first)
         if (where == "mid_file" and len(seen.batches.get("local-7", [])) >= 2) or (where == "after_roll" and log.index == 3):
             break

@@ -20,10 +20,10 @@ import urllib.request
 from collections.abc import Callable
 
 import pytest
-from conftest import FIXTURES, ROOT, free_port, progress_lines
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
+from conftest import FIXTURES, ROOT, free_port, progress_lines
 from observer.capture.watch_runtime import FleetObserver, WatchOptions
 from observer.model.identity import AppContext, LabelsError, parse_labels
 from observer.runtime import Observer

@@ -14,9 +14,9 @@ import os
 import urllib.request
 
 import pytest
-from conftest import run_script
 from test_fleet import parse
 
+from conftest import run_script
 from observer.capture.watch_runtime import FleetObserver, WatchOptions
 from observer.settings import Settings
 
@@ -56,8 +56,9 @@ def test_demo_watch_shows_two_applications_and_stops_cleanly(tmp_path) -> None:
     import sys
     import time
 
-    from conftest import ROOT, free_port
     from test_fleet import value
+
+    from conftest import ROOT, free_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "observer.cli", "demo", "--watch", "--port", str(port)], cwd=str(tmp_path),

@@ -1,4 +1,8 @@
-"""The history store on recorded real runs, and on databases that are locked, read-only, full or corrupt."""
+"""The history store on recorded real runs, and on databases that are locked, read-only, full or corrupt.
+
+Tests taking the ``history`` fixture run twice: on an SQLite file and on a fresh database of the real
+PostgreSQL server the session starts (tests/pg_server.py).
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,21 @@ import json
 import os
 import sqlite3
 import subprocess
+import threading
 import time
+import uuid
 
 import pytest
 
 from conftest import REQUIRE_REAL, eventlog_dir, fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
 from observer.history.loaders import load_batch, load_batches, load_events, load_operators, load_partitions, load_queries, load_runs
+from observer.history.retention import RetentionPolicy
+from observer.history.rows import APP_COLUMNS, COLUMNS, AppIdentity, RowBuilder
+from observer.history.schema import POSTGRES_TYPES, SQLITE_TYPES, render
 from observer.history.sink import HistorySink
 from observer.history.store import HistoryError, HistoryStore
+from observer.model.parse import parse_event
 from observer.offline.replay import replay
 from observer.runtime import Observer
 from observer.settings import Settings
@@ -22,8 +32,16 @@ from observer.settings import Settings
 RESTART = fixture_runs("rocksdb_restart")
 
 
-def test_replay_writes_a_browsable_history(tmp_path) -> None:
-    db = str(tmp_path / "h.db")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history(request, tmp_path) -> str:
+    """A new, empty history location on each backend."""
+    if request.param == "sqlite":
+        return str(tmp_path / "h.db")
+    return request.getfixturevalue("postgres").create_database(f"t_{uuid.uuid4().hex[:16]}")
+
+
+def test_replay_writes_a_browsable_history(history) -> None:
+    db = history
     replay([eventlog_dir(r) for r in RESTART], history=db)
     queries = load_queries(db)
     assert len(queries) == 1 and queries.runs[0] == 2 and queries.last_outcome[0] == "clean"
@@ -60,11 +78,21 @@ def test_reader_is_not_blocked_by_a_writer(tmp_path) -> None:
         writer.close()
 
 
-def _observer_with_history(db: str) -> tuple[Observer, HistorySink]:
-    obs = Observer(Settings(http_enabled=False), serve=False, live=False)
-    sink = HistorySink(db, obs.self_metrics)
+def _observer_with_history(db: str, app: AppIdentity | None = None, **settings) -> tuple[Observer, HistorySink]:
+    obs = Observer(Settings(http_enabled=False, **settings), serve=False, live=False)
+    sink = HistorySink(db, obs.self_metrics, obs.settings, app=app)
     obs.add_sink(sink)
     return obs, sink
+
+
+def _relabel(progress: list[dict], n: int, name: str) -> list[dict]:
+    """Recorded progress as another query (own id, run ids and name), same batches and times."""
+    return [dict(p, id=f"{p['id'][:-4]}{n:04d}", runId=f"{p['runId'][:-4]}{n:04d}", name=name) for p in progress]
+
+
+def _close(obs: Observer, sink: HistorySink) -> None:
+    obs.flush()
+    sink.close()
 
 
 def _feed(obs: Observer, progress: list[dict]) -> None:
@@ -105,17 +133,25 @@ def test_corrupt_database_turns_history_off_and_metrics_go_on(tmp_path) -> None:
     assert obs.tracker.snapshot()[0].last_progress is not None
 
 
-def test_newer_schema_is_refused_clearly(tmp_path) -> None:
-    db = str(tmp_path / "h.db")
-    conn = sqlite3.connect(db)
-    conn.execute("PRAGMA user_version = 99")
-    conn.close()
+def test_newer_schema_is_refused_clearly(history) -> None:
+    if history.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(history, autocommit=True) as conn:
+            conn.execute("CREATE TABLE history_schema (version INTEGER NOT NULL)")
+            conn.execute("INSERT INTO history_schema VALUES (99)")
+    else:
+        conn = sqlite3.connect(history)
+        conn.execute("PRAGMA user_version = 99")
+        conn.close()
     with pytest.raises(HistoryError, match="newer"):
-        HistoryStore(db)
+        store = HistoryStore(history)  # SQLite refuses here; PostgreSQL connects on the first write
+        store.add_signal("query_started", "q", "r", 1.0, {})
+        store.flush()
 
 
-def test_retention_by_age_and_size(tmp_path) -> None:
-    db = str(tmp_path / "h.db")
+def test_retention_by_age(history) -> None:
+    db = history
     replay([eventlog_dir(r) for r in RESTART], history=db)
     qid = load_queries(db).query_id[0]
     batches = load_batches(db, qid)
@@ -176,3 +212,110 @@ def test_read_only_filesystem_gives_a_clear_message(tmp_path) -> None:
         assert len(load_batches(db, progress_lines(RESTART[0])[0]["id"])) == len(progress_lines(RESTART[0]))
     finally:
         subprocess.run(["umount", "-l", mnt])
+
+
+def test_rows_carry_the_application_identity(history) -> None:
+    progress = progress_lines(RESTART[0])
+    app = AppIdentity.of("payments", {"cluster": "eu-1", "env": "prod"}, "app-20260101-0001")
+    obs, sink = _observer_with_history(history, app=app)
+    _feed(obs, progress)
+    sink.store.add_signal("stalled", progress[0]["id"], progress[0]["runId"], time.time(), {})
+    _close(obs, sink)
+    qid = progress[0]["id"]
+    queries = load_queries(history)
+    assert queries.query_id.tolist() == [qid]
+    for frame in (load_batches(history, qid, with_progress=True), load_operators(history, qid), load_partitions(history, qid),
+                  load_events(history, qid), load_runs(history, qid)):
+        assert set(frame.app) == {"payments"} and set(frame.app_id) == {"app-20260101-0001"}
+        if "app_labels" in frame:
+            assert {json.dumps(json.loads(x), sort_keys=True) for x in frame.app_labels} == {'{"cluster": "eu-1", "env": "prod"}'}
+
+
+def _create_v1(history: str, rows: RowBuilder) -> None:
+    """A database at schema version 1 (before the app columns) holding ``rows``, as older observers wrote it."""
+    pending = rows.take()
+    tables = {t: list(pending.facts.get(t, [])) for t in ("batches", "operators", "partitions", "events")}
+    tables["queries"], tables["runs"] = list(pending.queries.values()), pending.run_rows()
+    if history.startswith("postgresql://"):
+        import psycopg
+
+        conn = psycopg.connect(history, autocommit=True)
+        script, mark = render(0, POSTGRES_TYPES) + "; CREATE TABLE history_schema (version INTEGER NOT NULL); " \
+            "INSERT INTO history_schema VALUES (1)", "%s"
+    else:
+        conn = sqlite3.connect(history, isolation_level=None)
+        script, mark = render(0, SQLITE_TYPES) + "; PRAGMA user_version = 1", "?"
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    for table, table_rows in tables.items():
+        cols = [c for c in COLUMNS[table] if c not in APP_COLUMNS[table]]
+        for row in table_rows:
+            conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(mark for _ in cols)})", row[:len(cols)])
+    conn.close()
+
+
+def test_migration_from_version_1_keeps_the_old_rows(history) -> None:
+    old, new = progress_lines(RESTART[0]), progress_lines(RESTART[1])
+    builder = RowBuilder()
+    for p in old:
+        builder.add_event(parse_event("progress", json.dumps(p)), time.time())
+    builder.add_signal("query_started", old[0]["id"], old[0]["runId"], 1.0, {})
+    _create_v1(history, builder)
+    obs, sink = _observer_with_history(history, app=AppIdentity.of("payments"))
+    _feed(obs, new)
+    _close(obs, sink)
+    assert sink.error is None and not obs.self_metrics.dropped.get("history")
+    qid = old[0]["id"]
+    batches = load_batches(history, qid, with_progress=True)
+    assert batches.batch_id.tolist() == [p["batchId"] for p in old + new]
+    assert batches.app.isna().tolist() == [True] * len(old) + [False] * len(new)  # old rows kept, with no app
+    assert len(load_operators(history, qid)) == 2 * len(old + new)
+    assert load_runs(history, qid).run_id.tolist() == [old[0]["runId"], new[0]["runId"]]
+
+
+def test_retention_per_application_and_query(history) -> None:
+    progress = progress_lines(RESTART[0]) + progress_lines(RESTART[1])
+    payments = _relabel(progress, 1, "pay_ledger") + _relabel(progress, 2, "pay_audit")
+    noisy = _relabel(progress, 3, "noisy_counts")
+    for app, feed in (("payments", payments), ("noisy", noisy)):
+        obs, sink = _observer_with_history(history, app=AppIdentity.of(app))
+        _feed(obs, feed)
+        _close(obs, sink)
+    ts = load_batches(history, payments[0]["id"]).ts.tolist()
+    now = ts[-1] + 1.0
+    settings = f"app:noisy={now - ts[7]},query:pay_ledger=1e9"
+    store = HistoryStore(history, max_age_seconds=now - ts[4], retention=RetentionPolicy.parse(now - ts[4], settings))
+    store.enforce_retention(now=now)
+    store.close()
+    kept = {p[0]["name"]: load_batches(history, p[0]["id"]).ts.tolist() for p in (payments[:1], payments[len(progress):], noisy)}
+    assert kept["pay_ledger"] == ts  # its own entry: kept in full
+    assert kept["pay_audit"] == ts[4:]  # the default age
+    assert kept["noisy_counts"] == ts[7:]  # its application's age
+    assert load_operators(history, noisy[0]["id"]).ts.min() >= ts[7]
+    assert load_partitions(history, payments[len(progress)]["id"]).ts.min() >= ts[4]
+
+
+def test_writers_opening_a_new_file_together_migrate_it_once(tmp_path) -> None:
+    db = str(tmp_path / "h.db")
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def open_and_write(i: int) -> None:
+        try:
+            start.wait()
+            store = HistoryStore(db)
+            store.add_signal("query_started", f"q{i}", f"r{i}", float(i), {})
+            store.flush()
+            store.close()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_and_write, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert sorted(load_events(db).query_id) == [f"q{i}" for i in range(8)]
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 2

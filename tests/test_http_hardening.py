@@ -18,8 +18,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import need
 
+from conftest import need
 from observer.exporters import http as http_exporter
 from observer.exporters.http import Pusher, split_credentials
 from observer.runtime import Observer

@@ -13,7 +13,6 @@ import threading
 import time
 
 import pytest
-from conftest import ROOT, progress_lines, run_script
 from kafka_broker import (
     BurstProducer,
     KafkaBroker,
@@ -25,6 +24,7 @@ from kafka_broker import (
     record_timestamp,
 )
 
+from conftest import ROOT, progress_lines, run_script
 from observer.model.parse import parse_timestamp
 from observer.signals.kafka_lag import (
     CAUGHT_UP,

@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, eventlog_dir, progress_lines
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka_broker import record_timestamp, truth_at
 
-from observer.offline.eventlog import Record, read_records
-from observer.model.parse import parse_timestamp
+from conftest import FIXTURES, eventlog_dir, progress_lines
 from observer.metrics.catalog import COUNTER, MetricSpec
+from observer.model.parse import parse_timestamp
+from observer.offline.eventlog import Record, read_records
 from observer.signals.kafka_lag import (
     CAUGHT_UP,
     EXTRAPOLATED,

@@ -14,9 +14,9 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import ROOT, need
 from crd_schema import errors as crd_errors
 
+from conftest import ROOT, need
 from observer.cli import main
 from observer.mixin import export
 from observer.mixin.config import MixinConfig, MixinConfigError, config_from_mapping, documented_defaults, load_config
@@ -93,7 +93,7 @@ def test_a_bad_configuration_is_a_clear_error(tmp_path, content: str, message: s
 
 def test_a_regex_selector_without_test_labels_is_a_clear_error() -> None:
     config = config_from_mapping({"selector": 'job=~"spark-.*"'})
-    with pytest.raises(MixinConfigError, match="set test_labels.job"):
+    with pytest.raises(MixinConfigError, match=r"set test_labels\.job"):
         export.artefacts(config)
 
 

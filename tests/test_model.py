@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import fixture_runs, progress_lines
-from observer.metrics import catalog
 from observer.capture.queue import CapturedEvent
+from observer.metrics import catalog
 from observer.model.parse import MalformedEvent, parse_event, parse_progress
 from observer.runtime import Observer
 from observer.settings import Settings

@@ -16,13 +16,13 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import ROOT, eventlog_dir, fixture_runs, free_port, progress_lines
-from observer.offline.eventlog import EventLogError, read_records
-from observer.metrics import catalog
 from observer.capture.queue import CapturedEvent
 from observer.exporters.otel import config as otel_config
 from observer.exporters.otel.events import PHASES
 from observer.exporters.otel.naming import COUNTER, METRICS, attributes, otel_metric
 from observer.exporters.otel.sink import OtelSink
+from observer.metrics import catalog
+from observer.offline.eventlog import EventLogError, read_records
 from observer.runtime import Observer
 from observer.settings import Settings, SettingsError
 from otlp_receiver import GrpcReceiver, HttpReceiver
@@ -184,7 +184,7 @@ def test_metrics_logs_and_spans_arrive_with_the_values_spark_reported(receiver) 
     assert terminated["attributes"]["spark.exception_class"] == "state_schema_incompatible"
     assert terminated["attributes"]["spark.error_class"] == _FAILED["errorClassOnException"]
     assert terminated["attributes"]["exception.message"] == _FAILED["exception"].splitlines()[0][:300]
-    assert [r for r in logs if r["event_name"] == "spark.streaming.query_restarted"][0]["severity"] == "WARN"
+    assert next(r for r in logs if r["event_name"] == "spark.streaming.query_restarted")["severity"] == "WARN"
 
     # each micro-batch a span, its phases children laid out one after the other
     spans = server.received.spans()

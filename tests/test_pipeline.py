@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Sequence
 
 import pytest
@@ -122,3 +123,40 @@ def test_sinks_get_each_event_then_the_signals_it_caused_with_the_state_applied(
     assert events[-1] == (QueryProgress.__name__, [RESTORE, RESTORE], 1.0)
     assert [call for call, _ in sink.calls[-3:]] == ["tick", "flush", "close"]
     assert ("tick", len(run1) + 2) in sink.calls  # one round of the worker took every queued event
+
+
+def test_pushgateway_replay_and_endpoint_share_one_exposition(tmp_path: Any) -> None:
+    """The Pushgateway receives exactly ``exposition()``, the text /metrics serves and replay prints."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from observer.exporters.http import Pusher
+    from observer.offline.replay import replay
+
+    received: list[tuple[str, bytes]] = []
+
+    class Gateway(BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = replay([os.path.join(RESTART[0], "progress.jsonl")], Settings(http_enabled=False, history_enabled=False))
+        failures: list[int] = []
+        pusher = Pusher(result.observer.exposition, f"127.0.0.1:{server.server_port}", "my job/1", 3600, 5, None,
+                        {"instance": "a"}, lambda: failures.append(1))
+        pusher.stop()  # the final push
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert failures == []
+    (path, body), = received
+    assert path == "/metrics/job@base64/bXkgam9iLzE=/instance/a"
+    assert body == result.observer.exposition() and body.decode() == result.exposition()
+    assert b"spark_state_rows{" in body

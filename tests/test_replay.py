@@ -15,7 +15,6 @@ from checks import assert_matches_progress, samples
 from conftest import FIXTURES, ROOT, eventlog_dir, fixture_runs, progress_lines
 from observer.offline.replay import replay
 
-
 WITH_BATCHES = [r for r in fixture_runs() if progress_lines(r)]  # the failed restart has none
 
 

@@ -5,17 +5,26 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import sys
 
 import pytest
 
-from conftest import REQUIRE_REAL, ROOT, Server, eventlog_dir, fixture_runs, free_port, need, progress_lines
+from conftest import (
+    REQUIRE_REAL,
+    ROOT,
+    Server,
+    eventlog_dir,
+    fixture_runs,
+    free_port,
+    need,
+    progress_lines,
+)
 
 pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from streamlit.testing.v1 import AppTest
 
-from observer.history.loaders import load_queries  # noqa: E402
-from observer.offline.replay import replay  # noqa: E402
+from observer.history.loaders import load_queries
+from observer.offline.replay import replay
 
 APP = os.path.join(ROOT, "streamlit_app", "app.py")
 RESTART = fixture_runs("rocksdb_restart")
@@ -98,7 +107,7 @@ def test_open_drilldown_from_the_queries_page(monkeypatch, restart_db) -> None:
     assert metrics["newest batch"] == str(progress[-1]["batchId"])
     assert progress[0]["name"] in at.header[0].value
     events = frames(at)[0]
-    assert {"query_started", "query_restarted", "restore", "query_terminated"} <= set(events.kind)
+    assert {"start", "restart", "restore", "stop / failure"} <= set(events.event)  # kinds in plain words
     # phases, rates, state rows, memory, churn, watermark lag, RocksDB commit latency and the event strip
     assert chart_titles(at) == ["Events", "Batch phases (stacked)", "Rates", "State rows per operator", "State memory per operator",
                                 "Additions (rows updated) vs evictions (rows removed)", "Watermark lag (batch time - watermark)",
@@ -139,7 +148,8 @@ def test_empty_and_missing_history_are_explained(monkeypatch, tmp_path) -> None:
 
 def test_runs_page_compares_before_and_after_the_restart(monkeypatch, restart_db) -> None:
     at = app(monkeypatch, restart_db, page="Runs")
-    table = frames(at)[0]
+    listing, table = frames(at)[:2]
+    assert listing["run id"].tolist() == [progress_lines(r)[0]["runId"] for r in reversed(RESTART)]  # every run, newest first
     before, after = progress_lines(RESTART[0]), progress_lines(RESTART[1])
     assert list(table.columns) == [f"before ({before[0]['runId'][:8]})", f"after ({after[0]['runId'][:8]})"]
     assert table.loc["batches"].tolist() == [str(len(before)), str(len(after))]
@@ -155,9 +165,10 @@ def test_partitions_page_shows_snapshot_lag_from_the_history(monkeypatch, restar
     last = progress_lines(RESTART[1])[-1]
     reported = [(i, k) for i, op in enumerate(last["stateOperators"]) for k in op.get("customMetrics", {})
                 if k.startswith("SnapshotLastUploaded")]
-    assert len(lag) == len(reported) and set(lag.batch_id) == {last["batchId"]}
-    assert (lag.snapshot_lag >= 0).all()
-    assert chart_titles(at) == [f"operator {i}" for i in sorted(lag.op_index.unique())]  # the partitions x batches heatmaps
+    assert list(lag.columns[:3]) == ["partition", "store", "snapshot lag (versions)"]  # key columns first
+    assert len(lag) == len(reported) and set(lag.batch) == {last["batchId"]}
+    assert (lag["snapshot lag (versions)"] >= 0).all()
+    assert chart_titles(at) == [f"operator {i}" for i in sorted(lag.operator.unique())]  # the partitions x batches heatmaps
     assert "No checkpoint root is configured" in texts(at)
 
 
@@ -195,8 +206,7 @@ def checkpoint_root(spark, tmp_path_factory) -> tuple[str, str, dict]:
     source.mkdir()
     keys = {f"key-{i}": i % 4 + 1 for i in range(12)}
     with open(source / "part-0.json", "w") as f:
-        for key, n in keys.items():
-            f.write("".join(f'{{"k": "{key}"}}\n' for _ in range(n)))
+        f.writelines("".join(f'{{"k": "{key}"}}\n' for _ in range(n)) for key, n in keys.items())
     checkpoint = str(root / "ck" / "counts")
     query = (spark.readStream.schema("k STRING").json(str(source)).groupBy("k").count()
              .writeStream.format("noop").outputMode("update").option("checkpointLocation", checkpoint)
@@ -213,6 +223,16 @@ def test_checkpoint_and_state_pages_on_a_real_checkpoint(monkeypatch, restart_db
     assert metrics["last committed batch"] == "0" and "restore time" in metrics
     parts = frames(at)[1]
     assert len(parts) == 2 and set(parts.partition) == {0, 1}  # the fixture session's shuffle partitions
+    # the only checkpoint under the root is another query's: Partitions shows it with a warning naming that query
+    at = app(monkeypatch, restart_db, roots=[root], page="Partitions")
+    warning = " ".join(w.value for w in at.warning)
+    with open(os.path.join(checkpoint, "metadata")) as f:
+        owner = json.loads(f.readline())["id"]
+    assert f"This checkpoint belongs to query {owner}, which is not in this history" in warning
+    assert "None of the checkpoints under the roots belongs to it" in warning
+    at = app(monkeypatch, restart_db, roots=[root], page="Restores")  # prediction (inspector) next to the outcome (history)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["inspector's estimate"] != "-" and metrics["last measured restore"] != "-"
 
     at = app(monkeypatch, restart_db, roots=[root], page="State contents")
     at.toggle(key="state_enabled").set_value(True).run()
@@ -234,8 +254,9 @@ def test_browser_navigates_from_queries_to_a_drilldown(restart_db, tmp_path) -> 
     else:
         sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     port = free_port()
-    cli = shutil.which("spark-state-observer") or "spark-state-observer"
-    server = Server([cli, "ui", "--history", restart_db, "--port", str(port)], f"http://127.0.0.1:{port}/_stcore/health")
+    # this tree's cli (an installed console script may belong to another checkout)
+    server = Server([sys.executable, "-m", "observer.cli", "ui", "--history", restart_db, "--port", str(port)],
+                    f"http://127.0.0.1:{port}/_stcore/health", cwd=ROOT)
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium, args=[
@@ -244,10 +265,10 @@ def test_browser_navigates_from_queries_to_a_drilldown(restart_db, tmp_path) -> 
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             page.goto(f"http://127.0.0.1:{port}/", wait_until="networkidle")
             page.get_by_role("heading", name="Queries").wait_for(timeout=60_000)
-            page.get_by_text("1 stopped").wait_for(timeout=60_000)
+            page.get_by_text("1 stopped").first.wait_for(timeout=60_000)
             page.wait_for_timeout(1500)
             page.screenshot(path=str(tmp_path / "queries.png"), full_page=True)
-            page.get_by_role("button", name="Open drilldown").click()
+            page.get_by_role("button", name="Open the drilldown of").click()
             name = progress_lines(RESTART[0])[0]["name"]
             page.get_by_role("heading", name=f"Query {name}").wait_for(timeout=60_000)
             page.get_by_text("Batch phases (stacked)").first.wait_for(timeout=60_000)
@@ -259,7 +280,175 @@ def test_browser_navigates_from_queries_to_a_drilldown(restart_db, tmp_path) -> 
         server.stop()
     assert server.proc.returncode is not None
     for shot in ("queries.png", "drilldown.png"):
-        assert os.path.getsize(tmp_path / shot) > 20_000
-    docs = os.path.join(ROOT, "docs", "screenshots")  # the README's picture
-    os.makedirs(docs, exist_ok=True)
-    shutil.copy(tmp_path / "queries.png", os.path.join(docs, "queries.png"))
+        assert os.path.getsize(tmp_path / shot) > 20_000  # the README's pictures come from scripts/screenshots.py
+
+
+# --- the on-call view: verdicts, root cause, restores, fleet, URL state --------------------------------
+FAILURE = fixture_runs("schema_failure")
+PAGES = ("Applications", "Queries", "Query drilldown", "Restores", "Partitions", "Runs", "Checkpoint", "State contents")
+SYNTHETIC = os.path.join(ROOT, "scripts", "synthetic_history.py")
+
+
+@pytest.fixture(scope="module")
+def synthetic_db(tmp_path_factory) -> str:
+    """A synthetic history made by the repo's script from recorded events (3,000 batches: enough for
+    bucketed charts over the default range and 200 partitions; the Chromium tests use 100,000)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("synthetic_history", SYNTHETIC)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    db = str(tmp_path_factory.mktemp("synthetic") / "synthetic.db")
+    module.build(db, 3000)
+    return db
+
+
+def everything_shown(at: AppTest) -> str:
+    """Every text the page shows, tables included (cells as text)."""
+    return texts(at) + "\n" + "\n".join(frame.astype(str).to_string() for frame in frames(at)) + "\n" + \
+        "\n".join(str(m.value) for m in at.metric)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_on_replayed_and_synthetic_histories(monkeypatch, all_db, synthetic_db, page) -> None:
+    for db in (all_db, synthetic_db):
+        at = app(monkeypatch, db, page=page)
+        shown = everything_shown(at)
+        assert "Traceback (most recent call last):" not in shown and "None" not in shown.replace("None of", "")
+        assert "no batches in the chosen range" not in shown
+        if page != "Applications":  # the query picker is on every page but the fleet's
+            assert at.sidebar.selectbox(key="query_id").value is not None
+
+
+def test_partitions_of_200_store_instances_over_many_batches(monkeypatch, synthetic_db) -> None:
+    """More batches than heatmap columns and 200 partitions: the lag is read (it used to come back empty)."""
+    import sqlite3
+
+    with sqlite3.connect(synthetic_db) as conn:
+        qid = conn.execute("SELECT query_id FROM queries WHERE name = 'synthetic_dedupe'").fetchone()[0]
+    at = app(monkeypatch, synthetic_db, page="Partitions", query_id=qid)
+    assert chart_titles(at) == ["operator 0", "operator 1"]
+    lag = frames(at)[0]
+    assert sorted(set(lag.partition)) == list(range(200)) and len(lag) == 400  # newest figure per instance and operator
+    assert "no per-partition figures" not in texts(at)
+
+
+def test_queries_page_puts_the_verdict_and_root_cause_first(monkeypatch, all_db) -> None:
+    at = app(monkeypatch, all_db)
+    table = frames(at)[0]
+    assert list(table.columns[:5]) == ["query", "verdict", "since", "runbook", "health"]
+    failed = table[table.health.str.endswith("failed")].iloc[0]
+    assert failed.name == 0  # the most severe first
+    assert failed.verdict.startswith("Failed at start at ") and "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in failed.verdict
+    assert failed.runbook.endswith("alerts/runbook.md#sparkstreamingqueryfailed")
+    restarted = table[table.runs == 2].iloc[0] if (table.runs == 2).sum() == 1 else table[table.verdict.str.contains("Restarted")].iloc[0]
+    assert "Restarted at" in restarted.verdict and "restore" in restarted.verdict
+    assert "2 operators, slowest stateStoreSave" in restarted["last restore"]  # the larger operator is not hidden
+    recorded = len({p["id"] for run in fixture_runs() for p in progress_lines(run)})
+    assert f"{recorded} queries" in texts(at) and "1 queries" not in texts(at)
+
+
+def test_synthetic_incidents_are_named_by_their_verdicts(monkeypatch, synthetic_db) -> None:
+    at = app(monkeypatch, synthetic_db)
+    table = frames(at)[0].set_index("query")
+    loop = next(v for q, v in table.verdict.items() if q.startswith("synthetic_crash_loop"))
+    dedupe = next(v for q, v in table.verdict.items() if q.startswith("synthetic_dedupe"))
+    assert loop.startswith("Crash loop: 5 restarts in 2 min; last error SparkRuntimeException")
+    assert dedupe.startswith("State unbounded: dedupe +") and dedupe.endswith("rows/s, no evictions")
+    assert list(table.index).index(next(q for q in table.index if q.startswith("synthetic_crash_loop"))) == 0
+
+
+def test_drilldown_opens_with_the_verdict_the_trace_folded_and_the_newest_batch(monkeypatch, all_db) -> None:
+    qid = progress_lines(FAILURE[0])[0]["id"]
+    at = app(monkeypatch, all_db, page="Query drilldown", query_id=qid)
+    assert "Failed at start" in at.error[0].value and "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in at.error[0].value
+    assert at.expander[0].label.startswith("Full exception of run ")
+    assert "Stateful operators in the metadata" in at.code[0].value  # more than the root-cause line: the text the history kept
+    # the newest run failed before its first batch: the batch shown is the newest batch the query has
+    last = progress_lines(FAILURE[0])[-1]
+    assert at.selectbox(key="batch_run").value == last["runId"] and at.number_input(key="batch_id").value == last["batchId"]
+    assert f'"batchId":{last["batchId"]}' in at.json[0].value.replace(" ", "")
+
+
+def test_query_that_never_completed_a_batch_gets_the_cause_not_range_advice(monkeypatch, tmp_path) -> None:
+    db = str(tmp_path / "failed_start.db")
+    replay([eventlog_dir(FAILURE[1])], history=db)
+    at = app(monkeypatch, db, page="Query drilldown")
+    shown = everything_shown(at)
+    assert "has not completed a batch" in shown and "widen" not in shown
+    assert "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in at.error[0].value
+    at = app(monkeypatch, db, page="Runs")
+    runs = frames(at)[0]
+    assert len(runs) == 1 and runs["batch ids"].iloc[0] == "none (failed at start)"
+    assert runs["root cause"].iloc[0].startswith("SparkRuntimeException: [STREAMING_STATEFUL_OPERATOR")
+    assert "a comparison needs two" in texts(at) and len(frames(at)) == 1  # no run compared with itself
+
+
+def test_restores_page_shows_each_restart_and_operator(monkeypatch, restart_db) -> None:
+    at = app(monkeypatch, restart_db, page="Restores")
+    metrics = {m.label: m.value for m in at.metric}
+    from observer.history.loaders import load_events
+
+    events = load_events(restart_db, progress_lines(RESTART[0])[0]["id"])
+    restores = [{"attributes": a} for a in events[events.kind == "restore"].attributes]
+    assert len(restores) == 2  # one per state operator of the recorded restart
+    assert metrics["restarts"] == "1" and metrics["restores measured"] == str(len(restores))
+    per_restart = frames(at)[0]
+    for s in restores:
+        column = f"restore {s['attributes']['operator_index']} {s['attributes']['operator']}"
+        assert per_restart[column].iloc[0] == fmt_duration(s["attributes"]["duration_seconds"])
+    assert chart_titles(at)[0].startswith("Restores (first batch after a restart)")
+
+
+def fmt_duration(seconds: float) -> str:
+    from streamlit_app.fmt import duration
+
+    return duration(seconds)
+
+
+def test_url_holds_the_view_and_a_changed_url_wins(monkeypatch, all_db) -> None:
+    """Every page, query, run and batch has a URL; going Back (an older URL) restores the older view."""
+    qid = progress_lines(FAILURE[0])[0]["id"]
+    monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_HISTORY", all_db)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["page"] = "Runs"
+    at.query_params["query"] = qid
+    at.run()
+    assert not at.exception
+    assert at.session_state["page"] == "Runs" and at.header[0].value.startswith("Runs of demo_dedup_window (e608b948)")
+    assert dict(at.query_params) == {"page": ["Runs"], "query": [qid]} or dict(at.query_params) == {"page": "Runs", "query": qid}
+    at.sidebar.radio(key="page").set_value("Partitions").run()  # a change made in the page: it goes into the URL
+    assert at.query_params["page"] in ("Partitions", ["Partitions"])
+    at.query_params.clear()  # what Back to the first URL does: the browser reruns with the older query string
+    at.query_params.update({"page": "Query drilldown", "query": qid, "run": progress_lines(FAILURE[0])[0]["runId"], "batch": "1"})
+    at.run()
+    assert at.session_state["page"] == "Query drilldown" and at.number_input(key="batch_id").value == 1
+    assert '"batchId":1' in at.json[0].value.replace(" ", "")
+
+
+def test_applications_page_groups_queries_by_app_and_scopes_the_pages(monkeypatch, all_db, tmp_path) -> None:
+    at = app(monkeypatch, all_db, page="Applications")
+    fleet = frames(at)[0]
+    recorded = len({p["id"] for run in fixture_runs() for p in progress_lines(run)})
+    assert fleet.application.tolist() == ["unknown application"] and fleet.queries.tolist() == [recorded]
+    assert "Failed at start" in fleet["worst verdict"].iloc[0]
+    db = str(tmp_path / "apps.db")
+    import sqlite3
+
+    with sqlite3.connect(all_db) as src, sqlite3.connect(db) as dst:
+        src.backup(dst)
+        failed = progress_lines(FAILURE[0])[0]["id"]
+        dst.execute("UPDATE queries SET app = CASE WHEN query_id = ? THEN 'billing' ELSE 'orders' END, "
+                    "app_labels = '{\"cluster\": \"prod\"}'", (failed,))
+    monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_HISTORY", db)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert at.session_state["page"] == "Applications"  # several applications: the fleet is the first page
+    fleet = frames(at)[0]
+    assert fleet.application.tolist() == ["billing", "orders"] and fleet.labels.tolist() == ["cluster=prod"] * 2
+    at.text_input(key="app_filter").input("ord").run()
+    assert frames(at)[0].application.tolist() == ["orders"]
+    at.selectbox(key="open_app").select("orders")
+    at.button[0].click().run()
+    assert at.session_state["page"] == "Queries"
+    assert len(frames(at)[0]) == recorded - 1 and "of orders" in texts(at)

@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, fixture_runs, progress_lines
 
+from conftest import ROOT, fixture_runs, progress_lines
 from observer.mixin.config import MixinConfig
 from observer.mixin.export import artefacts
 

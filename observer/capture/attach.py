@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlparse
 
+from observer.capture.listener import StateObserverListener
 from observer.exporters.http import ExporterError
 from observer.exporters.otel.config import otlp_enabled
-from observer.capture.listener import StateObserverListener
 from observer.model.identity import AppContext
 from observer.runtime import Observer
 from observer.settings import Settings
@@ -68,9 +68,10 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
     observer = Observer(resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark),
                         identity=app_context(spark, resolved))
     if resolved.history_enabled:
+        from observer.history.identity import spark_app_identity
         from observer.history.sink import HistorySink
 
-        observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved))
+        observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved, app=spark_app_identity(spark, dict(resolved.static_labels))))
     try:
         if otlp_enabled(resolved):
             observer.add_sink(_otel_sink(observer, spark))
@@ -120,9 +121,10 @@ def spark_resource_attributes(spark: Any) -> dict[str, str]:
     (Connect answers them from the server's session); a value that cannot be read is left out.
     """
     out: dict[str, str] = {}
-    for attribute, read in (("spark.app.id", lambda: spark.conf.get("spark.app.id")),
-                            ("spark.app.name", lambda: spark.conf.get("spark.app.name")),
-                            ("spark.version", lambda: spark.version)):
+    readers: tuple[tuple[str, Callable[[], Any]], ...] = (("spark.app.id", lambda: spark.conf.get("spark.app.id")),
+                                                          ("spark.app.name", lambda: spark.conf.get("spark.app.name")),
+                                                          ("spark.version", lambda: spark.version))
+    for attribute, read in readers:
         try:
             value = read()
         except Exception as exc:  # an attribute less, never a failed attach
@@ -152,7 +154,7 @@ def _jsc(spark: Any) -> Any:
         return None
 
 
-def _executor_ids(spark: Any):  # type: ignore[no-untyped-def]
+def _executor_ids(spark: Any) -> Callable[[], set[str]] | None:
     """One JVM call listing executor ids (the driver excluded); None where there is no JVM."""
     jsc = _jsc(spark)
     if jsc is None:
@@ -165,7 +167,7 @@ def _executor_ids(spark: Any):  # type: ignore[no-untyped-def]
     return poll
 
 
-def _checkpoint_last_commit(spark: Any):  # type: ignore[no-untyped-def]
+def _checkpoint_last_commit(spark: Any) -> Callable[[str, float], float | None] | None:
     """For a query restarted in a new process: when did its previous run last commit a batch?
 
     Reads the modification time of the newest ``commits/`` file of a local checkpoint (on the worker

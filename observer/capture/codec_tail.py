@@ -150,7 +150,7 @@ class Lz4TailDecoder(_BlockTailDecoder):
             return None
         if dlen == 0:
             return b"", end  # end mark of one stream; another may follow
-        import lz4.block  # type: ignore[import-untyped]
+        import lz4.block
 
         try:
             return decode_lz4_block(token, bytes(buf[pos + _LZ4_HEADER_LEN:end]), dlen), end

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
-from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from observer.capture.queue import CapturedEvent, captured
 from observer.model import kinds
@@ -25,7 +25,7 @@ from observer.runtime import Observer
 def _json_or_fields(jevent: Any, fields: tuple[str, ...]) -> str:
     """``jevent.json()`` (Spark 3.5+), else a JSON object built from the event's getters."""
     try:
-        return jevent.json()
+        return cast(str, jevent.json())
     except Exception:
         out: dict[str, Any] = {}
         for name in fields:
@@ -35,7 +35,7 @@ def _json_or_fields(jevent: Any, fields: tuple[str, ...]) -> str:
 
 
 def _jvm_progress(jevent: Any) -> str:
-    return jevent.progress().json()
+    return cast(str, jevent.progress().json())
 
 
 def _jvm_started(jevent: Any) -> str:
@@ -133,6 +133,7 @@ class StateObserverListener(StreamingQueryListener):
             from pyspark import SparkContext
 
             jvm = SparkContext._jvm
+            assert jvm is not None, "classic PySpark registers listeners through a running SparkContext"
             self._jlistenerobj = jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(self._bridge)
         return self._jlistenerobj
 

@@ -415,7 +415,7 @@ class FleetObserver:
     def _guarded(self, sink: Sink, fn: Callable[[], Any]) -> None:
         try:
             fn()
-        except Exception as exc:  # noqa: BLE001 - a shared sink's trouble never stops the watcher
+        except Exception as exc:
             self.self_metrics.count("export_failures", sink.name)
             log.warning("spark-state-observer: %s failed: %r", sink.name, exc)
 

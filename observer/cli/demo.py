@@ -12,6 +12,8 @@ import os
 import tempfile
 from typing import Any
 
+from observer.model import kinds
+
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
@@ -65,36 +67,89 @@ def unbounded_query(spark: Any, checkpoint: str, rows_per_second: int = 50, name
 
 
 def run_demo(provider: str = "rocksdb", rows_per_second: int = 50, duration: float | None = None,
-             checkpoint: str | None = None, **settings: Any) -> None:
-    """Run the demo until Ctrl-C or ``duration`` seconds, printing where the metrics are."""
+             checkpoint: str | None = None, ui_port: int | None = None, **settings: Any) -> None:
+    """Run the demo until Ctrl-C, SIGTERM or ``duration`` seconds, printing where the metrics are.
+
+    With ``ui_port`` the state browser runs beside it over the demo's history. Stopping is graceful:
+    Ctrl-C only sets a flag (an interrupt in the middle of a py4j call would break the JVM's connection),
+    and the query is stopped between two batches, so Spark has no batch write to abort and log.
+    """
+    import signal
+    import subprocess
+    import sys
+    import threading
     import time
 
     import observer
 
+    stop = threading.Event()
     spark = spark_session(provider=provider)
+    # after the session: PySpark's own SIGINT handler cancels every running job (each logs an aborted write)
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     spark.sparkContext.setLogLevel("ERROR")
     handle = observer.attach(spark, **settings)
     handle.on("*", lambda e: print(f"[signal] {e.describe()}", flush=True))
     checkpoint = checkpoint or tempfile.mkdtemp(prefix="spark-state-observer-demo-")
     query = dedup_window_query(spark, checkpoint, rows_per_second)
+    browser: subprocess.Popen[bytes] | None = None
     print(f"spark-state-observer demo: query {query.name} ({provider}), checkpoint {checkpoint}", flush=True)
     if handle.url:
         print(f"metrics: {handle.url}   (Ctrl-C to stop)", flush=True)
     if handle.observer.settings.history_enabled:
         history = os.path.abspath(handle.observer.settings.history_path)
-        print(f"history: {history}   (browse: spark-state-observer ui --history {history} --checkpoint-root {checkpoint})", flush=True)
+        ui_command = ["spark-state-observer", "ui", "--history", history, "--checkpoint-root", checkpoint]
+        if ui_port is not None:
+            browser = subprocess.Popen([sys.executable, "-m", "observer.cli", *ui_command[1:], "--port", str(ui_port)],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            print(f"state browser: http://127.0.0.1:{ui_port}/", flush=True)
+        else:
+            print(f"history: {history}   (browse: {' '.join(ui_command)}, or run the demo with --ui)", flush=True)
     otlp = handle.observer.settings.otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if otlp:
         print(f"OTLP export to {otlp} (every OTEL_METRIC_EXPORT_INTERVAL ms, 60 s by default, and on stop)", flush=True)
     try:
         deadline = None if duration is None else time.monotonic() + duration
-        while deadline is None or time.monotonic() < deadline:
-            time.sleep(0.5)
+        while not stop.wait(0.5) and (deadline is None or time.monotonic() < deadline):
             if not query.isActive:
                 break
-    except KeyboardInterrupt:
-        pass
+        _stop_between_batches(spark, query)
+        _wait_terminated(handle, str(query.id))
     finally:
-        query.stop()
         handle.stop()
         spark.stop()
+        if browser is not None and browser.poll() is None:
+            browser.terminate()
+            browser.wait(10)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        print("spark-state-observer demo: stopped", flush=True)
+
+
+def _stop_between_batches(spark: Any, query: Any, wait_seconds: float = 15.0) -> None:
+    """Stop ``query`` when no trigger is running, so Spark has no batch write to abort.
+
+    On a busy machine batches can follow each other without a pause; after ``wait_seconds`` the running
+    batch is interrupted all the same (harmless: the checkpoint resumes from the last committed batch),
+    with Spark's logging off, since the "aborting" lines it writes then are no error of the demo's.
+    """
+    import time
+
+    deadline = time.monotonic() + wait_seconds
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    spark.sparkContext.setLogLevel("OFF")
+    query.stop()
+
+
+def _wait_terminated(handle: Any, query_id: str, timeout: float = 10.0) -> None:
+    """Spark posts the query's terminated event on its asynchronous listener bus: give it time to arrive
+    before the observer stops, so the demo's last signal (and history row) is the termination."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = handle.observer.tracker.get(query_id)
+        if record is None or record.status not in (kinds.ACTIVE, kinds.IDLE):
+            break
+        time.sleep(0.1)
+    handle.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 
 from observer.mixin import cli as mixin_cli
@@ -22,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--port", type=int, default=None, help="metrics port (default: setting http_port, 9108)")
     demo.add_argument("--host", default=None, help="metrics bind address (default: 127.0.0.1)")
     demo.add_argument("--checkpoint", default=None, help="checkpoint folder (default: a new temporary one)")
+    demo.add_argument("--ui", nargs="?", type=int, const=8501, default=None, metavar="PORT",
+                      help="also serve the state browser over the demo's history (default port 8501)")
     demo.add_argument("--otlp-endpoint", default=None, help="also export over OTLP to this collector, e.g. http://127.0.0.1:4318")
     demo.add_argument("--otlp-protocol", choices=("http/protobuf", "grpc"), default=None, help="OTLP protocol (default: http/protobuf)")
 
@@ -41,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ui = sub.add_parser("ui", help="serve the state browser (Streamlit) over a history and checkpoints")
     ui.add_argument("--history", default=None, help="history database (default: setting history_path)")
     ui.add_argument("--checkpoint-root", action="append", default=[], help="folder whose checkpoints may be opened (repeatable)")
+    ui.add_argument("--runbook-url", default=None, help="base URL of alerts/runbook.md for the verdicts' links")
     ui.add_argument("--port", type=int, default=8501)
     ui.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
 
@@ -57,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     mixin_cli.add_parser(sub)
 
     args = parser.parse_args(argv)
+    if hasattr(signal, "SIGPIPE") and argv is None:  # `replay ... | head` ends quietly, as other command-line tools do
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     if args.command == "demo" and args.watch:
         from observer.cli import demo_watch
@@ -94,7 +100,7 @@ def _demo(args: argparse.Namespace) -> int:
     options = (("http_port", args.port), ("http_host", args.host), ("otlp_endpoint", args.otlp_endpoint), ("otlp_protocol", args.otlp_protocol))
     overrides = {k: v for k, v in options if v is not None}
     try:
-        run_demo(args.provider, args.rows_per_second, args.duration, args.checkpoint, **overrides)
+        run_demo(args.provider, args.rows_per_second, args.duration, args.checkpoint, ui_port=args.ui, **overrides)
     except ExporterError as exc:
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
@@ -120,6 +126,9 @@ def _replay(args: argparse.Namespace) -> int:
         sys.stderr.write("\n")
     for error in result.errors[:20]:
         print(f"warning: {error}", file=sys.stderr)
+    lost = result.observer.self_metrics.dropped.get("history", 0)
+    if lost:
+        print(f"warning: {lost} events were not written to the history (see the messages above)", file=sys.stderr)
     if len(result.errors) > 20:
         print(f"warning: ... and {len(result.errors) - 20} more problems", file=sys.stderr)
     if args.format == "events":
@@ -152,24 +161,31 @@ def _ui(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("streamlit_app") is None or importlib.util.find_spec("streamlit") is None:
         print("spark-state-observer: the state browser is not installed (pip install 'spark-state-observer[ui]')", file=sys.stderr)
         return 2
+    from observer.history.url import secrets_of
     from streamlit_app import APP_PATH
 
     history = args.history or Settings.from_env().history_path
     command = [sys.executable, "-m", "streamlit", "run", APP_PATH, "--server.headless", "true",
                "--server.address", args.host, "--server.port", str(args.port), "--browser.gatherUsageStats", "false",
-               "--client.toolbarMode", "viewer", "--", "--history", history]
+               "--client.toolbarMode", "viewer", "--"]
+    if secrets_of(history):  # a password in the URL goes through the environment, not the process list
+        os.environ["SPARK_STATE_OBSERVER_UI_HISTORY"] = history
+    else:
+        command += ["--history", history]
     for root in args.checkpoint_root:
         command += ["--checkpoint-root", root]
+    if args.runbook_url:
+        command += ["--runbook-url", args.runbook_url]
     sys.stdout.flush()
     os.execv(sys.executable, command)
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from observer.history.store import HistoryError
     from observer.offline.checkpoint import inspect_checkpoint
     from observer.offline.checkpoint.render import render_text
     from observer.offline.checkpoint.report import CheckpointError
     from observer.offline.checkpoint.restore import rates_from_history
-    from observer.history.store import HistoryError
 
     try:
         report = inspect_checkpoint(args.checkpoint)

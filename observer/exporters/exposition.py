@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
-from functools import lru_cache
-from typing import Callable, Iterable
+from functools import lru_cache, partial
+from typing import Callable, Iterable, cast
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.exposition import UNDERSCORES, escape_label_name, escape_metric_name
@@ -30,6 +30,7 @@ from observer.metrics.updates import Labels
 from observer.metrics.view import MetricsView
 
 Samples = list[tuple[Labels, float]]
+_go_float = cast(Callable[[float], str], floatToGoString)  # prometheus-client's value formatting (unannotated)
 # one query's rendered samples: (family spec, its sample lines), families in order of first appearance
 QueryLines = list[tuple[MetricSpec, bytes]]
 
@@ -50,7 +51,7 @@ class Family:
         return f"# HELP {name} {doc}\n# TYPE {name} {self.type}\n".encode()
 
     def metric(self, samples: Samples) -> Metric:
-        """The family as a prometheus-client metric, for registry users (``generate_latest``, Pushgateway).
+        """The family as a prometheus-client metric, for registry users (``generate_latest``, the WSGI fallback).
 
         Each sample keeps its own label names, exactly as ``lines`` writes them.
         """
@@ -72,9 +73,9 @@ class Family:
                     if text is None:
                         text = pairs[pair] = f'{_label_name(pair[0])}="{_label_value(pair[1])}"'
                     texts.append(text)
-                out.append(f"{name}{{{','.join(texts)}}} {floatToGoString(value)}\n")
+                out.append(f"{name}{{{','.join(texts)}}} {_go_float(value)}\n")
             else:
-                out.append(f"{name} {floatToGoString(value)}\n")
+                out.append(f"{name} {_go_float(value)}\n")
         return "".join(out).encode()
 
 
@@ -158,11 +159,11 @@ class QueryLinesCache:
                 if record is None:
                     assert entry is not None  # unchanged means rendered before
                 elif entry is not None and entry.state_version == record.state_version:
-                    entry = replace(entry, version=record.version, gauges=_lines(lambda f: render_signal_gauges(f, record), prefix))
+                    entry = replace(entry, version=record.version, gauges=_lines(partial(render_signal_gauges, record=record), prefix))
                 else:
-                    entry = _Entry(record.version, record.state_version, _lines(lambda f: render_totals(f, record), prefix),
-                                   _lines(lambda f: render_signal_gauges(f, record), prefix),
-                                   _lines(lambda f: render_progress(f, record, self._top_k), prefix))
+                    entry = _Entry(record.version, record.state_version, _lines(partial(render_totals, record=record), prefix),
+                                   _lines(partial(render_signal_gauges, record=record), prefix),
+                                   _lines(partial(render_progress, record=record, top_k=self._top_k), prefix))
                 entries[qid] = entry
             self._entries = entries
             return [(qid, e.totals + e.gauges + e.progress) for qid, e in entries.items()]

@@ -37,6 +37,8 @@ from prometheus_client.exposition import basic_auth_handler, default_handler, gz
 from observer.settings import redact_url
 
 log = logging.getLogger(__name__)
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Any]
 
 
 class ExporterError(RuntimeError):
@@ -120,7 +122,7 @@ class _BoundedServer(WSGIServer):
 GZIP_LEVEL = 6
 
 
-def _text_app(render: Callable[[], bytes], registry: CollectorRegistry) -> Callable:
+def _text_app(render: Callable[[], bytes], registry: CollectorRegistry) -> WsgiApp:
     """A GET serves ``render()`` as text format 0.0.4, gzipped if the client accepts it.
 
     Everything else (OPTIONS, other methods, /favicon.ico, ``name[]`` filters) is prometheus-client's
@@ -128,7 +130,7 @@ def _text_app(render: Callable[[], bytes], registry: CollectorRegistry) -> Calla
     """
     fallback = make_wsgi_app(registry)
 
-    def app(environ: dict, start_response: Callable) -> Any:
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Any:
         if (environ["REQUEST_METHOD"] != "GET" or environ.get("PATH_INFO") == "/favicon.ico"
                 or "name[]" in parse_qs(environ.get("QUERY_STRING", ""))):
             return fallback(environ, start_response)
@@ -143,10 +145,10 @@ def _text_app(render: Callable[[], bytes], registry: CollectorRegistry) -> Calla
     return app
 
 
-def _with_basic_auth(app: Callable, user: str, password: str) -> Callable:
+def _with_basic_auth(app: WsgiApp, user: str, password: str) -> WsgiApp:
     expected = ("Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()).encode()
 
-    def guarded(environ: dict, start_response: Callable) -> Any:
+    def guarded(environ: dict[str, Any], start_response: StartResponse) -> Any:
         # WSGI hands headers over as latin-1 text; compare bytes, so any header (non-ASCII too) is a plain mismatch
         given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
         if not hmac.compare_digest(given, expected):

@@ -1,8 +1,10 @@
-"""pandas loaders over the history, for the browser and notebooks.
+"""pandas loaders over the history, for the browser and notebooks; SQLite or PostgreSQL alike.
 
-Each opens the database read-only (``mode=ro``), so a browser never takes a write lock from the job,
-and reads through the ``(query_id, ts)`` indexes: the last hour of one query is a range scan however
-many batches the file holds.
+``path`` is any history location (``observer.history.url``). Each loader opens the database read-only
+(SQLite ``mode=ro``, a PostgreSQL read-only session), so a browser never takes a write lock from the
+job, and reads through the ``(query_id, ts)`` indexes: the last hour of one query is a range scan
+however many batches the database holds. The SQL is the subset both dialects share; the two places
+they differ (JSON fields, time buckets) come from the backend.
 """
 
 from __future__ import annotations
@@ -13,17 +15,23 @@ from typing import Any
 
 import pandas as pd
 
-from observer.history.store import connect
-from observer.model.phases import PHASES
+from observer.history.backend import Backend, open_backend
 
 
 def _frame(path: str, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
-    with closing(connect(path, readonly=True)) as conn:
-        return pd.read_sql_query(sql, conn, params=params)
+    with closing(open_backend(path, readonly=True)) as backend:
+        columns, rows = backend.rows(sql, params)
+    return pd.DataFrame.from_records(rows, columns=columns, coerce_float=True)
 
 
-def _range(query_id: str, since: float | None, until: float | None, run_id: str | None) -> tuple[str, tuple]:
-    where, params = ["query_id = ?"], [query_id]
+def _dialect(path: str) -> Backend:
+    """The backend of ``path`` for its SQL spelling only (opening it does not connect)."""
+    return open_backend(path, readonly=True)
+
+
+def _range(query_id: str, since: float | None, until: float | None, run_id: str | None) -> tuple[str, tuple[Any, ...]]:
+    where: list[str] = ["query_id = ?"]
+    params: list[Any] = [query_id]
     if since is not None:
         where.append("ts >= ?")
         params.append(since)
@@ -92,6 +100,7 @@ def load_events(path: str, query_id: str | None = None, since: float | None = No
 
 
 # --- aggregated reads for the browser: bounded in size however long the history is ----------------------
+PHASES = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 
 
 def load_span(path: str, query_id: str) -> dict[str, float | int | None]:
@@ -106,26 +115,27 @@ def load_recent_batches(path: str, query_id: str, limit: int = 120) -> pd.DataFr
     return _frame(path, """
         SELECT * FROM (SELECT run_id, batch_id, ts, duration_ms, input_rows, input_rps, processed_rps, watermark,
                               state_rows, state_memory_bytes
-                       FROM batches WHERE query_id = ? ORDER BY ts DESC LIMIT ?) ORDER BY ts""", (query_id, limit))
+                       FROM batches WHERE query_id = ? ORDER BY ts DESC LIMIT ?) AS recent ORDER BY ts""", (query_id, limit))
 
 
 def load_last_events(path: str, query_id: str, within: int = 5000) -> pd.DataFrame:
     """The newest event of each kind among the query's ``within`` newest events (bounded, so a query with
-    millions of signals costs the same; SQLite takes the bare columns from the row holding MAX(ts))."""
+    millions of signals costs the same)."""
     frame = _frame(path, """
-        SELECT kind, run_id, MAX(ts) AS ts, attributes
-        FROM (SELECT kind, run_id, ts, attributes FROM events WHERE query_id = ? ORDER BY ts DESC LIMIT ?) GROUP BY kind""",
-                   (query_id, within))
+        SELECT kind, run_id, ts, attributes FROM (
+            SELECT kind, run_id, ts, attributes, ROW_NUMBER() OVER (PARTITION BY kind ORDER BY ts DESC, id DESC) AS newest
+            FROM (SELECT id, kind, run_id, ts, attributes FROM events WHERE query_id = ? ORDER BY ts DESC LIMIT ?) AS recent
+        ) AS ranked WHERE newest = 1 ORDER BY kind""", (query_id, within))
     frame["attributes"] = frame["attributes"].map(lambda s: json.loads(s) if isinstance(s, str) else {})
     return frame
 
 
-def _bucket(path: str, table: str, where: str, params: tuple, max_points: int) -> tuple[str, tuple]:
+def _bucket(path: str, table: str, where: str, params: tuple[Any, ...], max_points: int) -> tuple[str, tuple[Any, ...]]:
     """A GROUP BY expression putting the rows of ``where`` into at most ``max_points`` equal time buckets."""
     span = _frame(path, f"SELECT MIN(ts) AS lo, MAX(ts) AS hi, COUNT(*) AS n FROM {table} WHERE {where}", params).iloc[0]
     if not span["n"] or span["n"] <= max_points or span["hi"] <= span["lo"]:
         return "+ts", ()  # unary + keeps the planner on the run's primary key when a run is asked for
-    return "CAST((ts - ?) / ? AS INTEGER)", (float(span["lo"]), (float(span["hi"]) - float(span["lo"])) / max_points * 1.000001)
+    return _dialect(path).bucket(), (float(span["lo"]), (float(span["hi"]) - float(span["lo"])) / max_points * 1.000001)
 
 
 def load_batch_series(path: str, query_id: str, since: float | None = None, until: float | None = None,
@@ -137,14 +147,15 @@ def load_batch_series(path: str, query_id: str, since: float | None = None, unti
     """
     where, params = _range(query_id, since, until, run_id)
     group, gparams = _bucket(path, "batches", where, params, max_points)
-    phases = ", ".join(f"AVG(json_extract(durations, '$.{p}')) AS \"{p}\"" for p in PHASES)
+    dialect = _dialect(path)
+    phases = ", ".join(f"AVG({dialect.json_number('durations', p)}) AS \"{p}\"" for p in PHASES)
     return _frame(path, f"""
         SELECT MIN(ts) AS ts, MAX(batch_id) AS batch_id, COUNT(*) AS batches, MAX(run_id) AS run_id,
                AVG(duration_ms) AS duration_ms, MAX(duration_ms) AS duration_max_ms, SUM(input_rows) AS input_rows,
                AVG(input_rps) AS input_rps, AVG(processed_rps) AS processed_rps, MAX(watermark) AS watermark,
                MAX(ts) - MAX(watermark) AS watermark_lag_s, MAX(state_rows) AS state_rows,
                MAX(state_memory_bytes) AS state_memory_bytes, {phases}
-        FROM batches WHERE {where} GROUP BY {group} ORDER BY ts""", gparams + params)
+        FROM batches WHERE {where} GROUP BY {group} ORDER BY ts""", params + gparams)
 
 
 def load_operator_series(path: str, query_id: str, since: float | None = None, until: float | None = None,
@@ -157,7 +168,7 @@ def load_operator_series(path: str, query_id: str, since: float | None = None, u
                MAX(rows_total) AS rows_total, MAX(memory_bytes) AS memory_bytes, SUM(rows_updated) AS rows_updated,
                SUM(rows_removed) AS rows_removed, SUM(rows_dropped_by_watermark) AS rows_dropped_by_watermark,
                AVG(commit_ms) AS commit_ms, MAX(store_instances) AS store_instances
-        FROM operators WHERE {where} GROUP BY op_index, {group} ORDER BY ts, op_index""", gparams + params)
+        FROM operators WHERE {where} GROUP BY op_index, {group} ORDER BY ts, op_index""", params + gparams)
 
 
 def load_partition_lag(path: str, query_id: str, since: float | None = None, until: float | None = None,
@@ -174,7 +185,7 @@ def load_partition_lag(path: str, query_id: str, since: float | None = None, unt
                MAX(snapshot_version) AS snapshot_version,
                MAX(batch_id + 1 - CASE WHEN snapshot_version IS NULL OR snapshot_version < 0 THEN 0 ELSE snapshot_version END) AS snapshot_lag
         FROM partitions WHERE {where} GROUP BY op_index, partition, store, {group} ORDER BY ts, op_index, partition""",
-                  gparams + params)
+                  params + gparams)
 
 
 def load_progress_tail(path: str, query_id: str, until: float | None = None, limit: int = 300) -> list[dict[str, Any]]:
@@ -187,5 +198,5 @@ def load_progress_tail(path: str, query_id: str, until: float | None = None, lim
 
 def load_recent_runs(path: str, query_id: str, limit: int = 500) -> pd.DataFrame:
     """The ``limit`` newest runs, oldest first (a crash-looping query can have thousands)."""
-    return _frame(path, "SELECT * FROM (SELECT * FROM runs WHERE query_id = ? ORDER BY started DESC LIMIT ?) ORDER BY started",
+    return _frame(path, "SELECT * FROM (SELECT * FROM runs WHERE query_id = ? ORDER BY started DESC LIMIT ?) AS recent ORDER BY started",
                   (query_id, limit))

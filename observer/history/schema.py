@@ -1,8 +1,10 @@
-"""The history database's schema, as an ordered list of migrations.
+"""The history database's schema, as an ordered list of migrations shared by SQLite and PostgreSQL.
 
-``PRAGMA user_version`` holds the number of migrations applied; opening a database applies the missing
-ones in one transaction each, so an older history file is upgraded in place and a newer one is refused
-rather than misread.
+Each migration is written once with ``{real}``, ``{int}`` and ``{serial}`` for the types the two
+dialects spell differently (``render``). On SQLite ``PRAGMA user_version`` holds the number applied
+(``migrate`` below); PostgreSQL keeps it in a table (``observer.history.postgres``). Opening a database
+applies the missing ones, so an older history is upgraded in place and a newer one is refused rather
+than misread.
 """
 
 from __future__ import annotations
@@ -13,39 +15,59 @@ MIGRATIONS: tuple[str, ...] = (
     # 1: the first schema
     """
     CREATE TABLE queries (
-        query_id TEXT PRIMARY KEY, name TEXT, first_seen REAL, last_seen REAL
+        query_id TEXT PRIMARY KEY, name TEXT, first_seen {real}, last_seen {real}
     );
     CREATE TABLE runs (
-        run_id TEXT PRIMARY KEY, query_id TEXT NOT NULL, started REAL, last_seen REAL,
-        ended REAL, outcome TEXT, exception TEXT
+        run_id TEXT PRIMARY KEY, query_id TEXT NOT NULL, started {real}, last_seen {real},
+        ended {real}, outcome TEXT, exception TEXT
     );
     CREATE INDEX runs_query ON runs (query_id, started);
     CREATE TABLE batches (
-        query_id TEXT NOT NULL, run_id TEXT NOT NULL, batch_id INTEGER NOT NULL, ts REAL NOT NULL,
-        duration_ms REAL, input_rows REAL, input_rps REAL, processed_rps REAL, watermark REAL,
-        state_rows REAL, state_memory_bytes REAL, durations TEXT, progress TEXT,
+        query_id TEXT NOT NULL, run_id TEXT NOT NULL, batch_id {int} NOT NULL, ts {real} NOT NULL,
+        duration_ms {real}, input_rows {real}, input_rps {real}, processed_rps {real}, watermark {real},
+        state_rows {real}, state_memory_bytes {real}, durations TEXT, progress TEXT,
         PRIMARY KEY (query_id, run_id, batch_id)
     );
     CREATE INDEX batches_query_ts ON batches (query_id, ts);
     CREATE TABLE operators (
-        query_id TEXT NOT NULL, run_id TEXT NOT NULL, batch_id INTEGER NOT NULL, ts REAL NOT NULL,
-        op_index INTEGER NOT NULL, op_name TEXT, provider TEXT, rows_total REAL, rows_updated REAL,
-        rows_removed REAL, rows_dropped_by_watermark REAL, memory_bytes REAL, commit_ms REAL,
-        store_instances REAL, shuffle_partitions REAL,
+        query_id TEXT NOT NULL, run_id TEXT NOT NULL, batch_id {int} NOT NULL, ts {real} NOT NULL,
+        op_index {int} NOT NULL, op_name TEXT, provider TEXT, rows_total {real}, rows_updated {real},
+        rows_removed {real}, rows_dropped_by_watermark {real}, memory_bytes {real}, commit_ms {real},
+        store_instances {real}, shuffle_partitions {real},
         PRIMARY KEY (query_id, run_id, batch_id, op_index)
     );
     CREATE INDEX operators_query_ts ON operators (query_id, ts);
     CREATE TABLE partitions (
-        query_id TEXT NOT NULL, run_id TEXT NOT NULL, batch_id INTEGER NOT NULL, ts REAL NOT NULL,
-        op_index INTEGER NOT NULL, partition INTEGER NOT NULL, store TEXT NOT NULL, snapshot_version REAL,
+        query_id TEXT NOT NULL, run_id TEXT NOT NULL, batch_id {int} NOT NULL, ts {real} NOT NULL,
+        op_index {int} NOT NULL, partition {int} NOT NULL, store TEXT NOT NULL, snapshot_version {real},
         PRIMARY KEY (query_id, run_id, batch_id, op_index, partition, store)
     );
     CREATE INDEX partitions_query_ts ON partitions (query_id, ts);
     CREATE TABLE events (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, query_id TEXT NOT NULL, run_id TEXT, ts REAL NOT NULL,
+        id {serial}, query_id TEXT NOT NULL, run_id TEXT, ts {real} NOT NULL,
         kind TEXT NOT NULL, attributes TEXT
     );
     CREATE INDEX events_query_ts ON events (query_id, ts);
+    """,
+    # 2: application identity on every row, so many applications share one database (NULL on older rows)
+    """
+    ALTER TABLE queries ADD COLUMN app TEXT;
+    ALTER TABLE queries ADD COLUMN app_labels TEXT;
+    ALTER TABLE queries ADD COLUMN app_id TEXT;
+    ALTER TABLE runs ADD COLUMN app TEXT;
+    ALTER TABLE runs ADD COLUMN app_labels TEXT;
+    ALTER TABLE runs ADD COLUMN app_id TEXT;
+    ALTER TABLE batches ADD COLUMN app TEXT;
+    ALTER TABLE batches ADD COLUMN app_labels TEXT;
+    ALTER TABLE batches ADD COLUMN app_id TEXT;
+    ALTER TABLE events ADD COLUMN app TEXT;
+    ALTER TABLE events ADD COLUMN app_labels TEXT;
+    ALTER TABLE events ADD COLUMN app_id TEXT;
+    ALTER TABLE operators ADD COLUMN app TEXT;
+    ALTER TABLE operators ADD COLUMN app_id TEXT;
+    ALTER TABLE partitions ADD COLUMN app TEXT;
+    ALTER TABLE partitions ADD COLUMN app_id TEXT;
+    CREATE INDEX queries_app ON queries (app);
     """,
 )
 
@@ -54,12 +76,43 @@ class SchemaError(RuntimeError):
     """The file is not a history database this version can use."""
 
 
+SQLITE_TYPES = {"real": "REAL", "int": "INTEGER", "serial": "INTEGER PRIMARY KEY AUTOINCREMENT"}
+POSTGRES_TYPES = {"real": "DOUBLE PRECISION", "int": "BIGINT", "serial": "BIGSERIAL PRIMARY KEY"}
+
+
+def render(number: int, types: dict[str, str]) -> str:
+    """Migration ``number`` (0-based) in one dialect."""
+    return MIGRATIONS[number].format(**types)
+
+
+def newer_error(version: int) -> SchemaError:
+    return SchemaError(f"history schema version {version} is newer than this observer knows ({len(MIGRATIONS)}); "
+                       "upgrade spark-state-observer")
+
+
 def migrate(conn: sqlite3.Connection) -> int:
-    """Bring ``conn``'s database to the newest schema; returns the version it is at."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    """Bring ``conn``'s database to the newest schema; returns the version it is at.
+
+    The version is read again under the write lock (``BEGIN IMMEDIATE``), so writers opening a new file
+    at the same moment apply each migration once: the others wait (busy timeout), then find it done.
+    """
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > len(MIGRATIONS):
-        raise SchemaError(f"history schema version {version} is newer than this observer knows ({len(MIGRATIONS)}); upgrade spark-state-observer")
-    for number in range(version, len(MIGRATIONS)):
-        with conn:
-            conn.executescript("BEGIN;" + MIGRATIONS[number] + f"PRAGMA user_version = {number + 1};")
+        raise newer_error(version)
+    if version == len(MIGRATIONS):
+        return version
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise newer_error(version)
+        for number in range(version, len(MIGRATIONS)):
+            for statement in render(number, SQLITE_TYPES).split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     return len(MIGRATIONS)

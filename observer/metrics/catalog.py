@@ -78,12 +78,14 @@ class MetricSpec:
         return SCOPE_LABELS[self.scope] + self.labels
 
 
-def _g(key: str, name: str, unit: str, help: str, scope: str = "operator", **kw: object) -> MetricSpec:
-    return MetricSpec(key, name, GAUGE, unit, help, scope, **kw)  # type: ignore[arg-type]
+def _g(key: str, name: str, unit: str, help: str, scope: str = "operator", source: str = "common", since: str = "3.5",
+       scale: float = 1.0, labels: tuple[str, ...] = ()) -> MetricSpec:
+    return MetricSpec(key, name, GAUGE, unit, help, scope, source, since, scale, labels)
 
 
-def _c(key: str, name: str, unit: str, help: str, scope: str = "operator", **kw: object) -> MetricSpec:
-    return MetricSpec(key, name, COUNTER, unit, help, scope, **kw)  # type: ignore[arg-type]
+def _c(key: str, name: str, unit: str, help: str, scope: str = "operator", source: str = "common", since: str = "3.5",
+       scale: float = 1.0, labels: tuple[str, ...] = ()) -> MetricSpec:
+    return MetricSpec(key, name, COUNTER, unit, help, scope, source, since, scale, labels)
 
 
 # --- query level (StreamingQueryProgress top-level fields) -------------------------------------------
@@ -131,58 +133,56 @@ OPERATOR_METRICS: tuple[MetricSpec, ...] = (
 )
 
 # --- provider and operator custom metrics ------------------------------------------------------------
-_R = {"source": "rocksdb"}
-_H = {"source": "hdfs"}
 CUSTOM_METRICS: tuple[MetricSpec, ...] = (
     # RocksDB commit breakdown
-    _c("rocksdbCommitWriteBatchLatency", "spark_state_rocksdb_commit_write_batch_seconds", "seconds", "RocksDB commit: write-batch time (Spark 3.5 only).", scale=MS, **_R),
-    _c("rocksdbCommitPauseLatency", "spark_state_rocksdb_commit_pause_seconds", "seconds", "RocksDB commit: time pausing background work (Spark 3.5 only).", scale=MS, **_R),
-    _c("rocksdbCommitFlushLatency", "spark_state_rocksdb_commit_flush_seconds", "seconds", "RocksDB commit: memtable flush time.", scale=MS, **_R),
-    _c("rocksdbCommitCompactLatency", "spark_state_rocksdb_commit_compact_seconds", "seconds", "RocksDB commit: compaction time (non-zero only with compactOnCommit).", scale=MS, **_R),
-    _c("rocksdbCommitCheckpointLatency", "spark_state_rocksdb_commit_checkpoint_seconds", "seconds", "RocksDB commit: native checkpoint to a local directory.", scale=MS, **_R),
-    _c("rocksdbCommitFileSyncLatencyMs", "spark_state_rocksdb_commit_file_sync_seconds", "seconds", "RocksDB commit: sync of files to the checkpoint location.", scale=MS, **_R),
-    _c("rocksdbChangeLogWriterCommitLatencyMs", "spark_state_rocksdb_commit_changelog_seconds", "seconds", "RocksDB commit: changelog file commit (changelog checkpointing only).", since="4.1", scale=MS, **_R),
-    _c("rocksdbSaveZipFilesLatencyMs", "spark_state_rocksdb_commit_zip_upload_seconds", "seconds", "RocksDB commit: snapshot zip upload to the checkpoint location.", since="4.1", scale=MS, **_R),
+    _c("rocksdbCommitWriteBatchLatency", "spark_state_rocksdb_commit_write_batch_seconds", "seconds", "RocksDB commit: write-batch time (Spark 3.5 only).", scale=MS, source="rocksdb"),
+    _c("rocksdbCommitPauseLatency", "spark_state_rocksdb_commit_pause_seconds", "seconds", "RocksDB commit: time pausing background work (Spark 3.5 only).", scale=MS, source="rocksdb"),
+    _c("rocksdbCommitFlushLatency", "spark_state_rocksdb_commit_flush_seconds", "seconds", "RocksDB commit: memtable flush time.", scale=MS, source="rocksdb"),
+    _c("rocksdbCommitCompactLatency", "spark_state_rocksdb_commit_compact_seconds", "seconds", "RocksDB commit: compaction time (non-zero only with compactOnCommit).", scale=MS, source="rocksdb"),
+    _c("rocksdbCommitCheckpointLatency", "spark_state_rocksdb_commit_checkpoint_seconds", "seconds", "RocksDB commit: native checkpoint to a local directory.", scale=MS, source="rocksdb"),
+    _c("rocksdbCommitFileSyncLatencyMs", "spark_state_rocksdb_commit_file_sync_seconds", "seconds", "RocksDB commit: sync of files to the checkpoint location.", scale=MS, source="rocksdb"),
+    _c("rocksdbChangeLogWriterCommitLatencyMs", "spark_state_rocksdb_commit_changelog_seconds", "seconds", "RocksDB commit: changelog file commit (changelog checkpointing only).", since="4.1", scale=MS, source="rocksdb"),
+    _c("rocksdbSaveZipFilesLatencyMs", "spark_state_rocksdb_commit_zip_upload_seconds", "seconds", "RocksDB commit: snapshot zip upload to the checkpoint location.", since="4.1", scale=MS, source="rocksdb"),
     # RocksDB load / restore
-    _c("rocksdbLoadLatencyMs", "spark_state_rocksdb_load_seconds", "seconds", "RocksDB: time loading stores (a restore when a store comes from the checkpoint). Reads 0 for aggregations and session windows, which load twice per task.", since="4.1", scale=MS, **_R),
-    _c("rocksdbLoadFromSnapshotLatencyMs", "spark_state_rocksdb_load_from_snapshot_seconds", "seconds", "RocksDB: time loading from an explicit snapshot (state reader path; 0 in normal restores).", since="4.1", scale=MS, **_R),
-    _c("rocksdbReplayChangeLogLatencyMs", "spark_state_rocksdb_changelog_replay_seconds", "seconds", "RocksDB: time replaying changelog files during loads.", since="4.1", scale=MS, **_R),
-    _c("rocksdbNumReplayChangelogFiles", "spark_state_rocksdb_changelog_files_replayed", "files", "RocksDB: changelog files replayed during loads.", since="4.1", **_R),
-    _c("rocksdbNumLoadedFromDfs", "spark_state_rocksdb_loads_from_checkpoint", "", "RocksDB: store loads that fetched state from the checkpoint location instead of reusing an open instance (a restore).", since="4.2", **_R),
-    _c("rocksdbNumSnapshotsAutoRepaired", "spark_state_rocksdb_snapshots_auto_repaired", "", "RocksDB: snapshots repaired automatically during load.", since="4.2", **_R),
-    _c("rocksdbForceSnapshotCount", "spark_state_rocksdb_forced_snapshots", "", "RocksDB: stores forced to snapshot on commit because their snapshot upload lagged.", since="4.2", **_R),
+    _c("rocksdbLoadLatencyMs", "spark_state_rocksdb_load_seconds", "seconds", "RocksDB: time loading stores (a restore when a store comes from the checkpoint). Reads 0 for aggregations and session windows, which load twice per task.", since="4.1", scale=MS, source="rocksdb"),
+    _c("rocksdbLoadFromSnapshotLatencyMs", "spark_state_rocksdb_load_from_snapshot_seconds", "seconds", "RocksDB: time loading from an explicit snapshot (state reader path; 0 in normal restores).", since="4.1", scale=MS, source="rocksdb"),
+    _c("rocksdbReplayChangeLogLatencyMs", "spark_state_rocksdb_changelog_replay_seconds", "seconds", "RocksDB: time replaying changelog files during loads.", since="4.1", scale=MS, source="rocksdb"),
+    _c("rocksdbNumReplayChangelogFiles", "spark_state_rocksdb_changelog_files_replayed", "files", "RocksDB: changelog files replayed during loads.", since="4.1", source="rocksdb"),
+    _c("rocksdbNumLoadedFromDfs", "spark_state_rocksdb_loads_from_checkpoint", "", "RocksDB: store loads that fetched state from the checkpoint location instead of reusing an open instance (a restore).", since="4.2", source="rocksdb"),
+    _c("rocksdbNumSnapshotsAutoRepaired", "spark_state_rocksdb_snapshots_auto_repaired", "", "RocksDB: snapshots repaired automatically during load.", since="4.2", source="rocksdb"),
+    _c("rocksdbForceSnapshotCount", "spark_state_rocksdb_forced_snapshots", "", "RocksDB: stores forced to snapshot on commit because their snapshot upload lagged.", since="4.2", source="rocksdb"),
     # RocksDB file manager (the last upload, not a load)
-    _g("rocksdbFilesCopied", "spark_state_rocksdb_upload_files_copied", "files", "RocksDB: SST files copied to the checkpoint at the last upload (an upload, not a load).", **_R),
-    _g("rocksdbBytesCopied", "spark_state_rocksdb_upload_copied_bytes", "bytes", "RocksDB: bytes copied to the checkpoint at the last upload.", **_R),
-    _g("rocksdbFilesReused", "spark_state_rocksdb_upload_files_reused", "files", "RocksDB: SST files already in the checkpoint, not uploaded again, at the last upload.", **_R),
-    _g("rocksdbZipFileBytesUncompressed", "spark_state_rocksdb_upload_zip_uncompressed_bytes", "bytes", "RocksDB: uncompressed bytes of the non-SST files in the last snapshot zip.", **_R),
+    _g("rocksdbFilesCopied", "spark_state_rocksdb_upload_files_copied", "files", "RocksDB: SST files copied to the checkpoint at the last upload (an upload, not a load).", source="rocksdb"),
+    _g("rocksdbBytesCopied", "spark_state_rocksdb_upload_copied_bytes", "bytes", "RocksDB: bytes copied to the checkpoint at the last upload.", source="rocksdb"),
+    _g("rocksdbFilesReused", "spark_state_rocksdb_upload_files_reused", "files", "RocksDB: SST files already in the checkpoint, not uploaded again, at the last upload.", source="rocksdb"),
+    _g("rocksdbZipFileBytesUncompressed", "spark_state_rocksdb_upload_zip_uncompressed_bytes", "bytes", "RocksDB: uncompressed bytes of the non-SST files in the last snapshot zip.", source="rocksdb"),
     # RocksDB operations
-    _c("rocksdbGetLatency", "spark_state_rocksdb_get_seconds", "seconds", "RocksDB: total time in get calls.", scale=MS, **_R),
-    _c("rocksdbPutLatency", "spark_state_rocksdb_put_seconds", "seconds", "RocksDB: total time in put (write) calls.", scale=MS, **_R),
-    _c("rocksdbGetCount", "spark_state_rocksdb_gets", "", "RocksDB: get calls.", **_R),
-    _c("rocksdbPutCount", "spark_state_rocksdb_puts", "", "RocksDB: put calls.", **_R),
-    _c("rocksdbReadBlockCacheHitCount", "spark_state_rocksdb_block_cache_hits", "", "RocksDB: reads served by the block cache.", **_R),
-    _c("rocksdbReadBlockCacheMissCount", "spark_state_rocksdb_block_cache_misses", "", "RocksDB: reads that missed the block cache and went to disk.", **_R),
-    _c("rocksdbTotalBytesRead", "spark_state_rocksdb_read_bytes", "bytes", "RocksDB: uncompressed bytes read by get calls.", **_R),
-    _c("rocksdbTotalBytesWritten", "spark_state_rocksdb_written_bytes", "bytes", "RocksDB: uncompressed bytes written by put, delete, merge and write.", **_R),
-    _c("rocksdbTotalBytesReadThroughIterator", "spark_state_rocksdb_iterator_read_bytes", "bytes", "RocksDB: bytes read through iterators (e.g. watermark eviction scans).", **_R),
-    _c("rocksdbWriterStallLatencyMs", "spark_state_rocksdb_write_stall_seconds", "seconds", "RocksDB: time writers waited for flush or compaction (Spark's unit conversion is suspect; compare relative values).", scale=MS, **_R),
-    _c("rocksdbTotalCompactionLatencyMs", "spark_state_rocksdb_compaction_seconds", "seconds", "RocksDB: compaction time, background included.", scale=MS, **_R),
-    _c("rocksdbTotalBytesReadByCompaction", "spark_state_rocksdb_compaction_read_bytes", "bytes", "RocksDB: bytes read by compaction.", **_R),
-    _c("rocksdbTotalBytesWrittenByCompaction", "spark_state_rocksdb_compaction_written_bytes", "bytes", "RocksDB: bytes written by compaction.", **_R),
-    _c("rocksdbTotalBytesWrittenByFlush", "spark_state_rocksdb_flush_written_bytes", "bytes", "RocksDB: bytes written by memtable flushes.", **_R),
+    _c("rocksdbGetLatency", "spark_state_rocksdb_get_seconds", "seconds", "RocksDB: total time in get calls.", scale=MS, source="rocksdb"),
+    _c("rocksdbPutLatency", "spark_state_rocksdb_put_seconds", "seconds", "RocksDB: total time in put (write) calls.", scale=MS, source="rocksdb"),
+    _c("rocksdbGetCount", "spark_state_rocksdb_gets", "", "RocksDB: get calls.", source="rocksdb"),
+    _c("rocksdbPutCount", "spark_state_rocksdb_puts", "", "RocksDB: put calls.", source="rocksdb"),
+    _c("rocksdbReadBlockCacheHitCount", "spark_state_rocksdb_block_cache_hits", "", "RocksDB: reads served by the block cache.", source="rocksdb"),
+    _c("rocksdbReadBlockCacheMissCount", "spark_state_rocksdb_block_cache_misses", "", "RocksDB: reads that missed the block cache and went to disk.", source="rocksdb"),
+    _c("rocksdbTotalBytesRead", "spark_state_rocksdb_read_bytes", "bytes", "RocksDB: uncompressed bytes read by get calls.", source="rocksdb"),
+    _c("rocksdbTotalBytesWritten", "spark_state_rocksdb_written_bytes", "bytes", "RocksDB: uncompressed bytes written by put, delete, merge and write.", source="rocksdb"),
+    _c("rocksdbTotalBytesReadThroughIterator", "spark_state_rocksdb_iterator_read_bytes", "bytes", "RocksDB: bytes read through iterators (e.g. watermark eviction scans).", source="rocksdb"),
+    _c("rocksdbWriterStallLatencyMs", "spark_state_rocksdb_write_stall_seconds", "seconds", "RocksDB: time writers waited for flush or compaction (Spark's unit conversion is suspect; compare relative values).", scale=MS, source="rocksdb"),
+    _c("rocksdbTotalCompactionLatencyMs", "spark_state_rocksdb_compaction_seconds", "seconds", "RocksDB: compaction time, background included.", scale=MS, source="rocksdb"),
+    _c("rocksdbTotalBytesReadByCompaction", "spark_state_rocksdb_compaction_read_bytes", "bytes", "RocksDB: bytes read by compaction.", source="rocksdb"),
+    _c("rocksdbTotalBytesWrittenByCompaction", "spark_state_rocksdb_compaction_written_bytes", "bytes", "RocksDB: bytes written by compaction.", source="rocksdb"),
+    _c("rocksdbTotalBytesWrittenByFlush", "spark_state_rocksdb_flush_written_bytes", "bytes", "RocksDB: bytes written by memtable flushes.", source="rocksdb"),
     # RocksDB sizes (point in time, summed over partitions)
-    _g("rocksdbSstFileSize", "spark_state_rocksdb_sst_size_bytes", "bytes", "RocksDB: size of all live SST files on the executors' local disks, summed over partitions.", **_R),
-    _g("rocksdbPinnedBlocksMemoryUsage", "spark_state_rocksdb_pinned_blocks_memory_bytes", "bytes", "RocksDB: memory of pinned blocks in the block cache, summed over partitions.", **_R),
-    _g("rocksdbNumInternalColFamiliesKeys", "spark_state_rocksdb_internal_column_family_keys", "", "RocksDB: keys in internal column families (transformWithState timers, TTL indexes).", since="4.0", **_R),
-    _g("rocksdbNumExternalColumnFamilies", "spark_state_rocksdb_external_column_families", "", "RocksDB: user column families, summed over partitions (swapped with the internal count in Spark 4.0 and 4.1).", since="4.0", **_R),
-    _g("rocksdbNumInternalColumnFamilies", "spark_state_rocksdb_internal_column_families", "", "RocksDB: internal column families, summed over partitions (swapped with the external count in Spark 4.0 and 4.1).", since="4.0", **_R),
+    _g("rocksdbSstFileSize", "spark_state_rocksdb_sst_size_bytes", "bytes", "RocksDB: size of all live SST files on the executors' local disks, summed over partitions.", source="rocksdb"),
+    _g("rocksdbPinnedBlocksMemoryUsage", "spark_state_rocksdb_pinned_blocks_memory_bytes", "bytes", "RocksDB: memory of pinned blocks in the block cache, summed over partitions.", source="rocksdb"),
+    _g("rocksdbNumInternalColFamiliesKeys", "spark_state_rocksdb_internal_column_family_keys", "", "RocksDB: keys in internal column families (transformWithState timers, TTL indexes).", since="4.0", source="rocksdb"),
+    _g("rocksdbNumExternalColumnFamilies", "spark_state_rocksdb_external_column_families", "", "RocksDB: user column families, summed over partitions (swapped with the internal count in Spark 4.0 and 4.1).", since="4.0", source="rocksdb"),
+    _g("rocksdbNumInternalColumnFamilies", "spark_state_rocksdb_internal_column_families", "", "RocksDB: internal column families, summed over partitions (swapped with the external count in Spark 4.0 and 4.1).", since="4.0", source="rocksdb"),
     # HDFS-backed provider
     MetricSpec("loadedMapCacheHitCount", "spark_state_hdfs_loaded_map_cache_hits", CUMULATIVE_PER_RUN, "", "HDFS-backed store: state-cache hits, cumulative per provider instance (restarts with each run).", "operator", "hdfs"),
     MetricSpec("loadedMapCacheMissCount", "spark_state_hdfs_loaded_map_cache_misses", CUMULATIVE_PER_RUN, "", "HDFS-backed store: versions rebuilt from snapshot and delta files, cumulative per provider instance; an increase is a restore.", "operator", "hdfs"),
-    _g("stateOnCurrentVersionSizeBytes", "spark_state_hdfs_current_version_size_bytes", "bytes", "HDFS-backed store: estimated size of the current version only (memory_used_bytes counts every version kept in memory).", **_H),
-    _c("numSnapshotsAutoRepaired", "spark_state_hdfs_snapshots_auto_repaired", "", "HDFS-backed store: snapshots repaired automatically.", since="4.2", **_H),
-    _c("forceSnapshotCount", "spark_state_hdfs_forced_snapshots", "", "HDFS-backed store: stores forced to snapshot because their upload lagged.", since="4.2", **_H),
+    _g("stateOnCurrentVersionSizeBytes", "spark_state_hdfs_current_version_size_bytes", "bytes", "HDFS-backed store: estimated size of the current version only (memory_used_bytes counts every version kept in memory).", source="hdfs"),
+    _c("numSnapshotsAutoRepaired", "spark_state_hdfs_snapshots_auto_repaired", "", "HDFS-backed store: snapshots repaired automatically.", since="4.2", source="hdfs"),
+    _c("forceSnapshotCount", "spark_state_hdfs_forced_snapshots", "", "HDFS-backed store: stores forced to snapshot because their upload lagged.", since="4.2", source="hdfs"),
     # operator-specific
     _c("numDroppedDuplicateRows", "spark_state_dedup_dropped_duplicate_rows", "rows", "Deduplication: duplicate input rows dropped.", source="dedup"),
     _c("numRowsReadDuringEviction", "spark_state_eviction_rows_read", "rows", "State rows read while evicting (dedup, streamline aggregation).", source="dedup", since="4.3"),

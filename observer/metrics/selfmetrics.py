@@ -58,7 +58,7 @@ class SelfMetrics:
         with self.lock:
             setattr(self, attr, getattr(self, attr) + n)
 
-    def snapshot(self, queue_events: int, queries: int) -> "SelfSnapshot":
+    def snapshot(self, queue_events: int, queries: int) -> SelfSnapshot:
         """A consistent copy for one collection."""
         with self.lock:
             return SelfSnapshot(dict(self.received), dict(self.dropped), dict(self.export_failures), self.failed, self.problems,

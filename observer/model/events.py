@@ -6,7 +6,7 @@ Frozen dataclasses: the worker, the tracker, the signals and every sink share th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Union
+from typing import Any, Mapping
 
 from observer.model import kinds
 from observer.model.fields import HDFS_CACHE_MISSES, HDFS_CURRENT_VERSION_SIZE, ROCKSDB_PREFIX
@@ -119,4 +119,4 @@ class QueryTerminated:
     kind: str = kinds.TERMINATED
 
 
-Event = Union[QueryStarted, QueryProgress, QueryIdle, QueryTerminated]
+Event = QueryStarted | QueryProgress | QueryIdle | QueryTerminated

@@ -88,7 +88,7 @@ class AppContext:
     def attributes(self) -> dict[str, Any]:
         """OpenTelemetry resource attributes: ``spark.app.name``, ``spark.app.id``, ``spark.app.attempt.id``,
         ``spark.eventlog.name`` where known, and each static label under its own name."""
-        out: dict[str, Any] = {k: v for k, v in self.static}
+        out: dict[str, Any] = dict(self.static)
         for key, value in (("spark.app.name", self.name), ("spark.app.id", self.app_id), ("spark.app.attempt.id", self.attempt_id),
                            ("spark.eventlog.name", self.log_name)):
             if value:

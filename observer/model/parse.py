@@ -195,10 +195,9 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
     )
 
 
-def _sum_sources(raw_sources: list, key: str) -> float | None:
+def _sum_sources(raw_sources: list[Any], key: str) -> float | None:
     """Spark's definition of the query-level figures, for event logs, whose JSON (Jackson) omits them."""
-    values = [_finite(s.get(key)) for s in raw_sources if isinstance(s, Mapping)]
-    values = [v for v in values if v is not None]
+    values = [v for v in (_finite(s.get(key)) for s in raw_sources if isinstance(s, Mapping)) if v is not None]
     return sum(values) if values else None
 
 

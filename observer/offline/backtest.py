@@ -176,7 +176,7 @@ class ScrapeRecorder:
         self.interval = interval
         # the labels a scrape adds to every series (job, instance), so rules that aggregate by them work
         self._target = ",".join(f'{k}="{_escape(v)}"' for k, v in (target_labels or {}).items())
-        self._out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._out = open(path, "w", encoding="utf-8")
         self.next_at: float | None = None
         self.first: float | None = None
         self.last: float | None = None
@@ -367,7 +367,8 @@ def write_promtool_test(report: BacktestReport, om_path: str, rule_files: list[s
     which says nothing about when an alert fires). Returns the test file's path.
     """
     recording, alerting = load_rules(rule_files)
-    wanted = {n for r in [*alerting, *recording] for n in _NAME.findall(r.expr)}
+    exprs = [r.expr for r in alerting] + [r.expr for r in recording]
+    wanted = {n for expr in exprs for n in _NAME.findall(expr)}
     series = read_series(om_path, wanted)
     base = report.start
     n_points = int(round((report.end - base) / report.scrape_interval)) + 1

@@ -77,7 +77,7 @@ def codec_of(path: str) -> str | None:
     return None
 
 
-def open_decompressed(path: str) -> IO[bytes]:
+def open_decompressed(path: str) -> io.RawIOBase | IO[bytes]:
     """A binary stream of the file's decompressed content, read lazily."""
     codec = codec_of(path)
     raw = open(path, "rb")
@@ -144,8 +144,8 @@ def time_before(lines: Iterable[bytes]) -> float | None:
     return latest
 
 
-def _lines(stream: IO[bytes], max_line_bytes: int, path: str) -> Iterator[tuple[int, bytes]]:
-    buffered = io.BufferedReader(stream, 1 << 16) if not isinstance(stream, io.BufferedReader) else stream
+def _lines(stream: io.RawIOBase | IO[bytes], max_line_bytes: int, path: str) -> Iterator[tuple[int, bytes]]:
+    buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream, 1 << 16)  # type: ignore[type-var]  # any readinto() stream
     line_no = 0
     while True:
         line = buffered.readline(max_line_bytes + 1)

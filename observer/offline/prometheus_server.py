@@ -68,7 +68,7 @@ class PrometheusServer:
             f.write("global:\n  scrape_interval: 1h\n")  # nothing to scrape: it only answers queries
         port = _free_port()
         self.url = f"http://127.0.0.1:{port}"
-        log = open(os.path.join(self._work_dir, "prometheus.log"), "wb")  # noqa: SIM115 - closed in stop()
+        log = open(os.path.join(self._work_dir, "prometheus.log"), "wb")
         self._log = log
         self._proc = subprocess.Popen(
             [self._binary, f"--config.file={config}", f"--storage.tsdb.path={self.data_dir}",

@@ -44,7 +44,7 @@ def _reader(spark: Any, checkpoint: str, operator_id: int, store: str, batch_id:
 
 def schema(spark: Any, checkpoint: str, operator_id: int = 0, store: str = "default") -> str:
     """The key and value schema of a store, as Spark's simple string."""
-    return _reader(spark, checkpoint, operator_id, store, None, {}).schema.simpleString()
+    return str(_reader(spark, checkpoint, operator_id, store, None, {}).schema.simpleString())
 
 
 def rows_per_partition(spark: Any, checkpoint: str, operator_id: int = 0, store: str = "default",

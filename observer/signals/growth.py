@@ -102,14 +102,16 @@ class GrowthWindow:
         bytes_rate = self._slope(s[5], s[6])
         ratio = self._removed / self._added if self._added > 0 else 0.0
         unbounded: bool | None = None
-        first, last = (self.points[0], self.points[-1]) if self.points else (None, None)
-        span = last[0] - first[0] if first else 0.0
-        if len(self.points) >= self.min_points and span >= self.window * 0.5:
-            unbounded = bool(last[1] > first[1] and rows_rate > 0 and self._removed == 0)
+        rows = memory = 0.0
+        if self.points:
+            first, last = self.points[0], self.points[-1]
+            rows, memory = last[1], last[2]
+            if len(self.points) >= self.min_points and last[0] - first[0] >= self.window * 0.5:
+                unbounded = bool(last[1] > first[1] and rows_rate > 0 and self._removed == 0)
         return GrowthVerdict(
             rows_per_second=rows_rate, bytes_per_second=bytes_rate, eviction_ratio=ratio, unbounded=unbounded,
-            rows_eta_seconds=_eta(last[1] if last else 0.0, rows_rate, rows_budget),
-            bytes_eta_seconds=_eta(last[2] if last else 0.0, bytes_rate, bytes_budget),
+            rows_eta_seconds=_eta(rows, rows_rate, rows_budget),
+            bytes_eta_seconds=_eta(memory, bytes_rate, bytes_budget),
         )
 
 

@@ -29,12 +29,12 @@ import bisect
 import json
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from observer.model.parse import parse_timestamp
 from observer.metrics.catalog import COUNTER, GAUGE, MetricSpec
+from observer.model.parse import parse_timestamp
 
 Offsets = dict[str, dict[int, int]]
 
@@ -130,7 +130,7 @@ def parse_offsets(value: Any, max_partitions: int = DEFAULT_MAX_PARTITIONS) -> O
                     return out
                 out.setdefault(topic, {})[p] = o
                 kept += 1
-    except Exception:  # noqa: BLE001 - a Mapping whose iteration fails: keep what was read
+    except Exception:
         return out
     return out
 
@@ -330,7 +330,7 @@ class KafkaLagTracker:
         """Take one batch's source progress observed at ``t`` (the progress timestamp); None if it has no usable offsets."""
         try:
             return self._update(source, t)
-        except Exception:  # noqa: BLE001 - hostile input must never break the caller's event loop
+        except Exception:
             return None
 
     def _update(self, source: Mapping[str, Any], t: float) -> KafkaSnapshot | None:
@@ -401,7 +401,9 @@ class KafkaLagTracker:
             if back:
                 found.append(KafkaFinding("latest_went_back", topic, back))
                 self._count("latest_went_back", topic)
-        for kind, test in (("offsets_rewound", lambda s, e: s < e), ("offsets_skipped", lambda s, e: s > e)):
+        checks: tuple[tuple[str, Callable[[int, int], bool]], ...] = (
+            ("offsets_rewound", lambda s, e: s < e), ("offsets_skipped", lambda s, e: s > e))
+        for kind, test in checks:
             for topic, partitions in start.items():
                 before = prev_end.get(topic, {})
                 hit = tuple(p for p, s in sorted(partitions.items()) if p in before and test(s, before[p]))

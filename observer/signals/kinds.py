@@ -7,7 +7,6 @@ history, the browser's charts and health read them from here.
 from __future__ import annotations
 
 import datetime
-
 from dataclasses import dataclass, field
 from typing import Any
 

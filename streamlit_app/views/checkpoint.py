@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from observer.history.store import HistoryError
 from observer.offline.checkpoint import inspect_checkpoint
 from observer.offline.checkpoint.render import render_text
 from observer.offline.checkpoint.report import CheckpointError, CheckpointReport
 from observer.offline.checkpoint.restore import rates_from_history
-from observer.history.store import HistoryError
 from streamlit_app import checkpoints, fmt
 from streamlit_app.context import Context
 
@@ -49,7 +49,7 @@ def partition_frame(report: CheckpointReport) -> pd.DataFrame:
 
 def render(ctx: Context) -> None:
     st.header("Checkpoint")
-    path = checkpoints.choose(ctx.config, "ckpt")
+    path = checkpoints.choose(ctx.config, "ckpt", ctx.query_id, ctx.all_queries)
     if path is None:
         return
     report = inspect(ctx, path)
@@ -65,9 +65,9 @@ def render(ctx: Context) -> None:
     if e:
         st.subheader("Restore estimate")
         cols = st.columns(4)
-        cols[0].metric("restore time", f"{e.seconds:.2f} s", help="summed over stores, as Spark's load metrics report it")
-        cols[1].metric("stores", e.stores)
-        cols[2].metric("files / bytes", f"{e.files} / {fmt.size(e.bytes)}")
+        cols[0].metric("restore time", fmt.duration(e.seconds), help="summed over stores, as Spark's load metrics report it")
+        cols[1].metric("stores", f"{e.stores:,}")
+        cols[2].metric("files / bytes", f"{e.files:,} / {fmt.size(e.bytes)}")
         cols[3].metric("skew (slowest / median)", f"{e.skew:.1f}x" if e.skew else "-")
         st.caption(f"rates from {e.basis}; slowest store instance {e.slowest_partition}")
     for problem in report.problems:
@@ -75,6 +75,8 @@ def render(ctx: Context) -> None:
     st.subheader("Operators and stores")
     st.dataframe(pd.DataFrame([{"operator": op.operator_id, "name": op.name, "stores": ", ".join(op.stores),
                                 "partitions": op.num_partitions} for op in report.operators]), hide_index=True)
-    st.dataframe(partition_frame(report), hide_index=True, width="stretch")
+    parts = partition_frame(report)
+    st.dataframe(parts, hide_index=True, width="stretch", column_config={
+        "state bytes": st.column_config.NumberColumn(format="bytes"), "restore bytes": st.column_config.NumberColumn(format="bytes")})
     with st.expander("Inspector report (text)"):
         st.code(render_text(report), language=None)

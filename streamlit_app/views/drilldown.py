@@ -1,5 +1,6 @@
-"""Query drilldown: batches, phases, state per operator, evictions, watermark lag, RocksDB commit
-latency and the event timeline on one time axis; any batch's full progress on demand."""
+"""Query drilldown: the verdict and root cause first, then batches, phases, state per operator,
+evictions, watermark lag, RocksDB commit latency and the event timeline on one time axis; any batch's
+full progress on demand (an event row opens the batch it concerns)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,24 @@ import streamlit as st
 
 from observer.model.phases import PHASES
 from streamlit_app import charts, data, fmt
-from streamlit_app.context import Context, label
+from streamlit_app.context import Context, clicked_row, label, write_url
+from streamlit_app.views import verdicts as verdict_view
 
 COMMIT_METRICS = ("rocksdbCommitWriteBatchLatency", "rocksdbCommitFlushLatency", "rocksdbCommitCompactLatency",
                   "rocksdbCommitPauseLatency", "rocksdbCommitCheckpointLatency", "rocksdbCommitFileSyncLatencyMs")
+COMMIT_NAMES = {"rocksdbCommitWriteBatchLatency": "write batch", "rocksdbCommitFlushLatency": "flush",
+                "rocksdbCommitCompactLatency": "compaction", "rocksdbCommitPauseLatency": "pause background work",
+                "rocksdbCommitCheckpointLatency": "checkpoint", "rocksdbCommitFileSyncLatencyMs": "file sync"}
+RATE_NAMES = {"input_rps": "input", "processed_rps": "processed"}
 PROGRESS_TAIL = 300
 
 
-def event_frame(events: pd.DataFrame) -> pd.DataFrame:
-    """Events with a ``time`` column and their attributes as one ``detail`` string."""
-    out = charts.with_time(events)
-    out["detail"] = out["attributes"].map(fmt.attrs)
-    return out[["time", "ts", "kind", "run_id", "detail"]]
+def event_table(events: pd.DataFrame) -> pd.DataFrame:
+    """Events with their time, plain-words kind and details (attributes with units)."""
+    out = pd.DataFrame({"ts": events["ts"], "kind": events["kind"], "run_id": events["run_id"]})
+    out["detail"] = events["attributes"].map(fmt.attrs)
+    out["batch"] = events["attributes"].map(lambda a: a.get("batch_id"))
+    return out
 
 
 def rocksdb_commit(progress: list[dict]) -> pd.DataFrame:
@@ -36,67 +43,130 @@ def rocksdb_commit(progress: list[dict]) -> pd.DataFrame:
 
 def render(ctx: Context) -> None:
     qid = ctx.query_id
-    st.header(f"Query {label(ctx.queries, qid)}")
+    st.header(f"Query {label(ctx.all_queries, qid)}")
+    runs = data.run_stats(ctx.history, ctx.tok, qid)
+    newest = f" · newest run {fmt.id_html(runs.run_id.iloc[-1])} (full id on hover)" if len(runs) else ""
+    st.caption(f"query id `{qid}`{newest}", unsafe_allow_html=True)
+    verdict_view.show(ctx, verdict_view.of_query(ctx, qid))
     batches = charts.with_time(data.batch_series(ctx.history, ctx.tok, qid, ctx.since, ctx.until))
     if batches.empty:
-        st.info("This query has no batches in the chosen range; widen the time range in the sidebar.")
+        if (ctx.span or {}).get("batches"):
+            st.info("This query has no batches in the chosen range; widen the time range in the sidebar.")
+        else:
+            failed = int((runs.outcome == "exception").sum()) if len(runs) else 0
+            st.info(f"This query has not completed a batch: {fmt.plural(len(runs), 'run')} in the history, "
+                    f"{failed} ended with an exception before its first batch. The verdict above has the cause; "
+                    "the Runs page lists every run.")
         return
     ops = charts.with_time(data.operator_series(ctx.history, ctx.tok, qid, ctx.since, ctx.until))
-    events = event_frame(data.events(ctx.history, ctx.tok, qid, ctx.since, ctx.until))
+    raw_events = data.events(ctx.history, ctx.tok, qid, ctx.since, ctx.until)
+    table = event_table(raw_events)
+    events = charts.event_frame(table)
     dom = charts.domain(batches, events)
     cols = st.columns(5)
     cols[0].metric("batches in range", f"{int(batches.batches.sum()):,}")
-    cols[1].metric("newest batch", int(batches.batch_id.iloc[-1]))
-    cols[2].metric("mean batch duration", f"{batches.duration_ms.mean():,.0f} ms")
-    cols[3].metric("state rows", f"{batches.state_rows.iloc[-1]:,.0f}" if pd.notna(batches.state_rows.iloc[-1]) else "-")
-    cols[4].metric("events in range", len(events))
+    cols[1].metric("newest batch", f"{int(batches.batch_id.iloc[-1]):,}")
+    cols[2].metric("mean batch duration", fmt.duration(batches.duration_ms.mean() / 1000.0))
+    cols[3].metric("state rows", fmt.compact(batches.state_rows.iloc[-1]), help=fmt.number(batches.state_rows.iloc[-1]))
+    cols[4].metric("events in range", f"{len(raw_events):,}")
+    shown = f"From {fmt.when(batches.ts.iloc[0])} to {fmt.when(batches.ts.iloc[-1])}."
     if int(batches.batches.max()) > 1:
-        st.caption(f"Charts show {len(batches):,} time buckets (up to {int(batches.batches.max())} batches each; means, sums of rows).")
+        shown += (f" Charts show {len(batches):,} time buckets (up to {int(batches.batches.max()):,} batches each; means, "
+                  "sums of rows).")
+    st.caption(shown)
 
     if not events.empty:
         st.altair_chart(charts.event_strip(events, dom), width="stretch")
     st.altair_chart(charts.lines(batches, [p for p in PHASES if p in batches], "Batch phases (stacked)", "ms", dom, events,
                                  stacked=True), width="stretch")
-    st.altair_chart(charts.lines(batches, ["input_rps", "processed_rps"], "Rates", "rows/s", dom, events), width="stretch")
+    st.altair_chart(charts.lines(batches, ["input_rps", "processed_rps"], "Rates", "rows/s", dom, events, names=RATE_NAMES),
+                    width="stretch")
     if not ops.empty:
         ops["operator"] = ops.op_index.astype(str) + " " + ops.op_name.fillna("?")
-        left, right = st.columns(2)
-        left.altair_chart(charts.lines(ops, ["rows_total"], "State rows per operator", "rows", dom, events, series="operator"),
-                          width="stretch")
-        right.altair_chart(charts.lines(ops, ["memory_bytes"], "State memory per operator", "bytes", dom, events, series="operator"),
-                           width="stretch")
-        churn = ops.melt(id_vars=["time", "operator"], value_vars=["rows_updated", "rows_removed"], var_name="what", value_name="rows")
+        st.altair_chart(charts.lines(ops, ["rows_total"], "State rows per operator", "rows", dom, events, series="operator"),
+                        width="stretch")
+        st.altair_chart(charts.lines(ops, ["memory_bytes"], "State memory per operator", "bytes", dom, events, series="operator"),
+                        width="stretch")
+        churn = ops.melt(id_vars=["time", "at", "operator"], value_vars=["rows_updated", "rows_removed"], var_name="what",
+                         value_name="rows")
         churn["series"] = churn.operator + ": " + churn.what.map({"rows_updated": "added/updated", "rows_removed": "evicted"})
         st.altair_chart(charts.lines(churn, ["rows"], "Additions (rows updated) vs evictions (rows removed)", "rows", dom, events,
                                      series="series"), width="stretch")
     lagged = batches[batches.watermark.fillna(0) > 0]
     if not lagged.empty:
-        st.altair_chart(charts.lines(lagged, ["watermark_lag_s"], "Watermark lag (batch time - watermark)", "s", dom, events),
-                        width="stretch")
+        st.altair_chart(charts.lines(lagged, ["watermark_lag_s"], "Watermark lag (batch time - watermark)", "s", dom, events,
+                                     names={"watermark_lag_s": "watermark lag"}), width="stretch")
     commit = rocksdb_commit(data.progress_tail(ctx.history, ctx.tok, qid, ctx.until, PROGRESS_TAIL))
     if not commit.empty:
-        summed = commit.groupby("time", as_index=False)[list(COMMIT_METRICS)].sum()
+        summed = commit.groupby(["time", "at"], as_index=False)[list(COMMIT_METRICS)].sum()
         st.altair_chart(charts.lines(summed, list(COMMIT_METRICS), f"RocksDB commit latency (all operators, newest {PROGRESS_TAIL} batches)",
-                                     "ms", dom, events, stacked=True), width="stretch")
+                                     "ms", dom, events, stacked=True, names=COMMIT_NAMES), width="stretch")
     st.subheader("Events")
-    if events.empty:
+    if table.empty:
         st.caption("No events in this range.")
     else:
-        st.dataframe(events.drop(columns=["ts"]).iloc[::-1], hide_index=True, width="stretch")
-    batch_detail(ctx, batches)
+        shown = table.iloc[::-1].reset_index(drop=True)
+        view = pd.DataFrame({"time": shown.ts.map(fmt.when), "event": shown.kind.map(fmt.kind), "details": shown.detail,
+                             "run": shown.run_id.map(fmt.short_id), "batch": shown.batch.map(fmt.number)})
+        key = f"events_{st.session_state.get('table_nonce', 0)}"
+        st.caption("Click an event to show the batch it concerns below.")
+        st.dataframe(view, hide_index=True, width="stretch", key=key, on_select="rerun", selection_mode="single-row",
+                     column_config={"details": st.column_config.TextColumn(width="large")})
+        row = clicked_row(key)
+        if row is not None:
+            event = shown.iloc[row]
+            st.session_state["table_nonce"] = st.session_state.get("table_nonce", 0) + 1
+            st.session_state["_event_batch"] = (event.run_id, event.batch, float(event.ts))
+            st.rerun()
+    batch_detail(ctx)
 
 
-def batch_detail(ctx: Context, batches: pd.DataFrame) -> None:
-    """The full progress JSON of one batch (``load_batch``)."""
+def _event_target(runs: pd.DataFrame) -> tuple[str, int] | None:
+    """The (run, batch) an event row asked for: its batch, else the run's first batch at or after it."""
+    wanted = st.session_state.pop("_event_batch", None)
+    if wanted is None:
+        return None
+    run_id, batch, ts = wanted
+    row = runs[runs.run_id == run_id]
+    if row.empty or not row.batches.iloc[0]:
+        return None
+    if fmt.missing(batch):
+        batch = row.last_batch_id.iloc[0] if ts >= (row.last_seen.iloc[0] or 0) else row.first_batch_id.iloc[0]
+    return run_id, int(batch)
+
+
+def batch_detail(ctx: Context) -> None:
+    """The full progress JSON of one batch (``load_batch``); the newest run's newest batch by default."""
     st.subheader("Batch progress")
-    runs = data.runs(ctx.history, ctx.tok, ctx.query_id)
-    started = dict(zip(runs.run_id, runs.started))
+    runs = data.run_stats(ctx.history, ctx.tok, ctx.query_id)
+    with_batches = runs[runs.batches > 0].iloc[::-1]
+    if with_batches.empty:
+        st.info("No run of this query completed a batch.")
+        return
+    last_batch = dict(zip(with_batches.run_id, with_batches.last_batch_id.astype(int)))
+    started = dict(zip(with_batches.run_id, with_batches.started))
+    target = _event_target(runs)
+    if target is not None:
+        st.session_state["batch_run"], st.session_state["batch_id"] = target
+    if st.session_state.get("batch_run") not in last_batch:
+        st.session_state["batch_run"] = with_batches.run_id.iloc[0]
+        st.session_state["batch_id"] = last_batch[with_batches.run_id.iloc[0]]
+    if "batch_id" not in st.session_state:
+        st.session_state["batch_id"] = last_batch[st.session_state["batch_run"]]
+
+    def newest_of_run() -> None:
+        st.session_state["batch_id"] = last_batch[st.session_state["batch_run"]]
+
     left, right = st.columns(2)
-    run_id = left.selectbox("Run", runs.run_id.tolist()[::-1], format_func=lambda r: f"{r[:8]} (started {fmt.when(started.get(r))})",
-                            key="batch_run")
-    batch_id = right.number_input("Batch id", min_value=0, value=int(batches.batch_id.iloc[-1]), step=1, key="batch_id")
+    run_id = left.selectbox("Run", list(last_batch), key="batch_run", on_change=newest_of_run,
+                            format_func=lambda r: f"{fmt.short_id(r)} (started {fmt.when(started.get(r))}, "
+                                                  f"last batch {last_batch[r]:,})")
+    batch_id = right.number_input("Batch id", min_value=0, step=1, key="batch_id")
+    write_url(run=run_id, batch=int(batch_id))
     progress = data.batch(ctx.history, ctx.query_id, run_id, int(batch_id))
     if progress is None:
-        st.info(f"Run {run_id[:8]} has no batch {batch_id} in the history (retention may have removed it).")
+        row = runs[runs.run_id == run_id].iloc[0]
+        st.info(f"Run {fmt.short_id(run_id)} has no batch {int(batch_id):,} in the history: its batches there are "
+                f"{int(row.first_batch_id):,} to {int(row.last_batch_id):,}.")
     else:
         st.json(progress, expanded=1)

@@ -13,11 +13,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from opentelemetry._logs import SeverityNumber
-from opentelemetry.sdk._logs import Logger
+from opentelemetry._logs import Logger, SeverityNumber
 from opentelemetry.trace import SpanKind, Tracer, set_span_in_context
 
-from observer.exporters.otel.naming import otel_metric, attribute_name
+from observer.exporters.otel.naming import attribute_name, otel_metric
 from observer.metrics import catalog
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.fields import operator_field

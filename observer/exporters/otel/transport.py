@@ -9,7 +9,7 @@ Exports run on the SDK's threads (periodic metric reader, batch processors), nev
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from observer.exporters.otel.config import OtlpConfig
 
 OnFailure = Callable[[], None]
+R = TypeVar("R")
 
 
 def _exporter_classes(protocol: str) -> tuple[type, type, type]:
@@ -51,7 +52,7 @@ def build_exporters(config: OtlpConfig, on_failure: OnFailure) -> tuple[MetricEx
 
 
 
-def _counted(export: Callable[[], Any], success: Any, failure: Any, on_failure: OnFailure) -> Any:
+def _counted(export: Callable[[], R], success: R, failure: R, on_failure: OnFailure) -> R:
     """Run one export; an exception counts as a failure; every result but success is counted."""
     try:
         result = export()
@@ -93,7 +94,7 @@ class CountingLogExporter(LogRecordExporter):
         return self._inner.force_flush(timeout_millis)
 
     def shutdown(self) -> None:
-        self._inner.shutdown()
+        self._inner.shutdown()  # type: ignore[no-untyped-call]  # the SDK leaves it unannotated
 
 
 class CountingSpanExporter(SpanExporter):

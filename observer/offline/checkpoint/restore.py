@@ -46,12 +46,12 @@ def restore_work(folder: str, p: PartitionState, target: int, problems: list[str
     replay_files = replay_bytes = missing = 0
     if has_replay_files:
         for version in range((start or 0) + 1, target + 1):
-            f = by_version.get((version, replay_kind))
-            if f is None:
+            replay = by_version.get((version, replay_kind))
+            if replay is None:
                 missing += 1
             else:
                 replay_files += 1
-                replay_bytes += f.size
+                replay_bytes += replay.size
     if missing:
         problems.append(f"{folder}: {missing} {replay_kind} file(s) between version {(start or 0) + 1} and {target} are missing "
                         "(cleaned up, or the restore will fail)")
@@ -82,7 +82,7 @@ def estimate_restore(report: CheckpointReport, rates: dict[str, float] | None = 
         return r["seconds_per_store"] + w.replay_files * r["seconds_per_file"] + w.bytes / r["bytes_per_second"]
 
     per_partition = {name: seconds(w) for name, w in works}
-    slowest = max(per_partition, key=per_partition.get)  # type: ignore[arg-type]
+    slowest = max(per_partition, key=lambda name: per_partition[name])
     median = statistics.median(per_partition.values())
     return RestoreEstimate(
         stores=len(works), files=sum(w.replay_files + (1 if w.snapshot_version is not None else 0) for _, w in works),
@@ -97,10 +97,10 @@ def rates_from_history(history_path: str, query_id: str) -> dict[str, float] | N
 
     Raises ``HistoryError`` when the history cannot be read.
     """
-    from observer.history.store import connect
+    from observer.history.backend import open_backend
 
-    with closing(connect(history_path, readonly=True)) as conn:
-        rows = conn.execute("SELECT attributes FROM events WHERE query_id = ? AND kind = ?", (query_id, RESTORE)).fetchall()
+    with closing(open_backend(history_path, readonly=True)) as backend:
+        _, rows = backend.rows("SELECT attributes FROM events WHERE query_id = ? AND kind = ?", (query_id, RESTORE))
     loads = [a for a in (json.loads(text) for (text,) in rows if text)
              if isinstance(a, dict) and a.get("method") == "load_metrics" and a.get("stores")]
     if not loads:

@@ -1,0 +1,29 @@
+# Tasks: make test | test-fast | lint | format | typecheck | generate | check-generated
+PYTHON ?= python
+GENERATED = README.md dashboards alerts deploy/prometheus-operator deploy/grafana observer/mixin/bundled
+
+.PHONY: test test-fast lint format typecheck generate check-generated
+
+test:  ## the whole suite: end-to-end on real Spark, Prometheus and Chromium included
+	$(PYTHON) -m pytest
+
+test-fast:  ## no Spark session, no servers
+	$(PYTHON) -m pytest -m "not slow"
+
+lint:
+	ruff check .
+	ruff format --check .
+
+format:
+	ruff format .
+	ruff check --fix .
+
+typecheck:  ## strict on the package (see [tool.mypy] in pyproject.toml)
+	mypy
+
+generate:  ## README tables and the mixin's default export (dashboards, rules, their tests, runbook, deploy objects)
+	$(PYTHON) scripts/update_readme.py
+	$(PYTHON) scripts/update_mixin.py
+
+check-generated: generate  ## fails when a committed generated file differs from what the code generates
+	git diff --exit-code -- $(GENERATED)

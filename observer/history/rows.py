@@ -1,0 +1,184 @@
+"""Model events and signals as history rows, buffered until a backend writes them.
+
+Kept apart from the backends so that SQLite and PostgreSQL write exactly the same rows, and so the
+background writer can hold, merge and drop whole buffers without knowing SQL. Every row carries the
+application's identity (name, static labels as JSON, the volatile application id): many applications
+share one PostgreSQL history and are told apart by it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
+
+FACT_TABLES = ("batches", "operators", "partitions", "events")
+
+
+@dataclass(frozen=True)
+class AppIdentity:
+    """Which Spark application rows come from; all None for an unknown application (old rows are NULL too)."""
+
+    name: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    app_id: str | None = None
+
+    @classmethod
+    def of(cls, name: str | None, labels: dict[str, str] | None = None, app_id: str | None = None) -> AppIdentity:
+        return cls(name, tuple(sorted((labels or {}).items())), app_id)
+
+    @property
+    def labels_json(self) -> str | None:
+        return json.dumps(dict(self.labels), sort_keys=True, separators=(",", ":")) if self.labels else None
+
+
+# the app columns each table gets (migration 2): operators and partitions are children of a batch row, so
+# they carry name and id for per-application retention and filtering but not the labels
+APP_COLUMNS = {"queries": ("app", "app_labels", "app_id"), "runs": ("app", "app_labels", "app_id"),
+               "batches": ("app", "app_labels", "app_id"), "events": ("app", "app_labels", "app_id"),
+               "operators": ("app", "app_id"), "partitions": ("app", "app_id")}
+
+COLUMNS = {
+    "queries": ("query_id", "name", "first_seen", "last_seen") + APP_COLUMNS["queries"],
+    "runs": ("run_id", "query_id", "started", "last_seen", "ended", "outcome", "exception") + APP_COLUMNS["runs"],
+    "batches": ("query_id", "run_id", "batch_id", "ts", "duration_ms", "input_rows", "input_rps", "processed_rps", "watermark",
+                "state_rows", "state_memory_bytes", "durations", "progress") + APP_COLUMNS["batches"],
+    "operators": ("query_id", "run_id", "batch_id", "ts", "op_index", "op_name", "provider", "rows_total", "rows_updated",
+                  "rows_removed", "rows_dropped_by_watermark", "memory_bytes", "commit_ms", "store_instances",
+                  "shuffle_partitions") + APP_COLUMNS["operators"],
+    "partitions": ("query_id", "run_id", "batch_id", "ts", "op_index", "partition", "store", "snapshot_version")
+    + APP_COLUMNS["partitions"],
+    "events": ("query_id", "run_id", "ts", "kind", "attributes") + APP_COLUMNS["events"],
+}
+KEYS = {"queries": ("query_id",), "runs": ("run_id",), "batches": ("query_id", "run_id", "batch_id"),  # primary keys
+        "operators": ("query_id", "run_id", "batch_id", "op_index"),
+        "partitions": ("query_id", "run_id", "batch_id", "op_index", "partition", "store")}
+
+
+@dataclass
+class PendingRows:
+    """Rows not yet written: fact rows in arrival order, query and run rows merged per key (upserts)."""
+
+    facts: dict[str, list[tuple[Any, ...]]] = field(default_factory=lambda: {t: [] for t in FACT_TABLES})
+    queries: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    runs: dict[str, list[Any]] = field(default_factory=dict)  # run_id -> [query, started, last_seen, ended, outcome, exception, *app]
+
+    @property
+    def rows(self) -> int:
+        return sum(len(v) for v in self.facts.values()) + len(self.queries) + len(self.runs)
+
+    @property
+    def events(self) -> int:
+        """Progress events and signals held (the unit of ``events_dropped_total{reason="history"}``)."""
+        return len(self.facts["batches"]) + len(self.facts["events"])
+
+    def __bool__(self) -> bool:
+        return self.rows > 0
+
+    def run_rows(self) -> list[tuple[Any, ...]]:
+        return [(run_id, *values) for run_id, values in self.runs.items()]
+
+    def absorb(self, newer: PendingRows, facts: bool = True) -> None:
+        """Append ``newer``'s rows after this buffer's (its query and run updates win); ``facts=False``
+        takes only the query and run upserts (the small, bounded part) when the facts are dropped."""
+        if facts:
+            for table, rows in newer.facts.items():
+                self.facts[table].extend(rows)
+        for query_id, row in newer.queries.items():
+            known = self.queries.get(query_id)
+            self.queries[query_id] = row if known is None else (row[0], row[1] or known[1], min(known[2], row[2]),
+                                                                max(known[3], row[3]), *row[4:])
+        for run_id, values in newer.runs.items():
+            known_run = self.runs.get(run_id)
+            if known_run is None:
+                self.runs[run_id] = list(values)
+                continue
+            merged = [values[0], known_run[1] if known_run[1] is not None else values[1], max(known_run[2] or 0, values[2] or 0) or None]
+            merged += [values[i] if values[i] is not None else known_run[i] for i in (3, 4, 5)]
+            self.runs[run_id] = merged + list(values[6:])
+
+
+class RowBuilder:
+    """Turns model events and signals into ``PendingRows`` stamped with one application's identity."""
+
+    def __init__(self, app: AppIdentity | None = None) -> None:
+        self.app = app or AppIdentity()
+        self.pending = PendingRows()
+
+    def take(self) -> PendingRows:
+        """Everything built so far; the builder starts a new buffer."""
+        pending, self.pending = self.pending, PendingRows()
+        return pending
+
+    def add_event(self, event: Event, received_at: float) -> None:
+        """Rows for batches, operators, partitions and runs; lifecycle events arrive as signals."""
+        if isinstance(event, QueryProgress):
+            self._progress(event, received_at)
+        elif isinstance(event, QueryStarted):
+            ts = event.timestamp or received_at
+            self._query(event.query_id, event.name, ts)
+            self._run(event.query_id, event.run_id, ts)[1] = ts
+        elif isinstance(event, QueryIdle):
+            ts = event.timestamp or received_at
+            self._run(event.query_id, event.run_id, ts)[2] = ts
+        elif isinstance(event, QueryTerminated):
+            ts = received_at
+            run = self._run(event.query_id, event.run_id, ts)
+            run[3], run[4], run[5] = ts, "exception" if event.exception else "clean", event.exception
+
+    def add_signal(self, kind: str, query_id: str, run_id: str | None, ts: float, attributes: dict[str, Any]) -> None:
+        app = self.app
+        self.pending.facts["events"].append((query_id, run_id, ts, kind, json.dumps(attributes, default=str),
+                                             app.name, app.labels_json, app.app_id))
+
+    def add_row(self, table: str, row: tuple[Any, ...]) -> None:
+        """A fact row given in full (all of ``COLUMNS[table]``, or the columns before the app ones)."""
+        width = len(COLUMNS[table])
+        if len(row) < width:
+            app = self.app
+            extra = {"app": app.name, "app_labels": app.labels_json, "app_id": app.app_id}
+            row = tuple(row) + tuple(extra[c] for c in APP_COLUMNS[table])
+        self.pending.facts[table].append(row)
+
+    def _query(self, query_id: str, name: str | None, ts: float) -> None:
+        queries = self.pending.queries
+        known = queries.get(query_id)
+        app = self.app
+        queries[query_id] = (query_id, name or (known[1] if known else None), known[2] if known else ts, ts,
+                             app.name, app.labels_json, app.app_id)
+
+    def _run(self, query_id: str, run_id: str, ts: float) -> list[Any]:
+        runs = self.pending.runs
+        run = runs.get(run_id)
+        if run is None:
+            app = self.app
+            run = runs[run_id] = [query_id, None, ts, None, None, None, app.name, app.labels_json, app.app_id]
+        run[2] = max(run[2] or ts, ts)
+        return run
+
+    def _progress(self, p: QueryProgress, received_at: float) -> None:
+        ts = p.timestamp or received_at
+        self._query(p.query_id, p.name, ts)
+        run = self._run(p.query_id, p.run_id, ts)
+        if run[1] is None:
+            run[1] = ts
+        app = self.app
+        name, labels, app_id = app.name, app.labels_json, app.app_id
+        facts = self.pending.facts
+        rows = [o.rows_total for o in p.operators if o.rows_total is not None]
+        memory = [o.memory_bytes for o in p.operators if o.memory_bytes is not None]
+        facts["batches"].append((p.query_id, p.run_id, p.batch_id, ts, p.batch_duration_ms, p.input_rows,
+                                 p.input_rows_per_second, p.processed_rows_per_second, p.watermark,
+                                 sum(rows) if rows else None, sum(memory) if memory else None,
+                                 json.dumps(dict(p.duration_ms)), p.raw_text or json.dumps(p.raw, separators=(",", ":")),
+                                 name, labels, app_id))
+        operators, partitions = facts["operators"], facts["partitions"]
+        for op in p.operators:
+            operators.append((p.query_id, p.run_id, p.batch_id, ts, op.index, op.name, op.provider, op.rows_total,
+                              op.rows_updated, op.rows_removed, op.rows_dropped_by_watermark, op.memory_bytes,
+                              op.commit_ms, op.store_instances, op.shuffle_partitions, name, app_id))
+            for m in op.instances:
+                if m.prefix == "SnapshotLastUploaded":
+                    partitions.append((p.query_id, p.run_id, p.batch_id, ts, op.index, m.partition, m.store, m.value, name, app_id))

@@ -1,0 +1,136 @@
+"""The embedded history: one SQLite file in WAL mode, written in one transaction per flush.
+
+Every failure (locked, read-only, corrupt or full database) becomes a ``HistoryError`` whose message
+says which and what to do. Readers open the file read-only (``mode=ro``), so a browser never takes a
+write lock from the job.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import closing
+from typing import Any, ClassVar
+
+from observer.history.backend import Backend, HistoryError, upsert_sql
+from observer.history.rows import COLUMNS, PendingRows
+from observer.history.schema import SchemaError, migrate
+from observer.history.url import HistoryTarget
+
+
+def explain(exc: BaseException, path: str) -> str:
+    """A message an operator can act on, from SQLite's terse error."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return f"history database {path} is locked by another process; rows of this flush are dropped, later flushes retry"
+    if "readonly" in text or "read-only" in text or "attempt to write" in text:
+        return f"history database {path} is read-only; give the job a writable history_path"
+    if "disk is full" in text or "database or disk is full" in text:
+        return f"history database {path}: the disk is full; free space or lower history_max_bytes"
+    if "not a database" in text or "malformed" in text or "file is encrypted" in text:
+        return f"history database {path} is corrupt or not a history file; move it away to start a new one"
+    if "unable to open" in text:
+        return f"history database {path} cannot be opened (missing directory or no permission)"
+    return f"history database {path}: {text}"
+
+
+def connect(path: str, readonly: bool = False, timeout: float = 0.5) -> sqlite3.Connection:
+    """Open (and for writers, migrate) the history database."""
+    try:
+        if readonly:
+            if not os.path.exists(path):
+                raise HistoryError(f"history database {path} does not exist "
+                                   "(run the job with the observer attached, or `replay --history`)")
+            uri = f"file:{os.path.abspath(path)}"
+            try:
+                conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
+                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            except sqlite3.OperationalError:
+                # a WAL database on read-only media cannot create its shared-memory file: read it as immutable
+                conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout, check_same_thread=False)
+        else:
+            parent = os.path.dirname(os.path.abspath(path))
+            os.makedirs(parent, exist_ok=True)
+            conn = sqlite3.connect(path, timeout=timeout, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: index pages of large histories stay cached
+            migrate(conn)
+        return conn
+    except (sqlite3.Error, OSError, SchemaError) as exc:
+        raise HistoryError(explain(exc, path)) from None
+
+
+def _insert(table: str, verb: str = "INSERT OR REPLACE") -> str:
+    cols = COLUMNS[table]
+    return f"{verb} INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+
+
+class SQLiteBackend(Backend):
+    """A history file; writers open (and migrate) it at once, readers per read."""
+
+    kind = "sqlite"
+    _UPSERT: ClassVar[dict[str, str]] = {t: upsert_sql(t, "MAX") for t in ("queries", "runs")}
+    _FACTS: ClassVar[dict[str, str]] = {"batches": _insert("batches"), "operators": _insert("operators"),
+                                        "partitions": _insert("partitions"), "events": _insert("events", "INSERT")}
+
+    def __init__(self, target: HistoryTarget, readonly: bool = False) -> None:
+        super().__init__(target)
+        self.path = target.location
+        self.readonly = readonly
+        self.conn: sqlite3.Connection | None = None if readonly else connect(self.path)
+
+    def _writer(self) -> sqlite3.Connection:
+        if self.conn is None:
+            raise HistoryError(f"history database {self.path} was opened read-only")
+        return self.conn
+
+    def write(self, pending: PendingRows) -> None:
+        c = self._writer()
+        try:
+            with c:
+                c.executemany(self._UPSERT["queries"], list(pending.queries.values()))
+                c.executemany(self._UPSERT["runs"], pending.run_rows())
+                for table, sql in self._FACTS.items():
+                    c.executemany(sql, pending.facts[table])
+        except sqlite3.Error as exc:
+            raise HistoryError(explain(exc, self.path)) from None
+
+    def execute(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        c = self._writer()
+        try:
+            with c:
+                for sql, params in statements:
+                    c.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise HistoryError(explain(exc, self.path)) from None
+
+    def used_bytes(self) -> float:
+        c = self._writer()
+        pages, size, free = (c.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "page_size", "freelist_count"))
+        return float((pages - free) * size)
+
+    def json_number(self, column: str, key: str) -> str:
+        return f"json_extract({column}, '$.{key}')"
+
+    def bucket(self) -> str:
+        return "CAST((ts - ?) / ? AS INTEGER)"  # ts >= origin, so truncation is floor
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
+        if self.conn is not None:
+            return _read(self.conn, sql, params, self.path)
+        with closing(connect(self.path, readonly=True)) as conn:
+            return _read(conn, sql, params, self.path)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def _read(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...], path: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    try:
+        cur = conn.execute(sql, params)
+        return [d[0] for d in cur.description or ()], cur.fetchall()
+    except sqlite3.Error as exc:
+        raise HistoryError(explain(exc, path)) from None

@@ -1,0 +1,106 @@
+"""Where the history lives: a plain path or ``sqlite:///path`` (the embedded file) or a PostgreSQL URL.
+
+One string names the history everywhere (the ``history_path`` setting, ``--history`` of replay,
+inspect and the browser), so the choice of backend is made here once. ``redact`` is the only form of a
+URL that may reach a log line or an error message: a password never does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from dataclasses import dataclass
+
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+_SECRET_PARAMS = ("password", "passfile", "sslpassword")
+
+
+class HistoryURLError(ValueError):
+    """The history location cannot be understood; the message shows it redacted."""
+
+
+@dataclass(frozen=True)
+class HistoryTarget:
+    """A parsed history location: ``kind`` is "sqlite" (``location`` a file path) or "postgresql" (a URL)."""
+
+    kind: str
+    location: str
+
+    @property
+    def display(self) -> str:
+        """How to show this location to a person: file paths as given, URLs without their password."""
+        return redact(self.location)
+
+
+def parse(value: str) -> HistoryTarget:
+    """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` (SQLAlchemy's convention), a plain path,
+    or ``postgresql://user[:password]@host[:port]/database[?param=value]`` (``postgres://`` too)."""
+    text = value.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep or "/" in scheme or "\\" in scheme:
+        if not text:
+            raise HistoryURLError("the history location is empty; give a file path, sqlite:///path or postgresql://user@host/db")
+        return HistoryTarget("sqlite", text)
+    scheme = scheme.lower()
+    if scheme == "sqlite":
+        path = rest.removeprefix("/")  # sqlite:///x.db -> x.db, sqlite:////tmp/x.db -> /tmp/x.db
+        path = path.split("?", 1)[0]
+        if not path:
+            raise HistoryURLError(f"{text}: sqlite URL without a file path (sqlite:///relative.db or sqlite:////absolute.db)")
+        return HistoryTarget("sqlite", urllib.parse.unquote(path))
+    if scheme in POSTGRES_SCHEMES:
+        parts = urllib.parse.urlsplit(text)
+        try:
+            parts.port  # noqa: B018  (raises on a non-numeric port)
+        except ValueError:
+            raise HistoryURLError(f"{redact(text)}: the port is not a number") from None
+        if not parts.hostname and "host=" not in parts.query:
+            raise HistoryURLError(f"{redact(text)}: a PostgreSQL URL needs a host (postgresql://user@host:5432/database)")
+        if not parts.path.strip("/"):
+            raise HistoryURLError(f"{redact(text)}: a PostgreSQL URL needs a database name (postgresql://user@host:5432/database)")
+        return HistoryTarget("postgresql", "postgresql://" + text.split("://", 1)[1])
+    raise HistoryURLError(f"{redact(text)}: unknown history scheme {scheme!r}; use a file path, sqlite:///path or postgresql://user@host/db")
+
+
+def redact(value: str) -> str:
+    """``value`` with any password (in the authority or as a query parameter) replaced by ``***``."""
+    if "://" not in value:
+        return value
+    try:
+        parts = urllib.parse.urlsplit(value)
+    except ValueError:
+        return re.sub(r"//[^@/]*@", "//***@", value)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        netloc = f"{userinfo}@{host}"
+    query = "&".join(f"{k}=***" if k.lower() in _SECRET_PARAMS else f"{k}={v}" if v != "" else k
+                     for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def secrets_of(value: str) -> list[str]:
+    """The passwords in ``value`` (to scrub from driver messages that might echo them)."""
+    if "://" not in value:
+        return []
+    parts = urllib.parse.urlsplit(value)
+    found = [urllib.parse.unquote(parts.password)] if parts.password else []
+    found += [v for k, v in urllib.parse.parse_qsl(parts.query) if k.lower() in _SECRET_PARAMS and v]
+    return [s for s in found if s]
+
+
+def scrub(message: str, value: str) -> str:
+    """``message`` with every password of ``value`` (and the URL itself) replaced by its redacted form."""
+    message = message.replace(value, redact(value))
+    for secret in secrets_of(value):
+        message = message.replace(secret, "***")
+    return message
+
+
+def absolute(value: str) -> str:
+    """The location with a relative file path made absolute (URLs unchanged): for the browser's argument."""
+    target = parse(value)
+    return os.path.abspath(target.location) if target.kind == "sqlite" else value

@@ -1,0 +1,170 @@
+"""Screenshots of every page of the state browser for the README, in a real headless Chromium.
+
+Builds a history from real recorded data (``scripts/synthetic_history.py``: a 200-partition query with
+unbounded state after a restart and a crash-looping query, plus every recorded fixture replayed into
+the same file), serves it with ``spark-state-observer ui`` on a free loopback port, opens each page by
+its URL and writes ``docs/screenshots/<page>.png``.
+
+    python scripts/screenshots.py [--history DB] [--batches 20000] [--out docs/screenshots] [--chromium /usr/bin/chromium]
+
+The functions are shared with the Chromium tests (``tests/test_ui_browser.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+# page -> the query it shows (by name), for the pictures
+SHOTS = {"Applications": None, "Queries": None, "Query drilldown": "synthetic_dedupe", "Restores": "synthetic_dedupe",
+         "Partitions": "synthetic_dedupe", "Runs": "synthetic_crash_loop", "Checkpoint": "synthetic_dedupe",
+         "State contents": "synthetic_dedupe"}
+
+
+def build_history(db: str, batches: int) -> None:
+    """The synthetic history plus every recorded fixture, in one file."""
+    import importlib.util
+
+    from observer.offline.replay import replay
+    from observer.settings import Settings
+
+    spec = importlib.util.spec_from_file_location("synthetic_history", os.path.join(ROOT, "scripts", "synthetic_history.py"))
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module.build(db, batches)
+    runs = sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "*", "run*", "eventlog")))
+    replay(runs, Settings.from_env(history_max_age_seconds=10 * 365 * 86400.0, history_max_bytes=float(1 << 40)), history=db)
+
+
+def query_ids(db: str) -> dict[str, str]:
+    """Query name -> id (the newest query of a name)."""
+    with sqlite3.connect(db) as conn:
+        return {name: qid for qid, name in conn.execute("SELECT query_id, name FROM queries ORDER BY last_seen")}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve(history: str, roots: tuple[str, ...] = ()) -> Iterator[str]:
+    """``spark-state-observer ui`` on a free loopback port; yields its base URL; stopped by its pid."""
+    port = free_port()
+    cli = shutil.which("spark-state-observer")
+    command = [cli] if cli else [sys.executable, "-m", "observer.cli"]
+    command += ["ui", "--history", history, "--port", str(port)]
+    for root in roots:
+        command += ["--checkpoint-root", root]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               STREAMLIT_SERVER_FILE_WATCHER_TYPE="none")  # a file saved meanwhile must not turn into a "rerun?" prompt
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(base + "/_stcore/health", timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the browser did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}") from None
+                time.sleep(0.3)
+        yield base
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def url(base: str, page: str, query_id: str | None = None, **extra: str) -> str:
+    params = {"page": page, **({"query": query_id} if query_id else {}), **extra}
+    return base + "/?" + urllib.parse.urlencode(params)
+
+
+RUNNING = ("() => !document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]') && "
+           "!document.querySelector('[data-testid=\"stStatusWidgetRunningManIcon\"]')")
+
+
+def settle(page: Any, heading: str, timeout_ms: int = 90_000) -> None:
+    """Wait until the page's heading shows and Streamlit has finished running the script (its status
+    widget shows up a moment after a run starts, so it is waited for twice)."""
+    page.get_by_role("heading", name=heading).first.wait_for(timeout=timeout_ms)
+    for _ in range(2):
+        page.wait_for_timeout(800)
+        page.wait_for_function(RUNNING, timeout=timeout_ms)
+    page.wait_for_timeout(1500)  # charts draw after the script ends
+
+
+def full_height(page: Any, width: int) -> None:
+    """Make the viewport as tall as the page's content (Streamlit scrolls inside its own container, so a
+    'full page' screenshot would stop at the window)."""
+    height = page.evaluate("""() => Math.max(...['stMain', 'stAppViewContainer', 'stMainBlockContainer']
+        .map(id => document.querySelector(`[data-testid="${id}"]`)).filter(Boolean).map(e => e.scrollHeight))""")
+    page.set_viewport_size({"width": width, "height": int(min(max(height + 40, 600), 12000))})
+    page.wait_for_timeout(1500)
+
+
+def visible_text(page: Any) -> str:
+    return page.locator("section.stMain, [data-testid='stMain']").first.inner_text()
+
+
+HEADINGS = {"Applications": "Applications", "Queries": "Queries", "Query drilldown": "Query ", "Restores": "Restores and reloads",
+            "Partitions": "Partitions of", "Runs": "Runs of", "Checkpoint": "Checkpoint", "State contents": "State contents"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--history", default=None, help="an existing history (else one is built)")
+    parser.add_argument("--batches", type=int, default=20_000)
+    parser.add_argument("--out", default=os.path.join(ROOT, "docs", "screenshots"))
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--width", type=int, default=1400)
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    history = args.history
+    if history is None:
+        history = os.path.join(tempfile.mkdtemp(prefix="sso-shots-"), "history.db")
+        build_history(history, args.batches)
+    ids = query_ids(history)
+    os.makedirs(args.out, exist_ok=True)
+    with serve(history) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": args.width, "height": 900})
+        for name, query in SHOTS.items():
+            page.set_viewport_size({"width": args.width, "height": 900})
+            page.goto(url(base, name, ids.get(query) if query else None), wait_until="domcontentloaded")
+            settle(page, HEADINGS[name])
+            full_height(page, args.width)
+            path = os.path.join(args.out, name.lower().replace(" ", "_") + ".png")
+            page.screenshot(path=path, full_page=True)
+            print(path)
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+"""A verdict per query: what is wrong, in one sentence, with the time it started and its runbook.
+
+Pure functions over what the history already holds (the query's signal events, its runs, its newest
+batch figures), so the Queries page and the drilldown say the same thing and the rules are tested
+without a browser. The rules name an incident only from signals the observer emits; they invent no
+threshold of their own except the stall rule, which is the live rule's (``health``).
+
+Order is severity: a query that cannot run (crash loop, failed at start, failed) comes before one that
+runs badly (stalled, state unbounded, falling behind), which comes before one that recovered from an
+incident (executor lost and restored, restarted with a restore).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from observer.signals import kinds as k
+from streamlit_app import fmt
+from streamlit_app.health import STALL_FACTOR, STALL_MIN_SECONDS
+from streamlit_app.rootcause import root_cause
+
+# runbook anchors: the alert names of alerts/rules.yml, lower-cased
+ANCHORS = {
+    "crash_loop": "sparkstreamingquerycrashlooping", "failed_at_start": "sparkstreamingqueryfailed",
+    "failed": "sparkstreamingqueryfailed", "stalled": "sparkstreamingquerystalled", "state_unbounded": "sparkstateunbounded",
+    "falling_behind": "sparkstreamingqueryfallingbehind", "executor_lost": "sparkstaterestoretoolong",
+    "restarted": "sparkstaterestoretoolong", "stopped": "sparkstreamingquerydown",
+}
+SEVERITY = {"crash_loop": 0, "failed_at_start": 1, "failed": 2, "stalled": 3, "state_unbounded": 4, "falling_behind": 5,
+            "executor_lost": 6, "restarted": 7, "stopped": 8, "healthy": 9, "no_data": 10}
+# Streamlit's bundled Material icons (emoji need a colour-emoji font the viewer may not have)
+ICONS = {0: ":material/error:", 1: ":material/error:", 2: ":material/error:", 3: ":material/warning:", 4: ":material/warning:",
+         5: ":material/warning:", 6: ":material/info:", 7: ":material/info:", 8: ":material/stop_circle:",
+         9: ":material/check_circle:", 10: ":material/help:"}
+RESTORE_WINDOW_SECONDS = 900.0  # a restore this long after an executor loss is taken as its consequence
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str
+    text: str  # the sentence, e.g. "Crash loop: 4 restarts in 2 min; last error RuntimeError: ..."
+    since: float | None = None  # when the incident started (epoch seconds)
+    root_cause: str | None = None
+    trace: str | None = None  # the full exception text, for an expander
+    run_id: str | None = None
+
+    @property
+    def severity(self) -> int:
+        return SEVERITY[self.kind]
+
+    @property
+    def icon(self) -> str:
+        return ICONS[self.severity]
+
+    @property
+    def anchor(self) -> str | None:
+        return ANCHORS.get(self.kind)
+
+    def runbook(self, base_url: str) -> str | None:
+        return f"{base_url}#{self.anchor}" if self.anchor else None
+
+
+@dataclass
+class Facts:
+    """What the rules read, in plain Python: events and runs oldest first."""
+    events: Sequence[Mapping[str, Any]]  # kind, ts, run_id, attributes (dict)
+    runs: Sequence[Mapping[str, Any]]  # run_id, started, ended, outcome, exception, batches (count in the history)
+    last_batch_ts: float | None = None
+    interval: float | None = None  # typical seconds between batches
+    now: float | None = None
+
+
+def _last(events: Iterable[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
+    found = None
+    for e in events:
+        if e["kind"] == kind:
+            found = e
+    return found
+
+
+def _outcome(run: Mapping[str, Any]) -> str | None:
+    value = run.get("outcome")
+    return None if fmt.missing(value) else str(value)
+
+
+def _failure(f: Facts, run: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(root cause, full trace) of a failed run, from its terminated event and its stored exception."""
+    event = next((e for e in reversed(f.events) if e["kind"] == k.QUERY_TERMINATED and e.get("run_id") == run["run_id"]
+                  and (e.get("attributes") or {}).get("outcome") == "exception"), None)
+    trace = None if fmt.missing(run.get("exception")) else str(run.get("exception")) or None
+    return root_cause((event or {}).get("attributes"), trace), trace
+
+
+def crash_loop(f: Facts) -> Verdict | None:
+    """A crash_loop signal, or restarts the signal counted, in the newest runs; last error first."""
+    signal = _last(f.events, k.CRASH_LOOP)
+    if signal is None:
+        return None
+    restarts = [e for e in f.events if e["kind"] == k.QUERY_RESTARTED and e["ts"] >= signal["ts"] - float(
+        (signal.get("attributes") or {}).get("window_seconds") or 900.0)]
+    later_batches = f.last_batch_ts is not None and f.runs and _outcome(f.runs[-1]) is None and \
+        f.last_batch_ts > (f.runs[-1].get("started") or 0) + 10 * (f.interval or 10.0)
+    if later_batches:
+        return None  # the loop ended: the newest run is up and has been processing for a while
+    first = restarts[0]["ts"] if restarts else signal["ts"]
+    last = restarts[-1]["ts"] if restarts else signal["ts"]
+    failed = next((r for r in reversed(f.runs) if _outcome(r) == "exception"), None)
+    cause, trace = _failure(f, failed) if failed else (None, None)
+    count = len(restarts) or int((signal.get("attributes") or {}).get("restarts") or 0)
+    text = f"Crash loop: {fmt.plural(count, 'restart')} in {fmt.duration(max(last - first, 0.0))}"
+    if cause:
+        text += f"; last error {cause}"
+    return Verdict("crash_loop", text, first, cause, trace, failed["run_id"] if failed else None)
+
+
+def failed(f: Facts) -> Verdict | None:
+    """The newest run ended with an exception: at start (no batch in that run) or later."""
+    if not f.runs or _outcome(f.runs[-1]) != "exception":
+        return None
+    run = f.runs[-1]
+    cause, trace = _failure(f, run)
+    at_start = not run.get("batches")
+    kind = "failed_at_start" if at_start else "failed"
+    head = "Failed at start" if at_start else "Failed"
+    end = run.get("ended") if not fmt.missing(run.get("ended")) and (run.get("ended") or 0) >= (run.get("started") or 0) else None
+    when = end or run.get("started")
+    text = f"{head} at {fmt.clock(when)}: {cause or 'no exception text in the history'}"
+    return Verdict(kind, text, run.get("started"), cause, trace, run["run_id"])
+
+
+def stalled(f: Facts) -> Verdict | None:
+    """No batch for many typical intervals while the newest run is still open (the live rule's limits)."""
+    signal = _last(f.events, k.STALLED)
+    recovered = _last(f.events, k.STALL_RECOVERED)
+    open_run = bool(f.runs) and _outcome(f.runs[-1]) is None
+    if signal is not None and (recovered is None or recovered["ts"] < signal["ts"]) and open_run and \
+            (f.last_batch_ts is None or signal["ts"] >= f.last_batch_ts):
+        seconds = (signal.get("attributes") or {}).get("seconds_without_progress")
+        return Verdict("stalled", f"Stalled: no batch for {fmt.duration(seconds)} (since {fmt.clock(f.last_batch_ts)})",
+                       f.last_batch_ts or signal["ts"])
+    if open_run and f.now is not None and f.last_batch_ts is not None:
+        quiet = f.now - f.last_batch_ts
+        limit = max(STALL_MIN_SECONDS, STALL_FACTOR * (f.interval or 0.0))
+        if quiet > limit and quiet < 7 * 86400:  # a week-old history is not a stall, it is an old file
+            return Verdict("stalled", f"Stalled: no batch for {fmt.duration(quiet)} (usually every {fmt.duration(f.interval)})",
+                           f.last_batch_ts)
+    return None
+
+
+def state_unbounded(f: Facts) -> Verdict | None:
+    """Operators whose newest growth verdict is 'unbounded' (state_unbounded not followed by state_bounded)."""
+    open_: dict[Any, Mapping[str, Any]] = {}
+    for e in f.events:
+        if e["kind"] in ("state_unbounded", "state_bounded"):
+            a = e.get("attributes") or {}
+            key = (a.get("operator_index"), a.get("operator"))
+            if e["kind"] == k.STATE_UNBOUNDED:
+                open_[key] = e
+            else:
+                open_.pop(key, None)
+    if not open_:
+        return None
+    parts = []
+    for (_, name), e in sorted(open_.items(), key=lambda kv: -float((kv[1].get("attributes") or {}).get("rows_per_second") or 0)):
+        a = e.get("attributes") or {}
+        ratio = a.get("eviction_ratio")
+        evictions = "no evictions" if not ratio else f"evicting {float(ratio):.0%} of additions"
+        parts.append(f"{name or 'operator'} +{fmt.number(a.get('rows_per_second'))} rows/s, {evictions}")
+    since = min(e["ts"] for e in open_.values())
+    return Verdict("state_unbounded", "State unbounded: " + "; ".join(parts), since)
+
+
+def falling_behind(f: Facts) -> Verdict | None:
+    signal = _last(f.events, k.FALLING_BEHIND)
+    back = _last(f.events, k.CAUGHT_UP)
+    if signal is None or (back is not None and back["ts"] >= signal["ts"]):
+        return None
+    a = signal.get("attributes") or {}
+    return Verdict("falling_behind", f"Falling behind: input {fmt.number(a.get('input_rows_per_second'))} rows/s, processed "
+                                     f"{fmt.number(a.get('processed_rows_per_second'))} rows/s", signal["ts"])
+
+
+def _restore_total(f: Facts, after: float, run_id: str | None = None) -> tuple[float | None, float | None]:
+    """(seconds summed over operators, time) of the first restore (or reload) at or after ``after``."""
+    for kinds in (("restore",), ("store_reload",)):
+        candidates = [e for e in f.events if e["kind"] in kinds and e["ts"] >= after and e["ts"] - after <= RESTORE_WINDOW_SECONDS
+                      and (run_id is None or e.get("run_id") == run_id)]
+        if candidates:
+            first = candidates[0]["ts"]
+            same = [e for e in candidates if e["ts"] == first]
+            key = "duration_seconds" if kinds == ("restore",) else "load_seconds"
+            return sum(float((e.get("attributes") or {}).get(key) or 0.0) for e in same), first
+    return None, None
+
+
+def executor_lost(f: Facts) -> Verdict | None:
+    signal = _last(f.events, k.EXECUTOR_REMOVED)
+    if signal is None:
+        return None
+    executor = (signal.get("attributes") or {}).get("executor_id")
+    seconds, _ = _restore_total(f, signal["ts"])
+    text = f"Executor {executor} lost at {fmt.clock(signal['ts'])}"
+    text += f"; restore {fmt.duration(seconds)}" if seconds is not None else "; no restore seen after it"
+    return Verdict("executor_lost", text, signal["ts"])
+
+
+def restarted(f: Facts) -> Verdict | None:
+    signal = _last(f.events, k.QUERY_RESTARTED)
+    if signal is None:
+        return None
+    down = (signal.get("attributes") or {}).get("downtime_seconds")
+    seconds, _ = _restore_total(f, signal["ts"], signal.get("run_id"))
+    text = f"Restarted at {fmt.clock(signal['ts'])}"
+    if down is not None:
+        text += f" after {fmt.duration(down)} down"
+    if seconds is not None:
+        text += f"; restore {fmt.duration(seconds)}"
+    return Verdict("restarted", text, signal["ts"])
+
+
+def stopped(f: Facts) -> Verdict | None:
+    if not f.runs or _outcome(f.runs[-1]) != "clean":
+        return None
+    run = f.runs[-1]
+    end = run.get("ended") if not fmt.missing(run.get("ended")) else run.get("last_seen")
+    return Verdict("stopped", f"Stopped cleanly at {fmt.when(end)}", end)
+
+
+RULES = (crash_loop, failed, stalled, state_unbounded, falling_behind, executor_lost, restarted)
+
+
+def verdicts(f: Facts) -> list[Verdict]:
+    """Every incident that applies, most severe first; ``healthy`` (or ``stopped``) when none does."""
+    found = [v for v in (rule(f) for rule in RULES) if v is not None]
+    if any(v.kind == "crash_loop" for v in found):
+        found = [v for v in found if v.kind not in ("failed", "failed_at_start", "restarted")]
+    if not found or all(v.severity >= SEVERITY["executor_lost"] for v in found):
+        end = stopped(f)
+        if end is not None:
+            found.append(end)
+        elif not f.runs and f.last_batch_ts is None:
+            found.append(Verdict("no_data", "No batch and no run in the history yet"))
+        elif not found:
+            every = f" (a batch every {fmt.duration(f.interval)})" if f.interval else ""
+            found.append(Verdict("healthy", f"Healthy: running{every}", f.last_batch_ts))
+    return sorted(found, key=lambda v: v.severity)
+
+
+def verdict(f: Facts) -> Verdict:
+    """The most severe verdict."""
+    return verdicts(f)[0]

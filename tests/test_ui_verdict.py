@@ -1,0 +1,214 @@
+"""The browser's pure parts: root-cause lines, verdicts over replayed real signals, formatting, charts."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pandas as pd
+import pytest
+
+from conftest import eventlog_dir, fixture_runs, progress_lines
+
+pytest.importorskip("streamlit")
+
+from observer.history.browse import UNKNOWN_APP, load_query_apps, load_recent_events, load_run_stats
+from observer.history.loaders import load_batch_series, load_operator_series, load_partition_lag, load_span
+from observer.offline.replay import replay
+from streamlit_app import charts, fmt
+from streamlit_app.config import DEFAULT_RUNBOOK_URL
+from streamlit_app.health import typical_interval
+from streamlit_app.rootcause import TRACEBACK_HEADER, from_text, root_cause
+from streamlit_app.verdict import ANCHORS, Facts, verdict, verdicts
+
+RESTART = fixture_runs("rocksdb_restart")
+FAILURE = fixture_runs("schema_failure")
+
+
+def recorded_exception() -> str:
+    """The exception text Spark wrote for the recorded failed restart."""
+    from observer.offline.eventlog import read_records
+
+    return next(r.payload["exception"] for r in read_records([eventlog_dir(FAILURE[1])])
+                if getattr(r, "kind", None) == "terminated" and r.payload.get("exception"))
+
+
+# --- root cause -------------------------------------------------------------------------------------
+PY4J = ("py4j.Py4JException: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3/dist-packages/py4j/clientserver.py", line 617, in _call_proxy\n'
+        "    return_value = getattr(self.pool[obj_id], method)(*params)\n"
+        '  File "/job/sink.py", line 41, in write_batch\n'
+        '    raise RuntimeError("downstream warehouse rejected the write (HTTP 503)")\n'
+        "RuntimeError: downstream warehouse rejected the write (HTTP 503)\n\n"
+        "\tat py4j.Protocol.getReturnValue(Protocol.java:476)\n")
+JVM = ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 3 in stage 7.0 failed 4 times\n"
+       "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2898)\n"
+       "Caused by: org.apache.spark.SparkException: Exception thrown in awaitResult\n\tat x.y(Z.scala:1)\n"
+       "Caused by: java.io.FileNotFoundException: /ckpt/state/0/3/41.changelog does not exist\n\tat a.b(C.java:2)\n\t... 12 more\n")
+
+
+def test_root_cause_picks_the_users_python_error_inside_py4j() -> None:
+    assert from_text(PY4J) == "RuntimeError: downstream warehouse rejected the write (HTTP 503)"
+
+
+def test_root_cause_picks_the_innermost_jvm_cause() -> None:
+    assert from_text(JVM) == "FileNotFoundException: /ckpt/state/0/3/41.changelog does not exist"  # the class without its package
+
+
+def test_root_cause_of_the_recorded_spark_exception_is_its_first_line() -> None:
+    text = recorded_exception()
+    assert root_cause({}, text) == text.splitlines()[0].removeprefix("org.apache.spark.")
+
+
+def test_root_cause_attribute_of_the_signals_wins_and_a_header_is_never_the_answer() -> None:
+    assert root_cause({"root_cause": "KafkaException: broker down", "message": PY4J}, PY4J) == "KafkaException: broker down"
+    assert root_cause({"message": TRACEBACK_HEADER}, None) is None
+    assert root_cause({"root_cause": TRACEBACK_HEADER}, TRACEBACK_HEADER + "\n  File \"x\"\nValueError: bad row") == "ValueError: bad row"
+    assert root_cause({"message": PY4J.splitlines()[0]}, None) != TRACEBACK_HEADER
+
+
+# --- verdicts over replayed real runs -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("verdict") / "all.db")
+    replay([eventlog_dir(r) for r in RESTART + FAILURE], history=path)
+    return path
+
+
+def facts_of(db: str, query_id: str, now: float | None = None) -> Facts:
+    runs = load_run_stats(db, query_id)
+    events = load_recent_events(db, query_id)
+    batches = load_batch_series(db, query_id)
+    return Facts(events.to_dict("records"), runs.to_dict("records"), float(batches.ts.max()) if len(batches) else None,
+                 typical_interval(batches.ts.tolist()), now)
+
+
+def test_failed_restart_reads_failed_at_start_with_its_spark_error(db) -> None:
+    qid = progress_lines(FAILURE[0])[0]["id"]
+    v = verdict(facts_of(db, qid))
+    assert v.kind == "failed_at_start"
+    assert v.text.startswith("Failed at start at ") and "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in v.text
+    assert TRACEBACK_HEADER not in v.text
+    assert v.trace and recorded_exception().startswith(v.trace)  # what the history keeps of it (the model caps the text)
+    assert v.runbook(DEFAULT_RUNBOOK_URL).endswith("runbook.md#sparkstreamingqueryfailed")
+
+
+def test_failed_at_start_with_no_batch_at_all(tmp_path) -> None:
+    only = str(tmp_path / "only.db")
+    replay([eventlog_dir(FAILURE[1])], history=only)
+    qid = progress_lines(FAILURE[0])[0]["id"]
+    assert load_span(only, qid)["batches"] == 0
+    assert verdict(facts_of(only, qid)).kind == "failed_at_start"
+
+
+def test_restarted_query_names_downtime_and_restore_summed_over_operators(db) -> None:
+    qid = progress_lines(RESTART[0])[0]["id"]
+    found = verdicts(facts_of(db, qid))
+    kinds = [v.kind for v in found]
+    assert kinds[0] == "restarted" and "stopped" not in kinds[:1]
+    events = load_recent_events(db, qid)
+    restore = sum(a["duration_seconds"] for a in events[events.kind == "restore"].attributes)
+    assert f"restore {fmt.duration(restore)}" in found[0].text and " down" in found[0].text
+
+
+def signal(kind: str, ts: float, run: str = "r2", **attributes) -> dict:
+    return {"kind": kind, "ts": ts, "run_id": run, "attributes": attributes}
+
+
+RUNS = [{"run_id": "r1", "started": 0.0, "ended": 100.0, "outcome": "clean", "exception": None, "batches": 10},
+        {"run_id": "r2", "started": 160.0, "ended": None, "outcome": None, "exception": None, "batches": 50}]
+
+
+def test_state_unbounded_names_operator_rate_and_evictions_and_clears_when_bounded() -> None:
+    events = [signal("state_unbounded", 300.0, operator="dedupe", operator_index=1, rows=9000, rows_per_second=400.2,
+                     eviction_ratio=0.0)]
+    v = verdict(Facts(events, RUNS, last_batch_ts=400.0, interval=10.0, now=405.0))
+    assert (v.kind, v.text, v.since) == ("state_unbounded", "State unbounded: dedupe +400 rows/s, no evictions", 300.0)
+    bounded = events + [signal("state_bounded", 350.0, operator="dedupe", operator_index=1)]
+    assert verdict(Facts(bounded, RUNS, last_batch_ts=400.0, interval=10.0, now=405.0)).kind == "healthy"
+
+
+def test_executor_lost_then_restore() -> None:
+    events = [signal("executor_removed", 81090.0, executor_id="0"),
+              signal("store_reload", 81100.0, operator="dedupe", operator_index=1, load_seconds=0.6)]
+    v = verdict(Facts(events, RUNS, last_batch_ts=81200.0, interval=10.0, now=81205.0))
+    assert v.kind == "executor_lost" and v.text == "Executor 0 lost at 22:31:30; restore 600 ms"
+
+
+def test_stalled_and_falling_behind_and_crash_loop_order() -> None:
+    quiet = Facts([], RUNS, last_batch_ts=1000.0, interval=10.0, now=1200.0)
+    assert verdict(quiet).kind == "stalled" and "no batch for 3 min 20 s" in verdict(quiet).text
+    behind = Facts([signal("falling_behind", 900.0, input_rows_per_second=1200.0, processed_rows_per_second=800.0)], RUNS,
+                   last_batch_ts=1000.0, interval=10.0, now=1001.0)
+    assert verdict(behind).text == "Falling behind: input 1,200 rows/s, processed 800 rows/s"
+    loop_runs = [{"run_id": f"r{i}", "started": 30.0 * i, "ended": 30.0 * i + 1, "outcome": "exception",
+                  "exception": PY4J, "batches": 0} for i in range(5)]
+    loop = [signal("query_restarted", 30.0 * i, f"r{i}") for i in range(1, 5)] + [signal("crash_loop", 90.0, "r3", restarts=3)]
+    v = verdict(Facts(loop, loop_runs, now=200.0))
+    assert v.kind == "crash_loop"
+    assert v.text == "Crash loop: 4 restarts in 1 min 30 s; last error RuntimeError: downstream warehouse rejected the write (HTTP 503)"
+    assert [x.kind for x in verdicts(Facts(loop, loop_runs, now=200.0))].count("failed_at_start") == 0  # the loop says it
+
+
+def test_every_verdict_links_a_runbook_section_that_exists() -> None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "alerts", "runbook.md")) as f:
+        sections = {line[3:].strip().lower() for line in f if line.startswith("## ")}
+    assert set(ANCHORS.values()) <= sections
+
+
+# --- history reads ------------------------------------------------------------------------------------
+def test_bucketed_series_and_partition_lag_are_read_when_rows_exceed_the_buckets(db) -> None:
+    """More rows than buckets: the GROUP BY's parameters follow the WHERE's (they used to be swapped,
+    comparing query_id with a float and returning nothing)."""
+    qid = progress_lines(RESTART[0])[0]["id"]
+    n = load_span(db, qid)["batches"]
+    series = load_batch_series(db, qid, max_points=3)
+    assert 0 < len(series) <= 3 and series.batches.sum() == n
+    ops = load_operator_series(db, qid, max_points=3)
+    assert 0 < len(ops) <= 2 * 3
+    lag = load_partition_lag(db, qid, buckets=2)
+    assert len(lag) > 0 and lag.groupby(["op_index", "partition", "store"]).size().max() <= 2
+
+
+def test_the_application_of_each_query_is_read_and_unknown_ones_are_grouped(db, tmp_path) -> None:
+    assert set(load_query_apps(db).app) == {UNKNOWN_APP}
+    copy = str(tmp_path / "with_app.db")
+    with sqlite3.connect(db) as src, sqlite3.connect(copy) as dst:
+        src.backup(dst)
+        qid = progress_lines(RESTART[0])[0]["id"]
+        dst.execute("UPDATE queries SET app = 'orders', app_labels = '{\"cluster\": \"prod\"}' WHERE query_id = ?", (qid,))
+    apps = load_query_apps(copy).set_index("query_id")
+    assert apps.loc[qid, "app"] == "orders" and apps.loc[qid, "labels"] == {"cluster": "prod"}
+    assert (apps.drop(index=qid).app == UNKNOWN_APP).all()
+
+
+# --- formatting and charts ----------------------------------------------------------------------------
+def test_formatting() -> None:
+    assert fmt.plural(1, "query", "queries") == "1 query" and fmt.plural(2, "query", "queries") == "2 queries"
+    assert fmt.number(7191.0) == "7,191" and fmt.number(59200) == "59,200" and fmt.number(None) == "-"
+    assert fmt.number(float("nan")) == "-" and fmt.number(2.5, 1) == "2.5"
+    assert fmt.duration(0.35) == "350 ms" and fmt.duration(6.44) == "6.4 s" and fmt.duration(125) == "2 min 5 s"
+    assert fmt.size(10_000_000) == "9.5 MB"
+    assert fmt.when(0) == "1970-01-01 00:00:00" and fmt.clock(81090) == "22:31:30"
+    assert fmt.kind("store_reload") == "state reload" and "_" not in fmt.kind("executor_removed")
+    assert fmt.short_id("4a081a44-0307-4917-8d59-5040e10918fb") == "4a081a44"
+    assert 'title="4a081a44-0307-4917-8d59-5040e10918fb"' in fmt.id_html("4a081a44-0307-4917-8d59-5040e10918fb")
+
+
+def test_events_at_one_instant_share_one_tooltip_and_kinds_have_their_own_colours() -> None:
+    events = pd.DataFrame({"ts": [10.0, 10.0, 20.0], "kind": ["restore", "restore", "query_restarted"],
+                           "detail": ["dedupe 0.3 s", "stateStoreSave 6.4 s", ""]})
+    drawn = charts.event_frame(events)
+    assert len(drawn) == 2
+    assert drawn.detail.iloc[0] == "restore (dedupe 0.3 s); restore (stateStoreSave 6.4 s)" and drawn.label.iloc[1] == "restart"
+    assert drawn["at"].iloc[0] == "1970-01-01 00:00:10"  # tooltips carry seconds
+    assert len(set(charts.EVENT_COLORS.values())) == len(charts.EVENT_COLORS)
+    assert set(fmt.KIND_LABELS) == set(charts.EVENT_COLORS)
+
+
+def test_units_are_chosen_from_the_values() -> None:
+    assert charts.scale_unit(pd.Series([10_000_000.0]), "bytes") == (float(1 << 20), "MB")
+    assert charts.scale_unit(pd.Series([90_000.0]), "ms") == (60_000.0, "min")
+    assert charts.scale_unit(pd.Series([350.0]), "ms") == (1.0, "ms")
+    assert charts.scale_unit(pd.Series([5.0]), "rows") == (1.0, "rows")
