@@ -156,7 +156,7 @@ def test_a_watcher_killed_and_restarted_counts_every_batch_once(tmp_path, watche
     logs = tmp_path / "logs"
     logs.mkdir()
     state, history = str(tmp_path / "positions.json"), str(tmp_path / "history.db")
-    args = ("--state-file", state, "--history", f"sqlite:///{history}")
+    args = ("--state-file", state, "--history", f"sqlite:///{history}", "--labels", "cluster=a")
     lines = renamed(_lines("rocksdb_restart"), "orders", "app-orders-1")
     expected = _batches("rocksdb_restart")
     log = ProgressiveLog(str(logs), "app-orders-1", "zstd", max_file_bytes=40_000)
@@ -182,6 +182,8 @@ def test_a_watcher_killed_and_restarted_counts_every_batch_once(tmp_path, watche
     assert second.stop() == 0
     with sqlite3.connect(history) as db:
         assert db.execute("SELECT COUNT(*) FROM batches").fetchone()[0] == expected  # none lost, none written twice
+        # each row names its application, as the listener's history does
+        assert db.execute("SELECT DISTINCT app, app_labels, app_id FROM batches").fetchall() == [("orders", '{"cluster":"a"}', "app-orders-1")]
 
 
 def test_bad_input_is_counted_and_the_other_applications_go_on(tmp_path, watches: list[Watch]) -> None:
