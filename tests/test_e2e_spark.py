@@ -239,7 +239,7 @@ def test_incompatible_state_schema_on_restart_is_classified(spark, tmp_path) -> 
         assert len(ended) == 1
         assert ended[0].attributes["exception_class"] == "state_schema_incompatible", ended[0].attributes
         text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
-        assert 'spark_streaming_query_terminations_by_class_total{exception_class="state_schema_incompatible",query="e2e_schema"' in text
+        assert 'spark_streaming_query_terminations_by_class_total{app="spark-state-observer-demo",exception_class="state_schema_incompatible",query="e2e_schema"' in text
         assert 'spark_streaming_query_status{app="spark-state-observer-demo",query="e2e_schema"' in text
     finally:
         handle.stop()

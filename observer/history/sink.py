@@ -52,6 +52,7 @@ class HistorySink:
         self.close_timeout = CLOSE_TIMEOUT_SECONDS
         self.store: HistoryStore | None = None
         self._context: AppContext | None = None  # the application the rows are stamped with now (on_app_event)
+        self._app = app or AppIdentity()  # the identity given here: rows of an unknown application keep it
         try:
             retention = RetentionPolicy.parse(settings.history_max_age_seconds, settings.history_retention)
             backend = open_backend(path)
@@ -78,10 +79,15 @@ class HistorySink:
         self._maybe_flush()
 
     def on_app_event(self, app: AppContext, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
-        """``on_event`` with the rows stamped with ``app``: the watcher's one history sink serves every application it follows."""
+        """``on_event`` with the rows stamped with ``app``: the watcher's one history sink serves every application it follows.
+
+        An observer that knows nothing of its application (``app.known`` false) leaves the identity this
+        sink was built with.
+        """
         if self.store is not None and app is not self._context:
             self._context = app
-            self.store.rows.app = AppIdentity.of(app.name or None, dict(app.static), app.app_id or None)
+            self.store.rows.app = (AppIdentity.of(app.name or None, dict(app.static), app.app_id or None) if app.known
+                                   else self._app)
         self.on_event(event, signals, received_at)
 
     def tick(self, processed: int) -> None:
