@@ -32,17 +32,12 @@ def shard(text: str) -> tuple[int, int]:
     return pair
 
 
-def history_path(url: str) -> str:
-    """The history database of ``--history``: ``sqlite:///path`` or a plain path (other schemes are passed on)."""
-    return url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
-
-
 def add_parser(sub: Any) -> None:
     w = sub.add_parser("watch", help="follow Spark event-log folders and observe every streaming application in them")
     w.add_argument("dirs", nargs="+", metavar="DIR", help="event-log folder (spark.eventLog.dir); several may be given")
     w.add_argument("--port", type=int, default=None, help="metrics port (default: setting http_port, 9108)")
     w.add_argument("--host", default=None, help="metrics bind address (default: setting http_host, 127.0.0.1)")
-    w.add_argument("--history", default=None, metavar="URL", help="write the history here (sqlite:///path or a path); default: no history")
+    w.add_argument("--history", default=None, metavar="URL", help="write the history here: sqlite:///path (or a path) or postgresql://user@host/db; default: no history")
     w.add_argument("--shard", type=shard, default=None, metavar="K/N",
                    help="follow only the logs whose name's CRC-32 modulo N is K (0-based): N watchers split a folder")
     w.add_argument("--poll-interval", type=float, default=2.0, help="seconds between polls of the folders (default 2)")
@@ -68,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.labels is not None:
         overrides["labels"] = args.labels
     if args.history:
-        overrides["history_path"] = history_path(args.history)
+        overrides["history_path"] = args.history  # a path, sqlite:///path or postgresql://... (observer.history.backend)
     try:
         settings = Settings.from_env(**overrides)
     except SettingsError as exc:
