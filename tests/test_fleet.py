@@ -8,15 +8,16 @@ it; the tests read its ``/metrics`` over HTTP, kill it, restart it and damage it
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 import tracemalloc
 import urllib.request
+import uuid
 from collections.abc import Callable
 
 import pytest
@@ -25,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
 from conftest import FIXTURES, ROOT, free_port, progress_lines
 from observer.capture.watch_runtime import FleetObserver, WatchOptions
+from observer.history.loaders import load_batches, load_queries
 from observer.model.identity import AppContext, LabelsError, parse_labels
 from observer.runtime import Observer
 from observer.settings import Settings, SettingsError
@@ -152,11 +154,19 @@ def test_watch_serves_every_application_with_its_identity(tmp_path, watches: lis
     assert w.stop() == 0
 
 
-def test_a_watcher_killed_and_restarted_counts_every_batch_once(tmp_path, watches: list[Watch]) -> None:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history(request, tmp_path) -> str:
+    """A new, empty history location on each backend (PostgreSQL: the session's real server)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'history.db'}"
+    return request.getfixturevalue("postgres").create_database(f"w_{uuid.uuid4().hex[:16]}")
+
+
+def test_a_watcher_killed_and_restarted_counts_every_batch_once(tmp_path, watches: list[Watch], history: str) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
-    state, history = str(tmp_path / "positions.json"), str(tmp_path / "history.db")
-    args = ("--state-file", state, "--history", f"sqlite:///{history}", "--labels", "cluster=a")
+    state = str(tmp_path / "positions.json")
+    args = ("--state-file", state, "--history", history, "--labels", "cluster=a")
     lines = renamed(_lines("rocksdb_restart"), "orders", "app-orders-1")
     expected = _batches("rocksdb_restart")
     log = ProgressiveLog(str(logs), "app-orders-1", "zstd", max_file_bytes=40_000)
@@ -180,10 +190,13 @@ def test_a_watcher_killed_and_restarted_counts_every_batch_once(tmp_path, watche
     series = second.wait("every batch", lambda s: value(s, "spark_state_observer_watch_applications", status="finished") == 1)
     assert value(series, "spark_streaming_batches_total", app="orders") == expected
     assert second.stop() == 0
-    with sqlite3.connect(history) as db:
-        assert db.execute("SELECT COUNT(*) FROM batches").fetchone()[0] == expected  # none lost, none written twice
-        # each row names its application, as the listener's history does
-        assert db.execute("SELECT DISTINCT app, app_labels, app_id FROM batches").fetchall() == [("orders", '{"cluster":"a"}', "app-orders-1")]
+    queries = load_queries(history)
+    assert len(queries) == 1
+    batches = load_batches(history, queries.query_id[0], with_progress=True)
+    assert len(batches) == expected  # none lost, none written twice
+    # each row names its application, as the listener's history does
+    assert set(batches.app) == {"orders"} and set(batches.app_id) == {"app-orders-1"}
+    assert {json.dumps(json.loads(x), sort_keys=True) for x in batches.app_labels} == {'{"cluster": "a"}'}
 
 
 def test_bad_input_is_counted_and_the_other_applications_go_on(tmp_path, watches: list[Watch]) -> None:
