@@ -86,13 +86,14 @@ ENVIRONMENT = "SparkListenerEnvironmentUpdate"
 EXECUTOR_ADDED = "SparkListenerExecutorAdded"
 EXECUTOR_REMOVED = "SparkListenerExecutorRemoved"
 TASK_END = "SparkListenerTaskEnd"
+JOB_START = "SparkListenerJobStart"  # maps a stage to its query, batch and SQL execution (placement)
 SQL_START = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"
 SQL_ADAPTIVE = "org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate"
 STREAMING_EVENTS = frozenset({QUERY_STARTED, QUERY_PROGRESS, QUERY_IDLE, QUERY_TERMINATED})
 # what the pipeline uses today
 PIPELINE_EVENTS = STREAMING_EVENTS | {APP_START, APP_END, EXECUTOR_ADDED, EXECUTOR_REMOVED}
 # what a per-partition placement view needs in addition
-PLACEMENT_EVENTS = frozenset({TASK_END, SQL_START, SQL_ADAPTIVE})
+PLACEMENT_EVENTS = frozenset({TASK_END, JOB_START, SQL_START, SQL_ADAPTIVE})
 # never parsed before the application has shown a streaming query
 STREAMING_ONLY_EVENTS = PLACEMENT_EVENTS
 DEFAULT_WANTED_EVENTS = PIPELINE_EVENTS | PLACEMENT_EVENTS

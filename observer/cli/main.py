@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import signal
@@ -39,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     ins = sub.add_parser("inspect", help="inspect a checkpoint: offsets, commits, state files, restore estimate")
     ins.add_argument("checkpoint")
     ins.add_argument("--json", action="store_true", help="print the report as JSON")
-    ins.add_argument("--history", default=None, help="history database to take observed restore rates from")
+    ins.add_argument("--history", default=None, help="history database to take observed restore rates and per-partition sizes from")
+    ins.add_argument("--restore-target", type=float, default=60.0,
+                     help="with --history: restore time (seconds) the partition advice aims at (default 60)")
+    ins.add_argument("--spark-version", default=None, help="with --history: the job's Spark version, for what the advice can offer (4.2+ repartitions state)")
 
     ui = sub.add_parser("ui", help="serve the state browser (Streamlit) over a history and checkpoints")
     ui.add_argument("--history", default=None, help="history database (default: setting history_path)")
@@ -148,6 +152,9 @@ def _replay(args: argparse.Namespace) -> int:
         for event in result.observer.signals.recent:
             if event.kind not in (QUERY_STARTED, QUERY_IDLE):
                 print(f"  signal: {event.describe()}")
+    if result.history_rows_dropped:
+        print(f"spark-state-observer: the history is incomplete: {result.history_rows_dropped} rows were not written", file=sys.stderr)
+        return 3
     return 1 if result.events == 0 and result.errors else 0
 
 
@@ -183,20 +190,35 @@ def _ui(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from observer.history.store import HistoryError
     from observer.offline.checkpoint import inspect_checkpoint
-    from observer.offline.checkpoint.render import render_text
+    from observer.offline.checkpoint.advice import placement_advice, render_advice
+    from observer.offline.checkpoint.render import printable, render_text
     from observer.offline.checkpoint.report import CheckpointError
     from observer.offline.checkpoint.restore import rates_from_history
 
+    advice = None
     try:
         report = inspect_checkpoint(args.checkpoint)
+        rates = None
         if args.history and report.query_id:
             rates = rates_from_history(args.history, report.query_id)
             if rates:
                 report = inspect_checkpoint(args.checkpoint, rates)
+        if args.history:
+            advice = placement_advice(report, args.history, args.restore_target, args.spark_version, rates)
     except (CheckpointError, HistoryError) as exc:
-        print(f"spark-state-observer: {exc}", file=sys.stderr)
+        print(f"spark-state-observer: {printable(str(exc))}", file=sys.stderr)
         return 2
-    print(report.to_json() if args.json else render_text(report))
+    except Exception as exc:  # the scan reports what it cannot read as problems; this is its own bug, said in one line
+        print(f"spark-state-observer: cannot inspect {printable(args.checkpoint)}: {type(exc).__name__}: {printable(str(exc))}",
+              file=sys.stderr)
+        return 2
+    if args.json:
+        document = json.loads(report.to_json())
+        if advice is not None:
+            document["placement_advice"] = [dataclasses.asdict(a) for a in advice]
+        print(json.dumps(document, indent=2, default=str))
+    else:
+        print(render_text(report) + ("\n" + render_advice(advice) if advice is not None else ""))
     return 0
 
 

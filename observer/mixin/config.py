@@ -35,6 +35,7 @@ ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
     "SparkStateCommitLatencyHigh": ("10m", "warning"),
     "SparkStateRocksDBWriteStalls": ("10m", "warning"),
     "SparkStateSnapshotUploadLagging": ("15m", "warning"),
+    "SparkStatePartitionsMigrating": ("10m", "warning"),
     "SparkStateObserverDown": ("5m", "warning"),
     "SparkStateObserverDroppingEvents": ("0m", "warning"),
     "SparkStateObserverFailing": ("0m", "warning"),
@@ -70,6 +71,8 @@ class Thresholds:
     commit_seconds_per_instance: float = field(default=1.0, metadata=_doc("Mean state-store commit time per store instance per batch above which commits are slow."))
     write_stall_seconds_per_batch: float = field(default=0.0, metadata=_doc("RocksDB write-stall time per batch above which writes stall (0: any sustained stall)."))
     snapshot_lag_batches: float = field(default=100, metadata=_doc("Batches since a store instance last uploaded a snapshot above which uploads lag."))
+    partition_migration_batches: float = field(default=3, metadata=_doc("Batches with state partitions running on another executor than before, within partition_migration_window_minutes, from which state is moving all the time (one executor loss moves state in one batch)."))
+    partition_migration_window_minutes: float = field(default=15, metadata=_doc("Window over which migrating batches are counted."))
     watermark_lag_seconds: float = field(default=2 * 3600, metadata=_doc("Trigger time minus watermark above which the watermark lags; set it above your withWatermark delay."))
     batch_duration_seconds: float = field(default=60, metadata=_doc("Mean batch duration drawn as the dashboards' red line (no alert: stalls cover it)."))
 

@@ -65,7 +65,9 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     window_fb = f"{number(t.falling_behind_window_minutes)}m"
     window_cl = f"{number(t.crash_loop_window_minutes)}m"
     window_kl = f"{number(t.kafka_lag_window_minutes)}m"
-    restore = p.sel("spark_state_last_restore_duration_seconds")
+    window_mig = f"{number(t.partition_migration_window_minutes)}m"
+    # a low-confidence restore is mostly a first batch's backlog and warm-up: not worth waking anyone for
+    restore = p.sel("spark_state_last_restore_duration_seconds", extra='confidence!="low"')
     lag = p.sel("spark_streaming_source_offsets_behind_latest", extra='stat="max"')
     failed = p.sel("spark_streaming_query_status", extra='status="failed"')
     terminated = p.sel("spark_streaming_query_status", extra='status="terminated"')
@@ -135,6 +137,11 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
           f"max by ({op}) ({p.sel('spark_state_snapshot_lag_batches')}) > {number(t.snapshot_lag_batches)}",
           f"State snapshots of query {q} are not uploaded.",
           f"A store instance of operator {o} in query {q} has not uploaded a snapshot for {{{{ $value }}}} batches; a restart would replay that many changelog files."),
+        a("SparkStatePartitionsMigrating",
+          f"sum by ({op}) (increase({p.sel('spark_state_partition_migration_batches_total')}[{window_mig}])) >= {number(t.partition_migration_batches)}",
+          f"State partitions of query {q} keep moving between executors.",
+          f"In {{{{ $value | humanize }}}} batches within {window_mig}, state partitions of operator {o} in query {q} ran on another executor than in their "
+          "previous batch; each move reloads the store from the checkpoint (locality wait, dynamic allocation or decommissioning)."),
     ]
     by_endpoint = p.by("instance, job")
     observer = [

@@ -247,8 +247,10 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
         raise MixinConfigError(f"for_durations.{alert}: must be under 55m (the alert looks at restores of the last hour)")
     restore = 1.5 * v.restore_seconds
     cases.append(Case(alert, [
-        ("spark_state_last_restore_duration_seconds", ls.operator(0, method="load_metrics"), f"_x10 {_n(restore)}x80"),
-        ("spark_state_last_restore_duration_seconds", ls.operator(1, method="load_metrics"), f"{_n(v.restore_seconds / 10)}x90"),
+        ("spark_state_last_restore_duration_seconds", ls.operator(0, method="load_metrics", confidence="measured"), f"_x10 {_n(restore)}x80"),
+        ("spark_state_last_restore_duration_seconds", ls.operator(1, method="load_metrics", confidence="measured"), f"{_n(v.restore_seconds / 10)}x90"),
+        # a first batch full of backlog: a residual estimate of low confidence never alerts
+        ("spark_state_last_restore_duration_seconds", ls.query(1, operator_index="1", operator="stateStoreSave", method="residual_estimate", confidence="low"), f"_x10 {_n(restore)}x80"),
     ], 10 + f(alert) + 2, [(_keep(ls.operator(0), by_op), restore)], [75.0]))
 
     flag("SparkStateUnbounded", "spark_state_unbounded", ls.operator, by_op)
@@ -304,6 +306,17 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
         ("spark_state_snapshot_lag_batches", ls.operator(0, **store), f"{_n(lagging)}x{n:g}"),
         ("spark_state_snapshot_lag_batches", ls.operator(1, **store), f"{_n(math.floor(v.snapshot_lag_batches / 20))}x{n:g}"),
     ], f(alert) + 2, [(_keep(ls.operator(0), by_op), lagging)], quiet_before(alert)))
+
+    alert = "SparkStatePartitionsMigrating"
+    window = t.partition_migration_window_minutes
+    at = window + f(alert) + 2
+    n = at + 10
+    moving = v.partition_migration_batches
+    # one batch a minute: the bad operator moves state in 1.5x the threshold's batches per window, the healthy one moved once (an executor loss)
+    cases.append(Case(alert, [
+        ("spark_state_partition_migration_batches_total", ls.operator(0), f"0+{_n(1.5 * moving / window)}x{n:g}"),
+        ("spark_state_partition_migration_batches_total", ls.operator(1), f"0x5 1x{n - 5:g}"),
+    ], at, [(_keep(ls.operator(0), by_op), 1.5 * moving)]))
 
     alert = "SparkStateObserverDown"
     n = f(alert) + 10

@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 from typing import Callable, TextIO
 
 from observer.capture.queue import CapturedEvent
+from observer.capture.task_log import EventLogSource
 from observer.model import kinds
 from observer.model.parse import parse_timestamp
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_ADDED, EXECUTOR_PREFIX, EventLogError, read_records
 from observer.runtime import Observer
 from observer.settings import Settings
+from observer.signals.executors import ExecutorSet
 from observer.signals.kinds import SignalEvent
 
 
@@ -21,6 +23,7 @@ class ReplayResult:
     observer: Observer
     events: int = 0
     errors: list[str] = field(default_factory=list)
+    history_rows_dropped: int = 0  # rows the history could not write (locked, read-only, full): the replay is incomplete
 
     def exposition(self) -> str:
         """The Prometheus text of the final state, as the live endpoint would have served it."""
@@ -41,10 +44,11 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
     """
     base = settings or Settings.from_env()
     executors: set[str] = set()
+    changed_at: dict[str, float] = {}  # when the event log recorded each executor's latest change
     seen_executors = False
 
-    def executor_ids() -> set[str] | None:
-        return set(executors) if seen_executors else None
+    def executor_ids() -> ExecutorSet | None:
+        return ExecutorSet(executors, changed_at) if seen_executors else None
 
     if clock is None:
         observer = Observer(base, serve=False, live=False, executor_ids=executor_ids)
@@ -52,24 +56,37 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
         observer = Observer(base, serve=False, live=True, executor_ids=executor_ids, clock=clock)
     if on_signal is not None:
         observer.on("*", on_signal)
+    sink = None
     if history:
         from observer.history.sink import HistorySink
 
-        observer.add_sink(HistorySink(history, observer.self_metrics, base))
+        sink = HistorySink(history, observer.self_metrics, base)
+        observer.add_sink(sink)
     result = ReplayResult(observer)
+    tap = None
+    if base.placement != "off":  # per-partition placement from the task events the record reader skips
+        tasks = EventLogSource()
+        observer.set_placement(tasks)
+        tap = tasks.feed_line
     last_ts = 0.0  # events without a time of their own (terminated) are placed at the last known time
-    for item in read_records(paths, max_line_bytes):
+    for item in read_records(paths, max_line_bytes, tap=tap):
         if isinstance(item, EventLogError):
             result.errors.append(str(item))
             if item.args and "not valid JSON" in str(item):
                 observer.self_metrics.count("dropped", "malformed")
             continue
         if item.kind in (kinds.PROGRESS, kinds.STARTED) and isinstance(item.payload, dict):
-            last_ts = parse_timestamp(item.payload.get("timestamp")) or last_ts
+            stamp = parse_timestamp(item.payload.get("timestamp"))
+            duration = item.payload.get("batchDuration")
+            if stamp is not None and item.kind == kinds.PROGRESS and isinstance(duration, (int, float)) and 0 <= duration < 1e10:
+                stamp += duration / 1000.0  # a live listener receives a progress when its batch ends
+            last_ts = stamp or last_ts
         if item.kind.startswith(EXECUTOR_PREFIX):
             if item.payload != "driver":
                 seen_executors = True
                 (executors.add if item.kind == EXECUTOR_ADDED else executors.discard)(item.payload)
+                if item.timestamp is not None:
+                    changed_at[item.payload] = item.timestamp
             continue
         at = item.timestamp or last_ts or time.time()
         if before_event is not None:
@@ -79,6 +96,10 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
         if progress is not None and result.events % 500 == 0:
             progress(result.events)
     observer.stop()  # flushes the sinks; the tracker and registry stay readable
+    if sink is not None and (sink.dropped_rows or sink.store is None):
+        result.history_rows_dropped = sink.dropped_rows
+        reason = sink.last_failure or sink.error or "unknown"
+        result.errors.append(f"history {history}: {sink.dropped_rows} rows not written: {reason}")
     return result
 
 

@@ -26,11 +26,14 @@ STATE_UNBOUNDED = "state_unbounded"
 STATE_BOUNDED = "state_bounded"
 FALLING_BEHIND = "falling_behind"
 CAUGHT_UP = "caught_up"
+LOAD_LATENCY_ANOMALY = "load_latency_anomaly"
+STATE_TASK_RETRY = "state_task_retry"
+PARTITION_MIGRATED = "partition_migrated"  # state partitions ran elsewhere than last batch (observer.signals.placement)
 
 SIGNAL_KINDS = (
     QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE, CRASH_LOOP, STALLED, STALL_RECOVERED,
     RESTORE, STORE_RELOAD, EXECUTOR_ADDED, EXECUTOR_REMOVED, PARTITIONS_CHANGED,
-    STATE_UNBOUNDED, STATE_BOUNDED, FALLING_BEHIND, CAUGHT_UP,
+    STATE_UNBOUNDED, STATE_BOUNDED, FALLING_BEHIND, CAUGHT_UP, LOAD_LATENCY_ANOMALY, STATE_TASK_RETRY, PARTITION_MIGRATED,
 )
 ALL = "*"
 """Subscribe to every kind."""
@@ -39,8 +42,22 @@ LIFECYCLE_KINDS = (QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE,
 """The kinds that change a query's health (running, idle, stalled, failed, stopped)."""
 
 WARNING_KINDS = frozenset({QUERY_RESTARTED, CRASH_LOOP, STALLED, STORE_RELOAD, EXECUTOR_REMOVED, STATE_UNBOUNDED,
-                           FALLING_BEHIND, PARTITIONS_CHANGED})
+                           FALLING_BEHIND, PARTITIONS_CHANGED, PARTITION_MIGRATED})
 """Kinds worth a warning; a termination with an exception is an error, every other kind informational."""
+
+# Why a query failed (attribute ``exception_class`` of ``query_terminated``, label of the terminations
+# counter): the causes an on-call engineer acts on differently. ``observer.signals.classify`` decides.
+EXC_USER_CODE = "user_code"  # the user's foreachBatch function or UDF raised
+EXC_SINK = "sink"  # writing the output failed
+EXC_SOURCE = "source"  # reading the input failed
+EXC_STATE_SCHEMA = "state_schema"  # the checkpoint's state does not fit the query any more
+EXC_CHECKPOINT_CORRUPTION = "checkpoint_corruption"  # the checkpoint or its state files cannot be read
+EXC_OUT_OF_MEMORY = "out_of_memory"  # a JVM heap, a container or a Python worker ran out of memory
+EXC_PYTHON_DEPENDENCY = "python_dependency"  # the Python workers cannot import what the job needs
+EXC_CONFIGURATION = "configuration"  # a setting, class or mode the runtime cannot honour
+EXC_OTHER = "other"
+EXCEPTION_CLASSES = (EXC_USER_CODE, EXC_SINK, EXC_SOURCE, EXC_STATE_SCHEMA, EXC_CHECKPOINT_CORRUPTION, EXC_OUT_OF_MEMORY,
+                     EXC_PYTHON_DEPENDENCY, EXC_CONFIGURATION, EXC_OTHER)
 
 
 @dataclass(frozen=True)

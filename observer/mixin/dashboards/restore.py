@@ -61,4 +61,25 @@ def build(ctx: Context) -> db.Dashboard:
                         (f"max by ({by_op}) ({p.sel('spark_state_store_instances', p.qo)})", "{{query}} / {{operator}} store instances"),
                         (p.or_zero(f"sum by ({p.operator}) (increase({p.sel('spark_state_partition_changes_total', p.qo)}[{RATE}]))"), "{{query}} / {{operator}} changes")],
                        "short", [(None, OK)], span=24))
+        .with_row(row("Placement: migrations and skew"))
+        .with_panel(ts(ctx, "Partition migrations by cause", "State partitions that ran on another executor than in their previous batch, per interval, by cause (executor_removed, executor_added, locality_fallback). Bad: moves in batch after batch (SparkStatePartitionsMigrating); one burst at an executor loss is expected.",
+                       [(f"sum by ({by_op}, cause) (increase({p.sel('spark_state_partition_migrations_total', p.qo)}[{RATE}]))", "{{query}} / {{operator}} {{cause}}")],
+                       "none", [(None, OK), (1, WARN)], span=8, bars=True))
+        .with_panel(ts(ctx, "Stickiness", "Share of the operator's state partitions that stayed on their executor in the latest placed batch. Bad: below 1 often (stores reload elsewhere).",
+                       [(f"min by ({by_op}) ({p.sel('spark_state_partition_stickiness_ratio', p.qo)})", "{{query}} / {{operator}}")],
+                       "percentunit", [(None, BAD), (0.5, WARN), (1, OK)], span=8))
+        .with_panel(ts(ctx, "Migration load time", "Store load time of migrated partitions per interval (RocksDB 4.1+, from event logs: replay or watch; an aggregation's moves are under-reported, its tasks load twice). Bad: seconds per interval, again and again.",
+                       [(f"sum by ({by_op}) (increase({p.sel('spark_state_partition_migration_load_seconds_total', p.qo)}[{RATE}]))", "{{query}} / {{operator}}")],
+                       "s", [(None, OK), (t.restore_seconds / 5, WARN)], span=8, bars=True))
+        .with_panel(ts(ctx, "State skew per operator", "Largest partition over the median partition, by state rows and by state memory (event logs only). Bad: far above 1: one partition holds most of the state, restores and batches wait for it.",
+                       [(f"max by ({by_op}) ({p.sel('spark_state_partition_rows_skew_ratio', p.qo)})", "{{query}} / {{operator}} rows"),
+                        (f"max by ({by_op}) ({p.sel('spark_state_partition_memory_skew_ratio', p.qo)})", "{{query}} / {{operator}} memory")],
+                       "none", [(None, OK), (2, WARN), (10, BAD)], span=8))
+        .with_panel(ts(ctx, "State per executor", "State partitions and state memory each executor holds over the query's operators (top executors). Bad: one executor far above the others (its loss moves most of the state; RocksDB memory can kill it).",
+                       [(f"max by ({p.by('query, executor')}) ({p.sel('spark_state_executor_partitions')})", "{{query}} executor {{executor}} partitions"),
+                        (f"max by ({p.by('query, executor')}) ({p.sel('spark_state_executor_memory_used_bytes')})", "{{query}} executor {{executor}} bytes")],
+                       "short", [(None, OK)], span=8))
+        .with_panel(ts(ctx, "Costliest migrated partitions", "Load time of the latest move of the operator's costliest migrated partitions (top-K partitions; event logs only). Bad: the same partitions again and again, or seconds each.",
+                       [(f"max by ({by_op}, partition) ({p.sel('spark_state_partition_migration_last_load_seconds', p.qo)})", "{{query}} / {{operator}} partition {{partition}}")],
+                       "s", [(None, OK), (t.restore_seconds / 5, WARN)], span=8))
     )
