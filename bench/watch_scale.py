@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -42,8 +43,10 @@ import itertools
 from bench.common import ROOT
 from bench.eventlog_writer import ProgressiveLog, flush_groups, recorded_lines, renamed
 from observer.capture.eventlog_watch import DEFAULT_WANTED_EVENTS, PIPELINE_EVENTS, QUERY_PROGRESS, AppEvents, EventLogWatcher
+from observer.capture.watch_runtime import FleetObserver, WatchOptions
 from observer.model.parse import parse_timestamp
 from observer.offline.eventlog import read_records
+from observer.settings import Settings
 
 _PROGRESS = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"'
 _STARTED = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"'
@@ -136,6 +139,14 @@ def scale(args: argparse.Namespace) -> None:
         ready.wait(600)
         wanted = PIPELINE_EVENTS if args.no_placement else DEFAULT_WANTED_EVENTS
         watcher = EventLogWatcher([folder], poll_interval=args.poll, grace_seconds=3600, wanted_events=wanted)
+        fleet: FleetObserver | None = None
+        if args.pipeline:
+            # the whole watch command: every application through its own pipeline (metrics, signals), the
+            # shared self-metrics, and a rendering of the one endpoint's text every --scrape seconds
+            fleet = FleetObserver([folder], Settings.from_env(labels="cluster=bench", history_enabled=False, http_port=0),
+                                  WatchOptions(poll_interval=args.poll, grace_seconds=3600))
+            fleet.start(follow=False)  # the endpoint (and its pre-rendering) as the command has it; polls are driven below
+            watcher = fleet.watcher
         latencies: list[float] = []
         delivered = [0]
         window: dict[str, float] = {}
@@ -161,7 +172,25 @@ def scale(args: argparse.Namespace) -> None:
             stop.set()
 
         threading.Thread(target=mark, daemon=True).start()
-        watcher.run(take, stop)
+        scrapes: list[float] = []
+        size = 0
+        if fleet is not None:
+            next_scrape = time.monotonic() + args.scrape
+            while not stop.is_set():
+                started = time.monotonic()
+                fleet.poll_once(take)
+                if time.monotonic() >= next_scrape:
+                    t = time.perf_counter()
+                    assert fleet.server is not None
+                    with urllib.request.urlopen(fleet.server.url, timeout=120) as r:
+                        size = len(r.read())
+                    scrapes.append(time.perf_counter() - t)
+                    next_scrape += args.scrape
+                if not watcher.backlog:
+                    stop.wait(max(0.0, args.poll - (time.monotonic() - started)))
+            fleet.stop()
+        else:
+            watcher.run(take, stop)
         rss_now, rss_peak = _rss()
         proc.join()
         wall = window["wall_end"] - window["wall"]
@@ -178,7 +207,7 @@ def scale(args: argparse.Namespace) -> None:
         total_decoded_mb = watcher.counts.decoded_bytes / 1e6
         print(f"apps {args.apps}, one batch every {args.interval or 'recorded interval'} s each, {args.codec}, rolling at "
               f"{args.max_file_bytes / 1e6:.2f} MB ({files} event files), poll {args.poll} s, "
-              f"{'pipeline events only' if args.no_placement else 'pipeline and placement events'}, steady window {wall:.0f} s "
+              f"{'full pipeline' if args.pipeline else 'pipeline events only' if args.no_placement else 'pipeline and placement events'}, steady window {wall:.0f} s "
               f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
         print(f"  CPU share of one core: {cpu / wall:.3f}   RSS now {rss_now:.0f} MB, peak {rss_peak:.0f} MB")
         print(f"  events delivered/s: {(window['events_end'] - window['events']) / wall:.0f}   decoded MB/s: {decoded_mb / wall:.2f}"
@@ -190,6 +219,10 @@ def scale(args: argparse.Namespace) -> None:
         print(f"  CPU per decoded MB: watcher {cpu / max(decoded_mb, 1e-9) * 1000:.1f} ms; baseline, the offline reader "
               "(parses streaming and executor events only, no task or SQL events) over the finished logs: "
               f"{base_cpu / max(total_decoded_mb, 1e-9) * 1000:.1f} ms (ratio {cpu / max(decoded_mb, 1e-9) / max(base_cpu / max(total_decoded_mb, 1e-9), 1e-9):.2f})")
+        if scrapes:
+            print(f"  full pipeline: {args.apps} applications, GET /metrics "
+                  f"({size / 1e6:.1f} MB uncompressed): median {statistics.median(scrapes) * 1000:.0f} ms, max {max(scrapes) * 1000:.0f} ms "
+                  f"over {len(scrapes)} scrapes")
         print(f"  problems: {dict(watcher.counts.problems) or 'none'}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -250,6 +283,8 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=1.0)
     parser.add_argument("--scenario", default="rocksdb_restart")
     parser.add_argument("--no-placement", action="store_true", help="want only the pipeline's events (no task and SQL events)")
+    parser.add_argument("--pipeline", action="store_true", help="run the full watch pipeline (metrics, signals, /metrics text), not the watcher alone")
+    parser.add_argument("--scrape", type=float, default=15.0, help="with --pipeline: seconds between renderings of /metrics")
     parser.add_argument("--scan-only", action="store_true")
     parser.add_argument("--scan-mb", type=float, default=100.0)
     parser.add_argument("--repeat", type=int, default=3)

@@ -10,6 +10,7 @@ metrics.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -24,6 +25,7 @@ from observer.metrics.tracker import QueryTracker
 from observer.metrics.view import MetricsView
 from observer.model import kinds
 from observer.model.events import Event, QueryProgress
+from observer.model.identity import AppContext
 from observer.model.parse import MalformedEvent, parse_event
 from observer.settings import Settings
 from observer.signals.bus import SignalBus
@@ -32,7 +34,7 @@ from observer.signals.facts import Facts
 from observer.signals.kinds import SignalEvent
 from observer.signals.lifecycle import LastAliveHint
 from observer.signals.placement_feed import PlacementFeed, PlacementSource
-from observer.sinks import Sink
+from observer.sinks import AppAwareSink, Sink
 
 log = logging.getLogger("observer")
 TICK_SECONDS = 1.0
@@ -47,13 +49,17 @@ class Observer:
 
     def __init__(self, settings: Settings | None = None, *, serve: bool | None = None, live: bool = True,
                  executor_ids: Callable[[], AbstractSet[str] | None] | None = None,
-                 last_alive_hint: LastAliveHint | None = None, clock: Callable[[], float] = time.time) -> None:
+                 last_alive_hint: LastAliveHint | None = None, clock: Callable[[], float] = time.time,
+                 identity: AppContext | None = None, self_metrics: SelfMetrics | None = None) -> None:
         self.settings = settings or Settings.from_env()
+        # whose events these are: every series, signal and sink call carries it (the static labels alone when
+        # the application is unknown, e.g. a replay of progress JSON lines)
+        self.identity = identity or AppContext(static=self.settings.static_labels)
         self.queue = CaptureQueue(self.settings.queue_size)
         self.tracker = QueryTracker(self.settings.max_queries)
-        self.self_metrics = SelfMetrics()
+        self.self_metrics = self_metrics or SelfMetrics()  # the watcher's applications share one set
         self.view = MetricsView(self.tracker, self.self_metrics, queue_len=lambda: len(self.queue),
-                                partition_top_k=self.settings.partition_top_k)
+                                partition_top_k=self.settings.partition_top_k, identity=self.identity)
         self.engine = SignalEngine(self.settings, self.tracker.get, clock=clock, live=live, last_alive_hint=last_alive_hint)
         self.signals = SignalBus(on_callback_failure=lambda: self.self_metrics.incr("callback_failures"))
         self.prometheus = PrometheusSink(self.view, self.settings, lambda: self.self_metrics.count("export_failures", "pushgateway"))
@@ -231,10 +237,16 @@ class Observer:
     def _deliver(self, event: Event | None, facts: Facts, received_at: float) -> None:
         """Apply what the signals derived, tell the subscribers, then every sink: the event, then its signals."""
         self.tracker.apply_updates(facts.updates)
-        self.signals.publish(facts.signals)
         signals: Sequence[SignalEvent] = facts.signals
+        app = self.identity.labels
+        if app and signals:
+            signals = [dataclasses.replace(s, app=app) for s in signals]
+        self.signals.publish(signals)
         for sink in self._sinks:
-            self._guarded_sink(sink, partial(sink.on_event, event, signals, received_at))
+            if isinstance(sink, AppAwareSink):
+                self._guarded_sink(sink, partial(sink.on_app_event, self.identity, event, signals, received_at))
+            else:
+                self._guarded_sink(sink, partial(sink.on_event, event, signals, received_at))
 
     def _guarded(self, what: str, fn: Callable[[], Any]) -> Any:
         try:

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from observer.model.identity import LabelsError, Pairs, parse_labels
+
 ENV_PREFIX = "SPARK_STATE_OBSERVER_"
 # defaults other parts read too (the browser judges stalls and finds the history like the observer)
 DEFAULT_HISTORY_PATH = "spark-state-observer-history.db"
@@ -38,6 +40,8 @@ class SettingsError(ValueError):
 class Settings:
     """Everything the observer can be told. Defaults suit a job on one host with Prometheus scraping it."""
 
+    # Identity of the application on every series and signal (listener and watcher alike)
+    labels: str = field(default="", metadata={"doc": "Static labels put on every series, signal and OTLP resource, e.g. `cluster=a,namespace=b` (the application name goes to the `app` label by itself)."})
     # Prometheus HTTP endpoint
     http_enabled: bool = field(default=True, metadata={"doc": "Serve /metrics over HTTP."})
     http_host: str = field(default="127.0.0.1", metadata={"doc": "Address the endpoint binds to (loopback by default; 0.0.0.0 to be scraped from elsewhere)."})
@@ -89,6 +93,11 @@ class Settings:
     otlp_traces: bool = field(default=False, metadata={"doc": "Also export each micro-batch as a span with one child span per phase."})
     otlp_queue_size: int = field(default=2048, metadata={"doc": "Log records and spans buffered for export; when the collector is away longer, the oldest are dropped."})
 
+    @property
+    def static_labels(self) -> Pairs:
+        """The ``labels`` setting as label pairs (validated when the settings were built)."""
+        return parse_labels(self.labels)
+
     def __repr__(self) -> str:
         """Like the dataclass repr, with passwords masked: settings end up in logs and tracebacks."""
         shown = []
@@ -122,6 +131,10 @@ class Settings:
 
     def validate(self) -> None:
         """Reject values that would make the observer misbehave rather than fail later."""
+        try:
+            parse_labels(self.labels)
+        except LabelsError as exc:
+            raise SettingsError(str(exc)) from None
         if not 0 <= self.http_port <= 65535:
             raise SettingsError(f"http_port must be 0..65535, got {self.http_port}")
         if self.queue_size < 1:

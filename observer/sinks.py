@@ -10,6 +10,12 @@ A sink must not block for long (buffer and write in batches) and may raise: the 
 failure under ``spark_state_observer_export_failures_total{exporter=<name>}`` and goes on. Metric
 exporters read the metric state through a ``observer.metrics.view.MetricsView`` they are given when
 built, never through the observer.
+
+Which application an event belongs to: a sink that also has ``on_app_event`` (``AppAwareSink``) is
+called through it instead, with the application's ``observer.model.identity.AppContext`` (name, static
+labels, application id). Signals carry the stable part themselves (``SignalEvent.app``). The watcher
+feeds one shared sink from every application it follows, so a sink that stores or exports events
+per application (the history) takes the identity from there.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 from typing import Protocol, Sequence, runtime_checkable
 
 from observer.model.events import Event
+from observer.model.identity import AppContext
 from observer.signals.kinds import SignalEvent
 
 
@@ -35,3 +42,11 @@ class Sink(Protocol):
 
     def close(self) -> None:
         """Flush and release resources; called once when the observer stops."""
+
+
+@runtime_checkable
+class AppAwareSink(Sink, Protocol):
+    """A sink that wants to know which application each event came from (see the module docstring)."""
+
+    def on_app_event(self, app: AppContext, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
+        """``on_event`` with the application the event (or clock signal) belongs to."""

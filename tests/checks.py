@@ -11,15 +11,20 @@ LIVE_ONLY = {"spark_streaming_query_seconds_since_progress", "spark_streaming_ex
              "spark_streaming_query_last_downtime_seconds"}
 
 
-def samples(text: str) -> dict[tuple[str, tuple], float]:
-    """Spark-derived samples of an exposition, keyed by name and sorted labels."""
+IDENTITY = {"app"}  # the application's label, which a live listener adds and a replay of progress lines cannot know
+
+
+def samples(text: str, identity: bool = False) -> dict[tuple[str, tuple], float]:
+    """Spark-derived samples of an exposition, keyed by name and sorted labels; without ``identity``,
+    the application's label is left out of the key (one application per exposition: it tells nothing apart)."""
     out = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name.startswith("spark_state_observer") or s.name in LIVE_ONLY:
+            if s.name.startswith("spark_state_observer") or s.name in LIVE_ONLY or s.name == "spark_streaming_application_info":
                 continue
             if s.name.startswith(("spark_streaming_", "spark_state_")):
-                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+                labels = s.labels if identity else {k: v for k, v in s.labels.items() if k not in IDENTITY}
+                out[(s.name, tuple(sorted(labels.items())))] = s.value
     return out
 
 

@@ -65,7 +65,7 @@ def test_rocksdb_query_scraped_equals_its_progress(spark, tmp_path) -> None:
         text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
         progress = progress_json(query)
         assert_matches_progress(text, progress)
-        assert 'spark_state_operator_info{operator="dedupe",operator_index="1",provider="rocksdb"' in text
+        assert 'spark_state_operator_info{app="spark-state-observer-demo",operator="dedupe",operator_index="1",provider="rocksdb"' in text
         assert_inspector_matches_files(str(tmp_path / "ck"), progress[-1]["batchId"])
         # the history was written while the query ran, and holds what Spark reported
         recorded = load_batches(handle.observer.settings.history_path, progress[-1]["id"], run_id=progress[-1]["runId"])
@@ -137,7 +137,7 @@ def test_a_blocked_sink_is_reported_as_stalled(spark, tmp_path) -> None:
         assert time.monotonic() - blocked_at < 30
         assert stalls[0].query == "e2e_stall" and stalls[0].attributes["seconds_without_progress"] >= 4
         text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
-        assert 'spark_streaming_query_stalled{query="e2e_stall"' in text and "} 1.0" in text.split("spark_streaming_query_stalled{")[1]
+        assert 'spark_streaming_query_stalled{app="spark-state-observer-demo",query="e2e_stall"' in text and "} 1.0" in text.split("spark_streaming_query_stalled{")[1]
         release.set()
         wait_for(lambda: any(e.kind == "stall_recovered" for e in handle.signals), 60, "recovery")
         query.stop()
@@ -165,7 +165,7 @@ def test_bounded_and_unbounded_state_are_told_apart(spark, tmp_path) -> None:
         assert verdicts["e2e_unbounded"] == {"stateStoreSave": "state_unbounded"}
         assert set(verdicts["e2e_bounded"].values()) == {"state_bounded"}
         text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
-        assert 'spark_state_unbounded{operator="stateStoreSave",operator_index="0",query="e2e_unbounded"' in text
+        assert 'spark_state_unbounded{app="spark-state-observer-demo",operator="stateStoreSave",operator_index="0",query="e2e_unbounded"' in text
     finally:
         handle.stop()
 
@@ -239,8 +239,8 @@ def test_incompatible_state_schema_on_restart_is_classified(spark, tmp_path) -> 
         assert len(ended) == 1
         assert ended[0].attributes["exception_class"] == "state_schema", ended[0].attributes
         text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
-        assert 'spark_streaming_query_terminations_by_class_total{exception_class="state_schema",query="e2e_schema"' in text
-        assert 'spark_streaming_query_status{query="e2e_schema"' in text
+        assert 'spark_streaming_query_terminations_by_class_total{app="spark-state-observer-demo",exception_class="state_schema",query="e2e_schema"' in text
+        assert 'spark_streaming_query_status{app="spark-state-observer-demo",query="e2e_schema"' in text
     finally:
         handle.stop()
 

@@ -4,6 +4,7 @@ against the recorded progress JSON of real Spark runs and against the Prometheus
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -270,11 +271,11 @@ def test_a_collector_that_never_answers_does_not_slow_processing() -> None:
 
 
 # --- real Spark -------------------------------------------------------------------------------------------
-def check_against_progress(server, progress: list[dict], query_id: str) -> None:  # type: ignore[no-untyped-def]
-    """The latest exported values are the last batch's, the counters sum every batch."""
+def check_against_progress(server, progress: list[dict], query_id: str, app: str) -> None:  # type: ignore[no-untyped-def]
+    """The latest exported values are the last batch's, the counters sum every batch; every point names the application."""
     got = server.received.latest()
     last = progress[-1]
-    q = {"query": last["name"], "query_id": query_id}
+    q = {"app": app, "query": last["name"], "query_id": query_id}
     assert got[key("spark.streaming.batch.id", q)]["value"] == last["batchId"]
     assert got[key("spark.streaming.batches", q)]["value"] == len(progress)
     # Spark's progress JSON leaves out the top-level numInputRows: it is the sum over the sources
@@ -311,7 +312,7 @@ def test_end_to_end_with_real_spark(spark, tmp_path) -> None:  # type: ignore[no
         handle.stop()
         progress = [json.loads(p.json) for p in query.recentProgress]
         assert len(progress) >= 4
-        check_against_progress(server, progress, str(query.id))
+        check_against_progress(server, progress, str(query.id), spark.sparkContext.appName)
         resource = next(iter(server.received.latest().values()))["resource"]
         assert resource["spark.app.id"] == spark.sparkContext.applicationId
         assert resource["spark.version"] == spark.version
@@ -330,7 +331,7 @@ def test_attach_under_spark_connect_exports_over_otlp(tmp_path) -> None:  # type
     server = HttpReceiver()
     try:
         out = subprocess.run([sys.executable, "tests/connect_job.py", server.endpoint, str(tmp_path / "cp")], cwd=ROOT,
-                             capture_output=True, text=True, timeout=400)
+                             capture_output=True, text=True, timeout=400, env={**os.environ, "PYTHONPATH": ROOT})
         lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
         assert out.returncode == 0 and lines, out.stderr[-3000:]
         result = json.loads(lines[-1][len("RESULT "):])
@@ -338,7 +339,7 @@ def test_attach_under_spark_connect_exports_over_otlp(tmp_path) -> None:  # type
         assert result["executor_ids"] is None and result["last_commit"] is None  # no JVM on the client: degraded, not failed
         progress = result["progress"]
         assert len(progress) >= 4 and result["received"]["progress"] >= len(progress)
-        check_against_progress(server, progress, progress[-1]["id"])
+        check_against_progress(server, progress, progress[-1]["id"], result["app_name"])
         resource = next(iter(server.received.latest().values()))["resource"]
         assert (resource["spark.app.id"], resource["spark.version"]) == (result["app_id"], result["spark_version"])
         assert resource["service.name"] == result["app_name"]

@@ -10,6 +10,7 @@ from urllib.parse import urlparse
 from observer.capture.listener import StateObserverListener
 from observer.exporters.http import ExporterError
 from observer.exporters.otel.config import otlp_enabled
+from observer.model.identity import AppContext
 from observer.runtime import Observer
 from observer.settings import Settings
 from observer.signals.kinds import SignalEvent
@@ -64,13 +65,14 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
     is configured without the ``otel`` extra installed.
     """
     resolved = Settings.from_env(**settings)
-    observer = Observer(resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark))
+    observer = Observer(resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark),
+                        identity=app_context(spark, resolved))
     _add_placement(observer, spark, resolved)
     if resolved.history_enabled:
         from observer.history.identity import spark_app_identity
         from observer.history.sink import HistorySink
 
-        observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved, app=spark_app_identity(spark)))
+        observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved, app=spark_app_identity(spark, dict(resolved.static_labels))))
     try:
         if otlp_enabled(resolved):
             observer.add_sink(_otel_sink(observer, spark))
@@ -110,6 +112,27 @@ def is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def app_context(spark: Any, settings: Settings) -> AppContext:
+    """The session's application as the watcher would name it from its event log.
+
+    ``app`` is ``spark.app.name``; the info series gets ``spark.app.id``, the attempt (cluster managers
+    with attempts set ``spark.app.attempt.id``; none in local and client mode) and the event-log name
+    Spark gives this application (``<appId>[_<attemptId>]``), so listener and watcher write the same series.
+    A value that cannot be read is left empty, never a failed attach.
+    """
+    values: dict[str, str] = {}
+    for key in ("spark.app.name", "spark.app.id", "spark.app.attempt.id"):
+        try:
+            value = spark.conf.get(key)  # a key that is not set raises (classic and Connect alike)
+        except Exception as exc:  # an unset key, a stopped session: an emptier identity
+            log.debug("spark-state-observer: no %s: %r", key, exc)
+            value = None
+        values[key] = str(value) if value else ""
+    app_id, attempt = values["spark.app.id"], values["spark.app.attempt.id"]
+    return AppContext(values["spark.app.name"], settings.static_labels, app_id, attempt,
+                      f"{app_id}_{attempt}" if app_id and attempt else app_id)
+
+
 def spark_resource_attributes(spark: Any) -> dict[str, str]:
     """OpenTelemetry resource attributes of the application: ``spark.app.id``, ``spark.app.name``, ``spark.version``.
 
@@ -137,8 +160,8 @@ def _otel_sink(observer: Observer, spark: Any) -> Any:
     except ImportError as exc:
         raise ExporterError(f"OTLP export is configured but OpenTelemetry is not installed ({exc}); "
                             "pip install 'spark-state-observer[otel]'") from exc
-    return OtelSink(observer.view, observer.settings, lambda: observer.self_metrics.count("export_failures", OtelSink.name),
-                    spark_resource_attributes(spark))
+    attributes = {**observer.identity.attributes(), **spark_resource_attributes(spark)}
+    return OtelSink(observer.view, observer.settings, lambda: observer.self_metrics.count("export_failures", OtelSink.name), attributes)
 
 
 def _jsc(spark: Any) -> Any:

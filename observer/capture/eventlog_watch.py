@@ -103,9 +103,6 @@ PROBLEM_KINDS = ("unreadable", "not_regular", "vanished", "corrupt", "truncated"
                  "duplicate_name", "duplicate_log", "no_app_start", "clock_skew", "too_many_apps", "state_file",
                  "callback")
 
-# the watcher's self-metrics live in the catalog with every other name (observer.metrics.catalog.WATCH_METRICS)
-
-
 class RawEvent(NamedTuple):
     """One event as Spark logged it: its type (the ``Event`` field), the parsed object and where it was."""
 
@@ -150,7 +147,7 @@ class AppEvents:
 
 @dataclass
 class WatchCounts:
-    """Running totals for the self-metrics (see ``observer.metrics.catalog.WATCH_METRICS``)."""
+    """Running totals for the self-metrics (``observer.metrics.catalog.WATCH_METRICS``)."""
 
     apps_discovered: int = 0
     apps_forgotten: int = 0

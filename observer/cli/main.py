@@ -60,9 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     ui.add_argument("--port", type=int, default=8501)
     ui.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
 
-    from observer.cli import backtest
+    demo.add_argument("--watch", action="store_true",
+                      help="run two small applications writing event logs and the event-log watcher following both")
+
+    from observer.cli import backtest, watch
 
     backtest.add_parser(sub)
+    watch.add_parser(sub)
 
     sub.add_parser("metrics", help="print the metric reference (Markdown)")
     sub.add_parser("settings", help="print the settings reference (Markdown)")
@@ -72,8 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE") and argv is None:  # `replay ... | head` ends quietly, as other command-line tools do
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    if args.command == "demo" and args.watch:
+        from observer.cli import demo_watch
+
+        return demo_watch.run(args)
     if args.command == "demo":
         return _demo(args)
+    if args.command == "watch":
+        return watch.run(args)
     if args.command == "replay":
         return _replay(args)
     if args.command == "inspect":

@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.openmetrics.exposition import UNDERSCORES, escape_label_name, escape_metric_name
 from prometheus_client.utils import floatToGoString
 
-from observer.exporters.samples import render_progress, render_signal_gauges, render_totals
+from observer.exporters.samples import SampleSink, labelled, render_progress, render_signal_gauges, render_totals
 from observer.metrics import catalog
 from observer.metrics.catalog import COUNTER, MetricSpec
 from observer.metrics.updates import Labels
@@ -125,9 +125,9 @@ class _Entry:
     progress: QueryLines
 
 
-def _lines(render: Callable[[Families], None]) -> QueryLines:
+def _lines(render: Callable[[SampleSink], None], prefix: Labels = ()) -> QueryLines:
     families = Families()
-    render(families)
+    render(labelled(families, prefix))
     return families.lines()
 
 
@@ -146,22 +146,27 @@ class QueryLinesCache:
 
     def refresh(self, view: MetricsView) -> list[QueryLines]:
         """Every tracked query's lines, in the tracker's order."""
+        return [lines for _, lines in self.refresh_keyed(view)]
+
+    def refresh_keyed(self, view: MetricsView) -> list[tuple[str, QueryLines]]:
+        """Every tracked query's id and lines, in the tracker's order."""
         with self._lock:
             order, changed = view.changed_since({qid: e.version for qid, e in self._entries.items()})
+            prefix = view.identity.labels
             entries: dict[str, _Entry] = {}
             for qid, _ in order:
                 entry, record = self._entries.get(qid), changed.get(qid)
                 if record is None:
                     assert entry is not None  # unchanged means rendered before
                 elif entry is not None and entry.state_version == record.state_version:
-                    entry = replace(entry, version=record.version, gauges=_lines(partial(render_signal_gauges, record=record)))
+                    entry = replace(entry, version=record.version, gauges=_lines(partial(render_signal_gauges, record=record), prefix))
                 else:
-                    entry = _Entry(record.version, record.state_version, _lines(partial(render_totals, record=record)),
-                                   _lines(partial(render_signal_gauges, record=record)),
-                                   _lines(partial(render_progress, record=record, top_k=self._top_k)))
+                    entry = _Entry(record.version, record.state_version, _lines(partial(render_totals, record=record), prefix),
+                                   _lines(partial(render_signal_gauges, record=record), prefix),
+                                   _lines(partial(render_progress, record=record, top_k=self._top_k), prefix))
                 entries[qid] = entry
             self._entries = entries
-            return [e.totals + e.gauges + e.progress for e in entries.values()]
+            return [(qid, e.totals + e.gauges + e.progress) for qid, e in entries.items()]
 
 
 def join(queries: Iterable[QueryLines], rest: QueryLines) -> bytes:

@@ -17,10 +17,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from observer.exporters.exposition import Families, QueryLinesCache, family, join
+from observer.exporters.exposition import Families, QueryLines, QueryLinesCache, family, join
 from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.samples import render_app, render_self, render_state
 from observer.metrics import catalog
+from observer.metrics.selfmetrics import SelfSnapshot
+from observer.metrics.updates import Labels
 from observer.metrics.view import MetricsView
 from observer.model.events import Event
 from observer.settings import Settings
@@ -52,10 +54,11 @@ class StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         families = Families()
+        static = self._view.identity.static
         render_state(families, self._view)
-        render_self(families, self._view.self_snapshot())
+        render_self(families, self._view.self_snapshot(), static)
         metrics = [family(spec).metric(samples) for spec, samples in families.samples.items()]
-        return iter(metrics + self._histograms())
+        return iter(metrics + histograms(self._view.self_snapshot(), static))
 
     def exposition(self) -> bytes:
         """This collector's metrics in text format 0.0.4 (what the endpoint serves and the Pushgateway gets).
@@ -63,11 +66,24 @@ class StateCollector(Collector):
         Query lines come from the cache; the application-wide and self-metrics, a few dozen lines that
         change at every event, are rendered each time.
         """
-        queries = self._lines.refresh(self._view)
+        keyed, app = self.application_lines()
+        queries = [lines for _, lines in keyed]
+        rest = Families()
+        static = self._view.identity.static
+        render_self(rest, self._view.self_snapshot(), static)
+        return join(queries, app + rest.lines()) + histogram_text(self._view.self_snapshot(), static)
+
+    def application_lines(self) -> tuple[list[tuple[str, QueryLines]], QueryLines]:
+        """The application's part of the exposition without the observer's own series: each query's id and
+        lines (cached) and the application-wide lines (info, executors). The watcher joins those of every application."""
         rest = Families()
         render_app(rest, self._view)
-        render_self(rest, self._view.self_snapshot())
-        return join(queries, rest.lines()) + generate_latest(_Fixed(self._histograms()))
+        return self._lines.refresh_keyed(self._view), rest.lines()
+
+    @property
+    def identity_labels(self) -> Labels:
+        """The labels of the application this collector exports (static labels and ``app``)."""
+        return self._view.identity.labels
 
     def prerender(self) -> None:
         """Render the queries that changed since the last render now, so a scrape only joins text.
@@ -78,14 +94,21 @@ class StateCollector(Collector):
         """
         self._lines.refresh(self._view)
 
-    def _histograms(self) -> list[Metric]:
-        s = self._view.self_snapshot()
-        out: list[Metric] = []
-        for spec, (buckets, total) in ((catalog.CALLBACK_DURATION, s.callback), (catalog.PROCESSING_DURATION, s.processing)):
-            h = HistogramMetricFamily(catalog.check(spec).prometheus_name, spec.help)
-            h.add_metric([], buckets, total)
-            out.append(h)
-        return out
+
+
+def histograms(s: SelfSnapshot, static: Labels = ()) -> list[Metric]:
+    """The observer's latency histograms, with the static labels."""
+    out: list[Metric] = []
+    for spec, (buckets, total) in ((catalog.CALLBACK_DURATION, s.callback), (catalog.PROCESSING_DURATION, s.processing)):
+        h = HistogramMetricFamily(catalog.check(spec).prometheus_name, spec.help, labels=[name for name, _ in static])
+        h.add_metric([value for _, value in static], buckets, total)
+        out.append(h)
+    return out
+
+
+def histogram_text(s: SelfSnapshot, static: Labels = ()) -> bytes:
+    """``histograms`` in text format 0.0.4."""
+    return generate_latest(_Fixed(histograms(s, static)))
 
 
 class PrometheusSink:
@@ -120,8 +143,11 @@ class PrometheusSink:
                                         client_cafile=s.tls_client_cafile, basic_auth=auth)
             log.info("spark-state-observer: metrics at %s", self.server.url)
         if s.pushgateway_url:
+            # the application's identity in the grouping key: concurrent jobs pushing to one gateway do not
+            # replace each other's metrics (the key's labels equal the series' own, so none is overridden)
+            grouping = dict(self.collector.identity_labels)
             self.pusher = Pusher(self.exposition, s.pushgateway_url, s.pushgateway_job, s.push_interval_seconds,
-                                 s.push_timeout_seconds, auth, {}, self._on_push_failure)
+                                 s.push_timeout_seconds, auth, grouping, self._on_push_failure)
 
     def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
         """Nothing to do: the metric state the collector reads is already up to date."""

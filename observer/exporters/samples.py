@@ -28,23 +28,49 @@ class SampleSink(Protocol):
         """One sample of the metric ``spec``."""
 
 
+class Prefixed:
+    """A ``SampleSink`` that puts ``prefix`` (an application's identity labels) before every sample's labels."""
+
+    __slots__ = ("_f", "_prefix")
+
+    def __init__(self, f: SampleSink, prefix: Labels) -> None:
+        self._f, self._prefix = f, prefix
+
+    def add(self, spec: MetricSpec, labels: Labels, value: float) -> None:
+        self._f.add(spec, self._prefix + labels, value)
+
+
+def labelled(f: SampleSink, prefix: Labels) -> SampleSink:
+    """``f`` itself without a prefix (no copy on the common path), else a ``Prefixed`` over it."""
+    return Prefixed(f, prefix) if prefix else f
+
+
 def render_state(f: SampleSink, view: MetricsView) -> int:
     """Every query's series and the application-wide series; returns the number of queries."""
     records = view.records()
+    scoped = labelled(f, view.identity.labels)
     for record in records:
-        render_query(f, record, view.partition_top_k)
+        render_query(scoped, record, view.partition_top_k)
     render_app(f, view)
     return len(records)
 
 
 def render_app(f: SampleSink, view: MetricsView) -> None:
-    """The application-wide series (executors), which belong to no query."""
+    """The application-wide series (its info series, executors), which belong to no query; with its identity labels."""
+    identity = view.identity
+    if identity.known:
+        f.add(catalog.APPLICATION_INFO, identity.info_labels, 1)
+    scoped = labelled(f, identity.labels)
     for spec, labels, value in view.app_values():
-        f.add(spec, labels, value)
+        scoped.add(spec, labels, value)
 
 
-def render_self(f: SampleSink, s: SelfSnapshot) -> None:
-    """The observer's own counters and gauges (its latency histograms are exporter-specific)."""
+def render_self(f: SampleSink, s: SelfSnapshot, static: Labels = ()) -> None:
+    """The observer's own counters and gauges (its latency histograms are exporter-specific).
+
+    They carry the static labels (``static``) but no ``app``: in the watcher they are the process's, not an application's.
+    """
+    f = labelled(f, static)
     for kind in kinds.EVENT_KINDS:
         f.add(catalog.EVENTS_RECEIVED, (("kind", kind),), s.received.get(kind, 0))
     for reason in sorted(set(s.dropped) | {"queue_full", "malformed"}):

@@ -19,6 +19,7 @@ from observer.history.store import HistoryError, HistoryStore
 from observer.history.writer import BackgroundWriter
 from observer.metrics.selfmetrics import SelfMetrics
 from observer.model.events import Event, QueryProgress
+from observer.model.identity import AppContext
 from observer.settings import Settings
 from observer.signals.kinds import SignalEvent
 from observer.signals.placement import OperatorBatch
@@ -53,6 +54,8 @@ class HistorySink:
         self.close_timeout = CLOSE_TIMEOUT_SECONDS
         self.placement: PlacementFeed | None = None  # set by Observer.set_placement when placement is followed
         self.store: HistoryStore | None = None
+        self._context: AppContext | None = None  # the application the rows are stamped with now (on_app_event)
+        self._app = app or AppIdentity()  # the identity given here: rows of an unknown application keep it
         self.dropped_rows = 0  # rows (or, with the store off, events) never written: replay reports them
         self.last_failure: str | None = None
         try:
@@ -88,6 +91,18 @@ class HistorySink:
         for signal in signals:
             self.store.add_signal(signal.kind, signal.query_id, signal.run_id, signal.timestamp, signal.attributes)
         self._maybe_flush()
+
+    def on_app_event(self, app: AppContext, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
+        """``on_event`` with the rows stamped with ``app``: the watcher's one history sink serves every application it follows.
+
+        An observer that knows nothing of its application (``app.known`` false) leaves the identity this
+        sink was built with.
+        """
+        if self.store is not None and app is not self._context:
+            self._context = app
+            self.store.rows.app = (AppIdentity.of(app.name or None, dict(app.static), app.app_id or None) if app.known
+                                   else self._app)
+        self.on_event(event, signals, received_at)
 
     def follow_placement(self, feed: PlacementFeed) -> None:
         """Also write where each state partition ran (``placements``), from the feed the observer runs."""

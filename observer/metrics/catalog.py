@@ -219,6 +219,7 @@ QUERY_STATUS = _g("", "spark_streaming_query_status", "", "1 for the query's cur
 QUERY_STARTS = _c("", "spark_streaming_query_starts", "", "Query starts seen (first start and restarts).", "query")
 QUERY_TERMINATIONS = _c("", "spark_streaming_query_terminations", "", "Query terminations seen (label outcome: clean, exception).", "query", labels=("outcome",))
 LIFECYCLE_METRICS: tuple[MetricSpec, ...] = (QUERY_INFO, QUERY_STATUS, QUERY_STARTS, QUERY_TERMINATIONS)
+APPLICATION_INFO = _g("", "spark_streaming_application_info", "", "Always 1 per observed application; its labels carry the volatile identity (application id, attempt, event-log name) that every other series leaves out: they carry only `app` and the static labels.", "app", labels=("app_id", "attempt", "log_name"))
 OPERATOR_INFO = _g("", "spark_state_operator_info", "", "Always 1; label provider tells the state store provider (rocksdb, hdfs, unknown).", "operator", labels=("provider",))
 
 
@@ -323,25 +324,26 @@ SELF_METRICS: tuple[MetricSpec, ...] = (
     CALLBACK_DURATION, PROCESSING_DURATION,
 )
 
-
-# --- the event-log watcher (observer.capture.eventlog_watch): what it read, parsed and delivered ---------
+# --- the event-log watcher (``observer.capture.eventlog_watch``): what it follows, reads and finds wrong ---
+WATCH_APPLICATIONS = _o("spark_state_observer_watch_applications", GAUGE, "", "Applications the event-log watcher follows (label status: running, finished, lost).", ("status",))
+WATCH_APPLICATIONS_DISCOVERED = _o("spark_state_observer_watch_applications_discovered", COUNTER, "", "Applications the watcher started following.")
+WATCH_APPLICATIONS_FORGOTTEN = _o("spark_state_observer_watch_applications_forgotten", COUNTER, "", "Applications dropped from memory after their grace period (or because their log vanished).")
+WATCH_READ_BYTES = _o("spark_state_observer_watch_read_bytes", COUNTER, "bytes", "Raw (compressed) event-log bytes read.")
+WATCH_DECODED_BYTES = _o("spark_state_observer_watch_decoded_bytes", COUNTER, "bytes", "Decoded event-log bytes scanned.")
+WATCH_LINES = _o("spark_state_observer_watch_lines", COUNTER, "", "Event-log lines scanned.")
+WATCH_EVENTS_PARSED = _o("spark_state_observer_watch_events_parsed", COUNTER, "", "Event lines JSON-parsed (the rest were skipped by their type).")
+WATCH_EVENTS_DELIVERED = _o("spark_state_observer_watch_events_delivered", COUNTER, "", "Events handed to the pipeline.")
+WATCH_EVENTS_DUPLICATE = _o("spark_state_observer_watch_events_duplicate", COUNTER, "", "Progress events dropped because their query run and batch were delivered already.")
+WATCH_PROBLEMS = _o("spark_state_observer_watch_problems", COUNTER, "", "Problems with event logs (label kind: unreadable, corrupt, truncated, vanished, ...).", ("kind",))
 WATCH_METRICS: tuple[MetricSpec, ...] = (
-    _o("spark_state_observer_watch_applications", GAUGE, "", "Applications the event-log watcher follows (label status: running, finished, lost).", ("status",)),
-    _o("spark_state_observer_watch_applications_discovered", COUNTER, "", "Applications the watcher started following."),
-    _o("spark_state_observer_watch_applications_forgotten", COUNTER, "", "Applications dropped from memory after their grace period (or because their log vanished)."),
-    _o("spark_state_observer_watch_read_bytes", COUNTER, "bytes", "Raw (compressed) event-log bytes read."),
-    _o("spark_state_observer_watch_decoded_bytes", COUNTER, "bytes", "Decoded event-log bytes scanned."),
-    _o("spark_state_observer_watch_lines", COUNTER, "", "Event-log lines scanned."),
-    _o("spark_state_observer_watch_events_parsed", COUNTER, "", "Event lines JSON-parsed (the rest were skipped by their type)."),
-    _o("spark_state_observer_watch_events_delivered", COUNTER, "", "Events handed to the pipeline."),
-    _o("spark_state_observer_watch_events_duplicate", COUNTER, "", "Progress events dropped because their query run and batch were delivered already."),
-    _o("spark_state_observer_watch_problems", COUNTER, "", "Problems with event logs (label kind: unreadable, corrupt, truncated, vanished, ...).", ("kind",)),
+    WATCH_APPLICATIONS, WATCH_APPLICATIONS_DISCOVERED, WATCH_APPLICATIONS_FORGOTTEN, WATCH_READ_BYTES, WATCH_DECODED_BYTES, WATCH_LINES,
+    WATCH_EVENTS_PARSED, WATCH_EVENTS_DELIVERED, WATCH_EVENTS_DUPLICATE, WATCH_PROBLEMS,
 )
 
 # --- the catalog ---------------------------------------------------------------------------------------
 CATALOG: tuple[MetricSpec, ...] = (
     QUERY_METRICS + PHASE_METRICS + SOURCE_METRICS + SINK_METRICS + OPERATOR_METRICS + CUSTOM_METRICS
-    + (UNKNOWN_CUSTOM_METRIC,) + INSTANCE_METRICS + (UNKNOWN_INSTANCE_METRIC,) + LIFECYCLE_METRICS + (OPERATOR_INFO,)
+    + (UNKNOWN_CUSTOM_METRIC,) + INSTANCE_METRICS + (UNKNOWN_INSTANCE_METRIC,) + LIFECYCLE_METRICS + (APPLICATION_INFO, OPERATOR_INFO)
     + SIGNAL_METRICS + KAFKA_METRICS + PLACEMENT_METRICS + SELF_METRICS + WATCH_METRICS
 )
 """Every metric the observer exports, Spark-derived, signal and self, each once."""

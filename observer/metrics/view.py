@@ -13,17 +13,24 @@ from observer.metrics.catalog import MetricSpec
 from observer.metrics.selfmetrics import SelfMetrics, SelfSnapshot
 from observer.metrics.tracker import QueryRecord, QueryTracker
 from observer.metrics.updates import Labels
+from observer.model.identity import AppContext
 
 
 class MetricsView:
-    """What every exporter reads: one tracker, the self-metrics and the queue's length."""
+    """What every exporter reads: one tracker, the self-metrics, the queue's length and whose they are.
+
+    ``identity`` is the application the tracker's queries belong to: exporters put its labels (static
+    labels and ``app``) on every query and application series, the static labels alone on the
+    observer's own series, and write its info series.
+    """
 
     def __init__(self, tracker: QueryTracker, self_metrics: SelfMetrics, queue_len: Callable[[], int] = lambda: 0,
-                 partition_top_k: int = 10) -> None:
+                 partition_top_k: int = 10, identity: AppContext | None = None) -> None:
         self._tracker = tracker
         self._self = self_metrics
         self._queue_len = queue_len
         self.partition_top_k = partition_top_k
+        self.identity = identity or AppContext()
 
     def records(self) -> list[QueryRecord]:
         """Copies of every query's record."""
@@ -36,6 +43,10 @@ class MetricsView:
     def app_values(self) -> list[tuple[MetricSpec, Labels, float]]:
         """The application-wide series."""
         return self._tracker.app_values()
+
+    def query_count(self) -> int:
+        """Queries the tracker keeps now."""
+        return len(self._tracker)
 
     def self_snapshot(self) -> SelfSnapshot:
         """The observer's own figures, with the queue length and the number of queries kept now."""

@@ -87,14 +87,18 @@ class SignalEvent:
     run_id: str | None
     timestamp: float
     attributes: dict[str, Any] = field(default_factory=dict)
+    # the application's stable identity: static labels, then ``app`` (``observer.model.identity``); set by
+    # the runtime that delivers the signal, empty when nothing is known about the application
+    app: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> str:
         attrs = ", ".join(f"{k}={v}" for k, v in self.attributes.items())
-        return f"{self.kind} {self.query} ({attrs})"
+        where = dict(self.app).get("app")
+        return f"{self.kind} {self.query}{f' of {where}' if where else ''} ({attrs})"
 
     def to_json(self) -> dict[str, Any]:
         """The machine-readable form (``replay --format events``, one JSON object per line)."""
         when = datetime.datetime.fromtimestamp(self.timestamp, datetime.timezone.utc)
         return {"kind": self.kind, "time": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
                 "timestamp": self.timestamp, "query": self.query, "query_id": self.query_id, "run_id": self.run_id,
-                "attributes": self.attributes}
+                "attributes": self.attributes, **({"app": dict(self.app)} if self.app else {})}

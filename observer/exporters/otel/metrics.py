@@ -66,5 +66,5 @@ class TrackerInstruments:
     def _collect(self) -> Table:
         table = _SampleTable()
         render_state(table, self._view)
-        render_self(table, self._view.self_snapshot())
+        render_self(table, self._view.self_snapshot(), self._view.identity.static)
         return table.samples

@@ -35,6 +35,8 @@ _ATTRIBUTES = {
     "source": "spark.source.name", "source_index": "spark.source.index", "partition": "spark.state.partition",
     "store": "spark.state.store", "provider": "spark.state.provider", "phase": "spark.batch.phase",
     "batch_id": "spark.batch.id", "executor_id": "spark.executor.id", "message": "exception.message",
+    # the application's identity (observer.model.identity), named as its resource attributes are
+    "app": "spark.app.name", "app_id": "spark.app.id", "attempt": "spark.app.attempt.id", "log_name": "spark.eventlog.name",
 }
 
 

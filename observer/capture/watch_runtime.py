@@ -1,0 +1,431 @@
+"""The watcher's runtime: every application found in event-log folders, through the listener's pipeline.
+
+``EventLogWatcher`` (``observer.capture.eventlog_watch``) captures: per application its identity and raw
+events. This module turns them into what a listener's ``Observer`` produces, for all applications at
+once behind one ``/metrics`` endpoint:
+
+- **One pipeline per application.** Each followed application gets an ``observer.runtime.Observer`` of
+  its own (no thread, no endpoint: the watcher's thread calls ``process`` and ``tick``), whose identity
+  is the application's (``AppContext``: ``app`` = its name, the configured static labels, and the id,
+  attempt and log name for the info series). Tracker, signal state and executors are then per
+  application exactly as in a listener, and dropping an application (``forgotten``) drops all of it:
+  memory follows the applications followed, not the ones ever seen.
+- **Shared around them**: the observer's own figures (one ``SelfMetrics``), the history sink (one
+  database; each event reaches it through ``AppAwareSink.on_app_event`` with its application) and the
+  endpoint and Pushgateway, which join every application's cached query lines with the watcher's own
+  series (``spark_state_observer_watch_*``, from ``WatchCounts``).
+- **Restart**: the watcher runs with ``replay_on_resume``: after a restart it reads each followed log
+  again from its start so the in-memory state (counters, signal state) is rebuilt, and
+  ``spark_streaming_batches_total`` equals the log's progress events; events delivered before the
+  restart (``RawEvent.replayed``) go through metrics and signals but not again into the history or
+  OTLP logs.
+- **Times**: an event is processed at its own time where Spark logged one (a progress's trigger time plus
+  its duration, when the listener would have received it; a started or idle event's time), else at
+  the time the watcher read it; executors come from the log's executor events, the driver excluded,
+  as the listener polls them.
+
+Data flows one way: capture (the watcher) → model → signals → sinks; nothing here is called back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
+
+from observer.capture.eventlog_watch import (
+    EXECUTOR_ADDED,
+    EXECUTOR_REMOVED,
+    PIPELINE_EVENTS,
+    PROBLEM_KINDS,
+    QUERY_IDLE,
+    QUERY_PROGRESS,
+    QUERY_STARTED,
+    QUERY_TERMINATED,
+    AppEvents,
+    AppIdentity,
+    EventLogWatcher,
+    RawEvent,
+    WatchCounts,
+)
+from observer.capture.queue import CapturedEvent
+from observer.exporters.exposition import Families, QueryLines, join
+from observer.exporters.http import MetricsServer, Pusher
+from observer.exporters.otel.config import otlp_enabled
+from observer.exporters.prometheus import histogram_text
+from observer.exporters.samples import SampleSink, labelled, render_self
+from observer.metrics import catalog
+from observer.metrics.selfmetrics import SelfMetrics
+from observer.model import kinds
+from observer.model.events import Event
+from observer.model.identity import AppContext, Pairs
+from observer.model.parse import parse_timestamp
+from observer.runtime import Observer
+from observer.settings import Settings
+from observer.signals.kinds import SignalEvent
+from observer.sinks import AppAwareSink, Sink
+
+log = logging.getLogger("observer")
+
+_KIND_OF = {QUERY_STARTED: kinds.STARTED, QUERY_PROGRESS: kinds.PROGRESS, QUERY_IDLE: kinds.IDLE, QUERY_TERMINATED: kinds.TERMINATED}
+_WATCH_COUNTERS = (
+    (catalog.WATCH_APPLICATIONS_DISCOVERED, "apps_discovered"), (catalog.WATCH_APPLICATIONS_FORGOTTEN, "apps_forgotten"),
+    (catalog.WATCH_READ_BYTES, "read_bytes"), (catalog.WATCH_DECODED_BYTES, "decoded_bytes"), (catalog.WATCH_LINES, "lines"),
+    (catalog.WATCH_EVENTS_PARSED, "events_parsed"), (catalog.WATCH_EVENTS_DELIVERED, "events_delivered"),
+    (catalog.WATCH_EVENTS_DUPLICATE, "events_duplicate"),
+)
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """How the watcher follows its folders (the ``watch`` command's flags)."""
+
+    poll_interval: float = 2.0
+    shard: tuple[int, int] | None = None
+    state_path: str | None = None  # positions saved here (a restart resumes); None: nothing saved
+    grace_seconds: float = 300.0  # a finished or lost application is forgotten this long after
+    lost_after_seconds: float = 600.0  # a log that does not grow for this long without an end is lost
+    read_finished_at_start: bool = False  # also read logs already finished when the watcher starts
+    max_apps: int = 10_000
+    history: bool = False  # write the shared history (settings.history_path)
+
+
+def render_watch(f: SampleSink, counts: WatchCounts) -> None:
+    """The watcher's own series (``catalog.WATCH_METRICS``) from its running totals."""
+    for status, n in (("running", counts.apps_running), ("finished", counts.apps_finished), ("lost", counts.apps_lost)):
+        f.add(catalog.WATCH_APPLICATIONS, (("status", status),), n)
+    for spec, attr in _WATCH_COUNTERS:
+        f.add(spec, (), getattr(counts, attr))
+    for kind in PROBLEM_KINDS:
+        f.add(catalog.WATCH_PROBLEMS, (("kind", kind),), counts.problems.get(kind, 0))
+
+
+def app_context(identity: AppIdentity, static: Pairs) -> AppContext:
+    """The pipeline's identity of an application the watcher found."""
+    return AppContext(identity.name, static, identity.app_id, identity.attempt_id or "", identity.log_name)
+
+
+def event_time(event: RawEvent) -> float | None:
+    """When a listener would have received ``event``: a progress's trigger time plus its batch duration,
+    a started or idle event's own time; None when Spark logged none (terminated)."""
+    data = event.data
+    if event.event_type == QUERY_PROGRESS:
+        progress = data.get("progress")
+        if not isinstance(progress, dict):
+            return None
+        start = parse_timestamp(progress.get("timestamp"))
+        duration = progress.get("batchDuration")
+        if start is None:
+            return None
+        return start + (duration / 1000.0 if isinstance(duration, (int, float)) and duration >= 0 else 0.0)
+    if event.event_type in (QUERY_STARTED, QUERY_IDLE):
+        return parse_timestamp(data.get("timestamp"))
+    return None
+
+
+class _Replayable:
+    """Wraps a per-application sink that writes durably (history, OTLP logs): skips events delivered before a restart."""
+
+    def __init__(self, inner: Sink, pipeline: _AppPipeline, owned: bool) -> None:
+        self.inner, self.name, self._pipeline, self._owned = inner, inner.name, pipeline, owned
+
+    def on_app_event(self, app: AppContext, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
+        if self._pipeline.replaying:
+            return
+        if isinstance(self.inner, AppAwareSink):
+            self.inner.on_app_event(app, event, signals, received_at)
+        else:
+            self.inner.on_event(event, signals, received_at)
+
+    def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
+        self.on_app_event(self._pipeline.observer.identity, event, signals, received_at)
+
+    # a shared sink is ticked, flushed and closed once by the runtime, an owned one with its application
+    def tick(self, processed: int) -> None:
+        if self._owned:
+            self.inner.tick(processed)
+
+    def flush(self) -> None:
+        if self._owned:
+            self.inner.flush()
+
+    def close(self) -> None:
+        if self._owned:
+            self.inner.close()
+
+
+@dataclass
+class _AppPipeline:
+    """One followed application: its observer and what the watcher knows of its executors."""
+
+    observer: Observer
+    executors: set[str] = field(default_factory=set)
+    replaying: bool = False
+    last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
+
+    def executor_ids(self) -> set[str]:
+        return set(self.executors)
+
+
+class _TextCollector(Collector):
+    """The endpoint's fallback (``name[]`` filters, other formats): the same text, parsed back into families."""
+
+    def __init__(self, render: Callable[[], bytes]) -> None:
+        self._render = render
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(list(text_string_to_metric_families(self._render().decode())))
+
+
+class FleetObserver:
+    """Every application in event-log folders through the listener's pipeline, behind one endpoint.
+
+    ``start()`` opens the endpoint (settings ``http_host``/``http_port``, TLS and basic auth as for a
+    listener), starts pushing when a Pushgateway is set, and runs the watcher on a thread; ``stop()``
+    stops it and saves the positions. ``poll_once()`` does one round on the calling thread (tests,
+    benchmarks).
+    """
+
+    def __init__(self, dirs: Sequence[str], settings: Settings | None = None, options: WatchOptions | None = None,
+                 *, serve: bool = True) -> None:
+        self.settings = settings or Settings.from_env()
+        self.options = options or WatchOptions()
+        self.static = self.settings.static_labels
+        self.self_metrics = SelfMetrics()
+        o = self.options
+        self.watcher = EventLogWatcher(dirs, poll_interval=o.poll_interval, wanted_events=PIPELINE_EVENTS, shard=o.shard,
+                                       state_path=o.state_path, grace_seconds=o.grace_seconds, lost_after_seconds=o.lost_after_seconds,
+                                       read_finished_at_start=o.read_finished_at_start, replay_on_resume=True, max_apps=o.max_apps)
+        self._apps: dict[str, _AppPipeline] = {}
+        self._lock = threading.Lock()  # the watcher thread changes ``_apps`` while scrapes read it
+        self._shared: list[Sink] = []
+        if o.history:
+            from observer.history.sink import HistorySink
+
+            self._shared.append(HistorySink(self.settings.history_path, self.self_metrics, self.settings))
+        self._otlp = otlp_enabled(self.settings)
+        # executors of applications not (yet) streaming: a batch application costs this small set, no pipeline
+        self._executors: dict[str, set[str]] = {}
+        self._serve = serve
+        self.server: MetricsServer | None = None
+        self.pusher: Pusher | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.rounds = 0  # polls done (tests wait on it)
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+    def start(self, follow: bool = True) -> FleetObserver:
+        """Open the endpoint and start following; raises ``ExporterError`` when the port is taken.
+
+        ``follow=False`` opens the endpoint only: the caller drives ``poll_once`` (benchmarks).
+        """
+        s = self.settings
+        auth = (s.basic_auth_user, s.basic_auth_password) if s.basic_auth_user else None
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_TextCollector(self.exposition))
+        if self._serve:
+            self.server = MetricsServer(self.exposition, registry, s.http_host, s.http_port, certfile=s.tls_certfile,
+                                        keyfile=s.tls_keyfile, client_cafile=s.tls_client_cafile, basic_auth=auth)
+            log.info("spark-state-observer: watching %s; metrics at %s", ", ".join(self.watcher.dirs), self.server.url)
+        if s.pushgateway_url:
+            # one push of every application; the grouping key holds the static labels, the series their app
+            self.pusher = Pusher(self.exposition, s.pushgateway_url, s.pushgateway_job, s.push_interval_seconds, s.push_timeout_seconds,
+                                 auth, dict(self.static), lambda: self.self_metrics.count("export_failures", "pushgateway"))
+        if follow:
+            self._thread = threading.Thread(target=self._run, name="spark-state-observer-watch", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Finish the current round, save the positions, flush and close every sink, close the endpoint."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.watcher.commit()
+        with self._lock:
+            pipelines = list(self._apps.values())
+        for pipeline in pipelines:
+            pipeline.observer.stop(1.0)
+        for sink in self._shared:
+            self._guarded(sink, sink.close)
+        if self.pusher is not None:
+            self.pusher.stop()
+        if self.server is not None:
+            self.server.stop()
+
+    @property
+    def http_port(self) -> int | None:
+        return self.server.port if self.server is not None else None
+
+    def wait_rounds(self, n: int, timeout: float) -> bool:
+        """Wait until ``n`` more polls were done (tests)."""
+        target = self.rounds + n
+        deadline = time.monotonic() + timeout
+        while self.rounds < target and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.rounds >= target
+
+    def _run(self) -> None:
+        interval = self.options.poll_interval
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.poll_once()
+            if not self.watcher.backlog:
+                self._stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        self.watcher.commit()
+
+    # --- one round --------------------------------------------------------------------------------------
+    def poll_once(self, on_found: Callable[[list[AppEvents]], None] | None = None) -> None:
+        """Poll the folders, feed what was found through each application's pipeline, tick, save positions.
+
+        ``on_found`` sees what the poll found before it is processed (benchmarks measure delivery with it).
+        """
+        found = self.watcher.poll()
+        if on_found is not None:
+            on_found(found)
+        processed = 0
+        for app in found:
+            try:
+                processed += self.handle(app)
+            except Exception:  # one application's trouble never stops the others
+                self.self_metrics.incr("failed")
+                log.exception("spark-state-observer: watcher pipeline failed on %s", app.log_name)
+        with self._lock:
+            pipelines = list(self._apps.values())
+        for pipeline in pipelines:
+            pipeline.observer.tick()
+            if processed and self.server is not None:
+                pipeline.observer.prometheus.collector.prerender()  # render changed queries off the scrape path
+        for sink in self._shared:
+            self._guarded(sink, lambda sink=sink: sink.tick(processed))  # type: ignore[misc]
+            if processed:  # written before the positions are: a kill in between re-reads, never loses
+                self._guarded(sink, sink.flush)
+        self.watcher.commit()
+        self.rounds += 1
+
+    def handle(self, found: AppEvents) -> int:
+        """Apply what one poll found for one application; returns the number of events processed."""
+        pipeline = self._apps.get(found.log_name)
+        if pipeline is None and found.identity is not None and _streaming(found):
+            pipeline = self._admit(found.identity)
+        done = 0
+        for event in found.events:
+            if pipeline is not None:
+                done += self._apply(pipeline, event)
+            elif event.event_type in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
+                _executor_change(self._executors.setdefault(found.log_name, set()), event)
+        for change in found.status_changes:
+            if change.status == "lost":
+                log.warning("spark-state-observer: %s", change.message)
+            elif change.status == "forgotten":
+                self._forget(found.log_name)
+        return done
+
+    def _admit(self, identity: AppIdentity) -> _AppPipeline:
+        context = app_context(identity, self.static)
+        holder: list[_AppPipeline] = []
+        observer = Observer(self.settings, serve=False, live=True, executor_ids=lambda: holder[0].executor_ids(),
+                            identity=context, self_metrics=self.self_metrics)
+        pipeline = _AppPipeline(observer, self._executors.pop(identity.log_name, set()))
+        holder.append(pipeline)
+        for shared in self._shared:
+            observer.add_sink(_Replayable(shared, pipeline, owned=False))
+        if self._otlp:
+            from observer.exporters.otel.sink import OtelSink
+
+            otel = OtelSink(observer.view, self.settings, lambda: self.self_metrics.count("export_failures", OtelSink.name),
+                            context.attributes())
+            observer.add_sink(_Replayable(otel, pipeline, owned=True))
+        with self._lock:
+            self._apps[identity.log_name] = pipeline
+        log.info("spark-state-observer: observing %s (%s)", context.name, identity.log_name)
+        return pipeline
+
+    def _forget(self, log_name: str) -> None:
+        self._executors.pop(log_name, None)
+        with self._lock:
+            pipeline = self._apps.pop(log_name, None)
+        if pipeline is not None:
+            pipeline.observer.stop(1.0)  # closes its own sinks (OTLP); its series go with it
+
+    def _apply(self, pipeline: _AppPipeline, event: RawEvent) -> int:
+        if event.event_type in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
+            _executor_change(pipeline.executors, event)
+            return 0
+        kind = _KIND_OF.get(event.event_type)
+        if kind is None:  # application start and end: the identity and lifecycle come from the watcher
+            return 0
+        at = event_time(event)
+        if at is None:
+            at = pipeline.last_time if event.replayed and pipeline.last_time else time.time()
+        pipeline.last_time = max(pipeline.last_time, at)
+        payload: Any = event.data.get("progress") if kind == kinds.PROGRESS else event.data
+        pipeline.replaying = event.replayed
+        try:
+            pipeline.observer.process(CapturedEvent(kind, payload, at, 0.0))
+        finally:
+            pipeline.replaying = False
+        return 1
+
+    # --- exposition ---------------------------------------------------------------------------------------
+    def exposition(self) -> bytes:
+        """Every application's series, then the observer's own and the watcher's, in text format 0.0.4.
+
+        Two applications with the same name (a job restarted while its previous run is still within its
+        grace period, or two running at once: a counted ``duplicate_name`` problem) would write the same
+        series: the newest one's are kept, per query id for query series and for the application-wide
+        ones (executors); every application keeps its info series, which its application id tells apart.
+        """
+        with self._lock:
+            pipelines = list(self._apps.values())
+        queries: list[QueryLines] = []
+        rest: QueryLines = []
+        count = 0
+        seen_queries: set[tuple[str, str]] = set()
+        seen_apps: set[str] = set()
+        for pipeline in reversed(pipelines):  # newest first
+            name = pipeline.observer.identity.name
+            keyed, app = pipeline.observer.prometheus.collector.application_lines()
+            for query_id, lines in keyed:
+                if (name, query_id) not in seen_queries:
+                    seen_queries.add((name, query_id))
+                    queries.append(lines)
+            rest.extend(app if name not in seen_apps else [(spec, text) for spec, text in app if spec is catalog.APPLICATION_INFO])
+            seen_apps.add(name)
+            count += pipeline.observer.view.query_count()
+        own = Families()
+        snapshot = self.self_metrics.snapshot(0, count)
+        render_self(own, snapshot, self.static)
+        render_watch(labelled(own, self.static), self.watcher.counts)
+        return join(queries, rest + own.lines()) + histogram_text(snapshot, self.static)
+
+    def applications(self) -> dict[str, AppContext]:
+        """The applications observed now, by log name."""
+        with self._lock:
+            return {name: p.observer.identity for name, p in self._apps.items()}
+
+    def _guarded(self, sink: Sink, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except Exception as exc:
+            self.self_metrics.count("export_failures", sink.name)
+            log.warning("spark-state-observer: %s failed: %r", sink.name, exc)
+
+
+def _streaming(found: AppEvents) -> bool:
+    return any(e.event_type in _KIND_OF for e in found.events)
+
+
+def _executor_change(executors: set[str], event: RawEvent) -> None:
+    """Apply an executor added or removed event; the driver is not an executor (the listener's poll excludes it too)."""
+    executor = str(event.data.get("Executor ID"))
+    if executor != "driver":
+        (executors.add if event.event_type == EXECUTOR_ADDED else executors.discard)(executor)
