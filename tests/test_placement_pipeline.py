@@ -215,3 +215,21 @@ def test_two_applications_fed_event_by_event_keep_their_placements_apart() -> No
     keys = ("batch_id", "operator_id", "migrated", "partitions", "causes", "from_executors", "to_executors", "load_seconds")
     moved = [{k: s.attributes[k] for k in keys} for s in signals if s.kind == PARTITION_MIGRATED]
     assert moved == [{k: s.attributes[k] for k in keys} for s in replay_signals if s.kind == PARTITION_MIGRATED]
+
+
+def test_the_watch_command_follows_placement_as_replay_does(tmp_path) -> None:
+    """``watch`` (FleetObserver) over the recorded kill run: the same migrations as replay of its log."""
+    from observer.capture.watch_runtime import FleetObserver, WatchOptions
+
+    _, eventlog = scenario("kill")
+    folder = tmp_path / "logs"
+    shutil.copytree(eventlog, folder, dirs_exist_ok=True)
+    fleet = FleetObserver([str(folder)], Settings.from_env({}), WatchOptions(grace_seconds=3600.0, read_finished_at_start=True),
+                          serve=False)
+    for _ in range(20):
+        fleet.poll_once()
+    replay_signals, _, replayed_text = _replay("kill")
+    watched_text = fleet.exposition().decode()
+    name = catalog.PARTITION_MIGRATIONS.prometheus_name
+    assert sum(_series(watched_text, name).values()) == sum(_series(replayed_text, name).values()) > 0
+    assert len([s for s in replay_signals if s.kind == PARTITION_MIGRATED]) > 0

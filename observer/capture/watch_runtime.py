@@ -45,6 +45,7 @@ from observer.capture.eventlog_watch import (
     EXECUTOR_ADDED,
     EXECUTOR_REMOVED,
     PIPELINE_EVENTS,
+    PLACEMENT_EVENTS,
     PROBLEM_KINDS,
     QUERY_IDLE,
     QUERY_PROGRESS,
@@ -57,6 +58,7 @@ from observer.capture.eventlog_watch import (
     WatchCounts,
 )
 from observer.capture.queue import CapturedEvent
+from observer.capture.task_log import EventLogSource, follow_event_log
 from observer.exporters.exposition import Families, QueryLines, join
 from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.otel.config import otlp_enabled
@@ -168,6 +170,8 @@ class _AppPipeline:
 
     observer: Observer
     executors: set[str] = field(default_factory=set)
+    placement: EventLogSource | None = None  # the application's task events, when placement is followed
+    log_name: str = ""
     replaying: bool = False
     last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
 
@@ -201,7 +205,9 @@ class FleetObserver:
         self.static = self.settings.static_labels
         self.self_metrics = SelfMetrics()
         o = self.options
-        self.watcher = EventLogWatcher(dirs, poll_interval=o.poll_interval, wanted_events=PIPELINE_EVENTS, shard=o.shard,
+        # placement needs the task, job and SQL events: parsed only for streaming applications, and only when followed
+        wanted = PIPELINE_EVENTS | PLACEMENT_EVENTS if self.settings.placement != "off" else PIPELINE_EVENTS
+        self.watcher = EventLogWatcher(dirs, poll_interval=o.poll_interval, wanted_events=wanted, shard=o.shard,
                                        state_path=o.state_path, grace_seconds=o.grace_seconds, lost_after_seconds=o.lost_after_seconds,
                                        read_finished_at_start=o.read_finished_at_start, replay_on_resume=True, max_apps=o.max_apps)
         self._apps: dict[str, _AppPipeline] = {}
@@ -334,7 +340,9 @@ class FleetObserver:
         holder: list[_AppPipeline] = []
         observer = Observer(self.settings, serve=False, live=True, executor_ids=lambda: holder[0].executor_ids(),
                             identity=context, self_metrics=self.self_metrics)
-        pipeline = _AppPipeline(observer, self._executors.pop(identity.log_name, set()))
+        pipeline = _AppPipeline(observer, self._executors.pop(identity.log_name, set()), log_name=identity.log_name)
+        if self.settings.placement != "off":
+            pipeline.placement = follow_event_log(observer)
         holder.append(pipeline)
         for shared in self._shared:
             observer.add_sink(_Replayable(shared, pipeline, owned=False))
@@ -357,6 +365,8 @@ class FleetObserver:
             pipeline.observer.stop(1.0)  # closes its own sinks (OTLP); its series go with it
 
     def _apply(self, pipeline: _AppPipeline, event: RawEvent) -> int:
+        if pipeline.placement is not None:  # every event, in the log's order, before a progress event is processed
+            pipeline.placement.feed(event.data, app=pipeline.log_name)
         if event.event_type in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
             _executor_change(pipeline.executors, event)
             return 0
