@@ -49,7 +49,7 @@ class TimingBridge:
             "floor": lambda: json.loads(jevent.progress().json()),
         }
         order = list(paths)
-        order = order[self.n % 3:] + order[: self.n % 3]
+        order = order[self.n % 3 :] + order[: self.n % 3]
         self.n += 1
         for name in order:
             t = time.perf_counter()
@@ -97,7 +97,10 @@ def main() -> int:
     print("|---|---|---|---|---|---|")
     for n in args.partitions:
         m = measure(n, args.events)
-        print(f"| {n} | {m['stock']:.1f} | {m['ours']:.2f} | {m['floor']:.2f} | 1/{m['stock'] / m['ours']:.0f} | {m['ours'] / m['floor']:.2f} |", flush=True)
+        print(
+            f"| {n} | {m['stock']:.1f} | {m['ours']:.2f} | {m['floor']:.2f} | 1/{m['stock'] / m['ours']:.0f} | {m['ours'] / m['floor']:.2f} |",
+            flush=True,
+        )
     return 0
 
 

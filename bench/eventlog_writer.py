@@ -18,8 +18,13 @@ from collections.abc import Iterator
 from observer.offline.eventlog import open_decompressed
 
 # task-level events are logged without a flush (EventLoggingListener: onTaskStart/End, onTaskGettingResult, ...)
-_NOT_FLUSHED = (b'{"Event":"SparkListenerTaskStart"', b'{"Event":"SparkListenerTaskEnd"', b'{"Event":"SparkListenerTaskGettingResult"',
-                b'{"Event":"SparkListenerSpeculativeTaskSubmitted"', b'{"Event":"SparkListenerExecutorMetricsUpdate"')
+_NOT_FLUSHED = (
+    b'{"Event":"SparkListenerTaskStart"',
+    b'{"Event":"SparkListenerTaskEnd"',
+    b'{"Event":"SparkListenerTaskGettingResult"',
+    b'{"Event":"SparkListenerSpeculativeTaskSubmitted"',
+    b'{"Event":"SparkListenerExecutorMetricsUpdate"',
+)
 _BLOCK = 32 * 1024  # lz4-java and snappy-java block size Spark configures (spark.io.compression.*.blockSize)
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
 _M = 0xFFFFFFFF
@@ -102,7 +107,7 @@ class StreamEncoder:
         if self.codec == "zstd":
             return self._zstd.compress(data) if data else b""
         if self.codec == "snappy":
-            return head + b"".join(self._snappy_chunk(data[i:i + _BLOCK]) for i in range(0, len(data), _BLOCK))
+            return head + b"".join(self._snappy_chunk(data[i : i + _BLOCK]) for i in range(0, len(data), _BLOCK))
         self._buffer += data  # lz4: only full blocks are written
         out = []
         while len(self._buffer) >= _BLOCK:
@@ -185,7 +190,7 @@ class ProgressiveLog:
         if split and len(data) > 1:
             self.append(data[: len(data) // 2])
             yield
-            data = data[len(data) // 2:]
+            data = data[len(data) // 2 :]
         if data:
             self.append(data)
         yield

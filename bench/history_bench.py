@@ -71,7 +71,9 @@ def main() -> int:
             frame = load_batches(os.path.join(tmp, "h.db"), qid, since=now - 3600)
             times.append(time.perf_counter() - t)
         store.close()
-    print(f"ingest: {args.batches:,} progress events in {ingest_seconds:.1f} s = {args.batches / ingest_seconds:,.0f} events/s ({size:.1f} GB)")
+    print(
+        f"ingest: {args.batches:,} progress events in {ingest_seconds:.1f} s = {args.batches / ingest_seconds:,.0f} events/s ({size:.1f} GB)"
+    )
     print(f"last hour of one query ({len(frame):,} batches) out of {args.batches:,}: median {statistics.median(times) * 1000:.0f} ms")
     return 0
 

@@ -67,7 +67,7 @@ def pg_rate(url: str, n: int) -> float:
 def pg_live_rate(url: str, n: int) -> float:
     """The sink's path: the caller builds rows and hands them over; the writer thread commits them."""
     backend = open_backend(url)
-    writer = BackgroundWriter(backend, capacity_rows=10 ** 9, on_dropped=lambda k: None, on_failure=lambda: None)
+    writer = BackgroundWriter(backend, capacity_rows=10**9, on_dropped=lambda k: None, on_failure=lambda: None)
     store = HistoryStore(url, backend=backend)
     writer.offer(store.take())
     writer.drain(30)
@@ -162,11 +162,16 @@ def main() -> int:
         if server is not None:
             server.remove()
     base = statistics.median(results["sqlite"])
-    print(f"\n{args.events:,} progress events per writer (1 batch + 2 operator + 4 partition rows each, 4.3 kB of JSON), "
-          f"{args.repeat} repeats, cpus {os.cpu_count()}")
+    print(
+        f"\n{args.events:,} progress events per writer (1 batch + 2 operator + 4 partition rows each, 4.3 kB of JSON), "
+        f"{args.repeat} repeats, cpus {os.cpu_count()}"
+    )
     print(f"SQLite, one writer (baseline):        {fmt(results['sqlite'])}")
-    for key, label in (("pg", "PostgreSQL, one writer:              "), ("pg_live", "PostgreSQL, one writer, live sink:   "),
-                       ("pg_concurrent", f"PostgreSQL, {args.writers} writers at once:      ")):
+    for key, label in (
+        ("pg", "PostgreSQL, one writer:              "),
+        ("pg_live", "PostgreSQL, one writer, live sink:   "),
+        ("pg_concurrent", f"PostgreSQL, {args.writers} writers at once:      "),
+    ):
         print(f"{label} {fmt(results[key])}  = {statistics.median(results[key]) / base:.2f} x SQLite")
     return 0
 

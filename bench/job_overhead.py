@@ -43,7 +43,7 @@ def run_once(spark, observed: bool, batches: int, tmp: str, otlp: str | None) ->
     query = dedup_window_query(spark, tempfile.mkdtemp(dir=tmp), rows_per_second=100, trigger_seconds=0.5)
     while len(query.recentProgress) < batches + 3:
         time.sleep(0.2)
-    durations = [p["batchDuration"] / 1000 for p in query.recentProgress][3:batches + 3]
+    durations = [p["batchDuration"] / 1000 for p in query.recentProgress][3 : batches + 3]
     query.stop()
     stop_scraping.set()
     if handle:
@@ -65,12 +65,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         run_once(spark, False, 3, tmp, None)  # warm the JVM
         for r in range(args.rounds):
-            for observed in ((False, True) if r % 2 == 0 else (True, False)):
+            for observed in (False, True) if r % 2 == 0 else (True, False):
                 results[observed].extend(run_once(spark, observed, args.batches, tmp, args.otlp_endpoint))
     spark.stop()
     without, with_ = statistics.median(results[False]), statistics.median(results[True])
-    print(f"batches per mode: {len(results[False])}; median batch duration without {without * 1000:.0f} ms, "
-          f"with the observer {with_ * 1000:.0f} ms: overhead {100 * (with_ / without - 1):+.1f} %")
+    print(
+        f"batches per mode: {len(results[False])}; median batch duration without {without * 1000:.0f} ms, "
+        f"with the observer {with_ * 1000:.0f} ms: overhead {100 * (with_ / without - 1):+.1f} %"
+    )
     return 0
 
 

@@ -55,16 +55,27 @@ def main() -> int:
     from observer.capture.task_poll import RestSource, TaskPoller
     from observer.cli.demo import spark_session
 
-    spark = spark_session(extra={"spark.ui.enabled": "true", "spark.ui.port": "0", "spark.ui.showConsoleProgress": "false",
-                                 "spark.sql.shuffle.partitions": str(args.partitions)})
+    spark = spark_session(
+        extra={
+            "spark.ui.enabled": "true",
+            "spark.ui.port": "0",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": str(args.partitions),
+        }
+    )
     spark.sparkContext.setLogLevel("ERROR")
     handle = observer.attach(spark, http_port=0, history_enabled=False)
     sink = handle.observer.placement  # attach() polls the status store when the UI is on (placement=auto)
     assert sink is not None, "the UI is off"
-    counts = (spark.readStream.format("rate").option("rowsPerSecond", 50).load()
-              .groupBy((F.col("value") % 1000).alias("k")).count())
-    query = (counts.writeStream.format("noop").outputMode("update").queryName("bench_placement")
-             .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-placement-")).trigger(processingTime="1 second").start())
+    counts = spark.readStream.format("rate").option("rowsPerSecond", 50).load().groupBy((F.col("value") % 1000).alias("k")).count()
+    query = (
+        counts.writeStream.format("noop")
+        .outputMode("update")
+        .queryName("bench_placement")
+        .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-placement-"))
+        .trigger(processingTime="1 second")
+        .start()
+    )
     try:
         deadline = time.monotonic() + 900
         while (query.lastProgress is None or query.lastProgress["batchId"] < args.batches) and time.monotonic() < deadline:
@@ -117,16 +128,20 @@ def main() -> int:
     finally:
         handle.stop()
         spark.stop()
-    print(f"placement poll, {args.partitions} shuffle partitions (median {tasks_per_batch:.0f} stateful tasks per batch), batches {batches}")
+    print(
+        f"placement poll, {args.partitions} shuffle partitions (median {tasks_per_batch:.0f} stateful tasks per batch), batches {batches}"
+    )
     print(f"  live  (worker thread, query running): {stats(live)}")
     print(f"  quiet (query stopped):                {stats(quiet)}   requests per poll: median {statistics.median(requests):.0f}")
     print(f"  cpu   (Python side of a quiet poll):  {stats(cpu)}")
     if jvm_start is not None and jvm_end is not None:
         # /proc counts in clock ticks (10 ms): only a mean over all timed polls is meaningful
         per_poll = (jvm_end - jvm_start - idle_rate * wall) / len(quiet)
-        print(f"  jvm   (driver JVM CPU per quiet poll, mean, idle background {idle_rate * 1000:.0f} ms/s taken off): {per_poll * 1000:.2f} ms")
+        print(
+            f"  jvm   (driver JVM CPU per quiet poll, mean, idle background {idle_rate * 1000:.0f} ms/s taken off): {per_poll * 1000:.2f} ms"
+        )
         if len(rounds) >= 4:
-            late = rounds[len(rounds) // 2:]
+            late = rounds[len(rounds) // 2 :]
             print(f"  jvm   per poll, first round {rounds[0] * 1000:.2f} ms; second half of the rounds: {stats(late)}")
     print(f"  floor (one smallest GET):             {stats(floor)}")
     print(f"  quiet / floor: {statistics.median(quiet) / statistics.median(floor):.1f}x")

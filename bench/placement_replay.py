@@ -16,7 +16,10 @@ import time
 from observer.offline.replay import replay
 from observer.settings import Settings
 
-LOGS = sorted(glob.glob("tests/fixtures/*/run*/eventlog")) + ["tests/fixtures/placement/kill/eventlog", "tests/fixtures/placement/locality/eventlog"]
+LOGS = sorted(glob.glob("tests/fixtures/*/run*/eventlog")) + [
+    "tests/fixtures/placement/kill/eventlog",
+    "tests/fixtures/placement/locality/eventlog",
+]
 
 
 def main() -> None:
@@ -31,8 +34,10 @@ def main() -> None:
                 replay([log], Settings.from_env({}, placement=mode, history_enabled=False))
             seconds[mode].append(time.perf_counter() - started)
     for mode, xs in seconds.items():
-        print(f"placement={mode}: median {statistics.median(xs) * 1000:.0f} ms (min {min(xs) * 1000:.0f} - max {max(xs) * 1000:.0f}), "
-              f"{len(LOGS)} logs, n={len(xs)}")
+        print(
+            f"placement={mode}: median {statistics.median(xs) * 1000:.0f} ms (min {min(xs) * 1000:.0f} - max {max(xs) * 1000:.0f}), "
+            f"{len(LOGS)} logs, n={len(xs)}"
+        )
     print(f"ratio on/off: {statistics.median(seconds['on']) / statistics.median(seconds['off']):.2f}")
 
 

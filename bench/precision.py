@@ -39,8 +39,17 @@ from observer.signals import kinds
 from observer.signals.kinds import SignalEvent
 
 INCIDENTS = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "incidents")
-INFORMATIONAL = frozenset({kinds.QUERY_STARTED, kinds.QUERY_IDLE, kinds.STATE_BOUNDED, kinds.EXECUTOR_ADDED, kinds.CAUGHT_UP,
-                           kinds.STALL_RECOVERED, kinds.LOAD_LATENCY_ANOMALY})
+INFORMATIONAL = frozenset(
+    {
+        kinds.QUERY_STARTED,
+        kinds.QUERY_IDLE,
+        kinds.STATE_BOUNDED,
+        kinds.EXECUTOR_ADDED,
+        kinds.CAUGHT_UP,
+        kinds.STALL_RECOVERED,
+        kinds.LOAD_LATENCY_ANOMALY,
+    }
+)
 EXECUTOR_TIME_TOLERANCE_SECONDS = 10.0  # an executor_removed this close to the kill is the kill
 
 
@@ -79,8 +88,9 @@ def recording(run_dir: str) -> str:
     return eventlog if os.path.isdir(eventlog) else sorted(glob.glob(os.path.join(run_dir, "progress.jsonl*")))[0]
 
 
-def replay_live(paths: list[str], settings: Settings | None = None,
-                alive: list[tuple[float, float]] | None = None) -> tuple[list[SignalEvent], float]:
+def replay_live(
+    paths: list[str], settings: Settings | None = None, alive: list[tuple[float, float]] | None = None
+) -> tuple[list[SignalEvent], float]:
     """Replay ``paths`` as a live observer: a simulated clock at each event's time, ticked every second
     in between (the worker's rhythm), so stalls are judged. A live observer lives in its job's process:
     with ``alive`` (the processes' lifetimes), a tick happens only within the lifetime of the process
@@ -146,7 +156,9 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
         run_dir = next(r for r in rec.runs if os.path.basename(r) == restart["run"])
         first = next(p for p in progress_of(run_dir) if p.get("batchId") == restart["first_batch_id"])
         operators = {o.get("operatorName") for o in first.get("stateOperators", [])}
-        restores = [e for e in by_kind[kinds.RESTORE] if e.run_id == restart["run_id"] and e.attributes.get("batch_id") == restart["first_batch_id"]]
+        restores = [
+            e for e in by_kind[kinds.RESTORE] if e.run_id == restart["run_id"] and e.attributes.get("batch_id") == restart["first_batch_id"]
+        ]
         t = tallies[kinds.RESTORE]
         t.present += len(operators)
         found = operators & {e.attributes.get("operator") for e in restores}
@@ -158,8 +170,12 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
     if killed is not None:
         t = tallies[kinds.EXECUTOR_REMOVED]
         t.present += 1
-        hits = [e for e in by_kind[kinds.EXECUTOR_REMOVED] if e.attributes.get("executor_id") == str(killed)
-                and abs(e.timestamp - rec.truth["killed_at"]) <= EXECUTOR_TIME_TOLERANCE_SECONDS]
+        hits = [
+            e
+            for e in by_kind[kinds.EXECUTOR_REMOVED]
+            if e.attributes.get("executor_id") == str(killed)
+            and abs(e.timestamp - rec.truth["killed_at"]) <= EXECUTOR_TIME_TOLERANCE_SECONDS
+        ]
         t.found += bool(hits)
         if not hits:
             t.missed.append(f"{rec.name}: executor {killed} removed")
@@ -187,8 +203,11 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
     if unbounded:
         t = tallies[kinds.STATE_UNBOUNDED]
         t.present += 1
-        hits = [e for e in by_kind[kinds.STATE_UNBOUNDED] if e.attributes.get("operator") == unbounded["operator"]
-                and e.timestamp >= unbounded["from"]]
+        hits = [
+            e
+            for e in by_kind[kinds.STATE_UNBOUNDED]
+            if e.attributes.get("operator") == unbounded["operator"] and e.timestamp >= unbounded["from"]
+        ]
         t.found += bool(hits)
         if not hits:
             t.missed.append(f"{rec.name}: state_unbounded of {unbounded['operator']}")
@@ -201,8 +220,12 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
             t = tallies[kinds.QUERY_TERMINATED]
             t.present += 1
             hits = [e for e in by_kind[kinds.QUERY_TERMINATED] if e.run_id == run_ids[run] and e.attributes.get("outcome") == "exception"]
-            right = [e for e in hits if e.attributes.get("exception_class") == failure["expected_class"]
-                     and failure["expected_root_cause"] in str(e.attributes.get("root_cause") or "")]
+            right = [
+                e
+                for e in hits
+                if e.attributes.get("exception_class") == failure["expected_class"]
+                and failure["expected_root_cause"] in str(e.attributes.get("root_cause") or "")
+            ]
             t.found += bool(right)
             if not right:
                 t.missed.append(f"{rec.name}: {run} failure ({failure['expected_class']})")
@@ -246,8 +269,11 @@ def table(recordings: list[Replayed]) -> tuple[str, dict[str, Tally]]:
             total.missed += t.missed
     clean_hours = sum(r.seconds for r in recordings if r.clean) / 3600.0
     other_hours = sum(r.seconds for r in recordings if not r.clean) / 3600.0
-    lines = [f"| signal kind | incidents found / present | false on clean runs ({clean_hours:.2f} h): count, per hour "
-             f"| false in incident runs ({other_hours:.2f} h): count, per hour |", "|---|---|---|---|"]
+    lines = [
+        f"| signal kind | incidents found / present | false on clean runs ({clean_hours:.2f} h): count, per hour "
+        f"| false in incident runs ({other_hours:.2f} h): count, per hour |",
+        "|---|---|---|---|",
+    ]
     for kind in kinds.SIGNAL_KINDS:
         t = totals[kind]
         found = f"{t.found} / {t.present}" if t.present else "- (none recorded)"
@@ -255,8 +281,10 @@ def table(recordings: list[Replayed]) -> tuple[str, dict[str, Tally]]:
             rate = t.informational / (clean_hours + other_hours) if clean_hours + other_hours else 0.0
             lines.append(f"| `{kind}` (informational) | {found} | {t.informational} events in all, {rate:.1f}/h | |")
             continue
-        lines.append(f"| `{kind}` | {found} | {t.false_clean}, {_per_hour(t.false_clean, clean_hours)} "
-                     f"| {t.false_incident}, {_per_hour(t.false_incident, other_hours)} |")
+        lines.append(
+            f"| `{kind}` | {found} | {t.false_clean}, {_per_hour(t.false_clean, clean_hours)} "
+            f"| {t.false_incident}, {_per_hour(t.false_incident, other_hours)} |"
+        )
     return "\n".join(lines), totals
 
 

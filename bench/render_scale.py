@@ -84,19 +84,25 @@ def report(label: str, repeat: int, queries: int, operators: int, partitions: in
     server = MetricsServer(w.obs.prometheus.collector.exposition, w.obs.prometheus.registry, "127.0.0.1", 0)
     request = urllib.request.Request(server.url, headers={"Accept-Encoding": "gzip"})
     try:
+
         def get() -> None:
             with urllib.request.urlopen(request, timeout=60) as response:
                 response.read()
 
-        print(f"\n{label}: {series:,} series, {len(text) / 1e6:.1f} MB exposition, "
-              f"observer state {state / 1e6:.1f} MB, endpoint cache {cache / 1e6:.1f} MB", flush=True)
+        print(
+            f"\n{label}: {series:,} series, {len(text) / 1e6:.1f} MB exposition, "
+            f"observer state {state / 1e6:.1f} MB, endpoint cache {cache / 1e6:.1f} MB",
+            flush=True,
+        )
         print("| scrape | endpoint GET (gzip) | endpoint render | generate_latest | generate_latest / endpoint render |")
         print("|---|---|---|---|---|")
-        cases = [("cold (all queries changed)", queries, False),
-                 ("all changed, pre-rendered by the worker (live default)", queries, True)]
+        cases = [("cold (all queries changed)", queries, False), ("all changed, pre-rendered by the worker (live default)", queries, True)]
         cases += [("warm (1 query changed)", 1, False)] if queries > 1 else []
         for case, changed, prerendered in cases:
-            def prepare(changed: int = changed, prerendered: bool = prerendered) -> None:  # the previous timed scrape cached everything before these changes
+
+            def prepare(
+                changed: int = changed, prerendered: bool = prerendered
+            ) -> None:  # the previous timed scrape cached everything before these changes
                 w.advance(changed)
                 if prerendered:  # what the live worker does after each round of events, off the scrape path
                     w.obs.prometheus.collector.prerender()
@@ -104,8 +110,10 @@ def report(label: str, repeat: int, queries: int, operators: int, partitions: in
             endpoint = timed(prepare, get, repeat)
             render = timed(prepare, w.obs.prometheus.collector.exposition, repeat)
             latest = timed(prepare, lambda: generate_latest(w.obs.prometheus.registry), repeat)
-            print(f"| {case} | {endpoint * 1000:.0f} ms | {render * 1000:.0f} ms | {latest * 1000:.0f} ms "
-                  f"| {latest / render:.1f}x |", flush=True)
+            print(
+                f"| {case} | {endpoint * 1000:.0f} ms | {render * 1000:.0f} ms | {latest * 1000:.0f} ms | {latest / render:.1f}x |",
+                flush=True,
+            )
     finally:
         server.stop()
 

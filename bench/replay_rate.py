@@ -72,8 +72,10 @@ def main() -> int:
         replay([path])
         full = time.perf_counter() - t
     print(f"event log: {parsed:,} lines, {n:,} progress events")
-    print(f"bare decompress + json.loads of every line: {bare:.2f} s; replay through the pipeline: {full:.2f} s "
-          f"= {n / full:,.0f} progress events/s; replay/bare ratio {full / bare:.2f}")
+    print(
+        f"bare decompress + json.loads of every line: {bare:.2f} s; replay through the pipeline: {full:.2f} s "
+        f"= {n / full:,.0f} progress events/s; replay/bare ratio {full / bare:.2f}"
+    )
     return 0
 
 

@@ -61,8 +61,10 @@ def main() -> int:
         elapsed = time.perf_counter() - started
         end_rss = rss_mb()
         obs.stop()
-    print(f"events {args.events:,}: {args.events / elapsed:,.0f}/s; RSS after warm-up {warm_rss:.1f} MB, "
-          f"at the end {end_rss:.1f} MB (growth {end_rss - warm_rss:+.1f} MB)")
+    print(
+        f"events {args.events:,}: {args.events / elapsed:,.0f}/s; RSS after warm-up {warm_rss:.1f} MB, "
+        f"at the end {end_rss:.1f} MB (growth {end_rss - warm_rss:+.1f} MB)"
+    )
     return 0
 
 

@@ -57,20 +57,29 @@ def build(db: str, batches: int) -> None:
     conn.execute("WITH RECURSIVE c(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM c WHERE k + 1 < ?) INSERT INTO k SELECT k FROM c", (copies,))
     shift_ts, shift_id = f"ts + k * {period!r}", f"batch_id + k * {max_batch + 1}"
     new_run = "CASE WHEN k = 0 THEN run_id ELSE run_id || '-' || k END"
-    conn.execute(f"""INSERT INTO batches SELECT query_id, {new_run}, {shift_id}, {shift_ts}, duration_ms, input_rows, input_rps,
+    conn.execute(
+        f"""INSERT INTO batches SELECT query_id, {new_run}, {shift_id}, {shift_ts}, duration_ms, input_rows, input_rps,
                      processed_rps, watermark + k * {period!r}, state_rows, state_memory_bytes, durations,
                      json_set(progress, '$.batchId', {shift_id}, '$.runId', {new_run},
                               '$.timestamp', strftime('%Y-%m-%dT%H:%M:%fZ', {shift_ts}, 'unixepoch'))
-                     FROM k, seed.batches ORDER BY k, ts LIMIT ?""", (batches,))
+                     FROM k, seed.batches ORDER BY k, ts LIMIT ?""",
+        (batches,),
+    )
     last_ts = conn.execute("SELECT MAX(ts) FROM batches").fetchone()[0]
     for table in ("operators", "partitions"):
         cols = [r[1] for r in conn.execute(f"PRAGMA seed.table_info({table})")]
         exprs = [new_run if c == "run_id" else shift_id if c == "batch_id" else shift_ts if c == "ts" else c for c in cols]
         conn.execute(f"INSERT INTO {table} SELECT {', '.join(exprs)} FROM k, seed.{table} WHERE {shift_ts} <= ?", (last_ts,))
-    conn.execute(f"""INSERT INTO events (query_id, run_id, ts, kind, attributes)
-                     SELECT query_id, {new_run}, {shift_ts}, kind, attributes FROM k, seed.events WHERE {shift_ts} <= ?""", (last_ts,))
-    conn.execute(f"""INSERT INTO runs SELECT {new_run}, query_id, started + k * {period!r}, last_seen + k * {period!r},
-                     ended + k * {period!r}, outcome, exception FROM k, seed.runs WHERE started + k * {period!r} <= ?""", (last_ts,))
+    conn.execute(
+        f"""INSERT INTO events (query_id, run_id, ts, kind, attributes)
+                     SELECT query_id, {new_run}, {shift_ts}, kind, attributes FROM k, seed.events WHERE {shift_ts} <= ?""",
+        (last_ts,),
+    )
+    conn.execute(
+        f"""INSERT INTO runs SELECT {new_run}, query_id, started + k * {period!r}, last_seen + k * {period!r},
+                     ended + k * {period!r}, outcome, exception FROM k, seed.runs WHERE started + k * {period!r} <= ?""",
+        (last_ts,),
+    )
     conn.commit()
     conn.execute("DETACH seed")
     conn.close()
@@ -126,7 +135,9 @@ def main() -> None:
     if have != args.batches:
         started = time.perf_counter()
         (build if args.replicated else build_synthetic)(args.db, args.batches)
-        print(f"built {args.db}: {args.batches:,} batches, {os.path.getsize(args.db) / 1e9:.2f} GB in {time.perf_counter() - started:.0f} s")
+        print(
+            f"built {args.db}: {args.batches:,} batches, {os.path.getsize(args.db) / 1e9:.2f} GB in {time.perf_counter() - started:.0f} s"
+        )
     print(f"{'page':<18} {'median s':>9} {'min s':>7} {'max s':>7}  (AppTest, {args.repeat} runs, cold Streamlit caches)")
     for page in PAGES:
         times = first_paint(args.db, page, args.repeat)

@@ -54,8 +54,9 @@ def child(args: argparse.Namespace) -> None:
     stopped = []
     signal.signal(signal.SIGTERM, lambda signum, frame: stopped.append(signum))
     codec = None if args.codec == "none" else args.codec
-    spark = spark_session(master="local[1]", event_log_dir=args.event_log_dir, event_log_codec=codec,
-                          extra={"spark.app.name": "latency-bench"})
+    spark = spark_session(
+        master="local[1]", event_log_dir=args.event_log_dir, event_log_codec=codec, extra={"spark.app.name": "latency-bench"}
+    )
     spark.sparkContext.setLogLevel("ERROR")
     query = dedup_window_query(spark, args.checkpoint, 10, name="latency", trigger_seconds=args.trigger)
     while not stopped and query.isActive:
@@ -80,13 +81,28 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="sso-watch-latency-")
     logs = os.path.join(root, "logs")
     os.makedirs(logs)
-    fleet = FleetObserver([logs], Settings.from_env(http_port=0, labels="cluster=bench", history_enabled=False),
-                          WatchOptions(poll_interval=args.poll)).start()
+    fleet = FleetObserver(
+        [logs], Settings.from_env(http_port=0, labels="cluster=bench", history_enabled=False), WatchOptions(poll_interval=args.poll)
+    ).start()
     assert fleet.server is not None
     url = fleet.server.url
-    app = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", "--event-log-dir", logs, "--checkpoint",
-                            os.path.join(root, "ckpt"), "--codec", args.codec, "--trigger", str(args.trigger)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    app = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--child",
+            "--event-log-dir",
+            logs,
+            "--checkpoint",
+            os.path.join(root, "ckpt"),
+            "--codec",
+            args.codec,
+            "--trigger",
+            str(args.trigger),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     latencies: list[float] = []
     try:
         last_batch = None
@@ -118,10 +134,14 @@ def main() -> None:
         print("no batch showed on /metrics: is Java installed?")
         sys.exit(1)
     lat = sorted(latencies)
-    print(f"codec {args.codec}, trigger {args.trigger} s, poll {args.poll} s, {len(lat)} batches "
-          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-    print(f"  Spark finished the batch -> visible on /metrics: median {statistics.median(lat):.2f} s, max {lat[-1]:.2f} s, "
-          f"min {lat[0]:.2f} s (goal: poll + 1 s = {args.poll + 1:.1f} s)")
+    print(
+        f"codec {args.codec}, trigger {args.trigger} s, poll {args.poll} s, {len(lat)} batches "
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
+    print(
+        f"  Spark finished the batch -> visible on /metrics: median {statistics.median(lat):.2f} s, max {lat[-1]:.2f} s, "
+        f"min {lat[0]:.2f} s (goal: poll + 1 s = {args.poll + 1:.1f} s)"
+    )
 
 
 if __name__ == "__main__":

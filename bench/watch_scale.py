@@ -79,8 +79,17 @@ def _retimed(line: bytes, app: int, batch: int) -> bytes:
     return json.dumps(event, separators=(",", ":")).encode() + b"\n"
 
 
-def writer(folder: str, apps: int, interval: float, time_scale: float, duration: float, codec: str, max_file_bytes: int,
-           scenario: str, ready: multiprocessing.synchronize.Event) -> None:  # type: ignore[name-defined]
+def writer(
+    folder: str,
+    apps: int,
+    interval: float,
+    time_scale: float,
+    duration: float,
+    codec: str,
+    max_file_bytes: int,
+    scenario: str,
+    ready: multiprocessing.synchronize.Event,
+) -> None:  # type: ignore[name-defined]
     """Write N applications' logs at their pace until ``duration`` is over, then finish them."""
     header, segments, gaps = recorded(scenario)
     rng = random.Random(7)
@@ -133,8 +142,10 @@ def scale(args: argparse.Namespace) -> None:
     folder = tempfile.mkdtemp(prefix="sso-watch-scale-")
     try:
         ready = multiprocessing.Event()
-        proc = multiprocessing.Process(target=writer, args=(folder, args.apps, args.interval, args.time_scale, args.duration,
-                                                            args.codec, args.max_file_bytes, args.scenario, ready))
+        proc = multiprocessing.Process(
+            target=writer,
+            args=(folder, args.apps, args.interval, args.time_scale, args.duration, args.codec, args.max_file_bytes, args.scenario, ready),
+        )
         proc.start()
         ready.wait(600)
         wanted = PIPELINE_EVENTS if args.no_placement else DEFAULT_WANTED_EVENTS
@@ -143,8 +154,11 @@ def scale(args: argparse.Namespace) -> None:
         if args.pipeline:
             # the whole watch command: every application through its own pipeline (metrics, signals), the
             # shared self-metrics, and a rendering of the one endpoint's text every --scrape seconds
-            fleet = FleetObserver([folder], Settings.from_env(labels="cluster=bench", history_enabled=False, http_port=0),
-                                  WatchOptions(poll_interval=args.poll, grace_seconds=3600))
+            fleet = FleetObserver(
+                [folder],
+                Settings.from_env(labels="cluster=bench", history_enabled=False, http_port=0),
+                WatchOptions(poll_interval=args.poll, grace_seconds=3600),
+            )
             fleet.start(follow=False)  # the endpoint (and its pre-rendering) as the command has it; polls are driven below
             watcher = fleet.watcher
         latencies: list[float] = []
@@ -164,11 +178,13 @@ def scale(args: argparse.Namespace) -> None:
 
         def mark() -> None:
             time.sleep(warmup)
-            window.update(steady=1, wall=time.monotonic(), cpu=time.process_time(), events=delivered[0],
-                          decoded=watcher.counts.decoded_bytes)
+            window.update(
+                steady=1, wall=time.monotonic(), cpu=time.process_time(), events=delivered[0], decoded=watcher.counts.decoded_bytes
+            )
             time.sleep(max(1.0, args.duration - warmup - 2.0))
-            window.update(wall_end=time.monotonic(), cpu_end=time.process_time(), events_end=delivered[0],
-                          decoded_end=watcher.counts.decoded_bytes)
+            window.update(
+                wall_end=time.monotonic(), cpu_end=time.process_time(), events_end=delivered[0], decoded_end=watcher.counts.decoded_bytes
+            )
             stop.set()
 
         threading.Thread(target=mark, daemon=True).start()
@@ -205,24 +221,34 @@ def scale(args: argparse.Namespace) -> None:
                 pass
         base_cpu = time.process_time() - t
         total_decoded_mb = watcher.counts.decoded_bytes / 1e6
-        print(f"apps {args.apps}, one batch every {args.interval or 'recorded interval'} s each, {args.codec}, rolling at "
-              f"{args.max_file_bytes / 1e6:.2f} MB ({files} event files), poll {args.poll} s, "
-              f"{'full pipeline' if args.pipeline else 'pipeline events only' if args.no_placement else 'pipeline and placement events'}, steady window {wall:.0f} s "
-              f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+        print(
+            f"apps {args.apps}, one batch every {args.interval or 'recorded interval'} s each, {args.codec}, rolling at "
+            f"{args.max_file_bytes / 1e6:.2f} MB ({files} event files), poll {args.poll} s, "
+            f"{'full pipeline' if args.pipeline else 'pipeline events only' if args.no_placement else 'pipeline and placement events'}, steady window {wall:.0f} s "
+            f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+        )
         print(f"  CPU share of one core: {cpu / wall:.3f}   RSS now {rss_now:.0f} MB, peak {rss_peak:.0f} MB")
-        print(f"  events delivered/s: {(window['events_end'] - window['events']) / wall:.0f}   decoded MB/s: {decoded_mb / wall:.2f}"
-              f"   lines scanned: {watcher.counts.lines}, parsed: {watcher.counts.events_parsed}")
+        print(
+            f"  events delivered/s: {(window['events_end'] - window['events']) / wall:.0f}   decoded MB/s: {decoded_mb / wall:.2f}"
+            f"   lines scanned: {watcher.counts.lines}, parsed: {watcher.counts.events_parsed}"
+        )
         if latencies:
             lat = sorted(latencies)
-            print(f"  latency written -> delivered: median {statistics.median(lat):.2f} s, p99 {lat[int(len(lat) * 0.99) - 1]:.2f} s, "
-                  f"max {lat[-1]:.2f} s, min {lat[0]:.2f} s over {len(lat)} progress events")
-        print(f"  CPU per decoded MB: watcher {cpu / max(decoded_mb, 1e-9) * 1000:.1f} ms; baseline, the offline reader "
-              "(parses streaming and executor events only, no task or SQL events) over the finished logs: "
-              f"{base_cpu / max(total_decoded_mb, 1e-9) * 1000:.1f} ms (ratio {cpu / max(decoded_mb, 1e-9) / max(base_cpu / max(total_decoded_mb, 1e-9), 1e-9):.2f})")
+            print(
+                f"  latency written -> delivered: median {statistics.median(lat):.2f} s, p99 {lat[int(len(lat) * 0.99) - 1]:.2f} s, "
+                f"max {lat[-1]:.2f} s, min {lat[0]:.2f} s over {len(lat)} progress events"
+            )
+        print(
+            f"  CPU per decoded MB: watcher {cpu / max(decoded_mb, 1e-9) * 1000:.1f} ms; baseline, the offline reader "
+            "(parses streaming and executor events only, no task or SQL events) over the finished logs: "
+            f"{base_cpu / max(total_decoded_mb, 1e-9) * 1000:.1f} ms (ratio {cpu / max(decoded_mb, 1e-9) / max(base_cpu / max(total_decoded_mb, 1e-9), 1e-9):.2f})"
+        )
         if scrapes:
-            print(f"  full pipeline: {args.apps} applications, GET /metrics "
-                  f"({size / 1e6:.1f} MB uncompressed): median {statistics.median(scrapes) * 1000:.0f} ms, max {max(scrapes) * 1000:.0f} ms "
-                  f"over {len(scrapes)} scrapes")
+            print(
+                f"  full pipeline: {args.apps} applications, GET /metrics "
+                f"({size / 1e6:.1f} MB uncompressed): median {statistics.median(scrapes) * 1000:.0f} ms, max {max(scrapes) * 1000:.0f} ms "
+                f"over {len(scrapes)} scrapes"
+            )
         print(f"  problems: {dict(watcher.counts.problems) or 'none'}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -235,7 +261,11 @@ def scan_only(args: argparse.Namespace) -> None:
     copies = max(1, int(args.scan_mb * 1e6 / sum(len(x) for x in body)))
     import zstandard
 
-    results: dict[str, list[float]] = {"zstd decompression only": [], "watcher, batch application": [], "watcher, streaming application": []}
+    results: dict[str, list[float]] = {
+        "zstd decompression only": [],
+        "watcher, batch application": [],
+        "watcher, streaming application": [],
+    }
     parsed: dict[str, int] = {}
     for _ in range(args.repeat):
         for label, streaming in (("watcher, batch application", False), ("watcher, streaming application", True)):
@@ -268,8 +298,10 @@ def scan_only(args: argparse.Namespace) -> None:
     base = statistics.median(results["zstd decompression only"])
     for label, values in results.items():
         extra = f", events parsed {parsed[label]}" if label in parsed else ""
-        print(f"  {label}: {statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f}), "
-              f"{statistics.median(values) / base:.2f}x of decompression alone{extra}")
+        print(
+            f"  {label}: {statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f}), "
+            f"{statistics.median(values) / base:.2f}x of decompression alone{extra}"
+        )
 
 
 def main() -> None:
@@ -283,7 +315,9 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=1.0)
     parser.add_argument("--scenario", default="rocksdb_restart")
     parser.add_argument("--no-placement", action="store_true", help="want only the pipeline's events (no task and SQL events)")
-    parser.add_argument("--pipeline", action="store_true", help="run the full watch pipeline (metrics, signals, /metrics text), not the watcher alone")
+    parser.add_argument(
+        "--pipeline", action="store_true", help="run the full watch pipeline (metrics, signals, /metrics text), not the watcher alone"
+    )
     parser.add_argument("--scrape", type=float, default=15.0, help="with --pipeline: seconds between renderings of /metrics")
     parser.add_argument("--scan-only", action="store_true")
     parser.add_argument("--scan-mb", type=float, default=100.0)

@@ -24,10 +24,14 @@ if TYPE_CHECKING:
     from observer.signals.kinds import SIGNAL_KINDS, SignalEvent
 
 _PUBLIC = {
-    "attach": "observer.capture.attach", "ObserverHandle": "observer.capture.attach",
-    "StateObserverListener": "observer.capture.listener", "Observer": "observer.runtime",
-    "Settings": "observer.settings", "SettingsError": "observer.settings",
-    "SignalEvent": "observer.signals.kinds", "SIGNAL_KINDS": "observer.signals.kinds",
+    "attach": "observer.capture.attach",
+    "ObserverHandle": "observer.capture.attach",
+    "StateObserverListener": "observer.capture.listener",
+    "Observer": "observer.runtime",
+    "Settings": "observer.settings",
+    "SettingsError": "observer.settings",
+    "SignalEvent": "observer.signals.kinds",
+    "SIGNAL_KINDS": "observer.signals.kinds",
 }
 __all__ = [
     "SIGNAL_KINDS",

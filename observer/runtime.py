@@ -47,10 +47,18 @@ class Observer:
     are added with ``add_sink``.
     """
 
-    def __init__(self, settings: Settings | None = None, *, serve: bool | None = None, live: bool = True,
-                 executor_ids: Callable[[], AbstractSet[str] | None] | None = None,
-                 last_alive_hint: LastAliveHint | None = None, clock: Callable[[], float] = time.time,
-                 identity: AppContext | None = None, self_metrics: SelfMetrics | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        serve: bool | None = None,
+        live: bool = True,
+        executor_ids: Callable[[], AbstractSet[str] | None] | None = None,
+        last_alive_hint: LastAliveHint | None = None,
+        clock: Callable[[], float] = time.time,
+        identity: AppContext | None = None,
+        self_metrics: SelfMetrics | None = None,
+    ) -> None:
         self.settings = settings or Settings.from_env()
         # whose events these are: every series, signal and sink call carries it (the static labels alone when
         # the application is unknown, e.g. a replay of progress JSON lines)
@@ -58,8 +66,13 @@ class Observer:
         self.queue = CaptureQueue(self.settings.queue_size)
         self.tracker = QueryTracker(self.settings.max_queries)
         self.self_metrics = self_metrics or SelfMetrics()  # the watcher's applications share one set
-        self.view = MetricsView(self.tracker, self.self_metrics, queue_len=lambda: len(self.queue),
-                                partition_top_k=self.settings.partition_top_k, identity=self.identity)
+        self.view = MetricsView(
+            self.tracker,
+            self.self_metrics,
+            queue_len=lambda: len(self.queue),
+            partition_top_k=self.settings.partition_top_k,
+            identity=self.identity,
+        )
         self.engine = SignalEngine(self.settings, self.tracker.get, clock=clock, live=live, last_alive_hint=last_alive_hint)
         self.signals = SignalBus(on_callback_failure=lambda: self.self_metrics.incr("callback_failures"))
         self.prometheus = PrometheusSink(self.view, self.settings, lambda: self.self_metrics.count("export_failures", "pushgateway"))
@@ -216,7 +229,9 @@ class Observer:
                 executors = self._guarded("executors", self._executor_ids)
             facts = self.engine.on_event(event, record, received_at=item.received_at, executors=executors)
             if self.placement is not None and isinstance(event, QueryProgress):
-                self._guarded("placement", partial(self.placement.on_progress, event, facts, self._label, event.timestamp or item.received_at))
+                self._guarded(
+                    "placement", partial(self.placement.on_progress, event, facts, self._label, event.timestamp or item.received_at)
+                )
             self._deliver(event, facts, item.received_at)
         except Exception as exc:  # the observer's own bug must not reach Spark; count it and go on
             metrics.incr("failed")
@@ -225,8 +240,12 @@ class Observer:
             metrics.count("dropped", "too_many_queries", self.tracker.evicted - evicted_before)
         if self.tracker.label_values_dropped != labels_before:  # beyond a query's label budget (observer.metrics.labels)
             metrics.incr("problems", self.tracker.label_values_dropped - labels_before)
-            self._log_once("labels", "spark-state-observer: query %s has more distinct phases, sources, operators or metric keys "
-                           "than the observer keeps per query; the least recently used are dropped", event.query_id)
+            self._log_once(
+                "labels",
+                "spark-state-observer: query %s has more distinct phases, sources, operators or metric keys "
+                "than the observer keeps per query; the least recently used are dropped",
+                event.query_id,
+            )
         with metrics.lock:
             metrics.processing.observe(time.perf_counter() - started)
 

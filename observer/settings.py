@@ -41,10 +41,17 @@ class Settings:
     """Everything the observer can be told. Defaults suit a job on one host with Prometheus scraping it."""
 
     # Identity of the application on every series and signal (listener and watcher alike)
-    labels: str = field(default="", metadata={"doc": "Static labels put on every series, signal and OTLP resource, e.g. `cluster=a,namespace=b` (the application name goes to the `app` label by itself)."})
+    labels: str = field(
+        default="",
+        metadata={
+            "doc": "Static labels put on every series, signal and OTLP resource, e.g. `cluster=a,namespace=b` (the application name goes to the `app` label by itself)."
+        },
+    )
     # Prometheus HTTP endpoint
     http_enabled: bool = field(default=True, metadata={"doc": "Serve /metrics over HTTP."})
-    http_host: str = field(default="127.0.0.1", metadata={"doc": "Address the endpoint binds to (loopback by default; 0.0.0.0 to be scraped from elsewhere)."})
+    http_host: str = field(
+        default="127.0.0.1", metadata={"doc": "Address the endpoint binds to (loopback by default; 0.0.0.0 to be scraped from elsewhere)."}
+    )
     http_port: int = field(default=9108, metadata={"doc": "Port of the endpoint; 0 picks a free port (see `handle.http_port`)."})
     tls_certfile: str = field(default="", metadata={"doc": "PEM certificate: serve HTTPS when set together with `tls_keyfile`."})
     tls_keyfile: str = field(default="", metadata={"doc": "PEM private key for HTTPS."})
@@ -52,46 +59,137 @@ class Settings:
     basic_auth_user: str = field(default="", metadata={"doc": "User name required on /metrics (and sent to the Pushgateway) when set."})
     basic_auth_password: str = field(default="", metadata={"doc": "Password that goes with `basic_auth_user`."})
     # Pushgateway mode
-    pushgateway_url: str = field(default="", metadata={"doc": "Push the metrics to this Pushgateway (e.g. http://127.0.0.1:9091) instead of, or as well as, serving them."})
+    pushgateway_url: str = field(
+        default="",
+        metadata={"doc": "Push the metrics to this Pushgateway (e.g. http://127.0.0.1:9091) instead of, or as well as, serving them."},
+    )
     pushgateway_job: str = field(default="spark_state_observer", metadata={"doc": "Pushgateway `job` grouping key."})
     push_interval_seconds: float = field(default=15.0, metadata={"doc": "How often to push; a final push happens on stop()."})
-    push_timeout_seconds: float = field(default=5.0, metadata={"doc": "Timeout of one push; a failed push is counted, never retried in a loop."})
+    push_timeout_seconds: float = field(
+        default=5.0, metadata={"doc": "Timeout of one push; a failed push is counted, never retried in a loop."}
+    )
     # History store
-    history_enabled: bool = field(default=True, metadata={"doc": "Write every batch, operator figure and event to the history (the browser reads it)."})
-    history_path: str = field(default=DEFAULT_HISTORY_PATH, metadata={"doc": "History database: a file path or `sqlite:///relative.db` / `sqlite:////absolute.db` (embedded SQLite), or `postgresql://user[:password]@host:port/database` (shared, needs the `postgres` extra)."})
+    history_enabled: bool = field(
+        default=True, metadata={"doc": "Write every batch, operator figure and event to the history (the browser reads it)."}
+    )
+    history_path: str = field(
+        default=DEFAULT_HISTORY_PATH,
+        metadata={
+            "doc": "History database: a file path or `sqlite:///relative.db` / `sqlite:////absolute.db` (embedded SQLite), or `postgresql://user[:password]@host:port/database` (shared, needs the `postgres` extra)."
+        },
+    )
     history_max_age_seconds: float = field(default=7 * 86400.0, metadata={"doc": "History older than this is deleted."})
-    history_max_bytes: float = field(default=float(1 << 30), metadata={"doc": "When the history grows past this, the oldest batches are deleted."})
-    history_retention: str = field(default="", metadata={"doc": "Ages that differ from `history_max_age_seconds`, per application or query: `app:NAME=SECONDS,query:NAME_OR_ID=SECONDS` (a query's entry wins over its application's)."})
-    history_buffer_rows: int = field(default=50_000, metadata={"doc": "PostgreSQL history: rows held while the database is unreachable (retried with backoff); events beyond are dropped and counted."})
+    history_max_bytes: float = field(
+        default=float(1 << 30), metadata={"doc": "When the history grows past this, the oldest batches are deleted."}
+    )
+    history_retention: str = field(
+        default="",
+        metadata={
+            "doc": "Ages that differ from `history_max_age_seconds`, per application or query: `app:NAME=SECONDS,query:NAME_OR_ID=SECONDS` (a query's entry wins over its application's)."
+        },
+    )
+    history_buffer_rows: int = field(
+        default=50_000,
+        metadata={
+            "doc": "PostgreSQL history: rows held while the database is unreachable (retried with backoff); events beyond are dropped and counted."
+        },
+    )
     # Capture and pipeline
-    queue_size: int = field(default=10_000, metadata={"doc": "Events held between the Spark callback and the worker; on overflow the oldest is dropped and counted."})
-    fast_path: bool = field(default=True, metadata={"doc": "Take each event as one JSON string from the JVM (classic PySpark); off forces PySpark's own event objects."})
+    queue_size: int = field(
+        default=10_000,
+        metadata={"doc": "Events held between the Spark callback and the worker; on overflow the oldest is dropped and counted."},
+    )
+    fast_path: bool = field(
+        default=True,
+        metadata={"doc": "Take each event as one JSON string from the JVM (classic PySpark); off forces PySpark's own event objects."},
+    )
     max_queries: int = field(default=1_000, metadata={"doc": "Queries kept in memory; the oldest terminated ones are forgotten first."})
-    partition_top_k: int = field(default=10, metadata={"doc": "Per-partition series kept per operator (snapshot lag) and per Kafka source (lag), most lagging first; 0 turns them off."})
+    partition_top_k: int = field(
+        default=10,
+        metadata={
+            "doc": "Per-partition series kept per operator (snapshot lag) and per Kafka source (lag), most lagging first; 0 turns them off."
+        },
+    )
     # Signals: restores, restarts, stalls, growth
-    trigger_interval_seconds: float = field(default=10.0, metadata={"doc": "Expected trigger interval, used when the observer cannot see the query's own."})
-    stall_factor: float = field(default=DEFAULT_STALL_FACTOR, metadata={"doc": "A non-idle query with no progress for stall_factor x its typical batch interval is stalled."})
-    stall_min_seconds: float = field(default=DEFAULT_STALL_MIN_SECONDS, metadata={"doc": "Never call a query stalled before this many seconds without progress."})
+    trigger_interval_seconds: float = field(
+        default=10.0, metadata={"doc": "Expected trigger interval, used when the observer cannot see the query's own."}
+    )
+    stall_factor: float = field(
+        default=DEFAULT_STALL_FACTOR,
+        metadata={"doc": "A non-idle query with no progress for stall_factor x its typical batch interval is stalled."},
+    )
+    stall_min_seconds: float = field(
+        default=DEFAULT_STALL_MIN_SECONDS, metadata={"doc": "Never call a query stalled before this many seconds without progress."}
+    )
     crash_loop_restarts: int = field(default=3, metadata={"doc": "Restarts within `crash_loop_window_seconds` that make a crash loop."})
     crash_loop_window_seconds: float = field(default=900.0, metadata={"doc": "Window of the crash-loop rule."})
     growth_window_seconds: float = field(default=120.0, metadata={"doc": "Window over which state growth and eviction are judged."})
     growth_min_batches: int = field(default=8, metadata={"doc": "Batches needed in the window before a growth verdict is given."})
-    state_rows_budget: float = field(default=0.0, metadata={"doc": "Rows budget per operator for the time-to-budget forecast; 0 means no forecast."})
-    state_memory_budget_bytes: float = field(default=0.0, metadata={"doc": "Memory budget per operator for the forecast; 0 means no forecast."})
-    restore_load_threshold_seconds: float = field(default=0.5, metadata={"doc": "Within a run, a RocksDB load latency above this (and 3x the run's median) counts as a reload."})
-    falling_behind_window_seconds: float = field(default=300.0, metadata={"doc": "Input and processing rates are averaged over this many seconds of batches to judge falling behind (per-batch rates swing widely on a busy machine)."})
-    falling_behind_for_seconds: float = field(default=120.0, metadata={"doc": "Averaged input above `falling_behind_ratio` x averaged processing for this long means falling behind."})
-    falling_behind_ratio: float = field(default=1.1, metadata={"doc": "How much faster input must arrive than it is processed (averaged over `falling_behind_window_seconds`) to fall behind; the mixin's threshold of the same name."})
-    placement: str = field(default="auto", metadata={"doc": "Where state partitions run and when they move (the `partition_migrated` signal and the placement metrics): `auto` polls the driver's REST API on the observer's worker once per progress event when Spark's UI is on (classic PySpark), and reads task events in `replay`/`watch`; `on` warns when live polling is impossible; `off` never."})
-    placement_every: int = field(default=1, metadata={"doc": "Live placement: poll every N-th batch (and at once when a batch shows stores loaded from the checkpoint); divides the driver's cost (~10 ms JVM CPU per poll at 200 partitions) by about N."})
-    poll_executors: bool = field(default=True, metadata={"doc": "Poll the driver's executor list (one JVM call, at most once per progress event) to see executors come and go."})
+    state_rows_budget: float = field(
+        default=0.0, metadata={"doc": "Rows budget per operator for the time-to-budget forecast; 0 means no forecast."}
+    )
+    state_memory_budget_bytes: float = field(
+        default=0.0, metadata={"doc": "Memory budget per operator for the forecast; 0 means no forecast."}
+    )
+    restore_load_threshold_seconds: float = field(
+        default=0.5, metadata={"doc": "Within a run, a RocksDB load latency above this (and 3x the run's median) counts as a reload."}
+    )
+    falling_behind_window_seconds: float = field(
+        default=300.0,
+        metadata={
+            "doc": "Input and processing rates are averaged over this many seconds of batches to judge falling behind (per-batch rates swing widely on a busy machine)."
+        },
+    )
+    falling_behind_for_seconds: float = field(
+        default=120.0,
+        metadata={"doc": "Averaged input above `falling_behind_ratio` x averaged processing for this long means falling behind."},
+    )
+    falling_behind_ratio: float = field(
+        default=1.1,
+        metadata={
+            "doc": "How much faster input must arrive than it is processed (averaged over `falling_behind_window_seconds`) to fall behind; the mixin's threshold of the same name."
+        },
+    )
+    placement: str = field(
+        default="auto",
+        metadata={
+            "doc": "Where state partitions run and when they move (the `partition_migrated` signal and the placement metrics): `auto` polls the driver's REST API on the observer's worker once per progress event when Spark's UI is on (classic PySpark), and reads task events in `replay`/`watch`; `on` warns when live polling is impossible; `off` never."
+        },
+    )
+    placement_every: int = field(
+        default=1,
+        metadata={
+            "doc": "Live placement: poll every N-th batch (and at once when a batch shows stores loaded from the checkpoint); divides the driver's cost (~10 ms JVM CPU per poll at 200 partitions) by about N."
+        },
+    )
+    poll_executors: bool = field(
+        default=True,
+        metadata={"doc": "Poll the driver's executor list (one JVM call, at most once per progress event) to see executors come and go."},
+    )
     # OpenTelemetry (OTLP); see README "OpenTelemetry" for the OTEL_* variables also read
-    otlp_endpoint: str = field(default="", metadata={"doc": "Export metrics, signal log records (and batch spans) over OTLP to this collector, e.g. http://127.0.0.1:4318 (http/protobuf) or http://127.0.0.1:4317 (grpc); empty: `OTEL_EXPORTER_OTLP_ENDPOINT` if set, else no OTLP export."})
-    otlp_protocol: str = field(default="", metadata={"doc": "`http/protobuf` or `grpc`; empty: `OTEL_EXPORTER_OTLP_PROTOCOL`, else http/protobuf."})
-    otlp_interval_seconds: float = field(default=0.0, metadata={"doc": "Metric export interval; 0: `OTEL_METRIC_EXPORT_INTERVAL` (ms), else 60 s."})
-    otlp_timeout_seconds: float = field(default=0.0, metadata={"doc": "Timeout of one OTLP export, retries included; 0: `OTEL_EXPORTER_OTLP_TIMEOUT`, else 10 s. Failed exports are counted, never block the job."})
+    otlp_endpoint: str = field(
+        default="",
+        metadata={
+            "doc": "Export metrics, signal log records (and batch spans) over OTLP to this collector, e.g. http://127.0.0.1:4318 (http/protobuf) or http://127.0.0.1:4317 (grpc); empty: `OTEL_EXPORTER_OTLP_ENDPOINT` if set, else no OTLP export."
+        },
+    )
+    otlp_protocol: str = field(
+        default="", metadata={"doc": "`http/protobuf` or `grpc`; empty: `OTEL_EXPORTER_OTLP_PROTOCOL`, else http/protobuf."}
+    )
+    otlp_interval_seconds: float = field(
+        default=0.0, metadata={"doc": "Metric export interval; 0: `OTEL_METRIC_EXPORT_INTERVAL` (ms), else 60 s."}
+    )
+    otlp_timeout_seconds: float = field(
+        default=0.0,
+        metadata={
+            "doc": "Timeout of one OTLP export, retries included; 0: `OTEL_EXPORTER_OTLP_TIMEOUT`, else 10 s. Failed exports are counted, never block the job."
+        },
+    )
     otlp_traces: bool = field(default=False, metadata={"doc": "Also export each micro-batch as a span with one child span per phase."})
-    otlp_queue_size: int = field(default=2048, metadata={"doc": "Log records and spans buffered for export; when the collector is away longer, the oldest are dropped."})
+    otlp_queue_size: int = field(
+        default=2048,
+        metadata={"doc": "Log records and spans buffered for export; when the collector is away longer, the oldest are dropped."},
+    )
 
     @property
     def static_labels(self) -> Pairs:

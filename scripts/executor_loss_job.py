@@ -33,8 +33,11 @@ def executor_pid(executor_id: str) -> int | None:
                 args = f.read().split(b"\0")
         except OSError:
             continue
-        if (any(a.endswith(b"CoarseGrainedExecutorBackend") for a in args) and b"--executor-id" in args
-                and args[args.index(b"--executor-id") + 1] == executor_id.encode()):
+        if (
+            any(a.endswith(b"CoarseGrainedExecutorBackend") for a in args)
+            and b"--executor-id" in args
+            and args[args.index(b"--executor-id") + 1] == executor_id.encode()
+        ):
             return int(pid)
     return None
 
@@ -57,8 +60,11 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def run(args: argparse.Namespace, attach_hook: Callable[[Any, Any], None] | None = None,
-        before_stop: Callable[[Any, Any, dict], None] | None = None) -> dict:
+def run(
+    args: argparse.Namespace,
+    attach_hook: Callable[[Any, Any], None] | None = None,
+    before_stop: Callable[[Any, Any, dict], None] | None = None,
+) -> dict:
     """Run the job; ``attach_hook(spark, handle)`` runs after attaching, ``before_stop(spark, query, kill)`` before stopping.
 
     Returns what was done to the cluster: the killed executor's id, pid and time (None in a clean run).
@@ -72,8 +78,12 @@ def run(args: argparse.Namespace, attach_hook: Callable[[Any, Any], None] | None
     if args.ui:
         extra.update({"spark.ui.enabled": "true", "spark.ui.port": "0", "spark.ui.showConsoleProgress": "false"})
     extra.update(kv.split("=", 1) for kv in args.conf)
-    spark = spark_session(master="local-cluster[2,1,1024]", event_log_dir=os.path.join(args.out, "eventlog"),
-                          event_log_codec=None if args.codec == "none" else args.codec, extra=extra)
+    spark = spark_session(
+        master="local-cluster[2,1,1024]",
+        event_log_dir=os.path.join(args.out, "eventlog"),
+        event_log_codec=None if args.codec == "none" else args.codec,
+        extra=extra,
+    )
     spark.sparkContext.setLogLevel("ERROR")
     handle = observer.attach(spark, http_port=0)
     if attach_hook is not None:
@@ -81,8 +91,12 @@ def run(args: argparse.Namespace, attach_hook: Callable[[Any, Any], None] | None
     signals = record_signals(handle)
     query = dedup_window_query(spark, os.path.join(args.out, "checkpoint"), rows_per_second=args.rows_per_second, name=args.name)
     wait_batches(query, args.batches_before)
-    kill: dict = {"executor_id": None, "pid": None, "timestamp": None,
-                  "last_batch_before": query.lastProgress["batchId"] if query.lastProgress else None}
+    kill: dict = {
+        "executor_id": None,
+        "pid": None,
+        "timestamp": None,
+        "last_batch_before": query.lastProgress["batchId"] if query.lastProgress else None,
+    }
     if not args.no_kill:
         time.sleep(args.kill_delay)
         pid = executor_pid(args.kill_executor)
@@ -90,16 +104,25 @@ def run(args: argparse.Namespace, attach_hook: Callable[[Any, Any], None] | None
             raise SystemExit(f"no executor process with id {args.kill_executor} found")
         os.kill(pid, signal.SIGKILL)
         kill.update(executor_id=args.kill_executor, pid=pid, timestamp=time.time())
-        signals.append({"kind": "test_killed_executor", "timestamp": kill["timestamp"],
-                        "attributes": {"executor_id": args.kill_executor, "pid": pid}})
+        signals.append(
+            {"kind": "test_killed_executor", "timestamp": kill["timestamp"], "attributes": {"executor_id": args.kill_executor, "pid": pid}}
+        )
     wait_batches(query, args.batches_after)
     if before_stop is not None:
         before_stop(spark, query, kill)
     progress = [p.json if hasattr(p, "_jdict") else json.dumps(p) for p in query.recentProgress]
-    facts = {"spark_version": spark.version, "query_name": query.name, "query_id": str(query.id), "run_id": str(query.runId),
-             "process_started": started, "killed_executor_id": kill["executor_id"], "killed_pid": kill["pid"],
-             "killed_at": kill["timestamp"], "last_batch_before_kill": kill["last_batch_before"],
-             "last_batch_id": query.lastProgress["batchId"]}
+    facts = {
+        "spark_version": spark.version,
+        "query_name": query.name,
+        "query_id": str(query.id),
+        "run_id": str(query.runId),
+        "process_started": started,
+        "killed_executor_id": kill["executor_id"],
+        "killed_pid": kill["pid"],
+        "killed_at": kill["timestamp"],
+        "last_batch_before_kill": kill["last_batch_before"],
+        "last_batch_id": query.lastProgress["batchId"],
+    }
     query.stop()
     handle.stop()
     spark.stop()

@@ -33,8 +33,9 @@ class Context:
 def _rate(ctx: Context) -> Any:
     from pyspark.sql import functions as F
 
-    return (ctx.spark.readStream.format("rate").option("rowsPerSecond", ctx.rows_per_second).load()
-            .withColumn("key", F.col("value") % ctx.keys))
+    return (
+        ctx.spark.readStream.format("rate").option("rowsPerSecond", ctx.rows_per_second).load().withColumn("key", F.col("value") % ctx.keys)
+    )
 
 
 def _counts(df: Any) -> Any:
@@ -43,8 +44,14 @@ def _counts(df: Any) -> Any:
 
 
 def _noop(df: Any, ctx: Context, mode: str = "update") -> Any:
-    return (df.writeStream.format("noop").outputMode(mode).queryName(ctx.name)
-            .option("checkpointLocation", ctx.checkpoint).trigger(processingTime="1 second").start())
+    return (
+        df.writeStream.format("noop")
+        .outputMode(mode)
+        .queryName(ctx.name)
+        .option("checkpointLocation", ctx.checkpoint)
+        .trigger(processingTime="1 second")
+        .start()
+    )
 
 
 def join(ctx: Context) -> Any:
@@ -53,9 +60,14 @@ def join(ctx: Context) -> Any:
 
     rate = ctx.spark.readStream.format("rate").option("rowsPerSecond", ctx.rows_per_second).load()
     impressions = rate.select(F.col("value").alias("ad_id"), F.col("timestamp").alias("shown_at")).withWatermark("shown_at", "10 seconds")
-    clicks = (ctx.spark.readStream.format("rate").option("rowsPerSecond", ctx.rows_per_second).load()
-              .where(F.col("value") % 3 == 0)
-              .select(F.col("value").alias("click_ad_id"), F.col("timestamp").alias("clicked_at")).withWatermark("clicked_at", "10 seconds"))
+    clicks = (
+        ctx.spark.readStream.format("rate")
+        .option("rowsPerSecond", ctx.rows_per_second)
+        .load()
+        .where(F.col("value") % 3 == 0)
+        .select(F.col("value").alias("click_ad_id"), F.col("timestamp").alias("clicked_at"))
+        .withWatermark("clicked_at", "10 seconds")
+    )
     joined = impressions.join(clicks, F.expr("click_ad_id = ad_id AND clicked_at BETWEEN shown_at AND shown_at + interval 20 seconds"))
     return _noop(joined, ctx, mode="append")
 
@@ -70,8 +82,15 @@ def foreach_503(ctx: Context) -> Any:
             raise RuntimeError(message)
         batch.count()
 
-    return (_counts(_rate(ctx)).writeStream.foreachBatch(write).outputMode("update").queryName(ctx.name)
-            .option("checkpointLocation", ctx.checkpoint).trigger(processingTime="1 second").start())
+    return (
+        _counts(_rate(ctx))
+        .writeStream.foreachBatch(write)
+        .outputMode("update")
+        .queryName(ctx.name)
+        .option("checkpointLocation", ctx.checkpoint)
+        .trigger(processingTime="1 second")
+        .start()
+    )
 
 
 def udf_error(ctx: Context) -> Any:
@@ -93,8 +112,15 @@ def udf_error(ctx: Context) -> Any:
 def file_sink(ctx: Context) -> Any:
     """Deduplication (append mode) written to a parquet folder; ``inject`` replaces that folder by a plain file."""
     df = _rate(ctx).withWatermark("timestamp", "5 seconds").dropDuplicates(["value", "timestamp"])
-    return (df.writeStream.format("parquet").option("path", ctx.options["path"]).outputMode("append").queryName(ctx.name)
-            .option("checkpointLocation", ctx.checkpoint).trigger(processingTime="1 second").start())
+    return (
+        df.writeStream.format("parquet")
+        .option("path", ctx.options["path"])
+        .outputMode("append")
+        .queryName(ctx.name)
+        .option("checkpointLocation", ctx.checkpoint)
+        .trigger(processingTime="1 second")
+        .start()
+    )
 
 
 def file_sink_inject(ctx: Context) -> None:
@@ -112,8 +138,12 @@ def file_source(ctx: Context) -> Any:
     os.makedirs(folder, exist_ok=True)
     _write_parquet(folder, "part-0000.parquet", 0)
     _write_parquet(folder, "part-0001.parquet", 100)
-    df = (ctx.spark.readStream.schema("value LONG").option("maxFilesPerTrigger", 1).parquet(folder)
-          .withColumn("key", F.col("value") % ctx.keys))
+    df = (
+        ctx.spark.readStream.schema("value LONG")
+        .option("maxFilesPerTrigger", 1)
+        .parquet(folder)
+        .withColumn("key", F.col("value") % ctx.keys)
+    )
     return _noop(_counts(df), ctx)
 
 
@@ -160,8 +190,11 @@ def tws_ttl_none(ctx: Context) -> Any:
             pass
 
     out = StructType([StructField("key", LongType()), StructField("n", LongType())])
-    df = _rate(ctx).groupBy("key").transformWithStateInPandas(
-        statefulProcessor=LastSeen(), outputStructType=out, outputMode="Update", timeMode="None")
+    df = (
+        _rate(ctx)
+        .groupBy("key")
+        .transformWithStateInPandas(statefulProcessor=LastSeen(), outputStructType=out, outputMode="Update", timeMode="None")
+    )
     return _noop(df, ctx)
 
 
@@ -203,8 +236,17 @@ def unbounded(ctx: Context) -> Any:
     return _noop(rows.groupBy(F.col("value").alias("key")).count(), ctx)
 
 
-PIPELINES = {"unbounded": unbounded, "join": join, "foreach_503": foreach_503, "udf_error": udf_error, "file_sink": file_sink,
-             "file_source": file_source, "tws_ttl_none": tws_ttl_none, "worker_import": worker_import, "python_oom": python_oom}
+PIPELINES = {
+    "unbounded": unbounded,
+    "join": join,
+    "foreach_503": foreach_503,
+    "udf_error": udf_error,
+    "file_sink": file_sink,
+    "file_source": file_source,
+    "tws_ttl_none": tws_ttl_none,
+    "worker_import": worker_import,
+    "python_oom": python_oom,
+}
 INJECTIONS = {"file_sink": file_sink_inject, "file_source": file_source_inject}
 
 

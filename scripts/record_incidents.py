@@ -67,9 +67,14 @@ class Recorder:
             for name in files:
                 if name.endswith(".crc") or name.startswith("appstatus") or name == "metrics.prom":
                     os.remove(os.path.join(root, name))
-        truth = {"scenario": self.name, "recorded_by": "scripts/record_incidents.py", "runs": len(self.runs),
-                 "spark_version": self.runs[0]["spark_version"] if self.runs else None,
-                 **truth, "run_facts": self.runs}
+        truth = {
+            "scenario": self.name,
+            "recorded_by": "scripts/record_incidents.py",
+            "runs": len(self.runs),
+            "spark_version": self.runs[0]["spark_version"] if self.runs else None,
+            **truth,
+            "run_facts": self.runs,
+        }
         with open(os.path.join(self.target, "truth.json"), "w") as f:
             json.dump(truth, f, indent=1)
         print(f"{self.name}: {dir_size(self.target) / 1024:.0f} KB", flush=True)
@@ -81,9 +86,11 @@ def dir_size(path: str) -> int:
 
 def clean(seconds: int) -> Callable[[Recorder], dict[str, Any]]:
     """A clean run: no restart, no executor change, 8 partitions, RocksDB, 3,000 rows/s on local[2]."""
+
     def scenario(rec: Recorder) -> dict[str, Any]:
-        facts = rec.run("--duration", str(seconds), "--partitions", "8", "--rows-per-second", "3000",
-                        "--name", rec.name, nice=seconds > 300)
+        facts = rec.run(
+            "--duration", str(seconds), "--partitions", "8", "--rows-per-second", "3000", "--name", rec.name, nice=seconds > 300
+        )
         if seconds > 300 and dir_size(os.path.join(rec.target, "run1", "eventlog")) > LONG_RUN_EVENTLOG_LIMIT:
             # too big to keep: keep only the progress lines, compressed (.zstd: replay reads it as it reads Spark's zstd logs)
             import zstandard
@@ -93,18 +100,29 @@ def clean(seconds: int) -> Callable[[Recorder], dict[str, Any]]:
             with open(path, "rb") as src, open(path + ".zstd", "wb") as dst:
                 dst.write(zstandard.ZstdCompressor(level=19).compress(src.read()))
             os.remove(path)
-        return {"clean": True, "duration_seconds": facts["process_ended"] - facts["process_started"],
-                "partitions": 8, "rows_per_second": 3000, "master": "local[2]", "provider": "rocksdb",
-                "expected_events": [], "note": "no restart, no executor change: nothing may fire"}
+        return {
+            "clean": True,
+            "duration_seconds": facts["process_ended"] - facts["process_started"],
+            "partitions": 8,
+            "rows_per_second": 3000,
+            "master": "local[2]",
+            "provider": "rocksdb",
+            "expected_events": [],
+            "note": "no restart, no executor change: nothing may fire",
+        }
+
     return scenario
 
 
-def restart(query: str, runs: tuple[int, int], downtime: float, keep_eventlog_below: int | None = None) -> Callable[[Recorder], dict[str, Any]]:
+def restart(
+    query: str, runs: tuple[int, int], downtime: float, keep_eventlog_below: int | None = None
+) -> Callable[[Recorder], dict[str, Any]]:
     """Two runs of one query on one checkpoint, in two processes, ``downtime`` seconds apart.
 
     With ``keep_eventlog_below``, a recording larger than that keeps its progress lines only (the older
     Spark versions: their figures are in docs/findings/restore-metrics.md, the fixture stays small).
     """
+
     def scenario(rec: Recorder) -> dict[str, Any]:
         common = ["--partitions", "4", "--rows-per-second", "200", "--name", rec.name]
         if query != "dedup_window":
@@ -117,19 +135,33 @@ def restart(query: str, runs: tuple[int, int], downtime: float, keep_eventlog_be
             for facts in rec.runs:
                 shutil.rmtree(os.path.join(rec.target, facts["run_dir"], "eventlog"))
             kept = "progress lines only (the event logs were larger than the limit)"
-        return {"kept": kept,"clean": False, "partitions": 4, "provider": "rocksdb", "changelog": True,
-                "restarts": [restart_facts(first, second)],
-                "expected_events": ["query_started (run 2, a restart)", "restore of every state operator in run 2's first batch"]}
+        return {
+            "kept": kept,
+            "clean": False,
+            "partitions": 4,
+            "provider": "rocksdb",
+            "changelog": True,
+            "restarts": [restart_facts(first, second)],
+            "expected_events": ["query_started (run 2, a restart)", "restore of every state operator in run 2's first batch"],
+        }
+
     return scenario
 
 
 def restart_facts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """A restart as the two runs measured it: when the old process ended, the new one started, its first batch."""
-    return {"run": after["run_dir"], "previous_run": before["run_dir"], "previous_run_id": before["run_id"], "run_id": after["run_id"],
-            "previous_process_ended": before["process_ended"], "process_started": after["process_started"],
-            "downtime_seconds": after["process_started"] - before["process_ended"],
-            "previous_last_batch_id": before["last_batch_id"], "first_batch_id": after["first_batch_id"],
-            "first_batch_timestamp": after["first_batch_timestamp"]}
+    return {
+        "run": after["run_dir"],
+        "previous_run": before["run_dir"],
+        "previous_run_id": before["run_id"],
+        "run_id": after["run_id"],
+        "previous_process_ended": before["process_ended"],
+        "process_started": after["process_started"],
+        "downtime_seconds": after["process_started"] - before["process_ended"],
+        "previous_last_batch_id": before["last_batch_id"],
+        "first_batch_id": after["first_batch_id"],
+        "first_batch_timestamp": after["first_batch_timestamp"],
+    }
 
 
 def executor_loss(rec: Recorder) -> dict[str, Any]:
@@ -137,13 +169,23 @@ def executor_loss(rec: Recorder) -> dict[str, Any]:
     facts = rec.run("--partitions", "6", "--batches-after", "9", "--name", rec.name, script="executor_loss_job.py")  # 9 after the kill
     shutil.rmtree(os.path.join(rec.target, facts["run_dir"], "checkpoint"), ignore_errors=True)
     placement = task_placement(os.path.join(rec.target, facts["run_dir"], "eventlog"))
-    return {"clean": False, "master": "local-cluster[2,1,1024]", "partitions": 6, "provider": "rocksdb", "changelog": True,
-            **placement,
-            "killed_executor_id": facts["killed_executor_id"], "killed_at": facts["killed_at"],
-            "last_batch_before_kill": facts["last_batch_before_kill"], "first_batch_after_kill": facts["last_batch_before_kill"] + 1,
-            "expected_events": ["executor_removed (executor 1, at killed_at)",
-                                "store reload of the partitions executor 1 held, in the first batches after the kill",
-                                "no partitions_changed: the checkpoint pins 6 partitions"]}
+    return {
+        "clean": False,
+        "master": "local-cluster[2,1,1024]",
+        "partitions": 6,
+        "provider": "rocksdb",
+        "changelog": True,
+        **placement,
+        "killed_executor_id": facts["killed_executor_id"],
+        "killed_at": facts["killed_at"],
+        "last_batch_before_kill": facts["last_batch_before_kill"],
+        "first_batch_after_kill": facts["last_batch_before_kill"] + 1,
+        "expected_events": [
+            "executor_removed (executor 1, at killed_at)",
+            "store reload of the partitions executor 1 held, in the first batches after the kill",
+            "no partitions_changed: the checkpoint pins 6 partitions",
+        ],
+    }
 
 
 def task_placement(eventlog: str) -> dict[str, Any]:
@@ -183,10 +225,15 @@ def task_placement(eventlog: str) -> dict[str, Any]:
         for partition, executor in sorted(partitions.items()):
             before = previous.get((order, partition))
             if before is not None and before != executor:
-                moves.append({"batch_id": batch, "stateful_stage": order, "partition": partition, "from_executor": before, "to_executor": executor})
+                moves.append(
+                    {"batch_id": batch, "stateful_stage": order, "partition": partition, "from_executor": before, "to_executor": executor}
+                )
             previous[(order, partition)] = executor
-    return {"partition_moves": moves, "failed_task_attempts_by_batch": {str(b): n for b, n in sorted(failed.items())},
-            "placement_note": "from SparkListenerTaskEnd: a moved partition loaded its store on another executor (a real reload)"}
+    return {
+        "partition_moves": moves,
+        "failed_task_attempts_by_batch": {str(b): n for b, n in sorted(failed.items())},
+        "placement_note": "from SparkListenerTaskEnd: a moved partition loaded its store on another executor (a real reload)",
+    }
 
 
 WAREHOUSE_503 = "downstream warehouse rejected the write (HTTP 503)"
@@ -194,19 +241,49 @@ WAREHOUSE_503 = "downstream warehouse rejected the write (HTTP 503)"
 
 def crash_loop(rec: Recorder) -> dict[str, Any]:
     """foreachBatch raising from batch 3 on, restarted four times in new processes: five failing runs."""
-    runs = [rec.run("--query", "foreach_503", "--option", "fail_from=3", "--option", f"message={WAREHOUSE_503}",
-                    "--name", rec.name, expect_failure=True) for _ in range(5)]
-    return {"clean": False, "failing_batch_id": 3,
-            "restarts": [restart_facts(a, b) for a, b in itertools.pairwise(runs)],
-            "failure": {"expected_class": "user_code", "where": "foreachBatch", "raised_type": "RuntimeError",
-                        "expected_root_cause": f"RuntimeError: {WAREHOUSE_503}", "every_run": True},
-            "expected_events": ["query_terminated with an exception, once per run, each after its own run started",
-                                "a crash loop (5 failing runs on one checkpoint)"]}
+    runs = [
+        rec.run(
+            "--query",
+            "foreach_503",
+            "--option",
+            "fail_from=3",
+            "--option",
+            f"message={WAREHOUSE_503}",
+            "--name",
+            rec.name,
+            expect_failure=True,
+        )
+        for _ in range(5)
+    ]
+    return {
+        "clean": False,
+        "failing_batch_id": 3,
+        "restarts": [restart_facts(a, b) for a, b in itertools.pairwise(runs)],
+        "failure": {
+            "expected_class": "user_code",
+            "where": "foreachBatch",
+            "raised_type": "RuntimeError",
+            "expected_root_cause": f"RuntimeError: {WAREHOUSE_503}",
+            "every_run": True,
+        },
+        "expected_events": [
+            "query_terminated with an exception, once per run, each after its own run started",
+            "a crash loop (5 failing runs on one checkpoint)",
+        ],
+    }
 
 
-def failing(query: str | None, expected_class: str, root_cause: Callable[[Recorder], str], *extra: str,
-            inject_after: int = 0, conf: tuple[str, ...] = (), where: str = "") -> Callable[[Recorder], dict[str, Any]]:
+def failing(
+    query: str | None,
+    expected_class: str,
+    root_cause: Callable[[Recorder], str],
+    *extra: str,
+    inject_after: int = 0,
+    conf: tuple[str, ...] = (),
+    where: str = "",
+) -> Callable[[Recorder], dict[str, Any]]:
     """One short run that terminates with an exception, and what a classifier should make of it."""
+
     def scenario(rec: Recorder) -> dict[str, Any]:
         args = ["--name", rec.name, *extra]
         args += ["--query", query] if query else []
@@ -214,8 +291,11 @@ def failing(query: str | None, expected_class: str, root_cause: Callable[[Record
         for kv in conf:
             args += ["--conf", kv]
         rec.run(*[a.replace("{scratch}", rec.tmp) for a in args], expect_failure=True)
-        return {"clean": False, "failure": {"expected_class": expected_class, "where": where,
-                                            "expected_root_cause": root_cause(rec), "every_run": True}}
+        return {
+            "clean": False,
+            "failure": {"expected_class": expected_class, "where": where, "expected_root_cause": root_cause(rec), "every_run": True},
+        }
+
     return scenario
 
 
@@ -235,22 +315,35 @@ def corrupt_checkpoint(rec: Recorder) -> dict[str, Any]:
         f.write(b"\xde\xad\xbe\xef" * (size // 4 + 1))
     corrupted_at = time.time()
     second = rec.run("--batches", "4", "--name", rec.name, expect_failure=True)
-    return {"clean": False, "corrupted_file": f"state/0/0/{newest}", "corrupted_at": corrupted_at,
-            "restarts": [restart_facts(first, second)],
-            "failure": {"expected_class": "checkpoint_corruption", "where": "restart after the corruption",
-                        # changelog files are LZ4 streams (the state store's default codec): garbage reads as a corrupt stream
-                        "expected_error_class": "CANNOT_LOAD_STATE_STORE", "expected_root_cause": "java.io.IOException: Stream is corrupted",
-                        "every_run": False, "failing_run": second["run_dir"]}}
+    return {
+        "clean": False,
+        "corrupted_file": f"state/0/0/{newest}",
+        "corrupted_at": corrupted_at,
+        "restarts": [restart_facts(first, second)],
+        "failure": {
+            "expected_class": "checkpoint_corruption",
+            "where": "restart after the corruption",
+            # changelog files are LZ4 streams (the state store's default codec): garbage reads as a corrupt stream
+            "expected_error_class": "CANNOT_LOAD_STATE_STORE",
+            "expected_root_cause": "java.io.IOException: Stream is corrupted",
+            "every_run": False,
+            "failing_run": second["run_dir"],
+        },
+    }
 
 
 def unbounded_growth(seconds: int) -> Callable[[Recorder], dict[str, Any]]:
     """State that only grows: a key per input row and no watermark (a dedup or aggregation forgetting its window)."""
+
     def scenario(rec: Recorder) -> dict[str, Any]:
         facts = rec.run("--query", "unbounded", "--duration", str(seconds), "--rows-per-second", "200", "--name", rec.name)
-        return {"clean": False, "duration_seconds": facts["process_ended"] - facts["process_started"],
-                "unbounded": {"operator": "stateStoreSave", "rows_per_second": 200,
-                              "from": facts["process_started"]},
-                "expected_events": ["state_unbounded on stateStoreSave once the growth window has enough batches"]}
+        return {
+            "clean": False,
+            "duration_seconds": facts["process_ended"] - facts["process_started"],
+            "unbounded": {"operator": "stateStoreSave", "rows_per_second": 200, "from": facts["process_started"]},
+            "expected_events": ["state_unbounded on stateStoreSave once the growth window has enough batches"],
+        }
+
     return scenario
 
 
@@ -265,30 +358,76 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
     "join_restart": restart("join", (6, 5), downtime=10),
     "executor_loss": executor_loss,
     "crash_loop_503": crash_loop,
-    "fail_udf_value_error": failing("udf_error", "user_code", lambda rec: f"ValueError: {UDF_MESSAGE}",
-                                    "--option", "fail_at_value=160", "--option", f"message={UDF_MESSAGE}", where="Python UDF"),
-    "fail_sink_path_is_file": failing("file_sink", "sink", lambda rec: os.path.join(rec.tmp, "warehouse_table"),
-                                      "--option", "path={scratch}/warehouse_table", inject_after=3,
-                                      where="parquet file sink whose output folder became a file"),
-    "fail_source_corrupt_file": failing("file_source", "source", lambda rec: "part-0003-corrupt.parquet",
-                                        "--option", "path={scratch}/landing", "--option", "corrupt_name=part-0003-corrupt.parquet",
-                                        inject_after=2, where="parquet file source reading a corrupt file"),
-    "fail_tws_ttl_no_time_mode": failing("tws_ttl_none", "configuration", lambda rec: "STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_ASSIGN_TTL",
-                                         where="transformWithStateInPandas: TTL on a value state with timeMode None"),
-    "fail_worker_missing_module": failing("worker_import", "python_dependency",
-                                          lambda rec: f"ModuleNotFoundError: No module named '{MISSING_MODULE}'",
-                                          "--option", f"module={MISSING_MODULE}", where="pandas UDF unpickled in the Python worker"),
+    "fail_udf_value_error": failing(
+        "udf_error",
+        "user_code",
+        lambda rec: f"ValueError: {UDF_MESSAGE}",
+        "--option",
+        "fail_at_value=160",
+        "--option",
+        f"message={UDF_MESSAGE}",
+        where="Python UDF",
+    ),
+    "fail_sink_path_is_file": failing(
+        "file_sink",
+        "sink",
+        lambda rec: os.path.join(rec.tmp, "warehouse_table"),
+        "--option",
+        "path={scratch}/warehouse_table",
+        inject_after=3,
+        where="parquet file sink whose output folder became a file",
+    ),
+    "fail_source_corrupt_file": failing(
+        "file_source",
+        "source",
+        lambda rec: "part-0003-corrupt.parquet",
+        "--option",
+        "path={scratch}/landing",
+        "--option",
+        "corrupt_name=part-0003-corrupt.parquet",
+        inject_after=2,
+        where="parquet file source reading a corrupt file",
+    ),
+    "fail_tws_ttl_no_time_mode": failing(
+        "tws_ttl_none",
+        "configuration",
+        lambda rec: "STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_ASSIGN_TTL",
+        where="transformWithStateInPandas: TTL on a value state with timeMode None",
+    ),
+    "fail_worker_missing_module": failing(
+        "worker_import",
+        "python_dependency",
+        lambda rec: f"ModuleNotFoundError: No module named '{MISSING_MODULE}'",
+        "--option",
+        f"module={MISSING_MODULE}",
+        where="pandas UDF unpickled in the Python worker",
+    ),
     "fail_checkpoint_corrupt": corrupt_checkpoint,
-    "fail_config_provider_class": failing(None, "configuration", lambda rec: NO_SUCH_PROVIDER,
-                                          conf=(f"spark.sql.streaming.stateStore.providerClass={NO_SUCH_PROVIDER}",),
-                                          where="spark.sql.streaming.stateStore.providerClass"),
-    "fail_python_oom": failing("python_oom", "out_of_memory", lambda rec: "MemoryError", "--option", "fail_at_value=160",
-                               "--option", "allocate_mb=4096", conf=("spark.executor.pyspark.memory=512m",),
-                               where="Python UDF above spark.executor.pyspark.memory"),
+    "fail_config_provider_class": failing(
+        None,
+        "configuration",
+        lambda rec: NO_SUCH_PROVIDER,
+        conf=(f"spark.sql.streaming.stateStore.providerClass={NO_SUCH_PROVIDER}",),
+        where="spark.sql.streaming.stateStore.providerClass",
+    ),
+    "fail_python_oom": failing(
+        "python_oom",
+        "out_of_memory",
+        lambda rec: "MemoryError",
+        "--option",
+        "fail_at_value=160",
+        "--option",
+        "allocate_mb=4096",
+        conf=("spark.executor.pyspark.memory=512m",),
+        where="Python UDF above spark.executor.pyspark.memory",
+    ),
 }
 # recordings made with another PySpark: the interpreter of its virtualenv (python -m venv /work/venvs/psNN)
-VENV_PYTHON = {"dedup_agg_restart_41": "/work/venvs/ps41/bin/python", "dedup_agg_restart_40": "/work/venvs/ps40/bin/python",
-               "dedup_agg_restart_35": "/work/venvs/ps35/bin/python"}
+VENV_PYTHON = {
+    "dedup_agg_restart_41": "/work/venvs/ps41/bin/python",
+    "dedup_agg_restart_40": "/work/venvs/ps40/bin/python",
+    "dedup_agg_restart_35": "/work/venvs/ps35/bin/python",
+}
 
 
 def main() -> int:

@@ -31,10 +31,32 @@ from observer.offline.kafka_local import BurstProducer, KafkaBroker, connector_j
 
 def run_job(checkpoint: str, out: str, bootstrap: str, topic: str, args: argparse.Namespace, *extra: str) -> dict[str, float]:
     """One run of the query in its own process; returns its start and end times (Unix seconds)."""
-    cmd = [sys.executable, os.path.join(HERE, "scenario_job.py"), "--checkpoint", checkpoint, "--out", out, "--event-log",
-           "--codec", "zstd", "--source", "kafka", "--bootstrap", bootstrap, "--topic", topic, "--name", "kafka_window_count",
-           "--kafka-jars", ",".join(connector_jars()), "--trigger-seconds", str(args.trigger_seconds),
-           "--max-offsets-per-trigger", str(args.max_offsets_per_trigger), *extra]
+    cmd = [
+        sys.executable,
+        os.path.join(HERE, "scenario_job.py"),
+        "--checkpoint",
+        checkpoint,
+        "--out",
+        out,
+        "--event-log",
+        "--codec",
+        "zstd",
+        "--source",
+        "kafka",
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+        "--name",
+        "kafka_window_count",
+        "--kafka-jars",
+        ",".join(connector_jars()),
+        "--trigger-seconds",
+        str(args.trigger_seconds),
+        "--max-offsets-per-trigger",
+        str(args.max_offsets_per_trigger),
+        *extra,
+    ]
     print("+", " ".join(cmd), flush=True)
     started = time.time()
     proc = subprocess.run(cmd, check=False, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": ROOT})
@@ -81,17 +103,24 @@ def main() -> int:
         if broker_latest != producer.latest():
             raise SystemExit(f"the broker's latest offsets {broker_latest} are not what the producer wrote {producer.latest()}")
         truth = {
-            "topic": args.topic, "partitions": args.partitions, "rate_per_second": args.rate,
-            "burst_seconds": producer.burst_seconds, "trigger_seconds": args.trigger_seconds,
-            "max_offsets_per_trigger": args.max_offsets_per_trigger, "runs": runs,
+            "topic": args.topic,
+            "partitions": args.partitions,
+            "rate_per_second": args.rate,
+            "burst_seconds": producer.burst_seconds,
+            "trigger_seconds": args.trigger_seconds,
+            "max_offsets_per_trigger": args.max_offsets_per_trigger,
+            "runs": runs,
             "producer": {"started": producer_started, "stopped": producer_stopped, "bursts": producer.bursts},
             "broker_latest_at_end": {str(p): o for p, o in broker_latest.items()},
             "versions": manifests(),
         }
     with open(os.path.join(args.out, "truth.json"), "w") as f:
         json.dump(truth, f, indent=None, separators=(",", ":"))
-    print(f"recorded {args.out}: runs {[round(r['ended'] - r['started'], 1) for r in runs]} s, "
-          f"{len(producer.bursts)} bursts, latest {broker_latest}", flush=True)
+    print(
+        f"recorded {args.out}: runs {[round(r['ended'] - r['started'], 1) for r in runs]} s, "
+        f"{len(producer.bursts)} bursts, latest {broker_latest}",
+        flush=True,
+    )
     return 0
 
 

@@ -41,8 +41,7 @@ COMMON = ["--shuffle-partitions", str(SHUFFLE_PARTITIONS), "--ui"]
 SCENARIOS: dict[str, list[str]] = {
     "kill": [*COMMON, "--locality-wait", "10s", "--batches-before", "5", "--kill-delay", "0.7", "--batches-after", "6"],
     "clean": [*COMMON, "--no-kill", "--locality-wait", "10s", "--batches-before", "5", "--batches-after", "5"],
-    "locality": [*COMMON, "--no-kill", "--locality-wait", "0", "--rows-per-second", "400",
-                 "--batches-before", "6", "--batches-after", "6"],
+    "locality": [*COMMON, "--no-kill", "--locality-wait", "0", "--rows-per-second", "400", "--batches-before", "6", "--batches-after", "6"],
 }
 _BATCH = re.compile(r"\bbatch = (\d+)")
 _QUERY = re.compile(r"\bid = ([0-9a-f-]{36})")
@@ -79,12 +78,30 @@ def live_placement(spark: Any) -> dict:
                 if attempt.get("status") == "SKIPPED" or attempt.get("numTasks") != SHUFFLE_PARTITIONS:
                     continue
                 tasks = rest(base, f"/applications/{app}/stages/{stage_id}/{attempt['attemptId']}/taskList?length=100000") or []
-                stages_out.append({
-                    "job_id": job["jobId"], "query_id": query.group(1) if query else None, "batch_id": int(batch.group(1)),
-                    "stage_id": stage_id, "stage_attempt": attempt["attemptId"], "status": attempt.get("status"),
-                    "tasks": [{"index": t["index"], "partition_id": t.get("partitionId", t["index"]), "attempt": t["attempt"], "executor_id": t["executorId"], "host": t["host"],
-                               "status": t["status"], "speculative": t.get("speculative", False), "launch_time": t.get("launchTime"),
-                               "duration_ms": t.get("duration")} for t in tasks]})
+                stages_out.append(
+                    {
+                        "job_id": job["jobId"],
+                        "query_id": query.group(1) if query else None,
+                        "batch_id": int(batch.group(1)),
+                        "stage_id": stage_id,
+                        "stage_attempt": attempt["attemptId"],
+                        "status": attempt.get("status"),
+                        "tasks": [
+                            {
+                                "index": t["index"],
+                                "partition_id": t.get("partitionId", t["index"]),
+                                "attempt": t["attempt"],
+                                "executor_id": t["executorId"],
+                                "host": t["host"],
+                                "status": t["status"],
+                                "speculative": t.get("speculative", False),
+                                "launch_time": t.get("launchTime"),
+                                "duration_ms": t.get("duration"),
+                            }
+                            for t in tasks
+                        ],
+                    }
+                )
     return {"app_id": app, "stages": stages_out}
 
 
@@ -206,14 +223,30 @@ def live_check(out: str) -> None:
     def before_stop(spark: Any, query: Any, kill: dict) -> None:
         time.sleep(3)  # the progress events of the last batches reach the worker
         feed = feeds[0]
-        rows = [{"batch_id": b.batch_id, "operator": b.operator, "operator_name": b.operator_name,
-                 "placement": {str(k): v for k, v in sorted(b.placement.items())},
-                 "migrations": [[m.partition, m.from_executor, m.to_executor, m.cause] for m in b.migrations]}
-                for b in list(feed.batches)]
+        rows = [
+            {
+                "batch_id": b.batch_id,
+                "operator": b.operator,
+                "operator_name": b.operator_name,
+                "placement": {str(k): v for k, v in sorted(b.placement.items())},
+                "migrations": [[m.partition, m.from_executor, m.to_executor, m.cause] for m in b.migrations],
+            }
+            for b in list(feed.batches)
+        ]
         poller = feed.source.poller
         with open(os.path.join(out, "live_placement.json"), "w") as f:
-            json.dump({"batches": rows, "signals": list(signals), "poll_seconds": poller.seconds, "requests": poller.source.requests,
-                       "errors": poller.errors, "killed": kill}, f, indent=1)
+            json.dump(
+                {
+                    "batches": rows,
+                    "signals": list(signals),
+                    "poll_seconds": poller.seconds,
+                    "requests": poller.source.requests,
+                    "errors": poller.errors,
+                    "killed": kill,
+                },
+                f,
+                indent=1,
+            )
 
     executor_loss_job.run(args, attach_hook=attach_hook, before_stop=before_stop)
 
@@ -228,8 +261,9 @@ def record(name: str) -> None:
         shutil.rmtree(target, ignore_errors=True)
         os.makedirs(target)
         shutil.copy(os.path.join(out, "truth.json"), target)
-        shutil.copytree(os.path.join(out, "eventlog"), os.path.join(target, "eventlog"),
-                        ignore=shutil.ignore_patterns("*.crc", "appstatus*"))
+        shutil.copytree(
+            os.path.join(out, "eventlog"), os.path.join(target, "eventlog"), ignore=shutil.ignore_patterns("*.crc", "appstatus*")
+        )
 
 
 def main() -> int:

@@ -22,8 +22,13 @@ from collections import defaultdict
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-LOAD_METRICS = ("rocksdbLoadLatencyMs", "rocksdbReplayChangeLogLatencyMs", "rocksdbNumReplayChangelogFiles",
-                "rocksdbNumLoadedFromDfs", "rocksdbLoadFromSnapshotLatencyMs")
+LOAD_METRICS = (
+    "rocksdbLoadLatencyMs",
+    "rocksdbReplayChangeLogLatencyMs",
+    "rocksdbNumReplayChangelogFiles",
+    "rocksdbNumLoadedFromDfs",
+    "rocksdbLoadFromSnapshotLatencyMs",
+)
 
 
 def progress(path: str) -> list[dict]:
@@ -50,14 +55,18 @@ def table(recording: str) -> str:
     after = progress(os.path.join(recording, "run2", "progress.jsonl"))
     steady = before[2:] or before
     first = after[0]
-    rows = [f"### {os.path.basename(recording)} (Spark {truth['spark_version']}, downtime {truth['restarts'][0]['downtime_seconds']:.0f} s)",
-            "",
-            (f"First batch after restart: batch {first['batchId']}, addBatch {first['durationMs'].get('addBatch')} ms, "
-             f"triggerExecution {first['durationMs'].get('triggerExecution')} ms, {first.get('numInputRows')} input rows; "
-             f"steady addBatch (median of run 1, batch 3 on) {statistics.median(b['durationMs'].get('addBatch', 0) for b in steady):g} ms."),
-            "",
-            "| operator | metric | first batch after restart | steady state (median, min-max) |",
-            "|---|---|---|---|"]
+    rows = [
+        f"### {os.path.basename(recording)} (Spark {truth['spark_version']}, downtime {truth['restarts'][0]['downtime_seconds']:.0f} s)",
+        "",
+        (
+            f"First batch after restart: batch {first['batchId']}, addBatch {first['durationMs'].get('addBatch')} ms, "
+            f"triggerExecution {first['durationMs'].get('triggerExecution')} ms, {first.get('numInputRows')} input rows; "
+            f"steady addBatch (median of run 1, batch 3 on) {statistics.median(b['durationMs'].get('addBatch', 0) for b in steady):g} ms."
+        ),
+        "",
+        "| operator | metric | first batch after restart | steady state (median, min-max) |",
+        "|---|---|---|---|",
+    ]
     for index, op in enumerate(first.get("stateOperators") or []):
         for name in LOAD_METRICS:
             values = [v for b in steady if (v := operator_metric(b, index, name)) is not None]
@@ -85,8 +94,11 @@ def stage_times(eventlog: str) -> dict[int, list[tuple[int, float, dict[str, flo
                     while nodes:
                         node = nodes.pop()
                         nodes += node.get("children", [])
-                        load_metric.update((m["accumulatorId"], node["nodeName"]) for m in node.get("metrics", [])
-                                           if m["name"].endswith("load - time taken to load the store"))
+                        load_metric.update(
+                            (m["accumulatorId"], node["nodeName"])
+                            for m in node.get("metrics", [])
+                            if m["name"].endswith("load - time taken to load the store")
+                        )
                 elif kind == "SparkListenerJobStart" and "streaming.sql.batchId" in (event.get("Properties") or {}):
                     batch_of_stage.update((stage, int(event["Properties"]["streaming.sql.batchId"])) for stage in event["Stage IDs"])
                 elif kind == "SparkListenerTaskEnd":
@@ -116,12 +128,20 @@ def task_table(recording: str) -> str:
     if not times:
         return ""
     first, later = min(times), sorted(times)[1:]
-    rows = ["", "| stateful stage | nodes (load ms summed over tasks: restart batch / later median) | slowest task run ms: restart batch / later median |",
-            "|---|---|---|"]
+    rows = [
+        "",
+        "| stateful stage | nodes (load ms summed over tasks: restart batch / later median) | slowest task run ms: restart batch / later median |",
+        "|---|---|---|",
+    ]
     for order, run_ms, loads in times[first]:
         steady = [t for b in later for t in times[b] if t[0] == order]
-        nodes = "; ".join(f"{node} {ms:g} / {statistics.median(s[2].get(node, 0) for s in steady) if steady else 'n/a'}"
-                          for node, ms in sorted(loads.items())) or "no load metrics"
+        nodes = (
+            "; ".join(
+                f"{node} {ms:g} / {statistics.median(s[2].get(node, 0) for s in steady) if steady else 'n/a'}"
+                for node, ms in sorted(loads.items())
+            )
+            or "no load metrics"
+        )
         steady_run = f"{statistics.median(s[1] for s in steady):g}" if steady else "n/a"
         rows.append(f"| {order} | {nodes} | {run_ms:g} / {steady_run} |")
     return "\n".join(rows) + "\n"

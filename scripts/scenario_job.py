@@ -33,8 +33,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 def record_signals(handle) -> list[dict]:  # type: ignore[no-untyped-def]
     """Collect every signal the observer derives, as JSON-ready dicts."""
     signals: list[dict] = []
-    handle.on("*", lambda e: signals.append({"kind": e.kind, "query_id": e.query_id, "run_id": e.run_id,
-                                             "timestamp": e.timestamp, "attributes": e.attributes}))
+    handle.on(
+        "*",
+        lambda e: signals.append(
+            {"kind": e.kind, "query_id": e.query_id, "run_id": e.run_id, "timestamp": e.timestamp, "attributes": e.attributes}
+        ),
+    )
     return signals
 
 
@@ -103,8 +107,10 @@ class BatchScraper:
                 deadline = time.monotonic() + 10
                 while time.monotonic() < deadline and not self._stop.is_set():
                     text = urllib.request.urlopen(self.url, timeout=10).read().decode()
-                    if any(line.startswith("spark_streaming_batch_id{") and float(line.rsplit(" ", 1)[1]) == batch
-                           for line in text.splitlines()):
+                    if any(
+                        line.startswith("spark_streaming_batch_id{") and float(line.rsplit(" ", 1)[1]) == batch
+                        for line in text.splitlines()
+                    ):
                         # the worker applies the signals' values right after the batch itself: scrape once more
                         time.sleep(0.3)
                         text = urllib.request.urlopen(self.url, timeout=10).read().decode()
@@ -155,8 +161,16 @@ def run_for(query, seconds: float) -> None:  # type: ignore[no-untyped-def]
         time.sleep(0.5)
 
 
-def write_run_facts(out: str, spark_version: str, query, progress: list[str], started: float,  # type: ignore[no-untyped-def]
-                    ended: float, failure: str | None, injected_at: float | None) -> None:
+def write_run_facts(
+    out: str,
+    spark_version: str,
+    query,
+    progress: list[str],
+    started: float,  # type: ignore[no-untyped-def]
+    ended: float,
+    failure: str | None,
+    injected_at: float | None,
+) -> None:
     """What this run did, measured by the run itself: the ground truth ``record_incidents.py`` builds on.
 
     ``process_started`` is taken before the Spark session is created; ``process_ended`` when the run's work
@@ -164,12 +178,20 @@ def write_run_facts(out: str, spark_version: str, query, progress: list[str], st
     Spark torn down (a few seconds more of the process's life).
     """
     batches = [json.loads(p) for p in progress]
-    facts = {"spark_version": spark_version, "query_name": query.name, "query_id": str(query.id), "run_id": str(query.runId),
-             "process_started": started, "process_ended": ended,
-             "first_batch_id": batches[0]["batchId"] if batches else None,
-             "last_batch_id": batches[-1]["batchId"] if batches else None,
-             "first_batch_timestamp": batches[0]["timestamp"] if batches else None,
-             "batches": len(batches), "exception": failure, "injected_at": injected_at}
+    facts = {
+        "spark_version": spark_version,
+        "query_name": query.name,
+        "query_id": str(query.id),
+        "run_id": str(query.runId),
+        "process_started": started,
+        "process_ended": ended,
+        "first_batch_id": batches[0]["batchId"] if batches else None,
+        "last_batch_id": batches[-1]["batchId"] if batches else None,
+        "first_batch_timestamp": batches[0]["timestamp"] if batches else None,
+        "batches": len(batches),
+        "exception": failure,
+        "injected_at": injected_at,
+    }
     with open(os.path.join(out, "run.json"), "w") as f:
         json.dump(facts, f, indent=1)
 
@@ -185,8 +207,9 @@ def main() -> int:
     ap.add_argument("--codec", default="zstd", help="zstd, lz4, snappy or none")
     ap.add_argument("--rows-per-second", type=int, default=40)
     ap.add_argument("--name", default="demo_dedup_window")
-    ap.add_argument("--incompatible", action="store_true",
-                    help="restart with a state schema the checkpoint refuses, and record the failure")
+    ap.add_argument(
+        "--incompatible", action="store_true", help="restart with a state schema the checkpoint refuses, and record the failure"
+    )
     ap.add_argument("--query", default="dedup_window", help="a pipeline from scripts/incident_queries.py")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--partitions", type=int, default=2, help="spark.sql.shuffle.partitions")
@@ -211,15 +234,21 @@ def main() -> int:
     from observer.cli.demo import dedup_window_query, spark_session
 
     os.makedirs(args.out, exist_ok=True)
-    extra = {"spark.sql.shuffle.partitions": str(args.partitions),
-             # a long run keeps every progress, not the last 100
-             "spark.sql.streaming.numRecentProgressUpdates": "100000" if args.duration else "100",
-             **dict(kv.split("=", 1) for kv in args.conf)}
+    extra = {
+        "spark.sql.shuffle.partitions": str(args.partitions),
+        # a long run keeps every progress, not the last 100
+        "spark.sql.streaming.numRecentProgressUpdates": "100000" if args.duration else "100",
+        **dict(kv.split("=", 1) for kv in args.conf),
+    }
     started = time.time()
-    spark = spark_session(master=args.master, provider=args.provider, changelog=args.changelog == "on",
-                          event_log_dir=os.path.join(args.out, "eventlog") if args.event_log else None,
-                          event_log_codec=None if args.codec == "none" else args.codec,
-                          extra={**extra, "spark.jars": args.kafka_jars} if args.kafka_jars else extra)
+    spark = spark_session(
+        master=args.master,
+        provider=args.provider,
+        changelog=args.changelog == "on",
+        event_log_dir=os.path.join(args.out, "eventlog") if args.event_log else None,
+        event_log_codec=None if args.codec == "none" else args.codec,
+        extra={**extra, "spark.jars": args.kafka_jars} if args.kafka_jars else extra,
+    )
     spark.sparkContext.setLogLevel("ERROR")
     handle = observer.attach(spark, http_port=0, **({"history_path": args.history} if args.history else {}))
     signals = record_signals(handle)
@@ -228,8 +257,9 @@ def main() -> int:
     if args.query != "dedup_window":
         import incident_queries
 
-        ctx = incident_queries.Context(spark, args.checkpoint, args.rows_per_second, args.keys, args.name, args.out,
-                                       dict(kv.split("=", 1) for kv in args.option))
+        ctx = incident_queries.Context(
+            spark, args.checkpoint, args.rows_per_second, args.keys, args.name, args.out, dict(kv.split("=", 1) for kv in args.option)
+        )
         query = incident_queries.start(args.query, ctx)
         if args.inject_after:
             wait_batches(query, args.inject_after)
@@ -245,16 +275,28 @@ def main() -> int:
         from pyspark.sql import functions as F
 
         # the aggregation's key becomes a string: Spark refuses the state it finds in the checkpoint
-        counts = (spark.readStream.format("rate").option("rowsPerSecond", args.rows_per_second).load()
-                  .groupBy((F.col("value") % 10).cast("string").alias("key")).count())
-        query = (counts.writeStream.format("noop").outputMode("update").queryName(args.name)
-                 .option("checkpointLocation", args.checkpoint).trigger(processingTime="1 second").start())
+        counts = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", args.rows_per_second)
+            .load()
+            .groupBy((F.col("value") % 10).cast("string").alias("key"))
+            .count()
+        )
+        query = (
+            counts.writeStream.format("noop")
+            .outputMode("update")
+            .queryName(args.name)
+            .option("checkpointLocation", args.checkpoint)
+            .trigger(processingTime="1 second")
+            .start()
+        )
         failure = wait_failure(query, timeout=120)
     elif args.source == "kafka":
         from observer.cli.kafka_demo import kafka_window_query
 
-        query = kafka_window_query(spark, args.checkpoint, args.bootstrap, args.topic, args.name, args.trigger_seconds,
-                                   args.max_offsets_per_trigger)
+        query = kafka_window_query(
+            spark, args.checkpoint, args.bootstrap, args.topic, args.name, args.trigger_seconds, args.max_offsets_per_trigger
+        )
         scraper = BatchScraper(query, handle.url, os.path.join(args.out, "scrapes.jsonl")).start() if args.scrape_each_batch else None
         if args.until_caught_up:
             wait_caught_up(query)

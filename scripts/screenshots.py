@@ -31,12 +31,26 @@ from typing import Any, Iterator
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 # page -> the query it shows (by name), for the pictures
-SHOTS = {"Applications": None, "Queries": None, "Query drilldown": "synthetic_dedupe", "Restores": "synthetic_dedupe",
-         "Partitions": "synthetic_dedupe", "Runs": "synthetic_crash_loop", "Checkpoint": "synthetic_dedupe",
-         "State contents": "synthetic_dedupe"}
+SHOTS = {
+    "Applications": None,
+    "Queries": None,
+    "Query drilldown": "synthetic_dedupe",
+    "Restores": "synthetic_dedupe",
+    "Partitions": "synthetic_dedupe",
+    "Runs": "synthetic_crash_loop",
+    "Checkpoint": "synthetic_dedupe",
+    "State contents": "synthetic_dedupe",
+}
 
 
 def build_history(db: str, batches: int) -> None:
@@ -75,8 +89,9 @@ def serve(history: str, roots: tuple[str, ...] = ()) -> Iterator[str]:
     command += ["ui", "--history", history, "--port", str(port)]
     for root in roots:
         command += ["--checkpoint-root", root]
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               STREAMLIT_SERVER_FILE_WATCHER_TYPE="none")  # a file saved meanwhile must not turn into a "rerun?" prompt
+    env = dict(
+        os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), STREAMLIT_SERVER_FILE_WATCHER_TYPE="none"
+    )  # a file saved meanwhile must not turn into a "rerun?" prompt
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -105,8 +120,10 @@ def url(base: str, page: str, query_id: str | None = None, **extra: str) -> str:
     return base + "/?" + urllib.parse.urlencode(params)
 
 
-RUNNING = ("() => !document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]') && "
-           "!document.querySelector('[data-testid=\"stStatusWidgetRunningManIcon\"]')")
+RUNNING = (
+    "() => !document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]') && "
+    "!document.querySelector('[data-testid=\"stStatusWidgetRunningManIcon\"]')"
+)
 
 
 def settle(page: Any, heading: str, timeout_ms: int = 90_000) -> None:
@@ -132,8 +149,16 @@ def visible_text(page: Any) -> str:
     return page.locator("section.stMain, [data-testid='stMain']").first.inner_text()
 
 
-HEADINGS = {"Applications": "Applications", "Queries": "Queries", "Query drilldown": "Query ", "Restores": "Restores and reloads",
-            "Partitions": "Partitions of", "Runs": "Runs of", "Checkpoint": "Checkpoint", "State contents": "State contents"}
+HEADINGS = {
+    "Applications": "Applications",
+    "Queries": "Queries",
+    "Query drilldown": "Query ",
+    "Restores": "Restores and reloads",
+    "Partitions": "Partitions of",
+    "Runs": "Runs of",
+    "Checkpoint": "Checkpoint",
+    "State contents": "State contents",
+}
 
 
 def main() -> None:

@@ -100,24 +100,35 @@ class Progress:
         p, rng = self.p, self.rng
         rows_in = int(rng.gauss(4000, 300))
         duration = max(200, int(rng.gauss(1500, 250))) + (6000 if restore else 0)
-        phases = {"latestOffset": 1, "getBatch": 2, "queryPlanning": max(5, int(duration * 0.05)), "walCommit": 40,
-                  "commitOffsets": 35}
+        phases = {"latestOffset": 1, "getBatch": 2, "queryPlanning": max(5, int(duration * 0.05)), "walCommit": 40, "commitOffsets": 35}
         phases["addBatch"] = duration - sum(phases.values())
         phases["triggerExecution"] = duration
-        p.update(runId=run_id, batchId=batch_id, timestamp=iso(ts), batchDuration=duration, durationMs=phases,
-                 numInputRows=rows_in, inputRowsPerSecond=round(rows_in / INTERVAL, 1),
-                 processedRowsPerSecond=round(rows_in / (duration / 1000.0), 1))
+        p.update(
+            runId=run_id,
+            batchId=batch_id,
+            timestamp=iso(ts),
+            batchDuration=duration,
+            durationMs=phases,
+            numInputRows=rows_in,
+            inputRowsPerSecond=round(rows_in / INTERVAL, 1),
+            processedRowsPerSecond=round(rows_in / (duration / 1000.0), 1),
+        )
         p["eventTime"] = {"avg": iso(ts - 5), "max": iso(ts - 0.02), "min": iso(ts - 10), "watermark": iso(ts - 20)}
         for source in p.get("sources", []):
-            source.update(numInputRows=rows_in, inputRowsPerSecond=p["inputRowsPerSecond"],
-                          processedRowsPerSecond=p["processedRowsPerSecond"])
+            source.update(
+                numInputRows=rows_in, inputRowsPerSecond=p["inputRowsPerSecond"], processedRowsPerSecond=p["processedRowsPerSecond"]
+            )
         for op in p["stateOperators"]:
             name = op["operatorName"]
             added = rows_in if name == "dedupe" else int(rows_in * 0.05)
             removed = 0 if (grow and name == "dedupe") else max(0, int(added * rng.uniform(0.97, 1.03)))
             self.rows[name] = max(0.0, self.rows[name] + added - removed)
-            op.update(numRowsTotal=int(self.rows[name]), numRowsUpdated=added, numRowsRemoved=removed,
-                      memoryUsedBytes=int(self.rows[name] * 96 + 4096))
+            op.update(
+                numRowsTotal=int(self.rows[name]),
+                numRowsUpdated=added,
+                numRowsRemoved=removed,
+                memoryUsedBytes=int(self.rows[name] * 96 + 4096),
+            )
             custom = op["customMetrics"]
             for key in [k for k in custom if k.startswith("SnapshotLastUploaded")]:
                 del custom[key]
@@ -147,8 +158,10 @@ def events(batches: int, seed: int = 7) -> Iterator[dict]:
             ts += 60
             run = _uid(big, 2)
             yield started(t, big, run, "synthetic_dedupe", ts - 5)
-        yield {"Event": "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent",
-               "progress": gen.event(run, b, ts, grow=b >= split, restore=b == split)}
+        yield {
+            "Event": "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent",
+            "progress": gen.event(run, b, ts, grow=b >= split, restore=b == split),
+        }
         ts += INTERVAL
     yield terminated(t, big, run, failed=False)
     small = Progress(t["progress"], loop, "synthetic_crash_loop", rng)
@@ -156,8 +169,10 @@ def events(batches: int, seed: int = 7) -> Iterator[dict]:
     run = _uid(loop, 1)
     yield started(t, loop, run, "synthetic_crash_loop", ts - 5)
     for b in range(20):
-        yield {"Event": "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent",
-               "progress": small.event(run, b, ts, grow=False, restore=False)}
+        yield {
+            "Event": "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent",
+            "progress": small.event(run, b, ts, grow=False, restore=False),
+        }
         ts += INTERVAL
     yield terminated(t, loop, run, failed=True)
     for attempt in range(2, 7):  # five restarts, each failing before its first batch

@@ -68,8 +68,13 @@ if everything is not None:
 st.sidebar.caption(f"History: `{redact(config.history)}`")
 if config.checkpoint_roots:
     st.sidebar.caption("Checkpoint roots: " + ", ".join(f"`{r}`" for r in config.checkpoint_roots))
-write_url(page=page, app=ctx.app, query=ctx.query_id, range=st.session_state.get("range") if page in QUERY_PAGES else None,
-          **({} if page == "Query drilldown" else {"run": None, "batch": None}))  # the drilldown writes its run and batch
+write_url(
+    page=page,
+    app=ctx.app,
+    query=ctx.query_id,
+    range=st.session_state.get("range") if page in QUERY_PAGES else None,
+    **({} if page == "Query drilldown" else {"run": None, "batch": None}),
+)  # the drilldown writes its run and batch
 
 
 def render_page() -> None:

@@ -18,14 +18,34 @@ from streamlit_app import fmt
 
 # one colour per signal kind (``observer.signals.kinds.SIGNAL_KINDS``), no two kinds alike
 EVENT_COLORS = {
-    k.QUERY_STARTED: "#2ca02c", k.QUERY_RESTARTED: "#ff7f0e", k.QUERY_TERMINATED: "#7f7f7f", k.CRASH_LOOP: "#d62728",
-    k.RESTORE: "#9467bd", k.STORE_RELOAD: "#8c564b", k.STALLED: "#e6550d", k.STALL_RECOVERED: "#17becf",
-    k.EXECUTOR_ADDED: "#bcbd22", k.EXECUTOR_REMOVED: "#e377c2", k.QUERY_IDLE: "#c7c7c7", k.PARTITIONS_CHANGED: "#1f77b4",
-    k.STATE_UNBOUNDED: "#843c39", k.STATE_BOUNDED: "#74c476", k.FALLING_BEHIND: "#fd8d3c", k.CAUGHT_UP: "#9edae5",
-    k.LOAD_LATENCY_ANOMALY: "#c49c94", k.STATE_TASK_RETRY: "#393b79", k.PARTITION_MIGRATED: "#637939",
-    k.KAFKA_LAG_GROWING: "#ad494a", k.KAFKA_PARTITION_STUCK: "#7b4173", k.KAFKA_PARTITION_RECOVERED: "#31a354",
-    k.KAFKA_PARTITIONS_ADDED: "#3182bd", k.KAFKA_OFFSETS_REWOUND: "#d6616b", k.KAFKA_OFFSETS_SKIPPED: "#a55194",
-    k.KAFKA_LATEST_WENT_BACK: "#8c6d31", k.KAFKA_CATCH_UP_FORECAST: "#bd9e39", k.KAFKA_CAUGHT_UP: "#8ca252",
+    k.QUERY_STARTED: "#2ca02c",
+    k.QUERY_RESTARTED: "#ff7f0e",
+    k.QUERY_TERMINATED: "#7f7f7f",
+    k.CRASH_LOOP: "#d62728",
+    k.RESTORE: "#9467bd",
+    k.STORE_RELOAD: "#8c564b",
+    k.STALLED: "#e6550d",
+    k.STALL_RECOVERED: "#17becf",
+    k.EXECUTOR_ADDED: "#bcbd22",
+    k.EXECUTOR_REMOVED: "#e377c2",
+    k.QUERY_IDLE: "#c7c7c7",
+    k.PARTITIONS_CHANGED: "#1f77b4",
+    k.STATE_UNBOUNDED: "#843c39",
+    k.STATE_BOUNDED: "#74c476",
+    k.FALLING_BEHIND: "#fd8d3c",
+    k.CAUGHT_UP: "#9edae5",
+    k.LOAD_LATENCY_ANOMALY: "#c49c94",
+    k.STATE_TASK_RETRY: "#393b79",
+    k.PARTITION_MIGRATED: "#637939",
+    k.KAFKA_LAG_GROWING: "#ad494a",
+    k.KAFKA_PARTITION_STUCK: "#7b4173",
+    k.KAFKA_PARTITION_RECOVERED: "#31a354",
+    k.KAFKA_PARTITIONS_ADDED: "#3182bd",
+    k.KAFKA_OFFSETS_REWOUND: "#d6616b",
+    k.KAFKA_OFFSETS_SKIPPED: "#a55194",
+    k.KAFKA_LATEST_WENT_BACK: "#8c6d31",
+    k.KAFKA_CATCH_UP_FORECAST: "#bd9e39",
+    k.KAFKA_CAUGHT_UP: "#8ca252",
 }
 HEIGHT = 260  # the whole chart: Streamlit's fit autosize takes the title, axis and legend from it
 Y_AXIS_WIDTH = 130  # pixels reserved for every chart's y axis (labels and title), so the x axes line up
@@ -75,9 +95,11 @@ def _peak(values: pd.Series) -> float:
     return 0.0 if pd.isna(peak) else float(peak)
 
 
-UNITS = {"bytes": (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10), ("bytes", 1)),
-         "ms": (("h", 3_600_000), ("min", 60_000), ("s", 1000), ("ms", 1)),
-         "s": (("h", 3600.0), ("min", 60.0), ("s", 1.0))}
+UNITS = {
+    "bytes": (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10), ("bytes", 1)),
+    "ms": (("h", 3_600_000), ("min", 60_000), ("s", 1000), ("ms", 1)),
+    "s": (("h", 3600.0), ("min", 60.0), ("s", 1.0)),
+}
 
 
 def scale_unit(values: pd.Series, unit: str) -> tuple[float, str]:
@@ -114,14 +136,28 @@ def event_rules(events: pd.DataFrame | None, dom: list[str] | None) -> alt.Chart
     """Vertical rules at the events, one colour per kind, with every event of that instant in the tooltip."""
     if events is None or events.empty:
         return None
-    return alt.Chart(events).mark_rule(strokeDash=[4, 3], opacity=0.8).encode(
-        x=_x(dom), color=_kind_color(events, None),
-        tooltip=[alt.Tooltip("at:N", title="time (UTC)"), alt.Tooltip("detail:N", title="events")])
+    return (
+        alt.Chart(events)
+        .mark_rule(strokeDash=[4, 3], opacity=0.8)
+        .encode(
+            x=_x(dom),
+            color=_kind_color(events, None),
+            tooltip=[alt.Tooltip("at:N", title="time (UTC)"), alt.Tooltip("detail:N", title="events")],
+        )
+    )
 
 
-def lines(frame: pd.DataFrame, fields: Sequence[str], title: str, unit: str, dom: list[str] | None,
-          events: pd.DataFrame | None = None, stacked: bool = False, series: str | None = None,
-          names: dict[str, str] | None = None) -> alt.LayerChart | alt.Chart:
+def lines(
+    frame: pd.DataFrame,
+    fields: Sequence[str],
+    title: str,
+    unit: str,
+    dom: list[str] | None,
+    events: pd.DataFrame | None = None,
+    stacked: bool = False,
+    series: str | None = None,
+    names: dict[str, str] | None = None,
+) -> alt.LayerChart | alt.Chart:
     """One line (or stacked area) per field, or per value of ``series`` when one field is given; values in
     ``unit`` are rescaled to a readable one (``bytes``, ``ms``, ``s``)."""
     if series:
@@ -134,10 +170,14 @@ def lines(frame: pd.DataFrame, fields: Sequence[str], title: str, unit: str, dom
     long["value"] = long["value"] / divisor
     mark = alt.Chart(long).mark_area(opacity=0.85) if stacked else alt.Chart(long).mark_line(point=len(frame) < 60)
     chart = mark.encode(
-        x=_x(dom), y=_y("value:Q", shown, "zero" if stacked else None, _peak(long["value"])),
+        x=_x(dom),
+        y=_y("value:Q", shown, "zero" if stacked else None, _peak(long["value"])),
         color=alt.Color("series:N", legend=LEGEND),
-        tooltip=[alt.Tooltip("at:N", title="time (UTC)"), alt.Tooltip("series:N", title="series"),
-                 alt.Tooltip("value:Q", title=shown, format=",.2f")],
+        tooltip=[
+            alt.Tooltip("at:N", title="time (UTC)"),
+            alt.Tooltip("series:N", title="series"),
+            alt.Tooltip("value:Q", title=shown, format=",.2f"),
+        ],
     ).properties(title=title, height=HEIGHT)
     rules = event_rules(events, dom)
     return (chart + rules).resolve_scale(color="independent") if rules is not None else chart
@@ -147,12 +187,22 @@ def event_strip(events: pd.DataFrame, dom: list[str] | None) -> alt.Chart:
     """The event timeline: one labelled row per kind, one tick per instant; its y axis is as wide as the
     charts' below it, so the ticks sit above the same times."""
     order = list(dict.fromkeys(events["label"]))
-    return alt.Chart(events).mark_tick(thickness=3, size=16).encode(
-        x=_x(dom), y=alt.Y("label:N", title=None, sort=order, axis=alt.Axis(minExtent=Y_AXIS_WIDTH, maxExtent=Y_AXIS_WIDTH,
-                                                                              labelLimit=Y_AXIS_WIDTH - 8)),
-        color=_kind_color(events, None),
-        tooltip=[alt.Tooltip("at:N", title="time (UTC)"), alt.Tooltip("detail:N", title="events")],
-    ).properties(title="Events", height=80 + 26 * len(order))
+    return (
+        alt.Chart(events)
+        .mark_tick(thickness=3, size=16)
+        .encode(
+            x=_x(dom),
+            y=alt.Y(
+                "label:N",
+                title=None,
+                sort=order,
+                axis=alt.Axis(minExtent=Y_AXIS_WIDTH, maxExtent=Y_AXIS_WIDTH, labelLimit=Y_AXIS_WIDTH - 8),
+            ),
+            color=_kind_color(events, None),
+            tooltip=[alt.Tooltip("at:N", title="time (UTC)"), alt.Tooltip("detail:N", title="events")],
+        )
+        .properties(title="Events", height=80 + 26 * len(order))
+    )
 
 
 def heatmap(frame: pd.DataFrame, x: str, y: str, value: str, title: str, x_title: str, unit: str = "") -> alt.Chart:
@@ -163,12 +213,19 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, value: str, title: str, x_title
     y_order = list(dict.fromkeys(data.sort_values("partition")[y])) if "partition" in data and y != "partition" else alt.Undefined
     divisor, shown = scale_unit(data[value], unit) if unit else (1.0, value.replace("_", " "))
     data[value] = data[value] / divisor
-    return alt.Chart(data).mark_rect().encode(
-        x=alt.X(f"{x}:O", title=x_title, sort=x_order, axis=alt.Axis(labelOverlap=True, labelAngle=-45)),
-        y=alt.Y(f"{y}:O", title="partition", sort=y_order, axis=alt.Axis(labelOverlap=True, minExtent=Y_AXIS_WIDTH, maxExtent=Y_AXIS_WIDTH)),
-        color=alt.Color(f"{value}:Q", title=shown, scale=alt.Scale(scheme="orangered"), legend=alt.Legend(orient="bottom")),
-        tooltip=[f"{x}:O", f"{y}:O", alt.Tooltip(f"{value}:Q", title=shown, format=",.1f")],
-    ).properties(title=title, height=int(min(900, max(160, 12 * rows))))
+    return (
+        alt.Chart(data)
+        .mark_rect()
+        .encode(
+            x=alt.X(f"{x}:O", title=x_title, sort=x_order, axis=alt.Axis(labelOverlap=True, labelAngle=-45)),
+            y=alt.Y(
+                f"{y}:O", title="partition", sort=y_order, axis=alt.Axis(labelOverlap=True, minExtent=Y_AXIS_WIDTH, maxExtent=Y_AXIS_WIDTH)
+            ),
+            color=alt.Color(f"{value}:Q", title=shown, scale=alt.Scale(scheme="orangered"), legend=alt.Legend(orient="bottom")),
+            tooltip=[f"{x}:O", f"{y}:O", alt.Tooltip(f"{value}:Q", title=shown, format=",.1f")],
+        )
+        .properties(title=title, height=int(min(900, max(160, 12 * rows))))
+    )
 
 
 def run_overlay(frame: pd.DataFrame, field: str, title: str, unit: str) -> alt.Chart:
@@ -176,21 +233,40 @@ def run_overlay(frame: pd.DataFrame, field: str, title: str, unit: str) -> alt.C
     data = frame.dropna(subset=[field]).copy()
     divisor, shown = scale_unit(data[field], unit)
     data[field] = data[field] / divisor
-    return alt.Chart(data).mark_line(point=len(frame) < 120).encode(
-        x=alt.X("seconds_into_run:Q", title="seconds into the run"), y=_y(f"{field}:Q", shown, peak=_peak(data[field])),
-        color=alt.Color("run:N", legend=LEGEND), tooltip=["run:N", "batch_id:Q", alt.Tooltip(f"{field}:Q", title=shown, format=",.2f")],
-    ).properties(title=title, height=HEIGHT)
+    return (
+        alt.Chart(data)
+        .mark_line(point=len(frame) < 120)
+        .encode(
+            x=alt.X("seconds_into_run:Q", title="seconds into the run"),
+            y=_y(f"{field}:Q", shown, peak=_peak(data[field])),
+            color=alt.Color("run:N", legend=LEGEND),
+            tooltip=["run:N", "batch_id:Q", alt.Tooltip(f"{field}:Q", title=shown, format=",.2f")],
+        )
+        .properties(title=title, height=HEIGHT)
+    )
 
 
 def restore_points(frame: pd.DataFrame, dom: list[str] | None, events: pd.DataFrame | None) -> alt.LayerChart | alt.Chart:
     """Restore and reload durations per operator on the time axis (points: one per restart or reload)."""
     divisor, shown = scale_unit(frame["seconds"], "s")
     data = frame.assign(value=frame["seconds"] / divisor)
-    chart = alt.Chart(data).mark_point(filled=True, size=90).encode(
-        x=_x(dom), y=_y("value:Q", shown, peak=_peak(data["value"])), color=alt.Color("series:N", legend=LEGEND),
-        shape=alt.Shape("what:N", legend=alt.Legend(orient="bottom", title=None)),
-        tooltip=[alt.Tooltip("at:N", title="time (UTC)"), alt.Tooltip("series:N", title="operator"), alt.Tooltip("what:N", title="what"),
-                 alt.Tooltip("duration:N", title="took"), alt.Tooltip("detail:N", title="details")],
-    ).properties(title="Restores (first batch after a restart) and reloads (within a run), per operator", height=HEIGHT + 40)
+    chart = (
+        alt.Chart(data)
+        .mark_point(filled=True, size=90)
+        .encode(
+            x=_x(dom),
+            y=_y("value:Q", shown, peak=_peak(data["value"])),
+            color=alt.Color("series:N", legend=LEGEND),
+            shape=alt.Shape("what:N", legend=alt.Legend(orient="bottom", title=None)),
+            tooltip=[
+                alt.Tooltip("at:N", title="time (UTC)"),
+                alt.Tooltip("series:N", title="operator"),
+                alt.Tooltip("what:N", title="what"),
+                alt.Tooltip("duration:N", title="took"),
+                alt.Tooltip("detail:N", title="details"),
+            ],
+        )
+        .properties(title="Restores (first batch after a restart) and reloads (within a run), per operator", height=HEIGHT + 40)
+    )
     rules = event_rules(events, dom)
     return (chart + rules).resolve_scale(color="independent") if rules is not None else chart

@@ -48,8 +48,10 @@ def choose(config: AppConfig, key: str, query_id: str | None = None, queries: pd
     """A checkpoint path inside the roots, or None after saying why there is none; warns when the
     checkpoint belongs to another query than ``query_id``."""
     if not config.checkpoint_roots:
-        st.info("No checkpoint root is configured. Start the browser with `--checkpoint-root DIR` (repeatable) "
-                "to inspect checkpoints under DIR.")
+        st.info(
+            "No checkpoint root is configured. Start the browser with `--checkpoint-root DIR` (repeatable) "
+            "to inspect checkpoints under DIR."
+        )
         return None
     candidates = found(config.checkpoint_roots)
     owners = {c: query_id_of(c) for c in candidates}
@@ -57,10 +59,16 @@ def choose(config: AppConfig, key: str, query_id: str | None = None, queries: pd
     options = candidates + [OTHER]
     if st.session_state.get(f"{key}_pick") not in options:
         st.session_state[f"{key}_pick"] = mine[0] if mine else options[0]
-    picked = st.selectbox("Checkpoint", options, key=f"{key}_pick", help="checkpoints found under the configured roots",
-                          format_func=lambda c: c if c == OTHER else f"{c} ({_name(queries, owners.get(c))})")
-    typed = st.text_input("Checkpoint path", key=f"{key}_path", placeholder="a path under the checkpoint roots") \
-        if picked == OTHER else picked
+    picked = st.selectbox(
+        "Checkpoint",
+        options,
+        key=f"{key}_pick",
+        help="checkpoints found under the configured roots",
+        format_func=lambda c: c if c == OTHER else f"{c} ({_name(queries, owners.get(c))})",
+    )
+    typed = (
+        st.text_input("Checkpoint path", key=f"{key}_path", placeholder="a path under the checkpoint roots") if picked == OTHER else picked
+    )
     if not typed:
         if not candidates:
             st.info(f"No streaming checkpoint found under {', '.join(config.checkpoint_roots)}; type a path.")
@@ -73,6 +81,8 @@ def choose(config: AppConfig, key: str, query_id: str | None = None, queries: pd
     owner = query_id_of(path)
     if query_id and owner != query_id:
         hint = " None of the checkpoints under the roots belongs to it." if not mine else ""
-        st.warning(f"This checkpoint belongs to {_name(queries, owner)}, not to the query shown "
-                   f"({_name(queries, query_id)}): its figures are not this query's.{hint}")
+        st.warning(
+            f"This checkpoint belongs to {_name(queries, owner)}, not to the query shown "
+            f"({_name(queries, query_id)}): its figures are not this query's.{hint}"
+        )
     return path

@@ -19,8 +19,14 @@ from observer.history.url import redact
 from streamlit_app import data, fmt
 from streamlit_app.config import AppConfig
 
-RANGES = {"last 15 min": 900.0, "last hour": 3600.0, "last 6 hours": 6 * 3600.0, "last day": 86400.0,
-          "last week": 7 * 86400.0, "everything": None}
+RANGES = {
+    "last 15 min": 900.0,
+    "last hour": 3600.0,
+    "last 6 hours": 6 * 3600.0,
+    "last day": 86400.0,
+    "last week": 7 * 86400.0,
+    "everything": None,
+}
 DEFAULT_RANGE = "last 6 hours"
 ALL_APPS = "all applications"
 # URL parameter -> the session key of the widget that shows it
@@ -137,13 +143,17 @@ def history_queries(ctx: Context) -> pd.DataFrame | None:
         apps = data.query_apps(ctx.history, ctx.tok)
     except data.HistoryUnavailable as exc:
         st.error(f"{exc}")
-        st.info("Point the browser at a history: `spark-state-observer ui --history PATH`. A job writes one when the "
-                "observer is attached (setting `history_path`); `spark-state-observer replay LOGS --history PATH` "
-                "writes one from recorded Spark event logs.")
+        st.info(
+            "Point the browser at a history: `spark-state-observer ui --history PATH`. A job writes one when the "
+            "observer is attached (setting `history_path`); `spark-state-observer replay LOGS --history PATH` "
+            "writes one from recorded Spark event logs."
+        )
         return None
     if frame.empty:
-        st.info(f"The history {ctx.history_display} is empty: no query has reported a batch yet. Start a streaming query with "
-                "the observer attached (or replay event logs with `--history`), then press Refresh.")
+        st.info(
+            f"The history {ctx.history_display} is empty: no query has reported a batch yet. Start a streaming query with "
+            "the observer attached (or replay event logs with `--history`), then press Refresh."
+        )
         return None
     return frame.merge(apps, on="query_id", how="left").assign(app=lambda f: f.app.fillna(data.browse.UNKNOWN_APP))
 
@@ -161,8 +171,9 @@ def select_app(ctx: Context, frame: pd.DataFrame) -> str | None:
     options = [ALL_APPS, *apps]
     if st.session_state.get("app") not in options:
         st.session_state["app"] = ALL_APPS
-    chosen = st.sidebar.selectbox("Application", options, key="app",
-                                  help="every page shows the queries of this application (the history's `app` column)")
+    chosen = st.sidebar.selectbox(
+        "Application", options, key="app", help="every page shows the queries of this application (the history's `app` column)"
+    )
     return None if chosen == ALL_APPS else chosen
 
 
@@ -174,13 +185,16 @@ def select_query(ctx: Context, frame: pd.DataFrame) -> str | None:
     if wanted is not None and wanted not in ids:
         del st.session_state["query_id"]
         unknown = wanted
-    chosen = st.sidebar.selectbox("Query", ids, key="query_id", format_func=lambda q: label(frame, q),
-                                  help="the query every page shows; its full id is in the URL")
+    chosen = st.sidebar.selectbox(
+        "Query", ids, key="query_id", format_func=lambda q: label(frame, q), help="the query every page shows; its full id is in the URL"
+    )
     if unknown is not None:
         known = ctx.all_queries is not None and unknown in ctx.all_queries.query_id.tolist()
         where = "the chosen application has" if known else f"the history {ctx.history_display} has"
-        st.error(f"Unknown query {unknown!r}: {where} no query with that id. Pick one of its "
-                 f"{fmt.plural(len(ids), 'query', 'queries')} in the sidebar.")
+        st.error(
+            f"Unknown query {unknown!r}: {where} no query with that id. Pick one of its "
+            f"{fmt.plural(len(ids), 'query', 'queries')} in the sidebar."
+        )
         return None
     return chosen
 

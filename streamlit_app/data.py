@@ -76,14 +76,16 @@ def recent_batches(path: str, tok: tuple, query_id: str, limit: int = 120) -> pd
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def batch_series(path: str, tok: tuple, query_id: str, since: float | None, until: float | None,
-                 run_id: str | None = None, max_points: int = 2000) -> pd.DataFrame:
+def batch_series(
+    path: str, tok: tuple, query_id: str, since: float | None, until: float | None, run_id: str | None = None, max_points: int = 2000
+) -> pd.DataFrame:
     return _guard(loaders.load_batch_series, path, query_id, since, until, run_id, max_points)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def operator_series(path: str, tok: tuple, query_id: str, since: float | None, until: float | None,
-                    run_id: str | None = None, max_points: int = 2000) -> pd.DataFrame:
+def operator_series(
+    path: str, tok: tuple, query_id: str, since: float | None, until: float | None, run_id: str | None = None, max_points: int = 2000
+) -> pd.DataFrame:
     return _guard(loaders.load_operator_series, path, query_id, since, until, run_id, max_points)
 
 
@@ -137,6 +139,10 @@ def facts(path: str, tok: tuple, query_id: str, now: float) -> Facts:
     recent = recent_batches(path, tok, query_id)
     events = recent_events(path, tok, query_id)
     runs = run_stats(path, tok, query_id)
-    return Facts(events=events.to_dict("records"), runs=runs.to_dict("records"),
-                 last_batch_ts=float(recent.ts.iloc[-1]) if len(recent) else None,
-                 interval=typical_interval(recent.ts.tolist()), now=now)
+    return Facts(
+        events=events.to_dict("records"),
+        runs=runs.to_dict("records"),
+        last_batch_ts=float(recent.ts.iloc[-1]) if len(recent) else None,
+        interval=typical_interval(recent.ts.tolist()),
+        now=now,
+    )

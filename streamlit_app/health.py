@@ -23,8 +23,14 @@ def typical_interval(batch_times: Sequence[float]) -> float | None:
     return statistics.median(gaps) if gaps else None
 
 
-def derive_health(last_outcome: str | None, last_lifecycle: str | None, last_lifecycle_ts: float | None,
-                  last_batch_ts: float | None, interval: float | None, now: float) -> str:
+def derive_health(
+    last_outcome: str | None,
+    last_lifecycle: str | None,
+    last_lifecycle_ts: float | None,
+    last_batch_ts: float | None,
+    interval: float | None,
+    now: float,
+) -> str:
     """One of running, idle, stalled, failed, stopped."""
     if last_outcome == "exception" or last_lifecycle == CRASH_LOOP:
         return "failed"

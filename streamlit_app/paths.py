@@ -19,14 +19,16 @@ def resolve_under_roots(path: str, roots: tuple[str, ...]) -> str:
         raise PathRefused("no checkpoint root is configured: start the browser with --checkpoint-root DIR to open checkpoints")
     text = path.strip()
     if text.startswith("file:"):
-        text = "/" + text[len("file:"):].lstrip("/")
+        text = "/" + text[len("file:") :].lstrip("/")
     candidate = os.path.realpath(os.path.join(roots[0], text))
     for root in roots:
         real_root = os.path.realpath(root)
         if candidate == real_root or candidate.startswith(real_root.rstrip(os.sep) + os.sep):
             return candidate
-    raise PathRefused(f"refused: {path} resolves to {candidate}, which is outside the configured checkpoint roots "
-                      f"({', '.join(roots)}); only checkpoints under these roots can be opened")
+    raise PathRefused(
+        f"refused: {path} resolves to {candidate}, which is outside the configured checkpoint roots "
+        f"({', '.join(roots)}); only checkpoints under these roots can be opened"
+    )
 
 
 def list_checkpoints(roots: tuple[str, ...], max_depth: int = 3) -> list[str]:

@@ -15,7 +15,7 @@ TRACEBACK_HEADER = "Traceback (most recent call last):"
 # "RuntimeError: ...", "pyspark.errors.exceptions.captured.StreamingQueryException: ..." (a Python error line)
 _PY_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure))(?::\s*(.*))?$")
 _CAUSED_BY = re.compile(r"^\s*Caused by:\s*(.+)$")
-_NOISE = (TRACEBACK_HEADER, "at ", "...", "File \"", "^", "~")
+_NOISE = (TRACEBACK_HEADER, "at ", "...", 'File "', "^", "~")
 MAX_CHARS = 300
 
 
@@ -26,7 +26,7 @@ def _clean(line: str) -> str:
     """One line, its exception class without the package (``org.apache.spark.SparkRuntimeException`` reads
     ``SparkRuntimeException``), at most MAX_CHARS."""
     line = _PACKAGE.sub("", line.strip())
-    return line if len(line) <= MAX_CHARS else line[:MAX_CHARS - 1] + "…"
+    return line if len(line) <= MAX_CHARS else line[: MAX_CHARS - 1] + "…"
 
 
 def from_text(text: str | None) -> str | None:

@@ -18,5 +18,10 @@ def session() -> Any:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    return (SparkSession.builder.master("local[1]").appName("spark-state-browser")
-            .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    return (
+        SparkSession.builder.master("local[1]")
+        .appName("spark-state-browser")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )

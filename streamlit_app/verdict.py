@@ -22,17 +22,43 @@ from streamlit_app.rootcause import root_cause
 
 # runbook anchors: the alert names of alerts/rules.yml, lower-cased
 ANCHORS = {
-    "crash_loop": "sparkstreamingquerycrashlooping", "failed_at_start": "sparkstreamingqueryfailed",
-    "failed": "sparkstreamingqueryfailed", "stalled": "sparkstreamingquerystalled", "state_unbounded": "sparkstateunbounded",
-    "falling_behind": "sparkstreamingqueryfallingbehind", "executor_lost": "sparkstaterestoretoolong",
-    "restarted": "sparkstaterestoretoolong", "stopped": "sparkstreamingquerydown",
+    "crash_loop": "sparkstreamingquerycrashlooping",
+    "failed_at_start": "sparkstreamingqueryfailed",
+    "failed": "sparkstreamingqueryfailed",
+    "stalled": "sparkstreamingquerystalled",
+    "state_unbounded": "sparkstateunbounded",
+    "falling_behind": "sparkstreamingqueryfallingbehind",
+    "executor_lost": "sparkstaterestoretoolong",
+    "restarted": "sparkstaterestoretoolong",
+    "stopped": "sparkstreamingquerydown",
 }
-SEVERITY = {"crash_loop": 0, "failed_at_start": 1, "failed": 2, "stalled": 3, "state_unbounded": 4, "falling_behind": 5,
-            "executor_lost": 6, "restarted": 7, "stopped": 8, "healthy": 9, "no_data": 10}
+SEVERITY = {
+    "crash_loop": 0,
+    "failed_at_start": 1,
+    "failed": 2,
+    "stalled": 3,
+    "state_unbounded": 4,
+    "falling_behind": 5,
+    "executor_lost": 6,
+    "restarted": 7,
+    "stopped": 8,
+    "healthy": 9,
+    "no_data": 10,
+}
 # Streamlit's bundled Material icons (emoji need a colour-emoji font the viewer may not have)
-ICONS = {0: ":material/error:", 1: ":material/error:", 2: ":material/error:", 3: ":material/warning:", 4: ":material/warning:",
-         5: ":material/warning:", 6: ":material/info:", 7: ":material/info:", 8: ":material/stop_circle:",
-         9: ":material/check_circle:", 10: ":material/help:"}
+ICONS = {
+    0: ":material/error:",
+    1: ":material/error:",
+    2: ":material/error:",
+    3: ":material/warning:",
+    4: ":material/warning:",
+    5: ":material/warning:",
+    6: ":material/info:",
+    7: ":material/info:",
+    8: ":material/stop_circle:",
+    9: ":material/check_circle:",
+    10: ":material/help:",
+}
 RESTORE_WINDOW_SECONDS = 900.0  # a restore this long after an executor loss is taken as its consequence
 
 
@@ -64,6 +90,7 @@ class Verdict:
 @dataclass
 class Facts:
     """What the rules read, in plain Python: events and runs oldest first."""
+
     events: Sequence[Mapping[str, Any]]  # kind, ts, run_id, attributes (dict)
     runs: Sequence[Mapping[str, Any]]  # run_id, started, ended, outcome, exception, batches (count in the history)
     last_batch_ts: float | None = None
@@ -86,8 +113,16 @@ def _outcome(run: Mapping[str, Any]) -> str | None:
 
 def _failure(f: Facts, run: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """(root cause, full trace) of a failed run, from its terminated event and its stored exception."""
-    event = next((e for e in reversed(f.events) if e["kind"] == k.QUERY_TERMINATED and e.get("run_id") == run["run_id"]
-                  and (e.get("attributes") or {}).get("outcome") == "exception"), None)
+    event = next(
+        (
+            e
+            for e in reversed(f.events)
+            if e["kind"] == k.QUERY_TERMINATED
+            and e.get("run_id") == run["run_id"]
+            and (e.get("attributes") or {}).get("outcome") == "exception"
+        ),
+        None,
+    )
     trace = None if fmt.missing(run.get("exception")) else str(run.get("exception")) or None
     return root_cause((event or {}).get("attributes"), trace), trace
 
@@ -97,10 +132,18 @@ def crash_loop(f: Facts) -> Verdict | None:
     signal = _last(f.events, k.CRASH_LOOP)
     if signal is None:
         return None
-    restarts = [e for e in f.events if e["kind"] == k.QUERY_RESTARTED and e["ts"] >= signal["ts"] - float(
-        (signal.get("attributes") or {}).get("window_seconds") or 900.0)]
-    later_batches = f.last_batch_ts is not None and f.runs and _outcome(f.runs[-1]) is None and \
-        f.last_batch_ts > (f.runs[-1].get("started") or 0) + 10 * (f.interval or 10.0)
+    restarts = [
+        e
+        for e in f.events
+        if e["kind"] == k.QUERY_RESTARTED
+        and e["ts"] >= signal["ts"] - float((signal.get("attributes") or {}).get("window_seconds") or 900.0)
+    ]
+    later_batches = (
+        f.last_batch_ts is not None
+        and f.runs
+        and _outcome(f.runs[-1]) is None
+        and f.last_batch_ts > (f.runs[-1].get("started") or 0) + 10 * (f.interval or 10.0)
+    )
     if later_batches:
         return None  # the loop ended: the newest run is up and has been processing for a while
     first = restarts[0]["ts"] if restarts else signal["ts"]
@@ -134,17 +177,25 @@ def stalled(f: Facts) -> Verdict | None:
     signal = _last(f.events, k.STALLED)
     recovered = _last(f.events, k.STALL_RECOVERED)
     open_run = bool(f.runs) and _outcome(f.runs[-1]) is None
-    if signal is not None and (recovered is None or recovered["ts"] < signal["ts"]) and open_run and \
-            (f.last_batch_ts is None or signal["ts"] >= f.last_batch_ts):
+    if (
+        signal is not None
+        and (recovered is None or recovered["ts"] < signal["ts"])
+        and open_run
+        and (f.last_batch_ts is None or signal["ts"] >= f.last_batch_ts)
+    ):
         seconds = (signal.get("attributes") or {}).get("seconds_without_progress")
-        return Verdict("stalled", f"Stalled: no batch for {fmt.duration(seconds)} (since {fmt.clock(f.last_batch_ts)})",
-                       f.last_batch_ts or signal["ts"])
+        return Verdict(
+            "stalled",
+            f"Stalled: no batch for {fmt.duration(seconds)} (since {fmt.clock(f.last_batch_ts)})",
+            f.last_batch_ts or signal["ts"],
+        )
     if open_run and f.now is not None and f.last_batch_ts is not None:
         quiet = f.now - f.last_batch_ts
         limit = max(STALL_MIN_SECONDS, STALL_FACTOR * (f.interval or 0.0))
         if quiet > limit and quiet < 7 * 86400:  # a week-old history is not a stall, it is an old file
-            return Verdict("stalled", f"Stalled: no batch for {fmt.duration(quiet)} (usually every {fmt.duration(f.interval)})",
-                           f.last_batch_ts)
+            return Verdict(
+                "stalled", f"Stalled: no batch for {fmt.duration(quiet)} (usually every {fmt.duration(f.interval)})", f.last_batch_ts
+            )
     return None
 
 
@@ -177,15 +228,25 @@ def falling_behind(f: Facts) -> Verdict | None:
     if signal is None or (back is not None and back["ts"] >= signal["ts"]):
         return None
     a = signal.get("attributes") or {}
-    return Verdict("falling_behind", f"Falling behind: input {fmt.number(a.get('input_rows_per_second'))} rows/s, processed "
-                                     f"{fmt.number(a.get('processed_rows_per_second'))} rows/s", signal["ts"])
+    return Verdict(
+        "falling_behind",
+        f"Falling behind: input {fmt.number(a.get('input_rows_per_second'))} rows/s, processed "
+        f"{fmt.number(a.get('processed_rows_per_second'))} rows/s",
+        signal["ts"],
+    )
 
 
 def _restore_total(f: Facts, after: float, run_id: str | None = None) -> tuple[float | None, float | None]:
     """(seconds summed over operators, time) of the first restore (or reload) at or after ``after``."""
     for kinds in (("restore",), ("store_reload",)):
-        candidates = [e for e in f.events if e["kind"] in kinds and e["ts"] >= after and e["ts"] - after <= RESTORE_WINDOW_SECONDS
-                      and (run_id is None or e.get("run_id") == run_id)]
+        candidates = [
+            e
+            for e in f.events
+            if e["kind"] in kinds
+            and e["ts"] >= after
+            and e["ts"] - after <= RESTORE_WINDOW_SECONDS
+            and (run_id is None or e.get("run_id") == run_id)
+        ]
         if candidates:
             first = candidates[0]["ts"]
             same = [e for e in candidates if e["ts"] == first]

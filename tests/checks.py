@@ -7,8 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 # series that depend on wall-clock time or the live process, not on the events: the live run also
 # reads the checkpoint's commit times for the downtime of a restart in a new process
-LIVE_ONLY = {"spark_streaming_query_seconds_since_progress", "spark_streaming_executors",
-             "spark_streaming_query_last_downtime_seconds"}
+LIVE_ONLY = {"spark_streaming_query_seconds_since_progress", "spark_streaming_executors", "spark_streaming_query_last_downtime_seconds"}
 
 
 IDENTITY = {"app"}  # the application's label, which a live listener adds and a replay of progress lines cannot know
@@ -51,12 +50,14 @@ def assert_matches_progress(exposition: str, progress: list[dict]) -> None:
         assert value("spark_state_store_instances", **ol) == op["numStateStoreInstances"]
         assert value("spark_state_rows_updated_total", **ol) == sum(p["stateOperators"][index]["numRowsUpdated"] for p in progress)
         assert value("spark_state_commit_seconds_total", **ol) == pytest.approx(
-            sum(p["stateOperators"][index]["commitTimeMs"] for p in progress) / 1000)
+            sum(p["stateOperators"][index]["commitTimeMs"] for p in progress) / 1000
+        )
         custom = op["customMetrics"]
         if "rocksdbSstFileSize" in custom:
             assert value("spark_state_rocksdb_sst_size_bytes", **ol) == custom["rocksdbSstFileSize"]
             assert value("spark_state_rocksdb_gets_total", **ol) == sum(
-                p["stateOperators"][index]["customMetrics"]["rocksdbGetCount"] for p in progress)
+                p["stateOperators"][index]["customMetrics"]["rocksdbGetCount"] for p in progress
+            )
         if "stateOnCurrentVersionSizeBytes" in custom:
             assert value("spark_state_hdfs_current_version_size_bytes", **ol) == custom["stateOnCurrentVersionSizeBytes"]
             assert value("spark_state_hdfs_loaded_map_cache_misses", **ol) == custom["loadedMapCacheMissCount"]

@@ -86,11 +86,15 @@ def start_prometheus(tmp: str, targets: list[str], scheme: str = "http") -> Serv
     port = free_port()
     config = os.path.join(tmp, "prometheus.yml")
     with open(config, "w") as f:
-        f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                "scrape_configs:\n  - job_name: observer\n"
-                f"    scheme: {scheme}\n    static_configs:\n      - targets: {json.dumps(targets)}\n")
-    return Server([binary, f"--config.file={config}", f"--storage.tsdb.path={os.path.join(tmp, 'data')}",
-                   f"--web.listen-address=127.0.0.1:{port}"], f"http://127.0.0.1:{port}/-/ready")
+        f.write(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            "scrape_configs:\n  - job_name: observer\n"
+            f"    scheme: {scheme}\n    static_configs:\n      - targets: {json.dumps(targets)}\n"
+        )
+    return Server(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={os.path.join(tmp, 'data')}", f"--web.listen-address=127.0.0.1:{port}"],
+        f"http://127.0.0.1:{port}/-/ready",
+    )
 
 
 def prom_query(server: Server, expr: str) -> list[dict]:
@@ -139,4 +143,3 @@ def run_script(args: list[str], timeout: float = 300) -> None:
         start = max((i for i, line in enumerate(lines) if line.startswith("Traceback")), default=max(0, len(lines) - 25))
         tail = [line for line in lines[start:] if not line.startswith(("\tat ", "\t..."))][:40]
         pytest.fail(f"{args[0]} exited with {proc.returncode}:\n" + "\n".join(tail))
-

@@ -19,11 +19,17 @@ from observer.cli.demo import dedup_window_query
 
 
 def main(endpoint: str, checkpoint: str) -> None:
-    spark = (SparkSession.builder.remote("local[2]").appName("spark-state-observer-connect")
-             .config("spark.connect.grpc.binding.address", "127.0.0.1")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false").getOrCreate())
-    handle = observer.attach(spark, http_enabled=False, history_enabled=False, otlp_endpoint=endpoint,
-                             otlp_interval_seconds=1.0, otlp_traces=True)
+    spark = (
+        SparkSession.builder.remote("local[2]")
+        .appName("spark-state-observer-connect")
+        .config("spark.connect.grpc.binding.address", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    handle = observer.attach(
+        spark, http_enabled=False, history_enabled=False, otlp_endpoint=endpoint, otlp_interval_seconds=1.0, otlp_traces=True
+    )
     query = dedup_window_query(spark, checkpoint, rows_per_second=20, name="connect_dedup_window")
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and sum(1 for p in query.recentProgress if p.stateOperators) < 4:
@@ -36,9 +42,14 @@ def main(endpoint: str, checkpoint: str) -> None:
     handle.flush()
     handle.stop()
     result = {
-        "connect": is_connect(spark), "app_id": spark.conf.get("spark.app.id"), "app_name": spark.conf.get("spark.app.name"),
-        "spark_version": spark.version, "executor_ids": _executor_ids(spark), "last_commit": _checkpoint_last_commit(spark),
-        "received": dict(received), "signals": [e.kind for e in handle.signals],
+        "connect": is_connect(spark),
+        "app_id": spark.conf.get("spark.app.id"),
+        "app_name": spark.conf.get("spark.app.name"),
+        "spark_version": spark.version,
+        "executor_ids": _executor_ids(spark),
+        "last_commit": _checkpoint_last_commit(spark),
+        "received": dict(received),
+        "signals": [e.kind for e in handle.signals],
         "progress": [json.loads(p.json) for p in query.recentProgress],
     }
     spark.stop()

@@ -16,8 +16,11 @@ import yaml
 from jsonschema import Draft7Validator
 
 CRDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "crds")
-FILES = {"PrometheusRule": "monitoring.coreos.com_prometheusrules.yaml", "ServiceMonitor": "monitoring.coreos.com_servicemonitors.yaml",
-         "PodMonitor": "monitoring.coreos.com_podmonitors.yaml"}
+FILES = {
+    "PrometheusRule": "monitoring.coreos.com_prometheusrules.yaml",
+    "ServiceMonitor": "monitoring.coreos.com_servicemonitors.yaml",
+    "PodMonitor": "monitoring.coreos.com_podmonitors.yaml",
+}
 
 
 def _closed(schema: Any) -> Any:
@@ -38,10 +41,16 @@ def schema(kind: str, version: str = "v1") -> dict:
     served = next(v for v in crd["spec"]["versions"] if v["name"] == version)
     openapi = copy.deepcopy(served["schema"]["openAPIV3Schema"])
     # metadata is validated by the API server itself, not by the CRD schema; check its basic shape here
-    openapi["properties"]["metadata"] = {"type": "object", "required": ["name"], "properties": {
-        "name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}, "namespace": {"type": "string"},
-        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-        "annotations": {"type": "object", "additionalProperties": {"type": "string"}}}}
+    openapi["properties"]["metadata"] = {
+        "type": "object",
+        "required": ["name"],
+        "properties": {
+            "name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+            "namespace": {"type": "string"},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    }
     return _closed(openapi)
 
 

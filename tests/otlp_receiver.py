@@ -62,10 +62,19 @@ class Received:
                         kind = m.WhichOneof("data")
                         data = getattr(m, kind)
                         for dp in data.data_points:
-                            out.append({"name": m.name, "unit": m.unit, "type": kind, "monotonic": getattr(data, "is_monotonic", None),
-                                        "temporality": getattr(data, "aggregation_temporality", None), "resource": resource,
-                                        "attributes": kv(dp.attributes), "value": dp.as_double if dp.HasField("as_double") else dp.as_int,
-                                        "time": dp.time_unix_nano})
+                            out.append(
+                                {
+                                    "name": m.name,
+                                    "unit": m.unit,
+                                    "type": kind,
+                                    "monotonic": getattr(data, "is_monotonic", None),
+                                    "temporality": getattr(data, "aggregation_temporality", None),
+                                    "resource": resource,
+                                    "attributes": kv(dp.attributes),
+                                    "value": dp.as_double if dp.HasField("as_double") else dp.as_int,
+                                    "time": dp.time_unix_nano,
+                                }
+                            )
         return out
 
     def latest(self) -> dict[tuple[str, tuple], dict[str, Any]]:
@@ -81,8 +90,16 @@ class Received:
             for rl in req.resource_logs:
                 for sl in rl.scope_logs:
                     for r in sl.log_records:
-                        out.append({"event_name": r.event_name, "severity": r.severity_text, "time": r.time_unix_nano,
-                                    "body": any_value(r.body), "attributes": kv(r.attributes), "resource": kv(rl.resource.attributes)})
+                        out.append(
+                            {
+                                "event_name": r.event_name,
+                                "severity": r.severity_text,
+                                "time": r.time_unix_nano,
+                                "body": any_value(r.body),
+                                "attributes": kv(r.attributes),
+                                "resource": kv(rl.resource.attributes),
+                            }
+                        )
         return out
 
     def spans(self) -> list[dict[str, Any]]:
@@ -91,9 +108,17 @@ class Received:
             for rs in req.resource_spans:
                 for ss in rs.scope_spans:
                     for s in ss.spans:
-                        out.append({"name": s.name, "trace_id": s.trace_id.hex(), "span_id": s.span_id.hex(),
-                                    "parent": s.parent_span_id.hex(), "start": s.start_time_unix_nano, "end": s.end_time_unix_nano,
-                                    "attributes": kv(s.attributes)})
+                        out.append(
+                            {
+                                "name": s.name,
+                                "trace_id": s.trace_id.hex(),
+                                "span_id": s.span_id.hex(),
+                                "parent": s.parent_span_id.hex(),
+                                "start": s.start_time_unix_nano,
+                                "end": s.end_time_unix_nano,
+                                "attributes": kv(s.attributes),
+                            }
+                        )
         return out
 
 
@@ -174,4 +199,3 @@ class GrpcReceiver:
 
     def stop(self) -> None:
         self.server.stop(grace=1).wait(5)
-

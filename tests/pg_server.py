@@ -74,9 +74,23 @@ class PostgresServer:
         return f"postgresql://{auth}@127.0.0.1:{self.port}/{database}"
 
     def start(self, timeout: float = 60.0) -> PostgresServer:
-        args = [os.path.join(self.bindir, "postgres"), "-D", self.data, "-p", str(self.port), "-k", self.root,
-                "-c", "listen_addresses=127.0.0.1", "-c", f"fsync={'on' if self.fsync else 'off'}",
-                "-c", "max_connections=60", "-c", "logging_collector=off"]
+        args = [
+            os.path.join(self.bindir, "postgres"),
+            "-D",
+            self.data,
+            "-p",
+            str(self.port),
+            "-k",
+            self.root,
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            f"fsync={'on' if self.fsync else 'off'}",
+            "-c",
+            "max_connections=60",
+            "-c",
+            "logging_collector=off",
+        ]
         with open(os.path.join(self.root, "server.log"), "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=log, cwd=self.root, start_new_session=True, **self._user)
         deadline = time.monotonic() + timeout

@@ -24,9 +24,19 @@ from observer.mixin.unittests import build_cases, case_document
 CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
 CONFIGS = ["default", "custom"]
 # alerts whose series values follow a threshold that mixin-custom.yaml moves
-MOVED = {"SparkStreamingQueryCrashLooping", "SparkStreamingQueryFallingBehind", "SparkStreamingKafkaLagGrowing", "SparkStreamingKafkaLagSecondsHigh",
-         "SparkStreamingWatermarkLagHigh", "SparkStateRestoreTooLong", "SparkStateBudgetExhaustionForecast",
-         "SparkStateMemoryNearBudget", "SparkStateCommitLatencyHigh", "SparkStateRocksDBWriteStalls", "SparkStateSnapshotUploadLagging"}
+MOVED = {
+    "SparkStreamingQueryCrashLooping",
+    "SparkStreamingQueryFallingBehind",
+    "SparkStreamingKafkaLagGrowing",
+    "SparkStreamingKafkaLagSecondsHigh",
+    "SparkStreamingWatermarkLagHigh",
+    "SparkStateRestoreTooLong",
+    "SparkStateBudgetExhaustionForecast",
+    "SparkStateMemoryNearBudget",
+    "SparkStateCommitLatencyHigh",
+    "SparkStateRocksDBWriteStalls",
+    "SparkStateSnapshotUploadLagging",
+}
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +106,15 @@ def test_raised_thresholds_silence_what_the_defaults_fire_on(tmp_path, exported)
         tests.append(case_document(case, rules[case.alert]))
     assert len(tests) == len(MOVED)
     path = tmp_path / "moved.yml"
-    path.write_text(yaml.safe_dump({"rule_files": [os.path.join(directory, "alerts", n) for n in ("rules.yml", "recording.yml")],
-                                    "evaluation_interval": "1m", "tests": tests}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "rule_files": [os.path.join(directory, "alerts", n) for n in ("rules.yml", "recording.yml")],
+                "evaluation_interval": "1m",
+                "tests": tests,
+            }
+        )
+    )
     result = promtool("test", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert all(c.firing for c in build_cases(MixinConfig()) if c.alert in MOVED), "under the defaults these series fire"
@@ -180,13 +197,29 @@ def test_alertmanager_example_is_valid_and_groups_by_identity(tmp_path, which: s
 EDGE_CONFIGS = {
     "selector pins the app, no static labels": {"selector": 'app="shop", env!="dev"', "static_labels": []},
     "long for durations, zero and tiny thresholds": {
-        "static_labels": ["region"], "app_label": "spark_app",
-        "for_durations": {"SparkStreamingQueryCrashLooping": "20m", "SparkStreamingQueryFallingBehind": "30m", "SparkStateCommitLatencyHigh": "1h",
-                          "SparkStateObserverDroppingEvents": "15m", "SparkStateRestoreTooLong": "30m"},
-        "thresholds": {"commit_seconds_per_instance": 0, "crash_loop_restarts": 1, "falling_behind_ratio": 0.5,
-                       "write_stall_seconds_per_batch": 0.2, "kafka_lag_offsets": 3, "state_memory_budget_ratio": 1}},
-    "regex selectors with test labels": {"observer_selector": 'job=~"spark.*"', "selector": 'namespace=~"team-.*"',
-                                         "test_labels": {"job": "spark-x", "namespace": "team-a"}},
+        "static_labels": ["region"],
+        "app_label": "spark_app",
+        "for_durations": {
+            "SparkStreamingQueryCrashLooping": "20m",
+            "SparkStreamingQueryFallingBehind": "30m",
+            "SparkStateCommitLatencyHigh": "1h",
+            "SparkStateObserverDroppingEvents": "15m",
+            "SparkStateRestoreTooLong": "30m",
+        },
+        "thresholds": {
+            "commit_seconds_per_instance": 0,
+            "crash_loop_restarts": 1,
+            "falling_behind_ratio": 0.5,
+            "write_stall_seconds_per_batch": 0.2,
+            "kafka_lag_offsets": 3,
+            "state_memory_budget_ratio": 1,
+        },
+    },
+    "regex selectors with test labels": {
+        "observer_selector": 'job=~"spark.*"',
+        "selector": 'namespace=~"team-.*"',
+        "test_labels": {"job": "spark-x", "namespace": "team-a"},
+    },
 }
 
 

@@ -12,8 +12,10 @@ import pytest
 from conftest import FIXTURES, need
 from observer.offline import backtest as bt
 
-RULES = [os.path.join(os.path.dirname(__file__), "..", "alerts", "recording.yml"),
-         os.path.join(os.path.dirname(__file__), "..", "alerts", "rules.yml")]
+RULES = [
+    os.path.join(os.path.dirname(__file__), "..", "alerts", "recording.yml"),
+    os.path.join(os.path.dirname(__file__), "..", "alerts", "rules.yml"),
+]
 
 
 def _logs(scenario: str) -> list[str]:
@@ -74,7 +76,7 @@ def test_scrapes_carry_the_original_timestamps_and_the_target_labels(tmp_path) -
     recorder, signals, events, errors = bt.record_series(logs, str(tmp_path / "s.om"), 5.0)
     assert not errors and events > 0
     series = bt.read_series(str(tmp_path / "s.om"), {"spark_streaming_batches_total"})
-    (head, points), = series.items()
+    ((head, points),) = series.items()
     assert 'job="spark_state_observer"' in head and 'instance="backtest"' in head
     times = sorted(points)
     assert recorder.first <= times[0] and times[-1] == recorder.last and all(b - a == 5.0 for a, b in zip(times, times[1:]))
@@ -145,8 +147,9 @@ def test_events_the_observer_dropped_fire_the_observer_alert(tools, tmp_path) ->
     lines[cut] = lines[cut][: len(lines[cut]) // 2] + b"\n"
     with open(log_file, "wb") as f:
         f.writelines(lines)
-    report = bt.run_backtest([str(folder / os.path.basename(source[0]))], RULES, scrape_interval=5, eval_interval=5,
-                             work_dir=str(tmp_path / "bt"))
+    report = bt.run_backtest(
+        [str(folder / os.path.basename(source[0]))], RULES, scrape_interval=5, eval_interval=5, work_dir=str(tmp_path / "bt")
+    )
     fired = [f for f in report.fired() if f.alert == "SparkStateObserverDroppingEvents"]
     assert fired and fired[0].labels["reason"] == "malformed", bt.render_table(report)
     assert report.errors  # the broken line is reported, the rest of the log was read
@@ -171,8 +174,12 @@ def test_the_backtest_command_writes_a_report(tools, tmp_path) -> None:
     from observer.cli.main import main
 
     out = tmp_path / "report.json"
-    assert main(["backtest", *_logs("schema_failure"), "--scrape-interval", "5", "--eval-interval", "5",
-                 "--format", "json", "--out", str(out)]) == 0
+    assert (
+        main(
+            ["backtest", *_logs("schema_failure"), "--scrape-interval", "5", "--eval-interval", "5", "--format", "json", "--out", str(out)]
+        )
+        == 0
+    )
     import json
 
     doc = json.loads(out.read_text())
@@ -213,11 +220,22 @@ def test_a_crash_loop_fires_at_the_restart_that_completes_it_and_not_before(tool
     # not before the loop is complete; at the first evaluation that can see the third restart's scrape
     assert third < loops[0].firing_at <= third + report.scrape_interval + report.eval_interval
     assert loops[0].labels["query"] == "crash_loop_503" and loops[0].severity == "critical"
-    done = subprocess.run([shutil.which("promtool") or "promtool", "test", "rules",
-                           bt.write_promtool_test(report, os.path.join(work, "series.om"), rules, work,
-                                                  [report.start + i * report.eval_interval
-                                                   for i in range(int((report.end - report.start) // report.eval_interval) + 1)])],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            shutil.which("promtool") or "promtool",
+            "test",
+            "rules",
+            bt.write_promtool_test(
+                report,
+                os.path.join(work, "series.om"),
+                rules,
+                work,
+                [report.start + i * report.eval_interval for i in range(int((report.end - report.start) // report.eval_interval) + 1)],
+            ),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -229,8 +247,13 @@ def test_set_overrides_move_a_threshold_and_change_what_fires(tools, tmp_path) -
     default = bt.run_backtest(logs, _mixin_rules(tmp_path / "d"), scrape_interval=5, eval_interval=5, work_dir=str(tmp_path / "a"))
     assert not [f for f in default.fired() if f.alert == "SparkStateRestoreTooLong"], bt.render_table(default)
     (tmp_path / "s").mkdir()
-    strict = bt.run_backtest(logs, _mixin_rules(tmp_path / "s", "thresholds.restore_seconds=0.05"), scrape_interval=5,
-                             eval_interval=5, work_dir=str(tmp_path / "b"))
+    strict = bt.run_backtest(
+        logs,
+        _mixin_rules(tmp_path / "s", "thresholds.restore_seconds=0.05"),
+        scrape_interval=5,
+        eval_interval=5,
+        work_dir=str(tmp_path / "b"),
+    )
     restores = [f for f in strict.fired() if f.alert == "SparkStateRestoreTooLong"]
     restored_at = min(s["time"] for s in strict.signals if s["kind"] == "restore")
     assert restores and all(f.firing_at >= restored_at for f in restores), bt.render_table(strict)
@@ -246,8 +269,13 @@ def test_unbounded_state_fires_after_its_for_and_not_before(tools, tmp_path) -> 
     assert not [f for f in default.fired() if f.alert == "SparkStateUnbounded"]  # 30m: longer than the recording
     assert [f for f in default.firings if f.alert == "SparkStateUnbounded"], "pending under the default 'for'"
     (tmp_path / "s").mkdir()
-    short = bt.run_backtest(logs, _mixin_rules(tmp_path / "s", "for_durations.SparkStateUnbounded=1m"), scrape_interval=15,
-                            eval_interval=15, work_dir=str(tmp_path / "b"))
+    short = bt.run_backtest(
+        logs,
+        _mixin_rules(tmp_path / "s", "for_durations.SparkStateUnbounded=1m"),
+        scrape_interval=15,
+        eval_interval=15,
+        work_dir=str(tmp_path / "b"),
+    )
     fired = [f for f in short.fired() if f.alert == "SparkStateUnbounded"]
     verdict = min(s["time"] for s in short.signals if s["kind"] == "state_unbounded")
     assert len(fired) == 1 and fired[0].labels["operator"] == "stateStoreSave", bt.render_table(short)

@@ -43,8 +43,11 @@ payloads = st.one_of(
     st.binary(max_size=100),
     st.sampled_from(REAL).flatmap(lambda s: st.integers(0, len(s)).map(lambda n: s[:n])),  # truncated real events
     st.sampled_from(REAL).map(lambda s: s.replace("numRowsTotal", "numRowsTotal\\u0000")),
-    st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=10),
-                 lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4), max_leaves=20).map(json.dumps),
+    st.recursive(
+        st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=10),
+        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+        max_leaves=20,
+    ).map(json.dumps),
     st.sampled_from([RuntimeError("py4j gateway gone"), ValueError("bad"), KeyError("x"), None, 42, object()]),
 )
 OBSERVER = Observer(Settings(http_enabled=False, queue_size=64), serve=False, live=False)

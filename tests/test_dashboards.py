@@ -27,7 +27,10 @@ STATIC_LABELS = {"cluster": "test-cluster", "namespace": "test-namespace"}
 RECORDING_RULES = os.path.join(ROOT, "alerts", "recording.yml")
 # Panels whose data the recorded fixtures cannot contain: these queries must still be valid PromQL.
 NO_DATA_IN_FIXTURES = {
-    ("restore.json", "Executors and executor changes"): "recorded in local mode: no executors come or go, and the count is polled live from the JVM",
+    (
+        "restore.json",
+        "Executors and executor changes",
+    ): "recorded in local mode: no executors come or go, and the count is polled live from the JVM",
 }
 
 
@@ -73,11 +76,18 @@ def check_variables_and_selectors(dashboards: dict[str, dict], config: MixinConf
 
 def test_there_are_the_four_dashboards_with_their_variables() -> None:
     dashboards = {n: load(n) for n in DASHBOARD_FILES}
-    assert {d["title"] for d in dashboards.values()} == {"Spark state / Overview", "Spark state / Query detail",
-                                                         "Spark state / State store & RocksDB", "Spark state / Restore & rebalance"}
+    assert {d["title"] for d in dashboards.values()} == {
+        "Spark state / Overview",
+        "Spark state / Query detail",
+        "Spark state / State store & RocksDB",
+        "Spark state / Restore & rebalance",
+    }
     check_variables_and_selectors(dashboards, MixinConfig())
     variables = {v["name"]: v for v in dashboards["overview.json"]["templating"]["list"]}
-    assert variables["query"]["query"] == 'label_values(spark_streaming_query_info{cluster=~"$cluster", namespace=~"$namespace", app=~"$app"}, query)'
+    assert (
+        variables["query"]["query"]
+        == 'label_values(spark_streaming_query_info{cluster=~"$cluster", namespace=~"$namespace", app=~"$app"}, query)'
+    )
 
 
 def test_a_custom_configuration_reaches_the_dashboards() -> None:
@@ -154,7 +164,9 @@ def schema_validator():  # type: ignore[no-untyped-def]
     registry = Registry()
     for path in glob.glob(os.path.join(SCHEMAS, "*.jsonschema.json")):
         with open(path) as f:
-            registry = registry.with_resource(base + os.path.basename(path), Resource.from_contents(json.load(f), default_specification=DRAFT7))
+            registry = registry.with_resource(
+                base + os.path.basename(path), Resource.from_contents(json.load(f), default_specification=DRAFT7)
+            )
 
     def validate(ref: str, instance: object) -> list[str]:
         validator = Draft7Validator({"$ref": base + ref}, registry=registry)
@@ -238,12 +250,16 @@ def start_prometheus_with_rules(tmp: str, target: str, rule_files: list[str]) ->
     port = free_port()
     config = os.path.join(tmp, "prometheus.yml")
     with open(config, "w") as f:
-        f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                f"rule_files: {json.dumps(rule_files)}\n"
-                f"scrape_configs:\n  - job_name: spark_state_observer\n    static_configs:\n      - targets: [{json.dumps(target)}]\n"
-                f"        labels: {json.dumps(STATIC_LABELS)}\n")
-    return Server([binary, f"--config.file={config}", f"--storage.tsdb.path={os.path.join(tmp, 'data')}",
-                   f"--web.listen-address=127.0.0.1:{port}"], f"http://127.0.0.1:{port}/-/ready")
+        f.write(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            f"rule_files: {json.dumps(rule_files)}\n"
+            f"scrape_configs:\n  - job_name: spark_state_observer\n    static_configs:\n      - targets: [{json.dumps(target)}]\n"
+            f"        labels: {json.dumps(STATIC_LABELS)}\n"
+        )
+    return Server(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={os.path.join(tmp, 'data')}", f"--web.listen-address=127.0.0.1:{port}"],
+        f"http://127.0.0.1:{port}/-/ready",
+    )
 
 
 def wait_for_scrapes(prom: Server, progress_events: int) -> None:
@@ -260,8 +276,17 @@ def wait_for_scrapes(prom: Server, progress_events: int) -> None:
 
 
 def substitute(expr: str, query_names: str) -> str:
-    for variable, value in (("$__rate_interval", "1m"), ("$__interval", "15s"), ("$__range", "5m"), ("$cluster", STATIC_LABELS["cluster"]),
-                            ("$namespace", STATIC_LABELS["namespace"]), ("$app", ".*"), ("$query", query_names), ("$operator", ".*"), ("${datasource}", "prometheus")):
+    for variable, value in (
+        ("$__rate_interval", "1m"),
+        ("$__interval", "15s"),
+        ("$__range", "5m"),
+        ("$cluster", STATIC_LABELS["cluster"]),
+        ("$namespace", STATIC_LABELS["namespace"]),
+        ("$app", ".*"),
+        ("$query", query_names),
+        ("$operator", ".*"),
+        ("${datasource}", "prometheus"),
+    ):
         expr = expr.replace(variable, value)
     return expr
 
@@ -273,7 +298,7 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path) -> None
     groups = recorded_event_groups()
     placement, source = placement_events()
     groups.append(placement)
-    halves = [[e for g in groups for e in g[: len(g) // 2]], [e for g in groups for e in g[len(g) // 2:]]]
+    halves = [[e for g in groups for e in g[: len(g) // 2]], [e for g in groups for e in g[len(g) // 2 :]]]
     settings = Settings(http_port=0, growth_min_batches=3, state_rows_budget=1e7, state_memory_budget_bytes=1e10)
     obs = Observer(settings)
     obs.set_placement(source)  # the placement row's series: the kill run, executor 1 SIGKILLed after batch 4
@@ -291,7 +316,9 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path) -> None
             info = prom_query(prom, "spark_streaming_query_info")
             names = sorted({r["metric"]["query"] for r in info})
             assert all(r["metric"]["cluster"] == STATIC_LABELS["cluster"] for r in info), "the panels filter by the static labels"
-            recorded = {p["name"] for run in fixture_runs() for p in progress_lines(run)} | {e.payload["name"] for e in placement if e.kind == "progress"}
+            recorded = {p["name"] for run in fixture_runs() for p in progress_lines(run)} | {
+                e.payload["name"] for e in placement if e.kind == "progress"
+            }
             assert names == sorted(recorded)  # every recorded query
             empty, checked = [], 0
             for name in DASHBOARD_FILES:

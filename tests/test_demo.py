@@ -19,9 +19,15 @@ def test_the_demo_serves_metrics_and_stops_cleanly_on_ctrl_c(tmp_path) -> None:
     need("java")
     port = free_port()
     env = dict(os.environ, SPARK_STATE_OBSERVER_HISTORY_PATH=str(tmp_path / "history.db"), PYTHONPATH=ROOT)
-    proc = subprocess.Popen([sys.executable, "-m", "observer.cli", "demo", "--port", str(port), "--duration", "600"],
-                            cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "observer.cli", "demo", "--port", str(port), "--duration", "600"],
+        cwd=str(tmp_path),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 480  # a first stateful batch can take minutes on a loaded 2-core machine
         body = ""

@@ -129,15 +129,24 @@ def test_a_blocked_sink_is_reported_as_stalled(spark, tmp_path) -> None:
     handle.on("stalled", stalls.append)
     try:
         df = spark.readStream.format("rate").option("rowsPerSecond", 20).load().groupBy("value").count()
-        query = (df.writeStream.foreachBatch(sink).outputMode("update").queryName("e2e_stall")
-                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="1 second").start())
+        query = (
+            df.writeStream.foreachBatch(sink)
+            .outputMode("update")
+            .queryName("e2e_stall")
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(processingTime="1 second")
+            .start()
+        )
         wait_for(lambda: alive(query) and len(seen) >= 4, 180, "the sink to block")
         blocked_at = time.monotonic()
         wait_for(lambda: bool(stalls), 60, "a stalled signal")
         assert time.monotonic() - blocked_at < 30
         assert stalls[0].query == "e2e_stall" and stalls[0].attributes["seconds_without_progress"] >= 4
         text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
-        assert 'spark_streaming_query_stalled{app="spark-state-observer-demo",query="e2e_stall"' in text and "} 1.0" in text.split("spark_streaming_query_stalled{")[1]
+        assert (
+            'spark_streaming_query_stalled{app="spark-state-observer-demo",query="e2e_stall"' in text
+            and "} 1.0" in text.split("spark_streaming_query_stalled{")[1]
+        )
         release.set()
         wait_for(lambda: any(e.kind == "stall_recovered" for e in handle.signals), 60, "recovery")
         query.stop()
@@ -158,6 +167,7 @@ def test_bounded_and_unbounded_state_are_told_apart(spark, tmp_path) -> None:
                 if e.kind in ("state_unbounded", "state_bounded"):
                     verdicts.setdefault(e.query, {})[e.attributes["operator"]] = e.kind
             return "e2e_unbounded" in verdicts and len(verdicts.get("e2e_bounded", {})) == 2
+
         wait_for(judged, 240, "growth verdicts for both queries")
         handle.flush()
         bounded.stop()
@@ -165,7 +175,10 @@ def test_bounded_and_unbounded_state_are_told_apart(spark, tmp_path) -> None:
         assert verdicts["e2e_unbounded"] == {"stateStoreSave": "state_unbounded"}
         assert set(verdicts["e2e_bounded"].values()) == {"state_bounded"}
         text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
-        assert 'spark_state_unbounded{app="spark-state-observer-demo",operator="stateStoreSave",operator_index="0",query="e2e_unbounded"' in text
+        assert (
+            'spark_state_unbounded{app="spark-state-observer-demo",operator="stateStoreSave",operator_index="0",query="e2e_unbounded"'
+            in text
+        )
     finally:
         handle.stop()
 
@@ -191,9 +204,12 @@ def test_restart_in_a_new_process(tmp_path) -> None:
         assert all(r["attributes"]["method"] == "residual_estimate" for r in restores)
         return
     op_index = measured["attributes"]["operator_index"]
-    estimate = sum(DEFAULT_SECONDS_PER_STORE + p.restore.replay_files * DEFAULT_SECONDS_PER_FILE
-                   + p.restore.bytes / DEFAULT_BYTES_PER_SECOND
-                   for op in before.operators if op.operator_id == op_index for p in op.partitions)
+    estimate = sum(
+        DEFAULT_SECONDS_PER_STORE + p.restore.replay_files * DEFAULT_SECONDS_PER_FILE + p.restore.bytes / DEFAULT_BYTES_PER_SECOND
+        for op in before.operators
+        if op.operator_id == op_index
+        for p in op.partitions
+    )
     ratio = estimate / measured["attributes"]["duration_seconds"]
     print(f"restore estimate {estimate:.2f}s vs measured {measured['attributes']['duration_seconds']:.2f}s: ratio {ratio:.2f}")
     # the measured load swings ~10x with this shared machine's load: the bound only catches nonsense;
@@ -223,23 +239,41 @@ def test_incompatible_state_schema_on_restart_is_classified(spark, tmp_path) -> 
         ck = str(tmp_path / "ck")
         spark.conf.set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "false")
         source = spark.readStream.format("rate").option("rowsPerSecond", 10).load()
-        first = (source.groupBy((F.col("value") % 3).alias("k")).count().writeStream.format("noop").outputMode("update")
-                 .queryName("e2e_schema").option("checkpointLocation", ck).trigger(processingTime="1 second").start())
+        first = (
+            source.groupBy((F.col("value") % 3).alias("k"))
+            .count()
+            .writeStream.format("noop")
+            .outputMode("update")
+            .queryName("e2e_schema")
+            .option("checkpointLocation", ck)
+            .trigger(processingTime="1 second")
+            .start()
+        )
         wait_for(lambda: batches(first) >= 2, 120, "2 batches")
         first.stop()
         spark.conf.set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         assert_inspector_matches_files(ck, progress_json(first)[-1]["batchId"])  # RocksDB without changelog: zips only
         # the same checkpoint, but the state key is now a string: Spark refuses the old state
-        second = (source.groupBy((F.col("value") % 3).cast("string").alias("k")).agg(F.sum("value").alias("s"))
-                  .writeStream.format("noop").outputMode("update").queryName("e2e_schema")
-                  .option("checkpointLocation", ck).trigger(processingTime="1 second").start())
+        second = (
+            source.groupBy((F.col("value") % 3).cast("string").alias("k"))
+            .agg(F.sum("value").alias("s"))
+            .writeStream.format("noop")
+            .outputMode("update")
+            .queryName("e2e_schema")
+            .option("checkpointLocation", ck)
+            .trigger(processingTime="1 second")
+            .start()
+        )
         wait_for(lambda: not second.isActive, 120, "the query to fail")
         drained(handle.observer, terminations=2)
         ended = [e for e in handle.signals if e.kind == "query_terminated" and e.attributes["outcome"] == "exception"]
         assert len(ended) == 1
         assert ended[0].attributes["exception_class"] == "state_schema", ended[0].attributes
         text = urllib.request.urlopen(handle.url, timeout=10).read().decode()
-        assert 'spark_streaming_query_terminations_by_class_total{app="spark-state-observer-demo",exception_class="state_schema",query="e2e_schema"' in text
+        assert (
+            'spark_streaming_query_terminations_by_class_total{app="spark-state-observer-demo",exception_class="state_schema",query="e2e_schema"'
+            in text
+        )
         assert 'spark_streaming_query_status{app="spark-state-observer-demo",query="e2e_schema"' in text
     finally:
         handle.stop()

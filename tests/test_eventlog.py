@@ -18,8 +18,9 @@ def _event_files(scenario: str) -> list[str]:
     return sorted(glob.glob(os.path.join(FIXTURES, scenario, "run1", "eventlog", "*", "events_*")))
 
 
-@pytest.mark.parametrize("scenario, codec", [("rocksdb_restart", "zstd"), ("hdfs", "lz4"),
-                                             ("rocksdb_nochangelog_snappy", "snappy"), ("rocksdb_plain_log", None)])
+@pytest.mark.parametrize(
+    "scenario, codec", [("rocksdb_restart", "zstd"), ("hdfs", "lz4"), ("rocksdb_nochangelog_snappy", "snappy"), ("rocksdb_plain_log", None)]
+)
 def test_every_codec_yields_the_runs_progress_events(scenario: str, codec: str | None) -> None:
     files = _event_files(scenario)
     assert files and all((f.endswith("." + codec) if codec else "." not in os.path.basename(f)) for f in files)
@@ -40,7 +41,7 @@ def test_rolling_folder_is_read_in_index_order(tmp_path) -> None:
     folder.mkdir()
     size = max(1, len(lines) // 11 + 1)
     for n in range(11):
-        (folder / f"events_{n + 1}_app").write_bytes(b"".join(lines[n * size:(n + 1) * size]))
+        (folder / f"events_{n + 1}_app").write_bytes(b"".join(lines[n * size : (n + 1) * size]))
     files = expand([str(folder)])
     assert [os.path.basename(f) for f in files][:3] == ["events_1_app", "events_2_app", "events_3_app"]
     original = [i.payload for i in read_records([source]) if isinstance(i, Record)]
@@ -122,8 +123,10 @@ def test_a_termination_takes_the_time_of_the_events_before_it_and_never_precedes
 def test_time_before_reads_spark_times_and_progress_ends() -> None:
     from observer.offline.eventlog import time_before
 
-    lines = [b'{"Event":"SparkListenerJobEnd","Job ID":3,"Completion Time":1795309223565,"Job Result":{}}\n',
-             b'{"Event":"x","progress":{"timestamp":"2026-11-22T01:00:20.000Z","batchDuration":1500}}\n']
+    lines = [
+        b'{"Event":"SparkListenerJobEnd","Job ID":3,"Completion Time":1795309223565,"Job Result":{}}\n',
+        b'{"Event":"x","progress":{"timestamp":"2026-11-22T01:00:20.000Z","batchDuration":1500}}\n',
+    ]
     assert time_before(lines) == 1795309223.565
     assert time_before(lines[1:]) == pytest.approx(1795309221.5)
     assert time_before([b"garbage", b'{"Completion Time":99}']) is None

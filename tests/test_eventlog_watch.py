@@ -150,7 +150,9 @@ def test_replay_on_resume_marks_what_was_delivered_before(tmp_path) -> None:
 def test_duplicate_guard_drops_a_batch_delivered_twice(tmp_path) -> None:
     """A progress event whose query run and batch were delivered already (a log re-read) is not repeated."""
     lines = recorded_lines(_source("rocksdb_plain_log"))
-    progress = [line for line in lines if line.startswith(b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"')]
+    progress = [
+        line for line in lines if line.startswith(b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"')
+    ]
     log = ProgressiveLog(str(tmp_path), "local-9", None)
     for _ in log.steps(lines + progress[:2]):
         pass
@@ -162,7 +164,9 @@ def test_duplicate_guard_drops_a_batch_delivered_twice(tmp_path) -> None:
     assert watcher.counts.events_duplicate == 2
 
 
-def _write_whole(folder: str, app_id: str, scenario: str, codec: str | None, name: str | None = None, finish: bool = True) -> ProgressiveLog:
+def _write_whole(
+    folder: str, app_id: str, scenario: str, codec: str | None, name: str | None = None, finish: bool = True
+) -> ProgressiveLog:
     lines = recorded_lines(_source(scenario))
     if not finish:  # still running: no end event yet
         lines = [line for line in lines if not line.startswith(b'{"Event":"SparkListenerApplicationEnd"')]
@@ -189,7 +193,7 @@ def test_truncated_and_corrupt_logs_are_reported_and_the_others_go_on(tmp_path) 
     bad = _write_whole(str(tmp_path), "local-bad", "rocksdb_restart", "zstd", name="bad", finish=False)
     data = bytearray(_read(bad.path))
     frame_start = data.find(b"\x28\xb5\x2f\xfd", len(data) // 2)
-    data[frame_start:frame_start + 4] = b"JUNK"
+    data[frame_start : frame_start + 4] = b"JUNK"
     with open(bad.path, "wb") as f:
         f.write(bytes(data))
     bad.finish()
@@ -429,9 +433,25 @@ def test_real_spark_application_followed_while_it_runs(tmp_path) -> None:
     thread = threading.Thread(target=watcher.run, args=(take, stop), daemon=True)
     thread.start()
     try:
-        proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "watch_job.py"), "--event-log-dir", str(logs),
-                               "--checkpoint", str(tmp_path / "checkpoint"), "--batches", "8", "--trigger-seconds", str(trigger)],
-                              check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600, cwd=ROOT)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                os.path.join(ROOT, "tests", "watch_job.py"),
+                "--event-log-dir",
+                str(logs),
+                "--checkpoint",
+                str(tmp_path / "checkpoint"),
+                "--batches",
+                "8",
+                "--trigger-seconds",
+                str(trigger),
+            ],
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=600,
+            cwd=ROOT,
+        )
         assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
         deadline = time.monotonic() + 60
         while "finished" not in statuses and time.monotonic() < deadline:
@@ -447,8 +467,10 @@ def test_real_spark_application_followed_while_it_runs(tmp_path) -> None:
     assert statuses == ["running", "finished"]
     # latency: Spark posts a progress event when its batch ends (trigger start + batch duration)
     latencies = sorted(at - (parse_timestamp(p["timestamp"]) + p["batchDuration"] / 1000.0) for at, p in delivered)
-    print(f"\nwatcher latency, batch end -> delivered (poll {poll} s, trigger {trigger} s, zstd rolling): "
-          f"median {statistics.median(latencies):.2f} s, min {latencies[0]:.2f} s, max {latencies[-1]:.2f} s over {len(latencies)} batches")
+    print(
+        f"\nwatcher latency, batch end -> delivered (poll {poll} s, trigger {trigger} s, zstd rolling): "
+        f"median {statistics.median(latencies):.2f} s, min {latencies[0]:.2f} s, max {latencies[-1]:.2f} s over {len(latencies)} batches"
+    )
 
 
 def test_memory_stays_bounded_as_applications_come_and_go(tmp_path) -> None:
@@ -515,7 +537,12 @@ def test_identity_from_application_start_and_chosen_spark_properties(tmp_path) -
     found = [a for a in watcher.poll() if a.identity is not None]
     identity = found[0].identity
     assert identity is not None
-    assert (identity.name, identity.app_id, identity.log_name, identity.spark_version) == ("orders-enricher", "local-id", "local-id", "4.3.0")
+    assert (identity.name, identity.app_id, identity.log_name, identity.spark_version) == (
+        "orders-enricher",
+        "local-id",
+        "local-id",
+        "4.3.0",
+    )
     assert dict(identity.properties) == {"spark.sql.shuffle.partitions": "2", "spark.master": "local[2]"}
 
 

@@ -33,7 +33,9 @@ def observer_with(progress: list[dict], **settings: object) -> Observer:
 
 
 def series(obs: Observer, name: str) -> list:
-    return [s for f in text_string_to_metric_families(generate_latest(obs.prometheus.registry).decode()) for s in f.samples if s.name == name]
+    return [
+        s for f in text_string_to_metric_families(generate_latest(obs.prometheus.registry).decode()) for s in f.samples if s.name == name
+    ]
 
 
 def with_partitions(n: int) -> dict:
@@ -89,8 +91,28 @@ def test_endpoint_binds_loopback_and_requires_basic_auth_when_set() -> None:
 def test_endpoint_serves_tls(tmp_path) -> None:
     need("openssl")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     obs = Observer(Settings(http_port=0, tls_certfile=str(cert), tls_keyfile=str(key))).start()
     try:
         context = ssl.create_default_context(cafile=str(cert))

@@ -24,8 +24,10 @@ RESTART_RUN2 = "rocksdb_restart/run2"
 
 def parsed(text: bytes) -> list[tuple[str, str, str, list[tuple[str, tuple, str]]]]:
     """Families in order with their type, help and samples (values as repr, so NaN compares equal)."""
-    return [(f.name, f.type, f.documentation, [(s.name, tuple(sorted(s.labels.items())), repr(s.value)) for s in f.samples])
-            for f in text_string_to_metric_families(text.decode())]
+    return [
+        (f.name, f.type, f.documentation, [(s.name, tuple(sorted(s.labels.items())), repr(s.value)) for s in f.samples])
+        for f in text_string_to_metric_families(text.decode())
+    ]
 
 
 def assert_same_as_generate_latest(obs: Observer) -> bytes:
@@ -67,8 +69,12 @@ def test_fast_text_matches_generate_latest_on_recorded_runs_and_after_changes() 
     query_id = restarted[0]["id"]
     obs.tracker.apply_updates([Update(catalog.QUERY_SECONDS_SINCE_PROGRESS, (), 42.5, query_id)])
     assert b"spark_streaming_query_seconds_since_progress{" in assert_same_as_generate_latest(obs)
-    obs.tracker.apply_updates([Update(catalog.QUERY_SECONDS_SINCE_PROGRESS, (), None, query_id),
-                               Update(catalog.STATE_STORE_RELOADS, (("operator_index", "0"), ("operator", "dedupe")), 1.0, query_id)])
+    obs.tracker.apply_updates(
+        [
+            Update(catalog.QUERY_SECONDS_SINCE_PROGRESS, (), None, query_id),
+            Update(catalog.STATE_STORE_RELOADS, (("operator_index", "0"), ("operator", "dedupe")), 1.0, query_id),
+        ]
+    )
     text = assert_same_as_generate_latest(obs)
     assert b"spark_streaming_query_seconds_since_progress{" not in text
     assert b"spark_state_store_reloads_total{" in text

@@ -117,7 +117,9 @@ def watches() -> list[Watch]:
 def _write(folder: str, scenario: str, name: str, app_id: str, codec: str | None = "zstd", finish: bool = True) -> ProgressiveLog:
     """An application's whole recorded log as ``name``; without ``finish`` it is still running (no end event, no end marker)."""
     log = ProgressiveLog(folder, app_id, codec, max_file_bytes=60_000)
-    lines = [line for line in renamed(_lines(scenario), name, app_id) if finish or not line.startswith(b'{"Event":"SparkListenerApplicationEnd"')]
+    lines = [
+        line for line in renamed(_lines(scenario), name, app_id) if finish or not line.startswith(b'{"Event":"SparkListenerApplicationEnd"')
+    ]
     for _ in log.steps(lines):
         pass
     if finish:
@@ -134,8 +136,9 @@ def test_watch_serves_every_application_with_its_identity(tmp_path, watches: lis
     _write(str(logs), "rocksdb_restart", "orders", "app-orders-1", finish=False)
     _write(str(logs), "hdfs", "payments", "app-payments-1", codec="lz4")
     expected = {"orders": _batches("rocksdb_restart"), "payments": _batches("hdfs")}
-    series = w.wait("both applications' batches", lambda s: all(
-        value(s, "spark_streaming_batches_total", app=app) == n for app, n in expected.items()))
+    series = w.wait(
+        "both applications' batches", lambda s: all(value(s, "spark_streaming_batches_total", app=app) == n for app, n in expected.items())
+    )
 
     for name, labels in series:
         ls = dict(labels)
@@ -203,8 +206,7 @@ def test_bad_input_is_counted_and_the_other_applications_go_on(tmp_path, watches
     main_dir, extra_dir = tmp_path / "logs", tmp_path / "more"
     main_dir.mkdir()
     extra_dir.mkdir()
-    w = Watch(str(tmp_path), [str(main_dir), str(extra_dir)], "--lost-after-seconds", "4", "--grace-seconds", "600",
-              drop_root_powers=True)
+    w = Watch(str(tmp_path), [str(main_dir), str(extra_dir)], "--lost-after-seconds", "4", "--grace-seconds", "600", drop_root_powers=True)
     watches.append(w)
     w.wait("the endpoint", lambda s: value(s, "spark_state_observer_watch_applications", status="running") is not None)
     # two running applications with one name, a log that stops growing without an end (a killed driver),
@@ -223,17 +225,25 @@ def test_bad_input_is_counted_and_the_other_applications_go_on(tmp_path, watches
     def problems(s: Series, kind: str) -> float:
         return value(s, "spark_state_observer_watch_problems_total", kind=kind) or 0
 
-    series = w.wait("every application and problem", lambda s: (
-        value(s, "spark_streaming_batches_total", app="elsewhere") == _batches("rocksdb_restart")
-        and value(s, "spark_streaming_batches_total", app="skewed") == _batches("rocksdb_restart")
-        and problems(s, "duplicate_name") >= 1 and problems(s, "clock_skew") >= 1 and problems(s, "unreadable") >= 1))
+    series = w.wait(
+        "every application and problem",
+        lambda s: (
+            value(s, "spark_streaming_batches_total", app="elsewhere") == _batches("rocksdb_restart")
+            and value(s, "spark_streaming_batches_total", app="skewed") == _batches("rocksdb_restart")
+            and problems(s, "duplicate_name") >= 1
+            and problems(s, "clock_skew") >= 1
+            and problems(s, "unreadable") >= 1
+        ),
+    )
     # same name: one info series each, told apart by the application id; their query series by the query id
     assert value(series, "spark_streaming_application_info", app="twin", app_id="app-twin-1") == 1
     assert value(series, "spark_streaming_application_info", app="twin", app_id="app-twin-2") == 1
     assert value(series, "spark_streaming_batches_total", app="twin") == hdfs_batches  # same query id: one series, not two
     shutil.rmtree(extra_dir)
-    series = w.wait("the lost applications", lambda s: value(s, "spark_state_observer_watch_applications", status="lost") == 3
-                    and problems(s, "unreadable") >= 2)
+    series = w.wait(
+        "the lost applications",
+        lambda s: value(s, "spark_state_observer_watch_applications", status="lost") == 3 and problems(s, "unreadable") >= 2,
+    )
     assert "app-twin-1: no growth" in w.stderr()
     assert value(series, "spark_streaming_batches_total", app="skewed") == _batches("rocksdb_restart")  # the others went on
     os.chmod(locked.path, 0o644)
@@ -326,8 +336,12 @@ def test_otlp_export_carries_each_applications_identity(tmp_path) -> None:
     logs.mkdir()
     receiver = HttpReceiver()
     try:
-        fleet = FleetObserver([str(logs)], Settings.from_env(labels="cluster=a", otlp_endpoint=receiver.endpoint, otlp_timeout_seconds=5),
-                              WatchOptions(grace_seconds=3600), serve=False)
+        fleet = FleetObserver(
+            [str(logs)],
+            Settings.from_env(labels="cluster=a", otlp_endpoint=receiver.endpoint, otlp_timeout_seconds=5),
+            WatchOptions(grace_seconds=3600),
+            serve=False,
+        )
         fleet.poll_once()
         _write(str(logs), "rocksdb_restart", "orders", "app-orders-1")
         _write(str(logs), "hdfs", "payments", "app-payments-1")

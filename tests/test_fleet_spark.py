@@ -27,17 +27,27 @@ DIFFER = ("spark_state_observer_", "spark_streaming_query_seconds_since_progress
 def test_watcher_and_listener_export_the_same_series_for_one_run(tmp_path) -> None:
     logs, exposition = tmp_path / "logs", tmp_path / "listener.prom"
     logs.mkdir()
-    run_script(["tests/fleet_job.py", "--event-log-dir", str(logs), "--checkpoint", str(tmp_path / "ckpt"), "--exposition", str(exposition)])
+    run_script(
+        ["tests/fleet_job.py", "--event-log-dir", str(logs), "--checkpoint", str(tmp_path / "ckpt"), "--exposition", str(exposition)]
+    )
     listener = {k: v for k, v in parse(exposition.read_text()).items() if not k[0].startswith(DIFFER)}
 
-    fleet = FleetObserver([str(logs)], Settings.from_env(labels="cluster=a,namespace=b"),
-                          WatchOptions(read_finished_at_start=True, grace_seconds=3600), serve=False)
+    fleet = FleetObserver(
+        [str(logs)],
+        Settings.from_env(labels="cluster=a,namespace=b"),
+        WatchOptions(read_finished_at_start=True, grace_seconds=3600),
+        serve=False,
+    )
     for _ in range(5):
         fleet.poll_once()
     watcher = {k: v for k, v in parse(fleet.exposition().decode()).items() if not k[0].startswith(DIFFER)}
     fleet.stop()
 
-    batches = [v for (name, labels), v in listener.items() if name == "spark_streaming_batches_total" and dict(labels)["app"] == "fleet-equivalence"]
+    batches = [
+        v
+        for (name, labels), v in listener.items()
+        if name == "spark_streaming_batches_total" and dict(labels)["app"] == "fleet-equivalence"
+    ]
     assert batches and batches[0] >= 6
     assert len(listener) > 100  # query, operator, custom state metrics, signals, the info series: compared one by one
     only_listener = sorted(set(listener) - set(watcher))
@@ -61,8 +71,14 @@ def test_demo_watch_shows_two_applications_and_stops_cleanly(tmp_path) -> None:
     from conftest import ROOT, free_port
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "observer.cli", "demo", "--watch", "--port", str(port)], cwd=str(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": ROOT})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "observer.cli", "demo", "--watch", "--port", str(port)],
+        cwd=str(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
     try:
         assert proc.stdout is not None
         folder, deadline = None, time.monotonic() + 600

@@ -51,7 +51,10 @@ def test_replay_writes_a_browsable_history(history) -> None:
     assert batches.batch_id.tolist() == [p["batchId"] for p in progress]
     assert batches.duration_ms.tolist() == [p["batchDuration"] for p in progress]
     last = progress[-1]
-    assert load_batch(db, qid, last["runId"], last["batchId"])["stateOperators"][1]["numRowsTotal"] == last["stateOperators"][1]["numRowsTotal"]
+    assert (
+        load_batch(db, qid, last["runId"], last["batchId"])["stateOperators"][1]["numRowsTotal"]
+        == last["stateOperators"][1]["numRowsTotal"]
+    )
     ops = load_operators(db, qid)
     assert len(ops) == 2 * len(progress) and set(ops.op_name) == {"stateStoreSave", "dedupe"}
     assert len(load_partitions(db, qid)) > 0
@@ -180,7 +183,7 @@ def test_full_filesystem_is_reported_and_earlier_rows_kept(tmp_path) -> None:
         big = progress_lines(RESTART[0]) * 60
         failures = 0
         for i in range(0, len(big), 3):
-            _feed(obs, big[i:i + 3])
+            _feed(obs, big[i : i + 3])
             try:
                 sink._maybe_flush(force=True)
             except HistoryError as exc:
@@ -224,8 +227,13 @@ def test_rows_carry_the_application_identity(history) -> None:
     qid = progress[0]["id"]
     queries = load_queries(history)
     assert queries.query_id.tolist() == [qid]
-    for frame in (load_batches(history, qid, with_progress=True), load_operators(history, qid), load_partitions(history, qid),
-                  load_events(history, qid), load_runs(history, qid)):
+    for frame in (
+        load_batches(history, qid, with_progress=True),
+        load_operators(history, qid),
+        load_partitions(history, qid),
+        load_events(history, qid),
+        load_runs(history, qid),
+    ):
         assert set(frame.app) == {"payments"} and set(frame.app_id) == {"app-20260101-0001"}
         if "app_labels" in frame:
             assert {json.dumps(json.loads(x), sort_keys=True) for x in frame.app_labels} == {'{"cluster": "eu-1", "env": "prod"}'}
@@ -240,8 +248,10 @@ def _create_v1(history: str, rows: RowBuilder) -> None:
         import psycopg
 
         conn = psycopg.connect(history, autocommit=True)
-        script, mark = render(0, POSTGRES_TYPES) + "; CREATE TABLE history_schema (version INTEGER NOT NULL); " \
-            "INSERT INTO history_schema VALUES (1)", "%s"
+        script, mark = (
+            render(0, POSTGRES_TYPES) + "; CREATE TABLE history_schema (version INTEGER NOT NULL); INSERT INTO history_schema VALUES (1)",
+            "%s",
+        )
     else:
         conn = sqlite3.connect(history, isolation_level=None)
         script, mark = render(0, SQLITE_TYPES) + "; PRAGMA user_version = 1", "?"
@@ -251,7 +261,7 @@ def _create_v1(history: str, rows: RowBuilder) -> None:
     for table, table_rows in tables.items():
         cols = [c for c in COLUMNS[table] if c not in APP_COLUMNS[table]]
         for row in table_rows:
-            conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(mark for _ in cols)})", row[:len(cols)])
+            conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(mark for _ in cols)})", row[: len(cols)])
     conn.close()
 
 
@@ -288,7 +298,7 @@ def test_retention_per_application_and_query(history) -> None:
     store = HistoryStore(history, max_age_seconds=now - ts[4], retention=RetentionPolicy.parse(now - ts[4], settings))
     store.enforce_retention(now=now)
     store.close()
-    kept = {p[0]["name"]: load_batches(history, p[0]["id"]).ts.tolist() for p in (payments[:1], payments[len(progress):], noisy)}
+    kept = {p[0]["name"]: load_batches(history, p[0]["id"]).ts.tolist() for p in (payments[:1], payments[len(progress) :], noisy)}
     assert kept["pay_ledger"] == ts  # its own entry: kept in full
     assert kept["pay_audit"] == ts[4:]  # the default age
     assert kept["noisy_counts"] == ts[7:]  # its application's age

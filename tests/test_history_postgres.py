@@ -39,8 +39,9 @@ PROGRESS = progress_lines(RESTART[0]) + progress_lines(RESTART[1])
 def _series(n: int, query: str = "0001", run: str = "0001") -> list[dict]:
     """``n`` recorded progress events as consecutive batches of one query and run."""
     base = PROGRESS
-    return [dict(base[i % len(base)], id=f"{base[0]['id'][:-4]}{query}", runId=f"{base[0]['runId'][:-4]}{run}", batchId=i)
-            for i in range(n)]
+    return [
+        dict(base[i % len(base)], id=f"{base[0]['id'][:-4]}{query}", runId=f"{base[0]['runId'][:-4]}{run}", batchId=i) for i in range(n)
+    ]
 
 
 def _wait(condition, timeout: float = 60.0) -> bool:
@@ -90,9 +91,13 @@ def test_history_locations_are_parsed() -> None:
     assert parse("/var/lib/h.db").kind == "sqlite"
     pg = parse("postgres://obs:pw@db.example:6432/history?sslmode=require")
     assert pg.kind == "postgresql" and pg.location == "postgresql://obs:pw@db.example:6432/history?sslmode=require"
-    for bad, says in (("mysql://u@h/db", "unknown history scheme"), ("postgresql://u:pw@h:port/db", "port is not a number"),
-                      ("postgresql://u:pw@h:5432/", "needs a database name"), ("sqlite://", "without a file path"),
-                      ("postgresql:///db", "needs a host")):
+    for bad, says in (
+        ("mysql://u@h/db", "unknown history scheme"),
+        ("postgresql://u:pw@h:port/db", "port is not a number"),
+        ("postgresql://u:pw@h:5432/", "needs a database name"),
+        ("sqlite://", "without a file path"),
+        ("postgresql:///db", "needs a host"),
+    ):
         with pytest.raises(HistoryURLError, match=says) as caught:
             parse(bad)
         assert "pw" not in str(caught.value).replace("postgresql", "")
@@ -256,8 +261,15 @@ def test_a_server_that_never_answers_times_out() -> None:
 # --- readers: the CLI and the browser on a PostgreSQL history --------------------------------------------
 def test_replay_and_inspect_rates_through_the_cli_on_postgresql(postgres) -> None:
     url = postgres.create_database(f"t_{uuid.uuid4().hex[:16]}", owner=PASSWORD_USER)  # written with a password
-    proc = subprocess.run([sys.executable, "-m", "observer.cli", "replay", *[eventlog_dir(r) for r in RESTART], "--history", url],
-                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "observer.cli", "replay", *[eventlog_dir(r) for r in RESTART], "--history", url],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert PASSWORD not in proc.stdout + proc.stderr and "not written" not in proc.stderr
     qid = PROGRESS[0]["id"]

@@ -71,10 +71,39 @@ def deep(levels: int) -> str:
 
 # values that broke (or could break) the model: numbers beyond a double, wrong types, non-finite, odd text
 HOSTILE_VALUES: list[Any] = [
-    10**400, -(10**400), 2**63, 2**64, -1, 0, 1e308, -1e308, float("nan"), float("inf"), float("-inf"), True, False, None,
-    "", "5", "NaN", "\ud800", "x\ud800y", "\udfff\ud800", "a\x00b\x1b[31m", "é" * 1000, "x" * 100_000, [], {}, [1, 2],
-    {"a": {"b": [None]}}, 5, "9999-12-31T23:59:59.999Z", "0001-01-01T00:00:00+23:59", "+275760-09-13T00:00:00Z",
-    "2026-13-45T99:99:99Z", "2026-11-21T22:19:17.166Z" * 10,
+    10**400,
+    -(10**400),
+    2**63,
+    2**64,
+    -1,
+    0,
+    1e308,
+    -1e308,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    True,
+    False,
+    None,
+    "",
+    "5",
+    "NaN",
+    "\ud800",
+    "x\ud800y",
+    "\udfff\ud800",
+    "a\x00b\x1b[31m",
+    "é" * 1000,
+    "x" * 100_000,
+    [],
+    {},
+    [1, 2],
+    {"a": {"b": [None]}},
+    5,
+    "9999-12-31T23:59:59.999Z",
+    "0001-01-01T00:00:00+23:59",
+    "+275760-09-13T00:00:00Z",
+    "2026-13-45T99:99:99Z",
+    "2026-11-21T22:19:17.166Z" * 10,
 ]
 
 
@@ -174,6 +203,7 @@ def sentinel(batch: int, name: str = "sentinel") -> dict[str, Any]:
 
 # --- the model and the live worker ------------------------------------------------------------------------
 
+
 def test_every_hostile_value_in_every_field_is_parsed_or_cleanly_rejected() -> None:
     """400-digit integers (OverflowError), wrong types (TypeError), NaN/inf, huge times, deep nesting:
     parse_event returns an event whose strings all encode, or raises MalformedEvent; nothing else."""
@@ -269,13 +299,14 @@ def test_hostile_events_do_not_abort_replay(tmp_path: Path) -> None:
 
 # --- strings: every label, every exporter -------------------------------------------------------------
 
+
 def surrogate_event(batch: int) -> dict[str, Any]:
     """A recorded event with a lone surrogate (and control characters) in every string that becomes a label."""
     event = copy.deepcopy(BASE)
     event.update(name="q\ud800\x00", batchId=batch)
     event["durationMs"]["ph\ud800se"] = 5
     for source in event["sources"]:
-        source["description"] = "src\udfff\n\"x\""
+        source["description"] = 'src\udfff\n"x"'
         source["metrics"] = {"m\ud800": 1}
     for op in event["stateOperators"]:
         op["operatorName"] = "op\ud800"
@@ -301,8 +332,11 @@ def test_lone_surrogates_keep_scrapes_otlp_and_history_whole(tmp_path: Path, raw
     observer.process(CapturedEvent("progress", json.dumps(good), time.time(), 0.0))
     for batch in range(3):
         observer.process(CapturedEvent("progress", as_text(surrogate_event(batch), raw_unicode), time.time(), 0.0))
-    observer.process(CapturedEvent("terminated", as_text({"id": BASE["id"], "runId": BASE["runId"], "exception": "E\ud800"}, raw_unicode),
-                                   time.time(), 0.0))
+    observer.process(
+        CapturedEvent(
+            "terminated", as_text({"id": BASE["id"], "runId": BASE["runId"], "exception": "E\ud800"}, raw_unicode), time.time(), 0.0
+        )
+    )
     observer.stop()
     text = observer.exposition().decode("utf-8")
     names = {s.labels.get("query") for f in text_string_to_metric_families(text) for s in f.samples}
@@ -317,13 +351,16 @@ def test_lone_surrogates_keep_scrapes_otlp_and_history_whole(tmp_path: Path, raw
 
 # --- label cardinality ----------------------------------------------------------------------------------
 
+
 def changing_names(batch: int) -> dict[str, Any]:
     event = copy.deepcopy(BASE)
     event["batchId"] = batch
     event["durationMs"] = {**event["durationMs"], **{f"phase{batch}_{i}": 1 for i in range(10)}}
     event["sources"] = [dict(event["sources"][0], description=f"src{batch}_{i}", metrics={f"m{batch}_{i}": 1}) for i in range(5)]
-    event["stateOperators"] = [dict(op, operatorName=f"{op['operatorName']}{batch}",
-                                    customMetrics={**op["customMetrics"], f"c{batch}": 1}) for op in event["stateOperators"]]
+    event["stateOperators"] = [
+        dict(op, operatorName=f"{op['operatorName']}{batch}", customMetrics={**op["customMetrics"], f"c{batch}": 1})
+        for op in event["stateOperators"]
+    ]
     return event
 
 
@@ -365,6 +402,7 @@ def test_a_query_with_stable_names_keeps_every_series() -> None:
 
 
 # --- event logs -----------------------------------------------------------------------------------------
+
 
 def log_line(progress: dict[str, Any]) -> str:
     return json.dumps({"Event": PROGRESS_EVENT, "progress": progress}) + "\n"
@@ -423,8 +461,15 @@ def unprivileged(args: list[str]) -> list[str]:
 
 def cli(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": ROOT}
-    return subprocess.run(unprivileged([sys.executable, "-m", "observer.cli", *args]), capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=env, errors="replace")
+    return subprocess.run(
+        unprivileged([sys.executable, "-m", "observer.cli", *args]),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+        errors="replace",
+    )
 
 
 def test_replay_of_a_folder_with_links_loops_fifos_and_unreadable_parts(tmp_path: Path) -> None:
@@ -503,6 +548,7 @@ def test_a_line_of_millions_of_items_is_refused_before_parsing(tmp_path: Path) -
 
 # --- the checkpoint inspector ---------------------------------------------------------------------------
 
+
 def base_checkpoint(root: Path) -> Path:
     ck = checkpoint(root, ROCKSDB, committed=3, planned=4)
     operator_metadata(ck, 0, "dedupe", ["default"])
@@ -523,7 +569,7 @@ def zip_bomb(path: Path, size: int, lie: bool = False) -> None:
     if lie:
         data = bytearray(path.read_bytes())
         at = data.rfind(b"PK\x01\x02")
-        data[at + 24:at + 28] = struct.pack("<I", 100)
+        data[at + 24 : at + 28] = struct.pack("<I", 100)
         path.write_bytes(bytes(data))
 
 
@@ -555,8 +601,13 @@ CHECKPOINT_MUTATIONS: list[tuple[str, Callable[[Path], None]]] = [
     ("metadata loop", lambda ck: ((ck / "metadata").unlink(), os.symlink(ck / "metadata", ck / "metadata"))),
     ("metadata huge", lambda ck: put(ck / "metadata", b"{" + b" " * (5 * MiB) + b"}")),
     ("offsets garbage", lambda ck: put(ck / "offsets" / "4", b"v1\n\xff\x00[")),
-    ("offsets types", lambda ck: put(ck / "offsets" / "4", 'v1\n{"batchWatermarkMs":"x","conf":{"spark.sql.shuffle.partitions":"two",'
-                                                             '"spark.sql.streaming.stateStore.providerClass":5}}\n')),
+    (
+        "offsets types",
+        lambda ck: put(
+            ck / "offsets" / "4",
+            'v1\n{"batchWatermarkMs":"x","conf":{"spark.sql.shuffle.partitions":"two","spark.sql.streaming.stateStore.providerClass":5}}\n',
+        ),
+    ),
     ("offsets conf list", lambda ck: put(ck / "offsets" / "4", 'v1\n{"conf":[1]}\n')),
     ("offsets one line", lambda ck: put(ck / "offsets" / "4", "v1")),
     ("offsets entry a directory", lambda ck: ((ck / "offsets" / "4").unlink(), (ck / "offsets" / "4").mkdir())),
@@ -565,28 +616,41 @@ CHECKPOINT_MUTATIONS: list[tuple[str, Callable[[Path], None]]] = [
     ("commit 1e12", lambda ck: put(ck / "commits" / "1000000000000", "v1\n{}")),
     ("commit 10^30", lambda ck: put(ck / "commits" / ("9" * 30), "v1\n{}")),
     ("unicode digits", lambda ck: put(ck / "commits" / "\u00b2", "v1\n{}")),
-    ("operator metadata garbage", lambda ck: put(ck / "state" / "0" / "_metadata" / "metadata", "v1\n{\"operatorInfo\": 5}")),
-    ("operator metadata types", lambda ck: put(ck / "state" / "0" / "_metadata" / "metadata",
-                                                 'v1\n{"operatorInfo":{"operatorName":[1]},"stateStoreInfo":[5,{"storeName":7,"numPartitions":"x"}]}')),
+    ("operator metadata garbage", lambda ck: put(ck / "state" / "0" / "_metadata" / "metadata", 'v1\n{"operatorInfo": 5}')),
+    (
+        "operator metadata types",
+        lambda ck: put(
+            ck / "state" / "0" / "_metadata" / "metadata",
+            'v1\n{"operatorInfo":{"operatorName":[1]},"stateStoreInfo":[5,{"storeName":7,"numPartitions":"x"}]}',
+        ),
+    ),
     ("operator a file", lambda ck: (shutil.rmtree(ck / "state" / "0"), put(ck / "state" / "0", "x"))),
     ("partition a file", lambda ck: (shutil.rmtree(ck / "state" / "0" / "0"), put(ck / "state" / "0" / "0", "x"))),
-    ("state file a directory", lambda ck: ((ck / "state" / "0" / "0" / "3.changelog").unlink(),
-                                           (ck / "state" / "0" / "0" / "3.changelog").mkdir())),
-    ("state file dangling", lambda ck: ((ck / "state" / "0" / "0" / "3.changelog").unlink(),
-                                        os.symlink(ck / "gone", ck / "state" / "0" / "0" / "3.changelog"))),
+    (
+        "state file a directory",
+        lambda ck: ((ck / "state" / "0" / "0" / "3.changelog").unlink(), (ck / "state" / "0" / "0" / "3.changelog").mkdir()),
+    ),
+    (
+        "state file dangling",
+        lambda ck: ((ck / "state" / "0" / "0" / "3.changelog").unlink(), os.symlink(ck / "gone", ck / "state" / "0" / "0" / "3.changelog")),
+    ),
     ("state file a fifo", lambda ck: os.mkfifo(ck / "state" / "0" / "0" / "9.changelog")),
     ("zip corrupt", lambda ck: put(ck / "state" / "0" / "0" / "2.zip", b"PK\x03\x04garbage" * 100)),
     ("zip truncated", lambda ck: put(ck / "state" / "0" / "0" / "2.zip", rocksdb_zip([1, 2])[:-30])),
     ("zip encrypted", lambda ck: put(ck / "state" / "0" / "0" / "2.zip", encrypted_zip())),
     ("zip without metadata", lambda ck: put(ck / "state" / "0" / "0" / "2.zip", zipfile_with({"OPTIONS": b"x"}))),
-    ("zip metadata types", lambda ck: put(ck / "state" / "0" / "0" / "2.zip",
-                                          zipfile_with({"metadata": b'v1\n{"sstFiles":[5,{"sizeBytes":"x"}]}'}))),
+    (
+        "zip metadata types",
+        lambda ck: put(ck / "state" / "0" / "0" / "2.zip", zipfile_with({"metadata": b'v1\n{"sstFiles":[5,{"sizeBytes":"x"}]}'})),
+    ),
     ("zip a fifo", lambda ck: ((ck / "state" / "0" / "0" / "2.zip").unlink(), os.mkfifo(ck / "state" / "0" / "0" / "2.zip"))),
     ("zip bomb", lambda ck: zip_bomb(ck / "state" / "0" / "0" / "2.zip", 64 * MiB)),
     ("zip bomb lying", lambda ck: zip_bomb(ck / "state" / "0" / "0" / "2.zip", 64 * MiB, lie=True)),
     ("SSTs a file", lambda ck: put(ck / "state" / "0" / "0" / "SSTs", "x")),
-    ("SSTs dangling", lambda ck: ((ck / "state" / "0" / "0" / "SSTs").mkdir(),
-                                  os.symlink(ck / "x", ck / "state" / "0" / "0" / "SSTs" / "a.sst"))),
+    (
+        "SSTs dangling",
+        lambda ck: ((ck / "state" / "0" / "0" / "SSTs").mkdir(), os.symlink(ck / "x", ck / "state" / "0" / "0" / "SSTs" / "a.sst")),
+    ),
     ("store loop", lambda ck: os.symlink(ck / "state" / "0" / "0", ck / "state" / "0" / "0" / "loop")),
     ("undecodable name", lambda ck: open(os.path.join(bytes(ck), b"state/0/0/\xff.tmp"), "wb").close()),
 ]
@@ -631,6 +695,7 @@ def test_inspect_cli_and_unreadable_files_give_problem_lines_not_tracebacks(tmp_
 
 
 # --- history --------------------------------------------------------------------------------------------
+
 
 def test_replay_history_of_logs_older_than_the_retention_keeps_them(tmp_path: Path) -> None:
     """Before: retention counted back from the clock, so a replay of old logs deleted every row it wrote."""
@@ -680,8 +745,13 @@ def test_a_locked_history_is_retried_and_else_reported_with_a_non_zero_exit(tmp_
     try:
         result = replay([eventlog_dir(run)], history=db2)
         assert result.history_rows_dropped > 0 and any("locked" in e for e in result.errors)
-        proc = subprocess.run([sys.executable, "-m", "observer.cli", "replay", eventlog_dir(run), "--history", db2],
-                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "observer.cli", "replay", eventlog_dir(run), "--history", db2],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
     finally:
         conn.rollback()
         conn.close()
@@ -713,6 +783,7 @@ def files_in(folder: Path) -> list[str]:
 
 # --- the HTTP endpoint ------------------------------------------------------------------------------------
 
+
 def raw_get(port: int, request: bytes) -> int:
     """Send one raw request; the response's status code (0 if the server closed without one)."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
@@ -729,17 +800,44 @@ def raw_get(port: int, request: bytes) -> int:
 
 def hostile_requests(n: int, seed: int) -> Iterator[bytes]:
     rng = random.Random(seed)
-    paths = [b"/metrics", b"/", b"/metrics?name[]=\xff", b"/metrics?name[]=%ED%A0%80", b"/%ED%A0%80", b"/" + b"a" * 70_000,
-             b"/metrics?" + b"&".join(b"name[]=x%d" % i for i in range(2000)), b"//..//..//etc/passwd", b"/metrics#frag", b"*"]
-    headers = [b"Accept-Encoding: \xff\xfe", b"Accept-Encoding: gzip;q=\xff", b"Accept: " + b"x" * 60_000, b"X-\xff: \x00",
-               b"Host: \xed\xa0\x80", b"Accept-Encoding: " + b"gzip," * 10_000, b"Content-Length: -1", b"Transfer-Encoding: chunked"]
+    paths = [
+        b"/metrics",
+        b"/",
+        b"/metrics?name[]=\xff",
+        b"/metrics?name[]=%ED%A0%80",
+        b"/%ED%A0%80",
+        b"/" + b"a" * 70_000,
+        b"/metrics?" + b"&".join(b"name[]=x%d" % i for i in range(2000)),
+        b"//..//..//etc/passwd",
+        b"/metrics#frag",
+        b"*",
+    ]
+    headers = [
+        b"Accept-Encoding: \xff\xfe",
+        b"Accept-Encoding: gzip;q=\xff",
+        b"Accept: " + b"x" * 60_000,
+        b"X-\xff: \x00",
+        b"Host: \xed\xa0\x80",
+        b"Accept-Encoding: " + b"gzip," * 10_000,
+        b"Content-Length: -1",
+        b"Transfer-Encoding: chunked",
+    ]
     for _ in range(n):
-        path = rng.choice(paths) if rng.random() < 0.6 \
+        path = (
+            rng.choice(paths)
+            if rng.random() < 0.6
             else b"/" + bytes(rng.choice(b"abc%/?&=[]\xff\x80\x00") for _ in range(rng.randint(1, 200)))
-        chosen = rng.sample(headers, rng.randint(0, 3)) \
-            + [b"X-%d: %s" % (i, b"v" * rng.randint(0, 50)) for i in range(rng.choice([0, 5, 150]))]
-        yield b"GET " + path.replace(b" ", b"").replace(b"\r", b"").replace(b"\n", b"") + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n" \
-            + b"".join(h + b"\r\n" for h in chosen) + b"Connection: close\r\n\r\n"
+        )
+        chosen = rng.sample(headers, rng.randint(0, 3)) + [
+            b"X-%d: %s" % (i, b"v" * rng.randint(0, 50)) for i in range(rng.choice([0, 5, 150]))
+        ]
+        yield (
+            b"GET "
+            + path.replace(b" ", b"").replace(b"\r", b"").replace(b"\n", b"")
+            + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + b"".join(h + b"\r\n" for h in chosen)
+            + b"Connection: close\r\n\r\n"
+        )
 
 
 def run_http(n: int, seed: int) -> dict[int, int]:
@@ -768,10 +866,14 @@ def test_hostile_gets_never_get_a_server_error(capfd: pytest.CaptureFixture[str]
 
 # --- the corpus of 10,000+ cases and the memory figures -------------------------------------------------------
 
-JSON_VALUE = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-                          lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=8)
-HOSTILE_VALUE_STRATEGY = (st.sampled_from(HOSTILE_VALUES) | st.integers(-(10**500), 10**500) | st.floats() | st.text(max_size=30)
-                          | JSON_VALUE)
+JSON_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+    max_leaves=8,
+)
+HOSTILE_VALUE_STRATEGY = (
+    st.sampled_from(HOSTILE_VALUES) | st.integers(-(10**500), 10**500) | st.floats() | st.text(max_size=30) | JSON_VALUE
+)
 
 
 @st.composite
@@ -943,8 +1045,14 @@ print(json.dumps({"baseline": baseline, "peak": peak, "outcome": outcome}))
 
 
 def peak_rss(kind: str, path: Path, limit: int = LINE_LIMIT) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-c", RSS_SCRIPT, kind, str(path), str(limit)], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", RSS_SCRIPT, kind, str(path), str(limit)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=600,
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -983,8 +1091,10 @@ def measure(root: Path, full: bool) -> list[tuple[str, str, dict[str, Any]]]:
     bound = 4 * LINE_LIMIT + 100 * MiB
     print(f"\npeak RSS per input class (line limit {LINE_LIMIT // MiB} MiB, bound 4x + 100 MiB = {bound // MiB} MiB):")
     for name, kind, f in figures:
-        print(f"  {name:45s} {kind:8s} peak {f['peak'] / MiB:7.1f} MiB "
-              f"(interpreter and imports {f['baseline'] / MiB:5.1f} MiB) -> {f['outcome']}")
+        print(
+            f"  {name:45s} {kind:8s} peak {f['peak'] / MiB:7.1f} MiB "
+            f"(interpreter and imports {f['baseline'] / MiB:5.1f} MiB) -> {f['outcome']}"
+        )
     for name, _, f in figures:
         assert f["peak"] < bound, (name, f)
     return figures
@@ -1011,4 +1121,3 @@ def test_corpus_size_report() -> None:
     total = sum(CORPUS.values())
     print(f"\nhostile corpus: {total:,} cases: " + ", ".join(f"{k} {v:,}" for k, v in CORPUS.items()))
     assert total >= 10_000, CORPUS
-

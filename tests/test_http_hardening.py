@@ -47,9 +47,28 @@ def _idle_connections(port: int, count: int) -> list[socket.socket]:
 def tls_files(tmp_path):  # type: ignore[no-untyped-def]
     need("openssl")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
@@ -101,8 +120,10 @@ def test_a_non_ascii_authorization_header_is_a_plain_401(capfd) -> None:
     try:
         # a raw request: urllib would refuse to send a non-latin-1 header itself
         with socket.create_connection(("127.0.0.1", obs.http_port), timeout=5) as s:
-            s.sendall("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \u00e9\u00e8\u00ff==\r\n\r\n".encode("latin-1")
-                      + b"Authorization: Basic \xf0\x9f\x92\xa5\r\n\r\n")
+            s.sendall(
+                "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \u00e9\u00e8\u00ff==\r\n\r\n".encode("latin-1")
+                + b"Authorization: Basic \xf0\x9f\x92\xa5\r\n\r\n"
+            )
             answer = s.recv(200)
         assert answer.startswith((b"HTTP/1.0 401", b"HTTP/1.1 401"))
         good = "Basic " + base64.b64encode(b"u:p").decode()
@@ -115,6 +136,7 @@ def test_a_non_ascii_authorization_header_is_a_plain_401(capfd) -> None:
 def test_a_request_the_app_fails_on_writes_no_traceback_to_stderr(capfd) -> None:
     obs = Observer(Settings(http_port=0)).start()
     try:
+
         def broken() -> bytes:  # the renderer breaks
             raise ZeroDivisionError
 
@@ -126,8 +148,12 @@ def test_a_request_the_app_fails_on_writes_no_traceback_to_stderr(capfd) -> None
 
 
 def test_settings_repr_masks_passwords() -> None:
-    s = Settings(basic_auth_user="alice", basic_auth_password="hunter2", pushgateway_url="https://bob:s3cret@gw.example:9091/x",
-                 otlp_endpoint="http://carol:pw@127.0.0.1:4318")
+    s = Settings(
+        basic_auth_user="alice",
+        basic_auth_password="hunter2",
+        pushgateway_url="https://bob:s3cret@gw.example:9091/x",
+        otlp_endpoint="http://carol:pw@127.0.0.1:4318",
+    )
     text = repr(s)
     assert "hunter2" not in text and "s3cret" not in text and ":pw@" not in text
     assert "alice" in text and "bob:***@gw.example:9091" in text
@@ -147,8 +173,7 @@ def test_pushgateway_credentials_in_the_url_become_basic_auth_and_never_reach_th
         port = s.getsockname()[1]
     failures: list[int] = []
     with caplog.at_level(logging.INFO, logger="observer"):
-        pusher = Pusher(lambda: b"", f"http://bob:s3cret@127.0.0.1:{port}", "job", 3600, 2, None, {},
-                        lambda: failures.append(1))
+        pusher = Pusher(lambda: b"", f"http://bob:s3cret@127.0.0.1:{port}", "job", 3600, 2, None, {}, lambda: failures.append(1))
         assert pusher.push_once() is False
         pusher._stop.set()
     assert failures and "s3cret" not in caplog.text

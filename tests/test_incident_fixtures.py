@@ -58,8 +58,9 @@ def raw_events(run_dir: str, name: str) -> list[dict[str, Any]]:
 
 def test_the_corpus_is_there() -> None:
     """Every kind of incident of issue 12 has a recording (clean, restart, executor loss, crash loop, failures)."""
-    assert {"clean_busy_90s", "dedup_agg_restart_43", "dedup_agg_restart_41", "executor_loss", "crash_loop_503",
-            "join_restart"} <= set(SCENARIOS)
+    assert {"clean_busy_90s", "dedup_agg_restart_43", "dedup_agg_restart_41", "executor_loss", "crash_loop_503", "join_restart"} <= set(
+        SCENARIOS
+    )
     classes = {truth(s)["failure"]["expected_class"] for s in SCENARIOS if "failure" in truth(s)}
     assert {"user_code", "sink", "source", "configuration", "python_dependency", "checkpoint_corruption"} <= classes
 
@@ -91,7 +92,7 @@ def test_progress_lines_are_the_logged_batches(scenario: str) -> None:
         logged = [p["batchId"] for kind, p in listener_events(run_dir) if kind == "progress"]
         with open(os.path.join(run_dir, "progress.jsonl")) as f:
             kept = [json.loads(line)["batchId"] for line in f]
-        assert kept == logged[len(logged) - len(kept):]
+        assert kept == logged[len(logged) - len(kept) :]
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if truth(s).get("restarts")])

@@ -39,25 +39,33 @@ def checkpoint(root: Path, provider: str, committed: int, planned: int) -> Path:
     """metadata, offsets/0..planned (the last with its conf) and commits/0..committed."""
     write(root / "metadata", json.dumps({"id": QUERY_ID}))
     for batch in range(planned + 1):
-        meta = {"batchWatermarkMs": 1000 * batch, "batchTimestampMs": 1_800_000_000_000 + batch,
-                "conf": {"spark.sql.streaming.stateStore.providerClass": provider, "spark.sql.shuffle.partitions": "2"}}
-        write(root / "offsets" / str(batch), f"v1\n{json.dumps(meta)}\n{{\"rate\":{batch * 10}}}\n")
+        meta = {
+            "batchWatermarkMs": 1000 * batch,
+            "batchTimestampMs": 1_800_000_000_000 + batch,
+            "conf": {"spark.sql.streaming.stateStore.providerClass": provider, "spark.sql.shuffle.partitions": "2"},
+        }
+        write(root / "offsets" / str(batch), f'v1\n{json.dumps(meta)}\n{{"rate":{batch * 10}}}\n')
     for batch in range(committed + 1):
         write(root / "commits" / str(batch), 'v1\n{"nextBatchWatermarkMs":0}')
     return root
 
 
 def operator_metadata(root: Path, operator: int, name: str, stores: list[str]) -> None:
-    info = {"operatorInfo": {"operatorId": operator, "operatorName": name},
-            "stateStoreInfo": [{"storeName": s, "numColsPrefixKey": 0, "numPartitions": 2} for s in stores]}
+    info = {
+        "operatorInfo": {"operatorId": operator, "operatorName": name},
+        "stateStoreInfo": [{"storeName": s, "numColsPrefixKey": 0, "numPartitions": 2} for s in stores],
+    }
     write(root / "state" / str(operator) / "_metadata" / "metadata", f"v1\n{json.dumps(info)}")
 
 
 def rocksdb_zip(sst_sizes: list[int]) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as z:
-        z.writestr("metadata", "v1\n" + json.dumps({"sstFiles": [{"localFileName": f"{i}.sst", "sizeBytes": s} for i, s in enumerate(sst_sizes)],
-                                                     "numKeys": 10}))
+        z.writestr(
+            "metadata",
+            "v1\n"
+            + json.dumps({"sstFiles": [{"localFileName": f"{i}.sst", "sizeBytes": s} for i, s in enumerate(sst_sizes)], "numKeys": 10}),
+        )
     return out.getvalue()
 
 
@@ -81,7 +89,13 @@ def test_hdfs_checkpoint_restore_work_and_estimate(tmp_path: Path) -> None:
     first, second = op.partitions
     assert (first.provider, first.newest_snapshot, first.latest_version) == ("hdfs", 3, 5)
     w = first.restore
-    assert w is not None and (w.target_version, w.snapshot_version, w.snapshot_bytes, w.replay_files, w.replay_bytes) == (5, 3, 1000, 2, 200)
+    assert w is not None and (w.target_version, w.snapshot_version, w.snapshot_bytes, w.replay_files, w.replay_bytes) == (
+        5,
+        3,
+        1000,
+        2,
+        200,
+    )
     w2 = second.restore
     assert w2 is not None and (w2.snapshot_version, w2.replay_files, w2.replay_bytes, w2.missing_files) == (None, 4, 40, 1)
     assert any("1 delta file(s) between version 1 and 5 are missing" in p for p in report.problems)
@@ -89,8 +103,10 @@ def test_hdfs_checkpoint_restore_work_and_estimate(tmp_path: Path) -> None:
 
     e = report.estimate
     assert e is not None and (e.stores, e.files, e.bytes, e.basis) == (2, 2 + 1 + 4, 1200 + 40, "defaults")
-    per = {"0/0/default": DEFAULT_SECONDS_PER_STORE + 2 * DEFAULT_SECONDS_PER_FILE + 1200 / DEFAULT_BYTES_PER_SECOND,
-           "0/1/default": DEFAULT_SECONDS_PER_STORE + 4 * DEFAULT_SECONDS_PER_FILE + 40 / DEFAULT_BYTES_PER_SECOND}
+    per = {
+        "0/0/default": DEFAULT_SECONDS_PER_STORE + 2 * DEFAULT_SECONDS_PER_FILE + 1200 / DEFAULT_BYTES_PER_SECOND,
+        "0/1/default": DEFAULT_SECONDS_PER_STORE + 4 * DEFAULT_SECONDS_PER_FILE + 40 / DEFAULT_BYTES_PER_SECOND,
+    }
     assert e.seconds == pytest.approx(sum(per.values()))
     assert e.slowest_partition == "0/1/default" and e.skew == pytest.approx(per["0/1/default"] / (sum(per.values()) / 2))
 
@@ -181,9 +197,11 @@ def test_inspect_with_history_works_without_pandas(tmp_path: Path) -> None:
         write(root / "state" / "0" / "0" / f"{v}.delta", b"d" * 10)
     db = str(tmp_path / "history.db")
     _history_with_restores(db)
-    script = ("import sys\nsys.modules['pandas'] = None\n"  # a plain install: any import of pandas fails
-              "from observer.cli import main\n"
-              f"sys.exit(main(['inspect', {str(root)!r}, '--history', {db!r}, '--json']))\n")
+    script = (
+        "import sys\nsys.modules['pandas'] = None\n"  # a plain install: any import of pandas fails
+        "from observer.cli import main\n"
+        f"sys.exit(main(['inspect', {str(root)!r}, '--history', {db!r}, '--json']))\n"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     estimate = json.loads(out.stdout)["estimate"]

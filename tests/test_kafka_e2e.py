@@ -64,10 +64,29 @@ def test_lag_matches_the_broker(kafka_broker: KafkaBroker, tmp_path: object) -> 
     try:
         time.sleep(2)
         # the rate limit (60 per batch, 30 produced per trigger) makes the query start behind and catch up batch by batch
-        run_script([os.path.join(ROOT, "scripts", "scenario_job.py"), "--checkpoint", os.path.join(str(tmp_path), "checkpoint"),
-                    "--out", out, "--source", "kafka", "--bootstrap", kafka_broker.bootstrap, "--topic", topic,
-                    "--kafka-jars", ",".join(jars), "--trigger-seconds", str(TRIGGER), "--max-offsets-per-trigger", "60",
-                    "--until-caught-up"], timeout=600)
+        run_script(
+            [
+                os.path.join(ROOT, "scripts", "scenario_job.py"),
+                "--checkpoint",
+                os.path.join(str(tmp_path), "checkpoint"),
+                "--out",
+                out,
+                "--source",
+                "kafka",
+                "--bootstrap",
+                kafka_broker.bootstrap,
+                "--topic",
+                topic,
+                "--kafka-jars",
+                ",".join(jars),
+                "--trigger-seconds",
+                str(TRIGGER),
+                "--max-offsets-per-trigger",
+                "60",
+                "--until-caught-up",
+            ],
+            timeout=600,
+        )
     finally:
         stop.set()
         sampler.join(60)
@@ -80,7 +99,7 @@ def test_lag_matches_the_broker(kafka_broker: KafkaBroker, tmp_path: object) -> 
     exact = behind = 0
     snap = None
     for progress in progress_lines(out):
-        (_i, source), = kafka_sources(progress)
+        ((_i, source),) = kafka_sources(progress)
         t, start = progress_time(progress), parse_timestamp(progress["timestamp"])
         assert t is not None and start is not None
         snap = tracker.update(source, t)
@@ -114,7 +133,7 @@ def _scraped_lag(text: str, topic: str) -> dict[int, float]:
 
 def _lag_total(progress: dict) -> int | None:
     """Records behind after the batch; None for a re-run batch (no latestOffset)."""
-    (_i, source), = kafka_sources(progress)
+    ((_i, source),) = kafka_sources(progress)
     if source.get("latestOffset") is None:
         return None
     end, latest = parse_offsets(source["endOffset"]), parse_offsets(source["latestOffset"])
@@ -142,17 +161,51 @@ def test_restart_exported_lag_and_catch_up_forecasts_match_the_broker(kafka_brok
     sampler = threading.Thread(target=lambda: samples.extend(kafka_broker.sample_latest(topic, 0.1, stop)), daemon=True)
     sampler.start()
     checkpoint, history = os.path.join(tmp, "checkpoint"), os.path.join(tmp, "history.db")
-    common = ["--checkpoint", checkpoint, "--source", "kafka", "--bootstrap", kafka_broker.bootstrap, "--topic", topic,
-              "--kafka-jars", ",".join(jars), "--trigger-seconds", str(TRIGGER), "--max-offsets-per-trigger", "120",
-              "--scrape-each-batch", "--history", history]
+    common = [
+        "--checkpoint",
+        checkpoint,
+        "--source",
+        "kafka",
+        "--bootstrap",
+        kafka_broker.bootstrap,
+        "--topic",
+        topic,
+        "--kafka-jars",
+        ",".join(jars),
+        "--trigger-seconds",
+        str(TRIGGER),
+        "--max-offsets-per-trigger",
+        "120",
+        "--scrape-each-batch",
+        "--history",
+        history,
+    ]
     job = os.path.join(ROOT, "scripts", "scenario_job.py")
     try:
         time.sleep(5)
         run_script([job, *common, "--out", os.path.join(tmp, "run1"), "--batches", "8"], timeout=600)
         time.sleep(20)  # stopped while the producer goes on: the backlog grows
-        inspected = subprocess.run([sys.executable, "-m", "observer.cli", "inspect", checkpoint, "--kafka-bootstrap", kafka_broker.bootstrap,
-                                    "--history", history, "--kafka-sample-seconds", "3", "--json"],
-                                   capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+        inspected = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "observer.cli",
+                "inspect",
+                checkpoint,
+                "--kafka-bootstrap",
+                kafka_broker.bootstrap,
+                "--history",
+                history,
+                "--kafka-sample-seconds",
+                "3",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            check=False,
+        )
         inspected_at = time.time()
         assert inspected.returncode == 0, inspected.stderr
         run_script([job, *common, "--out", os.path.join(tmp, "run2"), "--until-caught-up"], timeout=600)
@@ -174,7 +227,7 @@ def test_restart_exported_lag_and_catch_up_forecasts_match_the_broker(kafka_brok
             p = by_batch.get(scrape["batchId"])
             if p is None:  # recentProgress keeps the last 100 only; never the case here
                 continue
-            (_i, source), = kafka_sources(p)
+            ((_i, source),) = kafka_sources(p)
             if source.get("latestOffset") is None:  # a batch run 1 planned, re-run by run 2: its lag is unknown, not 0
                 assert run == "run2" and _scraped_lag(scrape["text"], topic) == {}, scrape["batchId"]
                 rerun = True
@@ -192,7 +245,7 @@ def test_restart_exported_lag_and_catch_up_forecasts_match_the_broker(kafka_brok
     # the inspector: the committed offsets are run 1's last batch's end, the backlog the broker's latest minus them
     report = json.loads(inspected.stdout)
     (section,) = report["kafka"]["topics"]
-    (_i, last_source), = kafka_sources(runs[0][-1])
+    ((_i, last_source),) = kafka_sources(runs[0][-1])
     committed = parse_offsets(last_source["endOffset"])[topic]
     assert {int(k): v for k, v in section["committed"].items()} == committed
     assert section["total"] == sum(section["latest"][str(q)] - committed[q] for q in committed)
@@ -208,8 +261,10 @@ def test_restart_exported_lag_and_catch_up_forecasts_match_the_broker(kafka_brok
     # the inspector forecasts a restart at once; this one started the JVM first: its backlog grew meanwhile
     waited = first_at - inspected_at
     forecast = section["catch_up_seconds"] + section["produce_rate"] * waited / (section["read_rate"] - section["produce_rate"])
-    print(f"inspector: backlog {section['total']}, forecast {section['catch_up_seconds']:.1f} s (+{waited:.1f} s JVM start: "
-          f"{forecast:.1f} s), measured {measured:.1f} s; read {section['read_rate']:.1f}/s ({section['read_rate_basis']})")
+    print(
+        f"inspector: backlog {section['total']}, forecast {section['catch_up_seconds']:.1f} s (+{waited:.1f} s JVM start: "
+        f"{forecast:.1f} s), measured {measured:.1f} s; read {section['read_rate']:.1f}/s ({section['read_rate_basis']})"
+    )
     assert measured / 2 <= forecast <= 2 * measured, (forecast, measured)
 
     # the live forecast at the restart, and the catch-up the observer measured
@@ -219,8 +274,10 @@ def test_restart_exported_lag_and_catch_up_forecasts_match_the_broker(kafka_brok
     done = [s["attributes"] for s in signals if s["kind"] == kinds.KAFKA_CAUGHT_UP]
     assert len(live) == 1 and len(done) == 1, [s["kind"] for s in signals]
     forecast_live = live[0]["attributes"]
-    print(f"live: backlog {forecast_live['restart_backlog_records']} at the restart, {forecast_live['backlog_records']} when forecast "
-          f"({forecast_live['basis']}): {forecast_live['forecast_seconds']} s; caught up after {done[0]['seconds']} s")
+    print(
+        f"live: backlog {forecast_live['restart_backlog_records']} at the restart, {forecast_live['backlog_records']} when forecast "
+        f"({forecast_live['basis']}): {forecast_live['forecast_seconds']} s; caught up after {done[0]['seconds']} s"
+    )
     # a new observer process: it forecasts once the restarted run has shown its pace
     assert forecast_live["basis"] == "rate_of_this_run" and forecast_live["forecast_seconds"] is not None
     assert done[0]["seconds"] / 2 <= forecast_live["forecast_seconds"] <= 2 * done[0]["seconds"]

@@ -49,7 +49,7 @@ def _truth() -> dict[str, Any]:
 
 
 def _has_latest(progress: dict) -> bool:
-    (_i, source), = kafka_sources(progress)
+    ((_i, source),) = kafka_sources(progress)
     return source.get("latestOffset") is not None
 
 
@@ -66,11 +66,11 @@ def test_a_rerun_batch_has_no_lag() -> None:
     assert first2["batchId"] == run1[-1]["batchId"] + 1
     tracker = KafkaLagTracker()
     for progress in run1:
-        (_i, source), = kafka_sources(progress)
+        ((_i, source),) = kafka_sources(progress)
         assert tracker.update(source, progress_time(progress) or 0.0) is not None
-    (_i, rerun), = kafka_sources(first2)
+    ((_i, rerun),) = kafka_sources(first2)
     assert tracker.update(rerun, progress_time(first2) or 0.0) is None  # unknown, not 0
-    (_i, after), = kafka_sources(progress_lines(os.path.join(SCENARIO, "run2"))[1])
+    ((_i, after),) = kafka_sources(progress_lines(os.path.join(SCENARIO, "run2"))[1])
     snap = tracker.update(after, progress_time(progress_lines(os.path.join(SCENARIO, "run2"))[1]) or 0.0)
     assert snap is not None and not [f for f in snap.findings if f.kind.startswith("offsets_")]  # continues the re-run's end
 
@@ -88,7 +88,7 @@ def _track(batches: list[dict], **kw: Any) -> list[tuple[dict, Mapping[str, Any]
     tracker = KafkaLagTracker(**kw)
     out = []
     for progress in batches:
-        (_i, source), = kafka_sources(progress)
+        ((_i, source),) = kafka_sources(progress)
         t = progress_time(progress)
         assert t is not None
         snap = tracker.update(source, t)
@@ -140,8 +140,12 @@ def test_lag_in_records_agrees_with_sparks_offsets_behind_latest() -> None:
 def test_rows_read_are_the_offsets_consumed() -> None:
     previous_end: dict[int, int] = {}
     for progress in _batches():
-        (_i, source), = kafka_sources(progress)
-        start = parse_offsets(source["startOffset"]).get("events", {}) or previous_end or dict.fromkeys(parse_offsets(source["endOffset"])["events"], 0)
+        ((_i, source),) = kafka_sources(progress)
+        start = (
+            parse_offsets(source["startOffset"]).get("events", {})
+            or previous_end
+            or dict.fromkeys(parse_offsets(source["endOffset"])["events"], 0)
+        )
         end = parse_offsets(source["endOffset"])["events"]
         assert sum(end[p] - start.get(p, 0) for p in end) == source["numInputRows"]
         previous_end = end
@@ -180,14 +184,18 @@ def test_lag_grows_while_the_query_is_stopped() -> None:
     stopped, t2 = truth["runs"][0]["ended"], progress_time(tracked[len(run1)][0])
     assert t2 is not None
     # what the producer wrote while the query was down is unread, less what the restarted run's first batch read
-    written = sum(b["offsets"][p][1] - b["offsets"][p][0] for b in truth["producer"]["bursts"] if stopped < b["start"] and b["end"] < t2
-                  for p in b["offsets"])
+    written = sum(
+        b["offsets"][p][1] - b["offsets"][p][0]
+        for b in truth["producer"]["bursts"]
+        if stopped < b["start"] and b["end"] < t2
+        for p in b["offsets"]
+    )
     assert first2.topic_records[topic] >= written - truth["max_offsets_per_trigger"]
     seconds = first2.topic_seconds[topic]
     assert last1.topic_seconds[topic] == 0.0
     assert seconds is not None
     assert seconds >= (t2 - stopped) - truth["max_offsets_per_trigger"] / truth["rate_per_second"] - truth["trigger_seconds"]
-    assert any(f.kind == "lag_growing" for _p, _s, snap in tracked[len(run1):len(run1) + 3] for f in snap.findings)
+    assert any(f.kind == "lag_growing" for _p, _s, snap in tracked[len(run1) : len(run1) + 3] for f in snap.findings)
     # and the restarted run catches up: lag back to 0
     assert tracked[-1][2].topic_records[topic] == 0
 
@@ -218,8 +226,8 @@ def test_event_logs_carry_the_same_offsets() -> None:
         lines = progress_lines(os.path.join(SCENARIO, run))
         by_batch = {p["batchId"]: p for p in logged}
         for progress in lines:
-            (_i, live), = kafka_sources(progress)
-            (_j, replayed), = kafka_sources(by_batch[progress["batchId"]])
+            ((_i, live),) = kafka_sources(progress)
+            ((_j, replayed),) = kafka_sources(by_batch[progress["batchId"]])
             for key in ("startOffset", "endOffset", "latestOffset"):
                 assert parse_offsets(replayed.get(key)) == parse_offsets(live.get(key))
 
@@ -231,10 +239,11 @@ def test_no_health_findings_on_a_healthy_run() -> None:
 
 # --- detectors, on the real progress with one thing changed --------------------------------------
 
+
 def _mutated(change) -> list[dict]:  # type: ignore[no-untyped-def]
     batches = copy.deepcopy(_batches())
     for n, progress in enumerate(batches):
-        (_i, source), = kafka_sources(progress)
+        ((_i, source),) = kafka_sources(progress)
         change(n, source)
     return batches
 
@@ -288,6 +297,7 @@ def test_latest_going_back_resets_the_history() -> None:
 
 # --- metrics, bounds ------------------------------------------------------------------------------
 
+
 def test_metric_specs_follow_prometheus_naming() -> None:
     names = [s.name for s in KAFKA_METRICS]
     assert len(names) == len(set(names))
@@ -302,7 +312,7 @@ def test_samples_are_bounded_to_top_k() -> None:
     tracker = KafkaLagTracker(top_k=2)
     snap = None
     for progress in run1 + [p for p in run2 if _has_latest(p)][:1]:
-        (_i, source), = kafka_sources(progress)
+        ((_i, source),) = kafka_sources(progress)
         snap = tracker.update(source, progress_time(progress))  # type: ignore[arg-type]
     assert snap is not None
     samples = metric_samples(snap, tracker)
@@ -335,11 +345,33 @@ def test_idle_partition_is_not_stretched() -> None:
 
 # --- hostile input ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value", [
-    None, "", "{", "[]", "null", 42, 3.5, [], {"t": [1, 2]}, {"t": {"0": -1, "1": -2}}, {"t": {"x": 5}},
-    {"t": {"0": 2**70}}, {"t": {"0": float("nan")}}, {"t": {"0": True}}, {"": {"0": 1}}, {"t" * 300: {"0": 1}},
-    "[" * 100000, b"\xff\xfe", {"t": {str(2**40): 1}}, {1: {"0": 1}}, "x" * 9_000_000,
-])
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        "{",
+        "[]",
+        "null",
+        42,
+        3.5,
+        [],
+        {"t": [1, 2]},
+        {"t": {"0": -1, "1": -2}},
+        {"t": {"x": 5}},
+        {"t": {"0": 2**70}},
+        {"t": {"0": float("nan")}},
+        {"t": {"0": True}},
+        {"": {"0": 1}},
+        {"t" * 300: {"0": 1}},
+        "[" * 100000,
+        b"\xff\xfe",
+        {"t": {str(2**40): 1}},
+        {1: {"0": 1}},
+        "x" * 9_000_000,
+    ],
+)
 def test_garbage_offsets_yield_nothing(value: object) -> None:
     assert parse_offsets(value) == {}
 
@@ -355,15 +387,25 @@ def test_lag_arithmetic() -> None:
     assert topic_totals(lags) == {"t": 7, "u": 1}
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3) | st.integers().map(str), inner, max_size=3),
-                           max_leaves=20)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3) | st.integers().map(str), inner, max_size=3),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.dictionaries(st.sampled_from(["startOffset", "endOffset", "latestOffset", "description"]),
-                                json_values | json_values.map(json.dumps), max_size=4), max_size=6),
-       st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=6, max_size=6))
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["startOffset", "endOffset", "latestOffset", "description"]),
+            json_values | json_values.map(json.dumps),
+            max_size=4,
+        ),
+        max_size=6,
+    ),
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=6, max_size=6),
+)
 def test_tracker_never_raises(sources: list[dict], times: list[float]) -> None:
     tracker = KafkaLagTracker(top_k=3, max_points=4, max_partitions=5)
     for source, t in zip(sources, times):

@@ -41,7 +41,7 @@ def _truth() -> dict[str, Any]:
 
 
 def _has_latest(progress: dict[str, Any]) -> bool:
-    (_i, source), = kafka_sources(progress)
+    ((_i, source),) = kafka_sources(progress)
     return source.get("latestOffset") is not None
 
 
@@ -98,7 +98,7 @@ def test_exported_lag_per_partition_equals_the_producers_truth(replayed: Any) ->
         latest = _known_latest(truth, progress)
         if latest is None:
             continue
-        (_i, source), = kafka_sources(progress)
+        ((_i, source),) = kafka_sources(progress)
         end = parse_offsets(source["endOffset"])[topic]
         gauges = after[batch_id]
         for p, top in latest.items():
@@ -119,7 +119,7 @@ def test_exported_lag_seconds_within_one_trigger_of_the_oldest_unread_record(rep
         if batch_id not in progress:  # the batch re-run after the restart: no lag of its own
             continue
         t = progress_time(progress[batch_id])
-        (_i, source), = kafka_sources(progress[batch_id])
+        ((_i, source),) = kafka_sources(progress[batch_id])
         end = parse_offsets(source["endOffset"])[topic]
         worst = 0.0
         for (spec, labels), value in gauges.items():
@@ -144,7 +144,7 @@ def test_exported_lag_seconds_within_one_trigger_of_the_oldest_unread_record(rep
 
 
 def _lag_total(progress: dict[str, Any], topic: str) -> int:
-    (_i, source), = kafka_sources(progress)
+    ((_i, source),) = kafka_sources(progress)
     end, latest = parse_offsets(source["endOffset"])[topic], parse_offsets(source["latestOffset"])[topic]
     return sum(latest[p] - end[p] for p in latest)
 
@@ -198,8 +198,14 @@ def test_catch_up_forecast_at_the_restart_is_within_2x_of_the_measured_catch_up(
 
 def test_the_exposition_carries_the_kafka_series_with_their_catalog_labels(replayed: Any) -> None:
     _after, _signals, text = replayed
-    for spec in (catalog.KAFKA_LAG_RECORDS, catalog.KAFKA_LAG_SECONDS, catalog.KAFKA_TOPIC_LAG_RECORDS, catalog.KAFKA_PARTITIONS,
-                 catalog.KAFKA_OFFSET_ANOMALIES, catalog.KAFKA_PARTITIONS_ADDED):
+    for spec in (
+        catalog.KAFKA_LAG_RECORDS,
+        catalog.KAFKA_LAG_SECONDS,
+        catalog.KAFKA_TOPIC_LAG_RECORDS,
+        catalog.KAFKA_PARTITIONS,
+        catalog.KAFKA_OFFSET_ANOMALIES,
+        catalog.KAFKA_PARTITIONS_ADDED,
+    ):
         assert f"\n{spec.prometheus_name}{{" in text, spec.prometheus_name
     assert 'spark_streaming_kafka_offset_anomalies_total{kind="skipped"' in text  # from 0, so increase() sees the first
 
@@ -233,8 +239,15 @@ class _Pipeline:
         self.n = 0
         self.t = 1_800_000_000.0
 
-    def feed(self, start: dict[str, int] | None, end: dict[str, int], latest: dict[str, int] | None, run: str = "run-a",
-             topic: str = "events", downtime: float = 0.0) -> list[str]:
+    def feed(
+        self,
+        start: dict[str, int] | None,
+        end: dict[str, int],
+        latest: dict[str, int] | None,
+        run: str = "run-a",
+        topic: str = "events",
+        downtime: float = 0.0,
+    ) -> list[str]:
         """One batch 2 s after the previous one (``downtime`` seconds more: a stop before it)."""
         p = copy.deepcopy(RECORDED[-1])
         source = p["sources"][0]
@@ -345,10 +358,14 @@ def caught_up() -> _Pipeline:
 
 
 KAFKA_SCENARIOS: dict[str, Callable[[], Any]] = {
-    kinds.KAFKA_LAG_GROWING: lag_growing, kinds.KAFKA_PARTITION_STUCK: partition_stuck,
-    kinds.KAFKA_PARTITION_RECOVERED: partition_recovered, kinds.KAFKA_PARTITIONS_ADDED: partitions_added,
-    kinds.KAFKA_OFFSETS_REWOUND: offsets_rewound, kinds.KAFKA_OFFSETS_SKIPPED: offsets_skipped,
-    kinds.KAFKA_LATEST_WENT_BACK: latest_went_back, kinds.KAFKA_CATCH_UP_FORECAST: catch_up_forecast,
+    kinds.KAFKA_LAG_GROWING: lag_growing,
+    kinds.KAFKA_PARTITION_STUCK: partition_stuck,
+    kinds.KAFKA_PARTITION_RECOVERED: partition_recovered,
+    kinds.KAFKA_PARTITIONS_ADDED: partitions_added,
+    kinds.KAFKA_OFFSETS_REWOUND: offsets_rewound,
+    kinds.KAFKA_OFFSETS_SKIPPED: offsets_skipped,
+    kinds.KAFKA_LATEST_WENT_BACK: latest_went_back,
+    kinds.KAFKA_CATCH_UP_FORECAST: catch_up_forecast,
     kinds.KAFKA_CAUGHT_UP: caught_up,
 }
 

@@ -60,8 +60,15 @@ def test_documented_defaults_read_back_as_the_defaults_and_document_every_key() 
 
 def test_a_file_overrides_only_its_keys_and_merges_alert_maps(tmp_path) -> None:
     path = tmp_path / "mixin.json"
-    path.write_text(json.dumps({"thresholds": {"restore_seconds": 900}, "severities": {"SparkStateUnbounded": "critical"},
-                                "static_labels": ["cluster", "namespace", "env"]}))
+    path.write_text(
+        json.dumps(
+            {
+                "thresholds": {"restore_seconds": 900},
+                "severities": {"SparkStateUnbounded": "critical"},
+                "static_labels": ["cluster", "namespace", "env"],
+            }
+        )
+    )
     config = load_config(str(path))
     assert config.thresholds.restore_seconds == 900 and config.thresholds.snapshot_lag_batches == 100
     assert config.severities["SparkStateUnbounded"] == "critical" and config.severities["SparkStreamingQueryFailed"] == "critical"
@@ -69,20 +76,23 @@ def test_a_file_overrides_only_its_keys_and_merges_alert_maps(tmp_path) -> None:
     assert load_config(CUSTOM).kubernetes.labels == {"release": "kube-prometheus-stack"}
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ("tresholds: {}\n", "unknown key(s) tresholds"),
-    ("thresholds: {restore_secs: 3}\n", "unknown key(s) thresholds.restore_secs"),
-    ("for_durations: {SparkStateUnbound: 5m}\n", "unknown alert(s) in for_durations: SparkStateUnbound"),
-    ("for_durations: {SparkStateUnbounded: soon}\n", "for_durations.SparkStateUnbounded"),
-    ("severities: {SparkStateUnbounded: page}\n", "severities.SparkStateUnbounded"),
-    ("thresholds: {restore_seconds: fast}\n", "thresholds.restore_seconds: expected a number"),
-    ("static_labels: cluster\n", "static_labels: expected a list of strings"),
-    ("static_labels: [query]\n", "must not use the observer's own labels"),
-    ("selector: 'env=prod'\n", "selector: cannot read matcher"),
-    ("kubernetes: {labels: [a]}\n", "kubernetes.labels: expected a mapping"),
-    ("- a\n", "must be a mapping"),
-    ("a: [\n", "is not valid YAML"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("tresholds: {}\n", "unknown key(s) tresholds"),
+        ("thresholds: {restore_secs: 3}\n", "unknown key(s) thresholds.restore_secs"),
+        ("for_durations: {SparkStateUnbound: 5m}\n", "unknown alert(s) in for_durations: SparkStateUnbound"),
+        ("for_durations: {SparkStateUnbounded: soon}\n", "for_durations.SparkStateUnbounded"),
+        ("severities: {SparkStateUnbounded: page}\n", "severities.SparkStateUnbounded"),
+        ("thresholds: {restore_seconds: fast}\n", "thresholds.restore_seconds: expected a number"),
+        ("static_labels: cluster\n", "static_labels: expected a list of strings"),
+        ("static_labels: [query]\n", "must not use the observer's own labels"),
+        ("selector: 'env=prod'\n", "selector: cannot read matcher"),
+        ("kubernetes: {labels: [a]}\n", "kubernetes.labels: expected a mapping"),
+        ("- a\n", "must be a mapping"),
+        ("a: [\n", "is not valid YAML"),
+    ],
+)
 def test_a_bad_configuration_is_a_clear_error(tmp_path, content: str, message: str) -> None:
     path = tmp_path / "mixin.yaml"
     path.write_text(content)
@@ -173,7 +183,12 @@ def test_grafana_provisioning_matches_the_dashboards() -> None:
     provider = yaml.safe_load(files["deploy/grafana/provisioning/dashboards/spark-state-observer.yaml"])["providers"][0]
     assert provider["folder"] == "Acme / Spark" and provider["type"] == "file" and provider["options"]["path"] == config.dashboard_path
     source = yaml.safe_load(files["deploy/grafana/provisioning/datasources/spark-state-observer.yaml"])["datasources"][0]
-    assert (source["name"], source["uid"], source["type"], source["url"]) == ("Acme Prometheus", "acme-prom", "prometheus", config.datasource.url)
+    assert (source["name"], source["uid"], source["type"], source["url"]) == (
+        "Acme Prometheus",
+        "acme-prom",
+        "prometheus",
+        config.datasource.url,
+    )
     overview = json.loads(files["dashboards/overview.json"])
     current = overview["templating"]["list"][0]["current"]
     assert (current["text"], current["value"]) == (source["name"], source["uid"])

@@ -18,8 +18,17 @@ from observer.runtime import Observer
 from observer.settings import Settings
 
 RECORDED = [p for run in fixture_runs() for p in progress_lines(run)]
-KNOWN_OPERATORS = {"stateStoreSave", "dedupe", "dedupeWithinWatermark", "symmetricHashJoin", "sessionWindowStateStoreSaveExec",
-                   "flatMapGroupsWithState", "transformWithStateExec", "transformWithStateInPandasExec", "globalLimit"}
+KNOWN_OPERATORS = {
+    "stateStoreSave",
+    "dedupe",
+    "dedupeWithinWatermark",
+    "symmetricHashJoin",
+    "sessionWindowStateStoreSaveExec",
+    "flatMapGroupsWithState",
+    "transformWithStateExec",
+    "transformWithStateInPandasExec",
+    "globalLimit",
+}
 
 
 def test_every_recorded_progress_parses_without_problems() -> None:
@@ -44,8 +53,13 @@ def test_registry_types_every_custom_metric_spark_reported() -> None:
 
 
 def test_minus_one_snapshot_sentinel_is_absent_not_a_value() -> None:
-    raws = [r for r in RECORDED if any(v == -1 for op in r["stateOperators"] for k, v in op.get("customMetrics", {}).items()
-                                       if k.startswith("SnapshotLastUploaded."))]
+    raws = [
+        r
+        for r in RECORDED
+        if any(
+            v == -1 for op in r["stateOperators"] for k, v in op.get("customMetrics", {}).items() if k.startswith("SnapshotLastUploaded.")
+        )
+    ]
     assert raws, "recorded runs should include a batch before the first snapshot upload"
     p = parse_progress(raws[0])
     values = [m.value for op in p.operators for m in op.instances]
@@ -58,15 +72,18 @@ def test_dsv1_sink_minus_one_is_absent() -> None:
     assert parse_progress(raw).sink.output_rows is None
 
 
-@pytest.mark.parametrize("payload, message", [
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "must be an object"),
-    ('{"runId": "r", "batchId": 1}', "'id'"),
-    ('{"id": "q", "runId": "r", "batchId": -3}', "batchId"),
-    ('{"id": "q", "runId": "r", "batchId": "7"}', "batchId"),
-    (b"\xff\xfe", "not valid JSON"),
-    (12, "JSON text or an object"),
-])
+@pytest.mark.parametrize(
+    "payload, message",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be an object"),
+        ('{"runId": "r", "batchId": 1}', "'id'"),
+        ('{"id": "q", "runId": "r", "batchId": -3}', "batchId"),
+        ('{"id": "q", "runId": "r", "batchId": "7"}', "batchId"),
+        (b"\xff\xfe", "not valid JSON"),
+        (12, "JSON text or an object"),
+    ],
+)
 def test_malformed_progress_gets_a_clear_error(payload: object, message: str) -> None:
     with pytest.raises(MalformedEvent, match=message):
         parse_event("progress", payload)  # type: ignore[arg-type]
@@ -100,10 +117,16 @@ def test_huge_maps_are_truncated_and_reported() -> None:
 
 
 def _mutations() -> st.SearchStrategy:
-    junk = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
-                     st.text(max_size=20), st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=3))
-    return st.tuples(st.sampled_from(RECORDED), st.lists(st.tuples(st.integers(0, 10_000), junk), max_size=6),
-                     st.integers(0, 4000))
+    junk = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=20),
+        st.lists(st.integers(), max_size=3),
+        st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+    )
+    return st.tuples(st.sampled_from(RECORDED), st.lists(st.tuples(st.integers(0, 10_000), junk), max_size=6), st.integers(0, 4000))
 
 
 def _mutate(raw: dict, edits: list, cut: int) -> str:
@@ -149,8 +172,10 @@ _OBSERVER = Observer(Settings(http_enabled=False), serve=False)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["started", "progress", "idle", "terminated", "bogus"]),
-       st.one_of(st.text(max_size=200), st.binary(max_size=200), st.none(), st.integers(), _mutations().map(lambda c: _mutate(*c))))
+@given(
+    st.sampled_from(["started", "progress", "idle", "terminated", "bogus"]),
+    st.one_of(st.text(max_size=200), st.binary(max_size=200), st.none(), st.integers(), _mutations().map(lambda c: _mutate(*c))),
+)
 def test_observer_process_never_raises(kind: str, payload: object) -> None:
     before = sum(_OBSERVER.self_metrics.received.values())
     _OBSERVER.process(CapturedEvent(kind, payload, 0.0, 0.0))

@@ -31,16 +31,27 @@ RUNS = fixture_runs("rocksdb_restart")  # two runs of one query: a restart and t
 PROGRESS = [p for run in RUNS for p in progress_lines(run)]
 QUERY_ID = PROGRESS[0]["id"]
 # a real failure (the restart the checkpoint refused, recorded in schema_failure), moved onto the restart fixture's query
-_FAILED = next(r.payload for r in read_records([eventlog_dir(fixture_runs("schema_failure")[1])])
-               if not isinstance(r, EventLogError) and r.kind == "terminated")
+_FAILED = next(
+    r.payload
+    for r in read_records([eventlog_dir(fixture_runs("schema_failure")[1])])
+    if not isinstance(r, EventLogError) and r.kind == "terminated"
+)
 TERMINATION = {**_FAILED, "id": QUERY_ID, "runId": PROGRESS[-1]["runId"]}
 APP = {"spark.app.id": "local-1795303624712", "spark.app.name": "fixture-app", "spark.version": "4.3.0"}
 CUMULATIVE = 2  # AggregationTemporality.CUMULATIVE in the OTLP protobuf
 
 
 def make_observer(endpoint: str, protocol: str = "http/protobuf", **settings: object) -> tuple[Observer, OtelSink]:
-    values = {"http_enabled": False, "history_enabled": False, "otlp_endpoint": endpoint, "otlp_protocol": protocol,
-              "otlp_interval_seconds": 3600.0, "otlp_timeout_seconds": 2.0, "otlp_traces": True, **settings}
+    values = {
+        "http_enabled": False,
+        "history_enabled": False,
+        "otlp_endpoint": endpoint,
+        "otlp_protocol": protocol,
+        "otlp_interval_seconds": 3600.0,
+        "otlp_timeout_seconds": 2.0,
+        "otlp_traces": True,
+        **settings,
+    }
     obs = Observer(Settings(**values), serve=False, live=False)  # type: ignore[arg-type]
     sink = OtelSink(obs.view, obs.settings, lambda: obs.self_metrics.count("export_failures", OtelSink.name), APP)
     obs.add_sink(sink)
@@ -191,14 +202,17 @@ def test_metrics_logs_and_spans_arrive_with_the_values_spark_reported(receiver) 
     batches = [s for s in spans if not s["parent"]]
     assert len(batches) == len(PROGRESS)
     for p in PROGRESS:
-        (span,) = [s for s in batches if s["attributes"]["spark.batch.id"] == p["batchId"] and s["attributes"]["spark.query.run_id"] == p["runId"]]
+        (span,) = [
+            s for s in batches if s["attributes"]["spark.batch.id"] == p["batchId"] and s["attributes"]["spark.query.run_id"] == p["runId"]
+        ]
         assert span["start"] == ts_ns(p["timestamp"])
         assert abs(span["end"] - span["start"] - p["batchDuration"] * 1_000_000) <= 1
         for i, op in enumerate(p["stateOperators"]):
             assert span["attributes"][f"spark.state.operator.{i}.name"] == op["operatorName"]
             assert span["attributes"][f"spark.state.operator.{i}.rows"] == op["numRowsTotal"]
             assert span["attributes"][f"spark.state.operator.{i}.rocksdb.commit.flush.duration"] == pytest.approx(
-                op["customMetrics"]["rocksdbCommitFlushLatency"] / 1000.0)
+                op["customMetrics"]["rocksdbCommitFlushLatency"] / 1000.0
+            )
         children = sorted((s for s in spans if s["parent"] == span["span_id"]), key=lambda s: s["start"])
         assert [c["name"] for c in children] == [ph for ph in PHASES if ph in p["durationMs"]]
         assert all(c["trace_id"] == span["trace_id"] for c in children)
@@ -257,8 +271,9 @@ def test_a_collector_that_never_answers_does_not_slow_processing() -> None:
     with socket.socket() as blackhole:  # accepts connections in the kernel, never reads or answers
         blackhole.bind(("127.0.0.1", 0))
         blackhole.listen(64)
-        obs, sink = make_observer(f"http://127.0.0.1:{blackhole.getsockname()[1]}", otlp_timeout_seconds=1.0,
-                                  otlp_interval_seconds=0.2, otlp_queue_size=8)
+        obs, sink = make_observer(
+            f"http://127.0.0.1:{blackhole.getsockname()[1]}", otlp_timeout_seconds=1.0, otlp_interval_seconds=0.2, otlp_queue_size=8
+        )
         started = time.perf_counter()
         for _ in range(5):  # ~50 batches with their spans and signals, while exports hang
             feed(obs, PROGRESS)
@@ -297,8 +312,15 @@ def test_end_to_end_with_real_spark(spark, tmp_path) -> None:  # type: ignore[no
 
     server = GrpcReceiver()
     try:
-        handle = observer.attach(spark, http_enabled=False, history_enabled=False, otlp_endpoint=server.endpoint,
-                                 otlp_protocol="grpc", otlp_interval_seconds=1.0, otlp_traces=True)
+        handle = observer.attach(
+            spark,
+            http_enabled=False,
+            history_enabled=False,
+            otlp_endpoint=server.endpoint,
+            otlp_protocol="grpc",
+            otlp_interval_seconds=1.0,
+            otlp_traces=True,
+        )
         query = dedup_window_query(spark, str(tmp_path / "cp"), rows_per_second=20, name="otel_e2e")
         try:
             deadline = time.monotonic() + 240
@@ -330,11 +352,17 @@ def test_attach_under_spark_connect_exports_over_otlp(tmp_path) -> None:  # type
     need("java")
     server = HttpReceiver()
     try:
-        out = subprocess.run([sys.executable, "tests/connect_job.py", server.endpoint, str(tmp_path / "cp")], cwd=ROOT,
-                             capture_output=True, text=True, timeout=400, env={**os.environ, "PYTHONPATH": ROOT})
+        out = subprocess.run(
+            [sys.executable, "tests/connect_job.py", server.endpoint, str(tmp_path / "cp")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=400,
+            env={**os.environ, "PYTHONPATH": ROOT},
+        )
         lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
         assert out.returncode == 0 and lines, out.stderr[-3000:]
-        result = json.loads(lines[-1][len("RESULT "):])
+        result = json.loads(lines[-1][len("RESULT ") :])
         assert result["connect"] is True
         assert result["executor_ids"] is None and result["last_commit"] is None  # no JVM on the client: degraded, not failed
         progress = result["progress"]

@@ -149,14 +149,22 @@ def test_pushgateway_replay_and_endpoint_share_one_exposition(tmp_path: Any) -> 
     try:
         result = replay([os.path.join(RESTART[0], "progress.jsonl")], Settings(http_enabled=False, history_enabled=False))
         failures: list[int] = []
-        pusher = Pusher(result.observer.exposition, f"127.0.0.1:{server.server_port}", "my job/1", 3600, 5, None,
-                        {"instance": "a"}, lambda: failures.append(1))
+        pusher = Pusher(
+            result.observer.exposition,
+            f"127.0.0.1:{server.server_port}",
+            "my job/1",
+            3600,
+            5,
+            None,
+            {"instance": "a"},
+            lambda: failures.append(1),
+        )
         pusher.stop()  # the final push
     finally:
         server.shutdown()
         server.server_close()
     assert failures == []
-    (path, body), = received
+    ((path, body),) = received
     assert path == "/metrics/job@base64/bXkgam9iLzE=/instance/a"
     assert body == result.observer.exposition() and body.decode() == result.exposition()
     assert b"spark_state_rows{" in body

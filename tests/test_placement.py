@@ -128,7 +128,9 @@ def test_the_kill_is_one_partition_migrated_fact_per_operator_with_its_cost() ->
         assert fact.attributes["load_seconds"] == pytest.approx(sum(m.load_seconds or 0 for m in ob.migrations))
         assert fact.attributes["stickiness"] == pytest.approx(1 - len(ob.migrations) / len(ob.placement))
     samples = list(tracker.samples())
-    removed = sum(v for spec, labels, v in samples if spec.name == "spark_state_partition_migrations" and labels["cause"] == EXECUTOR_REMOVED)
+    removed = sum(
+        v for spec, labels, v in samples if spec.name == "spark_state_partition_migrations" and labels["cause"] == EXECUTOR_REMOVED
+    )
     assert removed == sum(len(ob.migrations) for ob in moved)
 
 
@@ -155,7 +157,10 @@ def test_locality_fallback_moves_partitions_while_both_executors_live() -> None:
         by_op.setdefault(ob.operator, []).append(ob)
     for obs in by_op.values():
         for prev, cur in pairwise(obs):
-            before, after = expected[(prev.batch_id, stages[(prev.batch_id, prev.operator)])], expected[(cur.batch_id, stages[(cur.batch_id, cur.operator)])]
+            before, after = (
+                expected[(prev.batch_id, stages[(prev.batch_id, prev.operator)])],
+                expected[(cur.batch_id, stages[(cur.batch_id, cur.operator)])],
+            )
             changed = {p for p in after if p in before and before[p] != after[p]}
             assert {m.partition for m in cur.migrations} == changed
             moves += len(changed)
@@ -174,11 +179,17 @@ def _retried(events: list[dict], failed_executor_of: Any, final_executor_of: Any
     ``failed_executor_of(original)`` / ``final_executor_of(original)`` pick the executors of both attempts.
     """
     target = None
-    batch_of_stage = {stage: int(e["Properties"]["streaming.sql.batchId"]) for e in events
-                      if e.get("Event") == "SparkListenerJobStart" and "streaming.sql.batchId" in e.get("Properties", {}) for stage in e["Stage IDs"]}
+    batch_of_stage = {
+        stage: int(e["Properties"]["streaming.sql.batchId"])
+        for e in events
+        if e.get("Event") == "SparkListenerJobStart" and "streaming.sql.batchId" in e.get("Properties", {})
+        for stage in e["Stage IDs"]
+    }
     out = []
     for e in events:
-        stateful = e.get("Event") == "SparkListenerTaskEnd" and any(a.get("Name") == "number of state store instances" for a in e["Task Info"]["Accumulables"])
+        stateful = e.get("Event") == "SparkListenerTaskEnd" and any(
+            a.get("Name") == "number of state store instances" for a in e["Task Info"]["Accumulables"]
+        )
         if target is None and stateful and batch_of_stage.get(e["Stage ID"]) == 3:
             original = e["Task Info"]["Executor ID"]
             failed = copy.deepcopy(e)
@@ -231,11 +242,18 @@ def test_hostile_task_events_never_raise_and_are_counted() -> None:
     _, eventlog = scenario("kill")
     events = _events(eventlog)
     rng = random.Random(14)
-    junk: list[Any] = [None, 1, "x", [], {"Event": "SparkListenerTaskEnd"}, {"Event": "SparkListenerTaskEnd", "Task Info": []},
-                       {"Event": "SparkListenerJobStart", "Properties": {"sql.streaming.queryId": "q", "streaming.sql.batchId": "NaN"}},
-                       {"Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart", "executionId": "x", "sparkPlanInfo": 3},
-                       {"Event": "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent", "progress": []},
-                       {"Event": "SparkListenerExecutorRemoved", "Executor ID": 7}]
+    junk: list[Any] = [
+        None,
+        1,
+        "x",
+        [],
+        {"Event": "SparkListenerTaskEnd"},
+        {"Event": "SparkListenerTaskEnd", "Task Info": []},
+        {"Event": "SparkListenerJobStart", "Properties": {"sql.streaming.queryId": "q", "streaming.sql.batchId": "NaN"}},
+        {"Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart", "executionId": "x", "sparkPlanInfo": 3},
+        {"Event": "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent", "progress": []},
+        {"Event": "SparkListenerExecutorRemoved", "Executor ID": 7},
+    ]
     mutated = []
     for e in events:
         e = copy.deepcopy(e)
@@ -370,8 +388,9 @@ def test_the_poller_on_recorded_rest_answers_sees_the_replayed_placement() -> No
         assert ob.placement == by_key[(ob.batch_id, ob.operator)].placement
         if ob.batch_id > first:  # the poller's tracker starts at ``first``: from the next batch on, the same migrations
             expected = by_key[(ob.batch_id, ob.operator)].migrations
-            assert [(m.partition, m.from_executor, m.to_executor, m.cause) for m in ob.migrations] == \
-                [(m.partition, m.from_executor, m.to_executor, m.cause) for m in expected]
+            assert [(m.partition, m.from_executor, m.to_executor, m.cause) for m in ob.migrations] == [
+                (m.partition, m.from_executor, m.to_executor, m.cause) for m in expected
+            ]
     assert any(ob.migrations for ob in live)
     assert source.requests / (end - first) < 8  # a handful of requests per batch, not one per task
 
@@ -392,7 +411,9 @@ def test_live_placement_equals_the_replayed_placement_of_the_same_run(tmp_path) 
     for row in live["batches"]:
         ob = replay[(row["batch_id"], row["operator"])]
         assert {int(k): v for k, v in row["placement"].items()} == ob.placement
-        assert sorted(map(tuple, row["migrations"])) == sorted((m.partition, m.from_executor, m.to_executor, m.cause) for m in ob.migrations)
+        assert sorted(map(tuple, row["migrations"])) == sorted(
+            (m.partition, m.from_executor, m.to_executor, m.cause) for m in ob.migrations
+        )
     moved = [m for row in live["batches"] for m in row["migrations"]]
     assert moved and all(m[1] == live["killed"]["executor_id"] and m[3] == EXECUTOR_REMOVED for m in moved)
     # attach() polled on its own (placement=auto, UI on): its partition_migrated signals are the product replay's
@@ -414,8 +435,12 @@ def test_a_restart_is_not_compared_with_the_previous_run() -> None:
     closed = [i for e in read_events([eventlog]) for i in reader.feed(e) if isinstance(i, BatchTasks)]
     swap = {"0": "1", "1": "0"}
     last = closed[-1]
-    restarted = BatchTasks(last.query_id, "another-run", last.batch_id + 1,
-                           [dataclasses.replace(r, run_id="another-run", batch_id=last.batch_id + 1, executor_id=swap[r.executor_id]) for r in last.runs])
+    restarted = BatchTasks(
+        last.query_id,
+        "another-run",
+        last.batch_id + 1,
+        [dataclasses.replace(r, run_id="another-run", batch_id=last.batch_id + 1, executor_id=swap[r.executor_id]) for r in last.runs],
+    )
     tracker = PlacementTracker()
     for batch in closed:
         tracker.on_batch(batch)
@@ -423,8 +448,11 @@ def test_a_restart_is_not_compared_with_the_previous_run() -> None:
 
 
 def _progress_events(eventlog: str, batches: range) -> list[dict]:
-    return [e["progress"] for e in read_events([eventlog])
-            if e.get("Event", "").endswith("QueryProgressEvent") and e["progress"]["batchId"] in batches]
+    return [
+        e["progress"]
+        for e in read_events([eventlog])
+        if e.get("Event", "").endswith("QueryProgressEvent") and e["progress"]["batchId"] in batches
+    ]
 
 
 @pytest.mark.parametrize("hint", [True, False])

@@ -29,8 +29,10 @@ def _checkpoint_of(tmp_path: Path, query_id: str) -> Path:
     root = checkpoint(tmp_path / "ck", ROCKSDB, committed=10, planned=10)
     write(root / "metadata", json.dumps({"id": query_id}))
     for op, name in ((0, "stateStoreSave"), (1, "dedupe")):
-        info = {"operatorInfo": {"operatorId": op, "operatorName": name},
-                "stateStoreInfo": [{"storeName": "default", "numColsPrefixKey": 0, "numPartitions": 4}]}
+        info = {
+            "operatorInfo": {"operatorId": op, "operatorName": name},
+            "stateStoreInfo": [{"storeName": "default", "numColsPrefixKey": 0, "numPartitions": 4}],
+        }
         write(root / "state" / str(op) / "_metadata" / "metadata", f"v1\n{json.dumps(info)}")
         for p in range(4):
             part = root / "state" / str(op) / str(p)
@@ -43,8 +45,11 @@ def _checkpoint_of(tmp_path: Path, query_id: str) -> Path:
 def test_the_history_keeps_every_partition_placement_with_its_size_and_move_cost(tmp_path: Path) -> None:
     db, truth = _history(tmp_path)
     with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT batch_id, op_index, partition, executor, rows_total, memory_bytes, load_seconds, moved_from, cause "
-                            "FROM placements WHERE query_id = ?", (truth["query_id"],)).fetchall()
+        rows = conn.execute(
+            "SELECT batch_id, op_index, partition, executor, rows_total, memory_bytes, load_seconds, moved_from, cause "
+            "FROM placements WHERE query_id = ?",
+            (truth["query_id"],),
+        ).fetchall()
     batches = {r[0] for r in rows}
     assert len(rows) == len(batches) * 2 * truth["shuffle_partitions"]  # every operator and partition of every placed batch
     moved = [r for r in rows if r[7] is not None]
@@ -56,16 +61,22 @@ def test_the_history_keeps_every_partition_placement_with_its_size_and_move_cost
 def test_inspect_with_history_gives_partition_advice_marked_as_estimate(tmp_path: Path) -> None:
     db, truth = _history(tmp_path)
     root = _checkpoint_of(tmp_path, truth["query_id"])
-    script = ("import sys\nsys.modules['pandas'] = None\n"  # a plain install: the advice needs no pandas either
-              "from observer.cli import main\n"
-              f"sys.exit(main(['inspect', {str(root)!r}, '--history', {db!r}, '--restore-target', '0.5', '--spark-version', '4.3.0', '--json']))\n")
+    script = (
+        "import sys\nsys.modules['pandas'] = None\n"  # a plain install: the advice needs no pandas either
+        "from observer.cli import main\n"
+        f"sys.exit(main(['inspect', {str(root)!r}, '--history', {db!r}, '--restore-target', '0.5', '--spark-version', '4.3.0', '--json']))\n"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     advice = {a["name"]: a for a in json.loads(out.stdout)["placement_advice"]}
     assert set(advice) == {"stateStoreSave", "dedupe"}
     with sqlite3.connect(db) as conn:
-        loads = dict(conn.execute("SELECT partition, load_seconds FROM placements WHERE query_id = ? AND op_index = 1 AND moved_from IS NOT NULL",
-                                  (truth["query_id"],)).fetchall())
+        loads = dict(
+            conn.execute(
+                "SELECT partition, load_seconds FROM placements WHERE query_id = ? AND op_index = 1 AND moved_from IS NOT NULL",
+                (truth["query_id"],),
+            ).fetchall()
+        )
     dedupe = advice["dedupe"]
     assert dedupe["partitions"] == 4 and dedupe["restore_estimate_seconds"] > 0
     # the measured reload of a moved dedup partition (about 1.2 s) is over the 0.5 s target: more partitions, and how
@@ -75,7 +86,8 @@ def test_inspect_with_history_gives_partition_advice_marked_as_estimate(tmp_path
     assert dedupe["advice"]["message"].startswith("Estimate.") and "repartition" in dedupe["advice"]["message"]
     assert dedupe["caveat"] is None and "understate" in advice["stateStoreSave"]["caveat"]  # the aggregation's double load
 
-    text = subprocess.run([sys.executable, "-m", "observer.cli", "inspect", str(root), "--history", db], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    text = subprocess.run(
+        [sys.executable, "-m", "observer.cli", "inspect", str(root), "--history", db], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert text.returncode == 0, text.stderr
     assert "placement advice (Estimate" in text.stdout and "operator 1 dedupe: 4 partitions measured" in text.stdout

@@ -103,7 +103,9 @@ def test_partition_series_stay_within_top_k() -> None:
 
 def test_every_placement_series_is_a_catalog_metric() -> None:
     _, _, text = _replay("kill")
-    names = {line.split("{")[0] for line in text.splitlines() if line.startswith("spark_state_") and ("partition" in line or "executor_" in line)}
+    names = {
+        line.split("{")[0] for line in text.splitlines() if line.startswith("spark_state_") and ("partition" in line or "executor_" in line)
+    }
     placement = {s.prometheus_name for s in catalog.PLACEMENT_METRICS}
     assert placement <= names  # every placement metric shows on a run with a migration
     assert all(catalog.lookup(n) for n in names)
@@ -133,8 +135,12 @@ def _watched(tmp_path, names: tuple[str, ...] = ("kill",)) -> tuple[list[SignalE
     signals: list[SignalEvent] = []
     observer.on("*", signals.append)
     source = follow_event_log(observer)
-    kind_of = {"QueryStartedEvent": kinds.STARTED, "QueryProgressEvent": kinds.PROGRESS, "QueryIdleEvent": kinds.IDLE,
-               "QueryTerminatedEvent": kinds.TERMINATED}
+    kind_of = {
+        "QueryStartedEvent": kinds.STARTED,
+        "QueryProgressEvent": kinds.PROGRESS,
+        "QueryIdleEvent": kinds.IDLE,
+        "QueryTerminatedEvent": kinds.TERMINATED,
+    }
     quiet = 0
     for _ in range(100):
         polled = watcher.poll()
@@ -224,8 +230,9 @@ def test_the_watch_command_follows_placement_as_replay_does(tmp_path) -> None:
     _, eventlog = scenario("kill")
     folder = tmp_path / "logs"
     shutil.copytree(eventlog, folder, dirs_exist_ok=True)
-    fleet = FleetObserver([str(folder)], Settings.from_env({}), WatchOptions(grace_seconds=3600.0, read_finished_at_start=True),
-                          serve=False)
+    fleet = FleetObserver(
+        [str(folder)], Settings.from_env({}), WatchOptions(grace_seconds=3600.0, read_finished_at_start=True), serve=False
+    )
     for _ in range(20):
         fleet.poll_once()
     replay_signals, _, replayed_text = _replay("kill")

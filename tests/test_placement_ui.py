@@ -35,7 +35,10 @@ def test_placement_map_colours_executors_and_marks_the_kill(monkeypatch, kill_db
     truth, _ = scenario("kill")
     at = app(monkeypatch, kill_db, page="Placement", query_id=truth["query_id"])
     titles = chart_titles(at)
-    assert [t for t in titles if t.startswith("Placement map")] == ["Placement map: operator 0 stateStoreSave", "Placement map: operator 1 dedupe"]
+    assert [t for t in titles if t.startswith("Placement map")] == [
+        "Placement map: operator 0 stateStoreSave",
+        "Placement map: operator 1 dedupe",
+    ]
     assert sum(t.startswith("State memory per partition") for t in titles) == 2  # the skew view per operator
     maps = [e for e in at.get("vega_lite_chart") if "layer" in json.loads(e.proto.spec)]
     cells = [row for e in maps for d in e.proto.datasets for row in pa.ipc.open_stream(d.data.data).read_all().to_pylist()]

@@ -26,11 +26,30 @@ from observer.signals.kinds import SignalEvent
 
 INCIDENTS = precision.INCIDENTS
 RESTARTS = ["dedup_agg_restart_43", "dedup_agg_restart_41", "dedup_agg_restart_40", "dedup_agg_restart_35"]
-FAILURES = ["crash_loop_503", "fail_udf_value_error", "fail_sink_path_is_file", "fail_source_corrupt_file", "fail_tws_ttl_no_time_mode",
-            "fail_worker_missing_module", "fail_checkpoint_corrupt", "fail_config_provider_class", "fail_python_oom"]
+FAILURES = [
+    "crash_loop_503",
+    "fail_udf_value_error",
+    "fail_sink_path_is_file",
+    "fail_source_corrupt_file",
+    "fail_tws_ttl_no_time_mode",
+    "fail_worker_missing_module",
+    "fail_checkpoint_corrupt",
+    "fail_config_provider_class",
+    "fail_python_oom",
+]
 CLEAN = ["clean_busy_30min", "clean_busy_90s"]
-INCIDENT_KINDS_NEVER_FALSE = (kinds.STORE_RELOAD, kinds.PARTITIONS_CHANGED, kinds.FALLING_BEHIND, kinds.STALLED, kinds.STATE_TASK_RETRY,
-                              kinds.QUERY_RESTARTED, kinds.RESTORE, kinds.CRASH_LOOP, kinds.EXECUTOR_REMOVED, kinds.STATE_UNBOUNDED)
+INCIDENT_KINDS_NEVER_FALSE = (
+    kinds.STORE_RELOAD,
+    kinds.PARTITIONS_CHANGED,
+    kinds.FALLING_BEHIND,
+    kinds.STALLED,
+    kinds.STATE_TASK_RETRY,
+    kinds.QUERY_RESTARTED,
+    kinds.RESTORE,
+    kinds.CRASH_LOOP,
+    kinds.EXECUTOR_REMOVED,
+    kinds.STATE_UNBOUNDED,
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +70,15 @@ def test_the_report_covers_every_recording_and_kind(corpus: dict[str, precision.
     text, totals = precision.table(list(corpus.values()))
     assert len(corpus) >= 18 and all(f"`{kind}`" in text for kind in kinds.SIGNAL_KINDS)
     # the corpus has incidents of these kinds, and the report counts them
-    assert {k for k, t in totals.items() if t.present} >= {kinds.QUERY_RESTARTED, kinds.RESTORE, kinds.STORE_RELOAD,
-                                                          kinds.EXECUTOR_REMOVED, kinds.QUERY_TERMINATED, kinds.CRASH_LOOP,
-                                                          kinds.STATE_UNBOUNDED}
+    assert {k for k, t in totals.items() if t.present} >= {
+        kinds.QUERY_RESTARTED,
+        kinds.RESTORE,
+        kinds.STORE_RELOAD,
+        kinds.EXECUTOR_REMOVED,
+        kinds.QUERY_TERMINATED,
+        kinds.CRASH_LOOP,
+        kinds.STATE_UNBOUNDED,
+    }
 
 
 def test_every_recorded_incident_is_found(corpus: dict[str, precision.Replayed]) -> None:
@@ -168,16 +193,20 @@ def test_more_store_instances_at_the_same_partitions_is_a_retry(tmp_path: Any) -
     """The issue's 6 -> 9 for one batch (retried tasks after an executor loss), on the recorded batch 5."""
     seen = _varied_executor_loss(tmp_path, {"numStateStoreInstances": 9}, {5})
     retries = [e for e in seen if e.kind == kinds.STATE_TASK_RETRY]
-    assert {(e.attributes["operator"], e.attributes["batch_id"], e.attributes["retried_store_instances"]) for e in retries} == \
-        {("dedupe", 5, 3.0), ("stateStoreSave", 5, 3.0)}
+    assert {(e.attributes["operator"], e.attributes["batch_id"], e.attributes["retried_store_instances"]) for e in retries} == {
+        ("dedupe", 5, 3.0),
+        ("stateStoreSave", 5, 3.0),
+    }
     assert not [e for e in seen if e.kind == kinds.PARTITIONS_CHANGED]
 
 
 def test_a_change_of_shuffle_partitions_is_a_repartitioning(tmp_path: Any) -> None:
     seen = _varied_executor_loss(tmp_path, {"numShufflePartitions": 8, "numStateStoreInstances": 8}, set(range(6, 100)))
     changed = [e for e in seen if e.kind == kinds.PARTITIONS_CHANGED]
-    assert {(e.attributes["operator"], e.attributes["before"], e.attributes["after"]) for e in changed} == \
-        {("dedupe", 6.0, 8.0), ("stateStoreSave", 6.0, 8.0)}
+    assert {(e.attributes["operator"], e.attributes["before"], e.attributes["after"]) for e in changed} == {
+        ("dedupe", 6.0, 8.0),
+        ("stateStoreSave", 6.0, 8.0),
+    }
     assert not [e for e in seen if e.kind == kinds.STATE_TASK_RETRY]
 
 
@@ -209,8 +238,17 @@ def test_exception_text_keeps_head_and_tail(corpus: dict[str, precision.Replayed
 def test_the_vocabulary_is_one_list() -> None:
     from observer.metrics import catalog
 
-    assert set(kinds.EXCEPTION_CLASSES) == {"user_code", "sink", "source", "state_schema", "checkpoint_corruption", "out_of_memory",
-                                            "python_dependency", "configuration", "other"}
+    assert set(kinds.EXCEPTION_CLASSES) == {
+        "user_code",
+        "sink",
+        "source",
+        "state_schema",
+        "checkpoint_corruption",
+        "out_of_memory",
+        "python_dependency",
+        "configuration",
+        "other",
+    }
     assert all(c in catalog.QUERY_TERMINATIONS_BY_CLASS.help for c in kinds.EXCEPTION_CLASSES)
     with open(os.path.join(os.path.dirname(__file__), "..", "observer", "mixin", "runbook.md")) as f:
         runbook = f.read()
@@ -218,7 +256,9 @@ def test_the_vocabulary_is_one_list() -> None:
 
 
 # --- 5. restarts: two figures, named apart ----------------------------------------------------------------
-@pytest.mark.parametrize("scenario", ["crash_loop_503", "dedup_agg_restart_43", "dedup_agg_restart_41", "join_restart", "fail_checkpoint_corrupt"])
+@pytest.mark.parametrize(
+    "scenario", ["crash_loop_503", "dedup_agg_restart_43", "dedup_agg_restart_41", "join_restart", "fail_checkpoint_corrupt"]
+)
 def test_restart_reports_the_gap_and_the_time_since_progress(corpus: dict[str, precision.Replayed], scenario: str) -> None:
     rec = corpus[scenario]
     terminated = {e.run_id: e.timestamp for e in signals_of(rec, kinds.QUERY_TERMINATED)}

@@ -111,8 +111,13 @@ def test_every_metric_a_replay_of_every_fixture_exports_is_in_the_catalog_with_i
             for sample in fam.samples:
                 assert set(sample.labels) - HISTOGRAM_SAMPLE_LABELS == set(spec.label_names), (sample.name, sample.labels)
     # the fixtures exercise the Spark fields, the lifecycle, the signals and the self-metrics alike
-    assert {"spark_state_rows", "spark_streaming_query_restarts_total", "spark_state_restores_total",
-            "spark_state_observer_events_received_total", "spark_state_observer_processing_duration_seconds"} <= exported
+    assert {
+        "spark_state_rows",
+        "spark_streaming_query_restarts_total",
+        "spark_state_restores_total",
+        "spark_state_observer_events_received_total",
+        "spark_state_observer_processing_duration_seconds",
+    } <= exported
 
 
 def test_no_metric_name_literal_outside_the_catalog() -> None:
@@ -129,8 +134,11 @@ def test_no_metric_name_literal_outside_the_catalog() -> None:
         docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-                found += [f"{relative}:{node.lineno}: {word}" for word in re.findall(r"\bspark_[a-z0-9_]+", node.value)
-                          if word not in not_metric_names]
+                found += [
+                    f"{relative}:{node.lineno}: {word}"
+                    for word in re.findall(r"\bspark_[a-z0-9_]+", node.value)
+                    if word not in not_metric_names
+                ]
     assert not found, found
 
 

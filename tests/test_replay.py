@@ -38,14 +38,20 @@ def test_replaying_the_event_log_gives_the_live_metrics(run: str) -> None:
 # These fixtures' live metrics were recorded before issue 12 added two counters, re-derived the restore
 # duration of double-load operators (tested on tests/fixtures/incidents) and renamed one exception class;
 # everything else must match exactly.
-_CHANGED_SINCE_RECORDING = {catalog.STATE_TASK_RETRIES.name + "_total", catalog.LOAD_LATENCY_ANOMALIES.name + "_total",
-                            catalog.LAST_RESTORE_DURATION.name}
+_CHANGED_SINCE_RECORDING = {
+    catalog.STATE_TASK_RETRIES.name + "_total",
+    catalog.LOAD_LATENCY_ANOMALIES.name + "_total",
+    catalog.LAST_RESTORE_DURATION.name,
+}
 _RENAMED_LABELS = {("exception_class", "state_schema"): ("exception_class", "state_schema_incompatible")}
 
 
 def _as_recorded(replayed: dict[tuple[str, tuple], float]) -> dict[tuple[str, tuple], float]:
-    return {(name, tuple(_RENAMED_LABELS.get(label, label) for label in labels)): value
-            for (name, labels), value in replayed.items() if name not in _CHANGED_SINCE_RECORDING}
+    return {
+        (name, tuple(_RENAMED_LABELS.get(label, label) for label in labels)): value
+        for (name, labels), value in replayed.items()
+        if name not in _CHANGED_SINCE_RECORDING
+    }
 
 
 @pytest.mark.parametrize("run", WITH_BATCHES, ids=lambda r: os.path.relpath(r, FIXTURES))
@@ -75,8 +81,10 @@ def test_restart_in_a_new_process_gives_restart_and_restore_live_and_in_replay()
     assert replayed[0].attributes["downtime_seconds"] > 0
     first_batch_run2 = progress_lines(runs[1])[0]["batchId"]
     assert all(e.attributes["batch_id"] == first_batch_run2 for e in replayed[1:])
-    assert next(e for e in replayed if e.attributes.get("operator") == "dedupe").attributes["duration_seconds"] == \
-        dedupe["attributes"]["duration_seconds"]
+    assert (
+        next(e for e in replayed if e.attributes.get("operator") == "dedupe").attributes["duration_seconds"]
+        == dedupe["attributes"]["duration_seconds"]
+    )
 
 
 def test_a_restart_the_checkpoint_refuses_is_a_classified_failure_live_and_in_replay() -> None:
@@ -98,8 +106,13 @@ def test_a_restart_the_checkpoint_refuses_is_a_classified_failure_live_and_in_re
 
 def test_cli_replay_prints_prometheus_text() -> None:
     run = fixture_runs("hdfs")[0]
-    out = subprocess.run([sys.executable, "-m", "observer.cli", "replay", eventlog_dir(run), "--format", "prometheus"],
-                         check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "observer.cli", "replay", eventlog_dir(run), "--format", "prometheus"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout
     names = {f.name for f in text_string_to_metric_families(out)}
     assert {"spark_state_rows", "spark_state_hdfs_loaded_map_cache_misses", "spark_streaming_batches"} <= names
 
@@ -121,8 +134,12 @@ def test_replay_events_format_is_one_json_object_per_signal(capsys) -> None:
     assert main(["replay", "--format", "events", *runs]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
     events = [_json.loads(line) for line in lines]
-    assert [e["kind"] for e in events if e["kind"] in ("query_started", "query_terminated")] == \
-        ["query_started", "query_terminated", "query_started", "query_terminated"]
+    assert [e["kind"] for e in events if e["kind"] in ("query_started", "query_terminated")] == [
+        "query_started",
+        "query_terminated",
+        "query_started",
+        "query_terminated",
+    ]
     for e in events:
         assert set(e) >= {"kind", "time", "timestamp", "query", "query_id", "run_id", "attributes"}
         assert e["time"].endswith("Z") and e["query"] == "demo_dedup_window"

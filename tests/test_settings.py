@@ -8,8 +8,12 @@ from observer.settings import ENV_PREFIX, Settings, SettingsError
 
 
 def test_environment_then_keywords() -> None:
-    env = {ENV_PREFIX + "HTTP_PORT": "9300", ENV_PREFIX + "FAST_PATH": "false", ENV_PREFIX + "STALL_FACTOR": "2.5",
-           ENV_PREFIX + "HTTP_HOST": "0.0.0.0"}
+    env = {
+        ENV_PREFIX + "HTTP_PORT": "9300",
+        ENV_PREFIX + "FAST_PATH": "false",
+        ENV_PREFIX + "STALL_FACTOR": "2.5",
+        ENV_PREFIX + "HTTP_HOST": "0.0.0.0",
+    }
     s = Settings.from_env(env)
     assert (s.http_port, s.fast_path, s.stall_factor, s.http_host) == (9300, False, 2.5, "0.0.0.0")
     assert Settings.from_env(env, http_port=9400).http_port == 9400
@@ -20,13 +24,16 @@ def test_defaults_are_safe() -> None:
     assert s.http_host == "127.0.0.1" and s.partition_top_k > 0 and s.queue_size > 0
 
 
-@pytest.mark.parametrize("env, message", [
-    ({ENV_PREFIX + "HTTP_PORT": "ninety"}, "http_port"),
-    ({ENV_PREFIX + "HTTP_PORT": "70000"}, "http_port"),
-    ({ENV_PREFIX + "FAST_PATH": "maybe"}, "fast_path"),
-    ({ENV_PREFIX + "TLS_CERTFILE": "/c.pem"}, "tls_keyfile"),
-    ({ENV_PREFIX + "QUEUE_SIZE": "0"}, "queue_size"),
-])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({ENV_PREFIX + "HTTP_PORT": "ninety"}, "http_port"),
+        ({ENV_PREFIX + "HTTP_PORT": "70000"}, "http_port"),
+        ({ENV_PREFIX + "FAST_PATH": "maybe"}, "fast_path"),
+        ({ENV_PREFIX + "TLS_CERTFILE": "/c.pem"}, "tls_keyfile"),
+        ({ENV_PREFIX + "QUEUE_SIZE": "0"}, "queue_size"),
+    ],
+)
 def test_bad_values_name_the_setting(env: dict, message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         Settings.from_env(env)

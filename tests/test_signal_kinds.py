@@ -164,8 +164,9 @@ def idle() -> Pipeline:
 def terminated() -> Pipeline:
     p = Pipeline()
     p.feed("progress", batch(0, T0))
-    assert p.feed("terminated", {"id": QUERY_ID, "runId": "run-1", "exception": "java.lang.OutOfMemoryError: Java heap space"},
-                  at=T0 + 3) == [kinds.QUERY_TERMINATED]
+    assert p.feed(
+        "terminated", {"id": QUERY_ID, "runId": "run-1", "exception": "java.lang.OutOfMemoryError: Java heap space"}, at=T0 + 3
+    ) == [kinds.QUERY_TERMINATED]
     attrs = p.last(kinds.QUERY_TERMINATED).attributes
     assert attrs["outcome"] == "exception" and attrs["exception_class"] == "out_of_memory"
     assert p.value(catalog.QUERY_TERMINATIONS_BY_CLASS, (("exception_class", "out_of_memory"),)) == 1.0
@@ -179,8 +180,11 @@ def stalled() -> Pipeline:
     assert p.tick(T0 + 30 + 59) == [] and p.value(catalog.QUERY_STALLED) == 0.0
     assert p.value(catalog.QUERY_SECONDS_SINCE_PROGRESS) == 59
     assert p.tick(T0 + 30 + 61) == [kinds.STALLED]
-    assert p.last(kinds.STALLED).attributes == {"seconds_without_progress": 61.0, "limit_seconds": 60.0,
-                                                "longest_recent_batch_seconds": round(RECORDED["batchDuration"] / 1000, 1)}
+    assert p.last(kinds.STALLED).attributes == {
+        "seconds_without_progress": 61.0,
+        "limit_seconds": 60.0,
+        "longest_recent_batch_seconds": round(RECORDED["batchDuration"] / 1000, 1),
+    }
     assert p.value(catalog.QUERY_STALLED) == 1.0
     assert p.tick(T0 + 30 + 70) == []  # said once
     return p
@@ -208,7 +212,9 @@ def restore() -> Pipeline:
     p = Pipeline()
     p.feed("started", lifecycle("run-1", T0))
     for i in range(5):  # batch 0 (warm-up) stays out of the baseline: 4 steady batches of 1 s
-        p.feed("progress", batch(i, T0 + 10 * i, numInputRows=100, durationMs={**RECORDED["durationMs"], "addBatch": 9000 if i == 0 else 1000}))
+        p.feed(
+            "progress", batch(i, T0 + 10 * i, numInputRows=100, durationMs={**RECORDED["durationMs"], "addBatch": 9000 if i == 0 else 1000})
+        )
     assert p.value(catalog.STATE_RESTORES, DEDUPE) == 0.0  # exported from 0
     p.feed("started", lifecycle("run-2", T0 + 100))
     first = batch(5, T0 + 110, run="run-2", numInputRows=100, durationMs={**RECORDED["durationMs"], "addBatch": 4000})
@@ -219,7 +225,12 @@ def restore() -> Pipeline:
     # dedupe loads once per task: Spark's load metric; the aggregation loads twice (its metric is the cheap
     # second load): what remains of the 3 s excess once the dedupe's 0.7 s are taken out
     dedupe, save = by_op["dedupe"], by_op["stateStoreSave"]
-    assert (dedupe["method"], dedupe["confidence"], dedupe["duration_seconds"], dedupe["changelog_files"]) == ("load_metrics", "measured", 0.7, 4)
+    assert (dedupe["method"], dedupe["confidence"], dedupe["duration_seconds"], dedupe["changelog_files"]) == (
+        "load_metrics",
+        "measured",
+        0.7,
+        4,
+    )
     assert (save["method"], save["confidence"], save["duration_seconds"]) == ("residual_estimate", "estimated", 2.3)
     assert (save["excess_seconds"], save["explained_by_other_operators_seconds"], save["backlog_seconds"]) == (3.0, 0.7, 0.0)
     assert p.value(catalog.STATE_RESTORES, DEDUPE) == 1.0 and p.value(catalog.STATE_RESTORES, SAVE) == 1.0
@@ -267,12 +278,18 @@ def store_reload() -> Pipeline:
 
 def reload_by_load_latency_and_snapshot_reset() -> None:
     p = Pipeline(restore_load_threshold_seconds=0.5)
-    quiet = {"rocksdbLoadLatencyMs": 50, "rocksdbNumLoadedFromDfs": 0, "rocksdbNumReplayChangelogFiles": 0,
-             "SnapshotLastUploaded.partition_0_default": 7, "SnapshotLastUploaded.partition_1_default": 7}
+    quiet = {
+        "rocksdbLoadLatencyMs": 50,
+        "rocksdbNumLoadedFromDfs": 0,
+        "rocksdbNumReplayChangelogFiles": 0,
+        "SnapshotLastUploaded.partition_0_default": 7,
+        "SnapshotLastUploaded.partition_1_default": 7,
+    }
     for i in range(4):
         p.feed("progress", with_operator(batch(i, T0 + 10 * i), "dedupe", customMetrics=quiet))
-    slow = with_operator(batch(4, T0 + 40), "dedupe", customMetrics={**quiet, "rocksdbLoadLatencyMs": 900,
-                                                                     "SnapshotLastUploaded.partition_1_default": -1})
+    slow = with_operator(
+        batch(4, T0 + 40), "dedupe", customMetrics={**quiet, "rocksdbLoadLatencyMs": 900, "SnapshotLastUploaded.partition_1_default": -1}
+    )
     assert p.feed("progress", slow) == [kinds.STORE_RELOAD]
     assert p.last(kinds.STORE_RELOAD).attributes["evidence"] == "load_latency,snapshot_reset"
 
@@ -297,12 +314,18 @@ def aggregation_reload_after_executor_loss() -> None:
     p.feed("progress", batch(0, T0), executors={"1", "2"})
     p.feed("progress", batch(1, T0 + 10), executors={"1", "2"})
     moved = with_operator(batch(2, T0 + 20), "dedupe", customMetrics={"rocksdbNumLoadedFromDfs": 1, "rocksdbNumReplayChangelogFiles": 2})
-    assert p.feed("progress", moved, executors={"2", "3"}) == [kinds.EXECUTOR_ADDED, kinds.EXECUTOR_REMOVED, kinds.STORE_RELOAD, kinds.STORE_RELOAD]
+    assert p.feed("progress", moved, executors={"2", "3"}) == [
+        kinds.EXECUTOR_ADDED,
+        kinds.EXECUTOR_REMOVED,
+        kinds.STORE_RELOAD,
+        kinds.STORE_RELOAD,
+    ]
     reloads = {s.attributes["operator"]: s.attributes["evidence"] for s in p.signals if s.kind == kinds.STORE_RELOAD}
     assert reloads == {"dedupe": "loaded_from_checkpoint,changelog_replay", "stateStoreSave": "executor_removed,sibling_reload"}
     # no executor change: a sibling's reload alone (a task moved) says nothing about the aggregation's stores
-    assert p.feed("progress", with_operator(batch(3, T0 + 30), "dedupe", customMetrics={"rocksdbNumLoadedFromDfs": 1}),
-                  executors={"2", "3"}) == [kinds.STORE_RELOAD]
+    assert p.feed(
+        "progress", with_operator(batch(3, T0 + 30), "dedupe", customMetrics={"rocksdbNumLoadedFromDfs": 1}), executors={"2", "3"}
+    ) == [kinds.STORE_RELOAD]
 
 
 # --- pace ------------------------------------------------------------------------------------------
@@ -313,8 +336,12 @@ def falling_behind() -> Pipeline:
         assert p.feed("progress", batch(i, T0 + 10 * i, **behind)) == []
     assert p.value(catalog.FALLING_BEHIND) == 0.0
     assert p.feed("progress", batch(4, T0 + 40, **behind)) == [kinds.FALLING_BEHIND]
-    assert p.last(kinds.FALLING_BEHIND).attributes == {"input_rows_per_second": 100.0, "processed_rows_per_second": 50.0,
-                                                       "window_seconds": 30, "behind_for_seconds": 10.0}
+    assert p.last(kinds.FALLING_BEHIND).attributes == {
+        "input_rows_per_second": 100.0,
+        "processed_rows_per_second": 50.0,
+        "window_seconds": 30,
+        "behind_for_seconds": 10.0,
+    }
     assert p.value(catalog.FALLING_BEHIND) == 1.0
     return p
 
@@ -398,8 +425,14 @@ def state_task_retry() -> Pipeline:
 def growing(p: Pipeline, first: int, n: int, removed: int) -> list[str]:
     out = []
     for i in range(first, first + n):
-        grown = with_operator(batch(i, T0 + 10 * i), "dedupe", numRowsTotal=1000 + 100 * i, numRowsUpdated=100,
-                              numRowsRemoved=removed, memoryUsedBytes=10_000 + 1000 * i)
+        grown = with_operator(
+            batch(i, T0 + 10 * i),
+            "dedupe",
+            numRowsTotal=1000 + 100 * i,
+            numRowsUpdated=100,
+            numRowsRemoved=removed,
+            memoryUsedBytes=10_000 + 1000 * i,
+        )
         out += p.feed("progress", grown)
     return out
 
@@ -480,12 +513,24 @@ def partition_migrated() -> Pipeline:
 
 
 SCENARIOS: dict[str, Callable[[], Pipeline]] = {
-    kinds.QUERY_STARTED: started, kinds.QUERY_RESTARTED: restarted, kinds.QUERY_TERMINATED: terminated,
-    kinds.QUERY_IDLE: idle, kinds.CRASH_LOOP: crash_loop, kinds.STALLED: stalled, kinds.STALL_RECOVERED: stall_recovered,
-    kinds.RESTORE: restore, kinds.STORE_RELOAD: store_reload, kinds.EXECUTOR_ADDED: executor_added,
-    kinds.EXECUTOR_REMOVED: executor_removed, kinds.PARTITIONS_CHANGED: partitions_changed,
-    kinds.STATE_UNBOUNDED: state_unbounded, kinds.STATE_BOUNDED: state_bounded, kinds.FALLING_BEHIND: falling_behind,
-    kinds.CAUGHT_UP: caught_up, kinds.LOAD_LATENCY_ANOMALY: load_latency_anomaly, kinds.STATE_TASK_RETRY: state_task_retry,
+    kinds.QUERY_STARTED: started,
+    kinds.QUERY_RESTARTED: restarted,
+    kinds.QUERY_TERMINATED: terminated,
+    kinds.QUERY_IDLE: idle,
+    kinds.CRASH_LOOP: crash_loop,
+    kinds.STALLED: stalled,
+    kinds.STALL_RECOVERED: stall_recovered,
+    kinds.RESTORE: restore,
+    kinds.STORE_RELOAD: store_reload,
+    kinds.EXECUTOR_ADDED: executor_added,
+    kinds.EXECUTOR_REMOVED: executor_removed,
+    kinds.PARTITIONS_CHANGED: partitions_changed,
+    kinds.STATE_UNBOUNDED: state_unbounded,
+    kinds.STATE_BOUNDED: state_bounded,
+    kinds.FALLING_BEHIND: falling_behind,
+    kinds.CAUGHT_UP: caught_up,
+    kinds.LOAD_LATENCY_ANOMALY: load_latency_anomaly,
+    kinds.STATE_TASK_RETRY: state_task_retry,
     kinds.PARTITION_MIGRATED: partition_migrated,
 }
 
@@ -502,9 +547,19 @@ def test_signal_kind(kind: str) -> None:
     assert emitted and all(s.query_id == QUERY_ID and s.query == RECORDED["name"] for s in emitted)
 
 
-@pytest.mark.parametrize("scenario", [restarted_from_a_checkpoint, not_stalled_when_idle_or_replayed,
-                                      reload_by_load_latency_and_snapshot_reset, watermark_lag, budgets, restore_backlog_and_bounds,
-                                      aggregation_reload_after_executor_loss, not_behind_on_a_small_difference,
-                                      falling_behind_with_fast_batches])
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        restarted_from_a_checkpoint,
+        not_stalled_when_idle_or_replayed,
+        reload_by_load_latency_and_snapshot_reset,
+        watermark_lag,
+        budgets,
+        restore_backlog_and_bounds,
+        aggregation_reload_after_executor_loss,
+        not_behind_on_a_small_difference,
+        falling_behind_with_fast_batches,
+    ],
+)
 def test_signal_rule(scenario: Callable[[], object]) -> None:
     scenario()

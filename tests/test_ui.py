@@ -109,12 +109,21 @@ def test_open_drilldown_from_the_queries_page(monkeypatch, restart_db) -> None:
     events = frames(at)[0]
     assert {"start", "restart", "restore", "stop / failure"} <= set(events.event)  # kinds in plain words
     # phases, rates, state rows, memory, churn, watermark lag, RocksDB commit latency and the event strip
-    assert chart_titles(at) == ["Events", "Batch phases (stacked)", "Rates", "State rows per operator", "State memory per operator",
-                                "Additions (rows updated) vs evictions (rows removed)", "Watermark lag (batch time - watermark)",
-                                "RocksDB commit latency (all operators, newest 300 batches)"]
+    assert chart_titles(at) == [
+        "Events",
+        "Batch phases (stacked)",
+        "Rates",
+        "State rows per operator",
+        "State memory per operator",
+        "Additions (rows updated) vs evictions (rows removed)",
+        "Watermark lag (batch time - watermark)",
+        "RocksDB commit latency (all operators, newest 300 batches)",
+    ]
     shown = at.json[0].value
-    assert f'"batchId": {progress[-1]["batchId"]}' in shown.replace('":', '": ').replace('":  ', '": ') or \
-        f'"batchId":{progress[-1]["batchId"]}' in shown
+    assert (
+        f'"batchId": {progress[-1]["batchId"]}' in shown.replace('":', '": ').replace('":  ', '": ')
+        or f'"batchId":{progress[-1]["batchId"]}' in shown
+    )
 
 
 def test_drilldown_shows_any_batch_progress(monkeypatch, restart_db) -> None:
@@ -153,7 +162,10 @@ def test_runs_page_compares_before_and_after_the_restart(monkeypatch, restart_db
     before, after = progress_lines(RESTART[0]), progress_lines(RESTART[1])
     assert list(table.columns) == [f"before ({before[0]['runId'][:8]})", f"after ({after[0]['runId'][:8]})"]
     assert table.loc["batches"].tolist() == [str(len(before)), str(len(after))]
-    assert table.loc["batch ids"].tolist() == [f"{before[0]['batchId']}-{before[-1]['batchId']}", f"{after[0]['batchId']}-{after[-1]['batchId']}"]
+    assert table.loc["batch ids"].tolist() == [
+        f"{before[0]['batchId']}-{before[-1]['batchId']}",
+        f"{after[0]['batchId']}-{after[-1]['batchId']}",
+    ]
     assert table.loc["restore seconds"].iloc[0] == "-" and float(table.loc["restore seconds"].iloc[1]) >= 0
     assert float(table.loc["restart downtime s"].iloc[1]) > 0
     assert chart_titles(at) == ["Batch duration", "Processed rate", "State rows"]
@@ -163,8 +175,9 @@ def test_partitions_page_shows_snapshot_lag_from_the_history(monkeypatch, restar
     at = app(monkeypatch, restart_db, page="Partitions")
     lag = frames(at)[0]
     last = progress_lines(RESTART[1])[-1]
-    reported = [(i, k) for i, op in enumerate(last["stateOperators"]) for k in op.get("customMetrics", {})
-                if k.startswith("SnapshotLastUploaded")]
+    reported = [
+        (i, k) for i, op in enumerate(last["stateOperators"]) for k in op.get("customMetrics", {}) if k.startswith("SnapshotLastUploaded")
+    ]
     assert list(lag.columns[:3]) == ["partition", "store", "snapshot lag (versions)"]  # key columns first
     assert len(lag) == len(reported) and set(lag.batch) == {last["batchId"]}
     assert (lag["snapshot lag (versions)"] >= 0).all()
@@ -208,9 +221,18 @@ def checkpoint_root(spark, tmp_path_factory) -> tuple[str, str, dict]:
     with open(source / "part-0.json", "w") as f:
         f.writelines("".join(f'{{"k": "{key}"}}\n' for _ in range(n)) for key, n in keys.items())
     checkpoint = str(root / "ck" / "counts")
-    query = (spark.readStream.schema("k STRING").json(str(source)).groupBy("k").count()
-             .writeStream.format("noop").outputMode("update").option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True).queryName("ui_counts").start())
+    query = (
+        spark.readStream.schema("k STRING")
+        .json(str(source))
+        .groupBy("k")
+        .count()
+        .writeStream.format("noop")
+        .outputMode("update")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .queryName("ui_counts")
+        .start()
+    )
     query.awaitTermination(240)
     return str(root / "ck"), checkpoint, keys
 
@@ -255,13 +277,25 @@ def test_browser_navigates_from_queries_to_a_drilldown(restart_db, tmp_path) -> 
         sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     port = free_port()
     # this tree's cli (an installed console script may belong to another checkout)
-    server = Server([sys.executable, "-m", "observer.cli", "ui", "--history", restart_db, "--port", str(port)],
-                    f"http://127.0.0.1:{port}/_stcore/health", cwd=ROOT)
+    server = Server(
+        [sys.executable, "-m", "observer.cli", "ui", "--history", restart_db, "--port", str(port)],
+        f"http://127.0.0.1:{port}/_stcore/health",
+        cwd=ROOT,
+    )
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=chromium, args=[
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-                "--disable-component-update", "--no-first-run"])
+            browser = pw.chromium.launch(
+                executable_path=chromium,
+                args=[
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--no-first-run",
+                ],
+            )
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             page.goto(f"http://127.0.0.1:{port}/", wait_until="networkidle")
             page.get_by_role("heading", name="Queries").wait_for(timeout=60_000)
@@ -305,8 +339,13 @@ def synthetic_db(tmp_path_factory) -> str:
 
 def everything_shown(at: AppTest) -> str:
     """Every text the page shows, tables included (cells as text)."""
-    return texts(at) + "\n" + "\n".join(frame.astype(str).to_string() for frame in frames(at)) + "\n" + \
-        "\n".join(str(m.value) for m in at.metric)
+    return (
+        texts(at)
+        + "\n"
+        + "\n".join(frame.astype(str).to_string() for frame in frames(at))
+        + "\n"
+        + "\n".join(str(m.value) for m in at.metric)
+    )
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -438,8 +477,10 @@ def test_applications_page_groups_queries_by_app_and_scopes_the_pages(monkeypatc
     with sqlite3.connect(all_db) as src, sqlite3.connect(db) as dst:
         src.backup(dst)
         failed = progress_lines(FAILURE[0])[0]["id"]
-        dst.execute("UPDATE queries SET app = CASE WHEN query_id = ? THEN 'billing' ELSE 'orders' END, "
-                    "app_labels = '{\"cluster\": \"prod\"}'", (failed,))
+        dst.execute(
+            "UPDATE queries SET app = CASE WHEN query_id = ? THEN 'billing' ELSE 'orders' END, app_labels = '{\"cluster\": \"prod\"}'",
+            (failed,),
+        )
     monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_HISTORY", db)
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()

@@ -63,7 +63,10 @@ def test_every_page_renders_without_tracebacks_and_with_its_batches(browser_page
     ids = shots.query_ids(large_history)
     with sqlite3.connect(large_history) as conn:
         assert conn.execute("SELECT COUNT(*) FROM batches WHERE query_id = ?", (ids["synthetic_dedupe"],)).fetchone()[0] >= LARGE_BATCHES
-        assert conn.execute("SELECT COUNT(DISTINCT partition) FROM partitions WHERE query_id = ?", (ids["synthetic_dedupe"],)).fetchone()[0] == 200
+        assert (
+            conn.execute("SELECT COUNT(DISTINCT partition) FROM partitions WHERE query_id = ?", (ids["synthetic_dedupe"],)).fetchone()[0]
+            == 200
+        )
     for name, query in shots.SHOTS.items():
         for qid in {ids[query] if query else None, ids["synthetic_crash_loop"]}:
             text = open_page(base, page, name, qid)
@@ -76,9 +79,13 @@ def test_every_page_renders_without_tracebacks_and_with_its_batches(browser_page
 def test_queries_page_names_each_incident_and_its_root_cause(browser_page) -> None:
     base, page = browser_page
     text = open_page(base, page, "Queries")
-    for expected in ("Crash loop: 5 restarts in 2 min; last error SparkRuntimeException",
-                     "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA", "State unbounded: dedupe +", "no evictions",
-                     "Failed at start at "):
+    for expected in (
+        "Crash loop: 5 restarts in 2 min; last error SparkRuntimeException",
+        "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
+        "State unbounded: dedupe +",
+        "no evictions",
+        "Failed at start at ",
+    ):
         assert page.get_by_text(expected).count() or expected in text, expected
 
 

@@ -30,22 +30,29 @@ def recorded_exception() -> str:
     """The exception text Spark wrote for the recorded failed restart."""
     from observer.offline.eventlog import read_records
 
-    return next(r.payload["exception"] for r in read_records([eventlog_dir(FAILURE[1])])
-                if getattr(r, "kind", None) == "terminated" and r.payload.get("exception"))
+    return next(
+        r.payload["exception"]
+        for r in read_records([eventlog_dir(FAILURE[1])])
+        if getattr(r, "kind", None) == "terminated" and r.payload.get("exception")
+    )
 
 
 # --- root cause -------------------------------------------------------------------------------------
-PY4J = ("py4j.Py4JException: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
-        '  File "/usr/lib/python3/dist-packages/py4j/clientserver.py", line 617, in _call_proxy\n'
-        "    return_value = getattr(self.pool[obj_id], method)(*params)\n"
-        '  File "/job/sink.py", line 41, in write_batch\n'
-        '    raise RuntimeError("downstream warehouse rejected the write (HTTP 503)")\n'
-        "RuntimeError: downstream warehouse rejected the write (HTTP 503)\n\n"
-        "\tat py4j.Protocol.getReturnValue(Protocol.java:476)\n")
-JVM = ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 3 in stage 7.0 failed 4 times\n"
-       "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2898)\n"
-       "Caused by: org.apache.spark.SparkException: Exception thrown in awaitResult\n\tat x.y(Z.scala:1)\n"
-       "Caused by: java.io.FileNotFoundException: /ckpt/state/0/3/41.changelog does not exist\n\tat a.b(C.java:2)\n\t... 12 more\n")
+PY4J = (
+    "py4j.Py4JException: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3/dist-packages/py4j/clientserver.py", line 617, in _call_proxy\n'
+    "    return_value = getattr(self.pool[obj_id], method)(*params)\n"
+    '  File "/job/sink.py", line 41, in write_batch\n'
+    '    raise RuntimeError("downstream warehouse rejected the write (HTTP 503)")\n'
+    "RuntimeError: downstream warehouse rejected the write (HTTP 503)\n\n"
+    "\tat py4j.Protocol.getReturnValue(Protocol.java:476)\n"
+)
+JVM = (
+    "org.apache.spark.SparkException: Job aborted due to stage failure: Task 3 in stage 7.0 failed 4 times\n"
+    "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2898)\n"
+    "Caused by: org.apache.spark.SparkException: Exception thrown in awaitResult\n\tat x.y(Z.scala:1)\n"
+    "Caused by: java.io.FileNotFoundException: /ckpt/state/0/3/41.changelog does not exist\n\tat a.b(C.java:2)\n\t... 12 more\n"
+)
 
 
 def test_root_cause_picks_the_users_python_error_inside_py4j() -> None:
@@ -64,7 +71,7 @@ def test_root_cause_of_the_recorded_spark_exception_is_its_first_line() -> None:
 def test_root_cause_attribute_of_the_signals_wins_and_a_header_is_never_the_answer() -> None:
     assert root_cause({"root_cause": "KafkaException: broker down", "message": PY4J}, PY4J) == "KafkaException: broker down"
     assert root_cause({"message": TRACEBACK_HEADER}, None) is None
-    assert root_cause({"root_cause": TRACEBACK_HEADER}, TRACEBACK_HEADER + "\n  File \"x\"\nValueError: bad row") == "ValueError: bad row"
+    assert root_cause({"root_cause": TRACEBACK_HEADER}, TRACEBACK_HEADER + '\n  File "x"\nValueError: bad row') == "ValueError: bad row"
     assert root_cause({"message": PY4J.splitlines()[0]}, None) != TRACEBACK_HEADER
 
 
@@ -80,8 +87,13 @@ def facts_of(db: str, query_id: str, now: float | None = None) -> Facts:
     runs = load_run_stats(db, query_id)
     events = load_recent_events(db, query_id)
     batches = load_batch_series(db, query_id)
-    return Facts(events.to_dict("records"), runs.to_dict("records"), float(batches.ts.max()) if len(batches) else None,
-                 typical_interval(batches.ts.tolist()), now)
+    return Facts(
+        events.to_dict("records"),
+        runs.to_dict("records"),
+        float(batches.ts.max()) if len(batches) else None,
+        typical_interval(batches.ts.tolist()),
+        now,
+    )
 
 
 def test_failed_restart_reads_failed_at_start_with_its_spark_error(db) -> None:
@@ -116,13 +128,14 @@ def signal(kind: str, ts: float, run: str = "r2", **attributes) -> dict:
     return {"kind": kind, "ts": ts, "run_id": run, "attributes": attributes}
 
 
-RUNS = [{"run_id": "r1", "started": 0.0, "ended": 100.0, "outcome": "clean", "exception": None, "batches": 10},
-        {"run_id": "r2", "started": 160.0, "ended": None, "outcome": None, "exception": None, "batches": 50}]
+RUNS = [
+    {"run_id": "r1", "started": 0.0, "ended": 100.0, "outcome": "clean", "exception": None, "batches": 10},
+    {"run_id": "r2", "started": 160.0, "ended": None, "outcome": None, "exception": None, "batches": 50},
+]
 
 
 def test_state_unbounded_names_operator_rate_and_evictions_and_clears_when_bounded() -> None:
-    events = [signal("state_unbounded", 300.0, operator="dedupe", operator_index=1, rows=9000, rows_per_second=400.2,
-                     eviction_ratio=0.0)]
+    events = [signal("state_unbounded", 300.0, operator="dedupe", operator_index=1, rows=9000, rows_per_second=400.2, eviction_ratio=0.0)]
     v = verdict(Facts(events, RUNS, last_batch_ts=400.0, interval=10.0, now=405.0))
     assert (v.kind, v.text, v.since) == ("state_unbounded", "State unbounded: dedupe +400 rows/s, no evictions", 300.0)
     bounded = events + [signal("state_bounded", 350.0, operator="dedupe", operator_index=1)]
@@ -130,8 +143,10 @@ def test_state_unbounded_names_operator_rate_and_evictions_and_clears_when_bound
 
 
 def test_executor_lost_then_restore() -> None:
-    events = [signal("executor_removed", 81090.0, executor_id="0"),
-              signal("store_reload", 81100.0, operator="dedupe", operator_index=1, load_seconds=0.6)]
+    events = [
+        signal("executor_removed", 81090.0, executor_id="0"),
+        signal("store_reload", 81100.0, operator="dedupe", operator_index=1, load_seconds=0.6),
+    ]
     v = verdict(Facts(events, RUNS, last_batch_ts=81200.0, interval=10.0, now=81205.0))
     assert v.kind == "executor_lost" and v.text == "Executor 0 lost at 22:31:30; restore 600 ms"
 
@@ -139,11 +154,18 @@ def test_executor_lost_then_restore() -> None:
 def test_stalled_and_falling_behind_and_crash_loop_order() -> None:
     quiet = Facts([], RUNS, last_batch_ts=1000.0, interval=10.0, now=1200.0)
     assert verdict(quiet).kind == "stalled" and "no batch for 3 min 20 s" in verdict(quiet).text
-    behind = Facts([signal("falling_behind", 900.0, input_rows_per_second=1200.0, processed_rows_per_second=800.0)], RUNS,
-                   last_batch_ts=1000.0, interval=10.0, now=1001.0)
+    behind = Facts(
+        [signal("falling_behind", 900.0, input_rows_per_second=1200.0, processed_rows_per_second=800.0)],
+        RUNS,
+        last_batch_ts=1000.0,
+        interval=10.0,
+        now=1001.0,
+    )
     assert verdict(behind).text == "Falling behind: input 1,200 rows/s, processed 800 rows/s"
-    loop_runs = [{"run_id": f"r{i}", "started": 30.0 * i, "ended": 30.0 * i + 1, "outcome": "exception",
-                  "exception": PY4J, "batches": 0} for i in range(5)]
+    loop_runs = [
+        {"run_id": f"r{i}", "started": 30.0 * i, "ended": 30.0 * i + 1, "outcome": "exception", "exception": PY4J, "batches": 0}
+        for i in range(5)
+    ]
     loop = [signal("query_restarted", 30.0 * i, f"r{i}") for i in range(1, 5)] + [signal("crash_loop", 90.0, "r3", restarts=3)]
     v = verdict(Facts(loop, loop_runs, now=200.0))
     assert v.kind == "crash_loop"
@@ -198,8 +220,13 @@ def test_formatting() -> None:
 
 
 def test_events_at_one_instant_share_one_tooltip_and_kinds_have_their_own_colours() -> None:
-    events = pd.DataFrame({"ts": [10.0, 10.0, 20.0], "kind": ["restore", "restore", "query_restarted"],
-                           "detail": ["dedupe 0.3 s", "stateStoreSave 6.4 s", ""]})
+    events = pd.DataFrame(
+        {
+            "ts": [10.0, 10.0, 20.0],
+            "kind": ["restore", "restore", "query_restarted"],
+            "detail": ["dedupe 0.3 s", "stateStoreSave 6.4 s", ""],
+        }
+    )
     drawn = charts.event_frame(events)
     assert len(drawn) == 2
     assert drawn.detail.iloc[0] == "restore (dedupe 0.3 s); restore (stateStoreSave 6.4 s)" and drawn.label.iloc[1] == "restart"

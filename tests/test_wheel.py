@@ -36,8 +36,10 @@ def synthetic_checkpoint(root: str) -> str:
         f.write(json.dumps({"id": QUERY_ID}) + "\n")
     for batch in range(3):
         with open(os.path.join(path, "offsets", str(batch)), "w") as f:
-            f.write('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"2"}}\n'
-                    f'{{"start":{batch}}}\n')
+            f.write(
+                'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"2"}}\n'
+                f'{{"start":{batch}}}\n'
+            )
     for batch in range(2):
         with open(os.path.join(path, "commits", str(batch)), "w") as f:
             f.write('v1\n{"nextBatchWatermarkMs":0}\n')
@@ -69,16 +71,23 @@ def venv(tmp_path_factory) -> tuple[str, dict[str, str]]:
     bin_dir = str(tmp / "venv" / "bin")
     installed = run([os.path.join(bin_dir, "python"), "-m", "pip", "install", "-q", wheels[0]], timeout=1800)
     assert installed.returncode == 0, installed.stderr[-3000:]
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp), "JAVA_HOME": str(tmp / "no-java"), "LANG": "C.UTF-8",
-           "SPARK_STATE_OBSERVER_HISTORY_ENABLED": "false"}
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HOME": str(tmp),
+        "JAVA_HOME": str(tmp / "no-java"),
+        "LANG": "C.UTF-8",
+        "SPARK_STATE_OBSERVER_HISTORY_ENABLED": "false",
+    }
     return bin_dir, env
 
 
 def test_the_wheel_has_no_extras_and_its_own_version(venv) -> None:
     bin_dir, env = venv
-    code = ("import importlib.util, importlib.metadata, observer; "
-            "print(importlib.util.find_spec('grafana_foundation_sdk') is None, importlib.util.find_spec('streamlit') is None, "
-            "importlib.metadata.version('spark-state-observer') == observer.__version__, observer.__file__)")
+    code = (
+        "import importlib.util, importlib.metadata, observer; "
+        "print(importlib.util.find_spec('grafana_foundation_sdk') is None, importlib.util.find_spec('streamlit') is None, "
+        "importlib.metadata.version('spark-state-observer') == observer.__version__, observer.__file__)"
+    )
     probe = run([os.path.join(bin_dir, "python"), "-c", code], env=env, cwd="/")
     assert probe.returncode == 0, probe.stderr
     sdk_absent, ui_absent, same_version, location = probe.stdout.split()
@@ -91,13 +100,26 @@ def test_mixin_export_from_the_wheel_writes_the_committed_artefacts(venv, tmp_pa
     result = run([os.path.join(bin_dir, "spark-state-observer"), "mixin", "export", "--out", str(tmp_path / "out")], env=env, cwd="/")
     assert result.returncode == 0, result.stderr
     expected = artefacts(MixinConfig())
-    written = {os.path.relpath(p, tmp_path / "out") for p in glob.glob(str(tmp_path / "out" / "**" / "*"), recursive=True) if os.path.isfile(p)}
+    written = {
+        os.path.relpath(p, tmp_path / "out") for p in glob.glob(str(tmp_path / "out" / "**" / "*"), recursive=True) if os.path.isfile(p)
+    }
     assert written == set(expected)
     for rel in expected:
         with open(os.path.join(ROOT, rel), encoding="utf-8") as committed, open(tmp_path / "out" / rel, encoding="utf-8") as f:
             assert f.read() == committed.read(), rel
-    custom = run([os.path.join(bin_dir, "spark-state-observer"), "mixin", "export", "--out", str(tmp_path / "custom"),
-                  "--config", os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")], env=env, cwd="/")
+    custom = run(
+        [
+            os.path.join(bin_dir, "spark-state-observer"),
+            "mixin",
+            "export",
+            "--out",
+            str(tmp_path / "custom"),
+            "--config",
+            os.path.join(ROOT, "tests", "data", "mixin-custom.yaml"),
+        ],
+        env=env,
+        cwd="/",
+    )
     assert custom.returncode == 2 and "pip install 'spark-state-observer[mixin]'" in custom.stderr
     documented = run([os.path.join(bin_dir, "spark-state-observer"), "mixin", "config"], env=env, cwd="/")
     assert documented.returncode == 0 and "# Static identity labels" in documented.stdout
@@ -106,8 +128,11 @@ def test_mixin_export_from_the_wheel_writes_the_committed_artefacts(venv, tmp_pa
 def test_replay_from_the_wheel(venv) -> None:
     bin_dir, env = venv
     run_dir = fixture_runs("hdfs")[0]
-    result = run([os.path.join(bin_dir, "spark-state-observer"), "replay", os.path.join(run_dir, "eventlog"), "--format", "prometheus"],
-                 env=env, cwd="/")
+    result = run(
+        [os.path.join(bin_dir, "spark-state-observer"), "replay", os.path.join(run_dir, "eventlog"), "--format", "prometheus"],
+        env=env,
+        cwd="/",
+    )
     assert result.returncode == 0, result.stderr
     batches = [line for line in result.stdout.splitlines() if line.startswith("spark_streaming_batches_total{")]
     assert len(batches) == 1 and float(batches[0].rsplit(" ", 1)[1]) == len(progress_lines(run_dir))

@@ -26,15 +26,25 @@ def main() -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    spark = (SparkSession.builder.master("local[2]").appName("watch-e2e")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-             .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", args.event_log_dir)
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("watch-e2e")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.dir", args.event_log_dir)
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
-    counts = (spark.readStream.format("rate").option("rowsPerSecond", 20).load()
-              .groupBy((F.col("value") % 10).alias("key")).count())
-    query = (counts.writeStream.format("noop").outputMode("update").queryName("watch_e2e")
-             .option("checkpointLocation", args.checkpoint).trigger(processingTime=f"{args.trigger_seconds} seconds").start())
+    counts = spark.readStream.format("rate").option("rowsPerSecond", 20).load().groupBy((F.col("value") % 10).alias("key")).count()
+    query = (
+        counts.writeStream.format("noop")
+        .outputMode("update")
+        .queryName("watch_e2e")
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(processingTime=f"{args.trigger_seconds} seconds")
+        .start()
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         last = query.lastProgress

@@ -65,14 +65,17 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
     is configured without the ``otel`` extra installed.
     """
     resolved = Settings.from_env(**settings)
-    observer = Observer(resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark),
-                        identity=app_context(spark, resolved))
+    observer = Observer(
+        resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark), identity=app_context(spark, resolved)
+    )
     _add_placement(observer, spark, resolved)
     if resolved.history_enabled:
         from observer.history.identity import spark_app_identity
         from observer.history.sink import HistorySink
 
-        observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved, app=spark_app_identity(spark, dict(resolved.static_labels))))
+        observer.add_sink(
+            HistorySink(resolved.history_path, observer.self_metrics, resolved, app=spark_app_identity(spark, dict(resolved.static_labels)))
+        )
     try:
         if otlp_enabled(resolved):
             observer.add_sink(_otel_sink(observer, spark))
@@ -103,8 +106,10 @@ def _add_placement(observer: Observer, spark: Any, settings: Settings) -> None:
     if source is not None:
         observer.set_placement(source)
     elif settings.placement == "on":
-        log.warning("spark-state-observer: placement=on but the driver has no UI to poll (spark.ui.enabled=false or Spark Connect); "
-                    "per-partition placement is available from event logs (replay, watch)")
+        log.warning(
+            "spark-state-observer: placement=on but the driver has no UI to poll (spark.ui.enabled=false or Spark Connect); "
+            "per-partition placement is available from event logs (replay, watch)"
+        )
 
 
 def is_connect(spark: Any) -> bool:
@@ -129,8 +134,9 @@ def app_context(spark: Any, settings: Settings) -> AppContext:
             value = None
         values[key] = str(value) if value else ""
     app_id, attempt = values["spark.app.id"], values["spark.app.attempt.id"]
-    return AppContext(values["spark.app.name"], settings.static_labels, app_id, attempt,
-                      f"{app_id}_{attempt}" if app_id and attempt else app_id)
+    return AppContext(
+        values["spark.app.name"], settings.static_labels, app_id, attempt, f"{app_id}_{attempt}" if app_id and attempt else app_id
+    )
 
 
 def spark_resource_attributes(spark: Any) -> dict[str, str]:
@@ -140,9 +146,11 @@ def spark_resource_attributes(spark: Any) -> dict[str, str]:
     (Connect answers them from the server's session); a value that cannot be read is left out.
     """
     out: dict[str, str] = {}
-    readers: tuple[tuple[str, Callable[[], Any]], ...] = (("spark.app.id", lambda: spark.conf.get("spark.app.id")),
-                                                          ("spark.app.name", lambda: spark.conf.get("spark.app.name")),
-                                                          ("spark.version", lambda: spark.version))
+    readers: tuple[tuple[str, Callable[[], Any]], ...] = (
+        ("spark.app.id", lambda: spark.conf.get("spark.app.id")),
+        ("spark.app.name", lambda: spark.conf.get("spark.app.name")),
+        ("spark.version", lambda: spark.version),
+    )
     for attribute, read in readers:
         try:
             value = read()
@@ -158,8 +166,9 @@ def _otel_sink(observer: Observer, spark: Any) -> Any:
     try:
         from observer.exporters.otel.sink import OtelSink
     except ImportError as exc:
-        raise ExporterError(f"OTLP export is configured but OpenTelemetry is not installed ({exc}); "
-                            "pip install 'spark-state-observer[otel]'") from exc
+        raise ExporterError(
+            f"OTLP export is configured but OpenTelemetry is not installed ({exc}); pip install 'spark-state-observer[otel]'"
+        ) from exc
     attributes = {**observer.identity.attributes(), **spark_resource_attributes(spark)}
     return OtelSink(observer.view, observer.settings, lambda: observer.self_metrics.count("export_failures", OtelSink.name), attributes)
 

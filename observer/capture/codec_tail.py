@@ -67,7 +67,7 @@ class ZstdTailDecoder(TailDecoder):
         size = 0
         view, pos = memoryview(data), 0
         while pos < len(view):
-            piece = view[pos:pos + 256]
+            piece = view[pos : pos + 256]
             pos += len(piece)
             if self._dobj is None:
                 self._dobj = self._dctx.decompressobj()
@@ -136,10 +136,10 @@ class Lz4TailDecoder(_BlockTailDecoder):
 
     def _unit(self, buf: bytes, pos: int, raw: int) -> tuple[bytes, int] | None:
         if len(buf) - pos < _LZ4_HEADER_LEN:
-            if buf[pos:pos + 8] != b"LZ4Block"[:len(buf) - pos]:
+            if buf[pos : pos + 8] != b"LZ4Block"[: len(buf) - pos]:
                 raise EventLogError(f"{self.path}: not Spark's lz4 block format at raw offset {raw} (bad magic)")
             return None
-        if buf[pos:pos + 8] != b"LZ4Block":
+        if buf[pos : pos + 8] != b"LZ4Block":
             raise EventLogError(f"{self.path}: not Spark's lz4 block format at raw offset {raw} (bad magic)")
         token = buf[pos + 8]
         clen, dlen, _checksum = struct.unpack_from("<iii", buf, pos + 9)
@@ -153,7 +153,7 @@ class Lz4TailDecoder(_BlockTailDecoder):
         import lz4.block
 
         try:
-            return decode_lz4_block(token, bytes(buf[pos + _LZ4_HEADER_LEN:end]), dlen), end
+            return decode_lz4_block(token, bytes(buf[pos + _LZ4_HEADER_LEN : end]), dlen), end
         except lz4.block.LZ4BlockError as exc:
             raise EventLogError(f"{self.path}: corrupt lz4 block at raw offset {raw}: {exc}") from None
 
@@ -164,7 +164,7 @@ class SnappyTailDecoder(_BlockTailDecoder):
     def _unit(self, buf: bytes, pos: int, raw: int) -> tuple[bytes, int] | None:
         if raw == 0:
             if len(buf) - pos < _SNAPPY_HEADER_LEN:
-                if buf[pos:pos + 8] != SNAPPY_HEADER[:len(buf) - pos]:
+                if buf[pos : pos + 8] != SNAPPY_HEADER[: len(buf) - pos]:
                     raise EventLogError(f"{self.path}: not Spark's snappy stream format (bad header)")
                 return None
             if not buf[pos:].startswith(SNAPPY_HEADER):
@@ -181,7 +181,7 @@ class SnappyTailDecoder(_BlockTailDecoder):
         import cramjam
 
         try:
-            return decode_snappy_chunk(bytes(buf[pos + 4:end]), self.path), end
+            return decode_snappy_chunk(bytes(buf[pos + 4 : end]), self.path), end
         except cramjam.DecompressionError as exc:
             raise EventLogError(f"{self.path}: corrupt snappy chunk at raw offset {raw}: {exc}") from None
 

@@ -99,9 +99,23 @@ STREAMING_ONLY_EVENTS = PLACEMENT_EVENTS
 DEFAULT_WANTED_EVENTS = PIPELINE_EVENTS | PLACEMENT_EVENTS
 
 # problem kinds (the label values of spark_state_observer_watch_problems_total)
-PROBLEM_KINDS = ("unreadable", "not_regular", "vanished", "corrupt", "truncated", "line_too_long", "bad_json",
-                 "duplicate_name", "duplicate_log", "no_app_start", "clock_skew", "too_many_apps", "state_file",
-                 "callback")
+PROBLEM_KINDS = (
+    "unreadable",
+    "not_regular",
+    "vanished",
+    "corrupt",
+    "truncated",
+    "line_too_long",
+    "bad_json",
+    "duplicate_name",
+    "duplicate_log",
+    "no_app_start",
+    "clock_skew",
+    "too_many_apps",
+    "state_file",
+    "callback",
+)
+
 
 class RawEvent(NamedTuple):
     """One event as Spark logged it: its type (the ``Event`` field), the parsed object and where it was."""
@@ -213,8 +227,17 @@ class _Listing:
 class _FileTail:
     """Reading position in one event file."""
 
-    def __init__(self, path: str, index: int, patterns: dict[bytes, str], max_line_bytes: int,
-                 raw: int = 0, decoded: int = 0, consumed: int = 0, lines: int = 0) -> None:
+    def __init__(
+        self,
+        path: str,
+        index: int,
+        patterns: dict[bytes, str],
+        max_line_bytes: int,
+        raw: int = 0,
+        decoded: int = 0,
+        consumed: int = 0,
+        lines: int = 0,
+    ) -> None:
         self.path, self.index = path, index
         self.codec = _codec(os.path.basename(path))
         self.raw = raw  # raw offset read up to
@@ -236,8 +259,14 @@ class _FileTail:
 
     def position(self) -> dict[str, Any]:
         raw, decoded = self.resume_point()
-        return {"file": os.path.basename(self.path), "index": self.index, "raw": raw, "decoded": decoded,
-                "consumed": self.filter.consumed, "lines": self.filter.lines}
+        return {
+            "file": os.path.basename(self.path),
+            "index": self.index,
+            "raw": raw,
+            "decoded": decoded,
+            "consumed": self.filter.consumed,
+            "lines": self.filter.lines,
+        }
 
     def note_boundary(self, raw: int, decoded: int) -> None:
         self.candidates.append((raw, decoded))
@@ -297,12 +326,24 @@ class _App:
 class EventLogWatcher:
     """Poll event-log folders and return, per application, its identity and new events."""
 
-    def __init__(self, dirs: Iterable[str], *, poll_interval: float = 2.0, wanted_events: Iterable[str] = DEFAULT_WANTED_EVENTS,
-                 shard: tuple[int, int] | None = None, state_path: str | None = None, grace_seconds: float = 300.0,
-                 lost_after_seconds: float = 600.0, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                 identity_properties: Iterable[str] = (), read_finished_at_start: bool = False,
-                 replay_on_resume: bool = False, max_apps: int = 10_000, max_decoded_bytes_per_poll: int = 16 << 20,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        dirs: Iterable[str],
+        *,
+        poll_interval: float = 2.0,
+        wanted_events: Iterable[str] = DEFAULT_WANTED_EVENTS,
+        shard: tuple[int, int] | None = None,
+        state_path: str | None = None,
+        grace_seconds: float = 300.0,
+        lost_after_seconds: float = 600.0,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        identity_properties: Iterable[str] = (),
+        read_finished_at_start: bool = False,
+        replay_on_resume: bool = False,
+        max_apps: int = 10_000,
+        max_decoded_bytes_per_poll: int = 16 << 20,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if shard is not None and not (shard[1] >= 1 and 0 <= shard[0] < shard[1]):
             raise ValueError(f"shard {shard!r}: want (K, N) with 0 <= K < N")
         self.dirs = [os.path.abspath(d) for d in dirs]
@@ -402,7 +443,7 @@ class EventLogWatcher:
         names = list(self._apps)
         if names:
             self._order = (self._order + 1) % len(names)
-            names = names[self._order:] + names[:self._order]
+            names = names[self._order :] + names[: self._order]
         for name in names:
             app = self._apps[name]
             try:
@@ -457,10 +498,15 @@ class EventLogWatcher:
                         mtime = entry.stat().st_mtime_ns
                     except OSError:
                         pass
-                item = _Listing("rolling" if is_dir else "single", entry.path, is_file and not entry.name.endswith(_INPROGRESS), mtime, first)
+                item = _Listing(
+                    "rolling" if is_dir else "single", entry.path, is_file and not entry.name.endswith(_INPROGRESS), mtime, first
+                )
                 if name in listed and listed[name].path != entry.path:
-                    self._report_once(entry.path, "duplicate_log", f"{entry.path}: another log of {name} is already followed "
-                                      f"({listed[name].path}); this one is ignored")
+                    self._report_once(
+                        entry.path,
+                        "duplicate_log",
+                        f"{entry.path}: another log of {name} is already followed ({listed[name].path}); this one is ignored",
+                    )
                     continue
                 listed[name] = item
         self._reported &= seen_entries | set(self.dirs)
@@ -592,8 +638,16 @@ class EventLogWatcher:
         patterns = self._patterns if app.streaming else self._patterns_batch
         if pos is None:
             return _FileTail(path, index, patterns, self.max_line_bytes)
-        return _FileTail(path, index, patterns, self.max_line_bytes, raw=int(pos["raw"]), decoded=int(pos["decoded"]),
-                         consumed=int(pos["consumed"]), lines=int(pos["lines"]))
+        return _FileTail(
+            path,
+            index,
+            patterns,
+            self.max_line_bytes,
+            raw=int(pos["raw"]),
+            decoded=int(pos["decoded"]),
+            consumed=int(pos["consumed"]),
+            lines=int(pos["lines"]),
+        )
 
     def _read(self, app: _App, tail: _FileTail, budget: int) -> int:
         try:
@@ -613,11 +667,20 @@ class EventLogWatcher:
                 return budget
             app.active_problems.discard("unreadable")
             if st.st_mtime - time.time() > _FUTURE_SKEW_SECONDS:
-                self._problem(app, "clock_skew", f"{tail.path}: modified {st.st_mtime - time.time():.0f} s in the future; "
-                              "the writer's clock is ahead (timeouts use this process's clock, so nothing else changes)", once=True)
+                self._problem(
+                    app,
+                    "clock_skew",
+                    f"{tail.path}: modified {st.st_mtime - time.time():.0f} s in the future; "
+                    "the writer's clock is ahead (timeouts use this process's clock, so nothing else changes)",
+                    once=True,
+                )
             if st.st_size < tail.raw:
-                self._problem(app, "truncated", f"{tail.path}: shrank from {tail.raw} to {st.st_size} bytes (rewritten or truncated); "
-                              "not read further", once=True)
+                self._problem(
+                    app,
+                    "truncated",
+                    f"{tail.path}: shrank from {tail.raw} to {st.st_size} bytes (rewritten or truncated); not read further",
+                    once=True,
+                )
                 tail.broken = True
                 return budget
             tail.size = st.st_size
@@ -665,8 +728,9 @@ class EventLogWatcher:
             tail.filter.feed(piece, lambda line_no, event_type, line: self._line(app, tail, line_no, event_type, line))
             self.counts.lines += tail.filter.lines - before
             for line_no in tail.filter.too_long:
-                self._problem(app, "line_too_long", f"{tail.path}:{line_no}: a wanted event line longer than "
-                              f"{self.max_line_bytes} bytes; skipped")
+                self._problem(
+                    app, "line_too_long", f"{tail.path}:{line_no}: a wanted event line longer than {self.max_line_bytes} bytes; skipped"
+                )
             tail.filter.too_long.clear()
             if boundary is not None:
                 tail.note_boundary(boundary, tail.filter.decoded_pos)
@@ -735,9 +799,15 @@ class EventLogWatcher:
         name, app_id = obj.get("App Name"), obj.get("App ID")
         attempt = obj.get("App Attempt ID")
         ts = obj.get("Timestamp")
-        app.identity = AppIdentity(app.name, str(name) if name is not None else app.name, str(app_id) if app_id is not None else app.name,
-                                   str(attempt) if attempt is not None else None, app.spark_version,
-                                   ts if isinstance(ts, int) else None, tuple(sorted(app.properties.items())))
+        app.identity = AppIdentity(
+            app.name,
+            str(name) if name is not None else app.name,
+            str(app_id) if app_id is not None else app.name,
+            str(attempt) if attempt is not None else None,
+            app.spark_version,
+            ts if isinstance(ts, int) else None,
+            tuple(sorted(app.properties.items())),
+        )
         self._check_duplicate_name(app)
         self._release_held(app)
 
@@ -746,8 +816,10 @@ class EventLogWatcher:
         for other in self._apps.values():
             if other is app or other.identity is None or other.status != "running" or other.identity.name != app.identity.name:
                 continue
-            message = (f"two running applications are named {app.identity.name!r} ({other.identity.app_id} in {other.listing.path}, "
-                       f"{app.identity.app_id} in {app.listing.path}); their series are told apart only by app id and query id")
+            message = (
+                f"two running applications are named {app.identity.name!r} ({other.identity.app_id} in {other.listing.path}, "
+                f"{app.identity.app_id} in {app.listing.path}); their series are told apart only by app id and query id"
+            )
             self._problem(app, "duplicate_name", message, once=True)
             self._problem(other, "duplicate_name", message, once=True)
 
@@ -776,14 +848,27 @@ class EventLogWatcher:
 
     def _lifecycle(self, app: _App, now: float) -> None:
         tail = app.tail
-        sig = (app.listing.path, app.listing.mtime_ns, tuple(sorted(app.files)), tail.index if tail else None,
-               tail.size if tail else None, app.marker_final)
+        sig = (
+            app.listing.path,
+            app.listing.mtime_ns,
+            tuple(sorted(app.files)),
+            tail.index if tail else None,
+            tail.size if tail else None,
+            app.marker_final,
+        )
         if sig != app.growth_sig:
             app.growth_sig, app.last_growth = sig, now
         ended = app.marker_final or app.end_seen or (app.listing.kind == "single" and app.listing.finished)
         read_all = tail is None or tail.broken or (tail.size >= 0 and tail.raw >= tail.size)
-        if ended and read_all and tail is not None and not tail.broken and tail.partial and app.status == "running" \
-                and (app.marker_final or app.listing.finished):
+        if (
+            ended
+            and read_all
+            and tail is not None
+            and not tail.broken
+            and tail.partial
+            and app.status == "running"
+            and (app.marker_final or app.listing.finished)
+        ):
             self._truncated(app, tail, "though the application ended")
         drained = read_all and (tail is None or tail.broken or not tail.partial)
         if app.status in ("running", "lost") and ended and drained and self._next_index(app, tail.index if tail else -1) is None:
@@ -794,8 +879,12 @@ class EventLogWatcher:
         elif app.status == "running" and now - app.last_growth > self.lost_after_seconds:
             if app.identity is None and app.held:
                 self._fallback_identity(app, "the log stopped growing before an application-start event")
-            self._set_status(app, "lost", f"{app.name}: no growth for {now - app.last_growth:.0f} s and no end marker "
-                             "(a killed driver leaves its log like this)", now)
+            self._set_status(
+                app,
+                "lost",
+                f"{app.name}: no growth for {now - app.last_growth:.0f} s and no end marker (a killed driver leaves its log like this)",
+                now,
+            )
         elif app.status == "lost" and app.last_growth >= app.status_since:
             self._set_status(app, "running", f"{app.name}: growing again", now)
 
@@ -824,7 +913,11 @@ class EventLogWatcher:
 
     def _update_gauges(self) -> None:
         statuses = Counter(app.status for app in self._apps.values())
-        self.counts.apps_running, self.counts.apps_finished, self.counts.apps_lost = statuses["running"], statuses["finished"], statuses["lost"]
+        self.counts.apps_running, self.counts.apps_finished, self.counts.apps_lost = (
+            statuses["running"],
+            statuses["finished"],
+            statuses["lost"],
+        )
 
     # --- problems and state -------------------------------------------------------------------------
 
@@ -850,11 +943,21 @@ class EventLogWatcher:
         if app.identity is None or app.tail is None:
             return None  # nothing delivered yet: a restart reads it from the start
         ident = app.identity
-        return {"tail": app.tail.position(), "identity": {"name": ident.name, "app_id": ident.app_id, "attempt_id": ident.attempt_id,
-                                                          "spark_version": ident.spark_version, "start_time_ms": ident.start_time_ms,
-                                                          "properties": dict(ident.properties)},
-                "streaming": app.streaming, "end_seen": app.end_seen, "status": app.status,
-                "runs": [[q, r, b] for (q, r), b in app.runs.items()]}
+        return {
+            "tail": app.tail.position(),
+            "identity": {
+                "name": ident.name,
+                "app_id": ident.app_id,
+                "attempt_id": ident.attempt_id,
+                "spark_version": ident.spark_version,
+                "start_time_ms": ident.start_time_ms,
+                "properties": dict(ident.properties),
+            },
+            "streaming": app.streaming,
+            "end_seen": app.end_seen,
+            "status": app.status,
+            "runs": [[q, r, b] for (q, r), b in app.runs.items()],
+        }
 
     def _restore(self, app: _App, saved: dict[str, Any]) -> None:
         try:
@@ -862,8 +965,15 @@ class EventLogWatcher:
             ident = saved["identity"]
             folder = app.listing.path if app.listing.kind == "rolling" else os.path.dirname(app.listing.path)
             path = os.path.join(folder, pos["file"]) if app.listing.kind == "rolling" else app.listing.path
-            app.identity = AppIdentity(app.name, ident["name"], ident["app_id"], ident.get("attempt_id"), ident.get("spark_version"),
-                                       ident.get("start_time_ms"), tuple(sorted((ident.get("properties") or {}).items())))
+            app.identity = AppIdentity(
+                app.name,
+                ident["name"],
+                ident["app_id"],
+                ident.get("attempt_id"),
+                ident.get("spark_version"),
+                ident.get("start_time_ms"),
+                tuple(sorted((ident.get("properties") or {}).items())),
+            )
             app.streaming = bool(saved.get("streaming")) and not self.replay_on_resume  # a replay reads as the first pass did
             app.end_seen = bool(saved.get("end_seen"))
             for q, r, b in saved.get("runs", []):

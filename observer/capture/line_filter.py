@@ -102,7 +102,7 @@ class LineFilter:
                 k += 1
                 line_no += data.count(b"\n", cursor, start) + 1
                 cursor = data.index(b"\n", start) + 1
-                kind = self._type_of(data[start:start + self._longest])
+                kind = self._type_of(data[start : start + self._longest])
                 if kind is None:
                     continue  # shares a searched prefix with a wanted type
                 if cursor - start > self.max_line_bytes:
@@ -140,7 +140,7 @@ class LineFilter:
         return len(start) < self._longest and any(p.startswith(start) for p in self.patterns)
 
     def _begin(self, tail: bytes) -> None:
-        if self._may_be_wanted(tail[:self._longest]):
+        if self._may_be_wanted(tail[: self._longest]):
             self._pending = bytearray(tail)
             self._check_length()
         else:
@@ -151,7 +151,7 @@ class LineFilter:
             return  # skipping
         decided = len(self._pending) >= self._longest
         self._pending += data
-        if not decided and not self._may_be_wanted(self._pending[:self._longest]):
+        if not decided and not self._may_be_wanted(self._pending[: self._longest]):
             self._pending, self._skipping = None, True
             return
         self._check_length()

@@ -88,8 +88,13 @@ class _JsonBridge:
 
 
 def _public_started(event: Any) -> dict[str, Any]:
-    return {"id": str(event.id), "runId": str(event.runId), "name": event.name, "timestamp": event.timestamp,
-            "jobTags": sorted(getattr(event, "jobTags", None) or ())}
+    return {
+        "id": str(event.id),
+        "runId": str(event.runId),
+        "name": event.name,
+        "timestamp": event.timestamp,
+        "jobTags": sorted(getattr(event, "jobTags", None) or ()),
+    }
 
 
 def _public_progress(event: Any) -> Any:
@@ -105,8 +110,12 @@ def _public_idle(event: Any) -> dict[str, Any]:
 
 
 def _public_terminated(event: Any) -> dict[str, Any]:
-    return {"id": str(event.id), "runId": str(event.runId), "exception": event.exception,
-            "errorClassOnException": getattr(event, "errorClassOnException", None)}
+    return {
+        "id": str(event.id),
+        "runId": str(event.runId),
+        "exception": event.exception,
+        "errorClassOnException": getattr(event, "errorClassOnException", None),
+    }
 
 
 class StateObserverListener(StreamingQueryListener):

@@ -29,8 +29,15 @@ from observer.model.events import QueryProgress
 from observer.model.tasks import PROGRESS, SQL_ADAPTIVE, SQL_START, STATE_METRICS, BatchTasks, ExecutorChange, TaskEventReader
 
 # the event types the reader uses, as the first bytes of an event-log line (Spark writes "Event" first)
-TASK_EVENT_TYPES = ("SparkListenerTaskEnd", "SparkListenerJobStart", "SparkListenerExecutorAdded", "SparkListenerExecutorRemoved",
-                    SQL_START, SQL_ADAPTIVE, PROGRESS)
+TASK_EVENT_TYPES = (
+    "SparkListenerTaskEnd",
+    "SparkListenerJobStart",
+    "SparkListenerExecutorAdded",
+    "SparkListenerExecutorRemoved",
+    SQL_START,
+    SQL_ADAPTIVE,
+    PROGRESS,
+)
 LINE_PREFIXES = tuple(b'{"Event":"' + name.encode() + b'"' for name in TASK_EVENT_TYPES)
 # task ends and plans (the big, numerous lines) matter only when they name a state metric: the reader ignores
 # the rest, so they are not even parsed (a substring test per name instead of json.loads of kilobytes)

@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover - the standard library does the same, sl
     _FAST_DECODE = False
 
 if msgspec is not None:
+
     class _Task(msgspec.Struct, rename="camel"):
         """The fields of the REST API's TaskData that placement uses; the rest (task metrics) is skipped unparsed."""
 
@@ -144,8 +145,14 @@ class TaskPoller:
         """The SQL execution id the next poll starts reading at."""
         return self._next_execution
 
-    def poll(self, query_id: str, batch_id: int, run_id: str | None = None, query_name: str | None = None,
-             operator_names: dict[int, str] | None = None) -> list[BatchTasks]:
+    def poll(
+        self,
+        query_id: str,
+        batch_id: int,
+        run_id: str | None = None,
+        query_name: str | None = None,
+        operator_names: dict[int, str] | None = None,
+    ) -> list[BatchTasks]:
         """The tasks of this batch (and of earlier batches still pending); never raises (errors are counted)."""
         started = time.perf_counter()
         self.pending[(query_id, batch_id)] = (run_id, query_name, dict(operator_names or {}))
@@ -212,7 +219,9 @@ class TaskPoller:
                     self._known.popitem(last=False)
             self._next_execution += 1
 
-    def _batch(self, key: tuple[str, int], summary: dict[str, Any], run_id: str | None, name: str | None, ops: dict[int, str]) -> BatchTasks:
+    def _batch(
+        self, key: tuple[str, int], summary: dict[str, Any], run_id: str | None, name: str | None, ops: dict[int, str]
+    ) -> BatchTasks:
         runs: list[PartitionRun] = []
         for op_index, (node_name, stage_refs) in enumerate(summary["stages"]):
             tasks: list[tuple[int, dict[str, Any]]] = []
@@ -236,8 +245,9 @@ class TaskPoller:
         return [s["attemptId"] for s in got if isinstance(s, dict) and isinstance(s.get("attemptId"), int) and s.get("status") != "SKIPPED"]
 
 
-def _runs(key: tuple[str, int], run_id: str | None, op_index: int, node_name: str, stage_id: int,
-          tasks: Iterable[tuple[int, dict[str, Any]]]) -> list[PartitionRun]:
+def _runs(
+    key: tuple[str, int], run_id: str | None, op_index: int, node_name: str, stage_id: int, tasks: Iterable[tuple[int, dict[str, Any]]]
+) -> list[PartitionRun]:
     """The final successful attempt per partition, with the failed ones before it counted (as in the event-log path)."""
     best: dict[int, tuple[int, dict[str, Any], float | None, float | None]] = {}
     failed: dict[int, list[dict[str, Any]]] = {}
@@ -255,14 +265,28 @@ def _runs(key: tuple[str, int], run_id: str | None, op_index: int, node_name: st
     out = []
     for partition, (stage_attempt, t, launch, finish) in sorted(best.items()):
         fails = failed.get(partition, [])
-        out.append(PartitionRun(
-            query_id=key[0], run_id=run_id, batch_id=key[1], operator=op_index, operator_name=node_name, partition=partition,
-            executor_id=str(t.get("executorId")), host=t.get("host") if isinstance(t.get("host"), str) else None,
-            attempt=t.get("attempt", 0) if isinstance(t.get("attempt"), int) else 0, speculative=t.get("speculative") is True,
-            stage_id=stage_id, stage_attempt=stage_attempt, launch_time=launch, finish_time=finish,
-            duration_seconds=t["duration"] / 1000.0 if isinstance(t.get("duration"), (int, float)) else None,
-            failed_attempts=len(fails), failed_on=tuple(str(f.get("executorId")) for f in fails[:16]),
-            lost_executor=any(str(f.get("errorMessage", "")).startswith("ExecutorLostFailure") for f in fails)))
+        out.append(
+            PartitionRun(
+                query_id=key[0],
+                run_id=run_id,
+                batch_id=key[1],
+                operator=op_index,
+                operator_name=node_name,
+                partition=partition,
+                executor_id=str(t.get("executorId")),
+                host=t.get("host") if isinstance(t.get("host"), str) else None,
+                attempt=t.get("attempt", 0) if isinstance(t.get("attempt"), int) else 0,
+                speculative=t.get("speculative") is True,
+                stage_id=stage_id,
+                stage_attempt=stage_attempt,
+                launch_time=launch,
+                finish_time=finish,
+                duration_seconds=t["duration"] / 1000.0 if isinstance(t.get("duration"), (int, float)) else None,
+                failed_attempts=len(fails),
+                failed_on=tuple(str(f.get("executorId")) for f in fails[:16]),
+                lost_executor=any(str(f.get("errorMessage", "")).startswith("ExecutorLostFailure") for f in fails),
+            )
+        )
     return out
 
 

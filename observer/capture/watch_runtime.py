@@ -79,9 +79,13 @@ log = logging.getLogger("observer")
 
 _KIND_OF = {QUERY_STARTED: kinds.STARTED, QUERY_PROGRESS: kinds.PROGRESS, QUERY_IDLE: kinds.IDLE, QUERY_TERMINATED: kinds.TERMINATED}
 _WATCH_COUNTERS = (
-    (catalog.WATCH_APPLICATIONS_DISCOVERED, "apps_discovered"), (catalog.WATCH_APPLICATIONS_FORGOTTEN, "apps_forgotten"),
-    (catalog.WATCH_READ_BYTES, "read_bytes"), (catalog.WATCH_DECODED_BYTES, "decoded_bytes"), (catalog.WATCH_LINES, "lines"),
-    (catalog.WATCH_EVENTS_PARSED, "events_parsed"), (catalog.WATCH_EVENTS_DELIVERED, "events_delivered"),
+    (catalog.WATCH_APPLICATIONS_DISCOVERED, "apps_discovered"),
+    (catalog.WATCH_APPLICATIONS_FORGOTTEN, "apps_forgotten"),
+    (catalog.WATCH_READ_BYTES, "read_bytes"),
+    (catalog.WATCH_DECODED_BYTES, "decoded_bytes"),
+    (catalog.WATCH_LINES, "lines"),
+    (catalog.WATCH_EVENTS_PARSED, "events_parsed"),
+    (catalog.WATCH_EVENTS_DELIVERED, "events_delivered"),
     (catalog.WATCH_EVENTS_DUPLICATE, "events_duplicate"),
 )
 
@@ -198,8 +202,9 @@ class FleetObserver:
     benchmarks).
     """
 
-    def __init__(self, dirs: Sequence[str], settings: Settings | None = None, options: WatchOptions | None = None,
-                 *, serve: bool = True) -> None:
+    def __init__(
+        self, dirs: Sequence[str], settings: Settings | None = None, options: WatchOptions | None = None, *, serve: bool = True
+    ) -> None:
         self.settings = settings or Settings.from_env()
         self.options = options or WatchOptions()
         self.static = self.settings.static_labels
@@ -207,9 +212,18 @@ class FleetObserver:
         o = self.options
         # placement needs the task, job and SQL events: parsed only for streaming applications, and only when followed
         wanted = PIPELINE_EVENTS | PLACEMENT_EVENTS if self.settings.placement != "off" else PIPELINE_EVENTS
-        self.watcher = EventLogWatcher(dirs, poll_interval=o.poll_interval, wanted_events=wanted, shard=o.shard,
-                                       state_path=o.state_path, grace_seconds=o.grace_seconds, lost_after_seconds=o.lost_after_seconds,
-                                       read_finished_at_start=o.read_finished_at_start, replay_on_resume=True, max_apps=o.max_apps)
+        self.watcher = EventLogWatcher(
+            dirs,
+            poll_interval=o.poll_interval,
+            wanted_events=wanted,
+            shard=o.shard,
+            state_path=o.state_path,
+            grace_seconds=o.grace_seconds,
+            lost_after_seconds=o.lost_after_seconds,
+            read_finished_at_start=o.read_finished_at_start,
+            replay_on_resume=True,
+            max_apps=o.max_apps,
+        )
         self._apps: dict[str, _AppPipeline] = {}
         self._lock = threading.Lock()  # the watcher thread changes ``_apps`` while scrapes read it
         self._shared: list[Sink] = []
@@ -238,13 +252,29 @@ class FleetObserver:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_TextCollector(self.exposition))
         if self._serve:
-            self.server = MetricsServer(self.exposition, registry, s.http_host, s.http_port, certfile=s.tls_certfile,
-                                        keyfile=s.tls_keyfile, client_cafile=s.tls_client_cafile, basic_auth=auth)
+            self.server = MetricsServer(
+                self.exposition,
+                registry,
+                s.http_host,
+                s.http_port,
+                certfile=s.tls_certfile,
+                keyfile=s.tls_keyfile,
+                client_cafile=s.tls_client_cafile,
+                basic_auth=auth,
+            )
             log.info("spark-state-observer: watching %s; metrics at %s", ", ".join(self.watcher.dirs), self.server.url)
         if s.pushgateway_url:
             # one push of every application; the grouping key holds the static labels, the series their app
-            self.pusher = Pusher(self.exposition, s.pushgateway_url, s.pushgateway_job, s.push_interval_seconds, s.push_timeout_seconds,
-                                 auth, dict(self.static), lambda: self.self_metrics.count("export_failures", "pushgateway"))
+            self.pusher = Pusher(
+                self.exposition,
+                s.pushgateway_url,
+                s.pushgateway_job,
+                s.push_interval_seconds,
+                s.push_timeout_seconds,
+                auth,
+                dict(self.static),
+                lambda: self.self_metrics.count("export_failures", "pushgateway"),
+            )
         if follow:
             self._thread = threading.Thread(target=self._run, name="spark-state-observer-watch", daemon=True)
             self._thread.start()
@@ -338,8 +368,14 @@ class FleetObserver:
     def _admit(self, identity: AppIdentity) -> _AppPipeline:
         context = app_context(identity, self.static)
         holder: list[_AppPipeline] = []
-        observer = Observer(self.settings, serve=False, live=True, executor_ids=lambda: holder[0].executor_ids(),
-                            identity=context, self_metrics=self.self_metrics)
+        observer = Observer(
+            self.settings,
+            serve=False,
+            live=True,
+            executor_ids=lambda: holder[0].executor_ids(),
+            identity=context,
+            self_metrics=self.self_metrics,
+        )
         pipeline = _AppPipeline(observer, self._executors.pop(identity.log_name, set()), log_name=identity.log_name)
         if self.settings.placement != "off":
             pipeline.placement = follow_event_log(observer)
@@ -349,8 +385,9 @@ class FleetObserver:
         if self._otlp:
             from observer.exporters.otel.sink import OtelSink
 
-            otel = OtelSink(observer.view, self.settings, lambda: self.self_metrics.count("export_failures", OtelSink.name),
-                            context.attributes())
+            otel = OtelSink(
+                observer.view, self.settings, lambda: self.self_metrics.count("export_failures", OtelSink.name), context.attributes()
+            )
             observer.add_sink(_Replayable(otel, pipeline, owned=True))
         with self._lock:
             self._apps[identity.log_name] = pipeline

@@ -15,8 +15,14 @@ def add_parser(sub: Any) -> None:
     bt = sub.add_parser("backtest", help="replay event logs through the alert rules with a real Prometheus: what would have fired, when")
     bt.add_argument("paths", nargs="+", help="event log files or eventlog_v2_* folders")
     bt.add_argument("--config", default=None, help="mixin configuration (YAML/JSON, see `mixin config`) the rules are generated from")
-    bt.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a mixin configuration key, e.g. thresholds.restore_seconds=120 (repeatable)")
+    bt.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a mixin configuration key, e.g. thresholds.restore_seconds=120 (repeatable)",
+    )
     bt.add_argument("--rules", action="append", default=[], help="Prometheus rule file to use instead of the mixin's (repeatable)")
     bt.add_argument("--format", choices=("table", "json", "html"), default="table")
     bt.add_argument("--out", default=None, help="write the report here instead of standard output")
@@ -51,8 +57,15 @@ def run(args: argparse.Namespace) -> int:
             print("spark-state-observer: --rules replaces the mixin's rules; --config and --set would be ignored", file=sys.stderr)
             return 2
         try:
-            report = run_backtest(args.paths, rules, scrape_interval=args.scrape_interval, eval_interval=args.eval_interval,
-                                  tail_seconds=args.tail, prometheus=args.prometheus, promtool_binary=args.promtool)
+            report = run_backtest(
+                args.paths,
+                rules,
+                scrape_interval=args.scrape_interval,
+                eval_interval=args.eval_interval,
+                tail_seconds=args.tail,
+                prometheus=args.prometheus,
+                promtool_binary=args.promtool,
+            )
         except (BacktestError, PrometheusError, EventLogError) as exc:
             print(f"spark-state-observer: {exc}", file=sys.stderr)
             return 2

@@ -18,18 +18,27 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 
-def spark_session(master: str = "local[2]", provider: str = "rocksdb", changelog: bool = True,
-                  event_log_dir: str | None = None, event_log_codec: str | None = "zstd", extra: dict[str, str] | None = None) -> Any:
+def spark_session(
+    master: str = "local[2]",
+    provider: str = "rocksdb",
+    changelog: bool = True,
+    event_log_dir: str | None = None,
+    event_log_codec: str | None = "zstd",
+    extra: dict[str, str] | None = None,
+) -> Any:
     """A small local session tuned for stateful streaming on few cores (2 shuffle partitions, no UI)."""
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(master).appName("spark-state-observer-demo")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB if provider == "rocksdb" else HDFS)
-               .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", str(changelog).lower())
-               .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "5")
-               .config("spark.sql.streaming.stateStore.maintenanceInterval", "5s"))
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("spark-state-observer-demo")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB if provider == "rocksdb" else HDFS)
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", str(changelog).lower())
+        .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "5")
+        .config("spark.sql.streaming.stateStore.maintenanceInterval", "5s")
+    )
     if event_log_dir:
         os.makedirs(event_log_dir, exist_ok=True)
         builder = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", event_log_dir)
@@ -42,32 +51,60 @@ def spark_session(master: str = "local[2]", provider: str = "rocksdb", changelog
     return builder.getOrCreate()
 
 
-def dedup_window_query(spark: Any, checkpoint: str, rows_per_second: int = 50, name: str = "demo_dedup_window",
-                       trigger_seconds: float = 1.0, keys: int = 10) -> Any:
+def dedup_window_query(
+    spark: Any, checkpoint: str, rows_per_second: int = 50, name: str = "demo_dedup_window", trigger_seconds: float = 1.0, keys: int = 10
+) -> Any:
     """Start the demo query: rate → dropDuplicates(watermark) → window count per key → noop sink."""
     from pyspark.sql import functions as F
 
-    events = (spark.readStream.format("rate").option("rowsPerSecond", rows_per_second).load()
-              .withColumn("key", F.col("value") % keys)
-              .withWatermark("timestamp", "5 seconds"))
+    events = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", rows_per_second)
+        .load()
+        .withColumn("key", F.col("value") % keys)
+        .withWatermark("timestamp", "5 seconds")
+    )
     deduped = events.dropDuplicates(["value", "timestamp"])
     counts = deduped.groupBy(F.window("timestamp", "5 seconds"), "key").count()
-    return (counts.writeStream.format("noop").outputMode("update").queryName(name)
-            .option("checkpointLocation", checkpoint).trigger(processingTime=f"{trigger_seconds} seconds").start())
+    return (
+        counts.writeStream.format("noop")
+        .outputMode("update")
+        .queryName(name)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=f"{trigger_seconds} seconds")
+        .start()
+    )
 
 
 def unbounded_query(spark: Any, checkpoint: str, rows_per_second: int = 50, name: str = "demo_unbounded") -> Any:
     """A groupBy without watermark: its state only grows (the unbounded-state detector's bad case)."""
     from pyspark.sql import functions as F
 
-    counts = (spark.readStream.format("rate").option("rowsPerSecond", rows_per_second).load()
-              .groupBy((F.col("value") % 100000).alias("key")).count())
-    return (counts.writeStream.format("noop").outputMode("update").queryName(name)
-            .option("checkpointLocation", checkpoint).trigger(processingTime="1 second").start())
+    counts = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", rows_per_second)
+        .load()
+        .groupBy((F.col("value") % 100000).alias("key"))
+        .count()
+    )
+    return (
+        counts.writeStream.format("noop")
+        .outputMode("update")
+        .queryName(name)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="1 second")
+        .start()
+    )
 
 
-def run_demo(provider: str = "rocksdb", rows_per_second: int = 50, duration: float | None = None,
-             checkpoint: str | None = None, ui_port: int | None = None, **settings: Any) -> None:
+def run_demo(
+    provider: str = "rocksdb",
+    rows_per_second: int = 50,
+    duration: float | None = None,
+    checkpoint: str | None = None,
+    ui_port: int | None = None,
+    **settings: Any,
+) -> None:
     """Run the demo until Ctrl-C, SIGTERM or ``duration`` seconds, printing where the metrics are.
 
     With ``ui_port`` the state browser runs beside it over the demo's history. Stopping is graceful:
@@ -99,8 +136,12 @@ def run_demo(provider: str = "rocksdb", rows_per_second: int = 50, duration: flo
         history = os.path.abspath(handle.observer.settings.history_path)
         ui_command = ["spark-state-observer", "ui", "--history", history, "--checkpoint-root", checkpoint]
         if ui_port is not None:
-            browser = subprocess.Popen([sys.executable, "-m", "observer.cli", *ui_command[1:], "--port", str(ui_port)],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            browser = subprocess.Popen(
+                [sys.executable, "-m", "observer.cli", *ui_command[1:], "--port", str(ui_port)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             print(f"state browser: http://127.0.0.1:{ui_port}/", flush=True)
         else:
             print(f"history: {history}   (browse: {' '.join(ui_command)}, or run the demo with --ui)", flush=True)

@@ -58,13 +58,35 @@ def run(args: argparse.Namespace) -> int:
         spark_log = os.path.join(root, "spark.log")
         with open(spark_log, "ab") as out:  # Spark's own chatter, out of the way of the demo's lines
             for name in APPS:
-                children.append(subprocess.Popen([sys.executable, "-m", "observer.cli.demo_watch", "--child", name, "--event-log-dir", logs,
-                                                  "--checkpoint", os.path.join(root, "checkpoints", name),
-                                                  "--rows-per-second", str(args.rows_per_second)], stdout=out, stderr=out))
-        print(f"spark-state-observer demo --watch: applications {', '.join(APPS)} (pids {', '.join(str(c.pid) for c in children)}) "
-              f"write event logs into {logs} (Spark's output: {spark_log})", flush=True)
-        print(f"metrics: {fleet.server.url if fleet.server else '(not served)'}   both applications, told apart by the app label "
-              "(Ctrl-C to stop)", flush=True)
+                children.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "observer.cli.demo_watch",
+                            "--child",
+                            name,
+                            "--event-log-dir",
+                            logs,
+                            "--checkpoint",
+                            os.path.join(root, "checkpoints", name),
+                            "--rows-per-second",
+                            str(args.rows_per_second),
+                        ],
+                        stdout=out,
+                        stderr=out,
+                    )
+                )
+        print(
+            f"spark-state-observer demo --watch: applications {', '.join(APPS)} (pids {', '.join(str(c.pid) for c in children)}) "
+            f"write event logs into {logs} (Spark's output: {spark_log})",
+            flush=True,
+        )
+        print(
+            f"metrics: {fleet.server.url if fleet.server else '(not served)'}   both applications, told apart by the app label "
+            "(Ctrl-C to stop)",
+            flush=True,
+        )
         deadline = None if args.duration is None else time.monotonic() + args.duration
         shown = ""
         while not stop.wait(0.5):
@@ -136,8 +158,12 @@ def child(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, on_signal)  # Ctrl-C reaches the whole process group: stop in order, like SIGTERM
     from observer.cli.demo import dedup_window_query, spark_session
 
-    spark = spark_session(master="local[1]", provider="hdfs", event_log_dir=args.event_log_dir,
-                          extra={"spark.app.name": args.child, "spark.driver.memory": "512m", "spark.ui.showConsoleProgress": "false"})
+    spark = spark_session(
+        master="local[1]",
+        provider="hdfs",
+        event_log_dir=args.event_log_dir,
+        extra={"spark.app.name": args.child, "spark.driver.memory": "512m", "spark.ui.showConsoleProgress": "false"},
+    )
     spark.sparkContext.setLogLevel("ERROR")
     query = dedup_window_query(spark, args.checkpoint, args.rows_per_second, name=args.child.replace("-", "_"), trigger_seconds=2.0)
     try:

@@ -22,20 +22,41 @@ TOPIC = "events"
 PARTITIONS = 3
 
 
-def kafka_window_query(spark: Any, checkpoint: str, bootstrap: str, topic: str, name: str = "kafka_window_count",
-                       trigger_seconds: float = 2.0, max_offsets_per_trigger: int | None = None) -> Any:
+def kafka_window_query(
+    spark: Any,
+    checkpoint: str,
+    bootstrap: str,
+    topic: str,
+    name: str = "kafka_window_count",
+    trigger_seconds: float = 2.0,
+    max_offsets_per_trigger: int | None = None,
+) -> Any:
     """Start a stateful query on a Kafka topic: count per key and 10 s window of record time, watermark 10 s."""
     from pyspark.sql import functions as F
 
-    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-              .option("startingOffsets", "earliest"))
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", max_offsets_per_trigger)
-    counts = (reader.load().select(F.col("key").cast("string").alias("key"), "timestamp")
-              .withWatermark("timestamp", "10 seconds")
-              .groupBy(F.window("timestamp", "10 seconds"), "key").count())
-    return (counts.writeStream.format("noop").outputMode("update").queryName(name)
-            .option("checkpointLocation", checkpoint).trigger(processingTime=f"{trigger_seconds} seconds").start())
+    counts = (
+        reader.load()
+        .select(F.col("key").cast("string").alias("key"), "timestamp")
+        .withWatermark("timestamp", "10 seconds")
+        .groupBy(F.window("timestamp", "10 seconds"), "key")
+        .count()
+    )
+    return (
+        counts.writeStream.format("noop")
+        .outputMode("update")
+        .queryName(name)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=f"{trigger_seconds} seconds")
+        .start()
+    )
 
 
 def missing_parts() -> str | None:
@@ -70,12 +91,17 @@ def run_kafka_demo(rows_per_second: int = 50, duration: float | None = None, che
         checkpoint = checkpoint or tempfile.mkdtemp(prefix="spark-state-observer-kafka-demo-")
         # a batch may read at most 2 s of input x 2: a stop or a slow batch leaves a backlog read over several batches
         query = kafka_window_query(spark, checkpoint, broker.bootstrap, TOPIC, max_offsets_per_trigger=max(10, 4 * rows_per_second))
-        print(f"spark-state-observer demo: Kafka broker {broker.bootstrap}, topic {TOPIC} ({PARTITIONS} partitions, "
-              f"{rows_per_second} records/s); query {query.name}, checkpoint {checkpoint}", flush=True)
+        print(
+            f"spark-state-observer demo: Kafka broker {broker.bootstrap}, topic {TOPIC} ({PARTITIONS} partitions, "
+            f"{rows_per_second} records/s); query {query.name}, checkpoint {checkpoint}",
+            flush=True,
+        )
         if handle.url:
             print(f"metrics: {handle.url}   (Ctrl-C to stop)", flush=True)
-        print(f"inspect the checkpoint's Kafka backlog: spark-state-observer inspect {checkpoint} --kafka-bootstrap {broker.bootstrap}",
-              flush=True)
+        print(
+            f"inspect the checkpoint's Kafka backlog: spark-state-observer inspect {checkpoint} --kafka-bootstrap {broker.bootstrap}",
+            flush=True,
+        )
         if handle.observer.settings.history_enabled:
             print(f"history: {os.path.abspath(handle.observer.settings.history_path)}", flush=True)
         try:

@@ -20,38 +20,68 @@ def main(argv: list[str] | None = None) -> int:
 
     demo = sub.add_parser("demo", help="run a local stateful pipeline with the observer attached")
     demo.add_argument("--provider", choices=("rocksdb", "hdfs"), default="rocksdb")
-    demo.add_argument("--source", choices=("rate", "kafka"), default="rate",
-                      help="rate: Spark's rate source; kafka: a local Kafka broker and producer (needs `bash scripts/fetch_kafka.sh`)")
+    demo.add_argument(
+        "--source",
+        choices=("rate", "kafka"),
+        default="rate",
+        help="rate: Spark's rate source; kafka: a local Kafka broker and producer (needs `bash scripts/fetch_kafka.sh`)",
+    )
     demo.add_argument("--rows-per-second", type=int, default=50)
     demo.add_argument("--duration", type=float, default=None, help="seconds to run (default: until Ctrl-C)")
     demo.add_argument("--port", type=int, default=None, help="metrics port (default: setting http_port, 9108)")
     demo.add_argument("--host", default=None, help="metrics bind address (default: 127.0.0.1)")
     demo.add_argument("--checkpoint", default=None, help="checkpoint folder (default: a new temporary one)")
-    demo.add_argument("--ui", nargs="?", type=int, const=8501, default=None, metavar="PORT",
-                      help="also serve the state browser over the demo's history (default port 8501)")
+    demo.add_argument(
+        "--ui",
+        nargs="?",
+        type=int,
+        const=8501,
+        default=None,
+        metavar="PORT",
+        help="also serve the state browser over the demo's history (default port 8501)",
+    )
     demo.add_argument("--otlp-endpoint", default=None, help="also export over OTLP to this collector, e.g. http://127.0.0.1:4318")
     demo.add_argument("--otlp-protocol", choices=("http/protobuf", "grpc"), default=None, help="OTLP protocol (default: http/protobuf)")
 
     rep = sub.add_parser("replay", help="replay Spark event logs or progress JSON lines through the observer")
     rep.add_argument("paths", nargs="+", help="event log files, eventlog_v2_* folders, or .jsonl files")
-    rep.add_argument("--format", choices=("summary", "prometheus", "signals", "events"), default="summary",
-                     help="summary; prometheus (the exposition at the end); signals (one line each, for people); "
-                          "events (one JSON object per signal and line, for tools)")
+    rep.add_argument(
+        "--format",
+        choices=("summary", "prometheus", "signals", "events"),
+        default="summary",
+        help="summary; prometheus (the exposition at the end); signals (one line each, for people); "
+        "events (one JSON object per signal and line, for tools)",
+    )
     rep.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES)
     rep.add_argument("--history", default=None, help="also write the events and signals to this history database")
 
     ins = sub.add_parser("inspect", help="inspect a checkpoint: offsets, commits, state files, restore estimate")
     ins.add_argument("checkpoint")
     ins.add_argument("--json", action="store_true", help="print the report as JSON")
-    ins.add_argument("--history", default=None,
-                     help="history database to take observed restore rates, per-partition sizes and Kafka read rates from")
-    ins.add_argument("--restore-target", type=float, default=60.0,
-                     help="with --history: restore time (seconds) the partition advice aims at (default 60)")
-    ins.add_argument("--spark-version", default=None, help="with --history: the job's Spark version, for what the advice can offer (4.2+ repartitions state)")
-    ins.add_argument("--kafka-bootstrap", default=None, metavar="HOST:PORT",
-                     help="read the Kafka backlog of the checkpoint's sources from this broker (read-only) and forecast the catch-up")
+    ins.add_argument(
+        "--history", default=None, help="history database to take observed restore rates, per-partition sizes and Kafka read rates from"
+    )
+    ins.add_argument(
+        "--restore-target",
+        type=float,
+        default=60.0,
+        help="with --history: restore time (seconds) the partition advice aims at (default 60)",
+    )
+    ins.add_argument(
+        "--spark-version",
+        default=None,
+        help="with --history: the job's Spark version, for what the advice can offer (4.2+ repartitions state)",
+    )
+    ins.add_argument(
+        "--kafka-bootstrap",
+        default=None,
+        metavar="HOST:PORT",
+        help="read the Kafka backlog of the checkpoint's sources from this broker (read-only) and forecast the catch-up",
+    )
     ins.add_argument("--rate", type=float, default=None, help="records per second the query reads while behind (default: from --history)")
-    ins.add_argument("--kafka-sample-seconds", type=float, default=5.0, help="seconds between two reads of the latest offsets (the produce rate)")
+    ins.add_argument(
+        "--kafka-sample-seconds", type=float, default=5.0, help="seconds between two reads of the latest offsets (the produce rate)"
+    )
 
     ui = sub.add_parser("ui", help="serve the state browser (Streamlit) over a history and checkpoints")
     ui.add_argument("--history", default=None, help="history database (default: setting history_path)")
@@ -60,8 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     ui.add_argument("--port", type=int, default=8501)
     ui.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
 
-    demo.add_argument("--watch", action="store_true",
-                      help="run two small applications writing event logs and the event-log watcher following both")
+    demo.add_argument(
+        "--watch", action="store_true", help="run two small applications writing event logs and the event-log watcher following both"
+    )
 
     from observer.cli import backtest, watch
 
@@ -109,7 +140,12 @@ def _demo(args: argparse.Namespace) -> int:
     from observer.cli.demo import run_demo
     from observer.exporters.http import ExporterError
 
-    options = (("http_port", args.port), ("http_host", args.host), ("otlp_endpoint", args.otlp_endpoint), ("otlp_protocol", args.otlp_protocol))
+    options = (
+        ("http_port", args.port),
+        ("http_host", args.host),
+        ("otlp_endpoint", args.otlp_endpoint),
+        ("otlp_protocol", args.otlp_protocol),
+    )
     overrides = {k: v for k, v in options if v is not None}
     try:
         if args.source == "kafka":
@@ -138,8 +174,9 @@ def _replay(args: argparse.Namespace) -> int:
 
     on_signal = print_event if args.format == "events" else None
     try:
-        result = replay(args.paths, max_line_bytes=args.max_line_bytes, progress=terminal_progress(), history=args.history,
-                        on_signal=on_signal)
+        result = replay(
+            args.paths, max_line_bytes=args.max_line_bytes, progress=terminal_progress(), history=args.history, on_signal=on_signal
+        )
     except EventLogError as exc:
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
@@ -189,9 +226,24 @@ def _ui(args: argparse.Namespace) -> int:
     from streamlit_app import APP_PATH
 
     history = args.history or Settings.from_env().history_path
-    command = [sys.executable, "-m", "streamlit", "run", APP_PATH, "--server.headless", "true",
-               "--server.address", args.host, "--server.port", str(args.port), "--browser.gatherUsageStats", "false",
-               "--client.toolbarMode", "viewer", "--"]
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        APP_PATH,
+        "--server.headless",
+        "true",
+        "--server.address",
+        args.host,
+        "--server.port",
+        str(args.port),
+        "--browser.gatherUsageStats",
+        "false",
+        "--client.toolbarMode",
+        "viewer",
+        "--",
+    ]
     if secrets_of(history):  # a password in the URL goes through the environment, not the process list
         os.environ["SPARK_STATE_OBSERVER_UI_HISTORY"] = history
     else:
@@ -227,8 +279,10 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"spark-state-observer: {printable(str(exc))}", file=sys.stderr)
         return 2
     except Exception as exc:  # the scan reports what it cannot read as problems; this is its own bug, said in one line
-        print(f"spark-state-observer: cannot inspect {printable(args.checkpoint)}: {type(exc).__name__}: {printable(str(exc))}",
-              file=sys.stderr)
+        print(
+            f"spark-state-observer: cannot inspect {printable(args.checkpoint)}: {type(exc).__name__}: {printable(str(exc))}",
+            file=sys.stderr,
+        )
         return 2
     if args.json:
         document = json.loads(report.to_json())

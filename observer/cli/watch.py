@@ -37,14 +37,28 @@ def add_parser(sub: Any) -> None:
     w.add_argument("dirs", nargs="+", metavar="DIR", help="event-log folder (spark.eventLog.dir); several may be given")
     w.add_argument("--port", type=int, default=None, help="metrics port (default: setting http_port, 9108)")
     w.add_argument("--host", default=None, help="metrics bind address (default: setting http_host, 127.0.0.1)")
-    w.add_argument("--history", default=None, metavar="URL", help="write the history here: sqlite:///path (or a path) or postgresql://user@host/db; default: no history")
-    w.add_argument("--shard", type=shard, default=None, metavar="K/N",
-                   help="follow only the logs whose name's CRC-32 modulo N is K (0-based): N watchers split a folder")
+    w.add_argument(
+        "--history",
+        default=None,
+        metavar="URL",
+        help="write the history here: sqlite:///path (or a path) or postgresql://user@host/db; default: no history",
+    )
+    w.add_argument(
+        "--shard",
+        type=shard,
+        default=None,
+        metavar="K/N",
+        help="follow only the logs whose name's CRC-32 modulo N is K (0-based): N watchers split a folder",
+    )
     w.add_argument("--poll-interval", type=float, default=2.0, help="seconds between polls of the folders (default 2)")
     w.add_argument("--state-file", default=None, help="save read positions here; a restart resumes from them (default: none)")
     w.add_argument("--grace-seconds", type=float, default=300.0, help="forget a finished or lost application this long after (default 300)")
-    w.add_argument("--lost-after-seconds", type=float, default=600.0,
-                   help="an application whose log stops growing without an end for this long is lost (default 600)")
+    w.add_argument(
+        "--lost-after-seconds",
+        type=float,
+        default=600.0,
+        help="an application whose log stops growing without an end for this long is lost (default 600)",
+    )
     w.add_argument("--read-finished", action="store_true", help="also read logs already finished when the watcher starts")
     w.add_argument("--labels", default=None, metavar="k=v,...", help="static labels on every series (default: setting labels)")
     w.add_argument("--max-apps", type=int, default=10_000, help="applications followed at most (default 10000)")
@@ -75,9 +89,16 @@ def run(args: argparse.Namespace) -> int:
     missing = [d for d in args.dirs if not os.path.isdir(d)]
     if missing:  # a folder that comes later is fine, but a typo should be seen at once
         log.warning("spark-state-observer: not a folder (yet): %s; watching it anyway", ", ".join(missing))
-    options = WatchOptions(poll_interval=args.poll_interval, shard=args.shard, state_path=args.state_file, grace_seconds=args.grace_seconds,
-                           lost_after_seconds=args.lost_after_seconds, read_finished_at_start=args.read_finished, max_apps=args.max_apps,
-                           history=bool(args.history))
+    options = WatchOptions(
+        poll_interval=args.poll_interval,
+        shard=args.shard,
+        state_path=args.state_file,
+        grace_seconds=args.grace_seconds,
+        lost_after_seconds=args.lost_after_seconds,
+        read_finished_at_start=args.read_finished,
+        max_apps=args.max_apps,
+        history=bool(args.history),
+    )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -90,8 +111,12 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
-    print(f"spark-state-observer: watching {', '.join(fleet.watcher.dirs)}; metrics at "
-          f"{fleet.server.url if fleet.server else '(not served)'} (Ctrl-C or SIGTERM stops)", file=sys.stderr, flush=True)
+    print(
+        f"spark-state-observer: watching {', '.join(fleet.watcher.dirs)}; metrics at "
+        f"{fleet.server.url if fleet.server else '(not served)'} (Ctrl-C or SIGTERM stops)",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         while not stop.wait(0.5):
             pass

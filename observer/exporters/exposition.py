@@ -161,9 +161,13 @@ class QueryLinesCache:
                 elif entry is not None and entry.state_version == record.state_version:
                     entry = replace(entry, version=record.version, gauges=_lines(partial(render_signal_gauges, record=record), prefix))
                 else:
-                    entry = _Entry(record.version, record.state_version, _lines(partial(render_totals, record=record), prefix),
-                                   _lines(partial(render_signal_gauges, record=record), prefix),
-                                   _lines(partial(render_progress, record=record, top_k=self._top_k), prefix))
+                    entry = _Entry(
+                        record.version,
+                        record.state_version,
+                        _lines(partial(render_totals, record=record), prefix),
+                        _lines(partial(render_signal_gauges, record=record), prefix),
+                        _lines(partial(render_progress, record=record, top_k=self._top_k), prefix),
+                    )
                 entries[qid] = entry
             self._entries = entries
             return [(qid, e.totals + e.gauges + e.progress) for qid, e in entries.items()]

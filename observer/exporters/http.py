@@ -91,8 +91,9 @@ class _BoundedServer(WSGIServer):
             self.rejected += 1
             self.shutdown_request(request)
             return
-        worker = threading.Thread(target=self._serve_one, args=(request, client_address), daemon=True,
-                                  name="spark-state-observer-http-conn")
+        worker = threading.Thread(
+            target=self._serve_one, args=(request, client_address), daemon=True, name="spark-state-observer-http-conn"
+        )
         try:
             worker.start()
         except RuntimeError:  # cannot start a thread: drop this connection, keep serving
@@ -131,8 +132,11 @@ def _text_app(render: Callable[[], bytes], registry: CollectorRegistry) -> WsgiA
     fallback = make_wsgi_app(registry)
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Any:
-        if (environ["REQUEST_METHOD"] != "GET" or environ.get("PATH_INFO") == "/favicon.ico"
-                or "name[]" in parse_qs(environ.get("QUERY_STRING", ""))):
+        if (
+            environ["REQUEST_METHOD"] != "GET"
+            or environ.get("PATH_INFO") == "/favicon.ico"
+            or "name[]" in parse_qs(environ.get("QUERY_STRING", ""))
+        ):
             return fallback(environ, start_response)
         body = render()
         headers = [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4)]
@@ -162,17 +166,27 @@ def _with_basic_auth(app: WsgiApp, user: str, password: str) -> WsgiApp:
 class MetricsServer:
     """Serves ``render()`` on http(s)://host:port/metrics in a daemon thread (see ``_text_app``)."""
 
-    def __init__(self, render: Callable[[], bytes], registry: CollectorRegistry, host: str, port: int, *,
-                 certfile: str = "", keyfile: str = "", client_cafile: str = "",
-                 basic_auth: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        render: Callable[[], bytes],
+        registry: CollectorRegistry,
+        host: str,
+        port: int,
+        *,
+        certfile: str = "",
+        keyfile: str = "",
+        client_cafile: str = "",
+        basic_auth: tuple[str, str] | None = None,
+    ) -> None:
         app = _text_app(render, registry)
         if basic_auth:
             app = _with_basic_auth(app, *basic_auth)
         try:
             self._httpd = make_server(host, port, app, _BoundedServer, handler_class=_QuietHandler)
         except OSError as exc:
-            raise ExporterError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc} "
-                                f"(set http_port to a free port, or 0 to pick one)") from None
+            raise ExporterError(
+                f"cannot serve metrics on {host}:{port}: {exc.strerror or exc} (set http_port to a free port, or 0 to pick one)"
+            ) from None
         if certfile:
             try:
                 context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -239,8 +253,17 @@ class Pusher:
     again, so a gateway that comes back is used again without anyone intervening.
     """
 
-    def __init__(self, render: Callable[[], bytes], url: str, job: str, interval: float, timeout: float,
-                 basic_auth: tuple[str, str] | None, grouping_key: dict[str, str], on_failure: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        render: Callable[[], bytes],
+        url: str,
+        job: str,
+        interval: float,
+        timeout: float,
+        basic_auth: tuple[str, str] | None,
+        grouping_key: dict[str, str],
+        on_failure: Callable[[], None],
+    ) -> None:
         url, url_auth = split_credentials(url)
         self._render, self._url = render, url
         self._target = push_url(url, job, grouping_key)
@@ -266,7 +289,9 @@ class Pusher:
         except Exception as exc:  # any network or HTTP error: count it, keep the job running
             self._on_failure()
             if not self._failing:
-                log.warning("spark-state-observer: push to %s failed: %s (will retry every %.0fs)", self._url, redact_url(str(exc)), self._interval)
+                log.warning(
+                    "spark-state-observer: push to %s failed: %s (will retry every %.0fs)", self._url, redact_url(str(exc)), self._interval
+                )
             self._failing = True
             return False
         if self._failing:

@@ -95,7 +95,6 @@ class StateCollector(Collector):
         self._lines.refresh(self._view)
 
 
-
 def histograms(s: SelfSnapshot, static: Labels = ()) -> list[Metric]:
     """The observer's latency histograms, with the static labels."""
     out: list[Metric] = []
@@ -138,16 +137,31 @@ class PrometheusSink:
         s = self._settings
         auth = (s.basic_auth_user, s.basic_auth_password) if s.basic_auth_user else None
         if serve:
-            self.server = MetricsServer(self.exposition, self.registry, s.http_host, s.http_port,
-                                        certfile=s.tls_certfile, keyfile=s.tls_keyfile,
-                                        client_cafile=s.tls_client_cafile, basic_auth=auth)
+            self.server = MetricsServer(
+                self.exposition,
+                self.registry,
+                s.http_host,
+                s.http_port,
+                certfile=s.tls_certfile,
+                keyfile=s.tls_keyfile,
+                client_cafile=s.tls_client_cafile,
+                basic_auth=auth,
+            )
             log.info("spark-state-observer: metrics at %s", self.server.url)
         if s.pushgateway_url:
             # the application's identity in the grouping key: concurrent jobs pushing to one gateway do not
             # replace each other's metrics (the key's labels equal the series' own, so none is overridden)
             grouping = dict(self.collector.identity_labels)
-            self.pusher = Pusher(self.exposition, s.pushgateway_url, s.pushgateway_job, s.push_interval_seconds,
-                                 s.push_timeout_seconds, auth, grouping, self._on_push_failure)
+            self.pusher = Pusher(
+                self.exposition,
+                s.pushgateway_url,
+                s.pushgateway_job,
+                s.push_interval_seconds,
+                s.push_timeout_seconds,
+                auth,
+                grouping,
+                self._on_push_failure,
+            )
 
     def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
         """Nothing to do: the metric state the collector reads is already up to date."""

@@ -164,8 +164,7 @@ def render_progress(f: SampleSink, record: QueryRecord, top_k: int) -> None:
 _OPERATOR_GAUGES = tuple(s for s in catalog.OPERATOR_METRICS if s.kind == catalog.GAUGE)
 
 
-def _render_instances(f: SampleSink, ol: Labels, op: OperatorProgress, batch_id: int, top_k: int,
-                      allows: Callable[[Labels], bool]) -> None:
+def _render_instances(f: SampleSink, ol: Labels, op: OperatorProgress, batch_id: int, top_k: int, allows: Callable[[Labels], bool]) -> None:
     """Per-store-instance series, bounded to the ``top_k`` most lagging (or largest, if unknown)."""
     snapshots = [m for m in op.instances if m.prefix == SNAPSHOT_LAST_UPLOADED]
     if snapshots:
@@ -177,8 +176,10 @@ def _render_instances(f: SampleSink, ol: Labels, op: OperatorProgress, batch_id:
         il = ol + (("partition", str(m.partition)), ("store", m.store))
         f.add(catalog.SNAPSHOT_LAST_UPLOADED, il, value)
         f.add(catalog.SNAPSHOT_LAG_BATCHES, il, max(0.0, batch_id + 1 - value))
-    others = sorted(((m.value, m) for m in op.instances if m.prefix not in catalog.KNOWN_INSTANCE_PREFIXES and m.value is not None),
-                    key=lambda vm: -vm[0])
+    others = sorted(
+        ((m.value, m) for m in op.instances if m.prefix not in catalog.KNOWN_INSTANCE_PREFIXES and m.value is not None),
+        key=lambda vm: -vm[0],
+    )
     for value, m in others[:top_k]:
         if not allows((("metric", m.prefix),)):
             continue

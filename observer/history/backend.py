@@ -28,12 +28,16 @@ def upsert_sql(table: str, greatest: str) -> str:
     app = ", ".join(f"{c}=COALESCE(excluded.{c}, {table}.{c})" for c in ("app", "app_labels", "app_id"))
     head = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)}) "
     if table == "queries":
-        return head + (f"ON CONFLICT(query_id) DO UPDATE SET name=COALESCE(excluded.name, queries.name), "
-                       f"last_seen={greatest}(queries.last_seen, excluded.last_seen), {app}")
-    return head + (f"ON CONFLICT(run_id) DO UPDATE SET started=COALESCE(runs.started, excluded.started), "
-                   f"last_seen={greatest}(COALESCE(runs.last_seen, 0), excluded.last_seen), "
-                   f"ended=COALESCE(excluded.ended, runs.ended), outcome=COALESCE(excluded.outcome, runs.outcome), "
-                   f"exception=COALESCE(excluded.exception, runs.exception), {app}")
+        return head + (
+            f"ON CONFLICT(query_id) DO UPDATE SET name=COALESCE(excluded.name, queries.name), "
+            f"last_seen={greatest}(queries.last_seen, excluded.last_seen), {app}"
+        )
+    return head + (
+        f"ON CONFLICT(run_id) DO UPDATE SET started=COALESCE(runs.started, excluded.started), "
+        f"last_seen={greatest}(COALESCE(runs.last_seen, 0), excluded.last_seen), "
+        f"ended=COALESCE(excluded.ended, runs.ended), outcome=COALESCE(excluded.outcome, runs.outcome), "
+        f"exception=COALESCE(excluded.exception, runs.exception), {app}"
+    )
 
 
 class Backend(ABC):
@@ -99,8 +103,9 @@ class Backend(ABC):
                 if used <= max_bytes:
                     break
                 share = min(1.0, max(0.1, (used - max_bytes) / used))
-                _, oldest = self.rows("SELECT ts FROM batches ORDER BY ts LIMIT 1 OFFSET "
-                                      f"(SELECT CAST(COUNT(*) * {share:.6f} AS INTEGER) FROM batches)")
+                _, oldest = self.rows(
+                    f"SELECT ts FROM batches ORDER BY ts LIMIT 1 OFFSET (SELECT CAST(COUNT(*) * {share:.6f} AS INTEGER) FROM batches)"
+                )
                 if not oldest:
                     break
                 self.execute([(f"DELETE FROM {t} WHERE ts < ?", (float(oldest[0][0]),)) for t in FACT_TABLES])
@@ -144,6 +149,7 @@ def open_backend(location: str, readonly: bool = False) -> Backend:
     try:
         from observer.history.postgres import PostgresBackend
     except ImportError:
-        raise HistoryError(f"history {target.display} is a PostgreSQL URL but psycopg is not installed "
-                           "(pip install 'spark-state-observer[postgres]')") from None
+        raise HistoryError(
+            f"history {target.display} is a PostgreSQL URL but psycopg is not installed (pip install 'spark-state-observer[postgres]')"
+        ) from None
     return PostgresBackend(target, readonly=readonly)

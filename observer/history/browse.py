@@ -59,23 +59,39 @@ def _labels(text: Any) -> dict[str, str]:
 
 def load_recent_events(path: str, query_id: str, limit: int = 2000) -> pd.DataFrame:
     """The query's ``limit`` newest events, oldest first; ``attributes`` is a dict."""
-    return _attributes(_frame(path, """
+    return _attributes(
+        _frame(
+            path,
+            """
         SELECT * FROM (SELECT ts, kind, run_id, attributes FROM events WHERE query_id = ? ORDER BY ts DESC LIMIT ?) AS recent
-        ORDER BY ts""", (query_id, limit)))
+        ORDER BY ts""",
+            (query_id, limit),
+        )
+    )
 
 
 def load_run_stats(path: str, query_id: str, limit: int = 500) -> pd.DataFrame:
     """The ``limit`` newest runs, oldest first, each with its batch count and batch id range (primary-key reads)."""
-    return _frame(path, """
+    return _frame(
+        path,
+        """
         SELECT r.*, (SELECT COUNT(*) FROM batches b WHERE b.query_id = r.query_id AND b.run_id = r.run_id) AS batches,
                (SELECT MIN(batch_id) FROM batches b WHERE b.query_id = r.query_id AND b.run_id = r.run_id) AS first_batch_id,
                (SELECT MAX(batch_id) FROM batches b WHERE b.query_id = r.query_id AND b.run_id = r.run_id) AS last_batch_id
-        FROM (SELECT * FROM runs WHERE query_id = ? ORDER BY started DESC LIMIT ?) r ORDER BY r.started""", (query_id, limit))
+        FROM (SELECT * FROM runs WHERE query_id = ? ORDER BY started DESC LIMIT ?) r ORDER BY r.started""",
+        (query_id, limit),
+    )
 
 
 def load_events_of(path: str, query_id: str, kinds: tuple[str, ...], limit: int = 5000) -> pd.DataFrame:
     """The query's newest ``limit`` events of the given kinds, oldest first."""
     marks = ", ".join("?" for _ in kinds)
-    return _attributes(_frame(path, f"""
+    return _attributes(
+        _frame(
+            path,
+            f"""
         SELECT * FROM (SELECT ts, kind, run_id, attributes FROM events WHERE query_id = ? AND kind IN ({marks})
-                       ORDER BY ts DESC LIMIT ?) AS recent ORDER BY ts""", (query_id, *kinds, limit)))
+                       ORDER BY ts DESC LIMIT ?) AS recent ORDER BY ts""",
+            (query_id, *kinds, limit),
+        )
+    )

@@ -32,7 +32,10 @@ STAGED = ("batches", "operators", "partitions", "placements")
 _DEFAULTS = {
     "connect_timeout": str(CONNECT_TIMEOUT_SECONDS),
     "application_name": "spark-state-observer",
-    "keepalives": "1", "keepalives_idle": "10", "keepalives_interval": "3", "keepalives_count": "3",
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "3",
+    "keepalives_count": "3",
     "tcp_user_timeout": str(CONNECT_TIMEOUT_SECONDS * 4 * 1000),  # a write stuck on a dead peer fails, not hangs
     "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c lock_timeout={STATEMENT_TIMEOUT_MS // 2}",
 }
@@ -87,8 +90,9 @@ class PostgresBackend(Backend):
         for t in STAGED:
             key = ", ".join(KEYS[t])
             rest = ", ".join(f"{c}=excluded.{c}" for c in COLUMNS[t] if c not in KEYS[t])
-            self._merge[t] = (f"INSERT INTO {t} ({cols[t]}) SELECT {cols[t]} FROM stage_{t} ORDER BY {key} "
-                              f"ON CONFLICT ({key}) DO UPDATE SET {rest}")
+            self._merge[t] = (
+                f"INSERT INTO {t} ({cols[t]}) SELECT {cols[t]} FROM stage_{t} ORDER BY {key} ON CONFLICT ({key}) DO UPDATE SET {rest}"
+            )
 
     # --- connection -----------------------------------------------------------------------------------
     def _connect(self) -> psycopg.Connection:

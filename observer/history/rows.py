@@ -36,28 +36,83 @@ class AppIdentity:
 
 # the app columns each table gets (migration 2): operators and partitions are children of a batch row, so
 # they carry name and id for per-application retention and filtering but not the labels
-APP_COLUMNS = {"queries": ("app", "app_labels", "app_id"), "runs": ("app", "app_labels", "app_id"),
-               "batches": ("app", "app_labels", "app_id"), "events": ("app", "app_labels", "app_id"),
-               "operators": ("app", "app_id"), "partitions": ("app", "app_id"), "placements": ("app", "app_id")}
+APP_COLUMNS = {
+    "queries": ("app", "app_labels", "app_id"),
+    "runs": ("app", "app_labels", "app_id"),
+    "batches": ("app", "app_labels", "app_id"),
+    "events": ("app", "app_labels", "app_id"),
+    "operators": ("app", "app_id"),
+    "partitions": ("app", "app_id"),
+    "placements": ("app", "app_id"),
+}
 
 COLUMNS = {
     "queries": ("query_id", "name", "first_seen", "last_seen") + APP_COLUMNS["queries"],
     "runs": ("run_id", "query_id", "started", "last_seen", "ended", "outcome", "exception") + APP_COLUMNS["runs"],
-    "batches": ("query_id", "run_id", "batch_id", "ts", "duration_ms", "input_rows", "input_rps", "processed_rps", "watermark",
-                "state_rows", "state_memory_bytes", "durations", "progress") + APP_COLUMNS["batches"],
-    "operators": ("query_id", "run_id", "batch_id", "ts", "op_index", "op_name", "provider", "rows_total", "rows_updated",
-                  "rows_removed", "rows_dropped_by_watermark", "memory_bytes", "commit_ms", "store_instances",
-                  "shuffle_partitions") + APP_COLUMNS["operators"],
+    "batches": (
+        "query_id",
+        "run_id",
+        "batch_id",
+        "ts",
+        "duration_ms",
+        "input_rows",
+        "input_rps",
+        "processed_rps",
+        "watermark",
+        "state_rows",
+        "state_memory_bytes",
+        "durations",
+        "progress",
+    )
+    + APP_COLUMNS["batches"],
+    "operators": (
+        "query_id",
+        "run_id",
+        "batch_id",
+        "ts",
+        "op_index",
+        "op_name",
+        "provider",
+        "rows_total",
+        "rows_updated",
+        "rows_removed",
+        "rows_dropped_by_watermark",
+        "memory_bytes",
+        "commit_ms",
+        "store_instances",
+        "shuffle_partitions",
+    )
+    + APP_COLUMNS["operators"],
     "partitions": ("query_id", "run_id", "batch_id", "ts", "op_index", "partition", "store", "snapshot_version")
     + APP_COLUMNS["partitions"],
     "events": ("query_id", "run_id", "ts", "kind", "attributes") + APP_COLUMNS["events"],
-    "placements": ("query_id", "run_id", "batch_id", "ts", "op_index", "partition", "executor", "host", "rows_total", "memory_bytes",
-                   "load_seconds", "replay_seconds", "changelog_files", "moved_from", "cause") + APP_COLUMNS["placements"],
+    "placements": (
+        "query_id",
+        "run_id",
+        "batch_id",
+        "ts",
+        "op_index",
+        "partition",
+        "executor",
+        "host",
+        "rows_total",
+        "memory_bytes",
+        "load_seconds",
+        "replay_seconds",
+        "changelog_files",
+        "moved_from",
+        "cause",
+    )
+    + APP_COLUMNS["placements"],
 }
-KEYS = {"queries": ("query_id",), "runs": ("run_id",), "batches": ("query_id", "run_id", "batch_id"),  # primary keys
-        "operators": ("query_id", "run_id", "batch_id", "op_index"),
-        "partitions": ("query_id", "run_id", "batch_id", "op_index", "partition", "store"),
-        "placements": ("query_id", "run_id", "batch_id", "op_index", "partition")}
+KEYS = {
+    "queries": ("query_id",),
+    "runs": ("run_id",),
+    "batches": ("query_id", "run_id", "batch_id"),  # primary keys
+    "operators": ("query_id", "run_id", "batch_id", "op_index"),
+    "partitions": ("query_id", "run_id", "batch_id", "op_index", "partition", "store"),
+    "placements": ("query_id", "run_id", "batch_id", "op_index", "partition"),
+}
 
 
 @dataclass
@@ -91,8 +146,9 @@ class PendingRows:
                 self.facts[table].extend(rows)
         for query_id, row in newer.queries.items():
             known = self.queries.get(query_id)
-            self.queries[query_id] = row if known is None else (row[0], row[1] or known[1], min(known[2], row[2]),
-                                                                max(known[3], row[3]), *row[4:])
+            self.queries[query_id] = (
+                row if known is None else (row[0], row[1] or known[1], min(known[2], row[2]), max(known[3], row[3]), *row[4:])
+            )
         for run_id, values in newer.runs.items():
             known_run = self.runs.get(run_id)
             if known_run is None:
@@ -133,8 +189,9 @@ class RowBuilder:
 
     def add_signal(self, kind: str, query_id: str, run_id: str | None, ts: float, attributes: dict[str, Any]) -> None:
         app = self.app
-        self.pending.facts["events"].append((query_id, run_id, ts, kind, json.dumps(attributes, default=str),
-                                             app.name, app.labels_json, app.app_id))
+        self.pending.facts["events"].append(
+            (query_id, run_id, ts, kind, json.dumps(attributes, default=str), app.name, app.labels_json, app.app_id)
+        )
 
     def add_row(self, table: str, row: tuple[Any, ...]) -> None:
         """A fact row given in full (all of ``COLUMNS[table]``, or the columns before the app ones)."""
@@ -149,8 +206,15 @@ class RowBuilder:
         queries = self.pending.queries
         known = queries.get(query_id)
         app = self.app
-        queries[query_id] = (query_id, name or (known[1] if known else None), known[2] if known else ts, ts,
-                             app.name, app.labels_json, app.app_id)
+        queries[query_id] = (
+            query_id,
+            name or (known[1] if known else None),
+            known[2] if known else ts,
+            ts,
+            app.name,
+            app.labels_json,
+            app.app_id,
+        )
 
     def _run(self, query_id: str, run_id: str, ts: float) -> list[Any]:
         runs = self.pending.runs
@@ -172,16 +236,49 @@ class RowBuilder:
         facts = self.pending.facts
         rows = [o.rows_total for o in p.operators if o.rows_total is not None]
         memory = [o.memory_bytes for o in p.operators if o.memory_bytes is not None]
-        facts["batches"].append((p.query_id, p.run_id, p.batch_id, ts, p.batch_duration_ms, p.input_rows,
-                                 p.input_rows_per_second, p.processed_rows_per_second, p.watermark,
-                                 sum(rows) if rows else None, sum(memory) if memory else None,
-                                 json.dumps(dict(p.duration_ms)), p.raw_text or json.dumps(p.raw, separators=(",", ":")),
-                                 name, labels, app_id))
+        facts["batches"].append(
+            (
+                p.query_id,
+                p.run_id,
+                p.batch_id,
+                ts,
+                p.batch_duration_ms,
+                p.input_rows,
+                p.input_rows_per_second,
+                p.processed_rows_per_second,
+                p.watermark,
+                sum(rows) if rows else None,
+                sum(memory) if memory else None,
+                json.dumps(dict(p.duration_ms)),
+                p.raw_text or json.dumps(p.raw, separators=(",", ":")),
+                name,
+                labels,
+                app_id,
+            )
+        )
         operators, partitions = facts["operators"], facts["partitions"]
         for op in p.operators:
-            operators.append((p.query_id, p.run_id, p.batch_id, ts, op.index, op.name, op.provider, op.rows_total,
-                              op.rows_updated, op.rows_removed, op.rows_dropped_by_watermark, op.memory_bytes,
-                              op.commit_ms, op.store_instances, op.shuffle_partitions, name, app_id))
+            operators.append(
+                (
+                    p.query_id,
+                    p.run_id,
+                    p.batch_id,
+                    ts,
+                    op.index,
+                    op.name,
+                    op.provider,
+                    op.rows_total,
+                    op.rows_updated,
+                    op.rows_removed,
+                    op.rows_dropped_by_watermark,
+                    op.memory_bytes,
+                    op.commit_ms,
+                    op.store_instances,
+                    op.shuffle_partitions,
+                    name,
+                    app_id,
+                )
+            )
             for m in op.instances:
                 if m.prefix == "SnapshotLastUploaded":
                     partitions.append((p.query_id, p.run_id, p.batch_id, ts, op.index, m.partition, m.store, m.value, name, app_id))

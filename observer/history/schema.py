@@ -98,8 +98,9 @@ def render(number: int, types: dict[str, str]) -> str:
 
 
 def newer_error(version: int) -> SchemaError:
-    return SchemaError(f"history schema version {version} is newer than this observer knows ({len(MIGRATIONS)}); "
-                       "upgrade spark-state-observer")
+    return SchemaError(
+        f"history schema version {version} is newer than this observer knows ({len(MIGRATIONS)}); upgrade spark-state-observer"
+    )
 
 
 def migrate(conn: sqlite3.Connection) -> int:

@@ -42,8 +42,7 @@ class HistorySink:
 
     name = "history"
 
-    def __init__(self, path: str, self_metrics: SelfMetrics, settings: Settings | None = None,
-                 app: AppIdentity | None = None) -> None:
+    def __init__(self, path: str, self_metrics: SelfMetrics, settings: Settings | None = None, app: AppIdentity | None = None) -> None:
         settings = settings or Settings()
         self.path = path
         self._metrics = self_metrics
@@ -61,13 +60,18 @@ class HistorySink:
         try:
             retention = RetentionPolicy.parse(settings.history_max_age_seconds, settings.history_retention)
             backend = open_backend(path)
-            self.store = HistoryStore(path, settings.history_max_age_seconds, settings.history_max_bytes, app=app,
-                                      retention=retention, backend=backend)
+            self.store = HistoryStore(
+                path, settings.history_max_age_seconds, settings.history_max_bytes, app=app, retention=retention, backend=backend
+            )
             if backend.kind != "sqlite":
-                self.writer = BackgroundWriter(backend, settings.history_buffer_rows,
-                                               on_dropped=self._writer_dropped,
-                                               on_failure=lambda: self._metrics.count("export_failures", "history"),
-                                               retention=retention, max_bytes=settings.history_max_bytes)
+                self.writer = BackgroundWriter(
+                    backend,
+                    settings.history_buffer_rows,
+                    on_dropped=self._writer_dropped,
+                    on_failure=lambda: self._metrics.count("export_failures", "history"),
+                    retention=retention,
+                    max_bytes=settings.history_max_bytes,
+                )
         except (HistoryError, RetentionError) as exc:
             self.store, self.error = None, str(exc)
             log.warning("spark-state-observer: %s; history is off for this run", exc)
@@ -100,8 +104,7 @@ class HistorySink:
         """
         if self.store is not None and app is not self._context:
             self._context = app
-            self.store.rows.app = (AppIdentity.of(app.name or None, dict(app.static), app.app_id or None) if app.known
-                                   else self._app)
+            self.store.rows.app = AppIdentity.of(app.name or None, dict(app.static), app.app_id or None) if app.known else self._app
         self.on_event(event, signals, received_at)
 
     def follow_placement(self, feed: PlacementFeed) -> None:
@@ -117,9 +120,26 @@ class HistorySink:
                 m = moved.get(r.partition)
                 load = r.load_ms / 1000.0 if r.load_ms is not None and r.load_ms >= 0 else None
                 replay = r.replay_ms / 1000.0 if r.replay_ms is not None and r.replay_ms >= 0 else None
-                self.store.add_row("placements", (ob.query_id, r.run_id or progress.run_id, ob.batch_id, ts, ob.operator, r.partition,
-                                                  r.executor_id, r.host, r.rows_total, r.memory_bytes, load, replay, r.changelog_files,
-                                                  m.from_executor if m else None, m.cause if m else None))
+                self.store.add_row(
+                    "placements",
+                    (
+                        ob.query_id,
+                        r.run_id or progress.run_id,
+                        ob.batch_id,
+                        ts,
+                        ob.operator,
+                        r.partition,
+                        r.executor_id,
+                        r.host,
+                        r.rows_total,
+                        r.memory_bytes,
+                        load,
+                        replay,
+                        r.changelog_files,
+                        m.from_executor if m else None,
+                        m.cause if m else None,
+                    ),
+                )
 
     def tick(self, processed: int) -> None:
         """Rows wait for the next event or flush: a quiet job's history is written when asked."""

@@ -49,8 +49,9 @@ def connect(path: str, readonly: bool = False, timeout: float = 0.5) -> sqlite3.
     try:
         if readonly:
             if not os.path.exists(path):
-                raise HistoryError(f"history database {path} does not exist "
-                                   "(run the job with the observer attached, or `replay --history`)")
+                raise HistoryError(
+                    f"history database {path} does not exist (run the job with the observer attached, or `replay --history`)"
+                )
             uri = f"file:{urllib.parse.quote(os.path.abspath(path))}"  # a '?' or '#' in a path is not the URI's
             try:
                 conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
@@ -81,9 +82,13 @@ class SQLiteBackend(Backend):
 
     kind = "sqlite"
     _UPSERT: ClassVar[dict[str, str]] = {t: upsert_sql(t, "MAX") for t in ("queries", "runs")}
-    _FACTS: ClassVar[dict[str, str]] = {"batches": _insert("batches"), "operators": _insert("operators"),
-                                        "partitions": _insert("partitions"), "events": _insert("events", "INSERT"),
-                                        "placements": _insert("placements")}
+    _FACTS: ClassVar[dict[str, str]] = {
+        "batches": _insert("batches"),
+        "operators": _insert("operators"),
+        "partitions": _insert("partitions"),
+        "events": _insert("events", "INSERT"),
+        "placements": _insert("placements"),
+    }
 
     def __init__(self, target: HistoryTarget, readonly: bool = False) -> None:
         super().__init__(target)

@@ -29,9 +29,15 @@ __all__ = ["HistoryError", "HistoryStore", "connect", "explain"]
 class HistoryStore:
     """Turns model events into rows and writes them in one transaction per flush."""
 
-    def __init__(self, path: str, max_age_seconds: float = 7 * 86400, max_bytes: float = 1 << 30,
-                 app: AppIdentity | None = None, retention: RetentionPolicy | None = None,
-                 backend: Backend | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        max_age_seconds: float = 7 * 86400,
+        max_bytes: float = 1 << 30,
+        app: AppIdentity | None = None,
+        retention: RetentionPolicy | None = None,
+        backend: Backend | None = None,
+    ) -> None:
         self.path = path
         self.max_age = max_age_seconds
         self.max_bytes = max_bytes

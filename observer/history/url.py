@@ -60,7 +60,9 @@ def parse(value: str) -> HistoryTarget:
         if not parts.path.strip("/"):
             raise HistoryURLError(f"{redact(text)}: a PostgreSQL URL needs a database name (postgresql://user@host:5432/database)")
         return HistoryTarget("postgresql", "postgresql://" + text.split("://", 1)[1])
-    raise HistoryURLError(f"{redact(text)}: unknown history scheme {scheme!r}; use a file path, sqlite:///path or postgresql://user@host/db")
+    raise HistoryURLError(
+        f"{redact(text)}: unknown history scheme {scheme!r}; use a file path, sqlite:///path or postgresql://user@host/db"
+    )
 
 
 def redact(value: str) -> str:
@@ -77,8 +79,10 @@ def redact(value: str) -> str:
         if ":" in userinfo:
             userinfo = userinfo.split(":", 1)[0] + ":***"
         netloc = f"{userinfo}@{host}"
-    query = "&".join(f"{k}=***" if k.lower() in _SECRET_PARAMS else f"{k}={v}" if v != "" else k
-                     for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    query = "&".join(
+        f"{k}=***" if k.lower() in _SECRET_PARAMS else f"{k}={v}" if v != "" else k
+        for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    )
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 

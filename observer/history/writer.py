@@ -31,9 +31,16 @@ RETENTION_SECONDS = 300.0
 class BackgroundWriter:
     """Owns one backend and the thread that writes to it."""
 
-    def __init__(self, backend: Backend, capacity_rows: int, on_dropped: Callable[[int], None],
-                 on_failure: Callable[[], None], retention: RetentionPolicy | None = None, max_bytes: float = float("inf"),
-                 name: str = "spark-state-observer-history") -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        capacity_rows: int,
+        on_dropped: Callable[[int], None],
+        on_failure: Callable[[], None],
+        retention: RetentionPolicy | None = None,
+        max_bytes: float = float("inf"),
+        name: str = "spark-state-observer-history",
+    ) -> None:
         self.backend = backend
         self.capacity = max(1, capacity_rows)
         self._on_dropped = on_dropped
@@ -101,8 +108,12 @@ class BackgroundWriter:
             self.dropped_events += left
         if left:
             self._on_dropped(left)
-            log.warning("spark-state-observer: history %s: %d events not written at shutdown (%s)",
-                        self.backend.display, left, self.error or "timed out")
+            log.warning(
+                "spark-state-observer: history %s: %d events not written at shutdown (%s)",
+                self.backend.display,
+                left,
+                self.error or "timed out",
+            )
         self.backend.close()
 
     # --- the writer thread ----------------------------------------------------------------------------
@@ -119,7 +130,7 @@ class BackgroundWriter:
         # is idempotent (keys replace), so a split costs nothing but order
         for table, rows in buf.facts.items():
             take = rows[:room]
-            chunk.facts[table], buf.facts[table] = take, rows[len(take):]
+            chunk.facts[table], buf.facts[table] = take, rows[len(take) :]
             room -= len(take)
         return chunk
 

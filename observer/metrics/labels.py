@@ -24,6 +24,7 @@ BOUNDED_LABELS = (PHASE, SOURCE, OPERATOR, METRIC)
 DEFAULT_LIMITS: dict[str, int] = {PHASE: 32, SOURCE: 32, OPERATOR: 64, METRIC: 256}
 """Per query. Spark has 7 phases, a few sources, one operator per stateful step and ~40 custom metric keys."""
 
+
 class LabelBudget:
     """The label values one query may use, least recently used first."""
 

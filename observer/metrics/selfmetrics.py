@@ -61,9 +61,18 @@ class SelfMetrics:
     def snapshot(self, queue_events: int, queries: int) -> SelfSnapshot:
         """A consistent copy for one collection."""
         with self.lock:
-            return SelfSnapshot(dict(self.received), dict(self.dropped), dict(self.export_failures), self.failed, self.problems,
-                                self.callback_failures, queue_events, queries,
-                                (self.callback.cumulative(), self.callback.sum), (self.processing.cumulative(), self.processing.sum))
+            return SelfSnapshot(
+                dict(self.received),
+                dict(self.dropped),
+                dict(self.export_failures),
+                self.failed,
+                self.problems,
+                self.callback_failures,
+                queue_events,
+                queries,
+                (self.callback.cumulative(), self.callback.sum),
+                (self.processing.cumulative(), self.processing.sum),
+            )
 
 
 @dataclass(frozen=True)

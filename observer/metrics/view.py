@@ -24,8 +24,14 @@ class MetricsView:
     observer's own series, and write its info series.
     """
 
-    def __init__(self, tracker: QueryTracker, self_metrics: SelfMetrics, queue_len: Callable[[], int] = lambda: 0,
-                 partition_top_k: int = 10, identity: AppContext | None = None) -> None:
+    def __init__(
+        self,
+        tracker: QueryTracker,
+        self_metrics: SelfMetrics,
+        queue_len: Callable[[], int] = lambda: 0,
+        partition_top_k: int = 10,
+        identity: AppContext | None = None,
+    ) -> None:
         self._tracker = tracker
         self._self = self_metrics
         self._queue_len = queue_len

@@ -13,8 +13,10 @@ from observer.mixin.config import MixinConfig
 
 SPARK = 'alertname=~"Spark(Streaming|State).*"'
 # what a failed, stopped or crash-looping query explains
-EXPLAINED = ('alertname=~"SparkStreamingQueryStalled|SparkStreamingQueryFallingBehind|SparkStreamingKafkaLagGrowing|'
-             'SparkStreamingWatermarkLagHigh|SparkStateRestoreTooLong"')
+EXPLAINED = (
+    'alertname=~"SparkStreamingQueryStalled|SparkStreamingQueryFallingBehind|SparkStreamingKafkaLagGrowing|'
+    'SparkStreamingWatermarkLagHigh|SparkStateRestoreTooLong"'
+)
 
 
 def example(config: MixinConfig) -> dict[str, Any]:
@@ -26,20 +28,27 @@ def example(config: MixinConfig) -> dict[str, Any]:
         "route": {
             "receiver": a.warning_receiver,
             "group_by": ["alertname", *identity, "query"],
-            "group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h",
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
             "routes": [
                 {"receiver": a.critical_receiver, "matchers": ['severity="critical"', SPARK], "repeat_interval": "1h"},
                 {"receiver": a.warning_receiver, "matchers": ['severity=~"warning|info"', SPARK]},
             ],
         },
         "inhibit_rules": [
-            {"source_matchers": ['alertname=~"SparkStreamingQueryFailed|SparkStreamingQueryDown|SparkStreamingQueryCrashLooping"'],
-             "target_matchers": [EXPLAINED],
-             "equal": [*identity, "query_id"]},
-            {"source_matchers": ['alertname="SparkStateObserverDown"'],
-             "target_matchers": ['alertname=~"SparkStateObserver(DroppingEvents|Failing)"'],
-             "equal": ["instance"]},
+            {
+                "source_matchers": ['alertname=~"SparkStreamingQueryFailed|SparkStreamingQueryDown|SparkStreamingQueryCrashLooping"'],
+                "target_matchers": [EXPLAINED],
+                "equal": [*identity, "query_id"],
+            },
+            {
+                "source_matchers": ['alertname="SparkStateObserverDown"'],
+                "target_matchers": ['alertname=~"SparkStateObserver(DroppingEvents|Failing)"'],
+                "equal": ["instance"],
+            },
         ],
-        "receivers": [{"name": name, "webhook_configs": [{"url": f"http://127.0.0.1:9095/{name}", "send_resolved": True}]}
-                      for name in receivers],
+        "receivers": [
+            {"name": name, "webhook_configs": [{"url": f"http://127.0.0.1:9095/{name}", "send_resolved": True}]} for name in receivers
+        ],
     }

@@ -61,25 +61,65 @@ def _doc(text: str) -> dict[str, str]:
 class Thresholds:
     """Levels at which alerts fire; the dashboards draw the same values as their warning and red lines."""
 
-    crash_loop_restarts: float = field(default=3, metadata=_doc("Query starts within crash_loop_window_minutes that make a crash loop (the observer's own crash-loop flag also fires)."))
+    crash_loop_restarts: float = field(
+        default=3,
+        metadata=_doc(
+            "Query starts within crash_loop_window_minutes that make a crash loop (the observer's own crash-loop flag also fires)."
+        ),
+    )
     crash_loop_window_minutes: float = field(default=15, metadata=_doc("Window of the crash-loop rule."))
-    falling_behind_ratio: float = field(default=1.1, metadata=_doc("Input rate above processing rate by this factor (averaged over falling_behind_window_minutes) is falling behind."))
+    falling_behind_ratio: float = field(
+        default=1.1,
+        metadata=_doc("Input rate above processing rate by this factor (averaged over falling_behind_window_minutes) is falling behind."),
+    )
     falling_behind_window_minutes: float = field(default=10, metadata=_doc("Averaging window of the input and processing rates."))
-    kafka_lag_offsets: float = field(default=10000, metadata=_doc("Kafka records behind the latest, summed over a topic's partitions, above which a growing lag alerts."))
+    kafka_lag_offsets: float = field(
+        default=10000, metadata=_doc("Kafka records behind the latest, summed over a topic's partitions, above which a growing lag alerts.")
+    )
     kafka_lag_window_minutes: float = field(default=15, metadata=_doc("Window over which the Kafka lag must have grown."))
-    kafka_lag_seconds_slo: float = field(default=300, metadata=_doc("Freshness SLO: age of the oldest unread Kafka record (max over a topic's partitions) above which SparkStreamingKafkaLagSecondsHigh fires."))
-    kafka_anomaly_window_minutes: float = field(default=10, metadata=_doc("Window in which offsets that went backwards or skipped raise SparkStreamingKafkaDataLossRisk."))
+    kafka_lag_seconds_slo: float = field(
+        default=300,
+        metadata=_doc(
+            "Freshness SLO: age of the oldest unread Kafka record (max over a topic's partitions) above which SparkStreamingKafkaLagSecondsHigh fires."
+        ),
+    )
+    kafka_anomaly_window_minutes: float = field(
+        default=10, metadata=_doc("Window in which offsets that went backwards or skipped raise SparkStreamingKafkaDataLossRisk.")
+    )
     restore_seconds: float = field(default=300, metadata=_doc("A state restore after a restart slower than this alerts."))
-    budget_eta_hours: float = field(default=6, metadata=_doc("Forecast time to the observer's rows or memory budget below which an alert fires."))
-    state_memory_budget_bytes: float = field(default=8 * 1024**3, metadata=_doc("State memory budget per operator, summed over partitions (RocksDB maxMemoryUsage x partitions, or your executors' share)."))
+    budget_eta_hours: float = field(
+        default=6, metadata=_doc("Forecast time to the observer's rows or memory budget below which an alert fires.")
+    )
+    state_memory_budget_bytes: float = field(
+        default=8 * 1024**3,
+        metadata=_doc(
+            "State memory budget per operator, summed over partitions (RocksDB maxMemoryUsage x partitions, or your executors' share)."
+        ),
+    )
     state_memory_budget_ratio: float = field(default=0.8, metadata=_doc("Alert above this share of state_memory_budget_bytes."))
-    commit_seconds_per_instance: float = field(default=1.0, metadata=_doc("Mean state-store commit time per store instance per batch above which commits are slow."))
-    write_stall_seconds_per_batch: float = field(default=0.0, metadata=_doc("RocksDB write-stall time per batch above which writes stall (0: any sustained stall)."))
-    snapshot_lag_batches: float = field(default=100, metadata=_doc("Batches since a store instance last uploaded a snapshot above which uploads lag."))
-    partition_migration_batches: float = field(default=3, metadata=_doc("Batches with state partitions running on another executor than before, within partition_migration_window_minutes, from which state is moving all the time (one executor loss moves state in one batch)."))
+    commit_seconds_per_instance: float = field(
+        default=1.0, metadata=_doc("Mean state-store commit time per store instance per batch above which commits are slow.")
+    )
+    write_stall_seconds_per_batch: float = field(
+        default=0.0, metadata=_doc("RocksDB write-stall time per batch above which writes stall (0: any sustained stall).")
+    )
+    snapshot_lag_batches: float = field(
+        default=100, metadata=_doc("Batches since a store instance last uploaded a snapshot above which uploads lag.")
+    )
+    partition_migration_batches: float = field(
+        default=3,
+        metadata=_doc(
+            "Batches with state partitions running on another executor than before, within partition_migration_window_minutes, from which state is moving all the time (one executor loss moves state in one batch)."
+        ),
+    )
     partition_migration_window_minutes: float = field(default=15, metadata=_doc("Window over which migrating batches are counted."))
-    watermark_lag_seconds: float = field(default=2 * 3600, metadata=_doc("Trigger time minus watermark above which the watermark lags; set it above your withWatermark delay."))
-    batch_duration_seconds: float = field(default=60, metadata=_doc("Mean batch duration drawn as the dashboards' red line (no alert: stalls cover it)."))
+    watermark_lag_seconds: float = field(
+        default=2 * 3600,
+        metadata=_doc("Trigger time minus watermark above which the watermark lags; set it above your withWatermark delay."),
+    )
+    batch_duration_seconds: float = field(
+        default=60, metadata=_doc("Mean batch duration drawn as the dashboards' red line (no alert: stalls cover it).")
+    )
 
 
 @dataclass(frozen=True)
@@ -96,14 +136,24 @@ class Kubernetes:
     """Where the Prometheus Operator objects go and what they select."""
 
     namespace: str = field(default="monitoring", metadata=_doc("Namespace of the PrometheusRule, ServiceMonitor and PodMonitor."))
-    labels: dict[str, str] = field(default_factory=lambda: {"app.kubernetes.io/part-of": "spark-state-observer"},
-                                   metadata=_doc("Labels on those objects; match your Prometheus' ruleSelector / serviceMonitorSelector / podMonitorSelector."))
-    watcher_selector: dict[str, str] = field(default_factory=lambda: {"app.kubernetes.io/name": "spark-state-observer"},
-                                             metadata=_doc("ServiceMonitor: labels of the event-log watcher's Service (deploy/kubernetes uses these)."))
-    watcher_namespaces: list[str] = field(default_factory=list, metadata=_doc("ServiceMonitor: namespaces to look for the Service in; empty: the object's own namespace."))
-    driver_selector: dict[str, str] = field(default_factory=lambda: {"spark-role": "driver"},
-                                            metadata=_doc("PodMonitor: labels of the Spark driver pods running the listener (Spark on Kubernetes sets spark-role=driver)."))
-    driver_namespaces: list[str] = field(default_factory=list, metadata=_doc("PodMonitor: namespaces of the driver pods; empty: any namespace."))
+    labels: dict[str, str] = field(
+        default_factory=lambda: {"app.kubernetes.io/part-of": "spark-state-observer"},
+        metadata=_doc("Labels on those objects; match your Prometheus' ruleSelector / serviceMonitorSelector / podMonitorSelector."),
+    )
+    watcher_selector: dict[str, str] = field(
+        default_factory=lambda: {"app.kubernetes.io/name": "spark-state-observer"},
+        metadata=_doc("ServiceMonitor: labels of the event-log watcher's Service (deploy/kubernetes uses these)."),
+    )
+    watcher_namespaces: list[str] = field(
+        default_factory=list, metadata=_doc("ServiceMonitor: namespaces to look for the Service in; empty: the object's own namespace.")
+    )
+    driver_selector: dict[str, str] = field(
+        default_factory=lambda: {"spark-role": "driver"},
+        metadata=_doc("PodMonitor: labels of the Spark driver pods running the listener (Spark on Kubernetes sets spark-role=driver)."),
+    )
+    driver_namespaces: list[str] = field(
+        default_factory=list, metadata=_doc("PodMonitor: namespaces of the driver pods; empty: any namespace.")
+    )
     port: str = field(default="metrics", metadata=_doc("Name of the container / Service port serving /metrics."))
     scrape_interval: str = field(default="30s", metadata=_doc("Scrape interval of both monitors."))
 
@@ -120,24 +170,57 @@ class Alertmanager:
 class MixinConfig:
     """Everything the generated dashboards, rules and objects depend on."""
 
-    app_label: str = field(default="app", metadata=_doc("Label carrying the Spark application's stable identity (its name). Alerts aggregate by it and dashboards get a variable for it."))
-    static_labels: list[str] = field(default_factory=lambda: ["cluster", "namespace"],
-                                     metadata=_doc("Static identity labels put on every series (by the observer's static labels or by Prometheus relabelling), outermost first, e.g. [cluster, namespace, env]. Alerts aggregate by them and dashboards get a variable for each."))
-    selector: str = field(default="", metadata=_doc('Extra label matchers put into every selector of every rule and panel, e.g. \'job=~"spark-.*"\' or \'env="prod"\'.'))
-    observer_selector: str = field(default='job="spark_state_observer"', metadata=_doc("Matchers of the observer endpoints' `up` series (scrape job of drivers and watchers) for SparkStateObserverDown."))
-    test_labels: dict[str, str] = field(default_factory=dict, metadata=_doc("Labels the generated promtool tests put on their series so they match `selector` and `observer_selector`; only needed for regex or negative matchers (equality matchers are taken as they are)."))
+    app_label: str = field(
+        default="app",
+        metadata=_doc(
+            "Label carrying the Spark application's stable identity (its name). Alerts aggregate by it and dashboards get a variable for it."
+        ),
+    )
+    static_labels: list[str] = field(
+        default_factory=lambda: ["cluster", "namespace"],
+        metadata=_doc(
+            "Static identity labels put on every series (by the observer's static labels or by Prometheus relabelling), outermost first, e.g. [cluster, namespace, env]. Alerts aggregate by them and dashboards get a variable for each."
+        ),
+    )
+    selector: str = field(
+        default="",
+        metadata=_doc("Extra label matchers put into every selector of every rule and panel, e.g. 'job=~\"spark-.*\"' or 'env=\"prod\"'."),
+    )
+    observer_selector: str = field(
+        default='job="spark_state_observer"',
+        metadata=_doc("Matchers of the observer endpoints' `up` series (scrape job of drivers and watchers) for SparkStateObserverDown."),
+    )
+    test_labels: dict[str, str] = field(
+        default_factory=dict,
+        metadata=_doc(
+            "Labels the generated promtool tests put on their series so they match `selector` and `observer_selector`; only needed for regex or negative matchers (equality matchers are taken as they are)."
+        ),
+    )
     thresholds: Thresholds = field(default_factory=Thresholds, metadata=_doc("Alert levels (also the dashboards' lines)."))
-    for_durations: dict[str, str] = field(default_factory=lambda: {k: v[0] for k, v in ALERT_DEFAULTS.items()},
-                                          metadata=_doc("`for` duration of each alert (Prometheus duration: 0m, 30s, 10m, 1h)."))
-    severities: dict[str, str] = field(default_factory=lambda: {k: v[1] for k, v in ALERT_DEFAULTS.items()},
-                                       metadata=_doc("`severity` label of each alert: critical, warning or info."))
-    runbook_base_url: str = field(default="https://github.com/spark-state-observer/spark-state-observer/blob/main/alerts/runbook.md",
-                                  metadata=_doc("Each alert's runbook_url is this plus '#' and the alert name in lower case."))
+    for_durations: dict[str, str] = field(
+        default_factory=lambda: {k: v[0] for k, v in ALERT_DEFAULTS.items()},
+        metadata=_doc("`for` duration of each alert (Prometheus duration: 0m, 30s, 10m, 1h)."),
+    )
+    severities: dict[str, str] = field(
+        default_factory=lambda: {k: v[1] for k, v in ALERT_DEFAULTS.items()},
+        metadata=_doc("`severity` label of each alert: critical, warning or info."),
+    )
+    runbook_base_url: str = field(
+        default="https://github.com/spark-state-observer/spark-state-observer/blob/main/alerts/runbook.md",
+        metadata=_doc("Each alert's runbook_url is this plus '#' and the alert name in lower case."),
+    )
     rule_group_prefix: str = field(default="spark-state-observer", metadata=_doc("Prefix of the rule group names."))
-    datasource: Datasource = field(default_factory=Datasource, metadata=_doc("Prometheus datasource of the dashboards and the provisioning file."))
+    datasource: Datasource = field(
+        default_factory=Datasource, metadata=_doc("Prometheus datasource of the dashboards and the provisioning file.")
+    )
     dashboard_folder: str = field(default="Spark state", metadata=_doc("Grafana folder the provisioned dashboards go into."))
-    dashboard_path: str = field(default="/var/lib/grafana/dashboards/spark-state-observer", metadata=_doc("Directory the dashboard provider reads the JSON files from."))
-    dashboard_uid_prefix: str = field(default="spark-state", metadata=_doc("Prefix of the dashboards' uids (keep it stable: links and bookmarks use it)."))
+    dashboard_path: str = field(
+        default="/var/lib/grafana/dashboards/spark-state-observer",
+        metadata=_doc("Directory the dashboard provider reads the JSON files from."),
+    )
+    dashboard_uid_prefix: str = field(
+        default="spark-state", metadata=_doc("Prefix of the dashboards' uids (keep it stable: links and bookmarks use it).")
+    )
     dashboard_refresh: str = field(default="30s", metadata=_doc("Auto-refresh of the dashboards."))
     kubernetes: Kubernetes = field(default_factory=Kubernetes, metadata=_doc("Prometheus Operator objects."))
     alertmanager: Alertmanager = field(default_factory=Alertmanager, metadata=_doc("Alertmanager route example."))
@@ -158,7 +241,9 @@ class MixinConfig:
                 raise MixinConfigError(f"app_label / static_labels: {name!r} is not a Prometheus label name")
         reserved = {"query", "query_id", "operator", "operator_index", "job", "instance", "severity"}
         if reserved & set(self.identity_labels):
-            raise MixinConfigError(f"static_labels / app_label must not use the observer's own labels {sorted(reserved & set(self.identity_labels))}")
+            raise MixinConfigError(
+                f"static_labels / app_label must not use the observer's own labels {sorted(reserved & set(self.identity_labels))}"
+            )
         if len(set(self.identity_labels)) != len(self.identity_labels):
             raise MixinConfigError("app_label and static_labels repeat a label")
         parse_matchers(self.selector, "selector")
@@ -175,8 +260,15 @@ class MixinConfig:
                 raise MixinConfigError(f"severities.{alert}: {value!r} is not one of {', '.join(SEVERITIES)}")
         t = self.thresholds
         if t.crash_loop_restarts < 1 or t.state_memory_budget_bytes <= 0 or not 0 < t.state_memory_budget_ratio <= 1:
-            raise MixinConfigError("thresholds: crash_loop_restarts must be >= 1, state_memory_budget_bytes > 0, state_memory_budget_ratio in (0, 1]")
-        for name in ("crash_loop_window_minutes", "falling_behind_window_minutes", "kafka_lag_window_minutes", "kafka_anomaly_window_minutes"):
+            raise MixinConfigError(
+                "thresholds: crash_loop_restarts must be >= 1, state_memory_budget_bytes > 0, state_memory_budget_ratio in (0, 1]"
+            )
+        for name in (
+            "crash_loop_window_minutes",
+            "falling_behind_window_minutes",
+            "kafka_lag_window_minutes",
+            "kafka_anomaly_window_minutes",
+        ):
             if getattr(t, name) < 1:
                 raise MixinConfigError(f"thresholds.{name} must be at least 1 (minute)")
         for name, value in dataclasses.asdict(t).items():
@@ -290,7 +382,9 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise MixinConfigError(f"unknown key(s) {', '.join(prefix + str(k) for k in unknown)}; known keys: {', '.join(prefix + k for k in fields)}")
+        raise MixinConfigError(
+            f"unknown key(s) {', '.join(prefix + str(k) for k in unknown)}; known keys: {', '.join(prefix + k for k in fields)}"
+        )
     default = cls()
     values: dict[str, Any] = {}
     for name, raw in data.items():
@@ -303,7 +397,9 @@ def _value(hint: Any, raw: Any, default: Any, key: str) -> Any:
         return _build(hint, raw, key + ".")
     origin = typing.get_origin(hint)
     if origin is dict:
-        if not isinstance(raw, Mapping) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool) for k, v in raw.items()):
+        if not isinstance(raw, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool) for k, v in raw.items()
+        ):
             raise MixinConfigError(f"{key}: expected a mapping of names to strings")
         if key in ("for_durations", "severities"):
             unknown = sorted(set(raw) - set(ALERT_DEFAULTS))
@@ -329,8 +425,11 @@ def _value(hint: Any, raw: Any, default: Any, key: str) -> Any:
 # --- printing the documented defaults --------------------------------------------------------------------
 def documented_defaults() -> str:
     """The default configuration as YAML, every key preceded by a comment saying what it does."""
-    lines = ["# spark-state-observer mixin configuration (defaults). Keep only the keys you change;",
-             "# pass the file to: spark-state-observer mixin export --out DIR --config FILE", ""]
+    lines = [
+        "# spark-state-observer mixin configuration (defaults). Keep only the keys you change;",
+        "# pass the file to: spark-state-observer mixin export --out DIR --config FILE",
+        "",
+    ]
     _document(MixinConfig(), 0, lines)
     return "\n".join(lines) + "\n"
 

@@ -37,8 +37,16 @@ class MixinExportError(RuntimeError):
 
 def _dashboard_inputs(config: MixinConfig) -> tuple[Any, ...]:
     """Every configuration value the dashboards read."""
-    return (config.app_label, tuple(config.static_labels), config.selector, config.thresholds, config.datasource.name,
-            config.datasource.uid, config.dashboard_uid_prefix, config.dashboard_refresh)
+    return (
+        config.app_label,
+        tuple(config.static_labels),
+        config.selector,
+        config.thresholds,
+        config.datasource.name,
+        config.datasource.uid,
+        config.dashboard_uid_prefix,
+        config.dashboard_refresh,
+    )
 
 
 def dashboards(config: MixinConfig) -> dict[str, str]:
@@ -48,8 +56,10 @@ def dashboards(config: MixinConfig) -> dict[str, str]:
 
         return render(config)
     if _dashboard_inputs(config) != _dashboard_inputs(MixinConfig()):
-        raise MixinExportError("this configuration changes the dashboards, and rendering them needs grafana-foundation-sdk: "
-                               "pip install 'spark-state-observer[mixin]' (the bundled dashboards are for the default configuration)")
+        raise MixinExportError(
+            "this configuration changes the dashboards, and rendering them needs grafana-foundation-sdk: "
+            "pip install 'spark-state-observer[mixin]' (the bundled dashboards are for the default configuration)"
+        )
     return bundled_dashboards()
 
 
@@ -68,9 +78,15 @@ def artefacts(config: MixinConfig) -> dict[str, str]:
     files = {f"dashboards/{name}": text for name, text in dashboards(config).items()}
     files.update({f"alerts/{name}": text for name, text in rule_files(config).items()})
     files.update({f"alerts/tests/{name}": text for name, text in unit_test_files(config).items()})
-    files["alerts/runbook.md"] = "<!-- Written by `spark-state-observer mixin export`; its source is observer/mixin/runbook.md. -->\n" + runbook()
-    files["alerts/alertmanager.example.yml"] = dump(alertmanager.example(config), YAML_HEADER + "# Check it with: amtool check-config alertmanager.example.yml\n")
-    files.update({f"deploy/prometheus-operator/{name}": dump(obj, YAML_HEADER) for name, obj in prometheus_operator.objects(config).items()})
+    files["alerts/runbook.md"] = (
+        "<!-- Written by `spark-state-observer mixin export`; its source is observer/mixin/runbook.md. -->\n" + runbook()
+    )
+    files["alerts/alertmanager.example.yml"] = dump(
+        alertmanager.example(config), YAML_HEADER + "# Check it with: amtool check-config alertmanager.example.yml\n"
+    )
+    files.update(
+        {f"deploy/prometheus-operator/{name}": dump(obj, YAML_HEADER) for name, obj in prometheus_operator.objects(config).items()}
+    )
     files.update({f"deploy/grafana/provisioning/{name}": dump(doc, YAML_HEADER) for name, doc in grafana.provisioning(config).items()})
     return files
 

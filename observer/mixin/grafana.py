@@ -11,22 +11,42 @@ from observer.mixin.config import MixinConfig
 
 
 def dashboard_provider(config: MixinConfig) -> dict[str, Any]:
-    return {"apiVersion": 1, "providers": [{
-        "name": "spark-state-observer", "orgId": 1, "folder": config.dashboard_folder, "type": "file",
-        "disableDeletion": False, "allowUiUpdates": False, "updateIntervalSeconds": 60,
-        "options": {"path": config.dashboard_path, "foldersFromFilesStructure": False},
-    }]}
+    return {
+        "apiVersion": 1,
+        "providers": [
+            {
+                "name": "spark-state-observer",
+                "orgId": 1,
+                "folder": config.dashboard_folder,
+                "type": "file",
+                "disableDeletion": False,
+                "allowUiUpdates": False,
+                "updateIntervalSeconds": 60,
+                "options": {"path": config.dashboard_path, "foldersFromFilesStructure": False},
+            }
+        ],
+    }
 
 
 def datasource(config: MixinConfig) -> dict[str, Any]:
     source = config.datasource
-    return {"apiVersion": 1, "datasources": [{
-        "name": source.name, "uid": source.uid, "type": "prometheus", "access": "proxy", "url": source.url,
-        "isDefault": False, "editable": False, "jsonData": {"timeInterval": config.kubernetes.scrape_interval},
-    }]}
+    return {
+        "apiVersion": 1,
+        "datasources": [
+            {
+                "name": source.name,
+                "uid": source.uid,
+                "type": "prometheus",
+                "access": "proxy",
+                "url": source.url,
+                "isDefault": False,
+                "editable": False,
+                "jsonData": {"timeInterval": config.kubernetes.scrape_interval},
+            }
+        ],
+    }
 
 
 def provisioning(config: MixinConfig) -> dict[str, dict[str, Any]]:
     """Path under ``provisioning/`` -> document."""
-    return {"dashboards/spark-state-observer.yaml": dashboard_provider(config),
-            "datasources/spark-state-observer.yaml": datasource(config)}
+    return {"dashboards/spark-state-observer.yaml": dashboard_provider(config), "datasources/spark-state-observer.yaml": datasource(config)}

@@ -24,9 +24,15 @@ def _metadata(config: MixinConfig, name: str) -> dict[str, Any]:
 
 
 def _endpoint(config: MixinConfig, port_key: str) -> dict[str, Any]:
-    endpoint: dict[str, Any] = {port_key: config.kubernetes.port, "path": "/metrics",
-                                "interval": config.kubernetes.scrape_interval, "honorLabels": True}
-    job = next((value for label, op, value in parse_matchers(config.observer_selector, "observer_selector") if label == "job" and op == "="), None)
+    endpoint: dict[str, Any] = {
+        port_key: config.kubernetes.port,
+        "path": "/metrics",
+        "interval": config.kubernetes.scrape_interval,
+        "honorLabels": True,
+    }
+    job = next(
+        (value for label, op, value in parse_matchers(config.observer_selector, "observer_selector") if label == "job" and op == "="), None
+    )
     if job is not None:
         endpoint["relabelings"] = [{"action": "replace", "targetLabel": "job", "replacement": job}]
     return endpoint
@@ -34,8 +40,12 @@ def _endpoint(config: MixinConfig, port_key: str) -> dict[str, Any]:
 
 def prometheus_rule(config: MixinConfig) -> dict[str, Any]:
     docs = rule_documents(config)
-    return {"apiVersion": API_VERSION, "kind": "PrometheusRule", "metadata": _metadata(config, NAME),
-            "spec": {"groups": docs["recording.yml"]["groups"] + docs["rules.yml"]["groups"]}}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "PrometheusRule",
+        "metadata": _metadata(config, NAME),
+        "spec": {"groups": docs["recording.yml"]["groups"] + docs["rules.yml"]["groups"]},
+    }
 
 
 def service_monitor(config: MixinConfig) -> dict[str, Any]:
@@ -49,12 +59,18 @@ def service_monitor(config: MixinConfig) -> dict[str, Any]:
 def pod_monitor(config: MixinConfig) -> dict[str, Any]:
     k = config.kubernetes
     namespaces: dict[str, Any] = {"matchNames": list(k.driver_namespaces)} if k.driver_namespaces else {"any": True}
-    spec = {"selector": {"matchLabels": dict(k.driver_selector)}, "namespaceSelector": namespaces,
-            "podMetricsEndpoints": [_endpoint(config, "port")]}
+    spec = {
+        "selector": {"matchLabels": dict(k.driver_selector)},
+        "namespaceSelector": namespaces,
+        "podMetricsEndpoints": [_endpoint(config, "port")],
+    }
     return {"apiVersion": API_VERSION, "kind": "PodMonitor", "metadata": _metadata(config, f"{NAME}-drivers"), "spec": spec}
 
 
 def objects(config: MixinConfig) -> dict[str, dict[str, Any]]:
     """File name -> object."""
-    return {"prometheusrule.yaml": prometheus_rule(config), "servicemonitor.yaml": service_monitor(config),
-            "podmonitor.yaml": pod_monitor(config)}
+    return {
+        "prometheusrule.yaml": prometheus_rule(config),
+        "servicemonitor.yaml": service_monitor(config),
+        "podmonitor.yaml": pod_monitor(config),
+    }

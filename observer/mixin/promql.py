@@ -82,7 +82,11 @@ class PromQL:
         self.operator = f"{self.query}, operator_index, operator"
         base = [config.selector.strip()] if config.selector.strip() else []
         # the observer's own series carry no app label: a selector matcher on it would hide them
-        no_app = [f'{label}{op}"{_escape(value)}"' for label, op, value in parse_matchers(config.selector, "selector") if label != config.app_label]
+        no_app = [
+            f'{label}{op}"{_escape(value)}"'
+            for label, op, value in parse_matchers(config.selector, "selector")
+            if label != config.app_label
+        ]
         static = [f'{label}=~"${label}"' for label in config.static_labels] if dashboard else []
         app = [f'{config.app_label}=~"${config.app_label}"'] if dashboard else []
         query = ['query=~"$query"'] if dashboard else []

@@ -54,8 +54,7 @@ def _alert(config: MixinConfig, name: str, expr: str, summary: str, description:
         "expr": expr,
         "for": config.for_durations[name],
         "labels": {"severity": config.severities[name]},
-        "annotations": {"summary": summary, "description": description,
-                        "runbook_url": f"{config.runbook_base_url}#{name.lower()}"},
+        "annotations": {"summary": summary, "description": description, "runbook_url": f"{config.runbook_base_url}#{name.lower()}"},
     }
 
 
@@ -85,99 +84,145 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         return _alert(config, name, expr, summary, description)
 
     queries = [
-        a("SparkStreamingQueryFailed", f"max by ({query}) ({failed}) == 1",
-          f"Streaming query {q} terminated with an exception.",
-          f"Query {q} ({{{{ $labels.query_id }}}}) failed and is not running; its state is not being updated."),
-        a("SparkStreamingQueryDown", f"max by ({query}) ({terminated}) == 1",
-          f"Streaming query {q} is stopped.",
-          f"Query {q} stopped without an exception at least {config.for_durations['SparkStreamingQueryDown']} ago and has not started again."),
-        a("SparkStreamingQueryCrashLooping",
-          f"max by ({query}) ({p.sel(catalog.QUERY_CRASH_LOOP)}) == 1 or "
-          f"sum by ({query}) (increase({p.sel(catalog.QUERY_STARTS)}[{window_cl}])) >= {number(t.crash_loop_restarts)}",
-          f"Streaming query {q} is restarting in a loop.",
-          f"Query {q} restarted at least {number(t.crash_loop_restarts)} times within {window_cl}; every restart restores its state again."),
-        a("SparkStreamingQueryStalled", f"max by ({query}) ({p.sel(catalog.QUERY_STALLED)}) == 1",
-          f"Streaming query {q} makes no progress.",
-          f"Query {q} is active but has reported no batch for many times its usual interval (a hung batch, a long restore or a stuck source)."),
-        a("SparkStreamingQueryFallingBehind",
-          f"max by ({query}) ({p.sel(catalog.FALLING_BEHIND)}) == 1 or "
-          f"(max by ({query}) (avg_over_time({p.sel(catalog.INPUT_ROWS_PER_SECOND)}[{window_fb}])) > "
-          f"{number(t.falling_behind_ratio)} * max by ({query}) (avg_over_time({p.sel(catalog.PROCESSED_ROWS_PER_SECOND)}[{window_fb}])))",
-          f"Streaming query {q} is falling behind its input.",
-          f"Data arrives at query {q} faster than it is processed (input above {number(t.falling_behind_ratio)} x processing over {window_fb}); latency grows until it catches up."),
-        a("SparkStreamingKafkaLagGrowing",
-          f"max by ({kafka}) ({topic_lag}) > {number(t.kafka_lag_offsets)} and "
-          f"max by ({kafka}) (deriv({topic_lag}[{window_kl}])) > 0",
-          f"Kafka lag of streaming query {q} keeps growing.",
-          f"Topic {{{{ $labels.topic }}}} of query {q} is {{{{ $value | humanize }}}} records behind the latest and the lag grew over {window_kl}."),
-        a("SparkStreamingKafkaLagSecondsHigh",
-          f"max by ({kafka}) ({p.sel(catalog.KAFKA_TOPIC_LAG_SECONDS)}) > {number(t.kafka_lag_seconds_slo)}",
-          f"Kafka records wait too long for streaming query {q}.",
-          f"The oldest record of topic {{{{ $labels.topic }}}} that query {q} has not read is {{{{ $value | humanizeDuration }}}} old, "
-          f"above the {number(t.kafka_lag_seconds_slo)} s freshness objective."),
-        a("SparkStreamingKafkaPartitionStuck",
-          f"max by ({kafka}) ({p.sel(catalog.KAFKA_STUCK_PARTITIONS)}) > 0",
-          f"A Kafka partition of streaming query {q} is stuck.",
-          f"{{{{ $value }}}} partition(s) of topic {{{{ $labels.topic }}}} have had records to read for several batches, but query {q} does not read them."),
-        a("SparkStreamingKafkaDataLossRisk",
-          f"sum by ({kafka}, kind) (increase({p.sel(catalog.KAFKA_OFFSET_ANOMALIES)}[{window_ka}])) > 0",
-          f"Kafka offsets of streaming query {q} skipped or went back.",
-          f"Topic {{{{ $labels.topic }}}} of query {q}: offsets {{{{ $labels.kind }}}} between batches {{{{ $value | humanize }}}} time(s) in {window_ka}; "
-          "records were lost (retention, truncation, a recreated topic) or read twice."),
-        a("SparkStreamingWatermarkLagHigh",
-          f"max by ({query}) ({p.sel(catalog.WATERMARK_LAG)}) > {number(t.watermark_lag_seconds)}",
-          f"Watermark of streaming query {q} lags far behind.",
-          f"The event-time watermark of query {q} is {{{{ $value | humanizeDuration }}}} behind the trigger time; state older than it cannot be evicted."),
+        a(
+            "SparkStreamingQueryFailed",
+            f"max by ({query}) ({failed}) == 1",
+            f"Streaming query {q} terminated with an exception.",
+            f"Query {q} ({{{{ $labels.query_id }}}}) failed and is not running; its state is not being updated.",
+        ),
+        a(
+            "SparkStreamingQueryDown",
+            f"max by ({query}) ({terminated}) == 1",
+            f"Streaming query {q} is stopped.",
+            f"Query {q} stopped without an exception at least {config.for_durations['SparkStreamingQueryDown']} ago and has not started again.",
+        ),
+        a(
+            "SparkStreamingQueryCrashLooping",
+            f"max by ({query}) ({p.sel(catalog.QUERY_CRASH_LOOP)}) == 1 or "
+            f"sum by ({query}) (increase({p.sel(catalog.QUERY_STARTS)}[{window_cl}])) >= {number(t.crash_loop_restarts)}",
+            f"Streaming query {q} is restarting in a loop.",
+            f"Query {q} restarted at least {number(t.crash_loop_restarts)} times within {window_cl}; every restart restores its state again.",
+        ),
+        a(
+            "SparkStreamingQueryStalled",
+            f"max by ({query}) ({p.sel(catalog.QUERY_STALLED)}) == 1",
+            f"Streaming query {q} makes no progress.",
+            f"Query {q} is active but has reported no batch for many times its usual interval (a hung batch, a long restore or a stuck source).",
+        ),
+        a(
+            "SparkStreamingQueryFallingBehind",
+            f"max by ({query}) ({p.sel(catalog.FALLING_BEHIND)}) == 1 or "
+            f"(max by ({query}) (avg_over_time({p.sel(catalog.INPUT_ROWS_PER_SECOND)}[{window_fb}])) > "
+            f"{number(t.falling_behind_ratio)} * max by ({query}) (avg_over_time({p.sel(catalog.PROCESSED_ROWS_PER_SECOND)}[{window_fb}])))",
+            f"Streaming query {q} is falling behind its input.",
+            f"Data arrives at query {q} faster than it is processed (input above {number(t.falling_behind_ratio)} x processing over {window_fb}); latency grows until it catches up.",
+        ),
+        a(
+            "SparkStreamingKafkaLagGrowing",
+            f"max by ({kafka}) ({topic_lag}) > {number(t.kafka_lag_offsets)} and max by ({kafka}) (deriv({topic_lag}[{window_kl}])) > 0",
+            f"Kafka lag of streaming query {q} keeps growing.",
+            f"Topic {{{{ $labels.topic }}}} of query {q} is {{{{ $value | humanize }}}} records behind the latest and the lag grew over {window_kl}.",
+        ),
+        a(
+            "SparkStreamingKafkaLagSecondsHigh",
+            f"max by ({kafka}) ({p.sel(catalog.KAFKA_TOPIC_LAG_SECONDS)}) > {number(t.kafka_lag_seconds_slo)}",
+            f"Kafka records wait too long for streaming query {q}.",
+            f"The oldest record of topic {{{{ $labels.topic }}}} that query {q} has not read is {{{{ $value | humanizeDuration }}}} old, "
+            f"above the {number(t.kafka_lag_seconds_slo)} s freshness objective.",
+        ),
+        a(
+            "SparkStreamingKafkaPartitionStuck",
+            f"max by ({kafka}) ({p.sel(catalog.KAFKA_STUCK_PARTITIONS)}) > 0",
+            f"A Kafka partition of streaming query {q} is stuck.",
+            f"{{{{ $value }}}} partition(s) of topic {{{{ $labels.topic }}}} have had records to read for several batches, but query {q} does not read them.",
+        ),
+        a(
+            "SparkStreamingKafkaDataLossRisk",
+            f"sum by ({kafka}, kind) (increase({p.sel(catalog.KAFKA_OFFSET_ANOMALIES)}[{window_ka}])) > 0",
+            f"Kafka offsets of streaming query {q} skipped or went back.",
+            f"Topic {{{{ $labels.topic }}}} of query {q}: offsets {{{{ $labels.kind }}}} between batches {{{{ $value | humanize }}}} time(s) in {window_ka}; "
+            "records were lost (retention, truncation, a recreated topic) or read twice.",
+        ),
+        a(
+            "SparkStreamingWatermarkLagHigh",
+            f"max by ({query}) ({p.sel(catalog.WATERMARK_LAG)}) > {number(t.watermark_lag_seconds)}",
+            f"Watermark of streaming query {q} lags far behind.",
+            f"The event-time watermark of query {q} is {{{{ $value | humanizeDuration }}}} behind the trigger time; state older than it cannot be evicted.",
+        ),
     ]
     state = [
-        a("SparkStateRestoreTooLong",
-          f"max by ({op}) ({restore} > {number(t.restore_seconds)} unless {restore} == {restore} offset 1h)",
-          f"State restore of query {q} took too long.",
-          f"Operator {o} of query {q} needed {{{{ $value | humanizeDuration }}}} to restore its state after the latest restart."),
-        a("SparkStateUnbounded", f"max by ({op}) ({p.sel(catalog.STATE_UNBOUNDED)}) == 1",
-          f"State of query {q} grows without eviction.",
-          f"Operator {o} of query {q} keeps adding state rows and removes none; without a watermark, timeout or TTL it grows until it fails."),
-        a("SparkStateBudgetExhaustionForecast",
-          f"min by ({op}) ({p.sel(catalog.ROWS_BUDGET_ETA)}) < {eta} or "
-          f"min by ({op}) ({p.sel(catalog.MEMORY_BUDGET_ETA)}) < {eta}",
-          f"State of query {q} will reach its budget soon.",
-          f"At the current growth rate operator {o} of query {q} reaches its rows or memory budget in {{{{ $value | humanizeDuration }}}}."),
-        a("SparkStateMemoryNearBudget", f"max by ({op}) ({p.sel(catalog.by_key('memoryUsedBytes'))}) > {number(memory)}",
-          f"State memory of query {q} is near its budget.",
-          f"Operator {o} of query {q} uses {{{{ $value | humanize1024 }}}}B of state memory, above "
-          f"{number(t.state_memory_budget_ratio * 100)}% of the {number(t.state_memory_budget_bytes / 1024**3)} GiB budget."),
-        a("SparkStateCommitLatencyHigh",
-          f"max by ({op}) ({RECORDED_COMMIT_PER_INSTANCE}) > {number(t.commit_seconds_per_instance)}",
-          f"State commits of query {q} are slow.",
-          f"Committing one state store of operator {o} in query {q} takes {{{{ $value | humanizeDuration }}}} per batch on average."),
-        a("SparkStateRocksDBWriteStalls",
-          f"max by ({op}) ({RECORDED_WRITE_STALL_PER_BATCH}) > {number(t.write_stall_seconds_per_batch)}",
-          f"RocksDB writes of query {q} stall.",
-          f"RocksDB writers of operator {o} in query {q} wait for flushes or compaction ({{{{ $value | humanize }}}} s per batch)."),
-        a("SparkStateSnapshotUploadLagging",
-          f"max by ({op}) ({p.sel(catalog.SNAPSHOT_LAG_BATCHES)}) > {number(t.snapshot_lag_batches)}",
-          f"State snapshots of query {q} are not uploaded.",
-          f"A store instance of operator {o} in query {q} has not uploaded a snapshot for {{{{ $value }}}} batches; a restart would replay that many changelog files."),
-        a("SparkStatePartitionsMigrating",
-          f"sum by ({op}) (increase({p.sel(catalog.PARTITION_MIGRATION_BATCHES)}[{window_mig}])) >= {number(t.partition_migration_batches)}",
-          f"State partitions of query {q} keep moving between executors.",
-          f"In {{{{ $value | humanize }}}} batches within {window_mig}, state partitions of operator {o} in query {q} ran on another executor than in their "
-          "previous batch; each move reloads the store from the checkpoint (locality wait, dynamic allocation or decommissioning)."),
+        a(
+            "SparkStateRestoreTooLong",
+            f"max by ({op}) ({restore} > {number(t.restore_seconds)} unless {restore} == {restore} offset 1h)",
+            f"State restore of query {q} took too long.",
+            f"Operator {o} of query {q} needed {{{{ $value | humanizeDuration }}}} to restore its state after the latest restart.",
+        ),
+        a(
+            "SparkStateUnbounded",
+            f"max by ({op}) ({p.sel(catalog.STATE_UNBOUNDED)}) == 1",
+            f"State of query {q} grows without eviction.",
+            f"Operator {o} of query {q} keeps adding state rows and removes none; without a watermark, timeout or TTL it grows until it fails.",
+        ),
+        a(
+            "SparkStateBudgetExhaustionForecast",
+            f"min by ({op}) ({p.sel(catalog.ROWS_BUDGET_ETA)}) < {eta} or min by ({op}) ({p.sel(catalog.MEMORY_BUDGET_ETA)}) < {eta}",
+            f"State of query {q} will reach its budget soon.",
+            f"At the current growth rate operator {o} of query {q} reaches its rows or memory budget in {{{{ $value | humanizeDuration }}}}.",
+        ),
+        a(
+            "SparkStateMemoryNearBudget",
+            f"max by ({op}) ({p.sel(catalog.by_key('memoryUsedBytes'))}) > {number(memory)}",
+            f"State memory of query {q} is near its budget.",
+            f"Operator {o} of query {q} uses {{{{ $value | humanize1024 }}}}B of state memory, above "
+            f"{number(t.state_memory_budget_ratio * 100)}% of the {number(t.state_memory_budget_bytes / 1024**3)} GiB budget.",
+        ),
+        a(
+            "SparkStateCommitLatencyHigh",
+            f"max by ({op}) ({RECORDED_COMMIT_PER_INSTANCE}) > {number(t.commit_seconds_per_instance)}",
+            f"State commits of query {q} are slow.",
+            f"Committing one state store of operator {o} in query {q} takes {{{{ $value | humanizeDuration }}}} per batch on average.",
+        ),
+        a(
+            "SparkStateRocksDBWriteStalls",
+            f"max by ({op}) ({RECORDED_WRITE_STALL_PER_BATCH}) > {number(t.write_stall_seconds_per_batch)}",
+            f"RocksDB writes of query {q} stall.",
+            f"RocksDB writers of operator {o} in query {q} wait for flushes or compaction ({{{{ $value | humanize }}}} s per batch).",
+        ),
+        a(
+            "SparkStateSnapshotUploadLagging",
+            f"max by ({op}) ({p.sel(catalog.SNAPSHOT_LAG_BATCHES)}) > {number(t.snapshot_lag_batches)}",
+            f"State snapshots of query {q} are not uploaded.",
+            f"A store instance of operator {o} in query {q} has not uploaded a snapshot for {{{{ $value }}}} batches; a restart would replay that many changelog files.",
+        ),
+        a(
+            "SparkStatePartitionsMigrating",
+            f"sum by ({op}) (increase({p.sel(catalog.PARTITION_MIGRATION_BATCHES)}[{window_mig}])) >= {number(t.partition_migration_batches)}",
+            f"State partitions of query {q} keep moving between executors.",
+            f"In {{{{ $value | humanize }}}} batches within {window_mig}, state partitions of operator {o} in query {q} ran on another executor than in their "
+            "previous batch; each move reloads the store from the checkpoint (locality wait, dynamic allocation or decommissioning).",
+        ),
     ]
     by_endpoint = p.by("instance, job")
     observer = [
-        a("SparkStateObserverDown", f"up{{{config.observer_selector}}} == 0",
-          "The spark-state-observer endpoint {{ $labels.instance }} is down.",
-          "Prometheus cannot scrape {{ $labels.instance }}: the Spark driver or the watcher is gone or the endpoint is unreachable; its queries are invisible."),
-        a("SparkStateObserverDroppingEvents",
-          f"sum by ({by_endpoint}, reason) (increase({p.sel(catalog.EVENTS_DROPPED, p.endpoint)}[10m])) > 0",
-          "spark-state-observer on {{ $labels.instance }} drops events.",
-          "{{ $value | humanize }} listener events were lost in 10 minutes (reason {{ $labels.reason }}); metrics and signals miss batches."),
-        a("SparkStateObserverFailing",
-          f"sum by ({by_endpoint}) (increase({p.sel(catalog.EVENTS_FAILED, p.endpoint)}[10m])) > 0 or "
-          f"sum by ({by_endpoint}) (increase({p.sel(catalog.EXPORT_FAILURES, p.endpoint)}[10m])) > 0",
-          "spark-state-observer on {{ $labels.instance }} fails.",
-          "The observer failed to process or export {{ $value | humanize }} events in 10 minutes; see its log (spark-state-observer lines)."),
+        a(
+            "SparkStateObserverDown",
+            f"up{{{config.observer_selector}}} == 0",
+            "The spark-state-observer endpoint {{ $labels.instance }} is down.",
+            "Prometheus cannot scrape {{ $labels.instance }}: the Spark driver or the watcher is gone or the endpoint is unreachable; its queries are invisible.",
+        ),
+        a(
+            "SparkStateObserverDroppingEvents",
+            f"sum by ({by_endpoint}, reason) (increase({p.sel(catalog.EVENTS_DROPPED, p.endpoint)}[10m])) > 0",
+            "spark-state-observer on {{ $labels.instance }} drops events.",
+            "{{ $value | humanize }} listener events were lost in 10 minutes (reason {{ $labels.reason }}); metrics and signals miss batches.",
+        ),
+        a(
+            "SparkStateObserverFailing",
+            f"sum by ({by_endpoint}) (increase({p.sel(catalog.EVENTS_FAILED, p.endpoint)}[10m])) > 0 or "
+            f"sum by ({by_endpoint}) (increase({p.sel(catalog.EXPORT_FAILURES, p.endpoint)}[10m])) > 0",
+            "spark-state-observer on {{ $labels.instance }} fails.",
+            "The observer failed to process or export {{ $value | humanize }} events in 10 minutes; see its log (spark-state-observer lines).",
+        ),
     ]
     return {"queries": queries, "state": state, "observer": observer}
 

@@ -113,6 +113,7 @@ TEMPLATE = re.compile(r"\{\{ \$(?:labels\.(\w+)|(value))(?: \| (\w+))? \}\}")
 
 def render(text: str, labels: Labels, value: float | None) -> str:
     """An annotation as Prometheus renders it for an alert with these labels and value."""
+
     def one(m: re.Match[str]) -> str:
         if m.group(1):
             return labels.get(m.group(1), "")
@@ -130,10 +131,16 @@ def _fixed_labels(matchers: list[tuple[str, str, str]], given: Labels, key: str)
         labels.setdefault(name, value)
     for name, op, value in matchers:
         actual = labels.get(name, "")
-        ok = {"=": actual == value, "!=": actual != value,
-              "=~": re.fullmatch(value, actual) is not None, "!~": re.fullmatch(value, actual) is None}[op]
+        ok = {
+            "=": actual == value,
+            "!=": actual != value,
+            "=~": re.fullmatch(value, actual) is not None,
+            "!~": re.fullmatch(value, actual) is None,
+        }[op]
         if not ok:
-            raise MixinConfigError(f'{key}: the generated tests need a value for label {name} matching {name}{op}"{value}"; set test_labels.{name}')
+            raise MixinConfigError(
+                f'{key}: the generated tests need a value for label {name} matching {name}{op}"{value}"; set test_labels.{name}'
+            )
     return labels
 
 
@@ -163,8 +170,12 @@ class LabelSets:
         return self.query(role, operator_index="0", operator="dedupeWithinWatermark", **extra)
 
     def endpoint(self, role: int, **extra: str) -> Labels:
-        return {**{k: v for k, v in self.base.items() if k != self.config.app_label}, "job": self.job,
-                "instance": f"driver-{'ab'[role]}:9108", **extra}
+        return {
+            **{k: v for k, v in self.base.items() if k != self.config.app_label},
+            "job": self.job,
+            "instance": f"driver-{'ab'[role]}:9108",
+            **extra,
+        }
 
 
 def _keep(labels: Labels, by: list[str]) -> Labels:
@@ -199,7 +210,9 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
     def flag(alert: str, name: MetricSpec, labels: Callable[..., Labels], by: list[str], extra: Labels | None = None) -> None:
         n = f(alert) + 10
         bad, ok = labels(0, **(extra or {})), labels(1, **(extra or {}))
-        cases.append(Case(alert, [(name, bad, f"1x{n:g}"), (name, ok, f"0x{n:g}")], f(alert) + 2, [(_keep(bad, by), 1.0)], quiet_before(alert)))
+        cases.append(
+            Case(alert, [(name, bad, f"1x{n:g}"), (name, ok, f"0x{n:g}")], f(alert) + 2, [(_keep(bad, by), 1.0)], quiet_before(alert))
+        )
 
     flag("SparkStreamingQueryFailed", catalog.QUERY_STATUS, ls.query, by_query, {"status": "failed"})
     flag("SparkStreamingQueryDown", catalog.QUERY_STATUS, ls.query, by_query, {"status": "terminated"})
@@ -208,13 +221,20 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
     window, restarts = t.crash_loop_window_minutes, v.crash_loop_restarts
     at = window + f(alert) + 2
     n = at + 10
-    cases.append(Case(alert, [
-        (catalog.QUERY_STARTS, ls.query(0), f"1+{_n((restarts + 1) / v.crash_loop_window_minutes)}x{n:g}"),
-        (catalog.QUERY_CRASH_LOOP, ls.query(0), f"0x{n:g}"),
-        (catalog.QUERY_STARTS, ls.query(1), f"1+{_n(restarts / 2 / v.crash_loop_window_minutes)}x{n:g}"),
-        (catalog.QUERY_CRASH_LOOP, ls.query(1), f"0x{n:g}"),
-        (catalog.QUERY_CRASH_LOOP, ls.query(2), f"1x{n:g}"),
-    ], at, [(_keep(ls.query(0), by_query), None), (_keep(ls.query(2), by_query), None)]))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.QUERY_STARTS, ls.query(0), f"1+{_n((restarts + 1) / v.crash_loop_window_minutes)}x{n:g}"),
+                (catalog.QUERY_CRASH_LOOP, ls.query(0), f"0x{n:g}"),
+                (catalog.QUERY_STARTS, ls.query(1), f"1+{_n(restarts / 2 / v.crash_loop_window_minutes)}x{n:g}"),
+                (catalog.QUERY_CRASH_LOOP, ls.query(1), f"0x{n:g}"),
+                (catalog.QUERY_CRASH_LOOP, ls.query(2), f"1x{n:g}"),
+            ],
+            at,
+            [(_keep(ls.query(0), by_query), None), (_keep(ls.query(2), by_query), None)],
+        )
+    )
 
     flag("SparkStreamingQueryStalled", catalog.QUERY_STALLED, ls.query, by_query)
 
@@ -223,9 +243,11 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
     n = at + 10
     series = []
     for role, factor in ((0, 1.25), (1, 0.8)):
-        series += [(catalog.FALLING_BEHIND, ls.query(role), f"0x{n:g}"),
-                   (catalog.INPUT_ROWS_PER_SECOND, ls.query(role), f"100x{n:g}"),
-                   (catalog.PROCESSED_ROWS_PER_SECOND, ls.query(role), f"{_n(round(100 / (v.falling_behind_ratio * factor), 3))}x{n:g}")]
+        series += [
+            (catalog.FALLING_BEHIND, ls.query(role), f"0x{n:g}"),
+            (catalog.INPUT_ROWS_PER_SECOND, ls.query(role), f"100x{n:g}"),
+            (catalog.PROCESSED_ROWS_PER_SECOND, ls.query(role), f"{_n(round(100 / (v.falling_behind_ratio * factor), 3))}x{n:g}"),
+        ]
     cases.append(Case(alert, series, at, [(_keep(ls.query(0), by_query), None)], quiet_before(alert)))
 
     by_kafka = [*by_query, "source_index", "source", "topic"]
@@ -235,19 +257,34 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
     at = t.kafka_lag_window_minutes + f(alert) + 2
     n = at + 10
     lag = v.kafka_lag_offsets
-    cases.append(Case(alert, [
-        (catalog.KAFKA_TOPIC_LAG_RECORDS, ls.query(0, **source), f"{_n(2 * lag)}+{_n(lag / 10)}x{n:g}"),
-        (catalog.KAFKA_TOPIC_LAG_RECORDS, ls.query(1, **source), f"{_n(2 * lag)}x{n:g}"),
-        (catalog.KAFKA_TOPIC_LAG_RECORDS, ls.query(2, **source), f"0+{_n(lag / (4 * n))}x{n:g}"),
-    ], at, [(_keep(ls.query(0, **source), by_kafka), 2 * lag + lag / 10 * at)]))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.KAFKA_TOPIC_LAG_RECORDS, ls.query(0, **source), f"{_n(2 * lag)}+{_n(lag / 10)}x{n:g}"),
+                (catalog.KAFKA_TOPIC_LAG_RECORDS, ls.query(1, **source), f"{_n(2 * lag)}x{n:g}"),
+                (catalog.KAFKA_TOPIC_LAG_RECORDS, ls.query(2, **source), f"0+{_n(lag / (4 * n))}x{n:g}"),
+            ],
+            at,
+            [(_keep(ls.query(0, **source), by_kafka), 2 * lag + lag / 10 * at)],
+        )
+    )
 
     alert = "SparkStreamingKafkaLagSecondsHigh"
     n = f(alert) + 10
     slo = v.kafka_lag_seconds_slo
-    cases.append(Case(alert, [
-        (catalog.KAFKA_TOPIC_LAG_SECONDS, ls.query(0, **source), f"{_n(1.5 * slo)}x{n:g}"),
-        (catalog.KAFKA_TOPIC_LAG_SECONDS, ls.query(1, **source), f"{_n(slo / 2)}x{n:g}"),
-    ], f(alert) + 2, [(_keep(ls.query(0, **source), by_kafka), 1.5 * slo)], quiet_before(alert)))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.KAFKA_TOPIC_LAG_SECONDS, ls.query(0, **source), f"{_n(1.5 * slo)}x{n:g}"),
+                (catalog.KAFKA_TOPIC_LAG_SECONDS, ls.query(1, **source), f"{_n(slo / 2)}x{n:g}"),
+            ],
+            f(alert) + 2,
+            [(_keep(ls.query(0, **source), by_kafka), 1.5 * slo)],
+            quiet_before(alert),
+        )
+    )
 
     flag("SparkStreamingKafkaPartitionStuck", catalog.KAFKA_STUCK_PARTITIONS, ls.query, by_kafka, source)
 
@@ -256,82 +293,151 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
     at = window + f(alert) + 2
     n = at + 10
     skipped = {**source, "kind": "skipped"}
-    cases.append(Case(alert, [
-        (catalog.KAFKA_OFFSET_ANOMALIES, ls.query(0, **skipped), f"0+1x{n:g}"),
-        (catalog.KAFKA_OFFSET_ANOMALIES, ls.query(1, **skipped), f"0x{n:g}"),
-    ], at, [(_keep(ls.query(0, **skipped), [*by_kafka, "kind"]), window)]))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.KAFKA_OFFSET_ANOMALIES, ls.query(0, **skipped), f"0+1x{n:g}"),
+                (catalog.KAFKA_OFFSET_ANOMALIES, ls.query(1, **skipped), f"0x{n:g}"),
+            ],
+            at,
+            [(_keep(ls.query(0, **skipped), [*by_kafka, "kind"]), window)],
+        )
+    )
 
     alert = "SparkStreamingWatermarkLagHigh"
     n = f(alert) + 10
-    cases.append(Case(alert, [
-        (catalog.WATERMARK_LAG, ls.query(0), f"{_n(1.5 * v.watermark_lag_seconds)}x{n:g}"),
-        (catalog.WATERMARK_LAG, ls.query(1), f"{_n(v.watermark_lag_seconds / 2)}x{n:g}"),
-    ], f(alert) + 2, [(_keep(ls.query(0), by_query), 1.5 * v.watermark_lag_seconds)], quiet_before(alert)))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.WATERMARK_LAG, ls.query(0), f"{_n(1.5 * v.watermark_lag_seconds)}x{n:g}"),
+                (catalog.WATERMARK_LAG, ls.query(1), f"{_n(v.watermark_lag_seconds / 2)}x{n:g}"),
+            ],
+            f(alert) + 2,
+            [(_keep(ls.query(0), by_query), 1.5 * v.watermark_lag_seconds)],
+            quiet_before(alert),
+        )
+    )
 
     alert = "SparkStateRestoreTooLong"
     if f(alert) > 55:
         raise MixinConfigError(f"for_durations.{alert}: must be under 55m (the alert looks at restores of the last hour)")
     restore = 1.5 * v.restore_seconds
-    cases.append(Case(alert, [
-        (catalog.LAST_RESTORE_DURATION, ls.operator(0, method="load_metrics", confidence="measured"), f"_x10 {_n(restore)}x80"),
-        (catalog.LAST_RESTORE_DURATION, ls.operator(1, method="load_metrics", confidence="measured"), f"{_n(v.restore_seconds / 10)}x90"),
-        # a first batch full of backlog: a residual estimate of low confidence never alerts
-        (catalog.LAST_RESTORE_DURATION, ls.query(1, operator_index="1", operator="stateStoreSave", method="residual_estimate", confidence="low"), f"_x10 {_n(restore)}x80"),
-    ], 10 + f(alert) + 2, [(_keep(ls.operator(0), by_op), restore)], [75.0]))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.LAST_RESTORE_DURATION, ls.operator(0, method="load_metrics", confidence="measured"), f"_x10 {_n(restore)}x80"),
+                (
+                    catalog.LAST_RESTORE_DURATION,
+                    ls.operator(1, method="load_metrics", confidence="measured"),
+                    f"{_n(v.restore_seconds / 10)}x90",
+                ),
+                # a first batch full of backlog: a residual estimate of low confidence never alerts
+                (
+                    catalog.LAST_RESTORE_DURATION,
+                    ls.query(1, operator_index="1", operator="stateStoreSave", method="residual_estimate", confidence="low"),
+                    f"_x10 {_n(restore)}x80",
+                ),
+            ],
+            10 + f(alert) + 2,
+            [(_keep(ls.operator(0), by_op), restore)],
+            [75.0],
+        )
+    )
 
     flag("SparkStateUnbounded", catalog.STATE_UNBOUNDED, ls.operator, by_op)
 
     alert = "SparkStateBudgetExhaustionForecast"
     n = f(alert) + 10
     eta = v.budget_eta_hours * 3600
-    cases.append(Case(alert, [
-        (catalog.ROWS_BUDGET_ETA, ls.operator(0), f"{_n(eta / 2)}x{n:g}"),
-        (catalog.ROWS_BUDGET_ETA, ls.operator(1), f"{_n(eta * 10)}x{n:g}"),
-        (catalog.MEMORY_BUDGET_ETA, ls.operator(1), f"{_n(eta * 10)}x{n:g}"),
-    ], f(alert) + 2, [(_keep(ls.operator(0), by_op), eta / 2)], quiet_before(alert)))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.ROWS_BUDGET_ETA, ls.operator(0), f"{_n(eta / 2)}x{n:g}"),
+                (catalog.ROWS_BUDGET_ETA, ls.operator(1), f"{_n(eta * 10)}x{n:g}"),
+                (catalog.MEMORY_BUDGET_ETA, ls.operator(1), f"{_n(eta * 10)}x{n:g}"),
+            ],
+            f(alert) + 2,
+            [(_keep(ls.operator(0), by_op), eta / 2)],
+            quiet_before(alert),
+        )
+    )
 
     alert = "SparkStateMemoryNearBudget"
     n = f(alert) + 10
     limit = v.state_memory_budget_ratio * v.state_memory_budget_bytes
     bad = float(math.floor(limit * 1.1))
-    cases.append(Case(alert, [
-        (catalog.by_key('memoryUsedBytes'), ls.operator(0), f"{_n(bad)}x{n:g}"),
-        (catalog.by_key('memoryUsedBytes'), ls.operator(1), f"{_n(math.floor(limit / 2))}x{n:g}"),
-    ], f(alert) + 2, [(_keep(ls.operator(0), by_op), bad)], quiet_before(alert)))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.by_key("memoryUsedBytes"), ls.operator(0), f"{_n(bad)}x{n:g}"),
+                (catalog.by_key("memoryUsedBytes"), ls.operator(1), f"{_n(math.floor(limit / 2))}x{n:g}"),
+            ],
+            f(alert) + 2,
+            [(_keep(ls.operator(0), by_op), bad)],
+            quiet_before(alert),
+        )
+    )
 
     alert = "SparkStateCommitLatencyHigh"
     at = 10 + f(alert) + 2
     n = at + 10
     instances = 4
     per_instance = 2 * v.commit_seconds_per_instance + 0.5  # off the whole seconds, so rounding never moves the rendered value
-    cases.append(Case(alert, [
-        (catalog.BATCHES, ls.query(0), f"0+1x{n:g}"),
-        (catalog.by_key('commitTimeMs'), ls.operator(0), f"0+{_n(per_instance * instances)}x{n:g}"),
-        (catalog.by_key('numStateStoreInstances'), ls.operator(0), f"{instances}x{n:g}"),
-        (catalog.BATCHES, ls.query(1), f"0+1x{n:g}"),
-        (catalog.by_key('commitTimeMs'), ls.operator(1), f"0+{_n(v.commit_seconds_per_instance / 2 * instances)}x{n:g}"),
-        (catalog.by_key('numStateStoreInstances'), ls.operator(1), f"{instances}x{n:g}"),
-    ], at, [(_keep(ls.operator(0), by_op), per_instance)]))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.BATCHES, ls.query(0), f"0+1x{n:g}"),
+                (catalog.by_key("commitTimeMs"), ls.operator(0), f"0+{_n(per_instance * instances)}x{n:g}"),
+                (catalog.by_key("numStateStoreInstances"), ls.operator(0), f"{instances}x{n:g}"),
+                (catalog.BATCHES, ls.query(1), f"0+1x{n:g}"),
+                (catalog.by_key("commitTimeMs"), ls.operator(1), f"0+{_n(v.commit_seconds_per_instance / 2 * instances)}x{n:g}"),
+                (catalog.by_key("numStateStoreInstances"), ls.operator(1), f"{instances}x{n:g}"),
+            ],
+            at,
+            [(_keep(ls.operator(0), by_op), per_instance)],
+        )
+    )
 
     alert = "SparkStateRocksDBWriteStalls"
     at = 10 + f(alert) + 2
     n = at + 10
     stall = 2 * v.write_stall_seconds_per_batch + 5
-    cases.append(Case(alert, [
-        (catalog.BATCHES, ls.query(0), f"0+1x{n:g}"),
-        (catalog.by_key('rocksdbWriterStallLatencyMs'), ls.operator(0), f"0+{_n(stall)}x{n:g}"),
-        (catalog.BATCHES, ls.query(1), f"0+1x{n:g}"),
-        (catalog.by_key('rocksdbWriterStallLatencyMs'), ls.operator(1), f"3+{_n(v.write_stall_seconds_per_batch / 2)}x{n:g}"),
-    ], at, [(_keep(ls.operator(0), by_op), stall)]))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.BATCHES, ls.query(0), f"0+1x{n:g}"),
+                (catalog.by_key("rocksdbWriterStallLatencyMs"), ls.operator(0), f"0+{_n(stall)}x{n:g}"),
+                (catalog.BATCHES, ls.query(1), f"0+1x{n:g}"),
+                (catalog.by_key("rocksdbWriterStallLatencyMs"), ls.operator(1), f"3+{_n(v.write_stall_seconds_per_batch / 2)}x{n:g}"),
+            ],
+            at,
+            [(_keep(ls.operator(0), by_op), stall)],
+        )
+    )
 
     alert = "SparkStateSnapshotUploadLagging"
     n = f(alert) + 10
     lagging = float(math.floor(1.5 * v.snapshot_lag_batches) + 1)
     store = {"partition": "3", "store": "default"}
-    cases.append(Case(alert, [
-        (catalog.SNAPSHOT_LAG_BATCHES, ls.operator(0, **store), f"{_n(lagging)}x{n:g}"),
-        (catalog.SNAPSHOT_LAG_BATCHES, ls.operator(1, **store), f"{_n(math.floor(v.snapshot_lag_batches / 20))}x{n:g}"),
-    ], f(alert) + 2, [(_keep(ls.operator(0), by_op), lagging)], quiet_before(alert)))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.SNAPSHOT_LAG_BATCHES, ls.operator(0, **store), f"{_n(lagging)}x{n:g}"),
+                (catalog.SNAPSHOT_LAG_BATCHES, ls.operator(1, **store), f"{_n(math.floor(v.snapshot_lag_batches / 20))}x{n:g}"),
+            ],
+            f(alert) + 2,
+            [(_keep(ls.operator(0), by_op), lagging)],
+            quiet_before(alert),
+        )
+    )
 
     alert = "SparkStatePartitionsMigrating"
     window = t.partition_migration_window_minutes
@@ -339,10 +445,17 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
     n = at + 10
     moving = v.partition_migration_batches
     # one batch a minute: the bad operator moves state in 1.5x the threshold's batches per window, the healthy one moved once (an executor loss)
-    cases.append(Case(alert, [
-        (catalog.PARTITION_MIGRATION_BATCHES, ls.operator(0), f"0+{_n(1.5 * moving / window)}x{n:g}"),
-        (catalog.PARTITION_MIGRATION_BATCHES, ls.operator(1), f"0x5 1x{n - 5:g}"),
-    ], at, [(_keep(ls.operator(0), by_op), 1.5 * moving)]))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.PARTITION_MIGRATION_BATCHES, ls.operator(0), f"0+{_n(1.5 * moving / window)}x{n:g}"),
+                (catalog.PARTITION_MIGRATION_BATCHES, ls.operator(1), f"0x5 1x{n - 5:g}"),
+            ],
+            at,
+            [(_keep(ls.operator(0), by_op), 1.5 * moving)],
+        )
+    )
 
     alert = "SparkStateObserverDown"
     n = f(alert) + 10
@@ -353,19 +466,33 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
     at = 10 + f(alert) + 2
     n = at + 10
     reason = {"reason": "queue_full"}
-    cases.append(Case(alert, [
-        (catalog.EVENTS_DROPPED, ls.endpoint(0, **reason), f"0+5x{n:g}"),
-        (catalog.EVENTS_DROPPED, ls.endpoint(1, **reason), f"0x{n:g}"),
-    ], at, [(_keep(ls.endpoint(0, **reason), [*by_end, "reason"]), 50.0)]))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.EVENTS_DROPPED, ls.endpoint(0, **reason), f"0+5x{n:g}"),
+                (catalog.EVENTS_DROPPED, ls.endpoint(1, **reason), f"0x{n:g}"),
+            ],
+            at,
+            [(_keep(ls.endpoint(0, **reason), [*by_end, "reason"]), 50.0)],
+        )
+    )
 
     alert = "SparkStateObserverFailing"
     at = 10 + f(alert) + 2
     n = at + 10
-    cases.append(Case(alert, [
-        (catalog.EVENTS_FAILED, ls.endpoint(0), f"0+1x{n:g}"),
-        (catalog.EVENTS_FAILED, ls.endpoint(1), f"0x{n:g}"),
-        (catalog.EXPORT_FAILURES, ls.endpoint(1, exporter="pushgateway"), f"0x{n:g}"),
-    ], at, [(_keep(ls.endpoint(0), by_end), 10.0)]))
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.EVENTS_FAILED, ls.endpoint(0), f"0+1x{n:g}"),
+                (catalog.EVENTS_FAILED, ls.endpoint(1), f"0x{n:g}"),
+                (catalog.EXPORT_FAILURES, ls.endpoint(1, exporter="pushgateway"), f"0x{n:g}"),
+            ],
+            at,
+            [(_keep(ls.endpoint(0), by_end), 10.0)],
+        )
+    )
     return cases
 
 
@@ -383,8 +510,11 @@ def case_document(case: Case, rule: dict[str, Any]) -> dict[str, Any]:
         expected.append({"exp_labels": all_labels, "exp_annotations": annotations})
     checks: list[dict[str, Any]] = [{"eval_time": f"{at:g}m", "alertname": case.alert, "exp_alerts": []} for at in case.quiet_at]
     checks.insert(0, {"eval_time": f"{case.fire_at:g}m", "alertname": case.alert, "exp_alerts": expected})
-    return {"interval": "1m", "input_series": [{"series": _series(n, labels), "values": values} for n, labels, values in case.series],
-            "alert_rule_test": sorted(checks, key=lambda c: float(c["eval_time"][:-1]))}
+    return {
+        "interval": "1m",
+        "input_series": [{"series": _series(n, labels), "values": values} for n, labels, values in case.series],
+        "alert_rule_test": sorted(checks, key=lambda c: float(c["eval_time"][:-1])),
+    }
 
 
 def unit_test_files(config: MixinConfig, rule_files: tuple[str, ...] = ("../rules.yml", "../recording.yml")) -> dict[str, str]:
@@ -395,7 +525,6 @@ def unit_test_files(config: MixinConfig, rule_files: tuple[str, ...] = ("../rule
     assert not missing, f"alerts without a generated test: {missing}"
     out = {}
     for suffix, rules in groups.items():
-        doc = {"rule_files": list(rule_files), "evaluation_interval": "1m",
-               "tests": [case_document(cases[r["alert"]], r) for r in rules]}
+        doc = {"rule_files": list(rule_files), "evaluation_interval": "1m", "tests": [case_document(cases[r["alert"]], r) for r in rules]}
         out[f"{suffix}.yml"] = dump(doc, HEADER)
     return out

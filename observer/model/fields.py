@@ -10,10 +10,16 @@ from __future__ import annotations
 OPERATOR_NAME = "operatorName"
 CUSTOM_METRICS = "customMetrics"
 OPERATOR_FIELDS: dict[str, str] = {
-    "numRowsTotal": "rows_total", "numRowsUpdated": "rows_updated", "numRowsRemoved": "rows_removed",
-    "numRowsDroppedByWatermark": "rows_dropped_by_watermark", "allUpdatesTimeMs": "updates_ms",
-    "allRemovalsTimeMs": "removals_ms", "commitTimeMs": "commit_ms", "memoryUsedBytes": "memory_bytes",
-    "numShufflePartitions": "shuffle_partitions", "numStateStoreInstances": "store_instances",
+    "numRowsTotal": "rows_total",
+    "numRowsUpdated": "rows_updated",
+    "numRowsRemoved": "rows_removed",
+    "numRowsDroppedByWatermark": "rows_dropped_by_watermark",
+    "allUpdatesTimeMs": "updates_ms",
+    "allRemovalsTimeMs": "removals_ms",
+    "commitTimeMs": "commit_ms",
+    "memoryUsedBytes": "memory_bytes",
+    "numShufflePartitions": "shuffle_partitions",
+    "numStateStoreInstances": "store_instances",
 }
 """Spark's ``StateOperatorProgress`` field -> ``OperatorProgress`` attribute."""
 

@@ -23,10 +23,40 @@ Pairs = tuple[tuple[str, str], ...]
 APP_LABEL = "app"
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # labels the observer writes itself: a static label may not take their names
-RESERVED_LABELS = frozenset({APP_LABEL, "app_id", "attempt", "log_name", "query", "query_id", "run_id", "operator", "operator_index",
-                             "source", "source_index", "partition", "store", "status", "phase", "kind", "reason", "exporter",
-                             "outcome", "change", "metric", "stat", "method", "provider", "exception_class", "job", "instance",
-                             "severity", "le", "__name__"})
+RESERVED_LABELS = frozenset(
+    {
+        APP_LABEL,
+        "app_id",
+        "attempt",
+        "log_name",
+        "query",
+        "query_id",
+        "run_id",
+        "operator",
+        "operator_index",
+        "source",
+        "source_index",
+        "partition",
+        "store",
+        "status",
+        "phase",
+        "kind",
+        "reason",
+        "exporter",
+        "outcome",
+        "change",
+        "metric",
+        "stat",
+        "method",
+        "provider",
+        "exception_class",
+        "job",
+        "instance",
+        "severity",
+        "le",
+        "__name__",
+    }
+)
 MAX_STATIC_LABELS = 10
 
 
@@ -89,8 +119,12 @@ class AppContext:
         """OpenTelemetry resource attributes: ``spark.app.name``, ``spark.app.id``, ``spark.app.attempt.id``,
         ``spark.eventlog.name`` where known, and each static label under its own name."""
         out: dict[str, Any] = dict(self.static)
-        for key, value in (("spark.app.name", self.name), ("spark.app.id", self.app_id), ("spark.app.attempt.id", self.attempt_id),
-                           ("spark.eventlog.name", self.log_name)):
+        for key, value in (
+            ("spark.app.name", self.name),
+            ("spark.app.id", self.app_id),
+            ("spark.app.attempt.id", self.attempt_id),
+            ("spark.eventlog.name", self.log_name),
+        ):
             if value:
                 out[key] = value
         return out

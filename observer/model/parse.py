@@ -97,14 +97,16 @@ def parse_progress(obj: Mapping[str, Any], raw_text: str | None = None) -> Query
         raw_sources = []
     for index, src in enumerate(raw_sources[:MAX_SOURCES]):
         if isinstance(src, Mapping):
-            sources.append(SourceProgress(
-                index=index,
-                description=_label(src.get("description") or "", 200),
-                input_rows=_num(src, "numInputRows", problems),
-                input_rows_per_second=_rate(_num(src, "inputRowsPerSecond", problems)),
-                processed_rows_per_second=_rate(_num(src, "processedRowsPerSecond", problems)),
-                metrics=_num_map(src.get("metrics"), f"sources[{index}].metrics", problems),
-            ))
+            sources.append(
+                SourceProgress(
+                    index=index,
+                    description=_label(src.get("description") or "", 200),
+                    input_rows=_num(src, "numInputRows", problems),
+                    input_rows_per_second=_rate(_num(src, "inputRowsPerSecond", problems)),
+                    processed_rows_per_second=_rate(_num(src, "processedRowsPerSecond", problems)),
+                    metrics=_num_map(src.get("metrics"), f"sources[{index}].metrics", problems),
+                )
+            )
     raw_sink = obj.get("sink")
     sink = None
     if isinstance(raw_sink, Mapping):
@@ -130,13 +132,18 @@ def parse_progress(obj: Mapping[str, Any], raw_text: str | None = None) -> Query
         timestamp=parse_timestamp(obj.get("timestamp")),
         batch_id=batch_id,
         # Spark 3.5's JSON has no batchDuration; its trigger execution time is the same span
-        batch_duration_ms=_num(obj, "batchDuration", problems) if "batchDuration" in obj
+        batch_duration_ms=_num(obj, "batchDuration", problems)
+        if "batchDuration" in obj
         else finite((obj.get("durationMs") or {}).get(TRIGGER_EXECUTION) if isinstance(obj.get("durationMs"), Mapping) else None),
         input_rows=_num(obj, "numInputRows", problems) if "numInputRows" in obj else _sum_sources(raw_sources, "numInputRows"),
-        input_rows_per_second=_rate(_num(obj, "inputRowsPerSecond", problems) if "inputRowsPerSecond" in obj
-                                    else _sum_sources(raw_sources, "inputRowsPerSecond")),
-        processed_rows_per_second=_rate(_num(obj, "processedRowsPerSecond", problems) if "processedRowsPerSecond" in obj
-                                        else _sum_sources(raw_sources, "processedRowsPerSecond")),
+        input_rows_per_second=_rate(
+            _num(obj, "inputRowsPerSecond", problems) if "inputRowsPerSecond" in obj else _sum_sources(raw_sources, "inputRowsPerSecond")
+        ),
+        processed_rows_per_second=_rate(
+            _num(obj, "processedRowsPerSecond", problems)
+            if "processedRowsPerSecond" in obj
+            else _sum_sources(raw_sources, "processedRowsPerSecond")
+        ),
         duration_ms=_num_map(obj.get("durationMs"), "durationMs", problems),
         event_time=event_time,
         operators=tuple(operators),
@@ -173,10 +180,14 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
         match = INSTANCE_METRIC_RE.match(key) if isinstance(key, str) else None
         if match:
             if len(instances) < MAX_INSTANCE_METRICS:
-                instances.append(InstanceMetric(
-                    prefix=match["prefix"], partition=int(match["partition"][:18]), store=clean_label(match["store"], 100),
-                    value=None if number < 0 else number,
-                ))
+                instances.append(
+                    InstanceMetric(
+                        prefix=match["prefix"],
+                        partition=int(match["partition"][:18]),
+                        store=clean_label(match["store"], 100),
+                        value=None if number < 0 else number,
+                    )
+                )
             else:
                 truncated = True
         elif len(custom) < MAX_MAP_ENTRIES:
@@ -184,7 +195,9 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
         else:
             truncated = True
     if truncated:
-        problems.append(f"stateOperators[{index}].customMetrics truncated to {MAX_MAP_ENTRIES} metrics and {MAX_INSTANCE_METRICS} instance metrics")
+        problems.append(
+            f"stateOperators[{index}].customMetrics truncated to {MAX_MAP_ENTRIES} metrics and {MAX_INSTANCE_METRICS} instance metrics"
+        )
     name = op.get(OPERATOR_NAME)
     return OperatorProgress(
         index=index,
@@ -260,7 +273,6 @@ def _job_tags(value: Any) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)):
         return ()
     return tuple(clean_label(str(t), 200) for t in value[:64] if isinstance(t, str) or type(t) is int)
-
 
 
 def _num(obj: Mapping[str, Any], key: str, problems: list[str], sentinel: bool = False) -> float | None:

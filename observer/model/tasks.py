@@ -277,9 +277,17 @@ class TaskEventReader:
                 continue
             slot = batch.setdefault((op_index, partition), _Attempts())
             if reason == "Success":
-                task: dict[str, Any] = {"executor": executor, "host": info.get("Host"), "attempt": _int(info.get("Attempt")) or 0,
-                        "speculative": info.get("Speculative") is True, "stage": stage, "stage_attempt": _int(event.get("Stage Attempt ID")) or 0,
-                        "launch": _int(info.get("Launch Time")), "finish": _int(info.get("Finish Time")), "fields": fields}
+                task: dict[str, Any] = {
+                    "executor": executor,
+                    "host": info.get("Host"),
+                    "attempt": _int(info.get("Attempt")) or 0,
+                    "speculative": info.get("Speculative") is True,
+                    "stage": stage,
+                    "stage_attempt": _int(event.get("Stage Attempt ID")) or 0,
+                    "launch": _int(info.get("Launch Time")),
+                    "finish": _int(info.get("Finish Time")),
+                    "fields": fields,
+                }
                 if slot.best is None or (task["finish"] or 0) >= (slot.best["finish"] or 0):
                     slot.best = task
             elif reason != "Resubmitted":  # Resubmitted repeats an earlier success whose output was lost
@@ -299,8 +307,11 @@ class TaskEventReader:
             return []
         name = progress.get("name") if isinstance(progress.get("name"), str) else None
         ops = progress.get("stateOperators")
-        op_names = {i: op["operatorName"] for i, op in enumerate(ops[:MAX_OPERATORS] if isinstance(ops, list) else [])
-                    if isinstance(op, Mapping) and isinstance(op.get("operatorName"), str)}
+        op_names = {
+            i: op["operatorName"]
+            for i, op in enumerate(ops[:MAX_OPERATORS] if isinstance(ops, list) else [])
+            if isinstance(op, Mapping) and isinstance(op.get("operatorName"), str)
+        }
         done = [k for k in self._open if k[0] == query_id and k[1] <= batch]
         closed: list[BatchTasks | ExecutorChange] = []
         for k in done:
@@ -318,8 +329,11 @@ class TaskEventReader:
         info = event.get("Executor Info")
         host = info.get("Host") if isinstance(info, Mapping) and isinstance(info.get("Host"), str) else None
         reason = event.get("Removed Reason")
-        return [ExecutorChange(executor, added, ts / 1000.0 if isinstance(ts, (int, float)) else None, host,
-                               reason if isinstance(reason, str) else None)]
+        return [
+            ExecutorChange(
+                executor, added, ts / 1000.0 if isinstance(ts, (int, float)) else None, host, reason if isinstance(reason, str) else None
+            )
+        ]
 
     # --- batches --------------------------------------------------------------------------------------
     def _make_room(self, ref: _StageRef) -> list[BatchTasks | ExecutorChange]:
@@ -340,14 +354,29 @@ class TaskEventReader:
                 continue  # no attempt succeeded (yet): the partition has no placement in this batch
             f = best["fields"]
             launch, finish = best["launch"], best["finish"]
-            runs.append(PartitionRun(
-                query_id=key[0], run_id=run_id, batch_id=key[1], operator=op_index, operator_name=names.get(op_index, "?"),
-                partition=partition, executor_id=best["executor"], host=best["host"] if isinstance(best["host"], str) else None,
-                attempt=best["attempt"], speculative=best["speculative"], stage_id=best["stage"], stage_attempt=best["stage_attempt"],
-                launch_time=launch / 1000.0 if launch is not None else None, finish_time=finish / 1000.0 if finish is not None else None,
-                duration_seconds=(finish - launch) / 1000.0 if launch is not None and finish is not None and finish >= launch else None,
-                failed_attempts=slot.failed, failed_on=tuple(slot.failed_on), lost_executor=slot.lost,
-                **{k: (int(v) if k in _COUNT_FIELDS else v) for k, v in f.items() if v is not None}))
+            runs.append(
+                PartitionRun(
+                    query_id=key[0],
+                    run_id=run_id,
+                    batch_id=key[1],
+                    operator=op_index,
+                    operator_name=names.get(op_index, "?"),
+                    partition=partition,
+                    executor_id=best["executor"],
+                    host=best["host"] if isinstance(best["host"], str) else None,
+                    attempt=best["attempt"],
+                    speculative=best["speculative"],
+                    stage_id=best["stage"],
+                    stage_attempt=best["stage_attempt"],
+                    launch_time=launch / 1000.0 if launch is not None else None,
+                    finish_time=finish / 1000.0 if finish is not None else None,
+                    duration_seconds=(finish - launch) / 1000.0 if launch is not None and finish is not None and finish >= launch else None,
+                    failed_attempts=slot.failed,
+                    failed_on=tuple(slot.failed_on),
+                    lost_executor=slot.lost,
+                    **{k: (int(v) if k in _COUNT_FIELDS else v) for k, v in f.items() if v is not None},
+                )
+            )
         return BatchTasks(key[0], run_id, key[1], runs, why, name)
 
     def _problem(self, what: str) -> None:

@@ -129,8 +129,9 @@ def load_rules(paths: Iterable[str]) -> tuple[list[RecordingRule], list[AlertRul
                     recording.append(RecordingRule(str(rule["record"]), str(rule["expr"]), labels))
                 elif "alert" in rule:
                     annotations = {str(k): str(v) for k, v in (rule.get("annotations") or {}).items()}
-                    alerting.append(AlertRule(str(rule["alert"]), str(rule["expr"]), parse_duration(str(rule.get("for", "0s"))),
-                                              labels, annotations))
+                    alerting.append(
+                        AlertRule(str(rule["alert"]), str(rule["expr"]), parse_duration(str(rule.get("for", "0s"))), labels, annotations)
+                    )
     return recording, alerting
 
 
@@ -193,7 +194,11 @@ class ScrapeRecorder:
             if target:
                 brace, space = line.find("{"), line.find(" ")
                 if 0 <= brace < space:
-                    line = f"{line[:brace + 1]}{target},{line[brace + 1:]}" if line[brace + 1] != "}" else f"{line[:brace + 1]}{target}{line[brace + 1:]}"
+                    line = (
+                        f"{line[: brace + 1]}{target},{line[brace + 1 :]}"
+                        if line[brace + 1] != "}"
+                        else f"{line[: brace + 1]}{target}{line[brace + 1 :]}"
+                    )
                 else:
                     line = f"{line[:space]}{{{target}}}{line[space:]}"
             write(line)
@@ -207,8 +212,9 @@ class ScrapeRecorder:
         self._out.close()
 
 
-def record_series(paths: list[str], om_path: str, scrape_interval: float, tail_seconds: float = 0.0,
-                  settings: Any = None) -> tuple[ScrapeRecorder, list[dict[str, Any]], int, list[str]]:
+def record_series(
+    paths: list[str], om_path: str, scrape_interval: float, tail_seconds: float = 0.0, settings: Any = None
+) -> tuple[ScrapeRecorder, list[dict[str, Any]], int, list[str]]:
     """Replay ``paths`` on a simulated clock, scraping every ``scrape_interval`` of the original timeline."""
     from observer.offline.replay import replay
     from observer.runtime import Observer
@@ -229,8 +235,19 @@ def record_series(paths: list[str], om_path: str, scrape_interval: float, tail_s
 
     def before_event(observer: Observer, at: float) -> None:
         if not subscribed:
-            observer.on("*", lambda e: signals.append({"kind": e.kind, "time": e.timestamp, "query": e.query,
-                                                       "query_id": e.query_id, "run_id": e.run_id, "attributes": e.attributes}))
+            observer.on(
+                "*",
+                lambda e: signals.append(
+                    {
+                        "kind": e.kind,
+                        "time": e.timestamp,
+                        "query": e.query,
+                        "query_id": e.query_id,
+                        "run_id": e.run_id,
+                        "attributes": e.attributes,
+                    }
+                ),
+            )
             subscribed.append(observer)
         scrape_until(observer, at)
         clock[0] = max(clock[0], at)
@@ -254,6 +271,7 @@ def _labels_of(metric: dict[str, str]) -> dict[str, str]:
 
 def render_template(text: str, labels: dict[str, str], value: float | None) -> str:
     """``{{ $labels.x }}`` and ``{{ $value }}`` filled in; other template code is left as written."""
+
     def fill(m: re.Match[str]) -> str:
         if m.group(2):
             return labels.get(m.group(2), "")
@@ -274,9 +292,16 @@ def evaluate_alert(rule: AlertRule, matrix: list[dict[str, Any]], steps: list[fl
             if value is not None:
                 if current is None:
                     all_labels = {**labels, **rule.labels}
-                    current = Firing(rule.name, all_labels, rule.labels.get("severity", ""),
-                                     render_template(rule.annotations.get("summary", ""), all_labels, value),
-                                     rule.annotations.get("runbook_url", ""), pending_at=t, firing_at=None, resolved_at=None)
+                    current = Firing(
+                        rule.name,
+                        all_labels,
+                        rule.labels.get("severity", ""),
+                        render_template(rule.annotations.get("summary", ""), all_labels, value),
+                        rule.annotations.get("runbook_url", ""),
+                        pending_at=t,
+                        firing_at=None,
+                        resolved_at=None,
+                    )
                     firings.append(current)
                 current.value = value
                 if current.firing_at is None and t - current.pending_at >= rule.for_seconds:
@@ -287,9 +312,18 @@ def evaluate_alert(rule: AlertRule, matrix: list[dict[str, Any]], steps: list[fl
     return firings
 
 
-def run_backtest(paths: list[str], rule_files: list[str], *, scrape_interval: float = DEFAULT_SCRAPE_INTERVAL,
-                 eval_interval: float = DEFAULT_EVAL_INTERVAL, tail_seconds: float = 0.0, settings: Any = None,
-                 work_dir: str | None = None, prometheus: str | None = None, promtool_binary: str | None = None) -> BacktestReport:
+def run_backtest(
+    paths: list[str],
+    rule_files: list[str],
+    *,
+    scrape_interval: float = DEFAULT_SCRAPE_INTERVAL,
+    eval_interval: float = DEFAULT_EVAL_INTERVAL,
+    tail_seconds: float = 0.0,
+    settings: Any = None,
+    work_dir: str | None = None,
+    prometheus: str | None = None,
+    promtool_binary: str | None = None,
+) -> BacktestReport:
     """Replay ``paths``, load the series into a real Prometheus, evaluate ``rule_files`` over the period."""
     recording, alerting = load_rules(rule_files)
     own_dir = work_dir is None
@@ -301,8 +335,9 @@ def run_backtest(paths: list[str], rule_files: list[str], *, scrape_interval: fl
         start, end = float(recorder.first or 0.0), float(recorder.last or 0.0)
         data = os.path.join(work, "data")
         promtool(["tsdb", "create-blocks-from", "openmetrics", om_path, data], promtool_binary)
-        report = BacktestReport(start, end, scrape_interval, eval_interval, list(rule_files), events, recorder.scrapes,
-                                signals=signals, errors=errors)
+        report = BacktestReport(
+            start, end, scrape_interval, eval_interval, list(rule_files), events, recorder.scrapes, signals=signals, errors=errors
+        )
         server = PrometheusServer(data, work, prometheus).start()
         try:
             for n, level in enumerate(dependency_levels(recording)):
@@ -325,16 +360,46 @@ def _steps(start: float, end: float, step: float) -> list[float]:
     return [start + i * step for i in range(max(count, 1))]
 
 
-def _backfill(server: PrometheusServer, rules: list[RecordingRule], level: int, start: float, end: float, step: float,
-              work: str, promtool_binary: str | None, prometheus: str | None) -> PrometheusServer:
+def _backfill(
+    server: PrometheusServer,
+    rules: list[RecordingRule],
+    level: int,
+    start: float,
+    end: float,
+    step: float,
+    work: str,
+    promtool_binary: str | None,
+    prometheus: str | None,
+) -> PrometheusServer:
     """Write one level of recording rules as blocks, then restart the server so it serves them."""
     rules_path = os.path.join(work, f"recording-{level}.yml")
     with open(rules_path, "w") as f:
-        yaml.safe_dump({"groups": [{"name": f"backtest-level-{level}", "rules": [
-            {"record": r.record, "expr": r.expr, **({"labels": r.labels} if r.labels else {})} for r in rules]}]}, f)
+        yaml.safe_dump(
+            {
+                "groups": [
+                    {
+                        "name": f"backtest-level-{level}",
+                        "rules": [{"record": r.record, "expr": r.expr, **({"labels": r.labels} if r.labels else {})} for r in rules],
+                    }
+                ]
+            },
+            f,
+        )
     out = os.path.join(work, f"blocks-{level}")
-    promtool(["tsdb", "create-blocks-from", "rules", f"--start={int(start)}", f"--end={int(end) + 1}", f"--url={server.url}",
-              f"--output-dir={out}", f"--eval-interval={step:g}s", rules_path], promtool_binary)
+    promtool(
+        [
+            "tsdb",
+            "create-blocks-from",
+            "rules",
+            f"--start={int(start)}",
+            f"--end={int(end) + 1}",
+            f"--url={server.url}",
+            f"--output-dir={out}",
+            f"--eval-interval={step:g}s",
+            rules_path,
+        ],
+        promtool_binary,
+    )
     server.stop()
     if os.path.isdir(out):
         for block in os.listdir(out):
@@ -358,8 +423,7 @@ def read_series(om_path: str, names: set[str]) -> dict[str, dict[float, float]]:
     return series
 
 
-def write_promtool_test(report: BacktestReport, om_path: str, rule_files: list[str], out_dir: str,
-                        eval_times: list[float]) -> str:
+def write_promtool_test(report: BacktestReport, om_path: str, rule_files: list[str], out_dir: str, eval_times: list[float]) -> str:
     """A ``promtool test rules`` file with the backtest's own input series and, at each of ``eval_times``,
     the alerts the backtest says were firing then: promtool passing it means both evaluations agree.
 
@@ -393,12 +457,19 @@ def write_promtool_test(report: BacktestReport, om_path: str, rule_files: list[s
     tests = []
     for t in eval_times:
         for rule in alerting:
-            firing = [f for f in report.firings if f.alert == rule.name and f.firing_at is not None
-                      and f.firing_at <= t and (f.resolved_at is None or t < f.resolved_at)]
-            tests.append({"eval_time": f"{int(round(t - base))}s", "alertname": rule.name,
-                          "exp_alerts": [{"exp_labels": f.labels} for f in firing]})
-    doc = {"rule_files": copies, "evaluation_interval": f"{report.eval_interval:g}s",
-           "tests": [{"interval": f"{report.scrape_interval:g}s", "input_series": input_series, "alert_rule_test": tests}]}
+            firing = [
+                f
+                for f in report.firings
+                if f.alert == rule.name and f.firing_at is not None and f.firing_at <= t and (f.resolved_at is None or t < f.resolved_at)
+            ]
+            tests.append(
+                {"eval_time": f"{int(round(t - base))}s", "alertname": rule.name, "exp_alerts": [{"exp_labels": f.labels} for f in firing]}
+            )
+    doc = {
+        "rule_files": copies,
+        "evaluation_interval": f"{report.eval_interval:g}s",
+        "tests": [{"interval": f"{report.scrape_interval:g}s", "input_series": input_series, "alert_rule_test": tests}],
+    }
     test_path = os.path.join(out_dir, "backtest_test.yml")
     with open(test_path, "w") as f:
         yaml.safe_dump(doc, f, width=1 << 20)
@@ -426,22 +497,27 @@ def _short_labels(labels: dict[str, str]) -> str:
 
 def render_table(report: BacktestReport) -> str:
     """The timeline for a terminal: alerts that fired (and those that were only pending), then the signals."""
-    lines = [f"Backtest {_time(report.start)} to {_time(report.end)} UTC: {report.events} events, {report.scrapes} scrapes "
-             f"every {report.scrape_interval:g}s, rules evaluated every {report.eval_interval:g}s"]
+    lines = [
+        f"Backtest {_time(report.start)} to {_time(report.end)} UTC: {report.events} events, {report.scrapes} scrapes "
+        f"every {report.scrape_interval:g}s, rules evaluated every {report.eval_interval:g}s"
+    ]
     fired = report.fired()
     lines.append(f"{len(fired)} alert(s) would have fired" + ("." if fired else ": none."))
     for f in fired:
         until = "still firing at the end" if f.resolved_at is None else f"resolved {_time(f.resolved_at)}"
-        lines.append(f"  FIRING  {_time(f.firing_at)}  {f.alert} [{f.severity}] for {_duration(f.firing_seconds(report.end))} "
-                     f"({until}; pending since {_time(f.pending_at)})  {_short_labels(f.labels)}")
+        lines.append(
+            f"  FIRING  {_time(f.firing_at)}  {f.alert} [{f.severity}] for {_duration(f.firing_seconds(report.end))} "
+            f"({until}; pending since {_time(f.pending_at)})  {_short_labels(f.labels)}"
+        )
         if f.summary:
             lines.append(f"          {f.summary}")
         if f.runbook_url:
             lines.append(f"          runbook: {f.runbook_url}")
     pending = [f for f in report.firings if not f.fired]
     for f in pending:
-        lines.append(f"  pending {_time(f.pending_at)}  {f.alert} never reached its 'for' (ended {_time(f.resolved_at)})  "
-                     f"{_short_labels(f.labels)}")
+        lines.append(
+            f"  pending {_time(f.pending_at)}  {f.alert} never reached its 'for' (ended {_time(f.resolved_at)})  {_short_labels(f.labels)}"
+        )
     lines.append(f"{len(report.signals)} signal(s):")
     for s in report.signals:
         attrs = ", ".join(f"{k}={v}" for k, v in s["attributes"].items() if v is not None)
@@ -464,36 +540,47 @@ def render_html(report: BacktestReport) -> str:
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">']
     for i in range(6):
         t = report.start + span * i / 5
-        svg.append(f'<line x1="{x(t):.1f}" y1="10" x2="{x(t):.1f}" y2="{height - 20}" stroke="#ddd"/>'
-                   f'<text x="{x(t):.1f}" y="{height - 5}" text-anchor="middle">{_time(t)[11:]}</text>')
+        svg.append(
+            f'<line x1="{x(t):.1f}" y1="10" x2="{x(t):.1f}" y2="{height - 20}" stroke="#ddd"/>'
+            f'<text x="{x(t):.1f}" y="{height - 5}" text-anchor="middle">{_time(t)[11:]}</text>'
+        )
     colours = {"critical": "#c0392b", "warning": "#e67e22", "info": "#2980b9"}
     for i, f in enumerate(rows):
         y = 20 + i * row
         label = html.escape(f"{f.alert} {_short_labels(f.labels)}"[:40])
         svg.append(f'<text x="4" y="{y + 12}">{label}</text>')
         end = f.resolved_at if f.resolved_at is not None else report.end
-        svg.append(f'<rect x="{x(f.pending_at):.1f}" y="{y}" width="{max(x(end) - x(f.pending_at), 2):.1f}" height="14" '
-                   f'fill="#f5d6a0"><title>pending {_time(f.pending_at)}</title></rect>')
+        svg.append(
+            f'<rect x="{x(f.pending_at):.1f}" y="{y}" width="{max(x(end) - x(f.pending_at), 2):.1f}" height="14" '
+            f'fill="#f5d6a0"><title>pending {_time(f.pending_at)}</title></rect>'
+        )
         if f.firing_at is not None:
-            svg.append(f'<rect x="{x(f.firing_at):.1f}" y="{y}" width="{max(x(end) - x(f.firing_at), 2):.1f}" height="14" '
-                       f'fill="{colours.get(f.severity, "#7f8c8d")}"><title>{html.escape(f.alert)} firing {_time(f.firing_at)} for '
-                       f'{_duration(f.firing_seconds(report.end))}</title></rect>')
+            svg.append(
+                f'<rect x="{x(f.firing_at):.1f}" y="{y}" width="{max(x(end) - x(f.firing_at), 2):.1f}" height="14" '
+                f'fill="{colours.get(f.severity, "#7f8c8d")}"><title>{html.escape(f.alert)} firing {_time(f.firing_at)} for '
+                f"{_duration(f.firing_seconds(report.end))}</title></rect>"
+            )
     y = 20 + len(rows) * row + 10
     svg.append(f'<text x="4" y="{y + 12}">signals</text>')
     for s in report.signals:
-        svg.append(f'<circle cx="{x(s["time"]):.1f}" cy="{y + 7}" r="5" fill="#34495e"><title>{html.escape(_time(s["time"]))} '
-                   f'{html.escape(s["kind"])} {html.escape(str(s["query"]))}</title></circle>')
+        svg.append(
+            f'<circle cx="{x(s["time"]):.1f}" cy="{y + 7}" r="5" fill="#34495e"><title>{html.escape(_time(s["time"]))} '
+            f"{html.escape(s['kind'])} {html.escape(str(s['query']))}</title></circle>"
+        )
     svg.append("</svg>")
     table = "\n".join(
         f"<tr><td>{html.escape(f.alert)}</td><td>{html.escape(f.severity)}</td><td>{html.escape(_short_labels(f.labels))}</td>"
         f"<td>{_time(f.pending_at)}</td><td>{_time(f.firing_at)}</td><td>{_duration(f.firing_seconds(report.end))}</td>"
         f"<td>{'<a href=' + chr(34) + html.escape(f.runbook_url) + chr(34) + '>runbook</a>' if f.runbook_url else ''}</td></tr>"
-        for f in report.firings)
-    return ("<!doctype html><meta charset='utf-8'><title>spark-state-observer alert backtest</title>"
-            f"<h1>Alert backtest</h1><p>{_time(report.start)} to {_time(report.end)} UTC; {report.events} events; "
-            f"{len(report.fired())} alert(s) fired.</p>{''.join(svg)}"
-            "<table border='1' cellpadding='4'><tr><th>alert</th><th>severity</th><th>labels</th><th>pending</th>"
-            f"<th>firing</th><th>fired for</th><th></th></tr>{table}</table>")
+        for f in report.firings
+    )
+    return (
+        "<!doctype html><meta charset='utf-8'><title>spark-state-observer alert backtest</title>"
+        f"<h1>Alert backtest</h1><p>{_time(report.start)} to {_time(report.end)} UTC; {report.events} events; "
+        f"{len(report.fired())} alert(s) fired.</p>{''.join(svg)}"
+        "<table border='1' cellpadding='4'><tr><th>alert</th><th>severity</th><th>labels</th><th>pending</th>"
+        f"<th>firing</th><th>fired for</th><th></th></tr>{table}</table>"
+    )
 
 
 def render(report: BacktestReport, fmt: str) -> str:

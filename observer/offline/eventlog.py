@@ -29,8 +29,12 @@ from observer.model.parse import parse_timestamp
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _STREAMING = "org.apache.spark.sql.streaming.StreamingQueryListener$"
-_KINDS = {_STREAMING + "QueryStartedEvent": kinds.STARTED, _STREAMING + "QueryProgressEvent": kinds.PROGRESS,
-          _STREAMING + "QueryIdleEvent": kinds.IDLE, _STREAMING + "QueryTerminatedEvent": kinds.TERMINATED}
+_KINDS = {
+    _STREAMING + "QueryStartedEvent": kinds.STARTED,
+    _STREAMING + "QueryProgressEvent": kinds.PROGRESS,
+    _STREAMING + "QueryIdleEvent": kinds.IDLE,
+    _STREAMING + "QueryTerminatedEvent": kinds.TERMINATED,
+}
 # executor changes, replayed as the executor list a live observer polls
 EXECUTOR_PREFIX = "executor_"
 EXECUTOR_ADDED = EXECUTOR_PREFIX + "added"
@@ -132,8 +136,9 @@ def open_decompressed(path: str, max_chunk_bytes: int = _MAX_BLOCK) -> io.RawIOB
     return _GeneratorReader(_snappy_chunks(raw, path, max_chunk_bytes), raw)
 
 
-def read_records(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                 tap: Callable[[bytes], None] | None = None) -> Iterator[Record | EventLogError]:
+def read_records(
+    paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, tap: Callable[[bytes], None] | None = None
+) -> Iterator[Record | EventLogError]:
     """Yield the replayable records of every file in order; problems come as ``EventLogError`` items.
 
     ``tap`` sees every line before its record is yielded (placement reads the task events this skips).
@@ -223,8 +228,11 @@ def _lines(stream: io.RawIOBase | IO[bytes], max_line_bytes: int, path: str) -> 
             yield line_no, line
 
 
-_WANTED_PREFIXES = (b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$',
-                    b'{"Event":"SparkListenerExecutorAdded"', b'{"Event":"SparkListenerExecutorRemoved"')
+_WANTED_PREFIXES = (
+    b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$',
+    b'{"Event":"SparkListenerExecutorAdded"',
+    b'{"Event":"SparkListenerExecutorRemoved"',
+)
 
 
 def _record(line: bytes, where: str) -> Record | EventLogError | None:
@@ -256,8 +264,12 @@ def _record(line: bytes, where: str) -> Record | EventLogError | None:
         change = EXECUTOR_ADDED if event.endswith("Added") else EXECUTOR_REMOVED
         ms = finite(obj.get("Timestamp"))
         executor = obj.get("Executor ID")
-        return Record(change, clean_label(executor if isinstance(executor, str) else str(executor)[:200], 200), where,
-                      epoch_seconds(ms / 1000.0) if ms is not None else None)
+        return Record(
+            change,
+            clean_label(executor if isinstance(executor, str) else str(executor)[:200], 200),
+            where,
+            epoch_seconds(ms / 1000.0) if ms is not None else None,
+        )
     return None
 
 
@@ -278,7 +290,7 @@ class _GeneratorReader(io.RawIOBase):
                 return 0
             self._buf, self._pos = chunk, 0
         n = min(len(b), len(self._buf) - self._pos)
-        b[:n] = self._buf[self._pos:self._pos + n]
+        b[:n] = self._buf[self._pos : self._pos + n]
         self._pos += n
         return n
 
@@ -292,8 +304,6 @@ def _read_exact(raw: IO[bytes], n: int, path: str, what: str) -> bytes:
     if len(data) != n:
         raise EventLogError(f"{path}: truncated {what} ({len(data)} of {n} bytes)")
     return data
-
-
 
 
 def _zstd_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
@@ -314,7 +324,7 @@ def _zstd_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
             return
         view, pos = memoryview(data), 0
         while pos < len(view):
-            piece = view[pos:pos + 256]
+            piece = view[pos : pos + 256]
             pos += len(piece)
             out = dobj.decompress(piece)
             fed = True

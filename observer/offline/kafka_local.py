@@ -98,37 +98,48 @@ class KafkaBroker:
     def start(self, timeout: float = 120.0) -> KafkaBroker:
         props = os.path.join(self.workdir, "server.properties")
         with open(props, "w") as f:
-            f.write("\n".join([
-                "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
-                f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                "controller.listener.names=CONTROLLER",
-                "inter.broker.listener.name=PLAINTEXT",
-                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                f"log.dirs={os.path.join(self.workdir, 'data')}",
-                "num.partitions=1",
-                "auto.create.topics.enable=false",
-                "offsets.topic.replication.factor=1",
-                "offsets.topic.num.partitions=1",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "share.coordinator.state.topic.replication.factor=1",
-                "share.coordinator.state.topic.min.isr=1",
-                "group.initial.rebalance.delay.ms=0",
-                "num.network.threads=1",
-                "num.io.threads=2",
-                "background.threads=2",
-                "log.retention.hours=1",
-            ]) + "\n")
+            f.write(
+                "\n".join(
+                    [
+                        "process.roles=broker,controller",
+                        "node.id=1",
+                        f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
+                        f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+                        f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                        "controller.listener.names=CONTROLLER",
+                        "inter.broker.listener.name=PLAINTEXT",
+                        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                        f"log.dirs={os.path.join(self.workdir, 'data')}",
+                        "num.partitions=1",
+                        "auto.create.topics.enable=false",
+                        "offsets.topic.replication.factor=1",
+                        "offsets.topic.num.partitions=1",
+                        "transaction.state.log.replication.factor=1",
+                        "transaction.state.log.min.isr=1",
+                        "share.coordinator.state.topic.replication.factor=1",
+                        "share.coordinator.state.topic.min.isr=1",
+                        "group.initial.rebalance.delay.ms=0",
+                        "num.network.threads=1",
+                        "num.io.threads=2",
+                        "background.threads=2",
+                        "log.retention.hours=1",
+                    ]
+                )
+                + "\n"
+            )
         # a KRaft log dir must be formatted with a cluster id first (what `kafka-storage.sh format` does)
         cluster_id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
         with open(self.log_path, "ab") as log:
-            subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", props),
-                           check=True, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
-            self.proc = subprocess.Popen(self._java("kafka.Kafka", props), stdout=log, stderr=subprocess.STDOUT,
-                                         cwd=self.workdir, start_new_session=True)
+            subprocess.run(
+                self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", props),
+                check=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
+            self.proc = subprocess.Popen(
+                self._java("kafka.Kafka", props), stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True
+            )
         try:
             self._wait_ready(timeout)
         except BaseException:
@@ -260,8 +271,14 @@ class BurstProducer:
         for _ in range(count):
             p = self._sent % self.partitions
             key = self._sent % self.keys
-            self._producer.produce(self.topic, key=str(key).encode(), value=json.dumps({"key": key, "ts": ts}).encode(),
-                                   partition=p, timestamp=ts, on_delivery=ack)
+            self._producer.produce(
+                self.topic,
+                key=str(key).encode(),
+                value=json.dumps({"key": key, "ts": ts}).encode(),
+                partition=p,
+                timestamp=ts,
+                on_delivery=ack,
+            )
             self._sent += 1
         left = self._producer.flush(60)
         if left:
@@ -272,8 +289,12 @@ class BurstProducer:
                 if min(offsets) != first[p] or max(offsets) != first[p] + len(offsets) - 1:
                     raise RuntimeError(f"partition {p}: offsets {min(offsets)}..{max(offsets)} do not follow {first[p]}")
                 self._next[p] = max(offsets) + 1
-        record = {"start": start, "end": time.time(), "timestamp_ms": ts,
-                  "offsets": {str(p): [first[p], self._next[p]] for p in range(self.partitions)}}
+        record = {
+            "start": start,
+            "end": time.time(),
+            "timestamp_ms": ts,
+            "offsets": {str(p): [first[p], self._next[p]] for p in range(self.partitions)},
+        }
         self.bursts.append(record)
         return record
 

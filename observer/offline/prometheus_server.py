@@ -28,8 +28,9 @@ def find_binary(name: str, override: str | None = None) -> str:
     """The path of ``name`` (or of ``override``), or a ``PrometheusError`` that says how to install it."""
     path = shutil.which(override or name)
     if path is None:
-        raise PrometheusError(f"{override or name} not found on PATH: install Prometheus (Debian/Ubuntu: "
-                              f"apt-get install prometheus) or pass --{name} PATH")
+        raise PrometheusError(
+            f"{override or name} not found on PATH: install Prometheus (Debian/Ubuntu: apt-get install prometheus) or pass --{name} PATH"
+        )
     return path
 
 
@@ -71,10 +72,18 @@ class PrometheusServer:
         log = open(os.path.join(self._work_dir, "prometheus.log"), "wb")
         self._log = log
         self._proc = subprocess.Popen(
-            [self._binary, f"--config.file={config}", f"--storage.tsdb.path={self.data_dir}",
-             "--storage.tsdb.retention.time=100y", f"--web.listen-address=127.0.0.1:{port}",
-             "--query.lookback-delta=5m"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                self._binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.data_dir}",
+                "--storage.tsdb.retention.time=100y",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--query.lookback-delta=5m",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + self._ready_timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

@@ -30,10 +30,16 @@ class ReplayResult:
         return self.observer.exposition().decode()
 
 
-def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-           progress: Callable[[int], None] | None = None, history: str | None = None,
-           clock: Callable[[], float] | None = None, before_event: Callable[[Observer, float], None] | None = None,
-           on_signal: Callable[[SignalEvent], None] | None = None) -> ReplayResult:
+def replay(
+    paths: list[str],
+    settings: Settings | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    progress: Callable[[int], None] | None = None,
+    history: str | None = None,
+    clock: Callable[[], float] | None = None,
+    before_event: Callable[[Observer, float], None] | None = None,
+    on_signal: Callable[[SignalEvent], None] | None = None,
+) -> ReplayResult:
     """Feed every recorded event of ``paths`` through a fresh, non-serving ``Observer``.
 
     With ``history``, the events and signals are also written to that history database, so a past

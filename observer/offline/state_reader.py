@@ -21,7 +21,8 @@ def _check(spark: Any) -> None:
     if version < MIN_SPARK:
         raise StateReaderUnavailable(
             f"reading state needs Spark 4.0 or newer (the 'statestore' and 'state-metadata' sources); this is Spark {spark.version}. "
-            "The checkpoint inspector (spark-state-observer inspect) works on any version.")
+            "The checkpoint inspector (spark-state-observer inspect) works on any version."
+        )
 
 
 def operators(spark: Any, checkpoint: str) -> list[dict[str, Any]]:
@@ -47,15 +48,25 @@ def schema(spark: Any, checkpoint: str, operator_id: int = 0, store: str = "defa
     return str(_reader(spark, checkpoint, operator_id, store, None, {}).schema.simpleString())
 
 
-def rows_per_partition(spark: Any, checkpoint: str, operator_id: int = 0, store: str = "default",
-                       batch_id: int | None = None) -> dict[int, int]:
+def rows_per_partition(
+    spark: Any, checkpoint: str, operator_id: int = 0, store: str = "default", batch_id: int | None = None
+) -> dict[int, int]:
     """How many state rows each partition holds (at the last committed batch by default)."""
     frame = _reader(spark, checkpoint, operator_id, store, batch_id, {})
     return {r["partition_id"]: r["count"] for r in frame.groupBy("partition_id").count().collect()}
 
 
-def sample(spark: Any, checkpoint: str, operator_id: int = 0, store: str = "default", batch_id: int | None = None,
-           key_contains: str | None = None, partition: int | None = None, offset: int = 0, limit: int = 50) -> list[dict[str, Any]]:
+def sample(
+    spark: Any,
+    checkpoint: str,
+    operator_id: int = 0,
+    store: str = "default",
+    batch_id: int | None = None,
+    key_contains: str | None = None,
+    partition: int | None = None,
+    offset: int = 0,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
     """A page of (key, value, partition) rows; ``key_contains`` searches the key's text form."""
     from pyspark.sql import functions as F
 
@@ -65,17 +76,37 @@ def sample(spark: Any, checkpoint: str, operator_id: int = 0, store: str = "defa
     if key_contains:
         frame = frame.where(F.to_json(F.col("key")).contains(key_contains))
     rows = frame.orderBy("partition_id", F.to_json(F.col("key"))).limit(offset + limit).collect()[offset:]
-    return [{"key": r["key"].asDict(recursive=True), "value": r["value"].asDict(recursive=True) if r["value"] else None,
-             "partition_id": r["partition_id"]} for r in rows]
+    return [
+        {
+            "key": r["key"].asDict(recursive=True),
+            "value": r["value"].asDict(recursive=True) if r["value"] else None,
+            "partition_id": r["partition_id"],
+        }
+        for r in rows
+    ]
 
 
-def change_feed(spark: Any, checkpoint: str, start_batch: int, end_batch: int | None = None, operator_id: int = 0,
-                store: str = "default", limit: int = 1000) -> list[dict[str, Any]]:
+def change_feed(
+    spark: Any,
+    checkpoint: str,
+    start_batch: int,
+    end_batch: int | None = None,
+    operator_id: int = 0,
+    store: str = "default",
+    limit: int = 1000,
+) -> list[dict[str, Any]]:
     """Updates and deletes between two batches (needs HDFS deltas or RocksDB changelog checkpointing)."""
     options = {"readChangeFeed": "true", "changeStartBatchId": str(start_batch)}
     if end_batch is not None:
         options["changeEndBatchId"] = str(end_batch)
     frame = _reader(spark, checkpoint, operator_id, store, None, options)
-    return [{"batch_id": r["batch_id"], "change_type": r["change_type"], "key": r["key"].asDict(recursive=True),
-             "value": r["value"].asDict(recursive=True) if r["value"] else None, "partition_id": r["partition_id"]}
-            for r in frame.orderBy("batch_id", "partition_id").limit(limit).collect()]
+    return [
+        {
+            "batch_id": r["batch_id"],
+            "change_type": r["change_type"],
+            "key": r["key"].asDict(recursive=True),
+            "value": r["value"].asDict(recursive=True) if r["value"] else None,
+            "partition_id": r["partition_id"],
+        }
+        for r in frame.orderBy("batch_id", "partition_id").limit(limit).collect()
+    ]

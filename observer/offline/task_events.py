@@ -21,9 +21,18 @@ from observer.offline.eventlog import (
 )
 from observer.signals.placement import OperatorBatch, PlacementTracker
 
-WANTED = tuple(b'{"Event":"' + name.encode() + b'"' for name in (
-    "SparkListenerTaskEnd", "SparkListenerJobStart", "SparkListenerExecutorAdded", "SparkListenerExecutorRemoved",
-    SQL_START, SQL_ADAPTIVE, PROGRESS))
+WANTED = tuple(
+    b'{"Event":"' + name.encode() + b'"'
+    for name in (
+        "SparkListenerTaskEnd",
+        "SparkListenerJobStart",
+        "SparkListenerExecutorAdded",
+        "SparkListenerExecutorRemoved",
+        SQL_START,
+        SQL_ADAPTIVE,
+        PROGRESS,
+    )
+)
 
 
 def read_events(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[dict[str, Any] | EventLogError]:

@@ -29,30 +29,87 @@ _EXCEPTION_LINE = re.compile(r"^\s*(Caused by: )?[\w.$]+(Exception|Error|Failed)
 # rules are tried in order and the first that matches wins, so the specific ones come first.
 _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     # the state in the checkpoint does not fit the query any more (schema or operators changed)
-    (kinds.EXC_STATE_SCHEMA, ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
-                              "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA", "StateSchemaNotCompatible",
-                              "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION", "schema is not compatible"), ()),
-    (kinds.EXC_OUT_OF_MEMORY, ("OutOfMemoryError", "Java heap space", "exceeding memory limits", "Container killed",
-                               "GC overhead limit", "MemoryError"), ()),
+    (
+        kinds.EXC_STATE_SCHEMA,
+        (
+            "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE",
+            "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+            "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
+            "StateSchemaNotCompatible",
+            "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION",
+            "schema is not compatible",
+        ),
+        (),
+    ),
+    (
+        kinds.EXC_OUT_OF_MEMORY,
+        ("OutOfMemoryError", "Java heap space", "exceeding memory limits", "Container killed", "GC overhead limit", "MemoryError"),
+        (),
+    ),
     # the Python side cannot even load the user's code: a missing or mismatched package on the workers
-    (kinds.EXC_PYTHON_DEPENDENCY, ("ModuleNotFoundError", "ImportError", "No module named", "PYTHON_VERSION_MISMATCH",
-                                   "PYTHON_WORKER_UNEXPECTEDLY_EXITED"), ()),
+    (
+        kinds.EXC_PYTHON_DEPENDENCY,
+        ("ModuleNotFoundError", "ImportError", "No module named", "PYTHON_VERSION_MISMATCH", "PYTHON_WORKER_UNEXPECTEDLY_EXITED"),
+        (),
+    ),
     # the job asks for something the runtime cannot give: a class, a setting, a mode that does not fit
-    (kinds.EXC_CONFIGURATION, ("ClassNotFoundException", "NoClassDefFoundError", "INVALID_CONF", "CONFIG_NOT_AVAILABLE",
-                               "STATEFUL_PROCESSOR_INCORRECT_TIME_MODE", "STATEFUL_PROCESSOR_CANNOT", "UNSUPPORTED_STATE_STORE_PROVIDER",
-                               "STATE_STORE_PROVIDER", "ConfigException"), ()),
-    (kinds.EXC_CHECKPOINT_CORRUPTION, ("CANNOT_LOAD_STATE_STORE", "CANNOT_READ_STREAMING_STATE_FILE", "CANNOT_READ_CHECKPOINT",
-                                       "STREAMING_CHECKPOINT", "CANNOT_READ_DELTA_FILE", "CANNOT_READ_SNAPSHOT_FILE",
-                                       "ChecksumException", "Stream is corrupted", "checkpoint", "Checkpoint"), ()),
+    (
+        kinds.EXC_CONFIGURATION,
+        (
+            "ClassNotFoundException",
+            "NoClassDefFoundError",
+            "INVALID_CONF",
+            "CONFIG_NOT_AVAILABLE",
+            "STATEFUL_PROCESSOR_INCORRECT_TIME_MODE",
+            "STATEFUL_PROCESSOR_CANNOT",
+            "UNSUPPORTED_STATE_STORE_PROVIDER",
+            "STATE_STORE_PROVIDER",
+            "ConfigException",
+        ),
+        (),
+    ),
+    (
+        kinds.EXC_CHECKPOINT_CORRUPTION,
+        (
+            "CANNOT_LOAD_STATE_STORE",
+            "CANNOT_READ_STREAMING_STATE_FILE",
+            "CANNOT_READ_CHECKPOINT",
+            "STREAMING_CHECKPOINT",
+            "CANNOT_READ_DELTA_FILE",
+            "CANNOT_READ_SNAPSHOT_FILE",
+            "ChecksumException",
+            "Stream is corrupted",
+            "checkpoint",
+            "Checkpoint",
+        ),
+        (),
+    ),
     (kinds.EXC_SINK, (), ("KafkaWriteTask", "KafkaWriter")),  # a Kafka error while writing, before Kafka means source
-    (kinds.EXC_SOURCE, ("FAILED_READ_FILE", "org.apache.kafka", "KAFKA_DATA_LOSS", "OffsetOutOfRange", "CANNOT_READ_FILE", "not a Parquet file",
-                        "STREAM_FAILED", "DATA_SOURCE"),
-     ("FileScanRDD", "KafkaMicroBatchStream", "KafkaSource", "FileStreamSource", "MicroBatchStream.planInputPartitions")),
+    (
+        kinds.EXC_SOURCE,
+        (
+            "FAILED_READ_FILE",
+            "org.apache.kafka",
+            "KAFKA_DATA_LOSS",
+            "OffsetOutOfRange",
+            "CANNOT_READ_FILE",
+            "not a Parquet file",
+            "STREAM_FAILED",
+            "DATA_SOURCE",
+        ),
+        ("FileScanRDD", "KafkaMicroBatchStream", "KafkaSource", "FileStreamSource", "MicroBatchStream.planInputPartitions"),
+    ),
     # the user's own function raised: foreachBatch (through py4j or Scala) or a UDF in a Python worker
-    (kinds.EXC_USER_CODE, ("FOREACH_BATCH_USER_FUNCTION_ERROR", "PYTHON_EXCEPTION", "Python Proxy", "UDF_USER_CODE_ERROR",
-                           "FAILED_EXECUTE_UDF"), ("PythonForeachBatchHelper", "ForeachBatchSink")),
-    (kinds.EXC_SINK, ("TASK_WRITE_FAILED", "KafkaWriter", "FileAlreadyExistsException"),
-     ("FileStreamSink", "FileFormatWriter", "KafkaWriteTask", "ForeachWriter", "DataSourceV2 write")),
+    (
+        kinds.EXC_USER_CODE,
+        ("FOREACH_BATCH_USER_FUNCTION_ERROR", "PYTHON_EXCEPTION", "Python Proxy", "UDF_USER_CODE_ERROR", "FAILED_EXECUTE_UDF"),
+        ("PythonForeachBatchHelper", "ForeachBatchSink"),
+    ),
+    (
+        kinds.EXC_SINK,
+        ("TASK_WRITE_FAILED", "KafkaWriter", "FileAlreadyExistsException"),
+        ("FileStreamSink", "FileFormatWriter", "KafkaWriteTask", "ForeachWriter", "DataSourceV2 write"),
+    ),
 )
 
 

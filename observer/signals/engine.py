@@ -28,15 +28,26 @@ from observer.signals.pace import Pace
 from observer.signals.restore import Restores
 
 # counters every operator exports from 0, so increase() sees the first real one
-_OPERATOR_COUNTERS = (catalog.STATE_RESTORES, catalog.STATE_STORE_RELOADS, catalog.PARTITION_CHANGES, catalog.STATE_TASK_RETRIES,
-                      catalog.LOAD_LATENCY_ANOMALIES)
+_OPERATOR_COUNTERS = (
+    catalog.STATE_RESTORES,
+    catalog.STATE_STORE_RELOADS,
+    catalog.PARTITION_CHANGES,
+    catalog.STATE_TASK_RETRIES,
+    catalog.LOAD_LATENCY_ANOMALIES,
+)
 
 
 class SignalEngine:
     """Consumes model events in order (one thread) and returns, per event, the ``Facts`` it implies."""
 
-    def __init__(self, settings: Settings, lookup: Callable[[str], QueryRecord | None], clock: Callable[[], float] = time.time,
-                 live: bool = True, last_alive_hint: LastAliveHint | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        lookup: Callable[[str], QueryRecord | None],
+        clock: Callable[[], float] = time.time,
+        live: bool = True,
+        last_alive_hint: LastAliveHint | None = None,
+    ) -> None:
         self.s = settings
         self.clock = clock
         self.live = live
@@ -55,8 +66,7 @@ class SignalEngine:
         self.restores.new_run(query_id)
         self.pace.new_run(query_id)
 
-    def on_event(self, event: Event, record: QueryRecord, received_at: float | None = None,
-                 executors: Set[str] | None = None) -> Facts:
+    def on_event(self, event: Event, record: QueryRecord, received_at: float | None = None, executors: Set[str] | None = None) -> Facts:
         """The facts ``event`` implies; ``record`` is its query's record after the event was applied.
 
         ``executors`` (polled with a progress event) are judged first: an executor removed during the

@@ -96,15 +96,35 @@ class Partitions:
         labels = operator_labels(op.index, op.name)
         if op.shuffle_partitions != before.partitions:
             facts.add(record, catalog.PARTITION_CHANGES, labels)
-            facts.signal(kinds.PARTITIONS_CHANGED, record, p.run_id, ts, operator=op.name, operator_index=op.index, batch_id=p.batch_id,
-                         before=before.partitions, after=op.shuffle_partitions,
-                         store_instances_before=before.instances, store_instances_after=op.store_instances)
+            facts.signal(
+                kinds.PARTITIONS_CHANGED,
+                record,
+                p.run_id,
+                ts,
+                operator=op.name,
+                operator_index=op.index,
+                batch_id=p.batch_id,
+                before=before.partitions,
+                after=op.shuffle_partitions,
+                store_instances_before=before.instances,
+                store_instances_after=op.store_instances,
+            )
             self._layouts[key] = _Layout(op.shuffle_partitions)
             self._layouts[key].seen(op.store_instances)
         elif op.store_instances is not None and before.instances is not None and op.store_instances > before.instances:
             facts.add(record, catalog.STATE_TASK_RETRIES, labels)
-            facts.signal(kinds.STATE_TASK_RETRY, record, p.run_id, ts, operator=op.name, operator_index=op.index, batch_id=p.batch_id,
-                         partitions=op.shuffle_partitions, store_instances=op.store_instances, usual_store_instances=before.instances,
-                         retried_store_instances=op.store_instances - before.instances)
+            facts.signal(
+                kinds.STATE_TASK_RETRY,
+                record,
+                p.run_id,
+                ts,
+                operator=op.name,
+                operator_index=op.index,
+                batch_id=p.batch_id,
+                partitions=op.shuffle_partitions,
+                store_instances=op.store_instances,
+                usual_store_instances=before.instances,
+                retried_store_instances=op.store_instances - before.instances,
+            )
         else:
             before.seen(op.store_instances)

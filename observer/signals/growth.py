@@ -109,7 +109,10 @@ class GrowthWindow:
             if len(self.points) >= self.min_points and last[0] - first[0] >= self.window * 0.5:
                 unbounded = bool(last[1] > first[1] and rows_rate > 0 and self._removed == 0)
         return GrowthVerdict(
-            rows_per_second=rows_rate, bytes_per_second=bytes_rate, eviction_ratio=ratio, unbounded=unbounded,
+            rows_per_second=rows_rate,
+            bytes_per_second=bytes_rate,
+            eviction_ratio=ratio,
+            unbounded=unbounded,
             rows_eta_seconds=_eta(rows, rows_rate, rows_budget),
             bytes_eta_seconds=_eta(memory, bytes_rate, bytes_budget),
         )
@@ -162,6 +165,15 @@ class Growth:
         facts.set(record, catalog.STATE_UNBOUNDED, labels, 1.0 if v.unbounded else 0.0)
         if v.unbounded != self._unbounded.get(key):
             kind = kinds.STATE_UNBOUNDED if v.unbounded else kinds.STATE_BOUNDED
-            facts.signal(kind, record, p.run_id, ts, operator=op.name, operator_index=op.index,
-                         rows=op.rows_total, rows_per_second=round(v.rows_per_second, 3), eviction_ratio=round(v.eviction_ratio, 3))
+            facts.signal(
+                kind,
+                record,
+                p.run_id,
+                ts,
+                operator=op.name,
+                operator_index=op.index,
+                rows=op.rows_total,
+                rows_per_second=round(v.rows_per_second, 3),
+                eviction_ratio=round(v.eviction_ratio, 3),
+            )
         self._unbounded[key] = v.unbounded

@@ -80,7 +80,9 @@ class KafkaSources:
             # a restart: a new run of a source seen before, or a first sight of a query resuming its checkpoint
             restarted = first_of_run and (src is not None or p.batch_id > 0)
             if src is None:
-                src = sources[index] = _Source(KafkaLagTracker(top_k=self.s.partition_top_k, growth_window_seconds=self.s.growth_window_seconds))
+                src = sources[index] = _Source(
+                    KafkaLagTracker(top_k=self.s.partition_top_k, growth_window_seconds=self.s.growth_window_seconds)
+                )
             if first_of_run:
                 src.tracker.new_run()
             src.restart_pending = src.restart_pending or restarted
@@ -117,8 +119,9 @@ class KafkaSources:
             facts.set(record, spec, full, None)
         src.published = current
 
-    def _signals(self, record: QueryRecord, p: QueryProgress, src: _Source, snap: KafkaSnapshot, labels: Labels,
-                 restarted: bool, facts: Facts) -> None:
+    def _signals(
+        self, record: QueryRecord, p: QueryProgress, src: _Source, snap: KafkaSnapshot, labels: Labels, restarted: bool, facts: Facts
+    ) -> None:
         where = dict(labels)
         for finding in snap.findings:
             attrs: dict[str, Any] = {**where, "topic": finding.topic}
@@ -130,9 +133,17 @@ class KafkaSources:
             open_forecast = src.forecasts.get(topic)
             if open_forecast is not None and backlog == 0:
                 del src.forecasts[topic]
-                facts.signal(kinds.KAFKA_CAUGHT_UP, record, p.run_id, snap.t, **where, topic=topic,
-                             seconds=round(snap.t - open_forecast.t, 3), forecast_seconds=_rounded(open_forecast.seconds),
-                             backlog_records=open_forecast.backlog)
+                facts.signal(
+                    kinds.KAFKA_CAUGHT_UP,
+                    record,
+                    p.run_id,
+                    snap.t,
+                    **where,
+                    topic=topic,
+                    seconds=round(snap.t - open_forecast.t, 3),
+                    forecast_seconds=_rounded(open_forecast.seconds),
+                    backlog_records=open_forecast.backlog,
+                )
                 continue
             if restarted and backlog > 0:
                 open_forecast = src.forecasts[topic] = _Forecast(snap.t, None, backlog, pending=True)
@@ -141,13 +152,22 @@ class KafkaSources:
             # the restart's forecast: at its first batch with the rate seen before the restart (same observer),
             # else as soon as the new run has shown its pace
             open_forecast.t, open_forecast.seconds, open_forecast.pending = snap.t, snap.catch_up.get(topic), False
-            facts.signal(kinds.KAFKA_CATCH_UP_FORECAST, record, p.run_id, snap.t, **where, topic=topic,
-                         backlog_records=backlog, restart_backlog_records=open_forecast.backlog,
-                         forecast_seconds=_rounded(open_forecast.seconds),
-                         read_records_per_second=_rounded(snap.read_rate.get(topic)),
-                         produce_records_per_second=_rounded(snap.produce_rate.get(topic)),
-                         basis="rate_before_restart" if restarted else "rate_of_this_run",
-                         lag_seconds=_rounded(snap.topic_seconds.get(topic)))
+            facts.signal(
+                kinds.KAFKA_CATCH_UP_FORECAST,
+                record,
+                p.run_id,
+                snap.t,
+                **where,
+                topic=topic,
+                backlog_records=backlog,
+                restart_backlog_records=open_forecast.backlog,
+                forecast_seconds=_rounded(open_forecast.seconds),
+                read_records_per_second=_rounded(snap.read_rate.get(topic)),
+                produce_records_per_second=_rounded(snap.produce_rate.get(topic)),
+                basis="rate_before_restart" if restarted else "rate_of_this_run",
+                lag_seconds=_rounded(snap.topic_seconds.get(topic)),
+            )
+
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)

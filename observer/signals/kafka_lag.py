@@ -56,8 +56,8 @@ LOWER_BOUND = "lower_bound"  # one observation only: the record is at least as o
 UNKNOWN = "unknown"
 
 
-
 # --- parsing -----------------------------------------------------------------------------------------
+
 
 def _as_offset(value: Any, upper: int = MAX_OFFSET) -> int | None:
     """A non-negative integer no larger than ``upper``, from an int, an integral float or a digit string; else None."""
@@ -169,6 +169,7 @@ def topic_totals(lags: Mapping[tuple[str, int], int]) -> dict[str, int]:
 
 # --- lag in seconds ----------------------------------------------------------------------------------
 
+
 class OffsetHistory:
     """Bounded history of one partition's latest offset: points ``[offset, first_seen, last_seen]``, offsets increasing.
 
@@ -248,6 +249,7 @@ def _slope(points: list[tuple[float, float]]) -> float | None:
 
 # --- catch-up forecast -------------------------------------------------------------------------------
 
+
 def catch_up_seconds(backlog: float, read_rate: float | None, produce_rate: float | None, delay: float = 0.0) -> float | None:
     """Seconds until a query has read a ``backlog`` of records, None when it never will at these rates.
 
@@ -302,6 +304,7 @@ class _Rates:
 
 # --- per source tracking -----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class PartitionLag:
     topic: str
@@ -355,9 +358,16 @@ class KafkaLagTracker:
     topic totals of the last ``growth_window_seconds`` (at most ``max_window_points``).
     """
 
-    def __init__(self, top_k: int = 10, max_points: int = 64, max_partitions: int = DEFAULT_MAX_PARTITIONS,
-                 growth_window_seconds: float = 120.0, growth_min_batches: int = 5, stuck_batches: int = 3,
-                 max_window_points: int = 1000) -> None:
+    def __init__(
+        self,
+        top_k: int = 10,
+        max_points: int = 64,
+        max_partitions: int = DEFAULT_MAX_PARTITIONS,
+        growth_window_seconds: float = 120.0,
+        growth_min_batches: int = 5,
+        stuck_batches: int = 3,
+        max_window_points: int = 1000,
+    ) -> None:
         self.top_k = max(0, top_k)
         self.max_points = max_points
         self.max_partitions = max(1, max_partitions)
@@ -445,11 +455,25 @@ class KafkaLagTracker:
         catch_up, read_rates, produce_rates = self._forecast(float(t), start, end, latest, topic_records, delay)
         ranked = sorted(rows, key=lambda r: (-r.records, -(r.seconds or 0.0), r.topic, r.partition))
         self._prev_end, self._prev_latest = end, latest
-        return KafkaSnapshot(float(t), tuple(rows), tuple(ranked[:self.top_k]), topic_records, topic_seconds, topic_partitions,
-                             frozenset(self._stuck), growth, tuple(findings), dropped, catch_up, read_rates, produce_rates)
+        return KafkaSnapshot(
+            float(t),
+            tuple(rows),
+            tuple(ranked[: self.top_k]),
+            topic_records,
+            topic_seconds,
+            topic_partitions,
+            frozenset(self._stuck),
+            growth,
+            tuple(findings),
+            dropped,
+            catch_up,
+            read_rates,
+            produce_rates,
+        )
 
-    def _forecast(self, t: float, start: Offsets, end: Offsets, latest: Offsets,
-                  totals: Mapping[str, int], delay: float) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    def _forecast(
+        self, t: float, start: Offsets, end: Offsets, latest: Offsets, totals: Mapping[str, int], delay: float
+    ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
         """Per topic: seconds until the current lag is read (0 when caught up, none when not draining), read and produce rates."""
         # a run's first batch spans the downtime, its second the first one's start-up: neither shows the pace
         interval = None if self._run_start or self._after_run_start or self._prev_t is None else t - self._prev_t
@@ -500,7 +524,9 @@ class KafkaLagTracker:
                 found.append(KafkaFinding("latest_went_back", topic, back))
                 self._count("latest_went_back", topic)
         checks: tuple[tuple[str, Callable[[int, int], bool]], ...] = (
-            ("offsets_rewound", lambda s, e: s < e), ("offsets_skipped", lambda s, e: s > e))
+            ("offsets_rewound", lambda s, e: s < e),
+            ("offsets_skipped", lambda s, e: s > e),
+        )
         for kind, test in checks:
             for topic, partitions in start.items():
                 before = prev_end.get(topic, {})
@@ -557,7 +583,7 @@ class KafkaLagTracker:
                 continue
             slopes[topic] = slope
             # growing over the window, and still growing: not a backlog being read down after a jump
-            recent = _slope(list(window)[len(window) // 2:])
+            recent = _slope(list(window)[len(window) // 2 :])
             growing = slope > 0 and window[-1][1] > window[0][1] and (recent is None or recent >= 0)
             if growing and topic not in self._growing:
                 self._growing.add(topic)

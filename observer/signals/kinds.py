@@ -40,16 +40,40 @@ KAFKA_LATEST_WENT_BACK = "kafka_latest_went_back"
 KAFKA_CATCH_UP_FORECAST = "kafka_catch_up_forecast"
 KAFKA_CAUGHT_UP = "kafka_caught_up"
 KAFKA_KINDS = (
-    KAFKA_LAG_GROWING, KAFKA_PARTITION_STUCK, KAFKA_PARTITION_RECOVERED, KAFKA_PARTITIONS_ADDED, KAFKA_OFFSETS_REWOUND,
-    KAFKA_OFFSETS_SKIPPED, KAFKA_LATEST_WENT_BACK, KAFKA_CATCH_UP_FORECAST, KAFKA_CAUGHT_UP,
+    KAFKA_LAG_GROWING,
+    KAFKA_PARTITION_STUCK,
+    KAFKA_PARTITION_RECOVERED,
+    KAFKA_PARTITIONS_ADDED,
+    KAFKA_OFFSETS_REWOUND,
+    KAFKA_OFFSETS_SKIPPED,
+    KAFKA_LATEST_WENT_BACK,
+    KAFKA_CATCH_UP_FORECAST,
+    KAFKA_CAUGHT_UP,
 )
 KAFKA_DATA_LOSS_KINDS = frozenset({KAFKA_OFFSETS_REWOUND, KAFKA_OFFSETS_SKIPPED, KAFKA_LATEST_WENT_BACK})
 """Offsets that did not continue where the previous batch left them: records skipped (lost) or read twice."""
 
 SIGNAL_KINDS = (
-    QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE, CRASH_LOOP, STALLED, STALL_RECOVERED,
-    RESTORE, STORE_RELOAD, EXECUTOR_ADDED, EXECUTOR_REMOVED, PARTITIONS_CHANGED,
-    STATE_UNBOUNDED, STATE_BOUNDED, FALLING_BEHIND, CAUGHT_UP, LOAD_LATENCY_ANOMALY, STATE_TASK_RETRY, PARTITION_MIGRATED, *KAFKA_KINDS,
+    QUERY_STARTED,
+    QUERY_RESTARTED,
+    QUERY_TERMINATED,
+    QUERY_IDLE,
+    CRASH_LOOP,
+    STALLED,
+    STALL_RECOVERED,
+    RESTORE,
+    STORE_RELOAD,
+    EXECUTOR_ADDED,
+    EXECUTOR_REMOVED,
+    PARTITIONS_CHANGED,
+    STATE_UNBOUNDED,
+    STATE_BOUNDED,
+    FALLING_BEHIND,
+    CAUGHT_UP,
+    LOAD_LATENCY_ANOMALY,
+    STATE_TASK_RETRY,
+    PARTITION_MIGRATED,
+    *KAFKA_KINDS,
 )
 ALL = "*"
 """Subscribe to every kind."""
@@ -57,9 +81,25 @@ ALL = "*"
 LIFECYCLE_KINDS = (QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE, CRASH_LOOP, STALLED, STALL_RECOVERED)
 """The kinds that change a query's health (running, idle, stalled, failed, stopped)."""
 
-WARNING_KINDS = frozenset({QUERY_RESTARTED, CRASH_LOOP, STALLED, STORE_RELOAD, EXECUTOR_REMOVED, STATE_UNBOUNDED,
-                           FALLING_BEHIND, PARTITIONS_CHANGED, PARTITION_MIGRATED, KAFKA_LAG_GROWING, KAFKA_PARTITION_STUCK,
-                           KAFKA_PARTITIONS_ADDED}) | KAFKA_DATA_LOSS_KINDS
+WARNING_KINDS = (
+    frozenset(
+        {
+            QUERY_RESTARTED,
+            CRASH_LOOP,
+            STALLED,
+            STORE_RELOAD,
+            EXECUTOR_REMOVED,
+            STATE_UNBOUNDED,
+            FALLING_BEHIND,
+            PARTITIONS_CHANGED,
+            PARTITION_MIGRATED,
+            KAFKA_LAG_GROWING,
+            KAFKA_PARTITION_STUCK,
+            KAFKA_PARTITIONS_ADDED,
+        }
+    )
+    | KAFKA_DATA_LOSS_KINDS
+)
 """Kinds worth a warning; a termination with an exception is an error, every other kind informational."""
 
 # Why a query failed (attribute ``exception_class`` of ``query_terminated``, label of the terminations
@@ -73,8 +113,17 @@ EXC_OUT_OF_MEMORY = "out_of_memory"  # a JVM heap, a container or a Python worke
 EXC_PYTHON_DEPENDENCY = "python_dependency"  # the Python workers cannot import what the job needs
 EXC_CONFIGURATION = "configuration"  # a setting, class or mode the runtime cannot honour
 EXC_OTHER = "other"
-EXCEPTION_CLASSES = (EXC_USER_CODE, EXC_SINK, EXC_SOURCE, EXC_STATE_SCHEMA, EXC_CHECKPOINT_CORRUPTION, EXC_OUT_OF_MEMORY,
-                     EXC_PYTHON_DEPENDENCY, EXC_CONFIGURATION, EXC_OTHER)
+EXCEPTION_CLASSES = (
+    EXC_USER_CODE,
+    EXC_SINK,
+    EXC_SOURCE,
+    EXC_STATE_SCHEMA,
+    EXC_CHECKPOINT_CORRUPTION,
+    EXC_OUT_OF_MEMORY,
+    EXC_PYTHON_DEPENDENCY,
+    EXC_CONFIGURATION,
+    EXC_OTHER,
+)
 
 
 @dataclass(frozen=True)
@@ -99,6 +148,13 @@ class SignalEvent:
     def to_json(self) -> dict[str, Any]:
         """The machine-readable form (``replay --format events``, one JSON object per line)."""
         when = datetime.datetime.fromtimestamp(self.timestamp, datetime.timezone.utc)
-        return {"kind": self.kind, "time": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-                "timestamp": self.timestamp, "query": self.query, "query_id": self.query_id, "run_id": self.run_id,
-                "attributes": self.attributes, **({"app": dict(self.app)} if self.app else {})}
+        return {
+            "kind": self.kind,
+            "time": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "timestamp": self.timestamp,
+            "query": self.query,
+            "query_id": self.query_id,
+            "run_id": self.run_id,
+            "attributes": self.attributes,
+            **({"app": dict(self.app)} if self.app else {}),
+        }

@@ -64,8 +64,9 @@ class BatchStart:
 
 
 class Lifecycle:
-    def __init__(self, settings: Settings, on_new_run: Callable[[str], None], live: bool = True,
-                 last_alive_hint: LastAliveHint | None = None) -> None:
+    def __init__(
+        self, settings: Settings, on_new_run: Callable[[str], None], live: bool = True, last_alive_hint: LastAliveHint | None = None
+    ) -> None:
         self.s = settings
         self.live = live
         self.last_alive_hint = last_alive_hint
@@ -129,9 +130,13 @@ class Lifecycle:
         if e.exception:
             cause = root_cause(e.error_class, e.exception)
             cls = classify_exception(e.error_class, e.exception, cause)
-            attrs.update(exception_class=cls, error_class=e.error_class, root_cause=cause,
-                         message=e.exception.splitlines()[0][:300] if e.exception.strip() else "",
-                         exception=bounded_text(e.exception))
+            attrs.update(
+                exception_class=cls,
+                error_class=e.error_class,
+                root_cause=cause,
+                message=e.exception.splitlines()[0][:300] if e.exception.strip() else "",
+                exception=bounded_text(e.exception),
+            )
             facts.add(record, catalog.QUERY_TERMINATIONS_BY_CLASS, (("exception_class", cls),))
         facts.signal(kinds.QUERY_TERMINATED, record, e.run_id, q.last_alive, **attrs)
 
@@ -152,8 +157,16 @@ class Lifecycle:
         longest = max(q.durations) if q.durations else 0.0
         limit = max(self.s.stall_min_seconds, self.s.stall_factor * interval, DURATION_FACTOR * longest)
         if since > limit and not q.stalled:
-            self._set_stalled(q, record, True, now, facts, seconds_without_progress=round(since, 1), limit_seconds=round(limit, 1),
-                              longest_recent_batch_seconds=round(longest, 1))
+            self._set_stalled(
+                q,
+                record,
+                True,
+                now,
+                facts,
+                seconds_without_progress=round(since, 1),
+                limit_seconds=round(limit, 1),
+                longest_recent_batch_seconds=round(longest, 1),
+            )
 
     def _new_run(self, query_id: str, q: RunState, run_id: str, ts: float) -> None:
         q.run_id, q.run_start = run_id, ts
@@ -176,8 +189,15 @@ class Lifecycle:
         facts.add(record, catalog.QUERY_RESTARTS, ())
         if downtime is not None:
             facts.set(record, catalog.QUERY_LAST_DOWNTIME, (), downtime)
-        facts.signal(kinds.QUERY_RESTARTED, record, run_id, ts, downtime_seconds=_round(downtime),
-                     gap_since_previous_run_seconds=_round(gap), since_last_progress_seconds=_round(since_progress))
+        facts.signal(
+            kinds.QUERY_RESTARTED,
+            record,
+            run_id,
+            ts,
+            downtime_seconds=_round(downtime),
+            gap_since_previous_run_seconds=_round(gap),
+            since_last_progress_seconds=_round(since_progress),
+        )
         q.restarts.append(ts)
         while q.restarts and ts - q.restarts[0] > self.s.crash_loop_window_seconds:
             q.restarts.popleft()

@@ -63,12 +63,25 @@ class Pace:
             q.above_since = (q.above_since if q.above_since is not None else ts) if above else None
             behind = q.above_since is not None and ts - q.above_since >= self.s.falling_behind_for_seconds
             if behind and not q.behind:
-                facts.signal(kinds.FALLING_BEHIND, record, p.run_id, ts, input_rows_per_second=round(input_rate, 1),
-                             processed_rows_per_second=round(processed_rate, 1), window_seconds=self.s.falling_behind_window_seconds,
-                             behind_for_seconds=round(ts - (q.above_since or ts), 1))
+                facts.signal(
+                    kinds.FALLING_BEHIND,
+                    record,
+                    p.run_id,
+                    ts,
+                    input_rows_per_second=round(input_rate, 1),
+                    processed_rows_per_second=round(processed_rate, 1),
+                    window_seconds=self.s.falling_behind_window_seconds,
+                    behind_for_seconds=round(ts - (q.above_since or ts), 1),
+                )
             elif not behind and q.behind:
-                facts.signal(kinds.CAUGHT_UP, record, p.run_id, ts, input_rows_per_second=round(input_rate, 1),
-                             processed_rows_per_second=round(processed_rate, 1))
+                facts.signal(
+                    kinds.CAUGHT_UP,
+                    record,
+                    p.run_id,
+                    ts,
+                    input_rows_per_second=round(input_rate, 1),
+                    processed_rows_per_second=round(processed_rate, 1),
+                )
             q.behind = behind
         facts.set(record, catalog.FALLING_BEHIND, (), 1.0 if q.behind else 0.0)
 

@@ -167,8 +167,11 @@ class PlacementTracker:
                 state.run_id = batch.run_id
             if state.batch_id is not None and batch.batch_id <= state.batch_id:
                 continue  # an old or repeated batch (a restarted query replays from its checkpoint): no comparison
-            moved = [(run, state.placement[run.partition]) for run in runs
-                     if run.partition in state.placement and state.placement[run.partition][0] != run.executor_id]
+            moved = [
+                (run, state.placement[run.partition])
+                for run in runs
+                if run.partition in state.placement and state.placement[run.partition][0] != run.executor_id
+            ]
             if moved and executors is not None and not asked:
                 asked = True
                 for change in executors():
@@ -198,9 +201,20 @@ class PlacementTracker:
         return out
 
     def _migration(self, batch: BatchTasks, run: PartitionRun, prev: tuple[str, float | None]) -> Migration:
-        return Migration(batch.query_id, batch.batch_id, run.operator, run.partition, prev[0], run.executor_id,
-                         self._cause(run, prev), _seconds(run.load_ms), _seconds(run.replay_ms), run.changelog_files, run.attempt,
-                         run.loads_from_dfs)
+        return Migration(
+            batch.query_id,
+            batch.batch_id,
+            run.operator,
+            run.partition,
+            prev[0],
+            run.executor_id,
+            self._cause(run, prev),
+            _seconds(run.load_ms),
+            _seconds(run.replay_ms),
+            run.changelog_files,
+            run.attempt,
+            run.loads_from_dfs,
+        )
 
     def _cause(self, run: PartitionRun, prev: tuple[str, float | None]) -> str:
         """Why the partition left its executor: gone, a newcomer took it, or its executor was busy."""
@@ -221,15 +235,29 @@ class PlacementTracker:
         loads = [m.load_seconds for m in ob.migrations if m.load_seconds is not None]
         files = [m.changelog_files for m in ob.migrations if m.changelog_files is not None]
         replays = [m.replay_seconds for m in ob.migrations if m.replay_seconds is not None]
-        return SignalEvent(PARTITION_MIGRATED, batch.query_id, self._names.get(batch.query_id, batch.query_id), batch.run_id, self._clock(), {
-            "batch_id": batch.batch_id, "operator_id": ob.operator, "operator_name": ob.operator_name,
-            "migrated": len(ob.migrations), "partitions": sorted(m.partition for m in ob.migrations)[:64],
-            "causes": causes, "stickiness": ob.stickiness,
-            "from_executors": sorted({m.from_executor for m in ob.migrations}), "to_executors": sorted({m.to_executor for m in ob.migrations}),
-            "load_seconds": sum(loads) if loads else None, "max_load_seconds": max(loads) if loads else None,
-            "replay_seconds": sum(replays) if replays else None, "changelog_files": sum(files) if files else None,
-            "loads_from_dfs": sum(m.loads_from_dfs or 0 for m in ob.migrations),
-        })
+        return SignalEvent(
+            PARTITION_MIGRATED,
+            batch.query_id,
+            self._names.get(batch.query_id, batch.query_id),
+            batch.run_id,
+            self._clock(),
+            {
+                "batch_id": batch.batch_id,
+                "operator_id": ob.operator,
+                "operator_name": ob.operator_name,
+                "migrated": len(ob.migrations),
+                "partitions": sorted(m.partition for m in ob.migrations)[:64],
+                "causes": causes,
+                "stickiness": ob.stickiness,
+                "from_executors": sorted({m.from_executor for m in ob.migrations}),
+                "to_executors": sorted({m.to_executor for m in ob.migrations}),
+                "load_seconds": sum(loads) if loads else None,
+                "max_load_seconds": max(loads) if loads else None,
+                "replay_seconds": sum(replays) if replays else None,
+                "changelog_files": sum(files) if files else None,
+                "loads_from_dfs": sum(m.loads_from_dfs or 0 for m in ob.migrations),
+            },
+        )
 
     def take_facts(self) -> list[SignalEvent]:
         """The ``partition_migrated`` facts since the last call, for the signal pipeline (``facts`` keeps the recent ones)."""
@@ -247,7 +275,12 @@ class PlacementTracker:
         per_query_memory: dict[str, dict[str, float]] = {}
         per_query_parts: dict[str, dict[str, int]] = {}
         for (query_id, op_index), state in self._ops.items():
-            labels = {"query": self._names.get(query_id, query_id), "query_id": query_id, "operator_index": str(op_index), "operator": state.name}
+            labels = {
+                "query": self._names.get(query_id, query_id),
+                "query_id": query_id,
+                "operator_index": str(op_index),
+                "operator": state.name,
+            }
             for cause, n in state.migrations.items():
                 yield MIGRATIONS, {**labels, "cause": cause}, float(n)
             yield PLACEMENTS, labels, float(state.placements)
@@ -256,8 +289,12 @@ class PlacementTracker:
             yield MIGRATION_FILES, labels, float(state.changelog_files)
             latest = state.latest
             if latest is not None:
-                for spec, value in ((STICKINESS, latest.stickiness), (ROWS_SKEW, latest.rows_skew), (MEMORY_SKEW, latest.memory_skew),
-                                    (PARTITION_ROWS_MAX, latest.rows_max)):
+                for spec, value in (
+                    (STICKINESS, latest.stickiness),
+                    (ROWS_SKEW, latest.rows_skew),
+                    (MEMORY_SKEW, latest.memory_skew),
+                    (PARTITION_ROWS_MAX, latest.rows_max),
+                ):
                     if value is not None:
                         yield spec, labels, float(value)
                 mem = per_query_memory.setdefault(query_id, {})
@@ -278,7 +315,9 @@ class PlacementTracker:
                     yield EXECUTOR_MEMORY, {**base, "executor": ex}, mem[ex]
 
 
-def _operator_batch(batch: BatchTasks, op_index: int, name: str, runs: list[PartitionRun], migrations: list[Migration], compared: int) -> OperatorBatch:
+def _operator_batch(
+    batch: BatchTasks, op_index: int, name: str, runs: list[PartitionRun], migrations: list[Migration], compared: int
+) -> OperatorBatch:
     rows = [r.rows_total or 0 for r in runs]
     have_rows = any(r.rows_total is not None for r in runs)  # Spark leaves a zero count out of the task's accumulables
     memory = [float(r.memory_bytes) for r in runs if r.memory_bytes is not None]
@@ -288,9 +327,21 @@ def _operator_batch(batch: BatchTasks, op_index: int, name: str, runs: list[Part
         executor_partitions[r.executor_id] = executor_partitions.get(r.executor_id, 0) + 1
         if r.memory_bytes is not None:
             executor_memory[r.executor_id] = executor_memory.get(r.executor_id, 0.0) + r.memory_bytes
-    return OperatorBatch(batch.query_id, batch.batch_id, op_index, name, {r.partition: r.executor_id for r in runs}, migrations, compared,
-                         skew_ratio(rows) if have_rows else None, skew_ratio(memory), max(rows) if have_rows else None,
-                         executor_memory, executor_partitions, tuple(runs))
+    return OperatorBatch(
+        batch.query_id,
+        batch.batch_id,
+        op_index,
+        name,
+        {r.partition: r.executor_id for r in runs},
+        migrations,
+        compared,
+        skew_ratio(rows) if have_rows else None,
+        skew_ratio(memory),
+        max(rows) if have_rows else None,
+        executor_memory,
+        executor_partitions,
+        tuple(runs),
+    )
 
 
 def skew_ratio(values: Sequence[float]) -> float | None:
@@ -331,8 +382,13 @@ class Advice:
     estimate: bool = True
 
 
-def advise(partitions: Sequence[PartitionStat], target_restore_seconds: float, restore_estimate_seconds: float | None = None,
-           spark_version: str | None = None, skew_threshold: float = 2.0) -> Advice:
+def advise(
+    partitions: Sequence[PartitionStat],
+    target_restore_seconds: float,
+    restore_estimate_seconds: float | None = None,
+    spark_version: str | None = None,
+    skew_threshold: float = 2.0,
+) -> Advice:
     """Estimate the worst partition's restore and the shuffle partitions that would bring it under the target.
 
     Per partition, the restore time is its measured load time where there is one, otherwise its share (by
@@ -358,14 +414,25 @@ def advise(partitions: Sequence[PartitionStat], target_restore_seconds: float, r
             restore.append(None)
     known = [(r, p.partition) for r, p in zip(restore, partitions) if r is not None]
     if not known:
-        return Advice(skewed, skew, None, None, target_restore_seconds, n, None,
-                      _skew_text(skewed, skew) + " No load time or restore estimate: no restore advice.")
+        return Advice(
+            skewed,
+            skew,
+            None,
+            None,
+            target_restore_seconds,
+            n,
+            None,
+            _skew_text(skewed, skew) + " No load time or restore estimate: no restore advice.",
+        )
     worst, worst_partition = max(known)
     mean_restore = sum(r for r, _ in known) / len(known)
     # spread evenly, N partitions each taking mean_restore would need N * mean_restore / target to meet the target
     needed = max(1, math.ceil(n * max(mean_restore, 1e-9) / target_restore_seconds))
     repartition = _repartition_text(spark_version)
-    text = _skew_text(skewed, skew) + f" Worst partition {worst_partition}: about {worst:.2f}s to restore (target {target_restore_seconds:.2f}s)."
+    text = (
+        _skew_text(skewed, skew)
+        + f" Worst partition {worst_partition}: about {worst:.2f}s to restore (target {target_restore_seconds:.2f}s)."
+    )
     suggested: int | None = None
     if worst > target_restore_seconds:
         suggested = max(needed, n + 1)
@@ -375,7 +442,10 @@ def advise(partitions: Sequence[PartitionStat], target_restore_seconds: float, r
         text += repartition
     elif needed < n // 2:
         suggested = needed
-        text += f" Restores are well under the target: {needed} partitions instead of {n} would still meet it with fewer stores and files." + repartition
+        text += (
+            f" Restores are well under the target: {needed} partitions instead of {n} would still meet it with fewer stores and files."
+            + repartition
+        )
     else:
         text += " The current partition count meets the target."
     return Advice(skewed, skew, worst_partition, worst, target_restore_seconds, n, suggested, "Estimate. " + text)
@@ -390,8 +460,10 @@ def _skew_text(skewed: bool, skew: float | None) -> str:
 def _repartition_text(spark_version: str | None) -> str:
     parts = _version(spark_version)
     if parts is not None and parts >= (4, 2):
-        return (" Spark 4.2+ can repartition the state of a stopped query's checkpoint offline"
-                " (StreamingCheckpointManager.repartition, experimental, classic PySpark: spark._streamingCheckpointManager in 4.3).")
+        return (
+            " Spark 4.2+ can repartition the state of a stopped query's checkpoint offline"
+            " (StreamingCheckpointManager.repartition, experimental, classic PySpark: spark._streamingCheckpointManager in 4.3)."
+        )
     if parts is not None:
         return f" Spark {spark_version} keeps the checkpoint's partition count: changing it needs a new checkpoint (4.2+ can repartition state offline)."
     return " The checkpoint fixes the partition count; Spark 4.2+ can repartition state offline, earlier versions need a new checkpoint."

@@ -99,8 +99,9 @@ class PlacementFeed:
                         out.append(Update(spec, series, value - prev if prev is not None and value >= prev else value, query_id))
                 elif value != prev:
                     out.append(Update(spec, series, value, query_id))
-            out.extend(Update(spec, series, None, query_id) for (spec, series) in before
-                       if spec.kind != COUNTER and (spec, series) not in now)
+            out.extend(
+                Update(spec, series, None, query_id) for (spec, series) in before if spec.kind != COUNTER and (spec, series) not in now
+            )
             if query_id in current:
                 self._shown[query_id] = now
             else:

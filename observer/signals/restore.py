@@ -59,7 +59,12 @@ CONFIDENCE_ESTIMATED = "estimated"
 CONFIDENCE_LOW = "low"
 _MIN_BASELINE_BATCHES = 3
 # evidence that a store came from the checkpoint (the load-latency check is not one of them)
-EVIDENCE_DFS, EVIDENCE_CHANGELOG, EVIDENCE_HDFS, EVIDENCE_SNAPSHOT = "loaded_from_checkpoint", "changelog_replay", "hdfs_cache_miss", "snapshot_reset"
+EVIDENCE_DFS, EVIDENCE_CHANGELOG, EVIDENCE_HDFS, EVIDENCE_SNAPSHOT = (
+    "loaded_from_checkpoint",
+    "changelog_replay",
+    "hdfs_cache_miss",
+    "snapshot_reset",
+)
 EVIDENCE_LATENCY, EVIDENCE_EXECUTOR, EVIDENCE_SIBLING = "load_latency", "executor_removed", "sibling_reload"
 
 
@@ -134,12 +139,27 @@ class Restores:
         files = op.custom.get(ROCKSDB_REPLAY_FILES)
         labels = operator_labels(op.index, op.name)
         facts.add(record, catalog.STATE_RESTORES, labels)
-        facts.set(record, catalog.LAST_RESTORE_DURATION, labels + (("method", figure.method), ("confidence", figure.confidence)), figure.seconds)
+        facts.set(
+            record, catalog.LAST_RESTORE_DURATION, labels + (("method", figure.method), ("confidence", figure.confidence)), figure.seconds
+        )
         if files is not None:
             facts.set(record, catalog.LAST_RESTORE_CHANGELOG_FILES, labels, files)
-        facts.signal(kinds.RESTORE, record, p.run_id, ts, operator=op.name, operator_index=op.index, batch_id=p.batch_id,
-                     provider=op.provider, stores=op.store_instances, duration_seconds=round(figure.seconds, 3),
-                     method=figure.method, confidence=figure.confidence, changelog_files=files, **figure.detail)
+        facts.signal(
+            kinds.RESTORE,
+            record,
+            p.run_id,
+            ts,
+            operator=op.name,
+            operator_index=op.index,
+            batch_id=p.batch_id,
+            provider=op.provider,
+            stores=op.store_instances,
+            duration_seconds=round(figure.seconds, 3),
+            method=figure.method,
+            confidence=figure.confidence,
+            changelog_files=files,
+            **figure.detail,
+        )
 
     def operators(self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool, executor_removed: bool, facts: Facts) -> None:
         """Store reloads (or load-latency anomalies) of the batch's operators; the double-load ones last,
@@ -148,8 +168,16 @@ class Restores:
         for op in sorted(p.operators, key=lambda o: (o.name in DOUBLE_LOAD_OPERATORS, o.index)):
             self._operator(record, p, op, ts, first_of_run, executor_removed, facts)
 
-    def _operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, first_of_run: bool,
-                  executor_removed: bool, facts: Facts) -> None:
+    def _operator(
+        self,
+        record: QueryRecord,
+        p: QueryProgress,
+        op: OperatorProgress,
+        ts: float,
+        first_of_run: bool,
+        executor_removed: bool,
+        facts: Facts,
+    ) -> None:
         key = (record.query_id, op.index, op.name)
         st = self._operators.get(key)
         if st is None:
@@ -169,17 +197,30 @@ class Restores:
         for m in op.instances:
             if m.prefix == SNAPSHOT_LAST_UPLOADED:
                 st.snapshots[(m.partition, m.store)] = m.value
-        attrs: dict[str, Any] = {"operator": op.name, "operator_index": op.index, "batch_id": p.batch_id,
-                                 "load_seconds": (load_ms or 0) / 1000.0}
+        attrs: dict[str, Any] = {
+            "operator": op.name,
+            "operator_index": op.index,
+            "batch_id": p.batch_id,
+            "load_seconds": (load_ms or 0) / 1000.0,
+        }
         if corroborated:
             q.reloaded.append((op.index, op.name))
             facts.add(record, catalog.STATE_STORE_RELOADS, operator_labels(op.index, op.name))
-            facts.signal(kinds.STORE_RELOAD, record, p.run_id, ts, evidence=",".join(evidence),
-                         changelog_files=op.custom.get(ROCKSDB_REPLAY_FILES), **attrs)
+            facts.signal(
+                kinds.STORE_RELOAD,
+                record,
+                p.run_id,
+                ts,
+                evidence=",".join(evidence),
+                changelog_files=op.custom.get(ROCKSDB_REPLAY_FILES),
+                **attrs,
+            )
         elif evidence:  # load latency alone
             facts.add(record, catalog.LOAD_LATENCY_ANOMALIES, operator_labels(op.index, op.name))
             usual = statistics.median(st.load_ms) if st.load_ms else None
-            facts.signal(kinds.LOAD_LATENCY_ANOMALY, record, p.run_id, ts, usual_load_seconds=None if usual is None else usual / 1000.0, **attrs)
+            facts.signal(
+                kinds.LOAD_LATENCY_ANOMALY, record, p.run_id, ts, usual_load_seconds=None if usual is None else usual / 1000.0, **attrs
+            )
 
     def _reload_evidence(self, st: _Stores, op: OperatorProgress) -> list[str]:
         evidence = []
@@ -221,8 +262,10 @@ def estimate_restores(p: QueryProgress, previous: list[tuple[float, float]]) -> 
     unmeasured = [op for op in p.operators if op.index not in measured]
     for op in p.operators:
         if op.index in measured:
-            detail: dict[str, Any] = {"replay_seconds": op.custom.get(ROCKSDB_REPLAY_MS, 0.0) / 1000.0,
-                                      "loads_from_checkpoint": op.custom.get(ROCKSDB_LOADED_FROM_DFS)}
+            detail: dict[str, Any] = {
+                "replay_seconds": op.custom.get(ROCKSDB_REPLAY_MS, 0.0) / 1000.0,
+                "loads_from_checkpoint": op.custom.get(ROCKSDB_LOADED_FROM_DFS),
+            }
             if scale < 1.0:
                 detail["capped_at_batch"] = True  # summed over stores loading in parallel: more than the batch's wall time
             figures.append((op, RestoreFigure(measured[op.index] * scale / 1000.0, METHOD_LOAD_METRICS, CONFIDENCE_MEASURED, detail)))
@@ -242,9 +285,14 @@ def estimate_restores(p: QueryProgress, previous: list[tuple[float, float]]) -> 
     uncosted_backlog = rows > 2 * max(usual_rows, 1.0) and per_row_ms == 0.0
     confident = len(previous) >= _MIN_BASELINE_BATCHES and backlog < 0.5 * max(excess - explained, 1e-9) and not uncosted_backlog
     for op in unmeasured:
-        detail = {"excess_seconds": round(excess / 1000.0, 3), "explained_by_other_operators_seconds": round(explained / 1000.0, 3),
-                  "backlog_seconds": round(backlog / 1000.0, 3), "backlog_rows": max(0.0, rows - usual_rows),
-                  "shared_among_operators": len(unmeasured), "baseline_batches": len(previous)}
+        detail = {
+            "excess_seconds": round(excess / 1000.0, 3),
+            "explained_by_other_operators_seconds": round(explained / 1000.0, 3),
+            "backlog_seconds": round(backlog / 1000.0, 3),
+            "backlog_rows": max(0.0, rows - usual_rows),
+            "shared_among_operators": len(unmeasured),
+            "baseline_batches": len(previous),
+        }
         figures.append((op, RestoreFigure(share / 1000.0, METHOD_RESIDUAL, CONFIDENCE_ESTIMATED if confident else CONFIDENCE_LOW, detail)))
     return sorted(figures, key=lambda f: f[0].index)
 
@@ -252,5 +300,5 @@ def estimate_restores(p: QueryProgress, previous: list[tuple[float, float]]) -> 
 def _time_per_row(batches: list[tuple[float, float]]) -> float:
     """Milliseconds of addBatch per extra input row: the median slope over pairs of steady batches with
     different row counts (robust to the odd slow batch of a busy machine); 0 when rows never varied."""
-    slopes = [(b2 - b1) / (r2 - r1) for i, (r1, b1) in enumerate(batches) for r2, b2 in batches[i + 1:] if r2 != r1]
+    slopes = [(b2 - b1) / (r2 - r1) for i, (r1, b1) in enumerate(batches) for r2, b2 in batches[i + 1 :] if r2 != r1]
     return max(0.0, statistics.median(slopes)) if slopes else 0.0

@@ -40,13 +40,25 @@ def partition_frame(report: CheckpointReport) -> pd.DataFrame:
     for op in report.operators:
         for p in op.partitions:
             w = p.restore
-            rows.append({"operator": f"{op.operator_id} {op.name or '?'}", "partition": p.partition, "store": p.store,
-                         "provider": p.provider, "files": len(p.files),
-                         "state bytes": sum(f.size for f in p.files) + p.sst_bytes, "SSTs": p.sst_files,
-                         "latest version": p.latest_version, "newest snapshot": p.newest_snapshot,
-                         "snapshot lag": (p.latest_version - p.newest_snapshot) if p.latest_version is not None and p.newest_snapshot is not None else p.latest_version,
-                         "restore bytes": w.bytes if w else None, "replay files": w.replay_files if w else None,
-                         "missing files": w.missing_files if w else None})
+            rows.append(
+                {
+                    "operator": f"{op.operator_id} {op.name or '?'}",
+                    "partition": p.partition,
+                    "store": p.store,
+                    "provider": p.provider,
+                    "files": len(p.files),
+                    "state bytes": sum(f.size for f in p.files) + p.sst_bytes,
+                    "SSTs": p.sst_files,
+                    "latest version": p.latest_version,
+                    "newest snapshot": p.newest_snapshot,
+                    "snapshot lag": (p.latest_version - p.newest_snapshot)
+                    if p.latest_version is not None and p.newest_snapshot is not None
+                    else p.latest_version,
+                    "restore bytes": w.bytes if w else None,
+                    "replay files": w.replay_files if w else None,
+                    "missing files": w.missing_files if w else None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -76,10 +88,24 @@ def render(ctx: Context) -> None:
     for problem in report.problems:
         st.warning(printable(problem))
     st.subheader("Operators and stores")
-    st.dataframe(pd.DataFrame([{"operator": op.operator_id, "name": op.name, "stores": ", ".join(op.stores),
-                                "partitions": op.num_partitions} for op in report.operators]), hide_index=True)
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {"operator": op.operator_id, "name": op.name, "stores": ", ".join(op.stores), "partitions": op.num_partitions}
+                for op in report.operators
+            ]
+        ),
+        hide_index=True,
+    )
     parts = partition_frame(report)
-    st.dataframe(parts, hide_index=True, width="stretch", column_config={
-        "state bytes": st.column_config.NumberColumn(format="bytes"), "restore bytes": st.column_config.NumberColumn(format="bytes")})
+    st.dataframe(
+        parts,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "state bytes": st.column_config.NumberColumn(format="bytes"),
+            "restore bytes": st.column_config.NumberColumn(format="bytes"),
+        },
+    )
     with st.expander("Inspector report (text)"):
         st.code(render_text(report), language=None)

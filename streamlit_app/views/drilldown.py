@@ -13,11 +13,22 @@ from streamlit_app import charts, data, fmt
 from streamlit_app.context import Context, clicked_row, go, label, write_url
 from streamlit_app.views import verdicts as verdict_view
 
-COMMIT_METRICS = ("rocksdbCommitWriteBatchLatency", "rocksdbCommitFlushLatency", "rocksdbCommitCompactLatency",
-                  "rocksdbCommitPauseLatency", "rocksdbCommitCheckpointLatency", "rocksdbCommitFileSyncLatencyMs")
-COMMIT_NAMES = {"rocksdbCommitWriteBatchLatency": "write batch", "rocksdbCommitFlushLatency": "flush",
-                "rocksdbCommitCompactLatency": "compaction", "rocksdbCommitPauseLatency": "pause background work",
-                "rocksdbCommitCheckpointLatency": "checkpoint", "rocksdbCommitFileSyncLatencyMs": "file sync"}
+COMMIT_METRICS = (
+    "rocksdbCommitWriteBatchLatency",
+    "rocksdbCommitFlushLatency",
+    "rocksdbCommitCompactLatency",
+    "rocksdbCommitPauseLatency",
+    "rocksdbCommitCheckpointLatency",
+    "rocksdbCommitFileSyncLatencyMs",
+)
+COMMIT_NAMES = {
+    "rocksdbCommitWriteBatchLatency": "write batch",
+    "rocksdbCommitFlushLatency": "flush",
+    "rocksdbCommitCompactLatency": "compaction",
+    "rocksdbCommitPauseLatency": "pause background work",
+    "rocksdbCommitCheckpointLatency": "checkpoint",
+    "rocksdbCommitFileSyncLatencyMs": "file sync",
+}
 RATE_NAMES = {"input_rps": "input", "processed_rps": "processed"}
 PROGRESS_TAIL = 300
 
@@ -55,9 +66,11 @@ def render(ctx: Context) -> None:
             st.info("This query has no batches in the chosen range; widen the time range in the sidebar.")
         else:
             failed = int((runs.outcome == "exception").sum()) if len(runs) else 0
-            st.info(f"This query has not completed a batch: {fmt.plural(len(runs), 'run')} in the history, "
-                    f"{failed} ended with an exception before its first batch. The verdict above has the cause; "
-                    "the Runs page lists every run.")
+            st.info(
+                f"This query has not completed a batch: {fmt.plural(len(runs), 'run')} in the history, "
+                f"{failed} ended with an exception before its first batch. The verdict above has the cause; "
+                "the Runs page lists every run."
+            )
         return
     ops = charts.with_time(data.operator_series(ctx.history, ctx.tok, qid, ctx.since, ctx.until))
     raw_events = data.events(ctx.history, ctx.tok, qid, ctx.since, ctx.until)
@@ -72,50 +85,97 @@ def render(ctx: Context) -> None:
     cols[4].metric("events in range", f"{len(raw_events):,}")
     shown = f"From {fmt.when(batches.ts.iloc[0])} to {fmt.when(batches.ts.iloc[-1])}."
     if int(batches.batches.max()) > 1:
-        shown += (f" Charts show {len(batches):,} time buckets (up to {int(batches.batches.max()):,} batches each; means, "
-                  "sums of rows).")
+        shown += f" Charts show {len(batches):,} time buckets (up to {int(batches.batches.max()):,} batches each; means, sums of rows)."
     st.caption(shown)
     moves = raw_events[raw_events.kind == PARTITION_MIGRATED] if len(raw_events) else raw_events
-    st.button(f"Placement map: where each state partition ran{f' ({len(moves)} batches with moves)' if len(moves) else ''}",
-              on_click=go, args=("Placement",), kwargs={"query": qid}, key="to_placement")
+    st.button(
+        f"Placement map: where each state partition ran{f' ({len(moves)} batches with moves)' if len(moves) else ''}",
+        on_click=go,
+        args=("Placement",),
+        kwargs={"query": qid},
+        key="to_placement",
+    )
 
     if not events.empty:
         st.altair_chart(charts.event_strip(events, dom), width="stretch")
-    st.altair_chart(charts.lines(batches, [p for p in PHASES if p in batches], "Batch phases (stacked)", "ms", dom, events,
-                                 stacked=True), width="stretch")
-    st.altair_chart(charts.lines(batches, ["input_rps", "processed_rps"], "Rates", "rows/s", dom, events, names=RATE_NAMES),
-                    width="stretch")
+    st.altair_chart(
+        charts.lines(batches, [p for p in PHASES if p in batches], "Batch phases (stacked)", "ms", dom, events, stacked=True),
+        width="stretch",
+    )
+    st.altair_chart(
+        charts.lines(batches, ["input_rps", "processed_rps"], "Rates", "rows/s", dom, events, names=RATE_NAMES), width="stretch"
+    )
     if not ops.empty:
         ops["operator"] = ops.op_index.astype(str) + " " + ops.op_name.fillna("?")
-        st.altair_chart(charts.lines(ops, ["rows_total"], "State rows per operator", "rows", dom, events, series="operator"),
-                        width="stretch")
-        st.altair_chart(charts.lines(ops, ["memory_bytes"], "State memory per operator", "bytes", dom, events, series="operator"),
-                        width="stretch")
-        churn = ops.melt(id_vars=["time", "at", "operator"], value_vars=["rows_updated", "rows_removed"], var_name="what",
-                         value_name="rows")
+        st.altair_chart(
+            charts.lines(ops, ["rows_total"], "State rows per operator", "rows", dom, events, series="operator"), width="stretch"
+        )
+        st.altair_chart(
+            charts.lines(ops, ["memory_bytes"], "State memory per operator", "bytes", dom, events, series="operator"), width="stretch"
+        )
+        churn = ops.melt(
+            id_vars=["time", "at", "operator"], value_vars=["rows_updated", "rows_removed"], var_name="what", value_name="rows"
+        )
         churn["series"] = churn.operator + ": " + churn.what.map({"rows_updated": "added/updated", "rows_removed": "evicted"})
-        st.altair_chart(charts.lines(churn, ["rows"], "Additions (rows updated) vs evictions (rows removed)", "rows", dom, events,
-                                     series="series"), width="stretch")
+        st.altair_chart(
+            charts.lines(churn, ["rows"], "Additions (rows updated) vs evictions (rows removed)", "rows", dom, events, series="series"),
+            width="stretch",
+        )
     lagged = batches[batches.watermark.fillna(0) > 0]
     if not lagged.empty:
-        st.altair_chart(charts.lines(lagged, ["watermark_lag_s"], "Watermark lag (batch time - watermark)", "s", dom, events,
-                                     names={"watermark_lag_s": "watermark lag"}), width="stretch")
+        st.altair_chart(
+            charts.lines(
+                lagged,
+                ["watermark_lag_s"],
+                "Watermark lag (batch time - watermark)",
+                "s",
+                dom,
+                events,
+                names={"watermark_lag_s": "watermark lag"},
+            ),
+            width="stretch",
+        )
     commit = rocksdb_commit(data.progress_tail(ctx.history, ctx.tok, qid, ctx.until, PROGRESS_TAIL))
     if not commit.empty:
         summed = commit.groupby(["time", "at"], as_index=False)[list(COMMIT_METRICS)].sum()
-        st.altair_chart(charts.lines(summed, list(COMMIT_METRICS), f"RocksDB commit latency (all operators, newest {PROGRESS_TAIL} batches)",
-                                     "ms", dom, events, stacked=True, names=COMMIT_NAMES), width="stretch")
+        st.altair_chart(
+            charts.lines(
+                summed,
+                list(COMMIT_METRICS),
+                f"RocksDB commit latency (all operators, newest {PROGRESS_TAIL} batches)",
+                "ms",
+                dom,
+                events,
+                stacked=True,
+                names=COMMIT_NAMES,
+            ),
+            width="stretch",
+        )
     st.subheader("Events")
     if table.empty:
         st.caption("No events in this range.")
     else:
         shown = table.iloc[::-1].reset_index(drop=True)
-        view = pd.DataFrame({"time": shown.ts.map(fmt.when), "event": shown.kind.map(fmt.kind), "details": shown.detail,
-                             "run": shown.run_id.map(fmt.short_id), "batch": shown.batch.map(fmt.number)})
+        view = pd.DataFrame(
+            {
+                "time": shown.ts.map(fmt.when),
+                "event": shown.kind.map(fmt.kind),
+                "details": shown.detail,
+                "run": shown.run_id.map(fmt.short_id),
+                "batch": shown.batch.map(fmt.number),
+            }
+        )
         key = f"events_{st.session_state.get('table_nonce', 0)}"
         st.caption("Click an event to show the batch it concerns below.")
-        st.dataframe(view, hide_index=True, width="stretch", key=key, on_select="rerun", selection_mode="single-row",
-                     column_config={"details": st.column_config.TextColumn(width="large")})
+        st.dataframe(
+            view,
+            hide_index=True,
+            width="stretch",
+            key=key,
+            on_select="rerun",
+            selection_mode="single-row",
+            column_config={"details": st.column_config.TextColumn(width="large")},
+        )
         row = clicked_row(key)
         if row is not None:
             event = shown.iloc[row]
@@ -162,15 +222,21 @@ def batch_detail(ctx: Context) -> None:
         st.session_state["batch_id"] = last_batch[st.session_state["batch_run"]]
 
     left, right = st.columns(2)
-    run_id = left.selectbox("Run", list(last_batch), key="batch_run", on_change=newest_of_run,
-                            format_func=lambda r: f"{fmt.short_id(r)} (started {fmt.when(started.get(r))}, "
-                                                  f"last batch {last_batch[r]:,})")
+    run_id = left.selectbox(
+        "Run",
+        list(last_batch),
+        key="batch_run",
+        on_change=newest_of_run,
+        format_func=lambda r: f"{fmt.short_id(r)} (started {fmt.when(started.get(r))}, last batch {last_batch[r]:,})",
+    )
     batch_id = right.number_input("Batch id", min_value=0, step=1, key="batch_id")
     write_url(run=run_id, batch=int(batch_id))
     progress = data.batch(ctx.history, ctx.query_id, run_id, int(batch_id))
     if progress is None:
         row = runs[runs.run_id == run_id].iloc[0]
-        st.info(f"Run {fmt.short_id(run_id)} has no batch {int(batch_id):,} in the history: its batches there are "
-                f"{int(row.first_batch_id):,} to {int(row.last_batch_id):,}.")
+        st.info(
+            f"Run {fmt.short_id(run_id)} has no batch {int(batch_id):,} in the history: its batches there are "
+            f"{int(row.first_batch_id):,} to {int(row.last_batch_id):,}."
+        )
     else:
         st.json(progress, expanded=1)

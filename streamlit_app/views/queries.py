@@ -56,9 +56,14 @@ def summary_row(ctx: Context, q: pd.Series, now: float) -> dict:
     events = data.recent_events(ctx.history, ctx.tok, q.query_id)
     lifecycle = events[events.kind.isin(LIFECYCLE_KINDS)]
     last = recent.iloc[-1] if len(recent) else None
-    health = derive_health(q.last_outcome, lifecycle.kind.iloc[-1] if len(lifecycle) else None,
-                           lifecycle.ts.iloc[-1] if len(lifecycle) else None, last.ts if last is not None else None,
-                           typical_interval(recent.ts.tolist()), now)
+    health = derive_health(
+        q.last_outcome,
+        lifecycle.kind.iloc[-1] if len(lifecycle) else None,
+        lifecycle.ts.iloc[-1] if len(lifecycle) else None,
+        last.ts if last is not None else None,
+        typical_interval(recent.ts.tolist()),
+        now,
+    )
     found = verdict_view.of_query(ctx, q.query_id, now)
     top = found[0]
 
@@ -66,18 +71,27 @@ def summary_row(ctx: Context, q: pd.Series, now: float) -> dict:
         return None if last is None or fmt.missing(last[column]) else float(last[column])
 
     return {
-        "query": label(ctx.all_queries, q.query_id), "verdict": top.text,
+        "query": label(ctx.all_queries, q.query_id),
+        "verdict": top.text,
         "since": fmt.when(top.since) if top.kind not in ("healthy", "stopped") else "-",
-        "runbook": top.runbook(ctx.config.runbook_url), "health": health,
-        "application": q.app, "last batch at": fmt.when(value("ts")), "batches": int(span["batches"]), "runs": int(q.runs),
+        "runbook": top.runbook(ctx.config.runbook_url),
+        "health": health,
+        "application": q.app,
+        "last batch at": fmt.when(value("ts")),
+        "batches": int(span["batches"]),
+        "runs": int(q.runs),
         "batch duration": fmt.duration(None if value("duration_ms") is None else value("duration_ms") / 1000.0),  # type: ignore[operator]
         "batch ms trend": _downsample(recent.duration_ms),
-        "processed rows/s": fmt.number(value("processed_rps"), 1), "processed rows/s trend": _downsample(recent.processed_rps),
+        "processed rows/s": fmt.number(value("processed_rps"), 1),
+        "processed rows/s trend": _downsample(recent.processed_rps),
         "input rows/s": fmt.number(value("input_rps"), 1),
-        "state rows": fmt.number(value("state_rows")), "state rows trend": _downsample(recent.state_rows),
+        "state rows": fmt.number(value("state_rows")),
+        "state rows trend": _downsample(recent.state_rows),
         "state memory": fmt.size(value("state_memory_bytes")),
-        "last restart": restart_text(events), "last restore": restore_text(events),
-        "last batch": fmt.number(q.last_batch_id), "query id": q.query_id,
+        "last restart": restart_text(events),
+        "last restore": restore_text(events),
+        "last batch": fmt.number(q.last_batch_id),
+        "query id": q.query_id,
     }
 
 
@@ -105,8 +119,11 @@ def render(ctx: Context) -> None:
     table["rank"] = [verdict_view.of_query(ctx, q, now)[0].severity for q in table["query id"]]
     table = table.sort_values(["rank", "query"]).drop(columns=["rank"]).reset_index(drop=True)
     counts = table.health.value_counts()
-    st.caption(f"{fmt.plural(len(table), 'query', 'queries')} of {scope} in `{ctx.history_display}`: "
-               + ", ".join(f"{n} {h}" for h, n in counts.items()) + ". Click a row to open its drilldown.")
+    st.caption(
+        f"{fmt.plural(len(table), 'query', 'queries')} of {scope} in `{ctx.history_display}`: "
+        + ", ".join(f"{n} {h}" for h, n in counts.items())
+        + ". Click a row to open its drilldown."
+    )
     attention = [(qid, v) for qid in table["query id"] for v in verdict_view.of_query(ctx, qid, now)[:1] if v.severity <= 7]
     if attention:
         st.subheader("Needs attention")
@@ -115,13 +132,17 @@ def render(ctx: Context) -> None:
             st.markdown(f"{v.icon} [{label(ctx.all_queries, qid)}]({link}): " + verdict_view.line(v, ctx.config.runbook_url))
     key = f"queries_table_{st.session_state.get('table_nonce', 0)}"
     shown = table if ctx.all_queries is None or ctx.all_queries.app.nunique() > 1 else table.drop(columns=["application"])
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=COLUMNS, on_select="rerun", selection_mode="single-row",
-                 key=key)
+    st.dataframe(shown, hide_index=True, width="stretch", column_config=COLUMNS, on_select="rerun", selection_mode="single-row", key=key)
     row = clicked_row(key)
     if row is not None:
         st.session_state["table_nonce"] = st.session_state.get("table_nonce", 0) + 1  # a fresh table when we come back
         go("Query drilldown", query=table["query id"].iloc[row], run=None, batch=None)
         st.rerun()
     if ctx.query_id is not None:
-        st.button(f"Open the drilldown of {label(ctx.all_queries, ctx.query_id)}", type="primary",
-                  on_click=go, args=("Query drilldown",), kwargs={"query": ctx.query_id, "run": None, "batch": None})
+        st.button(
+            f"Open the drilldown of {label(ctx.all_queries, ctx.query_id)}",
+            type="primary",
+            on_click=go,
+            args=("Query drilldown",),
+            kwargs={"query": ctx.query_id, "run": None, "batch": None},
+        )

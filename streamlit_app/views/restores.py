@@ -26,8 +26,17 @@ def points(events: pd.DataFrame) -> pd.DataFrame:
         else:
             continue
         detail = fmt.attrs({k: v for k, v in a.items() if k not in ("duration_seconds", "load_seconds", "operator", "operator_index")})
-        rows.append({"ts": e.ts, "seconds": float(seconds or 0.0), "series": f"{a.get('operator_index')} {a.get('operator')}",
-                     "what": what, "duration": fmt.duration(seconds), "detail": detail, "run_id": e.run_id})
+        rows.append(
+            {
+                "ts": e.ts,
+                "seconds": float(seconds or 0.0),
+                "series": f"{a.get('operator_index')} {a.get('operator')}",
+                "what": what,
+                "duration": fmt.duration(seconds),
+                "detail": detail,
+                "run_id": e.run_id,
+            }
+        )
     return charts.with_time(pd.DataFrame(rows)) if rows else pd.DataFrame()
 
 
@@ -38,10 +47,16 @@ def restart_table(events: pd.DataFrame) -> pd.DataFrame:
     for e in events[events.kind == "query_restarted"].itertuples():
         mine = restores[restores.run_id == e.run_id]
         per_op = {f"{a.get('operator_index')} {a.get('operator')}": a.get("duration_seconds") for a in mine.attributes}
-        rows.append({"restarted at": fmt.when(e.ts), "run": fmt.short_id(e.run_id), "down for": fmt.duration(e.attributes.get("downtime_seconds")),
-                     "restore (all operators)": fmt.duration(sum(float(v or 0) for v in per_op.values())) if per_op else "-",
-                     **{f"restore {op}": fmt.duration(v) for op, v in per_op.items()},
-                     "measured by": ", ".join(sorted({str(a.get("method")) for a in mine.attributes})) or "-"})
+        rows.append(
+            {
+                "restarted at": fmt.when(e.ts),
+                "run": fmt.short_id(e.run_id),
+                "down for": fmt.duration(e.attributes.get("downtime_seconds")),
+                "restore (all operators)": fmt.duration(sum(float(v or 0) for v in per_op.values())) if per_op else "-",
+                **{f"restore {op}": fmt.duration(v) for op, v in per_op.items()},
+                "measured by": ", ".join(sorted({str(a.get("method")) for a in mine.attributes})) or "-",
+            }
+        )
     return pd.DataFrame(rows).fillna("-")
 
 
@@ -62,11 +77,12 @@ def render(ctx: Context) -> None:
     cols[2].metric("reloads within runs", f"{int((found.what == 'reload').sum()) if len(found) else 0:,}")
     cols[3].metric("last restore (all operators)", fmt.duration(measured))
     if found.empty:
-        st.info("No restore or reload in the history for this query: it has not been restarted from a checkpoint, and no "
-                "state store was reloaded within a run.")
+        st.info(
+            "No restore or reload in the history for this query: it has not been restarted from a checkpoint, and no "
+            "state store was reloaded within a run."
+        )
     else:
-        marks = charts.event_frame(pd.DataFrame({"ts": restarts.ts, "kind": restarts.kind,
-                                                 "detail": restarts.attributes.map(fmt.attrs)}))
+        marks = charts.event_frame(pd.DataFrame({"ts": restarts.ts, "kind": restarts.kind, "detail": restarts.attributes.map(fmt.attrs)}))
         dom = charts.domain(found, marks)
         st.altair_chart(charts.restore_points(found, dom, marks), width="stretch")
         table = restart_table(events)
@@ -74,8 +90,10 @@ def render(ctx: Context) -> None:
             st.subheader("Per restart")
             st.dataframe(table.iloc[::-1], hide_index=True, width="stretch")
     st.subheader("Prediction vs outcome")
-    st.caption("The checkpoint inspector's estimate of a restore from this checkpoint as it is now, next to the last "
-               "restore measured for the query.")
+    st.caption(
+        "The checkpoint inspector's estimate of a restore from this checkpoint as it is now, next to the last "
+        "restore measured for the query."
+    )
     path = checkpoints.choose(ctx.config, "restores", qid, ctx.all_queries)
     if path is None:
         return
@@ -89,5 +107,7 @@ def render(ctx: Context) -> None:
     cols[1].metric("last measured restore", fmt.duration(measured))
     ratio = f"{measured / e.seconds:.1f}x the estimate" if measured and e.seconds else "-"
     cols[2].metric("outcome / prediction", ratio)
-    st.caption(f"{fmt.plural(e.stores, 'store')}, {fmt.plural(e.files, 'file')}, {fmt.size(e.bytes)} to load; rates from "
-               f"{e.basis}; slowest store instance {e.slowest_partition}" + (f" ({e.skew:.1f}x the median)" if e.skew else ""))
+    st.caption(
+        f"{fmt.plural(e.stores, 'store')}, {fmt.plural(e.files, 'file')}, {fmt.size(e.bytes)} to load; rates from "
+        f"{e.basis}; slowest store instance {e.slowest_partition}" + (f" ({e.skew:.1f}x the median)" if e.skew else "")
+    )

@@ -26,16 +26,27 @@ def run_list(runs: pd.DataFrame, terminations: pd.DataFrame) -> pd.DataFrame:
     """One row per run, newest first: start, end, batches, outcome and the root-cause line."""
     rows = []
     for run in runs.iloc[::-1].itertuples():
-        attrs = next((a for rid, a in zip(terminations.run_id, terminations.attributes)
-                      if rid == run.run_id and a.get("outcome") == "exception"), {})
+        attrs = next(
+            (a for rid, a in zip(terminations.run_id, terminations.attributes) if rid == run.run_id and a.get("outcome") == "exception"), {}
+        )
         exception = None if fmt.missing(run.exception) else run.exception
         outcome = None if fmt.missing(run.outcome) else run.outcome
-        rows.append({"run": fmt.short_id(run.run_id), "started": fmt.when(run.started),
-                     "outcome": {"exception": "failed", "clean": "stopped"}.get(outcome or "", "running / unknown"),
-                     "root cause": root_cause(attrs, exception) or "-", "batches": int(run.batches),
-                     "batch ids": f"{int(run.first_batch_id):,}-{int(run.last_batch_id):,}" if run.batches else "none (failed at start)"
-                     if outcome == "exception" else "-",
-                     "ended": fmt.when(_end(run)), "run id": run.run_id})  # type: ignore[arg-type]
+        rows.append(
+            {
+                "run": fmt.short_id(run.run_id),
+                "started": fmt.when(run.started),
+                "outcome": {"exception": "failed", "clean": "stopped"}.get(outcome or "", "running / unknown"),
+                "root cause": root_cause(attrs, exception) or "-",
+                "batches": int(run.batches),
+                "batch ids": f"{int(run.first_batch_id):,}-{int(run.last_batch_id):,}"
+                if run.batches
+                else "none (failed at start)"
+                if outcome == "exception"
+                else "-",
+                "ended": fmt.when(_end(run)),
+                "run id": run.run_id,
+            }
+        )  # type: ignore[arg-type]
     return pd.DataFrame(rows)
 
 
@@ -48,7 +59,9 @@ def run_summary(ctx: Context, run: pd.Series, events: pd.DataFrame) -> dict:
     weights = batches.batches if len(batches) else None
     exception = None if fmt.missing(run.exception) else run.exception
     return {
-        "started": fmt.when(run.started), "ended": fmt.when(_end(run)), "outcome": run.outcome or "running / unknown",
+        "started": fmt.when(run.started),
+        "ended": fmt.when(_end(run)),
+        "outcome": run.outcome or "running / unknown",
         "batches": int(batches.batches.sum()) if len(batches) else 0,
         "batch ids": f"{int(batches.batch_id.min())}-{int(batches.batch_id.max())}" if len(batches) else "-",
         "mean batch duration": fmt.duration(float((batches.duration_ms * weights).sum() / weights.sum()) / 1000) if len(batches) else None,
@@ -70,10 +83,17 @@ def render(ctx: Context) -> None:
     terminations = data.events_of(ctx.history, ctx.tok, ctx.query_id, ("query_terminated",))
     listing = run_list(runs, terminations)
     st.subheader(f"All {fmt.plural(len(runs), 'run')}" if len(runs) < 500 else "The newest 500 runs")
-    st.dataframe(listing, hide_index=True, width="stretch", column_config={
-        "root cause": st.column_config.TextColumn(width=480), "run id": st.column_config.TextColumn(width="small"),
-        "ended": st.column_config.TextColumn(width="medium"),
-        "batches": st.column_config.NumberColumn(format="localized")})
+    st.dataframe(
+        listing,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "root cause": st.column_config.TextColumn(width=480),
+            "run id": st.column_config.TextColumn(width="small"),
+            "ended": st.column_config.TextColumn(width="medium"),
+            "batches": st.column_config.NumberColumn(format="localized"),
+        },
+    )
     failed = runs[runs.exception.notna()] if "exception" in runs else runs.iloc[0:0]
     if len(failed):
         newest = failed.iloc[-1]
@@ -97,8 +117,12 @@ def render(ctx: Context) -> None:
     chosen = runs[runs.run_id.isin([before, after])]
     ends = chosen.ended.fillna(chosen.last_seen).fillna(chosen.started)
     events = data.events(ctx.history, ctx.tok, ctx.query_id, float(chosen.started.min()) - EVENT_MARGIN, float(ends.max()) + EVENT_MARGIN)
-    table = pd.DataFrame({f"{tag} ({fmt.short_id(run_id)})": run_summary(ctx, runs[runs.run_id == run_id].iloc[0], events)
-                          for tag, run_id in (("before", before), ("after", after))})
+    table = pd.DataFrame(
+        {
+            f"{tag} ({fmt.short_id(run_id)})": run_summary(ctx, runs[runs.run_id == run_id].iloc[0], events)
+            for tag, run_id in (("before", before), ("after", after))
+        }
+    )
     st.dataframe(table.map(lambda v: "-" if fmt.missing(v) else str(v)), width="stretch", height=35 * (len(table) + 1) + 3)
     series = []
     for tag, run_id in (("before", before), ("after", after)):
@@ -109,6 +133,9 @@ def render(ctx: Context) -> None:
     if series:
         both = pd.concat(series, ignore_index=True)
         st.caption("Aligned at each run's first batch (x: seconds into the run).")
-        for field, title, unit in (("duration_ms", "Batch duration", "ms"), ("processed_rps", "Processed rate", "rows/s"),
-                                   ("state_rows", "State rows", "rows")):
+        for field, title, unit in (
+            ("duration_ms", "Batch duration", "ms"),
+            ("processed_rps", "Processed rate", "rows/s"),
+            ("state_rows", "State rows", "rows"),
+        ):
             st.altair_chart(charts.run_overlay(both, field, title, unit), width="stretch")

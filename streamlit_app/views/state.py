@@ -35,8 +35,9 @@ def _rows(path: str, version: float, operator_id: int, store: str) -> dict[int, 
 
 @st.cache_data(max_entries=64, show_spinner="Reading a page of state rows...")
 def _sample(path: str, version: float, operator_id: int, store: str, key: str, partition: int | None, page: int) -> list[dict]:
-    return state_reader.sample(spark.session(), path, operator_id, store, key_contains=key or None, partition=partition,
-                               offset=page * PAGE_SIZE, limit=PAGE_SIZE)
+    return state_reader.sample(
+        spark.session(), path, operator_id, store, key_contains=key or None, partition=partition, offset=page * PAGE_SIZE, limit=PAGE_SIZE
+    )
 
 
 def _version(path: str) -> float:
@@ -47,8 +48,10 @@ def _version(path: str) -> float:
 
 def render(ctx: Context) -> None:
     st.header("State contents")
-    st.caption("Read through Spark's `state-metadata` and `statestore` sources: each read loads the stores from the "
-               "checkpoint in batch tasks (a restore of its own), so it runs only when you ask.")
+    st.caption(
+        "Read through Spark's `state-metadata` and `statestore` sources: each read loads the stores from the "
+        "checkpoint in batch tasks (a restore of its own), so it runs only when you ask."
+    )
     path = checkpoints.choose(ctx.config, "state")
     if path is None:
         return
@@ -68,8 +71,9 @@ def render(ctx: Context) -> None:
         return
     st.dataframe(pd.DataFrame(ops), hide_index=True, width="stretch")
     choices = sorted({(int(o["operatorId"]), o["stateStoreName"]) for o in ops})
-    operator_id, store = st.selectbox("Operator / store", choices, format_func=lambda c: f"operator {c[0]}, store {c[1]}",
-                                      key="state_store")
+    operator_id, store = st.selectbox(
+        "Operator / store", choices, format_func=lambda c: f"operator {c[0]}, store {c[1]}", key="state_store"
+    )
     try:
         st.code(_schema(path, version, operator_id, store), language=None)
         rows = _rows(path, version, operator_id, store)
@@ -80,12 +84,17 @@ def render(ctx: Context) -> None:
     st.caption(f"{sum(rows.values()):,} rows in {len(rows)} partitions")
     left, mid, right = st.columns([3, 1, 1])
     key = left.text_input("Key contains", key="state_key", help="matched against the key as JSON text")
-    partition = mid.selectbox("Partition", [None, *sorted(rows)], format_func=lambda p: "all" if p is None else str(p), key="state_partition")
+    partition = mid.selectbox(
+        "Partition", [None, *sorted(rows)], format_func=lambda p: "all" if p is None else str(p), key="state_partition"
+    )
     page = right.number_input("Page", min_value=1, value=1, step=1, key="state_page") - 1
     sample = _sample(path, version, operator_id, store, key, partition, int(page))
     if not sample:
         st.info("No rows match." if key or partition is not None or page else "The store is empty.")
         return
-    st.dataframe(pd.DataFrame([{"partition": r["partition_id"], "key": str(r["key"]), "value": str(r["value"])} for r in sample]),
-                 hide_index=True, width="stretch")
+    st.dataframe(
+        pd.DataFrame([{"partition": r["partition_id"], "key": str(r["key"]), "value": str(r["value"])} for r in sample]),
+        hide_index=True,
+        width="stretch",
+    )
     st.caption(f"rows {page * PAGE_SIZE + 1}-{page * PAGE_SIZE + len(sample)}")

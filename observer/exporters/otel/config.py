@@ -56,7 +56,14 @@ def resolve(settings: Settings, env: Mapping[str, str] | None = None) -> OtlpCon
         try:
             interval = float(env["OTEL_METRIC_EXPORT_INTERVAL"]) / 1000.0
         except ValueError:
-            raise SettingsError(f"OTEL_METRIC_EXPORT_INTERVAL: cannot read {env['OTEL_METRIC_EXPORT_INTERVAL']!r} as milliseconds") from None
-    return OtlpConfig(endpoint=settings.otlp_endpoint or None, protocol=protocol, interval_seconds=interval,
-                      timeout_seconds=settings.otlp_timeout_seconds or None, traces=settings.otlp_traces,
-                      queue_size=settings.otlp_queue_size)
+            raise SettingsError(
+                f"OTEL_METRIC_EXPORT_INTERVAL: cannot read {env['OTEL_METRIC_EXPORT_INTERVAL']!r} as milliseconds"
+            ) from None
+    return OtlpConfig(
+        endpoint=settings.otlp_endpoint or None,
+        protocol=protocol,
+        interval_seconds=interval,
+        timeout_seconds=settings.otlp_timeout_seconds or None,
+        traces=settings.otlp_traces,
+        queue_size=settings.otlp_queue_size,
+    )

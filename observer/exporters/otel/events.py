@@ -33,7 +33,11 @@ def attribute_value(value: Any) -> Any:
     """A value OpenTelemetry accepts as an attribute (primitives, homogeneous lists), or None to skip it."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    if isinstance(value, (list, tuple)) and value and all(type(v) is type(value[0]) and isinstance(v, (bool, int, float, str)) for v in value):
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(type(v) is type(value[0]) and isinstance(v, (bool, int, float, str)) for v in value)
+    ):
         return list(value)
     return str(value)
 
@@ -56,8 +60,15 @@ def emit_signal(logger: Logger, signal: SignalEvent) -> None:
         if converted is not None:
             attrs[attribute_name(key)] = converted
     severity, text = signal_severity(signal)
-    logger.emit(timestamp=_ns(signal.timestamp), observed_timestamp=time.time_ns(), severity_number=severity,
-                severity_text=text, body=signal.describe(), attributes=attrs, event_name=f"spark.streaming.{signal.kind}")
+    logger.emit(
+        timestamp=_ns(signal.timestamp),
+        observed_timestamp=time.time_ns(),
+        severity_number=severity,
+        severity_text=text,
+        body=signal.describe(),
+        attributes=attrs,
+        event_name=f"spark.streaming.{signal.kind}",
+    )
 
 
 def operator_attributes(op: OperatorProgress) -> dict[str, Any]:
@@ -78,12 +89,19 @@ def record_batch(tracer: Tracer, p: QueryProgress) -> None:
         return
     start = _ns(p.timestamp)
     duration_ms = p.batch_duration_ms if p.batch_duration_ms is not None else p.duration_ms.get(TRIGGER_EXECUTION, 0.0)
-    attrs: dict[str, Any] = {"spark.query.name": p.name or p.query_id, "spark.query.id": p.query_id,
-                             "spark.query.run_id": p.run_id, "spark.batch.id": p.batch_id}
-    for key, value in (("spark.streaming.input.rows", p.input_rows), ("spark.streaming.input.rows.rate", p.input_rows_per_second),
-                       ("spark.streaming.processed.rows.rate", p.processed_rows_per_second),
-                       ("spark.streaming.sink.output.rows", p.sink.output_rows if p.sink else None),
-                       ("spark.streaming.watermark.timestamp", p.event_time.get("watermark"))):
+    attrs: dict[str, Any] = {
+        "spark.query.name": p.name or p.query_id,
+        "spark.query.id": p.query_id,
+        "spark.query.run_id": p.run_id,
+        "spark.batch.id": p.batch_id,
+    }
+    for key, value in (
+        ("spark.streaming.input.rows", p.input_rows),
+        ("spark.streaming.input.rows.rate", p.input_rows_per_second),
+        ("spark.streaming.processed.rows.rate", p.processed_rows_per_second),
+        ("spark.streaming.sink.output.rows", p.sink.output_rows if p.sink else None),
+        ("spark.streaming.watermark.timestamp", p.event_time.get("watermark")),
+    ):
         if value is not None:
             attrs[key] = value
     for op in p.operators:
@@ -95,8 +113,13 @@ def record_batch(tracer: Tracer, p: QueryProgress) -> None:
         ms = p.duration_ms.get(phase)
         if ms is None:
             continue
-        child = tracer.start_span(phase, context=context, kind=SpanKind.INTERNAL, start_time=at,
-                                  attributes={"spark.batch.phase": phase, "spark.batch.id": p.batch_id})
+        child = tracer.start_span(
+            phase,
+            context=context,
+            kind=SpanKind.INTERNAL,
+            start_time=at,
+            attributes={"spark.batch.phase": phase, "spark.batch.id": p.batch_id},
+        )
         at += _ns(ms / 1000.0)
         child.end(end_time=at)
     batch.end(end_time=start + _ns(duration_ms / 1000.0))

@@ -30,13 +30,26 @@ GAUGE = "gauge"
 _UNITS = {"seconds": "s", "bytes": "By", "rows": "{row}", "records": "{record}", "files": "{file}", "ratio": "1", "": "1"}
 _UNIT_WORDS = {"seconds": "s", "bytes": "By"}  # dropped from the name; row and file counts keep their noun
 _ATTRIBUTES = {
-    "query": "spark.query.name", "query_id": "spark.query.id", "run_id": "spark.query.run_id",
-    "status": "spark.query.status", "operator": "spark.operator.name", "operator_index": "spark.operator.index",
-    "source": "spark.source.name", "source_index": "spark.source.index", "partition": "spark.state.partition",
-    "store": "spark.state.store", "provider": "spark.state.provider", "phase": "spark.batch.phase",
-    "batch_id": "spark.batch.id", "executor_id": "spark.executor.id", "message": "exception.message",
+    "query": "spark.query.name",
+    "query_id": "spark.query.id",
+    "run_id": "spark.query.run_id",
+    "status": "spark.query.status",
+    "operator": "spark.operator.name",
+    "operator_index": "spark.operator.index",
+    "source": "spark.source.name",
+    "source_index": "spark.source.index",
+    "partition": "spark.state.partition",
+    "store": "spark.state.store",
+    "provider": "spark.state.provider",
+    "phase": "spark.batch.phase",
+    "batch_id": "spark.batch.id",
+    "executor_id": "spark.executor.id",
+    "message": "exception.message",
     # the application's identity (observer.model.identity), named as its resource attributes are
-    "app": "spark.app.name", "app_id": "spark.app.id", "attempt": "spark.app.attempt.id", "log_name": "spark.eventlog.name",
+    "app": "spark.app.name",
+    "app_id": "spark.app.id",
+    "attempt": "spark.app.attempt.id",
+    "log_name": "spark.eventlog.name",
 }
 
 

@@ -54,8 +54,14 @@ class OtelSink:
 
     name = "otlp"
 
-    def __init__(self, view: MetricsView, settings: Settings, on_failure: Callable[[], None] = lambda: None,
-                 resource_attributes: Mapping[str, Any] | None = None, config: OtlpConfig | None = None) -> None:
+    def __init__(
+        self,
+        view: MetricsView,
+        settings: Settings,
+        on_failure: Callable[[], None] = lambda: None,
+        resource_attributes: Mapping[str, Any] | None = None,
+        config: OtlpConfig | None = None,
+    ) -> None:
         self.config = config or resolve(settings)
         resource = build_resource(resource_attributes)
         metric_exporter, log_exporter, span_exporter = build_exporters(self.config, on_failure)
@@ -67,13 +73,15 @@ class OtelSink:
         queue, batch = self.config.queue_size, min(512, self.config.queue_size)
         self.logger_provider = LoggerProvider(resource=resource)
         self.logger_provider.add_log_record_processor(
-            BatchLogRecordProcessor(log_exporter, max_queue_size=queue, max_export_batch_size=batch, export_timeout_millis=timeout_ms))
+            BatchLogRecordProcessor(log_exporter, max_queue_size=queue, max_export_batch_size=batch, export_timeout_millis=timeout_ms)
+        )
         self._logger = self.logger_provider.get_logger(SCOPE)
         self.tracer_provider: TracerProvider | None = None
         if span_exporter is not None:
             self.tracer_provider = TracerProvider(resource=resource, span_limits=SpanLimits(max_span_attributes=MAX_SPAN_ATTRIBUTES))
             self.tracer_provider.add_span_processor(
-                BatchSpanProcessor(span_exporter, max_queue_size=queue, max_export_batch_size=batch, export_timeout_millis=timeout_ms))
+                BatchSpanProcessor(span_exporter, max_queue_size=queue, max_export_batch_size=batch, export_timeout_millis=timeout_ms)
+            )
             self._tracer = self.tracer_provider.get_tracer(SCOPE)
 
     def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:

@@ -51,7 +51,6 @@ def build_exporters(config: OtlpConfig, on_failure: OnFailure) -> tuple[MetricEx
     return CountingMetricExporter(make(metric_cls, "metrics"), on_failure), CountingLogExporter(make(log_cls, "logs"), on_failure), spans
 
 
-
 def _counted(export: Callable[[], R], success: R, failure: R, on_failure: OnFailure) -> R:
     """Run one export; an exception counts as a failure; every result but success is counted."""
     try:
@@ -62,6 +61,7 @@ def _counted(export: Callable[[], R], success: R, failure: R, on_failure: OnFail
         on_failure()
     return result
 
+
 class CountingMetricExporter(MetricExporter):
     """Delegates to an OTLP metric exporter and counts each export that did not succeed."""
 
@@ -71,8 +71,12 @@ class CountingMetricExporter(MetricExporter):
         self._inner, self._on_failure = inner, on_failure
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-        return _counted(lambda: self._inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs),
-                        MetricExportResult.SUCCESS, MetricExportResult.FAILURE, self._on_failure)
+        return _counted(
+            lambda: self._inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs),
+            MetricExportResult.SUCCESS,
+            MetricExportResult.FAILURE,
+            self._on_failure,
+        )
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         return self._inner.force_flush(timeout_millis)

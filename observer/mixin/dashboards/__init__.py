@@ -18,8 +18,12 @@ from observer.mixin.config import MixinConfig
 def _builders() -> dict[str, Callable[..., Any]]:
     from observer.mixin.dashboards import overview, query_detail, restore, state_store
 
-    return {"overview.json": overview.build, "query-detail.json": query_detail.build,
-            "state-store.json": state_store.build, "restore.json": restore.build}
+    return {
+        "overview.json": overview.build,
+        "query-detail.json": query_detail.build,
+        "state-store.json": state_store.build,
+        "restore.json": restore.build,
+    }
 
 
 def render(config: MixinConfig) -> dict[str, str]:

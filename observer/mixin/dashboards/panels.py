@@ -64,15 +64,45 @@ def _targets(ctx: Context, targets: Sequence[Target], instant: bool = False, tab
     return out
 
 
-def ts(ctx: Context, title: str, description: str, targets: Sequence[Target], unit: str, steps: Steps, *, span: int = 12,
-       stack: bool = False, bars: bool = False, show_thresholds: bool = False, minimum: float | None = 0) -> timeseries.Panel:
+def ts(
+    ctx: Context,
+    title: str,
+    description: str,
+    targets: Sequence[Target],
+    unit: str,
+    steps: Steps,
+    *,
+    span: int = 12,
+    stack: bool = False,
+    bars: bool = False,
+    show_thresholds: bool = False,
+    minimum: float | None = 0,
+) -> timeseries.Panel:
     """A time series panel; ``show_thresholds`` draws the thresholds as dashed lines (alert levels)."""
-    p = (timeseries.Panel().title(title).description(description).datasource(DATASOURCE).unit(unit).thresholds(thresholds(steps))
-         .targets(_targets(ctx, targets)).span(span).height(8).line_width(1).fill_opacity(25 if stack else 10)
-         .gradient_mode(cm.GraphGradientMode.OPACITY).show_points(cm.VisibilityMode.NEVER).span_nulls(True)
-         .legend(cb.VizLegendOptions().show_legend(True).display_mode(cm.LegendDisplayMode.TABLE)
-                 .placement(cm.LegendPlacement.BOTTOM).calcs(["lastNotNull", "max"]))
-         .tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI).sort(cm.SortOrder.DESCENDING)))
+    p = (
+        timeseries.Panel()
+        .title(title)
+        .description(description)
+        .datasource(DATASOURCE)
+        .unit(unit)
+        .thresholds(thresholds(steps))
+        .targets(_targets(ctx, targets))
+        .span(span)
+        .height(8)
+        .line_width(1)
+        .fill_opacity(25 if stack else 10)
+        .gradient_mode(cm.GraphGradientMode.OPACITY)
+        .show_points(cm.VisibilityMode.NEVER)
+        .span_nulls(True)
+        .legend(
+            cb.VizLegendOptions()
+            .show_legend(True)
+            .display_mode(cm.LegendDisplayMode.TABLE)
+            .placement(cm.LegendPlacement.BOTTOM)
+            .calcs(["lastNotNull", "max"])
+        )
+        .tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI).sort(cm.SortOrder.DESCENDING))
+    )
     if minimum is not None:
         p = p.min(minimum)
     if stack:
@@ -84,26 +114,58 @@ def ts(ctx: Context, title: str, description: str, targets: Sequence[Target], un
     return p
 
 
-def stat_panel(ctx: Context, title: str, description: str, targets: Sequence[Target], unit: str, steps: Steps, *, span: int = 4) -> stat.Panel:
+def stat_panel(
+    ctx: Context, title: str, description: str, targets: Sequence[Target], unit: str, steps: Steps, *, span: int = 4
+) -> stat.Panel:
     """A single-number panel coloured by its thresholds (background), from instant queries."""
-    return (stat.Panel().title(title).description(description).datasource(DATASOURCE).unit(unit).thresholds(thresholds(steps))
-            .targets(_targets(ctx, targets, instant=True)).span(span).height(4)
-            .color_mode(cm.BigValueColorMode.BACKGROUND).graph_mode(cm.BigValueGraphMode.NONE)
-            .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False)))
+    return (
+        stat.Panel()
+        .title(title)
+        .description(description)
+        .datasource(DATASOURCE)
+        .unit(unit)
+        .thresholds(thresholds(steps))
+        .targets(_targets(ctx, targets, instant=True))
+        .span(span)
+        .height(4)
+        .color_mode(cm.BigValueColorMode.BACKGROUND)
+        .graph_mode(cm.BigValueGraphMode.NONE)
+        .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+    )
 
 
-def table_panel(ctx: Context, title: str, description: str, targets: Sequence[Target], unit: str, steps: Steps, *, span: int = 24) -> table.Panel:
+def table_panel(
+    ctx: Context, title: str, description: str, targets: Sequence[Target], unit: str, steps: Steps, *, span: int = 24
+) -> table.Panel:
     """A table of instant values, one row per series, labels as columns (merged across targets)."""
-    return (table.Panel().title(title).description(description).datasource(DATASOURCE).unit(unit).thresholds(thresholds(steps))
-            .targets(_targets(ctx, targets, instant=True, table_format=True)).span(span).height(7)
-            .with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
-            .with_transformation(dm.DataTransformerConfig(id_val="organize", options={"excludeByName": {"Time": True, "__name__": True}})))
+    return (
+        table.Panel()
+        .title(title)
+        .description(description)
+        .datasource(DATASOURCE)
+        .unit(unit)
+        .thresholds(thresholds(steps))
+        .targets(_targets(ctx, targets, instant=True, table_format=True))
+        .span(span)
+        .height(7)
+        .with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+        .with_transformation(dm.DataTransformerConfig(id_val="organize", options={"excludeByName": {"Time": True, "__name__": True}}))
+    )
 
 
 def _query_variable(name: str, label: str, expr: str) -> db.QueryVariable:
-    return (db.QueryVariable(name).label(label).datasource(DATASOURCE).query(expr).definition(expr)
-            .multi(True).include_all(True).all_value(".*").refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
-            .sort(dm.VariableSort.ALPHABETICAL_ASC))
+    return (
+        db.QueryVariable(name)
+        .label(label)
+        .datasource(DATASOURCE)
+        .query(expr)
+        .definition(expr)
+        .multi(True)
+        .include_all(True)
+        .all_value(".*")
+        .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(dm.VariableSort.ALPHABETICAL_ASC)
+    )
 
 
 def variables(ctx: Context, with_operator: bool = True) -> list[Any]:
@@ -112,7 +174,9 @@ def variables(ctx: Context, with_operator: bool = True) -> list[Any]:
     config = ctx.config
     source = config.datasource
     out: list[Any] = [
-        db.DatasourceVariable("datasource").label("Data source").type("prometheus")
+        db.DatasourceVariable("datasource")
+        .label("Data source")
+        .type("prometheus")
         .current(dm.VariableOption(selected=True, text=source.name, value=source.uid)),
     ]
     matchers = [config.selector.strip()] if config.selector.strip() else []
@@ -123,25 +187,51 @@ def variables(ctx: Context, with_operator: bool = True) -> list[Any]:
     out.append(_query_variable("query", "Query", f"label_values({metric(catalog.QUERY_INFO)}{{{', '.join(matchers)}}}, query)"))
     if with_operator:
         matchers.append('query=~"$query"')
-        out.append(_query_variable("operator", "Operator", f"label_values({metric(catalog.OPERATOR_INFO)}{{{', '.join(matchers)}}}, operator)"))
+        out.append(
+            _query_variable("operator", "Operator", f"label_values({metric(catalog.OPERATOR_INFO)}{{{', '.join(matchers)}}}, operator)")
+        )
     return out
 
 
 def restarts_annotation(ctx: Context) -> db.AnnotationQuery:
     """A mark at every new run of a query: a run id that was not there one interval earlier."""
     info = ctx.p.sel(catalog.QUERY_INFO)
-    return (db.AnnotationQuery().name("Query (re)starts").datasource(DATASOURCE).enable(True).icon_color("orange")
-            .expr(f"{info} unless {info} offset $__interval").step("$__interval")
-            .title_format(ctx.legend("{{query}} started")).text_format("run {{run_id}}"))
+    return (
+        db.AnnotationQuery()
+        .name("Query (re)starts")
+        .datasource(DATASOURCE)
+        .enable(True)
+        .icon_color("orange")
+        .expr(f"{info} unless {info} offset $__interval")
+        .step("$__interval")
+        .title_format(ctx.legend("{{query}} started"))
+        .text_format("run {{run_id}}")
+    )
 
 
 def dashboard(ctx: Context, uid: str, title: str, description: str, with_operator: bool = True) -> db.Dashboard:
     """A dashboard shell: variables, links to its siblings (by tag), time range and refresh."""
-    return (db.Dashboard(title).uid(f"{ctx.config.dashboard_uid_prefix}-{uid}").description(description).tags([TAG, "spark", "streaming"])
-            .editable().time("now-3h", "now").refresh(ctx.config.dashboard_refresh).timezone("browser").tooltip(dm.DashboardCursorSync.CROSSHAIR)
-            .variables(variables(ctx, with_operator)).annotation(restarts_annotation(ctx))
-            .link(db.DashboardLink("Spark state").type(dm.DashboardLinkType.DASHBOARDS).tags([TAG]).as_dropdown(True)
-                  .include_vars(True).keep_time(True)))
+    return (
+        db.Dashboard(title)
+        .uid(f"{ctx.config.dashboard_uid_prefix}-{uid}")
+        .description(description)
+        .tags([TAG, "spark", "streaming"])
+        .editable()
+        .time("now-3h", "now")
+        .refresh(ctx.config.dashboard_refresh)
+        .timezone("browser")
+        .tooltip(dm.DashboardCursorSync.CROSSHAIR)
+        .variables(variables(ctx, with_operator))
+        .annotation(restarts_annotation(ctx))
+        .link(
+            db.DashboardLink("Spark state")
+            .type(dm.DashboardLinkType.DASHBOARDS)
+            .tags([TAG])
+            .as_dropdown(True)
+            .include_vars(True)
+            .keep_time(True)
+        )
+    )
 
 
 def row(title: str) -> db.Row:

@@ -44,8 +44,11 @@ def partition_stats(history_path: str, query_id: str) -> dict[int, tuple[str | N
 
     with closing(open_backend(history_path, readonly=True)) as backend:
         try:
-            _, rows = backend.rows("SELECT op_index, partition, rows_total, memory_bytes, load_seconds, moved_from "
-                                   "FROM placements WHERE query_id = ? ORDER BY ts, batch_id", (query_id,))
+            _, rows = backend.rows(
+                "SELECT op_index, partition, rows_total, memory_bytes, load_seconds, moved_from "
+                "FROM placements WHERE query_id = ? ORDER BY ts, batch_id",
+                (query_id,),
+            )
         except HistoryError as exc:
             if "placements" in str(exc):
                 return {}  # a history written before placement was recorded (schema 2), opened read-only: nothing to say
@@ -70,8 +73,13 @@ def partition_stats(history_path: str, query_id: str) -> dict[int, tuple[str | N
     return out
 
 
-def placement_advice(report: CheckpointReport, history_path: str, target_seconds: float = DEFAULT_TARGET_SECONDS,
-                     spark_version: str | None = None, rates: dict[str, float] | None = None) -> list[OperatorAdvice]:
+def placement_advice(
+    report: CheckpointReport,
+    history_path: str,
+    target_seconds: float = DEFAULT_TARGET_SECONDS,
+    spark_version: str | None = None,
+    rates: dict[str, float] | None = None,
+) -> list[OperatorAdvice]:
     """One ``OperatorAdvice`` per operator of the checkpoint that the history measured.
 
     History operators are matched to the checkpoint's by name (``operatorName`` in both), else by index.
@@ -89,10 +97,20 @@ def placement_advice(report: CheckpointReport, history_path: str, target_seconds
         seconds = estimate.seconds if estimate is not None else None
         caveat = None
         if (op.name or "").lower() == AGGREGATION and any(p.load_seconds is not None for p in stats[index][1]):
-            caveat = ("An aggregation's tasks open the store twice (restore, then save) and report the second, cheap load: "
-                      "its measured move costs understate the reload; the dedup or join operators' figures are closer to it.")
-        out.append(OperatorAdvice(op.operator_id, op.name, len(stats[index][1]), seconds,
-                                  advise(stats[index][1], target_seconds, seconds, spark_version), caveat))
+            caveat = (
+                "An aggregation's tasks open the store twice (restore, then save) and report the second, cheap load: "
+                "its measured move costs understate the reload; the dedup or join operators' figures are closer to it."
+            )
+        out.append(
+            OperatorAdvice(
+                op.operator_id,
+                op.name,
+                len(stats[index][1]),
+                seconds,
+                advise(stats[index][1], target_seconds, seconds, spark_version),
+                caveat,
+            )
+        )
     return out
 
 

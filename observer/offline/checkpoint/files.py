@@ -127,7 +127,7 @@ def _check_central_directory(raw: BinaryIO, path: str) -> None:
     at = tail.rfind(_EOCD)
     if at < 0 or len(tail) - at < 22:
         raise UnreadableFile(f"{path}: not a zip file (no end of central directory)")
-    entries, directory_bytes = struct.unpack("<HI", tail[at + 10:at + 16])
+    entries, directory_bytes = struct.unpack("<HI", tail[at + 10 : at + 16])
     if entries == 0xFFFF or directory_bytes == 0xFFFFFFFF:
         raise UnreadableFile(f"{path}: a zip64 archive, which a state snapshot never is")
     if directory_bytes > MAX_ZIP_DIRECTORY_BYTES:

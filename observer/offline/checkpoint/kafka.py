@@ -114,13 +114,16 @@ def read_rate_from_history(history_path: str, query_id: str) -> tuple[float | No
     from observer.signals.kinds import KAFKA_CATCH_UP_FORECAST
 
     with closing(connect(history_path, readonly=True)) as conn:
-        events = conn.execute("SELECT attributes FROM events WHERE query_id = ? AND kind = ? ORDER BY ts",
-                              (query_id, KAFKA_CATCH_UP_FORECAST)).fetchall()
-        batches = conn.execute("SELECT run_id, ts, input_rows FROM batches WHERE query_id = ? ORDER BY run_id, ts",
-                               (query_id,)).fetchall()
+        events = conn.execute(
+            "SELECT attributes FROM events WHERE query_id = ? AND kind = ? ORDER BY ts", (query_id, KAFKA_CATCH_UP_FORECAST)
+        ).fetchall()
+        batches = conn.execute("SELECT run_id, ts, input_rows FROM batches WHERE query_id = ? ORDER BY run_id, ts", (query_id,)).fetchall()
     attributes = [json.loads(text) for (text,) in events if text]
-    measured = [float(r) for r in (a.get("read_records_per_second") for a in attributes if isinstance(a, dict))
-                if isinstance(r, (int, float)) and r > 0]
+    measured = [
+        float(r)
+        for r in (a.get("read_records_per_second") for a in attributes if isinstance(a, dict))
+        if isinstance(r, (int, float)) and r > 0
+    ]
     if measured:
         return measured[-1], "history: read rate measured while behind"
     # batches that read about as much as the run's largest ones were capped by the rate limit: the query had
@@ -130,15 +133,25 @@ def read_rate_from_history(history_path: str, query_id: str) -> tuple[float | No
     for run in sorted({b[0] for b in batches}):
         rows = [(ts, n) for r, ts, n in batches if r == run and n is not None]
         cap = max((n for _ts, n in rows), default=0.0)
-        paces += [n / (ts - prev_ts) for (ts, n), (prev_ts, _n) in zip(rows[1:], rows, strict=False)
-                  if cap > 0 and n >= 0.9 * cap and ts > prev_ts]
+        paces += [
+            n / (ts - prev_ts)
+            for (ts, n), (prev_ts, _n) in zip(rows[1:], rows, strict=False)
+            if cap > 0 and n >= 0.9 * cap and ts > prev_ts
+        ]
     if paces:
         return statistics.median(paces), "history: median pace of the batches that read the most (rate-limited)"
     return None, "history: no batches to measure the read rate"
 
 
-def forecast(report: CheckpointReport, bootstrap: str, read_rate: float | None = None, read_rate_basis: str = "--rate",
-             sample_seconds: float = 5.0, latest: LatestReader | None = None, sleep: Callable[[float], None] = time.sleep) -> KafkaCatchUp:
+def forecast(
+    report: CheckpointReport,
+    bootstrap: str,
+    read_rate: float | None = None,
+    read_rate_basis: str = "--rate",
+    sample_seconds: float = 5.0,
+    latest: LatestReader | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> KafkaCatchUp:
     """The Kafka backlog of the checkpoint's sources and the catch-up forecast, restore estimate included."""
     batch, sources = committed_offsets(report)
     restore = report.estimate.seconds if report.estimate is not None else 0.0
@@ -174,11 +187,24 @@ def forecast(report: CheckpointReport, bootstrap: str, read_rate: float | None =
             produce = produced / elapsed if sample_seconds > 0 else None
             total = sum(backlog.values())
             eta = catch_up_seconds(total, read_rate, produce, restore)
-            result.topics.append(TopicBacklog(index, topic, dict(committed), {p: now.get(p, 0) for p in committed}, backlog,
-                                              produce, read_rate, read_rate_basis if read_rate is not None else "unknown", eta))
+            result.topics.append(
+                TopicBacklog(
+                    index,
+                    topic,
+                    dict(committed),
+                    {p: now.get(p, 0) for p in committed},
+                    backlog,
+                    produce,
+                    read_rate,
+                    read_rate_basis if read_rate is not None else "unknown",
+                    eta,
+                )
+            )
             missing = sorted(set(now) - set(committed))
             if missing:
-                result.problems.append(f"topic {topic}: partitions {missing} are not in the checkpoint (added since; read from startingOffsets)")
+                result.problems.append(
+                    f"topic {topic}: partitions {missing} are not in the checkpoint (added since; read from startingOffsets)"
+                )
     return result
 
 
@@ -186,13 +212,16 @@ def render_text(c: KafkaCatchUp) -> str:
     """The Kafka section for a terminal."""
     lines = [f"kafka ({c.bootstrap}), offsets of committed batch {c.committed_batch}:"]
     for t in c.topics:
-        lines.append(f"  source {t.source_index} topic {t.topic}: backlog {t.total} records "
-                     f"({', '.join(f'p{p}={n}' for p, n in t.backlog.items())})")
+        lines.append(
+            f"  source {t.source_index} topic {t.topic}: backlog {t.total} records ({', '.join(f'p{p}={n}' for p, n in t.backlog.items())})"
+        )
         produce = f"{t.produce_rate:.1f} records/s" if t.produce_rate is not None else "not sampled"
         read = f"{t.read_rate:.1f} records/s ({t.read_rate_basis})" if t.read_rate is not None else "unknown (give --rate or --history)"
         lines.append(f"    produced {produce} over {c.sampled_seconds:g} s; read rate {read}")
         if t.catch_up_seconds is not None:
-            lines.append(f"    back at the head about {t.catch_up_seconds:.0f} s after a restart (restore {c.restore_seconds:.1f} s included)")
+            lines.append(
+                f"    back at the head about {t.catch_up_seconds:.0f} s after a restart (restore {c.restore_seconds:.1f} s included)"
+            )
         elif t.read_rate is not None:
             lines.append("    never back at the head at these rates: the topic grows as fast as the query reads")
     for problem in c.problems:

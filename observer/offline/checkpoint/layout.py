@@ -92,18 +92,28 @@ def scan(path: str) -> CheckpointReport:
             conf = meta.get("conf") or {}
             provider_class = conf.get("spark.sql.streaming.stateStore.providerClass", "")
             provider_class = provider_class if isinstance(provider_class, str) else ""
-            provider = ("rocksdb" if "RocksDB" in provider_class else "hdfs" if "HDFSBacked" in provider_class
-                        else provider_class[:200] or None)
+            provider = (
+                "rocksdb" if "RocksDB" in provider_class else "hdfs" if "HDFSBacked" in provider_class else provider_class[:200] or None
+            )
             partitions = _long(int(conf["spark.sql.shuffle.partitions"])) if "spark.sql.shuffle.partitions" in conf else None
             sources = lines[2:][:1000]
         except _PROBLEMS as exc:
             problems.append(f"offsets/{planned} is partially written or unreadable: {_message(exc)}")
     operators = _operators(root, committed, problems)
     return CheckpointReport(
-        path=path, query_id=query_id, last_planned_batch=planned, last_committed_batch=committed,
+        path=path,
+        query_id=query_id,
+        last_planned_batch=planned,
+        last_committed_batch=committed,
         uncommitted_batch=planned if planned is not None and (committed is None or planned > committed) else None,
-        batch_watermark_ms=watermark, batch_timestamp_ms=timestamp, provider=provider, shuffle_partitions=partitions,
-        sources=sources, operators=operators, estimate=None, problems=problems,
+        batch_watermark_ms=watermark,
+        batch_timestamp_ms=timestamp,
+        provider=provider,
+        shuffle_partitions=partitions,
+        sources=sources,
+        operators=operators,
+        estimate=None,
+        problems=problems,
     )
 
 
@@ -149,8 +159,9 @@ def _operator(op_path: str, op_id: int, committed: int | None, problems: list[st
         except UnreadableFile as exc:
             problems.append(str(exc))
             continue
-        store_dirs = [n for n in names if not n.startswith("_") and n != "SSTs" and not _STATE_FILE.match(n)
-                      and is_dir(os.path.join(part_path, n))]
+        store_dirs = [
+            n for n in names if not n.startswith("_") and n != "SSTs" and not _STATE_FILE.match(n) and is_dir(os.path.join(part_path, n))
+        ]
         if store_dirs:  # multi-store operators (stream-stream join) keep one folder per store
             for store in sorted(store_dirs):
                 op.partitions.append(_partition(os.path.join(part_path, store), int(part), store, committed, problems))
@@ -159,8 +170,9 @@ def _operator(op_path: str, op_id: int, committed: int | None, problems: list[st
     return op
 
 
-def _partition(folder: str, partition: int, store: str, committed: int | None, problems: list[str],
-               names: list[str] | None = None) -> PartitionState:
+def _partition(
+    folder: str, partition: int, store: str, committed: int | None, problems: list[str], names: list[str] | None = None
+) -> PartitionState:
     files = []
     if names is None:
         try:
@@ -194,8 +206,16 @@ def _partition(folder: str, partition: int, store: str, committed: int | None, p
         except UnreadableFile as exc:
             problems.append(str(exc))
     snapshots = [f.version for f in files if f.kind in ("snapshot", "zip")]
-    p = PartitionState(partition, store, provider, files, len(ssts), sum(ssts),
-                       max(snapshots) if snapshots else None, max((f.version for f in files), default=None))
+    p = PartitionState(
+        partition,
+        store,
+        provider,
+        files,
+        len(ssts),
+        sum(ssts),
+        max(snapshots) if snapshots else None,
+        max((f.version for f in files), default=None),
+    )
     if committed is not None and files:
         p.restore = restore_work(folder, p, committed + 1, problems)
     return p

@@ -49,8 +49,10 @@ def restore_work(folder: str, p: PartitionState, target: int, problems: list[str
     replay_files, replay_bytes = len(replay), sum(f.size for f in replay)
     missing = target - (start or 0) - replay_files if has_replay_files else 0
     if missing:
-        problems.append(f"{folder}: {missing} {replay_kind} file(s) between version {(start or 0) + 1} and {target} are missing "
-                        "(cleaned up, or the restore will fail)")
+        problems.append(
+            f"{folder}: {missing} {replay_kind} file(s) between version {(start or 0) + 1} and {target} are missing "
+            "(cleaned up, or the restore will fail)"
+        )
     return RestoreWork(target, start, snapshot_bytes, replay_files, replay_bytes, missing)
 
 
@@ -78,8 +80,12 @@ def estimate_restore(report: CheckpointReport, rates: dict[str, float] | None = 
     works = [(f"{op.operator_id}/{p.partition}/{p.store}", p.restore) for op in report.operators for p in op.partitions if p.restore]
     if not works:
         return None
-    r = {"seconds_per_store": DEFAULT_SECONDS_PER_STORE, "seconds_per_file": DEFAULT_SECONDS_PER_FILE,
-         "bytes_per_second": DEFAULT_BYTES_PER_SECOND, **(rates or {})}
+    r = {
+        "seconds_per_store": DEFAULT_SECONDS_PER_STORE,
+        "seconds_per_file": DEFAULT_SECONDS_PER_FILE,
+        "bytes_per_second": DEFAULT_BYTES_PER_SECOND,
+        **(rates or {}),
+    }
 
     def seconds(w: RestoreWork) -> float:
         return r["seconds_per_store"] + w.replay_files * r["seconds_per_file"] + w.bytes / r["bytes_per_second"]
@@ -88,9 +94,12 @@ def estimate_restore(report: CheckpointReport, rates: dict[str, float] | None = 
     slowest = max(per_partition, key=lambda name: per_partition[name])
     median = statistics.median(per_partition.values())
     return RestoreEstimate(
-        stores=len(works), files=sum(w.replay_files + (1 if w.snapshot_version is not None else 0) for _, w in works),
-        bytes=sum(w.bytes for _, w in works), seconds=sum(per_partition.values()),
-        basis="history" if rates else "defaults", slowest_partition=slowest,
+        stores=len(works),
+        files=sum(w.replay_files + (1 if w.snapshot_version is not None else 0) for _, w in works),
+        bytes=sum(w.bytes for _, w in works),
+        seconds=sum(per_partition.values()),
+        basis="history" if rates else "defaults",
+        slowest_partition=slowest,
         skew=per_partition[slowest] / median if median > 0 else None,
     )
 
@@ -104,8 +113,11 @@ def rates_from_history(history_path: str, query_id: str) -> dict[str, float] | N
 
     with closing(open_backend(history_path, readonly=True)) as backend:
         _, rows = backend.rows("SELECT attributes FROM events WHERE query_id = ? AND kind = ?", (query_id, RESTORE))
-    loads = [a for a in (json.loads(text) for (text,) in rows if text)
-             if isinstance(a, dict) and a.get("method") == "load_metrics" and a.get("stores")]
+    loads = [
+        a
+        for a in (json.loads(text) for (text,) in rows if text)
+        if isinstance(a, dict) and a.get("method") == "load_metrics" and a.get("stores")
+    ]
     if not loads:
         return None
     return {"seconds_per_store": statistics.median(a["duration_seconds"] / a["stores"] for a in loads)}
