@@ -36,6 +36,7 @@ def explain(exc: BaseException, path: str) -> str:
     return f"history database {path}: {text}"
 
 
+MIGRATION_WAIT_SECONDS = 30.0
 LOCKED_RETRY_SECONDS = (0.05, 0.2, 0.5)  # pauses between attempts at a locked database (each waits its busy timeout too)
 
 
@@ -60,16 +61,34 @@ def connect(path: str, readonly: bool = False, timeout: float = 0.5) -> sqlite3.
                 # a WAL database on read-only media cannot create its shared-memory file: read it as immutable
                 conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout, check_same_thread=False)
         else:
-            parent = os.path.dirname(os.path.abspath(path))
-            os.makedirs(parent, exist_ok=True)
-            conn = sqlite3.connect(path, timeout=timeout, check_same_thread=False)
+            conn = _open_writer(path, timeout)
+        return conn
+    except (sqlite3.Error, OSError, SchemaError) as exc:
+        raise HistoryError(explain(exc, path)) from None
+
+
+def _open_writer(path: str, timeout: float) -> sqlite3.Connection:
+    """Open, switch to WAL and migrate. Writers opening a new file at once contend for it: switching the
+    journal mode fails at once with "locked" rather than waiting, so the whole opening is tried again
+    for up to ``MIGRATION_WAIT_SECONDS``; once open, a write waits at most ``timeout`` (``write`` retries)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    deadline = time.monotonic() + MIGRATION_WAIT_SECONDS
+    pause = 0.02
+    while True:
+        conn = sqlite3.connect(path, timeout=MIGRATION_WAIT_SECONDS, check_same_thread=False)
+        try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: index pages of large histories stay cached
             migrate(conn)
-        return conn
-    except (sqlite3.Error, OSError, SchemaError) as exc:
-        raise HistoryError(explain(exc, path)) from None
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            return conn
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if not _locked(exc) or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
 
 def _insert(table: str, verb: str = "INSERT OR REPLACE") -> str:
