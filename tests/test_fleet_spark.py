@@ -18,9 +18,13 @@ from test_fleet import parse
 
 from conftest import run_script
 from observer.capture.watch_runtime import FleetObserver, WatchOptions
+from observer.metrics.catalog import PLACEMENT_METRICS
 from observer.settings import Settings
 
-DIFFER = ("spark_state_observer_", "spark_streaming_query_seconds_since_progress")
+# documented differences: the observer's own series, the seconds since progress (the listener's clock runs on), and
+# placement, which the watcher reads from the log's task events while this job's listener runs with Spark's UI off
+# (no REST API to poll); tests/test_placement_pipeline.py checks watch and replay placement against the truth
+DIFFER = ("spark_state_observer_", "spark_streaming_query_seconds_since_progress", *{s.prometheus_name for s in PLACEMENT_METRICS})
 
 
 @pytest.mark.slow

@@ -208,7 +208,9 @@ def test_server_stopped_mid_run_loses_nothing_within_the_buffer() -> None:
         stored_signals = len(load_events(server.url(), qid))
         assert stored[:30] == list(range(30))
         kept = stored[30:]
-        assert kept == list(range(30, 30 + len(kept))) and 0 < len(kept) < len(overflow)  # the outage's start, in order
+        # the outage's start was kept, in order; a later chunk smaller than the room left may still fit, so the
+        # kept batches need not be contiguous: what matters is that each one is stored or counted (below)
+        assert kept[0] == 30 and kept == sorted(set(kept)) and set(kept) <= set(range(30, 130)) and 0 < len(kept) < len(overflow)
         offered = fed.progress + fed.signals
         assert fed.dropped == offered - len(stored) - stored_signals  # every event is either stored or counted
         assert fed.progress - events_before > len(kept) and fed.signals >= signals_before
