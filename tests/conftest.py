@@ -18,7 +18,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 from pg_server import postgres  # noqa: F401  (the session's PostgreSQL server fixture)
@@ -143,3 +143,33 @@ def run_script(args: list[str], timeout: float = 300) -> None:
         start = max((i for i, line in enumerate(lines) if line.startswith("Traceback")), default=max(0, len(lines) - 25))
         tail = [line for line in lines[start:] if not line.startswith(("\tat ", "\t..."))][:40]
         pytest.fail(f"{args[0]} exited with {proc.returncode}:\n" + "\n".join(tail))
+
+
+@pytest.fixture
+def tls_files(tmp_path: Any) -> tuple[Any, Any]:
+    """A self-signed certificate and key for 127.0.0.1 (openssl), for the HTTPS endpoint tests."""
+    need("openssl")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key

@@ -6,7 +6,6 @@ import copy
 import json
 import socket
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -88,31 +87,8 @@ def test_endpoint_binds_loopback_and_requires_basic_auth_when_set() -> None:
         obs.stop()
 
 
-def test_endpoint_serves_tls(tmp_path) -> None:
-    need("openssl")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
+def test_endpoint_serves_tls(tls_files) -> None:
+    cert, key = tls_files
     obs = Observer(Settings(http_port=0, tls_certfile=str(cert), tls_keyfile=str(key))).start()
     try:
         context = ssl.create_default_context(cafile=str(cert))

@@ -11,15 +11,11 @@ import base64
 import logging
 import socket
 import ssl
-import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
 
-import pytest
-
-from conftest import need
 from observer.exporters import http as http_exporter
 from observer.exporters.http import Pusher, split_credentials
 from observer.runtime import Observer
@@ -41,35 +37,6 @@ def _idle_connections(port: int, count: int) -> list[socket.socket]:
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
         sockets.append(s)
     return sockets
-
-
-@pytest.fixture
-def tls_files(tmp_path):  # type: ignore[no-untyped-def]
-    need("openssl")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
 
 
 def test_an_idle_tls_connection_does_not_stop_scrapes(tls_files) -> None:
