@@ -9,6 +9,7 @@ from typing import Callable, TextIO
 
 from observer.capture.queue import CapturedEvent
 from observer.model import kinds
+from observer.model.decode import timestamp_text
 from observer.model.parse import parse_timestamp
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_ADDED, EXECUTOR_PREFIX, EventLogError, read_records
 from observer.runtime import Observer
@@ -58,7 +59,7 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
         observer.add_sink(HistorySink(history, observer.self_metrics, base))
     result = ReplayResult(observer)
     last_ts = 0.0  # events without a time of their own (terminated) are placed at the last known time
-    for item in read_records(paths, max_line_bytes):
+    for item in read_records(paths, max_line_bytes, progress_as_bytes=True):
         if isinstance(item, EventLogError):
             result.errors.append(str(item))
             if item.args and "not valid JSON" in str(item):
@@ -66,6 +67,8 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
             continue
         if item.kind in (kinds.PROGRESS, kinds.STARTED) and isinstance(item.payload, dict):
             last_ts = parse_timestamp(item.payload.get("timestamp")) or last_ts
+        elif item.kind == kinds.PROGRESS and isinstance(item.payload, bytes):
+            last_ts = parse_timestamp(timestamp_text(item.payload)) or last_ts
         if item.kind.startswith(EXECUTOR_PREFIX):
             if item.payload != "driver":
                 seen_executors = True
