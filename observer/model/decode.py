@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -30,6 +31,9 @@ from observer.model.events import InstanceMetric, OperatorProgress, QueryProgres
 from observer.model.phases import TRIGGER_EXECUTION
 
 Number = int | float
+Finite = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
+"""A JSON number as a float, checked finite in C (``1e999`` decodes as inf; the reference notes a problem)."""
+MaybeFinite = Finite | msgspec.UnsetType | None  # absent (UNSET) told apart from null where the reference does
 _UNSET = msgspec.UNSET
 
 
@@ -37,46 +41,46 @@ class _Operator(msgspec.Struct):
     """Spark's ``StateOperatorProgress`` as JSON names it (attributes follow ``observer.model.fields.OPERATOR_FIELDS``)."""
 
     operatorName: Any = None  # noqa: N815  # Spark's JSON field names
-    numRowsTotal: Number | None = None  # noqa: N815
-    numRowsUpdated: Number | None = None  # noqa: N815
-    numRowsRemoved: Number | None = None  # noqa: N815
-    numRowsDroppedByWatermark: Number | None = None  # noqa: N815
-    allUpdatesTimeMs: Number | None = None  # noqa: N815
-    allRemovalsTimeMs: Number | None = None  # noqa: N815
-    commitTimeMs: Number | None = None  # noqa: N815
-    memoryUsedBytes: Number | None = None  # noqa: N815
-    numShufflePartitions: Number | None = None  # noqa: N815
-    numStateStoreInstances: Number | None = None  # noqa: N815
-    customMetrics: dict[str, Number] | None = None  # noqa: N815
+    numRowsTotal: Finite | None = None  # noqa: N815
+    numRowsUpdated: Finite | None = None  # noqa: N815
+    numRowsRemoved: Finite | None = None  # noqa: N815
+    numRowsDroppedByWatermark: Finite | None = None  # noqa: N815
+    allUpdatesTimeMs: Finite | None = None  # noqa: N815
+    allRemovalsTimeMs: Finite | None = None  # noqa: N815
+    commitTimeMs: Finite | None = None  # noqa: N815
+    memoryUsedBytes: Finite | None = None  # noqa: N815
+    numShufflePartitions: Finite | None = None  # noqa: N815
+    numStateStoreInstances: Finite | None = None  # noqa: N815
+    customMetrics: dict[str, Finite] | None = None  # noqa: N815
 
 
 class _Source(msgspec.Struct):
     description: str | None = None
-    numInputRows: Number | msgspec.UnsetType | None = _UNSET  # noqa: N815
-    inputRowsPerSecond: Number | msgspec.UnsetType | None = _UNSET  # noqa: N815
-    processedRowsPerSecond: Number | msgspec.UnsetType | None = _UNSET  # noqa: N815
+    numInputRows: MaybeFinite = _UNSET  # noqa: N815
+    inputRowsPerSecond: MaybeFinite = _UNSET  # noqa: N815
+    processedRowsPerSecond: MaybeFinite = _UNSET  # noqa: N815
     metrics: dict[str, str | Number] | None = None
 
 
 class _Sink(msgspec.Struct):
     description: str | None = None
-    numOutputRows: Number | None = None  # noqa: N815
+    numOutputRows: Finite | None = None  # noqa: N815
     metrics: dict[str, str | Number] | None = None
 
 
 class _Progress(msgspec.Struct):
-    """Spark's ``StreamingQueryProgress``; a field absent (UNSET) is told apart from one sent as null where the reference does."""
+    """Spark's ``StreamingQueryProgress``."""
 
     id: str
     runId: str  # noqa: N815
     batchId: int  # noqa: N815
     name: str | None = None
     timestamp: str | None = None
-    batchDuration: Number | msgspec.UnsetType | None = _UNSET  # noqa: N815
-    numInputRows: Number | msgspec.UnsetType | None = _UNSET  # noqa: N815
-    inputRowsPerSecond: Number | msgspec.UnsetType | None = _UNSET  # noqa: N815
-    processedRowsPerSecond: Number | msgspec.UnsetType | None = _UNSET  # noqa: N815
-    durationMs: dict[str, str | Number] | None = None  # noqa: N815
+    batchDuration: MaybeFinite = _UNSET  # noqa: N815
+    numInputRows: MaybeFinite = _UNSET  # noqa: N815
+    inputRowsPerSecond: MaybeFinite = _UNSET  # noqa: N815
+    processedRowsPerSecond: MaybeFinite = _UNSET  # noqa: N815
+    durationMs: dict[str, Finite] | None = None  # noqa: N815
     eventTime: dict[str, Any] | None = None  # noqa: N815
     stateOperators: list[_Operator] | None = None  # noqa: N815
     sources: list[_Source] | None = None
@@ -172,17 +176,8 @@ def timestamp_text(payload: bytes) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _finite(value: float) -> float:
-    """A float field that must be finite, else the reference notes a problem (1e999 decodes as inf)."""
-    if math.isfinite(value):
-        return value
-    raise Decline
-
-
-def _opt(value: Number | msgspec.UnsetType | None) -> float | None:
-    if value is None or value is _UNSET:
-        return None
-    return float(value) if type(value) is int else _finite(value)
+def _opt(value: float | msgspec.UnsetType | None) -> float | None:
+    return None if value is _UNSET else value  # type: ignore[return-value]  # UNSET is the only other value
 
 
 def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | None) -> QueryProgress:
@@ -192,11 +187,13 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
     srcs = doc.sources or []
     if len(ops) > rules.max_operators or len(srcs) > rules.max_sources:
         raise Decline
-    duration_ms = _num_map(doc.durationMs, rules)
+    duration_ms = doc.durationMs or {}
+    if len(duration_ms) > rules.max_map_entries or max(map(len, duration_ms), default=0) > 100:
+        raise Decline
     if doc.batchDuration is _UNSET:  # Spark 3.5: the trigger execution time is the same span
         batch_duration = duration_ms.get(TRIGGER_EXECUTION)
     else:
-        batch_duration = _opt(doc.batchDuration)
+        batch_duration = doc.batchDuration
     event_time: dict[str, float] = {}
     if doc.eventTime:
         for key in ("avg", "max", "min", "watermark"):
@@ -207,7 +204,7 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
                 event_time[key] = ts
     sink = None
     if doc.sink is not None:
-        output = _opt(doc.sink.numOutputRows)
+        output = doc.sink.numOutputRows
         sink = SinkProgress((doc.sink.description or "")[:200], None if output is None or output < 0 else output,
                             _num_map(doc.sink.metrics, rules))
     return QueryProgress(
@@ -241,58 +238,44 @@ def _sum(sources: list[_Source], key: str) -> float | None:
 
 
 def _num_map(raw: Mapping[str, str | Number] | None, rules: Rules) -> dict[str, float]:
-    """Numeric entries of a string map, as the reference reads them: numeric strings count, others are skipped."""
+    """Numeric entries of a string map (a source's or sink's metrics), as the reference reads them: numeric
+    strings count (Kafka's offsets-behind come as text), anything else is skipped."""
     if not raw:
         return {}
     if len(raw) > rules.max_map_entries:
         raise Decline
     out: dict[str, float] = {}
     for key, value in raw.items():
-        if type(value) is int:
+        try:
             number = float(value)
-        elif type(value) is float:
-            if not math.isfinite(value):
-                continue
-            number = value
-        else:
-            try:
-                number = float(value)
-            except ValueError:
-                continue
-            if not math.isfinite(number):
-                continue
-        out[key[:100]] = number
+        except ValueError:
+            continue
+        if math.isfinite(number):
+            out[key[:100]] = number
     return out
 
 
 def _operator(index: int, op: _Operator, rules: Rules) -> OperatorProgress:
-    custom: dict[str, float] = {}
+    """One operator; its custom metrics are the decoded dict itself, less the per-instance ones (4.1+)."""
+    custom = op.customMetrics or {}
+    if len(custom) > rules.max_map_entries + rules.max_instance_metrics:
+        raise Decline
     instances: list[InstanceMetric] = []
-    raw = op.customMetrics or {}
-    if len(raw) > rules.max_map_entries + rules.max_instance_metrics:
-        raise Decline
-    for key, value in raw.items():
-        number = float(value) if type(value) is int else _finite(value)
-        if ".partition_" not in key and len(key) <= 200:
-            custom[key] = number
-            continue
+    for key in [k for k in custom if ".partition_" in k]:
         match = rules.instance_metric.match(key)
-        if match:
-            instances.append(InstanceMetric(match["prefix"], int(match["partition"]), match["store"][:100], None if number < 0 else number))
-        elif len(key) <= 200:  # a longer one could collide with another once cut: the reference's order decides
-            custom[key] = number
-        else:
-            raise Decline
-    if len(custom) > rules.max_map_entries or len(instances) > rules.max_instance_metrics:  # the reference truncates
-        raise Decline
+        if match:  # else it stays a custom metric, in its place, as the reference keeps it
+            value = custom.pop(key)
+            instances.append(InstanceMetric(match["prefix"], int(match["partition"]), match["store"][:100], None if value < 0 else value))
+    if len(custom) > rules.max_map_entries or len(instances) > rules.max_instance_metrics or max(map(len, custom), default=0) > 200:
+        raise Decline  # the reference cuts these down, and notes it
     name = op.operatorName
     return OperatorProgress(
         index=index,
         name=name[:100] if isinstance(name, str) and name else "unknown",
-        rows_total=_opt(op.numRowsTotal), rows_updated=_opt(op.numRowsUpdated), rows_removed=_opt(op.numRowsRemoved),
-        updates_ms=_opt(op.allUpdatesTimeMs), removals_ms=_opt(op.allRemovalsTimeMs), commit_ms=_opt(op.commitTimeMs),
-        memory_bytes=_opt(op.memoryUsedBytes), rows_dropped_by_watermark=_opt(op.numRowsDroppedByWatermark),
-        shuffle_partitions=_opt(op.numShufflePartitions), store_instances=_opt(op.numStateStoreInstances),
+        rows_total=op.numRowsTotal, rows_updated=op.numRowsUpdated, rows_removed=op.numRowsRemoved,
+        updates_ms=op.allUpdatesTimeMs, removals_ms=op.allRemovalsTimeMs, commit_ms=op.commitTimeMs,
+        memory_bytes=op.memoryUsedBytes, rows_dropped_by_watermark=op.numRowsDroppedByWatermark,
+        shuffle_partitions=op.numShufflePartitions, store_instances=op.numStateStoreInstances,
         custom=custom,
         instances=tuple(instances),
     )
