@@ -163,7 +163,7 @@ def _lines(stream: io.RawIOBase | IO[bytes], max_line_bytes: int, path: str) -> 
                 if not rest or rest.endswith(b"\n"):
                     break
             raise EventLogError(f"{path}:{line_no}: line longer than {max_line_bytes} bytes; stopped reading this file")
-        if line.strip():
+        if not line.isspace():  # blank lines are skipped; isspace() does not copy the (long) line as strip() would
             yield line_no, line
 
 
