@@ -177,7 +177,7 @@ def timestamp_text(payload: bytes) -> str | None:
 
 
 def _opt(value: float | msgspec.UnsetType | None) -> float | None:
-    return None if value is _UNSET else value  # type: ignore[return-value]  # UNSET is the only other value
+    return None if value is _UNSET else value
 
 
 def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | None) -> QueryProgress:
