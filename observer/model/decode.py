@@ -17,12 +17,13 @@ spare the conversion the dict would need.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import msgspec
@@ -117,6 +118,21 @@ class Rules:
     instance_metric: re.Pattern[str]  # "<prefix>.partition_<n>_<store>"
     timestamp: Callable[[Any], float | None]
     rate: Callable[[float | None], float | None]
+    cached_timestamp: Callable[[str], float | None] = field(init=False, repr=False, compare=False)
+    cached_instance: Callable[[str, float], InstanceMetric | None] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Memos, bounded: a watermark repeats for many batches, and a per-instance metric (the version a
+        # partition's last snapshot was) changes only when that partition uploads one.
+        object.__setattr__(self, "cached_timestamp", functools.lru_cache(maxsize=1024)(self.timestamp))
+        object.__setattr__(self, "cached_instance", functools.lru_cache(maxsize=16_384)(self._instance))
+
+    def _instance(self, key: str, value: float) -> InstanceMetric | None:
+        """The per-instance metric a custom metric's key names, or None when it names none."""
+        match = self.instance_metric.match(key)
+        if match is None:
+            return None
+        return InstanceMetric(match["prefix"], int(match["partition"]), match["store"][:100], None if value < 0 else value)
 
 
 class LazyJson(Mapping[str, Any]):
@@ -176,6 +192,10 @@ def timestamp_text(payload: bytes) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _timestamp(value: Any, rules: Rules) -> float | None:
+    return rules.cached_timestamp(value) if type(value) is str else rules.timestamp(value)
+
+
 def _opt(value: float | msgspec.UnsetType | None) -> float | None:
     return None if value is _UNSET else value
 
@@ -198,7 +218,7 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
     if doc.eventTime:
         for key in ("avg", "max", "min", "watermark"):
             if key in doc.eventTime:
-                ts = rules.timestamp(doc.eventTime[key])
+                ts = _timestamp(doc.eventTime[key], rules)
                 if ts is None:
                     raise Decline
                 event_time[key] = ts
@@ -211,7 +231,7 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
         query_id=doc.id,
         run_id=doc.runId,
         name=doc.name[:500] if doc.name else None,
-        timestamp=rules.timestamp(doc.timestamp),
+        timestamp=_timestamp(doc.timestamp, rules),
         batch_id=doc.batchId,
         batch_duration_ms=batch_duration,
         input_rows=_opt(doc.numInputRows) if doc.numInputRows is not _UNSET else _sum(srcs, "numInputRows"),
@@ -262,10 +282,10 @@ def _operator(index: int, op: _Operator, rules: Rules) -> OperatorProgress:
         raise Decline
     instances: list[InstanceMetric] = []
     for key in [k for k in custom if ".partition_" in k]:
-        match = rules.instance_metric.match(key)
-        if match:  # else it stays a custom metric, in its place, as the reference keeps it
-            value = custom.pop(key)
-            instances.append(InstanceMetric(match["prefix"], int(match["partition"]), match["store"][:100], None if value < 0 else value))
+        instance = rules.cached_instance(key, custom[key])
+        if instance is not None:  # else it stays a custom metric, in its place, as the reference keeps it
+            del custom[key]
+            instances.append(instance)
     if len(custom) > rules.max_map_entries or len(instances) > rules.max_instance_metrics or max(map(len, custom), default=0) > 200:
         raise Decline  # the reference cuts these down, and notes it
     name = op.operatorName
