@@ -2,6 +2,7 @@
 
     python bench/watch_scale.py [--apps 200] [--interval 10] [--duration 120] [--codec zstd] [--poll 1]
     python bench/watch_scale.py --scan-only          # cost per MB: batch vs streaming application
+    python bench/watch_scale.py --pipeline ...       # and each progress event through decode, model, tracker, signals
 
 A writer process (its own CPU, not counted) writes real recorded events (tests/fixtures, a stateful
 RocksDB run) into N rolling compressed logs the way Spark does (bench/eventlog_writer.py): the recorded
@@ -42,8 +43,12 @@ import itertools
 from bench.common import ROOT
 from bench.eventlog_writer import ProgressiveLog, flush_groups, recorded_lines, renamed
 from observer.capture.eventlog_watch import DEFAULT_WANTED_EVENTS, PIPELINE_EVENTS, QUERY_PROGRESS, AppEvents, EventLogWatcher
+from observer.capture.queue import CapturedEvent
+from observer.model import kinds
 from observer.model.parse import parse_timestamp
 from observer.offline.eventlog import read_records
+from observer.runtime import Observer
+from observer.settings import Settings
 
 _PROGRESS = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"'
 _STARTED = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"'
@@ -140,13 +145,21 @@ def scale(args: argparse.Namespace) -> None:
         delivered = [0]
         window: dict[str, float] = {}
 
+        observer = Observer(Settings(http_enabled=False, history_enabled=False, max_queries=max(args.apps * 2, 1000)),
+                            serve=False, live=False) if args.pipeline else None
+        progress = [0]
+
         def take(found: list[AppEvents]) -> None:
             now = time.time()
             for app in found:
                 delivered[0] += len(app.events)
                 for e in app.events:
-                    if e.event_type == QUERY_PROGRESS and "steady" in window:
-                        latencies.append(now - (parse_timestamp(e.data["progress"]["timestamp"]) or now))
+                    if e.event_type == QUERY_PROGRESS:
+                        progress[0] += 1
+                        if observer is not None:  # the rest of the pipeline: decode, model, tracker, signals
+                            observer.process(CapturedEvent(kinds.PROGRESS, e.data["progress"], now, 0.0))
+                        if "steady" in window:
+                            latencies.append(now - (parse_timestamp(e.data["progress"]["timestamp"]) or now))
 
         stop = threading.Event()
         warmup = (args.interval or 10.0) + 5.0
@@ -154,10 +167,10 @@ def scale(args: argparse.Namespace) -> None:
         def mark() -> None:
             time.sleep(warmup)
             window.update(steady=1, wall=time.monotonic(), cpu=time.process_time(), events=delivered[0],
-                          decoded=watcher.counts.decoded_bytes)
+                          decoded=watcher.counts.decoded_bytes, progress=progress[0])
             time.sleep(max(1.0, args.duration - warmup - 2.0))
             window.update(wall_end=time.monotonic(), cpu_end=time.process_time(), events_end=delivered[0],
-                          decoded_end=watcher.counts.decoded_bytes)
+                          decoded_end=watcher.counts.decoded_bytes, progress_end=progress[0])
             stop.set()
 
         threading.Thread(target=mark, daemon=True).start()
@@ -190,6 +203,11 @@ def scale(args: argparse.Namespace) -> None:
         print(f"  CPU per decoded MB: watcher {cpu / max(decoded_mb, 1e-9) * 1000:.1f} ms; baseline, the offline reader "
               "(parses streaming and executor events only, no task or SQL events) over the finished logs: "
               f"{base_cpu / max(total_decoded_mb, 1e-9) * 1000:.1f} ms (ratio {cpu / max(decoded_mb, 1e-9) / max(base_cpu / max(total_decoded_mb, 1e-9), 1e-9):.2f})")
+        steady_progress = window["progress_end"] - window["progress"]
+        if steady_progress:
+            print(f"  progress events: {steady_progress / wall:.0f}/s, {cpu / steady_progress * 1e6:.0f} µs CPU each "
+                  f"{'(watcher and pipeline: decode, model, tracker, signals)' if observer else '(watcher only)'}: "
+                  f"one core would carry {steady_progress / cpu:,.0f}/s")
         print(f"  problems: {dict(watcher.counts.problems) or 'none'}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -251,6 +269,7 @@ def main() -> None:
     parser.add_argument("--scenario", default="rocksdb_restart")
     parser.add_argument("--no-placement", action="store_true", help="want only the pipeline's events (no task and SQL events)")
     parser.add_argument("--scan-only", action="store_true")
+    parser.add_argument("--pipeline", action="store_true", help="hand each delivered progress event on to an Observer (history off)")
     parser.add_argument("--scan-mb", type=float, default=100.0)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
