@@ -20,13 +20,15 @@ scrape after 1 query did. Events are applied between timed scrapes, untimed.
 ``--fleet``: one live observer (worker thread, endpoint on 127.0.0.1) holding ``apps`` x 2 queries of
 2 operators, as one event-log watcher carrying a cluster would; a feeder thread submits progress events
 at ``--rate`` per second to random queries while the main thread GETs /metrics (gzip) back to back for
-``--seconds``. Prints the series count, GET median (min-max), the events applied meanwhile, the
-process RSS before and after loading the queries (per query) and at the end.
+``--seconds``, then renders and gzips in-process for a third of that, timing the scraping thread's CPU
+seconds. Prints the series count, GET median (min-max), the events applied meanwhile, the scrape's CPU
+cost, the process RSS before and after loading the queries (per query) and at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import random
@@ -44,7 +46,7 @@ from prometheus_client import generate_latest
 
 from bench.common import derived, recorded_progress
 from observer.capture.queue import CapturedEvent
-from observer.exporters.http import MetricsServer
+from observer.exporters.http import GZIP_LEVEL, MetricsServer
 from observer.runtime import Observer
 from observer.settings import Settings
 
@@ -178,6 +180,14 @@ def fleet(apps: int, seconds: float, rate: float) -> None:
             with urllib.request.urlopen(gzip_request, timeout=120) as response:
                 response.read()
             times.append(time.perf_counter() - t)
+        # the same work without HTTP, timed in this thread's own CPU seconds: what a scrape costs when
+        # the cores are not shared with ~7 other sessions (render the changed queries, join, gzip)
+        cpu: list[float] = []
+        deadline = time.monotonic() + seconds / 3
+        while time.monotonic() < deadline:
+            t = time.thread_time()
+            gzip.compress(obs.exposition(), compresslevel=GZIP_LEVEL)
+            cpu.append(time.thread_time() - t)
         stop.set()
         feeder.join()
         processed = obs._taken - processed_before
@@ -189,6 +199,8 @@ def fleet(apps: int, seconds: float, rate: float) -> None:
     print(f"GET /metrics (gzip), {len(times)} scrapes over {seconds:.0f} s while events arrived ({processed:,} processed, "
           f"{processed / seconds:,.0f}/s): median {statistics.median(times) * 1000:.0f} ms "
           f"({min(times) * 1000:.0f}-{max(times) * 1000:.0f} ms)")
+    print(f"the same scrape in-process (exposition + gzip), CPU of the scraping thread: median {statistics.median(cpu) * 1000:.0f} ms "
+          f"({min(cpu) * 1000:.0f}-{max(cpu) * 1000:.0f} ms) over {len(cpu)}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"RSS: {rss_empty / 1e6:.0f} MB before the observer, {rss_loaded / 1e6:.0f} MB with {queries:,} queries "
           f"({(rss_loaded - rss_empty) / queries / 1e3:.0f} kB per query), {rss_end / 1e6:.0f} MB at the end")
 
