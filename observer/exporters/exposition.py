@@ -32,7 +32,7 @@ from observer.metrics.view import MetricsView
 Samples = list[tuple[Labels, float]]
 # prometheus-client's value formatting (unannotated), memoized: most values recur (zeros, counts, sizes),
 # and formatting was a third of rendering a fleet's changed queries (bench/render_scale.py --fleet)
-_go_float = cast(Callable[[float], str], lru_cache(maxsize=1 << 16)(floatToGoString))
+_go_float = cast(Callable[[float], str], lru_cache(maxsize=4096)(floatToGoString))  # bounded: ~0.7 MB at most
 # one query's rendered samples: (family spec, its sample lines), families in order of first appearance
 QueryLines = list[tuple[MetricSpec, bytes]]
 
