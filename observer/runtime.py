@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import AbstractSet, Any, Callable, Sequence
 
 from observer.capture.queue import CapturedEvent, CaptureQueue
 from observer.exporters.http import MetricsServer
@@ -45,7 +45,7 @@ class Observer:
     """
 
     def __init__(self, settings: Settings | None = None, *, serve: bool | None = None, live: bool = True,
-                 executor_ids: Callable[[], set[str] | None] | None = None,
+                 executor_ids: Callable[[], AbstractSet[str] | None] | None = None,
                  last_alive_hint: LastAliveHint | None = None, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings or Settings.from_env()
         self.queue = CaptureQueue(self.settings.queue_size)

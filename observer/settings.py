@@ -75,7 +75,9 @@ class Settings:
     state_rows_budget: float = field(default=0.0, metadata={"doc": "Rows budget per operator for the time-to-budget forecast; 0 means no forecast."})
     state_memory_budget_bytes: float = field(default=0.0, metadata={"doc": "Memory budget per operator for the forecast; 0 means no forecast."})
     restore_load_threshold_seconds: float = field(default=0.5, metadata={"doc": "Within a run, a RocksDB load latency above this (and 3x the run's median) counts as a reload."})
-    falling_behind_window_seconds: float = field(default=120.0, metadata={"doc": "Input rate above processing rate for this long means falling behind."})
+    falling_behind_window_seconds: float = field(default=300.0, metadata={"doc": "Input and processing rates are averaged over this many seconds of batches to judge falling behind (per-batch rates swing widely on a busy machine)."})
+    falling_behind_for_seconds: float = field(default=120.0, metadata={"doc": "Averaged input above `falling_behind_ratio` x averaged processing for this long means falling behind."})
+    falling_behind_ratio: float = field(default=1.1, metadata={"doc": "How much faster input must arrive than it is processed (averaged over `falling_behind_window_seconds`) to fall behind; the mixin's threshold of the same name."})
     poll_executors: bool = field(default=True, metadata={"doc": "Poll the driver's executor list (one JVM call, at most once per progress event) to see executors come and go."})
     # OpenTelemetry (OTLP); see README "OpenTelemetry" for the OTEL_* variables also read
     otlp_endpoint: str = field(default="", metadata={"doc": "Export metrics, signal log records (and batch spans) over OTLP to this collector, e.g. http://127.0.0.1:4318 (http/protobuf) or http://127.0.0.1:4317 (grpc); empty: `OTEL_EXPORTER_OTLP_ENDPOINT` if set, else no OTLP export."})

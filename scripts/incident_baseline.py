@@ -86,9 +86,9 @@ def report(folder: str) -> str:
             findings.append(f"{len(failing) - len(terminated)} failing run(s) without a query_terminated event")
         for e in terminated:
             cls = e.attributes.get("exception_class")
-            message = str(e.attributes.get("message") or "")
+            cause = str(e.attributes.get("root_cause") or "")
             findings.append(f"terminated run {str(e.run_id)[:8]}: class {cls} (expected {failure['expected_class']}); root cause "
-                            + ("kept" if failure["expected_root_cause"] in message else "LOST") + " in the message")
+                            + ("found" if failure["expected_root_cause"] in cause else "LOST") + f": {cause[:160]}")
     ended = {f["run_id"]: f["process_ended"] for f in truth["run_facts"]}
     for e in (e for e in events if e.kind == "query_terminated"):
         if e.run_id in started and e.timestamp < started[e.run_id]:

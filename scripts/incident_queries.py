@@ -195,7 +195,15 @@ def python_oom(ctx: Context) -> Any:
     return _noop(_counts(_rate(ctx).withColumn("key", bucket("value"))), ctx)
 
 
-PIPELINES = {"join": join, "foreach_503": foreach_503, "udf_error": udf_error, "file_sink": file_sink,
+def unbounded(ctx: Context) -> Any:
+    """A count per distinct value with no watermark: every row adds a key that is never evicted."""
+    from pyspark.sql import functions as F
+
+    rows = ctx.spark.readStream.format("rate").option("rowsPerSecond", ctx.rows_per_second).load()
+    return _noop(rows.groupBy(F.col("value").alias("key")).count(), ctx)
+
+
+PIPELINES = {"unbounded": unbounded, "join": join, "foreach_503": foreach_503, "udf_error": udf_error, "file_sink": file_sink,
              "file_source": file_source, "tws_ttl_none": tws_ttl_none, "worker_import": worker_import, "python_oom": python_oom}
 INJECTIONS = {"file_sink": file_sink_inject, "file_source": file_source_inject}
 

@@ -134,7 +134,7 @@ def restart_facts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, An
 
 def executor_loss(rec: Recorder) -> dict[str, Any]:
     """local-cluster[2,1,1024], 6 partitions, executor 1 SIGKILLed after 5 batches; the query carries on."""
-    facts = rec.run("--partitions", "6", "--batches-after", "4", "--name", rec.name, script="executor_loss_job.py")
+    facts = rec.run("--partitions", "6", "--batches-after", "9", "--name", rec.name, script="executor_loss_job.py")  # 9 after the kill
     shutil.rmtree(os.path.join(rec.target, facts["run_dir"], "checkpoint"), ignore_errors=True)
     placement = task_placement(os.path.join(rec.target, facts["run_dir"], "eventlog"))
     return {"clean": False, "master": "local-cluster[2,1,1024]", "partitions": 6, "provider": "rocksdb", "changelog": True,
@@ -243,7 +243,19 @@ def corrupt_checkpoint(rec: Recorder) -> dict[str, Any]:
                         "every_run": False, "failing_run": second["run_dir"]}}
 
 
+def unbounded_growth(seconds: int) -> Callable[[Recorder], dict[str, Any]]:
+    """State that only grows: a key per input row and no watermark (a dedup or aggregation forgetting its window)."""
+    def scenario(rec: Recorder) -> dict[str, Any]:
+        facts = rec.run("--query", "unbounded", "--duration", str(seconds), "--rows-per-second", "200", "--name", rec.name)
+        return {"clean": False, "duration_seconds": facts["process_ended"] - facts["process_started"],
+                "unbounded": {"operator": "stateStoreSave", "rows_per_second": 200,
+                              "from": facts["process_started"]},
+                "expected_events": ["state_unbounded on stateStoreSave once the growth window has enough batches"]}
+    return scenario
+
+
 SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
+    "unbounded_growth": unbounded_growth(240),
     "clean_busy_90s": clean(90),
     "clean_busy_30min": clean(1800),
     "dedup_agg_restart_43": restart("dedup_window", (8, 6), downtime=20),

@@ -22,6 +22,7 @@ EVENT_COLORS = {
     k.RESTORE: "#9467bd", k.STORE_RELOAD: "#8c564b", k.STALLED: "#e6550d", k.STALL_RECOVERED: "#17becf",
     k.EXECUTOR_ADDED: "#bcbd22", k.EXECUTOR_REMOVED: "#e377c2", k.QUERY_IDLE: "#c7c7c7", k.PARTITIONS_CHANGED: "#1f77b4",
     k.STATE_UNBOUNDED: "#843c39", k.STATE_BOUNDED: "#74c476", k.FALLING_BEHIND: "#fd8d3c", k.CAUGHT_UP: "#9edae5",
+    k.LOAD_LATENCY_ANOMALY: "#c49c94", k.STATE_TASK_RETRY: "#393b79",
 }
 HEIGHT = 260  # the whole chart: Streamlit's fit autosize takes the title, axis and legend from it
 Y_AXIS_WIDTH = 130  # pixels reserved for every chart's y axis (labels and title), so the x axes line up

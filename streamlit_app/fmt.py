@@ -15,7 +15,8 @@ KIND_LABELS = {
     k.RESTORE: "restore", k.STORE_RELOAD: "state reload", k.STALLED: "stalled", k.STALL_RECOVERED: "stall over",
     k.EXECUTOR_ADDED: "executor added", k.EXECUTOR_REMOVED: "executor lost", k.QUERY_IDLE: "idle",
     k.PARTITIONS_CHANGED: "partitions changed", k.STATE_UNBOUNDED: "state unbounded", k.STATE_BOUNDED: "state bounded",
-    k.FALLING_BEHIND: "falling behind", k.CAUGHT_UP: "caught up",
+    k.FALLING_BEHIND: "falling behind", k.CAUGHT_UP: "caught up", k.LOAD_LATENCY_ANOMALY: "slow state load",
+    k.STATE_TASK_RETRY: "state task retried",
 }
 """Signal kinds in plain words (every kind of ``observer.signals.kinds.SIGNAL_KINDS``)."""
 

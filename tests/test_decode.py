@@ -61,7 +61,8 @@ def test_event_log_progress_lines_give_the_same_model_as_their_decoded_objects()
     as_dicts = [i.payload for i in read_records([folder]) if isinstance(i, Record) and i.kind == kinds.PROGRESS]
     assert len(as_bytes) == len(as_dicts) > 0
     assert [parse_event(kinds.PROGRESS, b) for b in as_bytes] == [parse_progress(d) for d in as_dicts]
-    assert [parse_timestamp(decode.timestamp_text(b)) for b in as_bytes] == [parse_progress(d).timestamp for d in as_dicts]
+    assert [parse_timestamp(decode.stamp_fields(b)[0]) for b in as_bytes] == [parse_progress(d).timestamp for d in as_dicts]
+    assert [decode.stamp_fields(b)[1] for b in as_bytes] == [d.get("batchDuration") for d in as_dicts]
 
 
 def _mutations(base: dict[str, Any]) -> list[tuple[str, Any]]:

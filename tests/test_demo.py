@@ -23,7 +23,7 @@ def test_the_demo_serves_metrics_and_stops_cleanly_on_ctrl_c(tmp_path) -> None:
                             cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 480  # a first stateful batch can take minutes on a loaded 2-core machine
         body = ""
         while time.monotonic() < deadline and "spark_streaming_batches_total" not in body:
             time.sleep(1)

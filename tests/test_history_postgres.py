@@ -286,7 +286,7 @@ def test_browser_pages_read_a_postgresql_history(postgres, monkeypatch) -> None:
         assert PASSWORD not in shown and not at.error, shown
         assert len(at.get("vega_lite_chart")) + len(at.dataframe) > 0, page
         if page == "Queries":
-            assert f"1 queries in `{redact(url)}`" in shown and "sso_secret:***@" in redact(url)
+            assert f"1 query of all applications in `{redact(url)}`" in shown and "sso_secret:***@" in redact(url)
 
 
 def test_a_large_buffer_is_written_in_parts(postgres, monkeypatch) -> None:

@@ -180,7 +180,7 @@ def test_metrics_logs_and_spans_arrive_with_the_values_spark_reported(receiver) 
     assert {r["attributes"]["spark.operator.name"] for r in restores} == {op["operatorName"] for op in last["stateOperators"]}
     (terminated,) = [r for r in logs if r["event_name"] == "spark.streaming.query_terminated"]
     assert terminated["severity"] == "ERROR"
-    assert terminated["attributes"]["spark.exception_class"] == "state_schema_incompatible"
+    assert terminated["attributes"]["spark.exception_class"] == "state_schema"
     assert terminated["attributes"]["spark.error_class"] == _FAILED["errorClassOnException"]
     assert terminated["attributes"]["exception.message"] == _FAILED["exception"].splitlines()[0][:300]
     assert next(r for r in logs if r["event_name"] == "spark.streaming.query_restarted")["severity"] == "WARN"

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from checks import assert_matches_progress, samples
 from conftest import FIXTURES, ROOT, eventlog_dir, fixture_runs, progress_lines
+from observer.metrics import catalog
 from observer.offline.replay import replay
 
 WITH_BATCHES = [r for r in fixture_runs() if progress_lines(r)]  # the failed restart has none
@@ -22,11 +23,25 @@ WITH_BATCHES = [r for r in fixture_runs() if progress_lines(r)]  # the failed re
 def test_replaying_the_event_log_gives_the_live_metrics(run: str) -> None:
     with open(os.path.join(run, "metrics.prom")) as f:
         live = samples(f.read())
-    replayed = samples(replay([eventlog_dir(run)]).exposition())
+    replayed = _as_recorded(samples(replay([eventlog_dir(run)]).exposition()))
+    live = {key: value for key, value in live.items() if key[0] not in _CHANGED_SINCE_RECORDING}
     assert len(live) > 50
     assert replayed.keys() == live.keys()
     for key, value in live.items():
         assert replayed[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
+
+
+# These fixtures' live metrics were recorded before issue 12 added two counters, re-derived the restore
+# duration of double-load operators (tested on tests/fixtures/incidents) and renamed one exception class;
+# everything else must match exactly.
+_CHANGED_SINCE_RECORDING = {catalog.STATE_TASK_RETRIES.name + "_total", catalog.LOAD_LATENCY_ANOMALIES.name + "_total",
+                            catalog.LAST_RESTORE_DURATION.name}
+_RENAMED_LABELS = {("exception_class", "state_schema"): ("exception_class", "state_schema_incompatible")}
+
+
+def _as_recorded(replayed: dict[tuple[str, tuple], float]) -> dict[tuple[str, tuple], float]:
+    return {(name, tuple(_RENAMED_LABELS.get(label, label) for label in labels)): value
+            for (name, labels), value in replayed.items() if name not in _CHANGED_SINCE_RECORDING}
 
 
 @pytest.mark.parametrize("run", WITH_BATCHES, ids=lambda r: os.path.relpath(r, FIXTURES))
@@ -66,12 +81,12 @@ def test_a_restart_the_checkpoint_refuses_is_a_classified_failure_live_and_in_re
         live = [json.loads(line) for line in f]
     (ended,) = [s for s in live if s["kind"] == "query_terminated"]
     assert ended["attributes"]["outcome"] == "exception"
-    assert ended["attributes"]["exception_class"] == "state_schema_incompatible"
+    assert ended["attributes"]["exception_class"] == "state_schema_incompatible"  # recorded before issue 12's classes
     assert ended["attributes"]["error_class"].startswith("STREAMING_STATEFUL_OPERATOR_NOT_MATCH")
     result = replay([eventlog_dir(r) for r in runs])
     got = samples(result.exposition())
     qid = progress_lines(runs[0])[0]["id"]
-    labels = (("exception_class", "state_schema_incompatible"), ("query", "demo_dedup_window"), ("query_id", qid))
+    labels = (("exception_class", "state_schema"), ("query", "demo_dedup_window"), ("query_id", qid))
     assert got[("spark_streaming_query_terminations_by_class_total", labels)] == 1
     status = {k[1]: v for k, v in got.items() if k[0] == "spark_streaming_query_status"}
     assert status[(("query", "demo_dedup_window"), ("query_id", qid), ("status", "failed"))] == 1
@@ -108,7 +123,8 @@ def test_replay_events_format_is_one_json_object_per_signal(capsys) -> None:
         assert set(e) >= {"kind", "time", "timestamp", "query", "query_id", "run_id", "attributes"}
         assert e["time"].endswith("Z") and e["query"] == "demo_dedup_window"
     failed = [e for e in events if e["kind"] == "query_terminated" and e["attributes"]["outcome"] == "exception"]
-    assert len(failed) == 1 and failed[0]["attributes"]["exception_class"] == "state_schema_incompatible"
+    assert len(failed) == 1 and failed[0]["attributes"]["exception_class"] == "state_schema"
+    assert "STREAMING_STATEFUL_OPERATOR_NOT_MATCH" in failed[0]["attributes"]["root_cause"]
     # runs end after they start
     times = [e["timestamp"] for e in events if e["kind"] in ("query_started", "query_terminated")]
     assert times == sorted(times)

@@ -109,9 +109,18 @@ def restarted() -> Pipeline:
     p.feed("started", lifecycle("run-1", T0))
     p.feed("progress", batch(0, T0 + 10, batchDuration=2000))
     assert p.feed("started", lifecycle("run-2", T0 + 42)) == [kinds.QUERY_STARTED, kinds.QUERY_RESTARTED]
-    assert p.last(kinds.QUERY_RESTARTED).attributes["downtime_seconds"] == 30.0  # from the end of the last batch
+    attrs = p.last(kinds.QUERY_RESTARTED).attributes
+    # its end was not seen: the downtime is measured from the end of the last batch
+    assert attrs["since_last_progress_seconds"] == 30.0 and attrs["gap_since_previous_run_seconds"] is None
+    assert attrs["downtime_seconds"] == 30.0
     assert p.value(catalog.QUERY_RESTARTS) == 1.0 and p.value(catalog.QUERY_LAST_DOWNTIME) == 30.0
     assert p.value(catalog.QUERY_CRASH_LOOP) == 0.0
+    # run 2 fails 20 s after its start; run 3 starts 5 s after that: down 5 s, 55 s after the last progress
+    p.feed("terminated", {"id": QUERY_ID, "runId": "run-2", "exception": "RuntimeError: boom"}, at=T0 + 62)
+    p.feed("started", lifecycle("run-3", T0 + 67))
+    attrs = p.last(kinds.QUERY_RESTARTED).attributes
+    assert (attrs["gap_since_previous_run_seconds"], attrs["since_last_progress_seconds"], attrs["downtime_seconds"]) == (5.0, 55.0, 5.0)
+    assert p.value(catalog.QUERY_LAST_DOWNTIME) == 5.0
     return p
 
 
@@ -161,7 +170,8 @@ def stalled() -> Pipeline:
     assert p.tick(T0 + 30 + 59) == [] and p.value(catalog.QUERY_STALLED) == 0.0
     assert p.value(catalog.QUERY_SECONDS_SINCE_PROGRESS) == 59
     assert p.tick(T0 + 30 + 61) == [kinds.STALLED]
-    assert p.last(kinds.STALLED).attributes == {"seconds_without_progress": 61.0, "limit_seconds": 60.0}
+    assert p.last(kinds.STALLED).attributes == {"seconds_without_progress": 61.0, "limit_seconds": 60.0,
+                                                "longest_recent_batch_seconds": round(RECORDED["batchDuration"] / 1000, 1)}
     assert p.value(catalog.QUERY_STALLED) == 1.0
     assert p.tick(T0 + 30 + 70) == []  # said once
     return p
@@ -188,23 +198,50 @@ def not_stalled_when_idle_or_replayed() -> None:
 def restore() -> Pipeline:
     p = Pipeline()
     p.feed("started", lifecycle("run-1", T0))
-    for i in range(3):
-        p.feed("progress", batch(i, T0 + 10 * i, durationMs={**RECORDED["durationMs"], "addBatch": 1000}))
+    for i in range(5):  # batch 0 (warm-up) stays out of the baseline: 4 steady batches of 1 s
+        p.feed("progress", batch(i, T0 + 10 * i, numInputRows=100, durationMs={**RECORDED["durationMs"], "addBatch": 9000 if i == 0 else 1000}))
     assert p.value(catalog.STATE_RESTORES, DEDUPE) == 0.0  # exported from 0
     p.feed("started", lifecycle("run-2", T0 + 100))
-    first = batch(3, T0 + 110, run="run-2", durationMs={**RECORDED["durationMs"], "addBatch": 4000})
+    first = batch(5, T0 + 110, run="run-2", numInputRows=100, durationMs={**RECORDED["durationMs"], "addBatch": 4000})
     with_operator(first, "dedupe", customMetrics={"rocksdbLoadLatencyMs": 700, "rocksdbNumReplayChangelogFiles": 4})
-    with_operator(first, "stateStoreSave", customMetrics={"rocksdbLoadLatencyMs": 0})
+    with_operator(first, "stateStoreSave", customMetrics={"rocksdbLoadLatencyMs": 90})
     assert p.feed("progress", first) == [kinds.RESTORE, kinds.RESTORE]
     by_op = {s.attributes["operator"]: s.attributes for s in p.signals if s.kind == kinds.RESTORE}
-    # dedupe loads once per task: Spark's load metric; the aggregation loads twice: the addBatch excess
-    assert (by_op["dedupe"]["method"], by_op["dedupe"]["duration_seconds"], by_op["dedupe"]["changelog_files"]) == ("load_metrics", 0.7, 4)
-    assert (by_op["stateStoreSave"]["method"], by_op["stateStoreSave"]["duration_seconds"]) == ("add_batch_excess", 3.0)
+    # dedupe loads once per task: Spark's load metric; the aggregation loads twice (its metric is the cheap
+    # second load): what remains of the 3 s excess once the dedupe's 0.7 s are taken out
+    dedupe, save = by_op["dedupe"], by_op["stateStoreSave"]
+    assert (dedupe["method"], dedupe["confidence"], dedupe["duration_seconds"], dedupe["changelog_files"]) == ("load_metrics", "measured", 0.7, 4)
+    assert (save["method"], save["confidence"], save["duration_seconds"]) == ("residual_estimate", "estimated", 2.3)
+    assert (save["excess_seconds"], save["explained_by_other_operators_seconds"], save["backlog_seconds"]) == (3.0, 0.7, 0.0)
     assert p.value(catalog.STATE_RESTORES, DEDUPE) == 1.0 and p.value(catalog.STATE_RESTORES, SAVE) == 1.0
-    assert p.value(catalog.LAST_RESTORE_DURATION, DEDUPE + (("method", "load_metrics"),)) == 0.7
+    assert p.value(catalog.LAST_RESTORE_DURATION, DEDUPE + (("method", "load_metrics"), ("confidence", "measured"))) == 0.7
     assert p.value(catalog.LAST_RESTORE_CHANGELOG_FILES, DEDUPE) == 4
-    assert kinds.RESTORE not in p.feed("progress", batch(4, T0 + 120, run="run-2"))  # only the first batch restores
+    assert kinds.RESTORE not in p.feed("progress", batch(6, T0 + 120, run="run-2"))  # only the first batch restores
     return p
+
+
+def restore_backlog_and_bounds() -> None:
+    """More input rows than usual are costed at the previous run's time per row; restores never exceed the batch."""
+    p = Pipeline()
+    p.feed("started", lifecycle("run-1", T0))
+    for i, (rows, ms) in enumerate([(0, 9000), (100, 1000), (200, 1100), (100, 1000), (300, 1200), (100, 1000)]):
+        p.feed("progress", batch(i, T0 + 10 * i, numInputRows=rows, durationMs={**RECORDED["durationMs"], "addBatch": ms}))
+    p.feed("started", lifecycle("run-2", T0 + 100))
+    no_metrics = batch(6, T0 + 110, run="run-2", numInputRows=10_100, durationMs={**RECORDED["durationMs"], "addBatch": 3000})
+    for op in no_metrics["stateOperators"]:  # Spark 3.5/4.0: no load metrics at all
+        op["customMetrics"] = {k: v for k, v in op["customMetrics"].items() if not k.startswith("rocksdb")}
+    p.feed("progress", no_metrics)
+    restores = [s.attributes for s in p.signals if s.kind == kinds.RESTORE]
+    assert len(restores) == 2
+    # 10,000 rows above the usual 100 at 1 ms per row explain more than the 2 s excess: nothing left, and unsure
+    assert all(r["backlog_seconds"] == 10.0 and r["duration_seconds"] == 0.0 and r["confidence"] == "low" for r in restores)
+    p.feed("started", lifecycle("run-3", T0 + 200))
+    huge = batch(7, T0 + 210, run="run-3", numInputRows=100, durationMs={**RECORDED["durationMs"], "addBatch": 2000})
+    with_operator(huge, "dedupe", customMetrics={"rocksdbLoadLatencyMs": 8000})  # summed over stores loading in parallel
+    p.feed("progress", huge)
+    latest = [s.attributes for s in p.signals if s.kind == kinds.RESTORE][-2:]
+    assert sum(r["duration_seconds"] for r in latest) <= 2.0
+    assert next(r for r in latest if r["operator"] == "dedupe")["capped_at_batch"] is True
 
 
 def store_reload() -> Pipeline:
@@ -231,24 +268,72 @@ def reload_by_load_latency_and_snapshot_reset() -> None:
     assert p.last(kinds.STORE_RELOAD).attributes["evidence"] == "load_latency,snapshot_reset"
 
 
+def load_latency_anomaly() -> Pipeline:
+    """A slow load with nothing else to say the store came from the checkpoint is no reload."""
+    p = Pipeline(restore_load_threshold_seconds=0.5)
+    quiet = {"rocksdbLoadLatencyMs": 50, "rocksdbNumLoadedFromDfs": 0, "rocksdbNumReplayChangelogFiles": 0}
+    for i in range(4):
+        p.feed("progress", with_operator(batch(i, T0 + 10 * i), "dedupe", customMetrics=quiet))
+    slow = with_operator(batch(4, T0 + 40), "dedupe", customMetrics={**quiet, "rocksdbLoadLatencyMs": 900})
+    assert p.feed("progress", slow) == [kinds.LOAD_LATENCY_ANOMALY]
+    attrs = p.last(kinds.LOAD_LATENCY_ANOMALY).attributes
+    assert (attrs["operator"], attrs["load_seconds"], attrs["usual_load_seconds"]) == ("dedupe", 0.9, 0.05)
+    assert p.value(catalog.LOAD_LATENCY_ANOMALIES, DEDUPE) == 1.0 and p.value(catalog.STATE_STORE_RELOADS, DEDUPE) == 0.0
+    return p
+
+
+def aggregation_reload_after_executor_loss() -> None:
+    """The aggregation's own metrics cannot show its reload: an executor removed + the dedupe's reload can."""
+    p = Pipeline()
+    p.feed("progress", batch(0, T0), executors={"1", "2"})
+    p.feed("progress", batch(1, T0 + 10), executors={"1", "2"})
+    moved = with_operator(batch(2, T0 + 20), "dedupe", customMetrics={"rocksdbNumLoadedFromDfs": 1, "rocksdbNumReplayChangelogFiles": 2})
+    assert p.feed("progress", moved, executors={"2", "3"}) == [kinds.EXECUTOR_ADDED, kinds.EXECUTOR_REMOVED, kinds.STORE_RELOAD, kinds.STORE_RELOAD]
+    reloads = {s.attributes["operator"]: s.attributes["evidence"] for s in p.signals if s.kind == kinds.STORE_RELOAD}
+    assert reloads == {"dedupe": "loaded_from_checkpoint,changelog_replay", "stateStoreSave": "executor_removed,sibling_reload"}
+    # no executor change: a sibling's reload alone (a task moved) says nothing about the aggregation's stores
+    assert p.feed("progress", with_operator(batch(3, T0 + 30), "dedupe", customMetrics={"rocksdbNumLoadedFromDfs": 1}),
+                  executors={"2", "3"}) == [kinds.STORE_RELOAD]
+
+
 # --- pace ------------------------------------------------------------------------------------------
 def falling_behind() -> Pipeline:
-    p = Pipeline(falling_behind_window_seconds=30)
+    p = Pipeline(falling_behind_window_seconds=30, falling_behind_for_seconds=10)
     behind = {"numInputRows": 500, "inputRowsPerSecond": 100.0, "processedRowsPerSecond": 50.0}
-    for i in range(3):
+    for i in range(4):  # the window fills at 30 s; behind since then, for 10 s
         assert p.feed("progress", batch(i, T0 + 10 * i, **behind)) == []
     assert p.value(catalog.FALLING_BEHIND) == 0.0
-    assert p.feed("progress", batch(3, T0 + 30, **behind)) == [kinds.FALLING_BEHIND]
-    assert p.last(kinds.FALLING_BEHIND).attributes == {"input_rows_per_second": 100.0, "processed_rows_per_second": 50.0}
+    assert p.feed("progress", batch(4, T0 + 40, **behind)) == [kinds.FALLING_BEHIND]
+    assert p.last(kinds.FALLING_BEHIND).attributes == {"input_rows_per_second": 100.0, "processed_rows_per_second": 50.0,
+                                                       "window_seconds": 30, "behind_for_seconds": 10.0}
     assert p.value(catalog.FALLING_BEHIND) == 1.0
     return p
 
 
 def caught_up() -> Pipeline:
     p = falling_behind()
-    assert p.feed("progress", batch(4, T0 + 40, numInputRows=500, inputRowsPerSecond=50.0, processedRowsPerSecond=80.0)) == [kinds.CAUGHT_UP]
+    fast = {"numInputRows": 500, "inputRowsPerSecond": 50.0, "processedRowsPerSecond": 200.0}
+    seen = [p.feed("progress", batch(5 + i, T0 + 50 + 10 * i, **fast)) for i in range(4)]
+    assert seen.count([kinds.CAUGHT_UP]) == 1 and seen[-1] == []
     assert p.value(catalog.FALLING_BEHIND) == 0.0
     return p
+
+
+def falling_behind_with_fast_batches() -> None:
+    """Batches every 100 ms fill the window with more batches than are kept: still judged."""
+    p = Pipeline(falling_behind_window_seconds=300, falling_behind_for_seconds=10)
+    behind = {"numInputRows": 50, "inputRowsPerSecond": 500.0, "processedRowsPerSecond": 250.0}
+    for i in range(3200):
+        p.feed("progress", batch(i, T0 + 0.1 * i, **behind))
+    assert p.value(catalog.FALLING_BEHIND) == 1.0
+
+
+def not_behind_on_a_small_difference() -> None:
+    """Input 1% above processing for ten minutes is the noise of a query that keeps up, not falling behind."""
+    p = Pipeline(falling_behind_window_seconds=60, falling_behind_for_seconds=30)
+    for i in range(60):
+        p.feed("progress", batch(i, T0 + 10 * i, numInputRows=1000, inputRowsPerSecond=101.0, processedRowsPerSecond=100.0))
+    assert p.value(catalog.FALLING_BEHIND) == 0.0 and not [s for s in p.signals if s.kind == kinds.FALLING_BEHIND]
 
 
 def watermark_lag() -> None:
@@ -281,8 +366,22 @@ def partitions_changed() -> Pipeline:
     p.feed("progress", batch(0, T0))
     wider = with_operator(batch(1, T0 + 10), "dedupe", numShufflePartitions=4, numStateStoreInstances=4)
     assert p.feed("progress", wider) == [kinds.PARTITIONS_CHANGED]
-    assert p.last(kinds.PARTITIONS_CHANGED).attributes == {"operator": "dedupe", "before": (2.0, 2.0), "after": (4.0, 4.0)}
+    attrs = p.last(kinds.PARTITIONS_CHANGED).attributes
+    assert (attrs["operator"], attrs["before"], attrs["after"], attrs["store_instances_after"]) == ("dedupe", 2.0, 4.0, 4.0)
     assert p.value(catalog.PARTITION_CHANGES, DEDUPE) == 1.0 and p.value(catalog.PARTITION_CHANGES, SAVE) == 0.0
+    return p
+
+
+def state_task_retry() -> Pipeline:
+    """More store instances at the same partitions: retried tasks, counted apart; back to normal says nothing."""
+    p = Pipeline()
+    p.feed("progress", batch(0, T0))
+    retried = with_operator(batch(1, T0 + 10), "dedupe", numStateStoreInstances=3)
+    assert p.feed("progress", retried) == [kinds.STATE_TASK_RETRY]
+    attrs = p.last(kinds.STATE_TASK_RETRY).attributes
+    assert (attrs["store_instances"], attrs["usual_store_instances"], attrs["retried_store_instances"]) == (3.0, 2.0, 1.0)
+    assert p.feed("progress", batch(2, T0 + 20)) == []
+    assert p.value(catalog.STATE_TASK_RETRIES, DEDUPE) == 1.0 and p.value(catalog.PARTITION_CHANGES, DEDUPE) == 0.0
     return p
 
 
@@ -329,7 +428,7 @@ SCENARIOS: dict[str, Callable[[], Pipeline]] = {
     kinds.RESTORE: restore, kinds.STORE_RELOAD: store_reload, kinds.EXECUTOR_ADDED: executor_added,
     kinds.EXECUTOR_REMOVED: executor_removed, kinds.PARTITIONS_CHANGED: partitions_changed,
     kinds.STATE_UNBOUNDED: state_unbounded, kinds.STATE_BOUNDED: state_bounded, kinds.FALLING_BEHIND: falling_behind,
-    kinds.CAUGHT_UP: caught_up,
+    kinds.CAUGHT_UP: caught_up, kinds.LOAD_LATENCY_ANOMALY: load_latency_anomaly, kinds.STATE_TASK_RETRY: state_task_retry,
 }
 
 
@@ -345,6 +444,8 @@ def test_signal_kind(kind: str) -> None:
 
 
 @pytest.mark.parametrize("scenario", [restarted_from_a_checkpoint, not_stalled_when_idle_or_replayed,
-                                      reload_by_load_latency_and_snapshot_reset, watermark_lag, budgets])
+                                      reload_by_load_latency_and_snapshot_reset, watermark_lag, budgets, restore_backlog_and_bounds,
+                                      aggregation_reload_after_executor_loss, not_behind_on_a_small_difference,
+                                      falling_behind_with_fast_batches])
 def test_signal_rule(scenario: Callable[[], object]) -> None:
     scenario()

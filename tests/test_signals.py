@@ -63,10 +63,10 @@ def test_watermark_lag_and_growth_gauges_come_from_the_batches() -> None:
 
 
 def test_exception_classes() -> None:
-    assert classify_exception("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "...") == "state_schema_incompatible"
+    assert classify_exception("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "...") == "state_schema"
     assert classify_exception(None, "java.lang.OutOfMemoryError: Java heap space") == "out_of_memory"
-    assert classify_exception("CANNOT_LOAD_STATE_STORE.UNCATEGORIZED", "") == "checkpoint"
-    assert classify_exception(None, "org.apache.kafka.common.errors.TimeoutException") == "source_sink"
+    assert classify_exception("CANNOT_LOAD_STATE_STORE.UNCATEGORIZED", "") == "checkpoint_corruption"
+    assert classify_exception(None, "org.apache.kafka.common.errors.TimeoutException") == "source"
     assert classify_exception(None, "ZeroDivisionError") == "other"
     # the query plan Spark appends names the checkpoint location; that alone is no checkpoint problem
     plan = "Exception thrown in awaitResult:\n=== Streaming Query ===\n  checkpointLocation=/tmp/ck]\nCaused by: java.lang.ArithmeticException: / by zero"

@@ -15,6 +15,7 @@ pytest.importorskip("streamlit")
 from observer.history.browse import UNKNOWN_APP, load_query_apps, load_recent_events, load_run_stats
 from observer.history.loaders import load_batch_series, load_operator_series, load_partition_lag, load_span
 from observer.offline.replay import replay
+from observer.signals.kinds import SIGNAL_KINDS
 from streamlit_app import charts, fmt
 from streamlit_app.config import DEFAULT_RUNBOOK_URL
 from streamlit_app.health import typical_interval
@@ -204,7 +205,7 @@ def test_events_at_one_instant_share_one_tooltip_and_kinds_have_their_own_colour
     assert drawn.detail.iloc[0] == "restore (dedupe 0.3 s); restore (stateStoreSave 6.4 s)" and drawn.label.iloc[1] == "restart"
     assert drawn["at"].iloc[0] == "1970-01-01 00:00:10"  # tooltips carry seconds
     assert len(set(charts.EVENT_COLORS.values())) == len(charts.EVENT_COLORS)
-    assert set(fmt.KIND_LABELS) == set(charts.EVENT_COLORS)
+    assert set(fmt.KIND_LABELS) == set(charts.EVENT_COLORS) == set(SIGNAL_KINDS)
 
 
 def test_units_are_chosen_from_the_values() -> None:

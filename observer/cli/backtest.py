@@ -1,25 +1,23 @@
-"""``spark-state-observer backtest``: which shipped alerts would have fired on past event logs."""
+"""``spark-state-observer backtest``: which of the alerts would have fired on past event logs, when, for how long."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import tempfile
 from typing import Any
 
 from observer.offline.backtest import DEFAULT_EVAL_INTERVAL, DEFAULT_SCRAPE_INTERVAL
 
 
-def default_rule_files() -> list[str]:
-    """The rules the project ships: the repository's ``alerts/`` next to the package, if present."""
-    root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "alerts")
-    return [p for p in (os.path.join(root, "recording.yml"), os.path.join(root, "rules.yml")) if os.path.exists(p)]
-
-
 def add_parser(sub: Any) -> None:
     bt = sub.add_parser("backtest", help="replay event logs through the alert rules with a real Prometheus: what would have fired, when")
     bt.add_argument("paths", nargs="+", help="event log files or eventlog_v2_* folders")
-    bt.add_argument("--rules", action="append", default=[], help="Prometheus rule file (repeatable; default: the shipped rules)")
+    bt.add_argument("--config", default=None, help="mixin configuration (YAML/JSON, see `mixin config`) the rules are generated from")
+    bt.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a mixin configuration key, e.g. thresholds.restore_seconds=120 (repeatable)")
+    bt.add_argument("--rules", action="append", default=[], help="Prometheus rule file to use instead of the mixin's (repeatable)")
     bt.add_argument("--format", choices=("table", "json", "html"), default="table")
     bt.add_argument("--out", default=None, help="write the report here instead of standard output")
     bt.add_argument("--scrape-interval", type=float, default=DEFAULT_SCRAPE_INTERVAL, help="seconds between simulated scrapes")
@@ -30,20 +28,34 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from observer.mixin.config import MixinConfigError, load_config
+    from observer.mixin.rules import rule_files
     from observer.offline.backtest import BacktestError, render, run_backtest
     from observer.offline.eventlog import EventLogError
     from observer.offline.prometheus_server import PrometheusError
 
-    rules = args.rules or default_rule_files()
-    if not rules:
-        print("spark-state-observer: no rule files: pass --rules FILE", file=sys.stderr)
-        return 2
-    try:
-        report = run_backtest(args.paths, rules, scrape_interval=args.scrape_interval, eval_interval=args.eval_interval,
-                              tail_seconds=args.tail, prometheus=args.prometheus, promtool_binary=args.promtool)
-    except (BacktestError, PrometheusError, EventLogError) as exc:
-        print(f"spark-state-observer: {exc}", file=sys.stderr)
-        return 2
+    with tempfile.TemporaryDirectory(prefix="sso-backtest-rules-") as tmp:
+        rules = list(args.rules)
+        if not rules:
+            try:
+                config = load_config(args.config, args.overrides)
+            except MixinConfigError as exc:
+                print(f"spark-state-observer: {exc}", file=sys.stderr)
+                return 2
+            for name, text in rule_files(config).items():
+                path = os.path.join(tmp, name)
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
+                rules.append(path)
+        elif args.config or args.overrides:
+            print("spark-state-observer: --rules replaces the mixin's rules; --config and --set would be ignored", file=sys.stderr)
+            return 2
+        try:
+            report = run_backtest(args.paths, rules, scrape_interval=args.scrape_interval, eval_interval=args.eval_interval,
+                                  tail_seconds=args.tail, prometheus=args.prometheus, promtool_binary=args.promtool)
+        except (BacktestError, PrometheusError, EventLogError) as exc:
+            print(f"spark-state-observer: {exc}", file=sys.stderr)
+            return 2
     text = render(report, args.format)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:

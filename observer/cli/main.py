@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 
 from observer.mixin import cli as mixin_cli
@@ -56,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     mixin_cli.add_parser(sub)
 
     args = parser.parse_args(argv)
+    if hasattr(signal, "SIGPIPE") and argv is None:  # `replay ... | head` ends quietly, as other command-line tools do
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     if args.command == "demo":
         return _demo(args)

@@ -60,7 +60,7 @@ def _labels(text: Any) -> dict[str, str]:
 def load_recent_events(path: str, query_id: str, limit: int = 2000) -> pd.DataFrame:
     """The query's ``limit`` newest events, oldest first; ``attributes`` is a dict."""
     return _attributes(_frame(path, """
-        SELECT * FROM (SELECT ts, kind, run_id, attributes FROM events WHERE query_id = ? ORDER BY ts DESC LIMIT ?)
+        SELECT * FROM (SELECT ts, kind, run_id, attributes FROM events WHERE query_id = ? ORDER BY ts DESC LIMIT ?) AS recent
         ORDER BY ts""", (query_id, limit)))
 
 
@@ -78,4 +78,4 @@ def load_events_of(path: str, query_id: str, kinds: tuple[str, ...], limit: int 
     marks = ", ".join("?" for _ in kinds)
     return _attributes(_frame(path, f"""
         SELECT * FROM (SELECT ts, kind, run_id, attributes FROM events WHERE query_id = ? AND kind IN ({marks})
-                       ORDER BY ts DESC LIMIT ?) ORDER BY ts""", (query_id, *kinds, limit)))
+                       ORDER BY ts DESC LIMIT ?) AS recent ORDER BY ts""", (query_id, *kinds, limit)))

@@ -14,7 +14,7 @@ import dataclasses
 import json
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,12 +214,35 @@ def _split_matchers(text: str) -> list[str]:
 
 
 # --- reading a configuration file ------------------------------------------------------------------------
-def load_config(path: str | None) -> MixinConfig:
-    """The defaults, overridden by the YAML or JSON file at ``path`` (``None``: the defaults)."""
-    if path is None:
+def load_config(path: str | None, overrides: Sequence[str] = ()) -> MixinConfig:
+    """The defaults, overridden by the YAML or JSON file at ``path`` (``None``: the defaults), then by
+    ``overrides``: ``KEY=VALUE`` strings with dotted keys (``thresholds.restore_seconds=120``,
+    ``for_durations.SparkStateUnbounded=5m``), the value read as YAML, so a threshold can be tried from
+    the command line (``backtest --set``) without writing a file."""
+    if path is None and not overrides:
         config = MixinConfig()
         config.validate()
         return config
+    data = _read_mapping(path) if path is not None else {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise MixinConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. thresholds.restore_seconds=120")
+        *parents, leaf = key.strip().split(".")
+        node = data
+        for part in parents:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise MixinConfigError(f"--set {item!r}: {part} is not a section")
+            node = child
+        try:
+            node[leaf] = _yaml_load(raw) if raw.strip() else ""
+        except ValueError as exc:
+            raise MixinConfigError(f"--set {item!r}: the value is not valid YAML: {exc}") from None
+    return config_from_mapping(data)
+
+
+def _read_mapping(path: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -233,7 +256,7 @@ def load_config(path: str | None) -> MixinConfig:
         data = {}
     if not isinstance(data, dict):
         raise MixinConfigError(f"{path}: the configuration must be a mapping of keys to values")
-    return config_from_mapping(data)
+    return data
 
 
 def _yaml_load(text: str) -> Any:

@@ -65,7 +65,8 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     window_fb = f"{number(t.falling_behind_window_minutes)}m"
     window_cl = f"{number(t.crash_loop_window_minutes)}m"
     window_kl = f"{number(t.kafka_lag_window_minutes)}m"
-    restore = p.sel("spark_state_last_restore_duration_seconds")
+    # a low-confidence restore is mostly a first batch's backlog and warm-up: not worth waking anyone for
+    restore = p.sel("spark_state_last_restore_duration_seconds", extra='confidence!="low"')
     lag = p.sel("spark_streaming_source_offsets_behind_latest", extra='stat="max"')
     failed = p.sel("spark_streaming_query_status", extra='status="failed"')
     terminated = p.sel("spark_streaming_query_status", extra='status="terminated"')

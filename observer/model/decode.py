@@ -96,6 +96,7 @@ class _Envelope(msgspec.Struct):
 
 class _Stamp(msgspec.Struct):
     timestamp: Any = None
+    batchDuration: Any = None  # noqa: N815
 
 
 _PROGRESS = msgspec.json.Decoder(_Progress)
@@ -183,13 +184,14 @@ def event_progress(line: bytes) -> bytes | None:
         return None
 
 
-def timestamp_text(payload: bytes) -> str | None:
-    """A progress object's ``timestamp`` field as sent (``parse_timestamp`` reads it), without decoding the rest."""
+def stamp_fields(payload: bytes) -> tuple[str | None, Any]:
+    """A progress object's ``timestamp`` (as sent; ``parse_timestamp`` reads it) and ``batchDuration``
+    (as decoded, possibly not a number), without building the rest; ``(None, None)`` for bad JSON."""
     try:
-        value = _STAMP.decode(payload).timestamp
+        found = _STAMP.decode(payload)
     except msgspec.MsgspecError:
-        return None
-    return value if isinstance(value, str) else None
+        return None, None
+    return (found.timestamp if isinstance(found.timestamp, str) else None), found.batchDuration
 
 
 def _timestamp(value: Any, rules: Rules) -> float | None:

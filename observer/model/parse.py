@@ -68,7 +68,7 @@ def parse_event(kind: str, payload: str | bytes | Mapping[str, Any]) -> Event:
         return QueryTerminated(
             query_id=_required_str(obj, "id"),
             run_id=_required_str(obj, "runId"),
-            exception=_opt_str(obj.get("exception")),
+            exception=_exception_text(obj.get("exception")),
             error_class=_opt_str(obj.get("errorClassOnException")),
         )
     raise MalformedEvent(f"unknown event kind {kind!r}; expected one of {', '.join(kinds.EVENT_KINDS)}")
@@ -236,6 +236,19 @@ def _required_str(obj: Mapping[str, Any], key: str) -> str:
 
 def _opt_str(value: Any) -> str | None:
     return value[:500] if isinstance(value, str) and value else None
+
+
+# an exception's root cause sits deep in it (a Python traceback inside a JVM wrapper, the innermost
+# "Caused by:" near its end): keep its head and tail, bounded, for observer.signals.classify
+_EXCEPTION_EDGE_CHARS = 32 * 1024
+
+
+def _exception_text(value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return None
+    if len(value) <= 2 * _EXCEPTION_EDGE_CHARS:
+        return value
+    return value[:_EXCEPTION_EDGE_CHARS] + "\n[...]\n" + value[-_EXCEPTION_EDGE_CHARS:]
 
 
 def _finite(value: Any) -> float | None:

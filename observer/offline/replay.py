@@ -5,15 +5,16 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 from observer.capture.queue import CapturedEvent
 from observer.model import kinds
-from observer.model.decode import timestamp_text
+from observer.model.decode import stamp_fields
 from observer.model.parse import parse_timestamp
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_ADDED, EXECUTOR_PREFIX, EventLogError, read_records
 from observer.runtime import Observer
 from observer.settings import Settings
+from observer.signals.executors import ExecutorSet
 from observer.signals.kinds import SignalEvent
 
 
@@ -42,10 +43,11 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
     """
     base = settings or Settings.from_env()
     executors: set[str] = set()
+    changed_at: dict[str, float] = {}  # when the event log recorded each executor's latest change
     seen_executors = False
 
-    def executor_ids() -> set[str] | None:
-        return set(executors) if seen_executors else None
+    def executor_ids() -> ExecutorSet | None:
+        return ExecutorSet(executors, changed_at) if seen_executors else None
 
     if clock is None:
         observer = Observer(base, serve=False, live=False, executor_ids=executor_ids)
@@ -66,13 +68,16 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
                 observer.self_metrics.count("dropped", "malformed")
             continue
         if item.kind in (kinds.PROGRESS, kinds.STARTED) and isinstance(item.payload, dict):
-            last_ts = parse_timestamp(item.payload.get("timestamp")) or last_ts
-        elif item.kind == kinds.PROGRESS and isinstance(item.payload, bytes):
-            last_ts = parse_timestamp(timestamp_text(item.payload)) or last_ts
+            last_ts = _batch_end(parse_timestamp(item.payload.get("timestamp")), item.payload.get("batchDuration"), item.kind) or last_ts
+        elif item.kind == kinds.PROGRESS and isinstance(item.payload, bytes):  # event logs' progress, as its JSON bytes
+            text, duration = stamp_fields(item.payload)
+            last_ts = _batch_end(parse_timestamp(text), duration, item.kind) or last_ts
         if item.kind.startswith(EXECUTOR_PREFIX):
             if item.payload != "driver":
                 seen_executors = True
                 (executors.add if item.kind == EXECUTOR_ADDED else executors.discard)(item.payload)
+                if item.timestamp is not None:
+                    changed_at[item.payload] = item.timestamp
             continue
         at = item.timestamp or last_ts or time.time()
         if before_event is not None:
@@ -83,6 +88,14 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
             progress(result.events)
     observer.stop()  # flushes the sinks; the tracker and registry stay readable
     return result
+
+
+def _batch_end(stamp: float | None, duration: Any, kind: str) -> float | None:
+    """When a live listener would have received the event: a progress when its batch ends (trigger time
+    plus batch duration), a started event at its own time."""
+    if stamp is not None and kind == kinds.PROGRESS and isinstance(duration, (int, float)) and 0 <= duration < 1e10:
+        return stamp + duration / 1000.0
+    return stamp
 
 
 def terminal_progress(stream: TextIO = sys.stderr) -> Callable[[int], None] | None:

@@ -1,39 +1,105 @@
-"""Classify a query's terminating exception into the few causes an on-call engineer acts on differently."""
+"""Why a query failed: the root-cause line of its exception, and the cause class an on-call engineer acts on.
+
+Spark hands over the whole exception as text. What an engineer needs is buried in it: PySpark wraps a
+``foreachBatch`` or UDF error in a py4j or ``PythonException`` whose first line is ``Traceback (most
+recent call last):``; a JVM failure's real cause is its innermost ``Caused by:``. So the text is kept
+bounded (its head and tail, ``bounded_text``), its root-cause line extracted (``root_cause``) and the
+failure put into one of ``kinds.EXCEPTION_CLASSES`` (``classify_exception``): the vocabulary lives in
+``observer.signals.kinds`` so the catalog's help text, the mixin and the browser read the same list.
+"""
 
 from __future__ import annotations
 
 import re
 
-# (class, substrings of Spark error classes or messages); first match wins, so order matters
-_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # the state in the checkpoint does not fit the query any more (schema or operators changed)
-    ("state_schema_incompatible", ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
-                                   "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
-                                   "StateSchemaNotCompatible", "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION", "schema is not compatible")),
-    ("out_of_memory", ("OutOfMemoryError", "Java heap space", "exceeding memory limits", "Container killed", "GC overhead limit")),
-    ("checkpoint", ("CANNOT_LOAD_STATE_STORE", "CANNOT_READ_STREAMING_STATE_FILE", "CANNOT_READ_CHECKPOINT", "STREAMING_CHECKPOINT",
-                    "checkpoint", "Checkpoint", "FileNotFoundException", "ChecksumException", "does not exist")),
-    ("source_sink", ("kafka", "Kafka", "DATA_SOURCE", "SINK", "Sink", "offset", "Offset", "Source")),
-)
-CLASSES = tuple(name for name, _ in _RULES) + ("other",)
+from observer.signals import kinds
 
+HEAD_CHARS = 4096
+TAIL_CHARS = 4096
+ROOT_CAUSE_CHARS = 1000
+TRACEBACK_HEADER = "Traceback (most recent call last):"
 
+# "RuntimeError: ...", "MemoryError", "pyspark.errors.exceptions.base.PySparkRuntimeError: ..." at column 0
+_PY_ERROR = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure)\b(?::.*)?$")
+_CAUSED_BY = re.compile(r"^\s*Caused by:\s*(.+)$")
+_FRAME = re.compile(r"^\s+at ")
 _EXCEPTION_LINE = re.compile(r"^\s*(Caused by: )?[\w.$]+(Exception|Error|Failed)\b")
 
+# (class, needles in the error class / root cause / exception lines, needles in JVM stack frames);
+# rules are tried in order and the first that matches wins, so the specific ones come first.
+_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    # the state in the checkpoint does not fit the query any more (schema or operators changed)
+    (kinds.EXC_STATE_SCHEMA, ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+                              "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA", "StateSchemaNotCompatible",
+                              "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION", "schema is not compatible"), ()),
+    (kinds.EXC_OUT_OF_MEMORY, ("OutOfMemoryError", "Java heap space", "exceeding memory limits", "Container killed",
+                               "GC overhead limit", "MemoryError"), ()),
+    # the Python side cannot even load the user's code: a missing or mismatched package on the workers
+    (kinds.EXC_PYTHON_DEPENDENCY, ("ModuleNotFoundError", "ImportError", "No module named", "PYTHON_VERSION_MISMATCH",
+                                   "PYTHON_WORKER_UNEXPECTEDLY_EXITED"), ()),
+    # the job asks for something the runtime cannot give: a class, a setting, a mode that does not fit
+    (kinds.EXC_CONFIGURATION, ("ClassNotFoundException", "NoClassDefFoundError", "INVALID_CONF", "CONFIG_NOT_AVAILABLE",
+                               "STATEFUL_PROCESSOR_INCORRECT_TIME_MODE", "STATEFUL_PROCESSOR_CANNOT", "UNSUPPORTED_STATE_STORE_PROVIDER",
+                               "STATE_STORE_PROVIDER", "ConfigException"), ()),
+    (kinds.EXC_CHECKPOINT_CORRUPTION, ("CANNOT_LOAD_STATE_STORE", "CANNOT_READ_STREAMING_STATE_FILE", "CANNOT_READ_CHECKPOINT",
+                                       "STREAMING_CHECKPOINT", "CANNOT_READ_DELTA_FILE", "CANNOT_READ_SNAPSHOT_FILE",
+                                       "ChecksumException", "Stream is corrupted", "checkpoint", "Checkpoint"), ()),
+    (kinds.EXC_SINK, (), ("KafkaWriteTask", "KafkaWriter")),  # a Kafka error while writing, before Kafka means source
+    (kinds.EXC_SOURCE, ("FAILED_READ_FILE", "org.apache.kafka", "KAFKA_DATA_LOSS", "OffsetOutOfRange", "CANNOT_READ_FILE", "not a Parquet file",
+                        "STREAM_FAILED", "DATA_SOURCE"),
+     ("FileScanRDD", "KafkaMicroBatchStream", "KafkaSource", "FileStreamSource", "MicroBatchStream.planInputPartitions")),
+    # the user's own function raised: foreachBatch (through py4j or Scala) or a UDF in a Python worker
+    (kinds.EXC_USER_CODE, ("FOREACH_BATCH_USER_FUNCTION_ERROR", "PYTHON_EXCEPTION", "Python Proxy", "UDF_USER_CODE_ERROR",
+                           "FAILED_EXECUTE_UDF"), ("PythonForeachBatchHelper", "ForeachBatchSink")),
+    (kinds.EXC_SINK, ("TASK_WRITE_FAILED", "KafkaWriter", "FileAlreadyExistsException"),
+     ("FileStreamSink", "FileFormatWriter", "KafkaWriteTask", "ForeachWriter", "DataSourceV2 write")),
+)
 
-def classify_exception(error_class: str | None, message: str | None) -> str:
-    """One of ``CLASSES`` for a termination; ``error_class`` (Spark 3.5+) is checked before the message.
 
-    Only the exception lines of the message count (its first line, ``Caused by:`` lines and lines that
-    name an exception): Spark appends the query's plan, whose ``checkpointLocation=`` and source names
-    would otherwise match every rule.
+def bounded_text(text: str | None, head: int = HEAD_CHARS, tail: int = TAIL_CHARS) -> str | None:
+    """The exception's head and tail with a marker of what was cut between them: the first lines name the
+    wrapper and the failed batch, the last ones the innermost cause; the plan in the middle is expendable."""
+    if text is None:
+        return None
+    if len(text) <= head + tail:
+        return text
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters omitted ...]\n{text[-tail:]}"
+
+
+def root_cause(error_class: str | None, text: str | None) -> str | None:
+    """The one line that says what went wrong: the last error line of a Python traceback (the user's own
+    error inside the py4j / PythonException wrappers), else the innermost ``Caused by:`` of a JVM trace,
+    else the first line; prefixed with ``[ERROR_CLASS]`` when Spark gave one the line does not show."""
+    if not text or not text.strip():
+        return f"[{error_class}]" if error_class else None
+    lines = text.splitlines()
+    line: str | None = None
+    if any(TRACEBACK_HEADER in candidate for candidate in lines):
+        errors = [c.strip() for c in lines if not c.startswith((" ", "\t")) and _PY_ERROR.match(c.strip())]
+        if errors:
+            line = errors[-1]
+    if line is None:
+        causes = [m.group(1).strip() for m in (_CAUSED_BY.match(c) for c in lines) if m]
+        line = causes[-1] if causes else next((c.strip() for c in lines if c.strip()), "")
+    if error_class and error_class.split(".")[0] not in line:
+        line = f"[{error_class}] {line}"
+    return line[:ROOT_CAUSE_CHARS]
+
+
+def classify_exception(error_class: str | None, message: str | None, cause: str | None = None) -> str:
+    """One of ``kinds.EXCEPTION_CLASSES`` for a termination.
+
+    Checked against the error class, the root-cause line (``cause``; extracted from ``message`` when not
+    given) and the message's exception lines (its first line and lines naming an exception), then, for the
+    rules that need it, the JVM stack frames (a file sink's writer, a file source's scan). Spark appends the
+    query's plan, whose ``checkpointLocation=`` and source names would otherwise match every rule, so plan
+    lines never count.
     """
     lines = (message or "").splitlines()
-    relevant = [line for i, line in enumerate(lines) if i == 0 or _EXCEPTION_LINE.match(line)]
-    for text in [error_class or ""] + relevant:
-        if not text:
-            continue
-        for name, needles in _RULES:
-            if any(n in text for n in needles):
-                return name
-    return "other"
+    cause = cause if cause is not None else root_cause(error_class, message)
+    texts = [t for t in [error_class or "", cause or ""] + [c for i, c in enumerate(lines) if i == 0 or _EXCEPTION_LINE.match(c)] if t]
+    frames = [c for c in lines if _FRAME.match(c)]
+    for name, needles, frame_needles in _RULES:
+        if any(n in t for t in texts for n in needles) or any(n in f for f in frames for n in frame_needles):
+            return name
+    return kinds.EXC_OTHER

@@ -11,6 +11,7 @@ eviction, budgets) and ``executors`` (executors and partition layout).
 from __future__ import annotations
 
 import time
+from collections.abc import Set
 from typing import Callable
 
 from observer.metrics import catalog
@@ -25,7 +26,8 @@ from observer.signals.pace import Pace
 from observer.signals.restore import Restores
 
 # counters every operator exports from 0, so increase() sees the first real one
-_OPERATOR_COUNTERS = (catalog.STATE_RESTORES, catalog.STATE_STORE_RELOADS, catalog.PARTITION_CHANGES)
+_OPERATOR_COUNTERS = (catalog.STATE_RESTORES, catalog.STATE_STORE_RELOADS, catalog.PARTITION_CHANGES, catalog.STATE_TASK_RETRIES,
+                      catalog.LOAD_LATENCY_ANOMALIES)
 
 
 class SignalEngine:
@@ -44,14 +46,18 @@ class SignalEngine:
         self.partitions = Partitions()
         self.executors = Executors()
         self._operators: dict[str, set[tuple[int, str]]] = {}
+        self._removals_seen: dict[str, int] = {}  # executor removals counted at each query's previous batch
 
     def _new_run(self, query_id: str) -> None:
         self.restores.new_run(query_id)
         self.pace.new_run(query_id)
 
     def on_event(self, event: Event, record: QueryRecord, received_at: float | None = None,
-                 executors: set[str] | None = None) -> Facts:
-        """The facts ``event`` implies; ``record`` is its query's record after the event was applied."""
+                 executors: Set[str] | None = None) -> Facts:
+        """The facts ``event`` implies; ``record`` is its query's record after the event was applied.
+
+        ``executors`` (polled with a progress event) are judged first: an executor removed during the
+        batch explains the reloads the batch shows."""
         facts = Facts()
         now = received_at if received_at is not None else self.clock()
         if record.query_id not in self._operators:
@@ -59,6 +65,8 @@ class SignalEngine:
             facts.add(record, catalog.QUERY_RESTARTS, (), 0.0)
         if len(self._operators) > self.s.max_queries:
             self._forget_evicted()
+        if executors is not None:
+            self.executors.observe(record, executors, now, facts)
         if isinstance(event, QueryStarted):
             self.lifecycle.started(record, event, now, facts)
         elif isinstance(event, QueryProgress):
@@ -67,21 +75,21 @@ class SignalEngine:
             self.lifecycle.idle(record, event, now, facts)
         elif isinstance(event, QueryTerminated):
             self.lifecycle.terminated(record, event, now, facts)
-        if executors is not None:
-            self.executors.observe(record, executors, now, facts)
         return facts
 
     def _on_progress(self, record: QueryRecord, p: QueryProgress, now: float, facts: Facts) -> None:
         ts = p.timestamp or now
         batch = self.lifecycle.progress(record, p, now, facts)
-        self.restores.batch(record, p, batch.restore_due, p.timestamp or self.clock(), facts)
+        self.restores.batch(record, p, batch.first_of_run, batch.restore_due, p.timestamp or self.clock(), facts)
+        removed = self.executors.removals > self._removals_seen.get(record.query_id, self.executors.removals)
+        self._removals_seen[record.query_id] = self.executors.removals
+        self.restores.operators(record, p, ts, batch.first_of_run, removed, facts)
         seen = self._operators[record.query_id]
         for op in p.operators:
             if (op.index, op.name) not in seen:
                 seen.add((op.index, op.name))
                 for counter in _OPERATOR_COUNTERS:
                     facts.add(record, counter, operator_labels(op.index, op.name), 0.0)
-            self.restores.operator(record, p, op, ts, batch.first_of_run, facts)
             self.partitions.operator(record, p, op, ts, facts)
             self.growth.operator(record, p, op, ts, facts)
         self.pace.batch(record, p, ts, facts)
@@ -102,6 +110,7 @@ class SignalEngine:
         """Drop the rules' memory of queries the tracker has forgotten, so both stay bounded alike."""
         for query_id in [k for k in self._operators if self._lookup(k) is None]:
             del self._operators[query_id]
+            self._removals_seen.pop(query_id, None)
             self.lifecycle.queries.pop(query_id, None)
             self.restores.forget(query_id)
             self.pace.forget(query_id)

@@ -1,11 +1,17 @@
 """Where the work runs: executors coming and going, and an operator's state partitions changing.
 
 Executors are polled from the driver (one JVM call per progress event, or the event log's executor
-events in replay); a change of an operator's shuffle partitions or store instances between batches
-means its state was laid out anew.
+events in replay, which carry the time Spark recorded them: ``ExecutorSet``). A change of an
+operator's shuffle partitions between batches means its state was laid out anew; more store
+instances than usual with the same partitions means tasks were retried (after an executor loss, or
+speculation): counted apart, as a retry is no repartitioning.
 """
 
 from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Set
+from dataclasses import dataclass, field
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
@@ -14,7 +20,18 @@ from observer.signals import kinds
 from observer.signals.facts import Facts
 
 OperatorKey = tuple[str, int, str]  # query id, operator index, operator name
-Layout = tuple["float | None", "float | None"]  # shuffle partitions, store instances
+
+
+class ExecutorSet(frozenset[str]):
+    """Executor ids as known now, with the time each was last added or removed where the source
+    recorded it (an event log's ``SparkListenerExecutorAdded/Removed``); a live poll knows no times."""
+
+    changed_at: Mapping[str, float]
+
+    def __new__(cls, ids: Iterable[str], changed_at: Mapping[str, float] | None = None) -> ExecutorSet:
+        self = super().__new__(cls, ids)
+        self.changed_at = dict(changed_at or {})
+        return self
 
 
 class Executors:
@@ -22,24 +39,44 @@ class Executors:
 
     def __init__(self) -> None:
         self._known: set[str] | None = None
+        self.removals = 0  # executors removed so far: a query compares it with the count at its previous batch
 
-    def observe(self, record: QueryRecord, executors: set[str], now: float, facts: Facts) -> None:
-        """``executors`` as polled now; changes are attributed to ``record``'s query, whose event polled them."""
+    def observe(self, record: QueryRecord, executors: Set[str], now: float, facts: Facts) -> None:
+        """``executors`` as polled now; changes are attributed to ``record``'s query, whose event polled them,
+        at the time the source recorded them (``ExecutorSet``), else ``now``."""
         facts.app(catalog.EXECUTORS, (), float(len(executors)))
+        times = executors.changed_at if isinstance(executors, ExecutorSet) else {}
         if self._known is not None:
-            for change, kind, ids in (("added", kinds.EXECUTOR_ADDED, executors - self._known),
-                                      ("removed", kinds.EXECUTOR_REMOVED, self._known - executors)):
-                for executor_id in sorted(ids):
-                    facts.app(catalog.EXECUTOR_CHANGES, (("change", change),), 1.0)
-                    facts.signal(kind, record, record.run_id, now, executor_id=executor_id)
+            changes = [(times.get(i, now), "added", kinds.EXECUTOR_ADDED, i) for i in sorted(executors - self._known)]
+            changes += [(times.get(i, now), "removed", kinds.EXECUTOR_REMOVED, i) for i in sorted(self._known - executors)]
+            for at, change, kind, executor_id in sorted(changes, key=lambda c: c[0]):  # in the order they happened
+                facts.app(catalog.EXECUTOR_CHANGES, (("change", change),), 1.0)
+                facts.signal(kind, record, record.run_id, at, executor_id=executor_id)
+                if change == "removed":
+                    self.removals += 1
         self._known = set(executors)
 
 
+@dataclass
+class _Layout:
+    partitions: float | None
+    recent_instances: deque[float] = field(default_factory=lambda: deque(maxlen=20))  # batches without a retry
+
+    @property
+    def instances(self) -> float | None:
+        """The usual store instances at these partitions: the most of recent batches without a retry."""
+        return max(self.recent_instances) if self.recent_instances else None
+
+    def seen(self, instances: float | None) -> None:
+        if instances is not None:
+            self.recent_instances.append(instances)
+
+
 class Partitions:
-    """Each operator's (shuffle partitions, store instances), to see them change between batches."""
+    """Each operator's shuffle partitions and usual store instances, to tell a repartitioning from a retry."""
 
     def __init__(self) -> None:
-        self._layouts: dict[OperatorKey, Layout] = {}
+        self._layouts: dict[OperatorKey, _Layout] = {}
 
     def forget(self, query_id: str) -> None:
         for key in [k for k in self._layouts if k[0] == query_id]:
@@ -47,9 +84,23 @@ class Partitions:
 
     def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: Facts) -> None:
         key = (record.query_id, op.index, op.name)
-        layout = (op.shuffle_partitions, op.store_instances)
         before = self._layouts.get(key)
-        if before is not None and layout != before:
-            facts.add(record, catalog.PARTITION_CHANGES, operator_labels(op.index, op.name))
-            facts.signal(kinds.PARTITIONS_CHANGED, record, p.run_id, ts, operator=op.name, before=before, after=layout)
-        self._layouts[key] = layout
+        if before is None:
+            self._layouts[key] = before = _Layout(op.shuffle_partitions)
+            before.seen(op.store_instances)
+            return
+        labels = operator_labels(op.index, op.name)
+        if op.shuffle_partitions != before.partitions:
+            facts.add(record, catalog.PARTITION_CHANGES, labels)
+            facts.signal(kinds.PARTITIONS_CHANGED, record, p.run_id, ts, operator=op.name, operator_index=op.index, batch_id=p.batch_id,
+                         before=before.partitions, after=op.shuffle_partitions,
+                         store_instances_before=before.instances, store_instances_after=op.store_instances)
+            self._layouts[key] = _Layout(op.shuffle_partitions)
+            self._layouts[key].seen(op.store_instances)
+        elif op.store_instances is not None and before.instances is not None and op.store_instances > before.instances:
+            facts.add(record, catalog.STATE_TASK_RETRIES, labels)
+            facts.signal(kinds.STATE_TASK_RETRY, record, p.run_id, ts, operator=op.name, operator_index=op.index, batch_id=p.batch_id,
+                         partitions=op.shuffle_partitions, store_instances=op.store_instances, usual_store_instances=before.instances,
+                         retried_store_instances=op.store_instances - before.instances)
+        else:
+            before.seen(op.store_instances)

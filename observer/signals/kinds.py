@@ -26,11 +26,13 @@ STATE_UNBOUNDED = "state_unbounded"
 STATE_BOUNDED = "state_bounded"
 FALLING_BEHIND = "falling_behind"
 CAUGHT_UP = "caught_up"
+LOAD_LATENCY_ANOMALY = "load_latency_anomaly"
+STATE_TASK_RETRY = "state_task_retry"
 
 SIGNAL_KINDS = (
     QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE, CRASH_LOOP, STALLED, STALL_RECOVERED,
     RESTORE, STORE_RELOAD, EXECUTOR_ADDED, EXECUTOR_REMOVED, PARTITIONS_CHANGED,
-    STATE_UNBOUNDED, STATE_BOUNDED, FALLING_BEHIND, CAUGHT_UP,
+    STATE_UNBOUNDED, STATE_BOUNDED, FALLING_BEHIND, CAUGHT_UP, LOAD_LATENCY_ANOMALY, STATE_TASK_RETRY,
 )
 ALL = "*"
 """Subscribe to every kind."""
@@ -41,6 +43,20 @@ LIFECYCLE_KINDS = (QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE,
 WARNING_KINDS = frozenset({QUERY_RESTARTED, CRASH_LOOP, STALLED, STORE_RELOAD, EXECUTOR_REMOVED, STATE_UNBOUNDED,
                            FALLING_BEHIND, PARTITIONS_CHANGED})
 """Kinds worth a warning; a termination with an exception is an error, every other kind informational."""
+
+# Why a query failed (attribute ``exception_class`` of ``query_terminated``, label of the terminations
+# counter): the causes an on-call engineer acts on differently. ``observer.signals.classify`` decides.
+EXC_USER_CODE = "user_code"  # the user's foreachBatch function or UDF raised
+EXC_SINK = "sink"  # writing the output failed
+EXC_SOURCE = "source"  # reading the input failed
+EXC_STATE_SCHEMA = "state_schema"  # the checkpoint's state does not fit the query any more
+EXC_CHECKPOINT_CORRUPTION = "checkpoint_corruption"  # the checkpoint or its state files cannot be read
+EXC_OUT_OF_MEMORY = "out_of_memory"  # a JVM heap, a container or a Python worker ran out of memory
+EXC_PYTHON_DEPENDENCY = "python_dependency"  # the Python workers cannot import what the job needs
+EXC_CONFIGURATION = "configuration"  # a setting, class or mode the runtime cannot honour
+EXC_OTHER = "other"
+EXCEPTION_CLASSES = (EXC_USER_CODE, EXC_SINK, EXC_SOURCE, EXC_STATE_SCHEMA, EXC_CHECKPOINT_CORRUPTION, EXC_OUT_OF_MEMORY,
+                     EXC_PYTHON_DEPENDENCY, EXC_CONFIGURATION, EXC_OTHER)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,16 @@
 """A query's life: starts, restarts (with downtime), crash loops, idleness, terminations and stalls.
 
 - restart: the same query id with a new run id, or a first run seen at a batch id above 0 (a restart
-  from a checkpoint in a new process); downtime from the previous run's last sign of life (or, for a
-  process that never saw the previous run, the checkpoint's last commit through ``last_alive_hint``).
+  from a checkpoint in a new process). Two figures, named apart: ``gap_since_previous_run_seconds``
+  (the previous run's end, its termination, to this start: how long the query was down) and
+  ``since_last_progress_seconds`` (the previous run's last progress, or for a process that never saw
+  it the checkpoint's last commit through ``last_alive_hint``, to this start: it also counts the time
+  a failing run spent before it ended). The downtime gauge is the gap when known.
 - crash loop: ``crash_loop_restarts`` restarts within ``crash_loop_window_seconds``.
 - stall: a non-idle query without progress for ``stall_factor`` x its usual batch interval (at least
-  ``stall_min_seconds``); judged by the clock (``tick``), so only live.
+  ``stall_min_seconds``, and at least ``DURATION_FACTOR`` x the longest of its recent batches, a run's
+  first left out: on a busy machine a trigger can run for 89 s after batches of 2 s, and a running
+  trigger is not a stall); judged by the clock (``tick``), so only live.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ from observer.model import kinds as event_kinds
 from observer.model.events import QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from observer.settings import Settings
 from observer.signals import kinds
-from observer.signals.classify import classify_exception
+from observer.signals.classify import bounded_text, classify_exception, root_cause
 from observer.signals.facts import Facts
 
 log = logging.getLogger("observer")
+DURATION_FACTOR = 3.0  # a batch this many times the longest recent one is no longer just a slow batch
 LastAliveHint = Callable[[str, float], "float | None"]
 
 
@@ -37,9 +43,13 @@ class RunState:
     progress_run: str | None = None
     run_start: float | None = None
     last_alive: float | None = None
+    last_progress: float | None = None  # when the latest batch ended (any run)
+    run_end: float | None = None  # when this run terminated
+    previous_run_end: float | None = None  # when the run before this one terminated (None: not seen ending)
     restart_pending: bool = False
     first_seen: bool = True
     progress_at: deque[float] = field(default_factory=lambda: deque(maxlen=20))
+    durations: deque[float] = field(default_factory=lambda: deque(maxlen=20))  # recent batch durations, seconds
     stalled: bool = False
     restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     crash_loop: bool = False
@@ -96,9 +106,12 @@ class Lifecycle:
             self._set_stalled(q, record, False, now, facts)
         facts.set(record, catalog.QUERY_STALLED, (), 0.0)
         q.progress_at.append(now)
+        if p.batch_duration_ms is not None and not first_of_run:  # a run's first batch (warm-up, restore) says nothing of later ones
+            q.durations.append(p.batch_duration_ms / 1000.0)
         restore_due = first_of_run and q.restart_pending
         q.restart_pending = q.restart_pending and not restore_due
         q.last_alive = ts + (p.batch_duration_ms or 0) / 1000.0
+        q.last_progress = q.last_alive
         return BatchStart(first_of_run, restore_due)
 
     def idle(self, record: QueryRecord, e: QueryIdle, now: float, facts: Facts) -> None:
@@ -110,11 +123,15 @@ class Lifecycle:
         # live: when the event arrived; replayed: the time the event log places it at (the events just
         # before it). A run never ends before it started, nor before its last sign of life.
         q.last_alive = max(t for t in (now, q.run_start, q.last_alive) if t is not None)
+        q.run_end = q.last_alive
         self._set_stalled(q, record, False, now, facts)
         attrs: dict[str, Any] = {"outcome": event_kinds.EXCEPTION if e.exception else event_kinds.CLEAN}
         if e.exception:
-            cls = classify_exception(e.error_class, e.exception)
-            attrs.update(exception_class=cls, error_class=e.error_class, message=e.exception.splitlines()[0][:300])
+            cause = root_cause(e.error_class, e.exception)
+            cls = classify_exception(e.error_class, e.exception, cause)
+            attrs.update(exception_class=cls, error_class=e.error_class, root_cause=cause,
+                         message=e.exception.splitlines()[0][:300] if e.exception.strip() else "",
+                         exception=bounded_text(e.exception))
             facts.add(record, catalog.QUERY_TERMINATIONS_BY_CLASS, (("exception_class", cls),))
         facts.signal(kinds.QUERY_TERMINATED, record, e.run_id, q.last_alive, **attrs)
 
@@ -132,28 +149,35 @@ class Lifecycle:
         stamps = list(q.progress_at)
         gaps = [b - a for a, b in zip(stamps, stamps[1:])]
         interval = statistics.median(gaps) if gaps else self.s.trigger_interval_seconds
-        limit = max(self.s.stall_min_seconds, self.s.stall_factor * interval)
+        longest = max(q.durations) if q.durations else 0.0
+        limit = max(self.s.stall_min_seconds, self.s.stall_factor * interval, DURATION_FACTOR * longest)
         if since > limit and not q.stalled:
-            self._set_stalled(q, record, True, now, facts, seconds_without_progress=round(since, 1), limit_seconds=round(limit, 1))
+            self._set_stalled(q, record, True, now, facts, seconds_without_progress=round(since, 1), limit_seconds=round(limit, 1),
+                              longest_recent_batch_seconds=round(longest, 1))
 
     def _new_run(self, query_id: str, q: RunState, run_id: str, ts: float) -> None:
         q.run_id, q.run_start = run_id, ts
+        q.previous_run_end, q.run_end = q.run_end, None
         q.progress_at.clear()
+        q.durations.clear()
         self._on_new_run(query_id)
 
     def _restart(self, q: RunState, record: QueryRecord, run_id: str, ts: float, facts: Facts) -> None:
-        last_alive = q.last_alive
+        last_alive = q.last_progress
         if last_alive is None and self.last_alive_hint is not None:
             try:
                 last_alive = self.last_alive_hint(record.query_id, q.run_start or ts)
             except Exception as exc:  # an unreadable checkpoint only costs the downtime figure
                 log.debug("spark-state-observer: no downtime for %s: %r", record.label, exc)
-        downtime = max(0.0, ts - last_alive) if last_alive is not None else None
+        since_progress = max(0.0, ts - last_alive) if last_alive is not None else None
+        gap = max(0.0, ts - q.previous_run_end) if q.previous_run_end is not None else None
+        downtime = gap if gap is not None else since_progress
         q.restart_pending = True
         facts.add(record, catalog.QUERY_RESTARTS, ())
         if downtime is not None:
             facts.set(record, catalog.QUERY_LAST_DOWNTIME, (), downtime)
-        facts.signal(kinds.QUERY_RESTARTED, record, run_id, ts, downtime_seconds=None if downtime is None else round(downtime, 3))
+        facts.signal(kinds.QUERY_RESTARTED, record, run_id, ts, downtime_seconds=_round(downtime),
+                     gap_since_previous_run_seconds=_round(gap), since_last_progress_seconds=_round(since_progress))
         q.restarts.append(ts)
         while q.restarts and ts - q.restarts[0] > self.s.crash_loop_window_seconds:
             q.restarts.popleft()
@@ -169,3 +193,7 @@ class Lifecycle:
         q.stalled = stalled
         facts.set(record, catalog.QUERY_STALLED, (), 1.0 if stalled else 0.0)
         facts.signal(kinds.STALLED if stalled else kinds.STALL_RECOVERED, record, q.run_id, now, **attrs)
+
+
+def _round(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)

@@ -1,8 +1,19 @@
-"""Whether a query keeps up: watermark lag, and falling behind (input faster than processing for long)."""
+"""Whether a query keeps up: watermark lag, and falling behind (input faster than processing for long).
+
+Per-batch rates of a micro-batch query swing widely on a busy machine (one batch at half the input
+rate, the next at twice), and input and processing rates of a query that keeps up differ by a fraction
+of a percent over time. So both are averaged over ``falling_behind_window_seconds`` of batches (rows
+over the time that produced them: input rows over the trigger intervals, rows over processing time),
+and the query falls behind only when the input average stays above ``falling_behind_ratio`` x the
+processing average for ``falling_behind_for_seconds`` (the window full); it catches up when that is no
+longer so. On the recorded 30-minute clean run of a busy machine (batches of 1-89 s) the 300 s averages
+differ by at most 1.2x, and never for 120 s above 1.1x.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord
@@ -11,11 +22,16 @@ from observer.settings import Settings
 from observer.signals import kinds
 from observer.signals.facts import Facts
 
+_MAX_BATCHES = 1000  # per query: a window of fast batches is still bounded (then averaged over the latest 1000)
+
 
 @dataclass
 class _Pace:
-    behind_since: float | None = None
+    # (batch start, input rows, seconds the rows took to arrive, seconds they took to process)
+    batches: deque[tuple[float, float, float, float]] = field(default_factory=lambda: deque(maxlen=_MAX_BATCHES))
     behind: bool = False
+    first_at: float | None = None  # the run's first batch with rows: the window is full a window later
+    above_since: float | None = None  # since when the averaged input has been above the ratio
 
 
 class Pace:
@@ -35,14 +51,34 @@ class Pace:
         wm = p.watermark
         if wm is not None and wm > 0 and p.timestamp is not None:
             facts.set(record, catalog.WATERMARK_LAG, (), max(0.0, p.timestamp - wm))
-        inp, proc = p.input_rows_per_second, p.processed_rows_per_second
-        if inp is not None and proc is not None and (p.input_rows or 0) > 0 and inp > proc:
-            q.behind_since = q.behind_since if q.behind_since is not None else ts
-            if not q.behind and ts - q.behind_since >= self.s.falling_behind_window_seconds:
-                q.behind = True
-                facts.signal(kinds.FALLING_BEHIND, record, p.run_id, ts, input_rows_per_second=inp, processed_rows_per_second=proc)
-        elif inp is not None and proc is not None:
-            if q.behind:
-                facts.signal(kinds.CAUGHT_UP, record, p.run_id, ts)
-            q.behind_since, q.behind = None, False
+        rows, inp, proc = float(p.input_rows or 0), p.input_rows_per_second, p.processed_rows_per_second
+        if rows > 0 and inp and proc and inp > 0 and proc > 0:
+            q.batches.append((ts, rows, rows / inp, rows / proc))
+            q.first_at = ts if q.first_at is None else q.first_at
+        while q.batches and ts - q.batches[0][0] > self.s.falling_behind_window_seconds:
+            q.batches.popleft()
+        verdict = self._behind(q, ts)
+        if verdict is not None:
+            above, input_rate, processed_rate = verdict
+            q.above_since = (q.above_since if q.above_since is not None else ts) if above else None
+            behind = q.above_since is not None and ts - q.above_since >= self.s.falling_behind_for_seconds
+            if behind and not q.behind:
+                facts.signal(kinds.FALLING_BEHIND, record, p.run_id, ts, input_rows_per_second=round(input_rate, 1),
+                             processed_rows_per_second=round(processed_rate, 1), window_seconds=self.s.falling_behind_window_seconds,
+                             behind_for_seconds=round(ts - (q.above_since or ts), 1))
+            elif not behind and q.behind:
+                facts.signal(kinds.CAUGHT_UP, record, p.run_id, ts, input_rows_per_second=round(input_rate, 1),
+                             processed_rows_per_second=round(processed_rate, 1))
+            q.behind = behind
         facts.set(record, catalog.FALLING_BEHIND, (), 1.0 if q.behind else 0.0)
+
+    def _behind(self, q: _Pace, now: float) -> tuple[bool, float, float] | None:
+        """(behind, input rate, processing rate) over the window; ``None`` until the window is full."""
+        if not q.batches or q.first_at is None or now - q.first_at < 0.9 * self.s.falling_behind_window_seconds:
+            return None
+        rows = sum(b[1] for b in q.batches)
+        arriving, processing = sum(b[2] for b in q.batches), sum(b[3] for b in q.batches)
+        if arriving <= 0 or processing <= 0:
+            return None
+        input_rate, processed_rate = rows / arriving, rows / processing
+        return input_rate > self.s.falling_behind_ratio * processed_rate, input_rate, processed_rate

@@ -1,0 +1,281 @@
+"""How right the signals are: every recorded incident replayed and judged against what really happened.
+
+    PYTHONPATH=$PWD python bench/precision.py [tests/fixtures/incidents/NAME ...]
+
+Each recording in ``tests/fixtures/incidents`` (real Spark runs, made by ``scripts/record_incidents.py``)
+comes with ``truth.json``, written by the recording script from what it did: the restarts, the executor
+it killed and the partitions that moved, the exception it injected and the class it expects. Every run
+is replayed as a live observer would have seen it (a simulated clock ticking each second, so stalls are
+judged too), and per signal kind this prints, as a Markdown table:
+
+- incidents found / incidents present, where the truth says what should be found;
+- false events: the kind fired where the truth has nothing for it, counted on the clean recordings
+  (nothing may fire there) and on the incident recordings outside their incidents, each per hour of
+  recorded run time.
+
+Informational kinds (a query started, state is bounded, a load was slow...) state facts, not incidents:
+they are listed with their rate and never counted as false. ``tests/test_precision.py`` turns the key
+figures into tests.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from observer.model import kinds as event_kinds
+from observer.offline.eventlog import read_records
+from observer.offline.replay import replay
+from observer.runtime import Observer
+from observer.settings import Settings
+from observer.signals import kinds
+from observer.signals.kinds import SignalEvent
+
+INCIDENTS = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "incidents")
+INFORMATIONAL = frozenset({kinds.QUERY_STARTED, kinds.QUERY_IDLE, kinds.STATE_BOUNDED, kinds.EXECUTOR_ADDED, kinds.CAUGHT_UP,
+                           kinds.STALL_RECOVERED, kinds.LOAD_LATENCY_ANOMALY})
+EXECUTOR_TIME_TOLERANCE_SECONDS = 10.0  # an executor_removed this close to the kill is the kill
+
+
+@dataclass
+class Replayed:
+    """One recording: its truth, its runs' recorded files, the signals a live observer would have given."""
+
+    name: str
+    truth: dict[str, Any]
+    runs: list[str]
+    signals: list[SignalEvent]
+    seconds: float  # recorded run time, first to last event
+
+    @property
+    def clean(self) -> bool:
+        return bool(self.truth.get("clean"))
+
+
+@dataclass
+class Tally:
+    found: int = 0
+    present: int = 0
+    false_clean: int = 0
+    false_incident: int = 0
+    informational: int = 0
+    missed: list[str] = field(default_factory=list)
+
+
+def run_dirs(folder: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(folder, "run*")), key=lambda p: int(p.rsplit("run", 1)[1]))
+
+
+def recording(run_dir: str) -> str:
+    """The run's event log folder, or its progress lines where only those were kept."""
+    eventlog = os.path.join(run_dir, "eventlog")
+    return eventlog if os.path.isdir(eventlog) else sorted(glob.glob(os.path.join(run_dir, "progress.jsonl*")))[0]
+
+
+def replay_live(paths: list[str], settings: Settings | None = None,
+                alive: list[tuple[float, float]] | None = None) -> tuple[list[SignalEvent], float]:
+    """Replay ``paths`` as a live observer: a simulated clock at each event's time, ticked every second
+    in between (the worker's rhythm), so stalls are judged. A live observer lives in its job's process:
+    with ``alive`` (the processes' lifetimes), a tick happens only within the lifetime of the process
+    that received the latest event (a new process's observer has not seen the previous run). Returns
+    the signals and the span of time."""
+    clock = [0.0]
+    first: list[float] = []
+    signals: list[SignalEvent] = []
+    latest = [0.0]
+
+    def before_event(observer: Observer, at: float) -> None:
+        if not first:
+            first.append(at)
+            clock[0] = at
+        while clock[0] + 1.0 < at:
+            clock[0] += 1.0
+            if alive is None or any(start <= latest[0] <= end and start <= clock[0] <= end for start, end in alive):
+                observer.tick()
+        clock[0] = max(clock[0], at)
+        latest[0] = at
+
+    replay(paths, settings or Settings(http_enabled=False), clock=lambda: clock[0], before_event=before_event, on_signal=signals.append)
+    return signals, (clock[0] - first[0]) if first else 0.0
+
+
+def load(folder: str, settings: Settings | None = None) -> Replayed:
+    with open(os.path.join(folder, "truth.json")) as f:
+        truth = json.load(f)
+    runs = run_dirs(folder)
+    alive = [(f["process_started"], f["process_ended"]) for f in truth.get("run_facts", []) if f.get("process_ended")]
+    signals, seconds = replay_live([recording(r) for r in runs], settings, alive or None)
+    return Replayed(os.path.basename(os.path.normpath(folder)), truth, runs, signals, seconds)
+
+
+def progress_of(run_dir: str) -> list[dict[str, Any]]:
+    return [r.payload for r in read_records([recording(run_dir)]) if not isinstance(r, Exception) and r.kind == event_kinds.PROGRESS]
+
+
+def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
+    """Per signal kind, what ``rec``'s truth says was there and what the signals made of it."""
+    s = settings or Settings(http_enabled=False)
+    tallies: dict[str, Tally] = defaultdict(Tally)
+    by_kind: dict[str, list[SignalEvent]] = defaultdict(list)
+    for e in rec.signals:
+        by_kind[e.kind].append(e)
+    matched: dict[str, set[int]] = defaultdict(set)  # ids of the events that matched an incident
+
+    def mark(kind: str, events: list[SignalEvent]) -> None:
+        matched[kind].update(id(e) for e in events)
+
+    run_ids = {f"run{i + 1}": f.get("run_id") for i, f in enumerate(rec.truth.get("run_facts", []))}
+    # restarts, and the restore of every state operator in a restarted run's first batch
+    for restart in rec.truth.get("restarts", []):
+        t = tallies[kinds.QUERY_RESTARTED]
+        t.present += 1
+        hits = [e for e in by_kind[kinds.QUERY_RESTARTED] if e.run_id == restart["run_id"]]
+        t.found += bool(hits)
+        if not hits:
+            t.missed.append(f"{rec.name}: restart into {restart['run']}")
+        mark(kinds.QUERY_RESTARTED, hits[:1])
+        if restart.get("first_batch_id") is None:
+            continue
+        run_dir = next(r for r in rec.runs if os.path.basename(r) == restart["run"])
+        first = next(p for p in progress_of(run_dir) if p.get("batchId") == restart["first_batch_id"])
+        operators = {o.get("operatorName") for o in first.get("stateOperators", [])}
+        restores = [e for e in by_kind[kinds.RESTORE] if e.run_id == restart["run_id"] and e.attributes.get("batch_id") == restart["first_batch_id"]]
+        t = tallies[kinds.RESTORE]
+        t.present += len(operators)
+        found = operators & {e.attributes.get("operator") for e in restores}
+        t.found += len(found)
+        t.missed += [f"{rec.name}: restore of {op}" for op in sorted(operators - found)]
+        mark(kinds.RESTORE, restores)
+    # the executor killed, and the stores that moved with it (one reload per batch and stateful stage)
+    killed = rec.truth.get("killed_executor_id")
+    if killed is not None:
+        t = tallies[kinds.EXECUTOR_REMOVED]
+        t.present += 1
+        hits = [e for e in by_kind[kinds.EXECUTOR_REMOVED] if e.attributes.get("executor_id") == str(killed)
+                and abs(e.timestamp - rec.truth["killed_at"]) <= EXECUTOR_TIME_TOLERANCE_SECONDS]
+        t.found += bool(hits)
+        if not hits:
+            t.missed.append(f"{rec.name}: executor {killed} removed")
+        mark(kinds.EXECUTOR_REMOVED, hits[:1])
+    moved: dict[int, set[int]] = defaultdict(set)
+    for move in rec.truth.get("partition_moves", []):
+        moved[move["batch_id"]].add(move["stateful_stage"])
+    for batch_id, stages in sorted(moved.items()):
+        t = tallies[kinds.STORE_RELOAD]
+        hits = [e for e in by_kind[kinds.STORE_RELOAD] if e.attributes.get("batch_id") == batch_id]
+        operators = {e.attributes.get("operator") for e in hits}
+        t.present += len(stages)
+        t.found += min(len(stages), len(operators))
+        if len(operators) < len(stages):
+            t.missed.append(f"{rec.name}: {len(stages) - len(operators)} reload(s) in batch {batch_id}")
+        mark(kinds.STORE_RELOAD, hits)
+    for batch_id in rec.truth.get("failed_task_attempts_by_batch") or {}:
+        t = tallies[kinds.STATE_TASK_RETRY]
+        t.present += 1
+        hits = [e for e in by_kind[kinds.STATE_TASK_RETRY] if str(e.attributes.get("batch_id")) == str(batch_id)]
+        t.found += bool(hits)
+        mark(kinds.STATE_TASK_RETRY, hits)
+    # state that grows without eviction, from the time the recording made it so
+    unbounded = rec.truth.get("unbounded")
+    if unbounded:
+        t = tallies[kinds.STATE_UNBOUNDED]
+        t.present += 1
+        hits = [e for e in by_kind[kinds.STATE_UNBOUNDED] if e.attributes.get("operator") == unbounded["operator"]
+                and e.timestamp >= unbounded["from"]]
+        t.found += bool(hits)
+        if not hits:
+            t.missed.append(f"{rec.name}: state_unbounded of {unbounded['operator']}")
+        mark(kinds.STATE_UNBOUNDED, hits[:1])
+    # failures: the class and the root cause of each failing run; a crash loop when every run fails
+    failure = rec.truth.get("failure")
+    if failure:
+        failing = list(run_ids) if failure.get("every_run") else [failure["failing_run"]]
+        for run in failing:
+            t = tallies[kinds.QUERY_TERMINATED]
+            t.present += 1
+            hits = [e for e in by_kind[kinds.QUERY_TERMINATED] if e.run_id == run_ids[run] and e.attributes.get("outcome") == "exception"]
+            right = [e for e in hits if e.attributes.get("exception_class") == failure["expected_class"]
+                     and failure["expected_root_cause"] in str(e.attributes.get("root_cause") or "")]
+            t.found += bool(right)
+            if not right:
+                t.missed.append(f"{rec.name}: {run} failure ({failure['expected_class']})")
+            mark(kinds.QUERY_TERMINATED, hits)
+        if failure.get("every_run") and len(failing) > s.crash_loop_restarts:
+            t = tallies[kinds.CRASH_LOOP]
+            t.present += 1
+            hits = by_kind[kinds.CRASH_LOOP]
+            t.found += bool(hits)
+            mark(kinds.CRASH_LOOP, hits[:1])
+    # everything else a kind said is false (informational kinds and clean terminations aside)
+    for kind, events in by_kind.items():
+        t = tallies[kind]
+        for e in events:
+            if kind in INFORMATIONAL or (kind == kinds.QUERY_TERMINATED and e.attributes.get("outcome") != "exception"):
+                t.informational += 1
+            elif id(e) not in matched[kind]:
+                if rec.clean:
+                    t.false_clean += 1
+                else:
+                    t.false_incident += 1
+    return tallies
+
+
+def corpus(folders: list[str] | None = None) -> list[Replayed]:
+    folders = folders or sorted(os.path.dirname(p) for p in glob.glob(os.path.join(INCIDENTS, "*", "truth.json")))
+    return [load(f) for f in folders]
+
+
+def table(recordings: list[Replayed]) -> tuple[str, dict[str, Tally]]:
+    """The Markdown precision table over ``recordings``, and the totals per kind."""
+    totals: dict[str, Tally] = defaultdict(Tally)
+    for rec in recordings:
+        for kind, t in judge(rec).items():
+            total = totals[kind]
+            total.found += t.found
+            total.present += t.present
+            total.false_clean += t.false_clean
+            total.false_incident += t.false_incident
+            total.informational += t.informational
+            total.missed += t.missed
+    clean_hours = sum(r.seconds for r in recordings if r.clean) / 3600.0
+    other_hours = sum(r.seconds for r in recordings if not r.clean) / 3600.0
+    lines = [f"| signal kind | incidents found / present | false on clean runs ({clean_hours:.2f} h): count, per hour "
+             f"| false in incident runs ({other_hours:.2f} h): count, per hour |", "|---|---|---|---|"]
+    for kind in kinds.SIGNAL_KINDS:
+        t = totals[kind]
+        found = f"{t.found} / {t.present}" if t.present else "- (none recorded)"
+        if kind in INFORMATIONAL or (kind == kinds.QUERY_TERMINATED and not t.present):
+            rate = t.informational / (clean_hours + other_hours) if clean_hours + other_hours else 0.0
+            lines.append(f"| `{kind}` (informational) | {found} | {t.informational} events in all, {rate:.1f}/h | |")
+            continue
+        lines.append(f"| `{kind}` | {found} | {t.false_clean}, {_per_hour(t.false_clean, clean_hours)} "
+                     f"| {t.false_incident}, {_per_hour(t.false_incident, other_hours)} |")
+    return "\n".join(lines), totals
+
+
+def _per_hour(count: int, hours: float) -> str:
+    return f"{count / hours:.1f}/h" if hours > 0 else "-"
+
+
+def main(argv: list[str]) -> int:
+    recordings = corpus([os.path.abspath(a) for a in argv] or None)
+    text, totals = table(recordings)
+    print(text)
+    missed = [m for t in totals.values() for m in t.missed]
+    print("\nrecordings: " + ", ".join(f"{r.name} ({r.seconds / 60:.1f} min{', clean' if r.clean else ''})" for r in recordings))
+    if missed:
+        print("\nmissed: " + "; ".join(missed))
+    counts = Counter(e.kind for r in recordings for e in r.signals)
+    print("\nall signals: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
