@@ -53,6 +53,7 @@ def test_every_recorded_progress_decodes_fast_and_equals_the_reference() -> None
             assert [o.custom for o in fast.operators] == [o.custom for o in reference.operators]  # and in the same order
             assert [list(o.custom) for o in fast.operators] == [list(o.custom) for o in reference.operators]
         assert dict(decode.progress(text, _FAST_RULES).raw) == obj  # type: ignore[union-attr]  # raw, decoded on demand
+        assert obj == json.loads(text)  # the decoded object handed in is left as it was
 
 
 def test_event_log_progress_lines_give_the_same_model_as_their_decoded_objects() -> None:
