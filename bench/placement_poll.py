@@ -3,7 +3,7 @@
     python bench/placement_poll.py [--partitions 200] [--batches 6]
 
 A real stateful query (rate -> groupBy count, RocksDB, ``--partitions`` shuffle partitions, local[2], UI on)
-runs with ``observer.capture.task_poll.PlacementSink`` attached, so every progress event makes the
+runs with attach()'s placement polling (``observer.capture.task_poll.PollingSource``), so every progress event makes the
 observer's worker read that batch's stateful tasks from the driver's REST API. Reported, per batch:
 
   live   - wall time of each poll on the worker thread while the query runs (the driver is busy)
@@ -52,16 +52,15 @@ def main() -> int:
     from pyspark.sql import functions as F
 
     import observer
-    from observer.capture.task_poll import RestSource, TaskPoller, placement_sink
+    from observer.capture.task_poll import RestSource, TaskPoller
     from observer.cli.demo import spark_session
 
     spark = spark_session(extra={"spark.ui.enabled": "true", "spark.ui.port": "0", "spark.ui.showConsoleProgress": "false",
                                  "spark.sql.shuffle.partitions": str(args.partitions)})
     spark.sparkContext.setLogLevel("ERROR")
     handle = observer.attach(spark, http_port=0, history_enabled=False)
-    sink = placement_sink(spark)
+    sink = handle.observer.placement  # attach() polls the status store when the UI is on (placement=auto)
     assert sink is not None, "the UI is off"
-    handle.observer.add_sink(sink)
     counts = (spark.readStream.format("rate").option("rowsPerSecond", 50).load()
               .groupBy((F.col("value") % 1000).alias("k")).count())
     query = (counts.writeStream.format("noop").outputMode("update").queryName("bench_placement")
@@ -73,7 +72,7 @@ def main() -> int:
         batches = sorted({b.batch_id for b in sink.batches})
         query.stop()
         handle.flush()
-        live = list(sink.poller.seconds)
+        live = list(sink.source.poller.seconds)
         tasks_per_batch = statistics.median(len(b.placement) for b in sink.batches) if sink.batches else 0
         quiet: list[float] = []
         cpu: list[float] = []

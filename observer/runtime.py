@@ -23,7 +23,7 @@ from observer.metrics.selfmetrics import SelfMetrics
 from observer.metrics.tracker import QueryTracker
 from observer.metrics.view import MetricsView
 from observer.model import kinds
-from observer.model.events import Event
+from observer.model.events import Event, QueryProgress
 from observer.model.parse import MalformedEvent, parse_event
 from observer.settings import Settings
 from observer.signals.bus import SignalBus
@@ -31,6 +31,7 @@ from observer.signals.engine import SignalEngine
 from observer.signals.facts import Facts
 from observer.signals.kinds import SignalEvent
 from observer.signals.lifecycle import LastAliveHint
+from observer.signals.placement_feed import PlacementFeed, PlacementSource
 from observer.sinks import Sink
 
 log = logging.getLogger("observer")
@@ -66,6 +67,7 @@ class Observer:
         self._serve = self.settings.http_enabled if serve is None else serve
         self._last_queue_drops = 0
         self._error_logged: set[str] = set()
+        self.placement: PlacementFeed | None = None  # where state partitions run (set_placement)
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> Observer:
@@ -84,6 +86,8 @@ class Observer:
             self._worker.join(timeout)
         for sink in self._sinks:
             self._guarded_sink(sink, sink.close)
+        if self.placement is not None:
+            self._guarded("placement", self.placement.close)
 
     @property
     def server(self) -> MetricsServer | None:
@@ -101,6 +105,19 @@ class Observer:
     def add_sink(self, sink: Sink) -> None:
         """Hand every event and the signals it caused to ``sink`` too (history, OpenTelemetry); see ``observer.sinks``."""
         self._sinks.append(sink)
+        if self.placement is not None:
+            _follow(sink, self.placement)
+
+    def set_placement(self, source: PlacementSource) -> PlacementFeed:
+        """Follow where state partitions run, from ``source`` (live REST polling, or an event log's task events).
+
+        At each progress event the worker takes the batches the source completed; their migrations become
+        ``partition_migrated`` signals and their figures placement metrics, delivered with that event.
+        """
+        self.placement = PlacementFeed(source, top_k=self.settings.partition_top_k)
+        for sink in self._sinks:
+            _follow(sink, self.placement)
+        return self.placement
 
     def on(self, kind: str, callback: Callable[[SignalEvent], Any]) -> None:
         """Call ``callback(event)`` for every signal event of ``kind`` ("*" for all); see ``observer.signals.kinds``."""
@@ -134,8 +151,8 @@ class Observer:
     # --- worker ---------------------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._drain_once(TICK_SECONDS)
-        self._drain_once(0)
+            self._guarded("worker", lambda: self._drain_once(TICK_SECONDS))  # the worker outlives any bug
+        self._guarded("worker", lambda: self._drain_once(0))
 
     def _drain_once(self, timeout: float) -> None:
         items = self.queue.drain(timeout)
@@ -177,28 +194,39 @@ class Observer:
             return
         try:
             event = parse_event(item.kind, item.payload)
-        except MalformedEvent as exc:
+        except Exception as exc:  # MalformedEvent, or input the parser did not foresee: this event only
             metrics.count("dropped", "malformed")
-            self._log_once("malformed", "spark-state-observer: dropped a malformed %s event: %s", item.kind, exc)
+            reason = "malformed" if isinstance(exc, MalformedEvent) else f"malformed:{type(exc).__name__}"
+            self._log_once(reason, "spark-state-observer: dropped a malformed %s event: %s", item.kind, _short(exc))
             return
         problems = getattr(event, "problems", ())
         if problems:
             metrics.incr("problems", len(problems))
-        evicted_before = self.tracker.evicted
+        evicted_before, labels_before = self.tracker.evicted, self.tracker.label_values_dropped
         try:
             record = self.tracker.apply(event)
             executors = None
             if self._executor_ids is not None and item.kind == kinds.PROGRESS:
                 executors = self._guarded("executors", self._executor_ids)
             facts = self.engine.on_event(event, record, received_at=item.received_at, executors=executors)
+            if self.placement is not None and isinstance(event, QueryProgress):
+                self._guarded("placement", partial(self.placement.on_progress, event, facts, self._label, event.timestamp or item.received_at))
             self._deliver(event, facts, item.received_at)
         except Exception as exc:  # the observer's own bug must not reach Spark; count it and go on
             metrics.incr("failed")
             self._log_once(f"failed:{type(exc).__name__}", "spark-state-observer: failed to process a %s event: %r", item.kind, exc)
         if self.tracker.evicted != evicted_before:
             metrics.count("dropped", "too_many_queries", self.tracker.evicted - evicted_before)
+        if self.tracker.label_values_dropped != labels_before:  # beyond a query's label budget (observer.metrics.labels)
+            metrics.incr("problems", self.tracker.label_values_dropped - labels_before)
+            self._log_once("labels", "spark-state-observer: query %s has more distinct phases, sources, operators or metric keys "
+                           "than the observer keeps per query; the least recently used are dropped", event.query_id)
         with metrics.lock:
             metrics.processing.observe(time.perf_counter() - started)
+
+    def _label(self, query_id: str) -> str:
+        record = self.tracker.get(query_id)
+        return record.label if record is not None else query_id
 
     def _deliver(self, event: Event | None, facts: Facts, received_at: float) -> None:
         """Apply what the signals derived, tell the subscribers, then every sink: the event, then its signals."""
@@ -228,3 +256,15 @@ class Observer:
         if key not in self._error_logged and len(self._error_logged) < 100:
             self._error_logged.add(key)
             log.warning(message, *args)
+
+
+def _short(exc: BaseException) -> str:
+    """An exception as one bounded, printable line (its text may quote the hostile input)."""
+    return repr(exc)[:300].encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _follow(sink: Sink, feed: PlacementFeed) -> None:
+    """Sinks that keep per-partition placement (the history) read it from the feed at each progress event."""
+    follow = getattr(sink, "follow_placement", None)
+    if follow is not None:
+        follow(feed)

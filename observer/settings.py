@@ -63,7 +63,7 @@ class Settings:
     queue_size: int = field(default=10_000, metadata={"doc": "Events held between the Spark callback and the worker; on overflow the oldest is dropped and counted."})
     fast_path: bool = field(default=True, metadata={"doc": "Take each event as one JSON string from the JVM (classic PySpark); off forces PySpark's own event objects."})
     max_queries: int = field(default=1_000, metadata={"doc": "Queries kept in memory; the oldest terminated ones are forgotten first."})
-    partition_top_k: int = field(default=10, metadata={"doc": "Per-partition series (snapshot lag) kept per operator, most lagging first; 0 turns them off."})
+    partition_top_k: int = field(default=10, metadata={"doc": "Per-partition series kept per operator (snapshot lag) and per Kafka source (lag), most lagging first; 0 turns them off."})
     # Signals: restores, restarts, stalls, growth
     trigger_interval_seconds: float = field(default=10.0, metadata={"doc": "Expected trigger interval, used when the observer cannot see the query's own."})
     stall_factor: float = field(default=DEFAULT_STALL_FACTOR, metadata={"doc": "A non-idle query with no progress for stall_factor x its typical batch interval is stalled."})
@@ -78,6 +78,8 @@ class Settings:
     falling_behind_window_seconds: float = field(default=300.0, metadata={"doc": "Input and processing rates are averaged over this many seconds of batches to judge falling behind (per-batch rates swing widely on a busy machine)."})
     falling_behind_for_seconds: float = field(default=120.0, metadata={"doc": "Averaged input above `falling_behind_ratio` x averaged processing for this long means falling behind."})
     falling_behind_ratio: float = field(default=1.1, metadata={"doc": "How much faster input must arrive than it is processed (averaged over `falling_behind_window_seconds`) to fall behind; the mixin's threshold of the same name."})
+    placement: str = field(default="auto", metadata={"doc": "Where state partitions run and when they move (the `partition_migrated` signal and the placement metrics): `auto` polls the driver's REST API on the observer's worker once per progress event when Spark's UI is on (classic PySpark), and reads task events in `replay`/`watch`; `on` warns when live polling is impossible; `off` never."})
+    placement_every: int = field(default=1, metadata={"doc": "Live placement: poll every N-th batch (and at once when a batch shows stores loaded from the checkpoint); divides the driver's cost (~10 ms JVM CPU per poll at 200 partitions) by about N."})
     poll_executors: bool = field(default=True, metadata={"doc": "Poll the driver's executor list (one JVM call, at most once per progress event) to see executors come and go."})
     # OpenTelemetry (OTLP); see README "OpenTelemetry" for the OTEL_* variables also read
     otlp_endpoint: str = field(default="", metadata={"doc": "Export metrics, signal log records (and batch spans) over OTLP to this collector, e.g. http://127.0.0.1:4318 (http/protobuf) or http://127.0.0.1:4317 (grpc); empty: `OTEL_EXPORTER_OTLP_ENDPOINT` if set, else no OTLP export."})
@@ -132,6 +134,10 @@ class Settings:
             raise SettingsError("basic_auth_user and basic_auth_password must be set together")
         if self.history_buffer_rows < 1:
             raise SettingsError(f"history_buffer_rows must be at least 1, got {self.history_buffer_rows}")
+        if self.placement not in ("auto", "on", "off"):
+            raise SettingsError(f"placement must be auto, on or off, got {self.placement!r}")
+        if self.placement_every < 1:
+            raise SettingsError(f"placement_every must be at least 1, got {self.placement_every}")
         if self.otlp_protocol not in ("", "http/protobuf", "grpc"):
             raise SettingsError(f"otlp_protocol must be http/protobuf or grpc, got {self.otlp_protocol!r}")
         if self.otlp_interval_seconds < 0 or self.otlp_timeout_seconds < 0 or self.otlp_queue_size < 1:

@@ -24,9 +24,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, ROOT)
 
-from kafka_broker import BurstProducer, KafkaBroker, connector_jars, manifests  # noqa: E402 - found through sys.path above
+from observer.offline.kafka_local import BurstProducer, KafkaBroker, connector_jars, manifests  # noqa: E402
 
 
 def run_job(checkpoint: str, out: str, bootstrap: str, topic: str, args: argparse.Namespace, *extra: str) -> dict[str, float]:

@@ -190,28 +190,29 @@ def live_check(out: str) -> None:
     """
     import executor_loss_job
 
-    from observer.capture.task_poll import placement_sink
+    from observer.capture.task_poll import PollingSource
 
     args = executor_loss_job.parser().parse_args(["--out", out, *SCENARIOS["kill"]])
-    sinks: list = []
+    feeds: list = []
+    signals: list = []
 
     def attach_hook(spark: Any, handle: Any) -> None:
-        sink = placement_sink(spark)
-        if sink is None:
-            raise SystemExit("the driver's UI is off: no status store to poll")
-        handle.observer.add_sink(sink)
-        sinks.append(sink)
+        feed = handle.observer.placement  # attach() added it: placement=auto and the UI is on
+        if feed is None or not isinstance(feed.source, PollingSource):
+            raise SystemExit("attach() did not poll the driver's status store (is the UI off?)")
+        feeds.append(feed)
+        handle.on("partition_migrated", lambda s: signals.append(s.attributes))
 
     def before_stop(spark: Any, query: Any, kill: dict) -> None:
         time.sleep(3)  # the progress events of the last batches reach the worker
-        sink = sinks[0]
+        feed = feeds[0]
         rows = [{"batch_id": b.batch_id, "operator": b.operator, "operator_name": b.operator_name,
                  "placement": {str(k): v for k, v in sorted(b.placement.items())},
                  "migrations": [[m.partition, m.from_executor, m.to_executor, m.cause] for m in b.migrations]}
-                for b in list(sink.batches)]
-        poller = sink.poller
+                for b in list(feed.batches)]
+        poller = feed.source.poller
         with open(os.path.join(out, "live_placement.json"), "w") as f:
-            json.dump({"batches": rows, "poll_seconds": poller.seconds, "requests": poller.source.requests,
+            json.dump({"batches": rows, "signals": list(signals), "poll_seconds": poller.seconds, "requests": poller.source.requests,
                        "errors": poller.errors, "killed": kill}, f, indent=1)
 
     executor_loss_job.run(args, attach_hook=attach_hook, before_stop=before_stop)

@@ -54,21 +54,6 @@ def wait_batches(query, n: int, timeout: float = 240) -> None:  # type: ignore[n
     raise TimeoutError(f"fewer than {n} batches in {timeout}s")
 
 
-def kafka_window_query(spark, checkpoint: str, args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    """Start a stateful query on a Kafka topic: count per key and 10 s window of record time, watermark 10 s."""
-    from pyspark.sql import functions as F
-
-    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", args.bootstrap).option("subscribe", args.topic)
-              .option("startingOffsets", "earliest"))
-    if args.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
-    counts = (reader.load().select(F.col("key").cast("string").alias("key"), "timestamp")
-              .withWatermark("timestamp", "10 seconds")
-              .groupBy(F.window("timestamp", "10 seconds"), "key").count())
-    return (counts.writeStream.format("noop").outputMode("update").queryName(args.name)
-            .option("checkpointLocation", checkpoint).trigger(processingTime=f"{args.trigger_seconds} seconds").start())
-
-
 def wait_caught_up(query, extra: int = 2, timeout: float = 300) -> None:  # type: ignore[no-untyped-def]
     """Wait until a batch read up to the latest offsets of every Kafka partition, then ``extra`` batches more."""
     deadline = time.monotonic() + timeout
@@ -83,6 +68,51 @@ def wait_caught_up(query, extra: int = 2, timeout: float = 300) -> None:  # type
                 return
         time.sleep(0.2)
     raise TimeoutError(f"not caught up in {timeout}s")
+
+
+class BatchScraper:
+    """Scrapes the observer's endpoint once per batch, after the observer has processed that batch.
+
+    Each line of ``scrapes.jsonl``: the batch id and the exposition text in which ``spark_streaming_batch_id``
+    is that batch, so a test can compare every batch's exported series with what the broker held then.
+    """
+
+    def __init__(self, query, url: str, path: str) -> None:  # type: ignore[no-untyped-def]
+        import threading
+
+        self.query, self.url, self.path = query, url, path
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="batch-scraper", daemon=True)
+
+    def start(self) -> BatchScraper:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        seen = None
+        with open(self.path, "w") as f:
+            while not self._stop.wait(0.1):
+                last = self.query.lastProgress
+                batch = None if last is None else last["batchId"]
+                if batch is None or batch == seen:
+                    continue
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and not self._stop.is_set():
+                    text = urllib.request.urlopen(self.url, timeout=10).read().decode()
+                    if any(line.startswith("spark_streaming_batch_id{") and float(line.rsplit(" ", 1)[1]) == batch
+                           for line in text.splitlines()):
+                        # the worker applies the signals' values right after the batch itself: scrape once more
+                        time.sleep(0.3)
+                        text = urllib.request.urlopen(self.url, timeout=10).read().decode()
+                        f.write(json.dumps({"batchId": batch, "text": text}) + "\n")
+                        f.flush()
+                        break
+                    time.sleep(0.05)
+                seen = batch
 
 
 def drain(handle, terminations: int, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
@@ -173,6 +203,8 @@ def main() -> int:
     ap.add_argument("--trigger-seconds", type=float, default=2.0, help="trigger interval (--source kafka)")
     ap.add_argument("--max-offsets-per-trigger", type=int, default=0, help="Kafka rate limit per batch; 0: none")
     ap.add_argument("--until-caught-up", action="store_true", help="run until the Kafka source reached the latest offsets")
+    ap.add_argument("--scrape-each-batch", action="store_true", help="write the observer's scrape after every batch to scrapes.jsonl")
+    ap.add_argument("--history", default=None, help="the observer's history database (default: setting history_path)")
     args = ap.parse_args()
 
     import observer
@@ -189,7 +221,7 @@ def main() -> int:
                           event_log_codec=None if args.codec == "none" else args.codec,
                           extra={**extra, "spark.jars": args.kafka_jars} if args.kafka_jars else extra)
     spark.sparkContext.setLogLevel("ERROR")
-    handle = observer.attach(spark, http_port=0)
+    handle = observer.attach(spark, http_port=0, **({"history_path": args.history} if args.history else {}))
     signals = record_signals(handle)
     failure = None
     injected_at = None
@@ -219,11 +251,17 @@ def main() -> int:
                  .option("checkpointLocation", args.checkpoint).trigger(processingTime="1 second").start())
         failure = wait_failure(query, timeout=120)
     elif args.source == "kafka":
-        query = kafka_window_query(spark, args.checkpoint, args)
+        from observer.cli.kafka_demo import kafka_window_query
+
+        query = kafka_window_query(spark, args.checkpoint, args.bootstrap, args.topic, args.name, args.trigger_seconds,
+                                   args.max_offsets_per_trigger)
+        scraper = BatchScraper(query, handle.url, os.path.join(args.out, "scrapes.jsonl")).start() if args.scrape_each_batch else None
         if args.until_caught_up:
             wait_caught_up(query)
         else:
             wait_batches(query, args.batches)
+        if scraper is not None:
+            scraper.stop()
     else:
         query = dedup_window_query(spark, args.checkpoint, args.rows_per_second, name=args.name, keys=args.keys)
         if args.expect_failure:

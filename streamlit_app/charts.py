@@ -22,7 +22,10 @@ EVENT_COLORS = {
     k.RESTORE: "#9467bd", k.STORE_RELOAD: "#8c564b", k.STALLED: "#e6550d", k.STALL_RECOVERED: "#17becf",
     k.EXECUTOR_ADDED: "#bcbd22", k.EXECUTOR_REMOVED: "#e377c2", k.QUERY_IDLE: "#c7c7c7", k.PARTITIONS_CHANGED: "#1f77b4",
     k.STATE_UNBOUNDED: "#843c39", k.STATE_BOUNDED: "#74c476", k.FALLING_BEHIND: "#fd8d3c", k.CAUGHT_UP: "#9edae5",
-    k.LOAD_LATENCY_ANOMALY: "#c49c94", k.STATE_TASK_RETRY: "#393b79",
+    k.LOAD_LATENCY_ANOMALY: "#c49c94", k.STATE_TASK_RETRY: "#393b79", k.PARTITION_MIGRATED: "#637939",
+    k.KAFKA_LAG_GROWING: "#ad494a", k.KAFKA_PARTITION_STUCK: "#7b4173", k.KAFKA_PARTITION_RECOVERED: "#31a354",
+    k.KAFKA_PARTITIONS_ADDED: "#3182bd", k.KAFKA_OFFSETS_REWOUND: "#d6616b", k.KAFKA_OFFSETS_SKIPPED: "#a55194",
+    k.KAFKA_LATEST_WENT_BACK: "#8c6d31", k.KAFKA_CATCH_UP_FORECAST: "#bd9e39", k.KAFKA_CAUGHT_UP: "#8ca252",
 }
 HEIGHT = 260  # the whole chart: Streamlit's fit autosize takes the title, axis and legend from it
 Y_AXIS_WIDTH = 130  # pixels reserved for every chart's y axis (labels and title), so the x axes line up

@@ -12,6 +12,7 @@ import os
 import pandas as pd
 import streamlit as st
 
+from observer.offline.checkpoint.files import read_text
 from streamlit_app import fmt
 from streamlit_app.config import AppConfig
 from streamlit_app.paths import PathRefused, list_checkpoints, resolve_under_roots
@@ -27,10 +28,11 @@ def found(roots: tuple[str, ...]) -> list[str]:
 def query_id_of(checkpoint: str) -> str | None:
     """The query id a checkpoint's ``metadata`` file names."""
     try:
-        with open(os.path.join(checkpoint, "metadata")) as f:
-            return json.loads(f.readline()).get("id")
-    except (OSError, ValueError, AttributeError):
+        meta = json.loads(read_text(os.path.join(checkpoint, "metadata")).split("\n", 1)[0])
+    except (OSError, ValueError, RecursionError):  # a FIFO or a huge file is refused by read_text, not waited on
         return None
+    value = meta.get("id") if isinstance(meta, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _name(queries: pd.DataFrame | None, query_id: str | None) -> str:

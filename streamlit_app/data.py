@@ -92,6 +92,11 @@ def partition_lag(path: str, tok: tuple, query_id: str, since: float | None, unt
     return _guard(loaders.load_partition_lag, path, query_id, since, until, None, buckets)
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
+def placements(path: str, tok: tuple, query_id: str, since: float | None, until: float | None) -> pd.DataFrame:
+    return _guard(loaders.load_placements, path, query_id, since, until)
+
+
 @st.cache_data(max_entries=64, show_spinner=False)
 def events(path: str, tok: tuple, query_id: str, since: float | None, until: float | None) -> pd.DataFrame:
     return _guard(loaders.load_events, path, query_id, since, until)

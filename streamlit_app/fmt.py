@@ -16,7 +16,11 @@ KIND_LABELS = {
     k.EXECUTOR_ADDED: "executor added", k.EXECUTOR_REMOVED: "executor lost", k.QUERY_IDLE: "idle",
     k.PARTITIONS_CHANGED: "partitions changed", k.STATE_UNBOUNDED: "state unbounded", k.STATE_BOUNDED: "state bounded",
     k.FALLING_BEHIND: "falling behind", k.CAUGHT_UP: "caught up", k.LOAD_LATENCY_ANOMALY: "slow state load",
-    k.STATE_TASK_RETRY: "state task retried",
+    k.STATE_TASK_RETRY: "state task retried", k.PARTITION_MIGRATED: "partitions moved", k.KAFKA_LAG_GROWING: "Kafka lag growing", k.KAFKA_PARTITION_STUCK: "Kafka partition stuck",
+    k.KAFKA_PARTITION_RECOVERED: "Kafka partition reads again", k.KAFKA_PARTITIONS_ADDED: "Kafka partitions added",
+    k.KAFKA_OFFSETS_REWOUND: "Kafka offsets went back", k.KAFKA_OFFSETS_SKIPPED: "Kafka offsets skipped",
+    k.KAFKA_LATEST_WENT_BACK: "Kafka topic truncated or recreated", k.KAFKA_CATCH_UP_FORECAST: "Kafka catch-up forecast",
+    k.KAFKA_CAUGHT_UP: "Kafka backlog read",
 }
 """Signal kinds in plain words (every kind of ``observer.signals.kinds.SIGNAL_KINDS``)."""
 

@@ -24,7 +24,7 @@ from observer.mixin.unittests import build_cases, case_document
 CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
 CONFIGS = ["default", "custom"]
 # alerts whose series values follow a threshold that mixin-custom.yaml moves
-MOVED = {"SparkStreamingQueryCrashLooping", "SparkStreamingQueryFallingBehind", "SparkStreamingKafkaLagGrowing",
+MOVED = {"SparkStreamingQueryCrashLooping", "SparkStreamingQueryFallingBehind", "SparkStreamingKafkaLagGrowing", "SparkStreamingKafkaLagSecondsHigh",
          "SparkStreamingWatermarkLagHigh", "SparkStateRestoreTooLong", "SparkStateBudgetExhaustionForecast",
          "SparkStateMemoryNearBudget", "SparkStateCommitLatencyHigh", "SparkStateRocksDBWriteStalls", "SparkStateSnapshotUploadLagging"}
 

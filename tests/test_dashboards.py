@@ -27,7 +27,6 @@ STATIC_LABELS = {"cluster": "test-cluster", "namespace": "test-namespace"}
 RECORDING_RULES = os.path.join(ROOT, "alerts", "recording.yml")
 # Panels whose data the recorded fixtures cannot contain: these queries must still be valid PromQL.
 NO_DATA_IN_FIXTURES = {
-    ("query-detail.json", "Kafka offsets behind latest"): "the recorded jobs read the rate source, not Kafka",
     ("restore.json", "Executors and executor changes"): "recorded in local mode: no executors come or go, and the count is polled live from the JVM",
 }
 
@@ -215,6 +214,25 @@ def recorded_event_groups() -> list[list]:
     return groups
 
 
+def placement_events() -> tuple[list, object]:
+    """The placement fixture's kill run: its streaming events, and a placement source fed every task event of it.
+
+    The source hands each progress event only its own batch (``EventLogSource.take``), so feeding it the
+    whole log first gives the worker the same batches, batch by batch, as replay does.
+    """
+    from observer.capture.queue import CapturedEvent
+    from observer.capture.task_log import EventLogSource
+    from observer.offline.eventlog import EventLogError, read_records
+
+    source = EventLogSource()
+    events = []
+    for item in read_records([os.path.join(FIXTURES, "placement", "kill", "eventlog")], tap=source.feed_line):
+        assert not isinstance(item, EventLogError), item
+        if not item.kind.startswith("executor_"):
+            events.append(CapturedEvent(item.kind, item.payload, item.timestamp or time.time(), 0.0))
+    return events, source
+
+
 def start_prometheus_with_rules(tmp: str, target: str, rule_files: list[str]) -> Server:
     binary = need("prometheus")
     port = free_port()
@@ -253,9 +271,13 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path) -> None
     from observer.settings import Settings
 
     groups = recorded_event_groups()
+    placement, source = placement_events()
+    groups.append(placement)
     halves = [[e for g in groups for e in g[: len(g) // 2]], [e for g in groups for e in g[len(g) // 2:]]]
     settings = Settings(http_port=0, growth_min_batches=3, state_rows_budget=1e7, state_memory_budget_bytes=1e10)
-    obs = Observer(settings).start()
+    obs = Observer(settings)
+    obs.set_placement(source)  # the placement row's series: the kill run, executor 1 SIGKILLed after batch 4
+    obs.start()
     try:
         prom = start_prometheus_with_rules(str(tmp_path), f"127.0.0.1:{obs.http_port}", [RECORDING_RULES])
         try:
@@ -269,7 +291,8 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path) -> None
             info = prom_query(prom, "spark_streaming_query_info")
             names = sorted({r["metric"]["query"] for r in info})
             assert all(r["metric"]["cluster"] == STATIC_LABELS["cluster"] for r in info), "the panels filter by the static labels"
-            assert names == sorted({p["name"] for run in fixture_runs() for p in progress_lines(run)})  # every recorded query
+            recorded = {p["name"] for run in fixture_runs() for p in progress_lines(run)} | {e.payload["name"] for e in placement if e.kind == "progress"}
+            assert names == sorted(recorded)  # every recorded query
             empty, checked = [], 0
             for name in DASHBOARD_FILES:
                 dashboard = load(name)

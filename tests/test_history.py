@@ -21,7 +21,7 @@ from observer.capture.queue import CapturedEvent
 from observer.history.loaders import load_batch, load_batches, load_events, load_operators, load_partitions, load_queries, load_runs
 from observer.history.retention import RetentionPolicy
 from observer.history.rows import APP_COLUMNS, COLUMNS, AppIdentity, RowBuilder
-from observer.history.schema import POSTGRES_TYPES, SQLITE_TYPES, render
+from observer.history.schema import MIGRATIONS, POSTGRES_TYPES, SQLITE_TYPES, render
 from observer.history.sink import HistorySink
 from observer.history.store import HistoryError, HistoryStore
 from observer.model.parse import parse_event
@@ -318,4 +318,4 @@ def test_writers_opening_a_new_file_together_migrate_it_once(tmp_path) -> None:
         t.join(60)
     assert not errors, errors
     assert sorted(load_events(db).query_id) == [f"q{i}" for i in range(8)]
-    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 2
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)

@@ -84,7 +84,7 @@ def test_names_follow_opentelemetry_conventions_and_come_from_the_registry() -> 
     assert {s.prometheus_name for s in catalog.CATALOG if s.kind != catalog.HISTOGRAM} <= set(METRICS)
     for m in METRICS.values():
         assert m.name == m.name.lower() and "_total" not in m.name and "seconds" not in m.name and "bytes" not in m.name
-        assert m.unit in {"s", "By", "{row}", "{file}", "1", "{row}/s", "By/s", "1/s"}
+        assert m.unit in {"s", "By", "{row}", "{record}", "{file}", "1", "{row}/s", "{record}/s", "By/s", "1/s"}
 
 
 def test_configuration_from_settings_and_otel_variables() -> None:

@@ -395,6 +395,14 @@ def test_live_placement_equals_the_replayed_placement_of_the_same_run(tmp_path) 
         assert sorted(map(tuple, row["migrations"])) == sorted((m.partition, m.from_executor, m.to_executor, m.cause) for m in ob.migrations)
     moved = [m for row in live["batches"] for m in row["migrations"]]
     assert moved and all(m[1] == live["killed"]["executor_id"] and m[3] == EXECUTOR_REMOVED for m in moved)
+    # attach() polled on its own (placement=auto, UI on): its partition_migrated signals are the product replay's
+    from observer.offline.replay import replay
+
+    replayed_signals: list = []
+    replay([os.path.join(out, "eventlog")], on_signal=replayed_signals.append)
+    keys = ("batch_id", "operator_id", "migrated", "partitions", "causes", "from_executors", "to_executors")
+    replayed_moves = [{k: s.attributes[k] for k in keys} for s in replayed_signals if s.kind == "partition_migrated"]
+    assert [{k: a[k] for k in keys} for a in live["signals"]] == replayed_moves
 
 
 def test_a_restart_is_not_compared_with_the_previous_run() -> None:
@@ -422,22 +430,25 @@ def _progress_events(eventlog: str, batches: range) -> list[dict]:
 @pytest.mark.parametrize("hint", [True, False])
 def test_polling_every_other_batch_still_sees_the_kill(hint: bool) -> None:
     """every=2: batch 5 (odd) is polled only because its progress shows stores loaded from the checkpoint."""
-    from observer.capture.task_poll import PlacementSink, TaskPoller
+    from observer.capture.task_poll import PollingSource, TaskPoller
     from observer.model.parse import parse_event
+    from observer.signals.facts import Facts
+    from observer.signals.placement_feed import PlacementFeed
 
     truth, eventlog = scenario("kill")
     first, end = truth["rest_batches"]
     assert first % 2 == 0, "this test reads the recording with every=2 from an even batch"
-    sink = PlacementSink(TaskPoller(RecordedSource(truth["rest"])), every=2)  # type: ignore[arg-type]
+    source = PollingSource(TaskPoller(RecordedSource(truth["rest"])), every=2)  # type: ignore[arg-type]
+    feed = PlacementFeed(source)
     for progress in _progress_events(eventlog, range(first, end)):
         if not hint:
             for op in progress["stateOperators"]:
                 op["customMetrics"].update(rocksdbNumLoadedFromDfs=0, rocksdbNumReplayChangelogFiles=0)
-        sink.on_event(parse_event("progress", progress), 0.0)
+        feed.on_progress(parse_event("progress", progress), Facts(), str, 0.0)  # type: ignore[arg-type]
     _, batches, _ = replayed(eventlog)
     killed = {(m.operator, m.partition) for ob in batches for m in ob.migrations}
-    seen = {(m.operator, m.partition) for ob in sink.batches for m in ob.migrations}
+    seen = {(m.operator, m.partition) for ob in feed.batches for m in ob.migrations}
     assert seen == killed
-    moved_in = {ob.batch_id for ob in sink.batches if ob.migrations}
+    moved_in = {ob.batch_id for ob in feed.batches if ob.migrations}
     assert moved_in == ({first + 1} if hint else {first + 2})
-    assert sink.skipped == (0 if hint else 1)
+    assert source.skipped == (0 if hint else 1)

@@ -8,21 +8,27 @@ kind is required: ``test_every_kind_has_a_scenario`` fails when a new kind arriv
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import os
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from test_kafka_signals import KAFKA_SCENARIOS
 
-from conftest import fixture_runs, progress_lines
+from conftest import FIXTURES, fixture_runs, progress_lines
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryTracker, operator_labels
+from observer.model.events import QueryProgress
 from observer.model.parse import parse_event
 from observer.settings import Settings
 from observer.signals import kinds
 from observer.signals.engine import SignalEngine
 from observer.signals.kinds import SIGNAL_KINDS, SignalEvent
+from observer.signals.placement_feed import PlacementFeed
 
 RECORDED = progress_lines(fixture_runs("rocksdb_restart")[0])[-1]  # a real batch: dedupe + stateStoreSave on RocksDB
 QUERY_ID = RECORDED["id"]
@@ -61,6 +67,7 @@ class Pipeline:
         self.tracker = QueryTracker()
         self.engine = SignalEngine(Settings(http_enabled=False, **settings), self.tracker.get, clock=lambda: self.now, live=live)
         self.signals: list[SignalEvent] = []
+        self.placement: PlacementFeed | None = None  # as Observer.set_placement wires it
 
     def feed(self, kind: str, payload: dict[str, Any], at: float | None = None, executors: set[str] | None = None) -> list[str]:
         """Process one event received at ``at`` (default: its own timestamp); the kinds of the signals it caused."""
@@ -68,6 +75,8 @@ class Pipeline:
         self.now = at if at is not None else (getattr(event, "timestamp", None) or self.now)
         record = self.tracker.apply(event)
         facts = self.engine.on_event(event, record, received_at=self.now, executors=executors)
+        if self.placement is not None and isinstance(event, QueryProgress):
+            self.placement.on_progress(event, facts, lambda q: self.tracker.get(q).label, self.now)  # type: ignore[union-attr]
         self.tracker.apply_updates(facts.updates)
         self.signals += facts.signals
         return [s.kind for s in facts.signals]
@@ -422,6 +431,54 @@ def budgets() -> None:
     assert p.value(catalog.MEMORY_BUDGET_ETA, DEDUPE) is None  # no budget, no forecast
 
 
+# --- placement ---------------------------------------------------------------------------------------
+class _RecordedBatches:
+    """A placement source handing out the kill run's recorded batches (tests/fixtures/placement/kill), as this query's."""
+
+    name = "recorded"
+
+    def __init__(self) -> None:
+        from observer.model.tasks import BatchTasks, TaskEventReader
+        from observer.offline.task_events import read_events
+
+        reader = TaskEventReader()
+        self.items: dict[int, list[Any]] = {}  # batch id -> the executor changes before it, then the batch
+        waiting: list[Any] = []
+        for event in read_events([os.path.join(FIXTURES, "placement", "kill", "eventlog")]):
+            for item in reader.feed(event):
+                if isinstance(item, BatchTasks):
+                    runs = [dataclasses.replace(r, query_id=QUERY_ID, run_id="run-1") for r in item.runs]
+                    self.items[item.batch_id] = waiting + [dataclasses.replace(item, query_id=QUERY_ID, run_id="run-1", runs=runs)]
+                    waiting = []
+                else:
+                    waiting.append(item)
+
+    def take(self, progress: Any) -> list[Any]:
+        return self.items.get(progress.batch_id, [])
+
+    def executors(self) -> list[Any]:
+        return []
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def partition_migrated() -> Pipeline:
+    """Executor 1 of the recorded kill run died after batch 4: its partitions moved in batch 5."""
+    p = Pipeline()
+    p.placement = PlacementFeed(_RecordedBatches())
+    p.feed("started", lifecycle("run-1", T0))
+    for b in range(5):
+        assert kinds.PARTITION_MIGRATED not in p.feed("progress", batch(b, T0 + 10 * b))
+    assert p.value(catalog.PARTITION_MIGRATIONS, SAVE + (("cause", "executor_removed"),)) == 0.0  # created at 0
+    assert kinds.PARTITION_MIGRATED in p.feed("progress", batch(5, T0 + 50))
+    attrs = p.last(kinds.PARTITION_MIGRATED).attributes
+    assert attrs["causes"] == {"executor_removed": attrs["migrated"]} and attrs["from_executors"] == ["1"]
+    assert p.value(catalog.PARTITION_MIGRATIONS, SAVE + (("cause", "executor_removed"),)) == 2.0
+    assert p.value(catalog.PARTITION_STICKINESS, SAVE) == 0.5
+    return p
+
+
 SCENARIOS: dict[str, Callable[[], Pipeline]] = {
     kinds.QUERY_STARTED: started, kinds.QUERY_RESTARTED: restarted, kinds.QUERY_TERMINATED: terminated,
     kinds.QUERY_IDLE: idle, kinds.CRASH_LOOP: crash_loop, kinds.STALLED: stalled, kinds.STALL_RECOVERED: stall_recovered,
@@ -429,14 +486,16 @@ SCENARIOS: dict[str, Callable[[], Pipeline]] = {
     kinds.EXECUTOR_REMOVED: executor_removed, kinds.PARTITIONS_CHANGED: partitions_changed,
     kinds.STATE_UNBOUNDED: state_unbounded, kinds.STATE_BOUNDED: state_bounded, kinds.FALLING_BEHIND: falling_behind,
     kinds.CAUGHT_UP: caught_up, kinds.LOAD_LATENCY_ANOMALY: load_latency_anomaly, kinds.STATE_TASK_RETRY: state_task_retry,
+    kinds.PARTITION_MIGRATED: partition_migrated,
 }
 
 
 def test_every_kind_has_a_scenario() -> None:
-    assert set(SCENARIOS) == set(SIGNAL_KINDS)
+    """Kafka kinds have theirs in tests/test_kafka_signals.py (on a recorded Kafka batch)."""
+    assert set(SCENARIOS) | set(KAFKA_SCENARIOS) == set(SIGNAL_KINDS) and not set(SCENARIOS) & set(KAFKA_SCENARIOS)
 
 
-@pytest.mark.parametrize("kind", SIGNAL_KINDS)
+@pytest.mark.parametrize("kind", [k for k in SIGNAL_KINDS if k not in kinds.KAFKA_KINDS])
 def test_signal_kind(kind: str) -> None:
     pipeline = SCENARIOS[kind]()
     emitted = [s for s in pipeline.signals if s.kind == kind]

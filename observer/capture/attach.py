@@ -65,6 +65,7 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
     """
     resolved = Settings.from_env(**settings)
     observer = Observer(resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark))
+    _add_placement(observer, spark, resolved)
     if resolved.history_enabled:
         from observer.history.identity import spark_app_identity
         from observer.history.sink import HistorySink
@@ -84,6 +85,24 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
         observer.stop()
         raise
     return ObserverHandle(spark, observer, listener)
+
+
+def _add_placement(observer: Observer, spark: Any, settings: Settings) -> None:
+    """Follow state partitions through the driver's REST API when Spark's UI is on (``placement`` auto|on|off).
+
+    The poll runs on the observer's worker at each progress event, never on Spark's listener thread;
+    without a UI (or on Spark Connect) there is nothing to poll: ``on`` says so, ``auto`` stays quiet.
+    """
+    if settings.placement == "off":
+        return
+    from observer.capture.task_poll import polling_source
+
+    source = None if is_connect(spark) else polling_source(spark, settings.placement_every)
+    if source is not None:
+        observer.set_placement(source)
+    elif settings.placement == "on":
+        log.warning("spark-state-observer: placement=on but the driver has no UI to poll (spark.ui.enabled=false or Spark Connect); "
+                    "per-partition placement is available from event logs (replay, watch)")
 
 
 def is_connect(spark: Any) -> bool:

@@ -70,7 +70,6 @@ from typing import Any, NamedTuple
 from observer.capture.codec_tail import TailDecoder, tail_decoder
 from observer.capture.line_filter import LineFilter, line_pattern
 from observer.capture.watch_state import StateFileError, load_state, save_state
-from observer.metrics.catalog import COUNTER, GAUGE, MetricSpec
 from observer.offline.eventlog import CODECS, DEFAULT_MAX_LINE_BYTES, EventLogError
 
 log = logging.getLogger(__name__)
@@ -87,13 +86,14 @@ ENVIRONMENT = "SparkListenerEnvironmentUpdate"
 EXECUTOR_ADDED = "SparkListenerExecutorAdded"
 EXECUTOR_REMOVED = "SparkListenerExecutorRemoved"
 TASK_END = "SparkListenerTaskEnd"
+JOB_START = "SparkListenerJobStart"  # maps a stage to its query, batch and SQL execution (placement)
 SQL_START = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"
 SQL_ADAPTIVE = "org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate"
 STREAMING_EVENTS = frozenset({QUERY_STARTED, QUERY_PROGRESS, QUERY_IDLE, QUERY_TERMINATED})
 # what the pipeline uses today
 PIPELINE_EVENTS = STREAMING_EVENTS | {APP_START, APP_END, EXECUTOR_ADDED, EXECUTOR_REMOVED}
 # what a per-partition placement view needs in addition
-PLACEMENT_EVENTS = frozenset({TASK_END, SQL_START, SQL_ADAPTIVE})
+PLACEMENT_EVENTS = frozenset({TASK_END, JOB_START, SQL_START, SQL_ADAPTIVE})
 # never parsed before the application has shown a streaming query
 STREAMING_ONLY_EVENTS = PLACEMENT_EVENTS
 DEFAULT_WANTED_EVENTS = PIPELINE_EVENTS | PLACEMENT_EVENTS
@@ -103,18 +103,7 @@ PROBLEM_KINDS = ("unreadable", "not_regular", "vanished", "corrupt", "truncated"
                  "duplicate_name", "duplicate_log", "no_app_start", "clock_skew", "too_many_apps", "state_file",
                  "callback")
 
-WATCH_METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("", "spark_state_observer_watch_applications", GAUGE, "", "Applications the event-log watcher follows (label status: running, finished, lost).", "observer"),
-    MetricSpec("", "spark_state_observer_watch_applications_discovered", COUNTER, "", "Applications the watcher started following.", "observer"),
-    MetricSpec("", "spark_state_observer_watch_applications_forgotten", COUNTER, "", "Applications dropped from memory after their grace period (or because their log vanished).", "observer"),
-    MetricSpec("", "spark_state_observer_watch_read_bytes", COUNTER, "bytes", "Raw (compressed) event-log bytes read.", "observer"),
-    MetricSpec("", "spark_state_observer_watch_decoded_bytes", COUNTER, "bytes", "Decoded event-log bytes scanned.", "observer"),
-    MetricSpec("", "spark_state_observer_watch_lines", COUNTER, "", "Event-log lines scanned.", "observer"),
-    MetricSpec("", "spark_state_observer_watch_events_parsed", COUNTER, "", "Event lines JSON-parsed (the rest were skipped by their type).", "observer"),
-    MetricSpec("", "spark_state_observer_watch_events_delivered", COUNTER, "", "Events handed to the pipeline.", "observer"),
-    MetricSpec("", "spark_state_observer_watch_events_duplicate", COUNTER, "", "Progress events dropped because their query run and batch were delivered already.", "observer"),
-    MetricSpec("", "spark_state_observer_watch_problems", COUNTER, "", "Problems with event logs (label kind: unreadable, corrupt, truncated, vanished, ...).", "observer"),
-)
+# the watcher's self-metrics live in the catalog with every other name (observer.metrics.catalog.WATCH_METRICS)
 
 
 class RawEvent(NamedTuple):
@@ -161,7 +150,7 @@ class AppEvents:
 
 @dataclass
 class WatchCounts:
-    """Running totals for the self-metrics (see ``WATCH_METRICS``)."""
+    """Running totals for the self-metrics (see ``observer.metrics.catalog.WATCH_METRICS``)."""
 
     apps_discovered: int = 0
     apps_forgotten: int = 0

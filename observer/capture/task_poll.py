@@ -28,8 +28,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from observer.model.events import QueryProgress
 from observer.model.tasks import BatchTasks, ExecutorChange, PartitionRun
-from observer.signals.placement import OperatorBatch, PlacementTracker
 
 try:  # optional (extra "placement"): decodes only the task fields used, several times faster than json.loads
     import msgspec
@@ -304,8 +304,8 @@ def _epoch(stamp: Any) -> float | None:
 _MOVE_HINTS = ("rocksdbNumLoadedFromDfs", "rocksdbNumReplayChangelogFiles")
 
 
-class PlacementSink:
-    """A sink (``observer.sinks.Sink``) that polls completed batches' tasks on the observer's worker thread.
+class PollingSource:
+    """The live ``observer.signals.placement_feed.PlacementSource``: polls completed batches' tasks on the observer's worker thread.
 
     ``every``: poll every batch (1, the default), or only every N-th batch of a query plus any batch whose
     progress shows a store loaded from the checkpoint. That divides the driver's cost by about N; a
@@ -313,41 +313,34 @@ class PlacementSink:
     later one undoes between two polls goes unseen.
     """
 
-    name = "placement"
+    name = "rest"
 
-    def __init__(self, poller: TaskPoller, tracker: PlacementTracker | None = None, every: int = 1) -> None:
+    def __init__(self, poller: TaskPoller, every: int = 1) -> None:
         self.poller = poller
-        self.tracker = tracker or PlacementTracker()
         self.every = max(1, every)
-        self.batches: list[OperatorBatch] = []  # every operator batch seen (tests and the browser read them)
-        self.max_batches = 10_000
         self.skipped = 0
 
-    def on_event(self, event: Any, received_at: float) -> None:
-        batch_id = getattr(event, "batch_id", None)
-        if batch_id is None or not hasattr(event, "operators") or not event.operators:
-            return  # not a progress event, or a stateless query
-        hinted = any((op.custom.get(k) or 0) > 0 for op in event.operators for k in _MOVE_HINTS)
-        if self.every > 1 and batch_id % self.every and not hinted:
+    def take(self, progress: QueryProgress) -> list[BatchTasks | ExecutorChange]:
+        """The batches the status store has completed by this progress event (this one, and pending earlier ones)."""
+        if not progress.operators:
+            return []  # a stateless query
+        hinted = any((op.custom.get(k) or 0) > 0 for op in progress.operators for k in _MOVE_HINTS)
+        if self.every > 1 and progress.batch_id % self.every and not hinted:
             self.skipped += 1
-            return
-        names = {op.index: op.name for op in event.operators}
-        for batch in self.poller.poll(event.query_id, batch_id, event.run_id, event.name, names):
-            self.batches.extend(self.tracker.on_batch(batch, executors=self.poller.executors))
-        del self.batches[: -self.max_batches]
+            return []
+        names = {op.index: op.name for op in progress.operators}
+        return list(self.poller.poll(progress.query_id, progress.batch_id, progress.run_id, progress.name, names))
 
-    def on_signal(self, signal: Any) -> None:
-        """Placement does not consume other signals."""
-
-    def flush(self) -> None:
-        """Nothing is buffered."""
+    def executors(self) -> list[ExecutorChange]:
+        """The driver's executor list, read only when a migration needs its cause."""
+        return self.poller.executors()
 
     def close(self) -> None:
         self.poller.source.close()
 
 
-def placement_sink(spark: Any) -> PlacementSink | None:
-    """A ``PlacementSink`` for a classic PySpark session with its UI on; None where there is no UI (or no JVM)."""
+def polling_source(spark: Any, every: int = 1) -> PollingSource | None:
+    """A ``PollingSource`` for a classic PySpark session with its UI on; None where there is no UI (or no JVM)."""
     try:
         url = spark.sparkContext.uiWebUrl
         app_id = spark.sparkContext.applicationId
@@ -355,4 +348,4 @@ def placement_sink(spark: Any) -> PlacementSink | None:
         return None
     if not url:
         return None
-    return PlacementSink(TaskPoller(RestSource(url, app_id)))
+    return PollingSource(TaskPoller(RestSource(url, app_id)), every)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import signal
 import sys
+from typing import Any
 
 from observer.mixin import cli as mixin_cli
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES
@@ -18,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
 
     demo = sub.add_parser("demo", help="run a local stateful pipeline with the observer attached")
     demo.add_argument("--provider", choices=("rocksdb", "hdfs"), default="rocksdb")
+    demo.add_argument("--source", choices=("rate", "kafka"), default="rate",
+                      help="rate: Spark's rate source; kafka: a local Kafka broker and producer (needs `bash scripts/fetch_kafka.sh`)")
     demo.add_argument("--rows-per-second", type=int, default=50)
     demo.add_argument("--duration", type=float, default=None, help="seconds to run (default: until Ctrl-C)")
     demo.add_argument("--port", type=int, default=None, help="metrics port (default: setting http_port, 9108)")
@@ -39,7 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     ins = sub.add_parser("inspect", help="inspect a checkpoint: offsets, commits, state files, restore estimate")
     ins.add_argument("checkpoint")
     ins.add_argument("--json", action="store_true", help="print the report as JSON")
-    ins.add_argument("--history", default=None, help="history database to take observed restore rates from")
+    ins.add_argument("--history", default=None,
+                     help="history database to take observed restore rates, per-partition sizes and Kafka read rates from")
+    ins.add_argument("--restore-target", type=float, default=60.0,
+                     help="with --history: restore time (seconds) the partition advice aims at (default 60)")
+    ins.add_argument("--spark-version", default=None, help="with --history: the job's Spark version, for what the advice can offer (4.2+ repartitions state)")
+    ins.add_argument("--kafka-bootstrap", default=None, metavar="HOST:PORT",
+                     help="read the Kafka backlog of the checkpoint's sources from this broker (read-only) and forecast the catch-up")
+    ins.add_argument("--rate", type=float, default=None, help="records per second the query reads while behind (default: from --history)")
+    ins.add_argument("--kafka-sample-seconds", type=float, default=5.0, help="seconds between two reads of the latest offsets (the produce rate)")
 
     ui = sub.add_parser("ui", help="serve the state browser (Streamlit) over a history and checkpoints")
     ui.add_argument("--history", default=None, help="history database (default: setting history_path)")
@@ -90,7 +102,16 @@ def _demo(args: argparse.Namespace) -> int:
     options = (("http_port", args.port), ("http_host", args.host), ("otlp_endpoint", args.otlp_endpoint), ("otlp_protocol", args.otlp_protocol))
     overrides = {k: v for k, v in options if v is not None}
     try:
-        run_demo(args.provider, args.rows_per_second, args.duration, args.checkpoint, ui_port=args.ui, **overrides)
+        if args.source == "kafka":
+            from observer.cli.kafka_demo import missing_parts, run_kafka_demo
+
+            missing = missing_parts()
+            if missing is not None:
+                print(f"spark-state-observer: the Kafka demo needs a local broker and Spark's Kafka connector: {missing}", file=sys.stderr)
+                return 2
+            run_kafka_demo(args.rows_per_second, args.duration, args.checkpoint, **overrides)
+        else:
+            run_demo(args.provider, args.rows_per_second, args.duration, args.checkpoint, ui_port=args.ui, **overrides)
     except ExporterError as exc:
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
@@ -138,6 +159,9 @@ def _replay(args: argparse.Namespace) -> int:
         for event in result.observer.signals.recent:
             if event.kind not in (QUERY_STARTED, QUERY_IDLE):
                 print(f"  signal: {event.describe()}")
+    if result.history_rows_dropped:
+        print(f"spark-state-observer: the history is incomplete: {result.history_rows_dropped} rows were not written", file=sys.stderr)
+        return 3
     return 1 if result.events == 0 and result.errors else 0
 
 
@@ -173,21 +197,53 @@ def _ui(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from observer.history.store import HistoryError
     from observer.offline.checkpoint import inspect_checkpoint
-    from observer.offline.checkpoint.render import render_text
+    from observer.offline.checkpoint.advice import placement_advice, render_advice
+    from observer.offline.checkpoint.render import printable, render_text
     from observer.offline.checkpoint.report import CheckpointError
     from observer.offline.checkpoint.restore import rates_from_history
 
+    advice = None
     try:
         report = inspect_checkpoint(args.checkpoint)
+        rates = None
         if args.history and report.query_id:
             rates = rates_from_history(args.history, report.query_id)
             if rates:
                 report = inspect_checkpoint(args.checkpoint, rates)
+        if args.history:
+            advice = placement_advice(report, args.history, args.restore_target, args.spark_version, rates)
+        kafka = _kafka_catch_up(args, report) if args.kafka_bootstrap else None
     except (CheckpointError, HistoryError) as exc:
-        print(f"spark-state-observer: {exc}", file=sys.stderr)
+        print(f"spark-state-observer: {printable(str(exc))}", file=sys.stderr)
         return 2
-    print(report.to_json() if args.json else render_text(report))
+    except Exception as exc:  # the scan reports what it cannot read as problems; this is its own bug, said in one line
+        print(f"spark-state-observer: cannot inspect {printable(args.checkpoint)}: {type(exc).__name__}: {printable(str(exc))}",
+              file=sys.stderr)
+        return 2
+    if args.json:
+        document = json.loads(report.to_json())
+        if advice is not None:
+            document["placement_advice"] = [dataclasses.asdict(a) for a in advice]
+        if kafka is not None:
+            document["kafka"] = kafka.to_dict()
+        print(json.dumps(document, indent=2, default=str))
+    else:
+        print(render_text(report) + ("\n" + render_advice(advice) if advice is not None else ""))
+        if kafka is not None:
+            from observer.offline.checkpoint import kafka as kafka_backlog
+
+            print(kafka_backlog.render_text(kafka))
     return 0
+
+
+def _kafka_catch_up(args: argparse.Namespace, report: Any) -> Any:
+    """The inspector's Kafka section (``observer.offline.checkpoint.kafka``), read rate from --rate or the history."""
+    from observer.offline.checkpoint import kafka as kafka_backlog
+
+    rate, basis = args.rate, "--rate"
+    if rate is None and args.history and report.query_id:
+        rate, basis = kafka_backlog.read_rate_from_history(args.history, report.query_id)
+    return kafka_backlog.forecast(report, args.kafka_bootstrap, rate, basis, sample_seconds=args.kafka_sample_seconds)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ catalog spec (``observer.metrics.catalog``), never by a string.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Callable, Protocol
 
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
@@ -102,9 +102,13 @@ def render_progress(f: SampleSink, record: QueryRecord, top_k: int) -> None:
     _gauge(f, catalog.LAST_PROGRESS_TIMESTAMP, q, p.timestamp)
     _gauge(f, catalog.WATERMARK_TIMESTAMP, q, p.event_time.get("watermark"))
     _gauge(f, catalog.EVENT_TIME_MAX_TIMESTAMP, q, p.event_time.get("max"))
+    allows = record.labels.allows  # label values beyond the query's budget are not rendered
     for phase, ms in p.duration_ms.items():
-        f.add(catalog.PHASE_DURATION, q + (("phase", phase),), ms * catalog.PHASE_DURATION.scale)
+        if allows((("phase", phase),)):
+            f.add(catalog.PHASE_DURATION, q + (("phase", phase),), ms * catalog.PHASE_DURATION.scale)
     for src in p.sources:
+        if not allows(source_labels(src.index, src.description)):
+            continue
         sl = q + source_labels(src.index, src.description)
         _gauge(f, catalog.SOURCE_INPUT_ROWS_PER_SECOND, sl, src.input_rows_per_second)
         _gauge(f, catalog.SOURCE_PROCESSED_ROWS_PER_SECOND, sl, src.processed_rows_per_second)
@@ -112,9 +116,11 @@ def render_progress(f: SampleSink, record: QueryRecord, top_k: int) -> None:
             stat = catalog.KAFKA_LAG_KEYS.get(key)
             if stat:
                 f.add(catalog.SOURCE_OFFSETS_BEHIND_LATEST, sl + (("stat", stat),), value)
-            else:
+            elif allows((("metric", key),)):
                 f.add(catalog.SOURCE_METRIC, sl + (("metric", key),), value)
     for op in p.operators:
+        if not allows(operator_labels(op.index, op.name)):
+            continue
         ol = q + operator_labels(op.index, op.name)
         f.add(catalog.OPERATOR_INFO, ol + (("provider", op.provider),), 1)
         for spec in _OPERATOR_GAUGES:
@@ -122,16 +128,18 @@ def render_progress(f: SampleSink, record: QueryRecord, top_k: int) -> None:
         for key, value in op.custom.items():
             custom = catalog.CUSTOM_BY_KEY.get(key)
             if custom is None:
-                f.add(catalog.UNKNOWN_CUSTOM_METRIC, ol + (("metric", key),), value)
+                if allows((("metric", key),)):
+                    f.add(catalog.UNKNOWN_CUSTOM_METRIC, ol + (("metric", key),), value)
             elif custom.kind != catalog.COUNTER:
                 f.add(custom, ol, value * custom.scale)
-        _render_instances(f, ol, op, p.batch_id, top_k)
+        _render_instances(f, ol, op, p.batch_id, top_k, allows)
 
 
 _OPERATOR_GAUGES = tuple(s for s in catalog.OPERATOR_METRICS if s.kind == catalog.GAUGE)
 
 
-def _render_instances(f: SampleSink, ol: Labels, op: OperatorProgress, batch_id: int, top_k: int) -> None:
+def _render_instances(f: SampleSink, ol: Labels, op: OperatorProgress, batch_id: int, top_k: int,
+                      allows: Callable[[Labels], bool]) -> None:
     """Per-store-instance series, bounded to the ``top_k`` most lagging (or largest, if unknown)."""
     snapshots = [m for m in op.instances if m.prefix == SNAPSHOT_LAST_UPLOADED]
     if snapshots:
@@ -146,6 +154,8 @@ def _render_instances(f: SampleSink, ol: Labels, op: OperatorProgress, batch_id:
     others = sorted(((m.value, m) for m in op.instances if m.prefix not in catalog.KNOWN_INSTANCE_PREFIXES and m.value is not None),
                     key=lambda vm: -vm[0])
     for value, m in others[:top_k]:
+        if not allows((("metric", m.prefix),)):
+            continue
         f.add(catalog.UNKNOWN_INSTANCE_METRIC, ol + (("metric", m.prefix), ("partition", str(m.partition)), ("store", m.store)), value)
 
 

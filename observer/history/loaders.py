@@ -88,6 +88,23 @@ def load_partitions(path: str, query_id: str, since: float | None = None, until:
     return _frame(path, f"SELECT * FROM partitions WHERE {where} ORDER BY ts, op_index, partition", params)
 
 
+def load_placements(path: str, query_id: str, since: float | None = None, until: float | None = None,
+                    limit: int = 50_000) -> pd.DataFrame:
+    """Where each state partition ran per batch (the newest ``limit`` rows in range, oldest first); empty for a
+    history written before placements were recorded (schema 2, opened read-only) or without placement followed."""
+    from observer.history.backend import HistoryError
+
+    where, params = _range(query_id, since, until, None)
+    try:
+        frame = _frame(path, f"SELECT * FROM placements WHERE {where} ORDER BY ts DESC, batch_id DESC, op_index, partition LIMIT {int(limit)}",
+                       params)
+    except HistoryError as exc:
+        if "placements" not in str(exc):
+            raise
+        return pd.DataFrame()
+    return frame.iloc[::-1].reset_index(drop=True)
+
+
 def load_events(path: str, query_id: str | None = None, since: float | None = None, until: float | None = None) -> pd.DataFrame:
     """Lifecycle events and derived signals; ``attributes`` is a dict."""
     if query_id is None:

@@ -28,7 +28,7 @@ CONNECT_TIMEOUT_SECONDS = 5
 STATEMENT_TIMEOUT_MS = 60_000
 MIGRATION_LOCK = 0x5350_4B48_0001  # advisory lock keys of this project ("SPKH")
 RETENTION_LOCK = 0x5350_4B48_0002
-STAGED = ("batches", "operators", "partitions")
+STAGED = ("batches", "operators", "partitions", "placements")
 _DEFAULTS = {
     "connect_timeout": str(CONNECT_TIMEOUT_SECONDS),
     "application_name": "spark-state-observer",
@@ -210,7 +210,7 @@ class PostgresBackend(Backend):
             SELECT COALESCE(SUM(pg_total_relation_size(s.relid) * CASE WHEN s.n_live_tup + s.n_dead_tup > 0
                    THEN s.n_live_tup::float / (s.n_live_tup + s.n_dead_tup) ELSE 1 END), 0) AS used
             FROM pg_stat_user_tables s
-            WHERE s.schemaname = current_schema() AND s.relname IN ('queries', 'runs', 'batches', 'operators', 'partitions', 'events')""")
+            WHERE s.schemaname = current_schema() AND s.relname IN ('queries', 'runs', 'batches', 'operators', 'partitions', 'events', 'placements')""")
         return float(rows[0][0])
 
     # --- reading --------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 from observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 
-FACT_TABLES = ("batches", "operators", "partitions", "events")
+FACT_TABLES = ("batches", "operators", "partitions", "events", "placements")
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class AppIdentity:
 # they carry name and id for per-application retention and filtering but not the labels
 APP_COLUMNS = {"queries": ("app", "app_labels", "app_id"), "runs": ("app", "app_labels", "app_id"),
                "batches": ("app", "app_labels", "app_id"), "events": ("app", "app_labels", "app_id"),
-               "operators": ("app", "app_id"), "partitions": ("app", "app_id")}
+               "operators": ("app", "app_id"), "partitions": ("app", "app_id"), "placements": ("app", "app_id")}
 
 COLUMNS = {
     "queries": ("query_id", "name", "first_seen", "last_seen") + APP_COLUMNS["queries"],
@@ -51,10 +51,13 @@ COLUMNS = {
     "partitions": ("query_id", "run_id", "batch_id", "ts", "op_index", "partition", "store", "snapshot_version")
     + APP_COLUMNS["partitions"],
     "events": ("query_id", "run_id", "ts", "kind", "attributes") + APP_COLUMNS["events"],
+    "placements": ("query_id", "run_id", "batch_id", "ts", "op_index", "partition", "executor", "host", "rows_total", "memory_bytes",
+                   "load_seconds", "replay_seconds", "changelog_files", "moved_from", "cause") + APP_COLUMNS["placements"],
 }
 KEYS = {"queries": ("query_id",), "runs": ("run_id",), "batches": ("query_id", "run_id", "batch_id"),  # primary keys
         "operators": ("query_id", "run_id", "batch_id", "op_index"),
-        "partitions": ("query_id", "run_id", "batch_id", "op_index", "partition", "store")}
+        "partitions": ("query_id", "run_id", "batch_id", "op_index", "partition", "store"),
+        "placements": ("query_id", "run_id", "batch_id", "op_index", "partition")}
 
 
 @dataclass

@@ -69,6 +69,18 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE partitions ADD COLUMN app_id TEXT;
     CREATE INDEX queries_app ON queries (app);
     """,
+    # 3: where each state partition ran per batch, its size and, when it moved, from where and at what cost
+    # (observer.signals.placement; sizes and load times only from event logs, NULL from live polling)
+    """
+    CREATE TABLE placements (
+        query_id TEXT NOT NULL, run_id TEXT NOT NULL, batch_id {int} NOT NULL, ts {real} NOT NULL,
+        op_index {int} NOT NULL, partition {int} NOT NULL, executor TEXT, host TEXT, rows_total {real},
+        memory_bytes {real}, load_seconds {real}, replay_seconds {real}, changelog_files {real},
+        moved_from TEXT, cause TEXT, app TEXT, app_id TEXT,
+        PRIMARY KEY (query_id, run_id, batch_id, op_index, partition)
+    );
+    CREATE INDEX placements_query_ts ON placements (query_id, ts);
+    """,
 )
 
 

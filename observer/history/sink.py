@@ -18,9 +18,11 @@ from observer.history.rows import AppIdentity
 from observer.history.store import HistoryError, HistoryStore
 from observer.history.writer import BackgroundWriter
 from observer.metrics.selfmetrics import SelfMetrics
-from observer.model.events import Event
+from observer.model.events import Event, QueryProgress
 from observer.settings import Settings
 from observer.signals.kinds import SignalEvent
+from observer.signals.placement import OperatorBatch
+from observer.signals.placement_feed import PlacementFeed
 
 log = logging.getLogger("observer")
 FLUSH_ROWS = 2000
@@ -49,7 +51,10 @@ class HistorySink:
         self.error: str | None = None
         self.writer: BackgroundWriter | None = None
         self.close_timeout = CLOSE_TIMEOUT_SECONDS
+        self.placement: PlacementFeed | None = None  # set by Observer.set_placement when placement is followed
         self.store: HistoryStore | None = None
+        self.dropped_rows = 0  # rows (or, with the store off, events) never written: replay reports them
+        self.last_failure: str | None = None
         try:
             retention = RetentionPolicy.parse(settings.history_max_age_seconds, settings.history_retention)
             backend = open_backend(path)
@@ -57,23 +62,49 @@ class HistorySink:
                                       retention=retention, backend=backend)
             if backend.kind != "sqlite":
                 self.writer = BackgroundWriter(backend, settings.history_buffer_rows,
-                                               on_dropped=lambda n: self._metrics.count("dropped", "history", n),
+                                               on_dropped=self._writer_dropped,
                                                on_failure=lambda: self._metrics.count("export_failures", "history"),
                                                retention=retention, max_bytes=settings.history_max_bytes)
         except (HistoryError, RetentionError) as exc:
             self.store, self.error = None, str(exc)
             log.warning("spark-state-observer: %s; history is off for this run", exc)
 
+    def _writer_dropped(self, events: int) -> None:
+        """The background writer gave up on ``events`` (buffer full, or the database away at shutdown)."""
+        self._metrics.count("dropped", "history", events)
+        self.dropped_rows += events
+        self.last_failure = "the PostgreSQL history was unreachable longer than its buffer holds"
+
     def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
         if self.store is None:
             if event is not None:
                 self._metrics.count("dropped", "history")
+                self.dropped_rows += 1
             return
         if event is not None:
             self.store.add_event(event, received_at)
+            if self.placement is not None and isinstance(event, QueryProgress):
+                self._add_placement(event, self.placement.last)
         for signal in signals:
             self.store.add_signal(signal.kind, signal.query_id, signal.run_id, signal.timestamp, signal.attributes)
         self._maybe_flush()
+
+    def follow_placement(self, feed: PlacementFeed) -> None:
+        """Also write where each state partition ran (``placements``), from the feed the observer runs."""
+        self.placement = feed
+
+    def _add_placement(self, progress: QueryProgress, batches: Sequence[OperatorBatch]) -> None:
+        assert self.store is not None
+        ts = progress.timestamp or time.time()
+        for ob in batches:
+            moved = {m.partition: m for m in ob.migrations}
+            for r in ob.runs:
+                m = moved.get(r.partition)
+                load = r.load_ms / 1000.0 if r.load_ms is not None and r.load_ms >= 0 else None
+                replay = r.replay_ms / 1000.0 if r.replay_ms is not None and r.replay_ms >= 0 else None
+                self.store.add_row("placements", (ob.query_id, r.run_id or progress.run_id, ob.batch_id, ts, ob.operator, r.partition,
+                                                  r.executor_id, r.host, r.rows_total, r.memory_bytes, load, replay, r.changelog_files,
+                                                  m.from_executor if m else None, m.cause if m else None))
 
     def tick(self, processed: int) -> None:
         """Rows wait for the next event or flush: a quiet job's history is written when asked."""
@@ -97,6 +128,8 @@ class HistorySink:
                 store.enforce_retention()
         except HistoryError as exc:
             self._metrics.count("dropped", "history", events)
+            self.dropped_rows += events
+            self.last_failure = str(exc)
             if self.error != str(exc).split(" (")[0]:
                 log.warning("spark-state-observer: %s", exc)
             self.error = str(exc).split(" (")[0]

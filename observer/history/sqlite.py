@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
+import urllib.parse
 from contextlib import closing
 from typing import Any, ClassVar
 
@@ -34,6 +36,14 @@ def explain(exc: BaseException, path: str) -> str:
     return f"history database {path}: {text}"
 
 
+LOCKED_RETRY_SECONDS = (0.05, 0.2, 0.5)  # pauses between attempts at a locked database (each waits its busy timeout too)
+
+
+def _locked(exc: sqlite3.Error) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
 def connect(path: str, readonly: bool = False, timeout: float = 0.5) -> sqlite3.Connection:
     """Open (and for writers, migrate) the history database."""
     try:
@@ -41,7 +51,7 @@ def connect(path: str, readonly: bool = False, timeout: float = 0.5) -> sqlite3.
             if not os.path.exists(path):
                 raise HistoryError(f"history database {path} does not exist "
                                    "(run the job with the observer attached, or `replay --history`)")
-            uri = f"file:{os.path.abspath(path)}"
+            uri = f"file:{urllib.parse.quote(os.path.abspath(path))}"  # a '?' or '#' in a path is not the URI's
             try:
                 conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
                 conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
@@ -72,7 +82,8 @@ class SQLiteBackend(Backend):
     kind = "sqlite"
     _UPSERT: ClassVar[dict[str, str]] = {t: upsert_sql(t, "MAX") for t in ("queries", "runs")}
     _FACTS: ClassVar[dict[str, str]] = {"batches": _insert("batches"), "operators": _insert("operators"),
-                                        "partitions": _insert("partitions"), "events": _insert("events", "INSERT")}
+                                        "partitions": _insert("partitions"), "events": _insert("events", "INSERT"),
+                                        "placements": _insert("placements")}
 
     def __init__(self, target: HistoryTarget, readonly: bool = False) -> None:
         super().__init__(target)
@@ -86,15 +97,20 @@ class SQLiteBackend(Backend):
         return self.conn
 
     def write(self, pending: PendingRows) -> None:
+        """One transaction; a locked database (another writer's transaction) is tried again a few times."""
         c = self._writer()
-        try:
-            with c:
-                c.executemany(self._UPSERT["queries"], list(pending.queries.values()))
-                c.executemany(self._UPSERT["runs"], pending.run_rows())
-                for table, sql in self._FACTS.items():
-                    c.executemany(sql, pending.facts[table])
-        except sqlite3.Error as exc:
-            raise HistoryError(explain(exc, self.path)) from None
+        for attempt, pause in enumerate((*LOCKED_RETRY_SECONDS, None)):
+            try:
+                with c:
+                    c.executemany(self._UPSERT["queries"], list(pending.queries.values()))
+                    c.executemany(self._UPSERT["runs"], pending.run_rows())
+                    for table, sql in self._FACTS.items():
+                        c.executemany(sql, pending.facts[table])
+                return
+            except (sqlite3.Error, ValueError, OverflowError) as exc:  # ValueError: text SQLite cannot encode
+                if pause is None or not isinstance(exc, sqlite3.Error) or not _locked(exc):
+                    raise HistoryError(explain(exc, self.path) + (f" (after {attempt + 1} attempts)" if attempt else "")) from None
+                time.sleep(pause)
 
     def execute(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
         c = self._writer()

@@ -5,10 +5,16 @@ path or ``sqlite:///`` URL, PostgreSQL for a ``postgresql://`` URL. Every failur
 ``HistoryError`` whose message says which and what to do; the rows of that flush are dropped, and the
 rows already committed stay where they are. The live sink (``observer.history.sink``) puts a
 background writer in front of PostgreSQL so that the network never blocks the observer.
+
+Retention is relative to the newest data this store has written, not to the clock: ``max_age`` is how
+much of a job's own past is kept. A live job writes data of now, so nothing changes there; a replay of
+event logs older than ``max_age`` keeps its last ``max_age`` of them instead of deleting everything right
+after writing it.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from observer.history.backend import Backend, HistoryError, open_backend
@@ -32,6 +38,7 @@ class HistoryStore:
         self.retention = retention or RetentionPolicy(max_age_seconds)
         self.backend = backend or open_backend(path)
         self.rows = RowBuilder(app)
+        self.newest: float | None = None  # the newest time written, which retention counts back from
 
     @property
     def display(self) -> str:
@@ -65,11 +72,16 @@ class HistoryStore:
             self.backend.write(pending)
         except HistoryError as exc:
             raise HistoryError(f"{exc} ({pending.rows} rows dropped)") from None
+        times = [r[3] for r in pending.facts["batches"]] + [r[2] for r in pending.facts["events"]]
+        if times:
+            self.newest = max(times if self.newest is None else [*times, self.newest])
         return pending.rows
 
     def enforce_retention(self, now: float | None = None) -> None:
-        """Delete what is older than its query's age, then the oldest batches while over ``max_bytes``."""
-        self.backend.enforce_retention(self.retention, self.max_bytes, now)
+        """Delete what is older than its query's age before the newest data written (or ``now``, if earlier),
+        then the oldest batches while over ``max_bytes``."""
+        now = time.time() if now is None else now
+        self.backend.enforce_retention(self.retention, self.max_bytes, now if self.newest is None else min(now, self.newest))
 
     def close(self) -> None:
         self.backend.close()

@@ -23,8 +23,8 @@ never a value (see ``observer.model``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from observer.signals.kinds import EXCEPTION_CLASSES
 
@@ -258,6 +258,51 @@ SIGNAL_METRICS: tuple[MetricSpec, ...] = (
 )
 
 
+# --- Kafka sources, from the offsets of each progress (observer.signals.kafka_lag, observer.signals.kafka) ---
+def _k(name: str, kind: str, unit: str, help: str, labels: tuple[str, ...], key: str = "") -> MetricSpec:
+    return MetricSpec(key, name, kind, unit, help, "source", "kafka", labels=labels)
+
+
+KAFKA_LAG_RECORDS = _k("spark_streaming_kafka_lag_records", GAUGE, "records", "Kafka records not yet read by the query per partition (latest offset when the batch was planned minus the batch's end offset); only the top-K partitions by lag (labels topic, partition).", ("topic", "partition"), "latestOffset-endOffset")
+KAFKA_LAG_SECONDS = _k("spark_streaming_kafka_lag_seconds", GAUGE, "seconds", "Age of the oldest unread Kafka record per partition, interpolated over the history of latest offsets (absent while only a lower bound is known: a new observer's first batch); only the top-K partitions (labels topic, partition).", ("topic", "partition"))
+KAFKA_TOPIC_LAG_RECORDS = _k("spark_streaming_kafka_topic_lag_records", GAUGE, "records", "Kafka records not yet read by the query, summed over the topic's partitions (label topic).", ("topic",), "latestOffset-endOffset")
+KAFKA_TOPIC_LAG_SECONDS = _k("spark_streaming_kafka_topic_lag_seconds", GAUGE, "seconds", "Largest lag in seconds over the topic's partitions: the figure a freshness SLO is written in (label topic).", ("topic",))
+KAFKA_PARTITIONS = _k("spark_streaming_kafka_partitions", GAUGE, "", "Partitions of the topic the query reads (label topic).", ("topic",), "latestOffset")
+KAFKA_STUCK_PARTITIONS = _k("spark_streaming_kafka_stuck_partitions", GAUGE, "", "Partitions whose end offset has not moved for several batches while their latest offset has (label topic).", ("topic",))
+KAFKA_LAG_GROWTH = _k("spark_streaming_kafka_topic_lag_growth_records_per_second", GAUGE, "records", "Slope of the topic's lag over the growth window (least squares); positive while the query falls behind (label topic).", ("topic",))
+KAFKA_CATCH_UP_FORECAST = _k("spark_streaming_kafka_catch_up_forecast_seconds", GAUGE, "seconds", "Forecast seconds until the query has read the topic's backlog, at the rate it read while behind and the topic's produce rate over the recent batches; 0 when caught up, absent when it is not draining (label topic).", ("topic",))
+KAFKA_OFFSET_ANOMALIES = _k("spark_streaming_kafka_offset_anomalies", COUNTER, "", "Offsets that went backwards or skipped between batches (label kind: rewound, skipped, latest_went_back; label topic): data-loss or reprocessing risk.", ("topic", "kind"))
+KAFKA_PARTITIONS_ADDED = _k("spark_streaming_kafka_partitions_added", COUNTER, "", "Partitions that appeared in a topic the query reads (label topic).", ("topic",))
+KAFKA_METRICS: tuple[MetricSpec, ...] = (
+    KAFKA_LAG_RECORDS, KAFKA_LAG_SECONDS, KAFKA_TOPIC_LAG_RECORDS, KAFKA_TOPIC_LAG_SECONDS, KAFKA_PARTITIONS, KAFKA_STUCK_PARTITIONS,
+    KAFKA_LAG_GROWTH, KAFKA_CATCH_UP_FORECAST, KAFKA_OFFSET_ANOMALIES, KAFKA_PARTITIONS_ADDED,
+)
+
+
+# --- placement of state partitions (observer.signals.placement): bounded per operator, top-K partitions / executors ---
+def _p(name: str, kind: str, unit: str, help: str, scope: str = "operator", labels: tuple[str, ...] = (), since: str = "3.5") -> MetricSpec:
+    return MetricSpec("", name, kind, unit, help, scope, "signal", since, labels=labels)
+
+
+PARTITION_MIGRATIONS = _p("spark_state_partition_migrations", COUNTER, "", "State partitions that ran on another executor than in their previous batch (label cause: executor_removed, executor_added, locality_fallback, unknown).", labels=("cause",))
+PARTITION_MIGRATION_BATCHES = _p("spark_state_partition_migration_batches", COUNTER, "", "Batches in which at least one of the operator's state partitions migrated (one partition_migrated signal each); a few per window means state keeps moving.")
+PARTITION_PLACEMENTS = _p("spark_state_partition_placements", COUNTER, "", "State partitions compared with their previous batch (the denominator of stickiness: 1 - rate(migrations)/rate(placements)).")
+PARTITION_MIGRATION_LOAD = _p("spark_state_partition_migration_load_seconds", COUNTER, "seconds", "Store load time of migrated partitions (RocksDB 4.1+ per-task metric, from event logs; live polling carries no per-task SQL metrics; an aggregation's second, cheap load is what its tasks report).", since="4.1")
+PARTITION_MIGRATION_FILES = _p("spark_state_partition_migration_changelog_files", COUNTER, "files", "Changelog files replayed by migrated partitions (RocksDB 4.1+, from event logs).", since="4.1")
+PARTITION_STICKINESS = _p("spark_state_partition_stickiness_ratio", GAUGE, "ratio", "Share of the operator's state partitions that stayed on their executor in the latest placed batch.")
+PARTITION_ROWS_SKEW = _p("spark_state_partition_rows_skew_ratio", GAUGE, "ratio", "Largest partition's state rows over the median partition's, latest batch (1 = even; event logs only).")
+PARTITION_MEMORY_SKEW = _p("spark_state_partition_memory_skew_ratio", GAUGE, "ratio", "Largest partition's state memory over the median partition's, latest batch (event logs only).")
+PARTITION_ROWS_MAX = _p("spark_state_partition_rows_max", GAUGE, "rows", "State rows of the operator's largest partition, latest batch (event logs only).")
+EXECUTOR_STATE_MEMORY = _p("spark_state_executor_memory_used_bytes", GAUGE, "bytes", "State memory held per executor over the query's operators and partitions, latest batch (label executor, top-K executors; event logs only).", "query", ("executor",))
+EXECUTOR_STATE_PARTITIONS = _p("spark_state_executor_partitions", GAUGE, "", "State partitions per executor over the query's operators, latest batch (label executor, top-K executors).", "query", ("executor",))
+PARTITION_MIGRATION_LAST_LOAD = _p("spark_state_partition_migration_last_load_seconds", GAUGE, "seconds", "Load time of the latest migration of the operator's top-K costliest migrated partitions (label partition; event logs only).", labels=("partition",), since="4.1")
+PLACEMENT_METRICS: tuple[MetricSpec, ...] = (
+    PARTITION_MIGRATIONS, PARTITION_MIGRATION_BATCHES, PARTITION_PLACEMENTS, PARTITION_MIGRATION_LOAD, PARTITION_MIGRATION_FILES, PARTITION_STICKINESS,
+    PARTITION_ROWS_SKEW, PARTITION_MEMORY_SKEW, PARTITION_ROWS_MAX, EXECUTOR_STATE_MEMORY, EXECUTOR_STATE_PARTITIONS,
+    PARTITION_MIGRATION_LAST_LOAD,
+)
+"""Where state partitions run and what their moves cost (issue 14); written by ``observer.signals.placement_feed``."""
+
 # --- the observer itself: what it received, dropped and failed, and what it cost ---------------------
 def _o(name: str, kind: str, unit: str, help: str, labels: tuple[str, ...] = ()) -> MetricSpec:
     return MetricSpec("", name, kind, unit, help, "observer", "observer", labels=labels)
@@ -278,16 +323,33 @@ SELF_METRICS: tuple[MetricSpec, ...] = (
     CALLBACK_DURATION, PROCESSING_DURATION,
 )
 
+
+# --- the event-log watcher (observer.capture.eventlog_watch): what it read, parsed and delivered ---------
+WATCH_METRICS: tuple[MetricSpec, ...] = (
+    _o("spark_state_observer_watch_applications", GAUGE, "", "Applications the event-log watcher follows (label status: running, finished, lost).", ("status",)),
+    _o("spark_state_observer_watch_applications_discovered", COUNTER, "", "Applications the watcher started following."),
+    _o("spark_state_observer_watch_applications_forgotten", COUNTER, "", "Applications dropped from memory after their grace period (or because their log vanished)."),
+    _o("spark_state_observer_watch_read_bytes", COUNTER, "bytes", "Raw (compressed) event-log bytes read."),
+    _o("spark_state_observer_watch_decoded_bytes", COUNTER, "bytes", "Decoded event-log bytes scanned."),
+    _o("spark_state_observer_watch_lines", COUNTER, "", "Event-log lines scanned."),
+    _o("spark_state_observer_watch_events_parsed", COUNTER, "", "Event lines JSON-parsed (the rest were skipped by their type)."),
+    _o("spark_state_observer_watch_events_delivered", COUNTER, "", "Events handed to the pipeline."),
+    _o("spark_state_observer_watch_events_duplicate", COUNTER, "", "Progress events dropped because their query run and batch were delivered already."),
+    _o("spark_state_observer_watch_problems", COUNTER, "", "Problems with event logs (label kind: unreadable, corrupt, truncated, vanished, ...).", ("kind",)),
+)
+
 # --- the catalog ---------------------------------------------------------------------------------------
 CATALOG: tuple[MetricSpec, ...] = (
     QUERY_METRICS + PHASE_METRICS + SOURCE_METRICS + SINK_METRICS + OPERATOR_METRICS + CUSTOM_METRICS
     + (UNKNOWN_CUSTOM_METRIC,) + INSTANCE_METRICS + (UNKNOWN_INSTANCE_METRIC,) + LIFECYCLE_METRICS + (OPERATOR_INFO,)
-    + SIGNAL_METRICS + SELF_METRICS
+    + SIGNAL_METRICS + KAFKA_METRICS + PLACEMENT_METRICS + SELF_METRICS + WATCH_METRICS
 )
 """Every metric the observer exports, Spark-derived, signal and self, each once."""
 
 BY_NAME: dict[str, MetricSpec] = {s.prometheus_name: s for s in CATALOG}
 CUSTOM_BY_KEY: dict[str, MetricSpec] = {s.key: s for s in CUSTOM_METRICS}
+# operator fields and custom metrics have no constant of their own: code names them by Spark's key
+BY_KEY: dict[str, MetricSpec] = {s.key: s for s in OPERATOR_METRICS + CUSTOM_METRICS}
 KNOWN_INSTANCE_PREFIXES = frozenset({SNAPSHOT_LAST_UPLOADED.key})
 KAFKA_LAG_KEYS = {"minOffsetsBehindLatest": "min", "avgOffsetsBehindLatest": "avg", "maxOffsetsBehindLatest": "max"}
 
@@ -298,6 +360,18 @@ def lookup(name: str) -> MetricSpec:
         return BY_NAME[name]
     except KeyError:
         raise UnknownMetricError(f"{name} is not a metric of observer.metrics.catalog") from None
+
+
+def by_key(key: str) -> MetricSpec:
+    """The spec of a state operator field or custom metric by Spark's key (``"rocksdbPutCount"``).
+
+    Those specs are rows of ``OPERATOR_METRICS`` / ``CUSTOM_METRICS`` without a constant; the dashboards and
+    rules name them by the key Spark reports, so a key Spark renames fails here, at generation.
+    """
+    try:
+        return BY_KEY[key]
+    except KeyError:
+        raise UnknownMetricError(f"{key} is not a state operator field or custom metric of observer.metrics.catalog") from None
 
 
 def check(spec: MetricSpec) -> MetricSpec:

@@ -2,7 +2,7 @@
 
 The worker applies events and the signals' updates here; exporters read copies (``observer.metrics.view``).
 Memory is bounded: at most ``max_queries`` queries (terminated ones are forgotten first), one latest
-progress each, and counters whose label sets are bounded by the parser's caps.
+progress each, and label sets bounded per query (``observer.metrics.labels``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Iterable
 
 from observer.metrics import catalog
 from observer.metrics.catalog import COUNTER, MetricSpec
+from observer.metrics.labels import METRIC, OPERATOR, PHASE, SOURCE, LabelBudget
 from observer.metrics.updates import Labels, Update
 from observer.model import kinds
 from observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
@@ -47,6 +48,8 @@ class QueryRecord:
     # tick rewrites every second (seconds since progress): a scrape re-renders only those then.
     version: int = 0
     state_version: int = 0
+    labels: LabelBudget = field(default_factory=LabelBudget)
+    batches_seen: int = 0
 
     @property
     def label(self) -> str:
@@ -81,6 +84,7 @@ class QueryTracker:
         self._max = max_queries
         self._versions = itertools.count(1)
         self.evicted = 0
+        self.label_values_dropped = 0  # label values forgotten or refused over all queries (LabelBudget)
 
     def apply(self, event: Event) -> QueryRecord:
         """Fold one event into its query's record and return the record (for the signals)."""
@@ -98,6 +102,7 @@ class QueryTracker:
                 record.run_id, record.status = event.run_id, kinds.ACTIVE
                 record.name = event.name or record.name
                 record.last_progress = event
+                self._admit_labels(record, event)
                 _accumulate(record, event)
             elif isinstance(event, QueryIdle):
                 record.run_id, record.status = event.run_id, kinds.IDLE
@@ -121,7 +126,7 @@ class QueryTracker:
                     self._apply_app(key, u)
                     continue
                 record = self._queries.get(u.query_id)
-                if record is None:
+                if record is None or not record.labels.allows(u.labels):
                     continue
                 if u.spec.kind == COUNTER:
                     amount = u.value or 0.0
@@ -144,6 +149,38 @@ class QueryTracker:
             self._app.pop(key, None)
         else:
             self._app[key] = u.value
+
+    def _admit_labels(self, record: QueryRecord, p: QueryProgress) -> None:
+        """Admit this batch's label values to the query's budget; drop the series of values it displaces."""
+        record.batches_seen += 1
+        budget, batch, before = record.labels, record.batches_seen, record.labels.dropped
+        evicted: list[tuple[str, str]] = []
+
+        def use(label: str, value: str) -> None:
+            _, displaced = budget.admit(label, value, batch)
+            if displaced is not None:
+                evicted.append((label, displaced))
+
+        for phase in p.duration_ms:
+            use(PHASE, phase)
+        for src in p.sources:
+            use(SOURCE, source_labels(src.index, src.description)[1][1])
+            for key in src.metrics:
+                if key not in catalog.KAFKA_LAG_KEYS:
+                    use(METRIC, key)
+        for op in p.operators:
+            use(OPERATOR, op.name)
+            for key in op.custom:
+                if key not in catalog.CUSTOM_BY_KEY:
+                    use(METRIC, key)
+            for prefix in {m.prefix for m in op.instances} - catalog.KNOWN_INSTANCE_PREFIXES:
+                use(METRIC, prefix)
+        if evicted:
+            gone = set(evicted)
+            for series in (record.counters, record.signal_gauges):
+                for stale in [k for k in series if any(pair in gone for pair in k[1])]:
+                    del series[stale]
+        self.label_values_dropped += budget.dropped - before
 
     def _admit(self, query_id: str) -> QueryRecord:
         if len(self._queries) >= self._max:
@@ -186,6 +223,7 @@ def _copy_record(r: QueryRecord) -> QueryRecord:
     clone.terminations = dict(r.terminations)
     clone.counters = dict(r.counters)
     clone.signal_gauges = dict(r.signal_gauges)
+    clone.labels = r.labels.copy()
     return clone
 
 
@@ -201,14 +239,21 @@ def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
     if p.batch_duration_ms is not None:
         _add(counters, _BATCH_SECONDS_KEY, p.batch_duration_ms * catalog.BATCH_SECONDS.scale)
     _add(counters, _INPUT_ROWS_KEY, p.input_rows)
+    allows = record.labels.allows  # the query's label budget: a value it dropped or refused makes no series
     for phase, ms in p.duration_ms.items():
-        _add(counters, _phase_key(phase), ms * catalog.PHASE_SECONDS.scale)
+        key = _phase_key(phase)
+        if allows(key[1]):
+            _add(counters, key, ms * catalog.PHASE_SECONDS.scale)
     for src in p.sources:
-        _add(counters, (catalog.SOURCE_INPUT_ROWS, source_labels(src.index, src.description)), src.input_rows)
+        labels = source_labels(src.index, src.description)
+        if allows(labels):
+            _add(counters, (catalog.SOURCE_INPUT_ROWS, labels), src.input_rows)
     if p.sink is not None:
         _add(counters, _SINK_OUTPUT_ROWS_KEY, p.sink.output_rows)
     for op in p.operators:
-        fields, custom_keys = _operator_keys(op.index, op.name)
+        labels, fields, custom_keys = _operator_keys(op.index, op.name)
+        if not allows(labels):
+            continue
         for attr, scale, key in fields:
             value = getattr(op, attr)
             if value is not None:
@@ -239,12 +284,12 @@ _SINK_OUTPUT_ROWS_KEY: SeriesKey = (catalog.SINK_OUTPUT_ROWS, ())
 
 @functools.lru_cache(maxsize=256)
 def _phase_key(phase: str) -> SeriesKey:
-    return (catalog.PHASE_SECONDS, (("phase", phase),))
+    return (catalog.PHASE_SECONDS, ((PHASE, phase),))
 
 
 @functools.lru_cache(maxsize=4096)  # operators are few per query; bounded all the same (names come from the job)
-def _operator_keys(index: int, name: str) -> tuple[tuple[tuple[str, float, SeriesKey], ...], dict[str, tuple[float, SeriesKey]]]:
-    """An operator's counter series keys: per field ``(attribute, scale, key)``, per custom metric ``(scale, key)``."""
+def _operator_keys(index: int, name: str) -> tuple[Labels, tuple[tuple[str, float, SeriesKey], ...], dict[str, tuple[float, SeriesKey]]]:
+    """An operator's labels and counter series keys: per field ``(attribute, scale, key)``, per custom metric ``(scale, key)``."""
     labels = operator_labels(index, name)
-    return (tuple((attr, spec.scale, (spec, labels)) for attr, spec in _OPERATOR_COUNTERS),
+    return (labels, tuple((attr, spec.scale, (spec, labels)) for attr, spec in _OPERATOR_COUNTERS),
             {key: (spec.scale, (spec, labels)) for key, spec in _CUSTOM_COUNTERS.items()})

@@ -27,6 +27,9 @@ ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
     "SparkStreamingQueryStalled": ("1m", "critical"),
     "SparkStreamingQueryFallingBehind": ("10m", "warning"),
     "SparkStreamingKafkaLagGrowing": ("15m", "warning"),
+    "SparkStreamingKafkaLagSecondsHigh": ("5m", "warning"),
+    "SparkStreamingKafkaPartitionStuck": ("5m", "warning"),
+    "SparkStreamingKafkaDataLossRisk": ("0m", "critical"),
     "SparkStreamingWatermarkLagHigh": ("15m", "warning"),
     "SparkStateRestoreTooLong": ("0m", "warning"),
     "SparkStateUnbounded": ("30m", "warning"),
@@ -35,6 +38,7 @@ ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
     "SparkStateCommitLatencyHigh": ("10m", "warning"),
     "SparkStateRocksDBWriteStalls": ("10m", "warning"),
     "SparkStateSnapshotUploadLagging": ("15m", "warning"),
+    "SparkStatePartitionsMigrating": ("10m", "warning"),
     "SparkStateObserverDown": ("5m", "warning"),
     "SparkStateObserverDroppingEvents": ("0m", "warning"),
     "SparkStateObserverFailing": ("0m", "warning"),
@@ -61,8 +65,10 @@ class Thresholds:
     crash_loop_window_minutes: float = field(default=15, metadata=_doc("Window of the crash-loop rule."))
     falling_behind_ratio: float = field(default=1.1, metadata=_doc("Input rate above processing rate by this factor (averaged over falling_behind_window_minutes) is falling behind."))
     falling_behind_window_minutes: float = field(default=10, metadata=_doc("Averaging window of the input and processing rates."))
-    kafka_lag_offsets: float = field(default=10000, metadata=_doc("Offsets behind the latest (max over partitions) above which a growing Kafka lag alerts."))
+    kafka_lag_offsets: float = field(default=10000, metadata=_doc("Kafka records behind the latest, summed over a topic's partitions, above which a growing lag alerts."))
     kafka_lag_window_minutes: float = field(default=15, metadata=_doc("Window over which the Kafka lag must have grown."))
+    kafka_lag_seconds_slo: float = field(default=300, metadata=_doc("Freshness SLO: age of the oldest unread Kafka record (max over a topic's partitions) above which SparkStreamingKafkaLagSecondsHigh fires."))
+    kafka_anomaly_window_minutes: float = field(default=10, metadata=_doc("Window in which offsets that went backwards or skipped raise SparkStreamingKafkaDataLossRisk."))
     restore_seconds: float = field(default=300, metadata=_doc("A state restore after a restart slower than this alerts."))
     budget_eta_hours: float = field(default=6, metadata=_doc("Forecast time to the observer's rows or memory budget below which an alert fires."))
     state_memory_budget_bytes: float = field(default=8 * 1024**3, metadata=_doc("State memory budget per operator, summed over partitions (RocksDB maxMemoryUsage x partitions, or your executors' share)."))
@@ -70,6 +76,8 @@ class Thresholds:
     commit_seconds_per_instance: float = field(default=1.0, metadata=_doc("Mean state-store commit time per store instance per batch above which commits are slow."))
     write_stall_seconds_per_batch: float = field(default=0.0, metadata=_doc("RocksDB write-stall time per batch above which writes stall (0: any sustained stall)."))
     snapshot_lag_batches: float = field(default=100, metadata=_doc("Batches since a store instance last uploaded a snapshot above which uploads lag."))
+    partition_migration_batches: float = field(default=3, metadata=_doc("Batches with state partitions running on another executor than before, within partition_migration_window_minutes, from which state is moving all the time (one executor loss moves state in one batch)."))
+    partition_migration_window_minutes: float = field(default=15, metadata=_doc("Window over which migrating batches are counted."))
     watermark_lag_seconds: float = field(default=2 * 3600, metadata=_doc("Trigger time minus watermark above which the watermark lags; set it above your withWatermark delay."))
     batch_duration_seconds: float = field(default=60, metadata=_doc("Mean batch duration drawn as the dashboards' red line (no alert: stalls cover it)."))
 
@@ -168,7 +176,7 @@ class MixinConfig:
         t = self.thresholds
         if t.crash_loop_restarts < 1 or t.state_memory_budget_bytes <= 0 or not 0 < t.state_memory_budget_ratio <= 1:
             raise MixinConfigError("thresholds: crash_loop_restarts must be >= 1, state_memory_budget_bytes > 0, state_memory_budget_ratio in (0, 1]")
-        for name in ("crash_loop_window_minutes", "falling_behind_window_minutes", "kafka_lag_window_minutes"):
+        for name in ("crash_loop_window_minutes", "falling_behind_window_minutes", "kafka_lag_window_minutes", "kafka_anomaly_window_minutes"):
             if getattr(t, name) < 1:
                 raise MixinConfigError(f"thresholds.{name} must be at least 1 (minute)")
         for name, value in dataclasses.asdict(t).items():

@@ -1,14 +1,18 @@
 """PromQL building blocks shared by the rules and the dashboards, bound to one ``MixinConfig``.
 
-Every metric name goes through ``metric()``, which fails on a name the metric catalog
-(``observer.metrics.catalog``) does not export: a renamed metric breaks generation and the tests, not a pager at night or a panel. Every
-selector carries the configured matchers, and every aggregation keeps the identity labels, so an alert
-and the panel that explains it see the same series.
+Every metric goes through ``metric()``, which takes the catalog's spec objects (``observer.metrics.catalog``),
+never a name written out: a renamed metric changes every rule and panel with it, and a spec built outside
+the catalog fails generation and the tests, not a pager at night or a panel. Histogram series (``_bucket``)
+and recording-rule names are derived from the spec too (``bucket``, ``recorded``). Every selector carries the
+configured matchers, and every aggregation keeps the identity labels, so an alert and the panel that
+explains it see the same series.
 """
 
 from __future__ import annotations
 
-from observer.metrics.catalog import CATALOG
+from dataclasses import dataclass
+
+from observer.metrics.catalog import BATCHES, CATALOG, HISTOGRAM, OPERATOR_INFO, MetricSpec, UnknownMetricError, check
 from observer.mixin.config import MixinConfig, parse_matchers
 
 SPECS = {s.prometheus_name: s for s in CATALOG}
@@ -16,12 +20,47 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
 RATE = "$__rate_interval"
 
 
-def metric(name: str) -> str:
-    """The name itself, or KeyError when the metric catalog has no such metric."""
-    base = next((name[: -len(s)] for s in HISTOGRAM_SUFFIXES if name.endswith(s) and name[: -len(s)] in SPECS), name)
+@dataclass(frozen=True)
+class Series:
+    """One series family of a histogram spec: the spec plus ``_bucket``, ``_count`` or ``_sum``."""
+
+    spec: MetricSpec
+    suffix: str
+
+    def __post_init__(self) -> None:
+        if self.spec.kind != HISTOGRAM or self.suffix not in HISTOGRAM_SUFFIXES:
+            raise ValueError(f"{self.spec.prometheus_name}{self.suffix}: only histograms have {', '.join(HISTOGRAM_SUFFIXES)} series")
+
+
+Metric = MetricSpec | Series  # what selectors take
+
+
+def bucket(spec: MetricSpec) -> Series:
+    """The ``_bucket`` series of a histogram spec, for ``histogram_quantile``."""
+    return Series(spec, "_bucket")
+
+
+def metric(what: Metric | str) -> str:
+    """The exported name of a catalog spec or histogram series; a name string is checked against the catalog.
+
+    ``UnknownMetricError`` (a ``KeyError``) for a spec built outside the catalog or a name it does not export.
+    """
+    if isinstance(what, Series):
+        return check(what.spec).prometheus_name + what.suffix
+    if isinstance(what, MetricSpec):
+        return check(what).prometheus_name
+    base = next((what[: -len(s)] for s in HISTOGRAM_SUFFIXES if what.endswith(s) and what[: -len(s)] in SPECS), what)
     if base not in SPECS:
-        raise KeyError(f"{name} is not a metric of observer.metrics.catalog")
-    return name
+        raise UnknownMetricError(f"{what} is not a metric of observer.metrics.catalog")
+    return what
+
+
+def recorded(level: str, spec: MetricSpec, what: str, name: str | None = None) -> str:
+    """A recording rule's name, ``level:metric:operations`` (Prometheus' convention), from a catalog spec.
+
+    ``name`` replaces the spec's base name for a quantity derived from it (a ratio of two counters).
+    """
+    return f"{level}:{name or check(spec).name}:{what}"
 
 
 def _escape(value: str) -> str:
@@ -56,19 +95,19 @@ class PromQL:
         """``labels`` prefixed with the identity labels, for ``by (...)`` and ``on (...)``."""
         return f"{self.identity}, {labels}" if labels else self.identity
 
-    def sel(self, name: str, matchers: str | None = None, extra: str = "") -> str:
+    def sel(self, name: Metric, matchers: str | None = None, extra: str = "") -> str:
         """``name{matchers, extra}``; ``matchers`` defaults to the query-level matchers."""
         parts = [p for p in ((self.q if matchers is None else matchers), extra) if p]
         return f"{metric(name)}{{{', '.join(parts)}}}" if parts else metric(name)
 
-    def rate(self, name: str, by: str, matchers: str | None = None, window: str = RATE) -> str:
+    def rate(self, name: Metric, by: str, matchers: str | None = None, window: str = RATE) -> str:
         return f"sum by ({by}) (rate({self.sel(name, matchers)}[{window}]))"
 
-    def per_batch(self, name: str, by: str | None = None, matchers: str | None = None) -> str:
+    def per_batch(self, name: MetricSpec, by: str | None = None, matchers: str | None = None) -> str:
         """Mean amount per micro-batch: the counter's rate over the batches' rate of the same query."""
         by = self.operator if by is None else by
         matchers = self.qo if matchers is None else matchers
-        batches = self.rate("spark_streaming_batches_total", self.query)
+        batches = self.rate(BATCHES, self.query)
         return f"{self.rate(name, by, matchers)} / on ({self.query}) group_left {batches}"
 
     def or_zero(self, expr: str, by: str | None = None, matchers: str | None = None) -> str:
@@ -79,4 +118,4 @@ class PromQL:
         """
         by = self.operator if by is None else by
         matchers = self.qo if matchers is None else matchers
-        return f"({expr}) or (sum by ({by}) ({self.sel('spark_state_operator_info', matchers)}) * 0)"
+        return f"({expr}) or (sum by ({by}) ({self.sel(OPERATOR_INFO, matchers)}) * 0)"

@@ -10,6 +10,10 @@ decode, and the checks below catch non-finite numbers, bounds and sentinels. The
 reference parser, so odd input is handled exactly as before and the fast path never decides anything
 the reference does not (``tests/test_decode.py`` compares both on every recorded event).
 
+The reference also guards against hostile input (``observer.model.bounded``): it cleans every string that
+becomes a label or text of lone surrogates and control characters, bounds lengths, batch ids (longs) and
+the JSON's size. The fast path never cleans or cuts: where the reference would change a value, it declines.
+
 msgspec rather than orjson: measured on recorded RocksDB progress (bench/replay_rate.py's log, same run)
 ``json.loads`` 104 µs, orjson 80 µs, msgspec into these structs 40 µs per event, and the structs also
 spare the conversion the dict would need.
@@ -28,6 +32,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from observer.model.bounded import MAX_JSON_ITEMS, clean_label, finite, json_items
 from observer.model.events import InstanceMetric, OperatorProgress, QueryProgress, SinkProgress, SourceProgress
 from observer.model.phases import TRIGGER_EXECUTION
 
@@ -119,6 +124,7 @@ class Rules:
     instance_metric: re.Pattern[str]  # "<prefix>.partition_<n>_<store>"
     timestamp: Callable[[Any], float | None]
     rate: Callable[[float | None], float | None]
+    max_batch_id: int  # Spark's batch ids are longs
     cached_timestamp: Callable[[str], float | None] = field(init=False, repr=False, compare=False)
     cached_instance: Callable[[str, float], InstanceMetric | None] = field(init=False, repr=False, compare=False)
 
@@ -129,11 +135,14 @@ class Rules:
         object.__setattr__(self, "cached_instance", functools.lru_cache(maxsize=16_384)(self._instance))
 
     def _instance(self, key: str, value: float) -> InstanceMetric | None:
-        """The per-instance metric a custom metric's key names, or None when it names none."""
+        """The per-instance metric a custom metric's key names, or None when it names none (the key's
+        characters are checked clean by the caller)."""
         match = self.instance_metric.match(key)
         if match is None:
             return None
-        return InstanceMetric(match["prefix"], int(match["partition"]), match["store"][:100], None if value < 0 else value)
+        if len(match["partition"]) > 18 or len(match["store"]) > 100:
+            raise Decline  # the reference cuts these down
+        return InstanceMetric(match["prefix"], int(match["partition"]), match["store"], None if value < 0 else value)
 
 
 class LazyJson(Mapping[str, Any]):
@@ -162,17 +171,24 @@ class LazyJson(Mapping[str, Any]):
 
 
 def progress(payload: object, rules: Rules) -> QueryProgress | None:
-    """The model of one progress event, or ``None`` when the reference parser must read it instead."""
+    """The model of one progress event, or ``None`` when the reference parser must read it instead.
+
+    Anything that goes wrong here declines: the reference reads the event and says what is wrong.
+    """
     try:
         if isinstance(payload, Mapping):
             doc = msgspec.convert(payload, _Progress)
             return _build(doc, rules, payload, None)
         if not isinstance(payload, (str, bytes, bytearray)):
             return None
+        # the reference refuses JSON of more items than it parses (``bounded.loads``); msgspec would skip
+        # them in fields it does not read. Every item takes a byte, so only long text needs counting.
+        if len(payload) > MAX_JSON_ITEMS and json_items(payload) > MAX_JSON_ITEMS:
+            return None
         text = payload if isinstance(payload, str) else bytes(payload).decode()
         doc = _PROGRESS.decode(payload)
         return _build(doc, rules, LazyJson(text), text)
-    except (msgspec.MsgspecError, Decline, UnicodeError, RecursionError):
+    except Exception:  # declining is always safe: the reference parser decides
         return None
 
 
@@ -202,16 +218,36 @@ def _opt(value: float | msgspec.UnsetType | None) -> float | None:
     return None if value is _UNSET else value
 
 
-def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | None) -> QueryProgress:
-    if doc.batchId < 0 or not doc.id or not doc.runId or len(doc.id) > 200 or len(doc.runId) > 200:
+def _clean(text: str, limit: int) -> str:
+    """``text`` when the reference would keep it as it is (``bounded.clean_label`` changes nothing), else Decline."""
+    if len(text) > limit or (not (text.isascii() and text.isprintable()) and clean_label(text, limit) != text):
         raise Decline
+    return text
+
+
+def _clean_keys(keys: Mapping[str, Any], limit: int) -> None:
+    """Decline unless every key is a label the reference keeps as it is: one C-speed check for the common case."""
+    if max(map(len, keys), default=0) > limit:
+        raise Decline
+    joined = "".join(keys)
+    if not (joined.isascii() and joined.isprintable()):
+        for key in keys:
+            _clean(key, limit)
+
+
+def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | None) -> QueryProgress:
+    if not 0 <= doc.batchId <= rules.max_batch_id or not doc.id or not doc.runId:
+        raise Decline
+    _clean(doc.id, 200)
+    _clean(doc.runId, 200)
     ops = doc.stateOperators or []
     srcs = doc.sources or []
     if len(ops) > rules.max_operators or len(srcs) > rules.max_sources:
         raise Decline
     duration_ms = doc.durationMs or {}
-    if len(duration_ms) > rules.max_map_entries or max(map(len, duration_ms), default=0) > 100:
+    if len(duration_ms) > rules.max_map_entries:
         raise Decline
+    _clean_keys(duration_ms, 100)
     if doc.batchDuration is _UNSET:  # Spark 3.5: the trigger execution time is the same span
         batch_duration = duration_ms.get(TRIGGER_EXECUTION)
     else:
@@ -227,12 +263,12 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
     sink = None
     if doc.sink is not None:
         output = doc.sink.numOutputRows
-        sink = SinkProgress((doc.sink.description or "")[:200], None if output is None or output < 0 else output,
+        sink = SinkProgress(_clean(doc.sink.description or "", 200), None if output is None or output < 0 else output,
                             _num_map(doc.sink.metrics, rules))
     return QueryProgress(
         query_id=doc.id,
         run_id=doc.runId,
-        name=doc.name[:500] if doc.name else None,
+        name=_clean(doc.name, 200) if doc.name else None,
         timestamp=_timestamp(doc.timestamp, rules),
         batch_id=doc.batchId,
         batch_duration_ms=batch_duration,
@@ -244,7 +280,7 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
         duration_ms=duration_ms,
         event_time=event_time,
         operators=tuple(_operator(i, op, rules) for i, op in enumerate(ops)),
-        sources=tuple(SourceProgress(i, (s.description or "")[:200], _opt(s.numInputRows), rules.rate(_opt(s.inputRowsPerSecond)),
+        sources=tuple(SourceProgress(i, _clean(s.description or "", 200), _opt(s.numInputRows), rules.rate(_opt(s.inputRowsPerSecond)),
                                      rules.rate(_opt(s.processedRowsPerSecond)), _num_map(s.metrics, rules))
                       for i, s in enumerate(srcs)),
         sink=sink,
@@ -256,7 +292,12 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
 def _sum(sources: list[_Source], key: str) -> float | None:
     """Spark's query-level figure from its sources, for event logs (Jackson omits the query's own)."""
     values = [v for v in (_opt(getattr(s, key)) for s in sources) if v is not None]
-    return sum(values) if values else None
+    if not values:
+        return None
+    total = sum(values)
+    if not math.isfinite(total):
+        raise Decline  # two doubles near the maximum: the reference gives None
+    return total
 
 
 def _num_map(raw: Mapping[str, str | Number] | None, rules: Rules) -> dict[str, float]:
@@ -266,14 +307,12 @@ def _num_map(raw: Mapping[str, str | Number] | None, rules: Rules) -> dict[str, 
         return {}
     if len(raw) > rules.max_map_entries:
         raise Decline
+    _clean_keys(raw, 100)
     out: dict[str, float] = {}
     for key, value in raw.items():
-        try:
-            number = float(value)
-        except ValueError:
-            continue
-        if math.isfinite(number):
-            out[key[:100]] = number
+        number = finite(value)  # the reference's reading: ints beyond a double, NaN and infinities are skipped
+        if number is not None:
+            out[key] = number
     return out
 
 
@@ -282,6 +321,7 @@ def _operator(index: int, op: _Operator, rules: Rules) -> OperatorProgress:
     custom = op.customMetrics or {}
     if len(custom) > rules.max_map_entries + rules.max_instance_metrics:
         raise Decline
+    _clean_keys(custom, sys.maxsize)  # a key's characters, wherever the reference puts them (a custom key, a store)
     instances: list[InstanceMetric] = []
     for key in [k for k in custom if ".partition_" in k]:
         instance = rules.cached_instance(key, custom[key])
@@ -293,7 +333,7 @@ def _operator(index: int, op: _Operator, rules: Rules) -> OperatorProgress:
     name = op.operatorName
     return OperatorProgress(
         index=index,
-        name=name[:100] if isinstance(name, str) and name else "unknown",
+        name=_clean(name, 100) if isinstance(name, str) and name else "unknown",
         rows_total=op.numRowsTotal, rows_updated=op.numRowsUpdated, rows_removed=op.numRowsRemoved,
         updates_ms=op.allUpdatesTimeMs, removals_ms=op.allRemovalsTimeMs, commit_ms=op.commitTimeMs,
         memory_bytes=op.memoryUsedBytes, rows_dropped_by_watermark=op.numRowsDroppedByWatermark,

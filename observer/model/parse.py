@@ -8,14 +8,13 @@ type becomes ``None`` and is listed in ``problems``, so one odd field never cost
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from datetime import datetime, timezone
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Mapping
 
 from observer.model import decode, kinds
+from observer.model.bounded import clean_label, clean_text, epoch_seconds, finite, loads
 from observer.model.events import (
     Event,
     InstanceMetric,
@@ -34,6 +33,7 @@ INSTANCE_METRIC_RE = re.compile(r"^(?P<prefix>[A-Za-z]+)\.partition_(?P<partitio
 MAX_OPERATORS = 64
 MAX_SOURCES = 64
 MAX_MAP_ENTRIES = 256
+MAX_LONG = 2**63 - 1  # Spark's batch ids are longs; SQLite's integers are too
 MAX_INSTANCE_METRICS = 20_000  # per-partition metrics: 4 stores x 5,000 partitions; the exporter keeps top-K
 
 
@@ -52,15 +52,15 @@ def parse_event(kind: str, payload: str | bytes | Mapping[str, Any]) -> Event:
             return fast
     obj = _load(payload)
     if kind == kinds.PROGRESS:
-        text = payload if isinstance(payload, str) else None
+        text = clean_text(payload, len(payload)) if isinstance(payload, str) else None
         return parse_progress(obj, raw_text=text)
     if kind == kinds.STARTED:
         return QueryStarted(
             query_id=_required_str(obj, "id"),
             run_id=_required_str(obj, "runId"),
-            name=_opt_str(obj.get("name")),
+            name=_opt_label(obj.get("name")),
             timestamp=parse_timestamp(obj.get("timestamp")),
-            job_tags=tuple(str(t) for t in obj.get("jobTags") or () if isinstance(t, (str, int)))[:64],
+            job_tags=_job_tags(obj.get("jobTags")),
         )
     if kind == kinds.IDLE:
         return QueryIdle(_required_str(obj, "id"), _required_str(obj, "runId"), parse_timestamp(obj.get("timestamp")))
@@ -69,7 +69,7 @@ def parse_event(kind: str, payload: str | bytes | Mapping[str, Any]) -> Event:
             query_id=_required_str(obj, "id"),
             run_id=_required_str(obj, "runId"),
             exception=_exception_text(obj.get("exception")),
-            error_class=_opt_str(obj.get("errorClassOnException")),
+            error_class=_opt_label(obj.get("errorClassOnException")),
         )
     raise MalformedEvent(f"unknown event kind {kind!r}; expected one of {', '.join(kinds.EVENT_KINDS)}")
 
@@ -80,7 +80,7 @@ def parse_progress(obj: Mapping[str, Any], raw_text: str | None = None) -> Query
         raise MalformedEvent(f"progress must be a JSON object, got {type(obj).__name__}")
     problems: list[str] = []
     batch_id = obj.get("batchId")
-    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
+    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or not 0 <= batch_id <= MAX_LONG:
         raise MalformedEvent(f"progress field 'batchId' must be a non-negative integer, got {batch_id!r}")
     operators = []
     raw_ops = obj.get("stateOperators") or []
@@ -103,7 +103,7 @@ def parse_progress(obj: Mapping[str, Any], raw_text: str | None = None) -> Query
         if isinstance(src, Mapping):
             sources.append(SourceProgress(
                 index=index,
-                description=str(src.get("description") or "")[:200],
+                description=_label(src.get("description") or "", 200),
                 input_rows=_num(src, "numInputRows", problems),
                 input_rows_per_second=_rate(_num(src, "inputRowsPerSecond", problems)),
                 processed_rows_per_second=_rate(_num(src, "processedRowsPerSecond", problems)),
@@ -113,7 +113,7 @@ def parse_progress(obj: Mapping[str, Any], raw_text: str | None = None) -> Query
     sink = None
     if isinstance(raw_sink, Mapping):
         sink = SinkProgress(
-            description=str(raw_sink.get("description") or "")[:200],
+            description=_label(raw_sink.get("description") or "", 200),
             output_rows=_num(raw_sink, "numOutputRows", problems, sentinel=True),
             metrics=_num_map(raw_sink.get("metrics"), "sink.metrics", problems),
         )
@@ -130,12 +130,12 @@ def parse_progress(obj: Mapping[str, Any], raw_text: str | None = None) -> Query
     return QueryProgress(
         query_id=_required_str(obj, "id"),
         run_id=_required_str(obj, "runId"),
-        name=_opt_str(obj.get("name")),
+        name=_opt_label(obj.get("name")),
         timestamp=parse_timestamp(obj.get("timestamp")),
         batch_id=batch_id,
         # Spark 3.5's JSON has no batchDuration; its trigger execution time is the same span
         batch_duration_ms=_num(obj, "batchDuration", problems) if "batchDuration" in obj
-        else _finite((obj.get("durationMs") or {}).get(TRIGGER_EXECUTION) if isinstance(obj.get("durationMs"), Mapping) else None),
+        else finite((obj.get("durationMs") or {}).get(TRIGGER_EXECUTION) if isinstance(obj.get("durationMs"), Mapping) else None),
         input_rows=_num(obj, "numInputRows", problems) if "numInputRows" in obj else _sum_sources(raw_sources, "numInputRows"),
         input_rows_per_second=_rate(_num(obj, "inputRowsPerSecond", problems) if "inputRowsPerSecond" in obj
                                     else _sum_sources(raw_sources, "inputRowsPerSecond")),
@@ -164,13 +164,13 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
         if n >= MAX_MAP_ENTRIES + MAX_INSTANCE_METRICS:
             truncated = True
             break
-        number = float(value) if type(value) is int else _finite(value)  # Spark's longs: the hot, common case
+        number = finite(value)
         if number is None:
-            problems.append(f"stateOperators[{index}].customMetrics.{str(key)[:80]} is not a finite number")
+            problems.append(f"stateOperators[{index}].customMetrics.{_label(key, 80)} is not a finite number")
             continue
         if type(key) is str and ".partition_" not in key and len(key) <= 200:
             if len(custom) < MAX_MAP_ENTRIES:
-                custom[key] = number
+                custom[clean_label(key, 200)] = number
             else:
                 truncated = True
             continue
@@ -178,13 +178,13 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
         if match:
             if len(instances) < MAX_INSTANCE_METRICS:
                 instances.append(InstanceMetric(
-                    prefix=match["prefix"], partition=int(match["partition"]), store=match["store"][:100],
+                    prefix=match["prefix"], partition=int(match["partition"][:18]), store=clean_label(match["store"], 100),
                     value=None if number < 0 else number,
                 ))
             else:
                 truncated = True
         elif len(custom) < MAX_MAP_ENTRIES:
-            custom[str(key)[:200]] = number
+            custom[_label(key, 200)] = number
         else:
             truncated = True
     if truncated:
@@ -192,7 +192,7 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
     name = op.get(OPERATOR_NAME)
     return OperatorProgress(
         index=index,
-        name=str(name)[:100] if isinstance(name, str) and name else "unknown",
+        name=clean_label(name, 100) if isinstance(name, str) and name else "unknown",
         **{attr: _num(op, key, problems) for key, attr in OPERATOR_FIELDS.items()},
         custom=custom,
         instances=tuple(instances),
@@ -201,8 +201,9 @@ def _parse_operator(index: int, op: Mapping[str, Any], problems: list[str]) -> O
 
 def _sum_sources(raw_sources: list[Any], key: str) -> float | None:
     """Spark's definition of the query-level figures, for event logs, whose JSON (Jackson) omits them."""
-    values = [v for v in (_finite(s.get(key)) for s in raw_sources if isinstance(s, Mapping)) if v is not None]
-    return sum(values) if values else None
+    values = [finite(s.get(key)) for s in raw_sources if isinstance(s, Mapping)]
+    values = [v for v in values if v is not None]
+    return finite(sum(values)) if values else None  # two doubles near the maximum sum to infinity
 
 
 def _rate(value: float | None) -> float | None:
@@ -218,7 +219,7 @@ def _load(payload: str | bytes | Mapping[str, Any]) -> Mapping[str, Any]:
     if not isinstance(payload, (str, bytes, bytearray)):
         raise MalformedEvent(f"event payload must be JSON text or an object, got {type(payload).__name__}")
     try:
-        obj = json.loads(payload)
+        obj = loads(payload)
     except (ValueError, RecursionError) as exc:
         text = payload[:60] if isinstance(payload, str) else bytes(payload[:60])
         raise MalformedEvent(f"event is not valid JSON ({exc}); starts with {text!r}") from None
@@ -230,12 +231,8 @@ def _load(payload: str | bytes | Mapping[str, Any]) -> Mapping[str, Any]:
 def _required_str(obj: Mapping[str, Any], key: str) -> str:
     value = obj.get(key)
     if not isinstance(value, str) or not value or len(value) > 200:
-        raise MalformedEvent(f"event field {key!r} must be a non-empty string, got {value!r:.80}")
-    return value
-
-
-def _opt_str(value: Any) -> str | None:
-    return value[:500] if isinstance(value, str) and value else None
+        raise MalformedEvent(f"event field {key!r} must be a non-empty string, got {clean_text(repr(value), 80)}")
+    return clean_label(value, 200)
 
 
 # an exception's root cause sits deep in it (a Python traceback inside a JVM wrapper, the innermost
@@ -244,38 +241,37 @@ _EXCEPTION_EDGE_CHARS = 32 * 1024
 
 
 def _exception_text(value: Any) -> str | None:
+    """An exception's text, bounded to its first and last ``_EXCEPTION_EDGE_CHARS`` and encodable."""
     if not isinstance(value, str) or not value:
         return None
-    if len(value) <= 2 * _EXCEPTION_EDGE_CHARS:
-        return value
-    return value[:_EXCEPTION_EDGE_CHARS] + "\n[...]\n" + value[-_EXCEPTION_EDGE_CHARS:]
+    if len(value) > 2 * _EXCEPTION_EDGE_CHARS:
+        value = value[:_EXCEPTION_EDGE_CHARS] + "\n[...]\n" + value[-_EXCEPTION_EDGE_CHARS:]
+    return clean_text(value, len(value))
 
 
-def _finite(value: Any) -> float | None:
-    kind = type(value)
-    if kind is int:  # the common case first: Spark's metrics are longs
-        return float(value)
-    if kind is float:
-        return value if math.isfinite(value) else None
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            return None
-    else:
-        return None
-    return number if math.isfinite(number) else None
+def _opt_label(value: Any) -> str | None:
+    """A string that becomes a label value (a query name): bounded, encodable, no control characters."""
+    return clean_label(value, 200) if isinstance(value, str) and value else None
+
+
+def _label(value: Any, limit: int) -> str:
+    """Any JSON value (a description, a map key) as a clean label value."""
+    return clean_label(value if isinstance(value, str) else str(value)[:limit], limit)
+
+
+def _job_tags(value: Any) -> tuple[str, ...]:
+    """Spark 4.1's job tags: a list of strings; anything else is no tags."""
+    if not isinstance(value, (list, tuple)):
+        return ()
+    return tuple(clean_label(str(t), 200) for t in value[:64] if isinstance(t, str) or type(t) is int)
+
 
 
 def _num(obj: Mapping[str, Any], key: str, problems: list[str], sentinel: bool = False) -> float | None:
     """A numeric field, or None when absent, non-numeric, non-finite, or (``sentinel``) Spark's -1."""
     if key not in obj or obj[key] is None:
         return None
-    number = _finite(obj[key])
+    number = finite(obj[key])
     if number is None:
         problems.append(f"{key} is not a finite number")
         return None
@@ -296,25 +292,26 @@ def _num_map(raw: Any, where: str, problems: list[str]) -> dict[str, float]:
         if n >= MAX_MAP_ENTRIES:
             problems.append(f"{where} truncated to {MAX_MAP_ENTRIES} entries")
             break
-        number = _finite(value)
+        number = finite(value)
         if number is not None:
-            out[str(key)[:100]] = number
+            out[_label(key, 100)] = number
     return out
 
 
 def parse_timestamp(value: Any) -> float | None:
     """Spark's ISO-8601 UTC timestamps ("2026-11-21T22:19:17.166Z") as epoch seconds, else None."""
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value or len(value) > 64:
         return None
     text = value.strip()
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
     try:
         parsed = datetime.fromisoformat(text)
-    except ValueError:
+        return epoch_seconds((parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp())
+    except (ValueError, OverflowError):  # year 1 or 9999 shifted out of range by its offset
         return None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
 
 
-_FAST_RULES = decode.Rules(MAX_OPERATORS, MAX_SOURCES, MAX_MAP_ENTRIES, MAX_INSTANCE_METRICS, INSTANCE_METRIC_RE, parse_timestamp, _rate)
+_FAST_RULES = decode.Rules(MAX_OPERATORS, MAX_SOURCES, MAX_MAP_ENTRIES, MAX_INSTANCE_METRICS, INSTANCE_METRIC_RE, parse_timestamp, _rate,
+                           MAX_LONG)
 """This module's bounds and readings, for ``observer.model.decode``'s fast path (which declines whatever they would touch)."""

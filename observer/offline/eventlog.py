@@ -3,22 +3,28 @@
 Spark writes event logs as JSON lines, whole-file compressed with the codec named in the file's
 extension (``.zstd``, ``.lz4``, ``.snappy``; none for plain) and, by default since 4.0, rolled into
 ``eventlog_v2_<appId>/events_<n>_<appId>[.codec]`` folders. Everything is streamed: memory stays bounded
-by ``max_line_bytes`` however large (or hostile) the file, and a truncated or corrupt file yields the
-events before the damage and then one ``EventLogError`` that says where it broke.
+by ``max_line_bytes`` however large (or hostile) the file: a compressed chunk may not declare (or a zstd
+frame need) more than that before anything is allocated, and a line is counted before it is parsed
+(``observer.model.bounded.loads``). A bad line (too long, not JSON, odd values) is one problem and the
+next line is read; a truncated or corrupt file yields the events before the damage and then one
+``EventLogError`` that says where it broke. In folders, what cannot be read (dangling symlinks, symlink
+loops, unreadable folders, FIFOs and other non-regular files, which are never opened) is a problem, not
+the end of the replay.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
+import stat
 import struct
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 from observer.model import decode, kinds
+from observer.model.bounded import MAX_JSON_ITEMS, JsonTooLarge, clean_label, epoch_seconds, finite, loads
 from observer.model.parse import parse_timestamp
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -31,6 +37,11 @@ EXECUTOR_ADDED = EXECUTOR_PREFIX + "added"
 EXECUTOR_REMOVED = EXECUTOR_PREFIX + "removed"
 _ROLLING_FILE = re.compile(r"^events_(\d+)_")
 CODECS = ("zstd", "lz4", "snappy")
+_MAX_BLOCK = 64 * 1024 * 1024
+# Spark writes 32 KiB snappy and lz4 blocks; a chunk may declare up to the line limit, at least this
+_MIN_CHUNK_LIMIT = 1 << 20
+# zstd's decoder allocates the frame's window: Spark's level 1 uses 512 KiB; refuse frames that need more than this
+_MAX_ZSTD_WINDOW = 1 << 25
 
 
 class EventLogError(ValueError):
@@ -47,22 +58,45 @@ class Record:
     timestamp: float | None = None
 
 
-def expand(paths: list[str]) -> list[str]:
-    """Files to read, in order: rolling folders by their index, other folders by name."""
+MAX_DEPTH = 8  # folders within folders
+
+
+def expand(paths: list[str], problems: list[EventLogError] | None = None) -> list[str]:
+    """Files to read, in order: rolling folders by their index, other folders by name.
+
+    A path given that does not exist is an ``EventLogError``; what cannot be read inside a folder (or a
+    given path that is not a regular file) is added to ``problems`` and skipped.
+    """
     files: list[str] = []
-    for path in paths:
-        if os.path.isdir(path):
-            names = [n for n in os.listdir(path) if not n.startswith(".") and not n.startswith("appstatus")]
-            rolling = sorted((int(m.group(1)), n) for n in names if (m := _ROLLING_FILE.match(n)))
-            if rolling:
-                files.extend(os.path.join(path, n) for _, n in rolling)
-            else:
-                files.extend(expand([os.path.join(path, n) for n in sorted(names)]))
-        elif os.path.exists(path):
-            files.append(path)
-        else:
-            raise EventLogError(f"{path}: no such file or directory")
+    _expand(paths, files, [] if problems is None else problems, set(), 0)
     return files
+
+
+def _expand(paths: list[str], files: list[str], problems: list[EventLogError], visited: set[tuple[int, int]], depth: int) -> None:
+    for path in paths:
+        try:
+            info = os.stat(path)  # follows symlinks: a dangling one or a loop raises here
+        except OSError as exc:
+            if depth == 0 and not os.path.lexists(path):
+                raise EventLogError(f"{path}: no such file or directory") from None
+            problems.append(EventLogError(f"{path}: skipped, cannot be read: {exc.strerror or exc}"))
+            continue
+        if stat.S_ISREG(info.st_mode):
+            files.append(path)
+        elif not stat.S_ISDIR(info.st_mode):
+            problems.append(EventLogError(f"{path}: skipped, not a regular file (a FIFO, socket or device is never opened)"))
+        elif (info.st_dev, info.st_ino) in visited or depth >= MAX_DEPTH:
+            problems.append(EventLogError(f"{path}: skipped, a folder already read (symlink loop) or nested deeper than {MAX_DEPTH}"))
+        else:
+            visited.add((info.st_dev, info.st_ino))
+            try:
+                names = [n for n in os.listdir(path) if not n.startswith(".") and not n.startswith("appstatus")]
+            except OSError as exc:
+                problems.append(EventLogError(f"{path}: skipped, folder cannot be listed: {exc.strerror or exc}"))
+                continue
+            rolling = sorted((int(m.group(1)), n) for n in names if (m := _ROLLING_FILE.match(n)))
+            chosen = [n for _, n in rolling] if rolling else sorted(names)
+            _expand([os.path.join(path, n) for n in chosen], files, problems, visited, depth + 1)
 
 
 def codec_of(path: str) -> str | None:
@@ -77,41 +111,64 @@ def codec_of(path: str) -> str | None:
     return None
 
 
-def open_decompressed(path: str) -> io.RawIOBase | IO[bytes]:
-    """A binary stream of the file's decompressed content, read lazily."""
+def open_decompressed(path: str, max_chunk_bytes: int = _MAX_BLOCK) -> io.RawIOBase | IO[bytes]:
+    """A binary stream of the file's decompressed content, read lazily.
+
+    Only a regular file is read (opened non-blocking and checked, so a FIFO swapped in cannot hang the
+    replay); no decompressed chunk may be larger than ``max_chunk_bytes``.
+    """
     codec = codec_of(path)
-    raw = open(path, "rb")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise EventLogError(f"{path}: not a regular file (a FIFO, socket or device is never read)")
+    raw = os.fdopen(fd, "rb")
     if codec is None:
         return raw
     if codec == "zstd":
         return _GeneratorReader(_zstd_chunks(raw, path), raw)
     if codec == "lz4":
-        return _GeneratorReader(_lz4_blocks(raw, path), raw)
-    return _GeneratorReader(_snappy_chunks(raw, path), raw)
+        return _GeneratorReader(_lz4_blocks(raw, path, max_chunk_bytes), raw)
+    return _GeneratorReader(_snappy_chunks(raw, path, max_chunk_bytes), raw)
 
 
 def read_records(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                 progress_as_bytes: bool = False) -> Iterator[Record | EventLogError]:
+                 tap: Callable[[bytes], None] | None = None, progress_as_bytes: bool = False) -> Iterator[Record | EventLogError]:
     """Yield the replayable records of every file in order; problems come as ``EventLogError`` items.
 
-    With ``progress_as_bytes`` a progress event's payload is its ``progress`` object's JSON text (bytes),
+    ``tap`` sees every line before its record is yielded (placement reads the task events this skips).
+    With ``progress_as_bytes`` an event log's progress payload is its ``progress`` object's JSON text (bytes),
     cut out of the line without building dicts, for ``observer.model.decode``'s fast path; else a dict.
 
     A bad line is reported and skipped; a file that cannot be decompressed further is reported and the
-    next file is read. Nothing read before a problem is lost.
+    next file is read; what cannot be read in a folder is reported first. Nothing read before a problem
+    is lost.
     """
-    for path in expand(paths):
+    problems: list[EventLogError] = []
+    files = expand(paths, problems)
+    yield from problems
+    chunk_limit = min(_MAX_BLOCK, max(max_line_bytes, _MIN_CHUNK_LIMIT))
+    for path in files:
         try:
-            stream = open_decompressed(path)
+            stream = open_decompressed(path, chunk_limit)
         except (OSError, EventLogError) as exc:
-            yield exc if isinstance(exc, EventLogError) else EventLogError(f"{path}: cannot open: {exc}")
+            yield exc if isinstance(exc, EventLogError) else EventLogError(f"{path}: cannot open: {exc.strerror or exc}")
             continue
         with stream:
             line_no = 0
             before: deque[bytes] = deque(maxlen=_LINES_FOR_TIME)  # the lines just read, kept by reference only
             try:
                 for line_no, line in _lines(stream, max_line_bytes, path):
-                    item = _record(line, f"{path}:{line_no}", progress_as_bytes)
+                    if isinstance(line, EventLogError):
+                        yield line
+                        continue
+                    if tap is not None:
+                        tap(line)
+                    where = f"{path}:{line_no}"
+                    try:
+                        item = _record(line, where, progress_as_bytes)
+                    except Exception as exc:  # a value no rule foresaw: this line only
+                        item = EventLogError(f"{where}: unusable ({type(exc).__name__}: {str(exc)[:80]})")
                     if item is not None:
                         if isinstance(item, Record) and item.kind == kinds.TERMINATED and item.timestamp is None:
                             item = replace(item, timestamp=time_before(before))
@@ -120,7 +177,7 @@ def read_records(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
             except EventLogError as exc:
                 yield exc
             except Exception as exc:  # decompression errors of every codec library
-                yield EventLogError(f"{path}: unreadable after line {line_no}: {type(exc).__name__}: {exc}")
+                yield EventLogError(f"{path}: unreadable after line {line_no}: {type(exc).__name__}: {str(exc)[:200]}")
 
 
 # Spark's QueryTerminatedEvent carries no time. The events written just before it (the failed task and
@@ -148,7 +205,8 @@ def time_before(lines: Iterable[bytes]) -> float | None:
     return latest
 
 
-def _lines(stream: io.RawIOBase | IO[bytes], max_line_bytes: int, path: str) -> Iterator[tuple[int, bytes]]:
+def _lines(stream: io.RawIOBase | IO[bytes], max_line_bytes: int, path: str) -> Iterator[tuple[int, bytes | EventLogError]]:
+    """Each non-blank line; a line longer than ``max_line_bytes`` is skipped unheld and reported, and reading goes on."""
     buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream, 1 << 16)  # type: ignore[type-var]  # any readinto() stream
     line_no = 0
     while True:
@@ -157,13 +215,13 @@ def _lines(stream: io.RawIOBase | IO[bytes], max_line_bytes: int, path: str) -> 
             return
         line_no += 1
         if len(line) > max_line_bytes and not line.endswith(b"\n"):
-            # skip the rest of this monster line without holding it
-            while True:
+            del line
+            while True:  # skip the rest of this monster line without holding it
                 rest = buffered.readline(1 << 20)
                 if not rest or rest.endswith(b"\n"):
                     break
-            raise EventLogError(f"{path}:{line_no}: line longer than {max_line_bytes} bytes; stopped reading this file")
-        if not line.isspace():  # blank lines are skipped; isspace() does not copy the (long) line as strip() would
+            yield line_no, EventLogError(f"{path}:{line_no}: line longer than {max_line_bytes} bytes; skipped")
+        elif not line.isspace():  # blank lines are skipped; isspace() does not copy the (long) line as strip() would
             yield line_no, line
 
 
@@ -177,12 +235,15 @@ def _record(line: bytes, where: str, progress_as_bytes: bool = False) -> Record 
     # them; a last line without its newline is parsed anyway, so a truncated log is reported
     if line.startswith(b'{"Event":"') and not line.startswith(_WANTED_PREFIXES) and line.endswith(b"\n"):
         return None
-    if progress_as_bytes and line.startswith(_PROGRESS_PREFIX):
+    # (a line longer than the JSON item bound may hold more items than loads() accepts: it counts them)
+    if progress_as_bytes and len(line) <= MAX_JSON_ITEMS and line.startswith(_PROGRESS_PREFIX):
         progress = decode.event_progress(line)
         if progress is not None:
             return Record(kinds.PROGRESS, progress, where)
     try:
-        obj = json.loads(line)
+        obj = loads(line)
+    except JsonTooLarge as exc:
+        return EventLogError(f"{where}: skipped, {exc}")
     except (ValueError, RecursionError) as exc:
         return EventLogError(f"{where}: not valid JSON ({str(exc)[:80]}); a truncated last line means the log was still being written")
     if not isinstance(obj, dict):
@@ -201,8 +262,10 @@ def _record(line: bytes, where: str, progress_as_bytes: bool = False) -> Record 
         return Record(kind, obj, where)
     if event in ("SparkListenerExecutorAdded", "SparkListenerExecutorRemoved"):
         change = EXECUTOR_ADDED if event.endswith("Added") else EXECUTOR_REMOVED
-        ts = obj.get("Timestamp")
-        return Record(change, str(obj.get("Executor ID")), where, ts / 1000.0 if isinstance(ts, (int, float)) else None)
+        ms = finite(obj.get("Timestamp"))
+        executor = obj.get("Executor ID")
+        return Record(change, clean_label(executor if isinstance(executor, str) else str(executor)[:200], 200), where,
+                      epoch_seconds(ms / 1000.0) if ms is not None else None)
     return None
 
 
@@ -239,7 +302,6 @@ def _read_exact(raw: IO[bytes], n: int, path: str, what: str) -> bytes:
     return data
 
 
-_MAX_BLOCK = 64 * 1024 * 1024
 
 
 def _zstd_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
@@ -250,7 +312,7 @@ def _zstd_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
     """
     import zstandard
 
-    dctx = zstandard.ZstdDecompressor()
+    dctx = zstandard.ZstdDecompressor(max_window_size=_MAX_ZSTD_WINDOW)
     dobj, fed = dctx.decompressobj(), False
     while True:
         data = raw.read(1 << 16)
@@ -273,7 +335,7 @@ def _zstd_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
                     view, pos = memoryview(bytes(rest) + bytes(view[pos:])), 0
 
 
-def _lz4_blocks(raw: IO[bytes], path: str) -> Iterator[bytes]:
+def _lz4_blocks(raw: IO[bytes], path: str, max_chunk_bytes: int = _MAX_BLOCK) -> Iterator[bytes]:
     """lz4-java's LZ4BlockOutputStream framing, which Spark's lz4 codec writes."""
     while True:
         magic = raw.read(8)
@@ -283,8 +345,8 @@ def _lz4_blocks(raw: IO[bytes], path: str) -> Iterator[bytes]:
             raise EventLogError(f"{path}: not Spark's lz4 block format (bad magic {magic[:8]!r})")
         token = _read_exact(raw, 1, path, "lz4 block header")[0]
         clen, dlen, _checksum = struct.unpack("<iii", _read_exact(raw, 12, path, "lz4 block header"))
-        if clen < 0 or dlen < 0 or clen > _MAX_BLOCK or dlen > _MAX_BLOCK:
-            raise EventLogError(f"{path}: implausible lz4 block sizes {clen}/{dlen}")
+        if clen < 0 or dlen < 0 or clen > max_chunk_bytes or dlen > max_chunk_bytes:
+            raise EventLogError(f"{path}: implausible lz4 block sizes {clen}/{dlen} (at most {max_chunk_bytes} bytes)")
         if dlen == 0:
             continue  # end mark of one stream; another may follow
         yield decode_lz4_block(token, _read_exact(raw, clen, path, "lz4 block"), dlen)
@@ -297,7 +359,7 @@ def decode_lz4_block(token: int, data: bytes, dlen: int) -> bytes:
     return data if token & 0xF0 == 0x10 else lz4.block.decompress(data, uncompressed_size=dlen)
 
 
-def _snappy_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
+def _snappy_chunks(raw: IO[bytes], path: str, max_chunk_bytes: int = _MAX_BLOCK) -> Iterator[bytes]:
     """snappy-java's SnappyOutputStream framing, which Spark's snappy codec writes."""
     header = raw.read(16)
     if not header.startswith(b"\x82SNAPPY\x00"):
@@ -309,16 +371,27 @@ def _snappy_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
         if len(size_bytes) < 4:
             raise EventLogError(f"{path}: truncated snappy chunk header")
         (size,) = struct.unpack(">i", size_bytes)
-        if size < 0 or size > _MAX_BLOCK:
+        if size < 0 or size > max_chunk_bytes:
             raise EventLogError(f"{path}: implausible snappy chunk size {size}")
-        yield decode_snappy_chunk(_read_exact(raw, size, path, "snappy chunk"), path)
+        yield decode_snappy_chunk(_read_exact(raw, size, path, "snappy chunk"), path, max_chunk_bytes)
 
 
-def decode_snappy_chunk(chunk: bytes, path: str) -> bytes:
-    """One snappy-java chunk's content, refused when it would expand beyond the block bound."""
+def decode_snappy_chunk(chunk: bytes, path: str, max_chunk_bytes: int = _MAX_BLOCK) -> bytes:
+    """One snappy-java chunk's content; refused, before the decompressor allocates it, when its header
+    declares more than ``max_chunk_bytes``."""
     import cramjam
 
-    out = bytes(cramjam.snappy.decompress_raw(chunk))
-    if len(out) > _MAX_BLOCK:
-        raise EventLogError(f"{path}: snappy chunk expands beyond {_MAX_BLOCK} bytes")
-    return out
+    declared = _snappy_length(chunk, path)
+    if declared > max_chunk_bytes:
+        raise EventLogError(f"{path}: a snappy chunk declares {declared} bytes (at most {max_chunk_bytes})")
+    return bytes(cramjam.snappy.decompress_raw(chunk))
+
+
+def _snappy_length(chunk: bytes, path: str) -> int:
+    """The uncompressed length a raw snappy block starts with (a little-endian base-128 varint)."""
+    length = 0
+    for shift, byte in zip(range(0, 35, 7), chunk[:5]):
+        length |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return length
+    raise EventLogError(f"{path}: a snappy chunk without a valid length header")

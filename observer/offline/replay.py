@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
 from observer.capture.queue import CapturedEvent
+from observer.capture.task_log import EventLogSource
 from observer.model import kinds
 from observer.model.decode import stamp_fields
 from observer.model.parse import parse_timestamp
@@ -23,6 +24,7 @@ class ReplayResult:
     observer: Observer
     events: int = 0
     errors: list[str] = field(default_factory=list)
+    history_rows_dropped: int = 0  # rows the history could not write (locked, read-only, full): the replay is incomplete
 
     def exposition(self) -> str:
         """The Prometheus text of the final state, as the live endpoint would have served it."""
@@ -55,13 +57,20 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
         observer = Observer(base, serve=False, live=True, executor_ids=executor_ids, clock=clock)
     if on_signal is not None:
         observer.on("*", on_signal)
+    sink = None
     if history:
         from observer.history.sink import HistorySink
 
-        observer.add_sink(HistorySink(history, observer.self_metrics, base))
+        sink = HistorySink(history, observer.self_metrics, base)
+        observer.add_sink(sink)
     result = ReplayResult(observer)
+    tap = None
+    if base.placement != "off":  # per-partition placement from the task events the record reader skips
+        tasks = EventLogSource()
+        observer.set_placement(tasks)
+        tap = tasks.feed_line
     last_ts = 0.0  # events without a time of their own (terminated) are placed at the last known time
-    for item in read_records(paths, max_line_bytes, progress_as_bytes=True):
+    for item in read_records(paths, max_line_bytes, tap=tap, progress_as_bytes=True):
         if isinstance(item, EventLogError):
             result.errors.append(str(item))
             if item.args and "not valid JSON" in str(item):
@@ -87,6 +96,10 @@ def replay(paths: list[str], settings: Settings | None = None, max_line_bytes: i
         if progress is not None and result.events % 500 == 0:
             progress(result.events)
     observer.stop()  # flushes the sinks; the tracker and registry stay readable
+    if sink is not None and (sink.dropped_rows or sink.store is None):
+        result.history_rows_dropped = sink.dropped_rows
+        reason = sink.last_failure or sink.error or "unknown"
+        result.errors.append(f"history {history}: {sink.dropped_rows} rows not written: {reason}")
     return result
 
 

@@ -43,6 +43,9 @@ def read_events(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) 
             line_no = 0
             try:
                 for line_no, line in _lines(stream, max_line_bytes, path):
+                    if isinstance(line, EventLogError):  # an over-long line: reported, the rest of the file is read
+                        yield line
+                        continue
                     if not line.startswith(WANTED):
                         continue
                     try:

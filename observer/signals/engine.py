@@ -5,7 +5,8 @@ implies as ``Facts``: the signals it caused and the metric values they carry. It
 the runtime applies the values to the tracker and hands the signals to the bus and the sinks. The rules
 live in one module each: ``lifecycle`` (starts, restarts, crash loops, idleness, terminations, stalls),
 ``restore`` (restores and reloads), ``pace`` (watermark lag, falling behind), ``growth`` (state growth,
-eviction, budgets) and ``executors`` (executors and partition layout).
+eviction, budgets), ``executors`` (executors and partition layout) and ``kafka`` (Kafka lag, source health,
+catch-up forecast).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from observer.settings import Settings
 from observer.signals.executors import Executors, Partitions
 from observer.signals.facts import Facts
 from observer.signals.growth import Growth
+from observer.signals.kafka import KafkaSources
 from observer.signals.lifecycle import LastAliveHint, Lifecycle
 from observer.signals.pace import Pace
 from observer.signals.restore import Restores
@@ -45,6 +47,7 @@ class SignalEngine:
         self.growth = Growth(settings)
         self.partitions = Partitions()
         self.executors = Executors()
+        self.kafka = KafkaSources(settings)
         self._operators: dict[str, set[tuple[int, str]]] = {}
         self._removals_seen: dict[str, int] = {}  # executor removals counted at each query's previous batch
 
@@ -86,6 +89,8 @@ class SignalEngine:
         self.restores.operators(record, p, ts, batch.first_of_run, removed, facts)
         seen = self._operators[record.query_id]
         for op in p.operators:
+            if not record.labels.allows(operator_labels(op.index, op.name)):
+                continue  # beyond the query's label budget (observer.metrics.labels): no series, no memory
             if (op.index, op.name) not in seen:
                 seen.add((op.index, op.name))
                 for counter in _OPERATOR_COUNTERS:
@@ -93,6 +98,11 @@ class SignalEngine:
             self.partitions.operator(record, p, op, ts, facts)
             self.growth.operator(record, p, op, ts, facts)
         self.pace.batch(record, p, ts, facts)
+        self.kafka.batch(record, p, ts, batch.first_of_run, facts)
+        for index, name in [k for k in seen if not record.labels.allows(operator_labels(*k))]:
+            seen.discard((index, name))  # dropped from the budget: the rules forget it too
+            for rule in (self.restores, self.partitions, self.growth):
+                rule.forget_operator((record.query_id, index, name))
 
     def tick(self) -> Facts:
         """Called about once a second by the live worker: stalls need time to pass, not events."""
@@ -116,3 +126,4 @@ class SignalEngine:
             self.pace.forget(query_id)
             self.growth.forget(query_id)
             self.partitions.forget(query_id)
+            self.kafka.forget(query_id)

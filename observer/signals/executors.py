@@ -82,6 +82,10 @@ class Partitions:
         for key in [k for k in self._layouts if k[0] == query_id]:
             del self._layouts[key]
 
+    def forget_operator(self, key: OperatorKey) -> None:
+        """An operator (name) the query's label budget dropped."""
+        self._layouts.pop(key, None)
+
     def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: Facts) -> None:
         key = (record.query_id, op.index, op.name)
         before = self._layouts.get(key)

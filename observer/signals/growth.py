@@ -137,6 +137,11 @@ class Growth:
             del self._windows[key]
             self._unbounded.pop(key, None)
 
+    def forget_operator(self, key: OperatorKey) -> None:
+        """An operator (name) the query's label budget dropped."""
+        self._windows.pop(key, None)
+        self._unbounded.pop(key, None)
+
     def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: Facts) -> None:
         if op.rows_total is None:
             return

@@ -28,12 +28,15 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import statistics
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from observer.metrics.catalog import COUNTER, GAUGE, MetricSpec
+from observer.metrics import catalog
+from observer.metrics.catalog import MetricSpec
+from observer.metrics.updates import Labels
 from observer.model.parse import parse_timestamp
 
 Offsets = dict[str, dict[int, int]]
@@ -43,6 +46,7 @@ MAX_PARTITION = 2**31 - 1
 MAX_TOPIC_CHARS = 249  # Kafka's own limit on topic names
 MAX_JSON_CHARS = 8_000_000
 DEFAULT_MAX_PARTITIONS = 10_000  # per source; more are ignored (and counted in KafkaSnapshot.dropped_partitions)
+RATE_SAMPLES = 20  # batches kept per topic for the read and produce rates of the catch-up forecast
 
 # seconds_kind of a PartitionLag: how its lag in seconds was obtained
 CAUGHT_UP = "caught_up"  # end >= latest: no unread record, 0 s
@@ -51,31 +55,6 @@ EXTRAPOLATED = "extrapolated"  # end is older than the history: back from its tw
 LOWER_BOUND = "lower_bound"  # one observation only: the record is at least as old as that observation
 UNKNOWN = "unknown"
 
-KAFKA_METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("latestOffset-endOffset", "spark_streaming_kafka_lag_records", GAUGE, "records",
-               "Kafka records not yet read by the query per partition (latest offset when the batch was planned minus the batch's end offset); top-K partitions by lag (labels topic, partition).",
-               "source", "kafka"),
-    MetricSpec("", "spark_streaming_kafka_lag_seconds", GAUGE, "seconds",
-               "Age of the oldest unread Kafka record per partition, estimated by interpolation over the history of latest offsets; top-K partitions (labels topic, partition).",
-               "source", "kafka"),
-    MetricSpec("latestOffset-endOffset", "spark_streaming_kafka_topic_lag_records", GAUGE, "records",
-               "Kafka records not yet read by the query, summed over the topic's partitions (label topic).", "source", "kafka"),
-    MetricSpec("", "spark_streaming_kafka_topic_lag_seconds", GAUGE, "seconds",
-               "Largest lag in seconds over the topic's partitions (label topic).", "source", "kafka"),
-    MetricSpec("latestOffset", "spark_streaming_kafka_partitions", GAUGE, "",
-               "Partitions of the topic the query reads (label topic).", "source", "kafka"),
-    MetricSpec("", "spark_streaming_kafka_stuck_partitions", GAUGE, "",
-               "Partitions whose end offset has not moved for several batches while their latest offset has (label topic).", "source", "kafka"),
-    MetricSpec("", "spark_streaming_kafka_topic_lag_growth_records_per_second", GAUGE, "records",
-               "Slope of the topic's lag over the growth window (least squares); positive while the query falls behind (label topic).",
-               "source", "kafka"),
-    MetricSpec("", "spark_streaming_kafka_offset_anomalies", COUNTER, "",
-               "Offsets that went backwards or skipped between batches (label kind: rewound, skipped, latest_went_back; label topic): data-loss or reprocessing risk.",
-               "source", "kafka"),
-    MetricSpec("", "spark_streaming_kafka_partitions_added", COUNTER, "",
-               "Partitions that appeared in a topic the query reads (label topic).", "source", "kafka"),
-)
-_SPEC = {s.name: s for s in KAFKA_METRICS}
 
 
 # --- parsing -----------------------------------------------------------------------------------------
@@ -254,6 +233,73 @@ class OffsetHistory:
         return li + (target - oi) * (fj - li) / (oj - oi), INTERPOLATED
 
 
+def _slope(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of (t, value) points; None for fewer than two distinct times."""
+    if len(points) < 2:
+        return None
+    n = len(points)
+    mt = sum(p[0] for p in points) / n
+    mv = sum(p[1] for p in points) / n
+    var = sum((p[0] - mt) ** 2 for p in points)
+    if var <= 0:
+        return None
+    return sum((p[0] - mt) * (p[1] - mv) for p in points) / var
+
+
+# --- catch-up forecast -------------------------------------------------------------------------------
+
+def catch_up_seconds(backlog: float, read_rate: float | None, produce_rate: float | None, delay: float = 0.0) -> float | None:
+    """Seconds until a query has read a ``backlog`` of records, None when it never will at these rates.
+
+    The query starts reading ``delay`` seconds from now (a restore, a slow first batch); meanwhile the topic
+    grows at ``produce_rate`` records/s, and once reading, the backlog shrinks at ``read_rate - produce_rate``.
+    """
+    if backlog == 0:
+        return 0.0
+    if read_rate is None or not math.isfinite(read_rate) or backlog < 0:
+        return None
+    produce = max(0.0, produce_rate or 0.0)
+    delay = max(0.0, delay)
+    if read_rate <= produce:
+        return None
+    return delay + (backlog + produce * delay) / (read_rate - produce)
+
+
+class _Rates:
+    """One topic's read and produce rates over its recent batches, for the catch-up forecast.
+
+    The read rate is what the query reads per second of wall time *while behind* (a batch that started with
+    unread records is bound by the query's capacity or its ``maxOffsetsPerTrigger``, not by the input): the
+    median, over the recent such batches (two at least), of the rows each read over the time since the previous
+    batch; the batch after a run's first is left out (it spans the first one's start-up), and the median keeps
+    out a processing-time trigger that overran and fires the next batch early once. Batches that started caught up only show the input
+    rate, and a run's first batch spans the downtime, so neither counts. The produce rate is the growth of the
+    topic's latest offsets over the recent batches.
+    """
+
+    def __init__(self) -> None:
+        self.reads: deque[float] = deque(maxlen=RATE_SAMPLES)  # records/s of each recent batch that started behind
+        self.latest: deque[tuple[float, float]] = deque(maxlen=RATE_SAMPLES)
+
+    def observe(self, t: float, latest_total: float, read: float | None, interval: float | None, was_behind: bool) -> None:
+        if self.latest and latest_total < self.latest[-1][1]:
+            self.latest.clear()  # the topic was recreated or truncated: rates from before mean nothing
+        if not self.latest or t > self.latest[-1][0]:
+            self.latest.append((t, latest_total))
+        if was_behind and read is not None and interval is not None and interval > 0:
+            self.reads.append(read / interval)
+
+    def read_rate(self) -> float | None:
+        """The median read pace, once two batches that started behind gave one."""
+        return statistics.median(self.reads) if len(self.reads) >= 2 else None
+
+    def produce_rate(self) -> float | None:
+        if len(self.latest) < 2 or self.latest[-1][0] <= self.latest[0][0]:
+            return None
+        (t0, l0), (t1, l1) = self.latest[0], self.latest[-1]
+        return max(0.0, (l1 - l0) / (t1 - t0))
+
+
 # --- per source tracking -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -297,6 +343,9 @@ class KafkaSnapshot:
     growth: Mapping[str, float]  # topic -> lag slope in records/s, once the window has enough batches
     findings: tuple[KafkaFinding, ...]
     dropped_partitions: int = 0
+    catch_up: Mapping[str, float] = field(default_factory=dict)  # topic -> forecast seconds until its lag is read
+    read_rate: Mapping[str, float] = field(default_factory=dict)  # topic -> records/s the query reads while behind
+    produce_rate: Mapping[str, float] = field(default_factory=dict)  # topic -> records/s written to the topic
 
 
 class KafkaLagTracker:
@@ -325,24 +374,43 @@ class KafkaLagTracker:
         self._growing: set[str] = set()
         self.anomalies: dict[tuple[str, str], int] = {}  # (kind, topic) -> count, for the *_total counter
         self.partitions_added: dict[str, int] = {}
+        self._rates: dict[str, _Rates] = {}
+        self._prev_t: float | None = None
+        self._prev_lag: dict[str, int] = {}
+        self._run_start = True
+        self._after_run_start = False  # the previous batch was its run's first (slow: consumer creation, codegen)
 
-    def update(self, source: Mapping[str, Any], t: float) -> KafkaSnapshot | None:
-        """Take one batch's source progress observed at ``t`` (the progress timestamp); None if it has no usable offsets."""
+    def new_run(self) -> None:
+        """The next batch is a new run's first: the time since the previous batch is downtime, not reading.
+
+        Everything else (offset histories, rates, stuck and growth windows) carries over, so the lag in
+        seconds after a restart is interpolated across the downtime and the forecast uses the rate seen before.
+        """
+        self._run_start = True
+
+    def update(self, source: Mapping[str, Any], t: float, delay: float = 0.0) -> KafkaSnapshot | None:
+        """Take one batch's source progress observed at ``t`` (``progress_time``); None if it has no usable offsets.
+
+        ``delay``: seconds after ``t`` until the query reads past this batch (the batch's own duration), for
+        the catch-up forecast.
+        """
         try:
-            return self._update(source, t)
+            return self._update(source, t, delay)
         except Exception:
             return None
 
-    def _update(self, source: Mapping[str, Any], t: float) -> KafkaSnapshot | None:
+    def _update(self, source: Mapping[str, Any], t: float, delay: float = 0.0) -> KafkaSnapshot | None:
         if not isinstance(source, Mapping) or not isinstance(t, (int, float)) or not math.isfinite(t):
             return None
         start = parse_offsets(source.get("startOffset"), self.max_partitions)
         end = parse_offsets(source.get("endOffset"), self.max_partitions)
         latest = parse_offsets(source.get("latestOffset"), self.max_partitions)
-        if not end and not latest:
-            return None
         if not latest:
-            latest = end  # Spark < 3.2 reports no latestOffset: lag cannot be seen, say 0 rather than nothing
+            # a batch re-run after a restart (planned, not committed by the previous run) reports no latestOffset:
+            # its lag is unknown, not 0; its end still counts for the next batch's continuity check
+            if end:
+                self._prev_end = end
+            return None
         findings = self._offset_findings(start, end, latest)
         lags = lag_records(end, latest)
         dropped = 0
@@ -374,10 +442,40 @@ class KafkaLagTracker:
                 topic_seconds.setdefault(row.topic, None)
         growth, growth_findings = self._growth(float(t), topic_records)
         findings += growth_findings
+        catch_up, read_rates, produce_rates = self._forecast(float(t), start, end, latest, topic_records, delay)
         ranked = sorted(rows, key=lambda r: (-r.records, -(r.seconds or 0.0), r.topic, r.partition))
         self._prev_end, self._prev_latest = end, latest
         return KafkaSnapshot(float(t), tuple(rows), tuple(ranked[:self.top_k]), topic_records, topic_seconds, topic_partitions,
-                             frozenset(self._stuck), growth, tuple(findings), dropped)
+                             frozenset(self._stuck), growth, tuple(findings), dropped, catch_up, read_rates, produce_rates)
+
+    def _forecast(self, t: float, start: Offsets, end: Offsets, latest: Offsets,
+                  totals: Mapping[str, int], delay: float) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+        """Per topic: seconds until the current lag is read (0 when caught up, none when not draining), read and produce rates."""
+        # a run's first batch spans the downtime, its second the first one's start-up: neither shows the pace
+        interval = None if self._run_start or self._after_run_start or self._prev_t is None else t - self._prev_t
+        forecasts: dict[str, float] = {}
+        reads: dict[str, float] = {}
+        produces: dict[str, float] = {}
+        for topic, total in totals.items():
+            rates = self._rates.get(topic)
+            if rates is None:
+                if len(self._rates) >= self.max_partitions:
+                    continue
+                rates = self._rates[topic] = _Rates()
+            ends, starts = end.get(topic, {}), start.get(topic)
+            read = float(sum(max(0, o - starts.get(p, o)) for p, o in ends.items())) if starts is not None else None
+            rates.observe(t, float(sum(latest.get(topic, {}).values())), read, interval, self._prev_lag.get(topic, 0) > 0)
+            read_rate, produce_rate = rates.read_rate(), rates.produce_rate()
+            if read_rate is not None:
+                reads[topic] = read_rate
+            if produce_rate is not None:
+                produces[topic] = produce_rate
+            eta = catch_up_seconds(total, read_rate, produce_rate, delay) if total > 0 else 0.0
+            if eta is not None:
+                forecasts[topic] = eta
+        self._prev_t, self._prev_lag = t, dict(totals)
+        self._after_run_start, self._run_start = self._run_start, False
+        return forecasts, reads, produces
 
     def _count(self, kind: str, topic: str) -> None:
         key = (kind, topic)
@@ -454,15 +552,13 @@ class KafkaLagTracker:
                 window.popleft()
             if len(window) < self.growth_min_batches:
                 continue
-            n = len(window)
-            mt = sum(p[0] for p in window) / n
-            ml = sum(p[1] for p in window) / n
-            var = sum((p[0] - mt) ** 2 for p in window)
-            if var <= 0:
+            slope = _slope(list(window))
+            if slope is None:
                 continue
-            slope = sum((p[0] - mt) * (p[1] - ml) for p in window) / var
             slopes[topic] = slope
-            growing = slope > 0 and window[-1][1] > window[0][1]
+            # growing over the window, and still growing: not a backlog being read down after a jump
+            recent = _slope(list(window)[len(window) // 2:])
+            growing = slope > 0 and window[-1][1] > window[0][1] and (recent is None or recent >= 0)
             if growing and topic not in self._growing:
                 self._growing.add(topic)
                 found.append(KafkaFinding("lag_growing", topic, (), {"records_per_second": slope, "lag_records": float(total)}))
@@ -471,26 +567,37 @@ class KafkaLagTracker:
         return slopes, found
 
 
-def metric_samples(snapshot: KafkaSnapshot, tracker: KafkaLagTracker | None = None) -> list[tuple[MetricSpec, dict[str, str], float]]:
-    """The snapshot as (spec, labels, value) samples of ``KAFKA_METRICS``; counters from the tracker when given."""
-    out: list[tuple[MetricSpec, dict[str, str], float]] = []
+def metric_samples(snapshot: KafkaSnapshot, tracker: KafkaLagTracker | None = None) -> list[tuple[MetricSpec, Labels, float]]:
+    """The snapshot as (spec, labels, value) samples of ``catalog.KAFKA_METRICS``; counters from the tracker when given.
+
+    Labels are the spec's own (topic, partition, kind) in its order; the caller puts the query's and the
+    source's before them.
+    """
+    out: list[tuple[MetricSpec, Labels, float]] = []
+    # a lower bound (a new observer's first sight of a partition: 0 s) is not a lag in seconds: left out, and
+    # with it its topic's largest lag, which that partition could exceed
+    bounded = {row.topic for row in snapshot.partitions if row.seconds_kind == LOWER_BOUND}
     for row in snapshot.top:
-        labels = {"topic": row.topic, "partition": str(row.partition)}
-        out.append((_SPEC["spark_streaming_kafka_lag_records"], labels, float(row.records)))
-        if row.seconds is not None:
-            out.append((_SPEC["spark_streaming_kafka_lag_seconds"], labels, row.seconds))
+        labels = (("topic", row.topic), ("partition", str(row.partition)))
+        out.append((catalog.KAFKA_LAG_RECORDS, labels, float(row.records)))
+        if row.seconds is not None and row.seconds_kind != LOWER_BOUND:
+            out.append((catalog.KAFKA_LAG_SECONDS, labels, row.seconds))
     for topic, records in sorted(snapshot.topic_records.items()):
-        out.append((_SPEC["spark_streaming_kafka_topic_lag_records"], {"topic": topic}, float(records)))
+        t = (("topic", topic),)
+        out.append((catalog.KAFKA_TOPIC_LAG_RECORDS, t, float(records)))
         seconds = snapshot.topic_seconds.get(topic)
-        if seconds is not None:
-            out.append((_SPEC["spark_streaming_kafka_topic_lag_seconds"], {"topic": topic}, seconds))
-        out.append((_SPEC["spark_streaming_kafka_partitions"], {"topic": topic}, float(snapshot.topic_partitions.get(topic, 0))))
-        out.append((_SPEC["spark_streaming_kafka_stuck_partitions"], {"topic": topic}, float(sum(1 for k in snapshot.stuck if k[0] == topic))))
+        if seconds is not None and topic not in bounded:
+            out.append((catalog.KAFKA_TOPIC_LAG_SECONDS, t, seconds))
+        out.append((catalog.KAFKA_PARTITIONS, t, float(snapshot.topic_partitions.get(topic, 0))))
+        out.append((catalog.KAFKA_STUCK_PARTITIONS, t, float(sum(1 for k in snapshot.stuck if k[0] == topic))))
         if topic in snapshot.growth:
-            out.append((_SPEC["spark_streaming_kafka_topic_lag_growth_records_per_second"], {"topic": topic}, snapshot.growth[topic]))
+            out.append((catalog.KAFKA_LAG_GROWTH, t, snapshot.growth[topic]))
+        forecast = snapshot.catch_up.get(topic)
+        if forecast is not None:
+            out.append((catalog.KAFKA_CATCH_UP_FORECAST, t, forecast))
     if tracker is not None:
         for (kind, topic), count in sorted(tracker.anomalies.items()):
-            out.append((_SPEC["spark_streaming_kafka_offset_anomalies"], {"topic": topic, "kind": kind}, float(count)))
+            out.append((catalog.KAFKA_OFFSET_ANOMALIES, (("topic", topic), ("kind", kind)), float(count)))
         for topic, count in sorted(tracker.partitions_added.items()):
-            out.append((_SPEC["spark_streaming_kafka_partitions_added"], {"topic": topic}, float(count)))
+            out.append((catalog.KAFKA_PARTITIONS_ADDED, (("topic", topic),), float(count)))
     return out

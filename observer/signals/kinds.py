@@ -28,11 +28,28 @@ FALLING_BEHIND = "falling_behind"
 CAUGHT_UP = "caught_up"
 LOAD_LATENCY_ANOMALY = "load_latency_anomaly"
 STATE_TASK_RETRY = "state_task_retry"
+PARTITION_MIGRATED = "partition_migrated"  # state partitions ran elsewhere than last batch (observer.signals.placement)
+# Kafka sources (observer.signals.kafka): source health from the offsets of each progress
+KAFKA_LAG_GROWING = "kafka_lag_growing"
+KAFKA_PARTITION_STUCK = "kafka_partition_stuck"
+KAFKA_PARTITION_RECOVERED = "kafka_partition_recovered"
+KAFKA_PARTITIONS_ADDED = "kafka_partitions_added"
+KAFKA_OFFSETS_REWOUND = "kafka_offsets_rewound"
+KAFKA_OFFSETS_SKIPPED = "kafka_offsets_skipped"
+KAFKA_LATEST_WENT_BACK = "kafka_latest_went_back"
+KAFKA_CATCH_UP_FORECAST = "kafka_catch_up_forecast"
+KAFKA_CAUGHT_UP = "kafka_caught_up"
+KAFKA_KINDS = (
+    KAFKA_LAG_GROWING, KAFKA_PARTITION_STUCK, KAFKA_PARTITION_RECOVERED, KAFKA_PARTITIONS_ADDED, KAFKA_OFFSETS_REWOUND,
+    KAFKA_OFFSETS_SKIPPED, KAFKA_LATEST_WENT_BACK, KAFKA_CATCH_UP_FORECAST, KAFKA_CAUGHT_UP,
+)
+KAFKA_DATA_LOSS_KINDS = frozenset({KAFKA_OFFSETS_REWOUND, KAFKA_OFFSETS_SKIPPED, KAFKA_LATEST_WENT_BACK})
+"""Offsets that did not continue where the previous batch left them: records skipped (lost) or read twice."""
 
 SIGNAL_KINDS = (
     QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE, CRASH_LOOP, STALLED, STALL_RECOVERED,
     RESTORE, STORE_RELOAD, EXECUTOR_ADDED, EXECUTOR_REMOVED, PARTITIONS_CHANGED,
-    STATE_UNBOUNDED, STATE_BOUNDED, FALLING_BEHIND, CAUGHT_UP, LOAD_LATENCY_ANOMALY, STATE_TASK_RETRY,
+    STATE_UNBOUNDED, STATE_BOUNDED, FALLING_BEHIND, CAUGHT_UP, LOAD_LATENCY_ANOMALY, STATE_TASK_RETRY, PARTITION_MIGRATED, *KAFKA_KINDS,
 )
 ALL = "*"
 """Subscribe to every kind."""
@@ -41,7 +58,8 @@ LIFECYCLE_KINDS = (QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE,
 """The kinds that change a query's health (running, idle, stalled, failed, stopped)."""
 
 WARNING_KINDS = frozenset({QUERY_RESTARTED, CRASH_LOOP, STALLED, STORE_RELOAD, EXECUTOR_REMOVED, STATE_UNBOUNDED,
-                           FALLING_BEHIND, PARTITIONS_CHANGED})
+                           FALLING_BEHIND, PARTITIONS_CHANGED, PARTITION_MIGRATED, KAFKA_LAG_GROWING, KAFKA_PARTITION_STUCK,
+                           KAFKA_PARTITIONS_ADDED}) | KAFKA_DATA_LOSS_KINDS
 """Kinds worth a warning; a termination with an exception is an error, every other kind informational."""
 
 # Why a query failed (attribute ``exception_class`` of ``query_terminated``, label of the terminations

@@ -27,9 +27,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
-from observer.metrics.catalog import COUNTER, GAUGE, MetricSpec
+from observer.metrics import catalog
+from observer.metrics.catalog import MetricSpec
 from observer.model.tasks import BatchTasks, ExecutorChange, PartitionRun
-from observer.signals.kinds import SignalEvent
+from observer.signals.kinds import PARTITION_MIGRATED, SignalEvent
 
 EXECUTOR_REMOVED = "executor_removed"
 EXECUTOR_ADDED = "executor_added"
@@ -41,23 +42,20 @@ MAX_EXECUTORS = 4096  # executors remembered (added / removed times)
 MAX_FACTS = 1000
 
 
-def _spec(name: str, kind: str, unit: str, help: str, scope: str = "operator") -> MetricSpec:
-    return MetricSpec("", name, kind, unit, help, scope, "signal", "3.5")
-
-
-MIGRATIONS = _spec("spark_state_partition_migrations", COUNTER, "", "State partitions that ran on another executor than in their previous batch (label cause: executor_removed, executor_added, locality_fallback, unknown).")
-PLACEMENTS = _spec("spark_state_partition_placements", COUNTER, "", "State partitions compared with their previous batch (the denominator of stickiness: 1 - rate(migrations)/rate(placements)).")
-MIGRATION_LOAD = _spec("spark_state_partition_migration_load_seconds", COUNTER, "seconds", "Store load time of migrated partitions (RocksDB 4.1+ per-task load metric; absent live, where tasks carry no SQL metrics).")
-MIGRATION_FILES = _spec("spark_state_partition_migration_changelog_files", COUNTER, "files", "Changelog files replayed by migrated partitions (RocksDB 4.1+).")
-STICKINESS = _spec("spark_state_partition_stickiness_ratio", GAUGE, "ratio", "Share of the operator's state partitions that stayed on their executor in the latest batch.")
-ROWS_SKEW = _spec("spark_state_partition_rows_skew_ratio", GAUGE, "ratio", "Largest partition's state rows over the median partition's, latest batch (1 = even).")
-MEMORY_SKEW = _spec("spark_state_partition_memory_skew_ratio", GAUGE, "ratio", "Largest partition's state memory over the median partition's, latest batch.")
-PARTITION_ROWS_MAX = _spec("spark_state_partition_rows_max", GAUGE, "rows", "State rows of the operator's largest partition, latest batch.")
-EXECUTOR_MEMORY = _spec("spark_state_executor_memory_used_bytes", GAUGE, "bytes", "State memory held per executor, summed over the query's operators and partitions (latest batch; label executor, top-K executors).", "executor")
-EXECUTOR_PARTITIONS = _spec("spark_state_executor_partitions", GAUGE, "", "State partitions per executor (all operators of the query, latest batch; label executor, top-K).", "executor")
-COSTLIEST = _spec("spark_state_partition_migration_last_load_seconds", GAUGE, "seconds", "Load time of the latest migration of the operator's top-K costliest migrated partitions (label partition).", "partition")
-PLACEMENT_METRICS: tuple[MetricSpec, ...] = (MIGRATIONS, PLACEMENTS, MIGRATION_LOAD, MIGRATION_FILES, STICKINESS, ROWS_SKEW, MEMORY_SKEW,
-                                             PARTITION_ROWS_MAX, EXECUTOR_MEMORY, EXECUTOR_PARTITIONS, COSTLIEST)
+# the metrics live in the catalog (one source of names); the short names are this module's vocabulary
+MIGRATIONS = catalog.PARTITION_MIGRATIONS
+MIGRATION_BATCHES = catalog.PARTITION_MIGRATION_BATCHES
+PLACEMENTS = catalog.PARTITION_PLACEMENTS
+MIGRATION_LOAD = catalog.PARTITION_MIGRATION_LOAD
+MIGRATION_FILES = catalog.PARTITION_MIGRATION_FILES
+STICKINESS = catalog.PARTITION_STICKINESS
+ROWS_SKEW = catalog.PARTITION_ROWS_SKEW
+MEMORY_SKEW = catalog.PARTITION_MEMORY_SKEW
+PARTITION_ROWS_MAX = catalog.PARTITION_ROWS_MAX
+EXECUTOR_MEMORY = catalog.EXECUTOR_STATE_MEMORY
+EXECUTOR_PARTITIONS = catalog.EXECUTOR_STATE_PARTITIONS
+COSTLIEST = catalog.PARTITION_MIGRATION_LAST_LOAD
+PLACEMENT_METRICS = catalog.PLACEMENT_METRICS
 
 
 @dataclass(frozen=True)
@@ -94,6 +92,7 @@ class OperatorBatch:
     rows_max: int | None
     executor_memory: dict[str, float]
     executor_partitions: dict[str, int]
+    runs: tuple[PartitionRun, ...] = ()  # the partition runs themselves (sizes, load times), for the history
 
     @property
     def stickiness(self) -> float | None:
@@ -108,6 +107,7 @@ class _OperatorState:
     run_id: str | None = None
     migrations: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0))
     placements: int = 0
+    moved_batches: int = 0  # batches with at least one migration
     load_seconds: float = 0.0
     changelog_files: int = 0
     latest: OperatorBatch | None = None
@@ -125,6 +125,7 @@ class PlacementTracker:
         self._removed: OrderedDict[str, float | None] = OrderedDict()
         self._names: dict[str, str] = {}
         self.facts: deque[SignalEvent] = deque(maxlen=MAX_FACTS)
+        self._untaken: deque[SignalEvent] = deque(maxlen=MAX_FACTS)  # facts not yet handed to the pipeline
 
     def on_executor(self, change: ExecutorChange) -> None:
         """An executor registered or was removed (event log, or the driver's executor list live)."""
@@ -190,7 +191,10 @@ class PlacementTracker:
             state.latest = result
             out.append(result)
             if migrations:
-                self.facts.append(self._fact(batch, result))
+                state.moved_batches += 1
+                fact = self._fact(batch, result)
+                self.facts.append(fact)
+                self._untaken.append(fact)
         return out
 
     def _migration(self, batch: BatchTasks, run: PartitionRun, prev: tuple[str, float | None]) -> Migration:
@@ -217,7 +221,7 @@ class PlacementTracker:
         loads = [m.load_seconds for m in ob.migrations if m.load_seconds is not None]
         files = [m.changelog_files for m in ob.migrations if m.changelog_files is not None]
         replays = [m.replay_seconds for m in ob.migrations if m.replay_seconds is not None]
-        return SignalEvent("partition_migrated", batch.query_id, self._names.get(batch.query_id, batch.query_id), batch.run_id, self._clock(), {
+        return SignalEvent(PARTITION_MIGRATED, batch.query_id, self._names.get(batch.query_id, batch.query_id), batch.run_id, self._clock(), {
             "batch_id": batch.batch_id, "operator_id": ob.operator, "operator_name": ob.operator_name,
             "migrated": len(ob.migrations), "partitions": sorted(m.partition for m in ob.migrations)[:64],
             "causes": causes, "stickiness": ob.stickiness,
@@ -226,6 +230,12 @@ class PlacementTracker:
             "replay_seconds": sum(replays) if replays else None, "changelog_files": sum(files) if files else None,
             "loads_from_dfs": sum(m.loads_from_dfs or 0 for m in ob.migrations),
         })
+
+    def take_facts(self) -> list[SignalEvent]:
+        """The ``partition_migrated`` facts since the last call, for the signal pipeline (``facts`` keeps the recent ones)."""
+        out = list(self._untaken)
+        self._untaken.clear()
+        return out
 
     # --- reading ----------------------------------------------------------------------------------------
     def latest(self, query_id: str, operator: int) -> OperatorBatch | None:
@@ -241,6 +251,7 @@ class PlacementTracker:
             for cause, n in state.migrations.items():
                 yield MIGRATIONS, {**labels, "cause": cause}, float(n)
             yield PLACEMENTS, labels, float(state.placements)
+            yield MIGRATION_BATCHES, labels, float(state.moved_batches)
             yield MIGRATION_LOAD, labels, state.load_seconds
             yield MIGRATION_FILES, labels, float(state.changelog_files)
             latest = state.latest
@@ -279,7 +290,7 @@ def _operator_batch(batch: BatchTasks, op_index: int, name: str, runs: list[Part
             executor_memory[r.executor_id] = executor_memory.get(r.executor_id, 0.0) + r.memory_bytes
     return OperatorBatch(batch.query_id, batch.batch_id, op_index, name, {r.partition: r.executor_id for r in runs}, migrations, compared,
                          skew_ratio(rows) if have_rows else None, skew_ratio(memory), max(rows) if have_rows else None,
-                         executor_memory, executor_partitions)
+                         executor_memory, executor_partitions, tuple(runs))
 
 
 def skew_ratio(values: Sequence[float]) -> float | None:

@@ -113,6 +113,10 @@ class Restores:
         for key in [k for k in self._operators if k[0] == query_id]:
             del self._operators[key]
 
+    def forget_operator(self, key: OperatorKey) -> None:
+        """An operator (name) the query's label budget dropped."""
+        self._operators.pop(key, None)
+
     def batch(self, record: QueryRecord, p: QueryProgress, first_of_run: bool, restore_due: bool, ts: float, facts: Facts) -> None:
         """The restores of a restarted run's first batch, or one more steady batch for the next baseline.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from streamlit_app.views import apps, checkpoint, drilldown, partitions, queries, restores, runs, state
+from streamlit_app.views import apps, checkpoint, drilldown, partitions, placement, queries, restores, runs, state
 
 PAGES: dict[str, Callable] = {
     "Applications": apps.render,
@@ -12,9 +12,10 @@ PAGES: dict[str, Callable] = {
     "Query drilldown": drilldown.render,
     "Restores": restores.render,
     "Partitions": partitions.render,
+    "Placement": placement.render,
     "Runs": runs.render,
     "Checkpoint": checkpoint.render,
     "State contents": state.render,
 }
-QUERY_PAGES = frozenset({"Query drilldown", "Restores", "Partitions", "Runs"})
+QUERY_PAGES = frozenset({"Query drilldown", "Restores", "Partitions", "Placement", "Runs"})
 FLEET_PAGES = frozenset({"Applications"})

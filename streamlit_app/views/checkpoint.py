@@ -7,7 +7,7 @@ import streamlit as st
 
 from observer.history.store import HistoryError
 from observer.offline.checkpoint import inspect_checkpoint
-from observer.offline.checkpoint.render import render_text
+from observer.offline.checkpoint.render import printable, render_text
 from observer.offline.checkpoint.report import CheckpointError, CheckpointReport
 from observer.offline.checkpoint.restore import rates_from_history
 from streamlit_app import checkpoints, fmt
@@ -27,7 +27,10 @@ def inspect(ctx: Context, path: str) -> CheckpointReport | None:
                 report = inspect_checkpoint(path, rates)
         return report
     except CheckpointError as exc:
-        st.error(f"Cannot inspect this checkpoint: {exc}")
+        st.error(f"Cannot inspect this checkpoint: {printable(str(exc))}")
+        return None
+    except Exception as exc:  # the scan turns unreadable parts into problems; never a traceback on the page
+        st.error(f"Cannot inspect this checkpoint: {type(exc).__name__}: {printable(str(exc))}")
         return None
 
 
@@ -71,7 +74,7 @@ def render(ctx: Context) -> None:
         cols[3].metric("skew (slowest / median)", f"{e.skew:.1f}x" if e.skew else "-")
         st.caption(f"rates from {e.basis}; slowest store instance {e.slowest_partition}")
     for problem in report.problems:
-        st.warning(problem)
+        st.warning(printable(problem))
     st.subheader("Operators and stores")
     st.dataframe(pd.DataFrame([{"operator": op.operator_id, "name": op.name, "stores": ", ".join(op.stores),
                                 "partitions": op.num_partitions} for op in report.operators]), hide_index=True)

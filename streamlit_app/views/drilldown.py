@@ -8,8 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from observer.model.phases import PHASES
+from observer.signals.kinds import PARTITION_MIGRATED
 from streamlit_app import charts, data, fmt
-from streamlit_app.context import Context, clicked_row, label, write_url
+from streamlit_app.context import Context, clicked_row, go, label, write_url
 from streamlit_app.views import verdicts as verdict_view
 
 COMMIT_METRICS = ("rocksdbCommitWriteBatchLatency", "rocksdbCommitFlushLatency", "rocksdbCommitCompactLatency",
@@ -74,6 +75,9 @@ def render(ctx: Context) -> None:
         shown += (f" Charts show {len(batches):,} time buckets (up to {int(batches.batches.max()):,} batches each; means, "
                   "sums of rows).")
     st.caption(shown)
+    moves = raw_events[raw_events.kind == PARTITION_MIGRATED] if len(raw_events) else raw_events
+    st.button(f"Placement map: where each state partition ran{f' ({len(moves)} batches with moves)' if len(moves) else ''}",
+              on_click=go, args=("Placement",), kwargs={"query": qid}, key="to_placement")
 
     if not events.empty:
         st.altair_chart(charts.event_strip(events, dom), width="stretch")

@@ -27,7 +27,7 @@ from observer.metrics.catalog import MetricSpec
 COUNTER = "counter"
 GAUGE = "gauge"
 
-_UNITS = {"seconds": "s", "bytes": "By", "rows": "{row}", "files": "{file}", "ratio": "1", "": "1"}
+_UNITS = {"seconds": "s", "bytes": "By", "rows": "{row}", "records": "{record}", "files": "{file}", "ratio": "1", "": "1"}
 _UNIT_WORDS = {"seconds": "s", "bytes": "By"}  # dropped from the name; row and file counts keep their noun
 _ATTRIBUTES = {
     "query": "spark.query.name", "query_id": "spark.query.id", "run_id": "spark.query.run_id",

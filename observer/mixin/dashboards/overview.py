@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.builders import dashboard as db
 
+from observer.metrics import catalog
 from observer.mixin.dashboards.panels import BAD, OK, ROWS_PER_SECOND, WARN, Context, dashboard, row, stat_panel, table_panel, ts
-from observer.mixin.promql import RATE
+from observer.mixin.promql import RATE, bucket
+from observer.mixin.rules import RECORDED_BATCH_DURATION
 
 ANY_BAD = [(None, OK), (1, BAD)]
 
@@ -13,8 +15,8 @@ ANY_BAD = [(None, OK), (1, BAD)]
 def build(ctx: Context) -> db.Dashboard:
     p, t = ctx.p, ctx.t
     by_query = p.by("query")
-    active = p.sel("spark_streaming_query_status", extra='status="active"')
-    failed = p.sel("spark_streaming_query_status", extra='status="failed"')
+    active = p.sel(catalog.QUERY_STATUS, extra='status="active"')
+    failed = p.sel(catalog.QUERY_STATUS, extra='status="failed"')
     return (
         dashboard(ctx, "overview", "Spark state / Overview",
                   "Every streaming query of every application: status, pace, batch duration, state size, restarts and restores.", with_operator=False)
@@ -24,52 +26,52 @@ def build(ctx: Context) -> db.Dashboard:
         .with_panel(stat_panel(ctx, "Failed queries", "Queries that terminated with an exception. Bad: anything above 0.",
                                [(f"sum({failed})", "failed")], "none", ANY_BAD))
         .with_panel(stat_panel(ctx, "Stalled", "Active queries without progress for many times their usual interval. Bad: above 0 (a hung batch or a long restore).",
-                               [(f"sum({p.sel('spark_streaming_query_stalled')})", "stalled")], "none", ANY_BAD))
+                               [(f"sum({p.sel(catalog.QUERY_STALLED)})", "stalled")], "none", ANY_BAD))
         .with_panel(stat_panel(ctx, "Crash looping", "Queries restarting in a loop. Bad: above 0; every restart restores the state again.",
-                               [(f"sum({p.sel('spark_streaming_query_crash_loop')})", "crash loop")], "none", ANY_BAD))
+                               [(f"sum({p.sel(catalog.QUERY_CRASH_LOOP)})", "crash loop")], "none", ANY_BAD))
         .with_panel(stat_panel(ctx, "Falling behind", "Queries whose input rate stayed above their processing rate. Bad: above 0; latency grows.",
-                               [(f"sum({p.sel('spark_streaming_falling_behind')})", "falling behind")], "none", ANY_BAD))
+                               [(f"sum({p.sel(catalog.FALLING_BEHIND)})", "falling behind")], "none", ANY_BAD))
         .with_panel(stat_panel(ctx, "Restarts", "Restarts seen by the observer (same query id, new run id). Bad: growing; look at the Restore & rebalance dashboard.",
-                               [(f"sum({p.sel('spark_streaming_query_restarts_total')})", "restarts")], "none",
+                               [(f"sum({p.sel(catalog.QUERY_RESTARTS)})", "restarts")], "none",
                                [(None, OK), (1, WARN), (t.crash_loop_restarts, BAD)]))
         .with_panel(table_panel(ctx, "Query status", "One row per application, query and its current status. Bad: status failed or terminated for a query that should run.",
-                                [(f"{p.sel('spark_streaming_query_status')} == 1", "")], "none", [(None, OK)]))
+                                [(f"{p.sel(catalog.QUERY_STATUS)} == 1", "")], "none", [(None, OK)]))
         .with_row(row("Pace"))
         .with_panel(ts(ctx, "Input vs processing rate", "Rows arriving vs rows processed per second. Bad: input above processing for minutes (the query falls behind).",
-                       [(f"sum by ({by_query}) ({p.sel('spark_streaming_input_rows_per_second')})", "{{query}} input"),
-                        (f"sum by ({by_query}) ({p.sel('spark_streaming_processed_rows_per_second')})", "{{query}} processed")],
+                       [(f"sum by ({by_query}) ({p.sel(catalog.INPUT_ROWS_PER_SECOND)})", "{{query}} input"),
+                        (f"sum by ({by_query}) ({p.sel(catalog.PROCESSED_ROWS_PER_SECOND)})", "{{query}} processed")],
                        ROWS_PER_SECOND, [(None, OK)]))
         .with_panel(ts(ctx, "Mean batch duration", "Mean micro-batch duration (rate of batch seconds over rate of batches). Bad: above the trigger interval, or rising.",
-                       [((f"sum by ({by_query}) ({p.rate('spark_streaming_batch_seconds_total', p.query)}) / "
-                          f"sum by ({by_query}) ({p.rate('spark_streaming_batches_total', p.query)})"), "{{query}}"),
-                        (f"max by ({by_query}) (query:spark_streaming_batch_duration_seconds:mean5m{{{p.q}}})", "{{query}} (5m, recorded)")],
+                       [((f"sum by ({by_query}) ({p.rate(catalog.BATCH_SECONDS, p.query)}) / "
+                          f"sum by ({by_query}) ({p.rate(catalog.BATCHES, p.query)})"), "{{query}}"),
+                        (f"max by ({by_query}) ({RECORDED_BATCH_DURATION}{{{p.q}}})", "{{query}} (5m, recorded)")],
                        "s", [(None, OK), (t.batch_duration_seconds / 2, WARN), (t.batch_duration_seconds, BAD)], show_thresholds=True))
         .with_panel(ts(ctx, "Watermark lag", "Trigger time minus the event-time watermark. Bad: far above the withWatermark delay, or growing (state cannot be evicted).",
-                       [(f"max by ({by_query}) ({p.sel('spark_streaming_watermark_lag_seconds')})", "{{query}}")],
+                       [(f"max by ({by_query}) ({p.sel(catalog.WATERMARK_LAG)})", "{{query}}")],
                        "s", [(None, OK), (t.watermark_lag_seconds, BAD)], show_thresholds=True))
         .with_panel(ts(ctx, "Batches per minute", "Completed micro-batches per minute. Bad: drops to 0 while the query is active (stalled).",
-                       [(f"{p.rate('spark_streaming_batches_total', by_query)} * 60", "{{query}}")],
+                       [(f"{p.rate(catalog.BATCHES, by_query)} * 60", "{{query}}")],
                        "none", [(None, BAD), (0.001, OK)]))
         .with_row(row("State"))
         .with_panel(ts(ctx, "State rows", "Rows held in state, per query and operator. Bad: grows steadily without bound (no watermark, timeout or TTL).",
-                       [(f"sum by ({p.by('query, operator')}) ({p.sel('spark_state_rows')})", "{{query}} / {{operator}}")],
+                       [(f"sum by ({p.by('query, operator')}) ({p.sel(catalog.by_key('numRowsTotal'))})", "{{query}} / {{operator}}")],
                        "short", [(None, OK)], span=8))
         .with_panel(ts(ctx, "State memory", "Memory of the state stores, per query and operator. Bad: near the executors' memory or the RocksDB bound.",
-                       [(f"sum by ({p.by('query, operator')}) ({p.sel('spark_state_memory_used_bytes')})", "{{query}} / {{operator}}")],
+                       [(f"sum by ({p.by('query, operator')}) ({p.sel(catalog.by_key('memoryUsedBytes'))})", "{{query}} / {{operator}}")],
                        "bytes", [(None, OK), (t.state_memory_budget_ratio * t.state_memory_budget_bytes, WARN), (t.state_memory_budget_bytes, BAD)],
                        span=8, show_thresholds=True))
         .with_panel(ts(ctx, "Restarts and restores", "Query starts and state restores per interval. Bad: any restore you did not plan; repeated ones mean a crash loop.",
-                       [(f"sum by ({by_query}) (increase({p.sel('spark_streaming_query_starts_total')}[{RATE}]))", "{{query}} starts"),
-                        (f"sum by ({by_query}) (increase({p.sel('spark_state_restores_total')}[{RATE}]))", "{{query}} restores")],
+                       [(f"sum by ({by_query}) (increase({p.sel(catalog.QUERY_STARTS)}[{RATE}]))", "{{query}} starts"),
+                        (f"sum by ({by_query}) (increase({p.sel(catalog.STATE_RESTORES)}[{RATE}]))", "{{query}} restores")],
                        "none", [(None, OK), (1, WARN)], span=8, bars=True))
         .with_row(row("Observer"))
         .with_panel(ts(ctx, "Observer events", "Listener events received, dropped and failed per second. Bad: any dropped or failed events (metrics miss batches).",
-                       [(p.rate("spark_state_observer_events_received_total", "kind", p.endpoint), "received {{kind}}"),
-                        (p.rate("spark_state_observer_events_dropped_total", "reason", p.endpoint), "dropped {{reason}}"),
-                        (f"sum(rate({p.sel('spark_state_observer_events_failed_total', p.endpoint)}[{RATE}]))", "failed")],
+                       [(p.rate(catalog.EVENTS_RECEIVED, "kind", p.endpoint), "received {{kind}}"),
+                        (p.rate(catalog.EVENTS_DROPPED, "reason", p.endpoint), "dropped {{reason}}"),
+                        (f"sum(rate({p.sel(catalog.EVENTS_FAILED, p.endpoint)}[{RATE}]))", "failed")],
                        "ops", [(None, OK)]))
         .with_panel(ts(ctx, "Observer processing time (p99)", "99th percentile of the worker's time per event and of the Spark listener callback. Bad: callback above a few ms (it runs on Spark's listener thread).",
-                       [(f"histogram_quantile(0.99, {p.rate('spark_state_observer_processing_duration_seconds_bucket', 'le', p.endpoint)})", "processing p99"),
-                        (f"histogram_quantile(0.99, {p.rate('spark_state_observer_callback_duration_seconds_bucket', 'le', p.endpoint)})", "callback p99")],
+                       [(f"histogram_quantile(0.99, {p.rate(bucket(catalog.PROCESSING_DURATION), 'le', p.endpoint)})", "processing p99"),
+                        (f"histogram_quantile(0.99, {p.rate(bucket(catalog.CALLBACK_DURATION), 'le', p.endpoint)})", "callback p99")],
                        "s", [(None, OK), (0.01, WARN), (0.1, BAD)]))
     )

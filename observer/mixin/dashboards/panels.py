@@ -20,8 +20,9 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
+from observer.metrics import catalog
 from observer.mixin.config import MixinConfig, Thresholds
-from observer.mixin.promql import PromQL
+from observer.mixin.promql import PromQL, metric
 
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 ROWS_PER_SECOND = "si:rows/s"
@@ -116,19 +117,19 @@ def variables(ctx: Context, with_operator: bool = True) -> list[Any]:
     ]
     matchers = [config.selector.strip()] if config.selector.strip() else []
     for label in config.identity_labels:
-        info = "spark_streaming_query_info" + (f"{{{', '.join(matchers)}}}" if matchers else "")
+        info = metric(catalog.QUERY_INFO) + (f"{{{', '.join(matchers)}}}" if matchers else "")
         out.append(_query_variable(label, label.replace("_", " ").capitalize(), f"label_values({info}, {label})"))
         matchers.append(f'{label}=~"${label}"')
-    out.append(_query_variable("query", "Query", f"label_values(spark_streaming_query_info{{{', '.join(matchers)}}}, query)"))
+    out.append(_query_variable("query", "Query", f"label_values({metric(catalog.QUERY_INFO)}{{{', '.join(matchers)}}}, query)"))
     if with_operator:
         matchers.append('query=~"$query"')
-        out.append(_query_variable("operator", "Operator", f"label_values(spark_state_operator_info{{{', '.join(matchers)}}}, operator)"))
+        out.append(_query_variable("operator", "Operator", f"label_values({metric(catalog.OPERATOR_INFO)}{{{', '.join(matchers)}}}, operator)"))
     return out
 
 
 def restarts_annotation(ctx: Context) -> db.AnnotationQuery:
     """A mark at every new run of a query: a run id that was not there one interval earlier."""
-    info = ctx.p.sel("spark_streaming_query_info")
+    info = ctx.p.sel(catalog.QUERY_INFO)
     return (db.AnnotationQuery().name("Query (re)starts").datasource(DATASOURCE).enable(True).icon_color("orange")
             .expr(f"{info} unless {info} offset $__interval").step("$__interval")
             .title_format(ctx.legend("{{query}} started")).text_format("run {{run_id}}"))

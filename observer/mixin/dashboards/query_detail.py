@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.builders import dashboard as db
 
+from observer.metrics import catalog
+from observer.mixin.dashboards import kafka
 from observer.mixin.dashboards.panels import BAD, OK, ROWS_PER_SECOND, WARN, Context, dashboard, row, ts
 from observer.mixin.promql import RATE
 
@@ -11,11 +13,11 @@ from observer.mixin.promql import RATE
 def build(ctx: Context) -> db.Dashboard:
     p, t = ctx.p, ctx.t
     by_query, by_op = p.by("query"), p.by("query, operator")
-    batches = p.rate("spark_streaming_batches_total", p.query)
-    phases = p.sel("spark_streaming_phase_seconds_total", extra='phase!="triggerExecution"')
-    kafka_max = p.sel("spark_streaming_source_offsets_behind_latest", extra='stat="max"')
-    kafka_avg = p.sel("spark_streaming_source_offsets_behind_latest", extra='stat="avg"')
-    return (
+    batches = p.rate(catalog.BATCHES, p.query)
+    phases = p.sel(catalog.PHASE_SECONDS, extra='phase!="triggerExecution"')
+    kafka_max = p.sel(catalog.SOURCE_OFFSETS_BEHIND_LATEST, extra='stat="max"')
+    kafka_avg = p.sel(catalog.SOURCE_OFFSETS_BEHIND_LATEST, extra='stat="avg"')
+    return kafka.add_row(ctx, (
         dashboard(ctx, "query-detail", "Spark state / Query detail",
                   "One query in depth: batch phases, pace, watermark, Kafka lag and every state operator's rows.")
         .with_row(row("Batches"))
@@ -24,45 +26,45 @@ def build(ctx: Context) -> db.Dashboard:
                           f"/ on ({by_query}) group_left sum by ({by_query}) ({batches})"), "{{query}} {{phase}}")],
                        "s", [(None, OK), (t.batch_duration_seconds, BAD)], stack=True))
         .with_panel(ts(ctx, "Input vs processing rate per source", "Rows per second arriving at and processed from each source. Bad: input above processing for minutes.",
-                       [(f"sum by ({p.by('query, source')}) ({p.sel('spark_streaming_source_input_rows_per_second')})", "{{query}} {{source}} input"),
-                        (f"sum by ({p.by('query, source')}) ({p.sel('spark_streaming_source_processed_rows_per_second')})", "{{query}} {{source}} processed")],
+                       [(f"sum by ({p.by('query, source')}) ({p.sel(catalog.SOURCE_INPUT_ROWS_PER_SECOND)})", "{{query}} {{source}} input"),
+                        (f"sum by ({p.by('query, source')}) ({p.sel(catalog.SOURCE_PROCESSED_ROWS_PER_SECOND)})", "{{query}} {{source}} processed")],
                        ROWS_PER_SECOND, [(None, OK)]))
         .with_panel(ts(ctx, "Watermark and event-time lag", "Trigger time minus the watermark, and minus the newest event time. Bad: watermark lag far above the withWatermark delay or growing; newest-event lag growing (late or slow source).",
-                       [(f"max by ({by_query}) ({p.sel('spark_streaming_watermark_lag_seconds')})", "{{query}} watermark lag"),
-                        (f"max by ({by_query}) ({p.sel('spark_streaming_last_progress_timestamp_seconds')} - {p.sel('spark_streaming_event_time_max_timestamp_seconds')})", "{{query}} newest event lag")],
+                       [(f"max by ({by_query}) ({p.sel(catalog.WATERMARK_LAG)})", "{{query}} watermark lag"),
+                        (f"max by ({by_query}) ({p.sel(catalog.LAST_PROGRESS_TIMESTAMP)} - {p.sel(catalog.EVENT_TIME_MAX_TIMESTAMP)})", "{{query}} newest event lag")],
                        "s", [(None, OK), (t.watermark_lag_seconds, BAD)], show_thresholds=True))
         .with_panel(ts(ctx, "Kafka offsets behind latest", "Offsets between each Kafka source's batch end and the latest offset (max and avg over partitions). Bad: above a few batches' worth and growing.",
                        [(f"max by ({p.by('query, source')}) ({kafka_max})", "{{query}} {{source}} max"),
                         (f"max by ({p.by('query, source')}) ({kafka_avg})", "{{query}} {{source}} avg")],
                        "short", [(None, OK), (t.kafka_lag_offsets, BAD)], show_thresholds=True))
         .with_panel(ts(ctx, "Rows read and written per batch", "Mean rows read from all sources and written to the sink per batch. Bad: output 0 while input is not (everything filtered, late or held in state).",
-                       [(p.per_batch("spark_streaming_input_rows_total", p.query, p.q), "{{query}} input"),
-                        (p.per_batch("spark_streaming_sink_output_rows_total", p.query, p.q), "{{query}} output")],
+                       [(p.per_batch(catalog.INPUT_ROWS, p.query, p.q), "{{query}} input"),
+                        (p.per_batch(catalog.SINK_OUTPUT_ROWS, p.query, p.q), "{{query}} output")],
                        "short", [(None, OK)], span=24))
         .with_row(row("State operators"))
         .with_panel(ts(ctx, "State rows held", "Rows in each operator's state after the latest batch. Bad: steady growth without eviction (see rows removed).",
-                       [(f"sum by ({by_op}) ({p.sel('spark_state_rows', p.qo)})", "{{query}} / {{operator}}")],
+                       [(f"sum by ({by_op}) ({p.sel(catalog.by_key('numRowsTotal'), p.qo)})", "{{query}} / {{operator}}")],
                        "short", [(None, OK)], span=8))
         .with_panel(ts(ctx, "Rows updated per batch", "State rows added or updated per batch. Bad: far above the input rows (exploding keys) or rising steadily.",
-                       [(p.per_batch("spark_state_rows_updated_total"), "{{query}} / {{operator}}")], "short", [(None, OK)], span=8))
+                       [(p.per_batch(catalog.by_key("numRowsUpdated")), "{{query}} / {{operator}}")], "short", [(None, OK)], span=8))
         .with_panel(ts(ctx, "Rows removed (evicted) per batch", "State rows removed by watermark, timeout or TTL per batch. Bad: 0 for long while rows grow (state is unbounded).",
-                       [(p.or_zero(p.per_batch("spark_state_rows_removed_total")), "{{query}} / {{operator}}")], "short", [(None, OK)], span=8))
+                       [(p.or_zero(p.per_batch(catalog.by_key("numRowsRemoved"))), "{{query}} / {{operator}}")], "short", [(None, OK)], span=8))
         .with_panel(ts(ctx, "Rows dropped by watermark per batch", "Input rows dropped as later than the watermark. Bad: above 0 when you expect no late data (watermark delay too short, or a source replayed old data).",
-                       [(p.or_zero(p.per_batch("spark_state_rows_dropped_by_watermark_total")), "{{query}} / {{operator}}")],
+                       [(p.or_zero(p.per_batch(catalog.by_key("numRowsDroppedByWatermark"))), "{{query}} / {{operator}}")],
                        "short", [(None, OK), (1, WARN)], span=8))
         .with_panel(ts(ctx, "Eviction ratio", "Rows removed per row added or updated, over the observer's growth window. Bad: 0 for long (nothing is evicted).",
-                       [(f"max by ({by_op}) ({p.sel('spark_state_eviction_ratio', p.qo)})", "{{query}} / {{operator}}")],
+                       [(f"max by ({by_op}) ({p.sel(catalog.EVICTION_RATIO, p.qo)})", "{{query}} / {{operator}}")],
                        "percentunit", [(None, BAD), (0.01, OK)], span=8))
         .with_panel(ts(ctx, "State growth rate", "Rows per second the state grew over the growth window (least squares). Bad: positive for hours.",
-                       [(f"max by ({by_op}) ({p.sel('spark_state_rows_growth_rate', p.qo)})", "{{query}} / {{operator}}")],
+                       [(f"max by ({by_op}) ({p.sel(catalog.ROWS_GROWTH_RATE, p.qo)})", "{{query}} / {{operator}}")],
                        "short", [(None, OK)], span=8, minimum=None))
         .with_panel(ts(ctx, "State time per batch", "Time per batch spent updating, removing and committing state, summed over tasks. Bad: commit or removal dominating and rising.",
-                       [(p.per_batch("spark_state_update_seconds_total"), "{{query}} / {{operator}} update"),
-                        (p.per_batch("spark_state_removal_seconds_total"), "{{query}} / {{operator}} removal"),
-                        (p.per_batch("spark_state_commit_seconds_total"), "{{query}} / {{operator}} commit")],
+                       [(p.per_batch(catalog.by_key("allUpdatesTimeMs")), "{{query}} / {{operator}} update"),
+                        (p.per_batch(catalog.by_key("allRemovalsTimeMs")), "{{query}} / {{operator}} removal"),
+                        (p.per_batch(catalog.by_key("commitTimeMs")), "{{query}} / {{operator}} commit")],
                        "s", [(None, OK)], span=12, stack=True))
         .with_panel(ts(ctx, "Time to state budget", "Forecast time until the rows or memory budget is reached at the current growth (observer settings state_rows_budget / state_memory_budget_bytes). Bad: hours.",
-                       [(f"min by ({by_op}) ({p.sel('spark_state_rows_budget_eta_seconds', p.qo)})", "{{query}} / {{operator}} rows"),
-                        (f"min by ({by_op}) ({p.sel('spark_state_memory_budget_eta_seconds', p.qo)})", "{{query}} / {{operator}} memory")],
+                       [(f"min by ({by_op}) ({p.sel(catalog.ROWS_BUDGET_ETA, p.qo)})", "{{query}} / {{operator}} rows"),
+                        (f"min by ({by_op}) ({p.sel(catalog.MEMORY_BUDGET_ETA, p.qo)})", "{{query}} / {{operator}} memory")],
                        "s", [(None, BAD), (t.budget_eta_hours * 3600, OK)], span=12))
-    )
+    ))

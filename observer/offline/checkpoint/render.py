@@ -5,6 +5,12 @@ from __future__ import annotations
 from observer.offline.checkpoint.report import CheckpointReport
 
 
+def printable(text: str) -> str:
+    """``text`` that any terminal encoding takes: file names read from disk may hold undecodable bytes
+    (``os.listdir`` keeps them as lone surrogates), which ``print`` would raise on."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def render_text(report: CheckpointReport) -> str:
     """The report for a terminal."""
     lines = [f"checkpoint {report.path}", f"  query id: {report.query_id}",
@@ -27,4 +33,4 @@ def render_text(report: CheckpointReport) -> str:
                      f"slowest {e.slowest_partition}" + (f", skew {e.skew:.1f}x" if e.skew else ""))
     for problem in report.problems:
         lines.append(f"  problem: {problem}")
-    return "\n".join(lines)
+    return printable("\n".join(lines))

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import zipfile
 from contextlib import closing
 
+from observer.offline.checkpoint.files import UnreadableFile, zip_member
 from observer.offline.checkpoint.report import CheckpointReport, PartitionState, RestoreEstimate, RestoreWork, StateFile
 from observer.signals.kinds import RESTORE
 
@@ -43,15 +43,11 @@ def restore_work(folder: str, p: PartitionState, target: int, problems: list[str
         if snapshot_kind == "zip":
             snapshot_bytes += _zip_sst_bytes(folder, snap, problems)
     has_replay_files = any(k == replay_kind for (_, k) in by_version)
-    replay_files = replay_bytes = missing = 0
-    if has_replay_files:
-        for version in range((start or 0) + 1, target + 1):
-            replay = by_version.get((version, replay_kind))
-            if replay is None:
-                missing += 1
-            else:
-                replay_files += 1
-                replay_bytes += replay.size
+    # the files there are, counted against the versions there should be: never a loop over versions,
+    # which a commit named 1000000000000 would make endless
+    replay = [f for (v, k), f in by_version.items() if k == replay_kind and (start or 0) < v <= target]
+    replay_files, replay_bytes = len(replay), sum(f.size for f in replay)
+    missing = target - (start or 0) - replay_files if has_replay_files else 0
     if missing:
         problems.append(f"{folder}: {missing} {replay_kind} file(s) between version {(start or 0) + 1} and {target} are missing "
                         "(cleaned up, or the restore will fail)")
@@ -59,15 +55,22 @@ def restore_work(folder: str, p: PartitionState, target: int, problems: list[str
 
 
 def _zip_sst_bytes(folder: str, snap: StateFile, problems: list[str]) -> int:
+    """The SST bytes a RocksDB snapshot's ``metadata`` lists; only that member is read, bounded."""
     name = f"{snap.version}_{snap.unique_id}.zip" if snap.unique_id else f"{snap.version}.zip"
+    path = os.path.join(folder, name)
     try:
-        with zipfile.ZipFile(os.path.join(folder, name)) as z:
-            text = z.read("metadata").decode()
+        text = zip_member(path, "metadata").decode("utf-8", errors="replace")
         meta = json.loads(text.split("\n", 1)[1])
-        return int(sum(f.get("sizeBytes", 0) for f in meta.get("sstFiles", [])))
-    except (OSError, KeyError, ValueError, IndexError, zipfile.BadZipFile) as exc:
-        problems.append(f"{os.path.join(folder, name)}: snapshot unreadable ({exc})")
-        return 0
+        listed = meta.get("sstFiles", [])
+        sizes = [n for f in listed if isinstance(f, dict) and type(n := f.get("sizeBytes", 0)) is int and 0 <= n < 2**63]
+        if len(sizes) != len(listed):
+            problems.append(f"{path}: {len(listed) - len(sizes)} SST file entries without a size; the snapshot's bytes are a lower bound")
+        return sum(sizes)
+    except UnreadableFile as exc:
+        problems.append(f"snapshot unreadable: {exc}")
+    except (ValueError, IndexError, AttributeError, TypeError, RecursionError) as exc:
+        problems.append(f"{path}: snapshot metadata unreadable ({type(exc).__name__}: {str(exc)[:120]})")
+    return 0
 
 
 def estimate_restore(report: CheckpointReport, rates: dict[str, float] | None = None) -> RestoreEstimate | None:

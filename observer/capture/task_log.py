@@ -1,0 +1,130 @@
+"""Placement from event logs (``replay``, ``backtest``, ``watch``): task events in, closed batches out.
+
+The live path asks the driver's REST API once per progress event (``observer.capture.task_poll``). A
+recorded or watched event log has every task already, in the order Spark wrote them: this source is fed
+each raw event (a parsed event-log JSON object) *before* the pipeline processes the progress event that
+follows it, and hands the batches that event closed to ``observer.signals.placement_feed`` at that
+progress event. Both paths meet in the same ``PlacementFeed``, so replay shows what live shows (and more:
+only event logs carry per-partition load times, rows and memory).
+
+Who calls ``feed``:
+
+- replay: ``observer.offline.replay`` taps every line of the log (``read_records(..., tap=...)``) and
+  passes the task-level lines through ``feed_line``;
+- watch: for every ``RawEvent`` of an application, in order, ``feed(raw.data)`` before the progress
+  event's ``CapturedEvent`` goes to ``Observer.process`` (``observer.capture.eventlog_watch`` delivers the
+  needed types: ``PLACEMENT_EVENTS``).
+
+Memory is bounded: the reader's own bounds, and at most ``max_pending`` closed items waiting.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict, deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from observer.model.events import QueryProgress
+from observer.model.tasks import PROGRESS, SQL_ADAPTIVE, SQL_START, STATE_METRICS, BatchTasks, ExecutorChange, TaskEventReader
+
+# the event types the reader uses, as the first bytes of an event-log line (Spark writes "Event" first)
+TASK_EVENT_TYPES = ("SparkListenerTaskEnd", "SparkListenerJobStart", "SparkListenerExecutorAdded", "SparkListenerExecutorRemoved",
+                    SQL_START, SQL_ADAPTIVE, PROGRESS)
+LINE_PREFIXES = tuple(b'{"Event":"' + name.encode() + b'"' for name in TASK_EVENT_TYPES)
+# task ends and plans (the big, numerous lines) matter only when they name a state metric: the reader ignores
+# the rest, so they are not even parsed (a substring test per name instead of json.loads of kilobytes)
+_STATEFUL_ONLY = tuple(b'{"Event":"' + name.encode() + b'"' for name in ("SparkListenerTaskEnd", SQL_START, SQL_ADAPTIVE))
+_STATE_NAMES = tuple(name.encode() for name in STATE_METRICS)
+MAX_PENDING = 4096
+MAX_APPS = 1024  # applications followed by one source (watch); the least recently fed is forgotten first
+
+if TYPE_CHECKING:
+    from observer.runtime import Observer
+
+
+class EventLogSource:
+    """A ``PlacementSource`` fed with an event log's task-level events, in the log's order; thread-confined."""
+
+    name = "eventlog"
+
+    def __init__(self, max_pending: int = MAX_PENDING, max_apps: int = MAX_APPS) -> None:
+        self._readers: OrderedDict[str, TaskEventReader] = OrderedDict()  # per application: stage and task ids are per application
+        self.max_apps = max_apps
+        self._pending: deque[BatchTasks | ExecutorChange] = deque(maxlen=max_pending)
+        self.bad_lines = 0
+
+    def feed(self, event: Mapping[str, Any], app: str = "") -> None:
+        """One parsed event-log object of application ``app`` (any type: the reader keeps what it needs); never raises."""
+        reader = self._readers.get(app)
+        if reader is None:
+            reader = self._readers[app] = TaskEventReader()
+            while len(self._readers) > self.max_apps:
+                self._readers.popitem(last=False)
+        self._readers.move_to_end(app)
+        self._pending.extend(reader.feed(event))
+
+    def forget(self, app: str) -> None:
+        """An application the watcher stopped following: its open batches will not complete."""
+        self._readers.pop(app, None)
+
+    def feed_line(self, line: bytes) -> None:
+        """One raw event-log line: parsed only when it is of a type placement uses (most lines are not)."""
+        if not line.startswith(LINE_PREFIXES):
+            return
+        if line.startswith(_STATEFUL_ONLY) and not any(name in line for name in _STATE_NAMES):
+            return
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            self.bad_lines += 1  # the replay reports the line itself; here it only goes uncounted for placement
+            return
+        if isinstance(obj, dict):
+            self.feed(obj)
+
+    def take(self, progress: QueryProgress) -> list[BatchTasks | ExecutorChange]:
+        """What was closed up to this progress event's own batch, in order; nothing when that batch is not closed yet.
+
+        Fed in step with the pipeline (replay, watch), the batch was closed by this very progress event and
+        everything pending goes. A source fed ahead of the pipeline (a whole log at once) still hands each
+        progress event only its own batch and what came before it, so the metrics move batch by batch.
+        """
+        key = (progress.query_id, progress.batch_id)
+        for i in range(len(self._pending) - 1, -1, -1):
+            item = self._pending[i]
+            if isinstance(item, BatchTasks) and (item.query_id, item.batch_id) == key:
+                return [self._pending.popleft() for _ in range(i + 1)]
+        return []
+
+    def executors(self) -> list[ExecutorChange]:
+        """Executor changes come in order through ``take``: nothing more to ask."""
+        return []
+
+    def problems(self) -> dict[str, int]:
+        """What the reader could not use, by kind (plus unparsable task lines)."""
+        out: dict[str, int] = {}
+        for reader in self._readers.values():
+            for what, n in reader.problems.items():
+                out[what] = out.get(what, 0) + n
+        if self.bad_lines:
+            out["bad_json"] = self.bad_lines
+        return out
+
+    def close(self) -> None:
+        """Batches still open at the end had no progress event: they never completed, and are dropped."""
+        self._pending.clear()
+
+
+def follow_event_log(observer: Observer) -> EventLogSource:
+    """Give ``observer`` placement from an event log it is fed from (``watch``; replay does this itself).
+
+    The caller then hands the returned source every raw event of each application, in the log's order,
+    with ``feed(raw.data, app=app_events.log_name)`` (``RawEvent.data`` of ``observer.capture.eventlog_watch``;
+    stage ids are per application, so each gets its own reader), and processes the streaming events as
+    usual, each progress event *after* it was fed: its batch's migrations come out as ``partition_migrated``
+    signals and placement metrics of that progress event, exactly as in replay. ``forget(app)`` when the
+    watcher forgets an application.
+    """
+    source = EventLogSource()
+    observer.set_placement(source)
+    return source

@@ -1,0 +1,72 @@
+"""Bounded label sets per query: a query whose names change every batch cannot grow the exposition.
+
+A phase, source, operator or metric key becomes a label value. Spark's own names are a handful per query
+and stable, but a query whose names change every batch (a source description with a timestamp in it, a
+custom operator naming itself per batch, hostile input) would add series at every batch: 1,000 batches
+made 960,000 series. So each query keeps at most ``limit`` values per label, with the batch that last
+used each: a new value takes the place of the one unused longest, whose series are then dropped, and a
+value that finds every place taken by the current batch is refused. Both are counted as problems
+(``spark_state_observer_event_problems_total``: a field of an otherwise usable event ignored).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from observer.metrics.updates import Labels
+
+# the labels whose values come from the job (the rest come from the code: index, kind, status, stat)
+PHASE = "phase"
+SOURCE = "source"
+OPERATOR = "operator"
+METRIC = "metric"
+BOUNDED_LABELS = (PHASE, SOURCE, OPERATOR, METRIC)
+DEFAULT_LIMITS: dict[str, int] = {PHASE: 32, SOURCE: 32, OPERATOR: 64, METRIC: 256}
+"""Per query. Spark has 7 phases, a few sources, one operator per stateful step and ~40 custom metric keys."""
+
+class LabelBudget:
+    """The label values one query may use, least recently used first."""
+
+    def __init__(self, limits: dict[str, int] | None = None) -> None:
+        self._limits = dict(DEFAULT_LIMITS if limits is None else limits)
+        self._values: dict[str, OrderedDict[str, int]] = {name: OrderedDict() for name in self._limits}
+        self.dropped = 0  # values forgotten or refused
+
+    def admit(self, label: str, value: str, batch: int) -> tuple[bool, str | None]:
+        """Use ``value`` of ``label`` in ``batch``: (admitted, the value it displaced, if any)."""
+        values = self._values.get(label)
+        if values is None:
+            return True, None
+        if value in values:
+            values[value] = batch
+            values.move_to_end(value)
+            return True, None
+        evicted = None
+        if len(values) >= self._limits[label]:
+            oldest, used = next(iter(values.items()))
+            self.dropped += 1
+            if used >= batch:  # every value is in use by this batch: refuse the newcomer
+                return False, None
+            del values[oldest]
+            evicted = oldest
+        values[value] = batch
+        return True, evicted
+
+    def allows(self, labels: Labels) -> bool:
+        """Whether every bounded label of ``labels`` holds an admitted value (series to keep or render)."""
+        for name, value in labels:
+            values = self._values.get(name)
+            if values is not None and value not in values:
+                return False
+        return True
+
+    def size(self, label: str) -> int:
+        """How many values of ``label`` the query keeps now."""
+        return len(self._values.get(label, ()))
+
+    def copy(self) -> LabelBudget:
+        """An independent copy, for a snapshot exporters read while the worker goes on."""
+        clone = LabelBudget(self._limits)
+        clone._values = {name: OrderedDict(values) for name, values in self._values.items()}
+        clone.dropped = self.dropped
+        return clone

@@ -1,0 +1,94 @@
+"""The model's boundary against hostile input: clean strings, sane numbers and times, JSON of bounded cost.
+
+Every string the model hands on ends up somewhere strict: a Prometheus label (UTF-8), an OTLP protobuf
+string, a SQLite row. A lone surrogate (``"\\ud800"`` is valid JSON) or an unpaired UTF-8 byte that
+py4j passed through breaks each of them later, far from the cause, and for every event at once (a
+scrape renders all queries). So strings are cleaned once, here, where the event is built. Likewise a
+number is a finite float or nothing, a time is a time a datetime can hold, and JSON text is refused
+before parsing when it would expand into more Python objects than any real Spark event has.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+REPLACEMENT = "\ufffd"
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_UNENCODABLE = re.compile(r"[\ud800-\udfff]")
+# epoch seconds a datetime (and every consumer) can hold: years 1 to 9999
+MIN_EPOCH_SECONDS = -62135596800.0
+MAX_EPOCH_SECONDS = 253402300799.0
+# JSON items (containers, members, elements) one event may have: a progress event of 5,000 partitions
+# x 4 stores of instance metrics has ~40,000; each item costs ~60-80 bytes once parsed
+MAX_JSON_ITEMS = 1_000_000
+
+
+class JsonTooLarge(ValueError):
+    """JSON text whose parsed form would be far larger than any real event's."""
+
+
+def clean_text(value: str, limit: int) -> str:
+    """``value`` cut to ``limit`` characters, with code points UTF-8 cannot encode (lone surrogates) replaced."""
+    text = value[:limit]
+    if text.isascii():  # the common case, checked at C speed
+        return text
+    return _UNENCODABLE.sub(REPLACEMENT, text)
+
+
+def clean_label(value: str, limit: int) -> str:
+    """``clean_text`` for a label value: control characters (NUL, escapes) replaced too; newlines and tabs kept."""
+    text = value[:limit]
+    if text.isascii() and text.isprintable():  # the common case, checked at C speed
+        return text
+    return _CONTROL.sub(REPLACEMENT, _UNENCODABLE.sub(REPLACEMENT, text))
+
+
+def finite(value: Any) -> float | None:
+    """A JSON number as a finite float; None for anything else (bool, NaN, infinities, ints beyond a double)."""
+    kind = type(value)
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int:
+        try:
+            return float(value)
+        except OverflowError:  # more than ~308 digits
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def epoch_seconds(value: float | None) -> float | None:
+    """``value`` if it is a time a datetime can hold (years 1 to 9999), else None."""
+    if value is None or not MIN_EPOCH_SECONDS <= value <= MAX_EPOCH_SECONDS:
+        return None
+    return value
+
+
+def json_items(text: str | bytes | bytearray) -> int:
+    """An upper bound on the JSON items ``text`` would parse into: containers plus separators.
+
+    Four C-speed scans; strings that contain separators make it larger, never smaller.
+    """
+    if isinstance(text, str):
+        return text.count("{") + text.count("[") + text.count(",") + text.count(":")
+    return text.count(b"{") + text.count(b"[") + text.count(b",") + text.count(b":")
+
+
+def loads(text: str | bytes | bytearray, max_items: int = MAX_JSON_ITEMS) -> Any:
+    """``json.loads``, refusing text whose parsed form would be out of proportion to any real event.
+
+    A 32 MB line of ``[{},{},...]`` is 11 million dicts (~900 MB); this refuses it after counting.
+    Raises ``JsonTooLarge``, ``ValueError`` (not JSON) or ``RecursionError`` (nested too deep).
+    """
+    items = json_items(text)
+    if items > max_items:
+        raise JsonTooLarge(f"JSON with ~{items:,} items (more than {max_items:,}) refused before parsing")
+    return json.loads(text)

@@ -1,0 +1,108 @@
+"""Placement in the pipeline: at each progress event, the batches its source completed become facts.
+
+``observer.signals.placement`` knows where partitions ran and what moved; this module connects it to
+the one pipeline (``docs/architecture.md``). ``Observer.process`` calls ``PlacementFeed.on_progress`` on
+the worker thread (never on Spark's listener thread) with the ``Facts`` of that progress event, so:
+
+- ``partition_migrated`` signals reach the bus (callbacks, the log), the history and OpenTelemetry like
+  every other signal;
+- the placement metrics (``catalog.PLACEMENT_METRICS``) become tracker updates, so ``/metrics``, the
+  Pushgateway, OTLP and ``replay --format prometheus`` render them through the normal exposition. Their
+  cardinality is bounded by the tracker: per operator, per cause, the top-K partitions and executors; a
+  series that drops out of the top K is removed.
+
+Where batches come from is the ``PlacementSource``: the driver's REST API live
+(``observer.capture.task_poll.PollingSource``), or the task events of an event log in replay and watch
+(``observer.capture.task_log.EventLogSource``). Both give the same placement and migrations; only event
+logs carry per-partition load times, rows and memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from observer.metrics.catalog import COUNTER, MetricSpec
+from observer.metrics.updates import Labels, Update
+from observer.model.events import QueryProgress
+from observer.model.tasks import BatchTasks, ExecutorChange
+from observer.signals.facts import Facts
+from observer.signals.placement import OperatorBatch, PlacementTracker
+
+_QUERY_LABELS = frozenset({"query", "query_id"})
+MAX_BATCHES = 2_000  # operator batches kept for readers (tests, the live check, the browser's recent view)
+
+
+class PlacementSource(Protocol):
+    """Where the partition runs of completed batches come from."""
+
+    name: str
+
+    def take(self, progress: QueryProgress) -> list[BatchTasks | ExecutorChange]:
+        """Batches (and executor changes, in order) completed by the time of this progress event."""
+
+    def executors(self) -> Iterable[ExecutorChange]:
+        """Executors' changes, asked at most once per batch that has a migration and only then (live: one request)."""
+
+    def close(self) -> None:
+        """Release connections; called once when the observer stops."""
+
+
+class PlacementFeed:
+    """One source, one tracker; thread-confined to the observer's worker (or a replay loop)."""
+
+    def __init__(self, source: PlacementSource, top_k: int = 10, max_batches: int = MAX_BATCHES) -> None:
+        self.source = source
+        self.tracker = PlacementTracker(top_k=max(1, top_k))
+        self.batches: deque[OperatorBatch] = deque(maxlen=max_batches)  # recent ones, without their partition runs
+        self.last: list[OperatorBatch] = []  # those of the latest progress event, with their runs (the history writes them)
+        self._shown: dict[str, dict[tuple[MetricSpec, Labels], float]] = {}  # query id -> series -> value handed on
+
+    def on_progress(self, progress: QueryProgress, facts: Facts, label: Callable[[str], str], ts: float) -> None:
+        """Apply what the source completed by ``progress``; signals and metric updates go into ``facts``.
+
+        ``label`` gives a query's ``query`` label as the tracker knows it (name, else id), so the signals read
+        like the others; ``ts`` is the time the signals carry (the progress event's).
+        """
+        self.last = []
+        items = self.source.take(progress)
+        if not items:
+            return
+        for item in items:
+            if isinstance(item, ExecutorChange):
+                self.tracker.on_executor(item)
+            else:
+                self.last.extend(self.tracker.on_batch(item, executors=self.source.executors))
+        self.batches.extend(dataclasses.replace(ob, runs=()) for ob in self.last)
+        for fact in self.tracker.take_facts():
+            facts.signals.append(dataclasses.replace(fact, query=label(fact.query_id), timestamp=ts))
+        facts.updates.extend(self._updates())
+
+    def close(self) -> None:
+        self.source.close()
+
+    def _updates(self) -> list[Update]:
+        """The tracker's series as updates: counters by their increase, gauges set, vanished gauges removed."""
+        current: dict[str, dict[tuple[MetricSpec, Labels], float]] = {}
+        for spec, labels, value in self.tracker.samples():
+            own = tuple((k, v) for k, v in labels.items() if k not in _QUERY_LABELS)
+            current.setdefault(labels["query_id"], {})[(spec, own)] = value
+        out: list[Update] = []
+        for query_id in set(current) | set(self._shown):
+            now, before = current.get(query_id, {}), self._shown.get(query_id, {})
+            for (spec, series), value in now.items():
+                prev = before.get((spec, series))
+                if spec.kind == COUNTER:
+                    if prev is None or value != prev:  # a first zero creates the counter; a tracker that forgot restarts at 0
+                        out.append(Update(spec, series, value - prev if prev is not None and value >= prev else value, query_id))
+                elif value != prev:
+                    out.append(Update(spec, series, value, query_id))
+            out.extend(Update(spec, series, None, query_id) for (spec, series) in before
+                       if spec.kind != COUNTER and (spec, series) not in now)
+            if query_id in current:
+                self._shown[query_id] = now
+            else:
+                del self._shown[query_id]
+        return out

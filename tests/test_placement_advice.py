@@ -1,0 +1,81 @@
+"""``inspect CHECKPOINT --history``: per-partition sizes and move costs from a history of the recorded kill run
+(replayed from its real event log), with the restore estimate of a checkpoint laid out for that query."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from test_inspector import ROCKSDB, checkpoint, rocksdb_zip, write
+from test_placement import scenario
+
+from conftest import ROOT
+from observer.offline.replay import replay
+from observer.settings import Settings
+
+
+def _history(tmp_path: Path) -> tuple[str, dict]:
+    truth, eventlog = scenario("kill")
+    db = str(tmp_path / "history.db")
+    replay([eventlog], Settings.from_env({}), history=db)
+    return db, truth
+
+
+def _checkpoint_of(tmp_path: Path, query_id: str) -> Path:
+    """A RocksDB checkpoint of the kill run's query: its two operators, four partitions, a snapshot and changelogs each."""
+    root = checkpoint(tmp_path / "ck", ROCKSDB, committed=10, planned=10)
+    write(root / "metadata", json.dumps({"id": query_id}))
+    for op, name in ((0, "stateStoreSave"), (1, "dedupe")):
+        info = {"operatorInfo": {"operatorId": op, "operatorName": name},
+                "stateStoreInfo": [{"storeName": "default", "numColsPrefixKey": 0, "numPartitions": 4}]}
+        write(root / "state" / str(op) / "_metadata" / "metadata", f"v1\n{json.dumps(info)}")
+        for p in range(4):
+            part = root / "state" / str(op) / str(p)
+            write(part / "8.zip", rocksdb_zip([1000 * (p + 1)]))
+            for v in (9, 10, 11):
+                write(part / f"{v}.changelog", b"c" * 100)
+    return root
+
+
+def test_the_history_keeps_every_partition_placement_with_its_size_and_move_cost(tmp_path: Path) -> None:
+    db, truth = _history(tmp_path)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT batch_id, op_index, partition, executor, rows_total, memory_bytes, load_seconds, moved_from, cause "
+                            "FROM placements WHERE query_id = ?", (truth["query_id"],)).fetchall()
+    batches = {r[0] for r in rows}
+    assert len(rows) == len(batches) * 2 * truth["shuffle_partitions"]  # every operator and partition of every placed batch
+    moved = [r for r in rows if r[7] is not None]
+    killed = truth["killed"]["executor_id"]
+    assert len(moved) == 4 and all(r[7] == killed and r[8] == "executor_removed" and r[6] > 0 for r in moved)
+    assert all(r[5] is not None and r[5] > 0 for r in rows if r[0] > 0)  # memory per partition, from the task metrics
+
+
+def test_inspect_with_history_gives_partition_advice_marked_as_estimate(tmp_path: Path) -> None:
+    db, truth = _history(tmp_path)
+    root = _checkpoint_of(tmp_path, truth["query_id"])
+    script = ("import sys\nsys.modules['pandas'] = None\n"  # a plain install: the advice needs no pandas either
+              "from observer.cli import main\n"
+              f"sys.exit(main(['inspect', {str(root)!r}, '--history', {db!r}, '--restore-target', '0.5', '--spark-version', '4.3.0', '--json']))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    advice = {a["name"]: a for a in json.loads(out.stdout)["placement_advice"]}
+    assert set(advice) == {"stateStoreSave", "dedupe"}
+    with sqlite3.connect(db) as conn:
+        loads = dict(conn.execute("SELECT partition, load_seconds FROM placements WHERE query_id = ? AND op_index = 1 AND moved_from IS NOT NULL",
+                                  (truth["query_id"],)).fetchall())
+    dedupe = advice["dedupe"]
+    assert dedupe["partitions"] == 4 and dedupe["restore_estimate_seconds"] > 0
+    # the measured reload of a moved dedup partition (about 1.2 s) is over the 0.5 s target: more partitions, and how
+    worst = max(loads, key=lambda p: loads[p])
+    assert dedupe["advice"]["worst_partition"] == worst and dedupe["advice"]["worst_restore_seconds"] == loads[worst]
+    assert dedupe["advice"]["suggested_partitions"] > 4 and dedupe["advice"]["estimate"] is True
+    assert dedupe["advice"]["message"].startswith("Estimate.") and "repartition" in dedupe["advice"]["message"]
+    assert dedupe["caveat"] is None and "understate" in advice["stateStoreSave"]["caveat"]  # the aggregation's double load
+
+    text = subprocess.run([sys.executable, "-m", "observer.cli", "inspect", str(root), "--history", db], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert text.returncode == 0, text.stderr
+    assert "placement advice (Estimate" in text.stdout and "operator 1 dedupe: 4 partitions measured" in text.stdout

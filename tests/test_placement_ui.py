@@ -1,0 +1,51 @@
+"""The browser's placement page on a history replayed from the recorded kill run (tests/fixtures/placement/kill),
+reached from the drilldown."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from test_placement import scenario
+from test_ui import app, chart_titles, frames, texts
+
+from observer.offline.replay import replay
+from observer.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def kill_db(tmp_path_factory) -> str:
+    _, eventlog = scenario("kill")
+    db = str(tmp_path_factory.mktemp("placement-ui") / "kill.db")
+    replay([eventlog], Settings.from_env({}), history=db)
+    return db
+
+
+def test_drilldown_links_to_the_placement_map(monkeypatch, kill_db) -> None:
+    truth, _ = scenario("kill")
+    at = app(monkeypatch, kill_db, page="Query drilldown", query_id=truth["query_id"])
+    button = next(b for b in at.button if b.key == "to_placement")
+    assert "2 batches with moves" in button.label  # one partition_migrated signal per operator in batch 5
+    button.click().run()
+    assert at.session_state["page"] == "Placement" and not at.exception
+
+
+def test_placement_map_colours_executors_and_marks_the_kill(monkeypatch, kill_db) -> None:
+    truth, _ = scenario("kill")
+    at = app(monkeypatch, kill_db, page="Placement", query_id=truth["query_id"])
+    titles = chart_titles(at)
+    assert [t for t in titles if t.startswith("Placement map")] == ["Placement map: operator 0 stateStoreSave", "Placement map: operator 1 dedupe"]
+    assert sum(t.startswith("State memory per partition") for t in titles) == 2  # the skew view per operator
+    maps = [e for e in at.get("vega_lite_chart") if "layer" in json.loads(e.proto.spec)]
+    cells = [row for e in maps for d in e.proto.datasets for row in pa.ipc.open_stream(d.data.data).read_all().to_pylist()]
+    batches = {row["batch_id"] for row in cells}
+    assert len(batches) > truth["last_batch"] and len(cells) == 2 * len(batches) * truth["shuffle_partitions"]  # every cell of both maps
+    killed = truth["killed"]["executor_id"]
+    marked = {(row["batch_id"], row["partition"]) for row in cells if row.get("moved")}
+    assert len(marked) >= 2 and all(b == truth["killed"]["last_batch_before"] + 1 for b, _ in marked)
+    assert {row["executor"] for row in cells} >= {"0", killed}
+    moves = frames(at)[-1]
+    assert len(moves) == 4 and set(moves["from"]) == {killed} and set(moves.cause) == {"its executor was removed"}
+    assert {m.label: m.value for m in at.metric}["partition moves"] == "4"
+    assert "Skew in batch" in texts(at)
