@@ -13,11 +13,13 @@ import os
 from typing import Any
 
 import pytest
+from test_hostile import BASE, PROGRESS_EVENT, all_mutations, as_text, mutate, special_payloads
 
 from conftest import FIXTURES
 from observer.model import decode, kinds
+from observer.model.events import QueryProgress
 from observer.model.parse import _FAST_RULES, MalformedEvent, parse_event, parse_progress, parse_timestamp
-from observer.offline.eventlog import Record, read_records
+from observer.offline.eventlog import EventLogError, Record, read_records
 
 
 def _recorded_texts() -> list[str]:
@@ -164,3 +166,124 @@ def test_json_the_typed_decoder_refuses_still_parses() -> None:
     assert decode.progress(text, _FAST_RULES) is None
     event = parse_event(kinds.PROGRESS, text)
     assert event.batch_id == 1 and event.input_rows_per_second is None and event.problems  # type: ignore[union-attr]
+
+
+# --- the hostile corpus (tests/test_hostile.py): wherever the hardened reference cleans, bounds or refuses,
+# the fast path declines; wherever it keeps a value as it is, both read the same --------------------------
+
+def _same_or_declined(payload: str | bytes | dict[str, Any], reference_text: str | None = None) -> bool:
+    """Assert the fast path declines or equals the reference (parse_event's own path, hardened); True if it read it."""
+    fast = decode.progress(payload, _FAST_RULES)
+    try:
+        reference = parse_event(kinds.PROGRESS, payload if reference_text is None else reference_text)
+    except MalformedEvent:
+        reference = None
+    if fast is None:
+        return False
+    assert isinstance(reference, QueryProgress), f"the fast path read what the reference rejects: {str(payload)[:160]!r}"
+    assert fast == reference and fast.problems == reference.problems == (), str(payload)[:160]
+    assert [list(o.custom) for o in fast.operators] == [list(o.custom) for o in reference.operators]
+    return True
+
+
+def test_every_hostile_value_in_every_field_is_declined_or_read_as_the_hardened_reference_reads_it() -> None:
+    read = declined = 0
+    for path, value in all_mutations():
+        obj = mutate(BASE, path, value)
+        for text in (as_text(obj), as_text(obj, raw_unicode=True)):
+            for payload in (text, json.loads(text)):
+                if _same_or_declined(payload, text if isinstance(payload, dict) else None):
+                    read += 1
+                else:
+                    declined += 1
+    assert read > 1000 and declined > 1000  # both sides of the line are exercised, not only one
+
+
+@pytest.mark.parametrize("text", special_payloads(), ids=lambda t: t[-40:])
+def test_hostile_texts_are_declined_or_read_as_the_reference_reads_them(text: str) -> None:
+    for payload in (text, text.encode("utf-8", "surrogatepass")):
+        _same_or_declined(payload, text)
+
+
+def _with(change: Any) -> dict[str, Any]:
+    obj = copy.deepcopy(BASE)
+    change(obj)
+    return obj
+
+
+def _op(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj["stateOperators"][0]  # type: ignore[no-any-return]
+
+
+# what the hardened parser would change (clean, cut, refuse, drop as non-finite): the fast path must decline
+CHANGED_BY_THE_REFERENCE = {
+    "lone surrogate in the query name": lambda o: o.update(name="q\ud800"),
+    "control character in the query name": lambda o: o.update(name="q\x00\x1b[31m"),
+    "DEL in the query name": lambda o: o.update(name="q\x7f"),
+    "query name over 200": lambda o: o.update(name="n" * 201),
+    "surrogate in the run id": lambda o: o.update(runId="r\udfff"),
+    "control character in the id": lambda o: o.update(id="i\x01"),
+    "control character in an operator name": lambda o: _op(o).update(operatorName="agg\x00"),
+    "operator name over 100": lambda o: _op(o).update(operatorName="o" * 101),
+    "surrogate in a custom metric key": lambda o: _op(o)["customMetrics"].update({"rocksdb\ud800": 1}),
+    "control character in a store name": lambda o: _op(o)["customMetrics"].update({"SnapshotLastUploaded.partition_0_st\x1bore": 3}),
+    "store name over 100": lambda o: _op(o)["customMetrics"].update({"SnapshotLastUploaded.partition_0_" + "s" * 101: 3}),
+    "partition number over 18 digits": lambda o: _op(o)["customMetrics"].update({"SnapshotLastUploaded.partition_" + "1" * 19 + "_default": 3}),
+    "partition number beyond Python's int-string limit": lambda o: _op(o)["customMetrics"].update(
+        {"SnapshotLastUploaded.partition_" + "1" * 5000 + "_default": 3}),
+    "control character in a source description": lambda o: o["sources"][0].update(description="Kafka\x00[t]"),
+    "source description over 200": lambda o: o["sources"][0].update(description="d" * 201),
+    "surrogate in the sink description": lambda o: o.update(sink={"description": "s\ud800", "numOutputRows": 1}),
+    "control character in a phase": lambda o: o["durationMs"].update({"walCommit\x07": 3}),
+    "phase over 100": lambda o: o["durationMs"].update({"p" * 101: 3}),
+    "control character in a source metric key": lambda o: o["sources"][0].update(metrics={"lag\x00": "3"}),
+    "source metric key over 100": lambda o: o["sources"][0].update(metrics={"k" * 101: "3"}),
+    "int beyond a double in a field": lambda o: o.update(numInputRows=10**400),
+    "int beyond a double in a custom metric": lambda o: _op(o)["customMetrics"].update(rocksdbGetCount=10**400),
+    "batch id beyond a long": lambda o: o.update(batchId=2**63),
+    "batch id beyond an unsigned long": lambda o: o.update(batchId=2**64),
+    "sources summing beyond a double": lambda o: [o.pop("numInputRows", None), o.update(
+        sources=[{**o["sources"][0], "numInputRows": 1.5e308}, {**o["sources"][0], "numInputRows": 1.5e308}])],
+    "time beyond year 9999": lambda o: o.update(eventTime={"watermark": "+275760-09-13T00:00:00Z"}),
+}
+
+
+@pytest.mark.parametrize("what", sorted(CHANGED_BY_THE_REFERENCE))
+def test_whatever_the_hardened_reference_would_change_is_declined(what: str) -> None:
+    obj = _with(CHANGED_BY_THE_REFERENCE[what])
+    text = json.dumps(obj, ensure_ascii=True)
+    for payload in (text, text.encode(), json.loads(text)):
+        assert decode.progress(payload, _FAST_RULES) is None, what
+    assert not _same_or_declined(text)  # and the reference reads (or rejects) it on its own
+
+
+# what the hardened parser keeps as it is: the fast path reads it, the same
+KEPT_BY_THE_REFERENCE = {
+    "accented query name": lambda o: o.update(name="requête é" * 10),
+    "astral character (a valid surrogate pair)": lambda o: o.update(name="q \U0001f600"),
+    "tab and newline in a name": lambda o: o.update(name="a\tb\nc"),
+    "query name of 200": lambda o: o.update(name="n" * 200),
+    "largest batch id": lambda o: o.update(batchId=2**63 - 1),
+    "int beyond a long, within a double": lambda o: _op(o)["customMetrics"].update(rocksdbGetCount=2**70),
+    "largest double": lambda o: o.update(numInputRows=1.7976931348623157e308),
+    "unicode store name": lambda o: _op(o)["customMetrics"].update({"SnapshotLastUploaded.partition_0_défaut": 3}),
+}
+
+
+@pytest.mark.parametrize("what", sorted(KEPT_BY_THE_REFERENCE))
+def test_what_the_hardened_reference_keeps_is_read_fast_and_the_same(what: str) -> None:
+    obj = _with(KEPT_BY_THE_REFERENCE[what])
+    for text in (json.dumps(obj), json.dumps(obj, ensure_ascii=False)):
+        for payload in (text, text.encode(), json.loads(text)):
+            assert _same_or_declined(payload, text), what
+
+
+def test_an_event_log_line_of_millions_of_items_is_refused_with_progress_as_bytes_too(tmp_path: Any) -> None:
+    """The line-level guard (``bounded.loads``) holds when progress is cut out as bytes: same error, same place."""
+    line = json.dumps({"Event": PROGRESS_EVENT, "progress": {**BASE, "x": [{}] * 1_200_000}}, separators=(",", ":"))
+    path = tmp_path / "events.log"
+    path.write_text(line + "\n" + json.dumps({"Event": PROGRESS_EVENT, "progress": BASE}) + "\n")
+    for as_bytes in (False, True):
+        items = list(read_records([str(path)], progress_as_bytes=as_bytes))
+        assert isinstance(items[0], EventLogError) and "items" in str(items[0])
+        assert isinstance(items[1], Record) and parse_event(kinds.PROGRESS, items[1].payload) == parse_progress(BASE)
