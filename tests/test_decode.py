@@ -20,6 +20,7 @@ from observer.model import decode, kinds
 from observer.model.events import QueryProgress
 from observer.model.parse import _FAST_RULES, MalformedEvent, parse_event, parse_progress, parse_timestamp
 from observer.offline.eventlog import EventLogError, Record, read_records
+from observer.signals.kafka_lag import KAFKA_PREFIX, kafka_sources
 
 
 def _recorded_texts() -> list[str]:
@@ -287,3 +288,47 @@ def test_an_event_log_line_of_millions_of_items_is_refused_with_progress_as_byte
         items = list(read_records([str(path)], progress_as_bytes=as_bytes))
         assert isinstance(items[0], EventLogError) and "items" in str(items[0])
         assert isinstance(items[1], Record) and parse_event(kinds.PROGRESS, items[1].payload) == parse_progress(BASE)
+
+
+def _placement_view(obj: Any) -> Any:
+    """What placement's reader (``observer.model.tasks``) reads of a parsed progress line."""
+    progress = obj.get("progress")
+    if not isinstance(progress, dict):
+        return obj.get("Event"), progress
+    ops = progress.get("stateOperators")
+    names = [op.get("operatorName") if isinstance(op, dict) else op for op in ops] if isinstance(ops, list) else ops
+    return obj.get("Event"), progress.get("id"), progress.get("batchId"), progress.get("name"), names
+
+
+def test_placement_reads_the_same_ids_and_operator_names_from_a_progress_line() -> None:
+    """``event_progress_ids`` (what the placement tap reads of a progress line) equals json.loads of the line, or declines."""
+    lines = [json.dumps({"Event": PROGRESS_EVENT, "progress": json.loads(text)}).encode() for text in RECORDED]
+    line = lines[-1].decode()
+    lines += [line.replace('"stateOperators": [', '"stateOperators": [7, ').encode(),  # an operator that is no object
+              line.replace('"stateOperators": [', '"stateOperators": {"a": [').replace("], ", "]}, ", 1).encode(),
+              line.replace('"operatorName": "', '"operatorName": 5, "x": "', 1).encode(),
+              line[:-1].encode() + b', "Event": "SparkListenerTaskEnd"}',  # a second Event key wins in json.loads
+              line[:-1].encode() + b', "x": NaN}', line[:-2].encode(), b"{}",
+              json.dumps({"Event": PROGRESS_EVENT, "progress": {"id": "\ud800", "batchId": 2**70, "name": None}}).encode()]
+    read = 0
+    for raw in lines:
+        ids = decode.event_progress_ids(raw)
+        if ids is None:
+            continue
+        read += 1
+        assert _placement_view(ids) == _placement_view(json.loads(raw)), raw[-200:]
+    assert read >= len(RECORDED)
+
+
+def test_a_fast_event_tells_its_kafka_sources_without_its_raw_json() -> None:
+    """The Kafka rule skips an event whose sources (as sent) name no Kafka source: the same answer as reading the raw JSON."""
+    kafka = 0
+    texts = RECORDED + [json.dumps({**BASE, "sources": [{**BASE["sources"][0], "description": d}]}) for d in ("KafkaV2[Subscribe[t]]", "kafka", None, "")]
+    for text in texts:
+        fast = decode.progress(text, _FAST_RULES)
+        assert fast is not None and decode.sources_as_sent(fast)
+        named = any(s.description.startswith(KAFKA_PREFIX) for s in fast.sources)
+        assert named == bool(kafka_sources(json.loads(text)))
+        kafka += named
+    assert kafka >= 2  # the Kafka recordings and the variant above
+    assert not decode.sources_as_sent(parse_progress(BASE)) and not decode.sources_as_sent(decode.progress(BASE, _FAST_RULES))  # type: ignore[arg-type]

@@ -99,6 +99,24 @@ class _Envelope(msgspec.Struct):
     progress: msgspec.Raw
 
 
+class _OperatorName(msgspec.Struct):
+    operatorName: Any = None  # noqa: N815
+
+
+class _Ids(msgspec.Struct):
+    """What placement reads of a progress event: which query and batch it closes, and the operators' names."""
+
+    id: Any = None
+    batchId: Any = None  # noqa: N815
+    name: Any = None
+    stateOperators: list[_OperatorName] | None = None  # noqa: N815
+
+
+class _IdsEnvelope(msgspec.Struct):
+    Event: str
+    progress: _Ids
+
+
 class _Stamp(msgspec.Struct):
     timestamp: Any = None
     batchDuration: Any = None  # noqa: N815
@@ -107,6 +125,7 @@ class _Stamp(msgspec.Struct):
 _PROGRESS = msgspec.json.Decoder(_Progress)
 _ENVELOPE = msgspec.json.Decoder(_Envelope)
 _STAMP = msgspec.json.Decoder(_Stamp)
+_IDS = msgspec.json.Decoder(_IdsEnvelope)
 
 
 class Decline(Exception):
@@ -170,6 +189,13 @@ class LazyJson(Mapping[str, Any]):
         return len(self._loaded())
 
 
+def sources_as_sent(p: QueryProgress) -> bool:
+    """Whether ``p.sources`` are the event's sources exactly as sent (every one, descriptions unchanged): true of
+    what this module built from text (it declines otherwise), so a rule may read them instead of ``p.raw``,
+    which would be decoded whole for it."""
+    return isinstance(p.raw, LazyJson)
+
+
 def progress(payload: object, rules: Rules) -> QueryProgress | None:
     """The model of one progress event, or ``None`` when the reference parser must read it instead.
 
@@ -198,6 +224,21 @@ def event_progress(line: bytes) -> bytes | None:
         return bytes(_ENVELOPE.decode(line).progress)
     except msgspec.MsgspecError:
         return None
+
+
+def event_progress_ids(line: bytes) -> dict[str, Any] | None:
+    """An event log's progress line as the object placement's reader uses (``Event``, and of ``progress`` its
+    ``id``, ``batchId``, ``name`` and each operator's ``operatorName``), without building the metrics;
+    ``None`` when the line is not that shape (then the whole line is for ``json.loads``)."""
+    try:
+        found = _IDS.decode(line)
+    except msgspec.MsgspecError:
+        return None
+    p = found.progress
+    progress: dict[str, Any] = {"id": p.id, "batchId": p.batchId, "name": p.name}
+    if p.stateOperators is not None:
+        progress["stateOperators"] = [{"operatorName": op.operatorName} for op in p.stateOperators]
+    return {"Event": found.Event, "progress": progress}
 
 
 def stamp_fields(payload: bytes) -> tuple[str | None, Any]:
