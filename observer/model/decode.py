@@ -266,14 +266,15 @@ def _clean(text: str, limit: int) -> str:
     return text
 
 
-def _clean_keys(keys: Mapping[str, Any], limit: int) -> None:
-    """Decline unless every key is a label the reference keeps as it is: one C-speed check for the common case."""
-    if max(map(len, keys), default=0) > limit:
+def _clean_keys(keys: Mapping[str, Any], limit: int | None) -> None:
+    """Decline unless every key is a label the reference keeps as it is (``limit`` characters at most, unless
+    None): one C-speed check for the common case."""
+    if limit is not None and max(map(len, keys), default=0) > limit:
         raise Decline
     joined = "".join(keys)
     if not (joined.isascii() and joined.isprintable()):
         for key in keys:
-            _clean(key, limit)
+            _clean(key, sys.maxsize if limit is None else limit)
 
 
 def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | None) -> QueryProgress:
@@ -362,7 +363,7 @@ def _operator(index: int, op: _Operator, rules: Rules) -> OperatorProgress:
     custom = op.customMetrics or {}
     if len(custom) > rules.max_map_entries + rules.max_instance_metrics:
         raise Decline
-    _clean_keys(custom, sys.maxsize)  # a key's characters, wherever the reference puts them (a custom key, a store)
+    _clean_keys(custom, None)  # a key's characters (lengths below), wherever the reference puts them (a custom key, a store)
     instances: list[InstanceMetric] = []
     for key in [k for k in custom if ".partition_" in k]:
         instance = rules.cached_instance(key, custom[key])
