@@ -62,16 +62,25 @@ def main() -> int:
     spark = spark_session()
     spark.sparkContext.setLogLevel("ERROR")
     results: dict[bool, list[float]] = {False: [], True: []}
+    per_round: list[float] = []  # each round's overhead: median with / median without, of that round's runs
     with tempfile.TemporaryDirectory() as tmp:
         run_once(spark, False, 3, tmp, None)  # warm the JVM
         for r in range(args.rounds):
+            runs: dict[bool, list[float]] = {}
             for observed in (False, True) if r % 2 == 0 else (True, False):
-                results[observed].extend(run_once(spark, observed, args.batches, tmp, args.otlp_endpoint))
+                runs[observed] = run_once(spark, observed, args.batches, tmp, args.otlp_endpoint)
+                results[observed].extend(runs[observed])
+            per_round.append(statistics.median(runs[True]) / statistics.median(runs[False]) - 1)
     spark.stop()
     without, with_ = statistics.median(results[False]), statistics.median(results[True])
     print(
-        f"batches per mode: {len(results[False])}; median batch duration without {without * 1000:.0f} ms, "
-        f"with the observer {with_ * 1000:.0f} ms: overhead {100 * (with_ / without - 1):+.1f} %"
+        f"batches per mode: {len(results[False])}; median batch duration without {without * 1000:.0f} ms "
+        f"({min(results[False]) * 1000:.0f}-{max(results[False]) * 1000:.0f}), with the observer {with_ * 1000:.0f} ms "
+        f"({min(results[True]) * 1000:.0f}-{max(results[True]) * 1000:.0f}): overhead {100 * (with_ / without - 1):+.1f} %"
+    )
+    print(
+        f"overhead per round ({args.rounds} rounds): median {100 * statistics.median(per_round):+.1f} % "
+        f"(min {100 * min(per_round):+.1f} %, max {100 * max(per_round):+.1f} %)"
     )
     return 0
 

@@ -1,6 +1,8 @@
-"""Scale of the /metrics render: 100 queries x 4 operators, and the per-partition cap at 2,000 partitions.
+"""Scale of the /metrics render: 100 queries x 4 operators, the per-partition cap at 2,000 partitions,
+and a fleet (1,000 applications x 2 queries x 2 operators) scraped while events keep arriving.
 
     python bench/render_scale.py [--repeat 11]
+    python bench/render_scale.py --fleet [--apps 1000] [--seconds 60] [--rate 200]
 
 Workload derived from a recorded real progress (RocksDB, ~40 custom metrics per operator). For each
 workload it prints the series count and exposition size, the traced memory of the observer's state
@@ -14,15 +16,25 @@ workload it prints the series count and exposition size, the traced memory of th
 
 "cold" is a scrape after every query received a new progress (nothing cached is valid), "warm" a
 scrape after 1 query did. Events are applied between timed scrapes, untimed.
+
+``--fleet``: one live observer (worker thread, endpoint on 127.0.0.1) holding ``apps`` x 2 queries of
+2 operators, as one event-log watcher carrying a cluster would; a feeder thread submits progress events
+at ``--rate`` per second to random queries while the main thread GETs /metrics (gzip) back to back for
+``--seconds``, then renders and gzips in-process for a third of that, timing the scraping thread's CPU
+seconds. Prints the series count, GET median (min-max), the events applied meanwhile, the scrape's CPU
+cost, the process RSS before and after loading the queries (per query) and at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
+import random
 import statistics
 import sys
+import threading
 import time
 import tracemalloc
 import urllib.request
@@ -34,7 +46,7 @@ from prometheus_client import generate_latest
 
 from bench.common import derived, recorded_progress
 from observer.capture.queue import CapturedEvent
-from observer.exporters.http import MetricsServer
+from observer.exporters.http import GZIP_LEVEL, MetricsServer
 from observer.runtime import Observer
 from observer.settings import Settings
 
@@ -118,10 +130,108 @@ def report(label: str, repeat: int, queries: int, operators: int, partitions: in
         server.stop()
 
 
+def rss_bytes() -> int:
+    """Resident set size of this process (Linux)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+
+def fleet(apps: int, seconds: float, rate: float) -> None:
+    """GET /metrics of a live observer holding ``apps`` x 2 queries while events keep arriving."""
+    base = recorded_progress()[-1]
+    queries = apps * 2
+    marker = 987654321  # the batch id placeholder in each query's JSON text
+    texts = []
+    for q in range(queries):
+        p = derived(base, q, marker)
+        p["name"] = f"app{q // 2:04d}_query{q % 2}"
+        texts.append(json.dumps(p, separators=(",", ":")))
+    settings = Settings(http_host="127.0.0.1", http_port=0, max_queries=queries, history_enabled=False, poll_executors=False)
+    rss_empty = rss_bytes()
+    obs = Observer(settings, serve=True, live=True).start()
+    batch = [0]
+
+    def round_of(n: int) -> None:
+        batch[0] += 1
+        for q in random.sample(range(queries), n) if n < queries else range(queries):
+            obs.submit(CapturedEvent("progress", texts[q].replace(f'"batchId":{marker}', f'"batchId":{batch[0]}'), time.time(), 0.0))
+
+    try:
+        for _ in range(3):
+            round_of(queries)
+            obs.flush(600)
+        rss_loaded = rss_bytes()
+        request = urllib.request.Request(f"http://127.0.0.1:{obs.http_port}/metrics")
+        with urllib.request.urlopen(request, timeout=120) as response:
+            text = response.read()
+        series = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
+        stop = threading.Event()
+        fed = [0]
+
+        def feed() -> None:
+            started = time.monotonic()
+            while not stop.is_set():
+                due = int((time.monotonic() - started) * rate) - fed[0]
+                if due > 0:
+                    round_of(min(due, queries))
+                    fed[0] += min(due, queries)
+                time.sleep(0.05)
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        processed_before = obs._taken
+        feeder.start()
+        gzip_request = urllib.request.Request(f"http://127.0.0.1:{obs.http_port}/metrics", headers={"Accept-Encoding": "gzip"})
+        times: list[float] = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            t = time.perf_counter()
+            with urllib.request.urlopen(gzip_request, timeout=120) as response:
+                response.read()
+            times.append(time.perf_counter() - t)
+        # the same work without HTTP, timed in this thread's own CPU seconds: what a scrape costs when
+        # the cores are not shared with ~7 other sessions (render the changed queries, join, gzip)
+        cpu: list[float] = []
+        deadline = time.monotonic() + seconds / 3
+        while time.monotonic() < deadline:
+            t = time.thread_time()
+            gzip.compress(obs.exposition(), compresslevel=GZIP_LEVEL)
+            cpu.append(time.thread_time() - t)
+        stop.set()
+        feeder.join()
+        processed = obs._taken - processed_before
+        rss_end = rss_bytes()
+    finally:
+        obs.stop()
+    print(
+        f"\nfleet: {apps:,} applications x 2 queries x 2 operators = {queries:,} queries, {series:,} series, "
+        f"{len(text) / 1e6:.1f} MB exposition"
+    )
+    print(
+        f"GET /metrics (gzip), {len(times)} scrapes over {seconds:.0f} s while events arrived ({processed:,} processed, "
+        f"{processed / seconds:,.0f}/s): median {statistics.median(times) * 1000:.0f} ms "
+        f"({min(times) * 1000:.0f}-{max(times) * 1000:.0f} ms)"
+    )
+    print(
+        f"the same scrape in-process (exposition + gzip), CPU of the scraping thread: median {statistics.median(cpu) * 1000:.0f} ms "
+        f"({min(cpu) * 1000:.0f}-{max(cpu) * 1000:.0f} ms) over {len(cpu)}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    print(
+        f"RSS: {rss_empty / 1e6:.0f} MB before the observer, {rss_loaded / 1e6:.0f} MB with {queries:,} queries "
+        f"({(rss_loaded - rss_empty) / queries / 1e3:.0f} kB per query), {rss_end / 1e6:.0f} MB at the end"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=11, help="timed scrapes per cell (median reported)")
+    parser.add_argument("--fleet", action="store_true", help="only the fleet case (see above)")
+    parser.add_argument("--apps", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--rate", type=float, default=200.0, help="progress events per second submitted during the scrapes")
     args = parser.parse_args()
+    if args.fleet:
+        fleet(args.apps, args.seconds, args.rate)
+        return 0
     report("100 queries x 4 operators", args.repeat, 100, 4)
     report("1 query, 2,000 partitions (top-K 10)", args.repeat, 1, 2, 2000)
     return 0

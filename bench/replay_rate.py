@@ -1,10 +1,15 @@
 """Replay throughput: progress events per second from a large event log, against bare JSON parsing.
 
-    python bench/replay_rate.py [--copies 400]
+    python bench/replay_rate.py [--copies 400] [--source rocksdb_restart/run1] [--repeat 3]
+    python bench/replay_rate.py --source incidents/clean_busy_30min/run1 --copies 40   # 8 partitions, 2 operators
+    python bench/replay_rate.py --progress-only ...   # the streaming events alone: the pipeline's own cost
 
-The log is generated from a recorded real event log (tests/fixtures): its lines are repeated with
-batch ids shifted, zstd-compressed as Spark writes it. Baseline in the same run: decompress and
-``json.loads`` every line, nothing else.
+The log is generated from a recorded real event log (tests/fixtures/<source>/eventlog): its lines are
+repeated with batch ids shifted, zstd-compressed as Spark writes it. Baselines in the same run, each
+repeated: decompress and ``json.loads`` every line; ``json.loads`` of the progress lines alone (already
+decompressed: the strictest yardstick); and the pipeline with the fast decoder switched off (the
+reference parser, ``observer.model.parse``, as before issue 17). Medians with min-max of CPU seconds
+(single-threaded, so events per CPU second is what one core carries).
 """
 
 from __future__ import annotations
@@ -13,22 +18,26 @@ import argparse
 import io
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
+from typing import Callable
+from unittest import mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import zstandard
 
 from bench.common import ROOT
+from observer.model import decode
 from observer.model.parse import parse_timestamp
 from observer.offline.eventlog import open_decompressed
 from observer.offline.replay import replay
 
 
-def build_log(path: str, copies: int) -> int:
-    folder = os.path.join(ROOT, "tests", "fixtures", "rocksdb_restart", "run1", "eventlog")
+def build_log(path: str, copies: int, source: str = "rocksdb_restart/run1", progress_only: bool = False) -> int:
+    folder = os.path.join(ROOT, "tests", "fixtures", source, "eventlog")
     source = next(os.path.join(r, f) for r, _, files in os.walk(folder) for f in files if f.startswith("events_"))
     with open_decompressed(source) as f:
         lines = [json.loads(line) for line in f.read().splitlines() if line.strip()]
@@ -44,7 +53,7 @@ def build_log(path: str, copies: int) -> int:
         out.write(dumps(streaming[0]))
         for c in range(copies):
             for line in lines:
-                if line in streaming and line not in progress:
+                if (line in streaming and line not in progress) or (progress_only and line not in progress):
                     continue
                 if line in progress:
                     line = json.loads(json.dumps(line))
@@ -57,24 +66,78 @@ def build_log(path: str, copies: int) -> int:
     return n
 
 
+def _timed(fn: Callable[[], object], repeat: int) -> list[float]:
+    """CPU seconds of this process per run: everything here is single-threaded, and on the shared machine
+    wall time swings 3x with the other sessions' load while CPU time measures this work alone."""
+    times = []
+    for _ in range(repeat):
+        t = time.process_time()
+        fn()
+        times.append(time.process_time() - t)
+    return times
+
+
+def _loads_each(lines: list[bytes]) -> None:
+    """``json.loads`` of each line, each result dropped as the bare read drops it (kept, they would cost the GC)."""
+    for line in lines:
+        json.loads(line)
+
+
+def _fmt(times: list[float]) -> str:
+    return f"{statistics.median(times):.2f} s ({min(times):.2f}-{max(times):.2f})"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--copies", type=int, default=400)
+    ap.add_argument("--source", default="rocksdb_restart/run1", help="a recorded run under tests/fixtures with an eventlog folder")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--progress-only",
+        action="store_true",
+        help="keep only the streaming events (no task, stage, SQL lines): the pipeline's own cost per event",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "events_1_app.zstd")
-        n = build_log(path, args.copies)
-        t = time.perf_counter()
-        with io.BufferedReader(open_decompressed(path), 1 << 16) as f:
-            parsed = sum(1 for line in f if json.loads(line))
-        bare = time.perf_counter() - t
-        t = time.perf_counter()
-        replay([path])
-        full = time.perf_counter() - t
-    print(f"event log: {parsed:,} lines, {n:,} progress events")
+        n = build_log(path, args.copies, args.source, args.progress_only)
+        with open_decompressed(path) as f:
+            lines = f.read().splitlines()
+        progress_lines = [
+            line
+            for line in lines
+            if line.startswith(b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"')
+        ]
+
+        def bare() -> None:
+            with io.BufferedReader(open_decompressed(path), 1 << 16) as f:
+                for line in f:
+                    json.loads(line)
+
+        reference = mock.patch.object(decode, "progress", lambda payload, rules: None)
+        runs = {"bare": [], "progress": [], "fast": [], "reference": []}  # type: dict[str, list[float]]
+        for _ in range(args.repeat):  # interleaved, so load on the machine hits every variant alike
+            runs["bare"] += _timed(bare, 1)
+            runs["progress"] += _timed(lambda: _loads_each(progress_lines), 1)
+            runs["fast"] += _timed(lambda: replay([path]), 1)
+            with reference:
+                runs["reference"] += _timed(lambda: replay([path]), 1)
+    fast, ref = statistics.median(runs["fast"]), statistics.median(runs["reference"])
+    size = sum(len(line) + 1 for line in lines)
     print(
-        f"bare decompress + json.loads of every line: {bare:.2f} s; replay through the pipeline: {full:.2f} s "
-        f"= {n / full:,.0f} progress events/s; replay/bare ratio {full / bare:.2f}"
+        f"event log ({args.source} x {args.copies}{', progress only' if args.progress_only else ''}): {len(lines):,} lines, {size / 1e6:.0f} MB decompressed, {n:,} progress events, "
+        f"{args.repeat} repeats, median (min-max) CPU seconds"
+    )
+    print(f"  bare decompress + json.loads of every line: {_fmt(runs['bare'])}")
+    print(f"  json.loads of the progress lines alone:     {_fmt(runs['progress'])}")
+    print(f"  replay, reference parser (before):          {_fmt(runs['reference'])} = {n / ref:,.0f} progress events/s")
+    print(
+        f"  replay, fast decoder:                       {_fmt(runs['fast'])} = {n / fast:,.0f} progress events/s "
+        f"({n / max(runs['fast']):,.0f}-{n / min(runs['fast']):,.0f}); {ref / fast:.2f}x the reference"
+    )
+    print(
+        f"  replay / bare every line: {fast / statistics.median(runs['bare']):.2f}; "
+        f"replay / json.loads of progress lines: {fast / statistics.median(runs['progress']):.2f}"
     )
     return 0
 

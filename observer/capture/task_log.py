@@ -25,6 +25,7 @@ from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from observer.model import decode
 from observer.model.events import QueryProgress
 from observer.model.tasks import PROGRESS, SQL_ADAPTIVE, SQL_START, STATE_METRICS, BatchTasks, ExecutorChange, TaskEventReader
 
@@ -43,6 +44,7 @@ LINE_PREFIXES = tuple(b'{"Event":"' + name.encode() + b'"' for name in TASK_EVEN
 # the rest, so they are not even parsed (a substring test per name instead of json.loads of kilobytes)
 _STATEFUL_ONLY = tuple(b'{"Event":"' + name.encode() + b'"' for name in ("SparkListenerTaskEnd", SQL_START, SQL_ADAPTIVE))
 _STATE_NAMES = tuple(name.encode() for name in STATE_METRICS)
+_PROGRESS_LINE = b'{"Event":"' + PROGRESS.encode() + b'"'
 MAX_PENDING = 4096
 MAX_APPS = 1024  # applications followed by one source (watch); the least recently fed is forgotten first
 
@@ -81,11 +83,14 @@ class EventLogSource:
             return
         if line.startswith(_STATEFUL_ONLY) and not any(name in line for name in _STATE_NAMES):
             return
-        try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError):
-            self.bad_lines += 1  # the replay reports the line itself; here it only goes uncounted for placement
-            return
+        # a progress line: only its ids and operator names, not its metrics (the pipeline decodes those)
+        obj = decode.event_progress_ids(line) if line.startswith(_PROGRESS_LINE) else None
+        if obj is None or obj["Event"] != PROGRESS:  # not that shape (or a second "Event" key): the whole line
+            try:
+                obj = json.loads(line)
+            except (ValueError, RecursionError):
+                self.bad_lines += 1  # the replay reports the line itself; here it only goes uncounted for placement
+                return
         if isinstance(obj, dict):
             self.feed(obj)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 from typing import Callable, Iterable, cast
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -30,7 +30,9 @@ from observer.metrics.updates import Labels
 from observer.metrics.view import MetricsView
 
 Samples = list[tuple[Labels, float]]
-_go_float = cast(Callable[[float], str], floatToGoString)  # prometheus-client's value formatting (unannotated)
+# prometheus-client's value formatting (unannotated), memoized: most values recur (zeros, counts, sizes),
+# and formatting was a third of rendering a fleet's changed queries (bench/render_scale.py --fleet)
+_go_float = cast(Callable[[float], str], lru_cache(maxsize=4096)(floatToGoString))  # bounded: ~0.7 MB at most
 # one query's rendered samples: (family spec, its sample lines), families in order of first appearance
 QueryLines = list[tuple[MetricSpec, bytes]]
 
@@ -42,6 +44,11 @@ class Family:
     name: str  # the catalog's Prometheus name, in # HELP, # TYPE and every sample line: counters end in _total
     type: str  # counter or gauge
     help: str
+
+    @cached_property
+    def escaped_name(self) -> str:
+        """The name as sample lines write it (escaped once per family, not once per query rendered)."""
+        return escape_metric_name(self.name, UNDERSCORES)
 
     @property
     def header(self) -> bytes:
@@ -61,22 +68,24 @@ class Family:
             metric.add_sample(self.name, dict(labels), value)
         return metric
 
-    def lines(self, samples: Samples, pairs: dict[tuple[str, str], str]) -> bytes:
-        """The family's sample lines in text format 0.0.4; ``pairs`` memoizes each label's ``name="value"``."""
-        name = escape_metric_name(self.name, UNDERSCORES)
+    def lines(self, samples: Samples, labels_text: dict[Labels, str]) -> bytes:
+        """The family's sample lines in text format 0.0.4; ``labels_text`` memoizes each label set's ``{...}``."""
+        name = self.escaped_name
         out = []
         for labels, value in samples:
             if labels:
-                texts = []
-                for pair in sorted(dict(labels).items()):  # a repeated label name keeps its last value, as there
-                    text = pairs.get(pair)
-                    if text is None:
-                        text = pairs[pair] = f'{_label_name(pair[0])}="{_label_value(pair[1])}"'
-                    texts.append(text)
-                out.append(f"{name}{{{','.join(texts)}}} {_go_float(value)}\n")
+                text = labels_text.get(labels)
+                if text is None:
+                    text = labels_text[labels] = _labels_text(labels)
+                out.append(f"{name}{text} {_go_float(value)}\n")
             else:
                 out.append(f"{name} {_go_float(value)}\n")
         return "".join(out).encode()
+
+
+def _labels_text(labels: Labels) -> str:
+    """``{name="value",...}``, names sorted; a repeated label name keeps its last value, as in prometheus-client."""
+    return "{" + ",".join(f'{_label_name(n)}="{_label_value(v)}"' for n, v in sorted(dict(labels).items())) + "}"
 
 
 @lru_cache(maxsize=1024)  # one entry per spec of the catalog
@@ -109,9 +118,9 @@ class Families:
         group.append((labels, value))
 
     def lines(self) -> QueryLines:
-        """Each family's sample lines. A query's labels recur on most of its lines: each is escaped once."""
-        pairs: dict[tuple[str, str], str] = {}
-        return [(spec, family(spec).lines(samples, pairs)) for spec, samples in self.samples.items()]
+        """Each family's sample lines. A query's label sets recur on most of its lines: each is written once."""
+        labels_text: dict[Labels, str] = {}
+        return [(spec, family(spec).lines(samples, labels_text)) for spec, samples in self.samples.items()]
 
 
 @dataclass(frozen=True)

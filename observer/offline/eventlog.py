@@ -23,8 +23,8 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import IO, Any, Callable, Iterable, Iterator
 
-from observer.model import kinds
-from observer.model.bounded import JsonTooLarge, clean_label, epoch_seconds, finite, loads
+from observer.model import decode, kinds
+from observer.model.bounded import MAX_JSON_ITEMS, JsonTooLarge, clean_label, epoch_seconds, finite, loads
 from observer.model.parse import parse_timestamp
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -137,11 +137,16 @@ def open_decompressed(path: str, max_chunk_bytes: int = _MAX_BLOCK) -> io.RawIOB
 
 
 def read_records(
-    paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, tap: Callable[[bytes], None] | None = None
+    paths: list[str],
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    tap: Callable[[bytes], None] | None = None,
+    progress_as_bytes: bool = False,
 ) -> Iterator[Record | EventLogError]:
     """Yield the replayable records of every file in order; problems come as ``EventLogError`` items.
 
     ``tap`` sees every line before its record is yielded (placement reads the task events this skips).
+    With ``progress_as_bytes`` an event log's progress payload is its ``progress`` object's JSON text (bytes),
+    cut out of the line without building dicts, for ``observer.model.decode``'s fast path; else a dict.
 
     A bad line is reported and skipped; a file that cannot be decompressed further is reported and the
     next file is read; what cannot be read in a folder is reported first. Nothing read before a problem
@@ -169,7 +174,7 @@ def read_records(
                         tap(line)
                     where = f"{path}:{line_no}"
                     try:
-                        item = _record(line, where)
+                        item = _record(line, where, progress_as_bytes)
                     except Exception as exc:  # a value no rule foresaw: this line only
                         item = EventLogError(f"{where}: unusable ({type(exc).__name__}: {str(exc)[:80]})")
                     if item is not None:
@@ -224,10 +229,11 @@ def _lines(stream: io.RawIOBase | IO[bytes], max_line_bytes: int, path: str) -> 
                 if not rest or rest.endswith(b"\n"):
                     break
             yield line_no, EventLogError(f"{path}:{line_no}: line longer than {max_line_bytes} bytes; skipped")
-        elif line.strip():
+        elif not line.isspace():  # blank lines are skipped; isspace() does not copy the (long) line as strip() would
             yield line_no, line
 
 
+_PROGRESS_PREFIX = b'{"Event":"' + (_STREAMING + "QueryProgressEvent").encode() + b'"'
 _WANTED_PREFIXES = (
     b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$',
     b'{"Event":"SparkListenerExecutorAdded"',
@@ -235,11 +241,16 @@ _WANTED_PREFIXES = (
 )
 
 
-def _record(line: bytes, where: str) -> Record | EventLogError | None:
+def _record(line: bytes, where: str, progress_as_bytes: bool = False) -> Record | EventLogError | None:
     # Spark writes "Event" first: skip the (large, numerous) task, stage and SQL events without parsing
     # them; a last line without its newline is parsed anyway, so a truncated log is reported
     if line.startswith(b'{"Event":"') and not line.startswith(_WANTED_PREFIXES) and line.endswith(b"\n"):
         return None
+    # (a line longer than the JSON item bound may hold more items than loads() accepts: it counts them)
+    if progress_as_bytes and len(line) <= MAX_JSON_ITEMS and line.startswith(_PROGRESS_PREFIX):
+        progress = decode.event_progress(line)
+        if progress is not None:
+            return Record(kinds.PROGRESS, progress, where)
     try:
         obj = loads(line)
     except JsonTooLarge as exc:

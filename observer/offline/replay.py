@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 from observer.capture.queue import CapturedEvent
 from observer.capture.task_log import EventLogSource
 from observer.model import kinds
+from observer.model.decode import stamp_fields
 from observer.model.parse import parse_timestamp
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_ADDED, EXECUTOR_PREFIX, EventLogError, read_records
 from observer.runtime import Observer
@@ -75,18 +76,17 @@ def replay(
         observer.set_placement(tasks)
         tap = tasks.feed_line
     last_ts = 0.0  # events without a time of their own (terminated) are placed at the last known time
-    for item in read_records(paths, max_line_bytes, tap=tap):
+    for item in read_records(paths, max_line_bytes, tap=tap, progress_as_bytes=True):
         if isinstance(item, EventLogError):
             result.errors.append(str(item))
             if item.args and "not valid JSON" in str(item):
                 observer.self_metrics.count("dropped", "malformed")
             continue
         if item.kind in (kinds.PROGRESS, kinds.STARTED) and isinstance(item.payload, dict):
-            stamp = parse_timestamp(item.payload.get("timestamp"))
-            duration = item.payload.get("batchDuration")
-            if stamp is not None and item.kind == kinds.PROGRESS and isinstance(duration, (int, float)) and 0 <= duration < 1e10:
-                stamp += duration / 1000.0  # a live listener receives a progress when its batch ends
-            last_ts = stamp or last_ts
+            last_ts = _batch_end(parse_timestamp(item.payload.get("timestamp")), item.payload.get("batchDuration"), item.kind) or last_ts
+        elif item.kind == kinds.PROGRESS and isinstance(item.payload, bytes):  # event logs' progress, as its JSON bytes
+            text, duration = stamp_fields(item.payload)
+            last_ts = _batch_end(parse_timestamp(text), duration, item.kind) or last_ts
         if item.kind.startswith(EXECUTOR_PREFIX):
             if item.payload != "driver":
                 seen_executors = True
@@ -107,6 +107,14 @@ def replay(
         reason = sink.last_failure or sink.error or "unknown"
         result.errors.append(f"history {history}: {sink.dropped_rows} rows not written: {reason}")
     return result
+
+
+def _batch_end(stamp: float | None, duration: Any, kind: str) -> float | None:
+    """When a live listener would have received the event: a progress when its batch ends (trigger time
+    plus batch duration), a started event at its own time."""
+    if stamp is not None and kind == kinds.PROGRESS and isinstance(duration, (int, float)) and 0 <= duration < 1e10:
+        return stamp + duration / 1000.0
+    return stamp
 
 
 def terminal_progress(stream: TextIO = sys.stderr) -> Callable[[int], None] | None:

@@ -26,11 +26,12 @@ from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryRecord, source_labels
 from observer.metrics.updates import Labels
+from observer.model.decode import sources_as_sent
 from observer.model.events import QueryProgress
 from observer.settings import Settings
 from observer.signals import kinds
 from observer.signals.facts import Facts
-from observer.signals.kafka_lag import KafkaLagTracker, KafkaSnapshot, kafka_sources, metric_samples, progress_time
+from observer.signals.kafka_lag import KAFKA_PREFIX, KafkaLagTracker, KafkaSnapshot, kafka_sources, metric_samples, progress_time
 
 ANOMALY_KINDS = ("rewound", "skipped", "latest_went_back")  # label values of spark_streaming_kafka_offset_anomalies_total
 MAX_SOURCES_PER_QUERY = 16  # Kafka sources tracked per query (a union of more is rare; more are ignored)
@@ -69,6 +70,8 @@ class KafkaSources:
 
     def batch(self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool, facts: Facts) -> None:
         """Update every Kafka source of the batch ``p`` (a no-op for queries without one)."""
+        if sources_as_sent(p) and not any(s.description.startswith(KAFKA_PREFIX) for s in p.sources):
+            return  # no Kafka source, told without decoding the raw JSON (``is_kafka_source``'s test on the same text)
         found = kafka_sources(p.raw)
         if not found:
             return

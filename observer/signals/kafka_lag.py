@@ -114,9 +114,12 @@ def parse_offsets(value: Any, max_partitions: int = DEFAULT_MAX_PARTITIONS) -> O
     return out
 
 
+KAFKA_PREFIX = "Kafka"  # Spark's Kafka sources describe themselves as KafkaV2[...] or KafkaSource[...]
+
+
 def is_kafka_source(source: Any) -> bool:
     """Whether a progress ``sources[]`` entry is Spark's Kafka source (``KafkaV2[...]``, or ``KafkaSource[...]`` for DSv1)."""
-    return isinstance(source, Mapping) and isinstance(source.get("description"), str) and source["description"].startswith("Kafka")
+    return isinstance(source, Mapping) and isinstance(source.get("description"), str) and source["description"].startswith(KAFKA_PREFIX)
 
 
 def kafka_sources(progress: Any) -> list[tuple[int, Mapping[str, Any]]]:
