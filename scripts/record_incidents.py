@@ -119,8 +119,8 @@ def restart(
 ) -> Callable[[Recorder], dict[str, Any]]:
     """Two runs of one query on one checkpoint, in two processes, ``downtime`` seconds apart.
 
-    With ``keep_eventlog_below``, a recording larger than that keeps its progress lines only (the older
-    Spark versions: their figures are in docs/findings/restore-metrics.md, the fixture stays small).
+    With ``keep_eventlog_below``, a recording larger than that keeps a slimmed event log (``slim_event_log``:
+    the events replay and the task readers use, recompressed) so that the fixture stays small.
     """
 
     def scenario(rec: Recorder) -> dict[str, Any]:
@@ -133,8 +133,8 @@ def restart(
         kept = "event logs and progress lines"
         if keep_eventlog_below is not None and dir_size(rec.target) > keep_eventlog_below:
             for facts in rec.runs:
-                shutil.rmtree(os.path.join(rec.target, facts["run_dir"], "eventlog"))
-            kept = "progress lines only (the event logs were larger than the limit)"
+                slim_event_log(os.path.join(rec.target, facts["run_dir"], "eventlog"))
+            kept = f"progress lines and event logs without {', '.join(sorted(SLIMMED_EVENTS))} and stateless task ends"
         return {
             "kept": kept,
             "clean": False,
@@ -146,6 +146,38 @@ def restart(
         }
 
     return scenario
+
+
+# event types nothing in the observer reads (replay, placement, the restore's task figures): dropped by slim_event_log
+SLIMMED_EVENTS = frozenset(
+    {"SparkListenerStageSubmitted", "SparkListenerStageCompleted", "SparkListenerTaskStart", "SparkListenerEnvironmentUpdate"}
+)
+
+
+def slim_event_log(folder: str) -> None:
+    """Rewrite every event-log file under ``folder`` without ``SLIMMED_EVENTS`` and without the task ends of
+    stages that have no state operator, recompressed with zstd (level 19) under the same name. Every kept
+    line is Spark's own, unchanged: replay, placement and the restore's task figures read the same events."""
+    import zstandard
+
+    from observer.model.tasks import STATE_METRICS
+    from observer.offline.eventlog import expand, open_decompressed
+
+    state_names = tuple(name.encode() for name in STATE_METRICS)  # what makes a task end one of a state operator
+    for path in expand([folder]):
+        kept = []
+        with open_decompressed(path) as stream:
+            for line in stream:
+                event = json.loads(line).get("Event")
+                if event in SLIMMED_EVENTS or (event == "SparkListenerTaskEnd" and not any(n in line for n in state_names)):
+                    continue
+                kept.append(line if line.endswith(b"\n") else line + b"\n")
+        target = path if path.endswith(".zstd") else path + ".zstd"
+        data = zstandard.ZstdCompressor(level=19).compress(b"".join(kept))
+        with open(target, "wb") as f:
+            f.write(data)
+        if target != path:
+            os.remove(path)
 
 
 def restart_facts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

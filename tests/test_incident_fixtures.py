@@ -87,12 +87,15 @@ def test_one_run_id_per_recorded_run(scenario: str) -> None:
 
 @pytest.mark.parametrize("scenario", RECORDED_BY_SPARK)
 def test_progress_lines_are_the_logged_batches(scenario: str) -> None:
-    """The progress JSON lines kept next to each log are that run's batches (the 'recentProgress' of the run)."""
+    """The progress JSON lines kept next to each log are that run's batches (the 'recentProgress' of the run):
+    consecutive logged batches, the last ones, or the first ones when Spark finished one more batch while the
+    job stopped (3.5: its progress reached the event log after the job had written its lines)."""
     for run_dir in run_dirs(scenario):
         logged = [p["batchId"] for kind, p in listener_events(run_dir) if kind == "progress"]
         with open(os.path.join(run_dir, "progress.jsonl")) as f:
             kept = [json.loads(line)["batchId"] for line in f]
-        assert kept == logged[len(logged) - len(kept) :]
+        assert kept in (logged[len(logged) - len(kept) :], logged[: len(kept)])
+        assert len(logged) - len(kept) <= 1 or kept == logged[len(logged) - len(kept) :]
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if truth(s).get("restarts")])
