@@ -24,7 +24,7 @@ from observer.metrics.selfmetrics import SelfMetrics
 from observer.metrics.tracker import QueryTracker
 from observer.metrics.view import MetricsView
 from observer.model import kinds
-from observer.model.events import Event, QueryProgress
+from observer.model.events import Event, QueryProgress, QueryTerminated
 from observer.model.identity import AppContext
 from observer.model.parse import MalformedEvent, parse_event
 from observer.settings import Settings
@@ -34,6 +34,7 @@ from observer.signals.facts import Facts
 from observer.signals.kinds import SignalEvent
 from observer.signals.lifecycle import LastAliveHint
 from observer.signals.placement_feed import PlacementFeed, PlacementSource
+from observer.signals.restore_tasks import TaskRestores
 from observer.sinks import AppAwareSink, Sink
 
 log = logging.getLogger("observer")
@@ -103,10 +104,20 @@ class Observer:
         self.queue.wake()
         if self._worker is not None:
             self._worker.join(timeout)
+        if self.placement is not None and (self._worker is None or not self._worker.is_alive()):
+            self._guarded("placement", self._finish_placement)  # the worker is gone: this thread may touch its state
         for sink in self._sinks:
             self._guarded_sink(sink, sink.close)
         if self.placement is not None:
             self._guarded("placement", self.placement.close)
+
+    def _finish_placement(self) -> None:
+        """Restores still waiting for later batches' task times (a log that ends without the query's end)."""
+        facts = Facts()
+        if self.placement is not None:
+            self.placement.finish(facts)
+        if facts.signals or facts.updates:
+            self._deliver(None, facts, self.engine.clock())
 
     @property
     def server(self) -> MetricsServer | None:
@@ -131,9 +142,12 @@ class Observer:
         """Follow where state partitions run, from ``source`` (live REST polling, or an event log's task events).
 
         At each progress event the worker takes the batches the source completed; their migrations become
-        ``partition_migrated`` signals and their figures placement metrics, delivered with that event.
+        ``partition_migrated`` signals and their figures placement metrics, delivered with that event. The
+        same tasks measure the restores Spark reports no figure for (``observer.signals.restore_tasks``).
         """
         self.placement = PlacementFeed(source, top_k=self.settings.partition_top_k)
+        self.placement.restores = TaskRestores(self.engine.restores, source.name)
+        self.placement.restores.attach()
         for sink in self._sinks:
             _follow(sink, self.placement)
         return self.placement
@@ -232,6 +246,8 @@ class Observer:
                 self._guarded(
                     "placement", partial(self.placement.on_progress, event, facts, self._label, event.timestamp or item.received_at)
                 )
+            elif self.placement is not None and isinstance(event, QueryTerminated):
+                self._guarded("placement", partial(self.placement.on_terminated, event.query_id, event.run_id, facts))
             self._deliver(event, facts, item.received_at)
         except Exception as exc:  # the observer's own bug must not reach Spark; count it and go on
             metrics.incr("failed")

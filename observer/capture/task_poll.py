@@ -343,13 +343,20 @@ class PollingSource:
         self.poller = poller
         self.every = max(1, every)
         self.skipped = 0
+        self._runs: OrderedDict[str, str | None] = OrderedDict()  # query id -> run id of its latest batch seen
 
     def take(self, progress: QueryProgress) -> list[BatchTasks | ExecutorChange]:
         """The batches the status store has completed by this progress event (this one, and pending earlier ones)."""
         if not progress.operators:
             return []  # a stateless query
         hinted = any((op.custom.get(k) or 0) > 0 for op in progress.operators for k in _MOVE_HINTS)
-        if self.every > 1 and progress.batch_id % self.every and not hinted:
+        # a run's first batch restores the state: its tasks measure what Spark does not (observer.signals.restore_tasks)
+        new_run = self._runs.get(progress.query_id, "") != progress.run_id
+        self._runs[progress.query_id] = progress.run_id
+        self._runs.move_to_end(progress.query_id)
+        while len(self._runs) > MAX_KNOWN:
+            self._runs.popitem(last=False)
+        if self.every > 1 and progress.batch_id % self.every and not hinted and not new_run:
             self.skipped += 1
             return []
         names = {op.index: op.name for op in progress.operators}

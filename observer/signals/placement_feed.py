@@ -30,6 +30,7 @@ from observer.model.events import QueryProgress
 from observer.model.tasks import BatchTasks, ExecutorChange
 from observer.signals.facts import Facts
 from observer.signals.placement import OperatorBatch, PlacementTracker
+from observer.signals.restore_tasks import TaskRestores
 
 _QUERY_LABELS = frozenset({"query", "query_id"})
 MAX_BATCHES = 2_000  # operator batches kept for readers (tests, the live check, the browser's recent view)
@@ -59,6 +60,7 @@ class PlacementFeed:
         self.batches: deque[OperatorBatch] = deque(maxlen=max_batches)  # recent ones, without their partition runs
         self.last: list[OperatorBatch] = []  # those of the latest progress event, with their runs (the history writes them)
         self._shown: dict[str, dict[tuple[MetricSpec, Labels], float]] = {}  # query id -> series -> value handed on
+        self.restores: TaskRestores | None = None  # restores measured from task times (Observer.set_placement)
 
     def on_progress(self, progress: QueryProgress, facts: Facts, label: Callable[[str], str], ts: float) -> None:
         """Apply what the source completed by ``progress``; signals and metric updates go into ``facts``.
@@ -68,6 +70,8 @@ class PlacementFeed:
         """
         self.last = []
         items = self.source.take(progress)
+        if self.restores is not None:
+            self.restores.on_progress(progress, items, facts)
         if not items:
             return
         for item in items:
@@ -79,6 +83,16 @@ class PlacementFeed:
         for fact in self.tracker.take_facts():
             facts.signals.append(dataclasses.replace(fact, query=label(fact.query_id), timestamp=ts))
         facts.updates.extend(self._updates())
+
+    def on_terminated(self, query_id: str, run_id: str | None, facts: Facts) -> None:
+        """A run of the query ended: what waited for its later batches is handed on now."""
+        if self.restores is not None:
+            self.restores.on_terminated(query_id, run_id, facts)
+
+    def finish(self, facts: Facts) -> None:
+        """The observer stops: what still waits for later batches is handed on into ``facts``."""
+        if self.restores is not None:
+            self.restores.finish(facts)
 
     def close(self) -> None:
         self.source.close()

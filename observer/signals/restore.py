@@ -16,6 +16,8 @@ recorded runs showed: ``docs/findings/restore-metrics.md``):
   batch holds far more rows than usual that the previous run cannot cost). The residual still holds a
   new process's warm-up and the machine's mood, so it is an upper estimate (on the recorded restarts
   4-10x the aggregation stage's real extra time). No restore exceeds its batch, nor does their sum.
+  Where the observer follows tasks (placement), ``observer.signals.restore_tasks`` holds the residual
+  back (``defer``) and replaces it with the stateful stage's task times (``method=task_times``).
 - store reload within a run (an executor lost, a task moved): evidence that a store came from the
   checkpoint (loads from DFS, changelog files replayed, HDFS cache misses, a ``SnapshotLastUploaded``
   version going back). A double-load operator cannot show it in its own metrics: it is reported
@@ -30,7 +32,7 @@ from __future__ import annotations
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
@@ -95,11 +97,20 @@ class RestoreFigure:
     detail: dict[str, Any]
 
 
+# given a restarted run's first batch and its figures, returns those to emit now (the rest it emits later)
+Defer = Callable[
+    [QueryRecord, QueryProgress, list[tuple[OperatorProgress, "RestoreFigure"]], float, Facts],
+    list[tuple[OperatorProgress, "RestoreFigure"]],
+]
+
+
 class Restores:
     def __init__(self, settings: Settings) -> None:
         self.s = settings
         self._queries: dict[str, _Batches] = {}
         self._operators: dict[OperatorKey, _Stores] = {}
+        # set when task times follow (observer.signals.restore_tasks): it holds the residual estimates back
+        self.defer: Defer | None = None
 
     def new_run(self, query_id: str) -> None:
         """A run starts: its first batch will be judged against the previous run's, loads start afresh."""
@@ -130,12 +141,16 @@ class Restores:
         q.reloaded = []
         add_batch = p.duration_ms.get(ADD_BATCH)
         if restore_due:
-            for op, figure in estimate_restores(p, q.previous):
-                self._emit(record, p, op, figure, ts, facts)
+            figures = estimate_restores(p, q.previous)
+            if self.defer is not None:
+                figures = self.defer(record, p, figures, ts, facts)
+            for op, figure in figures:
+                self.emit(record, p, op, figure, ts, facts)
         elif add_batch is not None and not first_of_run:
             q.batches.append((float(p.input_rows or 0), add_batch))
 
-    def _emit(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, figure: RestoreFigure, ts: float, facts: Facts) -> None:
+    def emit(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, figure: RestoreFigure, ts: float, facts: Facts) -> None:
+        """The restore of ``op`` in ``p`` (a restarted run's first batch): its signal, counter and gauges."""
         files = op.custom.get(ROCKSDB_REPLAY_FILES)
         labels = operator_labels(op.index, op.name)
         facts.add(record, catalog.STATE_RESTORES, labels)
