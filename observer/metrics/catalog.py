@@ -884,7 +884,7 @@ LAST_RESTORE_DURATION = _s(
     "spark_state_last_restore_duration_seconds",
     GAUGE,
     "seconds",
-    "Duration of the operator's latest restore (label method: load_metrics, measured by Spark, or residual_estimate, what remains of the batch's excess over the usual once other operators' restores and the backlog are taken out; label confidence: measured, estimated or low).",
+    "Duration of the operator's latest restore (label method: load_metrics, measured by Spark; task_times, the extra time of the stateful stage's slowest task in the restart batch over its next batches, where tasks are followed; or residual_estimate, what remains of the batch's excess over the usual once other operators' restores and the backlog are taken out; label confidence: measured, estimated or low).",
     "operator",
     ("method", "confidence"),
 )
