@@ -22,7 +22,6 @@ import tempfile
 import threading
 import time
 from types import FrameType
-from typing import Any
 
 APPS = ("demo-orders", "demo-payments")
 DEFAULT_LABELS = "cluster=demo,namespace=local"
@@ -31,20 +30,12 @@ DEFAULT_LABELS = "cluster=demo,namespace=local"
 def run(args: argparse.Namespace) -> int:
     """The parent: start both applications, watch their folder, stop everything in order."""
     from observer.capture.watch_runtime import FleetObserver, WatchOptions
+    from observer.cli.watch import watcher_settings
     from observer.exporters.http import ExporterError
-    from observer.settings import Settings, SettingsError
 
-    overrides: dict[str, Any] = {}
-    if args.port is not None:
-        overrides["http_port"] = args.port
-    if args.host is not None:
-        overrides["http_host"] = args.host
-    if not os.environ.get("SPARK_STATE_OBSERVER_LABELS"):
-        overrides["labels"] = DEFAULT_LABELS
-    try:
-        settings = Settings.from_env(**overrides)
-    except SettingsError as exc:
-        print(f"spark-state-observer: {exc}", file=sys.stderr)
+    labels = None if os.environ.get("SPARK_STATE_OBSERVER_LABELS") else DEFAULT_LABELS
+    settings = watcher_settings(args.port, args.host, labels)
+    if settings is None:
         return 2
     root = tempfile.mkdtemp(prefix="spark-state-observer-demo-watch-")
     logs = os.path.join(root, "eventlogs")
