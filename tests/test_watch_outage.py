@@ -96,6 +96,8 @@ def test_a_postgresql_outage_loses_nothing_within_the_buffer_and_counts_the_rest
         logs = tmp_path / "logs"
         logs.mkdir()
         monkeypatch.setenv("SPARK_STATE_OBSERVER_HISTORY_BUFFER_ROWS", str(BUFFER_ROWS))
+        # the test's pauses (waiting out the writer's backoff) are no stalls: both watchers derive the same signals
+        monkeypatch.setenv("SPARK_STATE_OBSERVER_STALL_MIN_SECONDS", "86400")
         watch = Watch(str(tmp_path), [str(logs)], "--history", url, "--labels", "cluster=a")
         # the same log followed into a local SQLite history, which is never away: every row the watcher offers
         reference_db = tmp_path / "reference.db"
