@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from observer.capture.watch_runtime import FleetObserver, WatchOptions
     from observer.cli.watch import watcher_settings
     from observer.exporters.http import ExporterError
+    from observer.offline.local_process import stop_process
 
     labels = None if os.environ.get("SPARK_STATE_OBSERVER_LABELS") else DEFAULT_LABELS
     settings = watcher_settings(args.port, args.host, labels)
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         for child in children:
-            _stop_child(child)
+            stop_process(child, 60.0)  # SIGTERM: the application stops its query and session, ending its log
         if fleet is not None:
             fleet.poll_once()  # the applications' last events
             fleet.stop()
@@ -119,17 +120,6 @@ def _batches_line(exposition: bytes) -> str:
                 app = sample.labels.get("app", "?")
                 counts[app] = counts.get(app, 0) + sample.value
     return ", ".join(f"{app}: {n:.0f} batches" for app, n in sorted(counts.items())) or "waiting for the first batches..."
-
-
-def _stop_child(child: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    """SIGTERM one application (it stops its query and session, ending its log), SIGKILL if it hangs."""
-    if child.poll() is None:
-        child.send_signal(signal.SIGTERM)
-    try:
-        child.wait(timeout)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait(10)
 
 
 def child(argv: list[str]) -> int:
