@@ -30,9 +30,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import zstandard
 
 from bench.common import ROOT
+from observer.capture.codecs import open_decompressed
 from observer.model import decode
 from observer.model.parse import parse_timestamp
-from observer.offline.eventlog import open_decompressed
 from observer.offline.replay import replay
 
 

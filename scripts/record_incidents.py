@@ -228,7 +228,8 @@ def task_placement(eventlog: str) -> dict[str, Any]:
     executor than in the previous batch had to load its store again; failed attempts are retried tasks.
     """
     sys.path.insert(0, os.path.join(HERE, ".."))
-    from observer.offline.eventlog import expand, open_decompressed
+    from observer.capture.codecs import open_decompressed
+    from observer.offline.eventlog import expand
 
     batch_of_stage: dict[int, int] = {}
     placed: dict[tuple[int, int], dict[int, str]] = {}  # (batch, stage) -> partition -> executor

@@ -41,6 +41,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_inspector import ROCKSDB, checkpoint, operator_metadata, rocksdb_zip, write
 
 from conftest import REQUIRE_REAL, ROOT, eventlog_dir, fixture_runs, free_port, progress_lines
+from observer.capture.codecs import _snappy_chunks
 from observer.capture.listener import _JsonBridge
 from observer.capture.queue import CapturedEvent
 from observer.history.loaders import load_batches, load_queries
@@ -52,7 +53,7 @@ from observer.model.events import QueryProgress
 from observer.model.parse import MalformedEvent, parse_event
 from observer.offline.checkpoint import inspect_checkpoint
 from observer.offline.checkpoint.render import render_text
-from observer.offline.eventlog import EventLogError, Record, _snappy_chunks, read_records
+from observer.offline.eventlog import EventLogError, Record, read_records
 from observer.offline.replay import replay
 from observer.runtime import Observer
 from observer.settings import Settings

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from conftest import FIXTURES
-from observer.offline.eventlog import expand, open_decompressed, read_records
+from observer.capture.codecs import open_decompressed
+from observer.offline.eventlog import expand, read_records
 from observer.offline.replay import replay
 
 INCIDENTS = os.path.join(FIXTURES, "incidents")

@@ -1,6 +1,6 @@
 """Decode a growing event-log file a piece at a time, remembering where a fresh decoder could resume.
 
-``observer.eventlog`` reads a finished file from start to end. A file Spark is still writing ends in the
+``observer.capture.codecs.open_decompressed`` reads a finished file from start to end. A file Spark is still writing ends in the
 middle of a zstd frame, an lz4-java block or a snappy-java chunk; reading it again from the start on every
 poll would cost the whole file each time. These decoders take the raw bytes added since the last poll,
 hold the incomplete unit until its rest arrives, and say after which raw offsets the stream is at a unit
@@ -10,7 +10,7 @@ end of an event line (zstd frames per flush, snappy chunks per flush; lz4-java o
 blocks because Spark does not ask it to sync-flush, so lz4 logs become visible 32 KiB at a time).
 
 Memory is bounded however hostile the input: zstd input goes in 256-byte pieces (one piece expands to
-~8 MiB at most), lz4 and snappy units are refused above ``observer.eventlog``'s 64 MiB bound.
+~8 MiB at most), lz4 and snappy units are refused above ``observer.capture.codecs``' 64 MiB bound.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from observer.offline.eventlog import _MAX_BLOCK, EventLogError, decode_lz4_block, decode_snappy_chunk
+from observer.capture.codecs import MAX_BLOCK_BYTES, EventLogError, decode_lz4_block, decode_snappy_chunk
 
 # a decoded piece and, when its end is a unit boundary, the raw offset just after that unit
 Piece = tuple[bytes, "int | None"]
@@ -143,7 +143,7 @@ class Lz4TailDecoder(_BlockTailDecoder):
             raise EventLogError(f"{self.path}: not Spark's lz4 block format at raw offset {raw} (bad magic)")
         token = buf[pos + 8]
         clen, dlen, _checksum = struct.unpack_from("<iii", buf, pos + 9)
-        if clen < 0 or dlen < 0 or clen > _MAX_BLOCK or dlen > _MAX_BLOCK:
+        if clen < 0 or dlen < 0 or clen > MAX_BLOCK_BYTES or dlen > MAX_BLOCK_BYTES:
             raise EventLogError(f"{self.path}: implausible lz4 block sizes {clen}/{dlen} at raw offset {raw}")
         end = pos + _LZ4_HEADER_LEN + clen
         if len(buf) < end:
@@ -173,7 +173,7 @@ class SnappyTailDecoder(_BlockTailDecoder):
         if len(buf) - pos < 4:
             return None
         (size,) = struct.unpack_from(">i", buf, pos)
-        if size < 0 or size > _MAX_BLOCK:
+        if size < 0 or size > MAX_BLOCK_BYTES:
             raise EventLogError(f"{self.path}: implausible snappy chunk size {size} at raw offset {raw}")
         end = pos + 4 + size
         if len(buf) < end:
@@ -187,7 +187,7 @@ class SnappyTailDecoder(_BlockTailDecoder):
 
 
 def tail_decoder(path: str, codec: str | None, raw_pos: int = 0) -> TailDecoder:
-    """A decoder for ``codec`` (as ``observer.eventlog.codec_of`` names it) starting at a boundary."""
+    """A decoder for ``codec`` (as ``observer.capture.codecs.codec_of`` names it) starting at a boundary."""
     if codec is None:
         return TailDecoder(path, raw_pos)
     if codec == "zstd":

@@ -68,9 +68,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from observer.capture.codec_tail import TailDecoder, tail_decoder
+from observer.capture.codecs import CODECS, DEFAULT_MAX_LINE_BYTES, EventLogError
 from observer.capture.line_filter import LineFilter, line_pattern
 from observer.capture.watch_state import StateFileError, load_state, save_state
-from observer.offline.eventlog import CODECS, DEFAULT_MAX_LINE_BYTES, EventLogError
 
 log = logging.getLogger(__name__)
 

@@ -27,23 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from observer.model import decode
 from observer.model.events import QueryProgress
-from observer.model.tasks import PROGRESS, SQL_ADAPTIVE, SQL_START, STATE_METRICS, BatchTasks, ExecutorChange, TaskEventReader
+from observer.model.tasks import PROGRESS, BatchTasks, ExecutorChange, TaskEventReader, wanted_line
 
-# the event types the reader uses, as the first bytes of an event-log line (Spark writes "Event" first)
-TASK_EVENT_TYPES = (
-    "SparkListenerTaskEnd",
-    "SparkListenerJobStart",
-    "SparkListenerExecutorAdded",
-    "SparkListenerExecutorRemoved",
-    SQL_START,
-    SQL_ADAPTIVE,
-    PROGRESS,
-)
-LINE_PREFIXES = tuple(b'{"Event":"' + name.encode() + b'"' for name in TASK_EVENT_TYPES)
-# task ends and plans (the big, numerous lines) matter only when they name a state metric: the reader ignores
-# the rest, so they are not even parsed (a substring test per name instead of json.loads of kilobytes)
-_STATEFUL_ONLY = tuple(b'{"Event":"' + name.encode() + b'"' for name in ("SparkListenerTaskEnd", SQL_START, SQL_ADAPTIVE))
-_STATE_NAMES = tuple(name.encode() for name in STATE_METRICS)
 _PROGRESS_LINE = b'{"Event":"' + PROGRESS.encode() + b'"'
 MAX_PENDING = 4096
 MAX_APPS = 1024  # applications followed by one source (watch); the least recently fed is forgotten first
@@ -79,9 +64,7 @@ class EventLogSource:
 
     def feed_line(self, line: bytes) -> None:
         """One raw event-log line: parsed only when it is of a type placement uses (most lines are not)."""
-        if not line.startswith(LINE_PREFIXES):
-            return
-        if line.startswith(_STATEFUL_ONLY) and not any(name in line for name in _STATE_NAMES):
+        if not wanted_line(line):
             return
         # a progress line: only its ids and operator names, not its metrics (the pipeline decodes those)
         obj = decode.event_progress_ids(line) if line.startswith(_PROGRESS_LINE) else None

@@ -51,6 +51,18 @@ def spark_session(
     return builder.getOrCreate()
 
 
+def start_noop(counts: Any, name: str, checkpoint: str, trigger_seconds: float) -> Any:
+    """Start a demo's aggregation into the noop sink (update mode): the demos exist for their state, not their output."""
+    return (
+        counts.writeStream.format("noop")
+        .outputMode("update")
+        .queryName(name)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=f"{trigger_seconds} seconds")
+        .start()
+    )
+
+
 def dedup_window_query(
     spark: Any, checkpoint: str, rows_per_second: int = 50, name: str = "demo_dedup_window", trigger_seconds: float = 1.0, keys: int = 10
 ) -> Any:
@@ -66,14 +78,7 @@ def dedup_window_query(
     )
     deduped = events.dropDuplicates(["value", "timestamp"])
     counts = deduped.groupBy(F.window("timestamp", "5 seconds"), "key").count()
-    return (
-        counts.writeStream.format("noop")
-        .outputMode("update")
-        .queryName(name)
-        .option("checkpointLocation", checkpoint)
-        .trigger(processingTime=f"{trigger_seconds} seconds")
-        .start()
-    )
+    return start_noop(counts, name, checkpoint, trigger_seconds)
 
 
 def unbounded_query(spark: Any, checkpoint: str, rows_per_second: int = 50, name: str = "demo_unbounded") -> Any:
@@ -87,14 +92,7 @@ def unbounded_query(spark: Any, checkpoint: str, rows_per_second: int = 50, name
         .groupBy((F.col("value") % 100000).alias("key"))
         .count()
     )
-    return (
-        counts.writeStream.format("noop")
-        .outputMode("update")
-        .queryName(name)
-        .option("checkpointLocation", checkpoint)
-        .trigger(processingTime="1 second")
-        .start()
-    )
+    return start_noop(counts, name, checkpoint, 1.0)
 
 
 def run_demo(

@@ -22,7 +22,6 @@ import tempfile
 import threading
 import time
 from types import FrameType
-from typing import Any
 
 APPS = ("demo-orders", "demo-payments")
 DEFAULT_LABELS = "cluster=demo,namespace=local"
@@ -31,20 +30,13 @@ DEFAULT_LABELS = "cluster=demo,namespace=local"
 def run(args: argparse.Namespace) -> int:
     """The parent: start both applications, watch their folder, stop everything in order."""
     from observer.capture.watch_runtime import FleetObserver, WatchOptions
+    from observer.cli.watch import watcher_settings
     from observer.exporters.http import ExporterError
-    from observer.settings import Settings, SettingsError
+    from observer.offline.local_process import stop_process
 
-    overrides: dict[str, Any] = {}
-    if args.port is not None:
-        overrides["http_port"] = args.port
-    if args.host is not None:
-        overrides["http_host"] = args.host
-    if not os.environ.get("SPARK_STATE_OBSERVER_LABELS"):
-        overrides["labels"] = DEFAULT_LABELS
-    try:
-        settings = Settings.from_env(**overrides)
-    except SettingsError as exc:
-        print(f"spark-state-observer: {exc}", file=sys.stderr)
+    labels = None if os.environ.get("SPARK_STATE_OBSERVER_LABELS") else DEFAULT_LABELS
+    settings = watcher_settings(args.port, args.host, labels)
+    if settings is None:
         return 2
     root = tempfile.mkdtemp(prefix="spark-state-observer-demo-watch-")
     logs = os.path.join(root, "eventlogs")
@@ -106,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         for child in children:
-            _stop_child(child)
+            stop_process(child, 60.0)  # SIGTERM: the application stops its query and session, ending its log
         if fleet is not None:
             fleet.poll_once()  # the applications' last events
             fleet.stop()
@@ -128,17 +120,6 @@ def _batches_line(exposition: bytes) -> str:
                 app = sample.labels.get("app", "?")
                 counts[app] = counts.get(app, 0) + sample.value
     return ", ".join(f"{app}: {n:.0f} batches" for app, n in sorted(counts.items())) or "waiting for the first batches..."
-
-
-def _stop_child(child: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    """SIGTERM one application (it stops its query and session, ending its log), SIGKILL if it hangs."""
-    if child.poll() is None:
-        child.send_signal(signal.SIGTERM)
-    try:
-        child.wait(timeout)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait(10)
 
 
 def child(argv: list[str]) -> int:

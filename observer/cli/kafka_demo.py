@@ -34,6 +34,8 @@ def kafka_window_query(
     """Start a stateful query on a Kafka topic: count per key and 10 s window of record time, watermark 10 s."""
     from pyspark.sql import functions as F
 
+    from observer.cli.demo import start_noop
+
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -49,14 +51,7 @@ def kafka_window_query(
         .groupBy(F.window("timestamp", "10 seconds"), "key")
         .count()
     )
-    return (
-        counts.writeStream.format("noop")
-        .outputMode("update")
-        .queryName(name)
-        .option("checkpointLocation", checkpoint)
-        .trigger(processingTime=f"{trigger_seconds} seconds")
-        .start()
-    )
+    return start_noop(counts, name, checkpoint, trigger_seconds)
 
 
 def missing_parts() -> str | None:

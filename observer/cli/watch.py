@@ -15,7 +15,10 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from observer.settings import Settings
 
 log = logging.getLogger("observer")
 
@@ -64,24 +67,33 @@ def add_parser(sub: Any) -> None:
     w.add_argument("--max-apps", type=int, default=10_000, help="applications followed at most (default 10000)")
 
 
-def run(args: argparse.Namespace) -> int:
-    from observer.capture.watch_runtime import FleetObserver, WatchOptions
-    from observer.exporters.http import ExporterError
+def watcher_settings(port: int | None, host: str | None, labels: str | None = None, history: str | None = None) -> Settings | None:
+    """The environment's settings with what the command line says over them (``watch`` and ``demo --watch``
+    alike); ``None``, after saying why on stderr, when they are not valid."""
     from observer.settings import Settings, SettingsError
 
     overrides: dict[str, Any] = {}
-    if args.port is not None:
-        overrides["http_port"] = args.port
-    if args.host is not None:
-        overrides["http_host"] = args.host
-    if args.labels is not None:
-        overrides["labels"] = args.labels
-    if args.history:
-        overrides["history_path"] = args.history  # a path, sqlite:///path or postgresql://... (observer.history.backend)
+    if port is not None:
+        overrides["http_port"] = port
+    if host is not None:
+        overrides["http_host"] = host
+    if labels is not None:
+        overrides["labels"] = labels
+    if history:
+        overrides["history_path"] = history  # a path, sqlite:///path or postgresql://... (observer.history.backend)
     try:
-        settings = Settings.from_env(**overrides)
+        return Settings.from_env(**overrides)
     except SettingsError as exc:
         print(f"spark-state-observer: {exc}", file=sys.stderr)
+        return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from observer.capture.watch_runtime import FleetObserver, WatchOptions
+    from observer.exporters.http import ExporterError
+
+    settings = watcher_settings(args.port, args.host, args.labels, args.history)
+    if settings is None:
         return 2
     if args.poll_interval <= 0 or args.grace_seconds < 0 or args.lost_after_seconds <= 0:
         print("spark-state-observer: --poll-interval and --lost-after-seconds must be > 0, --grace-seconds >= 0", file=sys.stderr)

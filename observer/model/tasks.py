@@ -42,6 +42,32 @@ STATE_METRICS: Mapping[str, str] = {
     "number of state store instances": "store_instances",
     "count of cache miss on states cache in provider": "cache_misses",  # HDFS-backed provider
 }
+# the event types the reader uses, as the first bytes of an event-log line (Spark writes "Event" first)
+TASK_EVENT_TYPES = (
+    "SparkListenerTaskEnd",
+    "SparkListenerJobStart",
+    "SparkListenerExecutorAdded",
+    "SparkListenerExecutorRemoved",
+    SQL_START,
+    SQL_ADAPTIVE,
+    PROGRESS,
+)
+LINE_PREFIXES = tuple(b'{"Event":"' + name.encode() + b'"' for name in TASK_EVENT_TYPES)
+# task ends and plans (the big, numerous lines) matter only when they name a state metric: the reader ignores
+# the rest, so they are not even parsed (a substring test per name instead of json.loads of kilobytes)
+_STATEFUL_ONLY = tuple(b'{"Event":"' + name.encode() + b'"' for name in ("SparkListenerTaskEnd", SQL_START, SQL_ADAPTIVE))
+_STATE_NAMES = tuple(name.encode() for name in STATE_METRICS)
+
+
+def wanted_line(line: bytes) -> bool:
+    """Whether a raw event-log line can matter to ``TaskEventReader``: the one filter both task-event readers
+    (``observer.capture.task_log``, ``observer.offline.task_events``) apply before parsing, since most lines
+    of a log are task events of stateless stages."""
+    if not line.startswith(LINE_PREFIXES):
+        return False
+    return not line.startswith(_STATEFUL_ONLY) or any(name in line for name in _STATE_NAMES)
+
+
 # a plan node with one of these metrics writes state (StateStoreWriter); readers such as StateStoreRestore do not
 _WRITER_MARKERS = frozenset({"number of total state rows", "number of state store instances", "memory used by state"})
 _COUNT_FIELDS = frozenset({"changelog_files", "loads_from_dfs", "rows_total", "store_instances", "cache_misses"})

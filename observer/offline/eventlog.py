@@ -1,7 +1,7 @@
 """Read recorded listener events: Spark event logs and JSON-lines files of progress objects.
 
 Spark writes event logs as JSON lines, whole-file compressed with the codec named in the file's
-extension (``.zstd``, ``.lz4``, ``.snappy``; none for plain) and, by default since 4.0, rolled into
+extension (``.zstd``, ``.lz4``, ``.snappy``; none for plain; decoded by ``observer.capture.codecs``) and, by default since 4.0, rolled into
 ``eventlog_v2_<appId>/events_<n>_<appId>[.codec]`` folders. Everything is streamed: memory stays bounded
 by ``max_line_bytes`` however large (or hostile) the file: a compressed chunk may not declare (or a zstd
 frame need) more than that before anything is allocated, and a line is counted before it is parsed
@@ -18,16 +18,17 @@ import io
 import os
 import re
 import stat
-import struct
 from collections import deque
 from dataclasses import dataclass, replace
 from typing import IO, Any, Callable, Iterable, Iterator
 
+from observer.capture.codecs import DEFAULT_MAX_LINE_BYTES as DEFAULT_MAX_LINE_BYTES  # re-exported: the readers' default
+from observer.capture.codecs import MAX_BLOCK_BYTES, open_decompressed
+from observer.capture.codecs import EventLogError as EventLogError  # re-exported: what every reader of event logs catches
 from observer.model import decode, kinds
 from observer.model.bounded import MAX_JSON_ITEMS, JsonTooLarge, clean_label, epoch_seconds, finite, loads
 from observer.model.parse import parse_timestamp
 
-DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _STREAMING = "org.apache.spark.sql.streaming.StreamingQueryListener$"
 _KINDS = {
     _STREAMING + "QueryStartedEvent": kinds.STARTED,
@@ -40,16 +41,8 @@ EXECUTOR_PREFIX = "executor_"
 EXECUTOR_ADDED = EXECUTOR_PREFIX + "added"
 EXECUTOR_REMOVED = EXECUTOR_PREFIX + "removed"
 _ROLLING_FILE = re.compile(r"^events_(\d+)_")
-CODECS = ("zstd", "lz4", "snappy")
-_MAX_BLOCK = 64 * 1024 * 1024
 # Spark writes 32 KiB snappy and lz4 blocks; a chunk may declare up to the line limit, at least this
 _MIN_CHUNK_LIMIT = 1 << 20
-# zstd's decoder allocates the frame's window: Spark's level 1 uses 512 KiB; refuse frames that need more than this
-_MAX_ZSTD_WINDOW = 1 << 25
-
-
-class EventLogError(ValueError):
-    """A recorded file cannot be read (further); the message names the file and what is wrong."""
 
 
 @dataclass(frozen=True)
@@ -103,39 +96,6 @@ def _expand(paths: list[str], files: list[str], problems: list[EventLogError], v
             _expand([os.path.join(path, n) for n in chosen], files, problems, visited, depth + 1)
 
 
-def codec_of(path: str) -> str | None:
-    name = os.path.basename(path)
-    if name.endswith(".inprogress"):
-        name = name[: -len(".inprogress")]
-    ext = name.rsplit(".", 1)[-1] if "." in name else ""
-    if ext in CODECS:
-        return ext
-    if ext in ("lzf",):
-        raise EventLogError(f"{path}: codec {ext!r} is not supported (use zstd, lz4, snappy or none)")
-    return None
-
-
-def open_decompressed(path: str, max_chunk_bytes: int = _MAX_BLOCK) -> io.RawIOBase | IO[bytes]:
-    """A binary stream of the file's decompressed content, read lazily.
-
-    Only a regular file is read (opened non-blocking and checked, so a FIFO swapped in cannot hang the
-    replay); no decompressed chunk may be larger than ``max_chunk_bytes``.
-    """
-    codec = codec_of(path)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise EventLogError(f"{path}: not a regular file (a FIFO, socket or device is never read)")
-    raw = os.fdopen(fd, "rb")
-    if codec is None:
-        return raw
-    if codec == "zstd":
-        return _GeneratorReader(_zstd_chunks(raw, path), raw)
-    if codec == "lz4":
-        return _GeneratorReader(_lz4_blocks(raw, path, max_chunk_bytes), raw)
-    return _GeneratorReader(_snappy_chunks(raw, path, max_chunk_bytes), raw)
-
-
 def read_records(
     paths: list[str],
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
@@ -155,7 +115,7 @@ def read_records(
     problems: list[EventLogError] = []
     files = expand(paths, problems)
     yield from problems
-    chunk_limit = min(_MAX_BLOCK, max(max_line_bytes, _MIN_CHUNK_LIMIT))
+    chunk_limit = min(MAX_BLOCK_BYTES, max(max_line_bytes, _MIN_CHUNK_LIMIT))
     for path in files:
         try:
             stream = open_decompressed(path, chunk_limit)
@@ -282,129 +242,3 @@ def _record(line: bytes, where: str, progress_as_bytes: bool = False) -> Record 
             epoch_seconds(ms / 1000.0) if ms is not None else None,
         )
     return None
-
-
-class _GeneratorReader(io.RawIOBase):
-    """A readable binary stream over a generator of decompressed chunks."""
-
-    def __init__(self, chunks: Iterator[bytes], underlying: IO[bytes]) -> None:
-        self._chunks, self._under = chunks, underlying
-        self._buf, self._pos = b"", 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        while self._pos >= len(self._buf):
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return 0
-            self._buf, self._pos = chunk, 0
-        n = min(len(b), len(self._buf) - self._pos)
-        b[:n] = self._buf[self._pos : self._pos + n]
-        self._pos += n
-        return n
-
-    def close(self) -> None:
-        self._under.close()
-        super().close()
-
-
-def _read_exact(raw: IO[bytes], n: int, path: str, what: str) -> bytes:
-    data = raw.read(n)
-    if len(data) != n:
-        raise EventLogError(f"{path}: truncated {what} ({len(data)} of {n} bytes)")
-    return data
-
-
-def _zstd_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
-    """zstd frames one after another; a frame cut short is an error, not a silent end.
-
-    Input goes in 256-byte pieces: one piece of a hostile stream can expand to ~11 MB at most (RLE
-    blocks), so memory stays bounded however well the data compresses.
-    """
-    import zstandard
-
-    dctx = zstandard.ZstdDecompressor(max_window_size=_MAX_ZSTD_WINDOW)
-    dobj, fed = dctx.decompressobj(), False
-    while True:
-        data = raw.read(1 << 16)
-        if not data:
-            if fed and not dobj.eof:
-                raise EventLogError(f"{path}: the zstd stream ends inside a frame (cut short, or still being written)")
-            return
-        view, pos = memoryview(data), 0
-        while pos < len(view):
-            piece = view[pos : pos + 256]
-            pos += len(piece)
-            out = dobj.decompress(piece)
-            fed = True
-            if out:
-                yield out
-            if dobj.eof:
-                rest = dobj.unused_data
-                dobj, fed = dctx.decompressobj(), False
-                if rest:
-                    view, pos = memoryview(bytes(rest) + bytes(view[pos:])), 0
-
-
-def _lz4_blocks(raw: IO[bytes], path: str, max_chunk_bytes: int = _MAX_BLOCK) -> Iterator[bytes]:
-    """lz4-java's LZ4BlockOutputStream framing, which Spark's lz4 codec writes."""
-    while True:
-        magic = raw.read(8)
-        if not magic:
-            return
-        if magic != b"LZ4Block":
-            raise EventLogError(f"{path}: not Spark's lz4 block format (bad magic {magic[:8]!r})")
-        token = _read_exact(raw, 1, path, "lz4 block header")[0]
-        clen, dlen, _checksum = struct.unpack("<iii", _read_exact(raw, 12, path, "lz4 block header"))
-        if clen < 0 or dlen < 0 or clen > max_chunk_bytes or dlen > max_chunk_bytes:
-            raise EventLogError(f"{path}: implausible lz4 block sizes {clen}/{dlen} (at most {max_chunk_bytes} bytes)")
-        if dlen == 0:
-            continue  # end mark of one stream; another may follow
-        yield decode_lz4_block(token, _read_exact(raw, clen, path, "lz4 block"), dlen)
-
-
-def decode_lz4_block(token: int, data: bytes, dlen: int) -> bytes:
-    """One lz4-java block's content: stored raw (method 0x10) or LZ4-compressed (0x20)."""
-    import lz4.block
-
-    return data if token & 0xF0 == 0x10 else lz4.block.decompress(data, uncompressed_size=dlen)
-
-
-def _snappy_chunks(raw: IO[bytes], path: str, max_chunk_bytes: int = _MAX_BLOCK) -> Iterator[bytes]:
-    """snappy-java's SnappyOutputStream framing, which Spark's snappy codec writes."""
-    header = raw.read(16)
-    if not header.startswith(b"\x82SNAPPY\x00"):
-        raise EventLogError(f"{path}: not Spark's snappy stream format (bad header)")
-    while True:
-        size_bytes = raw.read(4)
-        if not size_bytes:
-            return
-        if len(size_bytes) < 4:
-            raise EventLogError(f"{path}: truncated snappy chunk header")
-        (size,) = struct.unpack(">i", size_bytes)
-        if size < 0 or size > max_chunk_bytes:
-            raise EventLogError(f"{path}: implausible snappy chunk size {size}")
-        yield decode_snappy_chunk(_read_exact(raw, size, path, "snappy chunk"), path, max_chunk_bytes)
-
-
-def decode_snappy_chunk(chunk: bytes, path: str, max_chunk_bytes: int = _MAX_BLOCK) -> bytes:
-    """One snappy-java chunk's content; refused, before the decompressor allocates it, when its header
-    declares more than ``max_chunk_bytes``."""
-    import cramjam
-
-    declared = _snappy_length(chunk, path)
-    if declared > max_chunk_bytes:
-        raise EventLogError(f"{path}: a snappy chunk declares {declared} bytes (at most {max_chunk_bytes})")
-    return bytes(cramjam.snappy.decompress_raw(chunk))
-
-
-def _snappy_length(chunk: bytes, path: str) -> int:
-    """The uncompressed length a raw snappy block starts with (a little-endian base-128 varint)."""
-    length = 0
-    for shift, byte in zip(range(0, 35, 7), chunk[:5]):
-        length |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return length
-    raise EventLogError(f"{path}: a snappy chunk without a valid length header")

@@ -18,13 +18,14 @@ import glob
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import threading
 import time
 from typing import Any
+
+from observer.offline.local_process import free_port, stop_process
 
 KAFKA_DIR = os.environ.get("SPARK_STATE_OBSERVER_KAFKA_DIR") or os.path.expanduser("~/.cache/spark-state-observer/kafka")
 FETCH = "bash scripts/fetch_kafka.sh"
@@ -67,12 +68,6 @@ def manifests() -> dict[str, Any]:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class KafkaBroker:
     """One KRaft broker+controller process in a temp dir on two free loopback ports."""
 
@@ -84,8 +79,8 @@ class KafkaBroker:
         self.jars = jars or broker_dir()
         self._own_dir = workdir is None
         self.workdir = workdir or tempfile.mkdtemp(prefix="sso-kafka-")
-        self.port = _free_port()
-        self.controller_port = _free_port()
+        self.port = free_port()
+        self.controller_port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.heap = heap
         self.proc: subprocess.Popen[bytes] | None = None
@@ -219,13 +214,8 @@ class KafkaBroker:
 
     def stop(self) -> None:
         """SIGTERM the broker by its pid, SIGKILL if it lingers, then remove its temp dir."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        if self.proc is not None:
+            stop_process(self.proc, 30)
         if self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
+
+from observer.offline.local_process import free_port, stop_process
 
 
 class PrometheusError(RuntimeError):
@@ -46,13 +46,6 @@ def promtool(args: list[str], binary: str | None = None, timeout: float = 600.0)
     return done.stdout
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 class PrometheusServer:
     """``prometheus`` serving the TSDB in ``data_dir`` on 127.0.0.1; use as a context manager."""
 
@@ -67,7 +60,7 @@ class PrometheusServer:
         config = os.path.join(self._work_dir, "prometheus.yml")
         with open(config, "w") as f:
             f.write("global:\n  scrape_interval: 1h\n")  # nothing to scrape: it only answers queries
-        port = _free_port()
+        port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         log = open(os.path.join(self._work_dir, "prometheus.log"), "wb")
         self._log = log
@@ -104,13 +97,8 @@ class PrometheusServer:
             return ""
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            os.kill(self._proc.pid, signal.SIGTERM)
-            try:
-                self._proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.kill(self._proc.pid, signal.SIGKILL)
-                self._proc.wait()
+        if self._proc is not None:
+            stop_process(self._proc, 15)
         self._proc = None
         if getattr(self, "_log", None) is not None:
             self._log.close()

@@ -1,6 +1,6 @@
 """The task-level events of Spark event logs, for per-partition placement (``observer.signals.placement``).
 
-``observer.eventlog`` skips task, job and SQL events without parsing them (they are most of a log); this
+``observer.offline.eventlog`` skips task, job and SQL events without parsing them (they are most of a log); this
 reader keeps exactly the ones ``observer.model.tasks`` needs, with the same file handling (rolling folders,
 every codec, bounded line length) and the same promise: problems are reported, never raised.
 """
@@ -11,28 +11,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from observer.model.tasks import PROGRESS, SQL_ADAPTIVE, SQL_START, TaskEventReader
-from observer.offline.eventlog import (
-    DEFAULT_MAX_LINE_BYTES,
-    EventLogError,
-    _lines,
-    expand,
-    open_decompressed,
-)
+from observer.capture.codecs import open_decompressed
+from observer.model.tasks import TaskEventReader, wanted_line
+from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EventLogError, _lines, expand
 from observer.signals.placement import OperatorBatch, PlacementTracker
-
-WANTED = tuple(
-    b'{"Event":"' + name.encode() + b'"'
-    for name in (
-        "SparkListenerTaskEnd",
-        "SparkListenerJobStart",
-        "SparkListenerExecutorAdded",
-        "SparkListenerExecutorRemoved",
-        SQL_START,
-        SQL_ADAPTIVE,
-        PROGRESS,
-    )
-)
 
 
 def read_events(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[dict[str, Any] | EventLogError]:
@@ -55,7 +37,7 @@ def read_events(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) 
                     if isinstance(line, EventLogError):  # an over-long line: reported, the rest of the file is read
                         yield line
                         continue
-                    if not line.startswith(WANTED):
+                    if not wanted_line(line):
                         continue
                     try:
                         obj = json.loads(line)

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
+from typing import Any
 
 from observer.metrics import catalog
+from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryRecord, operator_labels
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.signals import kinds
@@ -93,17 +95,15 @@ class Partitions:
             self._layouts[key] = before = _Layout(op.shuffle_partitions)
             before.seen(op.store_instances)
             return
-        labels = operator_labels(op.index, op.name)
         if op.shuffle_partitions != before.partitions:
-            facts.add(record, catalog.PARTITION_CHANGES, labels)
-            facts.signal(
+            _counted_signal(
+                facts,
+                catalog.PARTITION_CHANGES,
                 kinds.PARTITIONS_CHANGED,
                 record,
-                p.run_id,
+                p,
+                op,
                 ts,
-                operator=op.name,
-                operator_index=op.index,
-                batch_id=p.batch_id,
                 before=before.partitions,
                 after=op.shuffle_partitions,
                 store_instances_before=before.instances,
@@ -112,15 +112,14 @@ class Partitions:
             self._layouts[key] = _Layout(op.shuffle_partitions)
             self._layouts[key].seen(op.store_instances)
         elif op.store_instances is not None and before.instances is not None and op.store_instances > before.instances:
-            facts.add(record, catalog.STATE_TASK_RETRIES, labels)
-            facts.signal(
+            _counted_signal(
+                facts,
+                catalog.STATE_TASK_RETRIES,
                 kinds.STATE_TASK_RETRY,
                 record,
-                p.run_id,
+                p,
+                op,
                 ts,
-                operator=op.name,
-                operator_index=op.index,
-                batch_id=p.batch_id,
                 partitions=op.shuffle_partitions,
                 store_instances=op.store_instances,
                 usual_store_instances=before.instances,
@@ -128,3 +127,19 @@ class Partitions:
             )
         else:
             before.seen(op.store_instances)
+
+
+def _counted_signal(
+    facts: Facts,
+    counter: MetricSpec,
+    kind: str,
+    record: QueryRecord,
+    p: QueryProgress,
+    op: OperatorProgress,
+    ts: float,
+    **detail: Any,
+) -> None:
+    """A layout change of one operator in one batch: its counter goes up by one and its signal names the operator
+    and the batch, so both kinds of change carry the same identifying attributes."""
+    facts.add(record, counter, operator_labels(op.index, op.name))
+    facts.signal(kind, record, p.run_id, ts, operator=op.name, operator_index=op.index, batch_id=p.batch_id, **detail)
