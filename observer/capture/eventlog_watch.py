@@ -159,6 +159,14 @@ class AppEvents:
     problems: list[str] = field(default_factory=list)  # messages of the problems found in this poll
 
 
+@dataclass(frozen=True)
+class SavedPositions:
+    """What the state file holds: each followed log's position, and the logs finished for good."""
+
+    apps: dict[str, Any]
+    done: list[str]
+
+
 @dataclass
 class WatchCounts:
     """Running totals for the self-metrics (``observer.metrics.catalog.WATCH_METRICS``)."""
@@ -399,18 +407,35 @@ class EventLogWatcher:
             self._problem(None, "unreadable", f"poll failed: {type(exc).__name__}: {exc}")
             return []
 
-    def commit(self) -> None:
-        """Persist the positions of everything delivered so far (atomically); a no-op without a state path."""
+    def snapshot(self) -> SavedPositions | None:
+        """The positions of everything delivered so far, to save now or later (``save``); None if nothing moved.
+
+        A caller whose events reach a database asynchronously saves a snapshot only once what was delivered
+        before it is written: a kill in between then re-reads those events instead of losing them.
+        """
         if not self.state_path or not self._dirty:
-            return
+            return None
         apps = {name: pos for name, app in self._apps.items() if (pos := self._position(app)) is not None}
         for name, saved in self._saved.items():  # resumable logs not seen again yet (a folder briefly unreadable)
             apps.setdefault(name, saved)
+        self._dirty = False
+        return SavedPositions(apps, sorted(self._done))
+
+    def save(self, positions: SavedPositions) -> None:
+        """Persist ``positions`` (atomically); a failure is a problem counted, and the next snapshot tries again."""
+        if not self.state_path:
+            return
         try:
-            save_state(self.state_path, apps, sorted(self._done))
-            self._dirty = False
+            save_state(self.state_path, positions.apps, positions.done)
         except OSError as exc:
+            self._dirty = True
             self._problem(None, "state_file", f"{self.state_path}: cannot save the watcher state: {exc}")
+
+    def commit(self) -> None:
+        """Persist the positions of everything delivered so far (atomically); a no-op without a state path."""
+        positions = self.snapshot()
+        if positions is not None:
+            self.save(positions)
 
     def run(self, callback: Callable[[list[AppEvents]], None], stop_event: threading.Event) -> None:
         """Poll until ``stop_event`` is set; ``callback`` gets each non-empty poll's result, then positions are saved."""

@@ -32,9 +32,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
@@ -55,6 +56,7 @@ from observer.capture.eventlog_watch import (
     AppIdentity,
     EventLogWatcher,
     RawEvent,
+    SavedPositions,
     WatchCounts,
 )
 from observer.capture.queue import CapturedEvent
@@ -75,7 +77,11 @@ from observer.settings import Settings
 from observer.signals.kinds import SignalEvent
 from observer.sinks import AppAwareSink, Sink
 
+if TYPE_CHECKING:
+    from observer.history.sink import HistorySink
+
 log = logging.getLogger("observer")
+MAX_UNSAVED = 64  # position snapshots waiting for the history writer (a long outage: the newest replaces the last)
 
 _KIND_OF = {QUERY_STARTED: kinds.STARTED, QUERY_PROGRESS: kinds.PROGRESS, QUERY_IDLE: kinds.IDLE, QUERY_TERMINATED: kinds.TERMINATED}
 _WATCH_COUNTERS = (
@@ -227,10 +233,13 @@ class FleetObserver:
         self._apps: dict[str, _AppPipeline] = {}
         self._lock = threading.Lock()  # the watcher thread changes ``_apps`` while scrapes read it
         self._shared: list[Sink] = []
+        self._history: HistorySink | None = None
+        self._unsaved: deque[tuple[SavedPositions, int]] = deque()  # positions waiting for their rows to be written
         if o.history:
             from observer.history.sink import HistorySink
 
-            self._shared.append(HistorySink(self.settings.history_path, self.self_metrics, self.settings))
+            self._history = HistorySink(self.settings.history_path, self.self_metrics, self.settings)
+            self._shared.append(self._history)
         self._otlp = otlp_enabled(self.settings)
         # executors of applications not (yet) streaming: a batch application costs this small set, no pipeline
         self._executors: dict[str, set[str]] = {}
@@ -285,13 +294,13 @@ class FleetObserver:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
-        self.watcher.commit()
         with self._lock:
             pipelines = list(self._apps.values())
         for pipeline in pipelines:
             pipeline.observer.stop(1.0)
         for sink in self._shared:
-            self._guarded(sink, sink.close)
+            self._guarded(sink, sink.close)  # writes what it can: positions are saved only as far as that
+        self._save_written_positions()
         if self.pusher is not None:
             self.pusher.stop()
         if self.server is not None:
@@ -316,7 +325,6 @@ class FleetObserver:
             self.poll_once()
             if not self.watcher.backlog:
                 self._stop.wait(max(0.0, interval - (time.monotonic() - started)))
-        self.watcher.commit()
 
     # --- one round --------------------------------------------------------------------------------------
     def poll_once(self, on_found: Callable[[list[AppEvents]], None] | None = None) -> None:
@@ -342,10 +350,30 @@ class FleetObserver:
                 pipeline.observer.prometheus.collector.prerender()  # render changed queries off the scrape path
         for sink in self._shared:
             self._guarded(sink, lambda sink=sink: sink.tick(processed))  # type: ignore[misc]
-            if processed:  # written before the positions are: a kill in between re-reads, never loses
+            if processed:
                 self._guarded(sink, sink.flush)
-        self.watcher.commit()
+        self._save_written_positions()
         self.rounds += 1
+
+    def _save_written_positions(self) -> None:
+        """Save the newest read positions whose events the history has written (or counted dropped).
+
+        SQLite writes in ``flush``, so its positions are saved at once; PostgreSQL's writer settles later, so
+        a snapshot waits for its mark (at most ``MAX_UNSAVED`` kept: the newest replaces the last). A kill in
+        between re-reads what was not written yet instead of losing it.
+        """
+        positions = self.watcher.snapshot()
+        if positions is not None:
+            entry = (positions, self._history.written_mark() if self._history is not None else 0)
+            if len(self._unsaved) >= MAX_UNSAVED:
+                self._unsaved[-1] = entry
+            else:
+                self._unsaved.append(entry)
+        ready = None
+        while self._unsaved and (self._history is None or self._history.is_written(self._unsaved[0][1])):
+            ready = self._unsaved.popleft()[0]
+        if ready is not None:
+            self.watcher.save(ready)
 
     def handle(self, found: AppEvents) -> int:
         """Apply what one poll found for one application; returns the number of events processed."""

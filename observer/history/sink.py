@@ -179,6 +179,17 @@ class HistorySink:
         self._maybe_flush(force=True)
         return self.writer.drain(timeout) if self.writer is not None else True
 
+    def written_mark(self) -> int:
+        """A mark for every row handed over so far: ``is_written(mark)`` says when they are all in the database."""
+        return self.writer.offered if self.writer is not None else 0
+
+    def is_written(self, mark: int) -> bool:
+        """True once the rows handed over before ``written_mark`` returned ``mark`` are written or counted dropped.
+
+        SQLite writes in ``flush`` (always true); PostgreSQL's background writer settles them later.
+        """
+        return self.writer is None or self.writer.settled >= mark
+
     def close(self) -> None:
         try:
             self._maybe_flush(force=True)

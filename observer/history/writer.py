@@ -50,6 +50,10 @@ class BackgroundWriter:
         self._buffer = PendingRows()
         self._writing = 0  # rows taken by the thread and not yet written or put back
         self._inflight_events = 0
+        # offers are numbered: every offer up to ``settled`` is in the database or counted dropped (a watcher
+        # saves its read positions only that far, so a kill re-reads what was still buffered)
+        self.offered = 0
+        self.settled = 0
         self._cond = threading.Condition()
         self._stop = False
         self._last_retention = 0.0
@@ -74,6 +78,7 @@ class BackgroundWriter:
             return
         dropped = 0
         with self._cond:
+            self.offered += 1
             fits = self._buffer.rows + self._writing + rows.rows <= self.capacity or not (self._buffer or self._writing)
             if not fits:
                 dropped = rows.events
@@ -142,9 +147,12 @@ class BackgroundWriter:
                 if self._stop:
                     return
                 chunk = self._take()
+                upto = None if self._buffer else self.offered  # a part of the buffer settles nothing yet
                 self._writing, self._inflight_events = chunk.rows, chunk.events
             ok = self._write(chunk)
             with self._cond:
+                if ok and upto is not None:
+                    self.settled = max(self.settled, upto)
                 if not ok:
                     chunk.absorb(self._buffer)  # retried first, before anything newer
                     self._buffer = chunk
