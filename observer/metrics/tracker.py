@@ -88,6 +88,7 @@ class QueryRecord:
             self._counters.update(zip(plan.keys, self._blocks.pop(plan)))
 
 
+@functools.lru_cache(maxsize=4096)  # every rule asks for them per operator and batch; names come from the job: bounded
 def operator_labels(index: int, name: str) -> Labels:
     return (("operator_index", str(index)), ("operator", name))
 
@@ -145,29 +146,34 @@ class QueryTracker:
         (``query_id`` None) are kept apart from every query.
         """
         with self._lock:
+            looked_up: str | None = None  # an event's updates are all of its query: looked up once
+            record: QueryRecord | None = None
             for u in updates:
-                key = (u.spec, u.labels)
-                if u.query_id is None:
+                spec, labels, value, query_id = u
+                key = (spec, labels)
+                if query_id is None:
                     self._apply_app(key, u)
                     continue
-                record = self._queries.get(u.query_id)
-                if record is None or not record.labels.allows(u.labels):
+                if query_id != looked_up:
+                    looked_up, record = query_id, self._queries.get(query_id)
+                if record is None or not record.labels.allows(labels):
                     continue
-                if u.spec.kind == COUNTER:
-                    amount = u.value or 0.0
-                    if u.spec in _BULK_SPECS:  # never so far: the signals count in series of their own
+                if spec.kind == COUNTER:
+                    amount = value or 0.0
+                    if spec in _BULK_SPECS:  # never so far: the signals count in series of their own
                         record._settle()
                     counters = record._counters
                     if key not in counters or amount:
                         counters[key] = counters.get(key, 0.0) + amount
                         record.version = record.state_version = next(self._versions)
                     continue
-                before = record.signal_gauges.get(key)
-                if u.value is None:
-                    record.signal_gauges.pop(key, None)
+                gauges = record.signal_gauges
+                before = gauges.get(key)
+                if value is None:
+                    gauges.pop(key, None)
                 else:
-                    record.signal_gauges[key] = u.value
-                if before != u.value or type(before) is not type(u.value):  # ticks mostly re-set the same value: nothing to re-render then
+                    gauges[key] = value
+                if before != value or type(before) is not type(value):  # ticks mostly re-set the same value: nothing to re-render then
                     record.version = next(self._versions)
 
     def _apply_app(self, key: SeriesKey, u: Update) -> None:
@@ -283,7 +289,7 @@ def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
         values = [*plan.fields(op), *map(custom.__getitem__, plan.custom_keys)]
         totals = blocks.get(plan)
         if totals is not None and _addable(values):
-            totals[:] = map(operator.add, totals, map(operator.mul, values, plan.scales))  # type: ignore[arg-type]  # no None: _addable
+            totals[:] = map(operator.add, totals, map(operator.mul, values, plan.scales))  # no None: _addable
             continue
         record._settle(plan.labels)  # a new plan (first batch, other metric names), or values to take one by one
         _add_many(counters, plan.keys, values, plan.scales)
@@ -310,7 +316,7 @@ def _add_many(counters: dict[SeriesKey, float], keys: tuple[SeriesKey, ...], val
         except KeyError:
             pass  # a series to create: value by value, in order, as the reference does
         else:
-            counters.update(zip(keys, map(operator.add, totals, map(operator.mul, values, scales))))  # type: ignore[arg-type]
+            counters.update(zip(keys, map(operator.add, totals, map(operator.mul, values, scales))))
             return
     for key, value, scale in zip(keys, values, scales):
         if value is not None:

@@ -12,7 +12,7 @@ The fit keeps running sums, so each batch costs O(1) however many batches the wi
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
@@ -22,8 +22,7 @@ from observer.signals import kinds
 from observer.signals.facts import Facts
 
 
-@dataclass(frozen=True)
-class GrowthVerdict:
+class GrowthVerdict(NamedTuple):  # one per operator and batch: a tuple is built faster than a frozen dataclass
     rows_per_second: float
     bytes_per_second: float
     eviction_ratio: float
