@@ -282,19 +282,20 @@ def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
         _add(counters, _SINK_OUTPUT_ROWS_KEY, p.sink.output_rows)
     blocks = record._blocks
     for op in p.operators:
-        plan = _operator_plan(op.index, op.name, tuple(op.custom))
+        plan, bulk = _operator_plans(op.index, op.name, tuple(op.custom))
         if not allows(plan.labels):
             continue
         custom = op.custom
-        values = [*plan.fields(op), *map(custom.__getitem__, plan.custom_keys)]
-        totals = blocks.get(plan)
-        if totals is not None and _addable(values):
-            totals[:] = map(operator.add, totals, map(operator.mul, values, plan.scales))  # no None: _addable
-            continue
+        totals = blocks.get(bulk)
+        if totals is not None:
+            values = [*bulk.fields(op), *map(custom.__getitem__, bulk.custom_keys)]
+            if _addable(values):
+                totals[:] = map(operator.add, totals, map(operator.mul, values, bulk.scales))  # no None: _addable
+                continue
         record._settle(plan.labels)  # a new plan (first batch, other metric names), or values to take one by one
-        _add_many(counters, plan.keys, values, plan.scales)
-        if all(map(counters.__contains__, plan.keys)):
-            blocks[plan] = list(map(counters.__getitem__, plan.keys))
+        _add_many(counters, plan.keys, [*plan.fields(op), *map(custom.__getitem__, plan.custom_keys)], plan.scales)
+        if all(map(counters.__contains__, bulk.keys)):
+            blocks[bulk] = list(map(counters.__getitem__, bulk.keys))
 
 
 def _add(counters: dict[SeriesKey, float], key: SeriesKey, value: float | None) -> None:
@@ -375,9 +376,17 @@ _FIELDS = operator.attrgetter(*(attr for attr, _ in _OPERATOR_COUNTERS))
 
 
 @functools.lru_cache(maxsize=4096)  # operators are few per query; bounded all the same (names come from the job)
-def _operator_plan(index: int, name: str, custom: tuple[str, ...]) -> _OperatorPlan:
-    """The plan of an operator whose custom metrics are named ``custom`` (Spark sends the same names every batch)."""
+def _operator_plans(index: int, name: str, custom: tuple[str, ...]) -> tuple[_OperatorPlan, _OperatorPlan]:
+    """The plans of an operator whose custom metrics are named ``custom``: in their order (series are created
+    in it), and in sorted order for the bulk totals. Spark sends the same names every batch, but not always in
+    the same order (a recorded busy run reordered them every other batch): the bulk totals are one block still."""
+    counters = tuple(key for key in custom if key in _CUSTOM_COUNTERS)
+    return _operator_plan(index, name, counters), _operator_plan(index, name, tuple(sorted(counters)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _operator_plan(index: int, name: str, counters: tuple[str, ...]) -> _OperatorPlan:
+    """The plan of an operator whose custom metrics that are counters are named ``counters``, in that order."""
     labels = operator_labels(index, name)
-    counters = [key for key in custom if key in _CUSTOM_COUNTERS]
     specs = [spec for _, spec in _OPERATOR_COUNTERS] + [_CUSTOM_COUNTERS[key] for key in counters]
-    return _OperatorPlan(labels, tuple((spec, labels) for spec in specs), tuple(spec.scale for spec in specs), _FIELDS, tuple(counters))
+    return _OperatorPlan(labels, tuple((spec, labels) for spec in specs), tuple(spec.scale for spec in specs), _FIELDS, counters)
