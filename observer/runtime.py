@@ -208,8 +208,8 @@ class Observer:
         """Parse one captured event and apply it; never raises (errors are counted and logged once)."""
         started = time.perf_counter()
         metrics = self.self_metrics
-        metrics.count("received", item.kind)
-        with metrics.lock:
+        with metrics.lock:  # one acquisition per event for both (``SelfMetrics.count``, inlined)
+            metrics.received[item.kind] += 1
             metrics.callback.observe(item.callback_seconds)
         if item.error is not None or item.payload is None:
             metrics.count("dropped", "capture_error")

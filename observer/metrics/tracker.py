@@ -148,6 +148,8 @@ class QueryTracker:
         with self._lock:
             looked_up: str | None = None  # an event's updates are all of its query: looked up once
             record: QueryRecord | None = None
+            checked: Labels | None = None  # a rule sets several series of one operator: its labels are checked once
+            allowed = False
             for u in updates:
                 spec, labels, value, query_id = u
                 key = (spec, labels)
@@ -155,8 +157,12 @@ class QueryTracker:
                     self._apply_app(key, u)
                     continue
                 if query_id != looked_up:
-                    looked_up, record = query_id, self._queries.get(query_id)
-                if record is None or not record.labels.allows(labels):
+                    looked_up, record, checked = query_id, self._queries.get(query_id), None
+                if record is None:
+                    continue
+                if labels is not checked:  # the budget does not change while updates are applied
+                    checked, allowed = labels, record.labels.allows(labels)
+                if not allowed:
                     continue
                 if spec.kind == COUNTER:
                     amount = value or 0.0
