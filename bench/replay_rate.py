@@ -163,7 +163,7 @@ def main() -> int:
     if runs["before"]:
         before = statistics.median(runs["before"])
         print(
-            f"  replay, {args.before}:{' ' * max(1, 28 - len(args.before))}{_fmt(runs['before'])} = {n / before:,.0f} progress events/s "
+            f"  replay, the tree before (--before):        {_fmt(runs['before'])} = {n / before:,.0f} progress events/s "
             f"({n / max(runs['before']):,.0f}-{n / min(runs['before']):,.0f}); this tree is {before / fast:.2f}x as fast"
         )
     print(
