@@ -155,7 +155,7 @@ def main() -> int:
     )
     print(f"  bare decompress + json.loads of every line: {_fmt(runs['bare'])}")
     print(f"  json.loads of the progress lines alone:     {_fmt(runs['progress'])}")
-    print(f"  replay, reference parser (before):          {_fmt(runs['reference'])} = {n / ref:,.0f} progress events/s")
+    print(f"  replay, reference parser (decoder off):     {_fmt(runs['reference'])} = {n / ref:,.0f} progress events/s")
     print(
         f"  replay, fast decoder:                       {_fmt(runs['fast'])} = {n / fast:,.0f} progress events/s "
         f"({n / max(runs['fast']):,.0f}-{n / min(runs['fast']):,.0f}); {ref / fast:.2f}x the reference"
