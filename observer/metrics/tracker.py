@@ -347,7 +347,7 @@ _INPUT_ROWS_KEY: SeriesKey = (catalog.INPUT_ROWS, ())
 _SINK_OUTPUT_ROWS_KEY: SeriesKey = (catalog.SINK_OUTPUT_ROWS, ())
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)  # keyed by every name of an operator's custom metrics: ~4 kB an entry at most
 def _unknown_custom(custom: tuple[str, ...]) -> list[tuple[str, str]]:
     """The label values an operator's custom metrics named ``custom`` use: the keys the catalog does not know."""
     return [(METRIC, key) for key in custom if key not in catalog.CUSTOM_BY_KEY]
@@ -381,7 +381,7 @@ _BULK_SPECS = frozenset(spec for _, spec in _OPERATOR_COUNTERS) | frozenset(_CUS
 _FIELDS = operator.attrgetter(*(attr for attr, _ in _OPERATOR_COUNTERS))
 
 
-@functools.lru_cache(maxsize=4096)  # operators are few per query; bounded all the same (names come from the job)
+@functools.lru_cache(maxsize=1024)  # keyed by every metric name of an operator (~4 kB an entry): bounded, names come from the job
 def _operator_plans(index: int, name: str, custom: tuple[str, ...]) -> tuple[_OperatorPlan, _OperatorPlan]:
     """The plans of an operator whose custom metrics are named ``custom``: in their order (series are created
     in it), and in sorted order for the bulk totals. Spark sends the same names every batch, but not always in
@@ -390,7 +390,7 @@ def _operator_plans(index: int, name: str, custom: tuple[str, ...]) -> tuple[_Op
     return _operator_plan(index, name, counters), _operator_plan(index, name, tuple(sorted(counters)))
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def _operator_plan(index: int, name: str, counters: tuple[str, ...]) -> _OperatorPlan:
     """The plan of an operator whose custom metrics that are counters are named ``counters``, in that order."""
     labels = operator_labels(index, name)

@@ -155,8 +155,8 @@ class Rules:
         # operator's custom metrics (or of the phases) are the same every batch, so what they decide is too.
         object.__setattr__(self, "cached_timestamp", functools.lru_cache(maxsize=1024)(self.timestamp))
         object.__setattr__(self, "cached_instance", functools.lru_cache(maxsize=16_384)(self._instance))
-        object.__setattr__(self, "custom_shape", functools.lru_cache(maxsize=4096)(self._custom_shape))
-        object.__setattr__(self, "clean_keys", functools.lru_cache(maxsize=4096)(_keys_clean))
+        object.__setattr__(self, "custom_shape", functools.lru_cache(maxsize=1024)(self._custom_shape))
+        object.__setattr__(self, "clean_keys", functools.lru_cache(maxsize=1024)(_keys_clean))
 
     def _custom_shape(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
         """Of an operator's custom metrics named ``keys``: the per-instance ones (in order), or ``None`` when
