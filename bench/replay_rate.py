@@ -3,13 +3,16 @@
     python bench/replay_rate.py [--copies 400] [--source rocksdb_restart/run1] [--repeat 3]
     python bench/replay_rate.py --source incidents/clean_busy_30min/run1 --copies 40   # 8 partitions, 2 operators
     python bench/replay_rate.py --progress-only ...   # the streaming events alone: the pipeline's own cost
+    python bench/replay_rate.py --before /path/to/worktree ...   # also an older tree's replay, interleaved
 
 The log is generated from a recorded real event log (tests/fixtures/<source>/eventlog): its lines are
 repeated with batch ids shifted, zstd-compressed as Spark writes it. Baselines in the same run, each
 repeated: decompress and ``json.loads`` every line; ``json.loads`` of the progress lines alone (already
 decompressed: the strictest yardstick); and the pipeline with the fast decoder switched off (the
-reference parser, ``observer.model.parse``, as before issue 17). Medians with min-max of CPU seconds
-(single-threaded, so events per CPU second is what one core carries).
+reference parser, ``observer.model.parse``, as before issue 17). With ``--before DIR`` also the replay of
+the ``observer`` package in DIR (a git worktree of an earlier commit: ``git worktree add DIR <rev>``) on
+the same log, in a subprocess timing itself, interleaved with the rest. Medians with min-max of CPU
+seconds (single-threaded, so events per CPU second is what one core carries).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import io
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -83,6 +87,23 @@ def _loads_each(lines: list[bytes]) -> None:
         json.loads(line)
 
 
+_TIMED_REPLAY = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from observer.offline.replay import replay
+replay([sys.argv[2]])  # warm: imports, caches
+t = time.process_time()
+replay([sys.argv[2]])
+print(time.process_time() - t)
+"""
+
+
+def _before(tree: str, path: str) -> float:
+    """CPU seconds of one replay of ``path`` by the ``observer`` package in ``tree``, timed in its own process."""
+    out = subprocess.run([sys.executable, "-c", _TIMED_REPLAY, os.path.abspath(tree), path], check=True, capture_output=True, text=True)
+    return float(out.stdout.split()[-1])
+
+
 def _fmt(times: list[float]) -> str:
     return f"{statistics.median(times):.2f} s ({min(times):.2f}-{max(times):.2f})"
 
@@ -92,6 +113,7 @@ def main() -> int:
     ap.add_argument("--copies", type=int, default=400)
     ap.add_argument("--source", default="rocksdb_restart/run1", help="a recorded run under tests/fixtures with an eventlog folder")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--before", help="a tree (git worktree) whose observer package to time too, interleaved: the figure before a change")
     ap.add_argument(
         "--progress-only",
         action="store_true",
@@ -115,13 +137,16 @@ def main() -> int:
                     json.loads(line)
 
         reference = mock.patch.object(decode, "progress", lambda payload, rules: None)
-        runs = {"bare": [], "progress": [], "fast": [], "reference": []}  # type: dict[str, list[float]]
+        runs = {"bare": [], "progress": [], "fast": [], "reference": [], "before": []}  # type: dict[str, list[float]]
+        replay([path])  # warm, as the subprocess of --before is
         for _ in range(args.repeat):  # interleaved, so load on the machine hits every variant alike
             runs["bare"] += _timed(bare, 1)
             runs["progress"] += _timed(lambda: _loads_each(progress_lines), 1)
             runs["fast"] += _timed(lambda: replay([path]), 1)
             with reference:
                 runs["reference"] += _timed(lambda: replay([path]), 1)
+            if args.before:
+                runs["before"].append(_before(args.before, path))
     fast, ref = statistics.median(runs["fast"]), statistics.median(runs["reference"])
     size = sum(len(line) + 1 for line in lines)
     print(
@@ -130,11 +155,17 @@ def main() -> int:
     )
     print(f"  bare decompress + json.loads of every line: {_fmt(runs['bare'])}")
     print(f"  json.loads of the progress lines alone:     {_fmt(runs['progress'])}")
-    print(f"  replay, reference parser (before):          {_fmt(runs['reference'])} = {n / ref:,.0f} progress events/s")
+    print(f"  replay, reference parser (decoder off):     {_fmt(runs['reference'])} = {n / ref:,.0f} progress events/s")
     print(
         f"  replay, fast decoder:                       {_fmt(runs['fast'])} = {n / fast:,.0f} progress events/s "
         f"({n / max(runs['fast']):,.0f}-{n / min(runs['fast']):,.0f}); {ref / fast:.2f}x the reference"
     )
+    if runs["before"]:
+        before = statistics.median(runs["before"])
+        print(
+            f"  replay, the tree before (--before):        {_fmt(runs['before'])} = {n / before:,.0f} progress events/s "
+            f"({n / max(runs['before']):,.0f}-{n / min(runs['before']):,.0f}); this tree is {before / fast:.2f}x as fast"
+        )
     print(
         f"  replay / bare every line: {fast / statistics.median(runs['bare']):.2f}; "
         f"replay / json.loads of progress lines: {fast / statistics.median(runs['progress']):.2f}"

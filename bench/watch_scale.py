@@ -227,7 +227,11 @@ def scale(args: argparse.Namespace) -> None:
             f"{'full pipeline' if args.pipeline else 'pipeline events only' if args.no_placement else 'pipeline and placement events'}, steady window {wall:.0f} s "
             f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
         )
-        print(f"  CPU share of one core: {cpu / wall:.3f}   RSS now {rss_now:.0f} MB, peak {rss_peak:.0f} MB")
+        events = window["events_end"] - window["events"]
+        print(
+            f"  CPU share of one core: {cpu / wall:.3f}   RSS now {rss_now:.0f} MB, peak {rss_peak:.0f} MB   "
+            f"CPU per delivered event: {cpu / max(events, 1) * 1e6:.0f} µs ({events / max(cpu, 1e-9):,.0f} events per CPU second)"
+        )
         print(
             f"  events delivered/s: {(window['events_end'] - window['events']) / wall:.0f}   decoded MB/s: {decoded_mb / wall:.2f}"
             f"   lines scanned: {watcher.counts.lines}, parsed: {watcher.counts.events_parsed}"
