@@ -29,7 +29,10 @@ def _dialect(path: str) -> Backend:
     return open_backend(path, readonly=True)
 
 
-def _range(query_id: str, since: float | None, until: float | None, run_id: str | None) -> tuple[str, tuple[Any, ...]]:
+def _range(query_id: str, since: float | None, until: float | None, run_id: str | None, child: bool = False) -> tuple[str, tuple[Any, ...]]:
+    """The WHERE clause of a query's rows in a time range and run. ``child``: operators and partitions, keyed
+    by (query, ts, run, ...) since schema 4, find a run's rows at its batches' times (a key seek each)
+    instead of reading every row of the query."""
     where: list[str] = ["query_id = ?"]
     params: list[Any] = [query_id]
     if since is not None:
@@ -41,6 +44,9 @@ def _range(query_id: str, since: float | None, until: float | None, run_id: str 
     if run_id is not None:
         where.append("run_id = ?")
         params.append(run_id)
+        if child:
+            where.append("ts IN (SELECT ts FROM batches WHERE query_id = ? AND run_id = ?)")
+            params += [query_id, run_id]
     return " AND ".join(where), tuple(params)
 
 
@@ -87,14 +93,14 @@ def load_batch(path: str, query_id: str, run_id: str, batch_id: int) -> dict[str
 def load_operators(
     path: str, query_id: str, since: float | None = None, until: float | None = None, run_id: str | None = None
 ) -> pd.DataFrame:
-    where, params = _range(query_id, since, until, run_id)
+    where, params = _range(query_id, since, until, run_id, child=True)
     return _frame(path, f"SELECT * FROM operators WHERE {where} ORDER BY ts, op_index", params)
 
 
 def load_partitions(
     path: str, query_id: str, since: float | None = None, until: float | None = None, run_id: str | None = None
 ) -> pd.DataFrame:
-    where, params = _range(query_id, since, until, run_id)
+    where, params = _range(query_id, since, until, run_id, child=True)
     return _frame(path, f"SELECT * FROM partitions WHERE {where} ORDER BY ts, op_index, partition", params)
 
 
@@ -202,7 +208,7 @@ def load_operator_series(
     path: str, query_id: str, since: float | None = None, until: float | None = None, run_id: str | None = None, max_points: int = 2000
 ) -> pd.DataFrame:
     """Operator figures per time bucket: state rows and memory (max), rows updated/removed/dropped (sum)."""
-    where, params = _range(query_id, since, until, run_id)
+    where, params = _range(query_id, since, until, run_id, child=True)
     group, gparams = _bucket(path, "operators", where, params, max_points)
     return _frame(
         path,
@@ -224,7 +230,7 @@ def load_partition_lag(
     The store's version after batch ``b`` is ``b + 1``; ``SnapshotLastUploaded`` is -1 before the first
     upload, so an instance that never uploaded lags by every version it has.
     """
-    where, params = _range(query_id, since, until, run_id)
+    where, params = _range(query_id, since, until, run_id, child=True)
     group, gparams = _bucket(path, "partitions", where, params, buckets)
     return _frame(
         path,

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Iterator
 import psycopg
 from psycopg import conninfo
 
-from observer.history.backend import Backend, HistoryError, upsert_sql
+from observer.history.backend import RESTAMPED_TABLES, Backend, HistoryError, restamp_params, restamp_sql, upsert_sql
 from observer.history.rows import COLUMNS, KEYS, PendingRows
 from observer.history.schema import MIGRATIONS, POSTGRES_TYPES, newer_error, render
 from observer.history.url import HistoryTarget, scrub
@@ -154,6 +154,9 @@ class PostgresBackend(Backend):
                     cur.executemany(self._UPSERT["queries"], sorted(pending.queries.values()))
                 if pending.runs:
                     cur.executemany(self._UPSERT["runs"], sorted(pending.run_rows(), key=operator.itemgetter(0)))
+                if pending.restamped:
+                    for t in RESTAMPED_TABLES:
+                        cur.executemany(restamp_sql(t).replace("?", "%s"), restamp_params(pending))
                 for t in STAGED:
                     if pending.facts[t]:
                         self._write_facts(conn, cur, t, pending.facts[t])

@@ -14,7 +14,7 @@ import urllib.parse
 from contextlib import closing
 from typing import Any, ClassVar
 
-from observer.history.backend import Backend, HistoryError, upsert_sql
+from observer.history.backend import RESTAMPED_TABLES, Backend, HistoryError, restamp_params, restamp_sql, upsert_sql
 from observer.history.rows import COLUMNS, PendingRows
 from observer.history.schema import SchemaError, migrate
 from observer.history.url import HistoryTarget
@@ -37,6 +37,10 @@ def explain(exc: BaseException, path: str) -> str:
 
 
 MIGRATION_WAIT_SECONDS = 30.0
+# a batch row (its raw progress: ~4 kB for two operators) fits a 32 KiB page several times: no overflow page
+# per row, and a sixth fewer bytes and a third less CPU per progress event than 4 KiB pages
+# (bench/history_bench.py; README "History store")
+PAGE_SIZE = 32768
 LOCKED_RETRY_SECONDS = (0.05, 0.2, 0.5)  # pauses between attempts at a locked database (each waits its busy timeout too)
 
 
@@ -77,6 +81,7 @@ def _open_writer(path: str, timeout: float) -> sqlite3.Connection:
     while True:
         conn = sqlite3.connect(path, timeout=MIGRATION_WAIT_SECONDS, check_same_thread=False)
         try:
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # takes effect on a new file only
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: index pages of large histories stay cached
@@ -101,6 +106,7 @@ class SQLiteBackend(Backend):
 
     kind = "sqlite"
     _UPSERT: ClassVar[dict[str, str]] = {t: upsert_sql(t, "MAX") for t in ("queries", "runs")}
+    _RESTAMP: ClassVar[list[str]] = [restamp_sql(t) for t in RESTAMPED_TABLES]
     _FACTS: ClassVar[dict[str, str]] = {
         "batches": _insert("batches"),
         "operators": _insert("operators"),
@@ -128,6 +134,9 @@ class SQLiteBackend(Backend):
                 with c:
                     c.executemany(self._UPSERT["queries"], list(pending.queries.values()))
                     c.executemany(self._UPSERT["runs"], pending.run_rows())
+                    if pending.restamped:
+                        for sql in self._RESTAMP:
+                            c.executemany(sql, restamp_params(pending))
                     for table, sql in self._FACTS.items():
                         c.executemany(sql, pending.facts[table])
                 return
