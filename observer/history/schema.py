@@ -9,6 +9,7 @@ than misread.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 MIGRATIONS: tuple[str, ...] = (
@@ -122,6 +123,17 @@ POSTGRES_TYPES = {"real": "DOUBLE PRECISION", "int": "BIGINT", "serial": "BIGSER
 def render(number: int, types: dict[str, str]) -> str:
     """Migration ``number`` (0-based) in one dialect."""
     return MIGRATIONS[number].format(**types)
+
+
+def column_types() -> dict[str, str]:
+    """Each column's type as the migrations write it (``{real}``, ``{int}`` or ``TEXT``): a name has one type in
+    every table. PostgreSQL's binary ``COPY`` sends each value in its column's type."""
+    types: dict[str, str] = {}
+    for migration in MIGRATIONS:
+        for name, kind in re.findall(r"(\w+) (\{real\}|\{int\}|TEXT)", migration):
+            if types.setdefault(name, kind) != kind:
+                raise SchemaError(f"column {name} is {types[name]} in one table and {kind} in another")
+    return types
 
 
 def newer_error(version: int) -> SchemaError:
