@@ -2,8 +2,9 @@
 
 ``path`` is any history location (``observer.history.url``). Each loader opens the database read-only
 (SQLite ``mode=ro``, a PostgreSQL read-only session), so a browser never takes a write lock from the
-job, and reads through the ``(query_id, ts)`` indexes: the last hour of one query is a range scan
-however many batches the database holds. The SQL is the subset both dialects share; the two places
+job, and reads through the ``(query_id, ts)`` keys and indexes: the last hour of one query is a range
+scan however many batches the database holds (on SQLite the batches' one also holds the columns read here
+but the raw progress: schema migration 4). The SQL is the subset both dialects share; the two places
 they differ (JSON fields, time buckets) come from the backend.
 """
 
@@ -44,9 +45,14 @@ def _range(query_id: str, since: float | None, until: float | None, run_id: str 
     if run_id is not None:
         where.append("run_id = ?")
         params.append(run_id)
+        # batch_id >= the least long: always true; keeps the planner on the (query, run, batch) key, reading
+        # the run's batches, rather than scanning every batch of the query in its ts index
         if child:
-            where.append("ts IN (SELECT ts FROM batches WHERE query_id = ? AND run_id = ?)")
-            params += [query_id, run_id]
+            where.append("ts IN (SELECT ts FROM batches WHERE query_id = ? AND run_id = ? AND batch_id >= ?)")
+            params += [query_id, run_id, -(2**63)]
+        else:
+            where.append("batch_id >= ?")
+            params.append(-(2**63))
     return " AND ".join(where), tuple(params)
 
 
