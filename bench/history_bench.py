@@ -17,6 +17,7 @@ under the same load.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -45,9 +46,10 @@ def bench_events(queries: int = 10, first_query: int = 0) -> list:
 def ingest(store, events: list, n: int, flush_rows: int = 20_000) -> None:
     """``n`` progress events (one batch a second per query) through ``add_event`` + ``flush``, as the sink does."""
     for i in range(n):
-        template = events[i % len(events)]
         ts = START_TS + i // len(events)
-        event = template.__class__(**{**template.__dict__, "batch_id": i // len(events), "timestamp": ts})
+        event = copy.copy(events[i % len(events)])  # a new event per batch, as the live path has (frozen: set directly)
+        object.__setattr__(event, "batch_id", i // len(events))
+        object.__setattr__(event, "timestamp", ts)
         store.add_event(event, ts)
         if store.pending >= flush_rows:
             store.flush()
@@ -63,6 +65,15 @@ def _median_ms(fn, repeat: int = 5) -> float:
     return statistics.median(times) * 1000
 
 
+def _waited_for_cpu() -> float:
+    """Seconds this thread has spent runnable but waiting for a CPU (Linux schedstat; 0 elsewhere)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def worker(batches: int) -> dict:
     """One round in this process (``observer`` from the first entry of sys.path): ingest, then the reads."""
     from observer.history import loaders
@@ -72,10 +83,10 @@ def worker(batches: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "h.db")
         store = HistoryStore(db, max_age_seconds=1e12, max_bytes=1e15)
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu, waited = time.perf_counter(), time.process_time(), _waited_for_cpu()
         ingest(store, events, batches)
         store.close()  # included: the last checkpoint of the WAL into the file
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        wall, cpu, waited = time.perf_counter() - wall, time.process_time() - cpu, _waited_for_cpu() - waited
         size = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp))
         now = START_TS + batches // len(events)
         qid = events[3].query_id
@@ -85,7 +96,7 @@ def worker(batches: int) -> dict:
             "operator series, whole history": _median_ms(lambda: loaders.load_operator_series(db, qid)),
             "partition lag, whole history": _median_ms(lambda: loaders.load_partition_lag(db, qid)),
         }
-    return {"wall": batches / wall, "cpu": batches / cpu, "bytes_per_event": size / batches, "reads_ms": reads}
+    return {"wall": batches / wall, "cpu": batches / cpu, "cpu_wait": waited / wall, "bytes_per_event": size / batches, "reads_ms": reads}
 
 
 def _round(code: str, batches: int) -> dict:
@@ -121,7 +132,10 @@ def main() -> int:
         for name, code in versions.items() if r % 2 == 0 else reversed(versions.items()):
             results[name].append(_round(code, args.batches))
             last = results[name][-1]
-            print(f"round {r + 1} {name}: {last['wall']:,.0f}/s wall, {last['cpu']:,.0f}/s CPU", flush=True)
+            print(
+                f"round {r + 1} {name}: {last['wall']:,.0f}/s wall, {last['cpu']:,.0f}/s CPU, waited for a CPU {last['cpu_wait']:.0%}",
+                flush=True,
+            )
     load = os.getloadavg()
     print(f"\n{args.batches:,} progress events a round (1 batch + 2 operator + 4 partition rows each), {args.repeat} rounds")
     print(f"cpus {os.cpu_count()}, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; medians (min-max)")
@@ -129,6 +143,7 @@ def main() -> int:
         print(f"\n{name}:")
         print(f"  ingest per wall second: {_spread([x['wall'] for x in rounds])} events/s")
         print(f"  ingest per CPU second:  {_spread([x['cpu'] for x in rounds])} events/s")
+        print(f"  share of the wall time the writing thread waited for a CPU: {_spread([x['cpu_wait'] * 100 for x in rounds], '.0f')} %")
         print(f"  file: {statistics.median(x['bytes_per_event'] for x in rounds):,.0f} bytes per event")
         for read in rounds[0]["reads_ms"]:
             print(f"  {read}: {_spread([x['reads_ms'][read] for x in rounds], ',.1f')} ms")

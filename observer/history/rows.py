@@ -133,7 +133,7 @@ class PendingRows:
 
     @property
     def rows(self) -> int:
-        return sum(len(v) for v in self.facts.values()) + len(self.queries) + len(self.runs)
+        return sum(map(len, self.facts.values())) + len(self.queries) + len(self.runs)  # asked per event: no generator
 
     @property
     def events(self) -> int:
