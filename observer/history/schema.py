@@ -1,7 +1,7 @@
 """The history database's schema, as an ordered list of migrations shared by SQLite and PostgreSQL.
 
-Each migration is written once with ``{real}``, ``{int}``, ``{serial}`` and ``{clustered}`` for what the
-two dialects spell differently (``render``). On SQLite ``PRAGMA user_version`` holds the number applied
+Each migration is written once with ``{real}``, ``{int}``, ``{serial}``, ``{clustered}`` and
+``{batches_by_time}`` for what the two dialects spell or do differently (``render``). On SQLite ``PRAGMA user_version`` holds the number applied
 (``migrate`` below); PostgreSQL keeps it in a table (``observer.history.postgres``). Opening a database
 applies the missing ones, so an older history is upgraded in place and a newer one is refused rather
 than misread.
