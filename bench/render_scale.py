@@ -28,8 +28,8 @@ cost, the process RSS before and after loading the queries (per query) and at th
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
+import math
 import os
 import random
 import statistics
@@ -46,7 +46,8 @@ from prometheus_client import generate_latest
 
 from bench.common import derived, recorded_progress
 from observer.capture.queue import CapturedEvent
-from observer.exporters.http import GZIP_LEVEL, MetricsServer
+from observer.exporters.http import MetricsServer
+from observer.exporters.latest import AGE_HEADER, Rendered
 from observer.runtime import Observer
 from observer.settings import Settings
 
@@ -93,7 +94,8 @@ def report(label: str, repeat: int, queries: int, operators: int, partitions: in
     cache = tracemalloc.get_traced_memory()[0] - state - len(text)
     tracemalloc.stop()
     series = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
-    server = MetricsServer(w.obs.prometheus.collector.exposition, w.obs.prometheus.registry, "127.0.0.1", 0)
+    collector = w.obs.prometheus.collector
+    server = MetricsServer(collector.exposition, w.obs.prometheus.registry, "127.0.0.1", 0, render_parts=collector.exposition_parts)
     request = urllib.request.Request(server.url, headers={"Accept-Encoding": "gzip"})
     try:
 
@@ -116,6 +118,7 @@ def report(label: str, repeat: int, queries: int, operators: int, partitions: in
                 changed: int = changed, prerendered: bool = prerendered
             ) -> None:  # the previous timed scrape cached everything before these changes
                 w.advance(changed)
+                server.invalidate()  # the GET shows these changes (no rendering from before them is served)
                 if prerendered:  # what the live worker does after each round of events, off the scrape path
                     w.obs.prometheus.collector.prerender()
 
@@ -130,14 +133,36 @@ def report(label: str, repeat: int, queries: int, operators: int, partitions: in
         server.stop()
 
 
+def _rss(field: str = "VmRSS") -> int:
+    """``field`` of /proc/self/status in bytes (VmRSS now, VmHWM the peak)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
+
+
 def rss_bytes() -> int:
     """Resident set size of this process (Linux)."""
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    return _rss()
 
 
-def fleet(apps: int, seconds: float, rate: float) -> None:
-    """GET /metrics of a live observer holding ``apps`` x 2 queries while events keep arriving."""
+def _span(values: list[float], scale: float = 1000.0) -> str:
+    """``median (min-max)`` of ``values`` times ``scale``."""
+    if not values:
+        return "-"
+    return f"{statistics.median(values) * scale:,.0f} ({min(values) * scale:,.0f}-{max(values) * scale:,.0f})"
+
+
+FLEET_MODES = {
+    "before": "rendered and gzipped in the request (the endpoint before issue 17 goal 3)",
+    "after": "newest rendering, rendered ahead by the renderer thread (observer.exporters.latest)",
+}
+
+
+def fleet(apps: int, seconds: float, rate: float, rounds: int) -> None:
+    """GET /metrics of a live observer holding ``apps`` x 2 queries while events keep arriving, both endpoints.
+
+    The two endpoints take turns (``rounds`` phases each, ``seconds`` in all per endpoint), each phase on a
+    fresh server over the same observer, so both see the same state, load and event rate.
+    """
     base = recorded_progress()[-1]
     queries = apps * 2
     marker = 987654321  # the batch id placeholder in each query's JSON text
@@ -148,7 +173,10 @@ def fleet(apps: int, seconds: float, rate: float) -> None:
         texts.append(json.dumps(p, separators=(",", ":")))
     settings = Settings(http_host="127.0.0.1", http_port=0, max_queries=queries, history_enabled=False, poll_executors=False)
     rss_empty = rss_bytes()
+    # serve=True: the worker pre-renders changed queries after each round, as a live observer does; its own
+    # endpoint is never scraped here (each phase serves from a server of its own)
     obs = Observer(settings, serve=True, live=True).start()
+    collector = obs.prometheus.collector
     batch = [0]
 
     def round_of(n: int) -> None:
@@ -156,15 +184,18 @@ def fleet(apps: int, seconds: float, rate: float) -> None:
         for q in random.sample(range(queries), n) if n < queries else range(queries):
             obs.submit(CapturedEvent("progress", texts[q].replace(f'"batchId":{marker}', f'"batchId":{batch[0]}'), time.time(), 0.0))
 
+    results: dict[str, dict[str, list[float]]] = {
+        m: {"get": [], "age": [], "cpu": [], "wall": [], "rate": [], "rss": []} for m in FLEET_MODES
+    }
     try:
         for _ in range(3):
             round_of(queries)
             obs.flush(600)
         rss_loaded = rss_bytes()
-        request = urllib.request.Request(f"http://127.0.0.1:{obs.http_port}/metrics")
-        with urllib.request.urlopen(request, timeout=120) as response:
-            text = response.read()
+        text = obs.exposition()
         series = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
+        size = len(text)
+        del text
         stop = threading.Event()
         fed = [0]
 
@@ -178,46 +209,61 @@ def fleet(apps: int, seconds: float, rate: float) -> None:
                 time.sleep(0.05)
 
         feeder = threading.Thread(target=feed, daemon=True)
-        processed_before = obs._taken
         feeder.start()
-        gzip_request = urllib.request.Request(f"http://127.0.0.1:{obs.http_port}/metrics", headers={"Accept-Encoding": "gzip"})
-        times: list[float] = []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            t = time.perf_counter()
-            with urllib.request.urlopen(gzip_request, timeout=120) as response:
-                response.read()
-            times.append(time.perf_counter() - t)
-        # the same work without HTTP, timed in this thread's own CPU seconds: what a scrape costs when
-        # the cores are not shared with ~7 other sessions (render the changed queries, join, gzip)
-        cpu: list[float] = []
-        deadline = time.monotonic() + seconds / 3
-        while time.monotonic() < deadline:
-            t = time.thread_time()
-            gzip.compress(obs.exposition(), compresslevel=GZIP_LEVEL)
-            cpu.append(time.thread_time() - t)
+        phase = seconds / rounds
+        for _ in range(rounds):
+            for mode in FLEET_MODES:
+                r = results[mode]
+                if mode == "before":  # every GET renders the bytes and gzips them in its request, as before
+                    server = MetricsServer(obs.exposition, obs.prometheus.registry, "127.0.0.1", 0)
+                    server.latest.ahead_after = math.inf
+                else:
+                    server = MetricsServer(obs.exposition, obs.prometheus.registry, "127.0.0.1", 0, render_parts=collector.exposition_parts)
+                request = urllib.request.Request(server.url, headers={"Accept-Encoding": "gzip"})
+                seen: dict[float, Rendered] = {}
+                processed_before, started = obs._taken, time.monotonic()
+                try:
+                    while time.monotonic() < started + phase:
+                        t = time.perf_counter()
+                        with urllib.request.urlopen(request, timeout=120) as response:
+                            response.read()
+                            age = float(response.headers[AGE_HEADER])
+                        r["get"].append(time.perf_counter() - t)
+                        r["age"].append(age)
+                        newest = server.latest.newest
+                        if newest is not None:
+                            seen[newest.began] = newest
+                finally:
+                    server.stop()
+                r["rate"].append((obs._taken - processed_before) / (time.monotonic() - started))
+                r["cpu"] += [x.cpu for x in seen.values()]
+                r["wall"] += [x.wall for x in seen.values()]
+                r["rss"].append(rss_bytes())
         stop.set()
         feeder.join()
-        processed = obs._taken - processed_before
-        rss_end = rss_bytes()
     finally:
         obs.stop()
     print(
         f"\nfleet: {apps:,} applications x 2 queries x 2 operators = {queries:,} queries, {series:,} series, "
-        f"{len(text) / 1e6:.1f} MB exposition"
+        f"{size / 1e6:.1f} MB exposition; events submitted at {rate:,.0f}/s; {rounds} phases of {phase:.0f} s per endpoint, "
+        f"taking turns; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
     print(
-        f"GET /metrics (gzip), {len(times)} scrapes over {seconds:.0f} s while events arrived ({processed:,} processed, "
-        f"{processed / seconds:,.0f}/s): median {statistics.median(times) * 1000:.0f} ms "
-        f"({min(times) * 1000:.0f}-{max(times) * 1000:.0f} ms)"
+        "| endpoint | GET /metrics (gzip), ms | GETs | age of the served text, ms | CPU per rendering, ms | wall per rendering, ms |"
+        " events processed/s per phase | RSS after each phase, MB |"
     )
-    print(
-        f"the same scrape in-process (exposition + gzip), CPU of the scraping thread: median {statistics.median(cpu) * 1000:.0f} ms "
-        f"({min(cpu) * 1000:.0f}-{max(cpu) * 1000:.0f} ms) over {len(cpu)}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
-    )
+    print("|---|---|---|---|---|---|---|---|")
+    for mode, what in FLEET_MODES.items():
+        r = results[mode]
+        print(
+            f"| {mode}: {what} | {_span(r['get'])} | {len(r['get'])} | {_span(r['age'])} | {_span(r['cpu'])} | {_span(r['wall'])} | "
+            f"{', '.join(f'{x:,.0f}' for x in r['rate'])} | {', '.join(f'{x / 1e6:.0f}' for x in r['rss'])} |"
+        )
+    before, after = (statistics.median(results[m]["get"]) for m in FLEET_MODES)
+    print(f"GET median: after / before = {after / before:.3f} ({before / after:.0f}x faster)")
     print(
         f"RSS: {rss_empty / 1e6:.0f} MB before the observer, {rss_loaded / 1e6:.0f} MB with {queries:,} queries "
-        f"({(rss_loaded - rss_empty) / queries / 1e3:.0f} kB per query), {rss_end / 1e6:.0f} MB at the end"
+        f"({(rss_loaded - rss_empty) / queries / 1e3:.0f} kB per query), {rss_bytes() / 1e6:.0f} MB at the end, peak {_rss('VmHWM') / 1e6:.0f} MB"
     )
 
 
@@ -228,9 +274,10 @@ def main() -> int:
     parser.add_argument("--apps", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rate", type=float, default=200.0, help="progress events per second submitted during the scrapes")
+    parser.add_argument("--rounds", type=int, default=3, help="--fleet: phases per endpoint (they take turns)")
     args = parser.parse_args()
     if args.fleet:
-        fleet(args.apps, args.seconds, args.rate)
+        fleet(args.apps, args.seconds, args.rate, args.rounds)
         return 0
     report("100 queries x 4 operators", args.repeat, 100, 4)
     report("1 query, 2,000 partitions (top-K 10)", args.repeat, 1, 2, 2000)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache, partial
-from typing import Callable, Iterable, cast
+from typing import Callable, Iterable, Iterator, cast
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.exposition import UNDERSCORES, escape_label_name, escape_metric_name
@@ -184,13 +184,20 @@ class QueryLinesCache:
 
 def join(queries: Iterable[QueryLines], rest: QueryLines) -> bytes:
     """The exposition of the queries' lines followed by ``rest``: each family's header once, then its lines."""
+    return b"".join(join_parts(queries, rest))
+
+
+def join_parts(queries: Iterable[QueryLines], rest: QueryLines) -> Iterator[bytes]:
+    """``join``'s text one family at a time (header and lines), families in order of first appearance.
+
+    The endpoint compresses the parts as they come: a fleet's 48 MB text is never held whole.
+    """
     by_family: dict[MetricSpec, list[bytes]] = {}
-    for lines in queries:
+    for lines in (*queries, rest):
         for spec, text in lines:
             parts = by_family.get(spec)
             if parts is None:
                 parts = by_family[spec] = [family(spec).header]
             parts.append(text)
-    for spec, text in rest:
-        by_family.setdefault(spec, [family(spec).header]).append(text)
-    return b"".join(part for parts in by_family.values() for part in parts)
+    for parts in by_family.values():
+        yield b"".join(parts)
