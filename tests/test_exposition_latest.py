@@ -14,7 +14,7 @@ from conftest import fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
 from observer.exporters.exposition import Families, QueryLines, family
 from observer.exporters.http import MetricsServer
-from observer.exporters.latest import AGE_HEADER, LatestExposition
+from observer.exporters.latest import AGE_HEADER, LatestExposition, Rendered
 from observer.exporters.prometheus import histogram_text
 from observer.exporters.samples import render_self
 from observer.metrics import catalog
@@ -177,3 +177,21 @@ def test_the_live_endpoint_says_the_age_of_what_it_serves_and_shows_everything_a
             assert batch_ids() == {str(float(chunk[-1]["batchId"])).encode()}  # the second: not the rendering of the first
     finally:
         obs.stop()
+
+
+def test_the_renderer_plans_one_rendering_ahead_of_each_expected_scrape() -> None:
+    latest = LatestExposition(lambda: [b""], ahead_after=0.0, refresh=1.0, max_age=3600.0)
+    latest._newest = Rendered(b"", began=99.5, ended=100.0, cpu=0.25, size=0)  # rendered for the GET at 100
+    latest._walls.append(0.5)
+    assert latest._due(100.0) is None  # one GET: no scrape interval known yet, the next GET takes the newest
+    latest._gets.extend([90.0, 100.0])  # scraped every 10 s
+    assert latest._due(100.0) == 100.0 + 10.0 - 0.5 - 1.0  # done about a second before the GET expected at 110
+    latest._newest = Rendered(b"", began=108.5, ended=109.0, cpu=0.25, size=0)
+    assert latest._due(109.0) is None  # rendered for that GET: nothing more until it comes
+    latest._gets.extend([100.1, 100.2, 100.3, 100.4])  # scraped back to back (every 0.1 s)
+    latest._newest = Rendered(b"", began=99.5, ended=100.0, cpu=0.25, size=0)
+    assert latest._due(100.4) is None  # begun within a rendering plus refresh of the next GET: good enough for it
+    latest._newest = Rendered(b"", began=98.9, ended=99.4, cpu=0.25, size=0)
+    assert latest._due(100.4) == 98.9 + 1.0  # older: the next one, but at most one per refresh
+    latest._newest = Rendered(b"", began=97.0, ended=99.6, cpu=1.0, size=0)
+    assert latest._due(100.4) == 99.6 + 1.0  # and never sooner than the last one's CPU time after it ended

@@ -2,8 +2,9 @@
 
 prometheus-client's ``generate_latest`` formats every sample at every scrape (label-name validation,
 sorting, escaping, float formatting): about 1 s for 100 queries x 4 operators. Here a query's samples
-are formatted once per record version (``QueryRecord.version``), grouped by metric family, and a scrape
-joins the cached lines family by family, re-rendering only the queries that changed since the last one.
+are formatted once per record version (``QueryRecord.version``), grouped by metric family, and a
+rendering joins the cached lines family by family (``join_parts``), re-rendering only the queries that
+changed since the last one. The endpoint serves such renderings through ``observer.exporters.latest``.
 
 The text is what ``generate_latest`` prints for the same families: families in order of first
 appearance, ``# HELP``/``# TYPE`` once per family (counters as ``<name>_total``), then its samples in
@@ -182,13 +183,9 @@ class QueryLinesCache:
             return [(qid, e.totals + e.gauges + e.progress) for qid, e in entries.items()]
 
 
-def join(queries: Iterable[QueryLines], rest: QueryLines) -> bytes:
-    """The exposition of the queries' lines followed by ``rest``: each family's header once, then its lines."""
-    return b"".join(join_parts(queries, rest))
-
-
 def join_parts(queries: Iterable[QueryLines], rest: QueryLines) -> Iterator[bytes]:
-    """``join``'s text one family at a time (header and lines), families in order of first appearance.
+    """The exposition of the queries' lines followed by ``rest``, one family at a time: each family's header
+    once, then its lines, families in order of first appearance; the text is their concatenation.
 
     The endpoint compresses the parts as they come: a fleet's 48 MB text is never held whole.
     """

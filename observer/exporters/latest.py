@@ -1,22 +1,24 @@
 """The newest complete exposition, gzipped once per rendering and, when rendering is slow, rendered ahead of the scrapes.
 
-A fleet's exposition (1,000 applications x 2 queries: ~48 MB of text, 1.9 MB gzipped) costs ~0.1 s of
-CPU to join and gzip, and rendered inside the request a GET took 1.3-2 s of wall time: the event
+A fleet's exposition (1,000 applications x 2 queries: ~48 MB of text, 1.9 MB gzipped) costs ~0.15 s
+of CPU to join and gzip, and rendered inside the request a GET took 1.3-4.6 s of wall time: the event
 worker holds the GIL and the machine's 2 cores are shared (bench/render_scale.py --fleet). The text
 is therefore served from the newest complete rendering, kept as its gzipped bytes only (a plain GET
 decompresses them), and:
 
 - **cheap renderings** (the last one took under ``ahead_after`` seconds, as for a listener's few
   queries): every GET renders afresh in its own thread, exactly as before; no thread is started;
-- **slow renderings**: a renderer thread re-renders while scrapes come (one began at most
-  ``refresh`` seconds after the previous began, and never sooner than the previous took again, so it
-  uses at most half of the time it gets), and a GET sends the newest rendering as it is.
+- **slow renderings**: a renderer thread renders ahead of the next scrape, expected one scrape
+  interval (the median of the last gaps between GETs) after the last one, beginning a rendering's time
+  plus ``refresh`` seconds before it; a GET sends the newest rendering as it is. Scraped every 15 s,
+  that is one rendering per scrape, as before, but off the request; scraped faster than renderings
+  take, it renders back to back, each at least ``refresh`` after the previous began and never sooner
+  than the previous one's CPU time after it ended (at most half a core).
 
-Staleness: a GET serves a rendering begun at most ``max_age`` seconds before the GET arrived, and
-never one begun before the last ``invalidate()`` (``Observer.flush``); otherwise it waits for the
-renderer. While scrapes come the newest is at most ``refresh`` plus two renderings old (about 1.2 s
-for the fleet above). The endpoint says each response's age in its ``AGE_HEADER``. After ``idle``
-seconds without a GET the renderer stops; the next GET then waits for a fresh rendering.
+Staleness: a GET serves a rendering begun at most ``max_age`` seconds before the GET arrived, and never
+one begun before the last ``invalidate()`` (``Observer.flush``); otherwise it waits for the renderer.
+With regular scrapes a GET gets one begun about one rendering plus ``refresh`` before it. Each
+response says its rendering's age in ``AGE_HEADER``.
 
 Memory: one gzipped copy, plus one metric family's text at a time while rendering (the text comes
 in per-family parts and is compressed as it comes; the full text is never held).
@@ -24,11 +26,14 @@ in per-family parts and is compressed as it comes; the full text is never held).
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import pairwise
 
 # zlib's fastest level: a fleet's 48 MB exposition compresses in ~0.05 s of CPU instead of ~0.5 s at
 # level 6 (~2 s at gzip.compress's default 9, prometheus-client's), for a body ~25% larger
@@ -87,15 +92,15 @@ class LatestExposition:
         refresh: float = 1.0,
         max_age: float = 10.0,
         ahead_after: float = 0.05,
-        idle: float = 120.0,
     ) -> None:
         self._render = render
-        self.refresh, self.max_age, self.ahead_after, self.idle = refresh, max_age, ahead_after, idle
+        self.refresh, self.max_age, self.ahead_after = refresh, max_age, ahead_after
         self._cond = threading.Condition()
         self._newest: Rendered | None = None
         self._need = float("-inf")  # a waiting GET needs a rendering begun at or after this
         self._invalid_before = float("-inf")  # no rendering begun before this is served (``invalidate``)
-        self._last_get = float("-inf")
+        self._gets: deque[float] = deque(maxlen=6)  # when the last GETs arrived: the scrape interval
+        self._walls: deque[float] = deque(maxlen=3)  # how long the last renderings took
         self._failure: tuple[float, BaseException] | None = None  # the renderer's last failed rendering, when it began
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -112,7 +117,7 @@ class LatestExposition:
         """
         now = time.monotonic()
         with self._cond:
-            self._last_get = now
+            self._gets.append(now)
             newest = self._newest
             ahead = newest is not None and newest.wall >= self.ahead_after and not self._closed
             if ahead:
@@ -142,7 +147,7 @@ class LatestExposition:
         while True:
             newest = self._newest
             if newest is not None and newest.began >= floor:
-                self._cond.notify_all()  # a renderer idle since the last scrapes starts rendering ahead again
+                self._cond.notify_all()  # the renderer plans its next rendering from this GET
                 return newest
             if self._failure is not None and self._failure[0] >= floor:
                 raise self._failure[1]
@@ -158,6 +163,7 @@ class LatestExposition:
         with self._cond:
             if self._newest is None or rendered.began > self._newest.began:
                 self._newest = rendered
+            self._walls.append(rendered.wall)
             self.renderings += 1
             self._cond.notify_all()
         return rendered
@@ -167,12 +173,16 @@ class LatestExposition:
         newest = self._newest
         if newest is None or newest.wall < self.ahead_after:
             return None  # cheap renderings are done by the GETs themselves
-        failed = self._failure[0] + self.refresh if self._failure is not None else now  # a failing render is retried each refresh
+        failed = self._failure[0] + self.refresh if self._failure is not None else float("-inf")  # a failing render: retried each refresh
         if self._need > newest.began:  # a GET waits
             return max(now, failed)
-        if now - self._last_get > self.idle:
-            return None  # nobody scrapes: render when a GET asks
-        return max(newest.began + self.refresh, newest.ended + newest.wall, failed)
+        if len(self._gets) < 2:
+            return None  # no scrape interval yet: the next GET renders (or takes the newest within max_age)
+        interval = statistics.median(b - a for a, b in pairwise(self._gets))
+        start = self._gets[-1] + interval - max(self._walls) - self.refresh  # done about ``refresh`` before the next GET
+        if newest.began >= start:
+            return None  # the next GET's rendering is done or under way: wait for that GET
+        return max(start, newest.began + self.refresh, newest.ended + newest.cpu, failed)
 
     def _run(self) -> None:
         while True:
