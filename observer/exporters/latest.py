@@ -15,10 +15,12 @@ decompresses them), and:
   take, it renders back to back, each at least ``refresh`` after the previous began and never sooner
   than the previous one's CPU time after it ended (at most half a core).
 
-Staleness: a GET serves a rendering begun at most ``max_age`` seconds before the GET arrived, and never
-one begun before the last ``invalidate()`` (``Observer.flush``); otherwise it waits for the renderer.
-With regular scrapes a GET gets one begun about one rendering plus ``refresh`` before it. Each
-response says its rendering's age in ``AGE_HEADER``.
+Staleness: a GET serves a rendering begun at most ``max_age`` seconds or two scrape intervals (whichever
+is longer) before the GET arrived, and never one begun before the last ``invalidate()``
+(``Observer.flush``); otherwise it waits for the renderer. With regular scrapes a GET gets the one
+rendered for it, begun about one rendering plus ``refresh`` before it; when that one is late (a
+rendering took longer than the last ones), the previous, about one interval older. Each response says
+its rendering's age in ``AGE_HEADER``.
 
 Memory: one gzipped copy, plus one metric family's text at a time while rendering (the text comes
 in per-family parts and is compressed as it comes; the full text is never held).
@@ -121,8 +123,9 @@ class LatestExposition:
             newest = self._newest
             ahead = newest is not None and newest.wall >= self.ahead_after and not self._closed
             if ahead:
-                floor = max(now - self.max_age, self._invalid_before)
-                return self._wait(floor, now)
+                interval = self._interval()
+                oldest = max(self.max_age, 2 * interval) if interval is not None else self.max_age
+                return self._wait(max(now - oldest, self._invalid_before), now)
         return self._store(render_gzipped(self._render))
 
     def invalidate(self) -> None:
@@ -168,6 +171,12 @@ class LatestExposition:
             self._cond.notify_all()
         return rendered
 
+    def _interval(self) -> float | None:
+        """Called with the lock held: the scrape interval as the GETs show it (the median of their last gaps)."""
+        if len(self._gets) < 2:
+            return None
+        return statistics.median(b - a for a, b in pairwise(self._gets))
+
     def _due(self, now: float) -> float | None:
         """Called with the lock held: when the renderer should begin its next rendering; None: not until notified."""
         newest = self._newest
@@ -176,9 +185,9 @@ class LatestExposition:
         failed = self._failure[0] + self.refresh if self._failure is not None else float("-inf")  # a failing render: retried each refresh
         if self._need > newest.began:  # a GET waits
             return max(now, failed)
-        if len(self._gets) < 2:
+        interval = self._interval()
+        if interval is None:
             return None  # no scrape interval yet: the next GET renders (or takes the newest within max_age)
-        interval = statistics.median(b - a for a, b in pairwise(self._gets))
         start = self._gets[-1] + interval - max(self._walls) - self.refresh  # done about ``refresh`` before the next GET
         if newest.began >= start:
             return None  # the next GET's rendering is done or under way: wait for that GET
