@@ -179,6 +179,10 @@ def _recorded(server: MetricsServer, ages: list[float], served: list[float]) -> 
 
         def recording_start(status: str, headers: list[tuple[str, str]], exc_info: object = None) -> object:
             ages.extend(float(v) for k, v in headers if k == AGE_HEADER)
+            print(
+                f"  {time.strftime('%H:%M:%S')} served on port {server.port} after {time.perf_counter() - t:.3f} s, age {ages[-1]:.3f} s",
+                flush=True,
+            )
             return start_response(status, headers, exc_info)
 
         body = app(environ, recording_start)
@@ -336,7 +340,7 @@ def fleet(apps: int, seconds: float, rate: float, rounds: int, modes: list[str],
             f"| {mode}: {FLEET_MODES[mode]} | {_span(r['get'])} | {len(r['get'])} | {_span(r['age'])} | {_span(r['cpu'])} | "
             f"{_span(r['wall'])} | {', '.join(f'{x:,.0f}' for x in r['rate'])} | {', '.join(f'{x / 1e6:.0f}' for x in r['rss'])} |"
         )
-    if len(modes) == 2:
+    if len(modes) == 2 and seconds:
         before, after = (statistics.median(results[m]["get"]) for m in modes)
         print(f"GET median: {modes[1]} / {modes[0]} = {after / before:.3f}")
     if prometheus:

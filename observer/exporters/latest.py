@@ -158,8 +158,10 @@ class LatestExposition:
                 self._need = floor
                 self._cond.notify_all()
             left = deadline - time.monotonic()
-            if left <= 0:
-                raise RenderingUnavailable(f"no rendering of the metrics within {WAIT_SECONDS:.0f} s")
+            if left <= 0 or self._closed:
+                raise RenderingUnavailable(
+                    f"no rendering of the metrics within {WAIT_SECONDS:.0f} s" if left <= 0 else "the endpoint is closing"
+                )
             self._cond.wait(left)
 
     def _store(self, rendered: Rendered) -> Rendered:
