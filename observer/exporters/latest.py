@@ -1,13 +1,14 @@
 """The newest complete exposition, gzipped once per rendering and, when rendering is slow, rendered ahead of the scrapes.
 
 A fleet's exposition (1,000 applications x 2 queries: ~48 MB of text, 1.9 MB gzipped) costs ~0.15 s
-of CPU to join and gzip, and rendered inside the request a GET took 1.3-4.6 s of wall time: the event
+of CPU to join and gzip, and rendered inside the request a GET took 1.3-6.6 s (medians of runs) of wall time: the event
 worker holds the GIL and the machine's 2 cores are shared (bench/render_scale.py --fleet). The text
 is therefore served from the newest complete rendering, kept as its gzipped bytes only (a plain GET
 decompresses them), and:
 
-- **cheap renderings** (the last one took under ``ahead_after`` seconds, as for a listener's few
-  queries): every GET renders afresh in its own thread, exactly as before; no thread is started;
+- **cheap renderings** (the last one took under ``ahead_after`` seconds of CPU, as for a listener's
+  few queries; CPU rather than wall time, so that a loaded machine does not change the mode): every
+  GET renders afresh in its own thread, exactly as before; no thread is started;
 - **slow renderings**: a renderer thread renders ahead of the next scrape, expected one scrape
   interval (the median of the last gaps between GETs) after the last one, beginning a rendering's time
   plus ``refresh`` seconds before it; a GET sends the newest rendering as it is. Scraped every 15 s,
@@ -121,7 +122,7 @@ class LatestExposition:
         with self._cond:
             self._gets.append(now)
             newest = self._newest
-            ahead = newest is not None and newest.wall >= self.ahead_after and not self._closed
+            ahead = newest is not None and newest.cpu >= self.ahead_after and not self._closed
             if ahead:
                 interval = self._interval()
                 oldest = max(self.max_age, 2 * interval) if interval is not None else self.max_age
@@ -182,7 +183,7 @@ class LatestExposition:
     def _due(self, now: float) -> float | None:
         """Called with the lock held: when the renderer should begin its next rendering; None: not until notified."""
         newest = self._newest
-        if newest is None or newest.wall < self.ahead_after:
+        if newest is None or newest.cpu < self.ahead_after:
             return None  # cheap renderings are done by the GETs themselves
         failed = self._failure[0] + self.refresh if self._failure is not None else float("-inf")  # a failing render: retried each refresh
         if self._need > newest.began:  # a GET waits
