@@ -12,12 +12,15 @@ counts ``--batches`` batches between two batch boundaries and reads, per complet
 
 - job CPU: the JVM's process CPU (``/proc/<pid>/stat``: driver, executors, listener bus; local mode
   runs executors in the driver JVM) plus this Python process's CPU (the observer's worker, endpoint and
-  history writer live here). The goal's figure: with / without - 1, per round;
-- attributed CPU: the Python process's extra CPU plus the streams listener thread's extra CPU (the
-  JVM's ``ThreadMXBean``), against the job CPU without: the observer's own cost with the executors'
-  noise left out;
-- the streams listener queue's busy time per event (its thread's wall time neither waiting nor blocked,
-  from the JVM's contention monitoring): the time the callback holds Spark's listener thread;
+  history writer live here). The goal's figure: with / without - 1, per round; also per input row (the
+  rate source puts more rows in a longer batch);
+- attributed CPU: the Python process's extra CPU, the streams listener thread's extra CPU (the JVM's
+  ``ThreadMXBean``) and the JVM's py4j threads' extra CPU, against the job CPU without: the observer's
+  own cost with the executors' noise left out. The JVM's CPU per thread group (``/proc/<pid>/task``)
+  is printed to show nothing else moves;
+- the streams listener thread's busy time per batch (its wall time neither waiting nor blocked, from
+  the JVM's contention monitoring; a runnable thread waiting for a core counts as busy): the time the
+  callbacks hold Spark's listener thread;
 - median batch duration (wall), for comparison.
 
 Per-round paired figures are summarized by their median, min-max and a bootstrap 95 % interval of the
@@ -200,6 +203,14 @@ def summary(values: list[float], scale: float = 100.0, unit: str = " %", signed:
     return f"{fmt(statistics.median(values))}{unit} (min {fmt(min(values))}, max {fmt(max(values))}; 95 % interval of the median {fmt(lo)} to {fmt(hi)})"
 
 
+def attributed(w: Segment, o: Segment) -> float:
+    """What the observer runs itself, with - without, against the job's CPU without: this process, the
+    streams listener thread, and the JVM's py4j threads ("Thread-N") serving its calls (the bench makes
+    none inside a window: it polls commit files)."""
+    extra = (o.py_cpu - w.py_cpu) + (o.bus_cpu - w.bus_cpu) + (o.jvm_threads.get("Thread", 0.0) - w.jvm_threads.get("Thread", 0.0))
+    return extra / w.job_cpu
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=10)
@@ -235,7 +246,7 @@ def main() -> int:
             w, o = pair[False], pair[True]
             print(
                 f"round {r + 1}: job CPU per batch {w.job_cpu * 1000:.0f} -> {o.job_cpu * 1000:.0f} ms "
-                f"({100 * (o.job_cpu / w.job_cpu - 1):+.1f} %), Python {w.py_cpu * 1000:.1f} -> {o.py_cpu * 1000:.1f} ms, "
+                f"({100 * (o.job_cpu / w.job_cpu - 1):+.1f} %; attributed {100 * attributed(w, o):+.2f} %), Python {w.py_cpu * 1000:.1f} -> {o.py_cpu * 1000:.1f} ms, "
                 f"streams listener thread busy {w.bus_busy * 1000:.2f} -> {o.bus_busy * 1000:.2f} ms a batch, "
                 f"median batch {w.duration * 1000:.0f} -> {o.duration * 1000:.0f} ms, rows {w.rows:.0f} -> {o.rows:.0f}; Python threads {w.python_threads}/{o.python_threads}",
                 flush=True,
@@ -245,13 +256,7 @@ def main() -> int:
     spark.stop()
     job = [o.job_cpu / w.job_cpu - 1 for w, o in rounds]
     per_row = [(o.job_cpu / o.rows) / (w.job_cpu / w.rows) - 1 for w, o in rounds]
-    # what the observer runs itself: this process, the streams listener thread, and the JVM's py4j threads
-    # ("Thread-N") serving its calls (the bench makes none inside a window: it polls commit files)
-    attributed = [
-        ((o.py_cpu - w.py_cpu) + (o.bus_cpu - w.bus_cpu) + (o.jvm_threads.get("Thread", 0.0) - w.jvm_threads.get("Thread", 0.0)))
-        / w.job_cpu
-        for w, o in rounds
-    ]
+    observer_share = [attributed(w, o) for w, o in rounds]
     wall = [o.duration / w.duration - 1 for w, o in rounds]
     busy_with = [o.bus_busy for _, o in rounds]
     busy_without = [w.bus_busy for w, _ in rounds]
@@ -262,7 +267,7 @@ def main() -> int:
     )
     print(f"job overhead, CPU (JVM + Python), paired per round: {summary(job)}")
     print(f"job overhead, CPU per input row, paired per round: {summary(per_row)}")
-    print(f"attributed CPU (Python process + streams listener thread + py4j threads), paired per round: {summary(attributed)}")
+    print(f"attributed CPU (Python process + streams listener thread + py4j threads), paired per round: {summary(observer_share)}")
     print(f"batch duration (wall), paired per round: {summary(wall)}")
     print(
         f"streams listener thread busy per batch: without {summary(busy_without, 1000, ' ms', False)}; "
