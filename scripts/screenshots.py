@@ -1,8 +1,8 @@
 """Screenshots of every page of the state browser for the README, in a real headless Chromium.
 
 Builds a history from real recorded data (``scripts/synthetic_history.py``: a 200-partition query with
-unbounded state after a restart and a crash-looping query, plus every recorded fixture replayed into
-the same file), serves it with ``spark-state-observer ui`` on a free loopback port, opens each page by
+unbounded state after a restart and a crash-looping query, plus every recorded fixture and the recorded
+incident corpus ``tests/fixtures/incidents`` replayed into the same file), serves it with ``spark-state-observer ui`` on a free loopback port, opens each page by
 its URL and writes ``docs/screenshots/<page>.png``.
 
     python scripts/screenshots.py [--history DB] [--batches 20000] [--out docs/screenshots] [--chromium /usr/bin/chromium]
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import shutil
 import signal
@@ -53,19 +54,89 @@ SHOTS = {
 }
 
 
+INCIDENTS = os.path.join(ROOT, "tests", "fixtures", "incidents")
+
+
+def _keep_everything() -> Any:
+    """Settings whose retention keeps recordings of any age (the corpus is older than a week soon)."""
+    from observer.settings import Settings
+
+    return Settings.from_env(history_max_age_seconds=10 * 365 * 86400.0, history_max_bytes=float(1 << 40))
+
+
+def incident_truths() -> dict[str, dict]:
+    """Scenario name -> its ``truth.json`` (what happened, written by scripts/record_incidents.py)."""
+    found = {}
+    for path in sorted(glob.glob(os.path.join(INCIDENTS, "*", "truth.json"))):
+        with open(path) as f:
+            found[os.path.basename(os.path.dirname(path))] = json.load(f)
+    return found
+
+
+def incident_recordings(scenario: str) -> list[str]:
+    """The runs of one recorded incident in order: each run's event log, or its progress lines where the
+    recording kept only those."""
+    runs = sorted(glob.glob(os.path.join(INCIDENTS, scenario, "run*")), key=lambda p: int(p.rsplit("run", 1)[1]))
+    return [
+        os.path.join(run, "eventlog")
+        if os.path.isdir(os.path.join(run, "eventlog"))
+        else sorted(glob.glob(os.path.join(run, "progress.jsonl*")))[0]
+        for run in runs
+    ]
+
+
+def replay_incidents(db: str) -> dict[str, dict]:
+    """Replay every recorded incident into the history, one scenario at a time (its runs together, so a
+    restart follows its previous run); returns the scenarios' truths."""
+    from observer.offline.replay import replay
+
+    truths = incident_truths()
+    for scenario in truths:
+        result = replay(incident_recordings(scenario), _keep_everything(), history=db)
+        if result.errors:
+            raise RuntimeError(f"incident {scenario} did not replay cleanly: {result.errors[:3]}")
+    return truths
+
+
+def record_restore(workdir: str, history: str | None = None, name: str = "restore_demo") -> tuple[str, str]:
+    """A real stateful query (``scripts/scenario_job.py``, local[2], RocksDB with changelog) run twice on one
+    checkpoint, in two processes, with the observer writing its history (``history``, else a new file in
+    ``workdir``): the second run restores the first's state. Returns (history, checkpoint root): the Restores page's prediction (the inspector on
+    this checkpoint) and outcome (the restore measured in the history) are of the same query."""
+    root = os.path.join(workdir, "checkpoints")
+    history = history or os.path.join(workdir, "restore.db")
+    for n, batches in enumerate((6, 4), start=1):
+        subprocess.run(
+            [sys.executable, os.path.join(ROOT, "scripts", "scenario_job.py"), "--checkpoint", os.path.join(root, name)]
+            + ["--out", os.path.join(workdir, f"run{n}"), "--batches", str(batches), "--name", name, "--history", history],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=dict(
+                os.environ,
+                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                # the job's retention must keep what the history already holds, however old
+                SPARK_STATE_OBSERVER_HISTORY_MAX_AGE_SECONDS=str(10 * 365 * 86400.0),
+                SPARK_STATE_OBSERVER_HISTORY_MAX_BYTES=str(float(1 << 40)),
+            ),
+            timeout=600,
+        )
+    return history, root
+
+
 def build_history(db: str, batches: int) -> None:
-    """The synthetic history plus every recorded fixture, in one file."""
+    """The synthetic history plus every recorded fixture and incident, in one file."""
     import importlib.util
 
     from observer.offline.replay import replay
-    from observer.settings import Settings
 
     spec = importlib.util.spec_from_file_location("synthetic_history", os.path.join(ROOT, "scripts", "synthetic_history.py"))
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     module.build(db, batches)
     runs = sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "*", "run*", "eventlog")))
-    replay(runs, Settings.from_env(history_max_age_seconds=10 * 365 * 86400.0, history_max_bytes=float(1 << 40)), history=db)
+    replay(runs, _keep_everything(), history=db)
+    replay_incidents(db)
 
 
 def query_ids(db: str) -> dict[str, str]:

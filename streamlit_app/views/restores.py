@@ -4,9 +4,14 @@ checkpoint (prediction vs outcome), when a checkpoint root holds this query's ch
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import streamlit as st
 
+from observer.history.store import HistoryError
+from observer.offline.checkpoint.report import CheckpointReport
+from observer.offline.checkpoint.restore import estimate_restore, rates_from_history
 from streamlit_app import charts, checkpoints, data, fmt
 from streamlit_app.context import Context, label
 from streamlit_app.views.checkpoint import inspect
@@ -60,6 +65,49 @@ def restart_table(events: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("-")
 
 
+def prediction_table(report: CheckpointReport, rates: dict[str, float] | None, events: pd.DataFrame) -> pd.DataFrame:
+    """One row per operator (``estimate`` and ``measured`` in seconds, ``comparable``) of the checkpoint: the inspector's estimate of its restore (the same rates as
+    the page's total) next to the newest restore the history measured for it, and how it was measured.
+    A low-confidence figure (a residual estimate that still holds the new process's warm-up) is shown but
+    not compared: it is not an outcome."""
+    restores = events[events.kind == "restore"]
+    newest = restores[restores.ts == restores.ts.max()] if len(restores) else restores
+    measured = {a.get("operator_index"): a for a in newest.attributes}
+    rows = []
+    for op in report.operators:
+        e = estimate_restore(dataclasses.replace(report, operators=[op]), rates)
+        if e is None:
+            continue
+        a = measured.get(op.operator_id) or {}
+        seconds = a.get("duration_seconds")
+        comparable = seconds is not None and a.get("confidence") != "low" and e.seconds > 0
+        rows.append(
+            {
+                "operator": f"{op.operator_id} {op.name or '?'}",
+                "estimate": e.seconds,
+                "measured": None if seconds is None else float(seconds),
+                "comparable": comparable,
+                "to load": f"{fmt.plural(e.stores, 'store')}, {fmt.plural(e.files, 'file')}, {fmt.size(e.bytes)}",
+                "measured by": f"{a.get('method')} ({a.get('confidence')})" if a else "-",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The prediction table as the page shows it (durations in words, the ratio where it means something)."""
+    return pd.DataFrame(
+        {
+            "operator": table.operator,
+            "inspector's estimate": table.estimate.map(fmt.duration),
+            "to load": table["to load"],
+            "last measured restore": table.measured.map(fmt.duration),
+            "measured by": table["measured by"],
+            "outcome / prediction": [f"{m / e:.1f}x" if c else "-" for m, e, c in zip(table.measured, table.estimate, table.comparable)],
+        }
+    )
+
+
 def render(ctx: Context) -> None:
     qid = ctx.query_id
     st.header(f"Restores and reloads of {label(ctx.all_queries, qid)}")
@@ -102,12 +150,24 @@ def render(ctx: Context) -> None:
         st.info("The inspector found no state to restore in this checkpoint.")
         return
     e = report.estimate
+    try:
+        rates = rates_from_history(ctx.history, report.query_id) if report.query_id and e.basis == "history" else None
+    except HistoryError:
+        rates = None
+    per_operator = prediction_table(report, rates, events)
+    compared = per_operator[per_operator.comparable] if len(per_operator) else per_operator
     cols = st.columns(3)
     cols[0].metric("inspector's estimate", fmt.duration(e.seconds), help=f"rates from {e.basis}; {e.stores} stores, {e.files} files")
     cols[1].metric("last measured restore", fmt.duration(measured))
-    ratio = f"{measured / e.seconds:.1f}x the estimate" if measured and e.seconds else "-"
-    cols[2].metric("outcome / prediction", ratio)
+    ratio = f"{compared.measured.sum() / compared.estimate.sum():.1f}x the estimate" if len(compared) and compared.estimate.sum() else "-"
+    cols[2].metric("outcome / prediction", ratio, help="over the operators whose restore was measured, not estimated with low confidence")
     st.caption(
         f"{fmt.plural(e.stores, 'store')}, {fmt.plural(e.files, 'file')}, {fmt.size(e.bytes)} to load; rates from "
         f"{e.basis}; slowest store instance {e.slowest_partition}" + (f" ({e.skew:.1f}x the median)" if e.skew else "")
     )
+    if not per_operator.empty:
+        st.dataframe(shown(per_operator), hide_index=True, width="stretch")
+        st.caption(
+            "Per operator; a restore measured with low confidence (a residual estimate that still counts the new "
+            "process's warm-up) is not compared with the prediction."
+        )
