@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -73,3 +74,14 @@ def expected(scenario: str, truth: dict[str, Any]) -> Expected:
         return Expected(scenario, query_id, None, alarming=False)
     assert truth["runs"] > 1, f"{scenario}: a kind of incident these expectations do not know"
     return Expected(scenario, query_id, None, among="restarted", among_phrases=["Restarted at ", " down; restore "])
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def runbook_anchors() -> set[str]:
+    """The anchors of the generated runbook (alerts/runbook.md, written from observer/mixin/runbook.md)."""
+    with open(os.path.join(ROOT, "alerts", "runbook.md")) as f:
+        return {slug(line[3:]) for line in f if line.startswith("## ")}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import re
 import sqlite3
 import time
 
@@ -11,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import eventlog_dir, fixture_runs, progress_lines
-from incident_truth import expected, screenshots_module
+from incident_truth import expected, runbook_anchors, screenshots_module
 
 pytest.importorskip("streamlit")
 
@@ -174,18 +172,6 @@ def test_stalled_and_falling_behind_and_crash_loop_order() -> None:
     assert v.kind == "crash_loop"
     assert v.text == "Crash loop: 4 restarts in 1 min 30 s; last error RuntimeError: downstream warehouse rejected the write (HTTP 503)"
     assert [x.kind for x in verdicts(Facts(loop, loop_runs, now=200.0))].count("failed_at_start") == 0  # the loop says it
-
-
-def slug(heading: str) -> str:
-    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
-def runbook_anchors() -> set[str]:
-    """The anchors of the generated runbook (alerts/runbook.md, from observer/mixin/runbook.md)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "alerts", "runbook.md")) as f:
-        return {slug(line[3:]) for line in f if line.startswith("## ")}
 
 
 def test_every_verdict_links_a_runbook_section_that_exists() -> None:
