@@ -41,17 +41,22 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--no-first-run",
 ]
-# page -> the query it shows (by name), for the pictures
-SHOTS = {
-    "Applications": None,
-    "Queries": None,
-    "Query drilldown": "synthetic_dedupe",
-    "Restores": "synthetic_dedupe",
-    "Partitions": "synthetic_dedupe",
-    "Runs": "synthetic_crash_loop",
-    "Checkpoint": "synthetic_dedupe",
-    "State contents": "synthetic_dedupe",
-}
+# (file name, page, the query it shows by name): one picture per page, plus two recorded incidents' verdicts
+SHOTS = [
+    ("applications", "Applications", None),
+    ("queries", "Queries", None),
+    ("query_drilldown", "Query drilldown", "synthetic_dedupe"),
+    ("incident_crash_loop", "Query drilldown", "crash_loop_503"),
+    ("incident_executor_loss", "Query drilldown", "executor_loss"),
+    ("restores", "Restores", "restore_demo"),
+    ("partitions", "Partitions", "synthetic_dedupe"),
+    ("placement", "Placement", "executor_loss"),
+    ("runs", "Runs", "crash_loop_503"),
+    ("checkpoint", "Checkpoint", "restore_demo"),
+    ("state_contents", "State contents", "restore_demo"),
+]
+MAX_HEIGHT = 4000  # pixels of a picture: the top of a long page (verdict, first charts) is what the README needs
+MAX_BYTES = 300_000
 
 
 INCIDENTS = os.path.join(ROOT, "tests", "fixtures", "incidents")
@@ -207,12 +212,12 @@ def settle(page: Any, heading: str, timeout_ms: int = 90_000) -> None:
     page.wait_for_timeout(1500)  # charts draw after the script ends
 
 
-def full_height(page: Any, width: int) -> None:
-    """Make the viewport as tall as the page's content (Streamlit scrolls inside its own container, so a
-    'full page' screenshot would stop at the window)."""
+def full_height(page: Any, width: int, limit: int = 12000) -> None:
+    """Make the viewport as tall as the page's content, at most ``limit`` (Streamlit scrolls inside its own
+    container, so a 'full page' screenshot would stop at the window)."""
     height = page.evaluate("""() => Math.max(...['stMain', 'stAppViewContainer', 'stMainBlockContainer']
         .map(id => document.querySelector(`[data-testid="${id}"]`)).filter(Boolean).map(e => e.scrollHeight))""")
-    page.set_viewport_size({"width": width, "height": int(min(max(height + 40, 600), 12000))})
+    page.set_viewport_size({"width": width, "height": int(min(max(height + 40, 600), limit))})
     page.wait_for_timeout(1500)
 
 
@@ -226,10 +231,24 @@ HEADINGS = {
     "Query drilldown": "Query ",
     "Restores": "Restores and reloads",
     "Partitions": "Partitions of",
+    "Placement": "Placement of",
     "Runs": "Runs of",
     "Checkpoint": "Checkpoint",
     "State contents": "State contents",
 }
+
+
+def shrink(path: str) -> int:
+    """Re-encode a screenshot with a palette (a UI has few colours) until it is under MAX_BYTES; its size."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        rgb = image.convert("RGB")
+    for colors in (256, 128, 64):
+        rgb.quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(path, optimize=True)
+        if os.path.getsize(path) <= MAX_BYTES:
+            break
+    return os.path.getsize(path)
 
 
 def main() -> None:
@@ -239,27 +258,34 @@ def main() -> None:
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "screenshots"))
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--width", type=int, default=1400)
+    parser.add_argument("--checkpoint-root", default=None, help="with --history: the checkpoint root of its restore_demo query")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    history = args.history
+    history, root = args.history, args.checkpoint_root
     if history is None:
-        history = os.path.join(tempfile.mkdtemp(prefix="sso-shots-"), "history.db")
+        workdir = tempfile.mkdtemp(prefix="sso-shots-")
+        history = os.path.join(workdir, "history.db")
         build_history(history, args.batches)
+        _, root = record_restore(workdir, history)  # a real checkpoint, and its restore in the same history
     ids = query_ids(history)
     os.makedirs(args.out, exist_ok=True)
-    with serve(history) as base, sync_playwright() as pw:
+    total = 0
+    with serve(history, (root,) if root else ()) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": args.width, "height": 900})
-        for name, query in SHOTS.items():
+        for file, name, query in SHOTS:
             page.set_viewport_size({"width": args.width, "height": 900})
             page.goto(url(base, name, ids.get(query) if query else None), wait_until="domcontentloaded")
             settle(page, HEADINGS[name])
-            full_height(page, args.width)
-            path = os.path.join(args.out, name.lower().replace(" ", "_") + ".png")
+            full_height(page, args.width, MAX_HEIGHT)
+            path = os.path.join(args.out, file + ".png")
             page.screenshot(path=path, full_page=True)
-            print(path)
+            size = shrink(path)
+            total += size
+            print(f"{path}: {size / 1000:.0f} kB")
         browser.close()
+    print(f"{len(SHOTS)} pictures, {total / 1e6:.2f} MB")
 
 
 if __name__ == "__main__":
