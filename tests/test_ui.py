@@ -445,13 +445,13 @@ def test_restores_page_sets_the_inspectors_prediction_next_to_the_measured_resto
     """A real query run twice on one checkpoint (two processes, the observer writing the history): the
     Restores page, given the checkpoint's root, shows the inspector's estimate for that checkpoint per
     operator next to the restore the history measured, and compares only measured (not low-confidence)
-    figures."""
+    figures; the prediction is not calibrated on the restore it is compared with."""
     import dataclasses
 
     from incident_truth import screenshots_module
     from observer.history.loaders import load_events
     from observer.offline.checkpoint import inspect_checkpoint
-    from observer.offline.checkpoint.restore import estimate_restore, rates_from_history
+    from observer.offline.checkpoint.restore import estimate_restore
 
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         if REQUIRE_REAL:
@@ -462,15 +462,16 @@ def test_restores_page_sets_the_inspectors_prediction_next_to_the_measured_resto
     assert len(queries) == 1
     qid = queries.query_id.iloc[0]
     checkpoint = os.path.join(root, "restore_demo")
-    rates = rates_from_history(history, qid)
-    report = inspect_checkpoint(checkpoint, rates)
-    assert report.query_id == qid and report.estimate is not None
+    events = load_events(history, qid)
+    restores = events[events.kind == "restore"]
+    assert restores.ts.nunique() == 1  # one restart: no restore before it, so the prediction uses the inspector's defaults
+    rates = None
+    report = inspect_checkpoint(checkpoint)
+    assert report.query_id == qid and report.estimate is not None and report.estimate.basis == "defaults"
     at = app(monkeypatch, history, roots=[root], page="Restores")
     assert not any("belongs to query" in w.value for w in at.warning)  # the checkpoint is this query's
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["inspector's estimate"] == fmt_duration(report.estimate.seconds)
-    events = load_events(history, qid)
-    restores = events[events.kind == "restore"]
     assert metrics["last measured restore"] == fmt_duration(sum(a["duration_seconds"] for a in restores.attributes))
     table = frames(at)[-1].set_index("operator")
     compared = []
