@@ -11,7 +11,7 @@ from observer.capture.queue import CapturedEvent
 from observer.capture.task_log import EventLogSource
 from observer.model import kinds
 from observer.model.decode import stamp_fields
-from observer.model.parse import parse_timestamp
+from observer.model.parse import parse_timestamp, parse_timestamp_memo
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_ADDED, EXECUTOR_PREFIX, EventLogError, read_records
 from observer.runtime import Observer
 from observer.settings import Settings
@@ -85,8 +85,8 @@ def replay(
         if item.kind in (kinds.PROGRESS, kinds.STARTED) and isinstance(item.payload, dict):
             last_ts = _batch_end(parse_timestamp(item.payload.get("timestamp")), item.payload.get("batchDuration"), item.kind) or last_ts
         elif item.kind == kinds.PROGRESS and isinstance(item.payload, bytes):  # event logs' progress, as its JSON bytes
-            text, duration = stamp_fields(item.payload)
-            last_ts = _batch_end(parse_timestamp(text), duration, item.kind) or last_ts
+            text, duration = stamp_fields(item.payload)  # the decoder reads the same time next: memoized, parsed once
+            last_ts = _batch_end(parse_timestamp_memo(text), duration, item.kind) or last_ts
         if item.kind.startswith(EXECUTOR_PREFIX):
             if item.payload != "driver":
                 seen_executors = True
