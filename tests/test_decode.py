@@ -7,6 +7,7 @@ what the reference returns, problems included (none).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import glob
 import json
 import os
@@ -17,8 +18,17 @@ from test_hostile import BASE, PROGRESS_EVENT, all_mutations, as_text, mutate, s
 
 from conftest import FIXTURES
 from observer.model import decode, kinds
-from observer.model.events import QueryProgress
-from observer.model.parse import _FAST_RULES, MalformedEvent, parse_event, parse_progress, parse_timestamp
+from observer.model.events import InstanceMetric, QueryProgress, assemble
+from observer.model.parse import (
+    _FAST_RULES,
+    MalformedEvent,
+    _rate,
+    _rate_decimal,
+    parse_event,
+    parse_progress,
+    parse_timestamp,
+    parse_timestamp_memo,
+)
 from observer.offline.eventlog import EventLogError, Record, read_records
 from observer.signals.kafka_lag import KAFKA_PREFIX, kafka_sources
 
@@ -350,3 +360,70 @@ def test_a_fast_event_tells_its_kafka_sources_without_its_raw_json() -> None:
         kafka += named
     assert kafka >= 2  # the Kafka recordings and the variant above
     assert not decode.sources_as_sent(parse_progress(BASE)) and not decode.sources_as_sent(decode.progress(BASE, _FAST_RULES))  # type: ignore[arg-type]
+
+
+def _rates(obj: dict[str, Any]) -> list[float]:
+    """Every rate of a progress object as Spark sent it: the query's and each source's."""
+    found = [obj.get(key) for key in ("inputRowsPerSecond", "processedRowsPerSecond")]
+    for source in obj.get("sources") or []:
+        found += [source.get(key) for key in ("inputRowsPerSecond", "processedRowsPerSecond")]
+    return [float(v) for v in found if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+RATE_EDGES = [0.0, -0.0, 0.05, -0.05, 0.04999999999999999, 0.15, 0.25, 0.35, 1.45, 2.675, -2.675, 9.95, 99.95, -99.95, 0.1, 5.0]
+RATE_EDGES += [1e-5, -1e-5, 5e-5, 1e-300, 123456789012345.67, 999999999999999.9, 9007199254740.993, 1e15 - 0.05, 4.35, 1e14 + 0.05]
+
+
+def test_float_rate_rounding_is_the_decimal_reference_on_every_recorded_rate_and_edge() -> None:
+    import random
+
+    rates = [rate for text in RECORDED for rate in _rates(json.loads(text))]
+    assert len(rates) >= 1000  # the event logs carry Spark's raw doubles, progress.jsonl the rounded ones
+    generator = random.Random(17)  # doubles at every magnitude a rate has, and their rounded forms (ties in decimal)
+    drawn = [generator.random() * 10 ** generator.randint(-8, 14) * generator.choice((1, -1)) for _ in range(100_000)]
+    drawn += [round(value, generator.randint(0, 3)) for value in drawn]
+    for value in rates + RATE_EDGES + drawn:
+        assert repr(_rate(value)) == repr(_rate_decimal(value)), value  # repr: -0.0 stays -0.0
+    assert _rate(None) is None and _rate(1e15) == 1e15 and _rate(-3e20) == -3e20
+
+
+def test_the_memoized_trigger_time_is_parse_timestamp() -> None:
+    stamps = [json.loads(text).get("timestamp") for text in RECORDED]
+    for stamp in stamps + ["2026-11-21T22:19:17.166Z", "2026-11-21T22:19:17", "not a time", "", "0001-01-01T00:00:00+01:00", None]:
+        assert parse_timestamp_memo(stamp) == parse_timestamp(stamp), stamp
+        assert parse_timestamp_memo(stamp) == parse_timestamp(stamp)  # and from the memo, the second time
+
+
+def _assembled(p: QueryProgress) -> list[Any]:
+    return [p, *p.operators, *p.sources, *([p.sink] if p.sink is not None else [])]
+
+
+def test_assembled_events_are_the_init_built_ones_field_by_field() -> None:
+    """The decoder assembles its events (``events.assemble``): every field present, under its name, equal to
+    what the reference parser's ``__init__`` built, raw ones included, and as frozen."""
+    for text in RECORDED:
+        fast = decode.progress(text, _FAST_RULES)
+        reference = parse_progress(json.loads(text), raw_text=text)
+        assert fast is not None
+        for built, expected in zip(_assembled(fast), _assembled(reference), strict=True):
+            assert type(built) is type(expected)
+            names = [f.name for f in dataclasses.fields(expected)]
+            assert sorted(vars(built)) == sorted(names)
+            for name in names:
+                if name != "raw":  # raw: a lazy view of the same JSON (compared in the test above)
+                    assert getattr(built, name) == getattr(expected, name), name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            fast.batch_id = 0  # type: ignore[misc]
+        for operator in fast.operators:
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                operator.name = "x"  # type: ignore[misc]
+
+
+def test_assemble_refuses_a_wrong_number_of_fields_and_hashes_as_init_does() -> None:
+    metric = InstanceMetric("SnapshotLastUploaded", 3, "default", 7.0)
+    assert assemble(InstanceMetric, dict(vars(metric))) == metric
+    assert hash(assemble(InstanceMetric, dict(vars(metric)))) == hash(metric)
+    with pytest.raises(TypeError):
+        assemble(InstanceMetric, {"prefix": "SnapshotLastUploaded", "partition": 3, "store": "default"})
+    with pytest.raises(TypeError):
+        assemble(InstanceMetric, {**vars(metric), "extra": 1})
