@@ -50,21 +50,29 @@ class EventLogSource:
 
     def feed(self, event: Mapping[str, Any], app: str = "") -> None:
         """One parsed event-log object of application ``app`` (any type: the reader keeps what it needs); never raises."""
+        self._pending.extend(self._reader(app).feed(event))
+
+    def _reader(self, app: str) -> TaskEventReader:
         reader = self._readers.get(app)
         if reader is None:
             reader = self._readers[app] = TaskEventReader()
             while len(self._readers) > self.max_apps:
                 self._readers.popitem(last=False)
         self._readers.move_to_end(app)
-        self._pending.extend(reader.feed(event))
+        return reader
 
     def forget(self, app: str) -> None:
         """An application the watcher stopped following: its open batches will not complete."""
         self._readers.pop(app, None)
 
-    def feed_line(self, line: bytes) -> None:
-        """One raw event-log line: parsed only when it is of a type placement uses (most lines are not)."""
+    def feed_line(self, line: bytes, app: str = "") -> None:
+        """One raw event-log line of application ``app``: parsed only when it is of a type placement uses (most
+        lines are not), and then only the fields placement reads where the typed decode takes the line."""
         if not wanted_line(line):
+            return
+        done = self._reader(app).feed_line(line)
+        if done is not None:
+            self._pending.extend(done)
             return
         # a progress line: only its ids and operator names, not its metrics (the pipeline decodes those)
         obj = decode.event_progress_ids(line) if line.startswith(_PROGRESS_LINE) else None
@@ -75,7 +83,7 @@ class EventLogSource:
                 self.bad_lines += 1  # the replay reports the line itself; here it only goes uncounted for placement
                 return
         if isinstance(obj, dict):
-            self.feed(obj)
+            self.feed(obj, app)
 
     def take(self, progress: QueryProgress) -> list[BatchTasks | ExecutorChange]:
         """What was closed up to this progress event's own batch, in order; nothing when that batch is not closed yet.
