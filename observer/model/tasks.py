@@ -46,6 +46,8 @@ STATE_METRICS: Mapping[str, str] = {
     "number of state store instances": "store_instances",
     "count of cache miss on states cache in provider": "cache_misses",  # HDFS-backed provider
 }
+# a plan node with one of these metrics writes state (StateStoreWriter); readers such as StateStoreRestore do not
+_WRITER_MARKERS = frozenset({"number of total state rows", "number of state store instances", "memory used by state"})
 # the event types the reader uses, as the first bytes of an event-log line (Spark writes "Event" first)
 TASK_EVENT_TYPES = (
     "SparkListenerTaskEnd",
@@ -60,7 +62,9 @@ LINE_PREFIXES = tuple(b'{"Event":"' + name.encode() + b'"' for name in TASK_EVEN
 # task ends and plans (the big, numerous lines) matter only when they name a state metric: the reader ignores
 # the rest, so they are not even parsed (a substring test per name instead of json.loads of kilobytes)
 _STATEFUL_ONLY = tuple(b'{"Event":"' + name.encode() + b'"' for name in ("SparkListenerTaskEnd", SQL_START, SQL_ADAPTIVE))
-_STATE_NAMES = tuple(name.encode() for name in STATE_METRICS)
+# the names every state-writing operator reports (memory: every provider, every writer) first, so that a stateful
+# line usually stops at the first search
+_STATE_NAMES = tuple(name.encode() for name in sorted(STATE_METRICS, key=lambda n: (n != "memory used by state", n not in _WRITER_MARKERS)))
 _TASK_END_LINE = b'{"Event":"SparkListenerTaskEnd"'
 _JOB_START_LINE = b'{"Event":"SparkListenerJobStart"'
 _PLAN_LINES = (b'{"Event":"' + SQL_START.encode() + b'"', b'{"Event":"' + SQL_ADAPTIVE.encode() + b'"')
@@ -75,8 +79,6 @@ def wanted_line(line: bytes) -> bool:
     return not line.startswith(_STATEFUL_ONLY) or any(name in line for name in _STATE_NAMES)
 
 
-# a plan node with one of these metrics writes state (StateStoreWriter); readers such as StateStoreRestore do not
-_WRITER_MARKERS = frozenset({"number of total state rows", "number of state store instances", "memory used by state"})
 _COUNT_FIELDS = frozenset({"changelog_files", "loads_from_dfs", "rows_total", "store_instances", "cache_misses"})
 MAX_EXECUTIONS = 32  # plans kept: a batch runs 1-2 executions, several queries may interleave
 MAX_STAGES = 512  # stage -> batch mappings kept
