@@ -20,7 +20,9 @@ How it stays correct and cheap:
 - **Cheap filtering**: lines are selected by their first bytes (``observer.capture.line_filter``); only
   wanted event types are JSON-parsed. Task and SQL events (``STREAMING_ONLY_EVENTS``) are parsed only
   once an application has shown a streaming query, so a batch application costs the decompression and
-  a substring scan, nothing more.
+  a substring scan, nothing more. Types in ``raw_events`` are not parsed at all: their lines (those
+  ``raw_keep`` accepts) go to the consumer as bytes, which decodes the few fields it reads (``watch``
+  does so for placement's task, job and SQL events).
 - **Identity**: ``SparkListenerApplicationStart`` gives the application name (the stable identity the
   series are labelled by) and the volatile id and attempt; selected Spark properties can be taken from
   ``SparkListenerEnvironmentUpdate`` (``identity_properties``), parsed only when asked for.

@@ -11,9 +11,13 @@ Who calls ``feed``:
 
 - replay: ``observer.offline.replay`` taps every line of the log (``read_records(..., tap=...)``) and
   passes the task-level lines through ``feed_line``;
-- watch: for every ``RawEvent`` of an application, in order, ``feed(raw.data)`` before the progress
-  event's ``CapturedEvent`` goes to ``Observer.process`` (``observer.capture.eventlog_watch`` delivers the
-  needed types: ``PLACEMENT_EVENTS``).
+- watch: for every ``RawEvent`` of an application, in order, ``feed_line(raw.line)`` for the task, job and
+  SQL events (the watcher hands them over unparsed: ``raw_events=PLACEMENT_EVENTS``, only the lines
+  ``wanted_line`` keeps) and ``feed(raw.data)`` for the others, before the progress event's
+  ``CapturedEvent`` goes to ``Observer.process``.
+
+Task, job and SQL lines are read through ``TaskEventReader.feed_line`` (a typed decode of the fields the
+reader uses, ``observer.model.task_decode``); what it declines is parsed whole and fed as before.
 
 Memory is bounded: the reader's own bounds, and at most ``max_pending`` closed items waiting.
 """
@@ -122,8 +126,9 @@ def follow_event_log(observer: Observer) -> EventLogSource:
     """Give ``observer`` placement from an event log it is fed from (``watch``; replay does this itself).
 
     The caller then hands the returned source every raw event of each application, in the log's order,
-    with ``feed(raw.data, app=app_events.log_name)`` (``RawEvent.data`` of ``observer.capture.eventlog_watch``;
-    stage ids are per application, so each gets its own reader), and processes the streaming events as
+    with ``feed_line(raw.line, app=app_events.log_name)`` when the watcher delivered it unparsed, else
+    ``feed(raw.data, app=...)`` (``RawEvent`` of ``observer.capture.eventlog_watch``; stage ids are per
+    application, so each gets its own reader), and processes the streaming events as
     usual, each progress event *after* it was fed: its batch's migrations come out as ``partition_migrated``
     signals and placement metrics of that progress event, exactly as in replay. ``forget(app)`` when the
     watcher forgets an application.
