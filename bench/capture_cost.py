@@ -7,7 +7,7 @@ one JVM-side listener times three ways of taking the *same* event, in rotating o
   stock  - ``QueryProgressEvent.fromJObject(jevent)``: what a plain PySpark listener pays before its body
   ours   - the observer's callback: one ``progress().json()`` call and a bounded-queue append
   floor  - one ``progress().json()`` call plus ``json.loads``
-Prints medians (ms) and the ratios ours/stock and ours/floor per shuffle-partition count.
+Prints medians (min-max, ms) and the ratios ours/stock and ours/floor, paired per event, per shuffle-partition count.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class TimingBridge:
         implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
 
 
-def measure(partitions: int, events: int) -> dict[str, float]:
+def measure(partitions: int, events: int) -> dict[str, list[float]]:
     from pyspark.java_gateway import ensure_callback_server_started
 
     from observer.capture.listener import _JsonBridge
@@ -85,7 +85,12 @@ def measure(partitions: int, events: int) -> dict[str, float]:
     obs.stop()
     spark.stop()
     # drop the first two events: JIT and first-batch effects
-    return {k: statistics.median(v[2:]) * 1000 for k, v in timing.times.items()}
+    return {k: v[2:] for k, v in timing.times.items()}
+
+
+def spread(values: list[float], scale: float = 1000.0, digits: int = 2) -> str:
+    """Median (min-max)."""
+    return f"{statistics.median(values) * scale:.{digits}f} ({min(values) * scale:.{digits}f}-{max(values) * scale:.{digits}f})"
 
 
 def main() -> int:
@@ -93,12 +98,19 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, nargs="+", default=[8, 200])
     ap.add_argument("--events", type=int, default=15)
     args = ap.parse_args()
-    print("| shuffle partitions | stock median ms | ours median ms | floor median ms | ours/stock | ours/floor |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| shuffle partitions | events | stock ms | ours ms | floor ms | ours/stock per event | ours/floor per event |\n"
+        "|---|---|---|---|---|---|---|"
+    )
     for n in args.partitions:
         m = measure(n, args.events)
+        # the three paths timed on the same event: the ratios are paired per event
+        to_stock = [s / o for s, o in zip(m["stock"], m["ours"])]
+        to_floor = [o / f for o, f in zip(m["ours"], m["floor"])]
         print(
-            f"| {n} | {m['stock']:.1f} | {m['ours']:.2f} | {m['floor']:.2f} | 1/{m['stock'] / m['ours']:.0f} | {m['ours'] / m['floor']:.2f} |",
+            f"| {n} | {len(to_stock)} | {spread(m['stock'], digits=1)} | {spread(m['ours'])} | {spread(m['floor'])} "
+            f"| 1/{statistics.median(to_stock):.0f} (1/{min(to_stock):.0f}-1/{max(to_stock):.0f}) "
+            f"| {spread(to_floor, 1.0)} |",
             flush=True,
         )
     return 0

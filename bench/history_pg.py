@@ -1,6 +1,6 @@
 """PostgreSQL history: ingest rate of progress events from one writer and from ten at once, SQLite as baseline.
 
-    python bench/history_pg.py [--events 20000] [--repeat 3] [--writers 10] [--url postgresql://...]
+    python bench/history_pg.py [--events 20000] [--repeat 3] [--writers 10] [--url postgresql://...] [--baseline DIR]
 
 Each event is a recorded real progress (bench/history_bench.py's workload: 10 queries, every operator
 and partition row written, the raw JSON kept) going through ``HistoryStore.add_event`` + ``flush`` as
@@ -14,27 +14,35 @@ the sink does. Measured in the same run, each repeat into a fresh database:
   = all events / time from the common start until the last commit).
 
 Without ``--url`` a throw-away server is started as tests/pg_server.py does (fsync on, as in production).
+Each measurement runs in a subprocess of its own; with ``--baseline DIR`` (a checkout of another version,
+e.g. ``git archive merge17 | tar -x -C DIR``) every measurement is also made with that version's ``observer``
+package, interleaved, on the same server. Client CPU is the writer process's; server CPU is that of the
+server's processes (when the bench started the server), both per progress event.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+# the version measured (--baseline runs another)
+sys.path.insert(0, os.environ.get("HISTORY_BENCH_CODE", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")))
 
 from bench.history_bench import bench_events, ingest
 from observer.history.backend import open_backend
 from observer.history.store import HistoryStore
 from observer.history.writer import BackgroundWriter
 
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SINK_FLUSH_ROWS = 2000  # observer.history.sink.FLUSH_ROWS
 
 
@@ -42,14 +50,17 @@ def _store(location: str) -> HistoryStore:
     return HistoryStore(location, max_age_seconds=1e12, max_bytes=1e15)
 
 
+CPU = [0.0]  # CPU seconds of this process in the last timed section (a worker runs one)
+
+
 def sqlite_rate(n: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         store = _store(os.path.join(tmp, "h.db"))
         events = bench_events()
-        t = time.perf_counter()
+        t, CPU[0] = time.perf_counter(), time.process_time()
         ingest(store, events, n)
-        seconds = time.perf_counter() - t
         store.close()
+        seconds, CPU[0] = time.perf_counter() - t, time.process_time() - CPU[0]
     return n / seconds
 
 
@@ -57,9 +68,9 @@ def pg_rate(url: str, n: int) -> float:
     store = _store(url)
     store.backend.write(store.take())  # connect and migrate outside the timing
     events = bench_events()
-    t = time.perf_counter()
+    t, CPU[0] = time.perf_counter(), time.process_time()
     ingest(store, events, n)
-    seconds = time.perf_counter() - t
+    seconds, CPU[0] = time.perf_counter() - t, time.process_time() - CPU[0]
     store.close()
     return n / seconds
 
@@ -72,7 +83,7 @@ def pg_live_rate(url: str, n: int) -> float:
     writer.offer(store.take())
     writer.drain(30)
     events = bench_events()
-    t = time.perf_counter()
+    t, CPU[0] = time.perf_counter(), time.process_time()
     for i in range(n):
         template = events[i % len(events)]
         ts = 1.8e9 + i // len(events)
@@ -81,7 +92,7 @@ def pg_live_rate(url: str, n: int) -> float:
             writer.offer(store.take())
     writer.offer(store.take())
     ok = writer.drain(600)
-    seconds = time.perf_counter() - t
+    seconds, CPU[0] = time.perf_counter() - t, time.process_time() - CPU[0]
     writer.close(10)
     if not ok or writer.error:
         raise RuntimeError(f"live writer did not finish: {writer.error}")
@@ -117,6 +128,55 @@ def pg_concurrent_rate(url: str, writers: int, n: int) -> float:
     return writers * n / (max(ends) - start)
 
 
+MODES = {"sqlite": "SQLite, one writer (baseline)", "pg": "PostgreSQL, one writer", "pg_live": "PostgreSQL, one writer, live sink"}
+
+
+def _measure(mode: str, url: str, events: int, writers: int) -> float:
+    if mode == "sqlite":
+        return sqlite_rate(events)
+    if mode == "pg":
+        return pg_rate(url, events)
+    if mode == "pg_live":
+        return pg_live_rate(url, events)
+    return pg_concurrent_rate(url, writers, events)
+
+
+def _server_cpu(pid: int | None) -> float:
+    """CPU seconds of the server (postmaster ``pid``) and its backends so far (exited backends included)."""
+    if pid is None:
+        return 0.0
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry) == pid:
+            total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+        elif int(fields[1]) == pid:
+            total += sum(int(x) for x in fields[11:13])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _run(code: str, mode: str, url: str, events: int, writers: int, server_pid: int | None) -> dict:
+    env = dict(
+        os.environ, HISTORY_BENCH_CODE=os.path.abspath(code), PYTHONPATH=os.pathsep.join([os.path.abspath(code), os.path.abspath(ROOT)])
+    )
+    args = [sys.executable, os.path.abspath(__file__), "--worker", mode, "--url", url, "--events", str(events), "--writers", str(writers)]
+    before = _server_cpu(server_pid)
+    out = subprocess.run(args, env=env, cwd=os.path.abspath(code), capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"{mode} with {code} failed: {out.stderr[-3000:]}")
+    time.sleep(0.5)  # backends that just ended are counted in the postmaster's children times
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    total = events * (writers if mode == "pg_concurrent" else 1)
+    result["server_us"] = (_server_cpu(server_pid) - before) / total * 1e6 if mode != "sqlite" and server_pid else None
+    return result
+
+
 def fmt(rates: list[float]) -> str:
     return f"{statistics.median(rates):>9,.0f} events/s (min {min(rates):,.0f}, max {max(rates):,.0f})"
 
@@ -127,7 +187,13 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--writers", type=int, default=10)
     ap.add_argument("--url", default=None, help="server to use (a database is created per repeat); default: a temporary one")
+    ap.add_argument("--baseline", default=None, help="a checkout of another version to measure in the same run")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker:
+        rate = _measure(args.worker, args.url, args.events, args.writers)
+        print(json.dumps({"rate": rate, "client_us": CPU[0] / args.events * 1e6}))
+        return 0
     server = None
     if args.url is None:
         from pg_server import PostgresServer, find_bindir
@@ -140,6 +206,7 @@ def main() -> int:
         admin = server.url(database="postgres")
     else:
         admin = args.url
+    server_pid = server.proc.pid if server is not None and server.proc is not None else None
 
     def fresh() -> str:
         import psycopg
@@ -150,29 +217,43 @@ def main() -> int:
             conn.execute(f"CREATE DATABASE {name}")
         return conninfo.make_conninfo(admin, dbname=name) if "://" not in admin else admin.rsplit("/", 1)[0] + "/" + name
 
-    results: dict[str, list[float]] = {"sqlite": [], "pg": [], "pg_live": [], "pg_concurrent": []}
+    versions = {"this version": ROOT} | ({"baseline": args.baseline} if args.baseline else {})
+    modes = [*MODES, "pg_concurrent"]
+    results: dict[tuple[str, str], list[dict]] = {(v, m): [] for v in versions for m in modes}
     try:
         for r in range(args.repeat):
-            results["sqlite"].append(sqlite_rate(args.events))
-            results["pg"].append(pg_rate(fresh(), args.events))
-            results["pg_live"].append(pg_live_rate(fresh(), args.events))
-            results["pg_concurrent"].append(pg_concurrent_rate(fresh(), args.writers, args.events))
-            print(f"repeat {r + 1}/{args.repeat}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in results.items()), flush=True)
+            order = list(versions.items()) if r % 2 == 0 else list(reversed(versions.items()))
+            for mode in modes:
+                for name, code in order:
+                    results[name, mode].append(_run(code, mode, fresh() if mode != "sqlite" else "", args.events, args.writers, server_pid))
+                    print(f"repeat {r + 1}/{args.repeat} {name} {mode}: {results[name, mode][-1]['rate']:,.0f}/s", flush=True)
     finally:
         if server is not None:
             server.remove()
-    base = statistics.median(results["sqlite"])
+    load = os.getloadavg()
     print(
         f"\n{args.events:,} progress events per writer (1 batch + 2 operator + 4 partition rows each, 4.3 kB of JSON), "
-        f"{args.repeat} repeats, cpus {os.cpu_count()}"
+        f"{args.repeat} repeats, cpus {os.cpu_count()}, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
     )
-    print(f"SQLite, one writer (baseline):        {fmt(results['sqlite'])}")
-    for key, label in (
-        ("pg", "PostgreSQL, one writer:              "),
-        ("pg_live", "PostgreSQL, one writer, live sink:   "),
-        ("pg_concurrent", f"PostgreSQL, {args.writers} writers at once:      "),
-    ):
-        print(f"{label} {fmt(results[key])}  = {statistics.median(results[key]) / base:.2f} x SQLite")
+    labels = MODES | {"pg_concurrent": f"PostgreSQL, {args.writers} writers at once (total)"}
+    for name in versions:
+        base = statistics.median(x["rate"] for x in results[name, "sqlite"])
+        print(f"\n{name}:")
+        for mode in modes:
+            rs = results[name, mode]
+            line = f"  {labels[mode] + ':':<46} {fmt([x['rate'] for x in rs])}  = {statistics.median(x['rate'] for x in rs) / base:.2f} x SQLite"
+            if mode != "pg_concurrent":
+                line += f"; writer CPU {statistics.median(x['client_us'] for x in rs):.0f} us/event"
+            if rs[0]["server_us"] is not None:
+                line += f", server CPU {statistics.median(x['server_us'] for x in rs):.0f} us/event"
+            print(line)
+    if args.baseline:
+        print()
+        for mode in modes:
+            ratio = statistics.median(x["rate"] for x in results["this version", mode]) / statistics.median(
+                x["rate"] for x in results["baseline", mode]
+            )
+            print(f"this version / baseline, {labels[mode]}: {ratio:.2f}x")
     return 0
 
 

@@ -3,6 +3,7 @@
     python bench/replay_rate.py [--copies 400] [--source rocksdb_restart/run1] [--repeat 3]
     python bench/replay_rate.py --source incidents/clean_busy_30min/run1 --copies 40   # 8 partitions, 2 operators
     python bench/replay_rate.py --progress-only ...   # the streaming events alone: the pipeline's own cost
+    python bench/replay_rate.py --before /path/to/worktree ...   # also an older tree's replay, interleaved
 
 The log is generated from a recorded real event log (tests/fixtures/<source>/eventlog): its lines are
 repeated with batch ids shifted (the progress events' and the job starts' that map stages to batches), zstd-compressed as Spark writes it. Baselines in the same run, each
@@ -10,8 +11,10 @@ repeated: decompress and ``json.loads`` every line; ``json.loads`` of the progre
 decompressed: the strictest yardstick); the pipeline with the fast decoder switched off (the
 reference parser, ``observer.model.parse``, as before issue 17); placement's task, job and SQL lines read
 with ``json.loads`` instead of their typed decode (``observer.model.task_decode``, as before it); and the
-replay with placement off (the pipeline alone on the same log). Medians with min-max of CPU seconds
-(single-threaded, so events per CPU second is what one core carries).
+replay with placement off (the pipeline alone on the same log). With ``--before DIR`` also the replay of
+the ``observer`` package in DIR (a git worktree of an earlier commit: ``git worktree add DIR <rev>``) on
+the same log, in a subprocess timing itself, interleaved with the rest. Medians with min-max of CPU
+seconds (single-threaded, so events per CPU second is what one core carries).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import io
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,6 +95,23 @@ def _loads_each(lines: list[bytes]) -> None:
         json.loads(line)
 
 
+_TIMED_REPLAY = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from observer.offline.replay import replay
+replay([sys.argv[2]])  # warm: imports, caches
+t = time.process_time()
+replay([sys.argv[2]])
+print(time.process_time() - t)
+"""
+
+
+def _before(tree: str, path: str) -> float:
+    """CPU seconds of one replay of ``path`` by the ``observer`` package in ``tree``, timed in its own process."""
+    out = subprocess.run([sys.executable, "-c", _TIMED_REPLAY, os.path.abspath(tree), path], check=True, capture_output=True, text=True)
+    return float(out.stdout.split()[-1])
+
+
 def _fmt(times: list[float]) -> str:
     return f"{statistics.median(times):.2f} s ({min(times):.2f}-{max(times):.2f})"
 
@@ -100,6 +121,7 @@ def main() -> int:
     ap.add_argument("--copies", type=int, default=400)
     ap.add_argument("--source", default="rocksdb_restart/run1", help="a recorded run under tests/fixtures with an eventlog folder")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--before", help="a tree (git worktree) whose observer package to time too, interleaved: the figure before a change")
     ap.add_argument(
         "--progress-only",
         action="store_true",
@@ -125,8 +147,8 @@ def main() -> int:
         reference = mock.patch.object(decode, "progress", lambda payload, rules: None)
         task_reference = mock.patch.object(TaskEventReader, "feed_line", lambda self, line: None)  # every line declined
         no_placement = Settings.from_env(placement="off")
-        runs = {"bare": [], "progress": [], "fast": [], "reference": [], "tasks": [], "off": []}  # type: dict[str, list[float]]
-        replay([path])  # warm-up: imports and first-use caches are not what a long replay pays per event
+        runs = {"bare": [], "progress": [], "fast": [], "reference": [], "tasks": [], "off": [], "before": []}  # type: dict[str, list[float]]
+        replay([path])  # warm, as the subprocess of --before is: imports and first-use caches are not what a long replay pays per event
         for _ in range(args.repeat):  # interleaved, so load on the machine hits every variant alike
             runs["bare"] += _timed(bare, 1)
             runs["progress"] += _timed(lambda: _loads_each(progress_lines), 1)
@@ -137,6 +159,8 @@ def main() -> int:
                 with task_reference:
                     runs["tasks"] += _timed(lambda: replay([path]), 1)
                 runs["off"] += _timed(lambda: replay([path], no_placement), 1)
+            if args.before:
+                runs["before"].append(_before(args.before, path))
     fast, ref = statistics.median(runs["fast"]), statistics.median(runs["reference"])
     size = sum(len(line) + 1 for line in lines)
     print(
@@ -145,7 +169,7 @@ def main() -> int:
     )
     print(f"  bare decompress + json.loads of every line: {_fmt(runs['bare'])}")
     print(f"  json.loads of the progress lines alone:     {_fmt(runs['progress'])}")
-    print(f"  replay, reference parser (before):          {_fmt(runs['reference'])} = {n / ref:,.0f} progress events/s")
+    print(f"  replay, reference parser (decoder off):     {_fmt(runs['reference'])} = {n / ref:,.0f} progress events/s")
     print(
         f"  replay, fast decoder:                       {_fmt(runs['fast'])} = {n / fast:,.0f} progress events/s "
         f"({n / max(runs['fast']):,.0f}-{n / min(runs['fast']):,.0f}); {ref / fast:.2f}x the reference"
@@ -157,6 +181,12 @@ def main() -> int:
             f"the typed task decode is {tasks / fast:.2f}x faster"
         )
         print(f"  replay, placement off (the pipeline alone):     {_fmt(runs['off'])} = {n / off:,.0f} progress events/s")
+    if runs["before"]:
+        before = statistics.median(runs["before"])
+        print(
+            f"  replay, the tree before (--before):        {_fmt(runs['before'])} = {n / before:,.0f} progress events/s "
+            f"({n / max(runs['before']):,.0f}-{n / min(runs['before']):,.0f}); this tree is {before / fast:.2f}x as fast"
+        )
     print(
         f"  replay / bare every line: {fast / statistics.median(runs['bare']):.2f}; "
         f"replay / json.loads of progress lines: {fast / statistics.median(runs['progress']):.2f}"

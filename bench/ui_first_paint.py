@@ -1,15 +1,18 @@
 """First paint of each state-browser page on a large history.
 
-Two ways to make the history, both from real recorded data. ``--synthetic`` (the default) runs
-``scripts/synthetic_history.py``: 100,000 batches of a 200-partition query made from a recorded progress
-event plus a crash-looping query, replayed through the observer. ``--replicated`` grows the history the
+Two ways to make the history, both from real recorded data. The default is the browser tests' and
+screenshots' history (``scripts/screenshots.build_history``): ``scripts/synthetic_history.py``'s 100,000
+batches of a 200-partition query made from a recorded progress event plus a crash-looping query, every
+recorded fixture and the recorded incident corpus (``tests/fixtures/incidents``), replayed through the
+observer. ``--replicated`` grows the history the
 older way: the recorded restart fixture is replayed into a history, then its
 batches, operator rows, partition rows and events are copied over and over in SQL with batch ids and
 timestamps shifted by one recorded run's span each time (the progress JSON's batchId and timestamp
 follow). Each page is then run with ``streamlit.testing.v1.AppTest`` several times on a fresh app
 (cold Streamlit caches, warm OS page cache), and the median wall time printed.
 
-Query pages show the query with the most batches.
+Query pages show the query with the most batches. The baseline, measured in the same run, is each page
+on a small history: the incident corpus alone (its largest query has 155 batches).
 
     python bench/ui_first_paint.py [--batches 100000] [--repeat 5] [--db /tmp/sso-ui-bench.db] [--replicated] [--reuse]
 """
@@ -86,13 +89,26 @@ def build(db: str, batches: int) -> None:
     os.remove(seed)
 
 
-def build_synthetic(db: str, batches: int) -> None:
+def _screenshots():  # type: ignore[no-untyped-def]
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("synthetic_history", os.path.join(ROOT, "scripts", "synthetic_history.py"))
+    spec = importlib.util.spec_from_file_location("screenshots", os.path.join(ROOT, "scripts", "screenshots.py"))
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    module.build(db, batches)
+    return module
+
+
+def build_large(db: str, batches: int) -> None:
+    """The browser tests' large history: synthetic batches, the recorded fixtures and incidents."""
+    _screenshots().build_history(db, batches)
+
+
+def build_baseline(db: str) -> None:
+    """The incident corpus alone: the same pages on a small history."""
+    for path in (db, db + "-wal", db + "-shm"):
+        if os.path.exists(path):
+            os.remove(path)
+    _screenshots().replay_incidents(db)
 
 
 def biggest_query(db: str) -> str:
@@ -134,14 +150,18 @@ def main() -> None:
         have = sqlite3.connect(args.db).execute("SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM batches GROUP BY query_id)").fetchone()[0]
     if have != args.batches:
         started = time.perf_counter()
-        (build if args.replicated else build_synthetic)(args.db, args.batches)
+        (build if args.replicated else build_large)(args.db, args.batches)
         print(
             f"built {args.db}: {args.batches:,} batches, {os.path.getsize(args.db) / 1e9:.2f} GB in {time.perf_counter() - started:.0f} s"
         )
-    print(f"{'page':<18} {'median s':>9} {'min s':>7} {'max s':>7}  (AppTest, {args.repeat} runs, cold Streamlit caches)")
+    small = os.path.join(tempfile.mkdtemp(prefix="sso-ui-baseline-"), "incidents.db")
+    build_baseline(small)
+    print(f"AppTest, {args.repeat} runs per page, cold Streamlit caches; seconds, median (min-max)")
+    print(f"{'page':<18} {'large history':>22} {'baseline: incidents':>22} {'ratio':>6}")
     for page in PAGES:
-        times = first_paint(args.db, page, args.repeat)
-        print(f"{page:<18} {statistics.median(times):>9.3f} {min(times):>7.3f} {max(times):>7.3f}")
+        large, base = first_paint(args.db, page, args.repeat), first_paint(small, page, args.repeat)
+        cell = [f"{statistics.median(t):.3f} ({min(t):.2f}-{max(t):.2f})" for t in (large, base)]
+        print(f"{page:<18} {cell[0]:>22} {cell[1]:>22} {statistics.median(large) / statistics.median(base):>5.1f}x")
 
 
 if __name__ == "__main__":

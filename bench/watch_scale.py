@@ -2,6 +2,7 @@
 
     python bench/watch_scale.py [--apps 200] [--interval 10] [--duration 120] [--codec zstd] [--poll 1]
     python bench/watch_scale.py --scan-only          # cost per MB: batch vs streaming application
+    python bench/watch_scale.py --apps 1000 --pipeline --drain [--queries 2]   # issue 17: RSS per observed query
 
 A writer process (its own CPU, not counted) writes real recorded events (tests/fixtures, a stateful
 RocksDB run) into N rolling compressed logs the way Spark does (bench/eventlog_writer.py): the recorded
@@ -69,12 +70,13 @@ def recorded(scenario: str) -> tuple[list[bytes], list[list[bytes]], list[float]
     return header, segments, gaps
 
 
-def _retimed(line: bytes, app: int, batch: int) -> bytes:
+def _retimed(line: bytes, app: int, batch: int, queries: int = 1) -> bytes:
+    """The recorded progress event as the ``batch``-th of application ``app``, whose ``queries`` queries take turns."""
     event = json.loads(line)
     p = event["progress"]
-    p["id"] = f"00000000-0000-0000-0000-{app:012d}"
-    p["runId"] = f"00000000-0000-0000-0001-{app:012d}"
-    p["batchId"] = batch
+    q, p["batchId"] = batch % queries, batch // queries
+    p["id"] = f"00000000-0000-{q:04d}-0000-{app:012d}"
+    p["runId"] = f"00000000-0000-{q:04d}-0001-{app:012d}"
     p["timestamp"] = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return json.dumps(event, separators=(",", ":")).encode() + b"\n"
 
@@ -89,6 +91,7 @@ def writer(
     max_file_bytes: int,
     scenario: str,
     ready: multiprocessing.synchronize.Event,
+    queries: int = 1,
 ) -> None:  # type: ignore[name-defined]
     """Write N applications' logs at their pace until ``duration`` is over, then finish them."""
     header, segments, gaps = recorded(scenario)
@@ -116,7 +119,7 @@ def writer(
             time.sleep(min(due[i] - now, end - now))
             continue
         segment = segments[batch[i] % len(segments)]
-        lines = segment[:-1] + [_retimed(segment[-1], i, batch[i])]
+        lines = segment[:-1] + [_retimed(segment[-1], i, batch[i], queries)]
         for group in flush_groups(lines):
             for _ in logs[i].write_group(group):
                 pass
@@ -144,7 +147,18 @@ def scale(args: argparse.Namespace) -> None:
         ready = multiprocessing.Event()
         proc = multiprocessing.Process(
             target=writer,
-            args=(folder, args.apps, args.interval, args.time_scale, args.duration, args.codec, args.max_file_bytes, args.scenario, ready),
+            args=(
+                folder,
+                args.apps,
+                args.interval,
+                args.time_scale,
+                args.duration,
+                args.codec,
+                args.max_file_bytes,
+                args.scenario,
+                ready,
+                args.queries,
+            ),
         )
         proc.start()
         ready.wait(600)
@@ -168,6 +182,8 @@ def scale(args: argparse.Namespace) -> None:
         delivered = [0]
         progressed = [0]
         window: dict[str, float] = {}
+        rss_start = _rss()[0]  # before the first poll: imports, the endpoint, no application yet
+        observed: set[str] = set()
 
         def take(found: list[AppEvents]) -> None:
             now = time.time()
@@ -176,7 +192,8 @@ def scale(args: argparse.Namespace) -> None:
                 for e in app.events:
                     if e.event_type == QUERY_PROGRESS:
                         progressed[0] += 1
-                    if e.event_type == QUERY_PROGRESS and "steady" in window:
+                        observed.add(e.data["progress"]["id"])
+                    if e.event_type == QUERY_PROGRESS and "steady" in window and "wall_end" not in window:
                         latencies.append(now - (parse_timestamp(e.data["progress"]["timestamp"]) or now))
 
         stop = threading.Event()
@@ -219,6 +236,12 @@ def scale(args: argparse.Namespace) -> None:
                     next_scrape += args.scrape
                 if not watcher.backlog:
                     stop.wait(max(0.0, args.poll - (time.monotonic() - started)))
+            if args.drain:  # read the logs to their end: every application's queries observed, however far behind
+                proc.join()
+                seen = -1
+                while watcher.backlog or delivered[0] != seen:  # until a poll finds nothing more
+                    seen = delivered[0]
+                    fleet.poll_once(take)
             fleet.stop()
         else:
             watcher.run(take, stop)
@@ -243,10 +266,18 @@ def scale(args: argparse.Namespace) -> None:
             f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
         )
         n_progress = window["progress_end"] - window["progress"]
+        events = window["events_end"] - window["events"]
         print(
             f"  CPU share of one core: {cpu / wall:.3f}   RSS now {rss_now:.0f} MB, peak {rss_peak:.0f} MB   "
-            f"CPU per progress event: {cpu / max(n_progress, 1) * 1e6:.0f} µs ({n_progress} progress events, "
+            f"CPU per delivered event: {cpu / max(events, 1) * 1e6:.0f} µs ({events / max(cpu, 1e-9):,.0f} events per CPU second)"
+        )
+        print(
+            f"  CPU per progress event: {cpu / max(n_progress, 1) * 1e6:.0f} µs ({n_progress} progress events, "
             f"{n_progress / max(cpu, 1e-9):,.0f} a CPU second)"
+        )
+        print(
+            f"  RSS per observed query: {(rss_now - rss_start) * 1024 / max(len(observed), 1):.0f} kB "
+            f"({rss_start:.0f} MB before the first poll, {rss_now:.0f} MB at the end, {len(observed)} queries in {args.apps} applications)"
         )
         print(
             f"  events delivered/s: {(window['events_end'] - window['events']) / wall:.0f}   decoded MB/s: {decoded_mb / wall:.2f}"
@@ -334,6 +365,8 @@ def main() -> None:
     parser.add_argument("--max-file-bytes", type=int, default=256 << 10, help="roll event files at this size (Spark: 128 MB)")
     parser.add_argument("--poll", type=float, default=1.0)
     parser.add_argument("--scenario", default="rocksdb_restart")
+    parser.add_argument("--queries", type=int, default=1, help="queries per application, taking turns batch by batch")
+    parser.add_argument("--drain", action="store_true", help="with --pipeline: after the window, read the logs to their end before the RSS")
     parser.add_argument("--no-placement", action="store_true", help="want only the pipeline's events (no task and SQL events)")
     parser.add_argument(
         "--tasks-parsed",

@@ -1,9 +1,10 @@
 """The one line of a failure worth reading first.
 
-The signals are getting root-cause extraction of their own (a ``root_cause`` attribute on
-``query_terminated`` events, next to ``exception_class`` and ``message``). Until every history carries
-it, :func:`root_cause` picks the best line from the stored exception text; it is the only place that
-does, so it can be swapped for the signals' function.
+The signals extract it themselves (``observer.signals.classify.root_cause``: the ``root_cause``
+attribute of ``query_terminated`` events, next to ``exception_class`` and ``message``) and the history
+keeps it; :func:`root_cause` shows that line as the signals wrote it. Histories written before the
+signals had it carry only the exception text: for them, and only then, :func:`from_text` picks the
+best line of that text.
 """
 
 from __future__ import annotations
@@ -50,13 +51,18 @@ def from_text(text: str | None) -> str | None:
     return None
 
 
+def _bounded(line: str) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= MAX_CHARS else line[: MAX_CHARS - 1] + "…"
+
+
 def root_cause(attributes: Mapping[str, Any] | None, exception_text: str | None = None) -> str | None:
-    """The signals' ``root_cause`` when the event has one, else the best line of the stored text, else the
-    event's ``message`` (never a bare traceback header)."""
+    """The signals' ``root_cause`` as they wrote it (one line, at most MAX_CHARS) when the event has one,
+    else the best line of the stored text, else the event's ``message`` (never a bare traceback header)."""
     attributes = attributes or {}
     given = attributes.get("root_cause")
     if isinstance(given, str) and given.strip() and given.strip() != TRACEBACK_HEADER:
-        return _clean(given)
+        return _bounded(given)
     picked = from_text(exception_text)
     if picked:
         return picked

@@ -20,7 +20,8 @@ from streamlit_app import fmt
 from streamlit_app.health import STALL_FACTOR, STALL_MIN_SECONDS
 from streamlit_app.rootcause import root_cause
 
-# runbook anchors: the alert names of alerts/rules.yml, lower-cased
+# runbook anchors (GitHub's heading slugs in alerts/runbook.md): the alert names of alerts/rules.yml,
+# lower-cased, and the one section with no alert of its own, "Executor lost"
 ANCHORS = {
     "crash_loop": "sparkstreamingquerycrashlooping",
     "failed_at_start": "sparkstreamingqueryfailed",
@@ -28,7 +29,7 @@ ANCHORS = {
     "stalled": "sparkstreamingquerystalled",
     "state_unbounded": "sparkstateunbounded",
     "falling_behind": "sparkstreamingqueryfallingbehind",
-    "executor_lost": "sparkstaterestoretoolong",
+    "executor_lost": "executor-lost",
     "restarted": "sparkstaterestoretoolong",
     "stopped": "sparkstreamingquerydown",
 }
@@ -45,6 +46,7 @@ SEVERITY = {
     "healthy": 9,
     "no_data": 10,
 }
+NO_RUNBOOK = ("healthy", "no_data")  # nothing to do, so nothing to link
 # Streamlit's bundled Material icons (emoji need a colour-emoji font the viewer may not have)
 ICONS = {
     0: ":material/error:",
@@ -60,6 +62,11 @@ ICONS = {
     10: ":material/help:",
 }
 RESTORE_WINDOW_SECONDS = 900.0  # a restore this long after an executor loss is taken as its consequence
+# The driver reports a lost executor when it notices: at once for a process that died, after
+# spark.network.timeout (120 s by default) for a silent one. The batch that reloads the lost stores may
+# start before that report (the recorded executor_loss reloads 0.5 s before it), so reloads this long
+# before the report count as its consequence too.
+LOSS_NOTICE_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -236,9 +243,12 @@ def falling_behind(f: Facts) -> Verdict | None:
     )
 
 
-def _restore_total(f: Facts, after: float, run_id: str | None = None) -> tuple[float | None, float | None]:
-    """(seconds summed over operators, time) of the first restore (or reload) at or after ``after``."""
-    for kinds in (("restore",), ("store_reload",)):
+def _restore_total(
+    f: Facts, after: float, run_id: str | None = None, order: tuple[str, ...] = ("restore", "store_reload")
+) -> tuple[float | None, float | None]:
+    """(seconds summed over operators, time) of the first restore (or reload; ``order`` says which is
+    looked for first) at or after ``after``."""
+    for kinds in ((kind,) for kind in order):
         candidates = [
             e
             for e in f.events
@@ -260,7 +270,7 @@ def executor_lost(f: Facts) -> Verdict | None:
     if signal is None:
         return None
     executor = (signal.get("attributes") or {}).get("executor_id")
-    seconds, _ = _restore_total(f, signal["ts"])
+    seconds, _ = _restore_total(f, signal["ts"] - LOSS_NOTICE_SECONDS, order=("store_reload", "restore"))
     text = f"Executor {executor} lost at {fmt.clock(signal['ts'])}"
     text += f"; restore {fmt.duration(seconds)}" if seconds is not None else "; no restore seen after it"
     return Verdict("executor_lost", text, signal["ts"])

@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -176,7 +177,7 @@ def _mount_tmpfs(path: str, size: str) -> bool:
 
 def test_full_filesystem_is_reported_and_earlier_rows_kept(tmp_path) -> None:
     mnt = str(tmp_path / "small")
-    _mount_tmpfs(mnt, "400k")
+    _mount_tmpfs(mnt, "2m")  # room for the empty schema's 32 KiB pages, not for the rows below
     try:
         db = os.path.join(mnt, "h.db")
         obs, sink = _observer_with_history(db)
@@ -199,7 +200,7 @@ def test_full_filesystem_is_reported_and_earlier_rows_kept(tmp_path) -> None:
 
 def test_read_only_filesystem_gives_a_clear_message(tmp_path) -> None:
     mnt = str(tmp_path / "ro")
-    _mount_tmpfs(mnt, "1m")
+    _mount_tmpfs(mnt, "4m")  # room for a small history in 32 KiB pages
     try:
         db = os.path.join(mnt, "h.db")
         replay([eventlog_dir(RESTART[0])], history=db)
@@ -239,8 +240,8 @@ def test_rows_carry_the_application_identity(history) -> None:
             assert {json.dumps(json.loads(x), sort_keys=True) for x in frame.app_labels} == {'{"cluster": "eu-1", "env": "prod"}'}
 
 
-def _create_v1(history: str, rows: RowBuilder) -> None:
-    """A database at schema version 1 (before the app columns) holding ``rows``, as older observers wrote it."""
+def _create_old(history: str, rows: RowBuilder, version: int) -> None:
+    """A database at an older schema ``version`` holding ``rows``, as the observers of that version wrote it."""
     pending = rows.take()
     tables = {t: list(pending.facts.get(t, [])) for t in ("batches", "operators", "partitions", "events")}
     tables["queries"], tables["runs"] = list(pending.queries.values()), pending.run_rows()
@@ -248,18 +249,17 @@ def _create_v1(history: str, rows: RowBuilder) -> None:
         import psycopg
 
         conn = psycopg.connect(history, autocommit=True)
-        script, mark = (
-            render(0, POSTGRES_TYPES) + "; CREATE TABLE history_schema (version INTEGER NOT NULL); INSERT INTO history_schema VALUES (1)",
-            "%s",
-        )
+        script = "; ".join(render(i, POSTGRES_TYPES) for i in range(version))
+        script += f"; CREATE TABLE history_schema (version INTEGER NOT NULL); INSERT INTO history_schema VALUES ({version})"
+        mark = "%s"
     else:
         conn = sqlite3.connect(history, isolation_level=None)
-        script, mark = render(0, SQLITE_TYPES) + "; PRAGMA user_version = 1", "?"
+        script, mark = "; ".join(render(i, SQLITE_TYPES) for i in range(version)) + f"; PRAGMA user_version = {version}", "?"
     for statement in script.split(";"):
         if statement.strip():
             conn.execute(statement)
     for table, table_rows in tables.items():
-        cols = [c for c in COLUMNS[table] if c not in APP_COLUMNS[table]]
+        cols = [c for c in COLUMNS[table] if version > 1 or c not in APP_COLUMNS[table]]
         for row in table_rows:
             conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(mark for _ in cols)})", row[: len(cols)])
     conn.close()
@@ -271,7 +271,7 @@ def test_migration_from_version_1_keeps_the_old_rows(history) -> None:
     for p in old:
         builder.add_event(parse_event("progress", json.dumps(p)), time.time())
     builder.add_signal("query_started", old[0]["id"], old[0]["runId"], 1.0, {})
-    _create_v1(history, builder)
+    _create_old(history, builder, 1)
     obs, sink = _observer_with_history(history, app=AppIdentity.of("payments"))
     _feed(obs, new)
     _close(obs, sink)
@@ -329,3 +329,87 @@ def test_writers_opening_a_new_file_together_migrate_it_once(tmp_path) -> None:
     assert not errors, errors
     assert sorted(load_events(db).query_id) == [f"q{i}" for i in range(8)]
     assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+
+
+def _schema_version(history: str) -> int:
+    if history.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(history) as conn:
+            return conn.execute("SELECT MAX(version) FROM history_schema").fetchone()[0]
+    return sqlite3.connect(history).execute("PRAGMA user_version").fetchone()[0]
+
+
+def test_migration_from_version_3_rekeys_operator_and_partition_rows(history, tmp_path) -> None:
+    """A history written by schema 3 (operator and partition rows keyed by batch, a (query, ts) index beside)
+    is rebuilt keyed by (query, ts, ...): every row kept, a batch written again replaces its rows."""
+    old, new = progress_lines(RESTART[0]), progress_lines(RESTART[1])
+    builder = RowBuilder(AppIdentity.of("payments"))
+    for p in old:
+        builder.add_event(parse_event("progress", json.dumps(p)), time.time())
+    _create_old(history, builder, 3)
+    fresh = str(tmp_path / "fresh.db")  # the same events written by this version from the start
+    for db in (history, fresh):
+        obs, sink = _observer_with_history(db, app=AppIdentity.of("payments"))
+        _feed(obs, old[-2:] + new)  # two batches written again, then the second run
+        _close(obs, sink)
+        assert sink.error is None and not obs.self_metrics.dropped.get("history")
+    qid, rerun = old[0]["id"], new[0]["runId"]
+    assert _schema_version(history) == len(MIGRATIONS)
+    assert load_batches(history, qid).batch_id.tolist() == [p["batchId"] for p in old + new]
+    operators = load_operators(history, qid)
+    assert len(operators) == 2 * len(old + new)
+    assert operators[["run_id", "batch_id", "op_index"]].duplicated().sum() == 0
+    partitions = load_partitions(history, qid)
+    expected = sum(1 for p in old + new for op in p["stateOperators"] for k in op["customMetrics"] if k.startswith("SnapshotLastUploaded"))
+    assert len(partitions) == expected > 0
+    assert len(load_operators(history, qid, run_id=rerun)) == 2 * len(new)
+    assert load_partitions(history, qid, run_id=rerun).ts.tolist() == load_partitions(fresh, qid, run_id=rerun).ts.tolist()
+    if not history.startswith("postgresql://"):
+        conn = sqlite3.connect(history)
+        tables = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
+        assert "WITHOUT ROWID" in tables["operators"] and "WITHOUT ROWID" in tables["partitions"]
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert not names & {"operators_query_ts", "partitions_query_ts"}
+
+
+def test_progress_without_a_timestamp_written_twice_keeps_one_set_of_rows(history) -> None:
+    """Such a batch is stamped with its arrival, which differs the second time: the operator and partition
+    rows at the first stamp go, as the batch row is replaced."""
+    progress = [{k: v for k, v in p.items() if k != "timestamp"} for p in progress_lines(RESTART[0])[:3]]
+    for _ in range(2):
+        obs, sink = _observer_with_history(history)
+        _feed(obs, progress)
+        _close(obs, sink)
+        time.sleep(0.01)
+    qid = progress[0]["id"]
+    batches = load_batches(history, qid)
+    assert len(batches) == 3
+    operators, partitions = load_operators(history, qid), load_partitions(history, qid)
+    assert len(operators) == 2 * 3 and set(operators.ts) == set(batches.ts)
+    assert len(partitions) == 4 * 3 and set(partitions.ts) == set(batches.ts)
+
+
+def test_rows_committed_before_a_kill_are_kept_though_not_checkpointed(tmp_path) -> None:
+    """Flushes only append to the write-ahead log (checkpoints run on their own thread, every 20,000 rows):
+    a writer killed before any checkpoint or close loses none of its committed rows."""
+    db = str(tmp_path / "h.db")
+    progress = progress_lines(RESTART[0])
+    script = f"""
+import json, os, signal, sys, time
+from observer.history.store import HistoryStore
+from observer.model.parse import parse_event
+store = HistoryStore({db!r})
+for line in json.loads(sys.stdin.read()):
+    store.add_event(parse_event("progress", json.dumps(line)), time.time())
+    store.flush()
+print(os.path.getsize({db!r} + "-wal"), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    proc = subprocess.run([sys.executable, "-c", script], input=json.dumps(progress), capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    assert int(proc.stdout.split()[0]) > 0  # the rows were in the log, not yet in the file
+    qid = progress[0]["id"]
+    assert load_batches(db, qid).batch_id.tolist() == [p["batchId"] for p in progress]
+    assert len(load_operators(db, qid)) == 2 * len(progress)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 
 import pytest
@@ -392,7 +393,7 @@ def test_synthetic_incidents_are_named_by_their_verdicts(monkeypatch, synthetic_
     table = frames(at)[0].set_index("query")
     loop = next(v for q, v in table.verdict.items() if q.startswith("synthetic_crash_loop"))
     dedupe = next(v for q, v in table.verdict.items() if q.startswith("synthetic_dedupe"))
-    assert loop.startswith("Crash loop: 5 restarts in 2 min; last error SparkRuntimeException")
+    assert loop.startswith("Crash loop: 5 restarts in 2 min; last error org.apache.spark.SparkRuntimeException")
     assert dedupe.startswith("State unbounded: dedupe +") and dedupe.endswith("rows/s, no evictions")
     assert list(table.index).index(next(q for q in table.index if q.startswith("synthetic_crash_loop"))) == 0
 
@@ -419,7 +420,7 @@ def test_query_that_never_completed_a_batch_gets_the_cause_not_range_advice(monk
     at = app(monkeypatch, db, page="Runs")
     runs = frames(at)[0]
     assert len(runs) == 1 and runs["batch ids"].iloc[0] == "none (failed at start)"
-    assert runs["root cause"].iloc[0].startswith("SparkRuntimeException: [STREAMING_STATEFUL_OPERATOR")
+    assert runs["root cause"].iloc[0].startswith("org.apache.spark.SparkRuntimeException: [STREAMING_STATEFUL_OPERATOR")
     assert "a comparison needs two" in texts(at) and len(frames(at)) == 1  # no run compared with itself
 
 
@@ -437,6 +438,58 @@ def test_restores_page_shows_each_restart_and_operator(monkeypatch, restart_db) 
         column = f"restore {s['attributes']['operator_index']} {s['attributes']['operator']}"
         assert per_restart[column].iloc[0] == fmt_duration(s["attributes"]["duration_seconds"])
     assert chart_titles(at)[0].startswith("Restores (first batch after a restart)")
+
+
+@pytest.mark.slow
+def test_restores_page_sets_the_inspectors_prediction_next_to_the_measured_restore_of_the_same_checkpoint(monkeypatch, tmp_path) -> None:
+    """A real query run twice on one checkpoint (two processes, the observer writing the history): the
+    Restores page, given the checkpoint's root, shows the inspector's estimate for that checkpoint per
+    operator next to the restore the history measured, and compares only measured (not low-confidence)
+    figures; the prediction is not calibrated on the restore it is compared with."""
+    import dataclasses
+
+    from incident_truth import screenshots_module
+    from observer.history.loaders import load_events
+    from observer.offline.checkpoint import inspect_checkpoint
+    from observer.offline.checkpoint.restore import estimate_restore
+
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        if REQUIRE_REAL:
+            pytest.fail("Java is not installed")
+        pytest.skip("Java is not installed")
+    history, root = screenshots_module().record_restore(str(tmp_path))
+    queries = load_queries(history)
+    assert len(queries) == 1
+    qid = queries.query_id.iloc[0]
+    checkpoint = os.path.join(root, "restore_demo")
+    events = load_events(history, qid)
+    restores = events[events.kind == "restore"]
+    assert restores.ts.nunique() == 1  # one restart: no restore before it, so the prediction uses the inspector's defaults
+    rates = None
+    report = inspect_checkpoint(checkpoint)
+    assert report.query_id == qid and report.estimate is not None and report.estimate.basis == "defaults"
+    at = app(monkeypatch, history, roots=[root], page="Restores")
+    assert not any("belongs to query" in w.value for w in at.warning)  # the checkpoint is this query's
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["inspector's estimate"] == fmt_duration(report.estimate.seconds)
+    assert metrics["last measured restore"] == fmt_duration(sum(a["duration_seconds"] for a in restores.attributes))
+    table = frames(at)[-1].set_index("operator")
+    compared = []
+    for op in report.operators:
+        row = table.loc[f"{op.operator_id} {op.name}"]
+        estimate = estimate_restore(dataclasses.replace(report, operators=[op]), rates)
+        measured = next(a for a in restores.attributes if a["operator_index"] == op.operator_id)
+        assert row["inspector's estimate"] == fmt_duration(estimate.seconds)
+        assert row["last measured restore"] == fmt_duration(measured["duration_seconds"])
+        assert row["measured by"] == f"{measured['method']} ({measured['confidence']})"
+        if measured["confidence"] == "low":
+            assert row["outcome / prediction"] == "-"
+        else:
+            assert row["outcome / prediction"] == f"{measured['duration_seconds'] / estimate.seconds:.1f}x"
+            compared.append((measured["duration_seconds"], estimate.seconds))
+    assert compared, "Spark measured no operator's load time (load_metrics) in this restore"
+    ratio = sum(m for m, _ in compared) / sum(e for _, e in compared)
+    assert metrics["outcome / prediction"] == f"{ratio:.1f}x the estimate"
 
 
 def fmt_duration(seconds: float) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
+import time
 
 import pandas as pd
 import pytest
 
 from conftest import eventlog_dir, fixture_runs, progress_lines
+from incident_truth import expected, runbook_anchors, screenshots_module
 
 pytest.importorskip("streamlit")
 
@@ -20,7 +21,7 @@ from streamlit_app import charts, fmt
 from streamlit_app.config import DEFAULT_RUNBOOK_URL
 from streamlit_app.health import typical_interval
 from streamlit_app.rootcause import TRACEBACK_HEADER, from_text, root_cause
-from streamlit_app.verdict import ANCHORS, Facts, verdict, verdicts
+from streamlit_app.verdict import ANCHORS, NO_RUNBOOK, SEVERITY, Facts, verdict, verdicts
 
 RESTART = fixture_runs("rocksdb_restart")
 FAILURE = fixture_runs("schema_failure")
@@ -174,10 +175,69 @@ def test_stalled_and_falling_behind_and_crash_loop_order() -> None:
 
 
 def test_every_verdict_links_a_runbook_section_that_exists() -> None:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "alerts", "runbook.md")) as f:
-        sections = {line[3:].strip().lower() for line in f if line.startswith("## ")}
-    assert set(ANCHORS.values()) <= sections
+    """Every kind of verdict but 'healthy' and 'no data' has a runbook section (executor loss included)."""
+    anchors = runbook_anchors()
+    assert "executor-lost" in anchors and ANCHORS["executor_lost"] == "executor-lost"
+    for kind in SEVERITY:
+        if kind in NO_RUNBOOK:
+            assert kind not in ANCHORS
+        else:
+            assert ANCHORS.get(kind) in anchors, kind
+
+
+# --- the recorded incident corpus (tests/fixtures/incidents), judged against its truth.json -----------
+SHOTS = screenshots_module()
+TRUTHS = SHOTS.incident_truths()
+
+
+@pytest.fixture(scope="module")
+def incidents_db(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("incidents") / "incidents.db")
+    SHOTS.replay_incidents(path)
+    return path
+
+
+def terminated_attributes(db: str, query_id: str, run_id: str) -> dict:
+    events = load_recent_events(db, query_id)
+    mine = events[(events.kind == "query_terminated") & (events.run_id == run_id)]
+    assert len(mine) == 1, (query_id, run_id)
+    return mine.attributes.iloc[0]
+
+
+@pytest.mark.parametrize("scenario", sorted(TRUTHS))
+def test_each_recorded_incident_gets_its_verdict_root_cause_and_runbook(incidents_db, scenario) -> None:
+    want = expected(scenario, TRUTHS[scenario])
+    found = verdicts(facts_of(incidents_db, want.query_id, now=time.time()))
+    top = found[0]
+    anchors = runbook_anchors()
+    if not want.alarming:
+        assert top.severity >= SEVERITY["stopped"], top
+    if want.kind is not None:
+        assert top.kind == want.kind, top
+        assert all(p in top.text for p in want.phrases), (top.text, want.phrases)
+        assert TRACEBACK_HEADER not in top.text and "Py4JException" not in top.text
+        assert top.anchor in anchors
+    if want.among is not None:
+        other = next(v for v in found if v.kind == want.among)
+        assert all(p in other.text for p in want.among_phrases), (other.text, want.among_phrases)
+        assert other.anchor in anchors
+    if want.root_cause is not None:
+        # the history keeps the signals' root cause, and the verdict shows it as the signals wrote it
+        attributes = terminated_attributes(incidents_db, want.query_id, want.failing_run_id)
+        assert want.root_cause in attributes["root_cause"]
+        assert top.root_cause == attributes["root_cause"] and attributes["root_cause"] in top.text
+
+
+def test_an_old_history_without_the_root_cause_attribute_falls_back_to_the_exception_text(incidents_db, tmp_path) -> None:
+    """Histories written before the signals carried ``root_cause``: the verdict still names the user's error."""
+    want = expected("crash_loop_503", TRUTHS["crash_loop_503"])
+    old = str(tmp_path / "old.db")
+    with sqlite3.connect(incidents_db) as src, sqlite3.connect(old) as dst:
+        src.backup(dst)
+        dst.execute("UPDATE events SET attributes = json_remove(attributes, '$.root_cause') WHERE kind = 'query_terminated'")
+    assert "root_cause" not in terminated_attributes(old, want.query_id, want.failing_run_id)
+    top = verdict(facts_of(old, want.query_id, now=time.time()))
+    assert top.kind == "crash_loop" and want.root_cause in top.text and TRACEBACK_HEADER not in top.text
 
 
 # --- history reads ------------------------------------------------------------------------------------

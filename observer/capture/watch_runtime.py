@@ -61,7 +61,7 @@ from observer.capture.eventlog_watch import (
 )
 from observer.capture.queue import CapturedEvent
 from observer.capture.task_log import EventLogSource, follow_event_log
-from observer.exporters.exposition import Families, QueryLines, join
+from observer.exporters.exposition import Families, QueryLines, join_parts
 from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.otel.config import otlp_enabled
 from observer.exporters.prometheus import histogram_text
@@ -273,6 +273,7 @@ class FleetObserver:
                 keyfile=s.tls_keyfile,
                 client_cafile=s.tls_client_cafile,
                 basic_auth=auth,
+                render_parts=self.exposition_parts,
             )
             log.info("spark-state-observer: watching %s; metrics at %s", ", ".join(self.watcher.dirs), self.server.url)
         if s.pushgateway_url:
@@ -458,7 +459,11 @@ class FleetObserver:
 
     # --- exposition ---------------------------------------------------------------------------------------
     def exposition(self) -> bytes:
-        """Every application's series, then the observer's own and the watcher's, in text format 0.0.4.
+        """Every application's series, then the observer's own and the watcher's, in text format 0.0.4."""
+        return b"".join(self.exposition_parts())
+
+    def exposition_parts(self) -> Iterator[bytes]:
+        """``exposition()`` one metric family at a time (the endpoint compresses them as they come).
 
         Two applications with the same name (a job restarted while its previous run is still within its
         grace period, or two running at once: a counted ``duplicate_name`` problem) would write the same
@@ -486,7 +491,8 @@ class FleetObserver:
         snapshot = self.self_metrics.snapshot(0, count)
         render_self(own, snapshot, self.static)
         render_watch(labelled(own, self.static), self.watcher.counts)
-        return join(queries, rest + own.lines()) + histogram_text(snapshot, self.static)
+        yield from join_parts(queries, rest + own.lines())
+        yield histogram_text(snapshot, self.static)
 
     def applications(self) -> dict[str, AppContext]:
         """The applications observed now, by log name."""

@@ -2,8 +2,9 @@
 
 prometheus-client's ``generate_latest`` formats every sample at every scrape (label-name validation,
 sorting, escaping, float formatting): about 1 s for 100 queries x 4 operators. Here a query's samples
-are formatted once per record version (``QueryRecord.version``), grouped by metric family, and a scrape
-joins the cached lines family by family, re-rendering only the queries that changed since the last one.
+are formatted once per record version (``QueryRecord.version``), grouped by metric family, and a
+rendering joins the cached lines family by family (``join_parts``), re-rendering only the queries that
+changed since the last one. The endpoint serves such renderings through ``observer.exporters.latest``.
 
 The text is what ``generate_latest`` prints for the same families: families in order of first
 appearance, ``# HELP``/``# TYPE`` once per family (counters as ``<name>_total``), then its samples in
@@ -17,7 +18,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache, partial
-from typing import Callable, Iterable, cast
+from typing import Callable, Iterable, Iterator, cast
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.exposition import UNDERSCORES, escape_label_name, escape_metric_name
@@ -182,15 +183,18 @@ class QueryLinesCache:
             return [(qid, e.totals + e.gauges + e.progress) for qid, e in entries.items()]
 
 
-def join(queries: Iterable[QueryLines], rest: QueryLines) -> bytes:
-    """The exposition of the queries' lines followed by ``rest``: each family's header once, then its lines."""
+def join_parts(queries: Iterable[QueryLines], rest: QueryLines) -> Iterator[bytes]:
+    """The exposition of the queries' lines followed by ``rest``, one family at a time: each family's header
+    once, then its lines, families in order of first appearance; the text is their concatenation.
+
+    The endpoint compresses the parts as they come: a fleet's 48 MB text is never held whole.
+    """
     by_family: dict[MetricSpec, list[bytes]] = {}
-    for lines in queries:
+    for lines in (*queries, rest):
         for spec, text in lines:
             parts = by_family.get(spec)
             if parts is None:
                 parts = by_family[spec] = [family(spec).header]
             parts.append(text)
-    for spec, text in rest:
-        by_family.setdefault(spec, [family(spec).header]).append(text)
-    return b"".join(part for parts in by_family.values() for part in parts)
+    for parts in by_family.values():
+        yield b"".join(parts)

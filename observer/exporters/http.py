@@ -13,20 +13,22 @@ traceback to the job's stderr.
 
 Both send the text format 0.0.4 from one render function (the collector's cached ``exposition()``):
 the endpoint whatever the client's Accept header asks for (Prometheus accepts it; OpenMetrics is not
-negotiated), the pusher as the body of its PUT.
+negotiated), from the newest rendering (``observer.exporters.latest``: gzipped once per rendering, and
+rendered ahead of the scrapes when rendering is slow; its age in a response header); the pusher renders
+afresh for each PUT.
 """
 
 from __future__ import annotations
 
 import base64
-import gzip
 import hmac
 import io
 import logging
 import socket
 import ssl
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qs, quote_plus, unquote, urlsplit, urlunsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -34,6 +36,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import basic_auth_handler, default_handler, gzip_accepted
 
+from observer.exporters.latest import AGE_HEADER, LatestExposition
 from observer.settings import redact_url
 
 log = logging.getLogger(__name__)
@@ -118,19 +121,14 @@ class _BoundedServer(WSGIServer):
         log.debug("spark-state-observer: /metrics request from %s failed", client_address)
 
 
-# zlib's fastest level: a fleet's 46 MB exposition (1,000 applications) compresses in ~0.1 s instead of
-# ~0.5 s at level 6 (~2 s at gzip.compress's default 9, prometheus-client's), for a body ~25% larger
-# (bench/render_scale.py --fleet); the scrape, not the bytes on the wire, is what limits one observer
-GZIP_LEVEL = 1
-
-
-def _text_app(render: Callable[[], bytes], registry: CollectorRegistry) -> WsgiApp:
-    """A GET serves ``render()`` as text format 0.0.4, gzipped if the client accepts it.
+def _text_app(render: Callable[[], bytes] | LatestExposition, registry: CollectorRegistry) -> WsgiApp:
+    """A GET serves the newest rendering of ``render`` as text format 0.0.4, gzipped if the client accepts it.
 
     Everything else (OPTIONS, other methods, /favicon.ico, ``name[]`` filters) is prometheus-client's
     own app over ``registry``, which holds the same metrics.
     """
     fallback = make_wsgi_app(registry)
+    latest = render if isinstance(render, LatestExposition) else LatestExposition(_one_part(render))
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Any:
         if (
@@ -139,15 +137,21 @@ def _text_app(render: Callable[[], bytes], registry: CollectorRegistry) -> WsgiA
             or "name[]" in parse_qs(environ.get("QUERY_STRING", ""))
         ):
             return fallback(environ, start_response)
-        body = render()
-        headers = [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4)]
+        rendered = latest.get()
+        headers = [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4), (AGE_HEADER, f"{max(0.0, time.monotonic() - rendered.began):.3f}")]
         if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", "")):
-            body = gzip.compress(body, compresslevel=GZIP_LEVEL)
+            body = rendered.gzipped
             headers.append(("Content-Encoding", "gzip"))
+        else:
+            body = rendered.text()
         start_response("200 OK", headers)
         return [body]
 
     return app
+
+
+def _one_part(render: Callable[[], bytes]) -> Callable[[], Iterable[bytes]]:
+    return lambda: (render(),)
 
 
 def _with_basic_auth(app: WsgiApp, user: str, password: str) -> WsgiApp:
@@ -165,7 +169,11 @@ def _with_basic_auth(app: WsgiApp, user: str, password: str) -> WsgiApp:
 
 
 class MetricsServer:
-    """Serves ``render()`` on http(s)://host:port/metrics in a daemon thread (see ``_text_app``)."""
+    """Serves ``render()`` on http(s)://host:port/metrics in a daemon thread (see ``_text_app``).
+
+    ``render_parts``, when given, renders the same text in parts (compressed as they come, so the whole
+    text is never held); ``latest`` holds the newest rendering (``observer.exporters.latest``).
+    """
 
     def __init__(
         self,
@@ -178,8 +186,10 @@ class MetricsServer:
         keyfile: str = "",
         client_cafile: str = "",
         basic_auth: tuple[str, str] | None = None,
+        render_parts: Callable[[], Iterable[bytes]] | None = None,
     ) -> None:
-        app = _text_app(render, registry)
+        self.latest = LatestExposition(render_parts or _one_part(render))
+        app = _text_app(self.latest, registry)
         if basic_auth:
             app = _with_basic_auth(app, *basic_auth)
         try:
@@ -214,10 +224,15 @@ class MetricsServer:
         """Connections closed at once because ``MAX_CONNECTIONS`` were being served."""
         return self._httpd.rejected
 
+    def invalidate(self) -> None:
+        """The next GET shows every change made so far (see ``LatestExposition.invalidate``)."""
+        self.latest.invalidate()
+
     def stop(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
+        self.latest.close()
 
 
 def push_url(gateway: str, job: str, grouping_key: dict[str, str]) -> str:

@@ -11,13 +11,13 @@ metric families, for its WSGI app (``name[]`` filters, other methods) and for an
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from observer.exporters.exposition import Families, QueryLines, QueryLinesCache, family, join
+from observer.exporters.exposition import Families, QueryLines, QueryLinesCache, family, join_parts
 from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.samples import render_app, render_self, render_state
 from observer.metrics import catalog
@@ -61,7 +61,11 @@ class StateCollector(Collector):
         return iter(metrics + histograms(self._view.self_snapshot(), static))
 
     def exposition(self) -> bytes:
-        """This collector's metrics in text format 0.0.4 (what the endpoint serves and the Pushgateway gets).
+        """This collector's metrics in text format 0.0.4 (what the endpoint serves and the Pushgateway gets)."""
+        return b"".join(self.exposition_parts())
+
+    def exposition_parts(self) -> Iterable[bytes]:
+        """``exposition()`` one family at a time, for the endpoint to compress as the parts come.
 
         Query lines come from the cache; the application-wide and self-metrics, a few dozen lines that
         change at every event, are rendered each time.
@@ -71,7 +75,8 @@ class StateCollector(Collector):
         rest = Families()
         static = self._view.identity.static
         render_self(rest, self._view.self_snapshot(), static)
-        return join(queries, app + rest.lines()) + histogram_text(self._view.self_snapshot(), static)
+        yield from join_parts(queries, app + rest.lines())
+        yield histogram_text(self._view.self_snapshot(), static)
 
     def application_lines(self) -> tuple[list[tuple[str, QueryLines]], QueryLines]:
         """The application's part of the exposition without the observer's own series: each query's id and
@@ -146,6 +151,7 @@ class PrometheusSink:
                 keyfile=s.tls_keyfile,
                 client_cafile=s.tls_client_cafile,
                 basic_auth=auth,
+                render_parts=self.collector.exposition_parts,
             )
             log.info("spark-state-observer: metrics at %s", self.server.url)
         if s.pushgateway_url:
@@ -171,7 +177,9 @@ class PrometheusSink:
             self.collector.prerender()
 
     def flush(self) -> None:
-        """Nothing is buffered: every scrape and push reads the current state."""
+        """Nothing is buffered; the endpoint's next GET shows every event processed so far (no rendering ahead of it)."""
+        if self.server is not None:
+            self.server.invalidate()
 
     def close(self) -> None:
         if self.pusher is not None:

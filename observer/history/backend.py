@@ -40,6 +40,23 @@ def upsert_sql(table: str, greatest: str) -> str:
     )
 
 
+RESTAMPED_TABLES = ("operators", "partitions")  # the tables keyed by the batch's ts (schema migration 4)
+
+
+def restamp_sql(table: str) -> str:
+    """Delete a batch's ``table`` rows at the ts its batch row has now (parameters: query, run, batch,
+    query, run, batch); run for batches about to be written with another ts (``PendingRows.restamped``)
+    before the new rows go in. A seek on the (query, ts) key prefix."""
+    return (
+        f"DELETE FROM {table} WHERE query_id = ? AND run_id = ? AND batch_id = ? AND ts IN "
+        "(SELECT ts FROM batches WHERE query_id = ? AND run_id = ? AND batch_id = ?)"
+    )
+
+
+def restamp_params(pending: PendingRows) -> list[tuple[Any, ...]]:
+    return [(*key, *key) for key in pending.restamped]
+
+
 class Backend(ABC):
     """One open history database. Not thread-safe: one writer thread (or one reader call) uses it."""
 

@@ -2,8 +2,9 @@
 
 ``path`` is any history location (``observer.history.url``). Each loader opens the database read-only
 (SQLite ``mode=ro``, a PostgreSQL read-only session), so a browser never takes a write lock from the
-job, and reads through the ``(query_id, ts)`` indexes: the last hour of one query is a range scan
-however many batches the database holds. The SQL is the subset both dialects share; the two places
+job, and reads through the ``(query_id, ts)`` keys and indexes: the last hour of one query is a range
+scan however many batches the database holds (on SQLite the batches' one also holds the columns read here
+but the raw progress: schema migration 4). The SQL is the subset both dialects share; the two places
 they differ (JSON fields, time buckets) come from the backend.
 """
 
@@ -29,7 +30,10 @@ def _dialect(path: str) -> Backend:
     return open_backend(path, readonly=True)
 
 
-def _range(query_id: str, since: float | None, until: float | None, run_id: str | None) -> tuple[str, tuple[Any, ...]]:
+def _range(query_id: str, since: float | None, until: float | None, run_id: str | None, child: bool = False) -> tuple[str, tuple[Any, ...]]:
+    """The WHERE clause of a query's rows in a time range and run. ``child``: operators and partitions, keyed
+    by (query, ts, run, ...) since schema 4, find a run's rows at its batches' times (a key seek each)
+    instead of reading every row of the query."""
     where: list[str] = ["query_id = ?"]
     params: list[Any] = [query_id]
     if since is not None:
@@ -41,6 +45,14 @@ def _range(query_id: str, since: float | None, until: float | None, run_id: str 
     if run_id is not None:
         where.append("run_id = ?")
         params.append(run_id)
+        # batch_id >= the least long: always true; keeps the planner on the (query, run, batch) key, reading
+        # the run's batches, rather than scanning every batch of the query in its ts index
+        if child:
+            where.append("ts IN (SELECT ts FROM batches WHERE query_id = ? AND run_id = ? AND batch_id >= ?)")
+            params += [query_id, run_id, -(2**63)]
+        else:
+            where.append("batch_id >= ?")
+            params.append(-(2**63))
     return " AND ".join(where), tuple(params)
 
 
@@ -87,14 +99,14 @@ def load_batch(path: str, query_id: str, run_id: str, batch_id: int) -> dict[str
 def load_operators(
     path: str, query_id: str, since: float | None = None, until: float | None = None, run_id: str | None = None
 ) -> pd.DataFrame:
-    where, params = _range(query_id, since, until, run_id)
+    where, params = _range(query_id, since, until, run_id, child=True)
     return _frame(path, f"SELECT * FROM operators WHERE {where} ORDER BY ts, op_index", params)
 
 
 def load_partitions(
     path: str, query_id: str, since: float | None = None, until: float | None = None, run_id: str | None = None
 ) -> pd.DataFrame:
-    where, params = _range(query_id, since, until, run_id)
+    where, params = _range(query_id, since, until, run_id, child=True)
     return _frame(path, f"SELECT * FROM partitions WHERE {where} ORDER BY ts, op_index, partition", params)
 
 
@@ -202,7 +214,7 @@ def load_operator_series(
     path: str, query_id: str, since: float | None = None, until: float | None = None, run_id: str | None = None, max_points: int = 2000
 ) -> pd.DataFrame:
     """Operator figures per time bucket: state rows and memory (max), rows updated/removed/dropped (sum)."""
-    where, params = _range(query_id, since, until, run_id)
+    where, params = _range(query_id, since, until, run_id, child=True)
     group, gparams = _bucket(path, "operators", where, params, max_points)
     return _frame(
         path,
@@ -224,7 +236,7 @@ def load_partition_lag(
     The store's version after batch ``b`` is ``b + 1``; ``SnapshotLastUploaded`` is -1 before the first
     upload, so an instance that never uploaded lags by every version it has.
     """
-    where, params = _range(query_id, since, until, run_id)
+    where, params = _range(query_id, since, until, run_id, child=True)
     group, gparams = _bucket(path, "partitions", where, params, buckets)
     return _frame(
         path,

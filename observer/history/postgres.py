@@ -19,9 +19,9 @@ from typing import Any, ClassVar, Iterator
 import psycopg
 from psycopg import conninfo
 
-from observer.history.backend import Backend, HistoryError, upsert_sql
+from observer.history.backend import RESTAMPED_TABLES, Backend, HistoryError, restamp_params, restamp_sql, upsert_sql
 from observer.history.rows import COLUMNS, KEYS, PendingRows
-from observer.history.schema import MIGRATIONS, POSTGRES_TYPES, newer_error, render
+from observer.history.schema import MIGRATIONS, POSTGRES_TYPES, column_types, newer_error, render
 from observer.history.url import HistoryTarget, scrub
 
 CONNECT_TIMEOUT_SECONDS = 5
@@ -29,6 +29,9 @@ STATEMENT_TIMEOUT_MS = 60_000
 MIGRATION_LOCK = 0x5350_4B48_0001  # advisory lock keys of this project ("SPKH")
 RETENTION_LOCK = 0x5350_4B48_0002
 STAGED = ("batches", "operators", "partitions", "placements")
+# binary COPY: numbers travel as 8 bytes instead of decimal text (no float formatting in the writer, no parsing
+# on the server: a fifth less server CPU and a third less writer CPU per progress event, bench/history_pg.py)
+_COPY_TYPES = {"{real}": "float8", "{int}": "int8", "TEXT": "text"}
 _DEFAULTS = {
     "connect_timeout": str(CONNECT_TIMEOUT_SECONDS),
     "application_name": "spark-state-observer",
@@ -84,8 +87,10 @@ class PostgresBackend(Backend):
             raise HistoryError(f"history database {target.display}: not a usable PostgreSQL URL ({reason})") from None
         cols = {t: ", ".join(COLUMNS[t]) for t in COLUMNS}
         self._key_of = {t: operator.itemgetter(*(COLUMNS[t].index(c) for c in KEYS[t])) for t in STAGED}
-        self._copy = {t: f"COPY {'stage_' + t if t in STAGED else t} ({cols[t]}) FROM STDIN" for t in STAGED + ("events",)}
-        self._direct = {t: f"COPY {t} ({cols[t]}) FROM STDIN" for t in STAGED}
+        types = column_types()
+        self._types = {t: [_COPY_TYPES[types[c]] for c in COLUMNS[t]] for t in STAGED + ("events",)}
+        self._copy = {t: f"COPY {'stage_' + t if t in STAGED else t} ({cols[t]}) FROM STDIN (FORMAT BINARY)" for t in STAGED + ("events",)}
+        self._direct = {t: f"COPY {t} ({cols[t]}) FROM STDIN (FORMAT BINARY)" for t in STAGED}
         self._merge = {}
         for t in STAGED:
             key = ", ".join(KEYS[t])
@@ -154,6 +159,9 @@ class PostgresBackend(Backend):
                     cur.executemany(self._UPSERT["queries"], sorted(pending.queries.values()))
                 if pending.runs:
                     cur.executemany(self._UPSERT["runs"], sorted(pending.run_rows(), key=operator.itemgetter(0)))
+                if pending.restamped:
+                    for t in RESTAMPED_TABLES:
+                        cur.executemany(restamp_sql(t).replace("?", "%s"), restamp_params(pending))
                 for t in STAGED:
                     if pending.facts[t]:
                         self._write_facts(conn, cur, t, pending.facts[t])
@@ -176,9 +184,9 @@ class PostgresBackend(Backend):
         self._copy_rows(cur, self._copy[table], unique)
         cur.execute(self._merge[table])
 
-    @staticmethod
-    def _copy_rows(cur: psycopg.Cursor[Any], sql: str, rows: list[tuple[Any, ...]]) -> None:
+    def _copy_rows(self, cur: psycopg.Cursor[Any], sql: str, rows: list[tuple[Any, ...]]) -> None:
         with cur.copy(sql) as copy:
+            copy.set_types(self._types[sql.split()[1].removeprefix("stage_")])
             write = copy.write_row
             for row in rows:
                 write(row)

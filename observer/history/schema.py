@@ -1,7 +1,7 @@
 """The history database's schema, as an ordered list of migrations shared by SQLite and PostgreSQL.
 
-Each migration is written once with ``{real}``, ``{int}`` and ``{serial}`` for the types the two
-dialects spell differently (``render``). On SQLite ``PRAGMA user_version`` holds the number applied
+Each migration is written once with ``{real}``, ``{int}``, ``{serial}``, ``{clustered}`` and
+``{batches_by_time}`` for what the two dialects spell or do differently (``render``). On SQLite ``PRAGMA user_version`` holds the number applied
 (``migrate`` below); PostgreSQL keeps it in a table (``observer.history.postgres``). Opening a database
 applies the missing ones, so an older history is upgraded in place and a newer one is refused rather
 than misread.
@@ -9,6 +9,7 @@ than misread.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 MIGRATIONS: tuple[str, ...] = (
@@ -81,6 +82,36 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX placements_query_ts ON placements (query_id, ts);
     """,
+    # 4: operator and partition rows kept in (query, time) order in one B-tree (SQLite: WITHOUT ROWID; PostgreSQL:
+    # the primary key is the one index): one structure written per row instead of three, and the browser's
+    # reads (a query's time range) are range scans of it. ts is part of the key; a batch's rows share its ts,
+    # so the key is as unique as (query, run, batch, ...) was (observer.history.rows.KEYS). On SQLite the batches'
+    # (query, ts) index also holds every column the browser's batch reads take but the raw progress, so those
+    # reads never touch the table's pages (each holds several 4 kB progress documents)
+    """
+    CREATE TABLE operators_v4 (
+        query_id TEXT NOT NULL, run_id TEXT NOT NULL, batch_id {int} NOT NULL, ts {real} NOT NULL,
+        op_index {int} NOT NULL, op_name TEXT, provider TEXT, rows_total {real}, rows_updated {real},
+        rows_removed {real}, rows_dropped_by_watermark {real}, memory_bytes {real}, commit_ms {real},
+        store_instances {real}, shuffle_partitions {real}, app TEXT, app_id TEXT,
+        PRIMARY KEY (query_id, ts, run_id, batch_id, op_index)
+    ){clustered};
+    INSERT INTO operators_v4 SELECT query_id, run_id, batch_id, ts, op_index, op_name, provider, rows_total, rows_updated,
+        rows_removed, rows_dropped_by_watermark, memory_bytes, commit_ms, store_instances, shuffle_partitions, app, app_id
+        FROM operators ORDER BY query_id, ts, run_id, batch_id, op_index;
+    DROP TABLE operators;
+    ALTER TABLE operators_v4 RENAME TO operators;
+    CREATE TABLE partitions_v4 (
+        query_id TEXT NOT NULL, run_id TEXT NOT NULL, batch_id {int} NOT NULL, ts {real} NOT NULL,
+        op_index {int} NOT NULL, partition {int} NOT NULL, store TEXT NOT NULL, snapshot_version {real}, app TEXT, app_id TEXT,
+        PRIMARY KEY (query_id, ts, run_id, batch_id, op_index, partition, store)
+    ){clustered};
+    INSERT INTO partitions_v4 SELECT query_id, run_id, batch_id, ts, op_index, partition, store, snapshot_version, app, app_id
+        FROM partitions ORDER BY query_id, ts, run_id, batch_id, op_index, partition, store;
+    DROP TABLE partitions;
+    ALTER TABLE partitions_v4 RENAME TO partitions;
+    {batches_by_time}
+    """,
 )
 
 
@@ -88,13 +119,31 @@ class SchemaError(RuntimeError):
     """The file is not a history database this version can use."""
 
 
-SQLITE_TYPES = {"real": "REAL", "int": "INTEGER", "serial": "INTEGER PRIMARY KEY AUTOINCREMENT"}
-POSTGRES_TYPES = {"real": "DOUBLE PRECISION", "int": "BIGINT", "serial": "BIGSERIAL PRIMARY KEY"}
+BATCH_READ_COLUMNS = "query_id, ts, run_id, batch_id, duration_ms, input_rows, input_rps, processed_rps, watermark, state_rows, state_memory_bytes, durations"
+SQLITE_TYPES = {
+    "real": "REAL",
+    "int": "INTEGER",
+    "serial": "INTEGER PRIMARY KEY AUTOINCREMENT",
+    "clustered": " WITHOUT ROWID",
+    "batches_by_time": f"DROP INDEX batches_query_ts; CREATE INDEX batches_query_ts ON batches ({BATCH_READ_COLUMNS});",
+}
+POSTGRES_TYPES = {"real": "DOUBLE PRECISION", "int": "BIGINT", "serial": "BIGSERIAL PRIMARY KEY", "clustered": "", "batches_by_time": ""}
 
 
 def render(number: int, types: dict[str, str]) -> str:
     """Migration ``number`` (0-based) in one dialect."""
     return MIGRATIONS[number].format(**types)
+
+
+def column_types() -> dict[str, str]:
+    """Each column's type as the migrations write it (``{real}``, ``{int}`` or ``TEXT``): a name has one type in
+    every table. PostgreSQL's binary ``COPY`` sends each value in its column's type."""
+    types: dict[str, str] = {}
+    for migration in MIGRATIONS:
+        for name, kind in re.findall(r"(\w+) (\{real\}|\{int\}|TEXT)", migration):
+            if types.setdefault(name, kind) != kind:
+                raise SchemaError(f"column {name} is {types[name]} in one table and {kind} in another")
+    return types
 
 
 def newer_error(version: int) -> SchemaError:
@@ -126,6 +175,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite has already rolled back after some errors (a full disk)
+            conn.execute("ROLLBACK")
         raise
     return len(MIGRATIONS)

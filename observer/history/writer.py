@@ -128,8 +128,8 @@ class BackgroundWriter:
         if buf.rows <= MAX_ROWS_PER_WRITE:
             self._buffer = PendingRows()
             return buf
-        chunk = PendingRows(queries=buf.queries, runs=buf.runs)
-        buf.queries, buf.runs = {}, {}
+        chunk = PendingRows(queries=buf.queries, runs=buf.runs, restamped=buf.restamped)
+        buf.queries, buf.runs, buf.restamped = {}, {}, []
         room = MAX_ROWS_PER_WRITE
         # a batch's operator and partition rows may go in a later write than the batch row: each write
         # is idempotent (keys replace), so a split costs nothing but order

@@ -26,15 +26,46 @@ DEFAULT_LIMITS: dict[str, int] = {PHASE: 32, SOURCE: 32, OPERATOR: 64, METRIC: 2
 
 
 class LabelBudget:
-    """The label values one query may use, least recently used first."""
+    """The label values one query may use, least recently used first.
+
+    Two shortcuts keep it off the ingest profile (it was ~12 % of it), both exact: ``allows`` answers from a
+    memo that any change to the kept values clears, and a batch that uses the same values in the same order
+    as the previous one (the common case) is not admitted value by value: after a batch with nothing refused
+    that order is already the kept one, so only the batch each value was last used in would change, and that
+    is written when it is next read (the next different batch, or a copy).
+    """
 
     def __init__(self, limits: dict[str, int] | None = None) -> None:
         self._limits = dict(DEFAULT_LIMITS if limits is None else limits)
         self._values: dict[str, OrderedDict[str, int]] = {name: OrderedDict() for name in self._limits}
         self.dropped = 0  # values forgotten or refused
+        self._allowed: dict[Labels, bool] = {}  # allows() per label set, while the kept values stay the same
+        self._repeat: list[tuple[str, str]] | None = None  # the last batch's uses, when repeating it changes nothing...
+        self._repeat_batch = 0  # ...and the latest batch that used exactly those (not yet written to ``_values``)
 
     def admit(self, label: str, value: str, batch: int) -> tuple[bool, str | None]:
         """Use ``value`` of ``label`` in ``batch``: (admitted, the value it displaced, if any)."""
+        self._catch_up()
+        self._repeat = None
+        return self._admit(label, value, batch)
+
+    def admit_batch(self, uses: list[tuple[str, str]], batch: int) -> list[tuple[str, str]]:
+        """``admit`` every ``(label, value)`` of one batch, in order; the ``(label, value)`` pairs displaced."""
+        if uses == self._repeat:
+            self._repeat_batch = batch
+            return []
+        self._catch_up()
+        displaced: list[tuple[str, str]] = []
+        refused = False
+        for label, value in uses:
+            admitted, evicted = self._admit(label, value, batch)
+            refused = refused or not admitted
+            if evicted is not None:
+                displaced.append((label, evicted))
+        self._repeat, self._repeat_batch = (None if refused else uses), batch
+        return displaced
+
+    def _admit(self, label: str, value: str, batch: int) -> tuple[bool, str | None]:
         values = self._values.get(label)
         if values is None:
             return True, None
@@ -51,10 +82,27 @@ class LabelBudget:
             del values[oldest]
             evicted = oldest
         values[value] = batch
+        self._allowed.clear()
         return True, evicted
+
+    def _catch_up(self) -> None:
+        """Write the batch a repeated use list was last used in (the values are in place and in order already)."""
+        if self._repeat is not None:
+            for label, value in self._repeat:
+                values = self._values.get(label)
+                if values is not None:
+                    values[value] = self._repeat_batch
 
     def allows(self, labels: Labels) -> bool:
         """Whether every bounded label of ``labels`` holds an admitted value (series to keep or render)."""
+        known = self._allowed.get(labels)
+        if known is None:
+            known = self._allowed[labels] = self._allows(labels)
+            if len(self._allowed) > 4096:  # label sets of series long gone: start over rather than grow
+                self._allowed = {labels: known}
+        return known
+
+    def _allows(self, labels: Labels) -> bool:
         for name, value in labels:
             values = self._values.get(name)
             if values is not None and value not in values:
@@ -67,6 +115,7 @@ class LabelBudget:
 
     def copy(self) -> LabelBudget:
         """An independent copy, for a snapshot exporters read while the worker goes on."""
+        self._catch_up()
         clone = LabelBudget(self._limits)
         clone._values = {name: OrderedDict(values) for name, values in self._values.items()}
         clone.dropped = self.dropped

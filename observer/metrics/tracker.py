@@ -10,17 +10,19 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import math
+import operator
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from observer.metrics import catalog
 from observer.metrics.catalog import COUNTER, MetricSpec
 from observer.metrics.labels import METRIC, OPERATOR, PHASE, SOURCE, LabelBudget
 from observer.metrics.updates import Labels, Update
 from observer.model import kinds
-from observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
+from observer.model.events import Event, OperatorProgress, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from observer.model.fields import OPERATOR_FIELDS
 
 __all__ = ["Labels", "QueryRecord", "QueryTracker", "operator_labels", "source_labels"]
@@ -38,7 +40,7 @@ class QueryRecord:
     exception: str | None = None
     starts: int = 0
     terminations: dict[str, int] = field(default_factory=dict)
-    counters: dict[SeriesKey, float] = field(default_factory=dict)
+    _counters: dict[SeriesKey, float] = field(default_factory=dict, repr=False)  # read through ``counters``
     # derived by the signals: gauges beyond the catalog's per-field ones
     signal_gauges: dict[SeriesKey, float] = field(default_factory=dict)
     touched: float = field(default_factory=time.monotonic)
@@ -50,19 +52,43 @@ class QueryRecord:
     state_version: int = 0
     labels: LabelBudget = field(default_factory=LabelBudget)
     batches_seen: int = 0
+    # Per operator, the totals of its counters while ``_accumulate`` adds to them in bulk, in the order of
+    # its plan's keys: those series' values in ``_counters`` are stale until written back, which every read
+    # of ``counters`` (and every copy) does. A key is in one block at most.
+    _blocks: dict[_OperatorPlan, list[float]] = field(default_factory=dict, repr=False)
 
     @property
     def label(self) -> str:
         """The ``query`` label: the query's name, falling back to its id."""
         return self.name or self.query_id
 
+    @property
+    def counters(self) -> dict[SeriesKey, float]:
+        """The running totals by series, in the order the series were created."""
+        self._write_back()
+        return self._counters
+
     def add(self, spec: MetricSpec, labels: Labels, value: float | None) -> None:
         """Add to a counter; a zero creates it, so rate() and increase() see its first real increment."""
         if value is not None and value >= 0:
+            self._settle()
             key = (spec, labels)
-            self.counters[key] = self.counters.get(key, 0.0) + value
+            self._counters[key] = self._counters.get(key, 0.0) + value
+
+    def _write_back(self) -> None:
+        """Bring ``_counters`` up to date with the operators' bulk totals."""
+        for plan, totals in self._blocks.items():
+            self._counters.update(zip(plan.keys, totals))
+
+    def _settle(self, labels: Labels | None = None) -> None:
+        """Write back and drop the bulk totals (of the operator with ``labels`` only, if given: the blocks of
+        other operators hold other series) before ``_counters`` is changed otherwise; ``_accumulate`` builds
+        them again from it."""
+        for plan in [plan for plan in self._blocks if labels is None or plan.labels == labels]:
+            self._counters.update(zip(plan.keys, self._blocks.pop(plan)))
 
 
+@functools.lru_cache(maxsize=4096)  # every rule asks for them per operator and batch; names come from the job: bounded
 def operator_labels(index: int, name: str) -> Labels:
     return (("operator_index", str(index)), ("operator", name))
 
@@ -120,26 +146,40 @@ class QueryTracker:
         (``query_id`` None) are kept apart from every query.
         """
         with self._lock:
+            looked_up: str | None = None  # an event's updates are all of its query: looked up once
+            record: QueryRecord | None = None
+            checked: Labels | None = None  # a rule sets several series of one operator: its labels are checked once
+            allowed = False
             for u in updates:
-                key = (u.spec, u.labels)
-                if u.query_id is None:
+                spec, labels, value, query_id = u
+                key = (spec, labels)
+                if query_id is None:
                     self._apply_app(key, u)
                     continue
-                record = self._queries.get(u.query_id)
-                if record is None or not record.labels.allows(u.labels):
+                if query_id != looked_up:
+                    looked_up, record, checked = query_id, self._queries.get(query_id), None
+                if record is None:
                     continue
-                if u.spec.kind == COUNTER:
-                    amount = u.value or 0.0
-                    if key not in record.counters or amount:
-                        record.counters[key] = record.counters.get(key, 0.0) + amount
+                if labels is not checked:  # the budget does not change while updates are applied
+                    checked, allowed = labels, record.labels.allows(labels)
+                if not allowed:
+                    continue
+                if spec.kind == COUNTER:
+                    amount = value or 0.0
+                    if spec in _BULK_SPECS:  # never so far: the signals count in series of their own
+                        record._settle()
+                    counters = record._counters
+                    if key not in counters or amount:
+                        counters[key] = counters.get(key, 0.0) + amount
                         record.version = record.state_version = next(self._versions)
                     continue
-                before = record.signal_gauges.get(key)
-                if u.value is None:
-                    record.signal_gauges.pop(key, None)
+                gauges = record.signal_gauges
+                before = gauges.get(key)
+                if value is None:
+                    gauges.pop(key, None)
                 else:
-                    record.signal_gauges[key] = u.value
-                if before != u.value or type(before) is not type(u.value):  # ticks mostly re-set the same value: nothing to re-render then
+                    gauges[key] = value
+                if before != value or type(before) is not type(value):  # ticks mostly re-set the same value: nothing to re-render then
                     record.version = next(self._versions)
 
     def _apply_app(self, key: SeriesKey, u: Update) -> None:
@@ -153,31 +193,21 @@ class QueryTracker:
     def _admit_labels(self, record: QueryRecord, p: QueryProgress) -> None:
         """Admit this batch's label values to the query's budget; drop the series of values it displaces."""
         record.batches_seen += 1
-        budget, batch, before = record.labels, record.batches_seen, record.labels.dropped
-        evicted: list[tuple[str, str]] = []
-
-        def use(label: str, value: str) -> None:
-            _, displaced = budget.admit(label, value, batch)
-            if displaced is not None:
-                evicted.append((label, displaced))
-
-        for phase in p.duration_ms:
-            use(PHASE, phase)
+        budget, before = record.labels, record.labels.dropped
+        uses = [(PHASE, phase) for phase in p.duration_ms]
         for src in p.sources:
-            use(SOURCE, source_labels(src.index, src.description)[1][1])
-            for key in src.metrics:
-                if key not in catalog.KAFKA_LAG_KEYS:
-                    use(METRIC, key)
+            uses.append((SOURCE, source_labels(src.index, src.description)[1][1]))
+            uses += [(METRIC, key) for key in src.metrics if key not in catalog.KAFKA_LAG_KEYS]
         for op in p.operators:
-            use(OPERATOR, op.name)
-            for key in op.custom:
-                if key not in catalog.CUSTOM_BY_KEY:
-                    use(METRIC, key)
-            for prefix in {m.prefix for m in op.instances} - catalog.KNOWN_INSTANCE_PREFIXES:
-                use(METRIC, prefix)
+            uses.append((OPERATOR, op.name))
+            uses += _unknown_custom(tuple(op.custom))
+            if op.instances:
+                uses += [(METRIC, prefix) for prefix in {m.prefix for m in op.instances} - catalog.KNOWN_INSTANCE_PREFIXES]
+        evicted = budget.admit_batch(uses, record.batches_seen)
         if evicted:
             gone = set(evicted)
-            for series in (record.counters, record.signal_gauges):
+            record._settle()
+            for series in (record._counters, record.signal_gauges):
                 for stale in [k for k in series if any(pair in gone for pair in k[1])]:
                     del series[stale]
         self.label_values_dropped += budget.dropped - before
@@ -221,7 +251,8 @@ class QueryTracker:
 def _copy_record(r: QueryRecord) -> QueryRecord:
     clone = copy.copy(r)
     clone.terminations = dict(r.terminations)
-    clone.counters = dict(r.counters)
+    clone._counters = dict(r.counters)
+    clone._blocks = {}
     clone.signal_gauges = dict(r.signal_gauges)
     clone.labels = r.labels.copy()
     return clone
@@ -230,48 +261,82 @@ def _copy_record(r: QueryRecord) -> QueryRecord:
 def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
     """Add this batch's per-batch amounts to the record's ``_total`` counters.
 
-    The hot path of ingest (~80 counters per event of a two-operator RocksDB query): series keys come
-    from caches instead of being built per value, and a zero is added only where it creates the series
-    (adding it to an existing one changes nothing).
+    The hot path of ingest (~80 counters per event of a two-operator RocksDB query). Per operator (and for
+    the phases) the series keys, scales and value getters come from a plan cached by the names the event
+    carries, and the amounts are added in bulk (``_add_many``); a zero is added only where it creates the
+    series (adding it to an existing one changes nothing).
     """
-    counters = record.counters
+    counters = record._counters
     _add(counters, _BATCHES_KEY, 1.0)
     if p.batch_duration_ms is not None:
         _add(counters, _BATCH_SECONDS_KEY, p.batch_duration_ms * catalog.BATCH_SECONDS.scale)
     _add(counters, _INPUT_ROWS_KEY, p.input_rows)
     allows = record.labels.allows  # the query's label budget: a value it dropped or refused makes no series
-    for phase, ms in p.duration_ms.items():
-        key = _phase_key(phase)
-        if allows(key[1]):
-            _add(counters, key, ms * catalog.PHASE_SECONDS.scale)
+    if p.duration_ms:
+        phase_keys, phase_labels, phase_scales = _phase_plan(tuple(p.duration_ms))
+        if all(map(allows, phase_labels)):
+            _add_many(counters, phase_keys, list(p.duration_ms.values()), phase_scales)
+        else:
+            for key, ms in zip(phase_keys, p.duration_ms.values()):
+                if allows(key[1]):
+                    _add(counters, key, ms * catalog.PHASE_SECONDS.scale)
     for src in p.sources:
         labels = source_labels(src.index, src.description)
         if allows(labels):
             _add(counters, (catalog.SOURCE_INPUT_ROWS, labels), src.input_rows)
     if p.sink is not None:
         _add(counters, _SINK_OUTPUT_ROWS_KEY, p.sink.output_rows)
+    blocks = record._blocks
     for op in p.operators:
-        labels, fields, custom_keys = _operator_keys(op.index, op.name)
-        if not allows(labels):
+        plan, bulk = _operator_plans(op.index, op.name, tuple(op.custom))
+        if not allows(plan.labels):
             continue
-        for attr, scale, key in fields:
-            value = getattr(op, attr)
-            if value is not None:
-                _add(counters, key, value * scale)
-        for name, value in op.custom.items():  # _add inlined: ~40 per operator
-            found = custom_keys.get(name)
-            if found is not None:
-                amount, key = value * found[0], found[1]
-                if amount > 0:
-                    counters[key] = counters.get(key, 0.0) + amount
-                elif amount == 0 and key not in counters:
-                    counters[key] = 0.0
+        custom = op.custom
+        totals = blocks.get(bulk)
+        if totals is not None:
+            values = [*bulk.fields(op), *map(custom.__getitem__, bulk.custom_keys)]
+            if _addable(values):
+                totals[:] = map(operator.add, totals, map(operator.mul, values, bulk.scales))  # no None: _addable
+                continue
+        record._settle(plan.labels)  # a new plan (first batch, other metric names), or values to take one by one
+        _add_many(counters, plan.keys, [*plan.fields(op), *map(custom.__getitem__, plan.custom_keys)], plan.scales)
+        if all(map(counters.__contains__, bulk.keys)):
+            blocks[bulk] = list(map(counters.__getitem__, bulk.keys))
 
 
 def _add(counters: dict[SeriesKey, float], key: SeriesKey, value: float | None) -> None:
     """``QueryRecord.add`` for a key already built."""
     if value is not None and value >= 0 and (value or key not in counters):
         counters[key] = counters.get(key, 0.0) + value
+
+
+def _add_many(counters: dict[SeriesKey, float], keys: tuple[SeriesKey, ...], values: list[float | None], scales: tuple[float, ...]) -> None:
+    """``_add(counters, key, value * scale)`` for each key, value and scale, in that order.
+
+    In bulk (each step a C loop) when every series exists and every value is a finite number >= 0, where
+    adding a zero changes nothing, so adding every amount gives what adding the positive ones gives; else
+    value by value. Either way each total is ``total + value * scale``, the same float operations.
+    """
+    if _addable(values):
+        try:
+            totals = list(map(counters.__getitem__, keys))  # all of them before any is written
+        except KeyError:
+            pass  # a series to create: value by value, in order, as the reference does
+        else:
+            counters.update(zip(keys, map(operator.add, totals, map(operator.mul, values, scales))))
+            return
+    for key, value, scale in zip(keys, values, scales):
+        if value is not None:
+            _add(counters, key, value * scale)
+
+
+def _addable(values: list[float | None]) -> bool:
+    """Whether adding ``value * scale`` for every value gives what ``_add`` gives for each: no None, nothing
+    negative, NaN or infinite (then a zero amount adds nothing to an existing total). C loops only."""
+    try:
+        return min(values, default=0.0) >= 0 and math.isfinite(sum(values))  # type: ignore[type-var,operator,arg-type]
+    except TypeError:  # a None among them (compared with a number, or alone)
+        return False
 
 
 _OPERATOR_COUNTERS = tuple((OPERATOR_FIELDS[s.key], s) for s in catalog.OPERATOR_METRICS if s.kind == COUNTER)
@@ -282,17 +347,52 @@ _INPUT_ROWS_KEY: SeriesKey = (catalog.INPUT_ROWS, ())
 _SINK_OUTPUT_ROWS_KEY: SeriesKey = (catalog.SINK_OUTPUT_ROWS, ())
 
 
+@functools.lru_cache(maxsize=1024)  # keyed by every name of an operator's custom metrics: ~4 kB an entry at most
+def _unknown_custom(custom: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The label values an operator's custom metrics named ``custom`` use: the keys the catalog does not know."""
+    return [(METRIC, key) for key in custom if key not in catalog.CUSTOM_BY_KEY]
+
+
 @functools.lru_cache(maxsize=256)
 def _phase_key(phase: str) -> SeriesKey:
     return (catalog.PHASE_SECONDS, ((PHASE, phase),))
 
 
-@functools.lru_cache(maxsize=4096)  # operators are few per query; bounded all the same (names come from the job)
-def _operator_keys(index: int, name: str) -> tuple[Labels, tuple[tuple[str, float, SeriesKey], ...], dict[str, tuple[float, SeriesKey]]]:
-    """An operator's labels and counter series keys: per field ``(attribute, scale, key)``, per custom metric ``(scale, key)``."""
+@functools.lru_cache(maxsize=256)
+def _phase_plan(phases: tuple[str, ...]) -> tuple[tuple[SeriesKey, ...], tuple[Labels, ...], tuple[float, ...]]:
+    """The series keys of a batch's phases, in order, their labels and scales."""
+    keys = tuple(_phase_key(phase) for phase in phases)
+    return keys, tuple(key[1] for key in keys), (catalog.PHASE_SECONDS.scale,) * len(keys)
+
+
+@dataclass(frozen=True, eq=False)  # identity: plans are cached, and a block is found by its plan on the hot path
+class _OperatorPlan:
+    """Where an operator's counters go: its labels, and per counter (fields first, then its custom metrics
+    in the event's order) the series key and scale; ``fields`` reads the fields' values off the operator."""
+
+    labels: Labels
+    keys: tuple[SeriesKey, ...]
+    scales: tuple[float, ...]
+    fields: Callable[[OperatorProgress], tuple[float | None, ...]]
+    custom_keys: tuple[str, ...]  # the custom metrics that are counters, in the event's order
+
+
+_BULK_SPECS = frozenset(spec for _, spec in _OPERATOR_COUNTERS) | frozenset(_CUSTOM_COUNTERS.values())
+_FIELDS = operator.attrgetter(*(attr for attr, _ in _OPERATOR_COUNTERS))
+
+
+@functools.lru_cache(maxsize=1024)  # keyed by every metric name of an operator (~4 kB an entry): bounded, names come from the job
+def _operator_plans(index: int, name: str, custom: tuple[str, ...]) -> tuple[_OperatorPlan, _OperatorPlan]:
+    """The plans of an operator whose custom metrics are named ``custom``: in their order (series are created
+    in it), and in sorted order for the bulk totals. Spark sends the same names every batch, but not always in
+    the same order (a recorded busy run reordered them every other batch): the bulk totals are one block still."""
+    counters = tuple(key for key in custom if key in _CUSTOM_COUNTERS)
+    return _operator_plan(index, name, counters), _operator_plan(index, name, tuple(sorted(counters)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _operator_plan(index: int, name: str, counters: tuple[str, ...]) -> _OperatorPlan:
+    """The plan of an operator whose custom metrics that are counters are named ``counters``, in that order."""
     labels = operator_labels(index, name)
-    return (
-        labels,
-        tuple((attr, spec.scale, (spec, labels)) for attr, spec in _OPERATOR_COUNTERS),
-        {key: (spec.scale, (spec, labels)) for key, spec in _CUSTOM_COUNTERS.items()},
-    )
+    specs = [spec for _, spec in _OPERATOR_COUNTERS] + [_CUSTOM_COUNTERS[key] for key in counters]
+    return _OperatorPlan(labels, tuple((spec, labels) for spec in specs), tuple(spec.scale for spec in specs), _FIELDS, counters)

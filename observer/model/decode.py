@@ -146,12 +146,31 @@ class Rules:
     max_batch_id: int  # Spark's batch ids are longs
     cached_timestamp: Callable[[str], float | None] = field(init=False, repr=False, compare=False)
     cached_instance: Callable[[str, float], InstanceMetric | None] = field(init=False, repr=False, compare=False)
+    custom_shape: Callable[[tuple[str, ...]], tuple[str, ...] | None] = field(init=False, repr=False, compare=False)
+    clean_keys: Callable[[tuple[str, ...], int | None], bool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Memos, bounded: a watermark repeats for many batches, and a per-instance metric (the version a
-        # partition's last snapshot was) changes only when that partition uploads one.
+        # Memos, bounded: a watermark repeats for many batches, a per-instance metric (the version a
+        # partition's last snapshot was) changes only when that partition uploads one, and the names of an
+        # operator's custom metrics (or of the phases) are the same every batch, so what they decide is too.
         object.__setattr__(self, "cached_timestamp", functools.lru_cache(maxsize=1024)(self.timestamp))
         object.__setattr__(self, "cached_instance", functools.lru_cache(maxsize=16_384)(self._instance))
+        object.__setattr__(self, "custom_shape", functools.lru_cache(maxsize=1024)(self._custom_shape))
+        object.__setattr__(self, "clean_keys", functools.lru_cache(maxsize=1024)(_keys_clean))
+
+    def _custom_shape(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+        """Of an operator's custom metrics named ``keys``: the per-instance ones (in order), or ``None`` when
+        the reference would note, clean or cut any name (then the fast path declines)."""
+        if len(keys) > self.max_map_entries + self.max_instance_metrics or not _keys_clean(keys, None):
+            return None
+        try:
+            instances = tuple(key for key in keys if ".partition_" in key and self._instance(key, 0.0) is not None)
+        except Decline:
+            return None
+        rest = [key for key in keys if key not in instances]
+        if len(rest) > self.max_map_entries or len(instances) > self.max_instance_metrics or max(map(len, rest), default=0) > 200:
+            return None  # the reference cuts these down, and notes it
+        return instances
 
     def _instance(self, key: str, value: float) -> InstanceMetric | None:
         """The per-instance metric a custom metric's key names, or None when it names none (the key's
@@ -266,15 +285,24 @@ def _clean(text: str, limit: int) -> str:
     return text
 
 
-def _clean_keys(keys: Mapping[str, Any], limit: int | None) -> None:
-    """Decline unless every key is a label the reference keeps as it is (``limit`` characters at most, unless
-    None): one C-speed check for the common case."""
-    if limit is not None and max(map(len, keys), default=0) > limit:
+def _clean_keys(keys: Mapping[str, Any], limit: int | None, rules: Rules) -> None:
+    """Decline unless every key is a label the reference keeps as it is (``limit`` characters at most, unless None)."""
+    if not rules.clean_keys(tuple(keys), limit):
         raise Decline
+
+
+def _keys_clean(keys: tuple[str, ...], limit: int | None) -> bool:
+    """Whether the reference keeps every one of ``keys`` as it is: one C-speed check for the common case."""
+    if limit is not None and max(map(len, keys), default=0) > limit:
+        return False
     joined = "".join(keys)
     if not (joined.isascii() and joined.isprintable()):
-        for key in keys:
-            _clean(key, sys.maxsize if limit is None else limit)
+        try:
+            for key in keys:
+                _clean(key, sys.maxsize if limit is None else limit)
+        except Decline:
+            return False
+    return True
 
 
 def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | None) -> QueryProgress:
@@ -289,7 +317,7 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
     duration_ms = doc.durationMs or {}
     if len(duration_ms) > rules.max_map_entries:
         raise Decline
-    _clean_keys(duration_ms, 100)
+    _clean_keys(duration_ms, 100, rules)
     if doc.batchDuration is _UNSET:  # Spark 3.5: the trigger execution time is the same span
         batch_duration = duration_ms.get(TRIGGER_EXECUTION)
     else:
@@ -360,7 +388,7 @@ def _num_map(raw: Mapping[str, str | Number] | None, rules: Rules) -> dict[str, 
         return {}
     if len(raw) > rules.max_map_entries:
         raise Decline
-    _clean_keys(raw, 100)
+    _clean_keys(raw, 100, rules)
     out: dict[str, float] = {}
     for key, value in raw.items():
         number = finite(value)  # the reference's reading: ints beyond a double, NaN and infinities are skipped
@@ -372,17 +400,11 @@ def _num_map(raw: Mapping[str, str | Number] | None, rules: Rules) -> dict[str, 
 def _operator(index: int, op: _Operator, rules: Rules) -> OperatorProgress:
     """One operator; its custom metrics are the decoded dict itself, less the per-instance ones (4.1+)."""
     custom = op.customMetrics or {}
-    if len(custom) > rules.max_map_entries + rules.max_instance_metrics:
+    instance_keys = rules.custom_shape(tuple(custom))  # what the names decide: checked once per set of names
+    if instance_keys is None:
         raise Decline
-    _clean_keys(custom, None)  # a key's characters (lengths below), wherever the reference puts them (a custom key, a store)
-    instances: list[InstanceMetric] = []
-    for key in [k for k in custom if ".partition_" in k]:
-        instance = rules.cached_instance(key, custom[key])
-        if instance is not None:  # else it stays a custom metric, in its place, as the reference keeps it
-            del custom[key]
-            instances.append(instance)
-    if len(custom) > rules.max_map_entries or len(instances) > rules.max_instance_metrics or max(map(len, custom), default=0) > 200:
-        raise Decline  # the reference cuts these down, and notes it
+    # the per-instance metrics leave the custom ones; a ``.partition_`` key that names no instance stays, in its place
+    instances = tuple([rules.cached_instance(key, custom.pop(key)) for key in instance_keys])
     name = op.operatorName
     return OperatorProgress(
         index=index,
@@ -398,5 +420,5 @@ def _operator(index: int, op: _Operator, rules: Rules) -> OperatorProgress:
         shuffle_partitions=op.numShufflePartitions,
         store_instances=op.numStateStoreInstances,
         custom=custom,
-        instances=tuple(instances),
+        instances=instances,  # type: ignore[arg-type]  # never None: the shape kept only keys that name an instance
     )

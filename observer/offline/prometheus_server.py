@@ -49,8 +49,19 @@ def promtool(args: list[str], binary: str | None = None, timeout: float = 600.0)
 class PrometheusServer:
     """``prometheus`` serving the TSDB in ``data_dir`` on 127.0.0.1; use as a context manager."""
 
-    def __init__(self, data_dir: str, work_dir: str, binary: str | None = None, ready_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        data_dir: str,
+        work_dir: str,
+        binary: str | None = None,
+        ready_timeout: float = 60.0,
+        scrape_targets: tuple[str, ...] = (),
+        scrape_interval: float = 10.0,
+    ) -> None:
+        """``scrape_targets`` (``host:port``): scraped at ``/metrics`` every ``scrape_interval`` seconds as job
+        ``observer`` (benchmarks); without them the server only answers queries."""
         self.data_dir, self._work_dir = data_dir, work_dir
+        self._scrape_targets, self._scrape_interval = scrape_targets, scrape_interval
         self._binary = find_binary("prometheus", binary)
         self._ready_timeout = ready_timeout
         self._proc: subprocess.Popen[bytes] | None = None
@@ -59,7 +70,14 @@ class PrometheusServer:
     def start(self) -> PrometheusServer:
         config = os.path.join(self._work_dir, "prometheus.yml")
         with open(config, "w") as f:
-            f.write("global:\n  scrape_interval: 1h\n")  # nothing to scrape: it only answers queries
+            f.write("global:\n  scrape_interval: 1h\n")  # nothing to scrape unless told: it only answers queries
+            if self._scrape_targets:
+                every = f"{self._scrape_interval:g}s"
+                targets = ", ".join(f"'{t}'" for t in self._scrape_targets)
+                f.write(
+                    f"scrape_configs:\n  - job_name: observer\n    scrape_interval: {every}\n    scrape_timeout: {every}\n"
+                    f"    static_configs:\n      - targets: [{targets}]\n"
+                )
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         log = open(os.path.join(self._work_dir, "prometheus.log"), "wb")

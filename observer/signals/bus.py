@@ -31,7 +31,8 @@ class SignalBus:
     def publish(self, signals: Iterable[SignalEvent]) -> None:
         for event in signals:
             self.recent.append(event)
-            log.info("spark-state-observer: %s", event.describe())
+            if log.isEnabledFor(logging.INFO):  # ``describe`` formats every attribute: only for a log that shows it
+                log.info("spark-state-observer: %s", event.describe())
             for callback in self._subscribers.get(event.kind, []) + self._subscribers.get(ALL, []):
                 try:
                     callback(event)

@@ -98,18 +98,20 @@ class SignalEngine:
         self._removals_seen[record.query_id] = self.executors.removals
         self.restores.operators(record, p, ts, batch.first_of_run, removed, facts)
         seen = self._operators[record.query_id]
+        allows = record.labels.allows
         for op in p.operators:
-            if not record.labels.allows(operator_labels(op.index, op.name)):
+            labels = operator_labels(op.index, op.name)
+            if not allows(labels):
                 continue  # beyond the query's label budget (observer.metrics.labels): no series, no memory
             if (op.index, op.name) not in seen:
                 seen.add((op.index, op.name))
                 for counter in _OPERATOR_COUNTERS:
-                    facts.add(record, counter, operator_labels(op.index, op.name), 0.0)
+                    facts.add(record, counter, labels, 0.0)
             self.partitions.operator(record, p, op, ts, facts)
             self.growth.operator(record, p, op, ts, facts)
         self.pace.batch(record, p, ts, facts)
         self.kafka.batch(record, p, ts, batch.first_of_run, facts)
-        for index, name in [k for k in seen if not record.labels.allows(operator_labels(*k))]:
+        for index, name in [k for k in seen if not allows(operator_labels(*k))]:
             seen.discard((index, name))  # dropped from the budget: the rules forget it too
             for rule in (self.restores, self.partitions, self.growth):
                 rule.forget_operator((record.query_id, index, name))

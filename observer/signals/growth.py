@@ -12,7 +12,7 @@ The fit keeps running sums, so each batch costs O(1) however many batches the wi
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
@@ -22,8 +22,7 @@ from observer.signals import kinds
 from observer.signals.facts import Facts
 
 
-@dataclass(frozen=True)
-class GrowthVerdict:
+class GrowthVerdict(NamedTuple):  # one per operator and batch: a tuple is built faster than a frozen dataclass
     rows_per_second: float
     bytes_per_second: float
     eviction_ratio: float
@@ -89,17 +88,14 @@ class GrowthWindow:
         self._added = sum(p[3] for p in pts)
         self._removed = sum(p[4] for p in pts)
 
-    def _slope(self, sv: float, stv: float) -> float:
-        n, st, stt = self._sums[0], self._sums[1], self._sums[2]
-        denominator = n * stt - st * st
-        if n < 2 or denominator <= 1e-12 * max(1.0, n * stt):
-            return 0.0
-        return (n * stv - st * sv) / denominator
-
     def verdict(self, rows_budget: float = 0.0, bytes_budget: float = 0.0) -> GrowthVerdict:
-        s = self._sums
-        rows_rate = self._slope(s[3], s[4])
-        bytes_rate = self._slope(s[5], s[6])
+        n, st, stt, sr, str_, sb, stb, _ = self._sums
+        denominator = n * stt - st * st
+        if n < 2 or denominator <= 1e-12 * max(1.0, n * stt):  # the least-squares slopes of rows and bytes over time
+            rows_rate = bytes_rate = 0.0
+        else:
+            rows_rate = (n * str_ - st * sr) / denominator
+            bytes_rate = (n * stb - st * sb) / denominator
         ratio = self._removed / self._added if self._added > 0 else 0.0
         unbounded: bool | None = None
         rows = memory = 0.0

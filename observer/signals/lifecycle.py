@@ -19,7 +19,7 @@ import logging
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord
@@ -55,8 +55,7 @@ class RunState:
     crash_loop: bool = False
 
 
-@dataclass(frozen=True)
-class BatchStart:
+class BatchStart(NamedTuple):  # one per progress event: a tuple is built faster than a frozen dataclass
     """How a progress event stands in its query's life."""
 
     first_of_run: bool  # the first batch of a run seen

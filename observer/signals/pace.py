@@ -74,7 +74,9 @@ class Pace:
         self._queries.pop(query_id, None)
 
     def batch(self, record: QueryRecord, p: QueryProgress, ts: float, facts: Facts) -> None:
-        q = self._queries.setdefault(record.query_id, _Pace())
+        q = self._queries.get(record.query_id)
+        if q is None:
+            q = self._queries[record.query_id] = _Pace()
         wm = p.watermark
         if wm is not None and wm > 0 and p.timestamp is not None:
             facts.set(record, catalog.WATERMARK_LAG, (), max(0.0, p.timestamp - wm))

@@ -124,6 +124,12 @@ class Restores:
                 st.snapshots.clear()
                 st.hdfs_misses = None
 
+    def _batches(self, query_id: str) -> _Batches:
+        q = self._queries.get(query_id)
+        if q is None:
+            q = self._queries[query_id] = _Batches()
+        return q
+
     def forget(self, query_id: str) -> None:
         self._queries.pop(query_id, None)
         for key in [k for k in self._operators if k[0] == query_id]:
@@ -137,7 +143,7 @@ class Restores:
         """The restores of a restarted run's first batch, or one more steady batch for the next baseline.
 
         A run's first batch never joins the baseline: it carries a new process's warm-up (and a restore)."""
-        q = self._queries.setdefault(record.query_id, _Batches())
+        q = self._batches(record.query_id)
         q.reloaded = []
         add_batch = p.duration_ms.get(ADD_BATCH)
         if restore_due:
@@ -197,7 +203,7 @@ class Restores:
         st = self._operators.get(key)
         if st is None:
             st = self._operators[key] = _Stores()
-        q = self._queries.setdefault(record.query_id, _Batches())
+        q = self._batches(record.query_id)
         evidence = [] if first_of_run else self._reload_evidence(st, op)
         load_ms = op.custom.get(ROCKSDB_LOAD_MS)
         corroborated = [e for e in evidence if e != EVIDENCE_LATENCY]
@@ -212,6 +218,8 @@ class Restores:
         for m in op.instances:
             if m.prefix == SNAPSHOT_LAST_UPLOADED:
                 st.snapshots[(m.partition, m.store)] = m.value
+        if not evidence:
+            return
         attrs: dict[str, Any] = {
             "operator": op.name,
             "operator_index": op.index,
@@ -230,7 +238,7 @@ class Restores:
                 changelog_files=op.custom.get(ROCKSDB_REPLAY_FILES),
                 **attrs,
             )
-        elif evidence:  # load latency alone
+        else:  # load latency alone
             facts.add(record, catalog.LOAD_LATENCY_ANOMALIES, operator_labels(op.index, op.name))
             usual = statistics.median(st.load_ms) if st.load_ms else None
             facts.signal(
@@ -244,10 +252,13 @@ class Restores:
         if (op.custom.get(ROCKSDB_REPLAY_FILES) or 0) > 0:
             evidence.append(EVIDENCE_CHANGELOG)
         load_ms = op.custom.get(ROCKSDB_LOAD_MS)
-        if load_ms is not None and len(st.load_ms) >= 3:
-            usual = statistics.median(st.load_ms)
-            if load_ms / 1000.0 > self.s.restore_load_threshold_seconds and load_ms > 3 * max(usual, 1.0):
-                evidence.append(EVIDENCE_LATENCY)
+        if (
+            load_ms is not None
+            and len(st.load_ms) >= 3
+            and load_ms / 1000.0 > self.s.restore_load_threshold_seconds
+            and load_ms > 3 * max(statistics.median(st.load_ms), 1.0)  # the median (a sort) only for a slow load
+        ):
+            evidence.append(EVIDENCE_LATENCY)
         misses = op.custom.get(HDFS_CACHE_MISSES)
         if misses is not None and st.hdfs_misses is not None and misses > st.hdfs_misses:
             evidence.append(EVIDENCE_HDFS)

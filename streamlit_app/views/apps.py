@@ -20,8 +20,9 @@ from streamlit_app.views.queries import table_for
 
 def fleet_table(ctx: Context, queries: pd.DataFrame, now: float) -> pd.DataFrame:
     """One row per application: labels, queries, health counts, the worst verdict and its query."""
-    per_query = table_for(ctx, queries, now)
-    per_query["severity"] = [verdict_view.of_query(ctx, q, now)[0].severity for q in per_query["query id"]]
+    found = {qid: verdict_view.of_query(ctx, qid, now) for qid in queries.query_id}
+    per_query = table_for(ctx, queries, now, found)
+    per_query["severity"] = [found[q][0].severity for q in per_query["query id"]]
     per_query["app"] = queries.app.tolist()
     per_query["labels"] = [", ".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) for labels in queries.labels]
     rows = []

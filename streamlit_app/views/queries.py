@@ -13,6 +13,7 @@ import streamlit as st
 from streamlit_app import data, fmt
 from streamlit_app.context import Context, clicked_row, go, label
 from streamlit_app.health import LIFECYCLE_KINDS, derive_health, typical_interval
+from streamlit_app.verdict import Verdict
 from streamlit_app.views import verdicts as verdict_view
 
 SPARK_POINTS = 60
@@ -49,8 +50,9 @@ def restart_text(events: pd.DataFrame) -> str:
     return fmt.when(restarts.ts.iloc[-1]) + (f" ({fmt.duration(down)} down)" if down is not None else "")
 
 
-def summary_row(ctx: Context, q: pd.Series, now: float) -> dict:
-    """One line of the table: verdict, health, newest figures, sparklines, last restart and restore."""
+def summary_row(ctx: Context, q: pd.Series, now: float, found: list[Verdict]) -> dict:
+    """One line of the table: verdict (``found``, most severe first), health, newest figures, sparklines,
+    last restart and restore."""
     recent = data.recent_batches(ctx.history, ctx.tok, q.query_id)
     span = data.span(ctx.history, ctx.tok, q.query_id)
     events = data.recent_events(ctx.history, ctx.tok, q.query_id)
@@ -64,7 +66,6 @@ def summary_row(ctx: Context, q: pd.Series, now: float) -> dict:
         typical_interval(recent.ts.tolist()),
         now,
     )
-    found = verdict_view.of_query(ctx, q.query_id, now)
     top = found[0]
 
     def value(column: str) -> float | None:
@@ -95,8 +96,8 @@ def summary_row(ctx: Context, q: pd.Series, now: float) -> dict:
     }
 
 
-def table_for(ctx: Context, frame: pd.DataFrame, now: float) -> pd.DataFrame:
-    return pd.DataFrame([summary_row(ctx, q, now) for q in frame.itertuples()])
+def table_for(ctx: Context, frame: pd.DataFrame, now: float, found: dict[str, list[Verdict]]) -> pd.DataFrame:
+    return pd.DataFrame([summary_row(ctx, q, now, found[q.query_id]) for q in frame.itertuples()])
 
 
 COLUMNS = {
@@ -115,8 +116,9 @@ def render(ctx: Context) -> None:
     scope = ctx.app or "all applications"
     st.header("Queries")
     now = time.time()
-    table = table_for(ctx, ctx.queries, now)
-    table["rank"] = [verdict_view.of_query(ctx, q, now)[0].severity for q in table["query id"]]
+    found = {qid: verdict_view.of_query(ctx, qid, now) for qid in ctx.queries.query_id}  # once per query and rerun
+    table = table_for(ctx, ctx.queries, now, found)
+    table["rank"] = [found[q][0].severity for q in table["query id"]]
     table = table.sort_values(["rank", "query"]).drop(columns=["rank"]).reset_index(drop=True)
     counts = table.health.value_counts()
     st.caption(
@@ -124,7 +126,7 @@ def render(ctx: Context) -> None:
         + ", ".join(f"{n} {h}" for h, n in counts.items())
         + ". Click a row to open its drilldown."
     )
-    attention = [(qid, v) for qid in table["query id"] for v in verdict_view.of_query(ctx, qid, now)[:1] if v.severity <= 7]
+    attention = [(qid, v) for qid in table["query id"] for v in found[qid][:1] if v.severity <= 7]
     if attention:
         st.subheader("Needs attention")
         for qid, v in attention:

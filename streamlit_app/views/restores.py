@@ -4,9 +4,14 @@ checkpoint (prediction vs outcome), when a checkpoint root holds this query's ch
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
+
 import pandas as pd
 import streamlit as st
 
+from observer.offline.checkpoint.report import CheckpointReport
+from observer.offline.checkpoint.restore import estimate_restore
 from streamlit_app import charts, checkpoints, data, fmt
 from streamlit_app.context import Context, label
 from streamlit_app.views.checkpoint import inspect
@@ -60,6 +65,61 @@ def restart_table(events: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("-")
 
 
+def rates_before(events: pd.DataFrame, before: float | None) -> dict[str, float] | None:
+    """The inspector's observed rate (``rates_from_history``'s rule: the median seconds per store of the
+    restores Spark measured) from the restores before ``before`` only; None (the inspector's documented
+    defaults) when there were none. A prediction calibrated on the restore it is compared with would
+    match it by construction."""
+    restores = events[events.kind == "restore"]
+    if before is not None:
+        restores = restores[restores.ts < before]
+    loads = [a for a in restores.attributes if a.get("method") == "load_metrics" and a.get("stores")]
+    return {"seconds_per_store": statistics.median(a["duration_seconds"] / a["stores"] for a in loads)} if loads else None
+
+
+def prediction_table(report: CheckpointReport, rates: dict[str, float] | None, events: pd.DataFrame) -> pd.DataFrame:
+    """One row per operator of the checkpoint (``estimate`` and ``measured`` in seconds, ``comparable``):
+    the inspector's estimate of its restore (the same rates as the page's total) next to the newest restore
+    the history measured for it, and how it was measured. A low-confidence figure (a residual estimate
+    that still holds the new process's warm-up) is shown but not compared: it is not an outcome."""
+    restores = events[events.kind == "restore"]
+    newest = restores[restores.ts == restores.ts.max()] if len(restores) else restores
+    measured = {a.get("operator_index"): a for a in newest.attributes}
+    rows = []
+    for op in report.operators:
+        e = estimate_restore(dataclasses.replace(report, operators=[op]), rates)
+        if e is None:
+            continue
+        a = measured.get(op.operator_id) or {}
+        seconds = a.get("duration_seconds")
+        comparable = seconds is not None and a.get("confidence") != "low" and e.seconds > 0
+        rows.append(
+            {
+                "operator": f"{op.operator_id} {op.name or '?'}",
+                "estimate": e.seconds,
+                "measured": None if seconds is None else float(seconds),
+                "comparable": comparable,
+                "to load": f"{fmt.plural(e.stores, 'store')}, {fmt.plural(e.files, 'file')}, {fmt.size(e.bytes)}",
+                "measured by": f"{a.get('method')} ({a.get('confidence')})" if a else "-",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The prediction table as the page shows it (durations in words, the ratio where it means something)."""
+    return pd.DataFrame(
+        {
+            "operator": table.operator,
+            "inspector's estimate": table.estimate.map(fmt.duration),
+            "to load": table["to load"],
+            "last measured restore": table.measured.map(fmt.duration),
+            "measured by": table["measured by"],
+            "outcome / prediction": [f"{m / e:.1f}x" if c else "-" for m, e, c in zip(table.measured, table.estimate, table.comparable)],
+        }
+    )
+
+
 def render(ctx: Context) -> None:
     qid = ctx.query_id
     st.header(f"Restores and reloads of {label(ctx.all_queries, qid)}")
@@ -92,22 +152,34 @@ def render(ctx: Context) -> None:
     st.subheader("Prediction vs outcome")
     st.caption(
         "The checkpoint inspector's estimate of a restore from this checkpoint as it is now, next to the last "
-        "restore measured for the query."
+        "restore measured for the query. The estimate's rates come from the restores measured before that one "
+        "(else the inspector's defaults), so the prediction does not know the outcome it is compared with."
     )
     path = checkpoints.choose(ctx.config, "restores", qid, ctx.all_queries)
     if path is None:
         return
     report = inspect(ctx, path)
-    if report is None or report.estimate is None:
+    newest = float(events[events.kind == "restore"].ts.max()) if (events.kind == "restore").any() else None
+    rates = rates_before(events, newest)
+    e = estimate_restore(report, rates) if report is not None else None
+    if report is None or e is None:
         st.info("The inspector found no state to restore in this checkpoint.")
         return
-    e = report.estimate
+    basis = "restores measured before the last one" if rates else "the inspector's defaults (no earlier measured restore)"
+    per_operator = prediction_table(report, rates, events)
+    compared = per_operator[per_operator.comparable] if len(per_operator) else per_operator
     cols = st.columns(3)
-    cols[0].metric("inspector's estimate", fmt.duration(e.seconds), help=f"rates from {e.basis}; {e.stores} stores, {e.files} files")
+    cols[0].metric("inspector's estimate", fmt.duration(e.seconds), help=f"rates from {basis}; {e.stores} stores, {e.files} files")
     cols[1].metric("last measured restore", fmt.duration(measured))
-    ratio = f"{measured / e.seconds:.1f}x the estimate" if measured and e.seconds else "-"
-    cols[2].metric("outcome / prediction", ratio)
+    ratio = f"{compared.measured.sum() / compared.estimate.sum():.1f}x the estimate" if len(compared) and compared.estimate.sum() else "-"
+    cols[2].metric("outcome / prediction", ratio, help="over the operators whose restore was measured, not estimated with low confidence")
     st.caption(
         f"{fmt.plural(e.stores, 'store')}, {fmt.plural(e.files, 'file')}, {fmt.size(e.bytes)} to load; rates from "
-        f"{e.basis}; slowest store instance {e.slowest_partition}" + (f" ({e.skew:.1f}x the median)" if e.skew else "")
+        f"{basis}; slowest store instance {e.slowest_partition}" + (f" ({e.skew:.1f}x the median)" if e.skew else "")
     )
+    if not per_operator.empty:
+        st.dataframe(shown(per_operator), hide_index=True, width="stretch")
+        st.caption(
+            "Per operator; a restore measured with low confidence (a residual estimate that still counts the new "
+            "process's warm-up) is not compared with the prediction."
+        )

@@ -58,6 +58,7 @@ def run_summary(ctx: Context, run: pd.Series, events: pd.DataFrame) -> dict:
     restart = mine[mine.kind == QUERY_RESTARTED].attributes.tolist()
     weights = batches.batches if len(batches) else None
     exception = None if fmt.missing(run.exception) else run.exception
+    ended = next((a for a in mine[mine.kind == "query_terminated"].attributes if a.get("outcome") == "exception"), {})
     return {
         "started": fmt.when(run.started),
         "ended": fmt.when(_end(run)),
@@ -73,7 +74,7 @@ def run_summary(ctx: Context, run: pd.Series, events: pd.DataFrame) -> dict:
         "restore seconds": round(sum(a.get("duration_seconds") or 0 for a in restores), 3) if restores else None,
         "restore method": ", ".join(sorted({str(a.get("method")) for a in restores})) or None,
         "restart downtime s": restart[0].get("downtime_seconds") if restart else None,
-        "root cause": root_cause({}, exception),
+        "root cause": root_cause(ended, exception),
     }
 
 
