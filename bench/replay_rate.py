@@ -6,10 +6,12 @@
     python bench/replay_rate.py --before /path/to/worktree ...   # also an older tree's replay, interleaved
 
 The log is generated from a recorded real event log (tests/fixtures/<source>/eventlog): its lines are
-repeated with batch ids shifted, zstd-compressed as Spark writes it. Baselines in the same run, each
+repeated with batch ids shifted (the progress events' and the job starts' that map stages to batches), zstd-compressed as Spark writes it. Baselines in the same run, each
 repeated: decompress and ``json.loads`` every line; ``json.loads`` of the progress lines alone (already
-decompressed: the strictest yardstick); and the pipeline with the fast decoder switched off (the
-reference parser, ``observer.model.parse``, as before issue 17). With ``--before DIR`` also the replay of
+decompressed: the strictest yardstick); the pipeline with the fast decoder switched off (the
+reference parser, ``observer.model.parse``, as before issue 17); placement's task, job and SQL lines read
+with ``json.loads`` instead of their typed decode (``observer.model.task_decode``, as before it); and the
+replay with placement off (the pipeline alone on the same log). With ``--before DIR`` also the replay of
 the ``observer`` package in DIR (a git worktree of an earlier commit: ``git worktree add DIR <rev>``) on
 the same log, in a subprocess timing itself, interleaved with the rest. Medians with min-max of CPU
 seconds (single-threaded, so events per CPU second is what one core carries).
@@ -37,7 +39,9 @@ from bench.common import ROOT
 from observer.capture.codecs import open_decompressed
 from observer.model import decode
 from observer.model.parse import parse_timestamp
+from observer.model.tasks import TaskEventReader
 from observer.offline.replay import replay
+from observer.settings import Settings
 
 
 def build_log(path: str, copies: int, source: str = "rocksdb_restart/run1", progress_only: bool = False) -> int:
@@ -65,6 +69,10 @@ def build_log(path: str, copies: int, source: str = "rocksdb_restart/run1", prog
                     ts = parse_timestamp(line["progress"]["timestamp"]) + c * span
                     line["progress"]["timestamp"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
                     n += 1
+                elif c and str(line.get("Properties", {}).get("streaming.sql.batchId", "")).isdigit():
+                    # a job of a batch (placement maps its stages to that batch): shifted like the progress events
+                    line = json.loads(json.dumps(line))
+                    line["Properties"]["streaming.sql.batchId"] = str(int(line["Properties"]["streaming.sql.batchId"]) + c * len(progress))
                 out.write(dumps(line))
         out.write(dumps(streaming[-1]))
     return n
@@ -137,14 +145,20 @@ def main() -> int:
                     json.loads(line)
 
         reference = mock.patch.object(decode, "progress", lambda payload, rules: None)
-        runs = {"bare": [], "progress": [], "fast": [], "reference": [], "before": []}  # type: dict[str, list[float]]
-        replay([path])  # warm, as the subprocess of --before is
+        task_reference = mock.patch.object(TaskEventReader, "feed_line", lambda self, line: None)  # every line declined
+        no_placement = Settings.from_env(placement="off")
+        runs = {"bare": [], "progress": [], "fast": [], "reference": [], "tasks": [], "off": [], "before": []}  # type: dict[str, list[float]]
+        replay([path])  # warm, as the subprocess of --before is: imports and first-use caches are not what a long replay pays per event
         for _ in range(args.repeat):  # interleaved, so load on the machine hits every variant alike
             runs["bare"] += _timed(bare, 1)
             runs["progress"] += _timed(lambda: _loads_each(progress_lines), 1)
             runs["fast"] += _timed(lambda: replay([path]), 1)
             with reference:
                 runs["reference"] += _timed(lambda: replay([path]), 1)
+            if not args.progress_only:
+                with task_reference:
+                    runs["tasks"] += _timed(lambda: replay([path]), 1)
+                runs["off"] += _timed(lambda: replay([path], no_placement), 1)
             if args.before:
                 runs["before"].append(_before(args.before, path))
     fast, ref = statistics.median(runs["fast"]), statistics.median(runs["reference"])
@@ -160,6 +174,13 @@ def main() -> int:
         f"  replay, fast decoder:                       {_fmt(runs['fast'])} = {n / fast:,.0f} progress events/s "
         f"({n / max(runs['fast']):,.0f}-{n / min(runs['fast']):,.0f}); {ref / fast:.2f}x the reference"
     )
+    if runs["tasks"]:
+        tasks, off = statistics.median(runs["tasks"]), statistics.median(runs["off"])
+        print(
+            f"  replay, task lines through json.loads (before): {_fmt(runs['tasks'])} = {n / tasks:,.0f} progress events/s; "
+            f"the typed task decode is {tasks / fast:.2f}x faster"
+        )
+        print(f"  replay, placement off (the pipeline alone):     {_fmt(runs['off'])} = {n / off:,.0f} progress events/s")
     if runs["before"]:
         before = statistics.median(runs["before"])
         print(

@@ -168,15 +168,19 @@ def scale(args: argparse.Namespace) -> None:
         if args.pipeline:
             # the whole watch command: every application through its own pipeline (metrics, signals), the
             # shared self-metrics, and a rendering of the one endpoint's text every --scrape seconds
+            overrides = {"placement": "off"} if args.no_placement else {}
             fleet = FleetObserver(
                 [folder],
-                Settings.from_env(labels="cluster=bench", history_enabled=False, http_port=0),
+                Settings.from_env(labels="cluster=bench", history_enabled=False, http_port=0, **overrides),
                 WatchOptions(poll_interval=args.poll, grace_seconds=3600),
             )
+            if args.tasks_parsed:  # as before the typed task decode: the watcher parses every task, job and SQL line whole
+                fleet.watcher.raw_events = frozenset()
             fleet.start(follow=False)  # the endpoint (and its pre-rendering) as the command has it; polls are driven below
             watcher = fleet.watcher
         latencies: list[float] = []
         delivered = [0]
+        progressed = [0]
         window: dict[str, float] = {}
         rss_start = _rss()[0]  # before the first poll: imports, the endpoint, no application yet
         observed: set[str] = set()
@@ -187,6 +191,7 @@ def scale(args: argparse.Namespace) -> None:
                 delivered[0] += len(app.events)
                 for e in app.events:
                     if e.event_type == QUERY_PROGRESS:
+                        progressed[0] += 1
                         observed.add(e.data["progress"]["id"])
                     if e.event_type == QUERY_PROGRESS and "steady" in window and "wall_end" not in window:
                         latencies.append(now - (parse_timestamp(e.data["progress"]["timestamp"]) or now))
@@ -197,11 +202,20 @@ def scale(args: argparse.Namespace) -> None:
         def mark() -> None:
             time.sleep(warmup)
             window.update(
-                steady=1, wall=time.monotonic(), cpu=time.process_time(), events=delivered[0], decoded=watcher.counts.decoded_bytes
+                steady=1,
+                wall=time.monotonic(),
+                cpu=time.process_time(),
+                events=delivered[0],
+                progress=progressed[0],
+                decoded=watcher.counts.decoded_bytes,
             )
             time.sleep(max(1.0, args.duration - warmup - 2.0))
             window.update(
-                wall_end=time.monotonic(), cpu_end=time.process_time(), events_end=delivered[0], decoded_end=watcher.counts.decoded_bytes
+                wall_end=time.monotonic(),
+                cpu_end=time.process_time(),
+                events_end=delivered[0],
+                progress_end=progressed[0],
+                decoded_end=watcher.counts.decoded_bytes,
             )
             stop.set()
 
@@ -248,13 +262,18 @@ def scale(args: argparse.Namespace) -> None:
         print(
             f"apps {args.apps}, one batch every {args.interval or 'recorded interval'} s each, {args.codec}, rolling at "
             f"{args.max_file_bytes / 1e6:.2f} MB ({files} event files), poll {args.poll} s, "
-            f"{'full pipeline' if args.pipeline else 'pipeline events only' if args.no_placement else 'pipeline and placement events'}, steady window {wall:.0f} s "
+            f"{'full pipeline' + (', placement off' if args.no_placement else ', task lines parsed whole' if args.tasks_parsed else '') if args.pipeline else 'pipeline events only' if args.no_placement else 'pipeline and placement events'}, steady window {wall:.0f} s "
             f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
         )
+        n_progress = window["progress_end"] - window["progress"]
         events = window["events_end"] - window["events"]
         print(
             f"  CPU share of one core: {cpu / wall:.3f}   RSS now {rss_now:.0f} MB, peak {rss_peak:.0f} MB   "
             f"CPU per delivered event: {cpu / max(events, 1) * 1e6:.0f} µs ({events / max(cpu, 1e-9):,.0f} events per CPU second)"
+        )
+        print(
+            f"  CPU per progress event: {cpu / max(n_progress, 1) * 1e6:.0f} µs ({n_progress} progress events, "
+            f"{n_progress / max(cpu, 1e-9):,.0f} a CPU second)"
         )
         print(
             f"  RSS per observed query: {(rss_now - rss_start) * 1024 / max(len(observed), 1):.0f} kB "
@@ -349,6 +368,11 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1, help="queries per application, taking turns batch by batch")
     parser.add_argument("--drain", action="store_true", help="with --pipeline: after the window, read the logs to their end before the RSS")
     parser.add_argument("--no-placement", action="store_true", help="want only the pipeline's events (no task and SQL events)")
+    parser.add_argument(
+        "--tasks-parsed",
+        action="store_true",
+        help="with --pipeline: the watcher parses placement's lines whole (json.loads) and feeds the objects, as before the typed task decode",
+    )
     parser.add_argument(
         "--pipeline", action="store_true", help="run the full watch pipeline (metrics, signals, /metrics text), not the watcher alone"
     )

@@ -573,3 +573,38 @@ def test_bytes_not_yet_visible_are_read_again_not_reported(tmp_path) -> None:
     log.finish()
     seen.poll(watcher, 2)
     assert seen.batches["local-nfs"] == _expected("rocksdb_restart") and not watcher.counts.problems
+
+
+def test_raw_events_are_delivered_unparsed_and_filtered(tmp_path) -> None:
+    """``raw_events`` types come as their logged lines (those ``raw_keep`` accepts), in order among the parsed ones."""
+    from observer.capture.eventlog_watch import JOB_START
+    from observer.model.tasks import wanted_line
+
+    _write_whole(str(tmp_path), "local-raw", "rocksdb_restart", "zstd")
+    lines = recorded_lines(_source("rocksdb_restart"))
+    results = {}
+    for raw in (False, True):
+        kwargs = {"raw_events": {TASK_END, JOB_START}, "raw_keep": wanted_line} if raw else {}
+        watcher = EventLogWatcher([str(tmp_path)], read_finished_at_start=True, **kwargs)  # type: ignore[arg-type]
+        events = [e for found in [watcher.poll(), watcher.poll()] for app in found for e in app.events]
+        results[raw] = (events, watcher.counts.events_parsed)
+    parsed, raw_events = results[False][0], results[True][0]
+    kept = [
+        line
+        for line in lines
+        if line.startswith((b'{"Event":"SparkListenerTaskEnd"', b'{"Event":"SparkListenerJobStart"')) and wanted_line(line)
+    ]
+    assert [e.line for e in raw_events if e.line is not None] == kept and kept
+    assert all(e.data == {} for e in raw_events if e.line is not None)
+    assert all(e.line is None for e in parsed)
+    # the other events are the same, in the same order; the raw ones sit where their parsed form was
+    same = [(e.event_type, e.data) for e in parsed if e.event_type not in (TASK_END, JOB_START)]
+    assert [(e.event_type, e.data) for e in raw_events if e.line is None] == same
+    parsed_order = [e.source for e in parsed if e.event_type not in (TASK_END, JOB_START) or wanted_line(_line_at(lines, e))]
+    assert [e.source.rsplit(":", 1)[1] for e in raw_events] == [s.rsplit(":", 1)[1] for s in parsed_order]
+    assert results[True][1] < results[False][1] - len(kept)  # task ends and job starts were not parsed
+
+
+def _line_at(lines: list[bytes], event) -> bytes:  # type: ignore[no-untyped-def]
+    """The recorded line of a parsed event, found again by its content."""
+    return next(line for line in lines if json.loads(line) == event.data)

@@ -20,7 +20,9 @@ How it stays correct and cheap:
 - **Cheap filtering**: lines are selected by their first bytes (``observer.capture.line_filter``); only
   wanted event types are JSON-parsed. Task and SQL events (``STREAMING_ONLY_EVENTS``) are parsed only
   once an application has shown a streaming query, so a batch application costs the decompression and
-  a substring scan, nothing more.
+  a substring scan, nothing more. Types in ``raw_events`` are not parsed at all: their lines (those
+  ``raw_keep`` accepts) go to the consumer as bytes, which decodes the few fields it reads (``watch``
+  does so for placement's task, job and SQL events).
 - **Identity**: ``SparkListenerApplicationStart`` gives the application name (the stable identity the
   series are labelled by) and the volatile id and attempt; selected Spark properties can be taken from
   ``SparkListenerEnvironmentUpdate`` (``identity_properties``), parsed only when asked for.
@@ -118,12 +120,16 @@ PROBLEM_KINDS = (
 
 
 class RawEvent(NamedTuple):
-    """One event as Spark logged it: its type (the ``Event`` field), the parsed object and where it was."""
+    """One event as Spark logged it: its type (the ``Event`` field), the parsed object and where it was.
+
+    An event of a type the watcher was asked to hand over unparsed (``raw_events``) has ``line``, the bytes as
+    logged, and an empty ``data``: its consumer reads only a few fields of it and decodes those itself."""
 
     event_type: str
     data: dict[str, Any]
     source: str  # file:line
     replayed: bool = False  # delivered before a restart (``replay_on_resume``)
+    line: bytes | None = None  # the logged line, for the types delivered unparsed
 
 
 @dataclass(frozen=True)
@@ -351,12 +357,18 @@ class EventLogWatcher:
         max_apps: int = 10_000,
         max_decoded_bytes_per_poll: int = 16 << 20,
         clock: Callable[[], float] = time.monotonic,
+        raw_events: Iterable[str] = (),
+        raw_keep: Callable[[bytes], bool] | None = None,
     ) -> None:
+        """``raw_events``: wanted types delivered as their line, not parsed (``RawEvent.line``); with ``raw_keep``
+        only those lines it accepts (a consumer's cheap byte test: most task lines do not matter to it)."""
         if shard is not None and not (shard[1] >= 1 and 0 <= shard[0] < shard[1]):
             raise ValueError(f"shard {shard!r}: want (K, N) with 0 <= K < N")
         self.dirs = [os.path.abspath(d) for d in dirs]
         self.poll_interval = poll_interval
         self.wanted = frozenset(wanted_events)
+        self.raw_events = frozenset(raw_events) & self.wanted
+        self.raw_keep = raw_keep
         self.shard = shard
         self.state_path = os.path.abspath(state_path) if state_path else None
         self.grace_seconds = grace_seconds
@@ -772,6 +784,11 @@ class EventLogWatcher:
         if turned_streaming:
             app.streaming = True
             tail.filter.set_patterns(self._patterns)
+        if event_type in self.raw_events:
+            if self.raw_keep is None or self.raw_keep(line):
+                replayed = app.replay_until is not None and (tail.index, line_no) <= app.replay_until
+                self._deliver(app, RawEvent(event_type, {}, f"{tail.path}:{line_no}", replayed, line))
+            return turned_streaming
         source = f"{tail.path}:{line_no}"
         try:
             obj = json.loads(line)

@@ -11,9 +11,13 @@ Who calls ``feed``:
 
 - replay: ``observer.offline.replay`` taps every line of the log (``read_records(..., tap=...)``) and
   passes the task-level lines through ``feed_line``;
-- watch: for every ``RawEvent`` of an application, in order, ``feed(raw.data)`` before the progress
-  event's ``CapturedEvent`` goes to ``Observer.process`` (``observer.capture.eventlog_watch`` delivers the
-  needed types: ``PLACEMENT_EVENTS``).
+- watch: for every ``RawEvent`` of an application, in order, ``feed_line(raw.line)`` for the task, job and
+  SQL events (the watcher hands them over unparsed: ``raw_events=PLACEMENT_EVENTS``, only the lines
+  ``wanted_line`` keeps) and ``feed(raw.data)`` for the others, before the progress event's
+  ``CapturedEvent`` goes to ``Observer.process``.
+
+Task, job and SQL lines are read through ``TaskEventReader.feed_line`` (a typed decode of the fields the
+reader uses, ``observer.model.task_decode``); what it declines is parsed whole and fed as before.
 
 Memory is bounded: the reader's own bounds, and at most ``max_pending`` closed items waiting.
 """
@@ -50,21 +54,29 @@ class EventLogSource:
 
     def feed(self, event: Mapping[str, Any], app: str = "") -> None:
         """One parsed event-log object of application ``app`` (any type: the reader keeps what it needs); never raises."""
+        self._pending.extend(self._reader(app).feed(event))
+
+    def _reader(self, app: str) -> TaskEventReader:
         reader = self._readers.get(app)
         if reader is None:
             reader = self._readers[app] = TaskEventReader()
             while len(self._readers) > self.max_apps:
                 self._readers.popitem(last=False)
         self._readers.move_to_end(app)
-        self._pending.extend(reader.feed(event))
+        return reader
 
     def forget(self, app: str) -> None:
         """An application the watcher stopped following: its open batches will not complete."""
         self._readers.pop(app, None)
 
-    def feed_line(self, line: bytes) -> None:
-        """One raw event-log line: parsed only when it is of a type placement uses (most lines are not)."""
+    def feed_line(self, line: bytes, app: str = "") -> None:
+        """One raw event-log line of application ``app``: parsed only when it is of a type placement uses (most
+        lines are not), and then only the fields placement reads where the typed decode takes the line."""
         if not wanted_line(line):
+            return
+        done = self._reader(app).feed_line(line)
+        if done is not None:
+            self._pending.extend(done)
             return
         # a progress line: only its ids and operator names, not its metrics (the pipeline decodes those)
         obj = decode.event_progress_ids(line) if line.startswith(_PROGRESS_LINE) else None
@@ -75,7 +87,7 @@ class EventLogSource:
                 self.bad_lines += 1  # the replay reports the line itself; here it only goes uncounted for placement
                 return
         if isinstance(obj, dict):
-            self.feed(obj)
+            self.feed(obj, app)
 
     def take(self, progress: QueryProgress) -> list[BatchTasks | ExecutorChange]:
         """What was closed up to this progress event's own batch, in order; nothing when that batch is not closed yet.
@@ -114,8 +126,9 @@ def follow_event_log(observer: Observer) -> EventLogSource:
     """Give ``observer`` placement from an event log it is fed from (``watch``; replay does this itself).
 
     The caller then hands the returned source every raw event of each application, in the log's order,
-    with ``feed(raw.data, app=app_events.log_name)`` (``RawEvent.data`` of ``observer.capture.eventlog_watch``;
-    stage ids are per application, so each gets its own reader), and processes the streaming events as
+    with ``feed_line(raw.line, app=app_events.log_name)`` when the watcher delivered it unparsed, else
+    ``feed(raw.data, app=...)`` (``RawEvent`` of ``observer.capture.eventlog_watch``; stage ids are per
+    application, so each gets its own reader), and processes the streaming events as
     usual, each progress event *after* it was fed: its batch's migrations come out as ``partition_migrated``
     signals and placement metrics of that progress event, exactly as in replay. ``forget(app)`` when the
     watcher forgets an application.

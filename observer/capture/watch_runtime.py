@@ -72,6 +72,7 @@ from observer.model import kinds
 from observer.model.events import Event
 from observer.model.identity import AppContext, Pairs
 from observer.model.parse import parse_timestamp
+from observer.model.tasks import wanted_line
 from observer.runtime import Observer
 from observer.settings import Settings
 from observer.signals.kinds import SignalEvent
@@ -229,6 +230,8 @@ class FleetObserver:
             read_finished_at_start=o.read_finished_at_start,
             replay_on_resume=True,
             max_apps=o.max_apps,
+            raw_events=PLACEMENT_EVENTS,  # placement decodes the few fields it reads, of the lines that matter to it
+            raw_keep=wanted_line,
         )
         self._apps: dict[str, _AppPipeline] = {}
         self._lock = threading.Lock()  # the watcher thread changes ``_apps`` while scrapes read it
@@ -432,6 +435,9 @@ class FleetObserver:
 
     def _apply(self, pipeline: _AppPipeline, event: RawEvent) -> int:
         if pipeline.placement is not None:  # every event, in the log's order, before a progress event is processed
+            if event.line is not None:  # task, job and SQL events come unparsed: placement decodes what it reads
+                pipeline.placement.feed_line(event.line, app=pipeline.log_name)
+                return 0
             pipeline.placement.feed(event.data, app=pipeline.log_name)
         if event.event_type in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
             _executor_change(pipeline.executors, event)

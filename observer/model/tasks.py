@@ -23,7 +23,11 @@ import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
+
+import msgspec
+
+from observer.model import task_decode
 
 _SQL = "org.apache.spark.sql.execution.ui."
 SQL_START = _SQL + "SparkListenerSQLExecutionStart"
@@ -42,6 +46,8 @@ STATE_METRICS: Mapping[str, str] = {
     "number of state store instances": "store_instances",
     "count of cache miss on states cache in provider": "cache_misses",  # HDFS-backed provider
 }
+# a plan node with one of these metrics writes state (StateStoreWriter); readers such as StateStoreRestore do not
+_WRITER_MARKERS = frozenset({"number of total state rows", "number of state store instances", "memory used by state"})
 # the event types the reader uses, as the first bytes of an event-log line (Spark writes "Event" first)
 TASK_EVENT_TYPES = (
     "SparkListenerTaskEnd",
@@ -56,7 +62,12 @@ LINE_PREFIXES = tuple(b'{"Event":"' + name.encode() + b'"' for name in TASK_EVEN
 # task ends and plans (the big, numerous lines) matter only when they name a state metric: the reader ignores
 # the rest, so they are not even parsed (a substring test per name instead of json.loads of kilobytes)
 _STATEFUL_ONLY = tuple(b'{"Event":"' + name.encode() + b'"' for name in ("SparkListenerTaskEnd", SQL_START, SQL_ADAPTIVE))
-_STATE_NAMES = tuple(name.encode() for name in STATE_METRICS)
+# the names every state-writing operator reports (memory: every provider, every writer) first, so that a stateful
+# line usually stops at the first search
+_STATE_NAMES = tuple(name.encode() for name in sorted(STATE_METRICS, key=lambda n: (n != "memory used by state", n not in _WRITER_MARKERS)))
+_TASK_END_LINE = b'{"Event":"SparkListenerTaskEnd"'
+_JOB_START_LINE = b'{"Event":"SparkListenerJobStart"'
+_PLAN_LINES = (b'{"Event":"' + SQL_START.encode() + b'"', b'{"Event":"' + SQL_ADAPTIVE.encode() + b'"')
 
 
 def wanted_line(line: bytes) -> bool:
@@ -68,14 +79,14 @@ def wanted_line(line: bytes) -> bool:
     return not line.startswith(_STATEFUL_ONLY) or any(name in line for name in _STATE_NAMES)
 
 
-# a plan node with one of these metrics writes state (StateStoreWriter); readers such as StateStoreRestore do not
-_WRITER_MARKERS = frozenset({"number of total state rows", "number of state store instances", "memory used by state"})
 _COUNT_FIELDS = frozenset({"changelog_files", "loads_from_dfs", "rows_total", "store_instances", "cache_misses"})
 MAX_EXECUTIONS = 32  # plans kept: a batch runs 1-2 executions, several queries may interleave
 MAX_STAGES = 512  # stage -> batch mappings kept
 MAX_OPEN_BATCHES = 16  # batches collected but not yet closed by their progress event, over all queries
 MAX_PARTITIONS = 10_000  # per (operator, batch)
 MAX_OPERATORS = 64
+_MAX_PLAN_NODES = 100_000
+_UNSET: Any = msgspec.UNSET
 
 
 @dataclass(frozen=True)
@@ -149,11 +160,27 @@ class _Operator:
     name: str
 
 
+@dataclass(slots=True)
+class _Task:
+    """What one task end says besides its state accumulables, as the reader reads it (either decode)."""
+
+    executor: Any  # a str when usable
+    partition: int | None
+    reason: str
+    host: Any
+    attempt: int
+    speculative: bool
+    stage: int
+    stage_attempt: int
+    launch: int | None
+    finish: int | None
+
+
 @dataclass
 class _Attempts:
     """The attempts of one partition of one operator in one batch, reduced to what is needed."""
 
-    best: dict[str, Any] | None = None  # the successful attempt that finished last
+    best: tuple[_Task, dict[str, float | None]] | None = None  # the successful attempt that finished last, and its state fields
     failed: int = 0
     failed_on: list[str] = field(default_factory=list)
     lost: bool = False
@@ -197,6 +224,33 @@ class TaskEventReader:
             self._problem(f"error:{type(exc).__name__}")
         return []
 
+    def feed_line(self, line: bytes) -> list[BatchTasks | ExecutorChange] | None:
+        """Apply one raw event-log line of a task end, job start or SQL plan through the typed decode
+        (``observer.model.task_decode``); ``None`` when it declines: then ``feed(json.loads(line))``. Never raises."""
+        try:
+            if line.startswith(_TASK_END_LINE):
+                task = task_decode.task_end(line)
+                if task is None or task.event != "SparkListenerTaskEnd":
+                    return None
+                return self._typed_task_end(task)
+            if line.startswith(_JOB_START_LINE):
+                job = task_decode.job_start(line)
+                if job is None or job.Event != "SparkListenerJobStart":
+                    return None
+                p = job.properties
+                self._job(p.query_id, p.batch_id, p.job_group, p.execution_id, job.stage_ids)
+                return []
+            if line.startswith(_PLAN_LINES):
+                plan = task_decode.plan(line)
+                if plan is None or plan.Event not in (SQL_START, SQL_ADAPTIVE):
+                    return None
+                self._typed_plan(plan)
+                return []
+        except Exception as exc:  # as in feed
+            self._problem(f"error:{type(exc).__name__}")
+            return []
+        return None
+
     def close(self) -> list[BatchTasks]:
         """Every batch still open (a log that ends mid-batch, or progress events that never came)."""
         return [self._close(key, "end") for key in list(self._open)]
@@ -212,7 +266,7 @@ class TaskEventReader:
         index = 0
         stack: list[Any] = [info]
         depth = 0
-        while stack and depth < 100_000:  # pre-order, like the progress event's stateOperators
+        while stack and depth < _MAX_PLAN_NODES:  # pre-order, like the progress event's stateOperators
             depth += 1
             node = stack.pop()
             if not isinstance(node, Mapping):
@@ -230,6 +284,29 @@ class TaskEventReader:
             children = node.get("children")
             if isinstance(children, list):
                 stack.extend(reversed(children))
+        self._store_plan(execution, operators)
+
+    def _typed_plan(self, found: task_decode.Plan) -> None:
+        """``_plan`` over the typed decode: the same walk, with every type already checked by the decode."""
+        operators: dict[int, _Operator] = {}
+        index = 0
+        stack = [found.sparkPlanInfo]
+        depth = 0
+        while stack and depth < _MAX_PLAN_NODES:
+            depth += 1
+            node = stack.pop()
+            metrics = node.metrics
+            if metrics and not _WRITER_MARKERS.isdisjoint([m.name for m in metrics]):
+                op = _Operator(index, node.nodeName)
+                index += 1
+                for m in metrics:
+                    if m.accumulatorId is not None and m.name in STATE_METRICS:
+                        operators[m.accumulatorId] = op
+            if node.children:
+                stack.extend(reversed(node.children))
+        self._store_plan(found.executionId, operators)
+
+    def _store_plan(self, execution: int, operators: dict[int, _Operator]) -> None:
         if operators or execution not in self._plans:
             self._plans[execution] = operators
             self._plans.move_to_end(execution)
@@ -240,12 +317,21 @@ class TaskEventReader:
         props = event.get("Properties")
         if not isinstance(props, Mapping):
             return
-        query_id, batch = props.get("sql.streaming.queryId"), _int(props.get("streaming.sql.batchId"))
+        self._job(
+            props.get("sql.streaming.queryId"),
+            props.get("streaming.sql.batchId"),
+            props.get("spark.jobGroup.id"),
+            props.get("spark.sql.execution.id"),
+            event.get("Stage IDs"),
+        )
+
+    def _job(self, query_id: Any, raw_batch: Any, group: Any, raw_execution: Any, stage_ids: Any) -> None:
+        """A job's properties (as read, any type) and stage ids: its stages belong to that query's batch."""
+        batch = _int(raw_batch)
         if not isinstance(query_id, str) or batch is None:
             return  # not a streaming batch's job
-        run_id = props.get("spark.jobGroup.id") if isinstance(props.get("spark.jobGroup.id"), str) else None
-        ref = _StageRef(query_id, run_id, batch, _int(props.get("spark.sql.execution.id")))
-        stage_ids = event.get("Stage IDs")
+        run_id = group if isinstance(group, str) else None
+        ref = _StageRef(query_id, run_id, batch, _int(raw_execution))
         for stage in stage_ids if isinstance(stage_ids, list) else []:
             sid = _int(stage)
             if sid is not None:
@@ -257,38 +343,82 @@ class TaskEventReader:
         while len(self._runs) > MAX_STAGES:
             self._runs.popitem(last=False)
 
+    def _typed_task_end(self, found: task_decode.TaskEnd) -> list[BatchTasks | ExecutorChange]:
+        """``_task_end`` over the typed decode."""
+        ref = self._stages.get(found.stage)
+        if ref is None:
+            return []  # not a stage of a streaming batch we saw start
+        info = found.info
+        state = [(f, a.ID, a.Update) for a in info.accumulables if (f := STATE_METRICS.get(a.Name)) is not None]  # type: ignore[arg-type]
+        if not state:
+            return []
+        partition = info.partition if info.partition is not _UNSET else info.index
+        return self._apply_task(
+            ref,
+            state,
+            _Task(
+                executor=info.executor,
+                partition=partition if partition is not _UNSET else None,  # type: ignore[arg-type]
+                reason=found.reason_text,
+                host=info.host,
+                attempt=info.attempt or 0,
+                speculative=info.speculative is True,
+                stage=found.stage,
+                stage_attempt=found.stage_attempt or 0,
+                launch=info.launch if info.launch is not _UNSET else None,  # type: ignore[arg-type]
+                finish=info.finish if info.finish is not _UNSET else None,  # type: ignore[arg-type]
+            ),
+        )
+
     def _task_end(self, event: Mapping[str, Any]) -> list[BatchTasks | ExecutorChange]:
         stage = _int(event.get("Stage ID"))
         ref = self._stages.get(stage) if stage is not None else None
         info = event.get("Task Info")
-        if ref is None or not isinstance(info, Mapping):
+        if stage is None or ref is None or not isinstance(info, Mapping):
             if not isinstance(info, Mapping):
                 self._problem("task_without_info")
             return []  # not a stage of a streaming batch we saw start
-        plan = self._plans.get(ref.execution_id) if ref.execution_id is not None else None
         accs = info.get("Accumulables")
-        values: dict[int, dict[str, float | None]] = {}
-        names: dict[int, str] = {}
+        state = []
         for acc in accs if isinstance(accs, list) else []:
             if not isinstance(acc, Mapping):
                 continue
             name = acc.get("Name")
             field_name = STATE_METRICS.get(name) if isinstance(name, str) else None
-            if field_name is None:
-                continue
-            acc_id = _int(acc.get("ID"))
+            if field_name is not None:
+                state.append((field_name, acc.get("ID"), acc.get("Update")))
+        if not state:
+            return []  # a stage without state operators (the source's, for one)
+        partition = _int(info.get("Partition ID"))
+        task = _Task(
+            executor=info.get("Executor ID"),
+            partition=_int(info.get("Index")) if partition is None else partition,
+            reason=_reason(event),
+            host=info.get("Host"),
+            attempt=_int(info.get("Attempt")) or 0,
+            speculative=info.get("Speculative") is True,
+            stage=stage,
+            stage_attempt=_int(event.get("Stage Attempt ID")) or 0,
+            launch=_int(info.get("Launch Time")),
+            finish=_int(info.get("Finish Time")),
+        )
+        return self._apply_task(ref, state, task)
+
+    def _apply_task(self, ref: _StageRef, state: list[tuple[str, Any, Any]], task: _Task) -> list[BatchTasks | ExecutorChange]:
+        """One task of a known stage with state accumulables ((field, accumulator id, update) as read): into its batch."""
+        plan = self._plans.get(ref.execution_id) if ref.execution_id is not None else None
+        values: dict[int, dict[str, float | None]] = {}
+        names: dict[int, str] = {}
+        for field_name, raw_id, update in state:
+            acc_id = _int(raw_id)
             op = plan.get(acc_id) if plan is not None and acc_id is not None else None
             if op is None:
                 if plan is None:
                     self._problem("task_without_plan")
                 op = _Operator(0, "?")  # the plan is missing: all state metrics of the task go to one operator
-            values.setdefault(op.index, {})[field_name] = _number(acc.get("Update"))
+            values.setdefault(op.index, {})[field_name] = _number(update)
             names[op.index] = op.name
-        if not values:
-            return []  # a stage without state operators (the source's, for one)
-        executor = info.get("Executor ID")
-        partition = _int(info.get("Partition ID"))
-        partition = _int(info.get("Index")) if partition is None else partition
+        executor, partition = task.executor, task.partition
         if not isinstance(executor, str) or partition is None or partition < 0:
             self._problem("task_without_executor_or_partition")
             return []
@@ -296,26 +426,15 @@ class TaskEventReader:
         key = (ref.query_id, ref.batch_id)
         batch = self._open.setdefault(key, {})
         self._names.setdefault(key, {}).update(names)
-        reason = _reason(event)
+        reason = task.reason
         for op_index, fields in values.items():
             if len(batch) >= MAX_PARTITIONS * 4 and (op_index, partition) not in batch:
                 self._problem("too_many_partitions")
                 continue
             slot = batch.setdefault((op_index, partition), _Attempts())
             if reason == "Success":
-                task: dict[str, Any] = {
-                    "executor": executor,
-                    "host": info.get("Host"),
-                    "attempt": _int(info.get("Attempt")) or 0,
-                    "speculative": info.get("Speculative") is True,
-                    "stage": stage,
-                    "stage_attempt": _int(event.get("Stage Attempt ID")) or 0,
-                    "launch": _int(info.get("Launch Time")),
-                    "finish": _int(info.get("Finish Time")),
-                    "fields": fields,
-                }
-                if slot.best is None or (task["finish"] or 0) >= (slot.best["finish"] or 0):
-                    slot.best = task
+                if slot.best is None or (task.finish or 0) >= (slot.best[0].finish or 0):
+                    slot.best = (task, fields)
             elif reason != "Resubmitted":  # Resubmitted repeats an earlier success whose output was lost
                 slot.failed += 1
                 if len(slot.failed_on) < 16:
@@ -378,8 +497,8 @@ class TaskEventReader:
             best = slot.best
             if best is None:
                 continue  # no attempt succeeded (yet): the partition has no placement in this batch
-            f = best["fields"]
-            launch, finish = best["launch"], best["finish"]
+            task, f = best[0], cast(dict[str, Any], best[1])
+            launch, finish = task.launch, task.finish
             runs.append(
                 PartitionRun(
                     query_id=key[0],
@@ -388,12 +507,12 @@ class TaskEventReader:
                     operator=op_index,
                     operator_name=names.get(op_index, "?"),
                     partition=partition,
-                    executor_id=best["executor"],
-                    host=best["host"] if isinstance(best["host"], str) else None,
-                    attempt=best["attempt"],
-                    speculative=best["speculative"],
-                    stage_id=best["stage"],
-                    stage_attempt=best["stage_attempt"],
+                    executor_id=task.executor,
+                    host=task.host if isinstance(task.host, str) else None,
+                    attempt=task.attempt,
+                    speculative=task.speculative,
+                    stage_id=task.stage,
+                    stage_attempt=task.stage_attempt,
                     launch_time=launch / 1000.0 if launch is not None else None,
                     finish_time=finish / 1000.0 if finish is not None else None,
                     duration_seconds=(finish - launch) / 1000.0 if launch is not None and finish is not None and finish >= launch else None,

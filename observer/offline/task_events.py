@@ -19,6 +19,26 @@ from observer.signals.placement import OperatorBatch, PlacementTracker
 
 def read_events(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[dict[str, Any] | EventLogError]:
     """Yield the wanted events of every file in order, as parsed JSON objects; problems as ``EventLogError`` items."""
+    for item in _wanted_lines(paths, max_line_bytes):
+        if isinstance(item, EventLogError):
+            yield item
+            continue
+        obj = _parsed(*item)
+        if obj is not None:
+            yield obj
+
+
+def _parsed(where: str, line: bytes) -> dict[str, Any] | EventLogError | None:
+    """A wanted line as its JSON object (None: not an object)."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        return EventLogError(f"{where}: not valid JSON ({str(exc)[:80]})")
+    return obj if isinstance(obj, dict) else None
+
+
+def _wanted_lines(paths: list[str], max_line_bytes: int) -> Iterator[tuple[str, bytes] | EventLogError]:
+    """The lines ``wanted_line`` keeps, each with its ``path:line``, in order; problems as ``EventLogError`` items."""
     try:
         files = expand(paths)
     except EventLogError as exc:
@@ -36,16 +56,8 @@ def read_events(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) 
                 for line_no, line in _lines(stream, max_line_bytes, path):
                     if isinstance(line, EventLogError):  # an over-long line: reported, the rest of the file is read
                         yield line
-                        continue
-                    if not wanted_line(line):
-                        continue
-                    try:
-                        obj = json.loads(line)
-                    except (ValueError, RecursionError) as exc:
-                        yield EventLogError(f"{path}:{line_no}: not valid JSON ({str(exc)[:80]})")
-                        continue
-                    if isinstance(obj, dict):
-                        yield obj
+                    elif wanted_line(line):
+                        yield f"{path}:{line_no}", line
             except EventLogError as exc:
                 yield exc
             except Exception as exc:  # decompression errors of every codec library
@@ -66,11 +78,19 @@ def replay_placement(paths: list[str], top_k: int = 10) -> tuple[PlacementTracke
             else:
                 tracker.on_executor(item)
 
-    for event in read_events(paths):
+    for item in _wanted_lines(paths, DEFAULT_MAX_LINE_BYTES):
+        if isinstance(item, EventLogError):
+            errors.append(str(item))
+            continue
+        done = reader.feed_line(item[1])  # the typed decode of the fields placement reads; else the whole line
+        if done is not None:
+            apply(done)
+            continue
+        event = _parsed(*item)
         if isinstance(event, EventLogError):
             errors.append(str(event))
-            continue
-        apply(reader.feed(event))
+        elif event is not None:
+            apply(reader.feed(event))
     apply(reader.close())
     errors.extend(f"{what}: {n}" for what, n in sorted(reader.problems.items()))
     return tracker, batches, errors
