@@ -29,6 +29,7 @@ Data flows one way: capture (the watcher) → model → signals → sinks; nothi
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -249,6 +250,8 @@ class FleetObserver:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.rounds = 0  # polls done (tests wait on it)
+        # the watcher's own figures as of the end of the last round: what the endpoint shows (``_publish_counts``)
+        self._counts = _copy_counts(self.watcher.counts)
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self, follow: bool = True) -> FleetObserver:
@@ -301,6 +304,7 @@ class FleetObserver:
         for sink in self._shared:
             self._guarded(sink, sink.close)  # writes what it can: positions are saved only as far as that
         self._save_written_positions()
+        self._publish_counts()  # a last push shows them
         if self.pusher is not None:
             self.pusher.stop()
         if self.server is not None:
@@ -353,7 +357,18 @@ class FleetObserver:
             if processed:
                 self._guarded(sink, sink.flush)
         self._save_written_positions()
+        self._publish_counts()
         self.rounds += 1
+
+    def _publish_counts(self) -> None:
+        """Show the watcher's figures of this round only now that its events are in the applications' series.
+
+        The watcher updates its counts (an application finished, events delivered) inside ``poll``, before the
+        pipelines have processed what that poll found; a scrape in between saw an application finished while
+        its counters still lacked the batches read with its end (a restarted watcher replays a whole log in
+        one poll, so the gap was most of it). The endpoint shows this copy, taken once the round is done.
+        """
+        self._counts = _copy_counts(self.watcher.counts)
 
     def _save_written_positions(self) -> None:
         """Save the newest read positions whose events the history has written (or counted dropped).
@@ -479,7 +494,7 @@ class FleetObserver:
         own = Families()
         snapshot = self.self_metrics.snapshot(0, count)
         render_self(own, snapshot, self.static)
-        render_watch(labelled(own, self.static), self.watcher.counts)
+        render_watch(labelled(own, self.static), self._counts)
         return join(queries, rest + own.lines()) + histogram_text(snapshot, self.static)
 
     def applications(self) -> dict[str, AppContext]:
@@ -493,6 +508,10 @@ class FleetObserver:
         except Exception as exc:
             self.self_metrics.count("export_failures", sink.name)
             log.warning("spark-state-observer: %s failed: %r", sink.name, exc)
+
+
+def _copy_counts(counts: WatchCounts) -> WatchCounts:
+    return dataclasses.replace(counts, problems=counts.problems.copy())
 
 
 def _streaming(found: AppEvents) -> bool:
