@@ -13,7 +13,8 @@ once behind one ``/metrics`` endpoint:
 - **Shared around them**: the observer's own figures (one ``SelfMetrics``), the history sink (one
   database; each event reaches it through ``AppAwareSink.on_app_event`` with its application) and the
   endpoint and Pushgateway, which join every application's cached query lines with the watcher's own
-  series (``spark_state_observer_watch_*``, from ``WatchCounts``).
+  series (``spark_state_observer_watch_*``, from ``WatchCounts`` as of the end of the last round, so an
+  application shows finished only once its events are in its series).
 - **Restart**: the watcher runs with ``replay_on_resume``: after a restart it reads each followed log
   again from its start so the in-memory state (counters, signal state) is rebuilt, and
   ``spark_streaming_batches_total`` equals the log's progress events; events delivered before the
