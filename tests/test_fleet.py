@@ -203,6 +203,46 @@ def test_a_watcher_killed_and_restarted_counts_every_batch_once(tmp_path, watche
     assert {json.dumps(json.loads(x), sort_keys=True) for x in batches.app_labels} == {'{"cluster": "a"}'}
 
 
+def test_a_restarted_watcher_shows_an_application_finished_only_with_all_its_batches(tmp_path) -> None:
+    """A watcher killed (abandoned: no ``stop()``, no last save) and restarted replays the log from its start in one
+    round. No scrape may show the application finished while that round's batches are not yet in its series: the
+    watcher counts its figures inside ``poll``, before the pipelines process what the poll found, and a scrape in
+    between saw ``finished`` with 1 to 3 of the 6 batches (the flaky end of the subprocess test above)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    history = f"sqlite:///{tmp_path / 'history.db'}"
+    settings = Settings.from_env(labels="cluster=a", history_path=history)
+    options = WatchOptions(state_path=str(tmp_path / "positions.json"), history=True)
+    expected = _batches("rocksdb_restart")
+    log = ProgressiveLog(str(logs), "app-orders-1", "zstd", max_file_bytes=40_000)
+    steps = log.steps(renamed(_lines("rocksdb_restart"), "orders", "app-orders-1"), split=True)
+    first = FleetObserver([str(logs)], settings, options, serve=False)
+    for _ in steps:
+        first.poll_once()
+        if (value(parse(first.exposition().decode()), "spark_streaming_batches_total", app="orders") or 0) >= expected // 2:
+            break
+    with open(str(options.state_path)) as f:
+        (saved,) = json.load(f)["apps"].values()
+    assert saved["runs"][0][2] < expected - 1 and saved["status"] == "running"  # killed with batches still to read
+    for _ in steps:
+        pass
+    log.finish()
+
+    second = FleetObserver([str(logs)], settings, options, serve=False)
+    scrapes: list[Series] = []
+    for _ in range(3):  # a scrape while each round's events are being processed, and one after it
+        second.poll_once(on_found=lambda found: scrapes.append(parse(second.exposition().decode())))
+        scrapes.append(parse(second.exposition().decode()))
+    for series in scrapes:
+        if value(series, "spark_state_observer_watch_applications", status="finished") == 1:
+            assert value(series, "spark_streaming_batches_total", app="orders") == expected
+    assert value(scrapes[-1], "spark_state_observer_watch_applications", status="finished") == 1
+    assert value(scrapes[-1], "spark_state_observer_watch_events_duplicate_total") == 0
+    second.stop()
+    queries = load_queries(history)
+    assert len(load_batches(history, queries.query_id[0])) == expected  # the replay wrote what the first had not
+
+
 def test_a_watcher_killed_while_postgresql_holds_its_rows_loses_none(tmp_path, watches: list[Watch], postgres) -> None:
     """The background writer had rows in hand (a table lock held them) when the watcher was killed: the saved
     positions must not cover them, so the next watcher reads and writes them again."""

@@ -13,7 +13,8 @@ once behind one ``/metrics`` endpoint:
 - **Shared around them**: the observer's own figures (one ``SelfMetrics``), the history sink (one
   database; each event reaches it through ``AppAwareSink.on_app_event`` with its application) and the
   endpoint and Pushgateway, which join every application's cached query lines with the watcher's own
-  series (``spark_state_observer_watch_*``, from ``WatchCounts``).
+  series (``spark_state_observer_watch_*``, from ``WatchCounts`` as of the end of the last round, so an
+  application shows finished only once its events are in its series).
 - **Restart**: the watcher runs with ``replay_on_resume``: after a restart it reads each followed log
   again from its start so the in-memory state (counters, signal state) is rebuilt, and
   ``spark_streaming_batches_total`` equals the log's progress events; events delivered before the
@@ -29,6 +30,7 @@ Data flows one way: capture (the watcher) → model → signals → sinks; nothi
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -252,6 +254,8 @@ class FleetObserver:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.rounds = 0  # polls done (tests wait on it)
+        # the watcher's own figures as of the end of the last round: what the endpoint shows (``_publish_counts``)
+        self._counts = _copy_counts(self.watcher.counts)
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self, follow: bool = True) -> FleetObserver:
@@ -305,6 +309,7 @@ class FleetObserver:
         for sink in self._shared:
             self._guarded(sink, sink.close)  # writes what it can: positions are saved only as far as that
         self._save_written_positions()
+        self._publish_counts()  # a last push shows them
         if self.pusher is not None:
             self.pusher.stop()
         if self.server is not None:
@@ -357,7 +362,18 @@ class FleetObserver:
             if processed:
                 self._guarded(sink, sink.flush)
         self._save_written_positions()
+        self._publish_counts()
         self.rounds += 1
+
+    def _publish_counts(self) -> None:
+        """Show the watcher's figures of this round only now that its events are in the applications' series.
+
+        The watcher updates its counts (an application finished, events delivered) inside ``poll``, before the
+        pipelines have processed what that poll found; a scrape in between saw an application finished while
+        its counters still lacked the batches read with its end (a restarted watcher replays a whole log in
+        one poll, so the gap was most of it). The endpoint shows this copy, taken once the round is done.
+        """
+        self._counts = _copy_counts(self.watcher.counts)
 
     def _save_written_positions(self) -> None:
         """Save the newest read positions whose events the history has written (or counted dropped).
@@ -490,7 +506,7 @@ class FleetObserver:
         own = Families()
         snapshot = self.self_metrics.snapshot(0, count)
         render_self(own, snapshot, self.static)
-        render_watch(labelled(own, self.static), self.watcher.counts)
+        render_watch(labelled(own, self.static), self._counts)
         yield from join_parts(queries, rest + own.lines())
         yield histogram_text(snapshot, self.static)
 
@@ -505,6 +521,10 @@ class FleetObserver:
         except Exception as exc:
             self.self_metrics.count("export_failures", sink.name)
             log.warning("spark-state-observer: %s failed: %r", sink.name, exc)
+
+
+def _copy_counts(counts: WatchCounts) -> WatchCounts:
+    return dataclasses.replace(counts, problems=counts.problems.copy())
 
 
 def _streaming(found: AppEvents) -> bool:
