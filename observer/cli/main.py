@@ -13,7 +13,6 @@ from typing import Any
 from observer.mixin import cli as mixin_cli
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES
 
-
 # commands that serve clients until stopped: they keep Python's SIGPIPE handling (ignored, so a client that
 # hangs up mid-response is an error on that connection), where a short command dies quietly of a closed pipe
 SERVING_COMMANDS = frozenset({"watch", "demo", "ui"})
