@@ -180,11 +180,27 @@ def _close(sock: socket.socket) -> None:
         pass
 
 
+def _lingering_close(sock: socket.socket) -> None:
+    """Close after the answer: first what the client sent beyond the header (a body, a pipelined request) is
+    read away, as far as it is already here; closing over unread bytes resets the connection, and the
+    client may then lose the end of its answer."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        sock.setblocking(False)
+        for _ in range(16):
+            if not sock.recv(16384):
+                break
+    except (OSError, ValueError):
+        pass
+    _close(sock)
+
+
 class _Handler(WSGIRequestHandler):
     """One request, from a header the server has already read in full, answered within its deadline."""
 
     request: _Request
     server: _BoundedServer
+    default_request_version = "HTTP/1.0"  # every answer, errors found before the version too, has a status line
 
     def setup(self) -> None:
         self.connection = self.request.sock
@@ -202,9 +218,8 @@ class _Handler(WSGIRequestHandler):
             return
         if not self.parse_request():  # it has answered 4xx/5xx
             return
-        if self.request_version == "HTTP/0.9":
-            self.request_version = "HTTP/1.0"  # so that the answer has a status line
-            self.send_error(400, "HTTP/0.9 is not served")
+        if len(self.requestline.split()) < 3 or self.request_version.startswith("HTTP/0."):  # HTTP/0.9 (no version) or 0.x
+            self.send_error(400, "only HTTP/1.0 and HTTP/1.1 are served")
             return
         app = self.server.get_app()
         if app is None:
@@ -215,6 +230,8 @@ class _Handler(WSGIRequestHandler):
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         self.server.refusals("malformed")
+        if not self.request_version.startswith("HTTP/1."):
+            self.request_version = "HTTP/1.0"  # an HTTP/0.x answer would have no status line
         super().send_error(code, message, explain)
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -397,7 +414,7 @@ class _BoundedServer(WSGIServer):
                 sock.send(answer, _NOSIGNAL)
         except (OSError, ValueError):
             pass
-        _close(sock)
+        _lingering_close(sock)
 
     def stop_serving(self) -> None:
         self._serving = False
@@ -415,11 +432,7 @@ class _BoundedServer(WSGIServer):
         except Exception as exc:  # a client that hangs up mid-answer
             log.debug("spark-state-observer: /metrics connection from %s ended: %r", client_address, exc)
         finally:
-            try:
-                request.sock.shutdown(socket.SHUT_WR)
-            except (OSError, ValueError):
-                pass
-            _close(request.sock)
+            _lingering_close(request.sock)
             self._slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
