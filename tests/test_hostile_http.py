@@ -19,6 +19,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -180,9 +181,11 @@ def _status(answer: bytes) -> int:
     return int(match.group(1))
 
 
-def run_case(port: int, case: Case, source: str = "127.0.0.1") -> bytes | None:
+def run_case(port: int, case: Case, source: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> bytes | None:
     """Play one client; the answer it read (``None`` when it hung up)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=15, source_address=(source, 0))
+    if tls is not None:
+        s = tls.wrap_socket(s, server_hostname="127.0.0.1")
     try:
         try:
             for piece in case.pieces:
@@ -202,7 +205,7 @@ def run_case(port: int, case: Case, source: str = "127.0.0.1") -> bytes | None:
         while True:
             try:
                 chunk = s.recv(65536)
-            except ConnectionResetError:
+            except (ConnectionResetError, ssl.SSLEOFError):
                 break
             if not chunk:
                 break
@@ -240,13 +243,15 @@ def quiet_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFix
     assert "Traceback" not in caplog.text
 
 
-def _serve(basic_auth: tuple[str, str] | None = None) -> tuple[MetricsServer, dict[str, int]]:
+def _serve(basic_auth: tuple[str, str] | None = None, certfile: str = "", keyfile: str = "") -> tuple[MetricsServer, dict[str, int]]:
     refused: dict[str, int] = {}
 
     def count(reason: str) -> None:
         refused[reason] = refused.get(reason, 0) + 1
 
-    server = MetricsServer(lambda: BODY, CollectorRegistry(), "127.0.0.1", 0, basic_auth=basic_auth, on_refused=count)
+    server = MetricsServer(
+        lambda: BODY, CollectorRegistry(), "127.0.0.1", 0, basic_auth=basic_auth, on_refused=count, certfile=certfile, keyfile=keyfile
+    )
     return server, refused
 
 
@@ -359,6 +364,39 @@ def test_twenty_trickling_clients_do_not_block_scrapes_and_are_cut(
     assert len(cut_at) == 20 and all(2.5 < at < 6 for at in cut_at.values()), cut_at
     assert obs.server is not None and obs.server.refusals.counts["timeout"] == 20
     assert 'spark_state_observer_http_requests_refused_total{reason="timeout"} 20.0' in text
+
+
+def test_hostile_clients_over_tls(tls_files, monkeypatch: pytest.MonkeyPatch, quiet_log: pytest.LogCaptureFixture, capfd) -> None:
+    """Handshakes are made on the serving thread without blocking: garbage instead of a ClientHello,
+    hang-ups mid-handshake, clients that never handshake, then the corpus over TLS."""
+    monkeypatch.setattr(http_exporter, "HEADER_DEADLINE_SECONDS", 1.0)
+    cert, key = tls_files
+    server, refused = _serve(certfile=str(cert), keyfile=str(key))
+    context = ssl.create_default_context(cafile=str(cert))
+    rng = random.Random(CORPUS_SEED)
+    idle = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(10)]  # never handshake
+    try:
+        for n in range(100):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+                if n % 2:  # noise where a ClientHello belongs
+                    s.sendall(bytes(rng.randrange(256) for _ in range(rng.choice([1, 5, 300]))))
+                else:  # the first bytes of a real handshake, then gone
+                    hello = context.wrap_bio(ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(), server_hostname="127.0.0.1")
+                    with pytest.raises(ssl.SSLWantReadError):
+                        hello.do_handshake()
+                    data = outgoing.read()
+                    s.sendall(data[: rng.randrange(1, len(data))])
+        statuses = [check_answer(case, run_case(server.port, case, tls=context), False) for case in corpus(CORPUS_SEED + 2, 100)]
+        assert _status(run_case(server.port, Case((b"GET /metrics HTTP/1.1\r\n\r\n",), "", True), tls=context) or b"") == 200
+        time.sleep(1.5)  # past the deadline of the idle ones
+        assert refused.get("timeout", 0) >= 10
+    finally:
+        for s in idle:
+            s.close()
+        server.stop()
+    print(f"hostile corpus over TLS: 200 handshake attacks and {len(statuses)} cases, answers by status {sorted(set(statuses))}")
+    assert 200 in statuses and 400 in statuses
+    assert "Traceback" not in capfd.readouterr().err
 
 
 @pytest.mark.parametrize(
