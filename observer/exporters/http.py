@@ -41,7 +41,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, quote_plus, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, make_wsgi_app
@@ -79,6 +79,7 @@ REFUSAL_REASONS = ("busy", "timeout", "malformed", "unauthorized", "throttled")
 ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 _NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
 _BLANK_LINE = re.compile(rb"\n\r?\n")
+_PLAIN_PATH_VALUE = re.compile(r"[A-Za-z0-9_.:-]+")
 
 
 class Refusals:
@@ -655,12 +656,14 @@ def push_url(gateway: str, job: str, grouping_key: dict[str, str]) -> str:
 
 
 def _path_pair(name: str, value: str) -> str:
-    """One ``name/value`` path segment pair; empty values and values with a slash or space go base64 (``name@base64/...``)."""
+    """One ``name/value`` path segment pair. Only plain values go as they are: any other (empty, a slash, a
+    space, ``%``, ``.`` or ``..``, which a server's path cleaning would change, non-ASCII) goes base64url
+    (``name@base64/...``), which the Pushgateway decodes to the value exactly."""
     if not value:
         return f"{name}@base64/="
-    if "/" in value or " " in value:
-        return f"{name}@base64/{base64.urlsafe_b64encode(value.encode()).decode()}"
-    return f"{name}/{quote_plus(value)}"
+    if value in (".", "..") or not _PLAIN_PATH_VALUE.fullmatch(value):
+        return f"{name}@base64/{base64.urlsafe_b64encode(value.encode('utf-8', 'replace')).decode()}"
+    return f"{name}/{value}"
 
 
 def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
