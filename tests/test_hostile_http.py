@@ -401,6 +401,22 @@ def test_hostile_clients_over_tls(tls_files, monkeypatch: pytest.MonkeyPatch, qu
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_flood_of_idle_connections_does_not_lock_scrapes_out() -> None:
+    """Past ``MAX_PENDING`` connections still sending their header, the oldest is cut for the newest: a scrape
+    arriving in a flood is answered at once, not after the flood's deadlines."""
+    server, refused = _serve()
+    flood = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(3 * http_exporter.MAX_PENDING)]
+    try:
+        answers = [run_case(server.port, Case((b"HEAD /metrics HTTP/1.0\r\n\r\n",), "", False)) or b"" for _ in range(5)]
+        assert _clean_scrape(server.port) == BODY
+    finally:
+        for s in flood:
+            s.close()
+        server.stop()
+    assert all(_status(a) == 200 and a.endswith(b"\r\n\r\n") and f"Content-Length: {len(BODY)}".encode() in a for a in answers)
+    assert refused["busy"] >= 2 * http_exporter.MAX_PENDING
+
+
 @pytest.mark.parametrize(
     "header, gzipped",
     [
