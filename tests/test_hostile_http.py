@@ -486,6 +486,19 @@ def test_static_labels_may_not_take_a_name_any_series_uses(capsys: pytest.Captur
     assert "'topic' is a label the observer writes itself" in capsys.readouterr().err
 
 
+def test_watch_refuses_durations_and_bounds_it_cannot_use(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    """NaN or infinite durations would make its loop raise or never forget; each is a clear error at start."""
+    for flag, value in [
+        ("--poll-interval", "nan"),
+        ("--poll-interval", "0"),
+        ("--grace-seconds", "inf"),
+        ("--lost-after-seconds", "-1"),
+        ("--max-apps", "0"),
+    ]:
+        assert cli_main(["watch", str(tmp_path), "--port", "0", flag, value]) == 2, flag
+        assert flag in capsys.readouterr().err
+
+
 def test_a_short_command_still_ends_quietly_on_a_closed_pipe() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "observer.cli", "metrics"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=_env()
