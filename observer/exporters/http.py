@@ -294,12 +294,15 @@ class _BoundedServer(WSGIServer):
                     self._wake_read.recv(64)
                 except OSError:
                     pass
-            elif key.data.sock.fileno() in self._pending:
+            else:
+                pending: _Pending = key.data
+                if self._pending.get(pending.sock.fileno()) is not pending:  # cut earlier in this round
+                    continue
                 try:
-                    self._advance(key.data)
+                    self._advance(pending)
                 except Exception as exc:  # whatever a connection does, it ends that connection only
-                    log.debug("spark-state-observer: /metrics connection from %s failed: %r", key.data.address, exc)
-                    self._drop(key.data)
+                    log.debug("spark-state-observer: /metrics connection from %s failed: %r", pending.address, exc)
+                    self._drop(pending)
         now = time.monotonic()
         while self._pending:
             oldest = next(iter(self._pending.values()))
@@ -315,8 +318,11 @@ class _BoundedServer(WSGIServer):
                 return
             except OSError as exc:  # out of file descriptors (or memory): make room, try again next round
                 log.debug("spark-state-observer: /metrics accept failed: %r", exc)
-                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM) and self._pending:
-                    self._drop(next(iter(self._pending.values())), "busy")
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    if self._pending:
+                        self._drop(next(iter(self._pending.values())), "busy")
+                    else:  # the workers hold them: the listening socket stays readable, so don't spin
+                        time.sleep(0.05)
                 return
             sock.setblocking(False)
             if len(self._pending) >= MAX_PENDING:
