@@ -45,7 +45,7 @@ class Settings:
     labels: str = field(
         default="",
         metadata={
-            "doc": "Static labels put on every series, signal and OTLP resource, e.g. `cluster=a,namespace=b` (the application name goes to the `app` label by itself)."
+            "doc": "Static labels put on every series, signal and OTLP resource, e.g. `cluster=a,namespace=b` (the application name goes to the `app` label by itself; a name a series uses itself, such as `query` or `topic`, is refused)."
         },
     )
     # Prometheus HTTP endpoint
