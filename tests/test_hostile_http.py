@@ -578,13 +578,11 @@ def test_watch_survives_clients_that_hang_up_and_the_corpus(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_the_pushgateway_keeps_odd_grouping_values_exactly(tmp_path) -> None:
+def test_the_pushgateway_keeps_odd_grouping_values_exactly() -> None:
     """Static labels become the grouping key's path: values a path would change reach the gateway as given."""
     binary = need("prometheus-pushgateway")
     port = free_port()
-    gateway = Server(
-        [binary, f"--web.listen-address=127.0.0.1:{port}", f"--persistence.file={tmp_path / 'pg'}"], f"http://127.0.0.1:{port}/-/ready"
-    )
+    gateway = Server([binary, f"--web.listen-address=127.0.0.1:{port}"], f"http://127.0.0.1:{port}/-/ready")
     static = dict(Settings.from_env(labels="cluster=..,zone=.,team=a%2Fb c,site=zürich\x00,env=prod:1").static_labels)
     try:
         pusher = Pusher(lambda: b"hostile_probe 1\n", f"http://127.0.0.1:{port}", "my/job", 3600, 5, None, static, lambda: None)
