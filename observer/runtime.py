@@ -76,7 +76,12 @@ class Observer:
         )
         self.engine = SignalEngine(self.settings, self.tracker.get, clock=clock, live=live, last_alive_hint=last_alive_hint)
         self.signals = SignalBus(on_callback_failure=lambda: self.self_metrics.incr("callback_failures"))
-        self.prometheus = PrometheusSink(self.view, self.settings, lambda: self.self_metrics.count("export_failures", "pushgateway"))
+        self.prometheus = PrometheusSink(
+            self.view,
+            self.settings,
+            lambda: self.self_metrics.count("export_failures", "pushgateway"),
+            lambda reason: self.self_metrics.count("http_refused", reason),
+        )
         self._sinks: list[Sink] = [self.prometheus]
         # per sink, whether it takes the application too (``AppAwareSink``): decided once, as a runtime Protocol
         # check costs ~8 µs per sink, which per event was a twentieth of the pipeline

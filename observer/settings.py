@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from observer.metrics.catalog import RESERVED_LABELS
 from observer.model.identity import LabelsError, Pairs, parse_labels
 
 ENV_PREFIX = "SPARK_STATE_OBSERVER_"
@@ -44,7 +45,7 @@ class Settings:
     labels: str = field(
         default="",
         metadata={
-            "doc": "Static labels put on every series, signal and OTLP resource, e.g. `cluster=a,namespace=b` (the application name goes to the `app` label by itself)."
+            "doc": "Static labels put on every series, signal and OTLP resource, e.g. `cluster=a,namespace=b` (the application name goes to the `app` label by itself; a name a series uses itself, such as `query` or `topic`, is refused)."
         },
     )
     # Prometheus HTTP endpoint
@@ -194,7 +195,7 @@ class Settings:
     @property
     def static_labels(self) -> Pairs:
         """The ``labels`` setting as label pairs (validated when the settings were built)."""
-        return parse_labels(self.labels)
+        return parse_labels(self.labels, RESERVED_LABELS)
 
     def __repr__(self) -> str:
         """Like the dataclass repr, with passwords masked: settings end up in logs and tracebacks."""
@@ -230,7 +231,7 @@ class Settings:
     def validate(self) -> None:
         """Reject values that would make the observer misbehave rather than fail later."""
         try:
-            parse_labels(self.labels)
+            parse_labels(self.labels, RESERVED_LABELS)
         except LabelsError as exc:
             raise SettingsError(str(exc)) from None
         if not 0 <= self.http_port <= 65535:

@@ -278,6 +278,7 @@ class FleetObserver:
                 client_cafile=s.tls_client_cafile,
                 basic_auth=auth,
                 render_parts=self.exposition_parts,
+                on_refused=lambda reason: self.self_metrics.count("http_refused", reason),
             )
             log.info("spark-state-observer: watching %s; metrics at %s", ", ".join(self.watcher.dirs), self.server.url)
         if s.pushgateway_url:

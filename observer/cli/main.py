@@ -13,6 +13,10 @@ from typing import Any
 from observer.mixin import cli as mixin_cli
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES
 
+# commands that serve clients until stopped: they keep Python's SIGPIPE handling (ignored, so a client that
+# hangs up mid-response is an error on that connection), where a short command dies quietly of a closed pipe
+SERVING_COMMANDS = frozenset({"watch", "demo", "ui"})
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="spark-state-observer", description="Observe the state of Spark Structured Streaming jobs.")
@@ -104,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     mixin_cli.add_parser(sub)
 
     args = parser.parse_args(argv)
-    if hasattr(signal, "SIGPIPE") and argv is None:  # `replay ... | head` ends quietly, as other command-line tools do
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if hasattr(signal, "SIGPIPE") and argv is None and args.command not in SERVING_COMMANDS:
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `replay ... | head` ends quietly, as other command-line tools do
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     if args.command == "demo" and args.watch:
         from observer.cli import demo_watch

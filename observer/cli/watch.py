@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
@@ -95,8 +96,15 @@ def run(args: argparse.Namespace) -> int:
     settings = watcher_settings(args.port, args.host, args.labels, args.history)
     if settings is None:
         return 2
-    if args.poll_interval <= 0 or args.grace_seconds < 0 or args.lost_after_seconds <= 0:
-        print("spark-state-observer: --poll-interval and --lost-after-seconds must be > 0, --grace-seconds >= 0", file=sys.stderr)
+    durations = (args.poll_interval, args.grace_seconds, args.lost_after_seconds)
+    if not all(math.isfinite(d) for d in durations) or args.poll_interval <= 0 or args.grace_seconds < 0 or args.lost_after_seconds <= 0:
+        print(
+            "spark-state-observer: --poll-interval and --lost-after-seconds must be finite and > 0, --grace-seconds finite and >= 0",
+            file=sys.stderr,
+        )
+        return 2
+    if args.max_apps < 1:
+        print(f"spark-state-observer: --max-apps must be at least 1, got {args.max_apps}", file=sys.stderr)
         return 2
     missing = [d for d in args.dirs if not os.path.isdir(d)]
     if missing:  # a folder that comes later is fine, but a typo should be seen at once

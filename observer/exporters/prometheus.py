@@ -125,12 +125,19 @@ class PrometheusSink:
 
     name = "prometheus"
 
-    def __init__(self, view: MetricsView, settings: Settings, on_push_failure: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        view: MetricsView,
+        settings: Settings,
+        on_push_failure: Callable[[], None] = lambda: None,
+        on_refused: Callable[[str], None] | None = None,
+    ) -> None:
         self.collector = StateCollector(view)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         self._settings = settings
         self._on_push_failure = on_push_failure
+        self._on_refused = on_refused
         self.server: MetricsServer | None = None
         self.pusher: Pusher | None = None
 
@@ -152,6 +159,7 @@ class PrometheusSink:
                 client_cafile=s.tls_client_cafile,
                 basic_auth=auth,
                 render_parts=self.collector.exposition_parts,
+                on_refused=self._on_refused,
             )
             log.info("spark-state-observer: metrics at %s", self.server.url)
         if s.pushgateway_url:

@@ -77,6 +77,8 @@ def render_self(f: SampleSink, s: SelfSnapshot, static: Labels = ()) -> None:
         f.add(catalog.EVENTS_DROPPED, (("reason", reason),), s.dropped.get(reason, 0))
     for exporter, n in sorted(s.export_failures.items()):
         f.add(catalog.EXPORT_FAILURES, (("exporter", exporter),), n)
+    for reason, n in sorted(s.http_refused.items()):
+        f.add(catalog.HTTP_REQUESTS_REFUSED, (("reason", reason),), n)
     f.add(catalog.EVENTS_FAILED, (), s.failed)
     f.add(catalog.CALLBACK_FAILURES, (), s.callback_failures)
     f.add(catalog.EVENT_PROBLEMS, (), s.problems)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from observer.model.identity import APP_LABEL
 from observer.signals.kinds import EXCEPTION_CLASSES
 
 GAUGE = "gauge"
@@ -1206,6 +1207,14 @@ CALLBACK_FAILURES = _o(
 EXPORT_FAILURES = _o(
     "spark_state_observer_export_failures", COUNTER, "", "Failed exports (label exporter: pushgateway, ...).", ("exporter",)
 )
+HTTP_REQUESTS_REFUSED = _o(
+    "spark_state_observer_http_requests_refused",
+    COUNTER,
+    "",
+    "Requests to the /metrics endpoint refused (label reason: busy, timeout, malformed, unauthorized, throttled); "
+    "a series appears with its first refusal.",
+    ("reason",),
+)
 CALLBACK_DURATION = _o(
     "spark_state_observer_callback_duration_seconds",
     HISTOGRAM,
@@ -1227,6 +1236,7 @@ SELF_METRICS: tuple[MetricSpec, ...] = (
     QUERIES,
     CALLBACK_FAILURES,
     EXPORT_FAILURES,
+    HTTP_REQUESTS_REFUSED,
     CALLBACK_DURATION,
     PROCESSING_DURATION,
 )
@@ -1301,6 +1311,16 @@ CATALOG: tuple[MetricSpec, ...] = (
     + WATCH_METRICS
 )
 """Every metric the observer exports, Spark-derived, signal and self, each once."""
+
+# names a static label (the ``labels`` setting) may not take: every label of the series above, the
+# application's, and those Prometheus and the rules add (target labels, histogram buckets, alert severity)
+RESERVED_LABELS: frozenset[str] = frozenset(name for spec in CATALOG for name in spec.label_names) | {
+    APP_LABEL,
+    "job",
+    "instance",
+    "le",
+    "severity",
+}
 
 BY_NAME: dict[str, MetricSpec] = {s.prometheus_name: s for s in CATALOG}
 CUSTOM_BY_KEY: dict[str, MetricSpec] = {s.key: s for s in CUSTOM_METRICS}

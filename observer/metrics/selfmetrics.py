@@ -44,6 +44,7 @@ class SelfMetrics:
         self.received: dict[str, int] = defaultdict(int)
         self.dropped: dict[str, int] = defaultdict(int)
         self.export_failures: dict[str, int] = defaultdict(int)
+        self.http_refused: dict[str, int] = defaultdict(int)  # by reason (observer.exporters.http.REFUSAL_REASONS)
         self.failed = 0
         self.problems = 0
         self.callback_failures = 0
@@ -72,6 +73,7 @@ class SelfMetrics:
                 queries,
                 (self.callback.cumulative(), self.callback.sum),
                 (self.processing.cumulative(), self.processing.sum),
+                dict(self.http_refused),
             )
 
 
@@ -89,3 +91,4 @@ class SelfSnapshot:
     queries: int
     callback: tuple[list[tuple[str, int]], float]
     processing: tuple[list[tuple[str, int]], float]
+    http_refused: dict[str, int]

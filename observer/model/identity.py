@@ -8,67 +8,43 @@ series only (``spark_streaming_application_info``), never on every series, so a 
 series. The listener reads the name from its session's configuration, the watcher from the log's
 ``SparkListenerApplicationStart``: the same job gets the same labels either way.
 
-A leaf module (standard library only): the settings, the model, the metrics and the sinks read it.
+A leaf module (the standard library and ``observer.model.bounded``): the settings, the model, the metrics
+and the sinks read it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
+
+from observer.model.bounded import clean_label
 
 Pairs = tuple[tuple[str, str], ...]
 """Label pairs in the order they are written (``observer.metrics.updates.Labels`` is the same shape)."""
 
 APP_LABEL = "app"
-LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-# labels the observer writes itself: a static label may not take their names
-RESERVED_LABELS = frozenset(
-    {
-        APP_LABEL,
-        "app_id",
-        "attempt",
-        "log_name",
-        "query",
-        "query_id",
-        "run_id",
-        "operator",
-        "operator_index",
-        "source",
-        "source_index",
-        "partition",
-        "store",
-        "status",
-        "phase",
-        "kind",
-        "reason",
-        "exporter",
-        "outcome",
-        "change",
-        "metric",
-        "stat",
-        "method",
-        "provider",
-        "exception_class",
-        "job",
-        "instance",
-        "severity",
-        "le",
-        "__name__",
-    }
-)
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# the labels an application's identity writes itself (the info series'); every other label a series
+# carries is the metric catalog's (``observer.metrics.catalog.RESERVED_LABELS``, which the settings check)
+IDENTITY_LABELS = frozenset({APP_LABEL, "app_id", "attempt", "log_name"})
 MAX_STATIC_LABELS = 10
+# a static label's value is cleaned and bounded like every label value taken from an event (``observer.model.parse``)
+MAX_LABEL_VALUE = 200
 
 
 class LabelsError(ValueError):
     """A ``labels`` setting that cannot be used; the message says which part and why."""
 
 
-def parse_labels(text: str) -> Pairs:
+def parse_labels(text: str, reserved: Collection[str] = IDENTITY_LABELS) -> Pairs:
     """``"cluster=a,namespace=b"`` as label pairs, in the order given.
 
-    Names must be Prometheus label names and not one the observer writes itself (``app``, ``query``,
-    ...); values may be any text but a comma. Empty text means no static labels.
+    Names must be Prometheus label names and not in ``reserved``, the labels the observer writes itself
+    (a static label of that name would be overwritten by the series' own, or overwrite it); values may
+    be any text but a comma, cleaned as event strings are (``bounded.clean_label``: no lone surrogates
+    or control characters, at most ``MAX_LABEL_VALUE`` characters). Empty text means no static labels.
     """
     pairs: list[tuple[str, str]] = []
     for part in (p.strip() for p in text.split(",")):
@@ -77,14 +53,14 @@ def parse_labels(text: str) -> Pairs:
         name, sep, value = part.partition("=")
         name, value = name.strip(), value.strip()
         if not sep or not name:
-            raise LabelsError(f"labels: {part!r} is not name=value")
-        if not LABEL_NAME.match(name) or name.startswith("__"):
-            raise LabelsError(f"labels: {name!r} is not a Prometheus label name")
-        if name in RESERVED_LABELS:
-            raise LabelsError(f"labels: {name!r} is a label the observer writes itself")
+            raise LabelsError(f"labels: {clean_label(part, 80)!r} is not name=value")
+        if not LABEL_NAME.fullmatch(name) or name.startswith("__"):
+            raise LabelsError(f"labels: {clean_label(name, 80)!r} is not a Prometheus label name")
+        if name in reserved:
+            raise LabelsError(f"labels: {name!r} is a label the observer writes itself; choose another name")
         if any(name == n for n, _ in pairs):
             raise LabelsError(f"labels: {name!r} is given twice")
-        pairs.append((name, value))
+        pairs.append((name, clean_label(value, MAX_LABEL_VALUE)))
     if len(pairs) > MAX_STATIC_LABELS:
         raise LabelsError(f"labels: at most {MAX_STATIC_LABELS} static labels, got {len(pairs)}")
     return tuple(pairs)
