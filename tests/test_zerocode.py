@@ -52,7 +52,7 @@ def submit(prefix: list[str], checkpoint: str, env: dict[str, str], *job_args: s
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[dict[str, Any], list[str]]:
-    """Wait for the job; its RESULT and our lines on its stderr."""
+    """Wait for the job; its RESULT and our lines (spark-submit merges the Python driver's stderr into its stdout)."""
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -61,7 +61,7 @@ def finish(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[dict[str,
         pytest.fail(f"the job did not finish:\n{err[-3000:]}")
     results = [line for line in out.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and results, f"exit {proc.returncode}:\n{err[-3000:]}"
-    return json.loads(results[-1][len("RESULT ") :]), [line for line in err.splitlines() if line.startswith(OUR_LINE)]
+    return json.loads(results[-1][len("RESULT ") :]), [line for line in (out + err).splitlines() if line.startswith(OUR_LINE)]
 
 
 def scrape(port: int) -> str:
@@ -218,7 +218,7 @@ def test_opentelemetry_instrument_delivers_otlp_and_failures_leave_the_job_alone
     run_prefix = [sys.executable, "-m", "observer.cli", "run", "--"]
     procs = {
         "otlp": submit(
-            ["opentelemetry-instrument"],
+            ["opentelemetry-instrument", "--"],  # "--": its own options would take spark-submit's --conf
             str(tmp_path / "cp-otlp"),
             job_env(
                 OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_METRIC_EXPORT_INTERVAL="1000", SPARK_STATE_OBSERVER_HTTP_ENABLED="false"
@@ -244,7 +244,7 @@ def test_opentelemetry_instrument_delivers_otlp_and_failures_leave_the_job_alone
 
     result, ours = results["otlp"]
     assert ours == [] and result["listeners"] == [1]
-    rows = [p for p in receiver.received.metric_points() if p["name"] == "spark.state.rows" and p["attributes"].get("query") == QUERY_NAME]
+    rows = [p for p in receiver.received.metric_points() if p["name"] == "spark.state.rows" and p["attributes"].get("spark.query.name") == QUERY_NAME]
     assert rows and rows[-1]["value"] == result["state_rows"] == 5, rows[-3:]
     assert rows[-1]["resource"]["service.name"] == APP_NAME and rows[-1]["resource"]["spark.app.id"].startswith("local-")
     kinds = {r["event_name"] for r in receiver.received.log_records()}
