@@ -244,7 +244,11 @@ def test_opentelemetry_instrument_delivers_otlp_and_failures_leave_the_job_alone
 
     result, ours = results["otlp"]
     assert ours == [] and result["listeners"] == [1]
-    rows = [p for p in receiver.received.metric_points() if p["name"] == "spark.state.rows" and p["attributes"].get("spark.query.name") == QUERY_NAME]
+    rows = [
+        p
+        for p in receiver.received.metric_points()
+        if p["name"] == "spark.state.rows" and p["attributes"].get("spark.query.name") == QUERY_NAME
+    ]
     assert rows and rows[-1]["value"] == result["state_rows"] == 5, rows[-3:]
     assert rows[-1]["resource"]["service.name"] == APP_NAME and rows[-1]["resource"]["spark.app.id"].startswith("local-")
     kinds = {r["event_name"] for r in receiver.received.log_records()}

@@ -49,9 +49,7 @@ def main() -> None:
     spark = session()
     again = session()
     result: dict = {"same_session": again is spark, "listeners": [jvm_listeners(spark)]}
-    counts = (
-        spark.readStream.format("rate").option("rowsPerSecond", 10).load().groupBy((F.col("value") % 5).alias("key")).count()
-    )
+    counts = spark.readStream.format("rate").option("rowsPerSecond", 10).load().groupBy((F.col("value") % 5).alias("key")).count()
     query = (
         counts.writeStream.format("noop")
         .outputMode("update")
@@ -63,7 +61,7 @@ def main() -> None:
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         stateful = sum(1 for p in query.recentProgress if p.stateOperators)
-        if (os.path.exists(args.until_file) if args.until_file else stateful >= args.batches):
+        if os.path.exists(args.until_file) if args.until_file else stateful >= args.batches:
             break
         time.sleep(0.5)
     query.stop()

@@ -71,8 +71,7 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
     existing = zero_code.attached_handle(spark) if zero_code is not None else None
     if existing is not None:
         log.warning(
-            "spark-state-observer: this session is already observed (attached without code changes); "
-            "attach() returns that observer%s",
+            "spark-state-observer: this session is already observed (attached without code changes); attach() returns that observer%s",
             ", its keyword settings are not applied" if settings else "",
         )
         return cast(ObserverHandle, existing)

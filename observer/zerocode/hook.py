@@ -166,7 +166,9 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
         self._names = set(names)
         setattr(self, MARK, True)
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in self._names:
             return None
         for finder in sys.meta_path:

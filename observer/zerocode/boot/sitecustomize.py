@@ -11,11 +11,12 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+from types import ModuleType
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _hook():
+def _hook() -> ModuleType:
     """The package's hook; else the ``hook.py`` beside this folder, which says at session creation why nothing attaches."""
     try:
         from observer.zerocode import hook
@@ -31,7 +32,7 @@ def _hook():
         return module
 
 
-def _chain():
+def _chain() -> None:
     """Run the next ``sitecustomize`` on the path (a distribution's, OpenTelemetry's), as Python would have."""
     path = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
