@@ -1,6 +1,6 @@
 """Zero-code attach (issue 28): an unmodified job file under ``spark-submit`` (the one PySpark ships) is
 observed when started through ``spark-state-observer run``, through ``PYTHONPATH`` alone and through
-``opentelemetry-instrument``; and it runs to completion, with one line on stderr, when the observer cannot
+``opentelemetry-instrument``, and so is its Spark Connect variant; and it runs to completion, with one line on stderr, when the observer cannot
 attach (bad settings, port taken, package missing from the job's Python).
 
 The Spark runs start concurrently (each a JVM of its own) to keep the suite's time down.
@@ -149,47 +149,71 @@ def test_under_opentelemetry_instrument_otlp_follows_the_otel_variables() -> Non
 # --- real spark-submit ---------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_run_and_pythonpath_alone_serve_the_query_while_it_runs_and_leak_nothing(tmp_path) -> None:
+    """spark-submit through ``run`` (with create/stop cycles after), through PYTHONPATH alone, and a Spark Connect job."""
     need("java")
-    port_run, port_env = free_port(), free_port()
-    done_run, done_env = tmp_path / "done-run", tmp_path / "done-env"
-    by_run = submit(
-        [sys.executable, "-m", "observer.cli", "run", "--"],
-        str(tmp_path / "cp-run"),
-        job_env(SPARK_STATE_OBSERVER_HTTP_PORT=str(port_run)),
-        "--until-file",
-        str(done_run),
-        "--cycles",
-        "2",
-    )
-    by_env = submit(
-        [],
-        str(tmp_path / "cp-env"),
-        job_env(PYTHONPATH=with_boot_path(ROOT), SPARK_STATE_OBSERVER_HTTP_PORT=str(port_env)),
-        "--until-file",
-        str(done_env),
-    )
+    ports = {"run": free_port(), "env": free_port(), "connect": free_port()}
+    done = {name: tmp_path / f"done-{name}" for name in ports}
+    run_prefix = [sys.executable, "-m", "observer.cli", "run", "--"]
+    procs = {
+        "run": submit(
+            run_prefix,
+            str(tmp_path / "cp-run"),
+            job_env(SPARK_STATE_OBSERVER_HTTP_PORT=str(ports["run"])),
+            "--until-file",
+            str(done["run"]),
+            "--cycles",
+            "2",
+        ),
+        "env": submit(
+            [],
+            str(tmp_path / "cp-env"),
+            job_env(PYTHONPATH=with_boot_path(ROOT), SPARK_STATE_OBSERVER_HTTP_PORT=str(ports["env"])),
+            "--until-file",
+            str(done["env"]),
+        ),
+        # Connect's local server runs in the job's own process: python, not spark-submit (PySpark's own way to start it)
+        "connect": subprocess.Popen(
+            [
+                *run_prefix,
+                sys.executable,
+                JOB,
+                str(tmp_path / "cp-connect"),
+                "--connect",
+                "--until-file",
+                str(done["connect"]),
+                "--cycles",
+                "1",
+            ],
+            env=job_env(SPARK_STATE_OBSERVER_HTTP_PORT=str(ports["connect"])),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        ),
+    }
     try:
-        for port, proc, done in ((port_run, by_run, done_run), (port_env, by_env, done_env)):
-            rows = wait_for_state(port, proc)
-            assert len(rows) == 1 and 'operator="stateStoreSave"' in rows[0][0], rows
-            text = scrape(port)
+        for name, proc in procs.items():
+            rows = wait_for_state(ports[name], proc)
+            assert len(rows) == 1 and 'operator="stateStoreSave"' in rows[0][0], (name, rows)
+            text = scrape(ports[name])
             assert re.search(rf'spark_streaming_batches_total\{{[^}}]*query="{QUERY_NAME}"[^}}]*\}} [1-9]', text), text[:2000]
-            done.touch()
-        result, ours = finish(by_run)
-        assert ours == [], ours
-        assert result["same_session"] and result["state_rows"] == 5
-        # one listener on the JVM's bus, whether getOrCreate was called once or twice, in each new application
-        assert result["listeners"] == [1, 1, 1]
-        threads = result["threads_after_stop"]
-        assert all(observer_threads(t) == [] for t in threads), threads  # worker and endpoint stopped with the session
-        assert all(t == threads[0] for t in threads), threads  # nothing accumulates over create/stop cycles
-        result, ours = finish(by_env)
-        assert ours == [] and result["listeners"] == [1] and result["state_rows"] == 5
+            done[name].touch()
+        results = {name: finish(proc) for name, proc in procs.items()}
     finally:
-        for proc in (by_run, by_env):
+        for proc in procs.values():
             if proc.poll() is None:
                 os.killpg(proc.pid, 9)
                 proc.wait()
+    for name, (result, ours) in results.items():
+        assert ours == [], (name, ours)
+        assert result["same_session"] and result["state_rows"] == 5, (name, result)
+        threads = result["threads_after_stop"]
+        assert all(observer_threads(t) == [] for t in threads), (name, threads)  # worker and endpoint stop with the session
+        assert all(t == threads[0] for t in threads), (name, threads)  # nothing accumulates over create/stop cycles
+    # one listener on the JVM's bus, whether getOrCreate was called once or twice, in each new application
+    assert results["run"][0]["listeners"] == [1, 1, 1] and results["env"][0]["listeners"] == [1]
+    assert results["connect"][0]["listeners"] == [None, None]  # the Connect client has no JVM; its scrape above shows the attach
 
 
 def instrumentor_installed() -> None:

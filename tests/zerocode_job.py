@@ -6,7 +6,7 @@ rows), asks the builder for its session twice (the second answer is the same ses
 ``--until-file`` appears or ``--batches`` stateful batches are done, then creates and stops a session
 ``--cycles`` more times. It prints one ``RESULT`` JSON line: what a leak or a double attach would change
 (the JVM's listeners on each session, the Python threads after each stop).
-Usage: zerocode_job.py CHECKPOINT_DIR [--until-file PATH] [--batches N] [--cycles N]
+Usage: zerocode_job.py CHECKPOINT_DIR [--until-file PATH] [--batches N] [--cycles N] [--connect]
 """
 
 from __future__ import annotations
@@ -24,18 +24,21 @@ APP_NAME = "zerocode-job"
 QUERY_NAME = "zerocode_counts"
 
 
-def session() -> SparkSession:
+def session(connect: bool) -> SparkSession:
+    builder = SparkSession.builder.remote("local[2]") if connect else SparkSession.builder.master("local[2]")
     return (
-        SparkSession.builder.master("local[2]")
-        .appName(APP_NAME)
+        builder.appName(APP_NAME)
+        .config("spark.connect.grpc.binding.address", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
         .getOrCreate()
     )
 
 
-def jvm_listeners(spark: SparkSession) -> int:
-    return len(spark._jsparkSession.streams().listListeners())
+def jvm_listeners(spark: SparkSession) -> int | None:
+    """Listeners on the session's streaming bus in the JVM; a Connect client has no JVM to ask."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    return None if jsession is None else len(jsession.streams().listListeners())
 
 
 def main() -> None:
@@ -44,10 +47,11 @@ def main() -> None:
     parser.add_argument("--until-file", default=None)
     parser.add_argument("--batches", type=int, default=3)
     parser.add_argument("--cycles", type=int, default=0)
+    parser.add_argument("--connect", action="store_true", help="a local Spark Connect session instead of a classic one")
     args = parser.parse_args()
 
-    spark = session()
-    again = session()
+    spark = session(args.connect)
+    again = session(args.connect)
     result: dict = {"same_session": again is spark, "listeners": [jvm_listeners(spark)]}
     counts = spark.readStream.format("rate").option("rowsPerSecond", 10).load().groupBy((F.col("value") % 5).alias("key")).count()
     query = (
@@ -60,17 +64,17 @@ def main() -> None:
     )
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
-        stateful = sum(1 for p in query.recentProgress if p.stateOperators)
+        stateful = sum(1 for p in query.recentProgress if p["stateOperators"])
         if os.path.exists(args.until_file) if args.until_file else stateful >= args.batches:
             break
         time.sleep(0.5)
     query.stop()
-    result["batches"] = sum(1 for p in query.recentProgress if p.stateOperators)
+    result["batches"] = sum(1 for p in query.recentProgress if p["stateOperators"])
     result["state_rows"] = query.lastProgress["stateOperators"][0]["numRowsTotal"]
     spark.stop()
     result["threads_after_stop"] = [sorted(t.name for t in threading.enumerate())]
     for _ in range(args.cycles):
-        cycle = session()
+        cycle = session(args.connect)
         result["listeners"].append(jvm_listeners(cycle))
         cycle.stop()
         result["threads_after_stop"].append(sorted(t.name for t in threading.enumerate()))
