@@ -216,6 +216,32 @@ def test_run_and_pythonpath_alone_serve_the_query_while_it_runs_and_leak_nothing
     assert results["connect"][0]["listeners"] == [None, None]  # the Connect client has no JVM; its scrape above shows the attach
 
 
+@pytest.mark.slow
+def test_a_job_that_also_calls_attach_is_observed_once(spark, monkeypatch) -> None:
+    """On the shared session: zero-code attach first, then the job's own ``observer.attach``, then ``stop()``'s detach."""
+    import observer
+    from observer.zerocode import sessions
+
+    monkeypatch.setenv("SPARK_STATE_OBSERVER_HTTP_PORT", "0")
+    listeners = spark._jsparkSession.streams().listListeners
+    before = len(listeners())
+    sessions.attach_once(spark)
+    sessions.attach_once(spark)  # getOrCreate hands the same session again
+    handle = sessions.attached_handle(spark)
+    assert handle is not None and len(listeners()) == before + 1
+    try:
+        assert observer.attach(spark, http_port=0) is handle  # no second observer, no second port
+        assert len(listeners()) == before + 1
+    finally:
+        sessions.detach(spark)  # what the wrapped spark.stop() does first (the shared session itself stays up)
+    assert sessions.attached_handle(spark) is None and len(listeners()) == before
+    server, worker = handle.observer.server, handle.observer._worker
+    assert server is not None and worker is not None
+    assert not server._thread.is_alive() and not worker.is_alive()  # the endpoint and the worker are gone
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=2)
+
+
 def instrumentor_installed() -> None:
     """``opentelemetry-instrument`` finds the instrumentor through the installed package's entry points."""
     need("opentelemetry-instrument")
