@@ -17,6 +17,7 @@ import atexit
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -42,12 +43,36 @@ class _App:
 _lock = threading.RLock()
 _apps: dict[str, _App] = {}
 _failed: set[str] = set()  # applications an attach failed for: said once, not retried at every getOrCreate
+_failed_sessions: weakref.WeakSet[Any] = weakref.WeakSet()  # their sessions, known without asking the JVM again
+
+
+def _seen(session: Any) -> bool:
+    """Attached already, or its application failed to attach; called with ``_lock`` held."""
+    if any(s is session for app in _apps.values() for s, _ in app.sessions):
+        return True
+    try:
+        return session in _failed_sessions
+    except TypeError:  # a session class without weak references
+        return False
+
+
+def _remember_failure(session: Any) -> None:
+    try:
+        _failed_sessions.add(session)
+    except TypeError:  # then the next getOrCreate asks for the application id again, and stays quiet
+        pass
 
 
 def attach_once(session: Any, otlp_default: bool = False) -> None:
-    """Observe ``session``'s streaming queries unless they already are; a failure is one line on stderr."""
+    """Observe ``session``'s streaming queries unless they already are; a failure is one line on stderr.
+
+    PySpark calls ``getOrCreate`` internally too, so a session seen before costs a lookup, not a JVM call.
+    """
     from observer.capture.attach import is_connect
 
+    with _lock:
+        if _seen(session):
+            return
     connect = is_connect(session)
     try:
         key = _app_id(session, connect)
@@ -55,11 +80,12 @@ def attach_once(session: Any, otlp_default: bool = False) -> None:
         say_once(f"not attached: cannot read the session's application id ({type(exc).__name__}: {exc})")
         return
     with _lock:
-        if key in _failed:
+        if _seen(session):
+            return
+        if key in _failed:  # said once already
+            _remember_failure(session)
             return
         app = _apps.get(key)
-        if app is not None and any(s is session for s, _ in app.sessions):
-            return
         try:
             if app is None:
                 _apps[key] = _attach_first(session, connect, otlp_default)
@@ -67,6 +93,7 @@ def attach_once(session: Any, otlp_default: bool = False) -> None:
                 _listen(app, session)
         except Exception as exc:
             _failed.add(key)
+            _remember_failure(session)
             say_once(f"not attached to application {key}, which runs unobserved: {_reason(exc)}")
 
 
