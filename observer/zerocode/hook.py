@@ -66,10 +66,6 @@ def uninstall() -> None:
                 setattr(owner, attribute, current.__wrapped__)
 
 
-def otlp_default() -> bool:
-    return _otlp_default
-
-
 def _patch_if_loaded(name: str) -> bool:
     module = sys.modules.get(name)
     if module is None or getattr(module, "SparkSession", None) is None:
