@@ -243,7 +243,9 @@ class FleetObserver:
         if o.history:
             from observer.history.sink import HistorySink
 
-            self._history = HistorySink(self.settings.history_path, self.self_metrics, self.settings)
+            # a writer thread for SQLite too: positions are then saved only as far as rows are written (a full
+            # disk holds them back instead of skipping the rows it refused)
+            self._history = HistorySink(self.settings.history_path, self.self_metrics, self.settings, background=True)
             self._shared.append(self._history)
         self._otlp = otlp_enabled(self.settings)
         # executors of applications not (yet) streaming: a batch application costs this small set, no pipeline
@@ -378,9 +380,10 @@ class FleetObserver:
     def _save_written_positions(self) -> None:
         """Save the newest read positions whose events the history has written (or counted dropped).
 
-        SQLite writes in ``flush``, so its positions are saved at once; PostgreSQL's writer settles later, so
-        a snapshot waits for its mark (at most ``MAX_UNSAVED`` kept: the newest replaces the last). A kill in
-        between re-reads what was not written yet instead of losing it.
+        The history's background writer (SQLite and PostgreSQL alike) settles rows later, so a snapshot waits
+        for its mark (at most ``MAX_UNSAVED`` kept: the newest replaces the last). A full disk, a database
+        away or a kill in between: a restart re-reads what was not written yet instead of losing it. A
+        snapshot that cannot be saved (the state file's own disk full) is tried again first next round.
         """
         positions = self.watcher.snapshot()
         if positions is not None:
@@ -392,8 +395,8 @@ class FleetObserver:
         ready = None
         while self._unsaved and (self._history is None or self._history.is_written(self._unsaved[0][1])):
             ready = self._unsaved.popleft()[0]
-        if ready is not None:
-            self.watcher.save(ready)
+        if ready is not None and not self.watcher.save(ready):
+            self._unsaved.appendleft((ready, 0))
 
     def handle(self, found: AppEvents) -> int:
         """Apply what one poll found for one application; returns the number of events processed."""

@@ -19,7 +19,15 @@ from typing import Any, ClassVar, Iterator
 import psycopg
 from psycopg import conninfo
 
-from observer.history.backend import RESTAMPED_TABLES, Backend, HistoryError, restamp_params, restamp_sql, upsert_sql
+from observer.history.backend import (
+    RESTAMPED_TABLES,
+    Backend,
+    HistoryDataError,
+    HistoryError,
+    restamp_params,
+    restamp_sql,
+    upsert_sql,
+)
 from observer.history.rows import COLUMNS, KEYS, PendingRows
 from observer.history.schema import MIGRATIONS, POSTGRES_TYPES, column_types, newer_error, render
 from observer.history.url import HistoryTarget, scrub
@@ -42,6 +50,11 @@ _DEFAULTS = {
     "tcp_user_timeout": str(CONNECT_TIMEOUT_SECONDS * 4 * 1000),  # a write stuck on a dead peer fails, not hangs
     "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c lock_timeout={STATEMENT_TIMEOUT_MS // 2}",
 }
+
+
+# refused values: text with NUL or a lone surrogate, numbers out of range, NULL in a key (raised by the driver's
+# dumpers as Python errors, or by the server as data or integrity errors)
+_REFUSED = (psycopg.DataError, psycopg.IntegrityError, ValueError, OverflowError, TypeError)
 
 
 def explain(exc: BaseException, target: HistoryTarget) -> str:
@@ -145,7 +158,7 @@ class PostgresBackend(Backend):
                 conn.execute("DELETE FROM history_schema")
                 conn.execute("INSERT INTO history_schema (version) VALUES (%s)", (len(MIGRATIONS),))
 
-    def _fail(self, exc: psycopg.Error) -> HistoryError:
+    def _fail(self, exc: BaseException) -> HistoryError:
         if isinstance(exc, psycopg.OperationalError) or (self.conn is not None and self.conn.broken):
             self.close()  # reconnect next time
         return HistoryError(explain(exc, self.target))
@@ -167,6 +180,10 @@ class PostgresBackend(Backend):
                         self._write_facts(conn, cur, t, pending.facts[t])
                 if pending.facts["events"]:
                     self._copy_rows(cur, self._copy["events"], pending.facts["events"])
+        except _REFUSED as exc:  # a value the server or the driver cannot hold: the rows are at fault, not the server
+            if self.conn is not None and self.conn.broken:
+                raise self._fail(exc) from None
+            raise HistoryDataError(explain(exc, self.target)) from None
         except psycopg.Error as exc:
             raise self._fail(exc) from None
 
