@@ -102,8 +102,15 @@ class PostgresBackend(Backend):
         self._key_of = {t: operator.itemgetter(*(COLUMNS[t].index(c) for c in KEYS[t])) for t in STAGED}
         types = column_types()
         self._types = {t: [_COPY_TYPES[types[c]] for c in COLUMNS[t]] for t in STAGED + ("events",)}
-        self._copy = {t: f"COPY {'stage_' + t if t in STAGED else t} ({cols[t]}) FROM STDIN (FORMAT BINARY)" for t in STAGED + ("events",)}
+        self._copy = {t: f"COPY stage_{t} ({cols[t]}) FROM STDIN (FORMAT BINARY)" for t in STAGED + ("events",)}
         self._direct = {t: f"COPY {t} ({cols[t]}) FROM STDIN (FORMAT BINARY)" for t in STAGED}
+        # a signal row already there (a watcher killed after writing, before saving its positions, reads it
+        # again) is not written twice: its query, run, time, kind and attributes are the same
+        self._new_events = (
+            f"INSERT INTO events ({cols['events']}) SELECT DISTINCT {cols['events']} FROM stage_events s WHERE NOT EXISTS "
+            "(SELECT 1 FROM events e WHERE e.query_id = s.query_id AND e.ts = s.ts AND e.kind = s.kind "
+            "AND e.run_id IS NOT DISTINCT FROM s.run_id AND e.attributes IS NOT DISTINCT FROM s.attributes)"
+        )
         self._merge = {}
         for t in STAGED:
             key = ", ".join(KEYS[t])
@@ -132,6 +139,10 @@ class PostgresBackend(Backend):
                     pass  # a server built without lz4 (or before PostgreSQL 14) keeps its default
                 for t in STAGED:
                     conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS stage_{t} (LIKE {t}) ON COMMIT DELETE ROWS")
+                events = ", ".join(COLUMNS["events"])  # not its serial id
+                conn.execute(
+                    f"CREATE TEMP TABLE IF NOT EXISTS stage_events ON COMMIT DELETE ROWS AS SELECT {events} FROM events WITH NO DATA"
+                )
         except HistoryError:
             conn.close()
             raise
@@ -180,6 +191,7 @@ class PostgresBackend(Backend):
                         self._write_facts(conn, cur, t, pending.facts[t])
                 if pending.facts["events"]:
                     self._copy_rows(cur, self._copy["events"], pending.facts["events"])
+                    cur.execute(self._new_events)
         except _REFUSED as exc:  # a value the server or the driver cannot hold: the rows are at fault, not the server
             if self.conn is not None and self.conn.broken:
                 raise self._fail(exc) from None

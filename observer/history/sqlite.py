@@ -68,6 +68,11 @@ LOCKED_RETRY_SECONDS = (0.05, 0.2, 0.5)  # pauses between attempts at a locked d
 _REFUSED = (ValueError, OverflowError, TypeError, sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError)
 
 
+def _with_event_key(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Signal rows with the parameters of their "not written yet" check (query, time, kind, run, attributes)."""
+    return [(*r, r[0], r[2], r[3], r[1], r[4]) for r in rows]
+
+
 def _locked(exc: sqlite3.Error) -> bool:
     text = str(exc)
     return "locked" in text or "busy" in text
@@ -177,7 +182,10 @@ class SQLiteBackend(Backend):
         "batches": _insert("batches"),
         "operators": _insert("operators"),
         "partitions": _insert("partitions"),
-        "events": _insert("events", "INSERT"),
+        # a signal row already there (a watcher killed after writing, before saving its positions, reads it
+        # again) is not written twice: its query, run, time, kind and attributes are the same
+        "events": f"INSERT INTO events ({', '.join(COLUMNS['events'])}) SELECT {', '.join('?' for _ in COLUMNS['events'])} "
+        "WHERE NOT EXISTS (SELECT 1 FROM events WHERE query_id = ? AND ts = ? AND kind = ? AND run_id IS ? AND attributes IS ?)",
         "placements": _insert("placements"),
     }
 
@@ -210,7 +218,7 @@ class SQLiteBackend(Backend):
                         for sql in self._RESTAMP:
                             c.executemany(sql, restamp_params(pending))
                     for table, sql in self._FACTS.items():
-                        c.executemany(sql, pending.facts[table])
+                        c.executemany(sql, pending.facts[table] if table != "events" else _with_event_key(pending.facts[table]))
                 self._committed(pending.rows)
                 return
             except _REFUSED as exc:  # a value SQLite cannot hold (text it cannot encode, an integer beyond 64 bits, NULL in a key)
