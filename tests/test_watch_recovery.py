@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import glob
+import json
 import os
 import signal
 import sqlite3
@@ -289,3 +290,58 @@ def test_sigkill_after_writing_before_saving_then_restart_writes_each_batch_once
         if watch is not None and watch.proc.poll() is None:
             watch.proc.kill()
             watch.proc.wait(30)
+
+
+# --- a drop the positions were saved past: the state file says so ---------------------------------------
+
+
+def test_events_dropped_before_saved_positions_are_kept_in_the_state_file(tmp_path, caplog) -> None:
+    """A history locked by another process (the test) while more than its buffer arrives: the overflow is dropped
+    and counted; once writes succeed the positions are saved past it, and the state file keeps how many
+    events the history misses, which the next start reports."""
+    from observer.capture.watch_runtime import HISTORY_DROPPED_KEY, FleetObserver, WatchOptions
+    from observer.settings import Settings
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    db = str(tmp_path / "history.db")
+    state = str(tmp_path / "state.json")
+    settings = Settings.from_env(history_path=db, history_buffer_rows=30, stall_min_seconds=86400.0)
+    options = WatchOptions(state_path=state, history=True)
+    log = GrowingLog(str(logs))
+    fleet = FleetObserver([str(logs)], settings, options, serve=False)
+    history = fleet._history
+    assert history is not None and history.writer is not None
+
+    def settle() -> None:
+        assert history.wait_written(60)
+        fleet.poll_once()  # saves the positions whose rows are written
+
+    log.grow(5)
+    fleet.poll_once()
+    settle()
+    assert _sqlite_rows(db)["batch_ids"] == list(range(5))
+    lock = sqlite3.connect(db, timeout=5)
+    lock.execute("BEGIN EXCLUSIVE")  # every write fails as "locked" meanwhile
+    try:
+        for upto in (15, 25, 35):
+            log.grow(upto)
+            fleet.poll_once()
+        assert history.dropped_rows > 0
+    finally:
+        lock.rollback()
+        lock.close()
+    settle()
+    with open(state) as f:
+        saved = json.load(f)
+    assert saved[HISTORY_DROPPED_KEY] == history.dropped_rows
+    stored = _sqlite_rows(db)["batch_ids"]
+    assert stored[:5] == list(range(5)) and len(stored) < 35  # what did not fit the buffer is not there
+    fleet.stop()
+
+    with caplog.at_level("WARNING", logger="observer"):
+        again = FleetObserver([str(logs)], settings, options, serve=False)
+    assert f"the history misses {saved[HISTORY_DROPPED_KEY]} events" in caplog.text
+    again.stop()
+    with open(state) as f:
+        assert json.load(f)[HISTORY_DROPPED_KEY] == saved[HISTORY_DROPPED_KEY]  # kept across runs

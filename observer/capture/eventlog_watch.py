@@ -433,15 +433,15 @@ class EventLogWatcher:
         self._dirty = False
         return SavedPositions(apps, sorted(self._done))
 
-    def save(self, positions: SavedPositions) -> bool:
-        """Persist ``positions`` (atomically); a failure is a problem counted and False returned.
+    def save(self, positions: SavedPositions, extra: dict[str, Any] | None = None) -> bool:
+        """Persist ``positions`` (and ``extra``, kept beside them) atomically; a failure is a problem counted and False returned.
 
         A caller saving snapshots of its own (positions whose events are written) tries that snapshot
         again: saving newer positions instead would skip events not written yet."""
         if not self.state_path:
             return True
         try:
-            save_state(self.state_path, positions.apps, positions.done)
+            save_state(self.state_path, positions.apps, positions.done, extra)
         except OSError as exc:
             self._problem(None, "state_file", f"{self.state_path}: cannot save the watcher state: {exc}")
             return False
