@@ -221,3 +221,52 @@ def test_hostile_names_cost_no_other_row(history: tuple[str, bool]) -> None:
     }.items():
         for row in read(location, f"SELECT {columns} FROM {table}"):
             assert not any(isinstance(v, str) and BAD_TEXT.search(v) for v in row), (table, row)
+
+
+# --- odd bytes in the history location -------------------------------------------------------------------
+
+ODD_LOCATIONS = [
+    "sqlite:///a%00b.db",
+    "/tmp/a\x00b.db",
+    "sqlite:///%ff%fe.db",
+    "sqlite:///\udcff.db",
+    "postgresql://u:pw@h%00x/db",
+    "postgresql://u:pw@h/db?sslmode=%00",
+    "postgresql://u:pw@[::1/db",
+    "postgresql://u:pw@h/\ud800",
+    "postgres://u:pw@h/db\x00",
+]
+
+
+@pytest.mark.parametrize("location", ODD_LOCATIONS)
+def test_odd_bytes_in_a_history_location_give_a_message(location: str) -> None:
+    """Before: ``%00`` in a history URL raised ValueError from deep in a driver."""
+    from observer.history.backend import HistoryError
+
+    with pytest.raises(HistoryError) as raised:
+        open_backend(location)
+    message = str(raised.value)
+    assert not BAD_IDENTITY.search(message), message  # escaped: safe in a log line
+    assert "pw" not in message  # never the password
+    sink = HistorySink(location, SelfMetrics())  # a sink stays off, with the message, and never raises
+    assert sink.store is None and sink.error == message
+
+
+def test_odd_history_location_on_the_command_line_is_said_not_raised(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT, eventlog_dir
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "observer.cli", "replay", eventlog_dir(RUN), "--history", "sqlite:///x%00.db"],
+        capture_output=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=300,
+        check=False,
+    )
+    err = proc.stderr.decode(errors="replace")
+    assert "Traceback" not in err and "holds a NUL byte (or %00)" in err, err[-2000:]
+    assert proc.returncode == 3  # the replay ran; its history could not be written, and it says so
