@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 from pg_server import new_server
-from test_fleet import Series, Watch, value
+from test_fleet import Series, Watch, parse, value
 from test_watch_outage import APP, APP_ID, SCENARIO, _progress_cuts
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
@@ -345,3 +345,24 @@ def test_events_dropped_before_saved_positions_are_kept_in_the_state_file(tmp_pa
     again.stop()
     with open(state) as f:
         assert json.load(f)[HISTORY_DROPPED_KEY] == saved[HISTORY_DROPPED_KEY]  # kept across runs
+
+
+def test_a_history_that_cannot_be_opened_keeps_the_saved_positions(tmp_path, caplog) -> None:
+    """History off for the run (here a location with %00): nothing is written, so no position moves either."""
+    from observer.capture.watch_runtime import FleetObserver, WatchOptions
+    from observer.settings import Settings
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    state = tmp_path / "state.json"
+    GrowingLog(str(logs)).grow(5)
+    with caplog.at_level("WARNING", logger="observer"):
+        fleet = FleetObserver(
+            [str(logs)], Settings.from_env(history_path="sqlite:///x%00.db"), WatchOptions(state_path=str(state), history=True), serve=False
+        )
+    assert "holds a NUL byte" in caplog.text and "saves no read positions" in caplog.text
+    for _ in range(3):
+        fleet.poll_once()
+    assert _batches(parse(fleet.exposition().decode())) == 5  # followed and served all the same
+    fleet.stop()
+    assert not state.exists()

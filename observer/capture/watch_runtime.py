@@ -260,6 +260,12 @@ class FleetObserver:
             # disk holds them back instead of skipping the rows it refused)
             self._history = HistorySink(self.settings.history_path, self.self_metrics, self.settings, background=True)
             self._shared.append(self._history)
+            if self._history.store is None and o.state_path:
+                log.warning(
+                    "spark-state-observer: without its history this run saves no read positions: %s stays as it is, "
+                    "and a start with a usable history writes what this one reads",
+                    o.state_path,
+                )
         self._otlp = otlp_enabled(self.settings)
         # executors of applications not (yet) streaming: a batch application costs this small set, no pipeline
         self._executors: dict[str, set[str]] = {}

@@ -65,7 +65,6 @@ class BackgroundWriter:
         self.error: str | None = None  # the last failure's message while failing, None once writes succeed
         self.written_events = 0
         self.dropped_events = 0
-        self.refused_events = 0  # of the dropped: rows the database refused even alone (``_isolate``)
         self.last_refusal: str | None = None  # why the database last refused a row
         self.newest: float | None = None  # the newest time written, which retention counts back from
         self.failures = 0
@@ -199,7 +198,6 @@ class BackgroundWriter:
         """Count (and say, once per reason) a row the database refuses even written alone."""
         lost = max(part.events, 1)  # a row that is neither a progress event nor a signal (placement, query) counts one
         with self._cond:
-            self.refused_events += lost
             self.dropped_events += lost
         if message != self.last_refusal:
             log.warning("spark-state-observer: %s; that row is dropped (counted), every other row is written", message)
