@@ -63,6 +63,8 @@ ATOMS = [
     " ",
 ]
 PLAIN = ["orders", "Käse-Pipeline", "ñandú", "流处理", "a b c", "app.prod-1"]
+# numbers in progress fields: the model makes each a finite float or nothing; the history stores exactly that
+NUMBERS = [0, -1, 1.5, 1e308, -1e308, 2**63, 2**80, 10**400, "12", None, True, [], {}, float("nan"), float("inf")]
 BAD_IDENTITY = re.compile(r"[\ud800-\udfff\x00-\x08\x0b-\x1f\x7f]")  # what a label value (an identity) may not hold
 BAD_TEXT = re.compile(r"[\ud800-\udfff\x00]")  # what no database text may hold
 BIG = 2**70  # beyond a 64-bit integer: refused by both databases whatever the cleaning
@@ -95,6 +97,8 @@ class Case:
     exception: str
     attribute: str
     executor: str
+    duration: Any
+    input_rows: Any
     refused: bool  # its placement row holds a number no database takes: that row alone is dropped
 
 
@@ -120,21 +124,28 @@ def cases() -> list[Case]:
                 exception=f"boom {hostile(rng)}",
                 attribute=hostile(rng),
                 executor=hostile(rng)[:100],
+                duration=rng.choice(NUMBERS),
+                input_rows=rng.choice(NUMBERS),
                 refused=n % 32 == 5,
             )
         )
     return out
 
 
-def feed(sink: HistorySink, all_cases: list[Case]) -> None:
-    """Every case's query through the sink, as the watcher's applications reach its one history sink."""
+def feed(sink: HistorySink, all_cases: list[Case]) -> dict[int, tuple[float | None, float | None]]:
+    """Every case's query through the sink, as the watcher's applications reach its one history sink; returns
+    each batch's duration and input rows as the model made them of the hostile numbers."""
+    numbers = {}
     base = progress_lines(RUN)[0]
     now = time.time()
     for case in all_cases:
         app = AppContext(case.app, (("cluster", case.label),), case.app_id, "1", f"log-{case.n}")
         started = parse_event("started", json.dumps({"id": case.query_id, "runId": case.run_id, "name": case.query, "timestamp": None}))
         sink.on_app_event(app, started, [], now)
-        progress = parse_event("progress", json.dumps(dict(base, id=case.query_id, runId=case.run_id, name=case.query, batchId=case.n)))
+        fields = dict(base, id=case.query_id, runId=case.run_id, name=case.query, batchId=case.n)
+        fields.update(batchDuration=case.duration, numInputRows=case.input_rows)
+        progress = parse_event("progress", json.dumps(fields))
+        numbers[case.n] = (progress.batch_duration_ms, progress.input_rows)
         signal = SignalEvent("stall", progress.query_id, progress.name or "", progress.run_id, now, {"note": case.attribute})
         sink.on_app_event(app, progress, [signal], now)
         assert sink.store is not None
@@ -147,6 +158,7 @@ def feed(sink: HistorySink, all_cases: list[Case]) -> None:
         terminated = parse_event("terminated", json.dumps({"id": case.query_id, "runId": case.run_id, "exception": case.exception}))
         sink.on_app_event(app, terminated, [], now)
     sink.close()
+    return numbers
 
 
 def read(location: str, sql: str) -> list[tuple[Any, ...]]:
@@ -171,7 +183,8 @@ def test_hostile_names_cost_no_other_row(history: tuple[str, bool]) -> None:
     metrics = SelfMetrics()
     sink = HistorySink(location, metrics, Settings(http_enabled=False), background=background)
     assert sink.store is not None, sink.error
-    feed(sink, all_cases)
+    numbers = feed(sink, all_cases)
+    assert {n for pair in numbers.values() for n in pair} >= {None, 1e308, float(2**80)}  # the odd ones reached the history
     refused = [c for c in all_cases if c.refused]
     assert refused and len(all_cases) - len(refused) >= 300
 
@@ -179,7 +192,12 @@ def test_hostile_names_cost_no_other_row(history: tuple[str, bool]) -> None:
     assert sink.dropped_rows == len(refused)
     assert metrics.dropped.get("history", 0) == len(refused)
 
-    batches = {r[2]: r for r in read(location, "SELECT query_id, run_id, batch_id, app, app_labels, app_id, progress FROM batches")}
+    batches = {
+        r[2]: r
+        for r in read(
+            location, "SELECT query_id, run_id, batch_id, app, app_labels, app_id, progress, duration_ms, input_rows FROM batches"
+        )
+    }
     queries = {r[0]: r for r in read(location, "SELECT query_id, name, app, app_id FROM queries")}
     runs = {r[0]: r for r in read(location, "SELECT run_id, query_id, outcome, exception, app_id FROM runs")}
     events = {r[0]: r for r in read(location, "SELECT query_id, kind, attributes, app FROM events")}
@@ -196,6 +214,7 @@ def test_hostile_names_cost_no_other_row(history: tuple[str, bool]) -> None:
         assert (b[3], b[5]) == (identity(case.app), identity(case.app_id)), case.n
         assert json.loads(b[4]) == {"cluster": identity(case.label)}
         assert json.loads(b[6])["batchId"] == case.n
+        assert (b[7], b[8]) == numbers[case.n]  # finite or NULL, as the model gave them
         q = queries[query_id]
         assert (q[1], q[2], q[3]) == (query, identity(case.app), identity(case.app_id))
         r = runs[run_id]
