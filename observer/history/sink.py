@@ -19,6 +19,7 @@ import time
 from typing import Sequence
 
 from observer.history.backend import open_backend
+from observer.history.isolate import PartlyWritten
 from observer.history.retention import RetentionError, RetentionPolicy
 from observer.history.rows import AppIdentity, PendingRows
 from observer.history.store import HistoryError, HistoryStore
@@ -185,6 +186,8 @@ class HistorySink:
                 self._last_retention = now
                 store.enforce_retention()
         except HistoryError as exc:
+            if isinstance(exc, PartlyWritten):  # the parts written before the database failed are not lost
+                events = exc.rest.events
             self._metrics.count("dropped", "history", events)
             self.dropped_rows += events
             self.last_failure = str(exc)

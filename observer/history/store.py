@@ -91,7 +91,7 @@ class HistoryStore:
             try:
                 write_isolating(self.backend, pending, self._written, note)
             except PartlyWritten as exc:
-                raise HistoryError(f"{exc} ({exc.rest.rows} rows dropped)") from None
+                raise PartlyWritten(f"{exc} ({exc.rest.rows} rows dropped)", exc.rest) from None
             return pending.rows - sum(p.rows for p in refused)
         except HistoryError as exc:
             raise HistoryError(f"{exc} ({pending.rows} rows dropped)") from None
