@@ -433,21 +433,26 @@ class EventLogWatcher:
         self._dirty = False
         return SavedPositions(apps, sorted(self._done))
 
-    def save(self, positions: SavedPositions) -> None:
-        """Persist ``positions`` (atomically); a failure is a problem counted, and the next snapshot tries again."""
+    def save(self, positions: SavedPositions, extra: dict[str, Any] | None = None) -> bool:
+        """Persist ``positions`` (and ``extra``, kept beside them) atomically; a failure is a problem counted and False returned.
+
+        A caller saving snapshots of its own (positions whose events are written) tries that snapshot
+        again: saving newer positions instead would skip events not written yet."""
         if not self.state_path:
-            return
+            return True
         try:
-            save_state(self.state_path, positions.apps, positions.done)
+            save_state(self.state_path, positions.apps, positions.done, extra)
         except OSError as exc:
-            self._dirty = True
             self._problem(None, "state_file", f"{self.state_path}: cannot save the watcher state: {exc}")
+            return False
+        return True
 
     def commit(self) -> None:
-        """Persist the positions of everything delivered so far (atomically); a no-op without a state path."""
+        """Persist the positions of everything delivered so far (atomically); a no-op without a state path.
+        A failure leaves them to save at the next commit."""
         positions = self.snapshot()
-        if positions is not None:
-            self.save(positions)
+        if positions is not None and not self.save(positions):
+            self._dirty = True
 
     def run(self, callback: Callable[[list[AppEvents]], None], stop_event: threading.Event) -> None:
         """Poll until ``stop_event`` is set; ``callback`` gets each non-empty poll's result, then positions are saved."""

@@ -63,6 +63,7 @@ from observer.capture.eventlog_watch import (
 )
 from observer.capture.queue import CapturedEvent
 from observer.capture.task_log import EventLogSource, follow_event_log
+from observer.capture.watch_state import StateFileError, load_state
 from observer.exporters.exposition import Families, QueryLines, join_parts
 from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.otel.config import otlp_enabled
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
     from observer.history.sink import HistorySink
 
 log = logging.getLogger("observer")
+HISTORY_DROPPED_KEY = "history_dropped_events"  # in the state file: events dropped before its positions, never to be written
 MAX_UNSAVED = 64  # position snapshots waiting for the history writer (a long outage: the newest replaces the last)
 
 _KIND_OF = {QUERY_STARTED: kinds.STARTED, QUERY_PROGRESS: kinds.PROGRESS, QUERY_IDLE: kinds.IDLE, QUERY_TERMINATED: kinds.TERMINATED}
@@ -239,12 +241,31 @@ class FleetObserver:
         self._lock = threading.Lock()  # the watcher thread changes ``_apps`` while scrapes read it
         self._shared: list[Sink] = []
         self._history: HistorySink | None = None
-        self._unsaved: deque[tuple[SavedPositions, int]] = deque()  # positions waiting for their rows to be written
+        # positions waiting for their rows to be written, with the history's drops counted when they were taken
+        self._unsaved: deque[tuple[SavedPositions, int, int]] = deque()
+        self._dropped_before = 0  # history events earlier runs dropped and saved positions past (the state file says so)
         if o.history:
             from observer.history.sink import HistorySink
 
-            self._history = HistorySink(self.settings.history_path, self.self_metrics, self.settings)
+            self._dropped_before = _history_dropped(o.state_path)
+            if self._dropped_before:
+                log.warning(
+                    "spark-state-observer: the history misses %d events that earlier runs of this watcher dropped "
+                    '(counted then in spark_state_observer_events_dropped_total{reason="history"}; %s keeps the count)',
+                    self._dropped_before,
+                    o.state_path,
+                )
+
+            # a writer thread for SQLite too: positions are then saved only as far as rows are written (a full
+            # disk holds them back instead of skipping the rows it refused)
+            self._history = HistorySink(self.settings.history_path, self.self_metrics, self.settings, background=True)
             self._shared.append(self._history)
+            if self._history.store is None and o.state_path:
+                log.warning(
+                    "spark-state-observer: without its history this run saves no read positions: %s stays as it is, "
+                    "and a start with a usable history writes what this one reads",
+                    o.state_path,
+                )
         self._otlp = otlp_enabled(self.settings)
         # executors of applications not (yet) streaming: a batch application costs this small set, no pipeline
         self._executors: dict[str, set[str]] = {}
@@ -379,22 +400,28 @@ class FleetObserver:
     def _save_written_positions(self) -> None:
         """Save the newest read positions whose events the history has written (or counted dropped).
 
-        SQLite writes in ``flush``, so its positions are saved at once; PostgreSQL's writer settles later, so
-        a snapshot waits for its mark (at most ``MAX_UNSAVED`` kept: the newest replaces the last). A kill in
-        between re-reads what was not written yet instead of losing it.
+        The history's background writer (SQLite and PostgreSQL alike) settles rows later, so a snapshot waits
+        for its mark (at most ``MAX_UNSAVED`` kept: the newest replaces the last). A full disk, a database
+        away or a kill in between: a restart re-reads what was not written yet instead of losing it. A
+        snapshot that cannot be saved (the state file's own disk full) is tried again first next round.
         """
+        history = self._history
         positions = self.watcher.snapshot()
         if positions is not None:
-            entry = (positions, self._history.written_mark() if self._history is not None else 0)
+            entry = (positions, *((history.written_mark(), history.dropped_rows) if history is not None else (0, 0)))
             if len(self._unsaved) >= MAX_UNSAVED:
                 self._unsaved[-1] = entry
             else:
                 self._unsaved.append(entry)
         ready = None
-        while self._unsaved and (self._history is None or self._history.is_written(self._unsaved[0][1])):
-            ready = self._unsaved.popleft()[0]
-        if ready is not None:
-            self.watcher.save(ready)
+        while self._unsaved and (history is None or history.is_written(self._unsaved[0][1])):
+            ready = self._unsaved.popleft()
+        if ready is None:
+            return
+        # the events dropped before these positions stay dropped once they are saved: the state file says how many
+        extra = {HISTORY_DROPPED_KEY: self._dropped_before + ready[2]} if history is not None else None
+        if not self.watcher.save(ready[0], extra):
+            self._unsaved.appendleft(ready)
 
     def handle(self, found: AppEvents) -> int:
         """Apply what one poll found for one application; returns the number of events processed."""
@@ -522,6 +549,19 @@ class FleetObserver:
         except Exception as exc:
             self.self_metrics.count("export_failures", sink.name)
             log.warning("spark-state-observer: %s failed: %r", sink.name, exc)
+
+
+def _history_dropped(state_path: str | None) -> int:
+    """History events earlier runs dropped (``HISTORY_DROPPED_KEY`` of the state file); 0 without one. The
+    watcher itself reports a state file it cannot read."""
+    if not state_path:
+        return 0
+    try:
+        state = load_state(state_path)
+    except StateFileError:
+        return 0
+    dropped = state.get(HISTORY_DROPPED_KEY) if state else None
+    return dropped if type(dropped) is int and dropped > 0 else 0
 
 
 def _copy_counts(counts: WatchCounts) -> WatchCounts:

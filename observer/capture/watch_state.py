@@ -33,13 +33,13 @@ def load_state(path: str) -> dict[str, Any] | None:
     return state
 
 
-def save_state(path: str, apps: dict[str, Any], done: list[str]) -> None:
-    """Replace the state file atomically."""
+def save_state(path: str, apps: dict[str, Any], done: list[str], extra: dict[str, Any] | None = None) -> None:
+    """Replace the state file atomically; ``extra`` holds what the watcher's user keeps with the positions."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".watch-state-", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"version": STATE_VERSION, "apps": apps, "done": done}, f, separators=(",", ":"))
+            json.dump({**(extra or {}), "version": STATE_VERSION, "apps": apps, "done": done}, f, separators=(",", ":"))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -46,6 +46,16 @@ def clean_label(value: str, limit: int) -> str:
     return _CONTROL.sub(REPLACEMENT, _UNENCODABLE.sub(REPLACEMENT, text))
 
 
+def clean_stored(value: str) -> str:
+    """``value`` as a database text column can hold it: lone surrogates (SQLite's and PostgreSQL's drivers
+    refuse them) and NUL (PostgreSQL's text refuses it) replaced; other characters, newlines included, kept.
+
+    Not bounded: the history keeps what the model already bounded (exception texts, raw progress)."""
+    if value.isascii() and "\x00" not in value:  # the common case, checked at C speed
+        return value
+    return _UNENCODABLE.sub(REPLACEMENT, value).replace("\x00", REPLACEMENT)
+
+
 def finite(value: Any) -> float | None:
     """A JSON number as a finite float; None for anything else (bool, NaN, infinities, ints beyond a double)."""
     kind = type(value)
