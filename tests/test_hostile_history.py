@@ -258,9 +258,11 @@ ODD_LOCATIONS = [
 
 
 @pytest.mark.parametrize("location", ODD_LOCATIONS)
-def test_odd_bytes_in_a_history_location_give_a_message(location: str) -> None:
+def test_odd_bytes_in_a_history_location_give_a_message(location: str, tmp_path, monkeypatch) -> None:
     """Before: ``%00`` in a history URL raised ValueError from deep in a driver."""
     from observer.history.backend import HistoryError
+
+    monkeypatch.chdir(tmp_path)  # a relative location that a driver creates before refusing stays out of the checkout
 
     with pytest.raises(HistoryError) as raised:
         open_backend(location)
