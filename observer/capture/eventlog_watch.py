@@ -14,7 +14,13 @@ How it stays correct and cheap:
   are both followed; a rolling log moves to the next ``events_<N>_`` file once it exists (Spark closes a
   file before it opens the next). Files are ordered by their index, never by modification time, and
   every timeout runs on this process's monotonic clock: clock skew between the writers and the watcher
-  (NFS, containers) changes nothing.
+  (NFS, containers) changes no timeout. A part listed after a later one (a listing taken while Spark
+  created them) is waited for: the watcher lists again before it moves past a gap in the numbers.
+- **Clock skew**: a driver's clock off from the watcher's would make its batches look old (a stall) or
+  from the future. Per application, after a read that follows a read to the file's end (so the delay
+  is at most a poll), the watcher's clock minus the newest event time read is a sample; the smallest of
+  the last ``_SKEW_SAMPLES`` is the skew. Beyond tolerance it is counted, exported and handed on
+  (``AppEvents.clock_skew``): the pipeline judges ages and stalls on the application's clock.
 - **Incremental tailing**: each file keeps its raw offset and, while a compressed unit is incomplete,
   its decoder (``observer.capture.codec_tail``); a poll decodes only the bytes added since the last one.
 - **Cheap filtering**: lines are selected by their first bytes (``observer.capture.line_filter``); only
@@ -25,7 +31,9 @@ How it stays correct and cheap:
   does so for placement's task, job and SQL events).
 - **Identity**: ``SparkListenerApplicationStart`` gives the application name (the stable identity the
   series are labelled by) and the volatile id and attempt; selected Spark properties can be taken from
-  ``SparkListenerEnvironmentUpdate`` (``identity_properties``), parsed only when asked for.
+  ``SparkListenerEnvironmentUpdate`` (``identity_properties``), parsed only when asked for. Every identity
+  string (and the log's file name, on its way to a label) goes through ``bounded.clean_identity`` where
+  it is taken: cut to 200 characters, lone surrogates and control characters replaced.
 - **Restart safety**: ``commit()`` (called by ``run`` after each callback, and by the next ``poll``)
   writes, atomically, per application the current file, a raw offset where a fresh decoder can start,
   how many decoded bytes and lines after it were already delivered, and the last batch id per query run.
@@ -44,11 +52,19 @@ How it stays correct and cheap:
 - **Sharding**: ``shard=(K, N)`` keeps the applications whose log name (the file or folder name without
   ``eventlog_v2_``, ``.inprogress`` or codec suffix, i.e. the application id and attempt) has a CRC-32
   equal to K modulo N; N watchers with K = 0..N-1 split a folder disjointly and completely.
+- **Replaced logs**: a file keeps its inode, never shrinks and keeps its first bytes while Spark writes it;
+  one that does not (renamed over, truncated, rewritten in place) is counted (``replaced``), its
+  application forgotten, and the log read again from its start as a new one at the next listing.
+- **Symbolic links** are followed only when their target stays inside a watched folder (``follow_symlinks``
+  to follow them anywhere); others are counted (``symlink``) and never opened.
 - **Bad input** never raises out of ``poll``: truncated or corrupt compressed data, unreadable files,
   vanished folders, symlink loops, FIFOs and other non-regular files (never opened: files are opened
   non-blocking and checked with ``fstat``), over-long lines, invalid JSON and two running applications
   with the same name each give a message and a counted problem (``WatchCounts.problems`` and per
-  application ``AppEvents.problems``); the other applications go on. A decode failure is retried once
+  application ``AppEvents.problems``); the other applications go on. Lines are parsed by the bounded
+  parser (``bounded.loads``: an item bomb is refused before parsing, a nesting bomb fails cleanly), each
+  read decodes at most the poll's budget (a decompression bomb costs no more memory than a real log),
+  and a file decoding to over a thousand times its size is called ``inflated`` and skipped. A decode failure is retried once
   from the last boundary before the file is called corrupt (a network file system can show a grown size
   before the bytes), and a log is believed gone only when two listings agree (a rename in between).
 """
