@@ -16,7 +16,7 @@ Memory is bounded however hostile the input: zstd input goes in 256-byte pieces 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Generator
 
 from observer.capture.codecs import MAX_BLOCK_BYTES, EventLogError, decode_lz4_block, decode_snappy_chunk
 
@@ -40,7 +40,7 @@ class TailDecoder:
         """True while an incomplete unit is held: if the file ends here, it was cut short."""
         return False
 
-    def feed(self, data: bytes) -> Iterator[Piece]:
+    def feed(self, data: bytes) -> Generator[Piece, None, None]:
         """Decode ``data`` (the raw bytes at ``raw_pos``); raises ``EventLogError`` on corrupt input.
 
         A caller may stop early (``close()`` the iterator after a piece): ``raw_pos`` then says how much of
@@ -65,7 +65,7 @@ class ZstdTailDecoder(TailDecoder):
     def partial(self) -> bool:
         return self._dobj is not None
 
-    def feed(self, data: bytes) -> Iterator[Piece]:
+    def feed(self, data: bytes) -> Generator[Piece, None, None]:
         import zstandard
 
         out: list[bytes] = []
@@ -115,7 +115,7 @@ class _BlockTailDecoder(TailDecoder):
     def partial(self) -> bool:
         return bool(self._held)
 
-    def feed(self, data: bytes) -> Iterator[Piece]:
+    def feed(self, data: bytes) -> Generator[Piece, None, None]:
         buf = self._held + data if self._held else data
         start = self.raw_pos - len(self._held)  # raw offset of buf[0]
         self._held = b""

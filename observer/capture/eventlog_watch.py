@@ -270,8 +270,9 @@ def event_time(event_type: str, data: dict[str, Any]) -> float | None:
         duration = progress.get("batchDuration")
         if start is None:
             return None
-        ok = isinstance(duration, (int, float)) and not isinstance(duration, bool) and 0 <= duration < 1e12
-        return start + (duration / 1000.0 if ok else 0.0)
+        if isinstance(duration, (int, float)) and not isinstance(duration, bool) and 0 <= duration < 1e12:
+            return start + duration / 1000.0
+        return start
     if event_type in (QUERY_STARTED, QUERY_IDLE):
         return parse_timestamp(data.get("timestamp"))
     return None
