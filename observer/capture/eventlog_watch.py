@@ -1127,6 +1127,7 @@ class EventLogWatcher:
             self._set_status(app, "running", f"{app.name}: growing again", now)
 
     def _set_status(self, app: _App, status: str, message: str, now: float) -> None:
+        message = clean_text(message, 2000)
         app.status, app.status_since = status, now
         app.report().status_changes.append(StatusChange(status, message, time.time()))
         self._dirty = True

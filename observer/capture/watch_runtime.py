@@ -434,7 +434,7 @@ class FleetObserver:
             observer.add_sink(_Replayable(otel, pipeline, owned=True))
         with self._lock:
             self._apps[identity.log_name] = pipeline
-        log.info("spark-state-observer: observing %s (%s)", context.name, identity.log_name)
+        log.info("spark-state-observer: observing %s (%s)", context.name, context.log_name)
         return pipeline
 
     def _forget(self, log_name: str) -> None:
