@@ -871,16 +871,21 @@ class EventLogWatcher:
 
     @staticmethod
     def _replaced_why(fd: int, st: os.stat_result, tail: _FileTail) -> str:
-        """Why the file at ``tail.path`` is not the one read so far ("" when it is): another inode, smaller, other first bytes."""
-        inode = (st.st_dev, st.st_ino)
-        if tail.inode is None:
-            tail.inode = inode
-        elif inode != tail.inode:
-            return "another file took its name"
+        """Why the file at ``tail.path`` is not the one read so far ("" when it is): smaller, other first bytes, another inode.
+
+        Another inode with the same first bytes is the same log (some network file systems renumber inodes): kept.
+        """
         if st.st_size < tail.raw:
             return f"it shrank from {tail.raw} to {st.st_size} bytes"
-        if tail.head and st.st_size > tail.raw and os.pread(fd, len(tail.head), 0) != tail.head:
-            return "its first bytes changed"
+        inode = (st.st_dev, st.st_ino)
+        moved = tail.inode is not None and inode != tail.inode
+        tail.inode = inode
+        if tail.head and (moved or st.st_size > tail.raw) and os.pread(fd, len(tail.head), 0) != tail.head:
+            return "another file took its name" if moved else "its first bytes changed"
+        if moved and not tail.head and tail.raw > 0:
+            return "another file took its name"
+        if not tail.head and tail.raw > 0:  # resumed from a saved position: these first bytes are the log's from now on
+            tail.head = os.pread(fd, min(tail.raw, _HEAD_BYTES), 0)
         return ""
 
     def _replaced(self, app: _App, tail: _FileTail, why: str) -> None:
@@ -941,9 +946,8 @@ class EventLogWatcher:
                     break
         finally:
             pieces.close()  # the decoder notes how much of ``data`` it used
-        used = tail.decoder.raw_pos - tail.raw
+        self.counts.read_bytes += max(0, tail.decoder.raw_pos - tail.raw)
         tail.raw = tail.decoder.raw_pos
-        self.counts.read_bytes += used
         self.counts.decoded_bytes += decoded_total
         if decoded_total:
             self._dirty = True
