@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+import zstandard
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.eventlog_writer import StreamEncoder, recorded_lines, renamed
@@ -666,7 +667,7 @@ def test_clock_skew_is_measured_counted_and_ages_are_judged_on_the_drivers_clock
         assert seen.batches[log] == EXPECTED
         measured = seen.skew[log]
         if abs(skew) > tolerance:
-            assert abs(measured - skew) < 5, (log, measured, skew)
+            assert abs(measured - skew) < 15, (log, measured, skew)  # the smallest delay of a poll on a loaded machine
         else:
             assert measured == 0.0, (log, measured)
     for s in range(len(SKEWS)):
@@ -674,7 +675,7 @@ def test_clock_skew_is_measured_counted_and_ages_are_judged_on_the_drivers_clock
             app = f"skew-{s}-{codec}"
             since = values(series, "spark_streaming_query_seconds_since_progress", app=app)
             stalled = values(series, "spark_streaming_query_stalled", app=app)
-            assert since and max(since) < 30, (app, since)
+            assert since and max(since) < 60, (app, since)  # 120 s to 2 h uncorrected
             assert stalled and max(stalled) == 0, (app, stalled)
     assert (
         values(series, "spark_state_observer_watch_clock_skew_seconds")
@@ -693,21 +694,32 @@ def test_bombs_in_every_codec_stay_bounded_and_are_counted(tmp_path) -> None:
     folder = tmp_path / "logs"
     folder.mkdir()
     head = b'{"Event":"' + _STREAMING + b'QueryProgressEvent","progress":'
-    bombs = {
-        "item bomb 25 MB": head + b"[" + b"{}," * ((25 << 20) // 3) + b"{}]}\n",
-        "nesting 2 MB": head + b"[" * (1 << 20) + b"]" * (1 << 20) + b"}\n",
-        "zeros 100 MB": b"\x00" * (100 << 20),
-        "one long line 65 MB": head + b'"' + b"a" * (65 << 20) + b'"}\n',
-    }
+    # (what, start, filler, times, end): the bomb line is start + filler * times + end
+    bombs = [
+        ("item bomb 25 MB", head + b"[", b"{}," * 1024, (25 << 20) // 3072, b"{}]}\n"),
+        ("nesting 2 MB", head, b"[" * 1024, 1024, b"]" * (1 << 20) + b"}\n"),
+        ("zeros 100 MB", b"", b"\x00" * (1 << 20), 100, b""),
+        ("one long line 65 MB", head + b'"', b"a" * (1 << 20), 65, b'"}\n'),
+    ]
     logs = {}
-    for b, (what, bomb) in enumerate(bombs.items()):
+    for b, (what, start, filler, times, end) in enumerate(bombs):
         for codec in ("zstd", "lz4", "snappy", None, "lzf"):
-            if codec in ("lz4", "snappy", None) and len(bomb) > 30 << 20:
-                continue  # those codecs cannot hold a bomb: their units are bounded, the file as large as its content
+            if codec != "zstd" and len(filler) * times > 30 << 20:
+                continue  # the other codecs cannot hold a bomb: their units are bounded, a file as large as its content
             log = f"app-bomb-{b}-{codec}"
             lines = app_lines("bomb", log)
-            data = encode(lines[:4] + [bomb] + lines[4:], codec if codec != "lzf" else None)
-            write(str(folder / f"{log}{suffix(codec)}"), data)
+            path = str(folder / f"{log}{suffix(codec)}")
+            if codec == "zstd":  # compressed as it is produced: the test never holds the decoded bomb either
+                with open(path, "wb") as f:
+                    f.write(encode(lines[:4], codec))
+                    stream = zstandard.ZstdCompressor(level=1).compressobj()
+                    f.write(stream.compress(start))
+                    for _ in range(times):
+                        f.write(stream.compress(filler))
+                    f.write(stream.compress(end) + stream.flush())
+                    f.write(encode(lines[4:], codec))
+            else:
+                write(path, encode([*lines[:4], start + filler * times + end, *lines[4:]], codec if codec != "lzf" else None))
             logs[log] = (what, codec)
     watcher = EventLogWatcher([str(folder)], read_finished_at_start=True)
     seen = Seen()
