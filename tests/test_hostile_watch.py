@@ -39,6 +39,7 @@ from observer.capture.watch_runtime import FleetObserver, WatchOptions
 from observer.settings import Settings
 
 CASES: Counter[str] = Counter()  # cases run per group; the module's teardown prints and checks the total
+PEAKS: dict[str, int] = {}  # peak of Python allocations while the watcher read a group's cases (tracemalloc)
 GROUPS = ("names", "shards", "app_start", "lines", "rolling", "replaced", "skew", "bombs", "symlinks", "state")
 MIN_CASES = 2500
 _STREAMING = b"org.apache.spark.sql.streaming.StreamingQueryListener$"
@@ -169,6 +170,7 @@ def corpus_size() -> Iterator[None]:
     yield
     total = sum(CASES.values())
     print(f"\nhostile watch corpus: {total} cases ({', '.join(f'{g} {CASES[g]}' for g in GROUPS)})")
+    print("peak allocations while reading: " + ", ".join(f"{g} {p / (1 << 20):.0f} MB" for g, p in PEAKS.items()))
     if all(CASES[g] for g in GROUPS):
         assert total >= MIN_CASES, f"only {total} cases"
 
@@ -346,6 +348,7 @@ def test_application_start_fields_are_cleaned_and_bounded_where_identity_is_take
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    PEAKS["app_start"] = max(PEAKS.get("app_start", 0), peak)
     assert peak < 400 << 20, f"peak {peak >> 20} MB"
     assert set(seen.batches) == set(logs) and all(b == EXPECTED_SMALL for b in seen.batches.values())
     assert all(len(name) <= 200 and "\x00" not in name for name in seen.names.values())
@@ -425,6 +428,7 @@ def test_hostile_event_lines_in_every_codec_are_skipped_and_counted_and_spacing_
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    PEAKS["lines"] = max(PEAKS.get("lines", 0), peak)
     assert peak < 300 << 20, f"peak {peak >> 20} MB"
     # every application's batches, once each: a spaced copy of batch 0 is read, and one of the two is a duplicate
     assert set(seen.batches) == set(logs) and all(seen.batches[log] == EXPECTED for log in logs)
@@ -732,6 +736,7 @@ def test_bombs_in_every_codec_stay_bounded_and_are_counted(tmp_path) -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    PEAKS["bombs"] = max(PEAKS.get("bombs", 0), peak)
     assert peak < 260 << 20, f"peak {peak >> 20} MB"
     for log, (what, codec) in logs.items():
         got = seen.batches.get(log, [])
@@ -898,6 +903,7 @@ def test_hostile_state_files_never_hang_crash_or_lose_the_good_applications(tmp_
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    PEAKS["state"] = max(PEAKS.get("state", 0), peak)
     assert peak < 300 << 20, f"peak {peak >> 20} MB"
     CASES["state"] += n
 

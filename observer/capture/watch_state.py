@@ -41,8 +41,8 @@ def load_state(path: str) -> dict[str, Any] | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise StateFileError(f"{where}: the watcher state is not a regular file; starting as if for the first time")
-        data = _read_bounded(fd, MAX_STATE_BYTES + 1)
-        if len(data) > MAX_STATE_BYTES:
+        data = b"" if st.st_size > MAX_STATE_BYTES else _read_bounded(fd, MAX_STATE_BYTES + 1)
+        if st.st_size > MAX_STATE_BYTES or len(data) > MAX_STATE_BYTES:
             raise StateFileError(f"{where}: watcher state larger than {MAX_STATE_BYTES >> 20} MiB; starting as if for the first time")
         state = loads(data, MAX_STATE_ITEMS)
     except StateFileError:
