@@ -324,7 +324,6 @@ class _FileTail:
         self.failed_at = -1  # boundary a decode failed after (it is retried once from there)
         self.inode: tuple[int, int] | None = None  # (device, inode) when first opened: another file renamed over it differs
         self.head = b""  # the file's first bytes as read (up to _HEAD_BYTES); known only when read from offset 0
-        self.inflated = False  # reported as decoding to far more than its size
 
     def resume_point(self) -> tuple[int, int]:
         """(raw, decoded) offsets a fresh decoder can start at, at or before the last complete line."""
@@ -626,12 +625,16 @@ class EventLogWatcher:
         self._reported &= seen_entries | set(self.dirs)
         return listed, complete
 
-    def _link_allowed(self, path: str) -> bool:
-        """Whether a symbolic link may be followed: its target inside a watched folder, or ``follow_symlinks``."""
+    def _link_inside(self, path: str) -> bool:
+        """Whether a symbolic link may be followed: ``follow_symlinks``, or its target inside a watched folder."""
         if self.follow_symlinks:
             return True
         target = os.path.realpath(path)
-        if any(target == root or target.startswith(root.rstrip(os.sep) + os.sep) for root in self._roots):
+        return any(target == root or target.startswith(root.rstrip(os.sep) + os.sep) for root in self._roots)
+
+    def _link_allowed(self, path: str) -> bool:
+        """``_link_inside`` for a folder entry; a link that may not be followed is reported once."""
+        if self._link_inside(path):
             return True
         self._report_once(
             path, "symlink", f"{path}: a symbolic link to a target outside the watched folders; not followed (see --follow-symlinks)"
@@ -857,7 +860,7 @@ class EventLogWatcher:
                 if exc.errno != errno.ELOOP:
                     raise
             # a symbolic link (or a loop): followed only when its target stays inside a watched folder
-            if not self._link_allowed(tail.path):
+            if not self._link_inside(tail.path):
                 self._problem(app, "symlink", f"{tail.path}: a symbolic link out of the watched folders; not read", once=True)
                 tail.broken = True
                 return None
@@ -1233,7 +1236,7 @@ class EventLogWatcher:
             app.streaming = bool(saved.get("streaming")) and not self.replay_on_resume  # a replay reads as the first pass did
             app.end_seen = bool(saved.get("end_seen"))
             for q, r, b in list(saved.get("runs", []))[-_MAX_RUNS:]:
-                app.runs[(clean_text(str(q), 200), clean_text(str(r), 200))] = int(b)
+                app.runs[(clean_identity(q), clean_identity(r))] = int(b)  # keyed as ``_new_batch`` keys them
             if self.replay_on_resume:
                 app.replay_until = (int(pos["index"]), int(pos["lines"]))
                 if app.listing.kind == "single":
