@@ -60,6 +60,7 @@ from observer.capture.eventlog_watch import (
     RawEvent,
     SavedPositions,
     WatchCounts,
+    event_time,
 )
 from observer.capture.queue import CapturedEvent
 from observer.capture.task_log import EventLogSource, follow_event_log
@@ -72,9 +73,9 @@ from observer.exporters.samples import SampleSink, labelled, render_self
 from observer.metrics import catalog
 from observer.metrics.selfmetrics import SelfMetrics
 from observer.model import kinds
+from observer.model.bounded import clean_identity
 from observer.model.events import Event
 from observer.model.identity import AppContext, Pairs
-from observer.model.parse import parse_timestamp
 from observer.model.tasks import wanted_line
 from observer.runtime import Observer
 from observer.settings import Settings
@@ -111,6 +112,7 @@ class WatchOptions:
     grace_seconds: float = 300.0  # a finished or lost application is forgotten this long after
     lost_after_seconds: float = 600.0  # a log that does not grow for this long without an end is lost
     read_finished_at_start: bool = False  # also read logs already finished when the watcher starts
+    follow_symlinks: bool = False  # follow links out of the watched folders too
     max_apps: int = 10_000
     history: bool = False  # write the shared history (settings.history_path)
 
@@ -123,29 +125,13 @@ def render_watch(f: SampleSink, counts: WatchCounts) -> None:
         f.add(spec, (), getattr(counts, attr))
     for kind in PROBLEM_KINDS:
         f.add(catalog.WATCH_PROBLEMS, (("kind", kind),), counts.problems.get(kind, 0))
+    f.add(catalog.WATCH_CLOCK_SKEW, (), counts.clock_skew_seconds)
 
 
 def app_context(identity: AppIdentity, static: Pairs) -> AppContext:
     """The pipeline's identity of an application the watcher found."""
-    return AppContext(identity.name, static, identity.app_id, identity.attempt_id or "", identity.log_name)
-
-
-def event_time(event: RawEvent) -> float | None:
-    """When a listener would have received ``event``: a progress's trigger time plus its batch duration,
-    a started or idle event's own time; None when Spark logged none (terminated)."""
-    data = event.data
-    if event.event_type == QUERY_PROGRESS:
-        progress = data.get("progress")
-        if not isinstance(progress, dict):
-            return None
-        start = parse_timestamp(progress.get("timestamp"))
-        duration = progress.get("batchDuration")
-        if start is None:
-            return None
-        return start + (duration / 1000.0 if isinstance(duration, (int, float)) and duration >= 0 else 0.0)
-    if event.event_type in (QUERY_STARTED, QUERY_IDLE):
-        return parse_timestamp(data.get("timestamp"))
-    return None
+    # the log name is the file's name (surrogate escapes where it is not UTF-8): cleaned as the other identity strings were
+    return AppContext(identity.name, static, identity.app_id, identity.attempt_id or "", clean_identity(identity.log_name))
 
 
 class _Replayable:
@@ -189,6 +175,11 @@ class _AppPipeline:
     log_name: str = ""
     replaying: bool = False
     last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
+    clock_skew: float = 0.0  # seconds the application's clock is behind the watcher's (``AppEvents.clock_skew``)
+
+    def clock(self) -> float:
+        """Now on the application's clock: its ages and stalls compare its own event times with this."""
+        return time.time() - self.clock_skew
 
     def executor_ids(self) -> set[str]:
         return set(self.executors)
@@ -232,6 +223,7 @@ class FleetObserver:
             grace_seconds=o.grace_seconds,
             lost_after_seconds=o.lost_after_seconds,
             read_finished_at_start=o.read_finished_at_start,
+            follow_symlinks=o.follow_symlinks,
             replay_on_resume=True,
             max_apps=o.max_apps,
             raw_events=PLACEMENT_EVENTS,  # placement decodes the few fields it reads, of the lines that matter to it
@@ -428,6 +420,8 @@ class FleetObserver:
         pipeline = self._apps.get(found.log_name)
         if pipeline is None and found.identity is not None and _streaming(found):
             pipeline = self._admit(found.identity)
+        if pipeline is not None:
+            pipeline.clock_skew = found.clock_skew
         done = 0
         for event in found.events:
             if pipeline is not None:
@@ -448,6 +442,7 @@ class FleetObserver:
             self.settings,
             serve=False,
             live=True,
+            clock=lambda: holder[0].clock(),
             executor_ids=lambda: holder[0].executor_ids(),
             identity=context,
             self_metrics=self.self_metrics,
@@ -467,7 +462,7 @@ class FleetObserver:
             observer.add_sink(_Replayable(otel, pipeline, owned=True))
         with self._lock:
             self._apps[identity.log_name] = pipeline
-        log.info("spark-state-observer: observing %s (%s)", context.name, identity.log_name)
+        log.info("spark-state-observer: observing %s (%s)", context.name, context.log_name)
         return pipeline
 
     def _forget(self, log_name: str) -> None:
@@ -489,9 +484,9 @@ class FleetObserver:
         kind = _KIND_OF.get(event.event_type)
         if kind is None:  # application start and end: the identity and lifecycle come from the watcher
             return 0
-        at = event_time(event)
+        at = event_time(event.event_type, event.data)
         if at is None:
-            at = pipeline.last_time if event.replayed and pipeline.last_time else time.time()
+            at = pipeline.last_time if event.replayed and pipeline.last_time else pipeline.clock()
         pipeline.last_time = max(pipeline.last_time, at)
         payload: Any = event.data.get("progress") if kind == kinds.PROGRESS else event.data
         pipeline.replaying = event.replayed

@@ -1278,6 +1278,13 @@ WATCH_PROBLEMS = _o(
     "Problems with event logs (label kind: unreadable, corrupt, truncated, vanished, ...).",
     ("kind",),
 )
+WATCH_CLOCK_SKEW = _o(
+    "spark_state_observer_watch_clock_skew_seconds",
+    GAUGE,
+    "seconds",
+    "Clock skew measured between a followed application's event times and the watcher's clock, the largest of any "
+    "application (positive: the driver's clock behind); 0 when within 30 s plus a poll interval. Ages and stalls are judged on the application's clock.",
+)
 WATCH_METRICS: tuple[MetricSpec, ...] = (
     WATCH_APPLICATIONS,
     WATCH_APPLICATIONS_DISCOVERED,
@@ -1289,6 +1296,7 @@ WATCH_METRICS: tuple[MetricSpec, ...] = (
     WATCH_EVENTS_DELIVERED,
     WATCH_EVENTS_DUPLICATE,
     WATCH_PROBLEMS,
+    WATCH_CLOCK_SKEW,
 )
 
 # --- the catalog ---------------------------------------------------------------------------------------
