@@ -53,8 +53,9 @@ def pip_cache() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Build the image on the Debian base; its configuration (``buildah inspect``)."""
+def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Build the image on the Debian base; its configuration (``buildah inspect``). The image (1.3 GB) is
+    removed afterwards: every run builds it anew, and the base stays cached."""
     need("buildah")
     need("mmdebstrap")
     log = tmp_path_factory.mktemp("image") / "build.log"
@@ -82,7 +83,10 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> dict:
         )
     with open(log) as f:
         assert built.returncode == 0, f"the image did not build:\n{f.read()[-4000:]}"
-    return json.loads(buildah("inspect", "--type", "image", TAG))["OCIv1"]["config"]
+    try:
+        yield json.loads(buildah("inspect", "--type", "image", TAG))["OCIv1"]["config"]
+    finally:
+        buildah("rmi", TAG)
 
 
 @pytest.fixture(scope="module")
