@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -47,7 +48,7 @@ def buildah(*args: str, timeout: float = 120) -> str:
 
 
 def pip_cache() -> str | None:
-    result = subprocess.run(["python", "-m", "pip", "cache", "dir"], capture_output=True, text=True, check=False)
+    result = subprocess.run([sys.executable, "-m", "pip", "cache", "dir"], capture_output=True, text=True, check=False)
     path = result.stdout.strip()
     return path if result.returncode == 0 and os.path.isdir(path) else None
 
