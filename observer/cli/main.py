@@ -94,9 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         "--watch", action="store_true", help="run two small applications writing event logs and the event-log watcher following both"
     )
 
-    from observer.cli import backtest, watch
+    from observer.cli import backtest, size, watch
 
     backtest.add_parser(sub)
+    size.add_parser(sub)
     watch.add_parser(sub)
 
     sub.add_parser("metrics", help="print the metric reference (Markdown)")
@@ -123,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         return _ui(args)
     if args.command == "backtest":
         return backtest.run(args)
+    if args.command == "size":
+        return size.run(args)
     if args.command == "mixin":
         return mixin_cli.run(args)
     if args.command == "metrics":

@@ -92,6 +92,7 @@ class Workload:
     executors: int = 1
     rows: int | None = None  # state rows over all partitions and operators
     bytes_per_row: float | None = None  # SST bytes per row (key + value + RocksDB's per-entry overhead)
+    instances: int | None = None  # store instances as Spark counted them (operators may differ in stores); else the product
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,7 +291,7 @@ def estimate(conf: StateConf, workload: Workload) -> Estimate:
     if executors < 1:
         notes.append(f"{executors} executors: 1 assumed")
         executors = 1
-    instances = partitions * operators * stores
+    instances = workload.instances if workload.instances is not None and workload.instances >= 0 else partitions * operators * stores
     per_executor = math.ceil(instances / executors) if instances else 0
     rows = workload.rows if workload.rows is not None and workload.rows >= 0 else None
     bytes_per_row = workload.bytes_per_row if workload.bytes_per_row is not None and workload.bytes_per_row >= 0 else None
