@@ -26,7 +26,8 @@ same way):
   still needs the room).
 
 The memtable and block-cache terms are ceilings: a store holding less data than its write buffers or cache uses
-less (``expected``), which is what the measured table in docs/capacity.md compares against.
+less (``expected``: each term capped by the store's SST bytes, the memtable at least one arena block, which a
+written memtable allocates at once), which is what the measured table in docs/capacity.md compares against.
 
 Bad input never raises: a value in odd units (``512m`` for a conf Spark reads as plain MB), a negative, zero or
 absurd value, or ratios Spark would refuse, are replaced by Spark's default with a note, and the estimate is
@@ -39,6 +40,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Mapping
+from typing import Any
 
 MIB = 1024 * 1024
 ROCKSDB_PREFIX = "spark.sql.streaming.stateStore.rocksdb."
@@ -49,6 +51,7 @@ ROCKSDB_WRITE_BUFFER_BYTES = 64 * MIB
 ROCKSDB_MAX_WRITE_BUFFERS = 2
 BLOOM_BITS_PER_KEY = 10  # Spark's RocksDB tables use a 10-bit bloom filter
 INDEX_BYTES_PER_BLOCK = 40  # one index entry per data block: a separator key plus offset and size, for keys of ~24 bytes
+ARENA_BLOCK_MAX = MIB  # RocksDB caps the default arena block at 1 MiB
 LARGEST_SANE_BYTES = 2**50  # a PiB: past that a value is a typo, not a configuration
 # a stream-stream join keeps four stores per partition (keyToNumValues and keyWithIndexToValue per side)
 STORES_PER_OPERATOR = {"symmetricHashJoin": 4}
@@ -298,22 +301,12 @@ def estimate(conf: StateConf, workload: Workload) -> Estimate:
     if (workload.rows is not None and rows is None) or (workload.bytes_per_row is not None and bytes_per_row is None):
         notes.append("negative rows or bytes per row ignored")
     sst = int(rows * bytes_per_row) if rows is not None and bytes_per_row is not None else None
-    memtables = conf.write_buffer_bytes * conf.max_write_buffers
     rows_per_instance = rows / instances if rows is not None and instances else None
     sst_per_instance = sst / instances if sst is not None and instances else None
-    index_filter = 0
-    if rows_per_instance is not None:
-        index_filter += int(rows_per_instance * BLOOM_BITS_PER_KEY / 8)
-    if sst_per_instance is not None:
-        index_filter += int(sst_per_instance / conf.block_bytes * INDEX_BYTES_PER_BLOCK)
-    ceiling = memtables + conf.block_cache_bytes + index_filter
-    if sst_per_instance is not None:
-        expected = int(min(memtables, sst_per_instance) + min(conf.block_cache_bytes, sst_per_instance)) + index_filter
-    else:
-        expected = ceiling
+    ceiling, expected = instance_bytes(conf, rows_per_instance, sst_per_instance)
     unbounded = per_executor * ceiling
     expected_executor = per_executor * expected
-    bound = min(unbounded, conf.max_memory_bytes) if conf.bounded else unbounded
+    bound = bounded_bytes(conf, unbounded)
     if conf.bounded and conf.max_memory_bytes > conf.overhead_bytes:
         notes.append(
             f"the bounded limit ({conf.max_memory_bytes // MIB} MB) is above the executor's memoryOverhead "
@@ -337,6 +330,80 @@ def estimate(conf: StateConf, workload: Workload) -> Estimate:
     )
 
 
+def instance_bytes(conf: StateConf, rows: float | None, sst_bytes: float | None) -> tuple[int, int]:
+    """One store instance's memory: its ceiling (full write buffers and cache) and what a store holding ``rows`` rows in
+    ``sst_bytes`` of SST files is expected to use (the write buffer and cache terms capped by its data)."""
+    memtables = conf.write_buffer_bytes * conf.max_write_buffers
+    index_filter = 0
+    if rows is not None:
+        index_filter += int(rows * BLOOM_BITS_PER_KEY / 8)
+    if sst_bytes is not None:
+        index_filter += int(sst_bytes / conf.block_bytes * INDEX_BYTES_PER_BLOCK)
+    ceiling = memtables + conf.block_cache_bytes + index_filter
+    if sst_bytes is None:
+        return ceiling, ceiling
+    memtable = max(min(memtables, sst_bytes), arena_block_bytes(conf))  # a written memtable holds at least one arena block
+    return ceiling, int(memtable + min(conf.block_cache_bytes, sst_bytes)) + index_filter
+
+
+def arena_block_bytes(conf: StateConf) -> int:
+    """RocksDB's ``arena_block_size`` default: an eighth of the write buffer, at most 1 MiB; a memtable allocates in these."""
+    return min(conf.write_buffer_bytes // 8, ARENA_BLOCK_MAX)
+
+
+def bounded_bytes(conf: StateConf, executor_bytes: int) -> int:
+    """An executor's RocksDB memory under ``boundedMemoryUsage`` (the shared cache's limit), or as is."""
+    return min(executor_bytes, conf.max_memory_bytes) if conf.bounded else executor_bytes
+
+
 def stores_per_operator(operator_name: str) -> int:
     """State stores each partition of an operator opens (a stream-stream join opens four)."""
     return STORES_PER_OPERATOR.get(operator_name, 1)
+
+
+CONF_PREFIXES = (
+    "spark.sql.streaming.stateStore.",
+    "spark.executor.memory",  # also memoryOverhead and memoryOverheadFactor
+    "spark.executor.minMemoryOverhead",
+    "spark.memory.offHeap.",
+    "spark.sql.shuffle.partitions",
+)
+SESSION_KEYS = (
+    PROVIDER_CONF,
+    *(
+        ROCKSDB_PREFIX + k
+        for k in (
+            "writeBufferSizeMB",
+            "maxWriteBufferNumber",
+            "blockCacheSizeMB",
+            "blockSizeKB",
+            "boundedMemoryUsage",
+            "maxMemoryUsageMB",
+            "writeBufferCacheRatio",
+            "highPriorityPoolRatio",
+            "changelogCheckpointing.enabled",
+        )
+    ),
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot",
+    "spark.sql.shuffle.partitions",
+)
+"""The SQL confs the estimate reads, asked of a session one by one (``spark.conf``; a session has no list of them)."""
+MAX_CONF_VALUE = 200  # characters kept of a value: a conf the estimate reads is short
+
+
+def relevant(conf: Mapping[str, object]) -> dict[str, str]:
+    """The entries of a Spark configuration the estimate reads (an application's conf holds hundreds, some secret)."""
+    return {str(k): str(v)[:MAX_CONF_VALUE] for k, v in conf.items() if str(k).startswith(CONF_PREFIXES)}
+
+
+ENVIRONMENT_PREFIX = b'{"Event":"SparkListenerEnvironmentUpdate"'
+
+
+def spark_properties(event: Any) -> dict[str, str]:
+    """``Spark Properties`` of a ``SparkListenerEnvironmentUpdate`` (an object; older logs: a list of pairs)."""
+    props = event.get("Spark Properties") if isinstance(event, Mapping) else None
+    if isinstance(props, dict):
+        return {str(k): str(v) for k, v in props.items()}
+    if isinstance(props, list):
+        return {str(p[0]): str(p[1]) for p in props if isinstance(p, list) and len(p) == 2}
+    return {}

@@ -18,11 +18,10 @@ from contextlib import closing
 from typing import Any
 
 from observer.model import kinds
-from observer.model.capacity import Estimate, StateConf, Workload
+from observer.model.capacity import ENVIRONMENT_PREFIX, Estimate, StateConf, Workload, spark_properties
 from observer.offline.checkpoint.restore import DEFAULT_BYTES_PER_SECOND, DEFAULT_SECONDS_PER_FILE, DEFAULT_SECONDS_PER_STORE
 from observer.offline.eventlog import EXECUTOR_ADDED, EXECUTOR_REMOVED, EventLogError, read_records
 
-ENVIRONMENT_PREFIX = b'{"Event":"SparkListenerEnvironmentUpdate"'
 CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 SNAPSHOT_EVERY_CONF = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
 
@@ -67,16 +66,6 @@ class Observed:
 
 def _int(value: Any) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0 else 0
-
-
-def spark_properties(event: Mapping[str, Any]) -> dict[str, str]:
-    """``Spark Properties`` of a ``SparkListenerEnvironmentUpdate`` (an object; older logs: a list of pairs)."""
-    props = event.get("Spark Properties")
-    if isinstance(props, dict):
-        return {str(k): str(v) for k, v in props.items()}
-    if isinstance(props, list):
-        return {str(p[0]): str(p[1]) for p in props if isinstance(p, list) and len(p) == 2}
-    return {}
 
 
 def from_event_log(paths: list[str]) -> Observed:
