@@ -26,11 +26,7 @@ sys.path.insert(0, HERE)
 FIXTURES = os.path.join(HERE, "..", "tests", "fixtures", "capacity")
 BOUNDED = "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage=true"
 SCENARIOS: dict[str, list[str]] = {
-    **{
-        f"e{e}_p{p}": ["--executors", str(e), "--shuffle-partitions", str(p)]
-        for e in (2, 3)
-        for p in (4, 8, 16)
-    },
+    **{f"e{e}_p{p}": ["--executors", str(e), "--shuffle-partitions", str(p)] for e in (2, 3) for p in (4, 8, 16)},
     "bounded_e2_p8": ["--executors", "2", "--shuffle-partitions", "8", "--conf", BOUNDED],
 }
 COMMON = ["--no-kill", "--rows-per-second", "200", "--batches-before", "6", "--batches-after", "0", "--locality-wait", "10s"]
