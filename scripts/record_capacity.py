@@ -29,7 +29,7 @@ SCENARIOS: dict[str, list[str]] = {
     **{f"e{e}_p{p}": ["--executors", str(e), "--shuffle-partitions", str(p)] for e in (2, 3) for p in (4, 8, 16)},
     "bounded_e2_p8": ["--executors", "2", "--shuffle-partitions", "8", "--conf", BOUNDED],
 }
-COMMON = ["--no-kill", "--rows-per-second", "200", "--batches-before", "6", "--batches-after", "0", "--locality-wait", "10s"]
+COMMON = ["--no-kill", "--rows-per-second", "200", "--batches-before", "4", "--batches-after", "0", "--locality-wait", "10s"]
 
 
 def child(name: str, out: str) -> None:
@@ -54,27 +54,33 @@ def record(name: str) -> None:
 
 
 def table() -> str:
-    """Estimate against measure per recorded scenario (Markdown), from the fixtures through ``size --from-log``."""
-    from observer.model.capacity import estimate, read_conf
-    from observer.offline import sizing
+    """Estimate against measure per recorded run and executor (Markdown): each fixture replayed, its capacity series read."""
+    from observer.metrics import catalog
+    from observer.offline.replay import replay
 
+    columns = (
+        catalog.EXECUTOR_STORE_INSTANCES,
+        catalog.EXECUTOR_ROCKSDB_MEMORY_REPORTED,
+        catalog.EXECUTOR_ROCKSDB_MEMORY_ESTIMATE,
+        catalog.EXECUTOR_ROCKSDB_MEMORY_CEILING,
+        catalog.EXECUTOR_ROCKSDB_SST,
+    )
     lines = [
-        "| run | executors | partitions | instances / executor | Spark's memory / executor (max) | expected / executor | ceiling / executor | SST / executor |",
+        "| run | executor | instances | Spark's report | estimate (expected) | estimate / report | ceiling | SST |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name in SCENARIOS:
         path = os.path.join(FIXTURES, name, "eventlog")
         if not os.path.isdir(path):
             continue
-        seen = sizing.from_event_log([path])
-        state = read_conf(seen.conf)
-        est = estimate(state, sizing.workload(None, None, None, None, None, None, seen, state))
-        measured = sizing.executor_memory_from_log([path])
-        top = max(measured.values()) if measured else None
-        lines.append(
-            f"| {name} | {seen.executors} | {seen.partitions} | {est.instances_per_executor} | "
-            f"{_kib(top)} | {_kib(est.memory_expected_bytes_per_executor)} | {_kib(est.memory_bytes_per_executor)} | {_kib(est.sst_bytes_per_executor)} |"
-        )
+        values: dict[tuple[str, str], float] = {}
+        for spec, labels, value in replay([path]).observer.tracker.app_values():
+            if spec in columns:
+                values[(spec.name, dict(labels)["executor"])] = value
+        for ex in sorted({e for _, e in values}, key=lambda e: (e == "total", e)):
+            n, rep, est, top, sst = (values.get((spec.name, ex)) for spec in columns)
+            ratio = f"{est / rep:.2f}" if est and rep else "-"
+            lines.append(f"| {name} | {ex} | {n:.0f} | {_kib(rep)} | {_kib(est)} | {ratio} | {_kib(top)} | {_kib(sst)} |")
     return "\n".join(lines)
 
 
@@ -95,9 +101,14 @@ def main() -> int:
     if args.child:
         child(args.child, args.out)
         return 0
+    failed = []
     for name in args.scenarios:
-        record(name)
-    return 0
+        try:
+            record(name)
+        except subprocess.CalledProcessError as exc:  # a loaded machine can time a run out: record the others
+            print(f"{name}: failed ({exc}); run it again", file=sys.stderr)
+            failed.append(name)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
