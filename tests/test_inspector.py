@@ -208,3 +208,26 @@ def test_inspect_with_history_works_without_pandas(tmp_path: Path) -> None:
     assert estimate["basis"] == "history"
     assert estimate["seconds"] == pytest.approx(0.5 + 2 * DEFAULT_SECONDS_PER_FILE + 20 / DEFAULT_BYTES_PER_SECOND)
     assert os.path.exists(db)
+
+
+def test_footprint_per_operator_is_what_the_state_folders_hold(tmp_path: Path) -> None:
+    """Snapshots, SSTs and changelogs summed per operator; the changelogs after the newest snapshot apart."""
+    root = checkpoint(tmp_path / "ck", ROCKSDB, committed=6, planned=6)
+    operator_metadata(root, 0, "dedupe", ["default"])
+    for partition in (0, 1):
+        part = root / "state" / "0" / str(partition)
+        write(part / "3.zip", rocksdb_zip([300, 700]))
+        write(part / "6.zip", rocksdb_zip([300, 700, 200]))
+        for v in range(1, 8):
+            write(part / f"{v}.changelog", b"c" * (10 + v))
+        for i, size in enumerate((300, 700, 200)):
+            write(part / "SSTs" / f"00000{i}-uuid.sst", b"x" * size)
+    report = inspect_checkpoint(str(root))
+    (fp,) = report.footprint
+    on_disk = sum(f.stat().st_size for f in (root / "state" / "0").rglob("*") if f.is_file() and "_metadata" not in f.parts)
+    assert fp.total_bytes == on_disk and fp.stores == 2
+    assert (fp.snapshot_files, fp.sst_files, fp.sst_bytes, fp.replay_files) == (4, 6, 2400, 14)
+    assert (fp.since_snapshot_files, fp.since_snapshot_bytes) == (2, 2 * 17)  # version 7, after snapshot 6
+    assert fp.retained_versions == 7
+    assert "footprint of operator 0 dedupe" in render_text(report)
+    assert json.loads(report.to_json())["footprint"][0]["sst_bytes"] == 2400
