@@ -74,3 +74,73 @@ def render_footprints(items: list[Footprint]) -> list[str]:
         f"after the newest snapshots; up to {f.retained_versions} versions kept)"
         for f in items
     ]
+
+
+@dataclass
+class DiskForecast:
+    """When the state's footprint reaches a budget, at the growth of the SST bytes the history recorded."""
+
+    budget_bytes: int
+    footprint_bytes: int
+    growth_bytes_per_hour: float | None  # least squares over the recorded batches; None: too few points
+    eta_seconds: float | None  # None: not growing (or unknown); 0: already over the budget
+    batches: int
+    message: str
+
+
+MAX_FORECAST_BATCHES = 500  # the newest batches read (each row holds a progress document)
+
+
+def disk_forecast(report: CheckpointReport, history_path: str, budget_bytes: int) -> DiskForecast:
+    """Forecast from the query's ``rocksdbSstFileSize`` over time (its state's live size, which the checkpoint's
+    SSTs follow); raises ``HistoryError`` when the history cannot be read."""
+    import json
+    from contextlib import closing
+
+    from observer.history.backend import open_backend
+
+    footprint = sum(f.total_bytes for f in report.footprint)
+    points: list[tuple[float, float]] = []
+    if report.query_id:
+        with closing(open_backend(history_path, readonly=True)) as backend:
+            _, rows = backend.rows(
+                "SELECT ts, progress FROM batches WHERE query_id = ? ORDER BY ts DESC LIMIT ?", (report.query_id, MAX_FORECAST_BATCHES)
+            )
+        for ts, text in rows:
+            try:
+                progress = json.loads(text) if text else None
+            except ValueError:
+                continue
+            ops = progress.get("stateOperators") if isinstance(progress, dict) else None
+            sizes = [
+                o["customMetrics"].get("rocksdbSstFileSize")
+                for o in ops or []
+                if isinstance(o, dict) and isinstance(o.get("customMetrics"), dict)
+            ]
+            sizes = [s for s in sizes if isinstance(s, (int, float))]
+            if sizes and isinstance(ts, (int, float)):
+                points.append((float(ts), float(sum(sizes))))
+    slope = _slope(points)
+    if footprint >= budget_bytes:
+        return DiskForecast(budget_bytes, footprint, slope and slope * 3600, 0.0, len(points), "the footprint is over the budget already")
+    if slope is None:
+        return DiskForecast(
+            budget_bytes, footprint, None, None, len(points), "too few batches with SST sizes in the history for a forecast"
+        )
+    if slope <= 0:
+        return DiskForecast(budget_bytes, footprint, slope * 3600, None, len(points), "the state is not growing: no forecast")
+    eta = (budget_bytes - footprint) / slope
+    return DiskForecast(budget_bytes, footprint, slope * 3600, eta, len(points), f"the budget is reached in about {eta / 3600:.1f} h")
+
+
+def _slope(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares growth per second; None for fewer than 3 points or no time spread."""
+    if len(points) < 3:
+        return None
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_v = sum(v for _, v in points) / n
+    spread = sum((t - mean_t) ** 2 for t, _ in points)
+    if spread <= 0:
+        return None
+    return sum((t - mean_t) * (v - mean_v) for t, v in points) / spread
