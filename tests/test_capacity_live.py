@@ -95,3 +95,21 @@ def test_attach_reads_the_session_conf(spark) -> None:
             handle.stop()
     finally:
         spark.conf.unset(ROCKSDB_PREFIX + "blockCacheSizeMB")
+
+
+def test_bounded_memory_divides_the_shared_total_and_is_said_once_per_operator() -> None:
+    """boundedMemoryUsage=true on 2 executors, 8 partitions: every instance on an executor reports the same share (SPARK-53002)."""
+    _, values, result = run("bounded_e2_p8")
+    assert result.observer.capacity_conf.bounded
+    told = [s.attributes for s in result.observer.signals.recent if s.kind == kinds.ROCKSDB_MEMORY_IMPLAUSIBLE]
+    assert sorted((a["operator_name"], a["reason"]) for a in told) == [
+        ("dedupe", "bounded_division"),
+        ("stateStoreSave", "bounded_division"),
+    ]
+    for batch in result.observer.placement.tracker.latest_batches():
+        per_executor: dict[str, set[int | None]] = {}
+        for r in batch.runs:
+            per_executor.setdefault(r.executor_id, set()).add(r.memory_bytes)
+        assert all(len(shares) == 1 for shares in per_executor.values())  # what the signal warns of, as recorded
+    ceiling = catalog.EXECUTOR_ROCKSDB_MEMORY_CEILING.prometheus_name
+    assert values[(ceiling, "0")] == values[(ceiling, "1")] == 500 * MIB  # capped by maxMemoryUsageMB
