@@ -40,12 +40,12 @@ def run(name: str) -> tuple[dict, dict[tuple[str, str], float], object]:
     return newest, values, result
 
 
-@pytest.mark.parametrize("name", ["e2_p4", "e2_p8"])
+@pytest.mark.parametrize("name", ["e2_p4", "e2_p8", "e3_p4", "e3_p8"])
 def test_per_executor_figures_add_up_to_what_spark_reported(name: str) -> None:
     newest, values, result = run(name)
     ops = newest["stateOperators"]
     executors = {ex for (_, ex) in values} - {"total"}
-    assert executors == {"0", "1"}  # local-cluster[2,1,1024]
+    assert executors == {str(i) for i in range(int(name[1]))}  # local-cluster[E,1,1024]
     instances = catalog.EXECUTOR_STORE_INSTANCES.prometheus_name
     assert values[(instances, "total")] == sum(op["numStateStoreInstances"] for op in ops)
     assert sum(values[(instances, ex)] for ex in executors) == values[(instances, "total")]
@@ -113,3 +113,13 @@ def test_bounded_memory_divides_the_shared_total_and_is_said_once_per_operator()
         assert all(len(shares) == 1 for shares in per_executor.values())  # what the signal warns of, as recorded
     ceiling = catalog.EXECUTOR_ROCKSDB_MEMORY_CEILING.prometheus_name
     assert values[(ceiling, "0")] == values[(ceiling, "1")] == 500 * MIB  # capped by maxMemoryUsageMB
+
+
+@pytest.mark.parametrize("name", ["e3_p4", "e3_p8"])
+def test_before_the_first_flush_the_estimate_is_one_arena_block_per_store_as_spark_reports(name: str) -> None:
+    """Runs stopped before any SST was written: each store holds one 1 MiB memtable arena block, by Spark's own report."""
+    newest, values, _ = run(name)
+    assert all(op["customMetrics"]["rocksdbSstFileSize"] == 0 for op in newest["stateOperators"])
+    estimate, reported = catalog.EXECUTOR_ROCKSDB_MEMORY_ESTIMATE.prometheus_name, catalog.EXECUTOR_ROCKSDB_MEMORY_REPORTED.prometheus_name
+    for ex in {ex for (_, ex) in values}:
+        assert values[(estimate, ex)] == pytest.approx(values[(reported, ex)], rel=0.01)
