@@ -40,7 +40,7 @@ def run(name: str) -> tuple[dict, dict[tuple[str, str], float], object]:
     return newest, values, result
 
 
-@pytest.mark.parametrize("name", ["e2_p4", "e2_p8", "e3_p4", "e3_p8"])
+@pytest.mark.parametrize("name", ["e2_p4", "e2_p8", "e2_p16", "e3_p4", "e3_p8"])
 def test_per_executor_figures_add_up_to_what_spark_reported(name: str) -> None:
     newest, values, result = run(name)
     ops = newest["stateOperators"]
@@ -115,7 +115,7 @@ def test_bounded_memory_divides_the_shared_total_and_is_said_once_per_operator()
     assert values[(ceiling, "0")] == values[(ceiling, "1")] == 500 * MIB  # capped by maxMemoryUsageMB
 
 
-@pytest.mark.parametrize("name", ["e3_p4", "e3_p8"])
+@pytest.mark.parametrize("name", ["e2_p16", "e3_p4", "e3_p8"])
 def test_before_the_first_flush_the_estimate_is_one_arena_block_per_store_as_spark_reports(name: str) -> None:
     """Runs stopped before any SST was written: each store holds one 1 MiB memtable arena block, by Spark's own report."""
     newest, values, _ = run(name)
