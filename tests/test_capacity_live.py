@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, eventlog_dir, fixture_runs
 from observer.capture.eventlog_watch import EventLogWatcher
 from observer.metrics import catalog
 from observer.model.capacity import CONF_PREFIXES, MIB, PROVIDER_CONF, ROCKSDB_PREFIX, ROCKSDB_PROVIDER
@@ -123,3 +123,10 @@ def test_before_the_first_flush_the_estimate_is_one_arena_block_per_store_as_spa
     estimate, reported = catalog.EXECUTOR_ROCKSDB_MEMORY_ESTIMATE.prometheus_name, catalog.EXECUTOR_ROCKSDB_MEMORY_REPORTED.prometheus_name
     for ex in {ex for (_, ex) in values}:
         assert values[(estimate, ex)] == pytest.approx(values[(reported, ex)], rel=0.01)
+
+
+def test_an_hdfs_backed_state_gets_no_rocksdb_estimate() -> None:
+    (run_dir,) = fixture_runs("hdfs")
+    result = replay([eventlog_dir(run_dir)])
+    assert result.observer.placement is not None and result.observer.placement.tracker.latest_batches()  # placement followed
+    assert not [spec for spec, _, _ in result.observer.tracker.app_values() if spec in PER_EXECUTOR]

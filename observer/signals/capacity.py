@@ -90,11 +90,13 @@ class ExecutorCapacity:
         self.top_k = max(1, top_k)
         self._sst: dict[tuple[str, int], float] = {}  # (query, operator) -> its latest rocksdbSstFileSize
         self._stores: dict[tuple[str, int], int] = {}  # (query, operator) -> stores per partition
+        self._provider: dict[tuple[str, int], str] = {}  # (query, operator) -> rocksdb, hdfs or unknown, by its metrics
         self._shown: set[tuple[catalog.MetricSpec, Labels]] = set()  # the series handed on last time
 
     def on_progress(self, p: QueryProgress) -> None:
         for op in p.operators:
             key = (p.query_id, op.index)
+            self._provider[key] = op.provider
             sst = op.custom.get(SST_KEY)
             if sst is not None:
                 self._sst[key] = sst
@@ -106,9 +108,9 @@ class ExecutorCapacity:
     def forget(self, live: Iterable[tuple[str, int]]) -> None:
         """Keep only the (query, operator) pairs placement still follows."""
         keep = set(live)
-        for book in (self._sst, self._stores):
-            for key in [k for k in book if k not in keep]:
-                del book[key]
+        self._sst = {k: v for k, v in self._sst.items() if k in keep}
+        self._stores = {k: v for k, v in self._stores.items() if k in keep}
+        self._provider = {k: v for k, v in self._provider.items() if k in keep}
 
     def updates(self, latest: Iterable[OperatorBatch]) -> list[Update]:
         """The series now, from the latest placed batch of every operator; series gone since last time are removed."""
@@ -121,6 +123,9 @@ class ExecutorCapacity:
         self.forget((b.query_id, b.operator) for b in batches)
         for b in batches:
             key = (b.query_id, b.operator)
+            provider = self._provider.get(key, "unknown")
+            if provider == "hdfs" or (provider == "unknown" and self.conf.provider != "rocksdb"):
+                continue  # an HDFS-backed store lives on the heap: the RocksDB estimate does not apply
             stores = self._stores.get(key, stores_per_operator(b.operator_name))
             total_parts = max(len(b.placement), 1)
             op_sst = self._sst.get(key)
