@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from functools import partial
-from typing import AbstractSet, Any, Callable, Sequence, cast
+from typing import AbstractSet, Any, Callable, Mapping, Sequence, cast
 
 from observer.capture.queue import CapturedEvent, CaptureQueue
 from observer.exporters.http import MetricsServer
@@ -24,6 +24,7 @@ from observer.metrics.selfmetrics import SelfMetrics
 from observer.metrics.tracker import QueryTracker
 from observer.metrics.view import MetricsView
 from observer.model import kinds
+from observer.model.capacity import read_conf, relevant
 from observer.model.events import Event, QueryProgress, QueryTerminated
 from observer.model.identity import AppContext
 from observer.model.parse import MalformedEvent, parse_event
@@ -96,6 +97,7 @@ class Observer:
         self._last_queue_drops = 0
         self._error_logged: set[str] = set()
         self.placement: PlacementFeed | None = None  # where state partitions run (set_placement)
+        self.capacity_conf = read_conf({})  # the application's RocksDB and executor memory settings (set_spark_conf)
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> Observer:
@@ -157,9 +159,19 @@ class Observer:
         self.placement = PlacementFeed(source, top_k=self.settings.partition_top_k)
         self.placement.restores = TaskRestores(self.engine.restores, source.name)
         self.placement.restores.attach()
+        self.placement.capacity.conf = self.capacity_conf
         for sink in self._sinks:
             _follow(sink, self.placement)
         return self.placement
+
+    def set_spark_conf(self, conf: Mapping[str, str]) -> None:
+        """The application's Spark configuration (``spark.conf``, or the log's ``SparkListenerEnvironmentUpdate``):
+        the RocksDB memory estimate, its budget and the plausibility of Spark's reports follow it
+        (``observer.signals.capacity``). Only the entries the estimate reads are kept."""
+        self.capacity_conf = read_conf(relevant(conf))
+        self.engine.capacity.conf = self.capacity_conf
+        if self.placement is not None:
+            self.placement.capacity.conf = self.capacity_conf
 
     def on(self, kind: str, callback: Callable[[SignalEvent], Any]) -> None:
         """Call ``callback(event)`` for every signal event of ``kind`` ("*" for all); see ``observer.signals.kinds``."""

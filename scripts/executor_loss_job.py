@@ -57,6 +57,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--rows-per-second", type=int, default=40)
     ap.add_argument("--ui", action="store_true", help="turn the driver's UI (and its REST API) on, on a free port")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="more Spark settings")
+    ap.add_argument("--executors", type=int, default=2, help="executors of the local cluster (1 core, 1024 MB each)")
     return ap
 
 
@@ -79,7 +80,7 @@ def run(
         extra.update({"spark.ui.enabled": "true", "spark.ui.port": "0", "spark.ui.showConsoleProgress": "false"})
     extra.update(kv.split("=", 1) for kv in args.conf)
     spark = spark_session(
-        master="local-cluster[2,1,1024]",
+        master=f"local-cluster[{args.executors},1,1024]",
         event_log_dir=os.path.join(args.out, "eventlog"),
         event_log_codec=None if args.codec == "none" else args.codec,
         extra=extra,

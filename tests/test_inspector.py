@@ -208,3 +208,62 @@ def test_inspect_with_history_works_without_pandas(tmp_path: Path) -> None:
     assert estimate["basis"] == "history"
     assert estimate["seconds"] == pytest.approx(0.5 + 2 * DEFAULT_SECONDS_PER_FILE + 20 / DEFAULT_BYTES_PER_SECOND)
     assert os.path.exists(db)
+
+
+def test_footprint_per_operator_is_what_the_state_folders_hold(tmp_path: Path) -> None:
+    """Snapshots, SSTs and changelogs summed per operator; the changelogs after the newest snapshot apart."""
+    root = checkpoint(tmp_path / "ck", ROCKSDB, committed=6, planned=6)
+    operator_metadata(root, 0, "dedupe", ["default"])
+    for partition in (0, 1):
+        part = root / "state" / "0" / str(partition)
+        write(part / "3.zip", rocksdb_zip([300, 700]))
+        write(part / "6.zip", rocksdb_zip([300, 700, 200]))
+        for v in range(1, 8):
+            write(part / f"{v}.changelog", b"c" * (10 + v))
+        for i, size in enumerate((300, 700, 200)):
+            write(part / "SSTs" / f"00000{i}-uuid.sst", b"x" * size)
+    report = inspect_checkpoint(str(root))
+    (fp,) = report.footprint
+    on_disk = sum(f.stat().st_size for f in (root / "state" / "0").rglob("*") if f.is_file() and "_metadata" not in f.parts)
+    assert fp.total_bytes == on_disk and fp.stores == 2
+    assert (fp.snapshot_files, fp.sst_files, fp.sst_bytes, fp.replay_files) == (4, 6, 2400, 14)
+    assert (fp.since_snapshot_files, fp.since_snapshot_bytes) == (2, 2 * 17)  # version 7, after snapshot 6
+    assert fp.retained_versions == 7
+    assert "footprint of operator 0 dedupe" in render_text(report)
+    assert json.loads(report.to_json())["footprint"][0]["sst_bytes"] == 2400
+
+
+def test_disk_forecast_from_the_recorded_growth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A recorded query whose state only grows (groupBy without watermark), replayed into a history."""
+    from datetime import datetime
+
+    from observer.cli.main import main
+
+    run = Path(ROOT) / "tests" / "fixtures" / "incidents" / "unbounded_growth" / "run1"
+    progress = [json.loads(line) for line in (run / "progress.jsonl").read_text().splitlines() if line.strip()]
+    db = str(tmp_path / "h.sqlite")
+    assert main(["replay", str(run / "eventlog"), "--history", db]) == 0
+    root = checkpoint(tmp_path / "ck", ROCKSDB, committed=1, planned=1)
+    write(root / "metadata", json.dumps({"id": progress[0]["id"]}))
+    operator_metadata(root, 0, "stateStoreSave", ["default"])
+    write(root / "state" / "0" / "0" / "1.changelog", b"c" * 1000)
+    capsys.readouterr()
+    assert main(["inspect", str(root), "--history", db, "--disk-budget", "100m", "--json"]) == 0
+    forecast = json.loads(capsys.readouterr().out)["disk_forecast"]
+    # the growth, fitted here from the progress the run reported (times: its batch start, close to the history's)
+    points = [
+        (
+            datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp(),
+            p["stateOperators"][0]["customMetrics"]["rocksdbSstFileSize"],
+        )
+        for p in progress
+    ]
+    mean_t, mean_v = sum(t for t, _ in points) / len(points), sum(v for _, v in points) / len(points)
+    slope = sum((t - mean_t) * (v - mean_v) for t, v in points) / sum((t - mean_t) ** 2 for t, _ in points)
+    assert forecast["growth_bytes_per_hour"] == pytest.approx(slope * 3600, rel=0.1)
+    assert forecast["footprint_bytes"] == 1000 and forecast["batches"] == len(progress)
+    assert forecast["eta_seconds"] == pytest.approx((100 * 1024 * 1024 - 1000) / (forecast["growth_bytes_per_hour"] / 3600))
+    assert main(["inspect", str(root), "--disk-budget", "100m"]) == 2  # no history: said, not a traceback
+    assert "needs --history" in capsys.readouterr().err
+    assert main(["inspect", str(root), "--history", db, "--disk-budget", "900"]) == 0
+    assert "over the budget already" in capsys.readouterr().out

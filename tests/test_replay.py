@@ -17,6 +17,7 @@ from observer.metrics import catalog
 from observer.metrics.catalog import PLACEMENT_METRICS
 from observer.offline.replay import replay
 
+EXECUTOR_CAPACITY = tuple(s for s in catalog.CAPACITY_METRICS if s.scope == "app")
 WITH_BATCHES = [r for r in fixture_runs() if progress_lines(r)]  # the failed restart has none
 
 
@@ -27,7 +28,7 @@ def test_replaying_the_event_log_gives_the_live_metrics(run: str) -> None:
     replayed = _as_recorded(samples(replay([eventlog_dir(run)]).exposition()))
     live = {key: value for key, value in live.items() if key[0] not in _CHANGED_SINCE_RECORDING}
     # the recordings ran with Spark's UI off: no placement live; replay adds it from the task events (test_placement_pipeline.py)
-    placement = {s.prometheus_name for s in PLACEMENT_METRICS}
+    placement = {s.prometheus_name for s in PLACEMENT_METRICS + EXECUTOR_CAPACITY}  # capacity per executor follows placement
     replayed = {k: v for k, v in replayed.items() if k[0] not in placement}
     assert len(live) > 50
     assert replayed.keys() == live.keys()

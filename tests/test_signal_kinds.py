@@ -512,6 +512,30 @@ def partition_migrated() -> Pipeline:
     return p
 
 
+def rocksdb_memory_implausible() -> Pipeline:
+    """The recorded batch with the two bad reports Spark is known for, then bounded memory (SPARK-53002)."""
+    from observer.model.capacity import ROCKSDB_PREFIX, read_conf
+
+    p = Pipeline()
+    p.feed("started", lifecycle("run-1", T0))
+    assert kinds.ROCKSDB_MEMORY_IMPLAUSIBLE not in p.feed("progress", batch(0, T0 + 10))
+    assert next(o for o in RECORDED["stateOperators"] if o["operatorName"] == "stateStoreSave")["numRowsTotal"] > 0
+    zero = with_operator(batch(1, T0 + 20), "stateStoreSave", memoryUsedBytes=0)
+    assert p.feed("progress", zero) == [kinds.ROCKSDB_MEMORY_IMPLAUSIBLE]
+    assert p.last(kinds.ROCKSDB_MEMORY_IMPLAUSIBLE).attributes["reason"] == "zero_with_rows"
+    huge = with_operator(batch(2, T0 + 30), "dedupe", memoryUsedBytes=15_956_211_724_278)  # PR #46491's report
+    assert p.feed("progress", huge) == [kinds.ROCKSDB_MEMORY_IMPLAUSIBLE]
+    attrs = p.last(kinds.ROCKSDB_MEMORY_IMPLAUSIBLE).attributes
+    assert attrs["reason"] == "above_budget" and attrs["operator_name"] == "dedupe" and attrs["budget_bytes"] == 384 * 1024 * 1024
+    assert p.value(catalog.ROCKSDB_MEMORY_IMPLAUSIBLE, DEDUPE + (("reason", "above_budget"),)) == 1.0
+    p.engine.capacity.conf = read_conf({ROCKSDB_PREFIX + "boundedMemoryUsage": "true"})
+    told = p.feed("progress", batch(3, T0 + 40))
+    assert told == [kinds.ROCKSDB_MEMORY_IMPLAUSIBLE] * 2  # once per operator of the run...
+    assert kinds.ROCKSDB_MEMORY_IMPLAUSIBLE not in p.feed("progress", batch(4, T0 + 50))  # ...not every batch
+    assert p.value(catalog.ROCKSDB_MEMORY_IMPLAUSIBLE, SAVE + (("reason", "bounded_division"),)) == 1.0
+    return p
+
+
 SCENARIOS: dict[str, Callable[[], Pipeline]] = {
     kinds.QUERY_STARTED: started,
     kinds.QUERY_RESTARTED: restarted,
@@ -532,6 +556,7 @@ SCENARIOS: dict[str, Callable[[], Pipeline]] = {
     kinds.LOAD_LATENCY_ANOMALY: load_latency_anomaly,
     kinds.STATE_TASK_RETRY: state_task_retry,
     kinds.PARTITION_MIGRATED: partition_migrated,
+    kinds.ROCKSDB_MEMORY_IMPLAUSIBLE: rocksdb_memory_implausible,
 }
 
 

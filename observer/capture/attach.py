@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 from observer.capture.listener import StateObserverListener
 from observer.exporters.http import ExporterError
 from observer.exporters.otel.config import otlp_enabled
+from observer.model.capacity import SESSION_KEYS, relevant
 from observer.model.identity import AppContext
 from observer.runtime import Observer
 from observer.settings import Settings
@@ -80,6 +81,7 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
         resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark), identity=app_context(spark, resolved)
     )
     _add_placement(observer, spark, resolved)
+    observer.set_spark_conf(_spark_conf(spark))
     if resolved.history_enabled:
         from observer.history.identity import spark_app_identity
         from observer.history.sink import HistorySink
@@ -101,6 +103,29 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
         observer.stop()
         raise
     return ObserverHandle(spark, observer, listener)
+
+
+def _spark_conf(spark: Any) -> dict[str, str]:
+    """What the RocksDB capacity estimate reads of the application's configuration, once at attach.
+
+    The SparkContext's conf holds the executor settings; the session's (``spark.conf``, also under Spark
+    Connect) the SQL ones set after start. A value that cannot be read leaves Spark's default to the estimate.
+    """
+    conf: dict[str, str] = {}
+    if not is_connect(spark):
+        try:
+            conf.update(relevant(dict(spark.sparkContext.getConf().getAll())))
+        except Exception as exc:
+            log.debug("spark-state-observer: cannot read the SparkContext's conf: %r", exc)
+    for key in SESSION_KEYS:
+        try:
+            value = spark.conf.get(key, None)
+        except Exception as exc:
+            log.debug("spark-state-observer: cannot read %s: %r", key, exc)
+            continue
+        if value is not None:
+            conf[key] = str(value)
+    return conf
 
 
 def _add_placement(observer: Observer, spark: Any, settings: Settings) -> None:

@@ -89,6 +89,7 @@ from observer.capture.codecs import CODECS, DEFAULT_MAX_LINE_BYTES, EventLogErro
 from observer.capture.line_filter import LineFilter, line_pattern
 from observer.capture.watch_state import StateFileError, load_state, save_state
 from observer.model.bounded import JsonTooLarge, clean_identity, clean_text, loads
+from observer.model.capacity import relevant
 from observer.model.parse import parse_timestamp
 
 log = logging.getLogger(__name__)
@@ -163,6 +164,7 @@ class AppIdentity:
     spark_version: str | None = None
     start_time_ms: int | None = None
     properties: tuple[tuple[str, str], ...] = ()
+    spark_conf: tuple[tuple[str, str], ...] = ()  # the entries the RocksDB capacity estimate reads (observer.model.capacity)
 
 
 @dataclass(frozen=True)
@@ -382,6 +384,7 @@ class _App:
         self.end_seen = False
         self.streaming = False
         self.properties: dict[str, str] = {}
+        self.spark_conf: dict[str, str] = {}
         self.spark_version: str | None = None
         self.runs: OrderedDict[tuple[str, str], int] = OrderedDict()
         self.held: list[RawEvent] = []
@@ -454,9 +457,8 @@ class EventLogWatcher:
         self.clock = clock
         self.counts = WatchCounts()
         self.backlog = False  # the last poll left bytes unread (budget): poll again without waiting
-        scanned = set(self.wanted) | {APP_START, APP_END, LOG_START, QUERY_STARTED}
-        if self.identity_properties:
-            scanned.add(ENVIRONMENT)
+        # the environment (one line per application) gives the identity properties and the capacity estimate's conf
+        scanned = set(self.wanted) | {APP_START, APP_END, LOG_START, QUERY_STARTED, ENVIRONMENT}
         self._patterns = {line_pattern(t): t for t in sorted(scanned)}
         # until an application shows a streaming query, its task and SQL events are not even searched for
         self._patterns_batch = {p: t for p, t in self._patterns.items() if t not in STREAMING_ONLY_EVENTS}
@@ -1011,11 +1013,11 @@ class EventLogWatcher:
             app.spark_version = clean_identity(obj.get("Spark Version")) or None
         elif event_type == ENVIRONMENT:
             props = obj.get("Spark Properties")
+            if isinstance(props, list):  # older logs: a list of [key, value] pairs
+                props = {p[0]: p[1] for p in props if isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)}
             if isinstance(props, dict):
                 app.properties = {k: clean_identity(props[k]) for k in self.identity_properties if k in props}
-            elif isinstance(props, list):  # older logs: a list of [key, value] pairs
-                pairs = {p[0]: p[1] for p in props if isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)}
-                app.properties = {k: clean_identity(pairs[k]) for k in self.identity_properties if k in pairs}
+                app.spark_conf = relevant(props)
         elif event_type == APP_START:
             self._identify(app, obj)
         elif event_type == APP_END:
@@ -1056,6 +1058,7 @@ class EventLogWatcher:
             app.spark_version,
             ts if type(ts) is int and 0 <= ts < 1 << 53 else None,
             tuple(sorted(app.properties.items())),
+            tuple(sorted(app.spark_conf.items())),
         )
         self._check_duplicate_name(app)
         self._release_held(app)

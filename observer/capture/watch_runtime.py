@@ -447,6 +447,7 @@ class FleetObserver:
             identity=context,
             self_metrics=self.self_metrics,
         )
+        observer.set_spark_conf(dict(identity.spark_conf))
         pipeline = _AppPipeline(observer, self._executors.pop(identity.log_name, set()), log_name=identity.log_name)
         if self.settings.placement != "off":
             pipeline.placement = follow_event_log(observer)

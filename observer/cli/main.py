@@ -82,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="HOST:PORT",
         help="read the Kafka backlog of the checkpoint's sources from this broker (read-only) and forecast the catch-up",
     )
+    ins.add_argument(
+        "--disk-budget",
+        default=None,
+        metavar="SIZE",
+        help="with --history: forecast when the state's footprint reaches this size (bytes, or 50g, 512m) at its recorded growth",
+    )
     ins.add_argument("--rate", type=float, default=None, help="records per second the query reads while behind (default: from --history)")
     ins.add_argument(
         "--kafka-sample-seconds", type=float, default=5.0, help="seconds between two reads of the latest offsets (the produce rate)"
@@ -98,9 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         "--watch", action="store_true", help="run two small applications writing event logs and the event-log watcher following both"
     )
 
-    from observer.cli import backtest, run, watch
+    from observer.cli import backtest, run, size, watch
 
     backtest.add_parser(sub)
+    size.add_parser(sub)
     watch.add_parser(sub)
     run.add_parser(sub)
 
@@ -130,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         return _ui(args)
     if args.command == "backtest":
         return backtest.run(args)
+    if args.command == "size":
+        return size.run(args)
     if args.command == "mixin":
         return mixin_cli.run(args)
     if args.command == "metrics":
@@ -282,6 +291,7 @@ def _inspect(args: argparse.Namespace) -> int:
         if args.history:
             advice = placement_advice(report, args.history, args.restore_target, args.spark_version, rates)
         kafka = _kafka_catch_up(args, report) if args.kafka_bootstrap else None
+        disk = _disk_forecast(args, report) if args.disk_budget else None
     except (CheckpointError, HistoryError) as exc:
         print(f"spark-state-observer: {printable(str(exc))}", file=sys.stderr)
         return 2
@@ -297,6 +307,8 @@ def _inspect(args: argparse.Namespace) -> int:
             document["placement_advice"] = [dataclasses.asdict(a) for a in advice]
         if kafka is not None:
             document["kafka"] = kafka.to_dict()
+        if disk is not None:
+            document["disk_forecast"] = dataclasses.asdict(disk)
         print(json.dumps(document, indent=2, default=str))
     else:
         print(render_text(report) + ("\n" + render_advice(advice) if advice is not None else ""))
@@ -304,7 +316,26 @@ def _inspect(args: argparse.Namespace) -> int:
             from observer.offline.checkpoint import kafka as kafka_backlog
 
             print(kafka_backlog.render_text(kafka))
+        if disk is not None:
+            growth = f"{disk.growth_bytes_per_hour:.0f} B/h" if disk.growth_bytes_per_hour is not None else "unknown"
+            print(
+                f"disk: footprint {disk.footprint_bytes} B of a {disk.budget_bytes} B budget, growth {growth} ({disk.batches} batches): {disk.message}"
+            )
     return 0
+
+
+def _disk_forecast(args: argparse.Namespace, report: Any) -> Any:
+    """When the footprint reaches ``--disk-budget`` (``observer.offline.checkpoint.footprint``); needs ``--history``."""
+    from observer.model.capacity import parse_size
+    from observer.offline.checkpoint.footprint import disk_forecast
+    from observer.offline.checkpoint.report import CheckpointError
+
+    budget = parse_size(args.disk_budget, 1)
+    if budget is None or budget <= 0:
+        raise CheckpointError(f"--disk-budget {args.disk_budget!r} is not a size (bytes, or 50g, 512m)")
+    if not args.history:
+        raise CheckpointError("--disk-budget needs --history: the growth comes from the batches it recorded")
+    return disk_forecast(report, args.history, budget)
 
 
 def _kafka_catch_up(args: argparse.Namespace, report: Any) -> Any:

@@ -39,6 +39,7 @@ ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
     "SparkStateRocksDBWriteStalls": ("10m", "warning"),
     "SparkStateSnapshotUploadLagging": ("15m", "warning"),
     "SparkStatePartitionsMigrating": ("10m", "warning"),
+    "SparkStateRocksDBMemoryNearBudget": ("15m", "warning"),
     "SparkStateObserverDown": ("5m", "warning"),
     "SparkStateObserverDroppingEvents": ("0m", "warning"),
     "SparkStateObserverFailing": ("0m", "warning"),
@@ -97,6 +98,12 @@ class Thresholds:
         ),
     )
     state_memory_budget_ratio: float = field(default=0.8, metadata=_doc("Alert above this share of state_memory_budget_bytes."))
+    rocksdb_memory_budget_ratio: float = field(
+        default=0.8,
+        metadata=_doc(
+            "Share of an executor's RocksDB budget (its memoryOverhead) above which its estimated or reported RocksDB memory alerts."
+        ),
+    )
     commit_seconds_per_instance: float = field(
         default=1.0, metadata=_doc("Mean state-store commit time per store instance per batch above which commits are slow.")
     )

@@ -83,6 +83,16 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     def a(name: str, expr: str, summary: str, description: str) -> dict[str, Any]:
         return _alert(config, name, expr, summary, description)
 
+    by_executor = p.by("executor")
+
+    def rocksdb_share(spec: Metric) -> str:
+        """An executor's RocksDB memory (``spec``) over its budget; the executor="total" series is not an executor."""
+        executor = 'executor!="total"'
+        return (
+            f"max by ({by_executor}) ({p.sel(spec, p.app, executor)}) / "
+            f"max by ({by_executor}) ({p.sel(catalog.EXECUTOR_ROCKSDB_MEMORY_BUDGET, p.app, executor)})"
+        )
+
     queries = [
         a(
             "SparkStreamingQueryFailed",
@@ -200,6 +210,15 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
             f"State partitions of query {q} keep moving between executors.",
             f"In {{{{ $value | humanize }}}} batches within {window_mig}, state partitions of operator {o} in query {q} ran on another executor than in their "
             "previous batch; each move reloads the store from the checkpoint (locality wait, dynamic allocation or decommissioning).",
+        ),
+        a(
+            "SparkStateRocksDBMemoryNearBudget",
+            f"{rocksdb_share(catalog.EXECUTOR_ROCKSDB_MEMORY_ESTIMATE)} > {number(t.rocksdb_memory_budget_ratio)} or "
+            f"{rocksdb_share(catalog.EXECUTOR_ROCKSDB_MEMORY_REPORTED)} > {number(t.rocksdb_memory_budget_ratio)}",
+            f"RocksDB state of {app} needs most of executor {{{{ $labels.executor }}}}'s memory overhead.",
+            f"The RocksDB state stores executor {{{{ $labels.executor }}}} of {app} holds need {{{{ $value | humanizePercentage }}}} of its "
+            f"memoryOverhead by the application's configuration and data (or by Spark's own report), above "
+            f"{number(t.rocksdb_memory_budget_ratio * 100)}%: the container can be killed for exceeding its memory.",
         ),
     ]
     by_endpoint = p.by("instance, job")

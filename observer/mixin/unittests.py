@@ -4,7 +4,7 @@ For every alert one test: a series just past the configured threshold fires (aft
 ``for``), a healthy one (another application with a query of the same name) stays silent. The series
 carry the configured identity and selector labels, their values are derived from the thresholds, and
 the expected annotations are rendered from the generated rules with Prometheus' own formatting
-(``humanize``, ``humanize1024``, ``humanizeDuration``), so ``promtool test rules`` checks the exported
+(``humanize``, ``humanize1024``, ``humanizeDuration``, ``humanizePercentage``), so ``promtool test rules`` checks the exported
 rules exactly as configured. ``build_cases(config, values=...)`` puts another configuration's values
 on this configuration's series: a test uses it to show that a raised threshold silences a series the
 default fires on.
@@ -107,7 +107,16 @@ def go_value(v: float) -> str:
     return repr(v)
 
 
-FUNCTIONS: dict[str, Callable[[float], str]] = {"humanize": humanize, "humanize1024": humanize1024, "humanizeDuration": humanize_duration}
+def humanize_percentage(v: float) -> str:
+    return _go_g4(v * 100) + "%"
+
+
+FUNCTIONS: dict[str, Callable[[float], str]] = {
+    "humanize": humanize,
+    "humanize1024": humanize1024,
+    "humanizeDuration": humanize_duration,
+    "humanizePercentage": humanize_percentage,
+}
 TEMPLATE = re.compile(r"\{\{ \$(?:labels\.(\w+)|(value))(?: \| (\w+))? \}\}")
 
 
@@ -454,6 +463,45 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
             ],
             at,
             [(_keep(ls.operator(0), by_op), 1.5 * moving)],
+        )
+    )
+
+    alert = "SparkStateRocksDBMemoryNearBudget"
+    n = f(alert) + 10
+    budget = 384 * 1024**2
+    share = v.rocksdb_memory_budget_ratio + 0.25  # a quarter above: a share Prometheus renders exactly
+    bad_app, ok_app = ls.apps[0][0], ls.apps[1][0]  # one application when the selector pins it: executors differ too
+
+    def executor(app: str, ex: str) -> Labels:
+        return {**ls.base, config.app_label: app, "executor": ex}
+
+    by_ex = [*ident, "executor"]
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.EXECUTOR_ROCKSDB_MEMORY_BUDGET, executor(bad_app, "1"), f"{budget}x{n:g}"),
+                (catalog.EXECUTOR_ROCKSDB_MEMORY_ESTIMATE, executor(bad_app, "1"), f"{_n(budget * share)}x{n:g}"),
+                (catalog.EXECUTOR_ROCKSDB_MEMORY_BUDGET, executor(bad_app, "2"), f"{budget}x{n:g}"),
+                (
+                    catalog.EXECUTOR_ROCKSDB_MEMORY_ESTIMATE,
+                    executor(bad_app, "2"),
+                    f"{_n(budget * v.rocksdb_memory_budget_ratio / 4)}x{n:g}",
+                ),
+                (catalog.EXECUTOR_ROCKSDB_MEMORY_REPORTED, executor(bad_app, "2"), f"{_n(budget * share)}x{n:g}"),
+                (catalog.EXECUTOR_ROCKSDB_MEMORY_BUDGET, executor(ok_app, "3"), f"{budget}x{n:g}"),
+                (
+                    catalog.EXECUTOR_ROCKSDB_MEMORY_ESTIMATE,
+                    executor(ok_app, "3"),
+                    f"{_n(budget * v.rocksdb_memory_budget_ratio / 2)}x{n:g}",
+                ),
+                # the sum over executors is no executor: far above one executor's budget, it never alerts
+                (catalog.EXECUTOR_ROCKSDB_MEMORY_BUDGET, executor(ok_app, "total"), f"{budget}x{n:g}"),
+                (catalog.EXECUTOR_ROCKSDB_MEMORY_ESTIMATE, executor(ok_app, "total"), f"{_n(budget * 4)}x{n:g}"),
+            ],
+            f(alert) + 2,
+            [(_keep(executor(bad_app, "1"), by_ex), share), (_keep(executor(bad_app, "2"), by_ex), share)],
+            quiet_before(alert),
         )
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import Any, Callable, TextIO
 from observer.capture.queue import CapturedEvent
 from observer.capture.task_log import EventLogSource
 from observer.model import kinds
+from observer.model.capacity import ENVIRONMENT_PREFIX, spark_properties
 from observer.model.decode import stamp_fields
 from observer.model.parse import parse_timestamp, parse_timestamp_memo
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_ADDED, EXECUTOR_PREFIX, EventLogError, read_records
@@ -70,11 +72,21 @@ def replay(
         sink = HistorySink(history, observer.self_metrics, base)
         observer.add_sink(sink)
     result = ReplayResult(observer)
-    tap = None
+    feed_line = None
     if base.placement != "off":  # per-partition placement from the task events the record reader skips
         tasks = EventLogSource()
         observer.set_placement(tasks)
-        tap = tasks.feed_line
+        feed_line = tasks.feed_line
+
+    def tap(line: bytes) -> None:
+        if line.startswith(ENVIRONMENT_PREFIX):  # the application's conf: the RocksDB capacity estimate reads it
+            try:
+                observer.set_spark_conf(spark_properties(json.loads(line)))
+            except (ValueError, RecursionError):
+                result.errors.append("the environment event is not readable JSON: Spark's defaults assumed for the capacity estimate")
+        if feed_line is not None:
+            feed_line(line)
+
     last_ts = 0.0  # events without a time of their own (terminated) are placed at the last known time
     for item in read_records(paths, max_line_bytes, tap=tap, progress_as_bytes=True):
         if isinstance(item, EventLogError):

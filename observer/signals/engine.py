@@ -5,8 +5,8 @@ implies as ``Facts``: the signals it caused and the metric values they carry. It
 the runtime applies the values to the tracker and hands the signals to the bus and the sinks. The rules
 live in one module each: ``lifecycle`` (starts, restarts, crash loops, idleness, terminations, stalls),
 ``restore`` (restores and reloads), ``pace`` (watermark lag, falling behind), ``growth`` (state growth,
-eviction, budgets), ``executors`` (executors and partition layout) and ``kafka`` (Kafka lag, source health,
-catch-up forecast).
+eviction, budgets), ``executors`` (executors and partition layout), ``kafka`` (Kafka lag, source health,
+catch-up forecast) and ``capacity`` (RocksDB memory reports that cannot be right).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
 from observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from observer.settings import Settings
+from observer.signals.capacity import MemoryPlausibility
 from observer.signals.executors import Executors, Partitions
 from observer.signals.facts import Facts
 from observer.signals.growth import Growth
@@ -59,6 +60,7 @@ class SignalEngine:
         self.partitions = Partitions()
         self.executors = Executors()
         self.kafka = KafkaSources(settings)
+        self.capacity = MemoryPlausibility()  # its conf: Observer.set_spark_conf
         self._operators: dict[str, set[tuple[int, str]]] = {}
         self._removals_seen: dict[str, int] = {}  # executor removals counted at each query's previous batch
 
@@ -109,6 +111,7 @@ class SignalEngine:
                     facts.add(record, counter, labels, 0.0)
             self.partitions.operator(record, p, op, ts, facts)
             self.growth.operator(record, p, op, ts, facts)
+            self.capacity.operator(record, p, op, ts, facts)
         self.pace.batch(record, p, ts, facts)
         self.kafka.batch(record, p, ts, batch.first_of_run, facts)
         for index, name in [k for k in seen if not allows(operator_labels(*k))]:

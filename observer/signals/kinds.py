@@ -29,6 +29,7 @@ CAUGHT_UP = "caught_up"
 LOAD_LATENCY_ANOMALY = "load_latency_anomaly"
 STATE_TASK_RETRY = "state_task_retry"
 PARTITION_MIGRATED = "partition_migrated"  # state partitions ran elsewhere than last batch (observer.signals.placement)
+ROCKSDB_MEMORY_IMPLAUSIBLE = "rocksdb_memory_implausible"  # Spark's RocksDB memory report cannot be right (observer.signals.capacity)
 # Kafka sources (observer.signals.kafka): source health from the offsets of each progress
 KAFKA_LAG_GROWING = "kafka_lag_growing"
 KAFKA_PARTITION_STUCK = "kafka_partition_stuck"
@@ -73,6 +74,7 @@ SIGNAL_KINDS = (
     LOAD_LATENCY_ANOMALY,
     STATE_TASK_RETRY,
     PARTITION_MIGRATED,
+    ROCKSDB_MEMORY_IMPLAUSIBLE,
     *KAFKA_KINDS,
 )
 ALL = "*"
@@ -93,6 +95,7 @@ WARNING_KINDS = (
             FALLING_BEHIND,
             PARTITIONS_CHANGED,
             PARTITION_MIGRATED,
+            ROCKSDB_MEMORY_IMPLAUSIBLE,
             KAFKA_LAG_GROWING,
             KAFKA_PARTITION_STUCK,
             KAFKA_PARTITIONS_ADDED,

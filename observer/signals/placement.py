@@ -270,6 +270,10 @@ class PlacementTracker:
         state = self._ops.get((query_id, operator))
         return state.latest if state else None
 
+    def latest_batches(self) -> list[OperatorBatch]:
+        """The latest placed batch of every operator followed (the capacity rule sums them per executor)."""
+        return [state.latest for state in self._ops.values() if state.latest is not None]
+
     def samples(self) -> Iterator[tuple[MetricSpec, dict[str, str], float]]:
         """Every placement metric as (spec, labels, value); counters are running totals."""
         per_query_memory: dict[str, dict[str, float]] = {}

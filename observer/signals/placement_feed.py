@@ -28,6 +28,7 @@ from observer.metrics.catalog import COUNTER, MetricSpec
 from observer.metrics.updates import Labels, Update
 from observer.model.events import QueryProgress
 from observer.model.tasks import BatchTasks, ExecutorChange
+from observer.signals.capacity import ExecutorCapacity
 from observer.signals.facts import Facts
 from observer.signals.placement import OperatorBatch, PlacementTracker
 from observer.signals.restore_tasks import TaskRestores
@@ -61,6 +62,7 @@ class PlacementFeed:
         self.last: list[OperatorBatch] = []  # those of the latest progress event, with their runs (the history writes them)
         self._shown: dict[str, dict[tuple[MetricSpec, Labels], float]] = {}  # query id -> series -> value handed on
         self.restores: TaskRestores | None = None  # restores measured from task times (Observer.set_placement)
+        self.capacity = ExecutorCapacity(top_k=top_k)  # RocksDB memory per executor (its conf: Observer.set_spark_conf)
 
     def on_progress(self, progress: QueryProgress, facts: Facts, label: Callable[[str], str], ts: float) -> None:
         """Apply what the source completed by ``progress``; signals and metric updates go into ``facts``.
@@ -69,6 +71,7 @@ class PlacementFeed:
         like the others; ``ts`` is the time the signals carry (the progress event's).
         """
         self.last = []
+        self.capacity.on_progress(progress)
         items = self.source.take(progress)
         if self.restores is not None:
             self.restores.on_progress(progress, items, facts)
@@ -83,6 +86,7 @@ class PlacementFeed:
         for fact in self.tracker.take_facts():
             facts.signals.append(dataclasses.replace(fact, query=label(fact.query_id), timestamp=ts))
         facts.updates.extend(self._updates())
+        facts.updates.extend(self.capacity.updates(self.tracker.latest_batches()))
 
     def on_terminated(self, query_id: str, run_id: str | None, facts: Facts) -> None:
         """A run of the query ended: what waited for its later batches is handed on now."""

@@ -10,7 +10,7 @@ from observer.offline.checkpoint import inspect_checkpoint
 from observer.offline.checkpoint.render import printable, render_text
 from observer.offline.checkpoint.report import CheckpointError, CheckpointReport
 from observer.offline.checkpoint.restore import rates_from_history
-from streamlit_app import checkpoints, fmt
+from streamlit_app import capacity, checkpoints, fmt
 from streamlit_app.context import Context
 
 
@@ -106,6 +106,36 @@ def render(ctx: Context) -> None:
             "state bytes": st.column_config.NumberColumn(format="bytes"),
             "restore bytes": st.column_config.NumberColumn(format="bytes"),
         },
+    )
+    if report.footprint:
+        st.subheader("Footprint in the checkpoint's storage")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "operator": f"{f.operator_id} {f.name or '?'}",
+                        "total": fmt.size(f.total_bytes),
+                        "snapshots": fmt.size(f.snapshot_bytes),
+                        "SSTs": fmt.size(f.sst_bytes),
+                        "deltas / changelogs": fmt.size(f.replay_bytes),
+                        "after newest snapshots": fmt.size(f.since_snapshot_bytes),
+                        "versions kept": f.retained_versions,
+                    }
+                    for f in report.footprint
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+    partitions = report.shuffle_partitions or max((op.num_partitions or 0 for op in report.operators), default=0)
+    capacity.what_if(
+        "checkpoint_whatif",
+        partitions=partitions,
+        operators=len(report.operators),
+        stores=max((len(op.stores) for op in report.operators), default=1),
+        executors=1,
+        rows=None,
+        bytes_per_row=None,
     )
     with st.expander("Inspector report (text)"):
         st.code(render_text(report), language=None)

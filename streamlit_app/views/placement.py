@@ -7,8 +7,9 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from observer.model.capacity import stores_per_operator
 from observer.signals.placement import skew_ratio
-from streamlit_app import charts, data, fmt
+from streamlit_app import capacity, charts, data, fmt
 from streamlit_app.context import Context, label
 
 MAX_BATCHES = 120  # newest batches drawn per operator: a readable map (cells stay wider than a pixel)
@@ -142,6 +143,25 @@ def render(ctx: Context) -> None:
             hide_index=True,
             width="stretch",
         )
+    newest_batch = frame[frame.batch_id == frame.batch_id.max()]
+    stores_of = {int(i): stores_per_operator(names.get(int(i), "")) for i in newest_batch.op_index.unique()}
+    st.subheader("RocksDB memory per executor")
+    state = capacity.conf_input("placement_capacity")
+    st.dataframe(capacity.per_executor(newest_batch, stores_of, state), hide_index=True, width="stretch")
+    st.caption(
+        f"Batch {int(newest_batch.batch_id.max())}: the store instances each executor held, the memory Spark reported for them "
+        "(event logs only; with bounded memory a share of the executor's shared total, SPARK-53002), and what they can grow to "
+        "by the configuration above, against the executor's memoryOverhead."
+    )
+    capacity.what_if(
+        "placement_whatif",
+        partitions=int(newest_batch.partition.nunique()),
+        operators=int(newest_batch.op_index.nunique()),
+        stores=max(stores_of.values(), default=1),
+        executors=int(newest_batch.executor.nunique()),
+        rows=int(newest_batch.rows_total.sum()) if newest_batch.rows_total.notna().any() else None,
+        bytes_per_row=None,
+    )
     if not moved.empty:
         st.subheader("Moves")
         table = moved.sort_values(["ts", "op_index", "partition"], ascending=[False, True, True])

@@ -7,6 +7,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
 from observer.mixin.dashboards.panels import BAD, OK, WARN, Context, dashboard, row, ts
+from observer.mixin.promql import RATE
 from observer.mixin.rules import RECORDED_CACHE_HIT_RATIO, RECORDED_COMMIT_PER_INSTANCE
 
 COMMIT_PARTS = (
@@ -32,6 +33,9 @@ def build(ctx: Context) -> db.Dashboard:
 
     hits = p.rate(catalog.by_key("rocksdbReadBlockCacheHitCount"), p.operator, p.qo)
     misses = p.rate(catalog.by_key("rocksdbReadBlockCacheMissCount"), p.operator, p.qo)
+    by_ex = p.by("executor")
+    per_ex = 'executor!="total"'
+    budget = p.sel(catalog.EXECUTOR_ROCKSDB_MEMORY_BUDGET, p.app, per_ex)
     memory_steps = [(None, OK), (t.state_memory_budget_ratio * t.state_memory_budget_bytes, WARN), (t.state_memory_budget_bytes, BAD)]
     return (
         dashboard(
@@ -234,6 +238,84 @@ def build(ctx: Context) -> db.Dashboard:
                 ],
                 "short",
                 [(None, OK), (1, WARN)],
+            )
+        )
+        .with_row(row("RocksDB memory and disk per executor"))
+        .with_panel(
+            ts(
+                ctx,
+                "RocksDB memory per executor against its budget",
+                "Per executor (top executors): the RocksDB memory its stores need by the application's configuration and data (estimate), what they can grow to with full write buffers and caches (ceiling), what Spark reports (event logs only), and the budget (memoryOverhead). Bad: estimate or report near the budget (SparkStateRocksDBMemoryNearBudget; the container can be killed); a ceiling above it means the state can outgrow the executor.",
+                [
+                    (
+                        f"max by ({by_ex}) ({p.sel(catalog.EXECUTOR_ROCKSDB_MEMORY_ESTIMATE, p.app, per_ex)})",
+                        "executor {{executor}} estimate",
+                    ),
+                    (
+                        f"max by ({by_ex}) ({p.sel(catalog.EXECUTOR_ROCKSDB_MEMORY_CEILING, p.app, per_ex)})",
+                        "executor {{executor}} ceiling",
+                    ),
+                    (
+                        f"max by ({by_ex}) ({p.sel(catalog.EXECUTOR_ROCKSDB_MEMORY_REPORTED, p.app, per_ex)})",
+                        "executor {{executor}} reported",
+                    ),
+                    (f"max by ({by_ex}) ({p.sel(catalog.EXECUTOR_ROCKSDB_MEMORY_BUDGET, p.app, per_ex)})", "executor {{executor}} budget"),
+                ],
+                "bytes",
+                [(None, OK)],
+                span=12,
+            )
+        )
+        .with_panel(
+            ts(
+                ctx,
+                "Share of the budget per executor",
+                "Estimated and reported RocksDB memory over each executor's memoryOverhead. Bad: above the alert's share; in bounded mode Spark's per-instance report is a share of the shared total (SPARK-53002).",
+                [
+                    (
+                        f"max by ({by_ex}) ({p.sel(catalog.EXECUTOR_ROCKSDB_MEMORY_ESTIMATE, p.app, per_ex)}) / max by ({by_ex}) ({budget})",
+                        "executor {{executor}} estimate",
+                    ),
+                    (
+                        f"max by ({by_ex}) ({p.sel(catalog.EXECUTOR_ROCKSDB_MEMORY_REPORTED, p.app, per_ex)}) / max by ({by_ex}) ({budget})",
+                        "executor {{executor}} reported",
+                    ),
+                ],
+                "percentunit",
+                [(None, OK), (t.rocksdb_memory_budget_ratio / 2, WARN), (t.rocksdb_memory_budget_ratio, BAD)],
+                span=12,
+                show_thresholds=True,
+            )
+        )
+        .with_panel(
+            ts(
+                ctx,
+                "Store instances and SST bytes per executor",
+                "State store instances each executor holds over the application's queries, and the local SST bytes of its stores (each operator's SST size shared out by partitions). Bad: one executor far above the others.",
+                [
+                    (f"max by ({by_ex}) ({p.sel(catalog.EXECUTOR_STORE_INSTANCES, p.app, per_ex)})", "executor {{executor}} instances"),
+                    (f"max by ({by_ex}) ({p.sel(catalog.EXECUTOR_ROCKSDB_SST, p.app, per_ex)})", "executor {{executor}} SST bytes"),
+                ],
+                "short",
+                [(None, OK)],
+                span=12,
+            )
+        )
+        .with_panel(
+            ts(
+                ctx,
+                "Implausible RocksDB memory reports",
+                "Batches whose reported RocksDB memory cannot be right, by reason: above_budget (orders of magnitude over the executor's room), zero_with_rows, bounded_division (bounded mode splits the shared total evenly, once per run). Bad: above_budget or zero_with_rows: trust the estimate, not memoryUsedBytes.",
+                [
+                    (
+                        f"sum by ({by_op}, reason) (increase({p.sel(catalog.ROCKSDB_MEMORY_IMPLAUSIBLE, p.qo)}[{RATE}]))",
+                        "{{query}} / {{operator}} {{reason}}",
+                    )
+                ],
+                "none",
+                [(None, OK), (1, WARN)],
+                span=12,
+                bars=True,
             )
         )
     )

@@ -3,11 +3,13 @@
 Kafka Streams users read their state directory to understand recovery; this is the same for a Spark
 checkpoint: ``layout`` scans it (offsets vs commits, operators and their stores, the state files of
 both providers per partition), ``restore`` works out for each partition the snapshot a restart would
-load and the files it would replay after it, and the estimate; ``render`` prints the ``report``.
+load and the files it would replay after it, and the estimate; ``footprint`` sums what each operator's
+state takes in the checkpoint's storage; ``render`` prints the ``report``.
 """
 
 from __future__ import annotations
 
+from observer.offline.checkpoint.footprint import footprints
 from observer.offline.checkpoint.layout import scan
 from observer.offline.checkpoint.report import CheckpointReport
 from observer.offline.checkpoint.restore import estimate_restore
@@ -18,4 +20,5 @@ def inspect_checkpoint(path: str, rates: dict[str, float] | None = None) -> Chec
     bytes_per_second) override the estimate's defaults, e.g. from ``restore.rates_from_history``."""
     report = scan(path)
     report.estimate = estimate_restore(report, rates)
+    report.footprint = footprints(report)
     return report

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from observer.offline.checkpoint.footprint import render_footprints
 from observer.offline.checkpoint.report import CheckpointReport
 
 
@@ -41,6 +42,7 @@ def render_text(report: CheckpointReport) -> str:
             f"  restore estimate: {e.seconds:.2f} s over {e.stores} stores ({e.files} files, {e.bytes} B; rates from {e.basis}); "
             f"slowest {e.slowest_partition}" + (f", skew {e.skew:.1f}x" if e.skew else "")
         )
+    lines += render_footprints(report.footprint)
     for problem in report.problems:
         lines.append(f"  problem: {problem}")
     return printable("\n".join(lines))

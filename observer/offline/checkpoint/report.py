@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 class CheckpointError(ValueError):
@@ -84,6 +85,7 @@ class CheckpointReport:
     operators: list[OperatorState]
     estimate: RestoreEstimate | None
     problems: list[str]
+    footprint: list[Any] = field(default_factory=list)  # per operator: ``observer.offline.checkpoint.footprint.Footprint``
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, default=str)
