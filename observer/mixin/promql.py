@@ -79,9 +79,7 @@ class PromQL:
         base = [config.selector.strip()] if config.selector.strip() else []
         # the observer's own series carry no app label: a selector matcher on it would hide them
         no_app = [
-            f"{label}{op}{quote(value)}"
-            for label, op, value in parse_matchers(config.selector, "selector")
-            if label != config.app_label
+            f"{label}{op}{quote(value)}" for label, op, value in parse_matchers(config.selector, "selector") if label != config.app_label
         ]
         static = [f'{label}=~"${label}"' for label in config.static_labels] if dashboard else []
         app = [f'{config.app_label}=~"${config.app_label}"'] if dashboard else []
