@@ -16,6 +16,7 @@ import math
 import re
 import reprlib
 import typing
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,13 +48,13 @@ ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
 }
 SEVERITIES = ("critical", "warning", "info")
 # Prometheus' duration grammar (common/model ParseDuration): units once each, largest first
-DURATION = re.compile(r"(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?")
+DURATION = re.compile(r"(?:([0-9]+)y)?(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?(?:([0-9]+)ms)?")
 DURATION_UNITS_MS = (31536000000, 604800000, 86400000, 3600000, 60000, 1000, 1)
 MAX_DURATION_MS = (2**63 - 1) // 1_000_000  # a Go time.Duration, as Prometheus stores it
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # a PromQL double-quoted string's body: no raw control character, only the escapes PromQL's lexer knows
 _ESCAPE = r'\\(?:[abfnrtv\\"]|[0-7]{3}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})'
-MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\\x00-\x1f\x7f]|' + _ESCAPE + r')*)"\s*')
+MATCHER = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*(=~|!~|!=|=)[ \t]*"((?:[^"\\\x00-\x1f\x7f]|' + _ESCAPE + r')*)"[ \t]*')
 _ESCAPES = re.compile(_ESCAPE)
 _SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"'}
 # Kubernetes: label keys ([prefix/]name), label values, namespaces
@@ -61,7 +62,7 @@ K8S_NAME = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
 K8S_PREFIX = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
 K8S_NAMESPACE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
 # Bounds of a configuration file: a small file must not expand into a large value (YAML aliases)
-MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_BYTES = 256 * 1024
 MAX_ALIASES = 100
 MAX_DEPTH = 32
 MAX_NODES = 100_000
@@ -411,6 +412,10 @@ def parse_matchers(text: str, key: str) -> list[tuple[str, str, str]]:
             value = _unescape(m.group(3))
         except ValueError:
             raise MixinConfigError(f"{key}: matcher {show(part.strip())} escapes a byte that is not a character; use \\uXXXX") from None
+        if m.group(1).startswith("__"):
+            raise MixinConfigError(
+                f"{key}: matcher {show(part.strip())}: labels starting with __ are Prometheus' own (the rules set the metric name)"
+            )
         if m.group(2) in ("=~", "!~"):
             _check_regex(value, f"{key}: matcher {show(part.strip())}")
         out.append((m.group(1), m.group(2), value))
@@ -422,7 +427,9 @@ def _check_regex(value: str, where: str) -> None:
     if re.search(r"\(\?[=!<]|\\[1-9]|[*+?}]\+", value):
         raise MixinConfigError(f"{where}: Prometheus' regular expressions (RE2) have no lookaround, backreference or possessive form")
     try:
-        re.compile(value)
+        with warnings.catch_warnings():  # Python's hints about its own future syntax ([[ ...) are not the user's business
+            warnings.simplefilter("ignore")
+            re.compile(value)
     except (re.error, RecursionError, OverflowError) as exc:
         raise MixinConfigError(f"{where}: not a regular expression ({str(exc)[:80]})") from None
 
@@ -522,7 +529,10 @@ def _yaml_load(text: str) -> Any:
 
     if len(text) > MAX_CONFIG_BYTES:
         raise ValueError(f"larger than {MAX_CONFIG_BYTES} characters")
-    loader = BoundedLoader(text)
+    try:
+        loader = BoundedLoader(text)
+    except yaml.YAMLError as exc:  # the reader refuses control characters before any parsing
+        raise ValueError(str(exc)[:300]) from None
     try:
         node = loader.get_single_node()
         if node is None:
