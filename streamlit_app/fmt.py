@@ -137,11 +137,23 @@ def one_line(text: Any) -> str:
     return _BREAKS.sub(" ", str(text))
 
 
+# what Streamlit's markdown (remark-gfm, its icon and emoji plugins) turns into links or icons in plain text,
+# whatever its escapes: URLs, www. names, e-mail addresses, :shortcodes:. Shown as code spans instead.
+_LINKED = re.compile(r"(?i)(?:https?://|www(?=\.))\S*|[-.\w+]+@[-\w]+(?:\.[-\w]+)+|:[a-zA-Z][\w/+-]*:")
+
+
 def md(text: Any) -> str:
     """``text`` for markdown, shown literally: every ASCII punctuation character backslash-escaped (so no
-    link, image, emphasis, HTML tag, entity, autolink, math or Streamlit directive can start), line
-    breaks flattened and the ends trimmed (no new block, indented code included, can start)."""
-    return _MD_ESCAPE.sub(r"\\\1", one_line(text).strip())
+    link, image, emphasis, HTML tag, entity, math or Streamlit directive can start), URLs, e-mail addresses
+    and shortcodes as code spans (Streamlit links those in plain text despite escapes), line breaks
+    flattened and the ends trimmed (no new block, indented code included, can start)."""
+    flat = one_line(text).strip()
+    parts, start = [], 0
+    for m in _LINKED.finditer(flat):
+        parts += [_MD_ESCAPE.sub(r"\\\1", flat[start : m.start()]), code(m.group())]
+        start = m.end()
+    parts.append(_MD_ESCAPE.sub(r"\\\1", flat[start:]))
+    return "".join(parts)
 
 
 def code(text: Any) -> str:
