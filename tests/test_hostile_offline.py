@@ -283,9 +283,8 @@ def test_durations_are_taken_exactly_when_prometheus_takes_them(tmp_path) -> Non
         assert verdicts[probe] == ours, f"for {value!r}: promtool {'takes' if verdicts[probe] else 'refuses'} it, the mixin does not agree"
 
 
-def test_selectors_and_label_values_export_rules_promtool_accepts_or_are_refused(tmp_path) -> None:
-    """Each case alone decides acceptance; the accepted selectors are then exported eight at a time (their
-    matchers joined into one selector) and every exported rule file goes through one promtool run."""
+def selector_cases() -> list[dict[str, Any]]:
+    """Selectors, observer selectors, test and Kubernetes labels, namespaces, runbook URLs, group prefixes, label names."""
     cases: list[dict[str, Any]] = [{"selector": s} for s in _selectors()]
     cases += [{"observer_selector": s} for s in _selectors() if "job" in s or "env" in s]
     cases += [{"observer_selector": ""}, {"observer_selector": "   "}]
@@ -302,6 +301,13 @@ def test_selectors_and_label_values_export_rules_promtool_accepts_or_are_refused
     cases += [{"runbook_base_url": url} for url in ("https://x/{{ .Foo }}", "https://x/\"<y>'", "https://x/\n")]
     cases += [{"rule_group_prefix": p} for p in ("", "  ", 'a"b', "<x>", "名前")]
     cases += [{"app_label": label} for label in LABELS] + [{"static_labels": [label]} for label in LABELS]
+    return cases
+
+
+def test_selectors_and_label_values_export_rules_promtool_accepts_or_are_refused(tmp_path) -> None:
+    """Each case alone decides acceptance; the accepted selectors are then exported eight at a time (their
+    matchers joined into one selector) and every exported rule file goes through one promtool run."""
+    cases = selector_cases()
     taken: dict[str, list[str]] = {"selector": [], "observer_selector": []}
     others: list[MixinConfig] = []
     for n, case in enumerate(cases):
@@ -548,20 +554,11 @@ def test_a_verdict_line_is_its_text_and_the_runbook_link_only() -> None:
 
 def corpus_sizes() -> dict[str, int]:
     """Generated cases per part (the Chromium page test aside: its pages and payloads are in hostile_history)."""
-    selectors = list(_selectors())
     return {
         "mixin: YAML bombs and odd documents": len(yaml_bombs()) + 3,
         "mixin: thresholds": len(list(_threshold_docs())),
         "mixin: durations (each also as a promtool probe)": 2 * len(DURATIONS),
-        "mixin: selectors, label values, names": len(selectors)
-        + len([s for s in selectors if "job" in s or "env" in s])
-        + 2
-        + 5 * len(LABELS)
-        + 3 * 5 * 7
-        + 6
-        + 3
-        + 5
-        + 2 * len(LABELS),
+        "mixin: selectors, label values, names": len(selector_cases()),
         "backtest: settings": 5 * len(INTERVAL_VALUES) + 150,
         "backtest: gaps x intervals": 3 * len(GAPS) + 1 + 1,
         "browser: markdown formatting": len(payloads()),
