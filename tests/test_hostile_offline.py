@@ -385,6 +385,27 @@ def test_backtest_settings_are_in_range_or_clear_errors() -> None:
             assert math.isfinite(got) and bounds[0] <= got <= bounds[1]
 
 
+RULE_SHAPES = [
+    "groups: [[1]]\n",
+    "groups: [{rules: [[1]]}]\n",
+    "groups: [{rules: [{alert: A}]}]\n",
+    "groups: [{rules: [{alert: A, expr: up, for: ten}]}]\n",
+    "groups: [{rules: [{alert: A, expr: up, labels: [1]}]}]\n",
+    "groups: [{rules: [{record: r}]}]\n",
+    "groups: {}\n",
+    "\xff\xfe",
+]
+
+
+def test_hostile_rule_files_are_clear_errors(tmp_path) -> None:
+    """``backtest --rules``: the same bombs as a rule file, and shapes that are not a rule file's."""
+    for n, doc in enumerate([*yaml_bombs(), *RULE_SHAPES]):
+        path = _write(tmp_path, n, doc.encode("latin-1") if doc.startswith("\xff") else doc, ".yml")
+        with pytest.raises(bt.BacktestError) as refused:
+            bt.load_rules([path])
+        assert len(str(refused.value)) < MESSAGE_LIMIT
+
+
 def _log_with_gap(tmp_path: Any, gap: float, name: str) -> str:
     """A real recorded log cut to its application start, query start and two batches, the second moved
     ``gap`` seconds after the first (the shape of two batches a year apart)."""
@@ -560,6 +581,7 @@ def corpus_sizes() -> dict[str, int]:
         "mixin: durations (each also as a promtool probe)": 2 * len(DURATIONS),
         "mixin: selectors, label values, names": len(selector_cases()),
         "backtest: settings": 5 * len(INTERVAL_VALUES) + 150,
+        "backtest: rule files (bombs, shapes)": len(yaml_bombs()) + len(RULE_SHAPES),
         "backtest: gaps x intervals": 3 * len(GAPS) + 1 + 1,
         "browser: markdown formatting": len(payloads()),
         "browser: verdict lines": len(payloads()),

@@ -475,7 +475,7 @@ def load_config(path: str | None, overrides: Sequence[str] = ()) -> MixinConfig:
                 raise MixinConfigError(f"--set {show(item)}: {show(part)} is not a section")
             node = child
         try:
-            node[leaf] = _yaml_load(raw) if raw.strip() else ""
+            node[leaf] = bounded_yaml(raw) if raw.strip() else ""
         except ValueError as exc:
             raise MixinConfigError(f"--set {show(item)}: the value is not valid YAML: {str(exc)[:300]}") from None
     return config_from_mapping(data)
@@ -492,7 +492,7 @@ def _read_mapping(path: str) -> dict[str, Any]:
     kind = "JSON" if path.endswith(".json") else "YAML"
     try:
         text = raw.decode("utf-8")
-        data = json.loads(text) if kind == "JSON" else _yaml_load(text)
+        data = json.loads(text) if kind == "JSON" else bounded_yaml(text)
     except UnicodeDecodeError as exc:
         raise MixinConfigError(f"{path} is not UTF-8 text (byte {exc.start})") from None
     except (ValueError, RecursionError) as exc:
@@ -505,9 +505,10 @@ def _read_mapping(path: str) -> dict[str, Any]:
     return data
 
 
-def _yaml_load(text: str) -> Any:
-    """``yaml.safe_load`` bounded: at most ``MAX_ALIASES`` aliases, ``MAX_DEPTH`` levels and ``MAX_NODES``
-    values once aliases are expanded (a 485-byte alias bomb stands for billions of values), no recursion."""
+def bounded_yaml(text: str, max_bytes: int = MAX_CONFIG_BYTES, max_nodes: int = MAX_NODES) -> Any:
+    """``yaml.safe_load`` bounded: at most ``max_bytes``, ``MAX_ALIASES`` aliases, ``MAX_DEPTH`` levels and
+    ``max_nodes`` values once aliases are expanded (a 485-byte alias bomb stands for billions of values),
+    no recursion; ``ValueError`` saying which bound, else."""
     import yaml
 
     class BoundedLoader(yaml.SafeLoader):
@@ -527,8 +528,8 @@ def _yaml_load(text: str) -> Any:
             finally:
                 self.depth -= 1
 
-    if len(text) > MAX_CONFIG_BYTES:
-        raise ValueError(f"larger than {MAX_CONFIG_BYTES} characters")
+    if len(text) > max_bytes:
+        raise ValueError(f"larger than {max_bytes} characters")
     try:
         loader = BoundedLoader(text)
     except yaml.YAMLError as exc:  # the reader refuses control characters before any parsing
@@ -537,7 +538,7 @@ def _yaml_load(text: str) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        _count_nodes(node, {}, set())
+        _count_nodes(node, {}, set(), max_nodes)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise ValueError(str(exc)[:300]) from None
@@ -545,8 +546,8 @@ def _yaml_load(text: str) -> Any:
         loader.dispose()
 
 
-def _count_nodes(node: Any, sizes: dict[int, int], open_nodes: set[int]) -> int:
-    """Values ``node`` stands for with its aliases expanded; ``ValueError`` beyond ``MAX_NODES`` or on a cycle."""
+def _count_nodes(node: Any, sizes: dict[int, int], open_nodes: set[int], limit: int) -> int:
+    """Values ``node`` stands for with its aliases expanded; ``ValueError`` beyond ``limit`` or on a cycle."""
     key = id(node)
     if key in sizes:
         return sizes[key]
@@ -557,10 +558,10 @@ def _count_nodes(node: Any, sizes: dict[int, int], open_nodes: set[int]) -> int:
     if isinstance(node.value, list):
         for item in node.value:
             children.extend(item if isinstance(item, tuple) else (item,))
-    size = 1 + sum(_count_nodes(child, sizes, open_nodes) for child in children)
+    size = 1 + sum(_count_nodes(child, sizes, open_nodes, limit) for child in children)
     open_nodes.discard(key)
-    if size > MAX_NODES:
-        raise ValueError(f"more than {MAX_NODES} values once aliases are expanded")
+    if size > limit:
+        raise ValueError(f"more than {limit} values once aliases are expanded")
     sizes[key] = size
     return size
 

@@ -143,28 +143,40 @@ class BacktestReport:
 
 
 # --- rules --------------------------------------------------------------------------------------------
+MAX_RULE_FILE_BYTES = 16 << 20
+MAX_RULE_FILE_VALUES = 1_000_000
+
+
 def load_rules(paths: Iterable[str]) -> tuple[list[RecordingRule], list[AlertRule]]:
-    """The recording and alerting rules of Prometheus rule files; a clear ``BacktestError`` if unreadable."""
+    """The recording and alerting rules of Prometheus rule files; a clear ``BacktestError`` if unreadable
+    (also for a file whose YAML aliases would expand without bound, or whose shape is not a rule file's)."""
+    from observer.mixin.config import bounded_yaml
+
     recording: list[RecordingRule] = []
     alerting: list[AlertRule] = []
     for path in paths:
         try:
-            with open(path) as f:
-                doc = yaml.safe_load(f) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise BacktestError(f"cannot read rule file {path}: {exc}") from None
+            with open(path, "rb") as f:
+                raw = f.read(MAX_RULE_FILE_BYTES + 1)
+            doc = bounded_yaml(raw.decode("utf-8"), MAX_RULE_FILE_BYTES, MAX_RULE_FILE_VALUES) or {}
+        except OSError as exc:
+            raise BacktestError(f"cannot read rule file {path}: {exc.strerror}") from None
+        except ValueError as exc:  # UnicodeDecodeError included
+            raise BacktestError(f"cannot read rule file {path}: {str(exc)[:300]}") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("groups"), list):
             raise BacktestError(f"{path}: not a Prometheus rule file (no 'groups' list)")
-        for group in doc["groups"]:
-            for rule in (group or {}).get("rules") or []:
-                labels = {str(k): str(v) for k, v in (rule.get("labels") or {}).items()}
-                if "record" in rule:
-                    recording.append(RecordingRule(str(rule["record"]), str(rule["expr"]), labels))
-                elif "alert" in rule:
-                    annotations = {str(k): str(v) for k, v in (rule.get("annotations") or {}).items()}
-                    alerting.append(
-                        AlertRule(str(rule["alert"]), str(rule["expr"]), parse_duration(str(rule.get("for", "0s"))), labels, annotations)
-                    )
+        try:
+            for group in doc["groups"]:
+                for rule in (group or {}).get("rules") or []:
+                    labels = {str(k): str(v) for k, v in (rule.get("labels") or {}).items()}
+                    if "record" in rule:
+                        recording.append(RecordingRule(str(rule["record"]), str(rule["expr"]), labels))
+                    elif "alert" in rule:
+                        annotations = {str(k): str(v) for k, v in (rule.get("annotations") or {}).items()}
+                        for_seconds = parse_duration(str(rule.get("for", "0s")))
+                        alerting.append(AlertRule(str(rule["alert"]), str(rule["expr"]), for_seconds, labels, annotations))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise BacktestError(f"{path}: not a Prometheus rule file ({type(exc).__name__} {str(exc)[:100]})") from None
     return recording, alerting
 
 
