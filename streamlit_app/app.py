@@ -65,9 +65,9 @@ if everything is not None:
             st.stop()
     if page in QUERY_PAGES and ctx.query_id is not None:
         ctx.since, ctx.until, ctx.span = select_range(ctx, ctx.query_id)
-st.sidebar.caption(f"History: `{redact(config.history)}`")
+st.sidebar.caption(f"History: {fmt.code(redact(config.history))}")
 if config.checkpoint_roots:
-    st.sidebar.caption("Checkpoint roots: " + ", ".join(f"`{r}`" for r in config.checkpoint_roots))
+    st.sidebar.caption("Checkpoint roots: " + ", ".join(fmt.code(r) for r in config.checkpoint_roots))
 write_url(
     page=page,
     app=ctx.app,

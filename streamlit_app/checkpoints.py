@@ -71,18 +71,18 @@ def choose(config: AppConfig, key: str, query_id: str | None = None, queries: pd
     )
     if not typed:
         if not candidates:
-            st.info(f"No streaming checkpoint found under {', '.join(config.checkpoint_roots)}; type a path.")
+            st.info(f"No streaming checkpoint found under {', '.join(fmt.code(r) for r in config.checkpoint_roots)}; type a path.")
         return None
     try:
         path = resolve_under_roots(typed, config.checkpoint_roots)
     except PathRefused as exc:
-        st.error(str(exc))
+        st.error(fmt.md(exc))
         return None
     owner = query_id_of(path)
     if query_id and owner != query_id:
         hint = " None of the checkpoints under the roots belongs to it." if not mine else ""
         st.warning(
-            f"This checkpoint belongs to {_name(queries, owner)}, not to the query shown "
-            f"({_name(queries, query_id)}): its figures are not this query's.{hint}"
+            f"This checkpoint belongs to {fmt.md(_name(queries, owner))}, not to the query shown "
+            f"({fmt.md(_name(queries, query_id))}): its figures are not this query's.{hint}"
         )
     return path

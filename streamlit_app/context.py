@@ -142,7 +142,7 @@ def history_queries(ctx: Context) -> pd.DataFrame | None:
         frame = data.queries(ctx.history, ctx.tok)
         apps = data.query_apps(ctx.history, ctx.tok)
     except data.HistoryUnavailable as exc:
-        st.error(f"{exc}")
+        st.error(fmt.md(exc))
         st.info(
             "Point the browser at a history: `spark-state-observer ui --history PATH`. A job writes one when the "
             "observer is attached (setting `history_path`); `spark-state-observer replay LOGS --history PATH` "
@@ -151,7 +151,7 @@ def history_queries(ctx: Context) -> pd.DataFrame | None:
         return None
     if frame.empty:
         st.info(
-            f"The history {ctx.history_display} is empty: no query has reported a batch yet. Start a streaming query with "
+            f"The history {fmt.code(ctx.history_display)} is empty: no query has reported a batch yet. Start a streaming query with "
             "the observer attached (or replay event logs with `--history`), then press Refresh."
         )
         return None
@@ -190,9 +190,9 @@ def select_query(ctx: Context, frame: pd.DataFrame) -> str | None:
     )
     if unknown is not None:
         known = ctx.all_queries is not None and unknown in ctx.all_queries.query_id.tolist()
-        where = "the chosen application has" if known else f"the history {ctx.history_display} has"
+        where = "the chosen application has" if known else f"the history {fmt.code(ctx.history_display)} has"
         st.error(
-            f"Unknown query {unknown!r}: {where} no query with that id. Pick one of its "
+            f"Unknown query {fmt.code(unknown)}: {where} no query with that id. Pick one of its "
             f"{fmt.plural(len(ids), 'query', 'queries')} in the sidebar."
         )
         return None

@@ -1,10 +1,15 @@
 """Numbers and times as an on-call engineer reads them: one time language (24-hour UTC, said once on
-the page), automatic units, thousands separators, short ids with the full one a hover away."""
+the page), automatic units, thousands separators, short ids; and text from the history made inert.
+
+Streamlit renders markdown in nearly every text it shows (captions, headers, alerts, widget labels): a
+query name, an exception or an executor id from a job is data, and ``md``/``code`` make sure it shows
+literally, never as a link, an image, HTML or markup. Every page puts data through them."""
 
 from __future__ import annotations
 
 import datetime as dt
-import html
+import re
+import string
 from typing import Any
 
 from observer.signals import kinds as k
@@ -123,11 +128,39 @@ def short_id(full: str | None) -> str:
     return "-" if not full else str(full)[:8]
 
 
-def id_html(full: str | None) -> str:
-    """A short id whose full value shows on hover (for markdown with ``unsafe_allow_html``)."""
-    if not full:
-        return "-"
-    return f'<code title="{html.escape(str(full))}">{html.escape(short_id(full))}</code>'
+_MD_ESCAPE = re.compile("([" + re.escape(string.punctuation) + "])")
+_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def one_line(text: Any) -> str:
+    """``text`` as a string on one line: line breaks and control characters become a space."""
+    return _BREAKS.sub(" ", str(text))
+
+
+# what Streamlit's markdown (remark-gfm, its icon and emoji plugins) turns into links or icons in plain text,
+# whatever its escapes: URLs, www. names, e-mail addresses, :shortcodes:. Shown as code spans instead.
+_LINKED = re.compile(r"(?i)(?:https?://|www(?=\.))\S*|[-.\w+]+@[-\w]+(?:\.[-\w]+)+|:[a-zA-Z][\w/+-]*:")
+
+
+def md(text: Any) -> str:
+    """``text`` for markdown, shown literally: every ASCII punctuation character backslash-escaped (so no
+    link, image, emphasis, HTML tag, entity, math or Streamlit directive can start), URLs, e-mail addresses
+    and shortcodes as code spans (Streamlit links those in plain text despite escapes), line breaks
+    flattened and the ends trimmed (no new block, indented code included, can start)."""
+    flat = one_line(text).strip()
+    parts, start = [], 0
+    for m in _LINKED.finditer(flat):
+        parts += [_MD_ESCAPE.sub(r"\\\1", flat[start : m.start()]), code(m.group())]
+        start = m.end()
+    parts.append(_MD_ESCAPE.sub(r"\\\1", flat[start:]))
+    return "".join(parts)
+
+
+def code(text: Any) -> str:
+    """``text`` as an inline code span, shown literally: fenced with more backticks than any run in it."""
+    flat = one_line(text)
+    fence = "`" * (max((len(run) for run in re.findall("`+", flat)), default=0) + 1)
+    return f"{fence} {flat} {fence}"
 
 
 def kind(name: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -208,6 +209,21 @@ def test_restart_exported_lag_and_catch_up_forecasts_match_the_broker(kafka_brok
         )
         inspected_at = time.time()
         assert inspected.returncode == 0, inspected.stderr
+        with socket.socket() as silent:  # a port that accepts connections and never answers
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(8)
+            bootstrap = f"127.0.0.1:{silent.getsockname()[1]}"
+            unanswered = subprocess.run(
+                [sys.executable, "-m", "observer.cli", "inspect", checkpoint, "--kafka-bootstrap", bootstrap, "--kafka-timeout", "2"],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                timeout=60,
+                check=False,
+            )
+        assert unanswered.returncode == 2 and unanswered.stdout == ""
+        # one line naming the bootstrap and the timeout; none of the client's own log lines
+        assert unanswered.stderr.count("\n") == 1 and bootstrap in unanswered.stderr and "timeout" in unanswered.stderr, unanswered.stderr
         run_script([job, *common, "--out", os.path.join(tmp, "run2"), "--until-caught-up"], timeout=600)
     finally:
         stop.set()

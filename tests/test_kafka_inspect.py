@@ -6,10 +6,11 @@ The inspector against a real broker and checkpoint is checked end to end in ``te
 from __future__ import annotations
 
 import os
+import socket
 
 import pytest
 
-from conftest import FIXTURES, eventlog_dir, progress_lines
+from conftest import FIXTURES, REQUIRE_REAL, eventlog_dir, progress_lines
 from observer.offline.checkpoint.kafka import read_rate_from_history
 from observer.offline.replay import replay
 from observer.settings import Settings
@@ -48,3 +49,29 @@ def test_without_a_restart_in_the_history_the_rate_limited_batches_give_the_read
     rate, basis = read_rate_from_history(history, progress_lines(os.path.join(SCENARIO, "run1"))[0]["id"])
     assert basis.startswith("history: median pace") and rate is not None
     assert 40 < rate <= 60  # the limit's 60/s (less the time the batches overran), not the 20/s input
+
+
+@pytest.mark.parametrize("listening", [True, False], ids=["never-answers", "refused"])
+def test_an_unanswering_broker_is_one_clear_line_and_no_client_log(listening: bool, capfd: pytest.CaptureFixture[str]) -> None:
+    """The real Kafka client against a port that accepts and never answers, or refuses: one reason naming the
+    bootstrap and the timeout, and nothing of librdkafka's retry log on the terminal."""
+    if not REQUIRE_REAL:
+        pytest.importorskip("confluent_kafka")
+    from observer.offline.checkpoint.kafka import admin_latest
+    from observer.offline.checkpoint.report import CheckpointError
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        if listening:
+            server.listen(8)
+        bootstrap = f"127.0.0.1:{server.getsockname()[1]}"
+        if not listening:
+            server.close()
+        with pytest.raises(CheckpointError) as raised:
+            admin_latest(bootstrap, timeout=1.5)({"orders": [0, 1]})
+    message = str(raised.value)
+    assert message.startswith(f"no answer from Kafka bootstrap {bootstrap} within 1.5 s (timeout)") and "\n" not in message
+    if not listening:  # the client's last word says why
+        assert "Connection refused" in message
+    out, err = capfd.readouterr()
+    assert out == "" and "rdkafka" not in err and "FAIL" not in err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -58,9 +59,16 @@ def app(monkeypatch, history: str, roots: list[str] = (), page: str = "Queries",
     return at
 
 
+def as_shown(markdown: object) -> str:
+    """The text a markdown source shows: code spans without their fences, backslash escapes resolved (the
+    pages escape every text that comes from data, see ``streamlit_app.fmt``)."""
+    text = re.sub(r"(`+) (.*?) \1", lambda m: m.group(2), str(markdown))
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
+
+
 def texts(at: AppTest) -> str:
     parts = [e.value for kind in ("error", "info", "warning", "caption", "markdown", "header", "subheader") for e in at.get(kind)]
-    return "\n".join(str(p) for p in parts)
+    return "\n".join(as_shown(p) for p in parts)
 
 
 def chart_titles(at: AppTest) -> list[str]:
@@ -106,7 +114,7 @@ def test_open_drilldown_from_the_queries_page(monkeypatch, restart_db) -> None:
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["batches in range"] == str(len(progress))
     assert metrics["newest batch"] == str(progress[-1]["batchId"])
-    assert progress[0]["name"] in at.header[0].value
+    assert progress[0]["name"] in as_shown(at.header[0].value)
     events = frames(at)[0]
     assert {"start", "restart", "restore", "stop / failure"} <= set(events.event)  # kinds in plain words
     # phases, rates, state rows, memory, churn, watermark lag, RocksDB commit latency and the event strip
@@ -140,7 +148,7 @@ def test_drilldown_shows_any_batch_progress(monkeypatch, restart_db) -> None:
 
 def test_unknown_query_is_reported(monkeypatch, restart_db) -> None:
     at = app(monkeypatch, restart_db, page="Query drilldown", query_id="no-such-query")
-    assert "Unknown query 'no-such-query'" in texts(at)
+    assert "Unknown query no-such-query:" in texts(at)
 
 
 def test_empty_and_missing_history_are_explained(monkeypatch, tmp_path) -> None:
@@ -248,7 +256,7 @@ def test_checkpoint_and_state_pages_on_a_real_checkpoint(monkeypatch, restart_db
     assert len(parts) == 2 and set(parts.partition) == {0, 1}  # the fixture session's shuffle partitions
     # the only checkpoint under the root is another query's: Partitions shows it with a warning naming that query
     at = app(monkeypatch, restart_db, roots=[root], page="Partitions")
-    warning = " ".join(w.value for w in at.warning)
+    warning = " ".join(as_shown(w.value) for w in at.warning)
     with open(os.path.join(checkpoint, "metadata")) as f:
         owner = json.loads(f.readline())["id"]
     assert f"This checkpoint belongs to query {owner}, which is not in this history" in warning
@@ -401,7 +409,9 @@ def test_synthetic_incidents_are_named_by_their_verdicts(monkeypatch, synthetic_
 def test_drilldown_opens_with_the_verdict_the_trace_folded_and_the_newest_batch(monkeypatch, all_db) -> None:
     qid = progress_lines(FAILURE[0])[0]["id"]
     at = app(monkeypatch, all_db, page="Query drilldown", query_id=qid)
-    assert "Failed at start" in at.error[0].value and "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in at.error[0].value
+    assert "Failed at start" in as_shown(at.error[0].value) and "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in as_shown(
+        at.error[0].value
+    )
     assert at.expander[0].label.startswith("Full exception of run ")
     assert "Stateful operators in the metadata" in at.code[0].value  # more than the root-cause line: the text the history kept
     # the newest run failed before its first batch: the batch shown is the newest batch the query has
@@ -416,7 +426,7 @@ def test_query_that_never_completed_a_batch_gets_the_cause_not_range_advice(monk
     at = app(monkeypatch, db, page="Query drilldown")
     shown = everything_shown(at)
     assert "has not completed a batch" in shown and "widen" not in shown
-    assert "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in at.error[0].value
+    assert "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in as_shown(at.error[0].value)
     at = app(monkeypatch, db, page="Runs")
     runs = frames(at)[0]
     assert len(runs) == 1 and runs["batch ids"].iloc[0] == "none (failed at start)"
@@ -507,7 +517,7 @@ def test_url_holds_the_view_and_a_changed_url_wins(monkeypatch, all_db) -> None:
     at.query_params["query"] = qid
     at.run()
     assert not at.exception
-    assert at.session_state["page"] == "Runs" and at.header[0].value.startswith("Runs of demo_dedup_window (e608b948)")
+    assert at.session_state["page"] == "Runs" and as_shown(at.header[0].value).startswith("Runs of demo_dedup_window (e608b948)")
     assert dict(at.query_params) == {"page": ["Runs"], "query": [qid]} or dict(at.query_params) == {"page": "Runs", "query": qid}
     at.sidebar.radio(key="page").set_value("Partitions").run()  # a change made in the page: it goes into the URL
     assert at.query_params["page"] in ("Partitions", ["Partitions"])

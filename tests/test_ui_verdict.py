@@ -276,7 +276,7 @@ def test_formatting() -> None:
     assert fmt.when(0) == "1970-01-01 00:00:00" and fmt.clock(81090) == "22:31:30"
     assert fmt.kind("store_reload") == "state reload" and "_" not in fmt.kind("executor_removed")
     assert fmt.short_id("4a081a44-0307-4917-8d59-5040e10918fb") == "4a081a44"
-    assert 'title="4a081a44-0307-4917-8d59-5040e10918fb"' in fmt.id_html("4a081a44-0307-4917-8d59-5040e10918fb")
+    assert fmt.code("a`b") == "`` a`b ``" and fmt.md("[x](y)") == "\\[x\\]\\(y\\)"
 
 
 def test_events_at_one_instant_share_one_tooltip_and_kinds_have_their_own_colours() -> None:

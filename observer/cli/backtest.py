@@ -8,7 +8,7 @@ import sys
 import tempfile
 from typing import Any
 
-from observer.offline.backtest import DEFAULT_EVAL_INTERVAL, DEFAULT_SCRAPE_INTERVAL
+from observer.offline.backtest import DEFAULT_EVAL_INTERVAL, DEFAULT_IDLE_KEEP, DEFAULT_MAX_SCRAPES, DEFAULT_SCRAPE_INTERVAL
 
 
 def add_parser(sub: Any) -> None:
@@ -29,6 +29,18 @@ def add_parser(sub: Any) -> None:
     bt.add_argument("--scrape-interval", type=float, default=DEFAULT_SCRAPE_INTERVAL, help="seconds between simulated scrapes")
     bt.add_argument("--eval-interval", type=float, default=DEFAULT_EVAL_INTERVAL, help="seconds between rule evaluations")
     bt.add_argument("--tail", type=float, default=0.0, help="keep scraping this many seconds after the last event")
+    bt.add_argument(
+        "--idle-keep",
+        type=float,
+        default=DEFAULT_IDLE_KEEP,
+        help="stop scraping this many seconds after an event when the next one is further away (idle gaps are compressed)",
+    )
+    bt.add_argument(
+        "--max-scrapes",
+        type=int,
+        default=DEFAULT_MAX_SCRAPES,
+        help="at most this many simulated scrapes (the report says where it stopped)",
+    )
     bt.add_argument("--prometheus", default=None, help="prometheus binary (default: from PATH)")
     bt.add_argument("--promtool", default=None, help="promtool binary (default: from PATH)")
 
@@ -63,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
                 scrape_interval=args.scrape_interval,
                 eval_interval=args.eval_interval,
                 tail_seconds=args.tail,
+                max_scrapes=args.max_scrapes,
+                idle_keep=args.idle_keep,
                 prometheus=args.prometheus,
                 promtool_binary=args.promtool,
             )

@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     ins.add_argument(
         "--kafka-sample-seconds", type=float, default=5.0, help="seconds between two reads of the latest offsets (the produce rate)"
     )
+    ins.add_argument(
+        "--kafka-timeout", type=float, default=15.0, help="seconds to wait for the broker's answer before giving up (0.1 to 600)"
+    )
 
     ui = sub.add_parser("ui", help="serve the state browser (Streamlit) over a history and checkpoints")
     ui.add_argument("--history", default=None, help="history database (default: setting history_path)")
@@ -341,11 +344,16 @@ def _disk_forecast(args: argparse.Namespace, report: Any) -> Any:
 def _kafka_catch_up(args: argparse.Namespace, report: Any) -> Any:
     """The inspector's Kafka section (``observer.offline.checkpoint.kafka``), read rate from --rate or the history."""
     from observer.offline.checkpoint import kafka as kafka_backlog
+    from observer.offline.checkpoint.report import CheckpointError
 
     rate, basis = args.rate, "--rate"
     if rate is None and args.history and report.query_id:
         rate, basis = kafka_backlog.read_rate_from_history(args.history, report.query_id)
-    return kafka_backlog.forecast(report, args.kafka_bootstrap, rate, basis, sample_seconds=args.kafka_sample_seconds)
+    if not 0.1 <= args.kafka_timeout <= 600:  # also false for NaN
+        raise CheckpointError(f"--kafka-timeout must be between 0.1 and 600 seconds, got {args.kafka_timeout}")
+    return kafka_backlog.forecast(
+        report, args.kafka_bootstrap, rate, basis, sample_seconds=args.kafka_sample_seconds, timeout=args.kafka_timeout
+    )
 
 
 if __name__ == "__main__":

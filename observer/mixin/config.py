@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
+import reprlib
 import typing
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,13 +48,59 @@ ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
     "SparkStateObserverFailing": ("0m", "warning"),
 }
 SEVERITIES = ("critical", "warning", "info")
-DURATION = re.compile(r"(?:\d+[smhdw])+")
+# Prometheus' duration grammar (common/model ParseDuration): units once each, largest first
+DURATION = re.compile(r"(?:([0-9]+)y)?(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?(?:([0-9]+)ms)?")
+DURATION_UNITS_MS = (31536000000, 604800000, 86400000, 3600000, 60000, 1000, 1)
+MAX_DURATION_MS = (2**63 - 1) // 1_000_000  # a Go time.Duration, as Prometheus stores it
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')
+# a PromQL double-quoted string's body: no raw control character, only the escapes PromQL's lexer knows
+_ESCAPE = r'\\(?:[abfnrtv\\"]|[0-7]{3}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})'
+MATCHER = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*(=~|!~|!=|=)[ \t]*"((?:[^"\\\x00-\x1f\x7f]|' + _ESCAPE + r')*)"[ \t]*')
+_ESCAPES = re.compile(_ESCAPE)
+_SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"'}
+# Kubernetes: label keys ([prefix/]name), label values, namespaces
+K8S_NAME = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
+K8S_PREFIX = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+K8S_NAMESPACE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+# Bounds of a configuration file: a small file must not expand into a large value (YAML aliases)
+MAX_CONFIG_BYTES = 256 * 1024
+MAX_ALIASES = 100
+MAX_DEPTH = 32
+MAX_NODES = 100_000
+MAX_STRING = 4096
+# thresholds: finite, and no larger than PromQL and the generated tests write as plain numbers
+MAX_THRESHOLD = 1e15
+MAX_WINDOW_MINUTES = 10 * 525600
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class MixinConfigError(ValueError):
     """A configuration file or value that cannot be used; the message names the key."""
+
+
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel, _SHOW.maxdict, _SHOW.maxlist, _SHOW.maxtuple, _SHOW.maxset = 2, 4, 4, 4, 4
+_SHOW.maxstring, _SHOW.maxother, _SHOW.maxlong = 60, 60, 40
+
+
+def show(value: Any) -> str:
+    """``value`` for an error message, bounded: a value is never formatted whole (an alias bomb would
+    expand to gigabytes, a long string would flood the terminal)."""
+    try:
+        text = _SHOW.repr(value)
+    except ValueError:  # an integer beyond Python's digit limit for str()
+        text = f"<{type(value).__name__} too long to show>"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def show_key(key: Any) -> str:
+    """A key for an error message: as written when it is a plain name, else bounded like a value."""
+    return key if isinstance(key, str) and re.fullmatch(r"[\w.-]{1,60}", key) else show(key)
+
+
+def quote(value: str) -> str:
+    """A PromQL double-quoted string for ``value`` (JSON's escapes are all PromQL escapes)."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _doc(text: str) -> dict[str, str]:
@@ -245,7 +294,7 @@ class MixinConfig:
         """Reject a configuration that would generate invalid or misleading rules, naming the key."""
         for name in self.identity_labels:
             if not LABEL_NAME.fullmatch(name):
-                raise MixinConfigError(f"app_label / static_labels: {name!r} is not a Prometheus label name")
+                raise MixinConfigError(f"app_label / static_labels: {show(name)} is not a Prometheus label name")
         reserved = {"query", "query_id", "operator", "operator_index", "job", "instance", "severity"}
         if reserved & set(self.identity_labels):
             raise MixinConfigError(
@@ -254,18 +303,56 @@ class MixinConfig:
         if len(set(self.identity_labels)) != len(self.identity_labels):
             raise MixinConfigError("app_label and static_labels repeat a label")
         parse_matchers(self.selector, "selector")
-        parse_matchers(self.observer_selector, "observer_selector")
+        if not parse_matchers(self.observer_selector, "observer_selector"):
+            raise MixinConfigError('observer_selector: at least one matcher is needed, e.g. job="spark_state_observer"')
+        for name in self.test_labels:
+            if not LABEL_NAME.fullmatch(name):
+                raise MixinConfigError(f"test_labels: {show(name)} is not a Prometheus label name")
         for key in ("for_durations", "severities"):
             missing = set(ALERT_DEFAULTS) - set(getattr(self, key))
             if missing:
                 raise MixinConfigError(f"{key}: missing alert(s) {', '.join(sorted(missing))}")
         for alert, value in self.for_durations.items():
-            if not DURATION.fullmatch(value):
-                raise MixinConfigError(f"for_durations.{alert}: {value!r} is not a Prometheus duration such as 10m")
+            duration_seconds(value, f"for_durations.{alert}")
+        duration_seconds(self.kubernetes.scrape_interval, "kubernetes.scrape_interval")
         for alert, value in self.severities.items():
             if value not in SEVERITIES:
-                raise MixinConfigError(f"severities.{alert}: {value!r} is not one of {', '.join(SEVERITIES)}")
+                raise MixinConfigError(f"severities.{alert}: {show(value)} is not one of {', '.join(SEVERITIES)}")
+        if "{{" in self.runbook_base_url or "}}" in self.runbook_base_url:
+            raise MixinConfigError("runbook_base_url: must not contain {{ or }} (Prometheus reads annotations as templates)")
+        if not self.rule_group_prefix.strip():
+            raise MixinConfigError("rule_group_prefix: must not be empty")
+        self._validate_kubernetes()
+        self._validate_thresholds()
+
+    def _validate_kubernetes(self) -> None:
+        k = self.kubernetes
+        for key, labels in (("labels", k.labels), ("watcher_selector", k.watcher_selector), ("driver_selector", k.driver_selector)):
+            for name, value in labels.items():
+                prefix, _, base = name.rpartition("/")
+                if not K8S_NAME.fullmatch(base) or (prefix and (len(prefix) > 253 or not K8S_PREFIX.fullmatch(prefix))):
+                    raise MixinConfigError(f"kubernetes.{key}: {show(name)} is not a Kubernetes label key")
+                if value and not K8S_NAME.fullmatch(value):
+                    raise MixinConfigError(
+                        f"kubernetes.{key}.{name}: {show(value)} is not a Kubernetes label value "
+                        "(at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+                    )
+        for key, names in (
+            ("namespace", [k.namespace]),
+            ("watcher_namespaces", k.watcher_namespaces),
+            ("driver_namespaces", k.driver_namespaces),
+        ):
+            for name in names:
+                if not K8S_NAMESPACE.fullmatch(name):
+                    raise MixinConfigError(f"kubernetes.{key}: {show(name)} is not a Kubernetes namespace name")
+
+    def _validate_thresholds(self) -> None:
         t = self.thresholds
+        for name, value in dataclasses.asdict(t).items():
+            if not math.isfinite(value):
+                raise MixinConfigError(f"thresholds.{name} must be a finite number, got {show(value)}")
+            if not 0 <= value <= MAX_THRESHOLD:
+                raise MixinConfigError(f"thresholds.{name} must be between 0 and {MAX_THRESHOLD:g}, got {show(value)}")
         if t.crash_loop_restarts < 1 or t.state_memory_budget_bytes <= 0 or not 0 < t.state_memory_budget_ratio <= 1:
             raise MixinConfigError(
                 "thresholds: crash_loop_restarts must be >= 1, state_memory_budget_bytes > 0, state_memory_budget_ratio in (0, 1]"
@@ -275,31 +362,83 @@ class MixinConfig:
             "falling_behind_window_minutes",
             "kafka_lag_window_minutes",
             "kafka_anomaly_window_minutes",
+            "partition_migration_window_minutes",
         ):
-            if getattr(t, name) < 1:
-                raise MixinConfigError(f"thresholds.{name} must be at least 1 (minute)")
-        for name, value in dataclasses.asdict(t).items():
-            if value < 0:
-                raise MixinConfigError(f"thresholds.{name} must be >= 0, got {value}")
+            value = getattr(t, name)
+            if not (1 <= value <= MAX_WINDOW_MINUTES and value == int(value)):
+                raise MixinConfigError(
+                    f"thresholds.{name} must be a whole number of minutes from 1 to {MAX_WINDOW_MINUTES} (a PromQL range), got {show(value)}"
+                )
 
 
-def duration_seconds(text: str) -> float:
-    """Seconds of a Prometheus duration such as ``1h30m``."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    return float(sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([smhdw])", text)))
+def duration_seconds(text: str, key: str = "duration") -> float:
+    """Seconds of a Prometheus duration such as ``1h30m``; a ``MixinConfigError`` naming ``key`` for text
+    Prometheus would refuse (units out of order or repeated, or longer than its ~292 years)."""
+    m = DURATION.fullmatch(text)
+    if text == "0":
+        return 0.0
+    if m is None or not text:
+        raise MixinConfigError(
+            f"{key}: {show(text)} is not a Prometheus duration such as 10m or 1h30m (units y w d h m s ms, largest first)"
+        )
+    total_ms = sum(int(n) * unit for n, unit in zip(m.groups(), DURATION_UNITS_MS) if n)
+    if total_ms > MAX_DURATION_MS:
+        raise MixinConfigError(f"{key}: {show(text)} is longer than Prometheus' longest duration (about 292 years)")
+    return total_ms / 1000
+
+
+def _unescape(body: str) -> str:
+    """The value of a PromQL string body whose escapes ``MATCHER`` accepted."""
+
+    def one(m: re.Match[str]) -> str:
+        code = m.group(0)[1:]
+        if code in _SIMPLE_ESCAPES:
+            return _SIMPLE_ESCAPES[code]
+        number = int(code, 8) if code[0].isdigit() else int(code[1:], 16)
+        if number > 0x10FFFF or 0xD800 <= number <= 0xDFFF or (code[0] in "x01234567" and number > 0x7F):
+            raise ValueError(code)
+        return chr(number)
+
+    return _ESCAPES.sub(one, body)
 
 
 def parse_matchers(text: str, key: str) -> list[tuple[str, str, str]]:
-    """``label op "value"`` triples of a comma-separated matcher list; a clear error naming ``key`` otherwise."""
+    """``label op "value"`` triples of a comma-separated matcher list; a clear error naming ``key`` otherwise
+    (a raw newline or an escape PromQL does not know, a regular expression that does not compile)."""
     out: list[tuple[str, str, str]] = []
     if not text.strip():
         return out
     for part in _split_matchers(text):
         m = MATCHER.fullmatch(part)
         if m is None:
-            raise MixinConfigError(f'{key}: cannot read matcher {part.strip()!r} (expected label="value", label=~"regex", != or !~)')
-        out.append((m.group(1), m.group(2), m.group(3).replace('\\"', '"').replace("\\\\", "\\")))
+            raise MixinConfigError(
+                f'{key}: cannot read matcher {show(part.strip())} (expected label="value", label=~"regex", != or !~; '
+                'no raw control characters; escapes as in PromQL: \\\\ \\" \\n \\t \\uXXXX)'
+            )
+        try:
+            value = _unescape(m.group(3))
+        except ValueError:
+            raise MixinConfigError(f"{key}: matcher {show(part.strip())} escapes a byte that is not a character; use \\uXXXX") from None
+        if m.group(1).startswith("__"):
+            raise MixinConfigError(
+                f"{key}: matcher {show(part.strip())}: labels starting with __ are Prometheus' own (the rules set the metric name)"
+            )
+        if m.group(2) in ("=~", "!~"):
+            _check_regex(value, f"{key}: matcher {show(part.strip())}")
+        out.append((m.group(1), m.group(2), value))
     return out
+
+
+def _check_regex(value: str, where: str) -> None:
+    """Refuse a regular expression that neither Python nor RE2 (Prometheus') would compile the same way."""
+    if re.search(r"\(\?[=!<]|\\[1-9]|[*+?}]\+", value):
+        raise MixinConfigError(f"{where}: Prometheus' regular expressions (RE2) have no lookaround, backreference or possessive form")
+    try:
+        with warnings.catch_warnings():  # Python's hints about its own future syntax ([[ ...) are not the user's business
+            warnings.simplefilter("ignore")
+            re.compile(value)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise MixinConfigError(f"{where}: not a regular expression ({str(exc)[:80]})") from None
 
 
 def _split_matchers(text: str) -> list[str]:
@@ -334,31 +473,38 @@ def load_config(path: str | None, overrides: Sequence[str] = ()) -> MixinConfig:
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
-            raise MixinConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. thresholds.restore_seconds=120")
+            raise MixinConfigError(f"--set {show(item)}: expected KEY=VALUE, e.g. thresholds.restore_seconds=120")
         *parents, leaf = key.strip().split(".")
         node = data
         for part in parents:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise MixinConfigError(f"--set {item!r}: {part} is not a section")
+                raise MixinConfigError(f"--set {show(item)}: {show(part)} is not a section")
             node = child
         try:
-            node[leaf] = _yaml_load(raw) if raw.strip() else ""
+            node[leaf] = bounded_yaml(raw) if raw.strip() else ""
         except ValueError as exc:
-            raise MixinConfigError(f"--set {item!r}: the value is not valid YAML: {exc}") from None
+            raise MixinConfigError(f"--set {show(item)}: the value is not valid YAML: {str(exc)[:300]}") from None
     return config_from_mapping(data)
 
 
 def _read_mapping(path: str) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise MixinConfigError(f"cannot read the configuration file {path}: {exc.strerror}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise MixinConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes; a mixin configuration is a few kilobytes")
+    kind = "JSON" if path.endswith(".json") else "YAML"
     try:
-        data = json.loads(text) if path.endswith(".json") else _yaml_load(text)
-    except ValueError as exc:
-        raise MixinConfigError(f"{path} is not valid {'JSON' if path.endswith('.json') else 'YAML'}: {exc}") from None
+        text = raw.decode("utf-8")
+        data = json.loads(text) if kind == "JSON" else bounded_yaml(text)
+    except UnicodeDecodeError as exc:
+        raise MixinConfigError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:300]
+        raise MixinConfigError(f"{path} is not valid {kind}: {reason}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -366,13 +512,65 @@ def _read_mapping(path: str) -> dict[str, Any]:
     return data
 
 
-def _yaml_load(text: str) -> Any:
+def bounded_yaml(text: str, max_bytes: int = MAX_CONFIG_BYTES, max_nodes: int = MAX_NODES) -> Any:
+    """``yaml.safe_load`` bounded: at most ``max_bytes``, ``MAX_ALIASES`` aliases, ``MAX_DEPTH`` levels and
+    ``max_nodes`` values once aliases are expanded (a 485-byte alias bomb stands for billions of values),
+    no recursion; ``ValueError`` saying which bound, else."""
     import yaml
 
+    class BoundedLoader(yaml.SafeLoader):
+        aliases = 0
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_ALIASES:
+                    raise ValueError(f"more than {MAX_ALIASES} aliases")
+            self.depth += 1
+            try:
+                if self.depth > MAX_DEPTH:
+                    raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    if len(text) > max_bytes:
+        raise ValueError(f"larger than {max_bytes} characters")
     try:
-        return yaml.safe_load(text)
+        loader = BoundedLoader(text)
+    except yaml.YAMLError as exc:  # the reader refuses control characters before any parsing
+        raise ValueError(str(exc)[:300]) from None
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _count_nodes(node, {}, set(), max_nodes)
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise ValueError(str(exc)) from None
+        raise ValueError(str(exc)[:300]) from None
+    finally:
+        loader.dispose()
+
+
+def _count_nodes(node: Any, sizes: dict[int, int], open_nodes: set[int], limit: int) -> int:
+    """Values ``node`` stands for with its aliases expanded; ``ValueError`` beyond ``limit`` or on a cycle."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_nodes:
+        raise ValueError("an alias refers to a value containing it (recursive)")
+    open_nodes.add(key)
+    children: list[Any] = []
+    if isinstance(node.value, list):
+        for item in node.value:
+            children.extend(item if isinstance(item, tuple) else (item,))
+    size = 1 + sum(_count_nodes(child, sizes, open_nodes, limit) for child in children)
+    open_nodes.discard(key)
+    if size > limit:
+        raise ValueError(f"more than {limit} values once aliases are expanded")
+    sizes[key] = size
+    return size
 
 
 def config_from_mapping(data: Mapping[str, Any]) -> MixinConfig:
@@ -387,16 +585,37 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
         raise MixinConfigError(f"{prefix.rstrip('.') or 'configuration'}: expected a mapping, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
+    unknown = [k for k in data if k not in fields]
     if unknown:
         raise MixinConfigError(
-            f"unknown key(s) {', '.join(prefix + str(k) for k in unknown)}; known keys: {', '.join(prefix + k for k in fields)}"
+            f"unknown key(s) {', '.join(prefix + show_key(k) for k in unknown[:5])}{' ...' if len(unknown) > 5 else ''}; "
+            f"known keys: {', '.join(prefix + k for k in fields)}"
         )
     default = cls()
     values: dict[str, Any] = {}
     for name, raw in data.items():
         values[name] = _value(hints[name], raw, getattr(default, name), prefix + name)
     return dataclasses.replace(default, **values)
+
+
+def _text(raw: str, key: str) -> str:
+    """A configuration string: bounded, printable (no newline or control character), encodable as UTF-8."""
+    if len(raw) > MAX_STRING:
+        raise MixinConfigError(f"{key}: longer than {MAX_STRING} characters")
+    if CONTROL.search(raw):
+        raise MixinConfigError(f"{key}: {show(raw)} contains a newline or control character")
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MixinConfigError(f"{key}: {show(raw)} is not valid Unicode (a lone surrogate)") from None
+    return raw
+
+
+def _number_text(value: float, key: str) -> str:
+    try:
+        return str(value)
+    except ValueError:  # beyond Python's digit limit
+        raise MixinConfigError(f"{key}: a number too long to use") from None
 
 
 def _value(hint: Any, raw: Any, default: Any, key: str) -> Any:
@@ -408,24 +627,33 @@ def _value(hint: Any, raw: Any, default: Any, key: str) -> Any:
             isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool) for k, v in raw.items()
         ):
             raise MixinConfigError(f"{key}: expected a mapping of names to strings")
+        values = {_text(k, key): _text(v if isinstance(v, str) else _number_text(v, f"{key}.{k}"), f"{key}.{k}") for k, v in raw.items()}
         if key in ("for_durations", "severities"):
-            unknown = sorted(set(raw) - set(ALERT_DEFAULTS))
+            unknown = [k for k in values if k not in ALERT_DEFAULTS]
             if unknown:
-                raise MixinConfigError(f"unknown alert(s) in {key}: {', '.join(unknown)}; known alerts: {', '.join(ALERT_DEFAULTS)}")
-            return {**default, **{k: str(v) for k, v in raw.items()}}
-        return {k: str(v) for k, v in raw.items()}
+                raise MixinConfigError(
+                    f"unknown alert(s) in {key}: {', '.join(show_key(k) for k in unknown[:5])}; known alerts: {', '.join(ALERT_DEFAULTS)}"
+                )
+            return {**default, **values}
+        return values
     if origin is list:
         if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
             raise MixinConfigError(f"{key}: expected a list of strings")
-        return list(raw)
+        return [_text(v, key) for v in raw]
     if hint is float:
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-            raise MixinConfigError(f"{key}: expected a number, got {raw!r}")
-        return float(raw)
+            raise MixinConfigError(f"{key}: expected a number, got {show(raw)}")
+        try:
+            number = float(raw)
+        except OverflowError:
+            raise MixinConfigError(f"{key}: {show(raw)} is too large") from None
+        if not math.isfinite(number):
+            raise MixinConfigError(f"{key}: must be a finite number, got {show(raw)}")
+        return number
     if hint is str:
         if not isinstance(raw, str):
-            raise MixinConfigError(f"{key}: expected a string, got {raw!r}")
-        return raw
+            raise MixinConfigError(f"{key}: expected a string, got {show(raw)}")
+        return _text(raw, key)
     raise MixinConfigError(f"{key}: unsupported type {hint}")  # pragma: no cover - every field type is handled above
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from observer.metrics.catalog import BATCHES, CATALOG, HISTOGRAM, OPERATOR_INFO, MetricSpec, UnknownMetricError, check
-from observer.mixin.config import MixinConfig, parse_matchers
+from observer.mixin.config import MixinConfig, parse_matchers, quote
 
 SPECS = {s.prometheus_name: s for s in CATALOG}
 HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
@@ -63,10 +63,6 @@ def recorded(level: str, spec: MetricSpec, what: str, name: str | None = None) -
     return f"{level}:{name or check(spec).name}:{what}"
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
 def number(value: float) -> str:
     """A threshold as PromQL and prose write it (``7200``, ``1.1``, ``6.87195e+09``)."""
     return f"{value:g}"
@@ -83,9 +79,7 @@ class PromQL:
         base = [config.selector.strip()] if config.selector.strip() else []
         # the observer's own series carry no app label: a selector matcher on it would hide them
         no_app = [
-            f'{label}{op}"{_escape(value)}"'
-            for label, op, value in parse_matchers(config.selector, "selector")
-            if label != config.app_label
+            f"{label}{op}{quote(value)}" for label, op, value in parse_matchers(config.selector, "selector") if label != config.app_label
         ]
         static = [f'{label}=~"${label}"' for label in config.static_labels] if dashboard else []
         app = [f'{config.app_label}=~"${config.app_label}"'] if dashboard else []

@@ -66,13 +66,13 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     app = "{{ $labels." + config.app_label + " }}"
     q = f"{{{{ $labels.query }}}} of {app}"
     o = "{{ $labels.operator }}"
-    window_fb = f"{number(t.falling_behind_window_minutes)}m"
-    window_cl = f"{number(t.crash_loop_window_minutes)}m"
-    window_kl = f"{number(t.kafka_lag_window_minutes)}m"
-    window_mig = f"{number(t.partition_migration_window_minutes)}m"
+    window_fb = f"{int(t.falling_behind_window_minutes)}m"
+    window_cl = f"{int(t.crash_loop_window_minutes)}m"
+    window_kl = f"{int(t.kafka_lag_window_minutes)}m"
+    window_mig = f"{int(t.partition_migration_window_minutes)}m"
     # a low-confidence restore is mostly a first batch's backlog and warm-up: not worth waking anyone for
     restore = p.sel(catalog.LAST_RESTORE_DURATION, extra='confidence!="low"')
-    window_ka = f"{number(t.kafka_anomaly_window_minutes)}m"
+    window_ka = f"{int(t.kafka_anomaly_window_minutes)}m"
     kafka = f"{query}, source_index, source, topic"
     topic_lag = p.sel(catalog.KAFKA_TOPIC_LAG_RECORDS)
     failed = p.sel(catalog.QUERY_STATUS, extra='status="failed"')

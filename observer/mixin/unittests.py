@@ -20,7 +20,7 @@ from typing import Any
 
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
-from observer.mixin.config import MixinConfig, MixinConfigError, Thresholds, parse_matchers
+from observer.mixin.config import MixinConfig, MixinConfigError, Thresholds, parse_matchers, quote, show
 from observer.mixin.promql import metric
 from observer.mixin.rules import alert_groups, dump
 
@@ -148,7 +148,7 @@ def _fixed_labels(matchers: list[tuple[str, str, str]], given: Labels, key: str)
         }[op]
         if not ok:
             raise MixinConfigError(
-                f'{key}: the generated tests need a value for label {name} matching {name}{op}"{value}"; set test_labels.{name}'
+                f"{key}: the generated tests need a value for label {name} matching {name}{op}{show(value)}; set test_labels.{name}"
             )
     return labels
 
@@ -545,7 +545,7 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
 
 
 def _series(name: MetricSpec | str, labels: Labels) -> str:
-    inner = ", ".join(f'{k}="{v}"' for k, v in labels.items())
+    inner = ", ".join(f"{k}={quote(v)}" for k, v in labels.items())
     return f"{name if isinstance(name, str) else metric(name)}{{{inner}}}"
 
 

@@ -14,6 +14,12 @@ Prometheus rule unit tests run on hand-written series; this runs the real rules 
    pending from the first evaluation its expression returns a series and firing once it has been
    pending for its ``for`` (as Prometheus' rule manager does), resolved at the first evaluation without it.
 
+Work is bounded whatever the logs' timeline: a log whose events lie far apart (two batches a year
+apart) is not scraped through the idle time between them. Scraping stops ``idle_keep`` seconds after an
+event (long enough for every shipped alert's window and ``for``) and resumes at the next event: the
+skipped gaps are listed in the report, and no alert is evaluated inside them. At most ``max_scrapes``
+scrapes are taken; the report says where the cap cut the period off.
+
 What differs from a live server, by construction: scrapes follow the watcher's view (the endpoint is
 scraped from the first to the last event of the logs, also while a job is down between runs); backfilled
 series carry no staleness markers, so a series that stops is still seen for the 5-minute lookback instead
@@ -39,12 +45,34 @@ from observer.offline.prometheus_server import PrometheusError, PrometheusServer
 
 DEFAULT_SCRAPE_INTERVAL = 15.0
 DEFAULT_EVAL_INTERVAL = 30.0
+DEFAULT_MAX_SCRAPES = 20_000
+DEFAULT_IDLE_KEEP = 3600.0
+# intervals below a second, or above a day, are no scraper's or rule manager's; a tail of a week at most
+INTERVAL_RANGE = (1.0, 86400.0)
+TAIL_RANGE = (0.0, 7 * 86400.0)
+IDLE_KEEP_RANGE = (60.0, 7 * 86400.0)
+MAX_SCRAPES_RANGE = (1, 1_000_000)
+# Prometheus answers at most 11,000 points per series and range query: evaluations are asked in chunks
+QUERY_POINTS = 10_000
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _TEMPLATE = re.compile(r"{{\s*(\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)|\$value)(\s*\|\s*\w+)?\s*}}")
 
 
 class BacktestError(RuntimeError):
     """The backtest cannot run (no events, unreadable rules, Prometheus missing); the message says why."""
+
+
+def check_setting(name: str, value: float, bounds: tuple[float, float]) -> float:
+    """``value`` as a float when it is a finite number within ``bounds``; a ``BacktestError`` naming ``name``
+    otherwise (a zero or negative interval would loop forever, NaN never advances, inf never ends)."""
+    low, high = bounds
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise BacktestError(f"{name} must be a number of seconds, got {str(value)[:40]!r}") from None
+    if not low <= number <= high:  # also false for NaN
+        raise BacktestError(f"{name} must be between {low:.15g} and {high:.15g}, got {str(value)[:40]}")
+    return number
 
 
 @dataclass(frozen=True)
@@ -97,6 +125,11 @@ class BacktestReport:
     events: int
     scrapes: int
     firings: list[Firing] = field(default_factory=list)
+    # idle periods not scraped (from the last scrape before to the first after), and where the scrape cap
+    # stopped scraping (None: the whole period was scraped)
+    gaps: list[tuple[float, float]] = field(default_factory=list)
+    capped_at: float | None = None
+    max_scrapes: int = DEFAULT_MAX_SCRAPES
     signals: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -110,28 +143,40 @@ class BacktestReport:
 
 
 # --- rules --------------------------------------------------------------------------------------------
+MAX_RULE_FILE_BYTES = 16 << 20
+MAX_RULE_FILE_VALUES = 1_000_000
+
+
 def load_rules(paths: Iterable[str]) -> tuple[list[RecordingRule], list[AlertRule]]:
-    """The recording and alerting rules of Prometheus rule files; a clear ``BacktestError`` if unreadable."""
+    """The recording and alerting rules of Prometheus rule files; a clear ``BacktestError`` if unreadable
+    (also for a file whose YAML aliases would expand without bound, or whose shape is not a rule file's)."""
+    from observer.mixin.config import bounded_yaml
+
     recording: list[RecordingRule] = []
     alerting: list[AlertRule] = []
     for path in paths:
         try:
-            with open(path) as f:
-                doc = yaml.safe_load(f) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise BacktestError(f"cannot read rule file {path}: {exc}") from None
+            with open(path, "rb") as f:
+                raw = f.read(MAX_RULE_FILE_BYTES + 1)
+            doc = bounded_yaml(raw.decode("utf-8"), MAX_RULE_FILE_BYTES, MAX_RULE_FILE_VALUES) or {}
+        except OSError as exc:
+            raise BacktestError(f"cannot read rule file {path}: {exc.strerror}") from None
+        except ValueError as exc:  # UnicodeDecodeError included
+            raise BacktestError(f"cannot read rule file {path}: {str(exc)[:300]}") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("groups"), list):
             raise BacktestError(f"{path}: not a Prometheus rule file (no 'groups' list)")
-        for group in doc["groups"]:
-            for rule in (group or {}).get("rules") or []:
-                labels = {str(k): str(v) for k, v in (rule.get("labels") or {}).items()}
-                if "record" in rule:
-                    recording.append(RecordingRule(str(rule["record"]), str(rule["expr"]), labels))
-                elif "alert" in rule:
-                    annotations = {str(k): str(v) for k, v in (rule.get("annotations") or {}).items()}
-                    alerting.append(
-                        AlertRule(str(rule["alert"]), str(rule["expr"]), parse_duration(str(rule.get("for", "0s"))), labels, annotations)
-                    )
+        try:
+            for group in doc["groups"]:
+                for rule in (group or {}).get("rules") or []:
+                    labels = {str(k): str(v) for k, v in (rule.get("labels") or {}).items()}
+                    if "record" in rule:
+                        recording.append(RecordingRule(str(rule["record"]), str(rule["expr"]), labels))
+                    elif "alert" in rule:
+                        annotations = {str(k): str(v) for k, v in (rule.get("annotations") or {}).items()}
+                        for_seconds = parse_duration(str(rule.get("for", "0s")))
+                        alerting.append(AlertRule(str(rule["alert"]), str(rule["expr"]), for_seconds, labels, annotations))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise BacktestError(f"{path}: not a Prometheus rule file ({type(exc).__name__} {str(exc)[:100]})") from None
     return recording, alerting
 
 
@@ -172,9 +217,12 @@ TARGET_LABELS = {"job": "spark_state_observer", "instance": "backtest"}
 class ScrapeRecorder:
     """Writes the observer's exposition as OpenMetrics samples stamped with the scrape time."""
 
-    def __init__(self, path: str, interval: float, target_labels: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, path: str, interval: float, target_labels: dict[str, str] | None = None, max_scrapes: int = DEFAULT_MAX_SCRAPES
+    ) -> None:
         self.path = path
         self.interval = interval
+        self.max_scrapes = max_scrapes
         # the labels a scrape adds to every series (job, instance), so rules that aggregate by them work
         self._target = ",".join(f'{k}="{_escape(v)}"' for k, v in (target_labels or {}).items())
         self._out = open(path, "w", encoding="utf-8")
@@ -182,6 +230,13 @@ class ScrapeRecorder:
         self.first: float | None = None
         self.last: float | None = None
         self.scrapes = 0
+        self.segments: list[list[float]] = []  # [first, last] scrape of each stretch scraped without a gap
+        self.gaps: list[tuple[float, float]] = []
+        self.capped_at: float | None = None
+
+    @property
+    def full(self) -> bool:
+        return self.scrapes >= self.max_scrapes
 
     def scrape(self, text: str, at: float) -> None:
         """Record one scrape: text format 0.0.4 sample lines are OpenMetrics sample lines once stamped."""
@@ -203,6 +258,12 @@ class ScrapeRecorder:
                     line = f"{line[:space]}{{{target}}}{line[space:]}"
             write(line)
             write(stamp)
+        if self.segments and at - self.segments[-1][1] <= self.interval * 1.5:
+            self.segments[-1][1] = at
+        else:
+            if self.last is not None:
+                self.gaps.append((self.last, at))
+            self.segments.append([at, at])
         self.first = at if self.first is None else self.first
         self.last = at
         self.scrapes += 1
@@ -212,26 +273,49 @@ class ScrapeRecorder:
         self._out.close()
 
 
+def _aligned(at: float, interval: float) -> float:
+    return at - (at % interval)  # as a scraper's interval is
+
+
 def record_series(
-    paths: list[str], om_path: str, scrape_interval: float, tail_seconds: float = 0.0, settings: Any = None
+    paths: list[str],
+    om_path: str,
+    scrape_interval: float,
+    tail_seconds: float = 0.0,
+    settings: Any = None,
+    max_scrapes: int = DEFAULT_MAX_SCRAPES,
+    idle_keep: float = DEFAULT_IDLE_KEEP,
 ) -> tuple[ScrapeRecorder, list[dict[str, Any]], int, list[str]]:
-    """Replay ``paths`` on a simulated clock, scraping every ``scrape_interval`` of the original timeline."""
+    """Replay ``paths`` on a simulated clock, scraping every ``scrape_interval`` of the original timeline,
+    except more than ``idle_keep`` seconds after an event (resumed at the next one) and beyond ``max_scrapes``."""
     from observer.offline.replay import replay
     from observer.runtime import Observer
 
     clock = [0.0]
-    recorder = ScrapeRecorder(om_path, scrape_interval, TARGET_LABELS)
+    last_event: list[float] = []
+    recorder = ScrapeRecorder(om_path, scrape_interval, TARGET_LABELS, max_scrapes)
     signals: list[dict[str, Any]] = []
     subscribed: list[Observer] = []
 
-    def scrape_until(observer: Observer, until: float) -> None:
-        if recorder.next_at is None:
-            recorder.next_at = until - (until % scrape_interval)  # aligned, as a scraper's interval is
+    def scrape_to(observer: Observer, until: float) -> None:
+        assert recorder.next_at is not None
         while recorder.next_at <= until:
+            if recorder.full:
+                recorder.capped_at = recorder.next_at if recorder.capped_at is None else recorder.capped_at
+                return
             clock[0] = recorder.next_at
             observer.tick()
             recorder.scrape(observer.exposition().decode("utf-8", "replace"), recorder.next_at)
             recorder.next_at += scrape_interval
+
+    def scrape_until(observer: Observer, until: float) -> None:
+        """Scrape up to the event at ``until``, skipping the idle time since the previous event."""
+        if recorder.next_at is None:
+            recorder.next_at = _aligned(until, scrape_interval)
+        elif last_event and until > last_event[0] + idle_keep:
+            scrape_to(observer, last_event[0] + idle_keep)
+            recorder.next_at = max(recorder.next_at, _aligned(until, scrape_interval))
+        scrape_to(observer, until)
 
     def before_event(observer: Observer, at: float) -> None:
         if not subscribed:
@@ -251,15 +335,17 @@ def record_series(
             subscribed.append(observer)
         scrape_until(observer, at)
         clock[0] = max(clock[0], at)
+        last_event[:] = [max(last_event[0], at) if last_event else at]
 
     result = replay(paths, settings, clock=lambda: clock[0], before_event=before_event)
     if recorder.next_at is None:
         recorder.close()
         raise BacktestError("no streaming events in " + ", ".join(paths) + ": nothing to backtest")
-    end = (recorder.last or 0.0) + tail_seconds
     # the events after the last scrape, then the tail: scraped as a watcher would until the period ends
-    last_event = max(clock[0], recorder.last or 0.0)
-    scrape_until(result.observer, max(end, last_event + scrape_interval))
+    # (no longer than idle_keep past the last event unless a tail is asked for)
+    last = last_event[0] if last_event else clock[0]
+    end = max(last + min(scrape_interval, idle_keep), (recorder.last or 0.0) + tail_seconds)
+    scrape_to(result.observer, end)
     recorder.close()
     return recorder, signals, result.events, result.errors
 
@@ -319,33 +405,59 @@ def run_backtest(
     scrape_interval: float = DEFAULT_SCRAPE_INTERVAL,
     eval_interval: float = DEFAULT_EVAL_INTERVAL,
     tail_seconds: float = 0.0,
+    max_scrapes: int = DEFAULT_MAX_SCRAPES,
+    idle_keep: float = DEFAULT_IDLE_KEEP,
     settings: Any = None,
     work_dir: str | None = None,
     prometheus: str | None = None,
     promtool_binary: str | None = None,
 ) -> BacktestReport:
     """Replay ``paths``, load the series into a real Prometheus, evaluate ``rule_files`` over the period."""
+    scrape_interval = check_setting("--scrape-interval", scrape_interval, INTERVAL_RANGE)
+    eval_interval = check_setting("--eval-interval", eval_interval, INTERVAL_RANGE)
+    tail_seconds = check_setting("--tail", tail_seconds, TAIL_RANGE)
+    idle_keep = check_setting("--idle-keep", idle_keep, IDLE_KEEP_RANGE)
+    max_scrapes = int(check_setting("--max-scrapes", max_scrapes, MAX_SCRAPES_RANGE))
     recording, alerting = load_rules(rule_files)
     own_dir = work_dir is None
     work = work_dir or tempfile.mkdtemp(prefix="sso-backtest-")
     os.makedirs(work, exist_ok=True)
     try:
         om_path = os.path.join(work, "series.om")
-        recorder, signals, events, errors = record_series(paths, om_path, scrape_interval, tail_seconds, settings)
+        recorder, signals, events, errors = record_series(
+            paths, om_path, scrape_interval, tail_seconds, settings, max_scrapes=max_scrapes, idle_keep=idle_keep
+        )
         start, end = float(recorder.first or 0.0), float(recorder.last or 0.0)
+        segments = [(a, b) for a, b in recorder.segments]
         data = os.path.join(work, "data")
         promtool(["tsdb", "create-blocks-from", "openmetrics", om_path, data], promtool_binary)
         report = BacktestReport(
-            start, end, scrape_interval, eval_interval, list(rule_files), events, recorder.scrapes, signals=signals, errors=errors
+            start,
+            end,
+            scrape_interval,
+            eval_interval,
+            list(rule_files),
+            events,
+            recorder.scrapes,
+            signals=signals,
+            errors=errors,
+            gaps=list(recorder.gaps),
+            capped_at=recorder.capped_at,
+            max_scrapes=max_scrapes,
         )
         server = PrometheusServer(data, work, prometheus).start()
         try:
             for n, level in enumerate(dependency_levels(recording)):
-                server = _backfill(server, level, n, start, end, eval_interval, work, promtool_binary, prometheus)
-            steps = _steps(start, end, eval_interval)
-            for rule in alerting:
-                matrix = server.query_range(rule.expr, steps[0], steps[-1], eval_interval)
-                report.firings.extend(evaluate_alert(rule, matrix, steps))
+                server = _backfill(server, level, n, segments, eval_interval, work, promtool_binary, prometheus)
+            for seg_start, seg_end in segments:
+                steps = _steps(seg_start, seg_end, eval_interval)
+                for rule in alerting:
+                    matrix = _query_steps(server, rule.expr, steps, eval_interval)
+                    firings = evaluate_alert(rule, matrix, steps)
+                    if seg_end != end:  # the data stops at a gap: what was active ends with it
+                        for f in firings:
+                            f.resolved_at = seg_end if f.resolved_at is None else f.resolved_at
+                    report.firings.extend(firings)
         finally:
             server.stop()
         report.firings.sort(key=lambda f: (f.firing_at if f.firing_at is not None else f.pending_at, f.alert))
@@ -360,18 +472,29 @@ def _steps(start: float, end: float, step: float) -> list[float]:
     return [start + i * step for i in range(max(count, 1))]
 
 
+def _query_steps(server: PrometheusServer, expr: str, steps: list[float], step: float) -> list[dict[str, Any]]:
+    """``query_range`` over ``steps`` in chunks Prometheus accepts, the values of each series merged."""
+    merged: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(steps), QUERY_POINTS):
+        chunk = steps[i : i + QUERY_POINTS]
+        for series in server.query_range(expr, chunk[0], chunk[-1], step):
+            key = json.dumps(series.get("metric", {}), sort_keys=True)
+            merged.setdefault(key, {"metric": series.get("metric", {}), "values": []})["values"].extend(series.get("values", []))
+    return list(merged.values())
+
+
 def _backfill(
     server: PrometheusServer,
     rules: list[RecordingRule],
     level: int,
-    start: float,
-    end: float,
+    segments: list[tuple[float, float]],
     step: float,
     work: str,
     promtool_binary: str | None,
     prometheus: str | None,
 ) -> PrometheusServer:
-    """Write one level of recording rules as blocks, then restart the server so it serves them."""
+    """Write one level of recording rules as blocks (for each scraped stretch, never the gaps between),
+    then restart the server so it serves them."""
     rules_path = os.path.join(work, f"recording-{level}.yml")
     with open(rules_path, "w") as f:
         yaml.safe_dump(
@@ -385,25 +508,29 @@ def _backfill(
             },
             f,
         )
-    out = os.path.join(work, f"blocks-{level}")
-    promtool(
-        [
-            "tsdb",
-            "create-blocks-from",
-            "rules",
-            f"--start={int(start)}",
-            f"--end={int(end) + 1}",
-            f"--url={server.url}",
-            f"--output-dir={out}",
-            f"--eval-interval={step:g}s",
-            rules_path,
-        ],
-        promtool_binary,
-    )
+    outs = []
+    for n, (start, end) in enumerate(segments):
+        out = os.path.join(work, f"blocks-{level}-{n}")
+        promtool(
+            [
+                "tsdb",
+                "create-blocks-from",
+                "rules",
+                f"--start={int(start)}",
+                f"--end={int(end) + 1}",
+                f"--url={server.url}",
+                f"--output-dir={out}",
+                f"--eval-interval={step:g}s",
+                rules_path,
+            ],
+            promtool_binary,
+        )
+        outs.append(out)
     server.stop()
-    if os.path.isdir(out):
-        for block in os.listdir(out):
-            shutil.move(os.path.join(out, block), os.path.join(server.data_dir, block))
+    for out in outs:
+        if os.path.isdir(out):
+            for block in os.listdir(out):
+                shutil.move(os.path.join(out, block), os.path.join(server.data_dir, block))
     return PrometheusServer(server.data_dir, work, prometheus).start()
 
 
@@ -495,12 +622,31 @@ def _short_labels(labels: dict[str, str]) -> str:
     return ", ".join(keep)
 
 
+def bounds_notes(report: BacktestReport) -> list[str]:
+    """What of the period was not scraped, hence not evaluated: idle gaps skipped, the scrape cap."""
+    notes = []
+    if report.gaps:
+        skipped = sum(b - a for a, b in report.gaps)
+        longest = max(report.gaps, key=lambda g: g[1] - g[0])
+        notes.append(
+            f"Idle gaps compressed: {len(report.gaps)} gap(s) without events, {_duration(skipped)} in all, were not scraped "
+            f"and no alert is evaluated inside them (longest {_time(longest[0])} to {_time(longest[1])})."
+        )
+    if report.capped_at is not None:
+        notes.append(
+            f"Scrape cap reached: at most {report.max_scrapes} scrapes (--max-scrapes); nothing after {_time(report.capped_at)} "
+            "was scraped or evaluated."
+        )
+    return notes
+
+
 def render_table(report: BacktestReport) -> str:
     """The timeline for a terminal: alerts that fired (and those that were only pending), then the signals."""
     lines = [
         f"Backtest {_time(report.start)} to {_time(report.end)} UTC: {report.events} events, {report.scrapes} scrapes "
         f"every {report.scrape_interval:g}s, rules evaluated every {report.eval_interval:g}s"
     ]
+    lines.extend(bounds_notes(report))
     fired = report.fired()
     lines.append(f"{len(fired)} alert(s) would have fired" + ("." if fired else ": none."))
     for f in fired:
@@ -577,7 +723,7 @@ def render_html(report: BacktestReport) -> str:
     return (
         "<!doctype html><meta charset='utf-8'><title>spark-state-observer alert backtest</title>"
         f"<h1>Alert backtest</h1><p>{_time(report.start)} to {_time(report.end)} UTC; {report.events} events; "
-        f"{len(report.fired())} alert(s) fired.</p>{''.join(svg)}"
+        f"{len(report.fired())} alert(s) fired.</p>{''.join(f'<p>{html.escape(n)}</p>' for n in bounds_notes(report))}{''.join(svg)}"
         "<table border='1' cellpadding='4'><tr><th>alert</th><th>severity</th><th>labels</th><th>pending</th>"
         f"<th>firing</th><th>fired for</th><th></th></tr>{table}</table>"
     )

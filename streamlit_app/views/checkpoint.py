@@ -27,10 +27,10 @@ def inspect(ctx: Context, path: str) -> CheckpointReport | None:
                 report = inspect_checkpoint(path, rates)
         return report
     except CheckpointError as exc:
-        st.error(f"Cannot inspect this checkpoint: {printable(str(exc))}")
+        st.error(f"Cannot inspect this checkpoint: {fmt.md(printable(str(exc)))}")
         return None
     except Exception as exc:  # the scan turns unreadable parts into problems; never a traceback on the page
-        st.error(f"Cannot inspect this checkpoint: {type(exc).__name__}: {printable(str(exc))}")
+        st.error(f"Cannot inspect this checkpoint: {type(exc).__name__}: {fmt.md(printable(str(exc)))}")
         return None
 
 
@@ -73,9 +73,9 @@ def render(ctx: Context) -> None:
     cols = st.columns(4)
     cols[0].metric("last committed batch", report.last_committed_batch if report.last_committed_batch is not None else "-")
     cols[1].metric("planned, not committed", report.uncommitted_batch if report.uncommitted_batch is not None else "-")
-    cols[2].metric("provider", report.provider or "-")
+    cols[2].metric("provider", fmt.md(report.provider) if report.provider else "-")
     cols[3].metric("shuffle partitions", report.shuffle_partitions or "-")
-    st.caption(f"query id `{report.query_id}`; path `{report.path}`")
+    st.caption(f"query id {fmt.code(report.query_id)}; path {fmt.code(printable(report.path))}")
     e = report.estimate
     if e:
         st.subheader("Restore estimate")
@@ -84,9 +84,9 @@ def render(ctx: Context) -> None:
         cols[1].metric("stores", f"{e.stores:,}")
         cols[2].metric("files / bytes", f"{e.files:,} / {fmt.size(e.bytes)}")
         cols[3].metric("skew (slowest / median)", f"{e.skew:.1f}x" if e.skew else "-")
-        st.caption(f"rates from {e.basis}; slowest store instance {e.slowest_partition}")
+        st.caption(f"rates from {fmt.md(e.basis)}; slowest store instance {fmt.md(e.slowest_partition)}")
     for problem in report.problems:
-        st.warning(printable(problem))
+        st.warning(fmt.md(printable(problem)))
     st.subheader("Operators and stores")
     st.dataframe(
         pd.DataFrame(

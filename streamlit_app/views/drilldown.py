@@ -55,10 +55,10 @@ def rocksdb_commit(progress: list[dict]) -> pd.DataFrame:
 
 def render(ctx: Context) -> None:
     qid = ctx.query_id
-    st.header(f"Query {label(ctx.all_queries, qid)}")
+    st.header(f"Query {fmt.md(label(ctx.all_queries, qid))}")
     runs = data.run_stats(ctx.history, ctx.tok, qid)
-    newest = f" · newest run {fmt.id_html(runs.run_id.iloc[-1])} (full id on hover)" if len(runs) else ""
-    st.caption(f"query id `{qid}`{newest}", unsafe_allow_html=True)
+    newest = f" · newest run {fmt.code(runs.run_id.iloc[-1])}" if len(runs) else ""
+    st.caption(f"query id {fmt.code(qid)}{newest}")
     verdict_view.show(ctx, verdict_view.of_query(ctx, qid))
     batches = charts.with_time(data.batch_series(ctx.history, ctx.tok, qid, ctx.since, ctx.until))
     if batches.empty:
@@ -235,7 +235,7 @@ def batch_detail(ctx: Context) -> None:
     if progress is None:
         row = runs[runs.run_id == run_id].iloc[0]
         st.info(
-            f"Run {fmt.short_id(run_id)} has no batch {int(batch_id):,} in the history: its batches there are "
+            f"Run {fmt.code(fmt.short_id(run_id))} has no batch {int(batch_id):,} in the history: its batches there are "
             f"{int(row.first_batch_id):,} to {int(row.last_batch_id):,}."
         )
     else:

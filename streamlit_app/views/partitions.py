@@ -25,7 +25,7 @@ def columns(frame: pd.DataFrame, count: int = BUCKETS) -> pd.DataFrame:
 
 
 def render(ctx: Context) -> None:
-    st.header(f"Partitions of {label(ctx.all_queries, ctx.query_id)}")
+    st.header(f"Partitions of {fmt.md(label(ctx.all_queries, ctx.query_id))}")
     lag = data.partition_lag(ctx.history, ctx.tok, ctx.query_id, ctx.since, ctx.until, BUCKETS)
     if lag.empty:
         st.info(

@@ -79,7 +79,7 @@ def skew_chart(latest: pd.DataFrame, value: str, title: str, unit: str) -> alt.C
 
 def render(ctx: Context) -> None:
     assert ctx.query_id is not None
-    st.header(f"Placement of {label(ctx.all_queries, ctx.query_id)}")
+    st.header(f"Placement of {fmt.md(label(ctx.all_queries, ctx.query_id))}")
     frame = data.placements(ctx.history, ctx.tok, ctx.query_id, ctx.since, ctx.until)
     if frame.empty:
         st.info(
@@ -108,7 +108,7 @@ def render(ctx: Context) -> None:
     )
     for op_index, op in frame.groupby("op_index"):
         name = names.get(int(op_index), "?")
-        st.subheader(f"Operator {op_index} {name}")
+        st.subheader(f"Operator {op_index} {fmt.md(name)}")
         newest = sorted(op.batch_id.unique())[-MAX_BATCHES:]
         shown = op[op.batch_id.isin(newest)]
         note = f" (newest {MAX_BATCHES} batches)" if op.batch_id.nunique() > MAX_BATCHES else ""

@@ -122,8 +122,8 @@ def render(ctx: Context) -> None:
     table = table.sort_values(["rank", "query"]).drop(columns=["rank"]).reset_index(drop=True)
     counts = table.health.value_counts()
     st.caption(
-        f"{fmt.plural(len(table), 'query', 'queries')} of {scope} in `{ctx.history_display}`: "
-        + ", ".join(f"{n} {h}" for h, n in counts.items())
+        f"{fmt.plural(len(table), 'query', 'queries')} of {fmt.md(scope)} in {fmt.code(ctx.history_display)}: "
+        + ", ".join(f"{n} {fmt.md(h)}" for h, n in counts.items())
         + ". Click a row to open its drilldown."
     )
     attention = [(qid, v) for qid in table["query id"] for v in found[qid][:1] if v.severity <= 7]
@@ -131,7 +131,7 @@ def render(ctx: Context) -> None:
         st.subheader("Needs attention")
         for qid, v in attention:
             link = "?" + urllib.parse.urlencode({"page": "Query drilldown", "query": qid})
-            st.markdown(f"{v.icon} [{label(ctx.all_queries, qid)}]({link}): " + verdict_view.line(v, ctx.config.runbook_url))
+            st.markdown(f"{v.icon} [{fmt.md(label(ctx.all_queries, qid))}](<{link}>): " + verdict_view.line(v, ctx.config.runbook_url))
     key = f"queries_table_{st.session_state.get('table_nonce', 0)}"
     shown = table if ctx.all_queries is None or ctx.all_queries.app.nunique() > 1 else table.drop(columns=["application"])
     st.dataframe(shown, hide_index=True, width="stretch", column_config=COLUMNS, on_select="rerun", selection_mode="single-row", key=key)
@@ -142,7 +142,7 @@ def render(ctx: Context) -> None:
         st.rerun()
     if ctx.query_id is not None:
         st.button(
-            f"Open the drilldown of {label(ctx.all_queries, ctx.query_id)}",
+            f"Open the drilldown of {fmt.md(label(ctx.all_queries, ctx.query_id))}",
             type="primary",
             on_click=go,
             args=("Query drilldown",),

@@ -122,7 +122,7 @@ def shown(table: pd.DataFrame) -> pd.DataFrame:
 
 def render(ctx: Context) -> None:
     qid = ctx.query_id
-    st.header(f"Restores and reloads of {label(ctx.all_queries, qid)}")
+    st.header(f"Restores and reloads of {fmt.md(label(ctx.all_queries, qid))}")
     events = data.events_of(ctx.history, ctx.tok, qid, KINDS)
     found = points(events)
     restarts = events[events.kind == "query_restarted"]
@@ -175,7 +175,7 @@ def render(ctx: Context) -> None:
     cols[2].metric("outcome / prediction", ratio, help="over the operators whose restore was measured, not estimated with low confidence")
     st.caption(
         f"{fmt.plural(e.stores, 'store')}, {fmt.plural(e.files, 'file')}, {fmt.size(e.bytes)} to load; rates from "
-        f"{basis}; slowest store instance {e.slowest_partition}" + (f" ({e.skew:.1f}x the median)" if e.skew else "")
+        f"{basis}; slowest store instance {fmt.md(e.slowest_partition)}" + (f" ({e.skew:.1f}x the median)" if e.skew else "")
     )
     if not per_operator.empty:
         st.dataframe(shown(per_operator), hide_index=True, width="stretch")

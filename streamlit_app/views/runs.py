@@ -79,7 +79,7 @@ def run_summary(ctx: Context, run: pd.Series, events: pd.DataFrame) -> dict:
 
 
 def render(ctx: Context) -> None:
-    st.header(f"Runs of {label(ctx.all_queries, ctx.query_id)}")
+    st.header(f"Runs of {fmt.md(label(ctx.all_queries, ctx.query_id))}")
     runs = data.run_stats(ctx.history, ctx.tok, ctx.query_id)
     terminations = data.events_of(ctx.history, ctx.tok, ctx.query_id, ("query_terminated",))
     listing = run_list(runs, terminations)
@@ -98,7 +98,7 @@ def render(ctx: Context) -> None:
     failed = runs[runs.exception.notna()] if "exception" in runs else runs.iloc[0:0]
     if len(failed):
         newest = failed.iloc[-1]
-        with st.expander(f"Full exception of run {fmt.short_id(newest.run_id)}"):
+        with st.expander(f"Full exception of run {fmt.md(fmt.short_id(newest.run_id))}"):
             st.code(newest.exception, language=None)
     ids = runs.run_id.tolist()
     if len(ids) < 2:

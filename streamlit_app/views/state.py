@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from observer.offline import state_reader
-from streamlit_app import checkpoints, spark
+from streamlit_app import checkpoints, fmt, spark
 from streamlit_app.context import Context
 
 PAGE_SIZE = 25
@@ -61,10 +61,10 @@ def render(ctx: Context) -> None:
     try:
         ops = _operators(path, version)
     except state_reader.StateReaderUnavailable as exc:
-        st.warning(str(exc))
+        st.warning(fmt.md(exc))
         return
     except Exception as exc:  # Spark's AnalysisException and friends: a message, not a traceback
-        st.error(f"Spark could not read state metadata of {path}: {str(exc).splitlines()[0]}")
+        st.error(f"Spark could not read state metadata of {fmt.code(path)}: {fmt.md((str(exc).splitlines() or [''])[0])}")
         return
     if not ops:
         st.info("This checkpoint has no state operators.")
@@ -78,7 +78,7 @@ def render(ctx: Context) -> None:
         st.code(_schema(path, version, operator_id, store), language=None)
         rows = _rows(path, version, operator_id, store)
     except Exception as exc:
-        st.error(f"Spark could not read store {operator_id}/{store}: {str(exc).splitlines()[0]}")
+        st.error(f"Spark could not read store {operator_id}/{fmt.md(store)}: {fmt.md((str(exc).splitlines() or [''])[0])}")
         return
     st.bar_chart(pd.DataFrame({"partition": list(rows), "rows": list(rows.values())}).set_index("partition"), height=180)
     st.caption(f"{sum(rows.values()):,} rows in {len(rows)} partitions")

@@ -19,7 +19,7 @@ def of_query(ctx: Context, query_id: str, now: float | None = None) -> list[Verd
 
 def line(v: Verdict, runbook_url: str) -> str:
     """Markdown: the sentence, when it started, and the runbook link."""
-    parts = [f"**{v.text}**"]
+    parts = [f"**{fmt.md(v.text)}**"]
     if v.since is not None and v.kind not in ("healthy", "stopped"):
         parts.append(f"since {fmt.when(v.since)}")
     link = v.runbook(runbook_url)
@@ -39,5 +39,5 @@ def show(ctx: Context, found: list[Verdict]) -> None:
         st.markdown(f"{other.icon} " + line(other, ctx.config.runbook_url))
     traced = next((v for v in found if v.trace), None)
     if traced is not None:
-        with st.expander(f"Full exception of run {fmt.short_id(traced.run_id)}"):
+        with st.expander(f"Full exception of run {fmt.md(fmt.short_id(traced.run_id))}"):
             st.code(traced.trace, language=None)

@@ -16,7 +16,9 @@ read about as much as the run's largest ones (capped by ``maxOffsetsPerTrigger``
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import logging
 import os
 import statistics
 import time
@@ -89,23 +91,73 @@ def committed_offsets(report: CheckpointReport) -> tuple[int | None, dict[int, O
     return batch, out
 
 
+class _LastMessage(logging.Handler):
+    """Keeps the client's last log line (for the error message) instead of letting librdkafka print them all."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.last = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last = record.getMessage()
+
+
 def admin_latest(bootstrap: str, timeout: float = 15.0) -> LatestReader:
-    """A reader of the broker's latest offsets through the admin API (read-only: no group, no commit)."""
+    """A reader of the broker's latest offsets through the admin API (read-only: no group, no commit).
+
+    The client's own log lines (one per failed connection attempt, every second) are silenced; a broker
+    that does not answer within ``timeout`` is one ``CheckpointError`` line naming the bootstrap and the
+    client's last word."""
     try:
-        from confluent_kafka import TopicPartition
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
         from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
     except ImportError as exc:
         raise CheckpointError("--kafka-bootstrap needs the Kafka client: pip install 'spark-state-observer[kafka]'") from exc
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000)})
+    name = _one_line(bootstrap) or "(empty)"
+    messages = _LastMessage()
+    client_log = logging.Logger("spark-state-observer.kafka-client")  # not registered: reaches no other handler
+    client_log.addHandler(messages)
+    try:
+        config: dict[str, Any] = {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000), "logger": client_log}
+        admin = AdminClient(config)
+    except KafkaException as exc:
+        raise CheckpointError(f"Kafka bootstrap {name}: {_reason(exc)}") from None
+
+    def said() -> str:
+        admin.poll(0)  # hands the client's queued log lines to the logger
+        last = _one_line(messages.last)
+        return f"; the client's last message: {last}" if last else ""
 
     def read(partitions: Mapping[str, list[int]]) -> Offsets:
         request = {TopicPartition(topic, p): OffsetSpec.latest() for topic, ps in partitions.items() for p in ps}  # type: ignore[no-untyped-call]
+        deadline = time.monotonic() + timeout
         out: Offsets = {}
-        for tp, future in admin.list_offsets(request, request_timeout=timeout).items():
-            out.setdefault(tp.topic, {})[tp.partition] = int(future.result(timeout).offset)
+        try:
+            for tp, future in admin.list_offsets(request, request_timeout=timeout).items():
+                result = future.result(max(deadline - time.monotonic(), 0.0) + 1.0)
+                out.setdefault(tp.topic, {})[tp.partition] = int(result.offset)
+        except (TimeoutError, concurrent.futures.TimeoutError):
+            raise CheckpointError(f"no answer from Kafka bootstrap {name} within {timeout:g} s (timeout){said()}") from None
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError._TIMED_OUT:
+                raise CheckpointError(f"no answer from Kafka bootstrap {name} within {timeout:g} s (timeout){said()}") from None
+            reason = error.str() if isinstance(error, KafkaError) else _reason(exc)
+            raise CheckpointError(f"Kafka bootstrap {name}: {_one_line(reason)}{said()}") from None
         return out
 
     return read
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """``text`` on one line (whitespace and control characters collapsed), at most ``limit`` characters."""
+    flat = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _reason(exc: BaseException) -> str:
+    """One line saying what went wrong, never empty (a client timeout's text is)."""
+    return _one_line(str(exc)) or type(exc).__name__
 
 
 def read_rate_from_history(history_path: str, query_id: str) -> tuple[float | None, str]:
@@ -150,6 +202,7 @@ def forecast(
     read_rate_basis: str = "--rate",
     sample_seconds: float = 5.0,
     latest: LatestReader | None = None,
+    timeout: float = 15.0,
     sleep: Callable[[float], None] = time.sleep,
 ) -> KafkaCatchUp:
     """The Kafka backlog of the checkpoint's sources and the catch-up forecast, restore estimate included."""
@@ -162,7 +215,7 @@ def forecast(
     if not sources:
         result.problems.append(f"offsets/{batch} names no Kafka source offsets")
         return result
-    reader = latest or admin_latest(bootstrap)
+    reader = latest or admin_latest(bootstrap, timeout)
     topics: dict[str, set[int]] = {}
     for offsets in sources.values():
         for topic, partitions in offsets.items():
@@ -178,7 +231,7 @@ def forecast(
     except CheckpointError:
         raise
     except Exception as exc:  # any client failure becomes a clear error naming the broker
-        raise CheckpointError(f"cannot read the latest offsets from {bootstrap}: {exc}") from None
+        raise CheckpointError(f"cannot read the latest offsets from {bootstrap}: {_reason(exc)}") from None
     for index, offsets in sorted(sources.items()):
         for topic, committed in sorted(offsets.items()):
             now = second.get(topic, {})
