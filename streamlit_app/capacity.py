@@ -28,7 +28,7 @@ def conf_input(key: str) -> StateConf:
         if not line.strip():
             continue
         if not sep or not k.strip():
-            st.warning(f"Not KEY=VALUE, ignored: {line[:80]!r}")
+            st.warning(f"Not KEY=VALUE, ignored: {fmt.code(line[:80])}")
             continue
         conf[k.strip()] = v.strip()
     return read_conf(conf)
@@ -57,7 +57,7 @@ def what_if(key: str, partitions: int, operators: int, stores: int, executors: i
         "filters; bounded mode caps the executor at maxMemoryUsageMB. Formula and sources: docs/capacity.md."
     )
     for note in est.notes:
-        st.warning(f"Estimate marked as assumed: {note}")
+        st.warning(f"Estimate marked as assumed: {fmt.md(note)}")
 
 
 def per_executor(latest: pd.DataFrame, stores_of: dict[int, int], state: StateConf) -> pd.DataFrame:
