@@ -37,7 +37,11 @@ SCHEMES: dict[str, tuple[str, str]] = {
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s:]*:[^/@\s]*@")
 # S3 client timeouts and retries: a dead endpoint is a clear message within a minute, not a hang
-_S3_OPTIONS: dict[str, Any] = {"config_kwargs": {"connect_timeout": 10, "read_timeout": 30, "retries": {"max_attempts": 3}}}
+# (a fresh client each time: credentials and endpoint are read from the environment as it is now)
+_S3_OPTIONS: dict[str, Any] = {
+    "skip_instance_cache": True,
+    "config_kwargs": {"connect_timeout": 10, "read_timeout": 30, "retries": {"max_attempts": 3}},
+}
 
 
 class StorageError(Exception):

@@ -1,0 +1,132 @@
+"""Event logs and checkpoints in an object store: replay and inspect of s3:// and s3a:// URLs on a real s3proxy.
+
+What a URL reads must be what the same files read locally; what goes wrong with the store (no bucket, wrong
+credentials, credentials in the URL, a missing extra) is one clear line naming the problem and no secret.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+from observer.capture.storage import StorageError, _local_name, filesystem, redact, staged
+from test_inspector import ROCKSDB, checkpoint, operator_metadata
+
+
+def cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "observer.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT, **(env or {})},
+        errors="replace",
+    )
+
+
+def bucket() -> Any:
+    """A new bucket on the session's s3proxy, through the same client (and environment) the observer uses."""
+    import s3fs
+
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    name = f"sso-{uuid.uuid4().hex[:12]}"
+    fs.call_s3("create_bucket", Bucket=name)
+    return fs, name
+
+
+def test_urls_are_told_from_paths_and_secrets_never_shown() -> None:
+    assert redact("s3://AKIA:topsecret@bucket/key and hdfs://u:p@nn:8020/x") == "s3://bucket/key and hdfs://nn:8020/x"
+    assert redact("abfs://container@account.dfs.core.windows.net/logs") == "abfs://container@account.dfs.core.windows.net/logs"
+    with pytest.raises(StorageError, match="credentials in a URL are refused") as info:
+        filesystem("s3://AKIA:topsecret@bucket/logs")
+    assert "topsecret" not in str(info.value) and info.value.kind == "credentials"
+    with pytest.raises(StorageError, match="unsupported URL scheme 'ftp'"):
+        filesystem("ftp://host/logs")
+    with staged("/some/local/path") as local:
+        assert local == "/some/local/path"
+    with staged("file:///some/local/path") as local:
+        assert local == "/some/local/path"
+
+
+def test_keys_that_would_leave_the_copy_are_not_written() -> None:
+    assert _local_name("/tmp/copy", "/a/b") == os.path.join("/tmp/copy", "a", "b")
+    assert _local_name("/tmp/copy", "/a/../../etc/passwd") is None
+    assert _local_name("/tmp/copy", "/./x") is None
+    assert _local_name("/tmp/copy", "/ünï cödé/ключ") == os.path.join("/tmp/copy", "ünï cödé", "ключ")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gcsfs") is not None, reason="gcsfs is installed: the extra is not missing")
+def test_a_missing_extra_names_the_extra_to_install() -> None:
+    with pytest.raises(StorageError, match=r"pip install 'spark-state-observer\[gcs\]'") as info:
+        filesystem("gs://bucket/logs")
+    assert info.value.kind == "missing_extra"
+    proc = cli(["replay", "gs://bucket/logs"])
+    assert proc.returncode == 2 and "spark-state-observer[gcs]" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_replay_of_event_logs_in_s3_equals_replay_of_the_same_files(s3_server: Any) -> None:
+    fs, name = bucket()
+    run = os.path.join(FIXTURES, "rocksdb_plain_log", "run1", "eventlog")
+    fs.put(run, f"{name}/logs/app", recursive=True)
+    for form in ("summary", "prometheus"):
+        local = cli(["replay", "--format", form, run])
+        assert local.returncode == 0, local.stderr
+        for scheme in ("s3", "s3a"):
+            remote = cli(["replay", "--format", form, f"{scheme}://{name}/logs/app"])
+            assert remote.returncode == 0, remote.stderr
+            assert of_the_job(remote.stdout) == of_the_job(local.stdout) and "batch" in remote.stdout
+
+
+def of_the_job(text: str) -> list[str]:
+    """What replay says of the job, less the observer's timings of itself (they differ between any two runs)."""
+    return [line for line in text.splitlines() if "spark_state_observer_" not in line]
+
+
+@pytest.mark.slow
+def test_inspect_of_a_checkpoint_in_s3_equals_inspect_of_the_same_folder(s3_server: Any, tmp_path: Path) -> None:
+    root = checkpoint(tmp_path / "ck", ROCKSDB, committed=3, planned=4)
+    operator_metadata(root, 0, "stateStoreSave", ["default"])
+    for partition in range(2):
+        (root / "state" / "0" / str(partition)).mkdir(parents=True)
+        (root / "state" / "0" / str(partition) / "2.changelog").write_bytes(b"x" * (100 + partition))
+    fs, name = bucket()
+    fs.put(str(root), f"{name}/checkpoints/q1", recursive=True)
+    url = f"s3a://{name}/checkpoints/q1"
+    local = cli(["inspect", "--json", str(root)])
+    remote = cli(["inspect", "--json", url])
+    assert local.returncode == 0 and remote.returncode == 0, (local.stderr, remote.stderr)
+    # the same report, naming the URL where the local one names the folder (its problems too)
+    assert json.loads(remote.stdout) == json.loads(local.stdout.replace(str(root), url))
+    assert json.loads(remote.stdout)["last_committed_batch"] == 3 and url in remote.stdout
+    text = cli(["inspect", url])
+    assert text.returncode == 0 and text.stdout == cli(["inspect", str(root)]).stdout.replace(str(root), url)
+
+
+@pytest.mark.slow
+def test_store_failures_are_one_clear_line_without_secrets(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fs, name = bucket()
+    fs.pipe(f"{name}/logs/events_1_app", b"{}\n")
+    with pytest.raises(StorageError, match="not found") as info, staged(f"s3://{name}-absent/logs"):
+        pass
+    assert info.value.kind == "not_found"
+    with monkeypatch.context() as env:
+        env.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        with pytest.raises(StorageError, match="cannot be reached") as info, staged(f"s3://{name}/logs"):
+            pass
+        assert info.value.kind == "unreachable"
+    wrong = cli(["replay", f"s3://{name}/logs"], env={"AWS_SECRET_ACCESS_KEY": "not-the-secret"})
+    assert wrong.returncode == 2 and "access denied" in wrong.stderr and "Traceback" not in wrong.stderr
+    assert "not-the-secret" not in wrong.stderr
+    in_url = cli(["inspect", f"s3://AKIA:topsecret@{name}/ck"])
+    assert in_url.returncode == 2 and "credentials in a URL are refused" in in_url.stderr and "topsecret" not in in_url.stderr
