@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_inspector import ROCKSDB, checkpoint, operator_metadata
 
 from conftest import FIXTURES, ROOT
 from observer.capture.storage import StorageError, _local_name, filesystem, redact, staged
-from test_inspector import ROCKSDB, checkpoint, operator_metadata
 
 
 def cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
