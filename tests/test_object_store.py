@@ -130,3 +130,74 @@ def test_store_failures_are_one_clear_line_without_secrets(s3_server: Any, monke
     assert "not-the-secret" not in wrong.stderr
     in_url = cli(["inspect", f"s3://AKIA:topsecret@{name}/ck"])
     assert in_url.returncode == 2 and "credentials in a URL are refused" in in_url.stderr and "topsecret" not in in_url.stderr
+
+
+def written_log(tmp_path: Path, app_id: str) -> Path:
+    """A recorded real Spark log (zstd) written as Spark rolls it, in small parts: its eventlog_v2_ folder."""
+    from test_eventlog_watch import _source
+
+    from bench.eventlog_writer import ProgressiveLog, recorded_lines
+
+    log = ProgressiveLog(str(tmp_path / "written"), app_id, "zstd", max_file_bytes=16 << 10)
+    for _ in log.steps(recorded_lines(_source("rocksdb_restart"))):
+        pass
+    log.finish()
+    return Path(log.dir)
+
+
+@pytest.mark.slow
+def test_watch_follows_a_rolling_log_in_s3_part_by_part(s3_server: Any, tmp_path: Path) -> None:
+    from test_eventlog_watch import Collector, _expected
+
+    from observer.capture.eventlog_watch import EventLogWatcher
+    from observer.capture.store_mirror import StoreMirror
+
+    app = "local-s3follow"
+    folder = written_log(tmp_path, app)
+    parts = sorted((int(p.name.split("_")[1]), p) for p in folder.glob("events_*"))
+    assert len(parts) >= 6
+    fs, name = bucket()
+    prefix = f"{name}/eventlogs/eventlog_v2_{app}"
+    fs.pipe(f"{prefix}/appstatus_{app}.inprogress", b"")  # s3a writes each object when Spark closes it
+    mirror_dir, state = str(tmp_path / "mirror"), str(tmp_path / "state.json")
+    url = f"s3a://{name}/eventlogs"
+
+    def start() -> tuple[StoreMirror, EventLogWatcher]:
+        return StoreMirror(url, mirror_dir), EventLogWatcher([mirror_dir], state_path=state, grace_seconds=3600)
+
+    mirror, watcher = start()
+    seen = Collector()
+
+    def poll(expect_gets: int) -> None:
+        before = dict(mirror.requests)
+        mirror.sync()
+        seen.poll(watcher)
+        sent = {k: mirror.requests[k] - before.get(k, 0) for k in mirror.requests}
+        assert sent.get("list", 0) == 1 and sent.get("get", 0) == expect_gets and sent.get("head", 0) == 0, sent
+
+    def upload(index: int) -> None:
+        fs.put_file(str(dict(parts)[index]), f"{prefix}/{dict(parts)[index].name}")
+
+    upload(1)
+    poll(expect_gets=1)
+    poll(expect_gets=0)  # nothing new: one LIST, no GET
+    first = list(seen.batches.get(app, []))
+    upload(3)  # part 2 not visible yet: part 3 waits, the watcher never skips an index
+    poll(expect_gets=0)
+    assert mirror.problems["gap"] == 1 and seen.batches.get(app, []) == first
+    upload(2)
+    poll(expect_gets=2)
+    upload(4)
+    poll(expect_gets=1)
+    watcher.commit()
+    mirror, watcher = start()  # a restart: positions by object and part, nothing fetched or delivered twice
+    poll(expect_gets=0)
+    for index, _ in parts[4:]:
+        upload(index)
+    fs.put_file(str(folder / f"appstatus_{app}"), f"{prefix}/appstatus_{app}")
+    fs.rm_file(f"{prefix}/appstatus_{app}.inprogress")
+    poll(expect_gets=len(parts) - 4)
+    seen.poll(watcher, 2)
+    assert seen.batches[app] == _expected("rocksdb_restart")  # every batch once, in order
+    assert "finished" in seen.statuses[app]
+    assert not [p for p in seen.problems[app] if "truncated" in p or "corrupt" in p]
