@@ -79,13 +79,12 @@ def test_replay_of_event_logs_in_s3_equals_replay_of_the_same_files(s3_server: A
     fs, name = bucket()
     run = os.path.join(FIXTURES, "rocksdb_plain_log", "run1", "eventlog")
     fs.put(run, f"{name}/logs/app", recursive=True)
-    for form in ("summary", "prometheus"):
+    for form, scheme in (("summary", "s3"), ("prometheus", "s3a")):
         local = cli(["replay", "--format", form, run])
         assert local.returncode == 0, local.stderr
-        for scheme in ("s3", "s3a"):
-            remote = cli(["replay", "--format", form, f"{scheme}://{name}/logs/app"])
-            assert remote.returncode == 0, remote.stderr
-            assert of_the_job(remote.stdout) == of_the_job(local.stdout) and "batch" in remote.stdout
+        remote = cli(["replay", "--format", form, f"{scheme}://{name}/logs/app"])
+        assert remote.returncode == 0, remote.stderr
+        assert of_the_job(remote.stdout) == of_the_job(local.stdout) and "batch" in remote.stdout
 
 
 def of_the_job(text: str) -> list[str]:
@@ -201,3 +200,33 @@ def test_watch_follows_a_rolling_log_in_s3_part_by_part(s3_server: Any, tmp_path
     assert seen.batches[app] == _expected("rocksdb_restart")  # every batch once, in order
     assert "finished" in seen.statuses[app]
     assert not [p for p in seen.problems[app] if "truncated" in p or "corrupt" in p]
+
+
+@pytest.mark.slow
+def test_watch_command_serves_an_s3_prefix_and_keeps_serving_when_the_store_refuses(s3_server: Any, tmp_path: Path) -> None:
+    from test_eventlog_watch import _expected
+    from test_fleet import Watch, value
+
+    app = "local-s3cli"
+    folder = written_log(tmp_path, app)
+    fs, name = bucket()
+    fs.put(str(folder), f"{name}/events/{folder.name}", recursive=True)
+    url = f"s3a://{name}/events"
+    good = Watch(str(tmp_path), [url, "--read-finished"])
+    os.environ["AWS_SECRET_ACCESS_KEY"] = "not-the-secret"  # the refused watcher's environment only
+    try:
+        refused = Watch(str(tmp_path), [url])
+    finally:
+        os.environ["AWS_SECRET_ACCESS_KEY"] = s3_server.env["AWS_SECRET_ACCESS_KEY"]
+    try:
+        batches = len(_expected("rocksdb_restart"))
+        series = good.wait("every batch", lambda s: value(s, "spark_streaming_batches_total") == batches)
+        assert value(series, "spark_state_observer_watch_store_requests_total", kind="get") == len(list(folder.glob("events_*")))
+        assert value(series, "spark_state_observer_watch_store_problems_total", kind="denied") == 0
+        series = refused.wait(
+            "denied, counted", lambda s: (value(s, "spark_state_observer_watch_store_problems_total", kind="denied") or 0) >= 2
+        )
+        assert value(series, "spark_state_observer_watch_store_requests_total", kind="get") == 0
+        assert "access denied" in refused.stderr() and "not-the-secret" not in refused.stderr() and "Traceback" not in refused.stderr()
+    finally:
+        assert good.stop() == 0 and refused.stop() == 0
