@@ -6,6 +6,7 @@ credentials, credentials in the URL, a missing extra) is one clear line naming t
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -230,3 +231,56 @@ def test_watch_command_serves_an_s3_prefix_and_keeps_serving_when_the_store_refu
         assert "access denied" in refused.stderr() and "not-the-secret" not in refused.stderr() and "Traceback" not in refused.stderr()
     finally:
         assert good.stop() == 0 and refused.stop() == 0
+
+
+class _StoreInMemory:
+    """fsspec's own in-memory filesystem under the gs, abfs and hdfs protocols (no real GCS, Azure or HDFS runs here)."""
+
+    @staticmethod
+    def make() -> type:
+        from fsspec.implementations.memory import MemoryFileSystem
+
+        class StoreInMemory(MemoryFileSystem):  # type: ignore[misc]
+            protocol = ("gs", "abfs", "hdfs")
+
+            @classmethod
+            def _strip_protocol(cls, path: str) -> str:
+                for scheme in ("gs://", "abfs://", "hdfs://"):
+                    path = path.removeprefix(scheme)
+                return str(super()._strip_protocol(path))
+
+        return StoreInMemory
+
+
+@pytest.mark.parametrize("url", ["gs://bucket/logs", "abfss://container@account.dfs.core.windows.net/logs", "hdfs://namenode:8020/logs"])
+def test_gs_abfs_and_hdfs_urls_are_mirrored_in_order_with_ranged_reads_of_appends(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """URL handling and the mirror on stores whose files grow (HDFS, ADLS appends); untested against the real services."""
+    from observer.capture.store_mirror import StoreMirror
+
+    registry = importlib.import_module("fsspec.registry")  # the module (``fsspec.registry`` is also a read-only view)
+    memory = _StoreInMemory.make()
+    for protocol in ("gs", "abfs", "hdfs"):
+        monkeypatch.setitem(registry._registry, protocol, memory)
+    fs, path = filesystem(url)
+    assert isinstance(fs, memory)
+    app = f"app-{uuid.uuid4().hex[:8]}"
+    folder = f"{path}/eventlog_v2_{app}"
+    fs.pipe(f"{folder}/appstatus_{app}.inprogress", b"")
+    fs.pipe(f"{folder}/events_1_{app}", b'{"Event":"one"}\n')
+    mirror = StoreMirror(url, str(tmp_path / "mirror"))
+    local = tmp_path / "mirror" / f"eventlog_v2_{app}"
+    mirror.sync()
+    assert (local / f"events_1_{app}").read_bytes() == b'{"Event":"one"}\n'
+    with fs.open(f"{folder}/events_1_{app}", "ab") as f:  # an append store: the part grows
+        f.write(b'{"Event":"two"}\n')
+    fs.pipe(f"{folder}/events_2_{app}", b'{"Event":"three"}\n')
+    fs.pipe(f"{folder}/appstatus_{app}", b"")
+    fs.rm_file(f"{folder}/appstatus_{app}.inprogress")
+    mirror.sync()
+    assert (local / f"events_1_{app}").read_bytes() == b'{"Event":"one"}\n{"Event":"two"}\n'
+    assert (local / f"events_2_{app}").read_bytes() == b'{"Event":"three"}\n'
+    assert sorted(p.name for p in local.glob("appstatus_*")) == [f"appstatus_{app}"]
+    assert mirror.requests == {"list": 2, "get": 3} and not mirror.problems
+    fs.rm(path, recursive=True)
