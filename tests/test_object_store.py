@@ -284,3 +284,32 @@ def test_gs_abfs_and_hdfs_urls_are_mirrored_in_order_with_ranged_reads_of_append
     assert sorted(p.name for p in local.glob("appstatus_*")) == [f"appstatus_{app}"]
     assert mirror.requests == {"list": 2, "get": 3} and not mirror.problems
     fs.rm(path, recursive=True)
+
+
+def test_the_mirror_splits_shards_and_a_refused_name_harms_no_other_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from observer.capture.eventlog_watch import in_shard
+    from observer.capture.store_mirror import StoreMirror
+
+    registry = importlib.import_module("fsspec.registry")
+    monkeypatch.setitem(registry._registry, "gs", _StoreInMemory.make())
+    url = f"gs://bucket-{uuid.uuid4().hex[:8]}/logs"
+    fs, path = filesystem(url)
+    apps = [f"app-ünï-cödé-{i}" for i in range(8)]
+    for app in apps:
+        fs.pipe(f"{path}/eventlog_v2_{app}/appstatus_{app}.inprogress", b"")
+        fs.pipe(f"{path}/eventlog_v2_{app}/events_1_{app}", app.encode())
+    fs.pipe(f"{path}/eventlog_v2_bad/events_1_bad\0name", b"x")  # a key no local file can be named after
+    fs.pipe(f"{path}/unrelated/deeper/object", b"x")  # not an event log: never fetched
+    mirrored: list[set[str]] = []
+    for k in range(2):
+        mirror = StoreMirror(url, str(tmp_path / f"shard{k}"), shard=(k, 2))
+        mirror.sync()
+        mirror.sync()
+        got = {p.parent.name.removeprefix("eventlog_v2_") for p in (tmp_path / f"shard{k}").glob("eventlog_v2_*/events_1_*")}
+        assert got == {a for a in apps if in_shard(a, (k, 2))}
+        assert all((tmp_path / f"shard{k}" / f"eventlog_v2_{a}" / f"events_1_{a}").read_bytes() == a.encode() for a in got)
+        assert mirror.requests["get"] == len(got) and mirror.requests["list"] == 2
+        assert mirror.problems["error"] == (1 if in_shard("bad", (k, 2)) else 0)  # counted once, not at every poll
+        mirrored.append(got)
+    assert mirrored[0].isdisjoint(mirrored[1]) and mirrored[0] | mirrored[1] == set(apps)
+    fs.rm(path, recursive=True)

@@ -25,7 +25,7 @@ import os
 import re
 import threading
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 from observer.capture.eventlog_watch import in_shard, log_name
 from observer.capture.storage import StorageError, failure, filesystem, redact
@@ -36,6 +36,7 @@ _ROLLING_DIR = "eventlog_v2_"
 _EVENTS_PART = re.compile(r"^events_(\d+)_")
 _APPSTATUS = "appstatus_"
 _INPROGRESS = ".inprogress"
+_MAX_REPORTED = 10_000
 STATE_NAME = ".store-mirror.json"  # a dot name: the watcher never follows it
 # S3 API operations by request kind (what the endpoint counts)
 _S3_KINDS = {"ListObjectsV2": "list", "ListObjects": "list", "GetObject": "get", "HeadObject": "head"}
@@ -70,6 +71,7 @@ class StoreMirror:
         self._path = ""
         self._counted_by_client = False
         self._last_problem: str | None = None
+        self._reported: set[str] = set()  # lasting problems already counted
         os.makedirs(local_dir, exist_ok=True)
         self._state_path = os.path.join(local_dir, STATE_NAME)
         self._skipped: set[str] = set()  # logs finished before the first sync: never fetched
@@ -138,12 +140,23 @@ class StoreMirror:
         for key, size in listing.items():
             parts = key.split("/")
             if len(parts) == 1 and not parts[0].startswith((".", _ROLLING_DIR)):
-                self._single(parts[0], size)
+                self._isolated(key, self._single, parts[0], size)
             elif len(parts) == 2 and parts[0].startswith(_ROLLING_DIR) and parts[1] and not parts[1].startswith("."):
                 rolling.setdefault(parts[0], {})[parts[1]] = size
             # anything else under the prefix is not an event log: not fetched
         for folder, files in rolling.items():
-            self._rolling(folder, files)
+            self._isolated(folder, self._rolling, folder, files)
+
+    def _isolated(self, key: str, fetch: Callable[..., None], *args: Any) -> None:
+        """One log's failure (a vanished object, a name the local disk refuses) is its problem; the others go on."""
+        try:
+            fetch(*args)
+        except (StorageError, OSError, ValueError) as exc:
+            error = failure(f"{self.url}/{key}", exc) if not isinstance(exc, StorageError) else exc
+            self._problem(error.kind, str(error), once=True)
+        except Exception as exc:
+            error = failure(f"{self.url}/{key}", exc)
+            self._problem(error.kind, str(error), once=True)
 
     def _single(self, name: str, size: int) -> None:
         """A single-file log: fetched whole when it appears, its new bytes (ranged) where it grows."""
@@ -214,8 +227,13 @@ class StoreMirror:
         os.replace(tmp, self._state_path)
 
     def _problem(self, kind: str, message: str, once: bool = False) -> None:
-        if once and message == self._last_problem:
-            return
+        """Count a problem and log it; ``once``: a lasting condition (a gap, a refused name) is counted when first seen."""
+        if once:
+            if message in self._reported:
+                return
+            if len(self._reported) >= _MAX_REPORTED:
+                self._reported.clear()
+            self._reported.add(message)
         self.problems[kind] += 1
         if message != self._last_problem:
             log.warning("spark-state-observer: %s", redact(message))
