@@ -117,6 +117,8 @@ def test_inspect_of_a_checkpoint_in_s3_equals_inspect_of_the_same_folder(s3_serv
 def test_store_failures_are_one_clear_line_without_secrets(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     fs, name = bucket()
     fs.pipe(f"{name}/logs/events_1_app", b"{}\n")
+    with staged(f"s3://{name}/logs/events_1_app") as one:  # a single object is copied as a file
+        assert Path(one).read_bytes() == b"{}\n"
     with pytest.raises(StorageError, match="not found") as info, staged(f"s3://{name}-absent/logs"):
         pass
     assert info.value.kind == "not_found"
