@@ -315,3 +315,22 @@ def test_the_mirror_splits_shards_and_a_refused_name_harms_no_other_log(tmp_path
         mirrored.append(got)
     assert mirrored[0].isdisjoint(mirrored[1]) and mirrored[0] | mirrored[1] == set(apps)
     fs.rm(path, recursive=True)
+
+
+def test_a_single_file_log_renamed_at_its_end_stays_one_log_read_on_where_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from observer.capture.store_mirror import StoreMirror
+
+    registry = importlib.import_module("fsspec.registry")
+    monkeypatch.setitem(registry._registry, "hdfs", _StoreInMemory.make())
+    url = f"hdfs://namenode:8020/logs-{uuid.uuid4().hex[:8]}"
+    fs, path = filesystem(url)
+    fs.pipe(f"{path}/app-1.inprogress", b"one\n")
+    mirror = StoreMirror(url, str(tmp_path / "mirror"))
+    mirror.sync()
+    fs.pipe(f"{path}/app-1", b"one\ntwo\n")  # the writer closed and renamed it
+    fs.rm_file(f"{path}/app-1.inprogress")
+    mirror.sync()
+    assert sorted(p.name for p in (tmp_path / "mirror").iterdir() if not p.name.startswith(".")) == ["app-1"]
+    assert (tmp_path / "mirror" / "app-1").read_bytes() == b"one\ntwo\n"
+    assert mirror.requests == {"list": 2, "get": 2} and not mirror.problems  # the second GET: the new bytes only
+    fs.rm(path, recursive=True)

@@ -165,7 +165,11 @@ class StoreMirror:
         if self._first and not self.read_finished_at_start and not name.endswith(_INPROGRESS):
             self._skipped.add(name)  # finished before we came: the watcher does not read it either
             return
-        self._copy(name, os.path.join(self.local_dir, name), size)
+        target = os.path.join(self.local_dir, name)
+        written = target + _INPROGRESS
+        if not name.endswith(_INPROGRESS) and os.path.exists(written) and not os.path.exists(target):
+            os.replace(written, target)  # renamed when the application ended: the same log, read on from where it was
+        self._copy(name, target, size)
 
     def _rolling(self, folder: str, files: dict[str, int]) -> None:
         if folder in self._skipped or not in_shard(log_name(folder), self.shard):
