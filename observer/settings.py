@@ -92,7 +92,7 @@ class Settings:
     history_buffer_rows: int = field(
         default=50_000,
         metadata={
-            "doc": "PostgreSQL history: rows held while the database is unreachable (retried with backoff); events beyond are dropped and counted."
+            "doc": "PostgreSQL history, and the watcher's SQLite history: rows held while the database is unreachable or its disk full (retried with backoff); events beyond are dropped and counted."
         },
     )
     # Capture and pipeline

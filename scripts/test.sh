@@ -4,7 +4,8 @@
 #   bash scripts/test.sh                 # the whole suite
 #   bash scripts/test.sh -m "not slow"   # the fast tests alone
 #
-# Debian packages (Prometheus, promtool, Pushgateway, Alertmanager, Java, Maven, Chromium, PostgreSQL) are
+# Debian packages (Prometheus, promtool, Pushgateway, Alertmanager, Java, Maven, Chromium, PostgreSQL, and
+# buildah with mmdebstrap for the container image test) are
 # installed with apt-get when this runs as root (or with passwordless sudo); otherwise it says what to
 # install and the tests that need them skip (or fail, with SPARK_STATE_OBSERVER_REQUIRE_REAL=1, as in CI).
 # The Kafka broker and Spark's Kafka connector come from Maven Central into a cache (scripts/fetch_kafka.sh), and so
@@ -16,7 +17,7 @@ cd "$(dirname "$0")/.."
 declare -A NEEDS=(
   [prometheus]=prometheus [promtool]=prometheus [prometheus-pushgateway]=prometheus-pushgateway
   [amtool]=prometheus-alertmanager [java]=default-jre-headless [mvn]=maven [openssl]=openssl
-  [chromium]=chromium [/usr/lib/postgresql]=postgresql
+  [chromium]=chromium [/usr/lib/postgresql]=postgresql [buildah]=buildah [mmdebstrap]=mmdebstrap
 )
 missing=()
 for what in "${!NEEDS[@]}"; do

@@ -147,3 +147,20 @@ def test_inspect_from_the_wheel(venv, tmp_path) -> None:
     assert (report["query_id"], report["last_planned_batch"], report["last_committed_batch"]) == (QUERY_ID, 2, 1)
     partitions = report["operators"][0]["partitions"]
     assert [p["partition"] for p in partitions] == [0, 1] and all(len(p["files"]) == 2 for p in partitions)
+
+
+def test_the_wheel_ships_zero_code_attach(venv) -> None:
+    """The boot folder is package data (not a package), and the instrumentor is declared for opentelemetry-instrument."""
+    bin_dir, env = venv
+    printed = run([os.path.join(bin_dir, "python"), "-m", "observer.zerocode", "path"], env=env, cwd="/")
+    assert printed.returncode == 0, printed.stderr
+    boot = printed.stdout.strip()
+    assert "site-packages" in boot and os.path.isfile(os.path.join(boot, "sitecustomize.py"))
+    code = (
+        "import sys, importlib.metadata as m; from observer.zerocode import hook; "
+        "print('pyspark' in sys.modules, any(getattr(f, hook.MARK, False) for f in sys.meta_path), "
+        "[e.value for e in m.entry_points(group='opentelemetry_instrumentor')])"
+    )
+    probe = run([os.path.join(bin_dir, "python"), "-c", code], env={**env, "PYTHONPATH": boot}, cwd="/")
+    assert probe.returncode == 0 and probe.stderr == "", probe.stderr
+    assert probe.stdout.strip() == "False True ['observer.zerocode.instrumentor:SparkStateObserverInstrumentor']"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable
+import sys
+from typing import Any, Callable, cast
 from urllib.parse import urlparse
 
 from observer.capture.listener import StateObserverListener
@@ -62,8 +63,18 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
     Settings are keyword arguments or ``SPARK_STATE_OBSERVER_*`` environment variables (README); with an
     OTLP endpoint (``otlp_endpoint`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``) the OpenTelemetry sink is added.
     Raises ``ExporterError`` (with the address) when the metrics port cannot be bound, or when OTLP export
-    is configured without the ``otel`` extra installed.
+    is configured without the ``otel`` extra installed. A session zero-code attach already observes
+    (``spark-state-observer run``, ``opentelemetry-instrument``) keeps its observer: that handle is returned,
+    so a job that also calls ``attach`` is observed once and binds no second port.
     """
+    zero_code = sys.modules.get("observer.zerocode.sessions")
+    existing = zero_code.attached_handle(spark) if zero_code is not None else None
+    if existing is not None:
+        log.warning(
+            "spark-state-observer: this session is already observed (attached without code changes); attach() returns that observer%s",
+            ", its keyword settings are not applied" if settings else "",
+        )
+        return cast(ObserverHandle, existing)
     resolved = Settings.from_env(**settings)
     observer = Observer(
         resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark), identity=app_context(spark, resolved)

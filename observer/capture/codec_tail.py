@@ -16,7 +16,7 @@ Memory is bounded however hostile the input: zstd input goes in 256-byte pieces 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Generator
 
 from observer.capture.codecs import MAX_BLOCK_BYTES, EventLogError, decode_lz4_block, decode_snappy_chunk
 
@@ -40,8 +40,13 @@ class TailDecoder:
         """True while an incomplete unit is held: if the file ends here, it was cut short."""
         return False
 
-    def feed(self, data: bytes) -> Iterator[Piece]:
-        """Decode ``data`` (the raw bytes at ``raw_pos``); raises ``EventLogError`` on corrupt input."""
+    def feed(self, data: bytes) -> Generator[Piece, None, None]:
+        """Decode ``data`` (the raw bytes at ``raw_pos``); raises ``EventLogError`` on corrupt input.
+
+        A caller may stop early (``close()`` the iterator after a piece): ``raw_pos`` then says how much of
+        ``data`` the pieces it took came from, and the rest is fed again later. So the decoded bytes of one
+        read are bounded by the caller's budget plus one piece, however far the input would expand.
+        """
         self.raw_pos += len(data)
         yield data, self.raw_pos
 
@@ -60,37 +65,43 @@ class ZstdTailDecoder(TailDecoder):
     def partial(self) -> bool:
         return self._dobj is not None
 
-    def feed(self, data: bytes) -> Iterator[Piece]:
+    def feed(self, data: bytes) -> Generator[Piece, None, None]:
         import zstandard
 
         out: list[bytes] = []
         size = 0
         view, pos = memoryview(data), 0
-        while pos < len(view):
-            piece = view[pos : pos + 256]
-            pos += len(piece)
-            if self._dobj is None:
-                self._dobj = self._dctx.decompressobj()
-            try:
-                decoded = self._dobj.decompress(piece)  # type: ignore[attr-defined]
-            except zstandard.ZstdError as exc:
-                raise EventLogError(f"{self.path}: corrupt zstd data near raw offset {self.raw_pos + pos}: {exc}") from None
-            if decoded:
-                out.append(decoded)
-                size += len(decoded)
-            if self._dobj.eof:  # type: ignore[attr-defined]
-                # the next frame starts inside this piece: feed its bytes again to a fresh decompressor
-                pos -= len(self._dobj.unused_data)  # type: ignore[attr-defined]
-                self._dobj = None
-                if size >= _YIELD_BYTES or pos >= len(view):
-                    yield b"".join(out), self.raw_pos + pos
-                    out, size = [], 0
-            elif size >= _YIELD_BYTES:
-                yield b"".join(out), None
-                out, size = [], 0
-        self.raw_pos += len(view)
-        if out:
-            yield b"".join(out), None if self._dobj is not None else self.raw_pos
+        base = self.raw_pos
+        try:
+            while pos < len(view):
+                piece = view[pos : pos + 256]
+                pos += len(piece)
+                if self._dobj is None:
+                    self._dobj = self._dctx.decompressobj()
+                try:
+                    decoded = self._dobj.decompress(piece)  # type: ignore[attr-defined]
+                except zstandard.ZstdError as exc:
+                    raise EventLogError(f"{self.path}: corrupt zstd data near raw offset {base + pos}: {exc}") from None
+                if decoded:
+                    out.append(decoded)
+                    size += len(decoded)
+                if self._dobj.eof:  # type: ignore[attr-defined]
+                    # the next frame starts inside this piece: feed its bytes again to a fresh decompressor
+                    pos -= len(self._dobj.unused_data)  # type: ignore[attr-defined]
+                    self._dobj = None
+                    if size >= _YIELD_BYTES or pos >= len(view):
+                        chunk, out, size = b"".join(out), [], 0
+                        yield chunk, base + pos
+                elif size >= _YIELD_BYTES:
+                    chunk, out, size = b"".join(out), [], 0
+                    yield chunk, None
+            if out:
+                chunk, out = b"".join(out), []
+                yield chunk, None if self._dobj is not None else base + pos
+        finally:
+            # every byte before ``pos`` went into the decompressor and its output out (a caller that stops
+            # early took all of it but what ``out`` still holds: nothing, at a yield)
+            self.raw_pos = base + pos
 
 
 class _BlockTailDecoder(TailDecoder):
@@ -104,27 +115,34 @@ class _BlockTailDecoder(TailDecoder):
     def partial(self) -> bool:
         return bool(self._held)
 
-    def feed(self, data: bytes) -> Iterator[Piece]:
+    def feed(self, data: bytes) -> Generator[Piece, None, None]:
         buf = self._held + data if self._held else data
         start = self.raw_pos - len(self._held)  # raw offset of buf[0]
+        self._held = b""
         pos = 0
         out: list[bytes] = []
         size = 0
-        while True:
-            unit = self._unit(buf, pos, start + pos)
-            if unit is None:
-                break
-            decoded, pos = unit
-            if decoded:
-                out.append(decoded)
-                size += len(decoded)
-            if size >= _YIELD_BYTES:
+        finished = False
+        try:
+            while True:
+                unit = self._unit(buf, pos, start + pos)
+                if unit is None:
+                    break
+                decoded, pos = unit
+                if decoded:
+                    out.append(decoded)
+                    size += len(decoded)
+                if size >= _YIELD_BYTES:
+                    chunk, out, size = b"".join(out), [], 0
+                    yield chunk, start + pos
+            self._held = bytes(buf[pos:])
+            self.raw_pos = start + len(buf)
+            finished = True
+            if out:
                 yield b"".join(out), start + pos
-                out, size = [], 0
-        self._held = bytes(buf[pos:])
-        self.raw_pos = start + len(buf)
-        if out:
-            yield b"".join(out), start + pos
+        finally:
+            if not finished:  # stopped early at a unit boundary: the caller feeds the rest again from there
+                self.raw_pos = start + pos
 
     def _unit(self, buf: bytes, pos: int, raw: int) -> tuple[bytes, int] | None:
         """Decode the unit at ``buf[pos:]``: (content, position after it), or None if incomplete."""

@@ -14,7 +14,13 @@ How it stays correct and cheap:
   are both followed; a rolling log moves to the next ``events_<N>_`` file once it exists (Spark closes a
   file before it opens the next). Files are ordered by their index, never by modification time, and
   every timeout runs on this process's monotonic clock: clock skew between the writers and the watcher
-  (NFS, containers) changes nothing.
+  (NFS, containers) changes no timeout. A part listed after a later one (a listing taken while Spark
+  created them) is waited for: the watcher lists again before it moves past a gap in the numbers.
+- **Clock skew**: a driver's clock off from the watcher's would make its batches look old (a stall) or
+  from the future. Per application, after a read that follows a read to the file's end (so the delay
+  is at most a poll), the watcher's clock minus the newest event time read is a sample; the smallest of
+  the last ``_SKEW_SAMPLES`` is the skew. Beyond tolerance it is counted, exported and handed on
+  (``AppEvents.clock_skew``): the pipeline judges ages and stalls on the application's clock.
 - **Incremental tailing**: each file keeps its raw offset and, while a compressed unit is incomplete,
   its decoder (``observer.capture.codec_tail``); a poll decodes only the bytes added since the last one.
 - **Cheap filtering**: lines are selected by their first bytes (``observer.capture.line_filter``); only
@@ -25,7 +31,9 @@ How it stays correct and cheap:
   does so for placement's task, job and SQL events).
 - **Identity**: ``SparkListenerApplicationStart`` gives the application name (the stable identity the
   series are labelled by) and the volatile id and attempt; selected Spark properties can be taken from
-  ``SparkListenerEnvironmentUpdate`` (``identity_properties``), parsed only when asked for.
+  ``SparkListenerEnvironmentUpdate`` (``identity_properties``), parsed only when asked for. Every identity
+  string (and the log's file name, on its way to a label) goes through ``bounded.clean_identity`` where
+  it is taken: cut to 200 characters, lone surrogates and control characters replaced.
 - **Restart safety**: ``commit()`` (called by ``run`` after each callback, and by the next ``poll``)
   writes, atomically, per application the current file, a raw offset where a fresh decoder can start,
   how many decoded bytes and lines after it were already delivered, and the last batch id per query run.
@@ -44,11 +52,19 @@ How it stays correct and cheap:
 - **Sharding**: ``shard=(K, N)`` keeps the applications whose log name (the file or folder name without
   ``eventlog_v2_``, ``.inprogress`` or codec suffix, i.e. the application id and attempt) has a CRC-32
   equal to K modulo N; N watchers with K = 0..N-1 split a folder disjointly and completely.
+- **Replaced logs**: a file keeps its inode, never shrinks and keeps its first bytes while Spark writes it;
+  one that does not (renamed over, truncated, rewritten in place) is counted (``replaced``), its
+  application forgotten, and the log read again from its start as a new one at the next listing.
+- **Symbolic links** are followed only when their target stays inside a watched folder (``follow_symlinks``
+  to follow them anywhere); others are counted (``symlink``) and never opened.
 - **Bad input** never raises out of ``poll``: truncated or corrupt compressed data, unreadable files,
   vanished folders, symlink loops, FIFOs and other non-regular files (never opened: files are opened
   non-blocking and checked with ``fstat``), over-long lines, invalid JSON and two running applications
   with the same name each give a message and a counted problem (``WatchCounts.problems`` and per
-  application ``AppEvents.problems``); the other applications go on. A decode failure is retried once
+  application ``AppEvents.problems``); the other applications go on. Lines are parsed by the bounded
+  parser (``bounded.loads``: an item bomb is refused before parsing, a nesting bomb fails cleanly), each
+  read decodes at most the poll's budget (a decompression bomb costs no more memory than a real log),
+  and a file decoding to over a thousand times its size is called ``inflated`` and skipped. A decode failure is retried once
   from the last boundary before the file is called corrupt (a network file system can show a grown size
   before the bytes), and a log is believed gone only when two listings agree (a rename in between).
 """
@@ -56,7 +72,6 @@ How it stays correct and cheap:
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import re
@@ -64,7 +79,7 @@ import stat
 import threading
 import time
 import zlib
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -73,6 +88,8 @@ from observer.capture.codec_tail import TailDecoder, tail_decoder
 from observer.capture.codecs import CODECS, DEFAULT_MAX_LINE_BYTES, EventLogError
 from observer.capture.line_filter import LineFilter, line_pattern
 from observer.capture.watch_state import StateFileError, load_state, save_state
+from observer.model.bounded import JsonTooLarge, clean_identity, clean_text, loads
+from observer.model.parse import parse_timestamp
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +130,9 @@ PROBLEM_KINDS = (
     "duplicate_log",
     "no_app_start",
     "clock_skew",
+    "replaced",
+    "symlink",
+    "inflated",
     "too_many_apps",
     "state_file",
     "callback",
@@ -163,6 +183,7 @@ class AppEvents:
     events: list[RawEvent] = field(default_factory=list)
     status_changes: list[StatusChange] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # messages of the problems found in this poll
+    clock_skew: float = 0.0  # seconds the application's clock is behind the watcher's (0 unless measured beyond tolerance)
 
 
 @dataclass(frozen=True)
@@ -189,6 +210,7 @@ class WatchCounts:
     events_parsed: int = 0
     events_delivered: int = 0
     events_duplicate: int = 0
+    clock_skew_seconds: float = 0.0  # the followed application's skew farthest from 0 (positive: its clock behind)
     problems: Counter[str] = field(default_factory=Counter)
 
 
@@ -202,6 +224,18 @@ _MAX_RUNS = 1_000  # query runs remembered per application for the duplicate gua
 _READ_CHUNK = 1 << 20
 _FUTURE_SKEW_SECONDS = 300.0  # a file modified this far in the future means the clocks disagree
 _RELIST_EVERY = 10  # polls between listings of a rolling folder whose mtime did not change
+_HEAD_BYTES = 4096  # a file's first bytes, compared while it grows: another file moved or copied over it differs
+# decoded bytes a file may hold per raw byte (beyond a first 64 MiB) before it is called inflated: Spark's
+# logs compress 5-50 times; a few KiB of zstd that decode to gigabytes are a decompression bomb
+_MAX_INFLATION = 1000
+_INFLATION_ALLOWANCE = 64 << 20
+# clock skew: the watcher's clock minus the newest event time read, for reads that follow a caught-up read (so
+# the delivery delay is at most a poll); the smallest of the last samples is the skew, acted on beyond tolerance
+_SKEW_SAMPLES = 16
+_SKEW_MIN_SAMPLES = 3
+_SKEW_TOLERANCE_SECONDS = 30.0
+# beyond a day the times are not a clock's error but an old log written again (a copy at its original pace)
+_MAX_SKEW_SECONDS = 86400.0
 
 
 def log_name(entry_name: str) -> str:
@@ -214,17 +248,41 @@ def log_name(entry_name: str) -> str:
 
 
 def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
-    """Whether the log ``name`` belongs to shard (K, N): CRC-32 of its UTF-8 bytes modulo N equals K."""
+    """Whether the log ``name`` belongs to shard (K, N): CRC-32 of its file-name bytes modulo N equals K.
+
+    The bytes are the name's bytes on disk (``os.fsencode``: UTF-8, with the surrogate escapes of a name that
+    is not UTF-8 turned back into its bytes), so such a name hashes like any other instead of raising.
+    """
     if shard is None:
         return True
     k, n = shard
-    return zlib.crc32(name.encode("utf-8")) % n == k
+    return zlib.crc32(os.fsencode(name)) % n == k
+
+
+def event_time(event_type: str, data: dict[str, Any]) -> float | None:
+    """When a listener would have received an event: a progress's trigger time plus its batch duration,
+    a started or idle event's own time; None when Spark logged none (terminated, other types)."""
+    if event_type == QUERY_PROGRESS:
+        progress = data.get("progress")
+        if not isinstance(progress, dict):
+            return None
+        start = parse_timestamp(progress.get("timestamp"))
+        duration = progress.get("batchDuration")
+        if start is None:
+            return None
+        if isinstance(duration, (int, float)) and not isinstance(duration, bool) and 0 <= duration < 1e12:
+            return start + duration / 1000.0
+        return start
+    if event_type in (QUERY_STARTED, QUERY_IDLE):
+        return parse_timestamp(data.get("timestamp"))
+    return None
 
 
 def _codec(name: str) -> str | None:
+    """The codec a log's name says; ``lzf`` too, which Spark has and the watcher cannot read (reported, not read as text)."""
     base = name.removesuffix(_INPROGRESS).removesuffix(".compact")
     ext = base.rsplit(".", 1)[-1] if "." in base else ""
-    return ext if ext in CODECS else None
+    return ext if ext in CODECS or ext == "lzf" else None
 
 
 @dataclass
@@ -264,6 +322,8 @@ class _FileTail:
         self.size = -1
         self.broken = False  # cannot be read further (corrupt); later files of a rolling log still can
         self.failed_at = -1  # boundary a decode failed after (it is retried once from there)
+        self.inode: tuple[int, int] | None = None  # (device, inode) when first opened: another file renamed over it differs
+        self.head = b""  # the file's first bytes as read (up to _HEAD_BYTES); known only when read from offset 0
 
     def resume_point(self) -> tuple[int, int]:
         """(raw, decoded) offsets a fresh decoder can start at, at or before the last complete line."""
@@ -330,10 +390,15 @@ class _App:
         self.active_problems: set[str] = set()
         self.replay_until: tuple[int, int] | None = None  # (file index, line) delivered before a restart
         self.missing = 0  # consecutive listings without this log
+        self.newest_event: float | None = None  # newest event time read in this poll
+        self.caught_up = False  # the last read reached the end of the file
+        self.skew_samples: deque[float] = deque(maxlen=_SKEW_SAMPLES)
+        self.clock_skew = 0.0  # acted on: 0 unless measured beyond tolerance
+        self.dropped = False  # forgotten during this poll (a replaced log): nothing more is done with it
 
     def report(self) -> AppEvents:
         if self.out is None:
-            self.out = AppEvents(self.name, self.identity)
+            self.out = AppEvents(self.name, self.identity, clock_skew=self.clock_skew)
         return self.out
 
 
@@ -359,12 +424,19 @@ class EventLogWatcher:
         clock: Callable[[], float] = time.monotonic,
         raw_events: Iterable[str] = (),
         raw_keep: Callable[[bytes], bool] | None = None,
+        follow_symlinks: bool = False,
     ) -> None:
         """``raw_events``: wanted types delivered as their line, not parsed (``RawEvent.line``); with ``raw_keep``
-        only those lines it accepts (a consumer's cheap byte test: most task lines do not matter to it)."""
+        only those lines it accepts (a consumer's cheap byte test: most task lines do not matter to it).
+
+        ``follow_symlinks``: follow a symbolic link wherever it points; by default only one whose target stays
+        inside a watched folder (a link planted in a shared log folder must not make the watcher read other files).
+        """
         if shard is not None and not (shard[1] >= 1 and 0 <= shard[0] < shard[1]):
             raise ValueError(f"shard {shard!r}: want (K, N) with 0 <= K < N")
         self.dirs = [os.path.abspath(d) for d in dirs]
+        self.follow_symlinks = follow_symlinks
+        self._roots = [os.path.realpath(d) for d in self.dirs]
         self.poll_interval = poll_interval
         self.wanted = frozenset(wanted_events)
         self.raw_events = frozenset(raw_events) & self.wanted
@@ -404,7 +476,8 @@ class EventLogWatcher:
                 state = None
             if state is not None:
                 self._saved = {k: v for k, v in state["apps"].items() if isinstance(v, dict)}
-                self._done = {d for d in state.get("done", []) if isinstance(d, str)}
+                done = state.get("done")
+                self._done = {d for d in done if isinstance(d, str)} if isinstance(done, list) else set()
                 self._listed_dirs = set(self.dirs)  # a state means we watched before: every log not in it is new
 
     # --- public -------------------------------------------------------------------------------------
@@ -433,21 +506,26 @@ class EventLogWatcher:
         self._dirty = False
         return SavedPositions(apps, sorted(self._done))
 
-    def save(self, positions: SavedPositions) -> None:
-        """Persist ``positions`` (atomically); a failure is a problem counted, and the next snapshot tries again."""
+    def save(self, positions: SavedPositions, extra: dict[str, Any] | None = None) -> bool:
+        """Persist ``positions`` (and ``extra``, kept beside them) atomically; a failure is a problem counted and False returned.
+
+        A caller saving snapshots of its own (positions whose events are written) tries that snapshot
+        again: saving newer positions instead would skip events not written yet."""
         if not self.state_path:
-            return
+            return True
         try:
-            save_state(self.state_path, positions.apps, positions.done)
+            save_state(self.state_path, positions.apps, positions.done, extra)
         except OSError as exc:
-            self._dirty = True
             self._problem(None, "state_file", f"{self.state_path}: cannot save the watcher state: {exc}")
+            return False
+        return True
 
     def commit(self) -> None:
-        """Persist the positions of everything delivered so far (atomically); a no-op without a state path."""
+        """Persist the positions of everything delivered so far (atomically); a no-op without a state path.
+        A failure leaves them to save at the next commit."""
         positions = self.snapshot()
-        if positions is not None:
-            self.save(positions)
+        if positions is not None and not self.save(positions):
+            self._dirty = True
 
     def run(self, callback: Callable[[list[AppEvents]], None], stop_event: threading.Event) -> None:
         """Poll until ``stop_event`` is set; ``callback`` gets each non-empty poll's result, then positions are saved."""
@@ -486,9 +564,10 @@ class EventLogWatcher:
             try:
                 budget = self._follow(app, budget, now)
             except Exception as exc:  # per application: the others go on
-                log.exception("event-log watcher failed on %s", name)
+                log.exception("event-log watcher failed on %s", clean_text(name, 300))
                 self._problem(app, "unreadable", f"{name}: {type(exc).__name__}: {exc}")
-            self._lifecycle(app, now)
+            if not app.dropped:
+                self._lifecycle(app, now)
         self._forget(now)
         self._update_gauges()
         out = []
@@ -528,6 +607,8 @@ class EventLogWatcher:
                 if not is_dir and not is_file:
                     self._report_once(entry.path, "not_regular", self._why_unusable(entry.path))
                     continue
+                if entry.is_symlink() and not self._link_allowed(entry.path):
+                    continue
                 name = log_name(entry.name)
                 mtime = -1
                 if is_dir and name not in self._done and in_shard(name, self.shard):  # a rolling folder changes when files come
@@ -548,6 +629,22 @@ class EventLogWatcher:
                 listed[name] = item
         self._reported &= seen_entries | set(self.dirs)
         return listed, complete
+
+    def _link_inside(self, path: str) -> bool:
+        """Whether a symbolic link may be followed: ``follow_symlinks``, or its target inside a watched folder."""
+        if self.follow_symlinks:
+            return True
+        target = os.path.realpath(path)
+        return any(target == root or target.startswith(root.rstrip(os.sep) + os.sep) for root in self._roots)
+
+    def _link_allowed(self, path: str) -> bool:
+        """``_link_inside`` for a folder entry; a link that may not be followed is reported once."""
+        if self._link_inside(path):
+            return True
+        self._report_once(
+            path, "symlink", f"{path}: a symbolic link to a target outside the watched folders; not followed (see --follow-symlinks)"
+        )
+        return False
 
     def _why_unusable(self, path: str) -> str:
         try:
@@ -624,12 +721,19 @@ class EventLogWatcher:
                 tail.path = app.listing.path  # renamed from .inprogress when the application ended
             if not tail.broken:
                 budget = self._read(app, tail, budget)
+                if app.dropped:
+                    return budget
                 if budget <= 0:
                     self.backlog = True
                     return budget
                 if tail.size < 0 or tail.raw < tail.size:
                     break  # could not read it (reported): try again next poll
             nxt = self._next_index(app, tail.index)
+            if nxt is not None and nxt != tail.index + 1:
+                # parts are numbered 1, 2, 3...: a listing taken while Spark created them may show a later part
+                # and not yet the one before it; list again before moving past a gap (compaction leaves real ones)
+                self._relist(app, force=True)
+                nxt = self._next_index(app, tail.index)
             if nxt is None:
                 break
             # the next file exists, so Spark has closed this one (it closes before it opens the next)
@@ -643,9 +747,9 @@ class EventLogWatcher:
         self._problem(app, "truncated", f"{tail.path}: ends inside a {unit} {why}; the cut-off part is lost")
         tail.broken, tail.decoder = True, None
 
-    def _relist(self, app: _App) -> None:
+    def _relist(self, app: _App, force: bool = False) -> None:
         app.polls_since_listing += 1
-        if app.listing.mtime_ns == app.dir_mtime and app.polls_since_listing < _RELIST_EVERY and app.tail is not None:
+        if not force and app.listing.mtime_ns == app.dir_mtime and app.polls_since_listing < _RELIST_EVERY and app.tail is not None:
             return
         try:
             names = os.listdir(app.listing.path)
@@ -663,6 +767,9 @@ class EventLogWatcher:
             elif n.startswith(_APPSTATUS) and not n.endswith(_INPROGRESS):
                 app.marker_final = True
         app.files = files
+        if app.tail is None and files and min(files) > 1 and not force:
+            self._relist(app, force=True)  # Spark starts at part 1: a listing may have missed it while it was created
+            return
         if app.tail is None and files:
             first = min(files)
             app.tail = self._new_tail(app, os.path.join(app.listing.path, files[first]), first)
@@ -687,14 +794,14 @@ class EventLogWatcher:
         )
 
     def _read(self, app: _App, tail: _FileTail, budget: int) -> int:
-        try:
-            fd = os.open(tail.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except OSError as exc:
-            if exc.errno == errno.ENOENT:
-                return budget  # renamed or removed: the next listing says which
-            kind = "unreadable"
-            why = "symbolic link loop" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
-            self._problem(app, kind, f"{tail.path}: cannot open: {why}", once=True)
+        if tail.codec is not None and tail.codec not in CODECS:
+            self._problem(
+                app, "unreadable", f"{tail.path}: codec {tail.codec!r} is not supported (use zstd, lz4, snappy or none)", once=True
+            )
+            tail.broken = True
+            return budget
+        fd = self._open(app, tail)
+        if fd is None:
             return budget
         try:
             st = os.fstat(fd)
@@ -711,24 +818,26 @@ class EventLogWatcher:
                     "the writer's clock is ahead (timeouts use this process's clock, so nothing else changes)",
                     once=True,
                 )
-            if st.st_size < tail.raw:
-                self._problem(
-                    app,
-                    "truncated",
-                    f"{tail.path}: shrank from {tail.raw} to {st.st_size} bytes (rewritten or truncated); not read further",
-                    once=True,
-                )
-                tail.broken = True
+            why = self._replaced_why(fd, st, tail)
+            if why:
+                self._replaced(app, tail, why)
                 return budget
             tail.size = st.st_size
             if st.st_size == tail.raw:
+                self._caught_up(app)
                 return budget
-            os.lseek(fd, tail.raw, os.SEEK_SET)
-            while tail.raw < st.st_size and budget > 0:
-                data = os.read(fd, min(_READ_CHUNK, st.st_size - tail.raw))
+            while tail.raw < st.st_size and budget > 0 and not tail.broken:
+                at = tail.raw
+                data = os.pread(fd, min(_READ_CHUNK, st.st_size - at), at)
                 if not data:
                     break
-                budget -= self._decode(app, tail, data)
+                if at < _HEAD_BYTES and len(tail.head) == at:
+                    tail.head += data[: _HEAD_BYTES - at]
+                budget -= self._decode(app, tail, data, budget)
+            if tail.raw >= st.st_size:
+                self._caught_up(app)
+            else:
+                app.caught_up = False
         except OSError as exc:
             self._problem(app, "unreadable", f"{tail.path}: read failed: {exc.strerror or exc}", once=True)
         except EventLogError as exc:
@@ -742,39 +851,129 @@ class EventLogWatcher:
                 tail.broken, tail.decoder = True, None
         finally:
             os.close(fd)
-        if tail.decoder is not None and not tail.decoder.partial:
+        if tail.decoder is not None and (tail.broken or not tail.decoder.partial):
             tail.decoder = None  # nothing held: recreate at the next boundary instead of keeping its buffers
         return budget
 
-    def _decode(self, app: _App, tail: _FileTail, data: bytes) -> int:
-        """Decode one raw chunk and deliver its wanted lines; returns the decoded size."""
-        self.counts.read_bytes += len(data)
+    def _open(self, app: _App, tail: _FileTail) -> int | None:
+        """The file opened non-blocking (a FIFO swapped in never hangs a poll); a symbolic link only where allowed."""
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        try:
+            try:
+                return os.open(tail.path, flags | getattr(os, "O_NOFOLLOW", 0))
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+            # a symbolic link (or a loop): followed only when its target stays inside a watched folder
+            if not self._link_inside(tail.path):
+                self._problem(app, "symlink", f"{tail.path}: a symbolic link out of the watched folders; not read", once=True)
+                tail.broken = True
+                return None
+            return os.open(tail.path, flags)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return None  # renamed or removed: the next listing says which
+            why = "symbolic link loop" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+            self._problem(app, "unreadable", f"{tail.path}: cannot open: {why}", once=True)
+            return None
+
+    @staticmethod
+    def _replaced_why(fd: int, st: os.stat_result, tail: _FileTail) -> str:
+        """Why the file at ``tail.path`` is not the one read so far ("" when it is): smaller, other first bytes, another inode.
+
+        Another inode with the same first bytes is the same log (some network file systems renumber inodes): kept.
+        """
+        if st.st_size < tail.raw:
+            return f"it shrank from {tail.raw} to {st.st_size} bytes"
+        inode = (st.st_dev, st.st_ino)
+        moved = tail.inode is not None and inode != tail.inode
+        tail.inode = inode
+        if tail.head and (moved or st.st_size > tail.raw) and os.pread(fd, len(tail.head), 0) != tail.head:
+            return "another file took its name" if moved else "its first bytes changed"
+        if moved and not tail.head and tail.raw > 0:
+            return "another file took its name"
+        if not tail.head and tail.raw > 0:  # resumed from a saved position: these first bytes are the log's from now on
+            tail.head = os.pread(fd, min(tail.raw, _HEAD_BYTES), 0)
+        return ""
+
+    def _replaced(self, app: _App, tail: _FileTail, why: str) -> None:
+        """A log replaced or truncated under the watcher: what was read belongs to another file. The application is
+        forgotten (its series go) and the log found again at the next listing, read from its start as a new one."""
+        self._problem(app, "replaced", f"{tail.path}: replaced or truncated ({why}); read again from its start as a new log")
+        tail.broken, tail.decoder = True, None
+        self._drop(app, "forgotten", f"{app.name}: its log was replaced", done=False)
+
+    def _caught_up(self, app: _App) -> None:
+        """The file is read to its end: measure the clock skew from this poll's newest event (see ``_SKEW_SAMPLES``)."""
+        newest, app.newest_event = app.newest_event, None
+        if newest is not None and app.caught_up:
+            app.skew_samples.append(time.time() - newest)
+            if len(app.skew_samples) >= _SKEW_MIN_SAMPLES:
+                skew = min(app.skew_samples)
+                tolerance = _SKEW_TOLERANCE_SECONDS + self.poll_interval
+                app.clock_skew = skew if tolerance < abs(skew) <= _MAX_SKEW_SECONDS else 0.0
+                if app.clock_skew:
+                    self._problem(
+                        app,
+                        "clock_skew",
+                        f"{app.name}: its event times are {skew:.0f} s {'behind' if skew > 0 else 'ahead of'} this watcher's clock; "
+                        "ages and stalls are judged on the application's clock",
+                        once=True,
+                    )
+                if app.out is not None:
+                    app.out.clock_skew = app.clock_skew
+        app.caught_up = True
+
+    def _decode(self, app: _App, tail: _FileTail, data: bytes, budget: int) -> int:
+        """Decode one raw chunk and deliver its wanted lines, stopping once ``budget`` decoded bytes are spent
+        (``tail.raw`` then says how far the chunk was used); returns the decoded size."""
         if tail.decoder is None:
             tail.decoder = tail_decoder(tail.path, tail.codec, tail.raw)
-        tail.raw += len(data)
         decoded_total = 0
-        for piece, boundary in tail.decoder.feed(data):
-            decoded_total += len(piece)
-            if tail.skip > 0:  # delivered before a restart
-                cut = min(tail.skip, len(piece))
-                tail.skip -= cut
-                tail.filter.decoded_pos += cut
-                tail.filter.consumed = tail.filter.decoded_pos
-                piece = piece[cut:]
-            before = tail.filter.lines
-            tail.filter.feed(piece, lambda line_no, event_type, line: self._line(app, tail, line_no, event_type, line))
-            self.counts.lines += tail.filter.lines - before
-            for line_no in tail.filter.too_long:
-                self._problem(
-                    app, "line_too_long", f"{tail.path}:{line_no}: a wanted event line longer than {self.max_line_bytes} bytes; skipped"
-                )
-            tail.filter.too_long.clear()
-            if boundary is not None:
-                tail.note_boundary(boundary, tail.filter.decoded_pos)
+        pieces = tail.decoder.feed(data)
+        try:
+            for piece, boundary in pieces:
+                decoded_total += len(piece)
+                if tail.skip > 0:  # delivered before a restart
+                    cut = min(tail.skip, len(piece))
+                    tail.skip -= cut
+                    tail.filter.decoded_pos += cut
+                    tail.filter.consumed = tail.filter.decoded_pos
+                    piece = piece[cut:]
+                before = tail.filter.lines
+                tail.filter.feed(piece, lambda line_no, event_type, line: self._line(app, tail, line_no, event_type, line))
+                self.counts.lines += tail.filter.lines - before
+                for line_no in tail.filter.too_long:
+                    self._problem(
+                        app, "line_too_long", f"{tail.path}:{line_no}: a wanted event line longer than {self.max_line_bytes} bytes; skipped"
+                    )
+                tail.filter.too_long.clear()
+                if boundary is not None:
+                    tail.note_boundary(boundary, tail.filter.decoded_pos)
+                if decoded_total >= budget or self._inflated(app, tail):
+                    break
+        finally:
+            pieces.close()  # the decoder notes how much of ``data`` it used
+        self.counts.read_bytes += max(0, tail.decoder.raw_pos - tail.raw)
+        tail.raw = tail.decoder.raw_pos
         self.counts.decoded_bytes += decoded_total
         if decoded_total:
             self._dirty = True
         return decoded_total
+
+    def _inflated(self, app: _App, tail: _FileTail) -> bool:
+        """True (counted once per file, the rest of it skipped) when the file decodes to far more than any log does."""
+        raw = tail.decoder.raw_pos if tail.decoder is not None else tail.raw
+        if tail.codec is None or tail.filter.decoded_pos <= _MAX_INFLATION * raw + _INFLATION_ALLOWANCE:
+            return False
+        self._problem(
+            app,
+            "inflated",
+            f"{tail.path}: {raw} compressed bytes decode to over {tail.filter.decoded_pos} (a decompression bomb?); "
+            "the rest of this file is skipped",
+        )
+        tail.broken = True
+        return True
 
     def _line(self, app: _App, tail: _FileTail, line_no: int, event_type: str, line: bytes) -> bool:
         """Parse and deliver one wanted line; True when the application turned out to be streaming (scan for more types)."""
@@ -791,24 +990,32 @@ class EventLogWatcher:
             return turned_streaming
         source = f"{tail.path}:{line_no}"
         try:
-            obj = json.loads(line)
+            obj = loads(line)  # bounded: a short line of ``[{},{},...]`` would expand a hundredfold in memory
+        except JsonTooLarge as exc:
+            self._problem(app, "line_too_long", f"{source}: {exc}; skipped")
+            return turned_streaming
         except (ValueError, RecursionError) as exc:
-            self._problem(app, "bad_json", f"{source}: not valid JSON ({str(exc)[:80]}); skipped")
+            why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:80]
+            self._problem(app, "bad_json", f"{source}: not valid JSON ({why}); skipped")
             return turned_streaming
         self.counts.events_parsed += 1
         if not isinstance(obj, dict):
             self._problem(app, "bad_json", f"{source}: not a JSON object; skipped")
             return turned_streaming
         replayed = app.replay_until is not None and (tail.index, line_no) <= app.replay_until
+        if event_type in STREAMING_EVENTS:
+            at = event_time(event_type, obj)
+            if at is not None and (app.newest_event is None or at > app.newest_event):
+                app.newest_event = at
         if event_type == LOG_START:
-            app.spark_version = str(obj.get("Spark Version")) if obj.get("Spark Version") is not None else None
+            app.spark_version = clean_identity(obj.get("Spark Version")) or None
         elif event_type == ENVIRONMENT:
             props = obj.get("Spark Properties")
             if isinstance(props, dict):
-                app.properties = {k: str(props[k]) for k in self.identity_properties if k in props}
+                app.properties = {k: clean_identity(props[k]) for k in self.identity_properties if k in props}
             elif isinstance(props, list):  # older logs: a list of [key, value] pairs
-                pairs = {p[0]: p[1] for p in props if isinstance(p, list) and len(p) == 2}
-                app.properties = {k: str(pairs[k]) for k in self.identity_properties if k in pairs}
+                pairs = {p[0]: p[1] for p in props if isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)}
+                app.properties = {k: clean_identity(pairs[k]) for k in self.identity_properties if k in pairs}
         elif event_type == APP_START:
             self._identify(app, obj)
         elif event_type == APP_END:
@@ -823,9 +1030,9 @@ class EventLogWatcher:
         progress = obj.get("progress")
         if not isinstance(progress, dict):
             return True
-        run = (str(progress.get("id")), str(progress.get("runId")))
+        run = (clean_identity(progress.get("id")), clean_identity(progress.get("runId")))
         batch = progress.get("batchId")
-        if not isinstance(batch, int):
+        if type(batch) is not int:
             return True
         last = app.runs.get(run)
         if last is not None and batch <= last and not replayed:
@@ -838,16 +1045,16 @@ class EventLogWatcher:
         return True
 
     def _identify(self, app: _App, obj: dict[str, Any]) -> None:
-        name, app_id = obj.get("App Name"), obj.get("App ID")
-        attempt = obj.get("App Attempt ID")
+        # every identity string is cut and cleaned here, where it is taken (``clean_identity``): it ends on labels
+        fallback = clean_identity(app.name)
         ts = obj.get("Timestamp")
         app.identity = AppIdentity(
             app.name,
-            str(name) if name is not None else app.name,
-            str(app_id) if app_id is not None else app.name,
-            str(attempt) if attempt is not None else None,
+            clean_identity(obj.get("App Name")) or fallback,
+            clean_identity(obj.get("App ID")) or fallback,
+            clean_identity(obj.get("App Attempt ID")) or None,
             app.spark_version,
-            ts if isinstance(ts, int) else None,
+            ts if type(ts) is int and 0 <= ts < 1 << 53 else None,
             tuple(sorted(app.properties.items())),
         )
         self._check_duplicate_name(app)
@@ -876,7 +1083,8 @@ class EventLogWatcher:
 
     def _fallback_identity(self, app: _App, why: str) -> None:
         self._problem(app, "no_app_start", f"{app.name}: {why}; named after its log")
-        app.identity = AppIdentity(app.name, app.name, app.name, None, app.spark_version, None, tuple(sorted(app.properties.items())))
+        name = clean_identity(app.name)
+        app.identity = AppIdentity(app.name, name, name, None, app.spark_version, None, tuple(sorted(app.properties.items())))
         self._release_held(app)
 
     def _release_held(self, app: _App) -> None:
@@ -931,6 +1139,7 @@ class EventLogWatcher:
             self._set_status(app, "running", f"{app.name}: growing again", now)
 
     def _set_status(self, app: _App, status: str, message: str, now: float) -> None:
+        message = clean_text(message, 2000)
         app.status, app.status_since = status, now
         app.report().status_changes.append(StatusChange(status, message, time.time()))
         self._dirty = True
@@ -942,18 +1151,21 @@ class EventLogWatcher:
             if app.status in ("finished", "lost") and now - app.status_since >= self.grace_seconds:
                 self._drop(app, "forgotten", f"{app.name}: forgotten {self.grace_seconds:.0f} s after it was {app.status}")
 
-    def _drop(self, app: _App, status: str, message: str) -> None:
+    def _drop(self, app: _App, status: str, message: str, done: bool = True) -> None:
+        """Forget ``app``; ``done``: its log, if still there, is not read again (``False``: found again as a new log)."""
         report = app.report()
         report.identity = app.identity
         report.status_changes.append(StatusChange(status, message, time.time()))
         self._apps.pop(app.name, None)
-        if app.listing.path and os.path.lexists(app.listing.path):
+        app.dropped = True
+        if done and app.listing.path and os.path.lexists(app.listing.path):
             self._done.add(app.name)
         self.counts.apps_forgotten += 1
         self._forgotten.append(app)
         self._dirty = True
 
     def _update_gauges(self) -> None:
+        self.counts.clock_skew_seconds = max((app.clock_skew for app in self._apps.values()), key=abs, default=0.0)
         statuses = Counter(app.status for app in self._apps.values())
         self.counts.apps_running, self.counts.apps_finished, self.counts.apps_lost = (
             statuses["running"],
@@ -969,6 +1181,7 @@ class EventLogWatcher:
             if kind in app.active_problems:
                 return
             app.active_problems.add(kind)
+        message = clean_text(message, 2000)  # names from the data: a lone surrogate must not break a log handler
         self.counts.problems[kind] += 1
         log.warning("%s", message)
         if app is not None:
@@ -1005,27 +1218,37 @@ class EventLogWatcher:
         try:
             pos = saved["tail"]
             ident = saved["identity"]
-            folder = app.listing.path if app.listing.kind == "rolling" else os.path.dirname(app.listing.path)
-            path = os.path.join(folder, pos["file"]) if app.listing.kind == "rolling" else app.listing.path
+            if app.listing.kind == "rolling":
+                # a state file is input too: only a part's own name, never a path out of the log's folder
+                if not isinstance(pos["file"], str) or not _EVENTS_FILE.match(pos["file"]):
+                    raise ValueError(f"{clean_text(repr(pos['file']), 80)} is not an event-log part's name")
+                path = os.path.join(app.listing.path, pos["file"])
+            else:
+                path = app.listing.path
+            if not all(type(pos[k]) is int and 0 <= pos[k] < 1 << 62 for k in ("raw", "decoded", "consumed", "lines", "index")):
+                raise ValueError("offsets are not non-negative integers")
+            start = ident.get("start_time_ms")
+            properties = ident.get("properties") or {}
             app.identity = AppIdentity(
                 app.name,
-                ident["name"],
-                ident["app_id"],
-                ident.get("attempt_id"),
-                ident.get("spark_version"),
-                ident.get("start_time_ms"),
-                tuple(sorted((ident.get("properties") or {}).items())),
+                clean_identity(ident["name"]) or clean_identity(app.name),
+                clean_identity(ident["app_id"]) or clean_identity(app.name),
+                clean_identity(ident.get("attempt_id")) or None,
+                clean_identity(ident.get("spark_version")) or None,
+                start if type(start) is int else None,
+                tuple(sorted((clean_identity(k), clean_identity(v)) for k, v in list(properties.items())[:100])),
             )
             app.streaming = bool(saved.get("streaming")) and not self.replay_on_resume  # a replay reads as the first pass did
             app.end_seen = bool(saved.get("end_seen"))
-            for q, r, b in saved.get("runs", []):
-                app.runs[(q, r)] = int(b)
+            for q, r, b in list(saved.get("runs", []))[-_MAX_RUNS:]:
+                app.runs[(clean_identity(q), clean_identity(r))] = int(b)  # keyed as ``_new_batch`` keys them
             if self.replay_on_resume:
                 app.replay_until = (int(pos["index"]), int(pos["lines"]))
                 if app.listing.kind == "single":
                     app.tail = self._new_tail(app, path, 0)
                 return  # a rolling log starts again from its first file at the next listing
             app.tail = self._new_tail(app, path, int(pos["index"]), pos)
-        except (KeyError, TypeError, ValueError) as exc:
-            self._problem(app, "state_file", f"{app.name}: saved position unusable ({exc}); reading its log from the start")
-            app.identity, app.tail = None, None
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            self._problem(app, "state_file", f"{app.name}: saved position unusable ({str(exc)[:200]}); reading its log from the start")
+            app.identity, app.tail, app.replay_until = None, None, None
+            app.runs.clear()

@@ -60,11 +60,13 @@ from observer.capture.eventlog_watch import (
     RawEvent,
     SavedPositions,
     WatchCounts,
+    event_time,
 )
 from observer.capture.queue import CapturedEvent
 from observer.capture.store_mirror import PROBLEM_KINDS as STORE_PROBLEM_KINDS
 from observer.capture.store_mirror import REQUEST_KINDS, StoreMirror
 from observer.capture.task_log import EventLogSource, follow_event_log
+from observer.capture.watch_state import StateFileError, load_state
 from observer.exporters.exposition import Families, QueryLines, join_parts
 from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.otel.config import otlp_enabled
@@ -73,9 +75,9 @@ from observer.exporters.samples import SampleSink, labelled, render_self
 from observer.metrics import catalog
 from observer.metrics.selfmetrics import SelfMetrics
 from observer.model import kinds
+from observer.model.bounded import clean_identity
 from observer.model.events import Event
 from observer.model.identity import AppContext, Pairs
-from observer.model.parse import parse_timestamp
 from observer.model.tasks import wanted_line
 from observer.runtime import Observer
 from observer.settings import Settings
@@ -86,6 +88,7 @@ if TYPE_CHECKING:
     from observer.history.sink import HistorySink
 
 log = logging.getLogger("observer")
+HISTORY_DROPPED_KEY = "history_dropped_events"  # in the state file: events dropped before its positions, never to be written
 MAX_UNSAVED = 64  # position snapshots waiting for the history writer (a long outage: the newest replaces the last)
 
 _KIND_OF = {QUERY_STARTED: kinds.STARTED, QUERY_PROGRESS: kinds.PROGRESS, QUERY_IDLE: kinds.IDLE, QUERY_TERMINATED: kinds.TERMINATED}
@@ -111,6 +114,7 @@ class WatchOptions:
     grace_seconds: float = 300.0  # a finished or lost application is forgotten this long after
     lost_after_seconds: float = 600.0  # a log that does not grow for this long without an end is lost
     read_finished_at_start: bool = False  # also read logs already finished when the watcher starts
+    follow_symlinks: bool = False  # follow links out of the watched folders too
     max_apps: int = 10_000
     history: bool = False  # write the shared history (settings.history_path)
 
@@ -123,6 +127,7 @@ def render_watch(f: SampleSink, counts: WatchCounts) -> None:
         f.add(spec, (), getattr(counts, attr))
     for kind in PROBLEM_KINDS:
         f.add(catalog.WATCH_PROBLEMS, (("kind", kind),), counts.problems.get(kind, 0))
+    f.add(catalog.WATCH_CLOCK_SKEW, (), counts.clock_skew_seconds)
 
 
 def render_store(f: SampleSink, mirrors: Sequence[StoreMirror]) -> None:
@@ -137,25 +142,8 @@ def render_store(f: SampleSink, mirrors: Sequence[StoreMirror]) -> None:
 
 def app_context(identity: AppIdentity, static: Pairs) -> AppContext:
     """The pipeline's identity of an application the watcher found."""
-    return AppContext(identity.name, static, identity.app_id, identity.attempt_id or "", identity.log_name)
-
-
-def event_time(event: RawEvent) -> float | None:
-    """When a listener would have received ``event``: a progress's trigger time plus its batch duration,
-    a started or idle event's own time; None when Spark logged none (terminated)."""
-    data = event.data
-    if event.event_type == QUERY_PROGRESS:
-        progress = data.get("progress")
-        if not isinstance(progress, dict):
-            return None
-        start = parse_timestamp(progress.get("timestamp"))
-        duration = progress.get("batchDuration")
-        if start is None:
-            return None
-        return start + (duration / 1000.0 if isinstance(duration, (int, float)) and duration >= 0 else 0.0)
-    if event.event_type in (QUERY_STARTED, QUERY_IDLE):
-        return parse_timestamp(data.get("timestamp"))
-    return None
+    # the log name is the file's name (surrogate escapes where it is not UTF-8): cleaned as the other identity strings were
+    return AppContext(identity.name, static, identity.app_id, identity.attempt_id or "", clean_identity(identity.log_name))
 
 
 class _Replayable:
@@ -199,6 +187,11 @@ class _AppPipeline:
     log_name: str = ""
     replaying: bool = False
     last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
+    clock_skew: float = 0.0  # seconds the application's clock is behind the watcher's (``AppEvents.clock_skew``)
+
+    def clock(self) -> float:
+        """Now on the application's clock: its ages and stalls compare its own event times with this."""
+        return time.time() - self.clock_skew
 
     def executor_ids(self) -> set[str]:
         return set(self.executors)
@@ -250,6 +243,7 @@ class FleetObserver:
             grace_seconds=o.grace_seconds,
             lost_after_seconds=o.lost_after_seconds,
             read_finished_at_start=o.read_finished_at_start,
+            follow_symlinks=o.follow_symlinks,
             replay_on_resume=True,
             max_apps=o.max_apps,
             raw_events=PLACEMENT_EVENTS,  # placement decodes the few fields it reads, of the lines that matter to it
@@ -259,12 +253,31 @@ class FleetObserver:
         self._lock = threading.Lock()  # the watcher thread changes ``_apps`` while scrapes read it
         self._shared: list[Sink] = []
         self._history: HistorySink | None = None
-        self._unsaved: deque[tuple[SavedPositions, int]] = deque()  # positions waiting for their rows to be written
+        # positions waiting for their rows to be written, with the history's drops counted when they were taken
+        self._unsaved: deque[tuple[SavedPositions, int, int]] = deque()
+        self._dropped_before = 0  # history events earlier runs dropped and saved positions past (the state file says so)
         if o.history:
             from observer.history.sink import HistorySink
 
-            self._history = HistorySink(self.settings.history_path, self.self_metrics, self.settings)
+            self._dropped_before = _history_dropped(o.state_path)
+            if self._dropped_before:
+                log.warning(
+                    "spark-state-observer: the history misses %d events that earlier runs of this watcher dropped "
+                    '(counted then in spark_state_observer_events_dropped_total{reason="history"}; %s keeps the count)',
+                    self._dropped_before,
+                    o.state_path,
+                )
+
+            # a writer thread for SQLite too: positions are then saved only as far as rows are written (a full
+            # disk holds them back instead of skipping the rows it refused)
+            self._history = HistorySink(self.settings.history_path, self.self_metrics, self.settings, background=True)
             self._shared.append(self._history)
+            if self._history.store is None and o.state_path:
+                log.warning(
+                    "spark-state-observer: without its history this run saves no read positions: %s stays as it is, "
+                    "and a start with a usable history writes what this one reads",
+                    o.state_path,
+                )
         self._otlp = otlp_enabled(self.settings)
         # executors of applications not (yet) streaming: a batch application costs this small set, no pipeline
         self._executors: dict[str, set[str]] = {}
@@ -401,28 +414,36 @@ class FleetObserver:
     def _save_written_positions(self) -> None:
         """Save the newest read positions whose events the history has written (or counted dropped).
 
-        SQLite writes in ``flush``, so its positions are saved at once; PostgreSQL's writer settles later, so
-        a snapshot waits for its mark (at most ``MAX_UNSAVED`` kept: the newest replaces the last). A kill in
-        between re-reads what was not written yet instead of losing it.
+        The history's background writer (SQLite and PostgreSQL alike) settles rows later, so a snapshot waits
+        for its mark (at most ``MAX_UNSAVED`` kept: the newest replaces the last). A full disk, a database
+        away or a kill in between: a restart re-reads what was not written yet instead of losing it. A
+        snapshot that cannot be saved (the state file's own disk full) is tried again first next round.
         """
+        history = self._history
         positions = self.watcher.snapshot()
         if positions is not None:
-            entry = (positions, self._history.written_mark() if self._history is not None else 0)
+            entry = (positions, *((history.written_mark(), history.dropped_rows) if history is not None else (0, 0)))
             if len(self._unsaved) >= MAX_UNSAVED:
                 self._unsaved[-1] = entry
             else:
                 self._unsaved.append(entry)
         ready = None
-        while self._unsaved and (self._history is None or self._history.is_written(self._unsaved[0][1])):
-            ready = self._unsaved.popleft()[0]
-        if ready is not None:
-            self.watcher.save(ready)
+        while self._unsaved and (history is None or history.is_written(self._unsaved[0][1])):
+            ready = self._unsaved.popleft()
+        if ready is None:
+            return
+        # the events dropped before these positions stay dropped once they are saved: the state file says how many
+        extra = {HISTORY_DROPPED_KEY: self._dropped_before + ready[2]} if history is not None else None
+        if not self.watcher.save(ready[0], extra):
+            self._unsaved.appendleft(ready)
 
     def handle(self, found: AppEvents) -> int:
         """Apply what one poll found for one application; returns the number of events processed."""
         pipeline = self._apps.get(found.log_name)
         if pipeline is None and found.identity is not None and _streaming(found):
             pipeline = self._admit(found.identity)
+        if pipeline is not None:
+            pipeline.clock_skew = found.clock_skew
         done = 0
         for event in found.events:
             if pipeline is not None:
@@ -443,6 +464,7 @@ class FleetObserver:
             self.settings,
             serve=False,
             live=True,
+            clock=lambda: holder[0].clock(),
             executor_ids=lambda: holder[0].executor_ids(),
             identity=context,
             self_metrics=self.self_metrics,
@@ -462,7 +484,7 @@ class FleetObserver:
             observer.add_sink(_Replayable(otel, pipeline, owned=True))
         with self._lock:
             self._apps[identity.log_name] = pipeline
-        log.info("spark-state-observer: observing %s (%s)", context.name, identity.log_name)
+        log.info("spark-state-observer: observing %s (%s)", context.name, context.log_name)
         return pipeline
 
     def _forget(self, log_name: str) -> None:
@@ -484,9 +506,9 @@ class FleetObserver:
         kind = _KIND_OF.get(event.event_type)
         if kind is None:  # application start and end: the identity and lifecycle come from the watcher
             return 0
-        at = event_time(event)
+        at = event_time(event.event_type, event.data)
         if at is None:
-            at = pipeline.last_time if event.replayed and pipeline.last_time else time.time()
+            at = pipeline.last_time if event.replayed and pipeline.last_time else pipeline.clock()
         pipeline.last_time = max(pipeline.last_time, at)
         payload: Any = event.data.get("progress") if kind == kinds.PROGRESS else event.data
         pipeline.replaying = event.replayed
@@ -545,6 +567,19 @@ class FleetObserver:
         except Exception as exc:
             self.self_metrics.count("export_failures", sink.name)
             log.warning("spark-state-observer: %s failed: %r", sink.name, exc)
+
+
+def _history_dropped(state_path: str | None) -> int:
+    """History events earlier runs dropped (``HISTORY_DROPPED_KEY`` of the state file); 0 without one. The
+    watcher itself reports a state file it cannot read."""
+    if not state_path:
+        return 0
+    try:
+        state = load_state(state_path)
+    except StateFileError:
+        return 0
+    dropped = state.get(HISTORY_DROPPED_KEY) if state else None
+    return dropped if type(dropped) is int and dropped > 0 else 0
 
 
 def _copy_counts(counts: WatchCounts) -> WatchCounts:

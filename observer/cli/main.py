@@ -1,4 +1,4 @@
-"""The ``spark-state-observer`` command: demo, replay, inspect, state browser, metrics reference."""
+"""The ``spark-state-observer`` command: demo, replay, inspect, watch, run (zero-code attach), state browser, metrics reference."""
 
 from __future__ import annotations
 
@@ -100,10 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         "--watch", action="store_true", help="run two small applications writing event logs and the event-log watcher following both"
     )
 
-    from observer.cli import backtest, watch
+    from observer.cli import backtest, run, watch
 
     backtest.add_parser(sub)
     watch.add_parser(sub)
+    run.add_parser(sub)
 
     sub.add_parser("metrics", help="print the metric reference (Markdown)")
     sub.add_parser("settings", help="print the settings reference (Markdown)")
@@ -121,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         return _demo(args)
     if args.command == "watch":
         return watch.run(args)
+    if args.command == "run":
+        return run.run(args)
     if args.command == "replay":
         return _replay(args)
     if args.command == "inspect":

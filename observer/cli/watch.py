@@ -73,6 +73,11 @@ def add_parser(sub: Any) -> None:
         help="an application whose log stops growing without an end for this long is lost (default 600)",
     )
     w.add_argument("--read-finished", action="store_true", help="also read logs already finished when the watcher starts")
+    w.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="follow symbolic links wherever they point (default: only those whose target is inside a watched folder)",
+    )
     w.add_argument("--labels", default=None, metavar="k=v,...", help="static labels on every series (default: setting labels)")
     w.add_argument("--max-apps", type=int, default=10_000, help="applications followed at most (default 10000)")
 
@@ -131,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         grace_seconds=args.grace_seconds,
         lost_after_seconds=args.lost_after_seconds,
         read_finished_at_start=args.read_finished,
+        follow_symlinks=args.follow_symlinks,
         max_apps=args.max_apps,
         history=bool(args.history),
     )

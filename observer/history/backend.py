@@ -22,6 +22,11 @@ class HistoryError(RuntimeError):
     """The history database cannot be written (or opened); the message says why."""
 
 
+class HistoryDataError(HistoryError):
+    """The database refused the rows themselves (a value it cannot hold), not the connection or the disk:
+    writing the same rows again fails again, so the writer isolates the rows at fault instead of retrying."""
+
+
 def upsert_sql(table: str, greatest: str) -> str:
     """The insert-or-merge of one query or run row (``?`` placeholders; ``greatest`` is MAX or GREATEST)."""
     cols = COLUMNS[table]
@@ -73,7 +78,8 @@ class Backend(ABC):
     # --- writing --------------------------------------------------------------------------------------
     @abstractmethod
     def write(self, pending: PendingRows) -> None:
-        """Write ``pending`` in one transaction (all or nothing). Raises ``HistoryError``."""
+        """Write ``pending`` in one transaction (all or nothing). Raises ``HistoryDataError`` when a value is
+        refused, ``HistoryError`` for anything else (retried later)."""
 
     # --- the dialect ----------------------------------------------------------------------------------
     @abstractmethod

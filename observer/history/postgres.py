@@ -19,7 +19,15 @@ from typing import Any, ClassVar, Iterator
 import psycopg
 from psycopg import conninfo
 
-from observer.history.backend import RESTAMPED_TABLES, Backend, HistoryError, restamp_params, restamp_sql, upsert_sql
+from observer.history.backend import (
+    RESTAMPED_TABLES,
+    Backend,
+    HistoryDataError,
+    HistoryError,
+    restamp_params,
+    restamp_sql,
+    upsert_sql,
+)
 from observer.history.rows import COLUMNS, KEYS, PendingRows
 from observer.history.schema import MIGRATIONS, POSTGRES_TYPES, column_types, newer_error, render
 from observer.history.url import HistoryTarget, scrub
@@ -42,6 +50,11 @@ _DEFAULTS = {
     "tcp_user_timeout": str(CONNECT_TIMEOUT_SECONDS * 4 * 1000),  # a write stuck on a dead peer fails, not hangs
     "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c lock_timeout={STATEMENT_TIMEOUT_MS // 2}",
 }
+
+
+# refused values: text with NUL or a lone surrogate, numbers out of range, NULL in a key (raised by the driver's
+# dumpers as Python errors, or by the server as data or integrity errors)
+_REFUSED = (psycopg.DataError, psycopg.IntegrityError, ValueError, OverflowError, TypeError)
 
 
 def explain(exc: BaseException, target: HistoryTarget) -> str:
@@ -89,8 +102,15 @@ class PostgresBackend(Backend):
         self._key_of = {t: operator.itemgetter(*(COLUMNS[t].index(c) for c in KEYS[t])) for t in STAGED}
         types = column_types()
         self._types = {t: [_COPY_TYPES[types[c]] for c in COLUMNS[t]] for t in STAGED + ("events",)}
-        self._copy = {t: f"COPY {'stage_' + t if t in STAGED else t} ({cols[t]}) FROM STDIN (FORMAT BINARY)" for t in STAGED + ("events",)}
+        self._copy = {t: f"COPY stage_{t} ({cols[t]}) FROM STDIN (FORMAT BINARY)" for t in STAGED + ("events",)}
         self._direct = {t: f"COPY {t} ({cols[t]}) FROM STDIN (FORMAT BINARY)" for t in STAGED}
+        # a signal row already there (a watcher killed after writing, before saving its positions, reads it
+        # again) is not written twice: its query, run, time, kind and attributes are the same
+        self._new_events = (
+            f"INSERT INTO events ({cols['events']}) SELECT DISTINCT {cols['events']} FROM stage_events s WHERE NOT EXISTS "
+            "(SELECT 1 FROM events e WHERE e.query_id = s.query_id AND e.ts = s.ts AND e.kind = s.kind "
+            "AND e.run_id IS NOT DISTINCT FROM s.run_id AND e.attributes IS NOT DISTINCT FROM s.attributes)"
+        )
         self._merge = {}
         for t in STAGED:
             key = ", ".join(KEYS[t])
@@ -119,6 +139,10 @@ class PostgresBackend(Backend):
                     pass  # a server built without lz4 (or before PostgreSQL 14) keeps its default
                 for t in STAGED:
                     conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS stage_{t} (LIKE {t}) ON COMMIT DELETE ROWS")
+                events = ", ".join(COLUMNS["events"])  # not its serial id
+                conn.execute(
+                    f"CREATE TEMP TABLE IF NOT EXISTS stage_events ON COMMIT DELETE ROWS AS SELECT {events} FROM events WITH NO DATA"
+                )
         except HistoryError:
             conn.close()
             raise
@@ -145,7 +169,7 @@ class PostgresBackend(Backend):
                 conn.execute("DELETE FROM history_schema")
                 conn.execute("INSERT INTO history_schema (version) VALUES (%s)", (len(MIGRATIONS),))
 
-    def _fail(self, exc: psycopg.Error) -> HistoryError:
+    def _fail(self, exc: BaseException) -> HistoryError:
         if isinstance(exc, psycopg.OperationalError) or (self.conn is not None and self.conn.broken):
             self.close()  # reconnect next time
         return HistoryError(explain(exc, self.target))
@@ -167,6 +191,11 @@ class PostgresBackend(Backend):
                         self._write_facts(conn, cur, t, pending.facts[t])
                 if pending.facts["events"]:
                     self._copy_rows(cur, self._copy["events"], pending.facts["events"])
+                    cur.execute(self._new_events)
+        except _REFUSED as exc:  # a value the server or the driver cannot hold: the rows are at fault, not the server
+            if self.conn is not None and self.conn.broken:
+                raise self._fail(exc) from None
+            raise HistoryDataError(explain(exc, self.target)) from None
         except psycopg.Error as exc:
             raise self._fail(exc) from None
 

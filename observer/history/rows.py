@@ -15,9 +15,12 @@ from typing import Any
 
 import msgspec
 
+from observer.model.bounded import clean_label, clean_stored
 from observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 
 FACT_TABLES = ("batches", "operators", "partitions", "events", "placements")
+BATCH_TABLES = ("batches", "operators", "partitions", "placements")  # rows keyed by (query, run, batch) first
+MAX_IDENTITY_CHARS = 1024  # defence in depth: the capture bounds identities tighter; this only caps what slips through
 _encode = msgspec.json.Encoder().encode
 
 
@@ -31,11 +34,22 @@ class AppIdentity:
 
     @classmethod
     def of(cls, name: str | None, labels: dict[str, str] | None = None, app_id: str | None = None) -> AppIdentity:
-        return cls(name, tuple(sorted((labels or {}).items())), app_id)
+        """The identity with every string cleaned as a label value is (no lone surrogate, NUL or escape): one
+        application named with a bad byte must not make a whole write, and with it other applications' rows, fail."""
+        pairs = {clean_label(str(k), MAX_IDENTITY_CHARS): clean_label(str(v), MAX_IDENTITY_CHARS) for k, v in (labels or {}).items()}
+        return cls(_identity(name), tuple(sorted(pairs.items())), _identity(app_id))
 
     @functools.cached_property
     def labels_json(self) -> str | None:
         return json.dumps(dict(self.labels), sort_keys=True, separators=(",", ":")) if self.labels else None
+
+
+def _identity(value: str | None) -> str | None:
+    return None if value is None else clean_label(value, MAX_IDENTITY_CHARS)
+
+
+def _cleaned(row: tuple[Any, ...] | list[Any]) -> tuple[Any, ...]:
+    return tuple(clean_stored(v) if type(v) is str else v for v in row)
 
 
 # the app columns each table gets (migration 2): operators and partitions are children of a batch row, so
@@ -109,6 +123,7 @@ COLUMNS = {
     )
     + APP_COLUMNS["placements"],
 }
+_APP_INDEX = {t: (COLUMNS[t].index("app"), COLUMNS[t].index("app_id")) for t in COLUMNS}
 KEYS = {
     "queries": ("query_id",),
     "runs": ("run_id",),
@@ -145,6 +160,47 @@ class PendingRows:
 
     def run_rows(self) -> list[tuple[Any, ...]]:
         return [(run_id, *values) for run_id, values in self.runs.items()]
+
+    def cleaned(self) -> PendingRows:
+        """A copy with every text value as a database can hold it (``bounded.clean_stored``): what a write
+        refused for its data tries next, before rows are isolated."""
+        return PendingRows(
+            facts={t: [_cleaned(r) for r in rows] for t, rows in self.facts.items()},
+            queries={clean_stored(k): _cleaned(r) for k, r in self.queries.items()},
+            runs={clean_stored(k): list(_cleaned(v)) for k, v in self.runs.items()},
+            restamped=[_cleaned(k) for k in self.restamped],
+        )
+
+    def split(self, by: str) -> list[PendingRows]:
+        """These rows in parts to be written one by one, in order: per application (``by="app"``), per query
+        row, run row, batch (its row with its operator, partition and placement rows) and query's signals
+        (``"batch"``), or one row each (``"row"``). A part the database refuses then costs only its own rows."""
+        parts: dict[Any, PendingRows] = {}
+
+        def part(key: Any) -> PendingRows:
+            found = parts.get(key)
+            if found is None:
+                found = parts[key] = PendingRows()
+            return found
+
+        def key_of(kind: str, row: tuple[Any, ...] | list[Any], n: int) -> Any:
+            if by == "app":
+                return tuple(row[i] for i in _APP_INDEX[kind])
+            if by == "row" or kind in ("queries", "runs"):
+                return (kind, n)
+            return ("b", row[0], row[1], row[2]) if kind in BATCH_TABLES else ("e", row[0], row[1])
+
+        for n, (query_id, row) in enumerate(self.queries.items()):
+            part(key_of("queries", row, n)).queries[query_id] = row
+        for n, (run_id, values) in enumerate(self.runs.items()):
+            part(key_of("runs", [run_id, *values], n)).runs[run_id] = values
+        for table, rows in self.facts.items():
+            for n, row in enumerate(rows):
+                part(key_of(table, row, n)).facts[table].append(row)
+        for restamp in self.restamped:  # with the (first) part holding that batch's row, else alone
+            holder = next((p for p in parts.values() if any(r[:3] == restamp for r in p.facts["batches"])), None)
+            (holder or part(("restamp", restamp))).restamped.append(restamp)
+        return list(parts.values())
 
     def absorb(self, newer: PendingRows, facts: bool = True) -> None:
         """Append ``newer``'s rows after this buffer's (its query and run updates win); ``facts=False``
@@ -194,7 +250,8 @@ class RowBuilder:
         elif isinstance(event, QueryTerminated):
             ts = received_at
             run = self._run(event.query_id, event.run_id, ts)
-            run[3], run[4], run[5] = ts, "exception" if event.exception else "clean", event.exception
+            exception = clean_stored(event.exception) if event.exception else event.exception  # a NUL in it: PostgreSQL refuses the row
+            run[3], run[4], run[5] = ts, "exception" if event.exception else "clean", exception
 
     def add_signal(self, kind: str, query_id: str, run_id: str | None, ts: float, attributes: dict[str, Any]) -> None:
         app = self.app

@@ -1,9 +1,15 @@
 """The history store as a pipeline sink: buffered on the worker thread, flushed in batches.
 
-SQLite (a local file) is written on the worker thread, as before: a flush takes milliseconds, and a
-locked or full file drops that flush's rows. PostgreSQL is written by a ``BackgroundWriter``: the
-worker only hands rows over, so a server that is down, slow or refusing the password never delays
-metrics or signals; the writer retries with backoff and counts what overflows its buffer.
+SQLite (a local file) is written on the worker thread for a listener or a replay: a flush takes
+milliseconds, and a locked or full file drops that flush's rows. PostgreSQL is written by a
+``BackgroundWriter``: the worker only hands rows over, so a server that is down, slow or refusing the
+password never delays metrics or signals; the writer retries with backoff and counts what overflows its
+buffer. The watcher (``background=True``) writes SQLite through a ``BackgroundWriter`` too: it saves its
+read positions only as far as rows are written (``written_mark``/``is_written``), so a full disk holds
+rows back and retries them, and a restart re-reads what was never written, instead of skipping it.
+
+Either way, rows the database refuses for their values (a lone surrogate or NUL in a name, a number out
+of range) cost only themselves: the rest of the write goes in (``observer.history.isolate``).
 """
 
 from __future__ import annotations
@@ -13,8 +19,9 @@ import time
 from typing import Sequence
 
 from observer.history.backend import open_backend
+from observer.history.isolate import PartlyWritten
 from observer.history.retention import RetentionError, RetentionPolicy
-from observer.history.rows import AppIdentity
+from observer.history.rows import AppIdentity, PendingRows
 from observer.history.store import HistoryError, HistoryStore
 from observer.history.writer import BackgroundWriter
 from observer.metrics.selfmetrics import SelfMetrics
@@ -42,7 +49,14 @@ class HistorySink:
 
     name = "history"
 
-    def __init__(self, path: str, self_metrics: SelfMetrics, settings: Settings | None = None, app: AppIdentity | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        self_metrics: SelfMetrics,
+        settings: Settings | None = None,
+        app: AppIdentity | None = None,
+        background: bool = False,
+    ) -> None:
         settings = settings or Settings()
         self.path = path
         self._metrics = self_metrics
@@ -63,7 +77,7 @@ class HistorySink:
             self.store = HistoryStore(
                 path, settings.history_max_age_seconds, settings.history_max_bytes, app=app, retention=retention, backend=backend
             )
-            if backend.kind != "sqlite":
+            if backend.kind != "sqlite" or background:
                 self.writer = BackgroundWriter(
                     backend,
                     settings.history_buffer_rows,
@@ -77,10 +91,20 @@ class HistorySink:
             log.warning("spark-state-observer: %s; history is off for this run", exc)
 
     def _writer_dropped(self, events: int) -> None:
-        """The background writer gave up on ``events`` (buffer full, or the database away at shutdown)."""
+        """The background writer gave up on ``events`` (buffer full, the database away at shutdown, or rows it refused)."""
         self._metrics.count("dropped", "history", events)
         self.dropped_rows += events
-        self.last_failure = "the PostgreSQL history was unreachable longer than its buffer holds"
+        writer = self.writer
+        self.last_failure = (writer.error or writer.last_refusal if writer is not None else None) or "the history could not take them"
+
+    def _refused(self, part: PendingRows, message: str) -> None:
+        """A row the database refused even written alone (``isolate``): counted; every other row was written."""
+        lost = max(part.events, 1)  # a row that is neither a progress event nor a signal (placement, query) counts one
+        self._metrics.count("dropped", "history", lost)
+        self.dropped_rows += lost
+        if self.last_failure != message:  # said once per reason, counted every time
+            log.warning("spark-state-observer: %s; that row is dropped (counted), every other row is written", message)
+        self.last_failure = message
 
     def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
         if self.store is None:
@@ -157,11 +181,13 @@ class HistorySink:
             return
         events = store.rows.pending.events
         try:
-            store.flush()
+            store.flush(self._refused)
             if now - self._last_retention > RETENTION_SECONDS:
                 self._last_retention = now
                 store.enforce_retention()
         except HistoryError as exc:
+            if isinstance(exc, PartlyWritten):  # the parts written before the database failed are not lost
+                events = exc.rest.events
             self._metrics.count("dropped", "history", events)
             self.dropped_rows += events
             self.last_failure = str(exc)
@@ -175,7 +201,7 @@ class HistorySink:
         self._maybe_flush(force=True)
 
     def wait_written(self, timeout: float) -> bool:
-        """Wait until everything handed over is in the database (PostgreSQL; SQLite writes in flush)."""
+        """Wait until everything handed over is in the database (with a background writer; else ``flush`` wrote it)."""
         self._maybe_flush(force=True)
         return self.writer.drain(timeout) if self.writer is not None else True
 
@@ -186,8 +212,12 @@ class HistorySink:
     def is_written(self, mark: int) -> bool:
         """True once the rows handed over before ``written_mark`` returned ``mark`` are written or counted dropped.
 
-        SQLite writes in ``flush`` (always true); PostgreSQL's background writer settles them later.
+        Without a background writer (SQLite for a listener or replay) ``flush`` has written or dropped them
+        (always true); a background writer settles them later. Never, while the history is off: a watcher then
+        keeps its saved positions, and its next start with a usable history writes these events.
         """
+        if self.store is None:  # the history is off (it could not be opened): nothing is written, keep the positions
+            return False
         return self.writer is None or self.writer.settled >= mark
 
     def close(self) -> None:

@@ -22,7 +22,15 @@ import urllib.parse
 from contextlib import closing
 from typing import Any, ClassVar
 
-from observer.history.backend import RESTAMPED_TABLES, Backend, HistoryError, restamp_params, restamp_sql, upsert_sql
+from observer.history.backend import (
+    RESTAMPED_TABLES,
+    Backend,
+    HistoryDataError,
+    HistoryError,
+    restamp_params,
+    restamp_sql,
+    upsert_sql,
+)
 from observer.history.rows import COLUMNS, PendingRows
 from observer.history.schema import SchemaError, migrate
 from observer.history.url import HistoryTarget
@@ -57,6 +65,14 @@ log = logging.getLogger("observer")
 LOCKED_RETRY_SECONDS = (0.05, 0.2, 0.5)  # pauses between attempts at a locked database (each waits its busy timeout too)
 
 
+_REFUSED = (ValueError, OverflowError, TypeError, sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError)
+
+
+def _with_event_key(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Signal rows with the parameters of their "not written yet" check (query, time, kind, run, attributes)."""
+    return [(*r, r[0], r[2], r[3], r[1], r[4]) for r in rows]
+
+
 def _locked(exc: sqlite3.Error) -> bool:
     text = str(exc)
     return "locked" in text or "busy" in text
@@ -80,7 +96,7 @@ def connect(path: str, readonly: bool = False, timeout: float = 0.5) -> sqlite3.
         else:
             conn = _open_writer(path, timeout)
         return conn
-    except (sqlite3.Error, OSError, SchemaError) as exc:
+    except (sqlite3.Error, OSError, SchemaError, ValueError) as exc:  # ValueError: a path no file system takes
         raise HistoryError(explain(exc, path)) from None
 
 
@@ -166,7 +182,10 @@ class SQLiteBackend(Backend):
         "batches": _insert("batches"),
         "operators": _insert("operators"),
         "partitions": _insert("partitions"),
-        "events": _insert("events", "INSERT"),
+        # a signal row already there (a watcher killed after writing, before saving its positions, reads it
+        # again) is not written twice: its query, run, time, kind and attributes are the same
+        "events": f"INSERT INTO events ({', '.join(COLUMNS['events'])}) SELECT {', '.join('?' for _ in COLUMNS['events'])} "
+        "WHERE NOT EXISTS (SELECT 1 FROM events WHERE query_id = ? AND ts = ? AND kind = ? AND run_id IS ? AND attributes IS ?)",
         "placements": _insert("placements"),
     }
 
@@ -199,11 +218,13 @@ class SQLiteBackend(Backend):
                         for sql in self._RESTAMP:
                             c.executemany(sql, restamp_params(pending))
                     for table, sql in self._FACTS.items():
-                        c.executemany(sql, pending.facts[table])
+                        c.executemany(sql, pending.facts[table] if table != "events" else _with_event_key(pending.facts[table]))
                 self._committed(pending.rows)
                 return
-            except (sqlite3.Error, ValueError, OverflowError) as exc:  # ValueError: text SQLite cannot encode
-                if pause is None or not isinstance(exc, sqlite3.Error) or not _locked(exc):
+            except _REFUSED as exc:  # a value SQLite cannot hold (text it cannot encode, an integer beyond 64 bits, NULL in a key)
+                raise HistoryDataError(explain(exc, self.path)) from None
+            except sqlite3.Error as exc:
+                if pause is None or not _locked(exc):
                     raise HistoryError(explain(exc, self.path) + (f" (after {attempt + 1} attempts)" if attempt else "")) from None
                 time.sleep(pause)
 

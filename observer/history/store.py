@@ -15,9 +15,10 @@ after writing it.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
-from observer.history.backend import Backend, HistoryError, open_backend
+from observer.history.backend import Backend, HistoryDataError, HistoryError, open_backend
+from observer.history.isolate import PartlyWritten, write_isolating
 from observer.history.retention import RetentionPolicy
 from observer.history.rows import AppIdentity, PendingRows, RowBuilder
 from observer.history.sqlite import connect, explain
@@ -69,19 +70,38 @@ class HistoryStore:
         """The pending rows, for a writer of its own (the store starts a new buffer)."""
         return self.rows.take()
 
-    def flush(self) -> int:
-        """Write everything pending in one transaction; returns the rows written. Raises HistoryError."""
+    def flush(self, on_refused: Callable[[PendingRows, str], None] | None = None) -> int:
+        """Write everything pending in one transaction; returns the rows written. Raises HistoryError.
+
+        Rows the database refuses (``HistoryDataError``) cost only themselves: the rest is written part by part
+        (``isolate.write_isolating``) and the refused parts go to ``on_refused``."""
         pending = self.rows.take()
         if not pending:
             return 0
         try:
             self.backend.write(pending)
+        except HistoryDataError:
+            refused: list[PendingRows] = []
+
+            def note(part: PendingRows, message: str) -> None:
+                refused.append(part)
+                if on_refused is not None:
+                    on_refused(part, message)
+
+            try:
+                write_isolating(self.backend, pending, self._written, note)
+            except PartlyWritten as exc:
+                raise PartlyWritten(f"{exc} ({exc.rest.rows} rows dropped)", exc.rest) from None
+            return pending.rows - sum(p.rows for p in refused)
         except HistoryError as exc:
             raise HistoryError(f"{exc} ({pending.rows} rows dropped)") from None
-        times = [r[3] for r in pending.facts["batches"]] + [r[2] for r in pending.facts["events"]]
+        self._written(pending)
+        return pending.rows
+
+    def _written(self, part: PendingRows) -> None:
+        times = [r[3] for r in part.facts["batches"]] + [r[2] for r in part.facts["events"]]
         if times:
             self.newest = max(times if self.newest is None else [*times, self.newest])
-        return pending.rows
 
     def enforce_retention(self, now: float | None = None) -> None:
         """Delete what is older than its query's age before the newest data written (or ``now``, if earlier),

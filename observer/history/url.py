@@ -33,10 +33,31 @@ class HistoryTarget:
         return redact(self.location)
 
 
+_UNSHOWABLE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+_SURROGATES = re.compile(r"[\ud800-\udfff]")  # bytes that were not UTF-8, as Python decodes a command line
+
+
+def shown(text: str) -> str:
+    """``text`` with control characters and lone surrogates as escapes (``\\x00``): safe in a message or a log line."""
+    return _UNSHOWABLE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def _said(text: str) -> str:
+    """How a location is quoted in a message: a PostgreSQL URL without its password, every location escaped."""
+    return shown(redact(text) if text.lower().startswith(POSTGRES_SCHEMES) else text)
+
+
 def parse(value: str) -> HistoryTarget:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` (SQLAlchemy's convention), a plain path,
-    or ``postgresql://user[:password]@host[:port]/database[?param=value]`` (``postgres://`` too)."""
+    or ``postgresql://user[:password]@host[:port]/database[?param=value]`` (``postgres://`` too).
+
+    A location no file system or server can take (a NUL byte, raw or as ``%00``; text that is not UTF-8)
+    is refused here with a message, rather than failing later, deep in a driver."""
     text = value.strip()
+    if "\x00" in text or ("%00" in text and "://" in text):  # a plain path is not %-decoded
+        raise HistoryURLError(f"{_said(text)}: the history location holds a NUL byte (or %00), which no path or URL may hold")
+    if _SURROGATES.search(text):
+        raise HistoryURLError(f"{_said(text)}: the history location is not UTF-8 text")
     scheme, sep, rest = text.partition("://")
     if not sep or "/" in scheme or "\\" in scheme:
         if not text:
@@ -47,21 +68,27 @@ def parse(value: str) -> HistoryTarget:
         path = rest.removeprefix("/")  # sqlite:///x.db -> x.db, sqlite:////tmp/x.db -> /tmp/x.db
         path = path.split("?", 1)[0]
         if not path:
-            raise HistoryURLError(f"{text}: sqlite URL without a file path (sqlite:///relative.db or sqlite:////absolute.db)")
-        return HistoryTarget("sqlite", urllib.parse.unquote(path))
+            raise HistoryURLError(f"{shown(text)}: sqlite URL without a file path (sqlite:///relative.db or sqlite:////absolute.db)")
+        try:
+            return HistoryTarget("sqlite", urllib.parse.unquote(path, errors="strict"))
+        except UnicodeDecodeError:
+            raise HistoryURLError(f"{shown(text)}: the file path's %-escapes are not UTF-8") from None
     if scheme in POSTGRES_SCHEMES:
-        parts = urllib.parse.urlsplit(text)
+        try:
+            parts = urllib.parse.urlsplit(text)
+        except ValueError as exc:  # an unclosed [IPv6] host
+            raise HistoryURLError(f"{shown(redact(text))}: not a URL ({exc})") from None
         try:
             parts.port  # noqa: B018  (raises on a non-numeric port)
         except ValueError:
-            raise HistoryURLError(f"{redact(text)}: the port is not a number") from None
+            raise HistoryURLError(f"{shown(redact(text))}: the port is not a number") from None
         if not parts.hostname and "host=" not in parts.query:
-            raise HistoryURLError(f"{redact(text)}: a PostgreSQL URL needs a host (postgresql://user@host:5432/database)")
+            raise HistoryURLError(f"{shown(redact(text))}: a PostgreSQL URL needs a host (postgresql://user@host:5432/database)")
         if not parts.path.strip("/"):
-            raise HistoryURLError(f"{redact(text)}: a PostgreSQL URL needs a database name (postgresql://user@host:5432/database)")
+            raise HistoryURLError(f"{shown(redact(text))}: a PostgreSQL URL needs a database name (postgresql://user@host:5432/database)")
         return HistoryTarget("postgresql", "postgresql://" + text.split("://", 1)[1])
     raise HistoryURLError(
-        f"{redact(text)}: unknown history scheme {scheme!r}; use a file path, sqlite:///path or postgresql://user@host/db"
+        f"{shown(redact(text))}: unknown history scheme {shown(scheme)!r}; use a file path, sqlite:///path or postgresql://user@host/db"
     )
 
 

@@ -1,12 +1,14 @@
-"""A background writer for a history on the network: a bounded buffer, retries with backoff, drops counted.
+"""A background writer for a history that can be away: a bounded buffer, retries with backoff, drops counted.
 
-A PostgreSQL server can be down, refuse the password or stop answering; none of that may reach the
+A PostgreSQL server can be down, refuse the password or stop answering, a SQLite file's disk can fill
+up (the watcher writes SQLite through this writer too); none of that may reach the
 observer's worker (which serves /metrics and derives signals) or the job. The sink hands its rows to
 ``offer``, which only appends under a lock; this writer's own thread writes them, and on failure keeps
 them and retries after a delay doubling from ``BACKOFF_MIN`` to ``BACKOFF_MAX`` seconds. While the
 buffer is full, newly offered progress events and signals are dropped and counted (reason ``history``),
 so what is lost is a contiguous stretch after the buffer filled and the rows of the outage's start all
 arrive once the database is back. Query and run rows (one per query and run, merged) are never dropped.
+Rows the database refuses for their values are isolated, not retried (``observer.history.isolate``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import threading
 import time
 from typing import Callable
 
-from observer.history.backend import Backend, HistoryError
+from observer.history.backend import Backend, HistoryDataError, HistoryError
+from observer.history.isolate import PartlyWritten, write_isolating
 from observer.history.retention import RetentionPolicy
 from observer.history.rows import PendingRows
 
@@ -62,6 +65,8 @@ class BackgroundWriter:
         self.error: str | None = None  # the last failure's message while failing, None once writes succeed
         self.written_events = 0
         self.dropped_events = 0
+        self.last_refusal: str | None = None  # why the database last refused a row
+        self.newest: float | None = None  # the newest time written, which retention counts back from
         self.failures = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -149,33 +154,67 @@ class BackgroundWriter:
                 chunk = self._take()
                 upto = None if self._buffer else self.offered  # a part of the buffer settles nothing yet
                 self._writing, self._inflight_events = chunk.rows, chunk.events
-            ok = self._write(chunk)
+            rest = self._write(chunk)
             with self._cond:
-                if ok and upto is not None:
+                if rest is None and upto is not None:
                     self.settled = max(self.settled, upto)
-                if not ok:
-                    chunk.absorb(self._buffer)  # retried first, before anything newer
-                    self._buffer = chunk
+                if rest is not None:
+                    rest.absorb(self._buffer)  # retried first, before anything newer
+                    self._buffer = rest
                 self._writing = self._inflight_events = 0
                 self._cond.notify_all()
-                if not ok and self._cond.wait_for(lambda: self._stop, timeout=self.backoff):
+                if rest is not None and self._cond.wait_for(lambda: self._stop, timeout=self.backoff):
                     return
 
-    def _write(self, chunk: PendingRows) -> bool:
+    def _write(self, chunk: PendingRows) -> PendingRows | None:
+        """Write ``chunk``: None once all of it is written (or, refused by the database, counted dropped),
+        else the rows to try again after the backoff."""
         try:
             self.backend.write(chunk)
+        except HistoryDataError:
+            return self._isolate(chunk)
         except HistoryError as exc:
             self._failed(str(exc))
-            return False
+            return chunk
         except Exception as exc:  # a bug of ours or the driver's: the same treatment, never a dead thread
             self._failed(f"history {self.backend.display}: unexpected {type(exc).__name__}: {exc}")
-            return False
-        self.written_events += chunk.events
+            return chunk
+        self._written(chunk)
+        self._recovered()
+        return None
+
+    def _isolate(self, chunk: PendingRows) -> PendingRows | None:
+        """The database refused a value of ``chunk``: write the rest of it, drop (and count) the rows at fault
+        (``isolate.write_isolating``); a failure of the database itself meanwhile hands back what is left."""
+        try:
+            write_isolating(self.backend, chunk, self._written, self._refused)
+        except PartlyWritten as exc:
+            self._failed(str(exc))
+            return exc.rest
+        self._recovered()
+        return None
+
+    def _refused(self, part: PendingRows, message: str) -> None:
+        """Count (and say, once per reason) a row the database refuses even written alone."""
+        lost = max(part.events, 1)  # a row that is neither a progress event nor a signal (placement, query) counts one
+        with self._cond:
+            self.dropped_events += lost
+        if message != self.last_refusal:
+            log.warning("spark-state-observer: %s; that row is dropped (counted), every other row is written", message)
+        self.last_refusal = message
+        self._on_dropped(lost)
+
+    def _written(self, part: PendingRows) -> None:
+        self.written_events += part.events
+        times = [r[3] for r in part.facts["batches"]] + [r[2] for r in part.facts["events"]]
+        if times:
+            self.newest = max(times if self.newest is None else [*times, self.newest])
+
+    def _recovered(self) -> None:
         if self.error is not None:
             log.warning("spark-state-observer: history %s is writable again", self.backend.display)
         self.error, self.backoff, self._backoff_base = None, 0.0, 0.0
         self._maybe_retain()
-        return True
 
     def _failed(self, message: str) -> None:
         if message != self.error:
@@ -192,6 +231,7 @@ class BackgroundWriter:
             return
         self._last_retention = now
         try:
-            self.backend.enforce_retention(self._retention, self._max_bytes)
+            # relative to the newest data written, as ``HistoryStore.enforce_retention``: old logs read now keep their last max_age
+            self.backend.enforce_retention(self._retention, self._max_bytes, now=min(time.time(), self.newest or time.time()))
         except HistoryError as exc:
             log.warning("spark-state-observer: history retention: %s", exc)

@@ -1292,6 +1292,13 @@ WATCH_STORE_PROBLEMS = _o(
     "Problems with object stores (label kind: not_found, denied, credentials, unreachable, throttled, gap, shrank, ...).",
     ("kind",),
 )
+WATCH_CLOCK_SKEW = _o(
+    "spark_state_observer_watch_clock_skew_seconds",
+    GAUGE,
+    "seconds",
+    "Clock skew measured between a followed application's event times and the watcher's clock, the largest of any "
+    "application (positive: the driver's clock behind); 0 when within 30 s plus a poll interval. Ages and stalls are judged on the application's clock.",
+)
 WATCH_METRICS: tuple[MetricSpec, ...] = (
     WATCH_APPLICATIONS,
     WATCH_APPLICATIONS_DISCOVERED,
@@ -1305,6 +1312,7 @@ WATCH_METRICS: tuple[MetricSpec, ...] = (
     WATCH_PROBLEMS,
     WATCH_STORE_REQUESTS,
     WATCH_STORE_PROBLEMS,
+    WATCH_CLOCK_SKEW,
 )
 
 # --- the catalog ---------------------------------------------------------------------------------------

@@ -46,6 +46,38 @@ def clean_label(value: str, limit: int) -> str:
     return _CONTROL.sub(REPLACEMENT, _UNENCODABLE.sub(REPLACEMENT, text))
 
 
+def clean_stored(value: str) -> str:
+    """``value`` as a database text column can hold it: lone surrogates (SQLite's and PostgreSQL's drivers
+    refuse them) and NUL (PostgreSQL's text refuses it) replaced; other characters, newlines included, kept.
+
+    Not bounded: the history keeps what the model already bounded (exception texts, raw progress)."""
+    if value.isascii() and "\x00" not in value:  # the common case, checked at C speed
+        return value
+    return _UNENCODABLE.sub(REPLACEMENT, value).replace("\x00", REPLACEMENT)
+
+
+MAX_IDENTITY_CHARS = 200
+
+
+def clean_identity(value: object, limit: int = MAX_IDENTITY_CHARS) -> str:
+    """An identity string (application name, id, attempt, log file name, label value) as labels may carry it.
+
+    Identity comes from the data (an event's fields, a file's name decoded with surrogate escapes) and ends
+    on every series of its application and in the history: one lone surrogate, NUL or escape character made
+    every scrape of a fleet fail, and a 5 MB name was copied into every label set. So it is cut to ``limit``
+    characters *before* anything else is done with it, then cleaned as ``clean_label`` cleans event strings;
+    anything but a string or a number (a list, an object, a bool, null) is no identity: "".
+    """
+    if isinstance(value, str):
+        return clean_label(value, limit)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return clean_label(str(value), limit)
+        except ValueError:  # an int beyond Python's digit limit for str()
+            return ""
+    return ""
+
+
 def finite(value: Any) -> float | None:
     """A JSON number as a finite float; None for anything else (bool, NaN, infinities, ints beyond a double)."""
     kind = type(value)
