@@ -8,7 +8,8 @@
 # buildah with mmdebstrap for the container image test) are
 # installed with apt-get when this runs as root (or with passwordless sudo); otherwise it says what to
 # install and the tests that need them skip (or fail, with SPARK_STATE_OBSERVER_REQUIRE_REAL=1, as in CI).
-# The Kafka broker and Spark's Kafka connector come from Maven Central into a cache (scripts/fetch_kafka.sh).
+# The Kafka broker and Spark's Kafka connector come from Maven Central into a cache (scripts/fetch_kafka.sh), and so
+# does s3proxy, the S3-compatible server of the object-store tests (scripts/fetch_s3proxy.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,8 +41,9 @@ command -v kubectl >/dev/null 2>&1 || echo "warning: kubectl not found: the Kube
 python -m pip install -q -e '.[test]'
 if command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then
   bash scripts/fetch_kafka.sh
+  bash scripts/fetch_s3proxy.sh
 else
-  echo "warning: no mvn/java: the Kafka tests skip (bash scripts/fetch_kafka.sh after installing maven)" >&2
+  echo "warning: no mvn/java: the Kafka and object-store tests skip (bash scripts/fetch_kafka.sh and scripts/fetch_s3proxy.sh after installing maven)" >&2
 fi
 
 status=0

@@ -46,6 +46,7 @@ EVENT_COLORS = {
     k.KAFKA_LATEST_WENT_BACK: "#8c6d31",
     k.KAFKA_CATCH_UP_FORECAST: "#bd9e39",
     k.KAFKA_CAUGHT_UP: "#8ca252",
+    k.ROCKSDB_MEMORY_IMPLAUSIBLE: "#6b6ecf",
 }
 HEIGHT = 260  # the whole chart: Streamlit's fit autosize takes the title, axis and legend from it
 Y_AXIS_WIDTH = 130  # pixels reserved for every chart's y axis (labels and title), so the x axes line up

@@ -44,6 +44,7 @@ KIND_LABELS = {
     k.KAFKA_LATEST_WENT_BACK: "Kafka topic truncated or recreated",
     k.KAFKA_CATCH_UP_FORECAST: "Kafka catch-up forecast",
     k.KAFKA_CAUGHT_UP: "Kafka backlog read",
+    k.ROCKSDB_MEMORY_IMPLAUSIBLE: "RocksDB memory report implausible",
 }
 """Signal kinds in plain words (every kind of ``observer.signals.kinds.SIGNAL_KINDS``)."""
 

@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import pytest
 from pg_server import postgres  # noqa: F401  (the session's PostgreSQL server fixture)
+from s3_server import s3_server  # noqa: F401  (the session's S3-compatible server fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")

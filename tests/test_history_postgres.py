@@ -286,6 +286,8 @@ def test_browser_pages_read_a_postgresql_history(postgres, monkeypatch) -> None:
     pytest.importorskip("streamlit")
     from streamlit.testing.v1 import AppTest
 
+    from streamlit_app import fmt
+
     url = postgres.create_database(f"t_{uuid.uuid4().hex[:16]}", owner=PASSWORD_USER)
     replay([eventlog_dir(r) for r in RESTART], history=url)
     monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_HISTORY", url)
@@ -300,7 +302,7 @@ def test_browser_pages_read_a_postgresql_history(postgres, monkeypatch) -> None:
         assert PASSWORD not in shown and not at.error, shown
         assert len(at.get("vega_lite_chart")) + len(at.dataframe) > 0, page
         if page == "Queries":
-            assert f"1 query of all applications in `{redact(url)}`" in shown and "sso_secret:***@" in redact(url)
+            assert f"1 query of all applications in {fmt.code(redact(url))}" in shown and "sso_secret:***@" in redact(url)
 
 
 def test_a_large_buffer_is_written_in_parts(postgres, monkeypatch) -> None:

@@ -63,6 +63,8 @@ from observer.capture.eventlog_watch import (
     event_time,
 )
 from observer.capture.queue import CapturedEvent
+from observer.capture.store_mirror import PROBLEM_KINDS as STORE_PROBLEM_KINDS
+from observer.capture.store_mirror import REQUEST_KINDS, StoreMirror
 from observer.capture.task_log import EventLogSource, follow_event_log
 from observer.capture.watch_state import StateFileError, load_state
 from observer.exporters.exposition import Families, QueryLines, join_parts
@@ -126,6 +128,16 @@ def render_watch(f: SampleSink, counts: WatchCounts) -> None:
     for kind in PROBLEM_KINDS:
         f.add(catalog.WATCH_PROBLEMS, (("kind", kind),), counts.problems.get(kind, 0))
     f.add(catalog.WATCH_CLOCK_SKEW, (), counts.clock_skew_seconds)
+
+
+def render_store(f: SampleSink, mirrors: Sequence[StoreMirror]) -> None:
+    """The object-store series (requests and problems by kind), summed over the watched URLs; none without URLs."""
+    if not mirrors:
+        return
+    for kind in REQUEST_KINDS:
+        f.add(catalog.WATCH_STORE_REQUESTS, (("kind", kind),), sum(m.requests.get(kind, 0) for m in mirrors))
+    for kind in STORE_PROBLEM_KINDS:
+        f.add(catalog.WATCH_STORE_PROBLEMS, (("kind", kind),), sum(m.problems.get(kind, 0) for m in mirrors))
 
 
 def app_context(identity: AppIdentity, static: Pairs) -> AppContext:
@@ -205,8 +217,16 @@ class FleetObserver:
     """
 
     def __init__(
-        self, dirs: Sequence[str], settings: Settings | None = None, options: WatchOptions | None = None, *, serve: bool = True
+        self,
+        dirs: Sequence[str],
+        settings: Settings | None = None,
+        options: WatchOptions | None = None,
+        *,
+        serve: bool = True,
+        mirrors: Sequence[StoreMirror] = (),
     ) -> None:
+        """``mirrors``: object-store URLs mirrored into some of ``dirs``, synced before each poll (``observer.capture.store_mirror``)."""
+        self.mirrors = list(mirrors)
         self.settings = settings or Settings.from_env()
         self.options = options or WatchOptions()
         self.static = self.settings.static_labels
@@ -243,8 +263,9 @@ class FleetObserver:
             if self._dropped_before:
                 log.warning(
                     "spark-state-observer: the history misses %d events that earlier runs of this watcher dropped "
-                    '(counted then in spark_state_observer_events_dropped_total{reason="history"}; %s keeps the count)',
+                    '(counted then in %s_total{reason="history"}; %s keeps the count)',
                     self._dropped_before,
+                    catalog.EVENTS_DROPPED.name,
                     o.state_path,
                 )
 
@@ -355,6 +376,8 @@ class FleetObserver:
 
         ``on_found`` sees what the poll found before it is processed (benchmarks measure delivery with it).
         """
+        for mirror in self.mirrors:  # new parts in object stores land in the folders first
+            mirror.sync()
         found = self.watcher.poll()
         if on_found is not None:
             on_found(found)
@@ -531,6 +554,7 @@ class FleetObserver:
         snapshot = self.self_metrics.snapshot(0, count)
         render_self(own, snapshot, self.static)
         render_watch(labelled(own, self.static), self._counts)
+        render_store(labelled(own, self.static), self.mirrors)
         yield from join_parts(queries, rest + own.lines())
         yield histogram_text(snapshot, self.static)
 

@@ -13,7 +13,7 @@ from observer.offline.backtest import DEFAULT_EVAL_INTERVAL, DEFAULT_IDLE_KEEP, 
 
 def add_parser(sub: Any) -> None:
     bt = sub.add_parser("backtest", help="replay event logs through the alert rules with a real Prometheus: what would have fired, when")
-    bt.add_argument("paths", nargs="+", help="event log files or eventlog_v2_* folders")
+    bt.add_argument("paths", nargs="+", help="event log files or eventlog_v2_* folders, paths or URLs (s3://, gs://, abfs://, hdfs://)")
     bt.add_argument("--config", default=None, help="mixin configuration (YAML/JSON, see `mixin config`) the rules are generated from")
     bt.add_argument(
         "--set",
@@ -46,6 +46,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from observer.capture.storage import StorageError, staged_all
     from observer.mixin.config import MixinConfigError, load_config
     from observer.mixin.rules import rule_files
     from observer.offline.backtest import BacktestError, render, run_backtest
@@ -69,18 +70,23 @@ def run(args: argparse.Namespace) -> int:
             print("spark-state-observer: --rules replaces the mixin's rules; --config and --set would be ignored", file=sys.stderr)
             return 2
         try:
-            report = run_backtest(
-                args.paths,
-                rules,
-                scrape_interval=args.scrape_interval,
-                eval_interval=args.eval_interval,
-                tail_seconds=args.tail,
-                max_scrapes=args.max_scrapes,
-                idle_keep=args.idle_keep,
-                prometheus=args.prometheus,
-                promtool_binary=args.promtool,
-            )
-        except (BacktestError, PrometheusError, EventLogError) as exc:
+            with staged_all(args.paths) as (paths, original):  # URLs are read from a local copy
+                try:
+                    report = run_backtest(
+                        paths,
+                        rules,
+                        scrape_interval=args.scrape_interval,
+                        eval_interval=args.eval_interval,
+                        tail_seconds=args.tail,
+                        max_scrapes=args.max_scrapes,
+                        idle_keep=args.idle_keep,
+                        prometheus=args.prometheus,
+                        promtool_binary=args.promtool,
+                    )
+                except (BacktestError, PrometheusError, EventLogError) as exc:
+                    print(f"spark-state-observer: {original(str(exc))}", file=sys.stderr)
+                    return 2
+        except StorageError as exc:
             print(f"spark-state-observer: {exc}", file=sys.stderr)
             return 2
     text = render(report, args.format)

@@ -48,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--otlp-protocol", choices=("http/protobuf", "grpc"), default=None, help="OTLP protocol (default: http/protobuf)")
 
     rep = sub.add_parser("replay", help="replay Spark event logs or progress JSON lines through the observer")
-    rep.add_argument("paths", nargs="+", help="event log files, eventlog_v2_* folders, or .jsonl files")
+    rep.add_argument(
+        "paths", nargs="+", help="event log files, eventlog_v2_* folders, or .jsonl files: paths or URLs (s3://, gs://, abfs://, hdfs://)"
+    )
     rep.add_argument(
         "--format",
         choices=("summary", "prometheus", "signals", "events"),
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--history", default=None, help="also write the events and signals to this history database")
 
     ins = sub.add_parser("inspect", help="inspect a checkpoint: offsets, commits, state files, restore estimate")
-    ins.add_argument("checkpoint")
+    ins.add_argument("checkpoint", help="checkpoint folder: a path or a URL (s3://, s3a://, gs://, abfs://, hdfs://), read-only")
     ins.add_argument("--json", action="store_true", help="print the report as JSON")
     ins.add_argument(
         "--history", default=None, help="history database to take observed restore rates, per-partition sizes and Kafka read rates from"
@@ -184,6 +186,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    from observer.capture.storage import StorageError, staged_all
     from observer.offline.eventlog import EventLogError
     from observer.offline.replay import replay, terminal_progress
     from observer.signals.kinds import QUERY_IDLE, QUERY_STARTED, SignalEvent
@@ -193,10 +196,16 @@ def _replay(args: argparse.Namespace) -> int:
 
     on_signal = print_event if args.format == "events" else None
     try:
-        result = replay(
-            args.paths, max_line_bytes=args.max_line_bytes, progress=terminal_progress(), history=args.history, on_signal=on_signal
-        )
-    except EventLogError as exc:
+        with staged_all(args.paths) as (paths, original):  # URLs are read from a local copy; messages name the URLs
+            try:
+                result = replay(
+                    paths, max_line_bytes=args.max_line_bytes, progress=terminal_progress(), history=args.history, on_signal=on_signal
+                )
+            except EventLogError as exc:
+                print(f"spark-state-observer: {original(str(exc))}", file=sys.stderr)
+                return 2
+            result.errors = [original(e) for e in result.errors]
+    except StorageError as exc:
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
     if sys.stderr.isatty():
@@ -276,6 +285,7 @@ def _ui(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from observer.capture.storage import StorageError, redact, staged
     from observer.history.store import HistoryError
     from observer.offline.checkpoint import inspect_checkpoint
     from observer.offline.checkpoint.advice import placement_advice, render_advice
@@ -285,22 +295,27 @@ def _inspect(args: argparse.Namespace) -> int:
 
     advice = None
     try:
-        report = inspect_checkpoint(args.checkpoint)
-        rates = None
-        if args.history and report.query_id:
-            rates = rates_from_history(args.history, report.query_id)
-            if rates:
-                report = inspect_checkpoint(args.checkpoint, rates)
+        with staged(args.checkpoint) as local:  # a checkpoint in an object store is read from a local copy
+            report = inspect_checkpoint(local)
+            rates = None
+            if args.history and report.query_id:
+                rates = rates_from_history(args.history, report.query_id)
+                if rates:
+                    report = inspect_checkpoint(local, rates)
+            if local != args.checkpoint:
+                report = dataclasses.replace(
+                    report, path=redact(args.checkpoint), problems=[p.replace(local, redact(args.checkpoint)) for p in report.problems]
+                )
         if args.history:
             advice = placement_advice(report, args.history, args.restore_target, args.spark_version, rates)
         kafka = _kafka_catch_up(args, report) if args.kafka_bootstrap else None
         disk = _disk_forecast(args, report) if args.disk_budget else None
-    except (CheckpointError, HistoryError) as exc:
+    except (CheckpointError, HistoryError, StorageError) as exc:
         print(f"spark-state-observer: {printable(str(exc))}", file=sys.stderr)
         return 2
     except Exception as exc:  # the scan reports what it cannot read as problems; this is its own bug, said in one line
         print(
-            f"spark-state-observer: cannot inspect {printable(args.checkpoint)}: {type(exc).__name__}: {printable(str(exc))}",
+            f"spark-state-observer: cannot inspect {printable(redact(args.checkpoint))}: {type(exc).__name__}: {printable(str(exc))}",
             file=sys.stderr,
         )
         return 2

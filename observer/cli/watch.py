@@ -9,16 +9,20 @@ its positions (``--state-file``) so a restart resumes without counting anything 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import math
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from observer.capture.store_mirror import StoreMirror
     from observer.settings import Settings
 
 log = logging.getLogger("observer")
@@ -38,7 +42,12 @@ def shard(text: str) -> tuple[int, int]:
 
 def add_parser(sub: Any) -> None:
     w = sub.add_parser("watch", help="follow Spark event-log folders and observe every streaming application in them")
-    w.add_argument("dirs", nargs="+", metavar="DIR", help="event-log folder (spark.eventLog.dir); several may be given")
+    w.add_argument(
+        "dirs",
+        nargs="+",
+        metavar="DIR",
+        help="event-log folder (spark.eventLog.dir) or object-store URL (s3://, s3a://, gs://, abfs://, hdfs://); several may be given",
+    )
     w.add_argument("--port", type=int, default=None, help="metrics port (default: setting http_port, 9108)")
     w.add_argument("--host", default=None, help="metrics bind address (default: setting http_host, 127.0.0.1)")
     w.add_argument(
@@ -95,6 +104,7 @@ def watcher_settings(port: int | None, host: str | None, labels: str | None = No
 
 
 def run(args: argparse.Namespace) -> int:
+    from observer.capture.storage import StorageError, is_url, redact
     from observer.capture.watch_runtime import FleetObserver, WatchOptions
     from observer.exporters.http import ExporterError
 
@@ -111,7 +121,12 @@ def run(args: argparse.Namespace) -> int:
     if args.max_apps < 1:
         print(f"spark-state-observer: --max-apps must be at least 1, got {args.max_apps}", file=sys.stderr)
         return 2
-    missing = [d for d in args.dirs if not os.path.isdir(d)]
+    try:
+        dirs, mirrors, scratch = _mirrors(args)
+    except StorageError as exc:
+        print(f"spark-state-observer: {exc}", file=sys.stderr)
+        return 2
+    missing = [d for d in args.dirs if not is_url(d) and not os.path.isdir(d)]
     if missing:  # a folder that comes later is fine, but a typo should be seen at once
         log.warning("spark-state-observer: not a folder (yet): %s; watching it anyway", ", ".join(missing))
     options = WatchOptions(
@@ -132,13 +147,15 @@ def run(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGTERM, on_signal)
     try:
-        fleet = FleetObserver(args.dirs, settings, options).start()
+        fleet = FleetObserver(dirs, settings, options, mirrors=mirrors).start()
     except ExporterError as exc:
         signal.signal(signal.SIGTERM, previous)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
     print(
-        f"spark-state-observer: watching {', '.join(fleet.watcher.dirs)}; metrics at "
+        f"spark-state-observer: watching {', '.join(redact(d) if is_url(d) else os.path.abspath(d) for d in args.dirs)}; metrics at "
         f"{fleet.server.url if fleet.server else '(not served)'} (Ctrl-C or SIGTERM stops)",
         file=sys.stderr,
         flush=True,
@@ -151,5 +168,38 @@ def run(args: argparse.Namespace) -> int:
     finally:
         fleet.stop()
         signal.signal(signal.SIGTERM, previous)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
     print("spark-state-observer: stopped; positions saved" if args.state_file else "spark-state-observer: stopped", file=sys.stderr)
     return 0
+
+
+def _mirrors(args: argparse.Namespace) -> tuple[list[str], list[StoreMirror], str | None]:
+    """The folders to watch: object-store URLs become local mirrors (``observer.capture.store_mirror``).
+
+    With ``--state-file`` a URL's mirror lives beside it (``<state file>.mirror/``), so a restart fetches
+    nothing twice; without, in a temporary folder removed at exit (returned as the third item).
+    """
+    from observer.capture.storage import filesystem, is_url
+    from observer.capture.store_mirror import StoreMirror
+
+    dirs: list[str] = []
+    mirrors: list[StoreMirror] = []
+    scratch: str | None = None
+    for d in args.dirs:
+        if not is_url(d):
+            dirs.append(d)
+            continue
+        if d.lower().startswith("file://"):
+            dirs.append(d[len("file://") :])
+            continue
+        filesystem(d)  # a missing extra or an unsupported URL is said now, before serving
+        if args.state_file:
+            root = args.state_file + ".mirror"
+        else:
+            scratch = scratch or tempfile.mkdtemp(prefix="sso-watch-mirror-")
+            root = scratch
+        local = os.path.join(root, hashlib.sha256(d.encode()).hexdigest()[:16])
+        mirrors.append(StoreMirror(d, local, shard=args.shard, read_finished_at_start=args.read_finished))
+        dirs.append(local)
+    return dirs, mirrors, scratch

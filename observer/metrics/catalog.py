@@ -1326,6 +1326,20 @@ WATCH_PROBLEMS = _o(
     "Problems with event logs (label kind: unreadable, corrupt, truncated, vanished, ...).",
     ("kind",),
 )
+WATCH_STORE_REQUESTS = _o(
+    "spark_state_observer_watch_store_requests",
+    COUNTER,
+    "",
+    "Requests the watcher sent to object stores (label kind: list, get, head, other): at most one list per prefix per poll.",
+    ("kind",),
+)
+WATCH_STORE_PROBLEMS = _o(
+    "spark_state_observer_watch_store_problems",
+    COUNTER,
+    "",
+    "Problems with object stores (label kind: not_found, denied, credentials, unreachable, throttled, gap, shrank, ...).",
+    ("kind",),
+)
 WATCH_CLOCK_SKEW = _o(
     "spark_state_observer_watch_clock_skew_seconds",
     GAUGE,
@@ -1344,6 +1358,8 @@ WATCH_METRICS: tuple[MetricSpec, ...] = (
     WATCH_EVENTS_DELIVERED,
     WATCH_EVENTS_DUPLICATE,
     WATCH_PROBLEMS,
+    WATCH_STORE_REQUESTS,
+    WATCH_STORE_PROBLEMS,
     WATCH_CLOCK_SKEW,
 )
 

@@ -1,0 +1,244 @@
+"""Follow event logs in an object store: keep a local mirror of a prefix, part by part, for the folder watcher.
+
+Why a mirror: the event-log watcher (``observer.capture.eventlog_watch``) follows local folders with
+offsets, codecs, restarts and lifecycles already right. An object store differs only in how files are
+seen: s3a writes an object when Spark closes it, so a rolling log appears part by part
+(``eventlog_v2_<app>/events_<n>_<app>[.codec]``, ``appstatus_<app>[.inprogress]``) and a part never
+changes once visible. Each ``sync`` therefore costs one LIST of the prefix (paginated) and one GET per
+new part (a ranged GET of the new bytes where a store lets an object grow, as HDFS and ADLS appends do),
+and the watcher reads the mirror as if Spark wrote there.
+
+Guarantees: parts of a rolling log are fetched in index order and never past a gap (a part not yet
+listed is waited for, so the watcher never skips an index); a part is written in one piece before the
+next one is created; what is mirrored is the mirror's position, kept on disk (object and part, by their
+sizes), so a restart GETs nothing again. Logs already finished at the first sync are not fetched unless
+asked for (a History Server bucket holds thousands), and other shards' logs are never fetched. Store
+failures never raise: each is a counted problem by kind (``StorageError.kind``) and the next sync retries.
+Requests are counted by kind (``list``, ``get``, as the store's client sent them where it tells: S3).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from collections import Counter
+from typing import Any, Callable
+
+from observer.capture.eventlog_watch import in_shard, log_name
+from observer.capture.storage import StorageError, failure, filesystem, redact
+
+log = logging.getLogger(__name__)
+
+_ROLLING_DIR = "eventlog_v2_"
+_EVENTS_PART = re.compile(r"^events_(\d+)_")
+_APPSTATUS = "appstatus_"
+_INPROGRESS = ".inprogress"
+_MAX_REPORTED = 10_000
+STATE_NAME = ".store-mirror.json"  # a dot name: the watcher never follows it
+# S3 API operations by request kind (what the endpoint counts)
+_S3_KINDS = {"ListObjectsV2": "list", "ListObjects": "list", "GetObject": "get", "HeadObject": "head"}
+REQUEST_KINDS = ("list", "get", "head", "other")
+PROBLEM_KINDS = (
+    "not_found",
+    "denied",
+    "credentials",
+    "unreachable",
+    "throttled",
+    "missing_extra",
+    "unsupported",
+    "error",
+    "gap",
+    "shrank",
+    "state_file",
+)
+
+
+class StoreMirror:
+    """Mirror the event logs under one object-store URL into ``local_dir``; ``sync`` once per watcher poll."""
+
+    def __init__(self, url: str, local_dir: str, shard: tuple[int, int] | None = None, read_finished_at_start: bool = False) -> None:
+        self.url = redact(url)
+        self.local_dir = local_dir
+        self.shard = shard
+        self.read_finished_at_start = read_finished_at_start
+        self.requests: Counter[str] = Counter()  # list, get (head) requests sent
+        self.problems: Counter[str] = Counter()  # StorageError kinds, and gap/shrank
+        self._lock = threading.Lock()
+        self._fs: Any = None
+        self._path = ""
+        self._counted_by_client = False
+        self._last_problem: str | None = None
+        self._reported: set[str] = set()  # lasting problems already counted
+        os.makedirs(local_dir, exist_ok=True)
+        self._state_path = os.path.join(local_dir, STATE_NAME)
+        self._skipped: set[str] = set()  # logs finished before the first sync: never fetched
+        self._first = True
+        try:
+            with open(self._state_path, encoding="utf-8") as f:
+                state = json.load(f)
+            self._skipped = {s for s in state.get("skipped", []) if isinstance(s, str)}
+            self._first = False
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            self._problem("state_file", f"{self._state_path}: unreadable mirror state ({exc}); starting afresh")
+
+    def sync(self) -> None:
+        """One LIST, then GET what is new, in order. Never raises: failures are counted problems."""
+        try:
+            listing = self._list()
+        except StorageError as exc:
+            self._problem(exc.kind, str(exc))
+            return
+        except Exception as exc:
+            error = failure(self.url, exc)
+            self._problem(error.kind, str(error))
+            return
+        try:
+            self._fetch(listing)
+            self._save_state()
+        except StorageError as exc:
+            self._problem(exc.kind, str(exc))
+        except Exception as exc:
+            error = failure(self.url, exc)
+            self._problem(error.kind, str(error))
+        self._first = False
+
+    # --- listing ----------------------------------------------------------------------------------------
+    def _connect(self) -> None:
+        if self._fs is not None:
+            return
+        self._fs, path = filesystem(self.url)
+        self._path = path.rstrip("/")
+        protocol = self._fs.protocol
+        if "s3" in ((protocol,) if isinstance(protocol, str) else tuple(protocol)):
+            client = self._fs.connect()  # s3fs: count the API calls its client really sends
+            client.meta.events.register("before-call.s3", self._count_call)
+            self._counted_by_client = True
+
+    def _count_call(self, model: Any = None, **_: Any) -> None:
+        name = getattr(model, "name", "")
+        with self._lock:
+            self.requests[_S3_KINDS.get(name, "other")] += 1
+
+    def _list(self) -> dict[str, int]:
+        """Relative key -> size of every object under the prefix (one paginated LIST)."""
+        self._connect()
+        self._fs.invalidate_cache(self._path)  # the client's listing cache would hide new parts
+        if not self._counted_by_client:
+            self.requests["list"] += 1
+        found = self._fs.find(self._path, detail=True)
+        base = len(self._path) + 1
+        return {key[base:]: int(info.get("size") or 0) for key, info in found.items() if info.get("type") == "file" and len(key) > base}
+
+    # --- fetching ---------------------------------------------------------------------------------------
+    def _fetch(self, listing: dict[str, int]) -> None:
+        rolling: dict[str, dict[str, int]] = {}
+        for key, size in listing.items():
+            parts = key.split("/")
+            if len(parts) == 1 and not parts[0].startswith((".", _ROLLING_DIR)):
+                self._isolated(key, self._single, parts[0], size)
+            elif len(parts) == 2 and parts[0].startswith(_ROLLING_DIR) and parts[1] and not parts[1].startswith("."):
+                rolling.setdefault(parts[0], {})[parts[1]] = size
+            # anything else under the prefix is not an event log: not fetched
+        for folder, files in rolling.items():
+            self._isolated(folder, self._rolling, folder, files)
+
+    def _isolated(self, key: str, fetch: Callable[..., None], *args: Any) -> None:
+        """One log's failure (a vanished object, a name the local disk refuses) is its problem; the others go on."""
+        try:
+            fetch(*args)
+        except (StorageError, OSError, ValueError) as exc:
+            error = failure(f"{self.url}/{key}", exc) if not isinstance(exc, StorageError) else exc
+            self._problem(error.kind, str(error), once=True)
+        except Exception as exc:
+            error = failure(f"{self.url}/{key}", exc)
+            self._problem(error.kind, str(error), once=True)
+
+    def _single(self, name: str, size: int) -> None:
+        """A single-file log: fetched whole when it appears, its new bytes (ranged) where it grows."""
+        if name in self._skipped or not in_shard(log_name(name), self.shard):
+            return
+        if self._first and not self.read_finished_at_start and not name.endswith(_INPROGRESS):
+            self._skipped.add(name)  # finished before we came: the watcher does not read it either
+            return
+        target = os.path.join(self.local_dir, name)
+        written = target + _INPROGRESS
+        if not name.endswith(_INPROGRESS) and os.path.exists(written) and not os.path.exists(target):
+            os.replace(written, target)  # renamed when the application ended: the same log, read on from where it was
+        self._copy(name, target, size)
+
+    def _rolling(self, folder: str, files: dict[str, int]) -> None:
+        if folder in self._skipped or not in_shard(log_name(folder), self.shard):
+            return
+        markers = [n for n in files if n.startswith(_APPSTATUS)]
+        finished = any(not n.endswith(_INPROGRESS) for n in markers)
+        if self._first and finished and not self.read_finished_at_start:
+            self._skipped.add(folder)
+            return
+        local = os.path.join(self.local_dir, folder)
+        os.makedirs(local, exist_ok=True)
+        parts = {int(m.group(1)): n for n in files if (m := _EVENTS_PART.match(n))}
+        have = sorted(int(m.group(1)) for n in os.listdir(local) if (m := _EVENTS_PART.match(n)))
+        # parts already mirrored may still grow (append stores); new ones come in order, never past a gap
+        for index in have:
+            if index in parts:
+                self._copy(f"{folder}/{parts[index]}", os.path.join(local, parts[index]), files[parts[index]])
+        index = have[-1] + 1 if have else min(parts, default=0)
+        while index in parts:
+            self._copy(f"{folder}/{parts[index]}", os.path.join(local, parts[index]), files[parts[index]])
+            index += 1
+        if any(i > index for i in parts):
+            self._problem("gap", f"{self.url}/{folder}: part {index} is not listed yet but later ones are; waiting for it", once=True)
+            return  # the marker waits too: the application is not finished for the watcher while a part is missing
+        for name in markers:  # the status marker after the parts: the watcher sees the end only when all is there
+            target = os.path.join(local, name)
+            if not os.path.exists(target):
+                open(target, "wb").close()
+        for name in os.listdir(local):  # appstatus_*.inprogress renamed to its final name
+            if name.startswith(_APPSTATUS) and name not in files:
+                os.remove(os.path.join(local, name))
+
+    def _copy(self, key: str, target: str, size: int) -> None:
+        """Bring ``target`` up to ``size`` bytes of the object ``key``: nothing if it is there, one GET of the rest."""
+        try:
+            have = os.path.getsize(target)
+        except FileNotFoundError:
+            have = 0
+        if size == have and os.path.exists(target):
+            return
+        if size < have:
+            self._problem(
+                "shrank", f"{self.url}/{key}: smaller than what was read ({size} < {have} bytes); rewritten, not read again", once=True
+            )
+            return
+        data = b""
+        if size > have:
+            if not self._counted_by_client:
+                self.requests["get"] += 1
+            data = self._fs.cat_file(f"{self._path}/{key}", start=have or None, end=size)
+        with open(target, "ab") as f:  # one write: the watcher sees the part whole before the next exists
+            f.write(data)
+
+    # --- state and problems -----------------------------------------------------------------------------
+    def _save_state(self) -> None:
+        tmp = self._state_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"url": self.url, "skipped": sorted(self._skipped)}, f)
+        os.replace(tmp, self._state_path)
+
+    def _problem(self, kind: str, message: str, once: bool = False) -> None:
+        """Count a problem and log it; ``once``: a lasting condition (a gap, a refused name) is counted when first seen."""
+        if once:
+            if message in self._reported:
+                return
+            if len(self._reported) >= _MAX_REPORTED:
+                self._reported.clear()
+            self._reported.add(message)
+        self.problems[kind] += 1
+        if message != self._last_problem:
+            log.warning("spark-state-observer: %s", redact(message))
+        self._last_problem = message
