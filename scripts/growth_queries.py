@@ -60,6 +60,14 @@ def session_closing(ctx: Context) -> Any:
     return _noop(df.groupBy("key", F.session_window("timestamp", "3 seconds")).count(), ctx, mode="append")
 
 
+def session_no_watermark(ctx: Context) -> Any:
+    """Session windows over ever-new keys without a watermark (complete mode): no session is ever closed."""
+    from pyspark.sql import functions as F
+
+    df = _rate(ctx).withColumn("key", (F.col("value") / 10).cast("long"))
+    return _noop(df.groupBy("key", F.session_window("timestamp", "3 seconds")).count(), ctx, mode="complete")
+
+
 def count_fixed_keys(ctx: Context) -> Any:
     """A count per key over 100 fixed keys, no watermark: 100 rows from the first seconds on."""
     from pyspark.sql import functions as F
@@ -239,6 +247,7 @@ def chained(ctx: Context) -> Any:
 PIPELINES = {
     "session_open": session_open,
     "session_closing": session_closing,
+    "session_no_watermark": session_no_watermark,
     "count_fixed_keys": count_fixed_keys,
     "count_new_keys": count_new_keys,
     "tumbling": tumbling,
@@ -259,6 +268,7 @@ PIPELINES = {
 SHAPES = {
     "session_open": Shape(True, "50 keys each seen every second within a 10 s gap: 50 open sessions, flat"),
     "session_closing": Shape(True, "sessions of ever-new keys close after the gap and the watermark evicts them"),
+    "session_no_watermark": Shape(False, "no watermark: sessions of ever-new keys are never closed"),
     "count_fixed_keys": Shape(True, "100 fixed keys, no watermark: 100 rows, flat"),
     "count_new_keys": Shape(False, "a new key per row, no watermark: nothing is ever evicted"),
     "tumbling": Shape(True, "tumbling windows closed by the watermark are evicted"),
