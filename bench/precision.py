@@ -214,7 +214,7 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
     # failures: the class and the root cause of each failing run; a crash loop when every run fails
     failure = rec.truth.get("failure")
     if failure:
-        failing = list(run_ids) if failure.get("every_run") else [failure["failing_run"]]
+        failing = list(run_ids) if failure.get("every_run") else failure.get("failing_runs") or [failure["failing_run"]]
         for run in failing:
             t = tallies[kinds.QUERY_TERMINATED]
             t.present += 1
@@ -229,7 +229,7 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
             if not right:
                 t.missed.append(f"{rec.name}: {run} failure ({failure['expected_class']})")
             mark(kinds.QUERY_TERMINATED, hits)
-        if failure.get("every_run") and len(failing) > s.crash_loop_restarts:
+        if (failure.get("every_run") and len(failing) > s.crash_loop_restarts) or rec.truth.get("crash_loop"):
             t = tallies[kinds.CRASH_LOOP]
             t.present += 1
             hits = by_kind[kinds.CRASH_LOOP]
