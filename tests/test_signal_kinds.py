@@ -209,7 +209,7 @@ def not_stalled_when_idle_or_replayed() -> None:
 
 # --- restore and reload ------------------------------------------------------------------------------
 def restore() -> Pipeline:
-    p = Pipeline()
+    p = Pipeline(growth_min_batches=100)  # the flat recorded state's bounded verdict is judged with growth, not here
     p.feed("started", lifecycle("run-1", T0))
     for i in range(5):  # batch 0 (warm-up) stays out of the baseline: 4 steady batches of 1 s
         p.feed(

@@ -117,12 +117,25 @@ class GrowthWindow:
         self._removed = sum(p[4] for p in pts)
 
     def trend(self) -> Trend | None:
-        """Rising, flat or neither over the window's thirds; ``None`` before half a window and ``min_points`` batches."""
-        pts = self.points
+        """Rising, flat or neither; ``None`` before half a window and ``min_points`` batches.
+
+        Rising is judged on the whole window; flat (the last third not above the first two) on the whole
+        window, or else on its second half alone: a state that filled up early and stays flat (100 keys
+        all seen in the first seconds) is bounded half a window after it stopped rising."""
+        pts = list(self.points)
+        whole = self._shape(pts)
+        if whole is not None and whole.shape is not None:
+            return whole
+        late = [p for p in pts if pts and p[0] >= pts[-1][0] - self.window * 0.5]
+        half = self._shape(late, min_span=self.window * 0.4)
+        return half if half is not None and half.shape == FLAT else whole
+
+    def _shape(self, pts: list[tuple[float, float, float, float, float]], min_span: float | None = None) -> Trend | None:
+        """The thirds test on ``pts``: each third's mean above the one before by more than the scatter is rising."""
         if len(pts) < max(self.min_points, 3):
             return None
         t0, span = pts[0][0], pts[-1][0] - pts[0][0]
-        if span < self.window * 0.5 or span <= 0:
+        if span < (self.window * 0.5 if min_span is None else min_span) or span <= 0:
             return None
         column, basis = (1, "rows") if any(p[1] > 0 for p in pts) else (2, "bytes")
         ts = [p[0] - t0 for p in pts]
@@ -137,7 +150,7 @@ class GrowthWindow:
         tolerance = max(1.0, _scatter(ts, ys))
         if m2 - m1 > tolerance and m3 - m2 > tolerance and ys[-1] > ys[0]:
             return trend._replace(shape=RISING)
-        if abs(m3 - m1) <= tolerance and abs(m3 - m2) <= tolerance:
+        if m3 - m1 <= tolerance and m3 - m2 <= tolerance:  # not above where it was: flat, or falling back
             return trend._replace(shape=FLAT)
         return trend
 
@@ -261,12 +274,14 @@ class Growth:
             return
         state.unbounded = unbounded
         facts.set(record, catalog.STATE_UNBOUNDED, labels, 1.0 if unbounded else 0.0)
+        last = window.points[-1]
+        first = next(p for p in window.points if p[0] >= last[0] - trend.span_seconds - 1e-9)  # where the judged span starts
         evidence: dict[str, Any] = {
             "basis": trend.basis,
-            "rows_at_start": window.points[0][1],
-            "rows_at_end": window.points[-1][1],
-            "bytes_at_start": window.points[0][2],
-            "bytes_at_end": window.points[-1][2],
+            "rows_at_start": first[1],
+            "rows_at_end": last[1],
+            "bytes_at_start": first[2],
+            "bytes_at_end": last[2],
             "window_seconds": round(trend.span_seconds, 1),
             "batches": trend.batches,
             "rows_per_second": round(v.rows_per_second, 3),
