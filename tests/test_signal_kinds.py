@@ -443,12 +443,14 @@ def state_unbounded() -> Pipeline:
     p = Pipeline(growth_window_seconds=40, growth_min_batches=4)
     assert kinds.STATE_UNBOUNDED not in growing(p, 0, 3, removed=50)  # too few batches to judge
     assert p.value(catalog.STATE_UNBOUNDED, DEDUPE) is None
-    assert kinds.STATE_UNBOUNDED in growing(p, 3, 1, removed=50)  # 30 s of the 40 s window: enough to tell
-    assert growing(p, 4, 1, removed=50) == []  # the same verdict is not said again
+    # rising from batch 3 (30 s of the 40 s window), but the watermark evicts: a swell until it lasts a second window
+    assert kinds.STATE_UNBOUNDED not in growing(p, 3, 4, removed=50)
+    assert kinds.STATE_UNBOUNDED in growing(p, 7, 1, removed=50)
+    assert growing(p, 8, 1, removed=50) == []  # the same verdict is not said again
     attrs = p.last(kinds.STATE_UNBOUNDED).attributes
     assert attrs["operator"] == "dedupe" and attrs["rows_per_second"] == 10.0 and attrs["eviction_ratio"] == 0.5
-    assert (attrs["rows_at_start"], attrs["rows_at_end"], attrs["window_seconds"], attrs["evicted"]) == (1000, 1300, 30.0, True)
-    assert attrs["watermark"] is True and attrs["basis"] == "rows" and attrs["evidence"].startswith("rows 1,000 → 1,300 in 30 s")
+    assert (attrs["rows_at_start"], attrs["rows_at_end"], attrs["window_seconds"], attrs["evicted"]) == (1300, 1700, 40.0, True)
+    assert attrs["watermark"] is True and attrs["basis"] == "rows" and attrs["evidence"].startswith("rows 1,300 → 1,700 in 40 s")
     assert p.value(catalog.STATE_UNBOUNDED, DEDUPE) == 1.0
     assert p.value(catalog.ROWS_GROWTH_RATE, DEDUPE) == pytest.approx(10.0)
     assert p.value(catalog.MEMORY_GROWTH_RATE, DEDUPE) == pytest.approx(100.0)
@@ -458,11 +460,11 @@ def state_unbounded() -> Pipeline:
 def state_bounded() -> Pipeline:
     """Flat rows turn the verdict bounded, but only once a whole window is flat (hysteresis)."""
     p = state_unbounded()
-    assert growing(p, 5, 3, removed=100, rows_from=4) == []  # a plateau within the window: no new evidence yet
+    assert growing(p, 9, 1, removed=100, rows_from=8) == []  # a plateau within the window: no new evidence yet
     assert p.value(catalog.STATE_UNBOUNDED, DEDUPE) == 1.0
-    assert kinds.STATE_BOUNDED in growing(p, 8, 1, removed=100, rows_from=4)  # batches 4-8 all at 1,400 rows
+    assert kinds.STATE_BOUNDED in growing(p, 10, 3, removed=100, rows_from=8)  # a whole window flat at 1,800 rows
     assert p.value(catalog.STATE_UNBOUNDED, DEDUPE) == 0.0 and p.value(catalog.EVICTION_RATIO, DEDUPE) > 0
-    assert p.last(kinds.STATE_BOUNDED).attributes["rows_at_start"] == p.last(kinds.STATE_BOUNDED).attributes["rows_at_end"] == 1400
+    assert p.last(kinds.STATE_BOUNDED).attributes["rows_at_start"] == p.last(kinds.STATE_BOUNDED).attributes["rows_at_end"] == 1800
     return p
 
 

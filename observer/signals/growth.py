@@ -8,7 +8,10 @@ before by more than the state's own scatter about its trend (at least one row), 
 opening and closing is flat, and a ramp that reached its plateau (the first batches filling 100 keys) is
 neither until the plateau fills a window. "Long enough to tell" is half the growth window and several
 batches; with a watermark and nothing evicted yet, also the watermark's delay plus a whole growth window
-(an operator's window or gap shorter than ``growth_window_seconds`` has filled by then).
+(an operator's window or gap shorter than ``growth_window_seconds`` has filled by then). A state the
+watermark does evict must rise for a second whole window: on a busy machine its batches slow down, the
+watermark lags and the state swells for a minute or two (the 30-minute clean recording), then shrinks.
+Bounded needs the whole window, or its second half alone, not above where it was (flat or falling).
 
 The verdict has hysteresis: it changes only when the evidence does (a rising window turns it unbounded, a
 flat one bounded, anything in between keeps it), so it never flips back and forth. Each verdict carries
@@ -221,13 +224,14 @@ OperatorKey = tuple[str, int, str]  # query id, operator index, operator name
 class _Operator:
     """One operator's window, verdict so far, and what its watermark and evictions showed since it was first seen."""
 
-    __slots__ = ("ever_evicted", "first_seen", "unbounded", "window")
+    __slots__ = ("ever_evicted", "first_seen", "rising_since", "unbounded", "window")
 
     def __init__(self, window: GrowthWindow, first_seen: float) -> None:
         self.window = window
         self.unbounded: bool | None = None
         self.first_seen = first_seen
         self.ever_evicted = False
+        self.rising_since: float | None = None  # since when every window has shown a rise
 
 
 class Growth:
@@ -263,8 +267,14 @@ class Growth:
         facts.set(record, catalog.MEMORY_BUDGET_ETA, labels, v.bytes_eta_seconds)
         watermark, delay = p.watermark is not None, _watermark_delay(p)
         unbounded = v.unbounded
-        if unbounded and watermark and not state.ever_evicted and ts - state.first_seen < (delay or 0.0) + self.s.growth_window_seconds:
-            unbounded = None  # a watermarked state still filling its first windows: too early to tell
+        state.rising_since = (state.rising_since or ts) if unbounded else None
+        if unbounded and watermark:
+            if not state.ever_evicted and ts - state.first_seen < (delay or 0.0) + self.s.growth_window_seconds:
+                unbounded = None  # a watermarked state still filling its first windows: too early to tell
+            elif state.ever_evicted and ts - state.rising_since < self.s.growth_window_seconds:
+                # a state the watermark evicts swells while batches slow down (the watermark lags, more event
+                # time is held): growth only when the rise lasts a second whole window
+                unbounded = None
         if unbounded is None or unbounded == state.unbounded:
             if state.unbounded is not None:
                 facts.set(record, catalog.STATE_UNBOUNDED, labels, 1.0 if state.unbounded else 0.0)
