@@ -267,11 +267,12 @@ class Growth:
         facts.set(record, catalog.MEMORY_BUDGET_ETA, labels, v.bytes_eta_seconds)
         watermark, delay = p.watermark is not None, _watermark_delay(p)
         unbounded = v.unbounded
-        state.rising_since = (state.rising_since or ts) if unbounded else None
+        state.rising_since = (ts if state.rising_since is None else state.rising_since) if unbounded else None
+        rising_for = 0.0 if state.rising_since is None else ts - state.rising_since
         if unbounded and watermark:
             if not state.ever_evicted and ts - state.first_seen < (delay or 0.0) + self.s.growth_window_seconds:
                 unbounded = None  # a watermarked state still filling its first windows: too early to tell
-            elif state.ever_evicted and ts - state.rising_since < self.s.growth_window_seconds:
+            elif state.ever_evicted and rising_for < self.s.growth_window_seconds:
                 # a state the watermark evicts swells while batches slow down (the watermark lags, more event
                 # time is held): growth only when the rise lasts a second whole window
                 unbounded = None
