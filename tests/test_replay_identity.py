@@ -33,7 +33,7 @@ def test_replayed_signals_and_series_name_the_application() -> None:
     seen: list[SignalEvent] = []
     result = replay(RUNS, Settings(http_enabled=False), on_signal=seen.append)
     assert seen and all(dict(e.app).get("app") == name for e in seen)
-    assert all(f' of {name} ' in e.describe() for e in seen)
+    assert all(f" of {name} " in e.describe() for e in seen)
     batch_ids = [line for line in result.exposition().splitlines() if line.startswith("spark_streaming_batch_id{")]
     assert batch_ids and all(f'app="{name}"' in line for line in batch_ids)
 
