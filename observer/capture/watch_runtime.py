@@ -420,6 +420,8 @@ class FleetObserver:
 
     def _admit(self, identity: AppIdentity) -> _AppPipeline:
         context = app_context(identity, self.static)
+        while len(self._query_lives) > self.options.max_apps:  # bounded: the queries seen first go first
+            del self._query_lives[next(iter(self._query_lives))]
         holder: list[_AppPipeline] = []
         observer = Observer(
             self.settings,
