@@ -51,6 +51,7 @@ def test_every_operator_has_a_bounded_and_an_unbounded_recording(recordings: lis
         "symmetricHashJoin",
         "sessionWindowStateStoreSaveExec",
         "applyInPandasWithState",
+        "transformWithStateInPandasExec",
     }, shapes
     missing = {op: {True, False} - seen for op, seen in shapes.items() if op not in BOUNDED_ONLY and seen != {True, False}}
     assert not missing, f"operators lacking a bounded (True) or unbounded (False) recording: {missing}"
