@@ -198,9 +198,8 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
         hits = [e for e in by_kind[kinds.STATE_TASK_RETRY] if str(e.attributes.get("batch_id")) == str(batch_id)]
         t.found += bool(hits)
         mark(kinds.STATE_TASK_RETRY, hits)
-    # state that grows without eviction, from the time the recording made it so
-    unbounded = rec.truth.get("unbounded")
-    if unbounded:
+    # state that grows for ever, from the time the recording made it so (bounded operators may not fire)
+    for unbounded in unbounded_operators(rec.truth):
         t = tallies[kinds.STATE_UNBOUNDED]
         t.present += 1
         hits = [
@@ -215,7 +214,7 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
     # failures: the class and the root cause of each failing run; a crash loop when every run fails
     failure = rec.truth.get("failure")
     if failure:
-        failing = list(run_ids) if failure.get("every_run") else [failure["failing_run"]]
+        failing = list(run_ids) if failure.get("every_run") else failure.get("failing_runs") or [failure["failing_run"]]
         for run in failing:
             t = tallies[kinds.QUERY_TERMINATED]
             t.present += 1
@@ -230,7 +229,7 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
             if not right:
                 t.missed.append(f"{rec.name}: {run} failure ({failure['expected_class']})")
             mark(kinds.QUERY_TERMINATED, hits)
-        if failure.get("every_run") and len(failing) > s.crash_loop_restarts:
+        if (failure.get("every_run") and len(failing) > s.crash_loop_restarts) or rec.truth.get("crash_loop"):
             t = tallies[kinds.CRASH_LOOP]
             t.present += 1
             hits = by_kind[kinds.CRASH_LOOP]
@@ -248,6 +247,71 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
                 else:
                     t.false_incident += 1
     return tallies
+
+
+def unbounded_operators(truth: dict[str, Any]) -> list[dict[str, Any]]:
+    """The operators whose state the recording made grow for ever (``growth`` of scripts/record_growth.py,
+    or the older single ``unbounded`` of scripts/record_incidents.py)."""
+    legacy = [truth["unbounded"]] if truth.get("unbounded") else []
+    return legacy + [g for g in truth.get("growth", []) if not g["bounded"]]
+
+
+@dataclass
+class GrowthTally:
+    """One operator's growth verdicts over the recordings that say whether its state is bounded."""
+
+    unbounded_found: int = 0
+    unbounded_present: int = 0
+    bounded_found: int = 0
+    bounded_present: int = 0
+    false_unbounded: int = 0
+    flips: int = 0  # verdict changes after the first, within one recording (hysteresis: 0 expected)
+    bounded_hours: float = 0.0
+    recordings: list[str] = field(default_factory=list)
+
+
+def growth_verdicts(rec: Replayed, operator: str) -> list[SignalEvent]:
+    return [e for e in rec.signals if e.kind in (kinds.STATE_UNBOUNDED, kinds.STATE_BOUNDED) and e.attributes.get("operator") == operator]
+
+
+def judge_growth(recordings: list[Replayed]) -> dict[tuple[str, str], GrowthTally]:
+    """Per (operator, provider): unbounded found / present, bounded found / present, false unbounded, flips."""
+    tallies: dict[tuple[str, str], GrowthTally] = defaultdict(GrowthTally)
+    for rec in recordings:
+        legacy = [dict(rec.truth["unbounded"], bounded=False)] if rec.truth.get("unbounded") else []
+        for g in rec.truth.get("growth", []) + legacy:
+            t = tallies[(g["operator"], rec.truth.get("provider", "rocksdb"))]
+            t.recordings.append(rec.name)
+            verdicts = growth_verdicts(rec, g["operator"])
+            t.flips += max(0, len(verdicts) - 1)
+            last = verdicts[-1].kind if verdicts else None
+            if g["bounded"]:
+                t.bounded_present += 1
+                t.bounded_found += last == kinds.STATE_BOUNDED and all(e.kind == kinds.STATE_BOUNDED for e in verdicts)
+                t.false_unbounded += sum(e.kind == kinds.STATE_UNBOUNDED for e in verdicts)
+                t.bounded_hours += rec.seconds / 3600.0
+            else:
+                t.unbounded_present += 1
+                t.unbounded_found += last == kinds.STATE_UNBOUNDED
+    return tallies
+
+
+def growth_table(recordings: list[Replayed]) -> tuple[str, dict[tuple[str, str], GrowthTally]]:
+    """The Markdown table of the growth verdict per operator and state store provider."""
+    tallies = judge_growth(recordings)
+    lines = [
+        "| operator | provider | `state_unbounded` found / present | `state_bounded` found / present "
+        "| false `state_unbounded` on bounded runs: count, per hour | verdict flips |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (operator, provider), t in sorted(tallies.items()):
+        unbounded = f"{t.unbounded_found} / {t.unbounded_present}" if t.unbounded_present else "- (none recorded)"
+        bounded = f"{t.bounded_found} / {t.bounded_present}" if t.bounded_present else "- (none recorded)"
+        lines.append(
+            f"| `{operator}` | {provider} | {unbounded} | {bounded} | {t.false_unbounded}, {_per_hour(t.false_unbounded, t.bounded_hours)} "
+            f"| {t.flips} |"
+        )
+    return "\n".join(lines), tallies
 
 
 def corpus(folders: list[str] | None = None) -> list[Replayed]:
@@ -296,6 +360,7 @@ def main(argv: list[str]) -> int:
     recordings = corpus([os.path.abspath(a) for a in argv] or None)
     text, totals = table(recordings)
     print(text)
+    print("\n" + growth_table(recordings)[0])
     missed = [m for t in totals.values() for m in t.missed]
     print("\nrecordings: " + ", ".join(f"{r.name} ({r.seconds / 60:.1f} min{', clean' if r.clean else ''})" for r in recordings))
     if missed:

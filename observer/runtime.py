@@ -33,7 +33,7 @@ from observer.signals.bus import SignalBus
 from observer.signals.engine import SignalEngine
 from observer.signals.facts import Facts
 from observer.signals.kinds import SignalEvent
-from observer.signals.lifecycle import LastAliveHint
+from observer.signals.lifecycle import LastAliveHint, RunState
 from observer.signals.placement_feed import PlacementFeed, PlacementSource
 from observer.signals.restore_tasks import TaskRestores
 from observer.sinks import AppAwareSink, Sink
@@ -60,6 +60,7 @@ class Observer:
         clock: Callable[[], float] = time.time,
         identity: AppContext | None = None,
         self_metrics: SelfMetrics | None = None,
+        query_lives: dict[str, RunState] | None = None,
     ) -> None:
         self.settings = settings or Settings.from_env()
         # whose events these are: every series, signal and sink call carries it (the static labels alone when
@@ -75,7 +76,11 @@ class Observer:
             partition_top_k=self.settings.partition_top_k,
             identity=self.identity,
         )
-        self.engine = SignalEngine(self.settings, self.tracker.get, clock=clock, live=live, last_alive_hint=last_alive_hint)
+        # ``query_lives``: the watcher's applications share what they know of each query's runs, so a restart
+        # as a new application is linked to the runs before it by query id, whether or not it reached a batch
+        self.engine = SignalEngine(
+            self.settings, self.tracker.get, clock=clock, live=live, last_alive_hint=last_alive_hint, query_lives=query_lives
+        )
         self.signals = SignalBus(on_callback_failure=lambda: self.self_metrics.incr("callback_failures"))
         self.prometheus = PrometheusSink(
             self.view,

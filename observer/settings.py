@@ -124,8 +124,16 @@ class Settings:
     )
     crash_loop_restarts: int = field(default=3, metadata={"doc": "Restarts within `crash_loop_window_seconds` that make a crash loop."})
     crash_loop_window_seconds: float = field(default=900.0, metadata={"doc": "Window of the crash-loop rule."})
-    growth_window_seconds: float = field(default=120.0, metadata={"doc": "Window over which state growth and eviction are judged."})
-    growth_min_batches: int = field(default=8, metadata={"doc": "Batches needed in the window before a growth verdict is given."})
+    growth_window_seconds: float = field(
+        default=120.0,
+        metadata={
+            "doc": "Window over which state growth and eviction are judged; a verdict needs half of it, and with a watermark "
+            "and nothing evicted yet its delay plus all of it: keep it above the longest window or session gap."
+        },
+    )
+    growth_min_batches: int = field(
+        default=5, metadata={"doc": "Batches needed in the window before a growth verdict is given (at least one per third)."}
+    )
     state_rows_budget: float = field(
         default=0.0, metadata={"doc": "Rows budget per operator for the time-to-budget forecast; 0 means no forecast."}
     )

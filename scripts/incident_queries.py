@@ -251,8 +251,10 @@ INJECTIONS = {"file_sink": file_sink_inject, "file_source": file_source_inject}
 
 
 def start(query: str, ctx: Context) -> Any:
-    """Start the pipeline called ``query``."""
-    return PIPELINES[query](ctx)
+    """Start the pipeline called ``query`` (here, or one of the growth corpus in ``growth_queries``)."""
+    import growth_queries
+
+    return {**PIPELINES, **growth_queries.PIPELINES}[query](ctx)
 
 
 def inject(query: str, ctx: Context) -> None:

@@ -365,6 +365,31 @@ def corrupt_checkpoint(rec: Recorder) -> dict[str, Any]:
     }
 
 
+def restart_fail_at_start(rec: Recorder) -> dict[str, Any]:
+    """A good run of 4 batches, then three new applications on its checkpoint whose state schema it refuses:
+    each fails at start, before any progress (a fleet restarting a job that no longer fits its state)."""
+    good = rec.run("--batches", "4", "--name", rec.name)
+    failed = [rec.run("--incompatible", "--name", rec.name, expect_failure=True) for _ in range(3)]
+    runs = [good, *failed]
+    return {
+        "clean": False,
+        "restarts": [{**restart_facts(a, b), "first_batch_id": None} for a, b in itertools.pairwise(runs)],
+        "failure": {
+            "expected_class": "state_schema",
+            "where": "restart with a state schema the checkpoint refuses",
+            "expected_root_cause": "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
+            "every_run": False,
+            "failing_runs": [f["run_dir"] for f in failed],
+        },
+        "crash_loop": True,
+        "expected_events": [
+            "query_restarted into each failing run (a new application with the same query id and checkpoint)",
+            "query_terminated (state_schema) once per failing run",
+            "a crash loop (3 restarts within the crash-loop window)",
+        ],
+    }
+
+
 def unbounded_growth(seconds: int) -> Callable[[Recorder], dict[str, Any]]:
     """State that only grows: a key per input row and no watermark (a dedup or aggregation forgetting its window)."""
 
@@ -390,6 +415,7 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
     "dedup_agg_restart_35": restart("dedup_window", (8, 6), downtime=20, keep_eventlog_below=300 * 1024),
     "join_restart": restart("join", (6, 5), downtime=10),
     "executor_loss": executor_loss,
+    "restart_fail_at_start": restart_fail_at_start,
     "crash_loop_503": crash_loop,
     "fail_udf_value_error": failing(
         "udf_error",

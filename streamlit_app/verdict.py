@@ -222,7 +222,10 @@ def state_unbounded(f: Facts) -> Verdict | None:
     parts = []
     for (_, name), e in sorted(open_.items(), key=lambda kv: -float((kv[1].get("attributes") or {}).get("rows_per_second") or 0)):
         a = e.get("attributes") or {}
-        ratio = a.get("eviction_ratio")
+        if a.get("evidence"):  # the signal's own words (observer.signals.growth.describe): browser and signal agree
+            parts.append(f"{name or 'operator'} {a['evidence']}")
+            continue
+        ratio = a.get("eviction_ratio")  # a history written before the verdict carried its evidence
         evictions = "no evictions" if not ratio else f"evicting {float(ratio):.0%} of additions"
         parts.append(f"{name or 'operator'} +{fmt.number(a.get('rows_per_second'))} rows/s, {evictions}")
     since = min(e["ts"] for e in open_.values())

@@ -209,7 +209,7 @@ def not_stalled_when_idle_or_replayed() -> None:
 
 # --- restore and reload ------------------------------------------------------------------------------
 def restore() -> Pipeline:
-    p = Pipeline()
+    p = Pipeline(growth_min_batches=100)  # the flat recorded state's bounded verdict is judged with growth, not here
     p.feed("started", lifecycle("run-1", T0))
     for i in range(5):  # batch 0 (warm-up) stays out of the baseline: 4 steady batches of 1 s
         p.feed(
@@ -422,13 +422,14 @@ def state_task_retry() -> Pipeline:
 
 
 # --- growth ------------------------------------------------------------------------------------------
-def growing(p: Pipeline, first: int, n: int, removed: int) -> list[str]:
+def growing(p: Pipeline, first: int, n: int, removed: int, rows_from: int | None = None) -> list[str]:
+    """Batches ``first``.. of the dedupe growing 100 rows a batch (10 s apart), or flat from batch ``rows_from``."""
     out = []
     for i in range(first, first + n):
         grown = with_operator(
             batch(i, T0 + 10 * i),
             "dedupe",
-            numRowsTotal=1000 + 100 * i,
+            numRowsTotal=1000 + 100 * (i if rows_from is None else rows_from),
             numRowsUpdated=100,
             numRowsRemoved=removed,
             memoryUsedBytes=10_000 + 1000 * i,
@@ -438,12 +439,18 @@ def growing(p: Pipeline, first: int, n: int, removed: int) -> list[str]:
 
 
 def state_unbounded() -> Pipeline:
+    """Rows rising over the window are unbounded even while the operator evicts (issue 25: no eviction is not growth)."""
     p = Pipeline(growth_window_seconds=40, growth_min_batches=4)
-    assert kinds.STATE_UNBOUNDED not in growing(p, 0, 3, removed=0)  # too few batches to judge
+    assert kinds.STATE_UNBOUNDED not in growing(p, 0, 3, removed=50)  # too few batches to judge
     assert p.value(catalog.STATE_UNBOUNDED, DEDUPE) is None
-    assert kinds.STATE_UNBOUNDED in growing(p, 3, 2, removed=0)
+    # rising from batch 3 (30 s of the 40 s window), but the watermark evicts: a swell until it lasts a second window
+    assert kinds.STATE_UNBOUNDED not in growing(p, 3, 4, removed=50)
+    assert kinds.STATE_UNBOUNDED in growing(p, 7, 1, removed=50)
+    assert growing(p, 8, 1, removed=50) == []  # the same verdict is not said again
     attrs = p.last(kinds.STATE_UNBOUNDED).attributes
-    assert attrs["operator"] == "dedupe" and attrs["rows_per_second"] == 10.0 and attrs["eviction_ratio"] == 0.0
+    assert attrs["operator"] == "dedupe" and attrs["rows_per_second"] == 10.0 and attrs["eviction_ratio"] == 0.5
+    assert (attrs["rows_at_start"], attrs["rows_at_end"], attrs["window_seconds"], attrs["evicted"]) == (1300, 1700, 40.0, True)
+    assert attrs["watermark"] is True and attrs["basis"] == "rows" and attrs["evidence"].startswith("rows 1,300 → 1,700 in 40 s")
     assert p.value(catalog.STATE_UNBOUNDED, DEDUPE) == 1.0
     assert p.value(catalog.ROWS_GROWTH_RATE, DEDUPE) == pytest.approx(10.0)
     assert p.value(catalog.MEMORY_GROWTH_RATE, DEDUPE) == pytest.approx(100.0)
@@ -451,9 +458,13 @@ def state_unbounded() -> Pipeline:
 
 
 def state_bounded() -> Pipeline:
+    """Flat rows turn the verdict bounded, but only once a whole window is flat (hysteresis)."""
     p = state_unbounded()
-    assert kinds.STATE_BOUNDED in growing(p, 5, 1, removed=100)  # eviction began
+    assert growing(p, 9, 1, removed=100, rows_from=8) == []  # a plateau within the window: no new evidence yet
+    assert p.value(catalog.STATE_UNBOUNDED, DEDUPE) == 1.0
+    assert kinds.STATE_BOUNDED in growing(p, 10, 3, removed=100, rows_from=8)  # a whole window flat at 1,800 rows
     assert p.value(catalog.STATE_UNBOUNDED, DEDUPE) == 0.0 and p.value(catalog.EVICTION_RATIO, DEDUPE) > 0
+    assert p.last(kinds.STATE_BOUNDED).attributes["rows_at_start"] == p.last(kinds.STATE_BOUNDED).attributes["rows_at_end"] == 1800
     return p
 
 

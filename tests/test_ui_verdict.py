@@ -255,11 +255,13 @@ def test_bucketed_series_and_partition_lag_are_read_when_rows_exceed_the_buckets
 
 
 def test_the_application_of_each_query_is_read_and_unknown_ones_are_grouped(db, tmp_path) -> None:
-    assert set(load_query_apps(db).app) == {UNKNOWN_APP}
+    # replay names each query's application from its log's application start (issue 25), as a live observer does
+    assert set(load_query_apps(db).app) == {"spark-state-observer-demo"}
     copy = str(tmp_path / "with_app.db")
     with sqlite3.connect(db) as src, sqlite3.connect(copy) as dst:
         src.backup(dst)
         qid = progress_lines(RESTART[0])[0]["id"]
+        dst.execute("UPDATE queries SET app = NULL WHERE query_id != ?", (qid,))  # as a history of progress lines has them
         dst.execute("UPDATE queries SET app = 'orders', app_labels = '{\"cluster\": \"prod\"}' WHERE query_id = ?", (qid,))
     apps = load_query_apps(copy).set_index("query_id")
     assert apps.loc[qid, "app"] == "orders" and apps.loc[qid, "labels"] == {"cluster": "prod"}

@@ -82,6 +82,7 @@ from observer.model.tasks import wanted_line
 from observer.runtime import Observer
 from observer.settings import Settings
 from observer.signals.kinds import SignalEvent
+from observer.signals.lifecycle import RunState
 from observer.sinks import AppAwareSink, Sink
 
 if TYPE_CHECKING:
@@ -250,6 +251,10 @@ class FleetObserver:
             raw_keep=wanted_line,
         )
         self._apps: dict[str, _AppPipeline] = {}
+        # what every application's rules know of each query's runs, by query id: a job restarted as a new
+        # application (same query id and checkpoint) is a restart, and its restarts a crash loop, even when
+        # it failed before its first batch (issue 25); rebuilt by the replay of the logs after a restart
+        self._query_lives: dict[str, RunState] = {}
         self._lock = threading.Lock()  # the watcher thread changes ``_apps`` while scrapes read it
         self._shared: list[Sink] = []
         self._history: HistorySink | None = None
@@ -460,6 +465,8 @@ class FleetObserver:
 
     def _admit(self, identity: AppIdentity) -> _AppPipeline:
         context = app_context(identity, self.static)
+        while len(self._query_lives) > self.options.max_apps:  # bounded: the queries seen first go first
+            del self._query_lives[next(iter(self._query_lives))]
         holder: list[_AppPipeline] = []
         observer = Observer(
             self.settings,
@@ -469,6 +476,7 @@ class FleetObserver:
             executor_ids=lambda: holder[0].executor_ids(),
             identity=context,
             self_metrics=self.self_metrics,
+            query_lives=self._query_lives,
         )
         observer.set_spark_conf(dict(identity.spark_conf))
         pipeline = _AppPipeline(observer, self._executors.pop(identity.log_name, set()), log_name=identity.log_name)

@@ -921,7 +921,7 @@ STATE_UNBOUNDED = _s(
     "spark_state_unbounded",
     GAUGE,
     "",
-    "1 when the state grew steadily with no eviction over the growth window; 0 when bounded; absent until judged.",
+    "1 when the state's rows (or bytes) kept rising over the growth window; 0 when flat (bounded); absent until judged.",
     "operator",
 )
 ROWS_BUDGET_ETA = _s(

@@ -170,8 +170,9 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         a(
             "SparkStateUnbounded",
             f"max by ({op}) ({p.sel(catalog.STATE_UNBOUNDED)}) == 1",
-            f"State of query {q} grows without eviction.",
-            f"Operator {o} of query {q} keeps adding state rows and removes none; without a watermark, timeout or TTL it grows until it fails.",
+            f"State of query {q} keeps growing.",
+            f"Operator {o} of query {q} has state rows (or bytes) that kept rising over the growth window, evicting or not; "
+            "the state_unbounded signal carries the evidence (rows at the window's start and end, rate, evictions, watermark).",
         ),
         a(
             "SparkStateBudgetExhaustionForecast",

@@ -329,6 +329,7 @@ def record_series(
                         "query_id": e.query_id,
                         "run_id": e.run_id,
                         "attributes": e.attributes,
+                        **({"app": dict(e.app)} if e.app else {}),  # the recorded application's, from its log
                     }
                 ),
             )

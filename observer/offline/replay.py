@@ -15,6 +15,7 @@ from observer.model.capacity import ENVIRONMENT_PREFIX, spark_properties
 from observer.model.decode import stamp_fields
 from observer.model.parse import parse_timestamp, parse_timestamp_memo
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_ADDED, EXECUTOR_PREFIX, EventLogError, read_records
+from observer.offline.log_identity import application_of
 from observer.runtime import Observer
 from observer.settings import Settings
 from observer.signals.executors import ExecutorSet
@@ -59,10 +60,11 @@ def replay(
     def executor_ids() -> ExecutorSet | None:
         return ExecutorSet(executors, changed_at) if seen_executors else None
 
+    identity = application_of(paths, base.static_labels)  # the recorded application's, as a live observer has it
     if clock is None:
-        observer = Observer(base, serve=False, live=False, executor_ids=executor_ids)
+        observer = Observer(base, serve=False, live=False, executor_ids=executor_ids, identity=identity)
     else:
-        observer = Observer(base, serve=False, live=True, executor_ids=executor_ids, clock=clock)
+        observer = Observer(base, serve=False, live=True, executor_ids=executor_ids, clock=clock, identity=identity)
     if on_signal is not None:
         observer.on("*", on_signal)
     sink = None

@@ -24,7 +24,7 @@ from observer.signals.executors import Executors, Partitions
 from observer.signals.facts import Facts
 from observer.signals.growth import Growth
 from observer.signals.kafka import KafkaSources
-from observer.signals.lifecycle import LastAliveHint, Lifecycle
+from observer.signals.lifecycle import LastAliveHint, Lifecycle, RunState
 from observer.signals.pace import Pace
 from observer.signals.restore import Restores
 
@@ -48,6 +48,7 @@ class SignalEngine:
         clock: Callable[[], float] = time.time,
         live: bool = True,
         last_alive_hint: LastAliveHint | None = None,
+        query_lives: dict[str, RunState] | None = None,
     ) -> None:
         self.s = settings
         self.clock = clock
@@ -55,7 +56,7 @@ class SignalEngine:
         self._lookup = lookup  # the tracker's current record of a query (read only)
         self.restores = Restores(settings)
         self.pace = Pace(settings)
-        self.lifecycle = Lifecycle(settings, self._new_run, live=live, last_alive_hint=last_alive_hint)
+        self.lifecycle = Lifecycle(settings, self._new_run, live=live, last_alive_hint=last_alive_hint, queries=query_lives)
         self.growth = Growth(settings)
         self.partitions = Partitions()
         self.executors = Executors()

@@ -1,18 +1,34 @@
-"""State growth and eviction over a sliding window: unbounded state versus bounded windowed state.
+"""State growth and eviction over a sliding window: the unbounded/bounded verdict from the state's trend.
 
-Kafka Streams operators learned to watch for stores that only ever grow because nothing evicts them
-(no watermark, no TTL). Here: over ``window`` seconds of batches, fit rows and bytes against time
-(least squares), sum rows removed against rows added. A state that grew with no removal at all is
-unbounded; a state that removes rows, or does not grow, is bounded.
+A state is unbounded when its rows (or, where Spark does not count rows, its bytes) keep rising over a
+window long enough to tell; not when nothing is evicted. A session window whose sessions stay open, or a
+count over 100 fixed keys, never evicts and is bounded: it is flat. A state that evicts and still rises is
+unbounded. "Keeps rising" is judged on the window's thirds (by time): each third's mean above the one
+before by more than the state's own scatter about its trend (at least one row), so a saw-tooth of windows
+opening and closing is flat, and a ramp that reached its plateau (the first batches filling 100 keys) is
+neither until the plateau fills a window. "Long enough to tell" is half the growth window and several
+batches; with a watermark and nothing evicted yet, also the watermark's delay plus a whole growth window
+(an operator's window or gap shorter than ``growth_window_seconds`` has filled by then). A state the
+watermark does evict must rise for a second whole window: on a busy machine its batches slow down, the
+watermark lags and the state swells for a minute or two (the 30-minute clean recording), then shrinks.
+Bounded needs the whole window, or its second half alone, not above where it was (flat or falling).
 
-The fit keeps running sums, so each batch costs O(1) however many batches the window holds.
-``Growth`` applies a window per operator and turns its verdicts into metric values and signals.
+The verdict has hysteresis: it changes only when the evidence does (a rising window turns it unbounded, a
+flat one bounded, anything in between keeps it), so it never flips back and forth. Each verdict carries
+its evidence (rows at the window's start and end, rate, evicted or not, watermark) and a confidence; the
+signal, the ``spark_state_unbounded`` gauge behind the alert and the browser's text (``describe``) all
+come from it.
+
+The rates keep running sums, so the fit costs O(1) per batch; the trend reads the window's points (a few
+hundred at most) once per batch.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
@@ -21,14 +37,29 @@ from observer.settings import Settings
 from observer.signals import kinds
 from observer.signals.facts import Facts
 
+RISING, FLAT = "rising", "flat"
+
+
+class Trend(NamedTuple):
+    """What the window shows: ``RISING``, ``FLAT`` or ``None`` (too short, or in between), and on what."""
+
+    shape: str | None
+    basis: str  # "rows", or "bytes" where Spark reports no rows (RocksDB without trackTotalNumberOfRows)
+    start: float  # the basis at the window's first and last batch
+    end: float
+    span_seconds: float
+    batches: int
+
 
 class GrowthVerdict(NamedTuple):  # one per operator and batch: a tuple is built faster than a frozen dataclass
     rows_per_second: float
     bytes_per_second: float
     eviction_ratio: float
-    unbounded: bool | None  # None until enough batches
+    unbounded: bool | None  # what this window alone shows; None while it cannot tell
     rows_eta_seconds: float | None
     bytes_eta_seconds: float | None
+    trend: Trend | None = None
+    removed: float = 0.0  # rows removed within the window
 
 
 class GrowthWindow:
@@ -88,6 +119,44 @@ class GrowthWindow:
         self._added = sum(p[3] for p in pts)
         self._removed = sum(p[4] for p in pts)
 
+    def trend(self) -> Trend | None:
+        """Rising, flat or neither; ``None`` before half a window and ``min_points`` batches.
+
+        Rising is judged on the whole window; flat (the last third not above the first two) on the whole
+        window, or else on its second half alone: a state that filled up early and stays flat (100 keys
+        all seen in the first seconds) is bounded half a window after it stopped rising."""
+        pts = list(self.points)
+        whole = self._shape(pts)
+        if whole is not None and whole.shape is not None:
+            return whole
+        late = [p for p in pts if pts and p[0] >= pts[-1][0] - self.window * 0.5]
+        half = self._shape(late, min_span=self.window * 0.4)
+        return half if half is not None and half.shape == FLAT else whole
+
+    def _shape(self, pts: list[tuple[float, float, float, float, float]], min_span: float | None = None) -> Trend | None:
+        """The thirds test on ``pts``: each third's mean above the one before by more than the scatter is rising."""
+        if len(pts) < max(self.min_points, 3):
+            return None
+        t0, span = pts[0][0], pts[-1][0] - pts[0][0]
+        if span < (self.window * 0.5 if min_span is None else min_span) or span <= 0:
+            return None
+        column, basis = (1, "rows") if any(p[1] > 0 for p in pts) else (2, "bytes")
+        ts = [p[0] - t0 for p in pts]
+        ys = [p[column] for p in pts]
+        thirds: list[list[float]] = [[], [], []]
+        for t, y in zip(ts, ys):
+            thirds[min(2, int(3.0 * t / span))].append(y)
+        trend = Trend(None, basis, ys[0], ys[-1], span, len(pts))
+        if not all(thirds):
+            return trend
+        m1, m2, m3 = (sum(third) / len(third) for third in thirds)
+        tolerance = max(1.0, _scatter(ts, ys))
+        if m2 - m1 > tolerance and m3 - m2 > tolerance and ys[-1] > ys[0]:
+            return trend._replace(shape=RISING)
+        if m3 - m1 <= tolerance and m3 - m2 <= tolerance:  # not above where it was: flat, or falling back
+            return trend._replace(shape=FLAT)
+        return trend
+
     def verdict(self, rows_budget: float = 0.0, bytes_budget: float = 0.0) -> GrowthVerdict:
         n, st, stt, sr, str_, sb, stb, _ = self._sums
         denominator = n * stt - st * st
@@ -97,21 +166,30 @@ class GrowthWindow:
             rows_rate = (n * str_ - st * sr) / denominator
             bytes_rate = (n * stb - st * sb) / denominator
         ratio = self._removed / self._added if self._added > 0 else 0.0
-        unbounded: bool | None = None
         rows = memory = 0.0
         if self.points:
-            first, last = self.points[0], self.points[-1]
-            rows, memory = last[1], last[2]
-            if len(self.points) >= self.min_points and last[0] - first[0] >= self.window * 0.5:
-                unbounded = bool(last[1] > first[1] and rows_rate > 0 and self._removed == 0)
+            rows, memory = self.points[-1][1], self.points[-1][2]
+        trend = self.trend()
+        shape = trend.shape if trend else None
         return GrowthVerdict(
             rows_per_second=rows_rate,
             bytes_per_second=bytes_rate,
             eviction_ratio=ratio,
-            unbounded=unbounded,
+            unbounded=None if shape is None else shape == RISING,
             rows_eta_seconds=_eta(rows, rows_rate, rows_budget),
             bytes_eta_seconds=_eta(memory, bytes_rate, bytes_budget),
+            trend=trend,
+            removed=self._removed,
         )
+
+
+def _scatter(ts: list[float], ys: list[float]) -> float:
+    """Standard deviation of ``ys`` about their least-squares line over ``ts``: the state's own noise."""
+    n = len(ts)
+    mt, my = sum(ts) / n, sum(ys) / n
+    stt = sum((t - mt) ** 2 for t in ts)
+    slope = sum((t - mt) * (y - my) for t, y in zip(ts, ys)) / stt if stt > 0 else 0.0
+    return math.sqrt(sum((y - my - slope * (t - mt)) ** 2 for t, y in zip(ts, ys)) / n)
 
 
 def _eta(current: float, rate: float, budget: float) -> float | None:
@@ -120,7 +198,40 @@ def _eta(current: float, rate: float, budget: float) -> float | None:
     return max(0.0, (budget - current) / rate)
 
 
+def describe(attributes: Mapping[str, Any]) -> str:
+    """The verdict's evidence in words: the signal carries it, the browser shows it (one text for both)."""
+    basis = attributes.get("basis", "rows")
+    start, end = attributes.get(f"{basis}_at_start"), attributes.get(f"{basis}_at_end")
+    rate = attributes.get(f"{basis}_per_second")
+    if start is None or end is None:
+        return ""
+    span = float(attributes.get("window_seconds") or 0.0)
+    moved = f"{basis} {_number(start)} → {_number(end)} in {span:.0f} s" + (f" ({float(rate):+,.1f}/s)" if rate is not None else "")
+    removed = float(attributes.get("rows_removed") or 0.0)
+    evicted = f"{_number(removed)} rows evicted" if removed else "nothing evicted"
+    delay = attributes.get("watermark_delay_seconds")
+    watermark = f"watermark {float(delay):.0f} s" if delay is not None else ("watermark" if attributes.get("watermark") else "no watermark")
+    return f"{moved}, {evicted}, {watermark}; confidence {attributes.get('confidence', 'medium')}"
+
+
+def _number(value: Any) -> str:
+    return f"{float(value):,.0f}"
+
+
 OperatorKey = tuple[str, int, str]  # query id, operator index, operator name
+
+
+class _Operator:
+    """One operator's window, verdict so far, and what its watermark and evictions showed since it was first seen."""
+
+    __slots__ = ("ever_evicted", "first_seen", "rising_since", "unbounded", "window")
+
+    def __init__(self, window: GrowthWindow, first_seen: float) -> None:
+        self.window = window
+        self.unbounded: bool | None = None
+        self.first_seen = first_seen
+        self.ever_evicted = False
+        self.rising_since: float | None = None  # since when every window has shown a rise
 
 
 class Growth:
@@ -128,48 +239,95 @@ class Growth:
 
     def __init__(self, settings: Settings) -> None:
         self.s = settings
-        self._windows: dict[OperatorKey, GrowthWindow] = {}
-        self._unbounded: dict[OperatorKey, bool | None] = {}
+        self._operators: dict[OperatorKey, _Operator] = {}
 
     def forget(self, query_id: str) -> None:
-        for key in [k for k in self._windows if k[0] == query_id]:
-            del self._windows[key]
-            self._unbounded.pop(key, None)
+        for key in [k for k in self._operators if k[0] == query_id]:
+            del self._operators[key]
 
     def forget_operator(self, key: OperatorKey) -> None:
         """An operator (name) the query's label budget dropped."""
-        self._windows.pop(key, None)
-        self._unbounded.pop(key, None)
+        self._operators.pop(key, None)
 
     def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: Facts) -> None:
         if op.rows_total is None:
             return
         key = (record.query_id, op.index, op.name)
-        window = self._windows.get(key)
-        if window is None:
-            window = self._windows[key] = GrowthWindow(self.s.growth_window_seconds, self.s.growth_min_batches)
-        window.add(ts, op.rows_total, op.memory_bytes or 0.0, op.rows_updated or 0.0, op.rows_removed or 0.0)
-        v = window.verdict(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
+        state = self._operators.get(key)
+        if state is None:
+            state = self._operators[key] = _Operator(GrowthWindow(self.s.growth_window_seconds, self.s.growth_min_batches), ts)
+        state.window.add(ts, op.rows_total, op.memory_bytes or 0.0, op.rows_updated or 0.0, op.rows_removed or 0.0)
+        state.ever_evicted = state.ever_evicted or bool(op.rows_removed)
+        v = state.window.verdict(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
         labels = operator_labels(op.index, op.name)
         facts.set(record, catalog.ROWS_GROWTH_RATE, labels, v.rows_per_second)
         facts.set(record, catalog.MEMORY_GROWTH_RATE, labels, v.bytes_per_second)
         facts.set(record, catalog.EVICTION_RATIO, labels, v.eviction_ratio)
         facts.set(record, catalog.ROWS_BUDGET_ETA, labels, v.rows_eta_seconds)
         facts.set(record, catalog.MEMORY_BUDGET_ETA, labels, v.bytes_eta_seconds)
-        if v.unbounded is None:
+        watermark, delay = p.watermark is not None, _watermark_delay(p)
+        unbounded = v.unbounded
+        state.rising_since = (ts if state.rising_since is None else state.rising_since) if unbounded else None
+        rising_for = 0.0 if state.rising_since is None else ts - state.rising_since
+        if unbounded and watermark:
+            if not state.ever_evicted and ts - state.first_seen < (delay or 0.0) + self.s.growth_window_seconds:
+                unbounded = None  # a watermarked state still filling its first windows: too early to tell
+            elif state.ever_evicted and rising_for < self.s.growth_window_seconds:
+                # a state the watermark evicts swells while batches slow down (the watermark lags, more event
+                # time is held): growth only when the rise lasts a second whole window
+                unbounded = None
+        if unbounded is None or unbounded == state.unbounded:
+            if state.unbounded is not None:
+                facts.set(record, catalog.STATE_UNBOUNDED, labels, 1.0 if state.unbounded else 0.0)
+            return  # hysteresis: only new evidence changes the verdict
+        trend, window = v.trend, state.window
+        if trend is None:  # never: a verdict comes from a trend
             return
-        facts.set(record, catalog.STATE_UNBOUNDED, labels, 1.0 if v.unbounded else 0.0)
-        if v.unbounded != self._unbounded.get(key):
-            kind = kinds.STATE_UNBOUNDED if v.unbounded else kinds.STATE_BOUNDED
-            facts.signal(
-                kind,
-                record,
-                p.run_id,
-                ts,
-                operator=op.name,
-                operator_index=op.index,
-                rows=op.rows_total,
-                rows_per_second=round(v.rows_per_second, 3),
-                eviction_ratio=round(v.eviction_ratio, 3),
-            )
-        self._unbounded[key] = v.unbounded
+        state.unbounded = unbounded
+        facts.set(record, catalog.STATE_UNBOUNDED, labels, 1.0 if unbounded else 0.0)
+        last = window.points[-1]
+        first = next(p for p in window.points if p[0] >= last[0] - trend.span_seconds - 1e-9)  # where the judged span starts
+        evidence: dict[str, Any] = {
+            "basis": trend.basis,
+            "rows_at_start": first[1],
+            "rows_at_end": last[1],
+            "bytes_at_start": first[2],
+            "bytes_at_end": last[2],
+            "window_seconds": round(trend.span_seconds, 1),
+            "batches": trend.batches,
+            "rows_per_second": round(v.rows_per_second, 3),
+            "bytes_per_second": round(v.bytes_per_second, 3),
+            "evicted": v.removed > 0,
+            "rows_removed": v.removed,
+            "eviction_ratio": round(v.eviction_ratio, 3),
+            "watermark": watermark,
+            "watermark_delay_seconds": None if delay is None else round(delay, 1),
+            "confidence": self._confidence(trend),
+        }
+        facts.signal(
+            kinds.STATE_UNBOUNDED if unbounded else kinds.STATE_BOUNDED,
+            record,
+            p.run_id,
+            ts,
+            operator=op.name,
+            operator_index=op.index,
+            rows=op.rows_total,
+            **evidence,
+            evidence=describe(evidence),
+        )
+
+    def _confidence(self, trend: Trend) -> str:
+        """high: twice the span and batches a verdict needs, on rows; low: on bytes (RocksDB's include caches)."""
+        if trend.basis == "bytes":
+            return "low"
+        if trend.span_seconds >= self.s.growth_window_seconds and trend.batches >= 2 * self.s.growth_min_batches:
+            return "high"
+        return "medium"
+
+
+def _watermark_delay(p: QueryProgress) -> float | None:
+    """The watermark's distance behind the batch's newest event time: its delay (plus up to a trigger)."""
+    watermark, newest = p.event_time.get("watermark"), p.event_time.get("max")
+    if watermark is None or newest is None or watermark <= 0:
+        return None
+    return max(0.0, newest - watermark)

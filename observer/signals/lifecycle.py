@@ -64,13 +64,19 @@ class BatchStart(NamedTuple):  # one per progress event: a tuple is built faster
 
 class Lifecycle:
     def __init__(
-        self, settings: Settings, on_new_run: Callable[[str], None], live: bool = True, last_alive_hint: LastAliveHint | None = None
+        self,
+        settings: Settings,
+        on_new_run: Callable[[str], None],
+        live: bool = True,
+        last_alive_hint: LastAliveHint | None = None,
+        queries: dict[str, RunState] | None = None,
     ) -> None:
         self.s = settings
         self.live = live
         self.last_alive_hint = last_alive_hint
         self._on_new_run = on_new_run
-        self.queries: dict[str, RunState] = {}
+        # by query id; shared with the other applications' rules when the watcher links restarts across them
+        self.queries: dict[str, RunState] = {} if queries is None else queries
 
     def state(self, query_id: str) -> RunState:
         q = self.queries.get(query_id)

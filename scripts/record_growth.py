@@ -1,0 +1,130 @@
+"""Record the growth corpus: every stateful operator, bounded and unbounded, from real Spark runs.
+
+    python scripts/record_growth.py                   # every recording below
+    python scripts/record_growth.py growth_tws_ttl    # some of them
+    python scripts/record_growth.py --list
+
+Each recording is one run of ``scripts/scenario_job.py --query NAME`` (a pipeline of
+``scripts/growth_queries.py``) for ``--duration`` seconds, kept under ``tests/fixtures/incidents/<name>/``
+as the incident corpus is (``scripts/record_incidents.py``), so ``bench/precision.py`` judges it with the
+rest. Only the progress lines are kept (zstd): the growth verdict reads nothing else, and the event logs
+of twenty runs would weigh megabytes. ``truth.json`` is written here from the pipeline's construction
+(``growth_queries.SHAPES``: bounded or not) and the operators the run itself reported: bounded runs are
+clean (no incident may fire), unbounded ones list each operator whose state grows for ever.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from growth_queries import SHAPES  # noqa: E402
+from record_incidents import Recorder  # noqa: E402
+
+ROWS_PER_SECOND = 50  # session_open needs every one of its 50 keys each second
+
+
+def growth(query: str, seconds: int, provider: str = "rocksdb") -> Callable[[Recorder], dict[str, Any]]:
+    """One run of ``query`` for ``seconds``; its truth from ``SHAPES[query]`` and the operators it reported."""
+
+    def scenario(rec: Recorder) -> dict[str, Any]:
+        shape = SHAPES[query]
+        facts = rec.run(
+            "--query",
+            query,
+            "--duration",
+            str(seconds),
+            "--rows-per-second",
+            str(ROWS_PER_SECOND),
+            "--provider",
+            provider,
+            "--name",
+            rec.name,
+        )
+        run_dir = os.path.join(rec.target, facts["run_dir"])
+        progress = os.path.join(run_dir, "progress.jsonl")
+        with open(progress) as f:
+            lines = [json.loads(line) for line in f]
+        operators = sorted({op["operatorName"] for p in lines for op in p.get("stateOperators", [])})
+        keep_progress_only(run_dir)
+        truth: dict[str, Any] = {
+            "clean": shape.bounded,
+            "query": query,
+            "provider": provider,
+            "rows_per_second": ROWS_PER_SECOND,
+            "duration_seconds": facts["process_ended"] - facts["process_started"],
+            "growth": [{"operator": op, "bounded": shape.bounded, "from": facts["process_started"]} for op in operators],
+            "why": shape.why,
+            "kept": "progress lines only (zstd)",
+        }
+        truth["expected_events"] = (
+            ["state_bounded on every operator, never state_unbounded"]
+            if shape.bounded
+            else ["state_unbounded on every operator once the growth window shows it"]
+        )
+        return truth
+
+    return scenario
+
+
+def keep_progress_only(run_dir: str) -> None:
+    """Drop the event log and compress the progress lines (replay reads ``.zstd`` as Spark's zstd logs)."""
+    import shutil
+
+    import zstandard
+
+    shutil.rmtree(os.path.join(run_dir, "eventlog"), ignore_errors=True)
+    path = os.path.join(run_dir, "progress.jsonl")
+    with open(path, "rb") as src, open(path + ".zstd", "wb") as dst:
+        dst.write(zstandard.ZstdCompressor(level=19).compress(src.read()))
+    os.remove(path)
+    os.remove(os.path.join(run_dir, "signals.jsonl"))
+
+
+# an unbounded verdict needs a whole rising window after the first (slow) batches; on a busy machine a run's
+# first progress comes a minute or more after its start
+SECONDS = {True: 150, False: 240}
+SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
+    **{
+        f"growth_{query}": growth(query, SECONDS[shape.bounded] + (20 if "join" in query or "session" in query else 0))
+        for query, shape in SHAPES.items()
+    },
+    "growth_count_fixed_keys_hdfs": growth("count_fixed_keys", 240, provider="hdfs"),
+    "growth_count_new_keys_hdfs": growth("count_new_keys", 240, provider="hdfs"),
+    "growth_session_open_hdfs": growth("session_open", 170, provider="hdfs"),
+    "growth_dedup_new_keys_hdfs": growth("dedup_new_keys", 240, provider="hdfs"),
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenarios", nargs="*")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+    if args.list:
+        print("\n".join(SCENARIOS))
+        return 0
+    failed = []
+    for name in args.scenarios or list(SCENARIOS):
+        with tempfile.TemporaryDirectory() as tmp:
+            rec = Recorder(name, sys.executable, tmp)
+            try:
+                rec.finish(SCENARIOS[name](rec))
+            except (subprocess.CalledProcessError, OSError, KeyError) as exc:
+                print(f"{name}: NOT recorded ({exc!r})", flush=True)
+                failed.append(name)
+    print("not recorded: " + (", ".join(failed) or "none"), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

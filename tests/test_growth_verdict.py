@@ -1,0 +1,110 @@
+"""The growth verdict on real recordings of every stateful operator, bounded and unbounded (issue 25).
+
+The recordings (tests/fixtures/incidents/growth_*) are real Spark runs made by ``scripts/record_growth.py``;
+each one's truth (bounded or not, per operator) was written by that script from how the pipeline was built
+(``scripts/growth_queries.py``). They are replayed as a live observer would have seen them
+(``bench/precision.py``) and the verdicts are held to that truth: right, on every operator and provider,
+never flipping without new evidence, and said in the same words by the signal, the alert's gauge and the
+browser.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+from bench import precision
+from observer.metrics import catalog
+from observer.metrics.tracker import operator_labels
+from observer.offline.replay import replay
+from observer.settings import Settings
+from observer.signals import kinds
+from observer.signals.growth import describe
+
+GROWTH = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(precision.INCIDENTS, "growth_*", "truth.json")))
+# operators whose state cannot be made unbounded: dropDuplicatesWithinWatermark needs a watermark and expires
+# every key by it
+BOUNDED_ONLY = {"dedupeWithinWatermark"}
+
+
+@pytest.fixture(scope="module")
+def recordings() -> list[precision.Replayed]:
+    return precision.corpus(GROWTH)
+
+
+def entries(rec: precision.Replayed) -> list[dict]:
+    return list(rec.truth["growth"])
+
+
+def test_every_operator_has_a_bounded_and_an_unbounded_recording(recordings: list[precision.Replayed]) -> None:
+    """Fails when an operator lacks either shape (where Spark allows both), or a provider has no recording."""
+    shapes: dict[str, set[bool]] = {}
+    for rec in recordings:
+        for g in entries(rec):
+            shapes.setdefault(g["operator"], set()).add(g["bounded"])
+    assert set(shapes) >= {
+        "stateStoreSave",
+        "dedupe",
+        "dedupeWithinWatermark",
+        "symmetricHashJoin",
+        "sessionWindowStateStoreSaveExec",
+        "applyInPandasWithState",
+        "transformWithStateInPandasExec",
+    }, shapes
+    missing = {op: {True, False} - seen for op, seen in shapes.items() if op not in BOUNDED_ONLY and seen != {True, False}}
+    assert not missing, f"operators lacking a bounded (True) or unbounded (False) recording: {missing}"
+    assert {rec.truth["provider"] for rec in recordings} == {"rocksdb", "hdfs"}
+    assert any(len(entries(rec)) > 1 for rec in recordings)  # chained stateful operators
+
+
+def test_every_verdict_matches_the_truth(recordings: list[precision.Replayed]) -> None:
+    wrong = []
+    for rec in recordings:
+        for g in entries(rec):
+            said = [e.kind for e in precision.growth_verdicts(rec, g["operator"])]
+            expected = kinds.STATE_BOUNDED if g["bounded"] else kinds.STATE_UNBOUNDED
+            if said != [expected]:  # given, right, and said once: no flip back and forth
+                wrong.append((rec.name, g["operator"], said))
+    assert not wrong
+
+
+def test_the_issues_two_shapes(recordings: list[precision.Replayed]) -> None:
+    """A session window holding 50 open sessions and a count over 100 fixed keys: flat, so bounded, once."""
+    by_name = {r.name: r for r in recordings}
+    (session,) = precision.growth_verdicts(by_name["growth_session_open"], "sessionWindowStateStoreSaveExec")
+    assert session.kind == kinds.STATE_BOUNDED and session.attributes["rows_at_start"] == session.attributes["rows_at_end"] == 50
+    assert session.attributes["evicted"] is False and session.attributes["watermark"] is True
+    (keys,) = precision.growth_verdicts(by_name["growth_count_fixed_keys"], "stateStoreSave")
+    assert keys.kind == kinds.STATE_BOUNDED and keys.attributes["rows_at_end"] == 100 and keys.attributes["watermark"] is False
+
+
+def test_unbounded_verdicts_carry_their_evidence(recordings: list[precision.Replayed]) -> None:
+    for rec in recordings:
+        for g in entries(rec):
+            for e in precision.growth_verdicts(rec, g["operator"]):
+                a = e.attributes
+                assert a["window_seconds"] >= Settings().growth_window_seconds * 0.4 and a["confidence"] in ("high", "medium", "low")
+                assert a["evidence"] == describe(a)
+                if e.kind == kinds.STATE_UNBOUNDED:
+                    assert a["rows_at_end"] > a["rows_at_start"] and a["rows_per_second"] > 0
+
+
+def test_signal_gauge_and_browser_say_the_same(recordings: list[precision.Replayed]) -> None:
+    """The alert fires on the gauge; the browser reads the signals: both come from the one verdict."""
+    pytest.importorskip("streamlit")
+    from streamlit_app.verdict import Facts, state_unbounded
+
+    rec = next(r for r in recordings if not r.clean)
+    seen: list = []
+    result = replay([precision.recording(r) for r in rec.runs], Settings(http_enabled=False), on_signal=seen.append)
+    (record,) = result.observer.tracker.snapshot()
+    events = [{"kind": e.kind, "ts": e.timestamp, "run_id": e.run_id, "attributes": e.attributes} for e in seen]
+    browser = state_unbounded(Facts(events=events, runs=[]))
+    for g in entries(rec):
+        (last,) = precision.growth_verdicts(rec, g["operator"])
+        labels = next(labels for (spec, labels) in record.signal_gauges if spec is catalog.STATE_UNBOUNDED)
+        assert labels == operator_labels(last.attributes["operator_index"], g["operator"])
+        assert record.signal_gauges[(catalog.STATE_UNBOUNDED, labels)] == (1.0 if last.kind == kinds.STATE_UNBOUNDED else 0.0)
+        assert browser is not None and last.attributes["evidence"] in browser.text

@@ -1,0 +1,106 @@
+"""A job restarted as new applications that fail at start: the watcher links them as replay does (issue 25).
+
+The recording (tests/fixtures/incidents/restart_fail_at_start, ``scripts/record_incidents.py``) is a real job:
+four processes on one checkpoint, the first good for four batches, the next three new applications whose
+state schema the checkpoint refuses, each failing before its first progress. Their event logs are written
+into a folder the way Spark writes them (``bench.eventlog_writer``), application after application, while the
+watcher follows the folder; what it says is compared with ``replay`` of the same logs, and again after the
+watcher itself restarted between the applications.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any
+
+from bench import precision
+from bench.eventlog_writer import ProgressiveLog, recorded_lines
+from observer.capture.watch_runtime import FleetObserver, WatchOptions
+from observer.history.loaders import load_events
+from observer.offline.replay import replay
+from observer.settings import Settings
+from observer.signals import kinds
+
+SCENARIO = os.path.join(precision.INCIDENTS, "restart_fail_at_start")
+LINKING = (kinds.QUERY_RESTARTED, kinds.CRASH_LOOP, kinds.QUERY_TERMINATED)
+
+
+def applications() -> list[tuple[str, list[bytes], str]]:
+    """Each run's application id, event-log lines and log folder, in the order the runs happened."""
+    out = []
+    for run in precision.run_dirs(SCENARIO):
+        folder = os.path.join(run, "eventlog")
+        (rolling,) = glob.glob(os.path.join(folder, "eventlog_v2_*"))
+        files = sorted(glob.glob(os.path.join(rolling, "events_*")), key=lambda p: int(os.path.basename(p).split("_")[1]))
+        lines = [line for path in files for line in recorded_lines(path)]
+        start = next(json.loads(line) for line in lines if line.startswith(b'{"Event":"SparkListenerApplicationStart"'))
+        out.append((start["App ID"], lines, folder))
+    return out
+
+
+def linked(events: list[tuple[str, str | None, dict[str, Any]]]) -> list[tuple[str, str | None, Any]]:
+    """What links the runs: restarts into each run, the crash loop, each run's termination and its class."""
+    return sorted((kind, run_id, attrs.get("exception_class")) for kind, run_id, attrs in events if kind in LINKING)
+
+
+def watcher(tmp_path: Any) -> FleetObserver:
+    settings = Settings(http_enabled=False, placement="off", history_path=str(tmp_path / "history.db"))
+    options = WatchOptions(history=True, state_path=str(tmp_path / "positions.json"))
+    return FleetObserver([str(tmp_path / "logs")], settings, options, serve=False)
+
+
+def write_while_following(tmp_path: Any, apps: list[tuple[str, list[bytes], str]], fleet: FleetObserver) -> None:
+    """Write each application's log flush group by flush group, the watcher polling after every append."""
+    for app_id, lines, _ in apps:
+        log = ProgressiveLog(str(tmp_path / "logs"), app_id, "zstd")
+        for _ in log.steps(lines):
+            fleet.poll_once()
+        log.finish()
+        fleet.poll_once()
+
+
+def from_history(tmp_path: Any) -> list[tuple[str, str | None, dict[str, Any]]]:
+    frame = load_events(str(tmp_path / "history.db"))
+    return [(row.kind, row.run_id, row.attributes) for row in frame.itertuples()]
+
+
+def replayed() -> list[tuple[str, str | None, dict[str, Any]]]:
+    seen: list = []
+    replay([folder for _, _, folder in applications()], Settings(http_enabled=False, placement="off"), on_signal=seen.append)
+    return [(e.kind, e.run_id, e.attributes) for e in seen]
+
+
+def test_the_recording_is_what_its_truth_says() -> None:
+    with open(os.path.join(SCENARIO, "truth.json")) as f:
+        truth = json.load(f)
+    assert [r["batches"] for r in truth["run_facts"]][1:] == [0, 0, 0]  # the restarts failed before any progress
+    assert len({r["query_id"] for r in truth["run_facts"]}) == 1 and len(applications()) == 4
+
+
+def test_restarts_as_new_applications_are_linked_live_as_in_replay(tmp_path: Any) -> None:
+    (tmp_path / "logs").mkdir()
+    fleet = watcher(tmp_path)
+    write_while_following(tmp_path, applications(), fleet)
+    fleet.stop()
+    live, expected = linked(from_history(tmp_path)), linked(replayed())
+    assert live == expected
+    assert sum(kind == kinds.QUERY_RESTARTED for kind, _, _ in live) == 3
+    assert [kind for kind, _, _ in live].count(kinds.CRASH_LOOP) == 1
+    assert [cls for kind, _, cls in live if kind == kinds.QUERY_TERMINATED].count("state_schema") == 3
+
+
+def test_and_after_the_watcher_restarted_between_them(tmp_path: Any) -> None:
+    (tmp_path / "logs").mkdir()
+    apps = applications()
+    first = watcher(tmp_path)
+    write_while_following(tmp_path, apps[:2], first)
+    first.stop()
+    second = watcher(tmp_path)  # resumes from the saved positions, the logs read so far replayed
+    second.poll_once()
+    write_while_following(tmp_path, apps[2:], second)
+    second.stop()
+    said = linked(from_history(tmp_path))
+    assert sorted(set(said)) == sorted(set(linked(replayed())))
+    assert [kind for kind, _, _ in said].count(kinds.CRASH_LOOP) >= 1
