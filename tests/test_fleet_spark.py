@@ -18,13 +18,19 @@ from test_fleet import parse
 
 from conftest import run_script
 from observer.capture.watch_runtime import FleetObserver, WatchOptions
-from observer.metrics.catalog import PLACEMENT_METRICS
+from observer.metrics.catalog import CAPACITY_METRICS, PLACEMENT_METRICS
 from observer.settings import Settings
 
 # documented differences: the observer's own series, the seconds since progress (the listener's clock runs on), and
 # placement, which the watcher reads from the log's task events while this job's listener runs with Spark's UI off
-# (no REST API to poll); tests/test_placement_pipeline.py checks watch and replay placement against the truth
-DIFFER = ("spark_state_observer_", "spark_streaming_query_seconds_since_progress", *{s.prometheus_name for s in PLACEMENT_METRICS})
+# (no REST API to poll); tests/test_placement_pipeline.py checks watch and replay placement against the truth. The
+# per-executor capacity series follow placement (which executor holds which store), so they differ with it
+# (tests/test_capacity_live.py checks them live and replayed)
+DIFFER = (
+    "spark_state_observer_",
+    "spark_streaming_query_seconds_since_progress",
+    *{s.prometheus_name for s in (*PLACEMENT_METRICS, *CAPACITY_METRICS)},
+)
 
 
 @pytest.mark.slow
