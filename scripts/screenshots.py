@@ -206,14 +206,15 @@ RUNNING = (
 )
 
 
-def settle(page: Any, heading: str, timeout_ms: int = 90_000) -> None:
+def settle(page: Any, heading: str, timeout_ms: int = 90_000, draw_ms: int = 1500) -> None:
     """Wait until the page's heading shows and Streamlit has finished running the script (its status
-    widget shows up a moment after a run starts, so it is waited for twice)."""
+    widget shows up a moment after a run starts, so it is waited for twice), then ``draw_ms`` for the
+    charts, which draw after the script ends (a screenshot needs them; a check of the page's text does not)."""
     page.get_by_role("heading", name=heading).first.wait_for(timeout=timeout_ms)
     for _ in range(2):
         page.wait_for_timeout(800)
         page.wait_for_function(RUNNING, timeout=timeout_ms)
-    page.wait_for_timeout(1500)  # charts draw after the script ends
+    page.wait_for_timeout(draw_ms)
 
 
 def full_height(page: Any, width: int, limit: int = 12000) -> None:
