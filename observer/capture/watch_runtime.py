@@ -457,6 +457,8 @@ class FleetObserver:
             elif event.event_type in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
                 _executor_change(self._executors.setdefault(found.log_name, set()), event)
         for change in found.status_changes:
+            if pipeline is not None and change.status in ("finished", "lost", "forgotten"):
+                pipeline.observer.engine.lifecycle.release()  # a restart as a new application may continue its queries
             if change.status == "lost":
                 log.warning("spark-state-observer: %s", change.message)
             elif change.status == "forgotten":

@@ -115,10 +115,9 @@ def read_records(
     problems: list[EventLogError] = []
     files = expand(paths, problems)
     yield from problems
-    chunk_limit = min(MAX_BLOCK_BYTES, max(max_line_bytes, _MIN_CHUNK_LIMIT))
     for path in files:
         try:
-            stream = open_decompressed(path, chunk_limit)
+            stream = open_decompressed(path, chunk_limit(max_line_bytes))
         except (OSError, EventLogError) as exc:
             yield exc if isinstance(exc, EventLogError) else EventLogError(f"{path}: cannot open: {exc.strerror or exc}")
             continue
@@ -126,7 +125,7 @@ def read_records(
             line_no = 0
             before: deque[bytes] = deque(maxlen=_LINES_FOR_TIME)  # the lines just read, kept by reference only
             try:
-                for line_no, line in _lines(stream, max_line_bytes, path):
+                for line_no, line in bounded_lines(stream, max_line_bytes, path):
                     if isinstance(line, EventLogError):
                         yield line
                         continue
@@ -173,8 +172,17 @@ def time_before(lines: Iterable[bytes]) -> float | None:
     return latest
 
 
-def _lines(stream: io.RawIOBase | IO[bytes], max_line_bytes: int, path: str) -> Iterator[tuple[int, bytes | EventLogError]]:
-    """Each non-blank line; a line longer than ``max_line_bytes`` is skipped unheld and reported, and reading goes on."""
+def chunk_limit(max_line_bytes: int) -> int:
+    """The largest decompressed chunk a reader of lines at most ``max_line_bytes`` long lets a codec declare."""
+    return min(MAX_BLOCK_BYTES, max(max_line_bytes, _MIN_CHUNK_LIMIT))
+
+
+def bounded_lines(stream: io.RawIOBase | IO[bytes], max_line_bytes: int, path: str) -> Iterator[tuple[int, bytes | EventLogError]]:
+    """Each non-blank line; a line longer than ``max_line_bytes`` is skipped unheld and reported, and reading goes on.
+
+    Every reader of a whole event log goes through this: a plain iteration of the stream would hold a
+    hostile line (a zstd stream of one 1 GB line) whole before anything could look at it.
+    """
     buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream, 1 << 16)  # type: ignore[type-var]  # any readinto() stream
     line_no = 0
     while True:

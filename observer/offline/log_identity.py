@@ -9,23 +9,26 @@ Progress lines carry no application: their replay stays without one.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
-from observer.capture.codecs import EventLogError, open_decompressed
-from observer.model.bounded import clean_label
+from observer.capture.codecs import DEFAULT_MAX_LINE_BYTES, EventLogError, open_decompressed
+from observer.model.bounded import clean_label, loads
 from observer.model.identity import AppContext, Pairs
-from observer.offline.eventlog import expand
+from observer.offline.eventlog import bounded_lines, chunk_limit, expand
 
 APP_START = b'{"Event":"SparkListenerApplicationStart"'
 SCAN_LINES = 50  # the application start comes within a log's first few events (log version, resources, environment)
 MAX_NAME_CHARS = 200
 
 
-def application_of(paths: list[str], static: Pairs = ()) -> AppContext:
-    """The identity of the application(s) ``paths`` recorded: ``name`` when every log agrees on it."""
-    starts = [start for path in expand(paths) if (start := _app_start(path)) is not None]
+def application_of(paths: list[str], static: Pairs = (), max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> AppContext:
+    """The identity of the application(s) ``paths`` recorded: ``name`` when every log agrees on it.
+
+    Lines are read as the replay reads them (``max_line_bytes``, a longer line skipped unheld): this scan
+    runs before the replay and must not hold what the replay would refuse.
+    """
+    starts = [start for path in expand(paths) if (start := _app_start(path, max_line_bytes)) is not None]
     names = {clean_label(str(s.get("App Name") or ""), MAX_NAME_CHARS) for s in starts}
     if len(names) != 1 or not next(iter(names)):
         return AppContext(static=static)
@@ -39,15 +42,15 @@ def application_of(paths: list[str], static: Pairs = ()) -> AppContext:
     )
 
 
-def _app_start(path: str) -> dict[str, Any] | None:
+def _app_start(path: str, max_line_bytes: int) -> dict[str, Any] | None:
     try:
-        with open_decompressed(path) as stream:
-            for n, line in enumerate(stream):
-                if line.startswith(APP_START):
-                    event = json.loads(line)
+        with open_decompressed(path, chunk_limit(max_line_bytes)) as stream:
+            for n, line in bounded_lines(stream, max_line_bytes, path):
+                if isinstance(line, bytes) and line.startswith(APP_START):
+                    event = loads(line)  # counted before parsed, as the replay parses
                     return event if isinstance(event, dict) else None
-                if n >= SCAN_LINES:
+                if n > SCAN_LINES:
                     return None
-    except (OSError, EventLogError, ValueError):
+    except (OSError, EventLogError, ValueError, RecursionError):
         return None  # an unreadable log: the replay itself reports it
     return None

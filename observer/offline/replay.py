@@ -60,7 +60,7 @@ def replay(
     def executor_ids() -> ExecutorSet | None:
         return ExecutorSet(executors, changed_at) if seen_executors else None
 
-    identity = application_of(paths, base.static_labels)  # the recorded application's, as a live observer has it
+    identity = application_of(paths, base.static_labels, max_line_bytes)  # the recorded application's, as a live observer has it
     if clock is None:
         observer = Observer(base, serve=False, live=False, executor_ids=executor_ids, identity=identity)
     else:

@@ -13,7 +13,7 @@ from typing import Any
 
 from observer.capture.codecs import open_decompressed
 from observer.model.tasks import TaskEventReader, wanted_line
-from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EventLogError, _lines, expand
+from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EventLogError, bounded_lines, expand
 from observer.signals.placement import OperatorBatch, PlacementTracker
 
 
@@ -53,7 +53,7 @@ def _wanted_lines(paths: list[str], max_line_bytes: int) -> Iterator[tuple[str, 
         with stream:
             line_no = 0
             try:
-                for line_no, line in _lines(stream, max_line_bytes, path):
+                for line_no, line in bounded_lines(stream, max_line_bytes, path):
                     if isinstance(line, EventLogError):  # an over-long line: reported, the rest of the file is read
                         yield line
                     elif wanted_line(line):

@@ -137,6 +137,7 @@ class SignalEngine:
         for query_id in [k for k in self._operators if self._lookup(k) is None]:
             del self._operators[query_id]
             self._removals_seen.pop(query_id, None)
+            self.lifecycle.release(query_id)
             self.lifecycle.queries.pop(query_id, None)
             self.restores.forget(query_id)
             self.pace.forget(query_id)

@@ -53,6 +53,7 @@ class RunState:
     stalled: bool = False
     restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     crash_loop: bool = False
+    holder: object | None = None  # the Lifecycle whose application runs the query now (None: no run live)
 
 
 class BatchStart(NamedTuple):  # one per progress event: a tuple is built faster than a frozen dataclass
@@ -75,14 +76,37 @@ class Lifecycle:
         self.live = live
         self.last_alive_hint = last_alive_hint
         self._on_new_run = on_new_run
-        # by query id; shared with the other applications' rules when the watcher links restarts across them
-        self.queries: dict[str, RunState] = {} if queries is None else queries
+        self.queries: dict[str, RunState] = {}  # this application's, by query id
+        # by query id, shared with the watcher's other applications: a restart as a new application continues
+        # the runs before it. Only a run no other application holds live is taken over: the same query id live
+        # in two applications at once (a copied checkpoint, a recording replayed under many names) is two
+        # queries whose batches, clocks and stalls must not mix.
+        self._shared = queries
 
     def state(self, query_id: str) -> RunState:
         q = self.queries.get(query_id)
         if q is None:
-            q = self.queries[query_id] = RunState()
+            q = self.queries[query_id] = self._take_over(query_id)
         return q
+
+    def _take_over(self, query_id: str) -> RunState:
+        if self._shared is None:
+            return RunState(holder=self)
+        q = self._shared.get(query_id)
+        if q is None:
+            q = self._shared[query_id] = RunState()
+        elif q.holder is not None and q.holder is not self:
+            return RunState(holder=self)  # live in another application: judged apart, not shared
+        q.holder = self
+        return q
+
+    def release(self, query_id: str | None = None) -> None:
+        """Let another application continue ``query_id``'s runs (every query's when ``None``): this one's run
+        ended, its application finished, was lost or forgotten, or the query was evicted here."""
+        for qid in list(self.queries) if query_id is None else [query_id]:
+            q = self.queries.get(qid)
+            if q is not None and q.holder is self:
+                q.holder = None
 
     def started(self, record: QueryRecord, e: QueryStarted, now: float, facts: Facts) -> None:
         q = self.state(record.query_id)
@@ -131,6 +155,7 @@ class Lifecycle:
         q.last_alive = max(t for t in (now, q.run_start, q.last_alive) if t is not None)
         q.run_end = q.last_alive
         self._set_stalled(q, record, False, now, facts)
+        self.release(record.query_id)
         attrs: dict[str, Any] = {"outcome": event_kinds.EXCEPTION if e.exception else event_kinds.CLEAN}
         if e.exception:
             cause = root_cause(e.error_class, e.exception)
@@ -174,6 +199,8 @@ class Lifecycle:
             )
 
     def _new_run(self, query_id: str, q: RunState, run_id: str, ts: float) -> None:
+        if q.holder is None:  # a run again in this application after its last ended
+            q.holder = self
         q.run_id, q.run_start = run_id, ts
         q.previous_run_end, q.run_end = q.run_end, None
         q.progress_at.clear()
