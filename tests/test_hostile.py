@@ -385,6 +385,8 @@ def test_label_sets_stay_bounded_over_1000_batches_of_changing_names() -> None:
     assert observer.self_metrics.problems > 0  # the forgotten values are counted
     engine = observer.engine  # the signals' per-operator memory is bounded alike
     assert len(engine.growth._operators) <= DEFAULT_LIMITS["operator"] and len(engine.restores._operators) <= DEFAULT_LIMITS["operator"]
+    span = engine.growth.s.growth_window_seconds  # and each operator's history holds one window (a batch a second here)
+    assert all(len(state.window.points) <= span + 1 for state in engine.growth._operators.values())
     # the latest batch's names are the ones kept: its series are all there
     latest = changing_names(999)
     text = observer.exposition().decode()

@@ -17,11 +17,13 @@ from typing import Any
 
 import pytest
 from kafka_broker import record_timestamp, truth_at
+from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import FIXTURES, eventlog_dir, progress_lines
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryTracker
+from observer.model.identity import APP_LABEL
 from observer.model.parse import parse_event, parse_timestamp
 from observer.offline.replay import replay
 from observer.runtime import Observer
@@ -207,7 +209,13 @@ def test_the_exposition_carries_the_kafka_series_with_their_catalog_labels(repla
         catalog.KAFKA_PARTITIONS_ADDED,
     ):
         assert f"\n{spec.prometheus_name}{{" in text, spec.prometheus_name
-    assert 'spark_streaming_kafka_offset_anomalies_total{kind="skipped"' in text  # from 0, so increase() sees the first
+    samples = [s for fam in text_string_to_metric_families(text) if fam.name.startswith("spark_streaming_kafka_") for s in fam.samples]
+    for sample in samples:  # the catalog's labels, and the application's identity the replay read from the log
+        spec = catalog.lookup(sample.name)
+        assert set(sample.labels) == set(spec.label_names) | {APP_LABEL}, sample
+    # every anomaly kind has its series from 0, so increase() sees the first
+    anomalies = {s.labels["kind"] for s in samples if s.name == catalog.KAFKA_OFFSET_ANOMALIES.prometheus_name}
+    assert anomalies == {"rewound", "skipped", "latest_went_back"}, anomalies
 
 
 def test_top_k_bounds_the_partition_series_and_drops_those_that_leave_it() -> None:

@@ -16,6 +16,7 @@ from conftest import FIXTURES, ROOT, eventlog_dir
 from observer.exporters.exposition import family
 from observer.metrics import catalog
 from observer.metrics.catalog import CATALOG, GAUGE, MetricSpec, UnknownMetricError
+from observer.model.identity import APP_LABEL
 from observer.offline.replay import replay
 from observer.settings import Settings, settings_table
 
@@ -109,7 +110,9 @@ def test_every_metric_a_replay_of_every_fixture_exports_is_in_the_catalog_with_i
             assert fam.type == spec.prometheus_type, fam.name
             exported.add(spec.prometheus_name)
             for sample in fam.samples:
-                assert set(sample.labels) - HISTOGRAM_SAMPLE_LABELS == set(spec.label_names), (sample.name, sample.labels)
+                # a replay knows its application's name (the log's SparkListenerApplicationStart), as the watcher does
+                identity = {APP_LABEL} if spec.carries_app else set()
+                assert set(sample.labels) - HISTOGRAM_SAMPLE_LABELS == set(spec.label_names) | identity, (sample.name, sample.labels)
     # the fixtures exercise the Spark fields, the lifecycle, the signals and the self-metrics alike
     assert {
         "spark_state_rows",

@@ -402,7 +402,11 @@ def test_synthetic_incidents_are_named_by_their_verdicts(monkeypatch, synthetic_
     loop = next(v for q, v in table.verdict.items() if q.startswith("synthetic_crash_loop"))
     dedupe = next(v for q, v in table.verdict.items() if q.startswith("synthetic_dedupe"))
     assert loop.startswith("Crash loop: 5 restarts in 2 min; last error org.apache.spark.SparkRuntimeException")
-    assert dedupe.startswith("State unbounded: dedupe +") and dedupe.endswith("rows/s, no evictions")
+    # named by the growth signal's evidence: the rows it grew from and to, how fast, and that nothing was evicted
+    grew = re.match(r"State unbounded: dedupe rows ([\d,]+) → ([\d,]+) in [\d.]+ s \(\+([\d.]+)/s\), nothing evicted", dedupe)
+    assert grew is not None, dedupe
+    start, end, rate = (float(g.replace(",", "")) for g in grew.groups())
+    assert end > start and rate > 0, dedupe
     assert list(table.index).index(next(q for q in table.index if q.startswith("synthetic_crash_loop"))) == 0
 
 
@@ -528,11 +532,22 @@ def test_url_holds_the_view_and_a_changed_url_wins(monkeypatch, all_db) -> None:
     assert '"batchId":1' in at.json[0].value.replace(" ", "")
 
 
+def recorded_app_name(eventlog: str) -> str:
+    """What Spark wrote in a recorded event log's application start (``spark.app.name``)."""
+    from observer.capture.codecs import open_decompressed
+    from observer.offline.eventlog import expand
+
+    with open_decompressed(expand([eventlog])[0]) as stream:
+        return next(json.loads(line)["App Name"] for line in stream if b"SparkListenerApplicationStart" in line)
+
+
 def test_applications_page_groups_queries_by_app_and_scopes_the_pages(monkeypatch, all_db, tmp_path) -> None:
     at = app(monkeypatch, all_db, page="Applications")
     fleet = frames(at)[0]
     recorded = len({p["id"] for run in fixture_runs() for p in progress_lines(run)})
-    assert fleet.application.tolist() == ["unknown application"] and fleet.queries.tolist() == [recorded]
+    # replay names the application from the logs' application start; every recording is one demo application
+    names = {recorded_app_name(eventlog_dir(run)) for run in fixture_runs()}
+    assert len(names) == 1 and fleet.application.tolist() == list(names) and fleet.queries.tolist() == [recorded]
     assert "Failed at start" in fleet["worst verdict"].iloc[0]
     db = str(tmp_path / "apps.db")
     import sqlite3

@@ -80,6 +80,16 @@ class MetricSpec:
         """Every label of the metric's series: the scope's, then its own."""
         return SCOPE_LABELS[self.scope] + self.labels
 
+    @property
+    def carries_app(self) -> bool:
+        """Whether the series also carry the application's identity (``APP_LABEL`` after the static labels).
+
+        The exporter puts ``AppContext.labels`` before every series of an application, listener, watcher
+        and replay alike; only the observer's own series (scope ``observer``) leave ``app`` out, since one
+        watcher serves many applications. ``label_names`` lists the labels beyond that identity.
+        """
+        return self.scope != "observer"
+
 
 def _g(
     key: str,
