@@ -22,6 +22,7 @@ from observer.capture.eventlog_watch import (
     TASK_END,
     AppEvents,
     EventLogWatcher,
+    event_time,
     in_shard,
     log_name,
 )
@@ -33,6 +34,12 @@ CODECS = [("rocksdb_restart", "zstd"), ("hdfs", "lz4"), ("rocksdb_nochangelog_sn
 
 def _source(scenario: str, run: str = "run1") -> str:
     return glob.glob(os.path.join(FIXTURES, scenario, run, "eventlog", "*", "events_*"))[0]
+
+
+def _event_time(line: bytes) -> float | None:
+    """A recorded line's event time as the watcher reads it (None for lines without one)."""
+    event = json.loads(line)
+    return event_time(event.get("Event", ""), event)
 
 
 def _expected(scenario: str, run: str = "run1") -> list[int]:
@@ -49,6 +56,7 @@ class Collector:
         self.problems: dict[str, list[str]] = {}
         self.names: dict[str, str] = {}
         self.types: dict[str, set[str]] = {}
+        self.skew: dict[str, float] = {}
 
     def take(self, found: list[AppEvents]) -> None:
         for app in found:
@@ -60,6 +68,7 @@ class Collector:
                     (self.replayed if e.replayed else self.batches).setdefault(app.log_name, []).append(e.data["progress"]["batchId"])
             self.statuses.setdefault(app.log_name, []).extend(s.status for s in app.status_changes)
             self.problems.setdefault(app.log_name, []).extend(app.problems)
+            self.skew[app.log_name] = app.clock_skew
 
     def poll(self, watcher: EventLogWatcher, times: int = 1) -> None:
         for _ in range(times):
@@ -72,6 +81,7 @@ def test_progress_delivered_exactly_once_while_a_rolling_log_is_written(tmp_path
     watcher = EventLogWatcher([str(tmp_path)], grace_seconds=0)
     log = ProgressiveLog(str(tmp_path), "local-1", codec, max_file_bytes=40_000)
     seen = Collector()
+    started = time.time()
     for _ in log.steps(lines, split=True):
         seen.poll(watcher)
     log.finish()
@@ -80,7 +90,14 @@ def test_progress_delivered_exactly_once_while_a_rolling_log_is_written(tmp_path
     assert seen.batches["local-1"] == _expected(scenario)
     assert seen.names["local-1"] == "spark-state-observer-demo"
     assert seen.statuses["local-1"] == ["running", "finished", "forgotten"]
-    assert not seen.problems["local-1"] and not watcher.counts.problems
+    # the recording, written now, is a driver whose clock is behind by the recording's age: that skew (and
+    # nothing else) is measured, between the age of its last event when writing began and of its first at the end
+    times = [t for t in (_event_time(line) for line in lines) if t is not None]
+    if started - max(times) > 31.0:
+        assert dict(watcher.counts.problems) == {"clock_skew": 1} and "behind" in seen.problems["local-1"][0]
+        assert started - max(times) <= seen.skew["local-1"] <= time.time() - min(times)
+    else:
+        assert not seen.problems["local-1"] and not watcher.counts.problems
 
 
 @pytest.mark.parametrize("codec", ["zstd", None])

@@ -34,7 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.eventlog_writer import StreamEncoder, recorded_lines, renamed
 from conftest import FIXTURES
-from observer.capture.eventlog_watch import QUERY_PROGRESS, AppEvents, EventLogWatcher, in_shard
+from observer.capture.eventlog_watch import QUERY_PROGRESS, AppEvents, EventLogWatcher, event_time, in_shard
 from observer.capture.watch_runtime import FleetObserver, WatchOptions
 from observer.settings import Settings
 
@@ -64,6 +64,8 @@ GOOD_QUERY = json.loads(PROGRESS[0])["progress"]["id"]
 EXPECTED = [json.loads(line)["progress"]["batchId"] for line in PROGRESS]
 _HEADER = BASE[: BASE.index(PROGRESS[0])]
 _END = [line for line in BASE if line.startswith(b'{"Event":"SparkListenerApplicationEnd"')]
+# the newest event time of the recording: written now, it is a driver whose clock is behind by at least its age
+RECORDED_AT = max(t for t in (event_time(e.get("Event", ""), e) for e in map(json.loads, BASE)) if t is not None)
 
 
 # the same run cut to its first two batches: the many-application groups pay for fewer pipeline events
@@ -485,6 +487,7 @@ def test_rolling_parts_written_faster_than_listed_are_read_in_order_none_skipped
         apps.append((app_id, str(folder), rolling_parts(str(folder), app_id, app_lines(f"roll-{a}", app_id), 1 + a % 3, codec)))
     watcher = EventLogWatcher([str(root)])
     seen = Seen()
+    started = time.time()
     seen.poll(watcher)  # the first listing: what comes after it is new
 
     # a listing taken while Spark creates parts may hold a later part and not yet the one before it
@@ -513,7 +516,10 @@ def test_rolling_parts_written_faster_than_listed_are_read_in_order_none_skipped
     seen.poll(watcher, 2)
     assert {a for a, _, _ in apps} == set(seen.batches)
     assert all(seen.batches[a] == EXPECTED for a, _, _ in apps), {a: b for a, b in seen.batches.items() if b != EXPECTED}
-    assert not watcher.counts.problems, watcher.counts.problems
+    # the recording's age is each application's skew, counted once each; nothing else is a problem
+    age = started - RECORDED_AT
+    assert dict(watcher.counts.problems) == ({"clock_skew": len(apps)} if age > 31.0 else {}), watcher.counts.problems
+    assert all(seen.skew[a] >= age for a, _, _ in apps) if age > 31.0 else not any(seen.skew.values())
     CASES["rolling"] += len(apps) * step
 
 

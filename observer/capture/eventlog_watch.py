@@ -20,7 +20,10 @@ How it stays correct and cheap:
   from the future. Per application, after a read that follows a read to the file's end (so the delay
   is at most a poll), the watcher's clock minus the newest event time read is a sample; the smallest of
   the last ``_SKEW_SAMPLES`` is the skew. Beyond tolerance it is counted, exported and handed on
-  (``AppEvents.clock_skew``): the pipeline judges ages and stalls on the application's clock.
+  (``AppEvents.clock_skew``): the pipeline judges ages and stalls on the application's clock, whatever
+  the skew (a driver days off, or an old log copied in now: its stalls are judged on its own times).
+  Until the skew is known (``AppEvents.clock_known``: enough samples, or a log quiet for longer than a
+  delivery can take, so no sample can come) nothing is judged on the clock: no stall storm at the start.
 - **Incremental tailing**: each file keeps its raw offset and, while a compressed unit is incomplete,
   its decoder (``observer.capture.codec_tail``); a poll decodes only the bytes added since the last one.
 - **Cheap filtering**: lines are selected by their first bytes (``observer.capture.line_filter``); only
@@ -186,6 +189,7 @@ class AppEvents:
     status_changes: list[StatusChange] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # messages of the problems found in this poll
     clock_skew: float = 0.0  # seconds the application's clock is behind the watcher's (0 unless measured beyond tolerance)
+    clock_known: bool = False  # whether ``clock_skew`` is settled (see the module's docstring): ages may be judged
 
 
 @dataclass(frozen=True)
@@ -236,8 +240,6 @@ _INFLATION_ALLOWANCE = 64 << 20
 _SKEW_SAMPLES = 16
 _SKEW_MIN_SAMPLES = 3
 _SKEW_TOLERANCE_SECONDS = 30.0
-# beyond a day the times are not a clock's error but an old log written again (a copy at its original pace)
-_MAX_SKEW_SECONDS = 86400.0
 
 
 def log_name(entry_name: str) -> str:
@@ -397,11 +399,14 @@ class _App:
         self.caught_up = False  # the last read reached the end of the file
         self.skew_samples: deque[float] = deque(maxlen=_SKEW_SAMPLES)
         self.clock_skew = 0.0  # acted on: 0 unless measured beyond tolerance
+        self.clock_known = False  # the skew is settled: enough samples, or quiet too long for one to come
+        self.quiet_since: float | None = None  # the watcher's clock when the file was last read to its end without news
+        self.clock_news = False  # the clock became known in this poll without events: reported all the same
         self.dropped = False  # forgotten during this poll (a replaced log): nothing more is done with it
 
     def report(self) -> AppEvents:
         if self.out is None:
-            self.out = AppEvents(self.name, self.identity, clock_skew=self.clock_skew)
+            self.out = AppEvents(self.name, self.identity, clock_skew=self.clock_skew, clock_known=self.clock_known)
         return self.out
 
 
@@ -574,9 +579,9 @@ class EventLogWatcher:
         self._update_gauges()
         out = []
         for app in list(self._apps.values()) + self._forgotten:
-            if app.out is not None and (app.out.events or app.out.status_changes or app.out.problems):
+            if app.out is not None and (app.out.events or app.out.status_changes or app.out.problems or app.clock_news):
                 out.append(app.out)
-            app.out = None
+            app.out, app.clock_news = None, False
         self._forgotten = []
         return out
 
@@ -913,7 +918,8 @@ class EventLogWatcher:
             if len(app.skew_samples) >= _SKEW_MIN_SAMPLES:
                 skew = min(app.skew_samples)
                 tolerance = _SKEW_TOLERANCE_SECONDS + self.poll_interval
-                app.clock_skew = skew if tolerance < abs(skew) <= _MAX_SKEW_SECONDS else 0.0
+                app.clock_skew = skew if tolerance < abs(skew) else 0.0
+                app.clock_known = True
                 if app.clock_skew:
                     self._problem(
                         app,
@@ -922,8 +928,19 @@ class EventLogWatcher:
                         "ages and stalls are judged on the application's clock",
                         once=True,
                     )
-                if app.out is not None:
-                    app.out.clock_skew = app.clock_skew
+        elif newest is None and app.caught_up and not app.clock_known:
+            # nothing new since the last read to the end: a quiet log (stalled, idle) gives no sample; once it
+            # has been quiet longer than any delivery takes, its times are judged on this watcher's clock
+            now = self.clock()
+            if app.quiet_since is None:
+                app.quiet_since = now
+            if now - app.quiet_since > _SKEW_TOLERANCE_SECONDS + self.poll_interval:
+                app.clock_known = app.clock_news = True  # handed on in this poll, though the log says nothing new
+                app.report()
+        if newest is not None:
+            app.quiet_since = None
+        if app.out is not None:
+            app.out.clock_skew, app.out.clock_known = app.clock_skew, app.clock_known
         app.caught_up = True
 
     def _decode(self, app: _App, tail: _FileTail, data: bytes, budget: int) -> int:

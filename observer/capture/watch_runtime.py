@@ -189,6 +189,7 @@ class _AppPipeline:
     replaying: bool = False
     last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
     clock_skew: float = 0.0  # seconds the application's clock is behind the watcher's (``AppEvents.clock_skew``)
+    clock_known: bool = False  # the skew is settled (``AppEvents.clock_known``): only then are ages and stalls judged
 
     def clock(self) -> float:
         """Now on the application's clock: its ages and stalls compare its own event times with this."""
@@ -396,7 +397,8 @@ class FleetObserver:
         with self._lock:
             pipelines = list(self._apps.values())
         for pipeline in pipelines:
-            pipeline.observer.tick()
+            if pipeline.clock_known:  # before, a driver's skew (days, for an old log copied in now) reads as a stall
+                pipeline.observer.tick()
             if processed and self.server is not None:
                 pipeline.observer.prometheus.collector.prerender()  # render changed queries off the scrape path
         for sink in self._shared:
@@ -449,7 +451,7 @@ class FleetObserver:
         if pipeline is None and found.identity is not None and _streaming(found):
             pipeline = self._admit(found.identity)
         if pipeline is not None:
-            pipeline.clock_skew = found.clock_skew
+            pipeline.clock_skew, pipeline.clock_known = found.clock_skew, found.clock_known
         done = 0
         for event in found.events:
             if pipeline is not None:
