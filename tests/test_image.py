@@ -193,7 +193,9 @@ def test_the_watcher_in_the_image_serves_recorded_logs(image: dict, container: s
         assert value(series, "spark_streaming_application_info", app="orders", app_id="app-orders-1") == 1
         assert value(series, "spark_state_observer_watch_applications", status="running") == 1
         assert value(series, "spark_state_observer_watch_applications", status="finished") == 1
-        assert sum(v for (n, _), v in series.items() if n == "spark_state_observer_watch_problems_total") == 0
+        # the recordings are days old and written now: each application may show that age as a clock skew, nothing else
+        problems = {dict(labels)["kind"]: v for (n, labels), v in series.items() if n == "spark_state_observer_watch_problems_total" and v}
+        assert set(problems) <= {"clock_skew"} and problems.get("clock_skew", 0) <= len(expected), problems
     finally:
         code = watch.stop()
     assert code == 0, f"SIGTERM should stop the watcher cleanly:\n{watch.log()}"

@@ -79,11 +79,11 @@ def test_a_missing_extra_names_the_extra_to_install() -> None:
 def test_replay_of_event_logs_in_s3_equals_replay_of_the_same_files(s3_server: Any) -> None:
     fs, name = bucket()
     run = os.path.join(FIXTURES, "rocksdb_plain_log", "run1", "eventlog")
-    fs.put(run, f"{name}/logs/app", recursive=True)
+    fs.put(run, f"{name}/logs/eventlog", recursive=True)  # the same name: the log's name is on the application's series
     for form, scheme in (("summary", "s3"), ("prometheus", "s3a")):
         local = cli(["replay", "--format", form, run])
         assert local.returncode == 0, local.stderr
-        remote = cli(["replay", "--format", form, f"{scheme}://{name}/logs/app"])
+        remote = cli(["replay", "--format", form, f"{scheme}://{name}/logs/eventlog"])
         assert remote.returncode == 0, remote.stderr
         assert of_the_job(remote.stdout) == of_the_job(local.stdout) and "batch" in remote.stdout
 
