@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 MIB = 1024 * 1024
@@ -193,17 +193,7 @@ class _Reader:
         return fallback
 
     def ratio(self, key: str, default: float) -> float:
-        text = self.conf.get(key)
-        if text is None:
-            return default
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if 0.0 <= value < 1.0:
-            return value
-        self.notes.append(f"{key}={text!r} is not a ratio in [0, 1); {default} assumed")
-        return default
+        return self._float(key, default, lambda v: 0.0 <= v < 1.0, "a ratio in [0, 1)")
 
     def flag(self, key: str, default: bool) -> bool:
         text = self.conf.get(key)
@@ -226,6 +216,10 @@ class _Reader:
         return value
 
     def factor(self, key: str, default: float) -> float:
+        return self._float(key, default, lambda v: 0.0 < v <= 100.0, "a positive factor")
+
+    def _float(self, key: str, default: float, sensible: Callable[[float], bool], what: str) -> float:
+        """``key`` as a number ``sensible`` accepts; else ``default``, with a note saying what was expected."""
         text = self.conf.get(key)
         if text is None:
             return default
@@ -233,9 +227,9 @@ class _Reader:
             value = float(text)
         except ValueError:
             value = math.nan
-        if 0.0 < value <= 100.0:
+        if sensible(value):
             return value
-        self.notes.append(f"{key}={text!r} is not a positive factor; {default} assumed")
+        self.notes.append(f"{key}={text!r} is not {what}; {default} assumed")
         return default
 
 
