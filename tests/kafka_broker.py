@@ -38,13 +38,23 @@ def truth_at(bursts: list[dict[str, Any]], t: float, margin: float = 0.05) -> di
     return latest
 
 
-def broker_truth_at(samples: list[tuple[float, float, dict[int, int]]], start: float, end: float) -> dict[int, int] | None:
-    """The broker's latest offsets over [start, end], when the readings just before and just after agree; else None."""
+def broker_states_during(samples: list[tuple[float, float, dict[int, int]]], start: float, end: float) -> list[dict[int, int]]:
+    """Every latest-offsets state the broker may have shown a batch run over [start, end].
+
+    The last reading before ``start``, every reading overlapping the batch and the first after ``end``:
+    Spark reads the latest offsets at one unknown moment inside the batch, so its view is one of these.
+    Empty when the sampler did not cover the batch.
+    """
     before = [s for s in samples if s[1] <= start]
     after = [s for s in samples if s[0] >= end]
-    if not before or not after or before[-1][2] != after[0][2]:
-        return None
-    return before[-1][2]
+    if not before or not after:
+        return []
+    during = [s for s in samples if s[1] > start and s[0] < end]
+    states: list[dict[int, int]] = []
+    for _a, _b, state in [before[-1], *during, after[0]]:
+        if state not in states:
+            states.append(state)
+    return states
 
 
 def record_timestamp(bursts: list[dict[str, Any]], partition: int, offset: int) -> float | None:

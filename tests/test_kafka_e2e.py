@@ -1,8 +1,9 @@
 """End to end: a real KRaft broker, a producer at a known rate, Spark's Kafka source with a stateful query.
 
 The lag the observer computes from the query's progress (``observer.signals.kafka_lag``) must equal what the
-broker holds: per partition, exactly, in records, at every batch where the broker's latest offsets (read with
-the client ten times a second) did not move while Spark read them; within one trigger interval, in seconds,
+broker holds: per partition, exactly, in records, at every batch, against one of the latest offsets the broker
+showed while the batch ran (read with the client ten times a second; Spark reads them at one unknown moment of
+the batch, so a burst written meanwhile leaves two or three candidates); within one trigger interval, in seconds,
 of the age the producer stamped on the oldest unread record.
 """
 
@@ -21,7 +22,7 @@ from kafka_broker import (
     BurstProducer,
     KafkaBroker,
     MissingKafka,
-    broker_truth_at,
+    broker_states_during,
     connector_jars,
     kafka_broker,
     missing,
@@ -55,7 +56,7 @@ def test_lag_matches_the_broker(kafka_broker: KafkaBroker, tmp_path: object) -> 
         missing(str(exc))
     topic, partitions = "e2e", 3
     kafka_broker.create_topic(topic, partitions)
-    # one burst a second: most batches read the latest offsets while nothing is being written, so the truth is exact
+    # one burst a second: a batch sees one broker state, or two or three when a burst lands while it runs
     producer = BurstProducer(kafka_broker.bootstrap, topic, partitions, rate=15, burst_seconds=1.0).start()
     out = os.path.join(str(tmp_path), "run")
     # the broker's own latest offsets, read with the client all along the run
@@ -97,7 +98,7 @@ def test_lag_matches_the_broker(kafka_broker: KafkaBroker, tmp_path: object) -> 
     assert samples
 
     tracker = KafkaLagTracker()
-    exact = behind = 0
+    exact = checked = behind = 0
     snap = None
     for progress in progress_lines(out):
         ((_i, source),) = kafka_sources(progress)
@@ -106,10 +107,13 @@ def test_lag_matches_the_broker(kafka_broker: KafkaBroker, tmp_path: object) -> 
         snap = tracker.update(source, t)
         assert snap is not None
         end = parse_offsets(source["endOffset"])[topic]
-        truth = broker_truth_at(samples, start, t)
-        if truth is not None:
-            exact += 1
-            assert {row.partition: row.records for row in snap.partitions} == {p: truth[p] - end[p] for p in truth}
+        lag = {row.partition: row.records for row in snap.partitions}
+        # a burst written while the batch ran leaves two or three states Spark may have read; the lag is one of them
+        states = broker_states_during(samples, start, t)
+        assert states, progress["batchId"]
+        assert lag in [{p: s[p] - end[p] for p in s} for s in states], (progress["batchId"], lag, states)
+        checked += 1
+        exact += len(states) == 1
         for row in snap.partitions:
             if row.seconds_kind in (CAUGHT_UP, LOWER_BOUND):
                 continue
@@ -117,7 +121,8 @@ def test_lag_matches_the_broker(kafka_broker: KafkaBroker, tmp_path: object) -> 
             assert written is not None and row.seconds is not None
             assert abs(row.seconds - (t - written)) <= TRIGGER, (progress["batchId"], row)
             behind += 1
-    assert exact >= len(progress_lines(out)) // 2 and behind >= 3, (exact, behind)
+    assert checked == len(progress_lines(out)) and behind >= 3, (checked, behind)
+    print(f"batches whose lag is the broker's: {checked}, of which with one possible broker state: {exact}")
     assert snap is not None and snap.topic_records[topic] == 0  # it caught up
 
 
@@ -145,8 +150,8 @@ def _lag_total(progress: dict) -> int | None:
 def test_restart_exported_lag_and_catch_up_forecasts_match_the_broker(kafka_broker: KafkaBroker, tmp_path: object) -> None:
     """Run, stop while the producer goes on, inspect the checkpoint against the broker, restart until caught up.
 
-    Every batch's scrape of /metrics carries the broker's lag per partition exactly (where the broker's latest
-    offsets did not move while Spark read them); the inspector's backlog is the broker's latest minus the
+    Every batch's scrape of /metrics carries the broker's lag per partition exactly (against one of the latest
+    offsets the broker showed while the batch ran); the inspector's backlog is the broker's latest minus the
     checkpoint's committed offsets; its forecast, and the live forecast at the restart, are within 2x of the
     measured catch-up.
     """
@@ -249,11 +254,12 @@ def test_restart_exported_lag_and_catch_up_forecasts_match_the_broker(kafka_brok
                 rerun = True
                 continue
             start, t = parse_timestamp(p["timestamp"]), progress_time(p)
-            truth = broker_truth_at(samples, start or 0.0, t or 0.0)
-            if truth is None:
-                continue
+            states = broker_states_during(samples, start or 0.0, t or 0.0)
+            assert states, (run, scrape["batchId"])
             end = parse_offsets(source["endOffset"])[topic]
-            assert _scraped_lag(scrape["text"], topic) == {q: float(truth[q] - end[q]) for q in truth}, (run, scrape["batchId"])
+            # the broker's state Spark read is one of those shown while the batch ran
+            scraped = _scraped_lag(scrape["text"], topic)
+            assert scraped in [{q: float(s[q] - end[q]) for q in s} for s in states], (run, scrape["batchId"], scraped, states)
             exact += 1
     assert exact >= 5, exact
     print(f"scrapes equal to the broker's lag per partition: {exact}; a re-run batch at the restart: {rerun}")
