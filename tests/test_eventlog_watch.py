@@ -17,7 +17,7 @@ import pytest
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
 from conftest import FIXTURES, REQUIRE_REAL, ROOT, progress_lines
-from observer.capture.eventlog_watch import (
+from observer.fleet.eventlog_watch import (
     QUERY_PROGRESS,
     TASK_END,
     AppEvents,
@@ -594,8 +594,8 @@ def test_bytes_not_yet_visible_are_read_again_not_reported(tmp_path) -> None:
 
 def test_raw_events_are_delivered_unparsed_and_filtered(tmp_path) -> None:
     """``raw_events`` types come as their logged lines (those ``raw_keep`` accepts), in order among the parsed ones."""
-    from observer.capture.eventlog_watch import JOB_START
-    from observer.model.tasks import wanted_line
+    from observer.fleet.eventlog_watch import JOB_START
+    from observer.placement.tasks import wanted_line
 
     _write_whole(str(tmp_path), "local-raw", "rocksdb_restart", "zstd")
     lines = recorded_lines(_source("rocksdb_restart"))

@@ -25,8 +25,8 @@ from observer.metrics.selfmetrics import SelfSnapshot
 from observer.metrics.updates import Labels
 from observer.metrics.view import MetricsView
 from observer.model.events import Event
+from observer.model.signal_kinds import SignalEvent
 from observer.settings import Settings
-from observer.signals.kinds import SignalEvent
 
 log = logging.getLogger("observer")
 

@@ -17,8 +17,8 @@ from typing import Any
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryRecord, operator_labels
+from observer.model import signal_kinds as kinds
 from observer.model.events import OperatorProgress, QueryProgress
-from observer.signals import kinds
 from observer.signals.facts import Facts
 
 OperatorKey = tuple[str, int, str]  # query id, operator index, operator name

@@ -13,7 +13,7 @@ from typing import Any
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryRecord
 from observer.metrics.updates import Labels, Update
-from observer.signals.kinds import SignalEvent
+from observer.model.signal_kinds import SignalEvent
 
 _update = tuple.__new__  # ``Update(...)`` without its generated ``__new__``: ~15 per event on the worker's hot path
 

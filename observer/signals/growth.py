@@ -32,9 +32,9 @@ from typing import Any, NamedTuple
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
+from observer.model import signal_kinds as kinds
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.settings import Settings
-from observer.signals import kinds
 from observer.signals.facts import Facts
 
 RISING, FLAT = "rising", "flat"

@@ -26,10 +26,10 @@ from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryRecord, source_labels
 from observer.metrics.updates import Labels
+from observer.model import signal_kinds as kinds
 from observer.model.decode import sources_as_sent
 from observer.model.events import QueryProgress
 from observer.settings import Settings
-from observer.signals import kinds
 from observer.signals.facts import Facts
 from observer.signals.kafka_lag import KAFKA_PREFIX, KafkaLagTracker, KafkaSnapshot, kafka_sources, metric_samples, progress_time
 

@@ -24,9 +24,9 @@ from typing import Any, Callable, NamedTuple
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord
 from observer.model import kinds as event_kinds
+from observer.model import signal_kinds as kinds
 from observer.model.events import QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from observer.settings import Settings
-from observer.signals import kinds
 from observer.signals.classify import bounded_text, classify_exception, root_cause
 from observer.signals.facts import Facts
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord
+from observer.model import signal_kinds as kinds
 from observer.model.events import QueryProgress
 from observer.settings import Settings
-from observer.signals import kinds
 from observer.signals.facts import Facts
 
 _MAX_BATCHES = 1000  # per query: a window of fast batches is still bounded (then averaged over the latest 1000)

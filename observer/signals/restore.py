@@ -16,7 +16,7 @@ recorded runs showed: ``docs/findings/restore-metrics.md``):
   batch holds far more rows than usual that the previous run cannot cost). The residual still holds a
   new process's warm-up and the machine's mood, so it is an upper estimate (on the recorded restarts
   4-10x the aggregation stage's real extra time). No restore exceeds its batch, nor does their sum.
-  Where the observer follows tasks (placement), ``observer.signals.restore_tasks`` holds the residual
+  Where the observer follows tasks (placement), ``observer.placement.restores`` holds the residual
   back (``defer``) and replaces it with the stateful stage's task times (``method=task_times``).
 - store reload within a run (an executor lost, a task moved): evidence that a store came from the
   checkpoint (loads from DFS, changelog files replayed, HDFS cache misses, a ``SnapshotLastUploaded``
@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
+from observer.model import signal_kinds as kinds
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.fields import (
     HDFS_CACHE_MISSES,
@@ -47,7 +48,6 @@ from observer.model.fields import (
 )
 from observer.model.phases import ADD_BATCH
 from observer.settings import Settings
-from observer.signals import kinds
 from observer.signals.facts import Facts
 
 # these load their store twice per task, and the second (no-op) load is what their load metrics report
@@ -109,7 +109,7 @@ class Restores:
         self.s = settings
         self._queries: dict[str, _Batches] = {}
         self._operators: dict[OperatorKey, _Stores] = {}
-        # set when task times follow (observer.signals.restore_tasks): it holds the residual estimates back
+        # set when task times follow (observer.placement.restores): it holds the residual estimates back
         self.defer: Defer | None = None
 
     def new_run(self, query_id: str) -> None:

@@ -1,10 +1,10 @@
 """The watcher's runtime: every application found in event-log folders, through the listener's pipeline.
 
-``EventLogWatcher`` (``observer.capture.eventlog_watch``) captures: per application its identity and raw
+``EventLogWatcher`` (``observer.fleet.eventlog_watch``) captures: per application its identity and raw
 events. This module turns them into what a listener's ``Observer`` produces, for all applications at
 once behind one ``/metrics`` endpoint:
 
-- **One pipeline per application.** Each followed application gets an ``observer.runtime.Observer`` of
+- **One pipeline per application.** Each followed application gets an ``observer.pipeline.runtime.Observer`` of
   its own (no thread, no endpoint: the watcher's thread calls ``process`` and ``tick``), whose identity
   is the application's (``AppContext``: ``app`` = its name, the configured static labels, and the id,
   attempt and log name for the info series). Tracker, signal state and executors are then per
@@ -44,7 +44,13 @@ from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from observer.capture.eventlog_watch import (
+from observer.capture.queue import CapturedEvent
+from observer.exporters.exposition import Families, QueryLines, join_parts
+from observer.exporters.http import MetricsServer, Pusher
+from observer.exporters.otel.config import otlp_enabled
+from observer.exporters.prometheus import histogram_text
+from observer.exporters.samples import SampleSink, labelled, render_self
+from observer.fleet.eventlog_watch import (
     EXECUTOR_ADDED,
     EXECUTOR_REMOVED,
     PIPELINE_EVENTS,
@@ -62,28 +68,22 @@ from observer.capture.eventlog_watch import (
     WatchCounts,
     event_time,
 )
-from observer.capture.queue import CapturedEvent
-from observer.capture.store_mirror import PROBLEM_KINDS as STORE_PROBLEM_KINDS
-from observer.capture.store_mirror import REQUEST_KINDS, StoreMirror
-from observer.capture.task_log import EventLogSource, follow_event_log
-from observer.capture.watch_state import StateFileError, load_state
-from observer.exporters.exposition import Families, QueryLines, join_parts
-from observer.exporters.http import MetricsServer, Pusher
-from observer.exporters.otel.config import otlp_enabled
-from observer.exporters.prometheus import histogram_text
-from observer.exporters.samples import SampleSink, labelled, render_self
+from observer.fleet.store_mirror import PROBLEM_KINDS as STORE_PROBLEM_KINDS
+from observer.fleet.store_mirror import REQUEST_KINDS, StoreMirror
+from observer.fleet.watch_state import StateFileError, load_state
 from observer.metrics import catalog
 from observer.metrics.selfmetrics import SelfMetrics
 from observer.model import kinds
 from observer.model.bounded import clean_identity
 from observer.model.events import Event
 from observer.model.identity import AppContext, Pairs
-from observer.model.tasks import wanted_line
-from observer.runtime import Observer
+from observer.model.signal_kinds import SignalEvent
+from observer.pipeline.runtime import Observer
+from observer.pipeline.sink import AppAwareSink, Sink
+from observer.placement.task_log import EventLogSource, follow_event_log
+from observer.placement.tasks import wanted_line
 from observer.settings import Settings
-from observer.signals.kinds import SignalEvent
 from observer.signals.lifecycle import RunState
-from observer.sinks import AppAwareSink, Sink
 
 if TYPE_CHECKING:
     from observer.history.sink import HistorySink
@@ -227,7 +227,7 @@ class FleetObserver:
         serve: bool = True,
         mirrors: Sequence[StoreMirror] = (),
     ) -> None:
-        """``mirrors``: object-store URLs mirrored into some of ``dirs``, synced before each poll (``observer.capture.store_mirror``)."""
+        """``mirrors``: object-store URLs mirrored into some of ``dirs``, synced before each poll (``observer.fleet.store_mirror``)."""
         self.mirrors = list(mirrors)
         self.settings = settings or Settings.from_env()
         self.options = options or WatchOptions()

@@ -27,7 +27,7 @@ from typing import Any, cast
 
 import msgspec
 
-from observer.model import task_decode
+from observer.placement import task_decode
 
 _SQL = "org.apache.spark.sql.execution.ui."
 SQL_START = _SQL + "SparkListenerSQLExecutionStart"
@@ -72,7 +72,7 @@ _PLAN_LINES = (b'{"Event":"' + SQL_START.encode() + b'"', b'{"Event":"' + SQL_AD
 
 def wanted_line(line: bytes) -> bool:
     """Whether a raw event-log line can matter to ``TaskEventReader``: the one filter both task-event readers
-    (``observer.capture.task_log``, ``observer.offline.task_events``) apply before parsing, since most lines
+    (``observer.placement.task_log``, ``observer.offline.task_events``) apply before parsing, since most lines
     of a log are task events of stateless stages."""
     if not line.startswith(LINE_PREFIXES):
         return False
@@ -226,7 +226,7 @@ class TaskEventReader:
 
     def feed_line(self, line: bytes) -> list[BatchTasks | ExecutorChange] | None:
         """Apply one raw event-log line of a task end, job start or SQL plan through the typed decode
-        (``observer.model.task_decode``); ``None`` when it declines: then ``feed(json.loads(line))``. Never raises."""
+        (``observer.placement.task_decode``); ``None`` when it declines: then ``feed(json.loads(line))``. Never raises."""
         try:
             if line.startswith(_TASK_END_LINE):
                 task = task_decode.task_end(line)

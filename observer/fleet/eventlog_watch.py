@@ -25,8 +25,8 @@ How it stays correct and cheap:
   Until the skew is known (``AppEvents.clock_known``: enough samples, or a log quiet for longer than a
   delivery can take, so no sample can come) nothing is judged on the clock: no stall storm at the start.
 - **Incremental tailing**: each file keeps its raw offset and, while a compressed unit is incomplete,
-  its decoder (``observer.capture.codec_tail``); a poll decodes only the bytes added since the last one.
-- **Cheap filtering**: lines are selected by their first bytes (``observer.capture.line_filter``); only
+  its decoder (``observer.fleet.codec_tail``); a poll decodes only the bytes added since the last one.
+- **Cheap filtering**: lines are selected by their first bytes (``observer.fleet.line_filter``); only
   wanted event types are JSON-parsed. Task and SQL events (``STREAMING_ONLY_EVENTS``) are parsed only
   once an application has shown a streaming query, so a batch application costs the decompression and
   a substring scan, nothing more. Types in ``raw_events`` are not parsed at all: their lines (those
@@ -87,10 +87,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from observer.capture.codec_tail import TailDecoder, tail_decoder
 from observer.capture.codecs import CODECS, DEFAULT_MAX_LINE_BYTES, EventLogError
-from observer.capture.line_filter import LineFilter, line_pattern
-from observer.capture.watch_state import StateFileError, load_state, save_state
+from observer.fleet.codec_tail import TailDecoder, tail_decoder
+from observer.fleet.line_filter import LineFilter, line_pattern
+from observer.fleet.watch_state import StateFileError, load_state, save_state
 from observer.model.bounded import JsonTooLarge, clean_identity, clean_text, loads
 from observer.model.capacity import relevant
 from observer.model.parse import parse_timestamp

@@ -1,6 +1,6 @@
 """Placement in the pipeline: at each progress event, the batches its source completed become facts.
 
-``observer.signals.placement`` knows where partitions ran and what moved; this module connects it to
+``observer.placement.tracker`` knows where partitions ran and what moved; this module connects it to
 the one pipeline (``docs/architecture.md``). ``Observer.process`` calls ``PlacementFeed.on_progress`` on
 the worker thread (never on Spark's listener thread) with the ``Facts`` of that progress event, so:
 
@@ -12,8 +12,8 @@ the worker thread (never on Spark's listener thread) with the ``Facts`` of that 
   series that drops out of the top K is removed.
 
 Where batches come from is the ``PlacementSource``: the driver's REST API live
-(``observer.capture.task_poll.PollingSource``), or the task events of an event log in replay and watch
-(``observer.capture.task_log.EventLogSource``). Both give the same placement and migrations; only event
+(``observer.placement.task_poll.PollingSource``), or the task events of an event log in replay and watch
+(``observer.placement.task_log.EventLogSource``). Both give the same placement and migrations; only event
 logs carry per-partition load times, rows and memory.
 """
 
@@ -27,11 +27,11 @@ from typing import Protocol
 from observer.metrics.catalog import COUNTER, MetricSpec
 from observer.metrics.updates import Labels, Update
 from observer.model.events import QueryProgress
-from observer.model.tasks import BatchTasks, ExecutorChange
-from observer.signals.capacity import ExecutorCapacity
+from observer.placement.capacity import ExecutorCapacity
+from observer.placement.restores import TaskRestores
+from observer.placement.tasks import BatchTasks, ExecutorChange
+from observer.placement.tracker import OperatorBatch, PlacementTracker
 from observer.signals.facts import Facts
-from observer.signals.placement import OperatorBatch, PlacementTracker
-from observer.signals.restore_tasks import TaskRestores
 
 _QUERY_LABELS = frozenset({"query", "query_id"})
 MAX_BATCHES = 2_000  # operator batches kept for readers (tests, the live check, the browser's recent view)

@@ -24,7 +24,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 from observer.model.events import Event
 from observer.model.identity import AppContext
-from observer.signals.kinds import SignalEvent
+from observer.model.signal_kinds import SignalEvent
 
 
 @runtime_checkable

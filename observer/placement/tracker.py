@@ -4,7 +4,7 @@ A state store is cached on the executor that last ran its partition, and the sch
 executor next batch. When the partition runs elsewhere (its executor was lost or decommissioned, a new
 executor took it, or ``spark.locality.wait`` ran out while its executor was busy) the new executor loads
 the store from the checkpoint and replays changelog files: a migration. From the per-partition runs of
-``observer.model.tasks`` (replayed event logs) or ``observer.capture.task_poll`` (live), this module keeps
+``observer.placement.tasks`` (replayed event logs) or ``observer.placement.task_poll`` (live), this module keeps
 the placement of every operator batch by batch and derives:
 
 - migrations with their cause and cost, aggregated per operator and batch into one ``partition_migrated``
@@ -29,8 +29,8 @@ from statistics import median
 
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
-from observer.model.tasks import BatchTasks, ExecutorChange, PartitionRun
-from observer.signals.kinds import PARTITION_MIGRATED, SignalEvent
+from observer.model.signal_kinds import PARTITION_MIGRATED, SignalEvent
+from observer.placement.tasks import BatchTasks, ExecutorChange, PartitionRun
 
 EXECUTOR_REMOVED = "executor_removed"
 EXECUTOR_ADDED = "executor_added"

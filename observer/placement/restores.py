@@ -6,7 +6,7 @@ alone, ``observer.signals.restore`` can only estimate their restore as what rema
 excess (``residual_estimate``), which still holds the new process's warm-up, its query planning and the
 machine's mood: on the recorded restarts 4-10x the real extra time (docs/findings/restore-metrics.md).
 
-Where the observer follows tasks (``observer.signals.placement_feed``: event logs in replay and watch, the
+Where the observer follows tasks (``observer.placement.feed``: event logs in replay and watch, the
 driver's REST API live when placement polling is on) it knows each state partition's task in each batch.
 The tasks of a stateful stage run the operators of that stage for one partition; restoring the state
 makes the first batch's tasks longer. So, per stage of an operator without a figure of its own:
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from observer.metrics.tracker import QueryRecord
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.phases import ADD_BATCH
-from observer.model.tasks import BatchTasks, ExecutorChange
+from observer.placement.tasks import BatchTasks, ExecutorChange
 from observer.signals.facts import Facts
 from observer.signals.restore import CONFIDENCE_ESTIMATED, CONFIDENCE_LOW, METHOD_RESIDUAL, RestoreFigure, Restores
 
