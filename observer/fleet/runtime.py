@@ -45,6 +45,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from observer.capture.queue import CapturedEvent
+from observer.exporters.endpoint import Endpoint, open_endpoint
 from observer.exporters.exposition import Families, QueryLines, join_parts
 from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.otel.config import otlp_enabled
@@ -289,6 +290,7 @@ class FleetObserver:
         # executors of applications not (yet) streaming: a batch application costs this small set, no pipeline
         self._executors: dict[str, set[str]] = {}
         self._serve = serve
+        self._endpoint = Endpoint()
         self.server: MetricsServer | None = None
         self.pusher: Pusher | None = None
         self._stop = threading.Event()
@@ -303,36 +305,22 @@ class FleetObserver:
 
         ``follow=False`` opens the endpoint only: the caller drives ``poll_once`` (benchmarks).
         """
-        s = self.settings
-        auth = (s.basic_auth_user, s.basic_auth_password) if s.basic_auth_user else None
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_TextCollector(self.exposition))
-        if self._serve:
-            self.server = MetricsServer(
-                self.exposition,
-                registry,
-                s.http_host,
-                s.http_port,
-                certfile=s.tls_certfile,
-                keyfile=s.tls_keyfile,
-                client_cafile=s.tls_client_cafile,
-                basic_auth=auth,
-                render_parts=self.exposition_parts,
-                on_refused=lambda reason: self.self_metrics.count("http_refused", reason),
-            )
+        # one push of every application; the grouping key holds the static labels, the series their app
+        self._endpoint = open_endpoint(
+            self.settings,
+            self.exposition,
+            registry,
+            serve=self._serve,
+            grouping=dict(self.static),
+            render_parts=self.exposition_parts,
+            on_push_failure=lambda: self.self_metrics.count("export_failures", "pushgateway"),
+            on_refused=lambda reason: self.self_metrics.count("http_refused", reason),
+        )
+        self.server, self.pusher = self._endpoint.server, self._endpoint.pusher
+        if self.server is not None:
             log.info("spark-state-observer: watching %s; metrics at %s", ", ".join(self.watcher.dirs), self.server.url)
-        if s.pushgateway_url:
-            # one push of every application; the grouping key holds the static labels, the series their app
-            self.pusher = Pusher(
-                self.exposition,
-                s.pushgateway_url,
-                s.pushgateway_job,
-                s.push_interval_seconds,
-                s.push_timeout_seconds,
-                auth,
-                dict(self.static),
-                lambda: self.self_metrics.count("export_failures", "pushgateway"),
-            )
         if follow:
             self._thread = threading.Thread(target=self._run, name="spark-state-observer-watch", daemon=True)
             self._thread.start()
@@ -351,10 +339,7 @@ class FleetObserver:
             self._guarded(sink, sink.close)  # writes what it can: positions are saved only as far as that
         self._save_written_positions()
         self._publish_counts()  # a last push shows them
-        if self.pusher is not None:
-            self.pusher.stop()
-        if self.server is not None:
-            self.server.stop()
+        self._endpoint.stop()
 
     @property
     def http_port(self) -> int | None:

@@ -29,7 +29,7 @@ from observer.model.events import Event, QueryProgress, QueryTerminated
 from observer.model.identity import AppContext
 from observer.model.parse import MalformedEvent, parse_event
 from observer.model.signal_kinds import SignalEvent
-from observer.pipeline.sink import AppAwareSink, Sink
+from observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink
 from observer.placement.feed import PlacementFeed, PlacementSource
 from observer.placement.restores import TaskRestores
 from observer.settings import Settings
@@ -343,7 +343,6 @@ def _short(exc: BaseException) -> str:
 
 
 def _follow(sink: Sink, feed: PlacementFeed) -> None:
-    """Sinks that keep per-partition placement (the history) read it from the feed at each progress event."""
-    follow = getattr(sink, "follow_placement", None)
-    if follow is not None:
-        follow(feed)
+    """Sinks that declare they keep per-partition placement (``PlacementAwareSink``: the history) get the feed."""
+    if isinstance(sink, PlacementAwareSink):
+        sink.follow_placement(feed)
