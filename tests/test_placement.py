@@ -20,10 +20,10 @@ from conftest import FIXTURES, ROOT, run_script
 from observer.metrics.catalog import COUNTER
 from observer.offline.task_events import read_events, replay_placement
 from observer.placement.tasks import BatchTasks, TaskEventReader
+from observer.placement.tracker import CAUSE_EXECUTOR_REMOVED as EXECUTOR_REMOVED
 from observer.placement.tracker import (
     CAUSES,
     COSTLIEST,
-    EXECUTOR_REMOVED,
     LOCALITY_FALLBACK,
     PLACEMENT_METRICS,
     OperatorBatch,

@@ -13,14 +13,16 @@ import pytest
 from test_placement import replayed, scenario, truth_placement
 
 from observer.capture.queue import CapturedEvent
-from observer.fleet.eventlog_watch import STREAMING_EVENTS, EventLogWatcher
+from observer.fleet.eventlog_watch import EventLogWatcher
 from observer.metrics import catalog
 from observer.model import kinds
 from observer.model.signal_kinds import PARTITION_MIGRATED, SIGNAL_KINDS, SignalEvent
+from observer.model.spark_events import STREAMING_EVENTS
 from observer.offline.replay import replay
 from observer.pipeline.runtime import Observer
 from observer.placement.task_log import follow_event_log
-from observer.placement.tracker import EXECUTOR_REMOVED, LOCALITY_FALLBACK
+from observer.placement.tracker import CAUSE_EXECUTOR_REMOVED as EXECUTOR_REMOVED
+from observer.placement.tracker import LOCALITY_FALLBACK
 from observer.settings import Settings
 
 

@@ -15,9 +15,10 @@ import pytest
 
 from conftest import FIXTURES
 from observer.capture.codecs import open_decompressed
+from observer.model.spark_events import SQL_ADAPTIVE, SQL_START
 from observer.offline.eventlog import expand
 from observer.placement.task_log import EventLogSource
-from observer.placement.tasks import SQL_ADAPTIVE, SQL_START, TaskEventReader, wanted_line
+from observer.placement.tasks import TaskEventReader, wanted_line
 
 EVENTLOGS = sorted(glob.glob(os.path.join(FIXTURES, "**", "eventlog"), recursive=True))
 TYPED = (b'{"Event":"SparkListenerTaskEnd"', b'{"Event":"SparkListenerJobStart"', b'{"Event":"org.apache.spark.sql.execution.ui.')

@@ -94,25 +94,25 @@ from observer.fleet.watch_state import StateFileError, load_state, save_state
 from observer.model.bounded import JsonTooLarge, clean_identity, clean_text, loads
 from observer.model.capacity import relevant
 from observer.model.parse import parse_timestamp
+from observer.model.spark_events import (
+    APP_END,
+    APP_START,
+    ENVIRONMENT,
+    EXECUTOR_ADDED,
+    EXECUTOR_REMOVED,
+    JOB_START,
+    LOG_START,
+    QUERY_IDLE,
+    QUERY_PROGRESS,
+    QUERY_STARTED,
+    SQL_ADAPTIVE,
+    SQL_START,
+    STREAMING_EVENTS,
+    TASK_END,
+)
 
 log = logging.getLogger(__name__)
 
-_STREAMING = "org.apache.spark.sql.streaming.StreamingQueryListener$"
-QUERY_STARTED = _STREAMING + "QueryStartedEvent"
-QUERY_PROGRESS = _STREAMING + "QueryProgressEvent"
-QUERY_IDLE = _STREAMING + "QueryIdleEvent"
-QUERY_TERMINATED = _STREAMING + "QueryTerminatedEvent"
-APP_START = "SparkListenerApplicationStart"
-APP_END = "SparkListenerApplicationEnd"
-LOG_START = "SparkListenerLogStart"
-ENVIRONMENT = "SparkListenerEnvironmentUpdate"
-EXECUTOR_ADDED = "SparkListenerExecutorAdded"
-EXECUTOR_REMOVED = "SparkListenerExecutorRemoved"
-TASK_END = "SparkListenerTaskEnd"
-JOB_START = "SparkListenerJobStart"  # maps a stage to its query, batch and SQL execution (placement)
-SQL_START = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"
-SQL_ADAPTIVE = "org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate"
-STREAMING_EVENTS = frozenset({QUERY_STARTED, QUERY_PROGRESS, QUERY_IDLE, QUERY_TERMINATED})
 # what the pipeline uses today
 PIPELINE_EVENTS = STREAMING_EVENTS | {APP_START, APP_END, EXECUTOR_ADDED, EXECUTOR_REMOVED}
 # what a per-partition placement view needs in addition

@@ -52,15 +52,9 @@ from observer.exporters.otel.config import otlp_enabled
 from observer.exporters.prometheus import histogram_text
 from observer.exporters.samples import SampleSink, labelled, render_self
 from observer.fleet.eventlog_watch import (
-    EXECUTOR_ADDED,
-    EXECUTOR_REMOVED,
     PIPELINE_EVENTS,
     PLACEMENT_EVENTS,
     PROBLEM_KINDS,
-    QUERY_IDLE,
-    QUERY_PROGRESS,
-    QUERY_STARTED,
-    QUERY_TERMINATED,
     AppEvents,
     AppIdentity,
     EventLogWatcher,
@@ -79,6 +73,7 @@ from observer.model.bounded import clean_identity
 from observer.model.events import Event
 from observer.model.identity import AppContext, Pairs
 from observer.model.signal_kinds import SignalEvent
+from observer.model.spark_events import EXECUTOR_ADDED, EXECUTOR_REMOVED, QUERY_IDLE, QUERY_PROGRESS, QUERY_STARTED, QUERY_TERMINATED
 from observer.pipeline.runtime import Observer
 from observer.pipeline.sink import AppAwareSink, Sink
 from observer.placement.task_log import EventLogSource, follow_event_log

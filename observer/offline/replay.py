@@ -14,7 +14,7 @@ from observer.model.capacity import ENVIRONMENT_PREFIX, spark_properties
 from observer.model.decode import stamp_fields
 from observer.model.parse import parse_timestamp, parse_timestamp_memo
 from observer.model.signal_kinds import SignalEvent
-from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_ADDED, EXECUTOR_PREFIX, EventLogError, read_records
+from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_PREFIX, RECORD_EXECUTOR_ADDED, EventLogError, read_records
 from observer.offline.log_identity import application_of
 from observer.pipeline.runtime import Observer
 from observer.placement.task_log import EventLogSource
@@ -104,7 +104,7 @@ def replay(
         if item.kind.startswith(EXECUTOR_PREFIX):
             if item.payload != "driver":
                 seen_executors = True
-                (executors.add if item.kind == EXECUTOR_ADDED else executors.discard)(item.payload)
+                (executors.add if item.kind == RECORD_EXECUTOR_ADDED else executors.discard)(item.payload)
                 if item.timestamp is not None:
                     changed_at[item.payload] = item.timestamp
             continue

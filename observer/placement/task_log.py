@@ -31,9 +31,10 @@ from typing import Any, Protocol
 
 from observer.model import decode
 from observer.model.events import QueryProgress
-from observer.placement.tasks import PROGRESS, BatchTasks, ExecutorChange, TaskEventReader, wanted_line
+from observer.model.spark_events import QUERY_PROGRESS, line_prefix
+from observer.placement.tasks import BatchTasks, ExecutorChange, TaskEventReader, wanted_line
 
-_PROGRESS_LINE = b'{"Event":"' + PROGRESS.encode() + b'"'
+_PROGRESS_LINE = line_prefix(QUERY_PROGRESS)
 MAX_PENDING = 4096
 MAX_APPS = 1024  # applications followed by one source (watch); the least recently fed is forgotten first
 
@@ -83,7 +84,7 @@ class EventLogSource:
             return
         # a progress line: only its ids and operator names, not its metrics (the pipeline decodes those)
         obj = decode.event_progress_ids(line) if line.startswith(_PROGRESS_LINE) else None
-        if obj is None or obj["Event"] != PROGRESS:  # not that shape (or a second "Event" key): the whole line
+        if obj is None or obj["Event"] != QUERY_PROGRESS:  # not that shape (or a second "Event" key): the whole line
             try:
                 obj = json.loads(line)
             except (ValueError, RecursionError):
