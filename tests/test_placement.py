@@ -461,7 +461,7 @@ def test_polling_every_other_batch_still_sees_the_kill(hint: bool) -> None:
     from observer.model.parse import parse_event
     from observer.placement.feed import PlacementFeed
     from observer.placement.task_poll import PollingSource, TaskPoller
-    from observer.signals.facts import Facts
+    from observer.signals.facts import SignalFacts as Facts
 
     truth, eventlog = scenario("kill")
     first, end = truth["rest_batches"]

@@ -35,7 +35,7 @@ from observer.placement.restores import TaskRestores
 from observer.settings import Settings
 from observer.signals.bus import SignalBus
 from observer.signals.engine import SignalEngine
-from observer.signals.facts import Facts
+from observer.signals.facts import SignalFacts
 from observer.signals.lifecycle import LastAliveHint, RunState
 
 log = logging.getLogger("observer")
@@ -128,7 +128,7 @@ class Observer:
 
     def _finish_placement(self) -> None:
         """Restores still waiting for later batches' task times (a log that ends without the query's end)."""
-        facts = Facts()
+        facts = SignalFacts()
         if self.placement is not None:
             self.placement.finish(facts)
         if facts.signals or facts.updates:
@@ -295,7 +295,7 @@ class Observer:
         record = self.tracker.get(query_id)
         return record.label if record is not None else query_id
 
-    def _deliver(self, event: Event | None, facts: Facts, received_at: float) -> None:
+    def _deliver(self, event: Event | None, facts: SignalFacts, received_at: float) -> None:
         """Apply what the signals derived, tell the subscribers, then every sink: the event, then its signals."""
         self.tracker.apply_updates(facts.updates)
         signals: Sequence[SignalEvent] = facts.signals

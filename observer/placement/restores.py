@@ -38,7 +38,7 @@ from observer.metrics.tracker import QueryRecord
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.phases import ADD_BATCH
 from observer.placement.tasks import BatchTasks, ExecutorChange
-from observer.signals.facts import Facts
+from observer.signals.facts import SignalFacts
 from observer.signals.restore import CONFIDENCE_ESTIMATED, CONFIDENCE_LOW, METHOD_RESIDUAL, RestoreFigure, Restores
 
 METHOD_TASK_TIMES = "task_times"
@@ -76,7 +76,7 @@ class TaskRestores:
         self.restores.defer = self.hold
 
     def hold(
-        self, record: QueryRecord, p: QueryProgress, figures: list[tuple[OperatorProgress, RestoreFigure]], ts: float, facts: Facts
+        self, record: QueryRecord, p: QueryProgress, figures: list[tuple[OperatorProgress, RestoreFigure]], ts: float, facts: SignalFacts
     ) -> list[tuple[OperatorProgress, RestoreFigure]]:
         """Keep the residual estimates of ``p`` (a restarted run's first batch); return the rest to emit now."""
         held = [(op, f) for op, f in figures if f.method == METHOD_RESIDUAL]
@@ -88,7 +88,7 @@ class TaskRestores:
                 self._pending.popitem(last=False)
         return now
 
-    def on_progress(self, progress: QueryProgress, items: list[BatchTasks | ExecutorChange], facts: Facts) -> None:
+    def on_progress(self, progress: QueryProgress, items: list[BatchTasks | ExecutorChange], facts: SignalFacts) -> None:
         """The batches whose tasks the feed took at ``progress``; a held restore is emitted once it can be."""
         for item in items:
             if isinstance(item, BatchTasks) and item.query_id in self._pending:
@@ -104,13 +104,13 @@ class TaskRestores:
         elif pending.first is not None and all(len(pending.steady.get(op.index, ())) >= STEADY_BATCHES for op, _ in pending.held):
             self._resolve(progress.query_id, facts)
 
-    def on_terminated(self, query_id: str, run_id: str | None, facts: Facts) -> None:
+    def on_terminated(self, query_id: str, run_id: str | None, facts: SignalFacts) -> None:
         """The run ended: a held restore goes out with the later batches there were."""
         pending = self._pending.get(query_id)
         if pending is not None and (run_id is None or run_id == pending.progress.run_id):
             self._resolve(query_id, facts)
 
-    def finish(self, facts: Facts) -> None:
+    def finish(self, facts: SignalFacts) -> None:
         """The observer stops (or a log ends without the query's termination): everything held goes out."""
         for query_id in list(self._pending):
             self._resolve(query_id, facts)
@@ -134,7 +134,7 @@ class TaskRestores:
                 if tasks and len(steady) < STEADY_BATCHES:
                     steady.append(max(t[1] for t in tasks))
 
-    def _resolve(self, query_id: str, facts: Facts) -> None:
+    def _resolve(self, query_id: str, facts: SignalFacts) -> None:
         pending = self._pending.pop(query_id, None)
         if pending is None:
             return

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -532,14 +532,6 @@ class TaskEventReader:
     def _problem(self, what: str) -> None:
         if what in self.problems or len(self.problems) < 64:
             self.problems[what] = self.problems.get(what, 0) + 1
-
-
-def read_batches(events: Iterable[Any]) -> Iterable[BatchTasks | ExecutorChange]:
-    """Everything ``TaskEventReader`` gets out of a sequence of events, the open batches last."""
-    reader = TaskEventReader()
-    for event in events:
-        yield from reader.feed(event)
-    yield from reader.close()
 
 
 def _reason(event: Mapping[str, Any]) -> str:

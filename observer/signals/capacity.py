@@ -23,7 +23,7 @@ from observer.metrics.tracker import QueryRecord, operator_labels
 from observer.model.capacity import StateConf, read_conf
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.signal_kinds import ROCKSDB_MEMORY_IMPLAUSIBLE
-from observer.signals.facts import Facts
+from observer.signals.facts import SignalFacts
 
 ABOVE_BUDGET = "above_budget"
 ZERO_WITH_ROWS = "zero_with_rows"
@@ -40,7 +40,7 @@ class MemoryPlausibility:
         self.conf = conf or read_conf({})
         self._bounded_told: OrderedDict[tuple[str, str | None, int], None] = OrderedDict()
 
-    def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: Facts) -> None:
+    def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: SignalFacts) -> None:
         if op.provider != "rocksdb" or op.memory_bytes is None:
             return
         labels = operator_labels(op.index, op.name)

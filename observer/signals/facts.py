@@ -1,6 +1,6 @@
 """What an event (or a tick of the clock) implies: the signals, in order, and the metric values.
 
-Every signal module writes into a ``Facts`` and nothing else: it neither touches the tracker nor calls
+Every signal module writes into a ``SignalFacts`` and nothing else: it neither touches the tracker nor calls
 anyone. The runtime then applies ``updates`` to the tracker and hands ``signals`` to the bus and the
 sinks, after the event that caused them.
 """
@@ -19,7 +19,7 @@ _update = tuple.__new__  # ``Update(...)`` without its generated ``__new__``: ~1
 
 
 @dataclass
-class Facts:
+class SignalFacts:
     signals: list[SignalEvent] = field(default_factory=list)
     updates: list[Update] = field(default_factory=list)
 

@@ -48,7 +48,7 @@ from observer.model.fields import (
 )
 from observer.model.phases import ADD_BATCH
 from observer.settings import Settings
-from observer.signals.facts import Facts
+from observer.signals.facts import SignalFacts
 
 # these load their store twice per task, and the second (no-op) load is what their load metrics report
 DOUBLE_LOAD_OPERATORS = frozenset({"stateStoreSave", "sessionWindowStateStoreSaveExec"})
@@ -99,7 +99,7 @@ class RestoreFigure:
 
 # given a restarted run's first batch and its figures, returns those to emit now (the rest it emits later)
 Defer = Callable[
-    [QueryRecord, QueryProgress, list[tuple[OperatorProgress, "RestoreFigure"]], float, Facts],
+    [QueryRecord, QueryProgress, list[tuple[OperatorProgress, "RestoreFigure"]], float, SignalFacts],
     list[tuple[OperatorProgress, "RestoreFigure"]],
 ]
 
@@ -139,7 +139,7 @@ class Restores:
         """An operator (name) the query's label budget dropped."""
         self._operators.pop(key, None)
 
-    def batch(self, record: QueryRecord, p: QueryProgress, first_of_run: bool, restore_due: bool, ts: float, facts: Facts) -> None:
+    def batch(self, record: QueryRecord, p: QueryProgress, first_of_run: bool, restore_due: bool, ts: float, facts: SignalFacts) -> None:
         """The restores of a restarted run's first batch, or one more steady batch for the next baseline.
 
         A run's first batch never joins the baseline: it carries a new process's warm-up (and a restore)."""
@@ -155,7 +155,9 @@ class Restores:
         elif add_batch is not None and not first_of_run:
             q.batches.append((float(p.input_rows or 0), add_batch))
 
-    def emit(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, figure: RestoreFigure, ts: float, facts: Facts) -> None:
+    def emit(
+        self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, figure: RestoreFigure, ts: float, facts: SignalFacts
+    ) -> None:
         """The restore of ``op`` in ``p`` (a restarted run's first batch): its signal, counter and gauges."""
         files = op.custom.get(ROCKSDB_REPLAY_FILES)
         labels = operator_labels(op.index, op.name)
@@ -182,7 +184,9 @@ class Restores:
             **figure.detail,
         )
 
-    def operators(self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool, executor_removed: bool, facts: Facts) -> None:
+    def operators(
+        self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool, executor_removed: bool, facts: SignalFacts
+    ) -> None:
         """Store reloads (or load-latency anomalies) of the batch's operators; the double-load ones last,
         as their reload is inferred from the others'. ``executor_removed``: an executor went away since
         this query's previous batch."""
@@ -197,7 +201,7 @@ class Restores:
         ts: float,
         first_of_run: bool,
         executor_removed: bool,
-        facts: Facts,
+        facts: SignalFacts,
     ) -> None:
         key = (record.query_id, op.index, op.name)
         st = self._operators.get(key)
