@@ -10,9 +10,10 @@ test:  ## the whole suite: end-to-end on real Spark, Prometheus and Chromium inc
 test-fast:  ## no Spark session, no servers
 	$(PYTHON) -m pytest -m "not slow"
 
-lint:
+lint:  ## ruff, and the import contract (packages follow the flow: [tool.importlinter] in pyproject.toml)
 	ruff check .
 	ruff format --check .
+	lint-imports
 
 format:
 	ruff format .

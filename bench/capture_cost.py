@@ -65,7 +65,7 @@ def measure(partitions: int, events: int) -> dict[str, list[float]]:
 
     from observer.capture.listener import _JsonBridge
     from observer.cli.demo import dedup_window_query, spark_session
-    from observer.runtime import Observer
+    from observer.pipeline.runtime import Observer
     from observer.settings import Settings
 
     spark = spark_session(extra={"spark.sql.shuffle.partitions": str(partitions)})

@@ -31,12 +31,12 @@ from typing import Any
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from observer.model import kinds as event_kinds
+from observer.model import signal_kinds as kinds
+from observer.model.signal_kinds import SignalEvent
 from observer.offline.eventlog import read_records
 from observer.offline.replay import replay
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
-from observer.signals import kinds
-from observer.signals.kinds import SignalEvent
 
 INCIDENTS = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "incidents")
 INFORMATIONAL = frozenset(

@@ -51,7 +51,7 @@ from observer.capture.queue import CapturedEvent
 from observer.exporters.http import MetricsServer
 from observer.exporters.latest import AGE_HEADER, Rendered
 from observer.offline.prometheus_server import PrometheusServer
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 

@@ -10,7 +10,7 @@ repeated with batch ids shifted (the progress events' and the job starts' that m
 repeated: decompress and ``json.loads`` every line; ``json.loads`` of the progress lines alone (already
 decompressed: the strictest yardstick); the pipeline with the fast decoder switched off (the
 reference parser, ``observer.model.parse``, as before issue 17); placement's task, job and SQL lines read
-with ``json.loads`` instead of their typed decode (``observer.model.task_decode``, as before it); and the
+with ``json.loads`` instead of their typed decode (``observer.placement.task_decode``, as before it); and the
 replay with placement off (the pipeline alone on the same log). With ``--before DIR`` also the replay of
 the ``observer`` package in DIR (a git worktree of an earlier commit: ``git worktree add DIR <rev>``) on
 the same log, in a subprocess timing itself, interleaved with the rest. Medians with min-max of CPU
@@ -39,8 +39,8 @@ from bench.common import ROOT
 from observer.capture.codecs import open_decompressed
 from observer.model import decode
 from observer.model.parse import parse_timestamp
-from observer.model.tasks import TaskEventReader
 from observer.offline.replay import replay
+from observer.placement.tasks import TaskEventReader
 from observer.settings import Settings
 
 

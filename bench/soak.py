@@ -28,7 +28,7 @@ from prometheus_client import generate_latest
 from bench.common import derived, recorded_progress
 from observer.capture.queue import CapturedEvent
 from observer.history.sink import HistorySink
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 

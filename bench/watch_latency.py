@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from observer.capture.watch_runtime import FleetObserver, WatchOptions
+from observer.fleet.runtime import FleetObserver, WatchOptions
 from observer.settings import Settings
 
 _WANTED = ("spark_streaming_batch_id", "spark_streaming_last_progress_timestamp_seconds", "spark_streaming_batch_duration_seconds")

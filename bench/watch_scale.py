@@ -43,9 +43,10 @@ import itertools
 
 from bench.common import ROOT
 from bench.eventlog_writer import ProgressiveLog, flush_groups, recorded_lines, renamed
-from observer.capture.eventlog_watch import DEFAULT_WANTED_EVENTS, PIPELINE_EVENTS, QUERY_PROGRESS, AppEvents, EventLogWatcher
-from observer.capture.watch_runtime import FleetObserver, WatchOptions
+from observer.fleet.eventlog_watch import DEFAULT_WANTED_EVENTS, PIPELINE_EVENTS, AppEvents, EventLogWatcher
+from observer.fleet.runtime import FleetObserver, WatchOptions
 from observer.model.parse import parse_timestamp
+from observer.model.spark_events import QUERY_PROGRESS
 from observer.offline.eventlog import read_records
 from observer.settings import Settings
 

@@ -17,21 +17,21 @@ from typing import TYPE_CHECKING, Any
 from observer._version import __version__
 
 if TYPE_CHECKING:
-    from observer.capture.attach import ObserverHandle, attach
-    from observer.capture.listener import StateObserverListener
-    from observer.runtime import Observer
+    from observer.embedded.attach import ObserverHandle, attach
+    from observer.embedded.listener import StateObserverListener
+    from observer.model.signal_kinds import SIGNAL_KINDS, SignalEvent
+    from observer.pipeline.runtime import Observer
     from observer.settings import Settings, SettingsError
-    from observer.signals.kinds import SIGNAL_KINDS, SignalEvent
 
 _PUBLIC = {
-    "attach": "observer.capture.attach",
-    "ObserverHandle": "observer.capture.attach",
-    "StateObserverListener": "observer.capture.listener",
-    "Observer": "observer.runtime",
+    "attach": "observer.embedded.attach",
+    "ObserverHandle": "observer.embedded.attach",
+    "StateObserverListener": "observer.embedded.listener",
+    "Observer": "observer.pipeline.runtime",
     "Settings": "observer.settings",
     "SettingsError": "observer.settings",
-    "SignalEvent": "observer.signals.kinds",
-    "SIGNAL_KINDS": "observer.signals.kinds",
+    "SignalEvent": "observer.model.signal_kinds",
+    "SIGNAL_KINDS": "observer.model.signal_kinds",
 }
 __all__ = [
     "SIGNAL_KINDS",

@@ -160,8 +160,8 @@ def slim_event_log(folder: str) -> None:
     line is Spark's own, unchanged: replay, placement and the restore's task figures read the same events."""
     import zstandard
 
-    from observer.model.tasks import STATE_METRICS
     from observer.offline.eventlog import expand, open_decompressed
+    from observer.placement.tasks import STATE_METRICS
 
     state_names = tuple(name.encode() for name in STATE_METRICS)  # what makes a task end one of a state operator
     for path in expand([folder]):

@@ -13,10 +13,10 @@ from typing import Sequence
 import altair as alt
 import pandas as pd
 
-from observer.signals import kinds as k
+from observer.model import signal_kinds as k
 from streamlit_app import fmt
 
-# one colour per signal kind (``observer.signals.kinds.SIGNAL_KINDS``), no two kinds alike
+# one colour per signal kind (``observer.model.signal_kinds.SIGNAL_KINDS``), no two kinds alike
 EVENT_COLORS = {
     k.QUERY_STARTED: "#2ca02c",
     k.QUERY_RESTARTED: "#ff7f0e",

@@ -12,7 +12,7 @@ import re
 import string
 from typing import Any
 
-from observer.signals import kinds as k
+from observer.model import signal_kinds as k
 
 TIME_NOTE = "All times are UTC, 24-hour clock."
 KIND_LABELS = {
@@ -46,7 +46,7 @@ KIND_LABELS = {
     k.KAFKA_CAUGHT_UP: "Kafka backlog read",
     k.ROCKSDB_MEMORY_IMPLAUSIBLE: "RocksDB memory report implausible",
 }
-"""Signal kinds in plain words (every kind of ``observer.signals.kinds.SIGNAL_KINDS``)."""
+"""Signal kinds in plain words (every kind of ``observer.model.signal_kinds.SIGNAL_KINDS``)."""
 
 
 def missing(value: Any) -> bool:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
+from observer.model.signal_kinds import CRASH_LOOP, LIFECYCLE_KINDS, QUERY_IDLE, STALLED
 from observer.settings import DEFAULT_STALL_FACTOR as STALL_FACTOR
 from observer.settings import DEFAULT_STALL_MIN_SECONDS as STALL_MIN_SECONDS
-from observer.signals.kinds import CRASH_LOOP, LIFECYCLE_KINDS, QUERY_IDLE, STALLED
 
 __all__ = ["LIFECYCLE_KINDS", "STALL_FACTOR", "STALL_MIN_SECONDS", "derive_health", "typical_interval"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from observer.signals import kinds as k
+from observer.model import signal_kinds as k
 from streamlit_app import fmt
 from streamlit_app.health import STALL_FACTOR, STALL_MIN_SECONDS
 from streamlit_app.rootcause import root_cause

@@ -14,8 +14,8 @@ import time
 from pyspark.sql import SparkSession
 
 import observer
-from observer.capture.attach import _checkpoint_last_commit, _executor_ids, is_connect
 from observer.cli.demo import dedup_window_query
+from observer.embedded.attach import _checkpoint_last_commit, _executor_ids, is_connect
 
 
 def main(endpoint: str, checkpoint: str) -> None:

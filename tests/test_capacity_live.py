@@ -9,11 +9,11 @@ import shutil
 import pytest
 
 from conftest import FIXTURES, eventlog_dir, fixture_runs
-from observer.capture.eventlog_watch import EventLogWatcher
+from observer.fleet.eventlog_watch import EventLogWatcher
 from observer.metrics import catalog
+from observer.model import signal_kinds as kinds
 from observer.model.capacity import CONF_PREFIXES, MIB, PROVIDER_CONF, ROCKSDB_PREFIX, ROCKSDB_PROVIDER
 from observer.offline.replay import replay
-from observer.signals import kinds
 
 CAPACITY = os.path.join(FIXTURES, "capacity")
 PER_EXECUTOR = (

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import fixture_runs, progress_lines
 from observer.capture.listener import _JsonBridge
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 REAL = [json.dumps(p) for run in fixture_runs() for p in progress_lines(run)]

@@ -237,8 +237,8 @@ def placement_events() -> tuple[list, object]:
     whole log first gives the worker the same batches, batch by batch, as replay does.
     """
     from observer.capture.queue import CapturedEvent
-    from observer.capture.task_log import EventLogSource
     from observer.offline.eventlog import EventLogError, read_records
+    from observer.placement.task_log import EventLogSource
 
     source = EventLogSource()
     events = []
@@ -296,7 +296,7 @@ def substitute(expr: str, query_names: str) -> str:
 
 
 def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path) -> None:
-    from observer.runtime import Observer
+    from observer.pipeline.runtime import Observer
     from observer.settings import Settings
 
     groups = recorded_event_groups()

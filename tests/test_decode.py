@@ -313,7 +313,7 @@ def test_an_event_log_line_of_millions_of_items_is_refused_with_progress_as_byte
 
 
 def _placement_view(obj: Any) -> Any:
-    """What placement's reader (``observer.model.tasks``) reads of a parsed progress line."""
+    """What placement's reader (``observer.placement.tasks``) reads of a parsed progress line."""
     progress = obj.get("progress")
     if not isinstance(progress, dict):
         return obj.get("Event"), progress

@@ -17,16 +17,9 @@ import pytest
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
 from conftest import FIXTURES, REQUIRE_REAL, ROOT, progress_lines
-from observer.capture.eventlog_watch import (
-    QUERY_PROGRESS,
-    TASK_END,
-    AppEvents,
-    EventLogWatcher,
-    event_time,
-    in_shard,
-    log_name,
-)
+from observer.fleet.eventlog_watch import AppEvents, EventLogWatcher, event_time, in_shard, log_name
 from observer.model.parse import parse_timestamp
+from observer.model.spark_events import QUERY_PROGRESS, TASK_END
 from observer.offline.eventlog import Record, read_records
 
 CODECS = [("rocksdb_restart", "zstd"), ("hdfs", "lz4"), ("rocksdb_nochangelog_snappy", "snappy"), ("rocksdb_plain_log", None)]
@@ -594,8 +587,8 @@ def test_bytes_not_yet_visible_are_read_again_not_reported(tmp_path) -> None:
 
 def test_raw_events_are_delivered_unparsed_and_filtered(tmp_path) -> None:
     """``raw_events`` types come as their logged lines (those ``raw_keep`` accepts), in order among the parsed ones."""
-    from observer.capture.eventlog_watch import JOB_START
-    from observer.model.tasks import wanted_line
+    from observer.model.spark_events import JOB_START
+    from observer.placement.tasks import wanted_line
 
     _write_whole(str(tmp_path), "local-raw", "rocksdb_restart", "zstd")
     lines = recorded_lines(_source("rocksdb_restart"))

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from conftest import Server, fixture_runs, free_port, need, progress_lines, prom_query, start_prometheus
 from observer.capture.queue import CapturedEvent
 from observer.exporters.http import ExporterError
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RUN = fixture_runs("rocksdb_restart")[0]

@@ -15,7 +15,7 @@ from conftest import fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
 from observer.metrics import catalog
 from observer.metrics.updates import Update
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RUNS = {run.split("/fixtures/")[1]: progress_lines(run) for run in fixture_runs() if progress_lines(run)}  # runs with batches

@@ -19,7 +19,7 @@ from observer.exporters.prometheus import histogram_text
 from observer.exporters.samples import render_self
 from observer.metrics import catalog
 from observer.metrics.updates import Update
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RUNS = {run.split("/fixtures/")[1]: progress_lines(run) for run in fixture_runs() if progress_lines(run)}  # runs with batches

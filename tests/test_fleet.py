@@ -26,10 +26,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
 from conftest import FIXTURES, ROOT, free_port, progress_lines
-from observer.capture.watch_runtime import FleetObserver, WatchOptions
+from observer.fleet.runtime import FleetObserver, WatchOptions
 from observer.history.loaders import load_batches, load_queries
 from observer.model.identity import AppContext, LabelsError, parse_labels
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings, SettingsError
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -17,7 +17,7 @@ import pytest
 from test_fleet import parse
 
 from conftest import run_script
-from observer.capture.watch_runtime import FleetObserver, WatchOptions
+from observer.fleet.runtime import FleetObserver, WatchOptions
 from observer.metrics.catalog import CAPACITY_METRICS, PLACEMENT_METRICS
 from observer.settings import Settings
 

@@ -18,9 +18,9 @@ import pytest
 from bench import precision
 from observer.metrics import catalog
 from observer.metrics.tracker import operator_labels
+from observer.model import signal_kinds as kinds
 from observer.offline.replay import replay
 from observer.settings import Settings
-from observer.signals import kinds
 from observer.signals.growth import describe
 
 GROWTH = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(precision.INCIDENTS, "growth_*", "truth.json")))

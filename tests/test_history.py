@@ -27,7 +27,7 @@ from observer.history.sink import HistorySink
 from observer.history.store import HistoryError, HistoryStore
 from observer.model.parse import parse_event
 from observer.offline.replay import replay
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RESTART = fixture_runs("rocksdb_restart")

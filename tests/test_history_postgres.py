@@ -29,7 +29,7 @@ from observer.history.url import HistoryURLError, parse, redact, scrub
 from observer.model.parse import parse_event
 from observer.offline.checkpoint.restore import rates_from_history
 from observer.offline.replay import replay
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RESTART = fixture_runs("rocksdb_restart")

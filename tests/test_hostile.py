@@ -55,7 +55,7 @@ from observer.offline.checkpoint import inspect_checkpoint
 from observer.offline.checkpoint.render import render_text
 from observer.offline.eventlog import EventLogError, Record, read_records
 from observer.offline.replay import replay
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 REAL: list[dict[str, Any]] = [p for run in fixture_runs("rocksdb_restart") for p in progress_lines(run)]
@@ -1026,7 +1026,7 @@ def hwm():
 
 from observer.offline.replay import replay
 from observer.offline.checkpoint import inspect_checkpoint
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 from observer.capture.queue import CapturedEvent
 kind, path, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -30,8 +30,8 @@ from observer.history.sink import HistorySink
 from observer.metrics.selfmetrics import SelfMetrics
 from observer.model.identity import AppContext
 from observer.model.parse import parse_event
+from observer.model.signal_kinds import SignalEvent
 from observer.settings import Settings
-from observer.signals.kinds import SignalEvent
 
 CASES = 320
 # pieces of hostile strings: what a driver or a database cannot hold, what looks like SQL, markup, format

@@ -39,7 +39,7 @@ from observer.cli.main import main as cli_main
 from observer.exporters import http as http_exporter
 from observer.exporters.http import MetricsServer, Pusher
 from observer.metrics import catalog
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings, SettingsError
 
 BODY = b"# HELP hostile_probe A probe.\n# TYPE hostile_probe gauge\nhostile_probe 1\n" * 50

@@ -34,8 +34,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.eventlog_writer import StreamEncoder, recorded_lines, renamed
 from conftest import FIXTURES
-from observer.capture.eventlog_watch import QUERY_PROGRESS, AppEvents, EventLogWatcher, event_time, in_shard
-from observer.capture.watch_runtime import FleetObserver, WatchOptions
+from observer.fleet.eventlog_watch import AppEvents, EventLogWatcher, event_time, in_shard
+from observer.fleet.runtime import FleetObserver, WatchOptions
+from observer.model.spark_events import QUERY_PROGRESS
 from observer.settings import Settings
 
 CASES: Counter[str] = Counter()  # cases run per group; the module's teardown prints and checks the total

@@ -18,7 +18,7 @@ import urllib.request
 
 from observer.exporters import http as http_exporter
 from observer.exporters.http import Pusher, split_credentials
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings, redact_url
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import ROOT
 from observer.history.store import HistoryStore
+from observer.model.signal_kinds import RESTORE
 from observer.offline.checkpoint import inspect_checkpoint
 from observer.offline.checkpoint.render import render_text
 from observer.offline.checkpoint.report import CheckpointError
@@ -23,7 +24,6 @@ from observer.offline.checkpoint.restore import (
     DEFAULT_SECONDS_PER_STORE,
     rates_from_history,
 )
-from observer.signals.kinds import RESTORE
 
 QUERY_ID = "6d4f2a53-0d5e-4d3c-9f5e-3f1d2b8a7c11"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"

@@ -32,8 +32,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import ROOT, progress_lines, run_script
 from observer.metrics import catalog
+from observer.model import signal_kinds as kinds
 from observer.model.parse import parse_timestamp
-from observer.signals import kinds
 from observer.signals.kafka_lag import (
     CAUGHT_UP,
     LOWER_BOUND,

@@ -23,15 +23,15 @@ from conftest import FIXTURES, eventlog_dir, progress_lines
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryTracker
+from observer.model import signal_kinds as kinds
 from observer.model.identity import APP_LABEL
 from observer.model.parse import parse_event, parse_timestamp
+from observer.model.signal_kinds import SignalEvent
 from observer.offline.replay import replay
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
-from observer.signals import kinds
 from observer.signals.engine import SignalEngine
 from observer.signals.kafka_lag import kafka_sources, parse_offsets, progress_time
-from observer.signals.kinds import SignalEvent
 
 SCENARIO = os.path.join(FIXTURES, "kafka_restart")
 SOURCE = (("source_index", "0"), ("source", "KafkaV2"))

@@ -14,7 +14,7 @@ from conftest import fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
 from observer.metrics import catalog
 from observer.model.parse import MalformedEvent, parse_event, parse_progress
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RECORDED = [p for run in fixture_runs() for p in progress_lines(run)]

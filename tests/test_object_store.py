@@ -151,8 +151,8 @@ def written_log(tmp_path: Path, app_id: str) -> Path:
 def test_watch_follows_a_rolling_log_in_s3_part_by_part(s3_server: Any, tmp_path: Path) -> None:
     from test_eventlog_watch import Collector, _expected
 
-    from observer.capture.eventlog_watch import EventLogWatcher
-    from observer.capture.store_mirror import StoreMirror
+    from observer.fleet.eventlog_watch import EventLogWatcher
+    from observer.fleet.store_mirror import StoreMirror
 
     app = "local-s3follow"
     folder = written_log(tmp_path, app)
@@ -259,7 +259,7 @@ def test_gs_abfs_and_hdfs_urls_are_mirrored_in_order_with_ranged_reads_of_append
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """URL handling and the mirror on stores whose files grow (HDFS, ADLS appends); untested against the real services."""
-    from observer.capture.store_mirror import StoreMirror
+    from observer.fleet.store_mirror import StoreMirror
 
     registry = importlib.import_module("fsspec.registry")  # the module (``fsspec.registry`` is also a read-only view)
     memory = _StoreInMemory.make()
@@ -289,8 +289,8 @@ def test_gs_abfs_and_hdfs_urls_are_mirrored_in_order_with_ranged_reads_of_append
 
 
 def test_the_mirror_splits_shards_and_a_refused_name_harms_no_other_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from observer.capture.eventlog_watch import in_shard
-    from observer.capture.store_mirror import StoreMirror
+    from observer.fleet.eventlog_watch import in_shard
+    from observer.fleet.store_mirror import StoreMirror
 
     registry = importlib.import_module("fsspec.registry")
     monkeypatch.setitem(registry._registry, "gs", _StoreInMemory.make())
@@ -318,7 +318,7 @@ def test_the_mirror_splits_shards_and_a_refused_name_harms_no_other_log(tmp_path
 
 
 def test_a_single_file_log_renamed_at_its_end_stays_one_log_read_on_where_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from observer.capture.store_mirror import StoreMirror
+    from observer.fleet.store_mirror import StoreMirror
 
     registry = importlib.import_module("fsspec.registry")
     monkeypatch.setitem(registry._registry, "hdfs", _StoreInMemory.make())

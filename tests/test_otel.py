@@ -23,7 +23,7 @@ from observer.exporters.otel.naming import COUNTER, METRICS, attributes, otel_me
 from observer.exporters.otel.sink import OtelSink
 from observer.metrics import catalog
 from observer.offline.eventlog import EventLogError, read_records
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings, SettingsError
 from otlp_receiver import GrpcReceiver, HttpReceiver
 
@@ -121,10 +121,10 @@ def test_package_works_without_opentelemetry() -> None:
         "import sys, json\n"
         "sys.modules['opentelemetry'] = None\n"  # any import of it fails
         "import observer\n"
-        "from observer.capture.attach import _otel_sink\n"
+        "from observer.embedded.attach import _otel_sink\n"
         "from observer.exporters.http import ExporterError\n"
         "from observer.capture.queue import CapturedEvent\n"
-        "from observer.runtime import Observer\n"
+        "from observer.pipeline.runtime import Observer\n"
         "from observer.settings import Settings\n"
         "obs = Observer(Settings(http_enabled=False, history_enabled=False, otlp_endpoint='http://127.0.0.1:1'), serve=False, live=False)\n"
         f"obs.process(CapturedEvent('progress', {json.dumps(PROGRESS[0])!r}, 0.0, 0.0))\n"

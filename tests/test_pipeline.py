@@ -12,11 +12,11 @@ from conftest import fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent, CaptureQueue
 from observer.metrics import catalog
 from observer.model.events import Event, QueryProgress, QueryStarted
-from observer.runtime import Observer
+from observer.model.signal_kinds import QUERY_RESTARTED, QUERY_STARTED, RESTORE, SignalEvent
+from observer.pipeline.runtime import Observer
+from observer.pipeline.sink import Sink
 from observer.settings import Settings
 from observer.signals.growth import GrowthWindow
-from observer.signals.kinds import QUERY_RESTARTED, QUERY_STARTED, RESTORE, SignalEvent
-from observer.sinks import Sink
 
 RESTART = fixture_runs("rocksdb_restart")
 

@@ -18,12 +18,12 @@ import pytest
 
 from conftest import FIXTURES, ROOT, run_script
 from observer.metrics.catalog import COUNTER
-from observer.model.tasks import BatchTasks, TaskEventReader
 from observer.offline.task_events import read_events, replay_placement
-from observer.signals.placement import (
+from observer.placement.tasks import BatchTasks, TaskEventReader
+from observer.placement.tracker import CAUSE_EXECUTOR_REMOVED as EXECUTOR_REMOVED
+from observer.placement.tracker import (
     CAUSES,
     COSTLIEST,
-    EXECUTOR_REMOVED,
     LOCALITY_FALLBACK,
     PLACEMENT_METRICS,
     OperatorBatch,
@@ -369,7 +369,7 @@ class RecordedSource:
 
 def test_the_poller_on_recorded_rest_answers_sees_the_replayed_placement() -> None:
     """The live path's parsing (SQL nodes -> stateful stages -> taskList) on the kill run's real REST answers."""
-    from observer.capture.task_poll import TaskPoller
+    from observer.placement.task_poll import TaskPoller
 
     truth, eventlog = scenario("kill")
     first, end = truth["rest_batches"]
@@ -458,10 +458,10 @@ def _progress_events(eventlog: str, batches: range) -> list[dict]:
 @pytest.mark.parametrize("hint", [True, False])
 def test_polling_every_other_batch_still_sees_the_kill(hint: bool) -> None:
     """every=2: batch 5 (odd) is polled only because its progress shows stores loaded from the checkpoint."""
-    from observer.capture.task_poll import PollingSource, TaskPoller
     from observer.model.parse import parse_event
-    from observer.signals.facts import Facts
-    from observer.signals.placement_feed import PlacementFeed
+    from observer.placement.feed import PlacementFeed
+    from observer.placement.task_poll import PollingSource, TaskPoller
+    from observer.signals.facts import SignalFacts as Facts
 
     truth, eventlog = scenario("kill")
     first, end = truth["rest_batches"]

@@ -12,16 +12,18 @@ import shutil
 import pytest
 from test_placement import replayed, scenario, truth_placement
 
-from observer.capture.eventlog_watch import STREAMING_EVENTS, EventLogWatcher
 from observer.capture.queue import CapturedEvent
-from observer.capture.task_log import follow_event_log
+from observer.fleet.eventlog_watch import EventLogWatcher
 from observer.metrics import catalog
 from observer.model import kinds
+from observer.model.signal_kinds import PARTITION_MIGRATED, SIGNAL_KINDS, SignalEvent
+from observer.model.spark_events import STREAMING_EVENTS
 from observer.offline.replay import replay
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
+from observer.placement.task_log import follow_event_log
+from observer.placement.tracker import CAUSE_EXECUTOR_REMOVED as EXECUTOR_REMOVED
+from observer.placement.tracker import LOCALITY_FALLBACK
 from observer.settings import Settings
-from observer.signals.kinds import PARTITION_MIGRATED, SIGNAL_KINDS, SignalEvent
-from observer.signals.placement import EXECUTOR_REMOVED, LOCALITY_FALLBACK
 
 
 def _replay(name: str, **settings: object) -> tuple[list[SignalEvent], Observer, str]:
@@ -225,7 +227,7 @@ def test_two_applications_fed_event_by_event_keep_their_placements_apart() -> No
 
 def test_the_watch_command_follows_placement_as_replay_does(tmp_path) -> None:
     """``watch`` (FleetObserver) over the recorded kill run: the same migrations as replay of its log."""
-    from observer.capture.watch_runtime import FleetObserver, WatchOptions
+    from observer.fleet.runtime import FleetObserver, WatchOptions
 
     _, eventlog = scenario("kill")
     folder = tmp_path / "logs"

@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 
 from bench import precision
+from observer.model import signal_kinds as kinds
+from observer.model.signal_kinds import SignalEvent
 from observer.offline.replay import replay
 from observer.settings import Settings
-from observer.signals import kinds, lifecycle
+from observer.signals import lifecycle
 from observer.signals.classify import HEAD_CHARS, TAIL_CHARS
-from observer.signals.kinds import SignalEvent
 
 INCIDENTS = precision.INCIDENTS
 RESTARTS = ["dedup_agg_restart_43", "dedup_agg_restart_41", "dedup_agg_restart_40", "dedup_agg_restart_35"]

@@ -10,12 +10,12 @@ import re
 from typing import Any
 
 from conftest import FIXTURES, ROOT
+from observer.model.signal_kinds import SignalEvent
 from observer.offline.backtest import load_rules, record_series, render_template
 from observer.offline.eventlog import expand
 from observer.offline.log_identity import application_of
 from observer.offline.replay import replay
 from observer.settings import Settings
-from observer.signals.kinds import SignalEvent
 
 RUNS = sorted(glob.glob(os.path.join(FIXTURES, "schema_failure", "run*", "eventlog")))
 

@@ -1,4 +1,4 @@
-"""Restores measured from task times (observer.signals.restore_tasks) against the recorded restarts.
+"""Restores measured from task times (observer.placement.restores) against the recorded restarts.
 
 The recordings (tests/fixtures/incidents/dedup_agg_restart_{43,41,40,35}, made by scripts/record_incidents.py)
 keep the event logs of both runs. The truth a ``task_times`` figure is judged against is computed here from
@@ -22,15 +22,16 @@ import pytest
 from bench import precision
 from conftest import REQUIRE_REAL, ROOT, eventlog_dir, run_script
 from observer.capture.queue import CapturedEvent
-from observer.capture.task_log import EventLogSource
+from observer.model import signal_kinds as kinds
 from observer.model.events import QueryProgress
-from observer.model.tasks import BatchTasks, ExecutorChange
+from observer.model.signal_kinds import SignalEvent
 from observer.offline.eventlog import expand, open_decompressed, read_records
 from observer.offline.replay import replay
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
+from observer.placement.task_log import EventLogSource
+from observer.placement.tasks import BatchTasks, ExecutorChange
 from observer.settings import Settings
-from observer.signals import kinds, restore
-from observer.signals.kinds import SignalEvent
+from observer.signals import restore
 
 INCIDENTS = precision.INCIDENTS
 RESTARTS = ["dedup_agg_restart_43", "dedup_agg_restart_41", "dedup_agg_restart_40", "dedup_agg_restart_35"]

@@ -22,13 +22,13 @@ from conftest import FIXTURES, fixture_runs, progress_lines
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryTracker, operator_labels
+from observer.model import signal_kinds as kinds
 from observer.model.events import QueryProgress
 from observer.model.parse import parse_event
+from observer.model.signal_kinds import SIGNAL_KINDS, SignalEvent
+from observer.placement.feed import PlacementFeed
 from observer.settings import Settings
-from observer.signals import kinds
 from observer.signals.engine import SignalEngine
-from observer.signals.kinds import SIGNAL_KINDS, SignalEvent
-from observer.signals.placement_feed import PlacementFeed
 
 RECORDED = progress_lines(fixture_runs("rocksdb_restart")[0])[-1]  # a real batch: dedupe + stateStoreSave on RocksDB
 QUERY_ID = RECORDED["id"]
@@ -482,8 +482,8 @@ class _RecordedBatches:
     name = "recorded"
 
     def __init__(self) -> None:
-        from observer.model.tasks import BatchTasks, TaskEventReader
         from observer.offline.task_events import read_events
+        from observer.placement.tasks import BatchTasks, TaskEventReader
 
         reader = TaskEventReader()
         self.items: dict[int, list[Any]] = {}  # batch id -> the executor changes before it, then the batch

@@ -8,7 +8,7 @@ from conftest import eventlog_dir, fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
 from observer.metrics import catalog
 from observer.offline.replay import replay
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 from observer.signals.classify import classify_exception
 

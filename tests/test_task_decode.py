@@ -1,4 +1,4 @@
-"""The typed decode of task-level lines (``observer.model.task_decode`` through ``TaskEventReader.feed_line``) gives
+"""The typed decode of task-level lines (``observer.placement.task_decode`` through ``TaskEventReader.feed_line``) gives
 exactly what the reference (``json.loads`` then ``TaskEventReader.feed``) gives: the same closed batches, executor
 changes and problems, on every recorded event log with task events and on hostile variants of recorded lines."""
 
@@ -15,9 +15,10 @@ import pytest
 
 from conftest import FIXTURES
 from observer.capture.codecs import open_decompressed
-from observer.capture.task_log import EventLogSource
-from observer.model.tasks import SQL_ADAPTIVE, SQL_START, TaskEventReader, wanted_line
+from observer.model.spark_events import SQL_ADAPTIVE, SQL_START
 from observer.offline.eventlog import expand
+from observer.placement.task_log import EventLogSource
+from observer.placement.tasks import TaskEventReader, wanted_line
 
 EVENTLOGS = sorted(glob.glob(os.path.join(FIXTURES, "**", "eventlog"), recursive=True))
 TYPED = (b'{"Event":"SparkListenerTaskEnd"', b'{"Event":"SparkListenerJobStart"', b'{"Event":"org.apache.spark.sql.execution.ui.')
@@ -127,7 +128,7 @@ def _drop(path: tuple[Any, ...]) -> Callable[[Any], Any]:
 
 
 def _state_acc(obj: Any) -> int:
-    from observer.model.tasks import STATE_METRICS
+    from observer.placement.tasks import STATE_METRICS
 
     return next(i for i, a in enumerate(obj["Task Info"]["Accumulables"]) if a.get("Name") in STATE_METRICS)
 

@@ -15,8 +15,8 @@ pytest.importorskip("streamlit")
 
 from observer.history.browse import UNKNOWN_APP, load_query_apps, load_recent_events, load_run_stats
 from observer.history.loaders import load_batch_series, load_operator_series, load_partition_lag, load_span
+from observer.model.signal_kinds import SIGNAL_KINDS
 from observer.offline.replay import replay
-from observer.signals.kinds import SIGNAL_KINDS
 from streamlit_app import charts, fmt
 from streamlit_app.config import DEFAULT_RUNBOOK_URL
 from streamlit_app.health import typical_interval

@@ -299,7 +299,7 @@ def test_events_dropped_before_saved_positions_are_kept_in_the_state_file(tmp_pa
     """A history locked by another process (the test) while more than its buffer arrives: the overflow is dropped
     and counted; once writes succeed the positions are saved past it, and the state file keeps how many
     events the history misses, which the next start reports."""
-    from observer.capture.watch_runtime import HISTORY_DROPPED_KEY, FleetObserver, WatchOptions
+    from observer.fleet.runtime import HISTORY_DROPPED_KEY, FleetObserver, WatchOptions
     from observer.settings import Settings
 
     logs = tmp_path / "logs"
@@ -349,7 +349,7 @@ def test_events_dropped_before_saved_positions_are_kept_in_the_state_file(tmp_pa
 
 def test_a_history_that_cannot_be_opened_keeps_the_saved_positions(tmp_path, caplog) -> None:
     """History off for the run (here a location with %00): nothing is written, so no position moves either."""
-    from observer.capture.watch_runtime import FleetObserver, WatchOptions
+    from observer.fleet.runtime import FleetObserver, WatchOptions
     from observer.settings import Settings
 
     logs = tmp_path / "logs"

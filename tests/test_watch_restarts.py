@@ -17,11 +17,11 @@ from typing import Any
 
 from bench import precision
 from bench.eventlog_writer import ProgressiveLog, recorded_lines
-from observer.capture.watch_runtime import FleetObserver, WatchOptions
+from observer.fleet.runtime import FleetObserver, WatchOptions
 from observer.history.loaders import load_events
+from observer.model import signal_kinds as kinds
 from observer.offline.replay import replay
 from observer.settings import Settings
-from observer.signals import kinds
 
 SCENARIO = os.path.join(precision.INCIDENTS, "restart_fail_at_start")
 LINKING = (kinds.QUERY_RESTARTED, kinds.CRASH_LOOP, kinds.QUERY_TERMINATED)

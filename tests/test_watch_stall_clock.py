@@ -21,8 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
 from conftest import FIXTURES
-from observer.capture.eventlog_watch import QUERY_PROGRESS, event_time
-from observer.capture.watch_runtime import FleetObserver, WatchOptions
+from observer.fleet.eventlog_watch import event_time
+from observer.fleet.runtime import FleetObserver, WatchOptions
+from observer.model.spark_events import QUERY_PROGRESS
 from observer.settings import Settings
 
 SOURCE = glob.glob(os.path.join(FIXTURES, "rocksdb_restart", "run1", "eventlog", "*", "events_*"))[0]

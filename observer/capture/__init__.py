@@ -1,9 +1,7 @@
-"""Capture: taking events from Spark as cheaply as it allows, and handing them to the worker.
+"""Capture: taking events as cheaply as their source allows; it imports only the model.
 
-``listener`` (the py4j JSON bridge and ``StateObserverListener``), ``attach`` (the one line a job adds),
-``queue`` (the bounded drop-oldest hand-off). ``eventlog_watch`` (with ``codec_tail``, ``line_filter``,
-``watch_state``) follows every application's event log from outside the jobs; such sources produce
-``CapturedEvent``s for the same ``Observer.submit``. Placement sources give ``Observer.set_placement`` the
-partition runs of completed batches: ``task_poll`` (live, the driver's REST API) and ``task_log`` (the task
-events of event logs, for replay and watch).
+``listener`` (the py4j JSON bridge and ``QueryListener``, which hands each event to a ``submit`` callable),
+``queue`` (the bounded drop-oldest hand-off and ``CapturedEvent``), ``codecs`` (Spark's event-log compression
+codecs) and ``storage`` (local and object-store listing and reading). Who consumes the events is decided by the
+composition roots: ``observer.embedded`` (inside a job) and ``observer.fleet`` (the watcher).
 """

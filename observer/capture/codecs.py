@@ -2,7 +2,7 @@
 
 Spark compresses an event log whole with the codec its extension names (``.zstd``, ``.lz4``, ``.snappy``;
 none for plain). The offline readers (``observer.offline.eventlog``) read a finished file through
-``open_decompressed``; the live watcher (``observer.capture.codec_tail``) decodes a file still being
+``open_decompressed``; the live watcher (``observer.fleet.codec_tail``) decodes a file still being
 written a unit at a time with the same block decoders. Both sit downstream of this leaf, which imports
 nothing of the project's, so the watcher never reaches into ``observer.offline``.
 

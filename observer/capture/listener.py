@@ -19,7 +19,6 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from observer.capture.queue import CapturedEvent, captured
 from observer.model import kinds
-from observer.runtime import Observer
 
 
 def _json_or_fields(jevent: Any, fields: tuple[str, ...]) -> str:
@@ -118,25 +117,21 @@ def _public_terminated(event: Any) -> dict[str, Any]:
     }
 
 
-class StateObserverListener(StreamingQueryListener):
-    """The observer's listener; usable directly with ``spark.streams.addListener(...)``.
+class QueryListener(StreamingQueryListener):
+    """A listener that hands every event, as taken, to ``submit``; it knows nothing of who consumes them.
 
-    ``StateObserverListener(**settings)`` starts its own ``Observer`` (endpoint and worker); pass
-    ``observer=`` to share one. ``observer.attach(spark)`` does both steps and returns the observer.
+    ``fast_path`` (classic PySpark) registers the JSON bridge instead of PySpark's field-by-field converter.
     """
 
-    def __init__(self, observer: Observer | None = None, **settings: Any) -> None:
-        if observer is None:
-            from observer.settings import Settings
-
-            observer = Observer(Settings.from_env(**settings)).start()
-        self.observer = observer
-        self._bridge = _JsonBridge(observer.submit)
+    def __init__(self, submit: Callable[[CapturedEvent], None], fast_path: bool = True) -> None:
+        self._submit_event = submit
+        self._fast_path = fast_path
+        self._bridge = _JsonBridge(submit)
 
     @property
     def _jlistener(self) -> Any:
         """Classic PySpark registers this JVM-side object: our JSON bridge instead of PySpark's converter."""
-        if not self.observer.settings.fast_path:
+        if not self._fast_path:
             return super()._jlistener
         if not hasattr(self, "_jlistenerobj"):
             from pyspark import SparkContext
@@ -148,13 +143,13 @@ class StateObserverListener(StreamingQueryListener):
 
     # the public-object path: Spark Connect, or fast_path=False
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - PySpark's names
-        take(self.observer.submit, kinds.STARTED, _public_started, event)
+        take(self._submit_event, kinds.STARTED, _public_started, event)
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
-        take(self.observer.submit, kinds.PROGRESS, _public_progress, event)
+        take(self._submit_event, kinds.PROGRESS, _public_progress, event)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-        take(self.observer.submit, kinds.IDLE, _public_idle, event)
+        take(self._submit_event, kinds.IDLE, _public_idle, event)
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
-        take(self.observer.submit, kinds.TERMINATED, _public_terminated, event)
+        take(self._submit_event, kinds.TERMINATED, _public_terminated, event)

@@ -2,7 +2,7 @@
 
 Two Spark applications (two processes, ``local[1]`` each, the demo's stateful pipeline on the HDFS-backed
 state store at a few rows a second) write their event logs into one temporary folder; nothing of the observer is attached to them.
-The watcher (``observer.capture.watch_runtime``) follows the folder and serves both on one endpoint,
+The watcher (``observer.fleet.runtime``) follows the folder and serves both on one endpoint,
 told apart by their ``app`` label (``demo-orders`` and ``demo-payments``) next to the static labels
 (``cluster=demo`` unless the ``labels`` setting says otherwise). Ctrl-C, SIGTERM or ``--duration`` stops
 the applications (each by its own process id), then the watcher, and removes the folder.
@@ -29,9 +29,9 @@ DEFAULT_LABELS = "cluster=demo,namespace=local"
 
 def run(args: argparse.Namespace) -> int:
     """The parent: start both applications, watch their folder, stop everything in order."""
-    from observer.capture.watch_runtime import FleetObserver, WatchOptions
     from observer.cli.watch import watcher_settings
     from observer.exporters.http import ExporterError
+    from observer.fleet.runtime import FleetObserver, WatchOptions
     from observer.offline.local_process import stop_process
 
     labels = None if os.environ.get("SPARK_STATE_OBSERVER_LABELS") else DEFAULT_LABELS

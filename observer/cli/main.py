@@ -187,9 +187,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     from observer.capture.storage import StorageError, staged_all
+    from observer.model.signal_kinds import QUERY_IDLE, QUERY_STARTED, SignalEvent
     from observer.offline.eventlog import EventLogError
     from observer.offline.replay import replay, terminal_progress
-    from observer.signals.kinds import QUERY_IDLE, QUERY_STARTED, SignalEvent
 
     def print_event(event: SignalEvent) -> None:
         print(json.dumps(event.to_json(), default=str), flush=False)

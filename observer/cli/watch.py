@@ -2,7 +2,7 @@
 
 One long-running process, no change to any job: it follows the folders Spark writes its event logs to
 (``spark.eventLog.dir``, the History Server's folder) and serves every application's metrics on one
-``/metrics`` endpoint (``observer.capture.watch_runtime``). It stops cleanly on SIGTERM or Ctrl-C, saving
+``/metrics`` endpoint (``observer.fleet.runtime``). It stops cleanly on SIGTERM or Ctrl-C, saving
 its positions (``--state-file``) so a restart resumes without counting anything twice.
 """
 
@@ -22,7 +22,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from observer.capture.store_mirror import StoreMirror
+    from observer.fleet.store_mirror import StoreMirror
     from observer.settings import Settings
 
 log = logging.getLogger("observer")
@@ -105,8 +105,8 @@ def watcher_settings(port: int | None, host: str | None, labels: str | None = No
 
 def run(args: argparse.Namespace) -> int:
     from observer.capture.storage import StorageError, is_url, redact
-    from observer.capture.watch_runtime import FleetObserver, WatchOptions
     from observer.exporters.http import ExporterError
+    from observer.fleet.runtime import FleetObserver, WatchOptions
 
     settings = watcher_settings(args.port, args.host, args.labels, args.history)
     if settings is None:
@@ -175,13 +175,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _mirrors(args: argparse.Namespace) -> tuple[list[str], list[StoreMirror], str | None]:
-    """The folders to watch: object-store URLs become local mirrors (``observer.capture.store_mirror``).
+    """The folders to watch: object-store URLs become local mirrors (``observer.fleet.store_mirror``).
 
     With ``--state-file`` a URL's mirror lives beside it (``<state file>.mirror/``), so a restart fetches
     nothing twice; without, in a temporary folder removed at exit (returned as the third item).
     """
     from observer.capture.storage import filesystem, is_url
-    from observer.capture.store_mirror import StoreMirror
+    from observer.fleet.store_mirror import StoreMirror
 
     dirs: list[str] = []
     mirrors: list[StoreMirror] = []

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from observer.exporters.endpoint import Endpoint, open_endpoint
 from observer.exporters.exposition import Families, QueryLines, QueryLinesCache, family, join_parts
 from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.samples import render_app, render_self, render_state
@@ -25,8 +26,8 @@ from observer.metrics.selfmetrics import SelfSnapshot
 from observer.metrics.updates import Labels
 from observer.metrics.view import MetricsView
 from observer.model.events import Event
+from observer.model.signal_kinds import SignalEvent
 from observer.settings import Settings
-from observer.signals.kinds import SignalEvent
 
 log = logging.getLogger("observer")
 
@@ -138,6 +139,7 @@ class PrometheusSink:
         self._settings = settings
         self._on_push_failure = on_push_failure
         self._on_refused = on_refused
+        self._endpoint = Endpoint()
         self.server: MetricsServer | None = None
         self.pusher: Pusher | None = None
 
@@ -146,36 +148,21 @@ class PrometheusSink:
 
     def start(self, serve: bool) -> None:
         """Open the endpoint (``serve``) and start pushing (with a Pushgateway URL). Raises ``ExporterError``."""
-        s = self._settings
-        auth = (s.basic_auth_user, s.basic_auth_password) if s.basic_auth_user else None
-        if serve:
-            self.server = MetricsServer(
-                self.exposition,
-                self.registry,
-                s.http_host,
-                s.http_port,
-                certfile=s.tls_certfile,
-                keyfile=s.tls_keyfile,
-                client_cafile=s.tls_client_cafile,
-                basic_auth=auth,
-                render_parts=self.collector.exposition_parts,
-                on_refused=self._on_refused,
-            )
+        # the application's identity in the grouping key: concurrent jobs pushing to one gateway do not
+        # replace each other's metrics (the key's labels equal the series' own, so none is overridden)
+        self._endpoint = open_endpoint(
+            self._settings,
+            self.exposition,
+            self.registry,
+            serve=serve,
+            grouping=dict(self.collector.identity_labels),
+            render_parts=self.collector.exposition_parts,
+            on_push_failure=self._on_push_failure,
+            on_refused=self._on_refused,
+        )
+        self.server, self.pusher = self._endpoint.server, self._endpoint.pusher
+        if self.server is not None:
             log.info("spark-state-observer: metrics at %s", self.server.url)
-        if s.pushgateway_url:
-            # the application's identity in the grouping key: concurrent jobs pushing to one gateway do not
-            # replace each other's metrics (the key's labels equal the series' own, so none is overridden)
-            grouping = dict(self.collector.identity_labels)
-            self.pusher = Pusher(
-                self.exposition,
-                s.pushgateway_url,
-                s.pushgateway_job,
-                s.push_interval_seconds,
-                s.push_timeout_seconds,
-                auth,
-                grouping,
-                self._on_push_failure,
-            )
 
     def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
         """Nothing to do: the metric state the collector reads is already up to date."""
@@ -190,7 +177,4 @@ class PrometheusSink:
             self.server.invalidate()
 
     def close(self) -> None:
-        if self.pusher is not None:
-            self.pusher.stop()
-        if self.server is not None:
-            self.server.stop()
+        self._endpoint.stop()

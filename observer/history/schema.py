@@ -71,7 +71,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX queries_app ON queries (app);
     """,
     # 3: where each state partition ran per batch, its size and, when it moved, from where and at what cost
-    # (observer.signals.placement; sizes and load times only from event logs, NULL from live polling)
+    # (observer.placement.tracker; sizes and load times only from event logs, NULL from live polling)
     """
     CREATE TABLE placements (
         query_id TEXT NOT NULL, run_id TEXT NOT NULL, batch_id {int} NOT NULL, ts {real} NOT NULL,

@@ -27,10 +27,10 @@ from observer.history.writer import BackgroundWriter
 from observer.metrics.selfmetrics import SelfMetrics
 from observer.model.events import Event, QueryProgress
 from observer.model.identity import AppContext
+from observer.model.signal_kinds import SignalEvent
+from observer.placement.feed import PlacementFeed
+from observer.placement.tracker import OperatorBatch
 from observer.settings import Settings
-from observer.signals.kinds import SignalEvent
-from observer.signals.placement import OperatorBatch
-from observer.signals.placement_feed import PlacementFeed
 
 log = logging.getLogger("observer")
 FLUSH_ROWS = 2000

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from observer.model.identity import APP_LABEL
-from observer.signals.kinds import EXCEPTION_CLASSES
+from observer.model.signal_kinds import EXCEPTION_CLASSES
 
 GAUGE = "gauge"
 COUNTER = "counter"
@@ -1087,7 +1087,7 @@ KAFKA_METRICS: tuple[MetricSpec, ...] = (
 )
 
 
-# --- placement of state partitions (observer.signals.placement): bounded per operator, top-K partitions / executors ---
+# --- placement of state partitions (observer.placement.tracker): bounded per operator, top-K partitions / executors ---
 def _p(name: str, kind: str, unit: str, help: str, scope: str = "operator", labels: tuple[str, ...] = (), since: str = "3.5") -> MetricSpec:
     return MetricSpec("", name, kind, unit, help, scope, "signal", since, labels=labels)
 
@@ -1184,7 +1184,7 @@ PLACEMENT_METRICS: tuple[MetricSpec, ...] = (
     EXECUTOR_STATE_PARTITIONS,
     PARTITION_MIGRATION_LAST_LOAD,
 )
-"""Where state partitions run and what their moves cost (issue 14); written by ``observer.signals.placement_feed``."""
+"""Where state partitions run and what their moves cost (issue 14); written by ``observer.placement.feed``."""
 
 
 # --- RocksDB capacity per executor (observer.signals.capacity): top-K executors plus executor="total" ---
@@ -1299,7 +1299,7 @@ SELF_METRICS: tuple[MetricSpec, ...] = (
     PROCESSING_DURATION,
 )
 
-# --- the event-log watcher (``observer.capture.eventlog_watch``): what it follows, reads and finds wrong ---
+# --- the event-log watcher (``observer.fleet.eventlog_watch``): what it follows, reads and finds wrong ---
 WATCH_APPLICATIONS = _o(
     "spark_state_observer_watch_applications",
     GAUGE,

@@ -42,6 +42,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from observer.model.spark_events import ENVIRONMENT, line_prefix
+
 MIB = 1024 * 1024
 ROCKSDB_PREFIX = "spark.sql.streaming.stateStore.rocksdb."
 PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
@@ -390,7 +392,7 @@ def relevant(conf: Mapping[str, object]) -> dict[str, str]:
     return {str(k): str(v)[:MAX_CONF_VALUE] for k, v in conf.items() if str(k).startswith(CONF_PREFIXES)}
 
 
-ENVIRONMENT_PREFIX = b'{"Event":"SparkListenerEnvironmentUpdate"'
+ENVIRONMENT_PREFIX = line_prefix(ENVIRONMENT)
 
 
 def spark_properties(event: Any) -> dict[str, str]:

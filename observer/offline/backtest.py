@@ -289,7 +289,7 @@ def record_series(
     """Replay ``paths`` on a simulated clock, scraping every ``scrape_interval`` of the original timeline,
     except more than ``idle_keep`` seconds after an event (resumed at the next one) and beyond ``max_scrapes``."""
     from observer.offline.replay import replay
-    from observer.runtime import Observer
+    from observer.pipeline.runtime import Observer
 
     clock = [0.0]
     last_event: list[float] = []

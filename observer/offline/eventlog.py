@@ -25,21 +25,14 @@ from typing import IO, Any, Callable, Iterable, Iterator
 from observer.capture.codecs import DEFAULT_MAX_LINE_BYTES as DEFAULT_MAX_LINE_BYTES  # re-exported: the readers' default
 from observer.capture.codecs import MAX_BLOCK_BYTES, open_decompressed
 from observer.capture.codecs import EventLogError as EventLogError  # re-exported: what every reader of event logs catches
-from observer.model import decode, kinds
+from observer.model import decode, kinds, spark_events
 from observer.model.bounded import MAX_JSON_ITEMS, JsonTooLarge, clean_label, epoch_seconds, finite, loads
 from observer.model.parse import parse_timestamp
 
-_STREAMING = "org.apache.spark.sql.streaming.StreamingQueryListener$"
-_KINDS = {
-    _STREAMING + "QueryStartedEvent": kinds.STARTED,
-    _STREAMING + "QueryProgressEvent": kinds.PROGRESS,
-    _STREAMING + "QueryIdleEvent": kinds.IDLE,
-    _STREAMING + "QueryTerminatedEvent": kinds.TERMINATED,
-}
 # executor changes, replayed as the executor list a live observer polls
 EXECUTOR_PREFIX = "executor_"
-EXECUTOR_ADDED = EXECUTOR_PREFIX + "added"
-EXECUTOR_REMOVED = EXECUTOR_PREFIX + "removed"
+RECORD_EXECUTOR_ADDED = EXECUTOR_PREFIX + "added"
+RECORD_EXECUTOR_REMOVED = EXECUTOR_PREFIX + "removed"
 _ROLLING_FILE = re.compile(r"^events_(\d+)_")
 # Spark writes 32 KiB snappy and lz4 blocks; a chunk may declare up to the line limit, at least this
 _MIN_CHUNK_LIMIT = 1 << 20
@@ -201,11 +194,11 @@ def bounded_lines(stream: io.RawIOBase | IO[bytes], max_line_bytes: int, path: s
             yield line_no, line
 
 
-_PROGRESS_PREFIX = b'{"Event":"' + (_STREAMING + "QueryProgressEvent").encode() + b'"'
+_PROGRESS_PREFIX = spark_events.line_prefix(spark_events.QUERY_PROGRESS)
 _WANTED_PREFIXES = (
-    b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$',
-    b'{"Event":"SparkListenerExecutorAdded"',
-    b'{"Event":"SparkListenerExecutorRemoved"',
+    b'{"Event":"' + spark_events.STREAMING_PREFIX.encode(),
+    spark_events.line_prefix(spark_events.EXECUTOR_ADDED),
+    spark_events.line_prefix(spark_events.EXECUTOR_REMOVED),
 )
 
 
@@ -234,13 +227,13 @@ def _record(line: bytes, where: str, progress_as_bytes: bool = False) -> Record 
         if "batchId" in obj and "id" in obj:  # a progress object, as dumped from query.recentProgress
             return Record(kinds.PROGRESS, obj, where)
         return EventLogError(f"{where}: neither a Spark event nor a progress object")
-    kind = _KINDS.get(event)
+    kind = spark_events.STREAMING_KINDS.get(event)
     if kind == kinds.PROGRESS:
         return Record(kind, obj.get("progress"), where)
     if kind is not None:
         return Record(kind, obj, where)
-    if event in ("SparkListenerExecutorAdded", "SparkListenerExecutorRemoved"):
-        change = EXECUTOR_ADDED if event.endswith("Added") else EXECUTOR_REMOVED
+    if event in (spark_events.EXECUTOR_ADDED, spark_events.EXECUTOR_REMOVED):
+        change = RECORD_EXECUTOR_ADDED if event == spark_events.EXECUTOR_ADDED else RECORD_EXECUTOR_REMOVED
         ms = finite(obj.get("Timestamp"))
         executor = obj.get("Executor ID")
         return Record(

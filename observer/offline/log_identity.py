@@ -15,9 +15,10 @@ from typing import Any
 from observer.capture.codecs import DEFAULT_MAX_LINE_BYTES, EventLogError, open_decompressed
 from observer.model.bounded import clean_label, loads
 from observer.model.identity import AppContext, Pairs
+from observer.model.spark_events import APP_START, line_prefix
 from observer.offline.eventlog import bounded_lines, chunk_limit, expand
 
-APP_START = b'{"Event":"SparkListenerApplicationStart"'
+_APP_START_LINE = line_prefix(APP_START)
 SCAN_LINES = 50  # the application start comes within a log's first few events (log version, resources, environment)
 MAX_NAME_CHARS = 200
 
@@ -46,7 +47,7 @@ def _app_start(path: str, max_line_bytes: int) -> dict[str, Any] | None:
     try:
         with open_decompressed(path, chunk_limit(max_line_bytes)) as stream:
             for n, line in bounded_lines(stream, max_line_bytes, path):
-                if isinstance(line, bytes) and line.startswith(APP_START):
+                if isinstance(line, bytes) and line.startswith(_APP_START_LINE):
                     event = loads(line)  # counted before parsed, as the replay parses
                     return event if isinstance(event, dict) else None
                 if n > SCAN_LINES:

@@ -9,17 +9,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
 from observer.capture.queue import CapturedEvent
-from observer.capture.task_log import EventLogSource
 from observer.model import kinds
 from observer.model.capacity import ENVIRONMENT_PREFIX, spark_properties
 from observer.model.decode import stamp_fields
 from observer.model.parse import parse_timestamp, parse_timestamp_memo
-from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_ADDED, EXECUTOR_PREFIX, EventLogError, read_records
+from observer.model.signal_kinds import SignalEvent
+from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_PREFIX, RECORD_EXECUTOR_ADDED, EventLogError, read_records
 from observer.offline.log_identity import application_of
-from observer.runtime import Observer
+from observer.pipeline.runtime import Observer
+from observer.placement.task_log import EventLogSource
 from observer.settings import Settings
 from observer.signals.executors import ExecutorSet
-from observer.signals.kinds import SignalEvent
 
 
 @dataclass
@@ -104,7 +104,7 @@ def replay(
         if item.kind.startswith(EXECUTOR_PREFIX):
             if item.payload != "driver":
                 seen_executors = True
-                (executors.add if item.kind == EXECUTOR_ADDED else executors.discard)(item.payload)
+                (executors.add if item.kind == RECORD_EXECUTOR_ADDED else executors.discard)(item.payload)
                 if item.timestamp is not None:
                     changed_at[item.payload] = item.timestamp
             continue

@@ -20,7 +20,7 @@ from typing import Any
 from observer.model import kinds
 from observer.model.capacity import ENVIRONMENT_PREFIX, Estimate, StateConf, Workload, spark_properties
 from observer.offline.checkpoint.restore import DEFAULT_BYTES_PER_SECOND, DEFAULT_SECONDS_PER_FILE, DEFAULT_SECONDS_PER_STORE
-from observer.offline.eventlog import EXECUTOR_ADDED, EXECUTOR_REMOVED, EventLogError, read_records
+from observer.offline.eventlog import RECORD_EXECUTOR_ADDED, RECORD_EXECUTOR_REMOVED, EventLogError, read_records
 
 CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 SNAPSHOT_EVERY_CONF = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
@@ -89,9 +89,9 @@ def from_event_log(paths: list[str]) -> Observed:
             seen.problems.append(str(item))
         elif item.kind == kinds.PROGRESS and isinstance(item.payload, Mapping):
             newest[str(item.payload.get("id"))] = item.payload
-        elif item.kind == EXECUTOR_ADDED:
+        elif item.kind == RECORD_EXECUTOR_ADDED:
             executors.add(str(item.payload))
-        elif item.kind == EXECUTOR_REMOVED:
+        elif item.kind == RECORD_EXECUTOR_REMOVED:
             executors.discard(str(item.payload))
     seen.take_progress(newest)
     workers = executors - {"driver"}

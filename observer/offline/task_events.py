@@ -1,7 +1,7 @@
-"""The task-level events of Spark event logs, for per-partition placement (``observer.signals.placement``).
+"""The task-level events of Spark event logs, for per-partition placement (``observer.placement.tracker``).
 
 ``observer.offline.eventlog`` skips task, job and SQL events without parsing them (they are most of a log); this
-reader keeps exactly the ones ``observer.model.tasks`` needs, with the same file handling (rolling folders,
+reader keeps exactly the ones ``observer.placement.tasks`` needs, with the same file handling (rolling folders,
 every codec, bounded line length) and the same promise: problems are reported, never raised.
 """
 
@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from observer.capture.codecs import open_decompressed
-from observer.model.tasks import TaskEventReader, wanted_line
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EventLogError, bounded_lines, expand
-from observer.signals.placement import OperatorBatch, PlacementTracker
+from observer.placement.tasks import TaskEventReader, wanted_line
+from observer.placement.tracker import OperatorBatch, PlacementTracker
 
 
 def read_events(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[dict[str, Any] | EventLogError]:

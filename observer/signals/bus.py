@@ -10,7 +10,7 @@ import logging
 from collections import deque
 from typing import Any, Callable, Iterable
 
-from observer.signals.kinds import ALL, SIGNAL_KINDS, SignalEvent
+from observer.model.signal_kinds import ALL, SIGNAL_KINDS, SignalEvent
 
 log = logging.getLogger("observer")
 Callback = Callable[[SignalEvent], Any]

@@ -5,14 +5,14 @@ Spark hands over the whole exception as text. What an engineer needs is buried i
 recent call last):``; a JVM failure's real cause is its innermost ``Caused by:``. So the text is kept
 bounded (its head and tail, ``bounded_text``), its root-cause line extracted (``root_cause``) and the
 failure put into one of ``kinds.EXCEPTION_CLASSES`` (``classify_exception``): the vocabulary lives in
-``observer.signals.kinds`` so the catalog's help text, the mixin and the browser read the same list.
+``observer.model.signal_kinds`` so the catalog's help text, the mixin and the browser read the same list.
 """
 
 from __future__ import annotations
 
 import re
 
-from observer.signals import kinds
+from observer.model import signal_kinds as kinds
 
 HEAD_CHARS = 4096
 TAIL_CHARS = 4096

@@ -1,7 +1,7 @@
 """Derive the events an operator of a stateful stream cares about, live and in replay.
 
 The engine runs each rule on every event, in order, on the worker thread, and returns what the event
-implies as ``Facts``: the signals it caused and the metric values they carry. It writes nowhere itself;
+implies as ``SignalFacts``: the signals it caused and the metric values they carry. It writes nowhere itself;
 the runtime applies the values to the tracker and hands the signals to the bus and the sinks. The rules
 live in one module each: ``lifecycle`` (starts, restarts, crash loops, idleness, terminations, stalls),
 ``restore`` (restores and reloads), ``pace`` (watermark lag, falling behind), ``growth`` (state growth,
@@ -21,7 +21,7 @@ from observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted,
 from observer.settings import Settings
 from observer.signals.capacity import MemoryPlausibility
 from observer.signals.executors import Executors, Partitions
-from observer.signals.facts import Facts
+from observer.signals.facts import SignalFacts
 from observer.signals.growth import Growth
 from observer.signals.kafka import KafkaSources
 from observer.signals.lifecycle import LastAliveHint, Lifecycle, RunState
@@ -39,7 +39,7 @@ _OPERATOR_COUNTERS = (
 
 
 class SignalEngine:
-    """Consumes model events in order (one thread) and returns, per event, the ``Facts`` it implies."""
+    """Consumes model events in order (one thread) and returns, per event, the ``SignalFacts`` it implies."""
 
     def __init__(
         self,
@@ -69,12 +69,14 @@ class SignalEngine:
         self.restores.new_run(query_id)
         self.pace.new_run(query_id)
 
-    def on_event(self, event: Event, record: QueryRecord, received_at: float | None = None, executors: Set[str] | None = None) -> Facts:
+    def on_event(
+        self, event: Event, record: QueryRecord, received_at: float | None = None, executors: Set[str] | None = None
+    ) -> SignalFacts:
         """The facts ``event`` implies; ``record`` is its query's record after the event was applied.
 
         ``executors`` (polled with a progress event) are judged first: an executor removed during the
         batch explains the reloads the batch shows."""
-        facts = Facts()
+        facts = SignalFacts()
         now = received_at if received_at is not None else self.clock()
         if record.query_id not in self._operators:
             self._operators[record.query_id] = set()
@@ -93,7 +95,7 @@ class SignalEngine:
             self.lifecycle.terminated(record, event, now, facts)
         return facts
 
-    def _on_progress(self, record: QueryRecord, p: QueryProgress, now: float, facts: Facts) -> None:
+    def _on_progress(self, record: QueryRecord, p: QueryProgress, now: float, facts: SignalFacts) -> None:
         ts = p.timestamp or now
         batch = self.lifecycle.progress(record, p, now, facts)
         self.restores.batch(record, p, batch.first_of_run, batch.restore_due, p.timestamp or self.clock(), facts)
@@ -120,9 +122,9 @@ class SignalEngine:
             for rule in (self.restores, self.partitions, self.growth):
                 rule.forget_operator((record.query_id, index, name))
 
-    def tick(self) -> Facts:
+    def tick(self) -> SignalFacts:
         """Called about once a second by the live worker: stalls need time to pass, not events."""
-        facts = Facts()
+        facts = SignalFacts()
         if not self.live:
             return facts
         now = self.clock()

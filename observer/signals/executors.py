@@ -17,9 +17,9 @@ from typing import Any
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryRecord, operator_labels
+from observer.model import signal_kinds as kinds
 from observer.model.events import OperatorProgress, QueryProgress
-from observer.signals import kinds
-from observer.signals.facts import Facts
+from observer.signals.facts import SignalFacts
 
 OperatorKey = tuple[str, int, str]  # query id, operator index, operator name
 
@@ -43,7 +43,7 @@ class Executors:
         self._known: set[str] | None = None
         self.removals = 0  # executors removed so far: a query compares it with the count at its previous batch
 
-    def observe(self, record: QueryRecord, executors: Set[str], now: float, facts: Facts) -> None:
+    def observe(self, record: QueryRecord, executors: Set[str], now: float, facts: SignalFacts) -> None:
         """``executors`` as polled now; changes are attributed to ``record``'s query, whose event polled them,
         at the time the source recorded them (``ExecutorSet``), else ``now``."""
         facts.app(catalog.EXECUTORS, (), float(len(executors)))
@@ -88,7 +88,7 @@ class Partitions:
         """An operator (name) the query's label budget dropped."""
         self._layouts.pop(key, None)
 
-    def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: Facts) -> None:
+    def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: SignalFacts) -> None:
         key = (record.query_id, op.index, op.name)
         before = self._layouts.get(key)
         if before is None:
@@ -130,7 +130,7 @@ class Partitions:
 
 
 def _counted_signal(
-    facts: Facts,
+    facts: SignalFacts,
     counter: MetricSpec,
     kind: str,
     record: QueryRecord,

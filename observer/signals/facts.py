@@ -1,6 +1,6 @@
 """What an event (or a tick of the clock) implies: the signals, in order, and the metric values.
 
-Every signal module writes into a ``Facts`` and nothing else: it neither touches the tracker nor calls
+Every signal module writes into a ``SignalFacts`` and nothing else: it neither touches the tracker nor calls
 anyone. The runtime then applies ``updates`` to the tracker and hands ``signals`` to the bus and the
 sinks, after the event that caused them.
 """
@@ -13,13 +13,13 @@ from typing import Any
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryRecord
 from observer.metrics.updates import Labels, Update
-from observer.signals.kinds import SignalEvent
+from observer.model.signal_kinds import SignalEvent
 
 _update = tuple.__new__  # ``Update(...)`` without its generated ``__new__``: ~15 per event on the worker's hot path
 
 
 @dataclass
-class Facts:
+class SignalFacts:
     signals: list[SignalEvent] = field(default_factory=list)
     updates: list[Update] = field(default_factory=list)
 

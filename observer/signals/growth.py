@@ -32,10 +32,10 @@ from typing import Any, NamedTuple
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
+from observer.model import signal_kinds as kinds
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.settings import Settings
-from observer.signals import kinds
-from observer.signals.facts import Facts
+from observer.signals.facts import SignalFacts
 
 RISING, FLAT = "rising", "flat"
 
@@ -249,7 +249,7 @@ class Growth:
         """An operator (name) the query's label budget dropped."""
         self._operators.pop(key, None)
 
-    def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: Facts) -> None:
+    def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: SignalFacts) -> None:
         if op.rows_total is None:
             return
         key = (record.query_id, op.index, op.name)

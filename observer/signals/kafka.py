@@ -26,11 +26,11 @@ from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryRecord, source_labels
 from observer.metrics.updates import Labels
+from observer.model import signal_kinds as kinds
 from observer.model.decode import sources_as_sent
 from observer.model.events import QueryProgress
 from observer.settings import Settings
-from observer.signals import kinds
-from observer.signals.facts import Facts
+from observer.signals.facts import SignalFacts
 from observer.signals.kafka_lag import KAFKA_PREFIX, KafkaLagTracker, KafkaSnapshot, kafka_sources, metric_samples, progress_time
 
 ANOMALY_KINDS = ("rewound", "skipped", "latest_went_back")  # label values of spark_streaming_kafka_offset_anomalies_total
@@ -68,7 +68,7 @@ class KafkaSources:
     def forget(self, query_id: str) -> None:
         self._queries.pop(query_id, None)
 
-    def batch(self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool, facts: Facts) -> None:
+    def batch(self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool, facts: SignalFacts) -> None:
         """Update every Kafka source of the batch ``p`` (a no-op for queries without one)."""
         if sources_as_sent(p) and not any(s.description.startswith(KAFKA_PREFIX) for s in p.sources):
             return  # no Kafka source, told without decoding the raw JSON (``is_kafka_source``'s test on the same text)
@@ -97,7 +97,7 @@ class KafkaSources:
             self._metrics(record, src, snap, labels, facts)
             self._signals(record, p, src, snap, labels, restarted, facts)
 
-    def _metrics(self, record: QueryRecord, src: _Source, snap: KafkaSnapshot, labels: Labels, facts: Facts) -> None:
+    def _metrics(self, record: QueryRecord, src: _Source, snap: KafkaSnapshot, labels: Labels, facts: SignalFacts) -> None:
         """Gauges set (and removed when gone, e.g. a partition left the top K); counters advanced by their delta."""
         current: set[tuple[MetricSpec, Labels]] = set()
         for topic in snap.topic_records:
@@ -123,7 +123,7 @@ class KafkaSources:
         src.published = current
 
     def _signals(
-        self, record: QueryRecord, p: QueryProgress, src: _Source, snap: KafkaSnapshot, labels: Labels, restarted: bool, facts: Facts
+        self, record: QueryRecord, p: QueryProgress, src: _Source, snap: KafkaSnapshot, labels: Labels, restarted: bool, facts: SignalFacts
     ) -> None:
         where = dict(labels)
         for finding in snap.findings:

@@ -24,11 +24,11 @@ from typing import Any, Callable, NamedTuple
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord
 from observer.model import kinds as event_kinds
+from observer.model import signal_kinds as kinds
 from observer.model.events import QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from observer.settings import Settings
-from observer.signals import kinds
 from observer.signals.classify import bounded_text, classify_exception, root_cause
-from observer.signals.facts import Facts
+from observer.signals.facts import SignalFacts
 
 log = logging.getLogger("observer")
 DURATION_FACTOR = 3.0  # a batch this many times the longest recent one is no longer just a slow batch
@@ -108,7 +108,7 @@ class Lifecycle:
             if q is not None and q.holder is self:
                 q.holder = None
 
-    def started(self, record: QueryRecord, e: QueryStarted, now: float, facts: Facts) -> None:
+    def started(self, record: QueryRecord, e: QueryStarted, now: float, facts: SignalFacts) -> None:
         q = self.state(record.query_id)
         ts = e.timestamp or now
         known_before = q.run_id is not None and q.run_id != e.run_id
@@ -117,7 +117,7 @@ class Lifecycle:
         if known_before:
             self._restart(q, record, e.run_id, ts, facts)
 
-    def progress(self, record: QueryRecord, p: QueryProgress, now: float, facts: Facts) -> BatchStart:
+    def progress(self, record: QueryRecord, p: QueryProgress, now: float, facts: SignalFacts) -> BatchStart:
         """Restarts a batch reveals, the end of a stall, and the batch's place in its run."""
         q = self.state(record.query_id)
         ts = p.timestamp or now
@@ -144,11 +144,11 @@ class Lifecycle:
         q.last_progress = q.last_alive
         return BatchStart(first_of_run, restore_due)
 
-    def idle(self, record: QueryRecord, e: QueryIdle, now: float, facts: Facts) -> None:
+    def idle(self, record: QueryRecord, e: QueryIdle, now: float, facts: SignalFacts) -> None:
         self.state(record.query_id).last_alive = e.timestamp or now
         facts.signal(kinds.QUERY_IDLE, record, e.run_id, e.timestamp or now)
 
-    def terminated(self, record: QueryRecord, e: QueryTerminated, now: float, facts: Facts) -> None:
+    def terminated(self, record: QueryRecord, e: QueryTerminated, now: float, facts: SignalFacts) -> None:
         q = self.state(record.query_id)
         # live: when the event arrived; replayed: the time the event log places it at (the events just
         # before it). A run never ends before it started, nor before its last sign of life.
@@ -170,7 +170,7 @@ class Lifecycle:
             facts.add(record, catalog.QUERY_TERMINATIONS_BY_CLASS, (("exception_class", cls),))
         facts.signal(kinds.QUERY_TERMINATED, record, e.run_id, q.last_alive, **attrs)
 
-    def tick(self, record: QueryRecord, now: float, facts: Facts) -> None:
+    def tick(self, record: QueryRecord, now: float, facts: SignalFacts) -> None:
         """Judge ``record``'s query for a stall at ``now`` (live only: stalls need time to pass, not events)."""
         q = self.queries.get(record.query_id)
         if q is None or not q.progress_at:
@@ -207,7 +207,7 @@ class Lifecycle:
         q.durations.clear()
         self._on_new_run(query_id)
 
-    def _restart(self, q: RunState, record: QueryRecord, run_id: str, ts: float, facts: Facts) -> None:
+    def _restart(self, q: RunState, record: QueryRecord, run_id: str, ts: float, facts: SignalFacts) -> None:
         last_alive = q.last_progress
         if last_alive is None and self.last_alive_hint is not None:
             try:
@@ -239,7 +239,7 @@ class Lifecycle:
         q.crash_loop = looping
         facts.set(record, catalog.QUERY_CRASH_LOOP, (), 1.0 if looping else 0.0)
 
-    def _set_stalled(self, q: RunState, record: QueryRecord, stalled: bool, now: float, facts: Facts, **attrs: Any) -> None:
+    def _set_stalled(self, q: RunState, record: QueryRecord, stalled: bool, now: float, facts: SignalFacts, **attrs: Any) -> None:
         if stalled == q.stalled:
             return
         q.stalled = stalled

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord
+from observer.model import signal_kinds as kinds
 from observer.model.events import QueryProgress
 from observer.settings import Settings
-from observer.signals import kinds
-from observer.signals.facts import Facts
+from observer.signals.facts import SignalFacts
 
 _MAX_BATCHES = 1000  # per query: a window of fast batches is still bounded (then averaged over the latest 1000)
 _ULP_BITS = 1074  # every finite double is an integer multiple of 2**-1074
@@ -73,7 +73,7 @@ class Pace:
     def forget(self, query_id: str) -> None:
         self._queries.pop(query_id, None)
 
-    def batch(self, record: QueryRecord, p: QueryProgress, ts: float, facts: Facts) -> None:
+    def batch(self, record: QueryRecord, p: QueryProgress, ts: float, facts: SignalFacts) -> None:
         q = self._queries.get(record.query_id)
         if q is None:
             q = self._queries[record.query_id] = _Pace()

@@ -16,7 +16,7 @@ recorded runs showed: ``docs/findings/restore-metrics.md``):
   batch holds far more rows than usual that the previous run cannot cost). The residual still holds a
   new process's warm-up and the machine's mood, so it is an upper estimate (on the recorded restarts
   4-10x the aggregation stage's real extra time). No restore exceeds its batch, nor does their sum.
-  Where the observer follows tasks (placement), ``observer.signals.restore_tasks`` holds the residual
+  Where the observer follows tasks (placement), ``observer.placement.restores`` holds the residual
   back (``defer``) and replaces it with the stateful stage's task times (``method=task_times``).
 - store reload within a run (an executor lost, a task moved): evidence that a store came from the
   checkpoint (loads from DFS, changelog files replayed, HDFS cache misses, a ``SnapshotLastUploaded``
@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
+from observer.model import signal_kinds as kinds
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.fields import (
     HDFS_CACHE_MISSES,
@@ -47,8 +48,7 @@ from observer.model.fields import (
 )
 from observer.model.phases import ADD_BATCH
 from observer.settings import Settings
-from observer.signals import kinds
-from observer.signals.facts import Facts
+from observer.signals.facts import SignalFacts
 
 # these load their store twice per task, and the second (no-op) load is what their load metrics report
 DOUBLE_LOAD_OPERATORS = frozenset({"stateStoreSave", "sessionWindowStateStoreSaveExec"})
@@ -99,7 +99,7 @@ class RestoreFigure:
 
 # given a restarted run's first batch and its figures, returns those to emit now (the rest it emits later)
 Defer = Callable[
-    [QueryRecord, QueryProgress, list[tuple[OperatorProgress, "RestoreFigure"]], float, Facts],
+    [QueryRecord, QueryProgress, list[tuple[OperatorProgress, "RestoreFigure"]], float, SignalFacts],
     list[tuple[OperatorProgress, "RestoreFigure"]],
 ]
 
@@ -109,7 +109,7 @@ class Restores:
         self.s = settings
         self._queries: dict[str, _Batches] = {}
         self._operators: dict[OperatorKey, _Stores] = {}
-        # set when task times follow (observer.signals.restore_tasks): it holds the residual estimates back
+        # set when task times follow (observer.placement.restores): it holds the residual estimates back
         self.defer: Defer | None = None
 
     def new_run(self, query_id: str) -> None:
@@ -139,7 +139,7 @@ class Restores:
         """An operator (name) the query's label budget dropped."""
         self._operators.pop(key, None)
 
-    def batch(self, record: QueryRecord, p: QueryProgress, first_of_run: bool, restore_due: bool, ts: float, facts: Facts) -> None:
+    def batch(self, record: QueryRecord, p: QueryProgress, first_of_run: bool, restore_due: bool, ts: float, facts: SignalFacts) -> None:
         """The restores of a restarted run's first batch, or one more steady batch for the next baseline.
 
         A run's first batch never joins the baseline: it carries a new process's warm-up (and a restore)."""
@@ -155,7 +155,9 @@ class Restores:
         elif add_batch is not None and not first_of_run:
             q.batches.append((float(p.input_rows or 0), add_batch))
 
-    def emit(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, figure: RestoreFigure, ts: float, facts: Facts) -> None:
+    def emit(
+        self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, figure: RestoreFigure, ts: float, facts: SignalFacts
+    ) -> None:
         """The restore of ``op`` in ``p`` (a restarted run's first batch): its signal, counter and gauges."""
         files = op.custom.get(ROCKSDB_REPLAY_FILES)
         labels = operator_labels(op.index, op.name)
@@ -182,7 +184,9 @@ class Restores:
             **figure.detail,
         )
 
-    def operators(self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool, executor_removed: bool, facts: Facts) -> None:
+    def operators(
+        self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool, executor_removed: bool, facts: SignalFacts
+    ) -> None:
         """Store reloads (or load-latency anomalies) of the batch's operators; the double-load ones last,
         as their reload is inferred from the others'. ``executor_removed``: an executor went away since
         this query's previous batch."""
@@ -197,7 +201,7 @@ class Restores:
         ts: float,
         first_of_run: bool,
         executor_removed: bool,
-        facts: Facts,
+        facts: SignalFacts,
     ) -> None:
         key = (record.query_id, op.index, op.name)
         st = self._operators.get(key)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from observer.zerocode.hook import say_once
 
 if TYPE_CHECKING:
-    from observer.capture.attach import ObserverHandle
+    from observer.embedded.attach import ObserverHandle
 
 log = logging.getLogger("observer")
 OTEL_DEFAULT_ENDPOINTS = {"grpc": "http://localhost:4317", "http/protobuf": "http://localhost:4318"}
@@ -68,7 +68,7 @@ def attach_once(session: Any, otlp_default: bool = False) -> None:
 
     PySpark calls ``getOrCreate`` internally too, so a session seen before costs a lookup, not a JVM call.
     """
-    from observer.capture.attach import is_connect
+    from observer.embedded.attach import is_connect
 
     with _lock:
         if _seen(session):
@@ -158,7 +158,7 @@ def otlp_overrides(otlp_default: bool, env: Mapping[str, str] | None = None) -> 
 
 
 def _attach_first(session: Any, connect: bool, otlp_default: bool) -> _App:
-    from observer.capture.attach import attach
+    from observer.embedded.attach import attach
 
     handle = attach(session, **otlp_overrides(otlp_default))
     app = _App(handle, None if connect else getattr(session, "_sc", None), [(session, handle.listener)])
@@ -170,7 +170,7 @@ def _attach_first(session: Any, connect: bool, otlp_default: bool) -> _App:
 
 
 def _listen(app: _App, session: Any) -> None:
-    from observer.capture.listener import StateObserverListener
+    from observer.embedded.listener import StateObserverListener
 
     listener = StateObserverListener(app.handle.observer)
     session.streams.addListener(listener)

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from observer.model.phases import PHASES
-from observer.signals.kinds import PARTITION_MIGRATED
+from observer.model.signal_kinds import PARTITION_MIGRATED
 from streamlit_app import charts, data, fmt
 from streamlit_app.context import Context, clicked_row, go, label, write_url
 from streamlit_app.views import verdicts as verdict_view

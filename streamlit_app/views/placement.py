@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from observer.model.capacity import stores_per_operator
-from observer.signals.placement import skew_ratio
+from observer.placement.tracker import skew_ratio
 from streamlit_app import capacity, charts, data, fmt
 from streamlit_app.context import Context, label
 

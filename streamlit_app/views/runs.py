@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from observer.signals.kinds import QUERY_RESTARTED, RESTORE
+from observer.model.signal_kinds import QUERY_RESTARTED, RESTORE
 from streamlit_app import charts, data, fmt
 from streamlit_app.context import Context, label
 from streamlit_app.rootcause import root_cause

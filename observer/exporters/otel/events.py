@@ -22,7 +22,7 @@ from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.fields import operator_field
 from observer.model.kinds import EXCEPTION
 from observer.model.phases import PHASES, TRIGGER_EXECUTION
-from observer.signals.kinds import QUERY_TERMINATED, WARNING_KINDS, SignalEvent
+from observer.model.signal_kinds import QUERY_TERMINATED, WARNING_KINDS, SignalEvent
 
 
 def _ns(seconds: float) -> int:

@@ -24,8 +24,8 @@ from observer.exporters.otel.metrics import TrackerInstruments
 from observer.exporters.otel.transport import build_exporters
 from observer.metrics.view import MetricsView
 from observer.model.events import Event, QueryProgress
+from observer.model.signal_kinds import SignalEvent
 from observer.settings import Settings
-from observer.signals.kinds import SignalEvent
 
 SCOPE = "spark-state-observer"
 DEFAULT_SERVICE_NAME = "spark-state-observer"
@@ -46,7 +46,7 @@ def build_resource(attributes: Mapping[str, Any] | None = None) -> Resource:
 
 
 class OtelSink:
-    """``observer.sinks.Sink`` exporting over OTLP.
+    """``observer.pipeline.sink.Sink`` exporting over OTLP.
 
     ``OtelSink(observer.view, observer.settings, on_failure)``: the metrics are read from ``view`` at each
     export; ``on_failure`` counts each failed export.

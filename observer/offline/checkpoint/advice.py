@@ -4,7 +4,7 @@ The checkpoint tells how much a restart would load per store (``restore.py``); t
 state partition, how big it was in the latest batch (rows, memory) and, where a partition moved between
 executors, how long its store took to load (``placements``, written when the observer followed placement:
 per-partition sizes and load times need event logs, live polling leaves them empty). Together they go to
-``observer.signals.placement.advise``, whose answer is an estimate and says so.
+``observer.placement.tracker.advise``, whose answer is an estimate and says so.
 
 Read with the standard library like the rest of the inspector, so it works on a plain install.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from observer.offline.checkpoint.report import CheckpointReport
 from observer.offline.checkpoint.restore import estimate_restore
-from observer.signals.placement import Advice, PartitionStat, advise
+from observer.placement.tracker import Advice, PartitionStat, advise
 
 DEFAULT_TARGET_SECONDS = 60.0
 AGGREGATION = "statestoresave"  # the progress / checkpoint name of a streaming aggregation's state writer

@@ -163,7 +163,7 @@ def _reason(exc: BaseException) -> str:
 def read_rate_from_history(history_path: str, query_id: str) -> tuple[float | None, str]:
     """The query's read rate (records/s) observed in a history, and how it was obtained."""
     from observer.history.store import connect
-    from observer.signals.kinds import KAFKA_CATCH_UP_FORECAST
+    from observer.model.signal_kinds import KAFKA_CATCH_UP_FORECAST
 
     with closing(connect(history_path, readonly=True)) as conn:
         events = conn.execute(

@@ -14,9 +14,9 @@ import os
 import statistics
 from contextlib import closing
 
+from observer.model.signal_kinds import RESTORE
 from observer.offline.checkpoint.files import UnreadableFile, zip_member
 from observer.offline.checkpoint.report import CheckpointReport, PartitionState, RestoreEstimate, RestoreWork, StateFile
-from observer.signals.kinds import RESTORE
 
 # Defaults for the restore-time estimate, from RocksDB load latencies measured on this project's 2-core
 # machine (0.075 s per small store when idle, up to 0.75 s under load); replaced by rates observed in

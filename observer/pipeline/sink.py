@@ -16,6 +16,10 @@ called through it instead, with the application's ``observer.model.identity.AppC
 labels, application id). Signals carry the stable part themselves (``SignalEvent.app``). The watcher
 feeds one shared sink from every application it follows, so a sink that stores or exports events
 per application (the history) takes the identity from there.
+
+Where state partitions ran: a sink that also has ``follow_placement`` (``PlacementAwareSink``) is handed the
+observer's ``observer.placement.feed.PlacementFeed`` when the observer follows placement (or when the sink is
+added to one that does), and reads the batches' partition runs from it at each progress event.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from typing import Protocol, Sequence, runtime_checkable
 
 from observer.model.events import Event
 from observer.model.identity import AppContext
-from observer.signals.kinds import SignalEvent
+from observer.model.signal_kinds import SignalEvent
+from observer.placement.feed import PlacementFeed
 
 
 @runtime_checkable
@@ -50,3 +55,11 @@ class AppAwareSink(Sink, Protocol):
 
     def on_app_event(self, app: AppContext, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
         """``on_event`` with the application the event (or clock signal) belongs to."""
+
+
+@runtime_checkable
+class PlacementAwareSink(Sink, Protocol):
+    """A sink that wants where each state partition ran (the history's ``placements`` rows); see the module docstring."""
+
+    def follow_placement(self, feed: PlacementFeed) -> None:
+        """Read the partition runs from ``feed`` from now on (called once per feed, before its first progress event)."""

@@ -28,15 +28,15 @@ from observer.model.capacity import read_conf, relevant
 from observer.model.events import Event, QueryProgress, QueryTerminated
 from observer.model.identity import AppContext
 from observer.model.parse import MalformedEvent, parse_event
+from observer.model.signal_kinds import SignalEvent
+from observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink
+from observer.placement.feed import PlacementFeed, PlacementSource
+from observer.placement.restores import TaskRestores
 from observer.settings import Settings
 from observer.signals.bus import SignalBus
 from observer.signals.engine import SignalEngine
-from observer.signals.facts import Facts
-from observer.signals.kinds import SignalEvent
+from observer.signals.facts import SignalFacts
 from observer.signals.lifecycle import LastAliveHint, RunState
-from observer.signals.placement_feed import PlacementFeed, PlacementSource
-from observer.signals.restore_tasks import TaskRestores
-from observer.sinks import AppAwareSink, Sink
 
 log = logging.getLogger("observer")
 TICK_SECONDS = 1.0
@@ -128,7 +128,7 @@ class Observer:
 
     def _finish_placement(self) -> None:
         """Restores still waiting for later batches' task times (a log that ends without the query's end)."""
-        facts = Facts()
+        facts = SignalFacts()
         if self.placement is not None:
             self.placement.finish(facts)
         if facts.signals or facts.updates:
@@ -148,7 +148,7 @@ class Observer:
         return self.prometheus.exposition()
 
     def add_sink(self, sink: Sink) -> None:
-        """Hand every event and the signals it caused to ``sink`` too (history, OpenTelemetry); see ``observer.sinks``."""
+        """Hand every event and the signals it caused to ``sink`` too (history, OpenTelemetry); see ``observer.pipeline.sink``."""
         self._sinks.append(sink)
         self._app_aware.append(isinstance(sink, AppAwareSink))
         if self.placement is not None:
@@ -159,7 +159,7 @@ class Observer:
 
         At each progress event the worker takes the batches the source completed; their migrations become
         ``partition_migrated`` signals and their figures placement metrics, delivered with that event. The
-        same tasks measure the restores Spark reports no figure for (``observer.signals.restore_tasks``).
+        same tasks measure the restores Spark reports no figure for (``observer.placement.restores``).
         """
         self.placement = PlacementFeed(source, top_k=self.settings.partition_top_k)
         self.placement.restores = TaskRestores(self.engine.restores, source.name)
@@ -179,7 +179,7 @@ class Observer:
             self.placement.capacity.conf = self.capacity_conf
 
     def on(self, kind: str, callback: Callable[[SignalEvent], Any]) -> None:
-        """Call ``callback(event)`` for every signal event of ``kind`` ("*" for all); see ``observer.signals.kinds``."""
+        """Call ``callback(event)`` for every signal event of ``kind`` ("*" for all); see ``observer.model.signal_kinds``."""
         self.signals.subscribe(kind, callback)
 
     # --- intake ---------------------------------------------------------------------------------------
@@ -295,7 +295,7 @@ class Observer:
         record = self.tracker.get(query_id)
         return record.label if record is not None else query_id
 
-    def _deliver(self, event: Event | None, facts: Facts, received_at: float) -> None:
+    def _deliver(self, event: Event | None, facts: SignalFacts, received_at: float) -> None:
         """Apply what the signals derived, tell the subscribers, then every sink: the event, then its signals."""
         self.tracker.apply_updates(facts.updates)
         signals: Sequence[SignalEvent] = facts.signals
@@ -343,7 +343,6 @@ def _short(exc: BaseException) -> str:
 
 
 def _follow(sink: Sink, feed: PlacementFeed) -> None:
-    """Sinks that keep per-partition placement (the history) read it from the feed at each progress event."""
-    follow = getattr(sink, "follow_placement", None)
-    if follow is not None:
-        follow(feed)
+    """Sinks that declare they keep per-partition placement (``PlacementAwareSink``: the history) get the feed."""
+    if isinstance(sink, PlacementAwareSink):
+        sink.follow_placement(feed)

@@ -1,6 +1,6 @@
 """The fast path from an event log's task-level lines to what placement reads: typed msgspec decodes of a few fields.
 
-``observer.model.tasks.TaskEventReader.feed`` is the reference: it takes the whole event as ``json.loads`` builds
+``observer.placement.tasks.TaskEventReader.feed`` is the reference: it takes the whole event as ``json.loads`` builds
 it and reads it field by field, noting a problem for each odd value. Those lines are the big ones of a log: a
 ``SparkListenerTaskEnd`` carries every task metric and every accumulable (several kilobytes), a SQL execution's
 plan its whole physical description, a job start the infos of all its stages and the job's properties. Placement

@@ -1,6 +1,6 @@
 """Follow event logs in an object store: keep a local mirror of a prefix, part by part, for the folder watcher.
 
-Why a mirror: the event-log watcher (``observer.capture.eventlog_watch``) follows local folders with
+Why a mirror: the event-log watcher (``observer.fleet.eventlog_watch``) follows local folders with
 offsets, codecs, restarts and lifecycles already right. An object store differs only in how files are
 seen: s3a writes an object when Spark closes it, so a rolling log appears part by part
 (``eventlog_v2_<app>/events_<n>_<app>[.codec]``, ``appstatus_<app>[.inprogress]``) and a part never
@@ -27,8 +27,8 @@ import threading
 from collections import Counter
 from typing import Any, Callable
 
-from observer.capture.eventlog_watch import in_shard, log_name
 from observer.capture.storage import StorageError, failure, filesystem, redact
+from observer.fleet.eventlog_watch import in_shard, log_name
 
 log = logging.getLogger(__name__)
 

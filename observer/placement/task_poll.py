@@ -13,7 +13,7 @@ be on) over one kept-alive loopback connection:
 That is four requests for a batch with two stateful stages. The status store drops SQL metrics from tasks
 (``LiveEntityHelpers.newAccumulatorInfos`` keeps neither internal nor SQL accumulables), so live runs carry
 placement and attempts, not per-partition load times or sizes: those come from event logs
-(``observer.model.tasks``). ``/allexecutors`` is read only when a migration needs its cause.
+(``observer.placement.tasks``). ``/allexecutors`` is read only when a migration needs its cause.
 """
 
 from __future__ import annotations
@@ -28,42 +28,35 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
 from observer.model.events import QueryProgress
-from observer.model.tasks import BatchTasks, ExecutorChange, PartitionRun
+from observer.placement.tasks import BatchTasks, ExecutorChange, PartitionRun
 
-try:  # optional (extra "placement"): decodes only the task fields used, several times faster than json.loads
-    import msgspec
 
-    _FAST_DECODE = True
-except ImportError:  # pragma: no cover - the standard library does the same, slower
-    msgspec = None  # type: ignore[assignment]
-    _FAST_DECODE = False
+class _Task(msgspec.Struct, rename="camel"):
+    """The fields of the REST API's TaskData that placement uses; the rest (task metrics) is skipped unparsed.
 
-if msgspec is not None:
+    Decoding only these is several times faster than ``json.loads`` of whole task lists."""
 
-    class _Task(msgspec.Struct, rename="camel"):
-        """The fields of the REST API's TaskData that placement uses; the rest (task metrics) is skipped unparsed."""
+    index: Any = None
+    attempt: Any = None
+    partition_id: Any = None
+    launch_time: Any = None
+    duration: Any = None
+    executor_id: Any = None
+    host: Any = None
+    status: Any = None
+    speculative: Any = None
+    error_message: Any = None
 
-        index: Any = None
-        attempt: Any = None
-        partition_id: Any = None
-        launch_time: Any = None
-        duration: Any = None
-        executor_id: Any = None
-        host: Any = None
-        status: Any = None
-        speculative: Any = None
-        error_message: Any = None
 
-    _TASKS = msgspec.json.Decoder(list[_Task])
-    _TASK_FIELDS = {f: "".join(w.capitalize() if i else w for i, w in enumerate(f.split("_"))) for f in _Task.__struct_fields__}
+_TASKS = msgspec.json.Decoder(list[_Task])
+_TASK_FIELDS = {f: "".join(w.capitalize() if i else w for i, w in enumerate(f.split("_"))) for f in _Task.__struct_fields__}
 
 
 def _decode_tasks(body: bytes) -> list[dict[str, Any]]:
     """A taskList answer as dicts with Spark's (camelCase) keys."""
-    if not _FAST_DECODE:
-        got = json.loads(body)
-        return [t for t in got if isinstance(t, dict)] if isinstance(got, list) else []
     try:
         return [{camel: getattr(t, f) for f, camel in _TASK_FIELDS.items()} for t in _TASKS.decode(body)]
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -329,7 +322,7 @@ _MOVE_HINTS = ("rocksdbNumLoadedFromDfs", "rocksdbNumReplayChangelogFiles")
 
 
 class PollingSource:
-    """The live ``observer.signals.placement_feed.PlacementSource``: polls completed batches' tasks on the observer's worker thread.
+    """The live ``observer.placement.feed.PlacementSource``: polls completed batches' tasks on the observer's worker thread.
 
     ``every``: poll every batch (1, the default), or only every N-th batch of a query plus any batch whose
     progress shows a store loaded from the checkpoint. That divides the driver's cost by about N; a
@@ -350,7 +343,7 @@ class PollingSource:
         if not progress.operators:
             return []  # a stateless query
         hinted = any((op.custom.get(k) or 0) > 0 for op in progress.operators for k in _MOVE_HINTS)
-        # a run's first batch restores the state: its tasks measure what Spark does not (observer.signals.restore_tasks)
+        # a run's first batch restores the state: its tasks measure what Spark does not (observer.placement.restores)
         new_run = self._runs.get(progress.query_id, "") != progress.run_id
         self._runs[progress.query_id] = progress.run_id
         self._runs.move_to_end(progress.query_id)

@@ -1,10 +1,10 @@
 """The watcher's runtime: every application found in event-log folders, through the listener's pipeline.
 
-``EventLogWatcher`` (``observer.capture.eventlog_watch``) captures: per application its identity and raw
+``EventLogWatcher`` (``observer.fleet.eventlog_watch``) captures: per application its identity and raw
 events. This module turns them into what a listener's ``Observer`` produces, for all applications at
 once behind one ``/metrics`` endpoint:
 
-- **One pipeline per application.** Each followed application gets an ``observer.runtime.Observer`` of
+- **One pipeline per application.** Each followed application gets an ``observer.pipeline.runtime.Observer`` of
   its own (no thread, no endpoint: the watcher's thread calls ``process`` and ``tick``), whose identity
   is the application's (``AppContext``: ``app`` = its name, the configured static labels, and the id,
   attempt and log name for the info series). Tracker, signal state and executors are then per
@@ -44,16 +44,17 @@ from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from observer.capture.eventlog_watch import (
-    EXECUTOR_ADDED,
-    EXECUTOR_REMOVED,
+from observer.capture.queue import CapturedEvent
+from observer.exporters.endpoint import Endpoint, open_endpoint
+from observer.exporters.exposition import Families, QueryLines, join_parts
+from observer.exporters.http import MetricsServer, Pusher
+from observer.exporters.otel.config import otlp_enabled
+from observer.exporters.prometheus import histogram_text
+from observer.exporters.samples import SampleSink, labelled, render_self
+from observer.fleet.eventlog_watch import (
     PIPELINE_EVENTS,
     PLACEMENT_EVENTS,
     PROBLEM_KINDS,
-    QUERY_IDLE,
-    QUERY_PROGRESS,
-    QUERY_STARTED,
-    QUERY_TERMINATED,
     AppEvents,
     AppIdentity,
     EventLogWatcher,
@@ -62,28 +63,23 @@ from observer.capture.eventlog_watch import (
     WatchCounts,
     event_time,
 )
-from observer.capture.queue import CapturedEvent
-from observer.capture.store_mirror import PROBLEM_KINDS as STORE_PROBLEM_KINDS
-from observer.capture.store_mirror import REQUEST_KINDS, StoreMirror
-from observer.capture.task_log import EventLogSource, follow_event_log
-from observer.capture.watch_state import StateFileError, load_state
-from observer.exporters.exposition import Families, QueryLines, join_parts
-from observer.exporters.http import MetricsServer, Pusher
-from observer.exporters.otel.config import otlp_enabled
-from observer.exporters.prometheus import histogram_text
-from observer.exporters.samples import SampleSink, labelled, render_self
+from observer.fleet.store_mirror import PROBLEM_KINDS as STORE_PROBLEM_KINDS
+from observer.fleet.store_mirror import REQUEST_KINDS, StoreMirror
+from observer.fleet.watch_state import StateFileError, load_state
 from observer.metrics import catalog
 from observer.metrics.selfmetrics import SelfMetrics
 from observer.model import kinds
 from observer.model.bounded import clean_identity
 from observer.model.events import Event
 from observer.model.identity import AppContext, Pairs
-from observer.model.tasks import wanted_line
-from observer.runtime import Observer
+from observer.model.signal_kinds import SignalEvent
+from observer.model.spark_events import EXECUTOR_ADDED, EXECUTOR_REMOVED, QUERY_IDLE, QUERY_PROGRESS, QUERY_STARTED, QUERY_TERMINATED
+from observer.pipeline.runtime import Observer
+from observer.pipeline.sink import AppAwareSink, Sink
+from observer.placement.task_log import EventLogSource, follow_event_log
+from observer.placement.tasks import wanted_line
 from observer.settings import Settings
-from observer.signals.kinds import SignalEvent
 from observer.signals.lifecycle import RunState
-from observer.sinks import AppAwareSink, Sink
 
 if TYPE_CHECKING:
     from observer.history.sink import HistorySink
@@ -227,7 +223,7 @@ class FleetObserver:
         serve: bool = True,
         mirrors: Sequence[StoreMirror] = (),
     ) -> None:
-        """``mirrors``: object-store URLs mirrored into some of ``dirs``, synced before each poll (``observer.capture.store_mirror``)."""
+        """``mirrors``: object-store URLs mirrored into some of ``dirs``, synced before each poll (``observer.fleet.store_mirror``)."""
         self.mirrors = list(mirrors)
         self.settings = settings or Settings.from_env()
         self.options = options or WatchOptions()
@@ -289,6 +285,7 @@ class FleetObserver:
         # executors of applications not (yet) streaming: a batch application costs this small set, no pipeline
         self._executors: dict[str, set[str]] = {}
         self._serve = serve
+        self._endpoint = Endpoint()
         self.server: MetricsServer | None = None
         self.pusher: Pusher | None = None
         self._stop = threading.Event()
@@ -303,36 +300,22 @@ class FleetObserver:
 
         ``follow=False`` opens the endpoint only: the caller drives ``poll_once`` (benchmarks).
         """
-        s = self.settings
-        auth = (s.basic_auth_user, s.basic_auth_password) if s.basic_auth_user else None
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_TextCollector(self.exposition))
-        if self._serve:
-            self.server = MetricsServer(
-                self.exposition,
-                registry,
-                s.http_host,
-                s.http_port,
-                certfile=s.tls_certfile,
-                keyfile=s.tls_keyfile,
-                client_cafile=s.tls_client_cafile,
-                basic_auth=auth,
-                render_parts=self.exposition_parts,
-                on_refused=lambda reason: self.self_metrics.count("http_refused", reason),
-            )
+        # one push of every application; the grouping key holds the static labels, the series their app
+        self._endpoint = open_endpoint(
+            self.settings,
+            self.exposition,
+            registry,
+            serve=self._serve,
+            grouping=dict(self.static),
+            render_parts=self.exposition_parts,
+            on_push_failure=lambda: self.self_metrics.count("export_failures", "pushgateway"),
+            on_refused=lambda reason: self.self_metrics.count("http_refused", reason),
+        )
+        self.server, self.pusher = self._endpoint.server, self._endpoint.pusher
+        if self.server is not None:
             log.info("spark-state-observer: watching %s; metrics at %s", ", ".join(self.watcher.dirs), self.server.url)
-        if s.pushgateway_url:
-            # one push of every application; the grouping key holds the static labels, the series their app
-            self.pusher = Pusher(
-                self.exposition,
-                s.pushgateway_url,
-                s.pushgateway_job,
-                s.push_interval_seconds,
-                s.push_timeout_seconds,
-                auth,
-                dict(self.static),
-                lambda: self.self_metrics.count("export_failures", "pushgateway"),
-            )
         if follow:
             self._thread = threading.Thread(target=self._run, name="spark-state-observer-watch", daemon=True)
             self._thread.start()
@@ -351,10 +334,7 @@ class FleetObserver:
             self._guarded(sink, sink.close)  # writes what it can: positions are saved only as far as that
         self._save_written_positions()
         self._publish_counts()  # a last push shows them
-        if self.pusher is not None:
-            self.pusher.stop()
-        if self.server is not None:
-            self.server.stop()
+        self._endpoint.stop()
 
     @property
     def http_port(self) -> int | None:

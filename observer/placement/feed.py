@@ -1,8 +1,8 @@
 """Placement in the pipeline: at each progress event, the batches its source completed become facts.
 
-``observer.signals.placement`` knows where partitions ran and what moved; this module connects it to
+``observer.placement.tracker`` knows where partitions ran and what moved; this module connects it to
 the one pipeline (``docs/architecture.md``). ``Observer.process`` calls ``PlacementFeed.on_progress`` on
-the worker thread (never on Spark's listener thread) with the ``Facts`` of that progress event, so:
+the worker thread (never on Spark's listener thread) with the ``SignalFacts`` of that progress event, so:
 
 - ``partition_migrated`` signals reach the bus (callbacks, the log), the history and OpenTelemetry like
   every other signal;
@@ -12,8 +12,8 @@ the worker thread (never on Spark's listener thread) with the ``Facts`` of that 
   series that drops out of the top K is removed.
 
 Where batches come from is the ``PlacementSource``: the driver's REST API live
-(``observer.capture.task_poll.PollingSource``), or the task events of an event log in replay and watch
-(``observer.capture.task_log.EventLogSource``). Both give the same placement and migrations; only event
+(``observer.placement.task_poll.PollingSource``), or the task events of an event log in replay and watch
+(``observer.placement.task_log.EventLogSource``). Both give the same placement and migrations; only event
 logs carry per-partition load times, rows and memory.
 """
 
@@ -27,11 +27,11 @@ from typing import Protocol
 from observer.metrics.catalog import COUNTER, MetricSpec
 from observer.metrics.updates import Labels, Update
 from observer.model.events import QueryProgress
-from observer.model.tasks import BatchTasks, ExecutorChange
-from observer.signals.capacity import ExecutorCapacity
-from observer.signals.facts import Facts
-from observer.signals.placement import OperatorBatch, PlacementTracker
-from observer.signals.restore_tasks import TaskRestores
+from observer.placement.capacity import ExecutorCapacity
+from observer.placement.restores import TaskRestores
+from observer.placement.tasks import BatchTasks, ExecutorChange
+from observer.placement.tracker import OperatorBatch, PlacementTracker
+from observer.signals.facts import SignalFacts
 
 _QUERY_LABELS = frozenset({"query", "query_id"})
 MAX_BATCHES = 2_000  # operator batches kept for readers (tests, the live check, the browser's recent view)
@@ -64,7 +64,7 @@ class PlacementFeed:
         self.restores: TaskRestores | None = None  # restores measured from task times (Observer.set_placement)
         self.capacity = ExecutorCapacity(top_k=top_k)  # RocksDB memory per executor (its conf: Observer.set_spark_conf)
 
-    def on_progress(self, progress: QueryProgress, facts: Facts, label: Callable[[str], str], ts: float) -> None:
+    def on_progress(self, progress: QueryProgress, facts: SignalFacts, label: Callable[[str], str], ts: float) -> None:
         """Apply what the source completed by ``progress``; signals and metric updates go into ``facts``.
 
         ``label`` gives a query's ``query`` label as the tracker knows it (name, else id), so the signals read
@@ -88,12 +88,12 @@ class PlacementFeed:
         facts.updates.extend(self._updates())
         facts.updates.extend(self.capacity.updates(self.tracker.latest_batches()))
 
-    def on_terminated(self, query_id: str, run_id: str | None, facts: Facts) -> None:
+    def on_terminated(self, query_id: str, run_id: str | None, facts: SignalFacts) -> None:
         """A run of the query ended: what waited for its later batches is handed on now."""
         if self.restores is not None:
             self.restores.on_terminated(query_id, run_id, facts)
 
-    def finish(self, facts: Facts) -> None:
+    def finish(self, facts: SignalFacts) -> None:
         """The observer stops: what still waits for later batches is handed on into ``facts``."""
         if self.restores is not None:
             self.restores.finish(facts)

@@ -4,7 +4,7 @@ A state store is cached on the executor that last ran its partition, and the sch
 executor next batch. When the partition runs elsewhere (its executor was lost or decommissioned, a new
 executor took it, or ``spark.locality.wait`` ran out while its executor was busy) the new executor loads
 the store from the checkpoint and replays changelog files: a migration. From the per-partition runs of
-``observer.model.tasks`` (replayed event logs) or ``observer.capture.task_poll`` (live), this module keeps
+``observer.placement.tasks`` (replayed event logs) or ``observer.placement.task_poll`` (live), this module keeps
 the placement of every operator batch by batch and derives:
 
 - migrations with their cause and cost, aggregated per operator and batch into one ``partition_migrated``
@@ -29,14 +29,14 @@ from statistics import median
 
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
-from observer.model.tasks import BatchTasks, ExecutorChange, PartitionRun
-from observer.signals.kinds import PARTITION_MIGRATED, SignalEvent
+from observer.model.signal_kinds import PARTITION_MIGRATED, SignalEvent
+from observer.placement.tasks import BatchTasks, ExecutorChange, PartitionRun
 
-EXECUTOR_REMOVED = "executor_removed"
-EXECUTOR_ADDED = "executor_added"
+CAUSE_EXECUTOR_REMOVED = "executor_removed"
+CAUSE_EXECUTOR_ADDED = "executor_added"
 LOCALITY_FALLBACK = "locality_fallback"
 UNKNOWN = "unknown"
-CAUSES = (EXECUTOR_REMOVED, EXECUTOR_ADDED, LOCALITY_FALLBACK, UNKNOWN)
+CAUSES = (CAUSE_EXECUTOR_REMOVED, CAUSE_EXECUTOR_ADDED, LOCALITY_FALLBACK, UNKNOWN)
 MAX_OPERATORS = 256  # (query, operator) pairs followed; the least recently seen is forgotten first
 MAX_EXECUTORS = 4096  # executors remembered (added / removed times)
 MAX_FACTS = 1000
@@ -220,10 +220,10 @@ class PlacementTracker:
         """Why the partition left its executor: gone, a newcomer took it, or its executor was busy."""
         source, last_finish = prev
         if source in self._removed or (run.lost_executor and source in run.failed_on):
-            return EXECUTOR_REMOVED
+            return CAUSE_EXECUTOR_REMOVED
         added = self._added.get(run.executor_id)
         if added is not None and last_finish is not None and added > last_finish:
-            return EXECUTOR_ADDED
+            return CAUSE_EXECUTOR_ADDED
         if source in self._added or not self._added:
             return LOCALITY_FALLBACK  # both alive as far as anyone told (no executor events at all: local mode)
         return UNKNOWN

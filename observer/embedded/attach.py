@@ -8,14 +8,14 @@ import sys
 from typing import Any, Callable, cast
 from urllib.parse import urlparse
 
-from observer.capture.listener import StateObserverListener
+from observer.embedded.listener import StateObserverListener
 from observer.exporters.http import ExporterError
 from observer.exporters.otel.config import otlp_enabled
 from observer.model.capacity import SESSION_KEYS, relevant
 from observer.model.identity import AppContext
-from observer.runtime import Observer
+from observer.model.signal_kinds import SignalEvent
+from observer.pipeline.runtime import Observer
 from observer.settings import Settings
-from observer.signals.kinds import SignalEvent
 
 log = logging.getLogger("observer")
 
@@ -36,7 +36,7 @@ class ObserverHandle:
         return self.observer.server.url if self.observer.server else None
 
     def on(self, kind: str, callback: Any) -> None:
-        """Register ``callback(SignalEvent)`` for a signal kind (see ``observer.signals.kinds.SIGNAL_KINDS``)."""
+        """Register ``callback(SignalEvent)`` for a signal kind (see ``observer.model.signal_kinds.SIGNAL_KINDS``)."""
         self.observer.on(kind, callback)
 
     @property
@@ -136,7 +136,7 @@ def _add_placement(observer: Observer, spark: Any, settings: Settings) -> None:
     """
     if settings.placement == "off":
         return
-    from observer.capture.task_poll import polling_source
+    from observer.placement.task_poll import polling_source
 
     source = None if is_connect(spark) else polling_source(spark, settings.placement_every)
     if source is not None:

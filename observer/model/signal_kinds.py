@@ -28,7 +28,7 @@ FALLING_BEHIND = "falling_behind"
 CAUGHT_UP = "caught_up"
 LOAD_LATENCY_ANOMALY = "load_latency_anomaly"
 STATE_TASK_RETRY = "state_task_retry"
-PARTITION_MIGRATED = "partition_migrated"  # state partitions ran elsewhere than last batch (observer.signals.placement)
+PARTITION_MIGRATED = "partition_migrated"  # state partitions ran elsewhere than last batch (observer.placement.tracker)
 ROCKSDB_MEMORY_IMPLAUSIBLE = "rocksdb_memory_implausible"  # Spark's RocksDB memory report cannot be right (observer.signals.capacity)
 # Kafka sources (observer.signals.kafka): source health from the offsets of each progress
 KAFKA_LAG_GROWING = "kafka_lag_growing"

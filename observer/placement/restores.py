@@ -6,7 +6,7 @@ alone, ``observer.signals.restore`` can only estimate their restore as what rema
 excess (``residual_estimate``), which still holds the new process's warm-up, its query planning and the
 machine's mood: on the recorded restarts 4-10x the real extra time (docs/findings/restore-metrics.md).
 
-Where the observer follows tasks (``observer.signals.placement_feed``: event logs in replay and watch, the
+Where the observer follows tasks (``observer.placement.feed``: event logs in replay and watch, the
 driver's REST API live when placement polling is on) it knows each state partition's task in each batch.
 The tasks of a stateful stage run the operators of that stage for one partition; restoring the state
 makes the first batch's tasks longer. So, per stage of an operator without a figure of its own:
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from observer.metrics.tracker import QueryRecord
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.phases import ADD_BATCH
-from observer.model.tasks import BatchTasks, ExecutorChange
-from observer.signals.facts import Facts
+from observer.placement.tasks import BatchTasks, ExecutorChange
+from observer.signals.facts import SignalFacts
 from observer.signals.restore import CONFIDENCE_ESTIMATED, CONFIDENCE_LOW, METHOD_RESIDUAL, RestoreFigure, Restores
 
 METHOD_TASK_TIMES = "task_times"
@@ -76,7 +76,7 @@ class TaskRestores:
         self.restores.defer = self.hold
 
     def hold(
-        self, record: QueryRecord, p: QueryProgress, figures: list[tuple[OperatorProgress, RestoreFigure]], ts: float, facts: Facts
+        self, record: QueryRecord, p: QueryProgress, figures: list[tuple[OperatorProgress, RestoreFigure]], ts: float, facts: SignalFacts
     ) -> list[tuple[OperatorProgress, RestoreFigure]]:
         """Keep the residual estimates of ``p`` (a restarted run's first batch); return the rest to emit now."""
         held = [(op, f) for op, f in figures if f.method == METHOD_RESIDUAL]
@@ -88,7 +88,7 @@ class TaskRestores:
                 self._pending.popitem(last=False)
         return now
 
-    def on_progress(self, progress: QueryProgress, items: list[BatchTasks | ExecutorChange], facts: Facts) -> None:
+    def on_progress(self, progress: QueryProgress, items: list[BatchTasks | ExecutorChange], facts: SignalFacts) -> None:
         """The batches whose tasks the feed took at ``progress``; a held restore is emitted once it can be."""
         for item in items:
             if isinstance(item, BatchTasks) and item.query_id in self._pending:
@@ -104,13 +104,13 @@ class TaskRestores:
         elif pending.first is not None and all(len(pending.steady.get(op.index, ())) >= STEADY_BATCHES for op, _ in pending.held):
             self._resolve(progress.query_id, facts)
 
-    def on_terminated(self, query_id: str, run_id: str | None, facts: Facts) -> None:
+    def on_terminated(self, query_id: str, run_id: str | None, facts: SignalFacts) -> None:
         """The run ended: a held restore goes out with the later batches there were."""
         pending = self._pending.get(query_id)
         if pending is not None and (run_id is None or run_id == pending.progress.run_id):
             self._resolve(query_id, facts)
 
-    def finish(self, facts: Facts) -> None:
+    def finish(self, facts: SignalFacts) -> None:
         """The observer stops (or a log ends without the query's termination): everything held goes out."""
         for query_id in list(self._pending):
             self._resolve(query_id, facts)
@@ -134,7 +134,7 @@ class TaskRestores:
                 if tasks and len(steady) < STEADY_BATCHES:
                     steady.append(max(t[1] for t in tasks))
 
-    def _resolve(self, query_id: str, facts: Facts) -> None:
+    def _resolve(self, query_id: str, facts: SignalFacts) -> None:
         pending = self._pending.pop(query_id, None)
         if pending is None:
             return

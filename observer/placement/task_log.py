@@ -1,9 +1,9 @@
 """Placement from event logs (``replay``, ``backtest``, ``watch``): task events in, closed batches out.
 
-The live path asks the driver's REST API once per progress event (``observer.capture.task_poll``). A
+The live path asks the driver's REST API once per progress event (``observer.placement.task_poll``). A
 recorded or watched event log has every task already, in the order Spark wrote them: this source is fed
 each raw event (a parsed event-log JSON object) *before* the pipeline processes the progress event that
-follows it, and hands the batches that event closed to ``observer.signals.placement_feed`` at that
+follows it, and hands the batches that event closed to ``observer.placement.feed`` at that
 progress event. Both paths meet in the same ``PlacementFeed``, so replay shows what live shows (and more:
 only event logs carry per-partition load times, rows and memory).
 
@@ -17,7 +17,7 @@ Who calls ``feed``:
   ``CapturedEvent`` goes to ``Observer.process``.
 
 Task, job and SQL lines are read through ``TaskEventReader.feed_line`` (a typed decode of the fields the
-reader uses, ``observer.model.task_decode``); what it declines is parsed whole and fed as before.
+reader uses, ``observer.placement.task_decode``); what it declines is parsed whole and fed as before.
 
 Memory is bounded: the reader's own bounds, and at most ``max_pending`` closed items waiting.
 """
@@ -27,18 +27,22 @@ from __future__ import annotations
 import json
 from collections import OrderedDict, deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from observer.model import decode
 from observer.model.events import QueryProgress
-from observer.model.tasks import PROGRESS, BatchTasks, ExecutorChange, TaskEventReader, wanted_line
+from observer.model.spark_events import QUERY_PROGRESS, line_prefix
+from observer.placement.tasks import BatchTasks, ExecutorChange, TaskEventReader, wanted_line
 
-_PROGRESS_LINE = b'{"Event":"' + PROGRESS.encode() + b'"'
+_PROGRESS_LINE = line_prefix(QUERY_PROGRESS)
 MAX_PENDING = 4096
 MAX_APPS = 1024  # applications followed by one source (watch); the least recently fed is forgotten first
 
-if TYPE_CHECKING:
-    from observer.runtime import Observer
+
+class FollowsPlacement(Protocol):
+    """What ``follow_event_log`` needs of an observer (``observer.pipeline.runtime.Observer`` is one)."""
+
+    def set_placement(self, source: EventLogSource) -> object: ...
 
 
 class EventLogSource:
@@ -80,7 +84,7 @@ class EventLogSource:
             return
         # a progress line: only its ids and operator names, not its metrics (the pipeline decodes those)
         obj = decode.event_progress_ids(line) if line.startswith(_PROGRESS_LINE) else None
-        if obj is None or obj["Event"] != PROGRESS:  # not that shape (or a second "Event" key): the whole line
+        if obj is None or obj["Event"] != QUERY_PROGRESS:  # not that shape (or a second "Event" key): the whole line
             try:
                 obj = json.loads(line)
             except (ValueError, RecursionError):
@@ -122,12 +126,12 @@ class EventLogSource:
         self._pending.clear()
 
 
-def follow_event_log(observer: Observer) -> EventLogSource:
+def follow_event_log(observer: FollowsPlacement) -> EventLogSource:
     """Give ``observer`` placement from an event log it is fed from (``watch``; replay does this itself).
 
     The caller then hands the returned source every raw event of each application, in the log's order,
     with ``feed_line(raw.line, app=app_events.log_name)`` when the watcher delivered it unparsed, else
-    ``feed(raw.data, app=...)`` (``RawEvent`` of ``observer.capture.eventlog_watch``; stage ids are per
+    ``feed(raw.data, app=...)`` (``RawEvent`` of ``observer.fleet.eventlog_watch``; stage ids are per
     application, so each gets its own reader), and processes the streaming events as
     usual, each progress event *after* it was fed: its batch's migrations come out as ``partition_migrated``
     signals and placement metrics of that progress event, exactly as in replay. ``forget(app)`` when the

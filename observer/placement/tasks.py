@@ -21,18 +21,23 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import msgspec
 
-from observer.model import task_decode
-
-_SQL = "org.apache.spark.sql.execution.ui."
-SQL_START = _SQL + "SparkListenerSQLExecutionStart"
-SQL_ADAPTIVE = _SQL + "SparkListenerSQLAdaptiveExecutionUpdate"
-PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
+from observer.model.spark_events import (
+    EXECUTOR_ADDED,
+    EXECUTOR_REMOVED,
+    JOB_START,
+    QUERY_PROGRESS,
+    SQL_ADAPTIVE,
+    SQL_START,
+    TASK_END,
+    line_prefix,
+)
+from observer.placement import task_decode
 
 # accumulable name (as Spark 3.5 - 4.3 write it) -> PartitionRun field; see docs/findings/placement.md
 STATE_METRICS: Mapping[str, str] = {
@@ -50,29 +55,29 @@ STATE_METRICS: Mapping[str, str] = {
 _WRITER_MARKERS = frozenset({"number of total state rows", "number of state store instances", "memory used by state"})
 # the event types the reader uses, as the first bytes of an event-log line (Spark writes "Event" first)
 TASK_EVENT_TYPES = (
-    "SparkListenerTaskEnd",
-    "SparkListenerJobStart",
-    "SparkListenerExecutorAdded",
-    "SparkListenerExecutorRemoved",
+    TASK_END,
+    JOB_START,
+    EXECUTOR_ADDED,
+    EXECUTOR_REMOVED,
     SQL_START,
     SQL_ADAPTIVE,
-    PROGRESS,
+    QUERY_PROGRESS,
 )
-LINE_PREFIXES = tuple(b'{"Event":"' + name.encode() + b'"' for name in TASK_EVENT_TYPES)
+LINE_PREFIXES = tuple(line_prefix(name) for name in TASK_EVENT_TYPES)
 # task ends and plans (the big, numerous lines) matter only when they name a state metric: the reader ignores
 # the rest, so they are not even parsed (a substring test per name instead of json.loads of kilobytes)
-_STATEFUL_ONLY = tuple(b'{"Event":"' + name.encode() + b'"' for name in ("SparkListenerTaskEnd", SQL_START, SQL_ADAPTIVE))
+_STATEFUL_ONLY = tuple(line_prefix(name) for name in (TASK_END, SQL_START, SQL_ADAPTIVE))
 # the names every state-writing operator reports (memory: every provider, every writer) first, so that a stateful
 # line usually stops at the first search
 _STATE_NAMES = tuple(name.encode() for name in sorted(STATE_METRICS, key=lambda n: (n != "memory used by state", n not in _WRITER_MARKERS)))
-_TASK_END_LINE = b'{"Event":"SparkListenerTaskEnd"'
-_JOB_START_LINE = b'{"Event":"SparkListenerJobStart"'
-_PLAN_LINES = (b'{"Event":"' + SQL_START.encode() + b'"', b'{"Event":"' + SQL_ADAPTIVE.encode() + b'"')
+_TASK_END_LINE = line_prefix(TASK_END)
+_JOB_START_LINE = line_prefix(JOB_START)
+_PLAN_LINES = (line_prefix(SQL_START), line_prefix(SQL_ADAPTIVE))
 
 
 def wanted_line(line: bytes) -> bool:
     """Whether a raw event-log line can matter to ``TaskEventReader``: the one filter both task-event readers
-    (``observer.capture.task_log``, ``observer.offline.task_events``) apply before parsing, since most lines
+    (``observer.placement.task_log``, ``observer.offline.task_events``) apply before parsing, since most lines
     of a log are task events of stateless stages."""
     if not line.startswith(LINE_PREFIXES):
         return False
@@ -210,15 +215,15 @@ class TaskEventReader:
                 self._problem("not_an_object")
                 return []
             kind = event.get("Event")
-            if kind == "SparkListenerTaskEnd":
+            if kind == TASK_END:
                 return self._task_end(event)
-            if kind == "SparkListenerJobStart":
+            if kind == JOB_START:
                 self._job_start(event)
             elif kind in (SQL_START, SQL_ADAPTIVE):
                 self._plan(event)
-            elif kind == PROGRESS:
+            elif kind == QUERY_PROGRESS:
                 return self._progress(event.get("progress"))
-            elif kind in ("SparkListenerExecutorAdded", "SparkListenerExecutorRemoved"):
+            elif kind in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
                 return self._executor(event, kind.endswith("Added"))
         except Exception as exc:  # a shape nobody foresaw: count it, keep going
             self._problem(f"error:{type(exc).__name__}")
@@ -226,16 +231,16 @@ class TaskEventReader:
 
     def feed_line(self, line: bytes) -> list[BatchTasks | ExecutorChange] | None:
         """Apply one raw event-log line of a task end, job start or SQL plan through the typed decode
-        (``observer.model.task_decode``); ``None`` when it declines: then ``feed(json.loads(line))``. Never raises."""
+        (``observer.placement.task_decode``); ``None`` when it declines: then ``feed(json.loads(line))``. Never raises."""
         try:
             if line.startswith(_TASK_END_LINE):
                 task = task_decode.task_end(line)
-                if task is None or task.event != "SparkListenerTaskEnd":
+                if task is None or task.event != TASK_END:
                     return None
                 return self._typed_task_end(task)
             if line.startswith(_JOB_START_LINE):
                 job = task_decode.job_start(line)
-                if job is None or job.Event != "SparkListenerJobStart":
+                if job is None or job.Event != JOB_START:
                     return None
                 p = job.properties
                 self._job(p.query_id, p.batch_id, p.job_group, p.execution_id, job.stage_ids)
@@ -527,14 +532,6 @@ class TaskEventReader:
     def _problem(self, what: str) -> None:
         if what in self.problems or len(self.problems) < 64:
             self.problems[what] = self.problems.get(what, 0) + 1
-
-
-def read_batches(events: Iterable[Any]) -> Iterable[BatchTasks | ExecutorChange]:
-    """Everything ``TaskEventReader`` gets out of a sequence of events, the open batches last."""
-    reader = TaskEventReader()
-    for event in events:
-        yield from reader.feed(event)
-    yield from reader.close()
 
 
 def _reason(event: Mapping[str, Any]) -> str:

@@ -25,8 +25,8 @@ How it stays correct and cheap:
   Until the skew is known (``AppEvents.clock_known``: enough samples, or a log quiet for longer than a
   delivery can take, so no sample can come) nothing is judged on the clock: no stall storm at the start.
 - **Incremental tailing**: each file keeps its raw offset and, while a compressed unit is incomplete,
-  its decoder (``observer.capture.codec_tail``); a poll decodes only the bytes added since the last one.
-- **Cheap filtering**: lines are selected by their first bytes (``observer.capture.line_filter``); only
+  its decoder (``observer.fleet.codec_tail``); a poll decodes only the bytes added since the last one.
+- **Cheap filtering**: lines are selected by their first bytes (``observer.fleet.line_filter``); only
   wanted event types are JSON-parsed. Task and SQL events (``STREAMING_ONLY_EVENTS``) are parsed only
   once an application has shown a streaming query, so a batch application costs the decompression and
   a substring scan, nothing more. Types in ``raw_events`` are not parsed at all: their lines (those
@@ -87,32 +87,32 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from observer.capture.codec_tail import TailDecoder, tail_decoder
 from observer.capture.codecs import CODECS, DEFAULT_MAX_LINE_BYTES, EventLogError
-from observer.capture.line_filter import LineFilter, line_pattern
-from observer.capture.watch_state import StateFileError, load_state, save_state
+from observer.fleet.codec_tail import TailDecoder, tail_decoder
+from observer.fleet.line_filter import LineFilter, line_pattern
+from observer.fleet.watch_state import StateFileError, load_state, save_state
 from observer.model.bounded import JsonTooLarge, clean_identity, clean_text, loads
 from observer.model.capacity import relevant
 from observer.model.parse import parse_timestamp
+from observer.model.spark_events import (
+    APP_END,
+    APP_START,
+    ENVIRONMENT,
+    EXECUTOR_ADDED,
+    EXECUTOR_REMOVED,
+    JOB_START,
+    LOG_START,
+    QUERY_IDLE,
+    QUERY_PROGRESS,
+    QUERY_STARTED,
+    SQL_ADAPTIVE,
+    SQL_START,
+    STREAMING_EVENTS,
+    TASK_END,
+)
 
 log = logging.getLogger(__name__)
 
-_STREAMING = "org.apache.spark.sql.streaming.StreamingQueryListener$"
-QUERY_STARTED = _STREAMING + "QueryStartedEvent"
-QUERY_PROGRESS = _STREAMING + "QueryProgressEvent"
-QUERY_IDLE = _STREAMING + "QueryIdleEvent"
-QUERY_TERMINATED = _STREAMING + "QueryTerminatedEvent"
-APP_START = "SparkListenerApplicationStart"
-APP_END = "SparkListenerApplicationEnd"
-LOG_START = "SparkListenerLogStart"
-ENVIRONMENT = "SparkListenerEnvironmentUpdate"
-EXECUTOR_ADDED = "SparkListenerExecutorAdded"
-EXECUTOR_REMOVED = "SparkListenerExecutorRemoved"
-TASK_END = "SparkListenerTaskEnd"
-JOB_START = "SparkListenerJobStart"  # maps a stage to its query, batch and SQL execution (placement)
-SQL_START = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"
-SQL_ADAPTIVE = "org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate"
-STREAMING_EVENTS = frozenset({QUERY_STARTED, QUERY_PROGRESS, QUERY_IDLE, QUERY_TERMINATED})
 # what the pipeline uses today
 PIPELINE_EVENTS = STREAMING_EVENTS | {APP_START, APP_END, EXECUTOR_ADDED, EXECUTOR_REMOVED}
 # what a per-partition placement view needs in addition

@@ -1,0 +1,24 @@
+"""``StateObserverListener``: the capture listener bound to an ``Observer`` (started here unless one is given)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from observer.capture.listener import QueryListener
+from observer.pipeline.runtime import Observer
+
+
+class StateObserverListener(QueryListener):
+    """The observer's listener; usable directly with ``spark.streams.addListener(...)``.
+
+    ``StateObserverListener(**settings)`` starts its own ``Observer`` (endpoint and worker); pass
+    ``observer=`` to share one. ``observer.attach(spark)`` does both steps and returns the observer.
+    """
+
+    def __init__(self, observer: Observer | None = None, **settings: Any) -> None:
+        if observer is None:
+            from observer.settings import Settings
+
+            observer = Observer(Settings.from_env(**settings)).start()
+        self.observer = observer
+        super().__init__(observer.submit, fast_path=observer.settings.fast_path)
