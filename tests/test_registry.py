@@ -22,6 +22,7 @@ from observer.metrics.catalog import CATALOG, GAUGE, MetricSpec, UnknownMetricEr
 from observer.model.identity import APP_LABEL
 from observer.offline.replay import replay
 from observer.settings import Settings, settings_table
+from observer.signals.kinds import SIGNAL_KINDS
 
 HISTOGRAM_SAMPLE_LABELS = {"le"}
 
@@ -102,6 +103,11 @@ def test_readme_summaries_name_every_setting_and_count_every_metric() -> None:
     metrics = readme.split("<!-- BEGIN METRICS SUMMARY -->")[1].split("<!-- END METRICS SUMMARY -->")[0]
     counts = [int(row.split("|")[4]) for row in metrics.strip().splitlines()[2:] if not row.startswith("| **all**")]
     assert sum(counts) == len(CATALOG) and f"**{len(CATALOG)}**" in metrics
+
+
+def test_readme_names_every_signal_kind() -> None:
+    readme = _read("README.md")
+    assert [kind for kind in SIGNAL_KINDS if f"`{kind}`" not in readme] == [], "add the new signal kind to the README's Signals list"
 
 
 def test_a_setting_outside_every_area_stops_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
