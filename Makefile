@@ -1,6 +1,6 @@
 # Tasks: make test | test-fast | lint | format | typecheck | generate | check-generated
 PYTHON ?= python
-GENERATED = README.md dashboards alerts deploy/prometheus-operator deploy/grafana observer/mixin/bundled
+GENERATED = README.md docs/reference.md dashboards alerts deploy/prometheus-operator deploy/grafana observer/mixin/bundled
 
 .PHONY: test test-fast lint format typecheck generate check-generated
 
@@ -22,7 +22,7 @@ format:
 typecheck:  ## strict on the package (see [tool.mypy] in pyproject.toml)
 	mypy
 
-generate:  ## README tables and the mixin's default export (dashboards, rules, their tests, runbook, deploy objects)
+generate:  ## README summaries, docs/reference.md tables and the mixin's default export (dashboards, rules, their tests, runbook, deploy objects)
 	$(PYTHON) scripts/update_readme.py
 	$(PYTHON) scripts/update_mixin.py
 

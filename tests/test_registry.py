@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import glob
+import importlib.util
 import os
 import re
 import subprocess
 import sys
+import types
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -19,6 +22,7 @@ from observer.metrics.catalog import CATALOG, GAUGE, MetricSpec, UnknownMetricEr
 from observer.model.identity import APP_LABEL
 from observer.offline.replay import replay
 from observer.settings import Settings, settings_table
+from observer.signals.kinds import SIGNAL_KINDS
 
 HISTOGRAM_SAMPLE_LABELS = {"le"}
 
@@ -64,21 +68,53 @@ def test_an_unknown_metric_is_an_error_not_a_gauge() -> None:
     assert family(catalog.lookup("spark_state_rows")).type == "gauge"
 
 
-def _readme() -> str:
-    with open(os.path.join(ROOT, "README.md")) as f:
+def _read(*path: str) -> str:
+    with open(os.path.join(ROOT, *path)) as f:
         return f.read()
 
 
-def test_readme_reference_tables_are_current() -> None:
-    readme = _readme()
-    assert catalog.reference_table() in readme, "README metric reference is stale: python scripts/update_readme.py"
-    assert settings_table() in readme, "README settings table is stale: python scripts/update_readme.py"
+def _generator() -> types.ModuleType:
+    """scripts/update_readme.py as a module (scripts/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("update_readme", os.path.join(ROOT, "scripts", "update_readme.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def test_readme_metric_table_lists_exactly_the_catalog() -> None:
-    section = _readme().split("<!-- BEGIN METRICS -->")[1].split("<!-- END METRICS -->")[0]
+def test_generated_reference_and_readme_summaries_are_current() -> None:
+    readme, reference = _read("README.md"), _read("docs", "reference.md")
+    assert catalog.reference_table() in reference, "docs/reference.md metric reference is stale: python scripts/update_readme.py"
+    assert settings_table() in reference, "docs/reference.md settings table is stale: python scripts/update_readme.py"
+    assert _generator().render(readme, reference) == (readme, reference), "README summaries are stale: python scripts/update_readme.py"
+
+
+def test_reference_metric_table_lists_exactly_the_catalog() -> None:
+    section = _read("docs", "reference.md").split("<!-- BEGIN METRICS -->")[1].split("<!-- END METRICS -->")[0]
     listed = re.findall(r"^\| `([a-z0-9_]+)` \|", section, re.M)
     assert listed == [s.prometheus_name for s in CATALOG]
+
+
+def test_readme_summaries_name_every_setting_and_count_every_metric() -> None:
+    readme = _read("README.md")
+    settings = readme.split("<!-- BEGIN SETTINGS SUMMARY -->")[1].split("<!-- END SETTINGS SUMMARY -->")[0]
+    named = [name for row in settings.strip().splitlines()[2:] for name in re.findall(r"`([a-z0-9_]+)`", row.split("|")[2])]
+    assert sorted(named) == sorted(f.name for f in dataclasses.fields(Settings))
+    metrics = readme.split("<!-- BEGIN METRICS SUMMARY -->")[1].split("<!-- END METRICS SUMMARY -->")[0]
+    counts = [int(row.split("|")[4]) for row in metrics.strip().splitlines()[2:] if not row.startswith("| **all**")]
+    assert sum(counts) == len(CATALOG) and f"**{len(CATALOG)}**" in metrics
+
+
+def test_readme_names_every_signal_kind() -> None:
+    readme = _read("README.md")
+    assert [kind for kind in SIGNAL_KINDS if f"`{kind}`" not in readme] == [], "add the new signal kind to the README's Signals list"
+
+
+def test_a_setting_outside_every_area_stops_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    generator = _generator()
+    monkeypatch.setattr(generator, "SETTING_AREAS", generator.SETTING_AREAS[1:])
+    with pytest.raises(SystemExit, match="labels is in no area"):
+        generator.settings_summary()
 
 
 def test_metrics_command_prints_the_whole_catalog() -> None:
