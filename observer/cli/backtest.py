@@ -8,7 +8,7 @@ import sys
 import tempfile
 from typing import Any
 
-from observer.offline.backtest import DEFAULT_EVAL_INTERVAL, DEFAULT_IDLE_KEEP, DEFAULT_MAX_SCRAPES, DEFAULT_SCRAPE_INTERVAL
+from observer.offline.backtest.settings import DEFAULT_EVAL_INTERVAL, DEFAULT_IDLE_KEEP, DEFAULT_MAX_SCRAPES, DEFAULT_SCRAPE_INTERVAL
 
 
 def add_parser(sub: Any) -> None:
