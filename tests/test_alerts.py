@@ -18,8 +18,8 @@ from conftest import ROOT, need
 from observer.mixin.config import MixinConfig, config_from_mapping, load_config
 from observer.mixin.export import artefacts, write
 from observer.mixin.promql import metric
+from observer.mixin.rule_tests import build_cases, case_document
 from observer.mixin.rules import alerting_rules, rule_documents
-from observer.mixin.unittests import build_cases, case_document
 
 CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
 CONFIGS = ["default", "custom"]

@@ -29,7 +29,8 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, REQUIRE_REAL, need
-from observer.mixin.config import MAX_DURATION_MS, MixinConfig, MixinConfigError, Thresholds, load_config
+from observer.mixin.config import MixinConfig, MixinConfigError, Thresholds, load_config
+from observer.mixin.prometheus_text import MAX_DURATION_MS
 from observer.mixin.rules import rule_files
 from observer.offline import backtest as bt
 from observer.offline.backtest import formats, recording, settings

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from conftest import FIXTURES, ROOT
-from observer.offline.backtest.evaluation import render_template
+from observer.mixin.prometheus_text import render_template
 from observer.offline.backtest.recording import record_series
 from observer.offline.backtest.rules import load_rules
 from observer.offline.eventlog import expand

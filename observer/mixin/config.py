@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from observer.mixin.prometheus_text import DurationError, parse_duration
+
 # Every alert the mixin defines, with its default ``for`` duration and severity (the rules live in
 # ``observer.mixin.rules``; a test checks both lists name the same alerts).
 ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
@@ -48,10 +50,6 @@ ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
     "SparkStateObserverFailing": ("0m", "warning"),
 }
 SEVERITIES = ("critical", "warning", "info")
-# Prometheus' duration grammar (common/model ParseDuration): units once each, largest first
-DURATION = re.compile(r"(?:([0-9]+)y)?(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?(?:([0-9]+)ms)?")
-DURATION_UNITS_MS = (31536000000, 604800000, 86400000, 3600000, 60000, 1000, 1)
-MAX_DURATION_MS = (2**63 - 1) // 1_000_000  # a Go time.Duration, as Prometheus stores it
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # a PromQL double-quoted string's body: no raw control character, only the escapes PromQL's lexer knows
 _ESCAPE = r'\\(?:[abfnrtv\\"]|[0-7]{3}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})'
@@ -374,17 +372,10 @@ class MixinConfig:
 def duration_seconds(text: str, key: str = "duration") -> float:
     """Seconds of a Prometheus duration such as ``1h30m``; a ``MixinConfigError`` naming ``key`` for text
     Prometheus would refuse (units out of order or repeated, or longer than its ~292 years)."""
-    m = DURATION.fullmatch(text)
-    if text == "0":
-        return 0.0
-    if m is None or not text:
-        raise MixinConfigError(
-            f"{key}: {show(text)} is not a Prometheus duration such as 10m or 1h30m (units y w d h m s ms, largest first)"
-        )
-    total_ms = sum(int(n) * unit for n, unit in zip(m.groups(), DURATION_UNITS_MS) if n)
-    if total_ms > MAX_DURATION_MS:
-        raise MixinConfigError(f"{key}: {show(text)} is longer than Prometheus' longest duration (about 292 years)")
-    return total_ms / 1000
+    try:
+        return parse_duration(text)
+    except DurationError as exc:
+        raise MixinConfigError(f"{key}: {show(text)} is {exc}") from None
 
 
 def _unescape(body: str) -> str:

@@ -8,6 +8,7 @@ import shutil
 
 import yaml
 
+from observer.mixin.prometheus_text import format_duration
 from observer.offline.backtest.rules import RecordingRule
 from observer.offline.prometheus_server import PrometheusServer, promtool
 
@@ -49,7 +50,7 @@ def backfill_level(
                 f"--end={int(end) + 1}",
                 f"--url={server.url}",
                 f"--output-dir={out}",
-                f"--eval-interval={step:g}s",
+                f"--eval-interval={format_duration(step)}",
                 rules_path,
             ],
             promtool_binary,

@@ -4,31 +4,18 @@ a series, firing once pending for the rule's ``for``, resolved at the first eval
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
+from observer.mixin.prometheus_text import render_template
 from observer.offline.backtest.report import Firing
 from observer.offline.backtest.rules import AlertRule
 from observer.offline.prometheus_server import PrometheusServer
 
 QUERY_POINTS = 10_000
 
-_TEMPLATE = re.compile(r"{{\s*(\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)|\$value)(\s*\|\s*\w+)?\s*}}")
-
 
 def _labels_of(metric: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in metric.items() if k != "__name__"}
-
-
-def render_template(text: str, labels: dict[str, str], value: float | None) -> str:
-    """``{{ $labels.x }}`` and ``{{ $value }}`` filled in; other template code is left as written."""
-
-    def fill(m: re.Match[str]) -> str:
-        if m.group(2):
-            return labels.get(m.group(2), "")
-        return "" if value is None else f"{value:g}"
-
-    return _TEMPLATE.sub(fill, text)
 
 
 def evaluate_alert(rule: AlertRule, matrix: list[dict[str, Any]], steps: list[float]) -> list[Firing]:

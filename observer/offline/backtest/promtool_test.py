@@ -7,6 +7,7 @@ import os
 
 import yaml
 
+from observer.mixin.prometheus_text import format_duration
 from observer.offline.backtest.report import BacktestReport
 from observer.offline.backtest.rules import METRIC_NAME, load_rules
 
@@ -66,12 +67,16 @@ def write_promtool_test(report: BacktestReport, om_path: str, rule_files: list[s
                 if f.alert == rule.name and f.firing_at is not None and f.firing_at <= t and (f.resolved_at is None or t < f.resolved_at)
             ]
             tests.append(
-                {"eval_time": f"{int(round(t - base))}s", "alertname": rule.name, "exp_alerts": [{"exp_labels": f.labels} for f in firing]}
+                {
+                    "eval_time": format_duration(round(t - base, 3)),
+                    "alertname": rule.name,
+                    "exp_alerts": [{"exp_labels": f.labels} for f in firing],
+                }
             )
     doc = {
         "rule_files": copies,
-        "evaluation_interval": f"{report.eval_interval:g}s",
-        "tests": [{"interval": f"{report.scrape_interval:g}s", "input_series": input_series, "alert_rule_test": tests}],
+        "evaluation_interval": format_duration(report.eval_interval),
+        "tests": [{"interval": format_duration(report.scrape_interval), "input_series": input_series, "alert_rule_test": tests}],
     }
     test_path = os.path.join(out_dir, "backtest_test.yml")
     with open(test_path, "w") as f:

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from observer.mixin import prometheus_text
 from observer.offline.backtest.settings import BacktestError
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -66,12 +67,11 @@ def load_rules(paths: Iterable[str]) -> tuple[list[RecordingRule], list[AlertRul
 
 
 def parse_duration(text: str) -> float:
-    """Prometheus duration (``1h30m``, ``90s``, ``0m``) in seconds."""
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)", text.strip())
-    if not parts or "".join(a + b for a, b in parts) != text.strip():
-        raise BacktestError(f"not a Prometheus duration: {text!r}")
-    return sum(float(n) * units[u] for n, u in parts)
+    """A rule's ``for`` in seconds, read with Prometheus' own grammar (``1h30m``, ``90s``, ``0m``)."""
+    try:
+        return prometheus_text.parse_duration(text)
+    except prometheus_text.DurationError as exc:
+        raise BacktestError(f"{text[:40]!r} is {exc}") from None
 
 
 def dependency_levels(rules: list[RecordingRule]) -> list[list[RecordingRule]]:
