@@ -85,7 +85,7 @@ def test_the_custom_configuration_reaches_the_rules(exported) -> None:
     assert rules["SparkStreamingQueryStalled"]["labels"]["severity"] == "warning"
     assert rules["SparkStateObserverDown"]["expr"] == 'up{job="spark-observer"} == 0'
     assert 'spark_streaming_query_stalled{job=~"spark-.*"}' in rules["SparkStreamingQueryStalled"]["expr"]
-    assert rules["SparkStateUnbounded"]["annotations"]["runbook_url"] == "https://wiki.example.com/runbooks/spark-state#sparkstateunbounded"
+    assert rules["SparkStateUnbounded"]["annotations"]["runbook_url"] == "https://wiki.acme.internal/runbooks/spark-state#sparkstateunbounded"
     with open(os.path.join(directory, "alerts", "rules.yml")) as f:
         assert [g["name"] for g in yaml.safe_load(f)["groups"]] == ["acme-spark.queries", "acme-spark.state", "acme-spark.observer"]
 
@@ -206,6 +206,7 @@ EDGE_CONFIGS = {
             "SparkStateObserverDroppingEvents": "15m",
             "SparkStateRestoreTooLong": "30m",
         },
+        "fleet": {"grace_seconds": 1800},  # CrashLooping's 20m fits a 30-minute grace
         "thresholds": {
             "commit_seconds_per_instance": 0,
             "crash_loop_restarts": 1,

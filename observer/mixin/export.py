@@ -74,7 +74,9 @@ def runbook() -> str:
 
 
 def artefacts(config: MixinConfig) -> dict[str, str]:
-    """Relative path -> text of every exported file."""
+    """Relative path -> text of every exported file, for a configuration that passes ``validate`` (timing
+    and runbook address included: an export never ships an alert that cannot fire or a dead runbook link)."""
+    config.validate()
     files = {f"dashboards/{name}": text for name, text in dashboards(config).items()}
     files.update({f"alerts/{name}": text for name, text in rule_files(config).items()})
     files.update({f"alerts/tests/{name}": text for name, text in rule_test_files(config).items()})

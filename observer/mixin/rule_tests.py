@@ -176,12 +176,27 @@ def _samples(minutes: float) -> int:
 
 
 # --- one case per alert ----------------------------------------------------------------------------------
+def _after_end(c: CaseInputs, alert: str, status: str) -> Case:
+    """A query that ended with its application: its status series lives ``fleet.grace_seconds`` (the
+    watcher then forgets the application and the series goes stale). The alert fires within that time
+    and resolves once the series is gone; the healthy query's status is 0 throughout."""
+    case = c.flag(alert, catalog.QUERY_STATUS, c.ls.query, c.by_query, {"status": status})
+    last = math.floor(c.config.fleet.grace_seconds / 60) - 1  # the last one-minute scrape before the watcher forgets
+    n = _samples(c.for_(alert) + 10)
+    if last < n:
+        (name, bad, _), ok = case.series
+        case.series = [(name, bad, f"1x{max(last, 0)} stale"), ok]
+        case.fire_at = min(case.fire_at, last)
+        case.quiet_at = [*case.quiet_at, last + 2]
+    return case
+
+
 def _query_failed(c: CaseInputs) -> Case:
-    return c.flag("SparkStreamingQueryFailed", catalog.QUERY_STATUS, c.ls.query, c.by_query, {"status": "failed"})
+    return _after_end(c, "SparkStreamingQueryFailed", "failed")
 
 
 def _query_down(c: CaseInputs) -> Case:
-    return c.flag("SparkStreamingQueryDown", catalog.QUERY_STATUS, c.ls.query, c.by_query, {"status": "terminated"})
+    return _after_end(c, "SparkStreamingQueryDown", "terminated")
 
 
 def _crash_looping(c: CaseInputs) -> Case:
