@@ -85,7 +85,9 @@ def test_the_custom_configuration_reaches_the_rules(exported) -> None:
     assert rules["SparkStreamingQueryStalled"]["labels"]["severity"] == "warning"
     assert rules["SparkStateObserverDown"]["expr"] == 'up{job="spark-observer"} == 0'
     assert 'spark_streaming_query_stalled{job=~"spark-.*"}' in rules["SparkStreamingQueryStalled"]["expr"]
-    assert rules["SparkStateUnbounded"]["annotations"]["runbook_url"] == "https://wiki.acme.internal/runbooks/spark-state#sparkstateunbounded"
+    assert (
+        rules["SparkStateUnbounded"]["annotations"]["runbook_url"] == "https://wiki.acme.internal/runbooks/spark-state#sparkstateunbounded"
+    )
     with open(os.path.join(directory, "alerts", "rules.yml")) as f:
         assert [g["name"] for g in yaml.safe_load(f)["groups"]] == ["acme-spark.queries", "acme-spark.state", "acme-spark.observer"]
 
