@@ -218,6 +218,8 @@ EDGE_CONFIGS = {
             "state_memory_budget_ratio": 1,
         },
     },
+    # durations Prometheus writes with seconds: the tests' times stay whole minutes, written 2m30s rather than 2.5m
+    "for durations under a minute or between minutes": {"for_durations": {"SparkStreamingQueryDown": "30s", "SparkStateUnbounded": "90s"}},
     "regex selectors with test labels": {
         "observer_selector": 'job=~"spark.*"',
         "selector": 'namespace=~"team-.*"',

@@ -139,8 +139,9 @@ class CaseInputs:
         return [*self.config.identity_labels, "instance", "job"]
 
     def for_(self, alert: str) -> float:
-        """The alert's ``for`` in minutes."""
-        return self.config.for_minutes(alert)
+        """The alert's ``for`` in minutes, rounded up to a whole one: the tests sample and check once a
+        minute (a check between two samples would expect a value no sample has)."""
+        return float(math.ceil(self.config.for_minutes(alert)))
 
     def quiet_before(self, alert: str) -> list[float]:
         """A minute before ``for`` elapses (the condition holds from the first sample on)."""
