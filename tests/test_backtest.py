@@ -9,10 +9,11 @@ import subprocess
 
 import pytest
 
-from conftest import FIXTURES, need
+from conftest import FIXTURES, ROOT, need
 from observer.offline import backtest as bt
 from observer.offline.backtest import evaluation, formats, promtool_test, recording, rules
 
+CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
 RULES = [
     os.path.join(os.path.dirname(__file__), "..", "alerts", "recording.yml"),
     os.path.join(os.path.dirname(__file__), "..", "alerts", "rules.yml"),
@@ -281,3 +282,31 @@ def test_unbounded_state_fires_after_its_for_and_not_before(tools, tmp_path) -> 
     verdict = min(s["time"] for s in short.signals if s["kind"] == "state_unbounded")
     assert len(fired) == 1 and fired[0].labels["operator"] == "stateStoreSave", formats.render_table(short)
     assert verdict + 60 <= fired[0].firing_at <= verdict + 60 + short.scrape_interval + 2 * short.eval_interval
+
+
+def test_scrapes_are_labelled_as_the_configuration_selects() -> None:
+    """The scrape target's labels satisfy the configured selectors; the default keeps the observer's job."""
+    from observer.mixin.config import MixinConfig, MixinConfigError, load_config
+
+    assert recording.target_labels(MixinConfig()) == recording.TARGET_LABELS
+    custom = load_config(CUSTOM)  # selector job=~"spark-.*" with test_labels.job
+    assert recording.target_labels(custom) == {"job": "spark-drivers", "instance": "backtest"}
+    pinned = load_config(None, ['selector=env="prod", app="shop"', 'observer_selector=job="fleet"'])
+    assert recording.target_labels(pinned) == {"job": "fleet", "env": "prod", "instance": "backtest"}  # app is the recording's own
+    with pytest.raises(MixinConfigError, match=r"test_labels\.team"):
+        recording.target_labels(load_config(None, ['selector=team=~"a.+"']))
+
+
+@pytest.mark.slow
+def test_a_configuration_that_selects_its_job_still_sees_the_recording(tools, tmp_path) -> None:
+    """`backtest --config` with a selector on `job`: the replayed series carry a job it selects, so the
+    crash loop fires as it does under the defaults (it used to fire nothing: every series had the default job)."""
+    import json
+
+    from observer.cli.main import main
+
+    out = tmp_path / "report.json"
+    args = ["--config", CUSTOM, "--scrape-interval", "15", "--eval-interval", "15", "--format", "json", "--out", str(out)]
+    assert main(["backtest", *_incident_logs("crash_loop_503"), *args]) == 0
+    fired = {f["alert"] for f in json.loads(out.read_text())["firings"] if f["firing_at"]}
+    assert {"SparkStreamingQueryCrashLooping", "SparkStreamingQueryFailed"} <= fired

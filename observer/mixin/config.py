@@ -491,6 +491,28 @@ def parse_matchers(text: str, key: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def labels_satisfying(matchers: list[tuple[str, str, str]], given: Mapping[str, str], key: str) -> dict[str, str]:
+    """Labels a series needs to be selected by ``matchers``: equality matchers as they are, the rest from
+    ``given`` (``test_labels``); a ``MixinConfigError`` naming ``key`` when ``given`` has no fitting value.
+    The generated promtool tests and the backtest's scrapes label their series with them."""
+    labels = {name: value for name, op, value in matchers if op == "="}
+    for name, value in given.items():
+        labels.setdefault(name, value)
+    for name, op, value in matchers:
+        actual = labels.get(name, "")
+        ok = {
+            "=": actual == value,
+            "!=": actual != value,
+            "=~": re.fullmatch(value, actual) is not None,
+            "!~": re.fullmatch(value, actual) is None,
+        }[op]
+        if not ok:
+            raise MixinConfigError(
+                f"{key}: the generated tests need a value for label {name} matching {name}{op}{show(value)}; set test_labels.{name}"
+            )
+    return labels
+
+
 def _check_regex(value: str, where: str) -> None:
     """Refuse a regular expression that neither Python nor RE2 (Prometheus') would compile the same way."""
     if re.search(r"\(\?[=!<]|\\[1-9]|[*+?}]\+", value):

@@ -14,14 +14,13 @@ fires on. Each alert's case is built by a function of its own (``_crash_looping`
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
-from observer.mixin.config import MixinConfig, MixinConfigError, Thresholds, parse_matchers, quote, show
+from observer.mixin.config import MixinConfig, MixinConfigError, Thresholds, labels_satisfying, parse_matchers, quote
 from observer.mixin.prometheus_text import format_duration, render_template
 from observer.mixin.promql import metric
 from observer.mixin.rules import alert_groups, dump
@@ -46,32 +45,12 @@ class Case:
 
 
 # --- labels that satisfy the configured matchers ---------------------------------------------------------
-def _fixed_labels(matchers: list[tuple[str, str, str]], given: Labels, key: str) -> Labels:
-    """Labels satisfying ``matchers``: equality matchers as they are, the rest from ``test_labels``."""
-    labels = {name: value for name, op, value in matchers if op == "="}
-    for name, value in given.items():
-        labels.setdefault(name, value)
-    for name, op, value in matchers:
-        actual = labels.get(name, "")
-        ok = {
-            "=": actual == value,
-            "!=": actual != value,
-            "=~": re.fullmatch(value, actual) is not None,
-            "!~": re.fullmatch(value, actual) is None,
-        }[op]
-        if not ok:
-            raise MixinConfigError(
-                f"{key}: the generated tests need a value for label {name} matching {name}{op}{show(value)}; set test_labels.{name}"
-            )
-    return labels
-
-
 class LabelSets:
     """The labels of the bad, healthy and third series, and of the observer endpoints."""
 
     def __init__(self, config: MixinConfig) -> None:
         self.config = config
-        base = _fixed_labels(parse_matchers(config.selector, "selector"), config.test_labels, "selector")
+        base = labels_satisfying(parse_matchers(config.selector, "selector"), config.test_labels, "selector")
         for label in config.static_labels:
             base.setdefault(label, f"test-{label}")
         self.base = base
@@ -80,7 +59,7 @@ class LabelSets:
             self.apps = [(base[app], "orders"), (base[app], "payments"), (base[app], "refunds")]
         else:
             self.apps = [(APPS[0], "orders"), (APPS[1], "orders"), (APPS[0], "payments")]
-        up = _fixed_labels(parse_matchers(config.observer_selector, "observer_selector"), config.test_labels, "observer_selector")
+        up = labels_satisfying(parse_matchers(config.observer_selector, "observer_selector"), config.test_labels, "observer_selector")
         self.up = {k: v for k, v in up.items() if k != "instance"}
         self.job = base.get("job") or self.up.get("job") or "spark_state_observer"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from observer.mixin.config import MixinConfig, labels_satisfying, parse_matchers
 from observer.offline.backtest.settings import DEFAULT_IDLE_KEEP, DEFAULT_MAX_SCRAPES, BacktestError
 
 
@@ -13,6 +14,22 @@ def _escape(value: str) -> str:
 
 
 TARGET_LABELS = {"job": "spark_state_observer", "instance": "backtest"}
+# labels the observer's exposition carries itself: a scrape never adds them (a series would have them twice)
+OWN_LABELS = frozenset({"app", "query", "query_id", "operator", "operator_index", "instance"})
+
+
+def target_labels(config: MixinConfig) -> dict[str, str]:
+    """The labels a scrape adds to every series so that the rules generated from ``config`` select them:
+    those its ``selector`` needs (``test_labels`` for regex and negative matchers), the ``job`` from it or
+    else from ``observer_selector``, and ``instance="backtest"``. Without them a configuration that selects
+    ``job=~"spark-.*"`` would find nothing to alert on in any recording; ``MixinConfigError`` when a
+    matcher has no value to satisfy it."""
+    needed = labels_satisfying(parse_matchers(config.selector, "selector"), config.test_labels, "selector")
+    labels = {k: v for k, v in needed.items() if k not in OWN_LABELS | {config.app_label}}
+    if "job" not in labels:
+        observer = labels_satisfying(parse_matchers(config.observer_selector, "observer_selector"), config.test_labels, "observer_selector")
+        labels["job"] = observer.get("job", TARGET_LABELS["job"])
+    return {"job": labels.pop("job"), **labels, "instance": TARGET_LABELS["instance"]}
 
 
 class ScrapeRecorder:
@@ -86,15 +103,17 @@ def record_series(
     settings: Any = None,
     max_scrapes: int = DEFAULT_MAX_SCRAPES,
     idle_keep: float = DEFAULT_IDLE_KEEP,
+    scrape_labels: dict[str, str] | None = None,
 ) -> tuple[ScrapeRecorder, list[dict[str, Any]], int, list[str]]:
     """Replay ``paths`` on a simulated clock, scraping every ``scrape_interval`` of the original timeline,
-    except more than ``idle_keep`` seconds after an event (resumed at the next one) and beyond ``max_scrapes``."""
+    except more than ``idle_keep`` seconds after an event (resumed at the next one) and beyond ``max_scrapes``;
+    every series gets ``scrape_labels`` (default ``TARGET_LABELS``) as a scrape target's labels."""
     from observer.offline.replay import replay
     from observer.runtime import Observer
 
     clock = [0.0]
     last_event: list[float] = []
-    recorder = ScrapeRecorder(om_path, scrape_interval, TARGET_LABELS, max_scrapes)
+    recorder = ScrapeRecorder(om_path, scrape_interval, scrape_labels or TARGET_LABELS, max_scrapes)
     signals: list[dict[str, Any]] = []
     subscribed: list[Observer] = []
 

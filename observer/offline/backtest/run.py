@@ -40,8 +40,11 @@ def run_backtest(
     work_dir: str | None = None,
     prometheus: str | None = None,
     promtool_binary: str | None = None,
+    scrape_labels: dict[str, str] | None = None,
 ) -> BacktestReport:
-    """Replay ``paths``, load the series into a real Prometheus, evaluate ``rule_files`` over the period."""
+    """Replay ``paths``, load the series into a real Prometheus, evaluate ``rule_files`` over the period
+    (``scrape_labels``: the labels every scraped series gets, ``recording.target_labels`` of the mixin
+    configuration the rules come from; default job="spark_state_observer", instance="backtest")."""
     scrape_interval = check_setting("--scrape-interval", scrape_interval, INTERVAL_RANGE)
     eval_interval = check_setting("--eval-interval", eval_interval, INTERVAL_RANGE)
     tail_seconds = check_setting("--tail", tail_seconds, TAIL_RANGE)
@@ -54,7 +57,14 @@ def run_backtest(
     try:
         om_path = os.path.join(work, "series.om")
         recorder, signals, events, errors = record_series(
-            paths, om_path, scrape_interval, tail_seconds, settings, max_scrapes=max_scrapes, idle_keep=idle_keep
+            paths,
+            om_path,
+            scrape_interval,
+            tail_seconds,
+            settings,
+            max_scrapes=max_scrapes,
+            idle_keep=idle_keep,
+            scrape_labels=scrape_labels,
         )
         start, end = float(recorder.first or 0.0), float(recorder.last or 0.0)
         segments = [(a, b) for a, b in recorder.segments]
