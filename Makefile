@@ -1,6 +1,6 @@
 # Tasks: make test | test-fast | lint | format | typecheck | generate | check-generated
 PYTHON ?= python
-GENERATED = README.md docs/reference.md dashboards alerts deploy/prometheus-operator deploy/grafana observer/mixin/bundled
+GENERATED = README.md docs/reference.md dashboards alerts deploy/prometheus-operator deploy/grafana observer/mixin/bundled streamlit_app/static
 
 .PHONY: test test-fast lint format typecheck generate check-generated
 

@@ -1,5 +1,6 @@
 """Regenerate the committed mixin artefacts (alerts/, dashboards/, deploy/prometheus-operator/,
-deploy/grafana/) and the dashboards bundled in the package (observer/mixin/bundled/) from the default
+deploy/grafana/), the dashboards bundled in the package (observer/mixin/bundled/) and the runbook the state
+browser serves (streamlit_app/static/runbook.md, the default runbook_base_url) from the default
 configuration. Needs the ``mixin`` extra (grafana-foundation-sdk). tests/test_mixin.py fails when
 either is stale."""
 
@@ -18,8 +19,10 @@ from observer.mixin.export import artefacts, write  # noqa: E402
 
 def main() -> int:
     config = MixinConfig()
-    written = write(ROOT, artefacts(config))
+    files = artefacts(config)
+    written = write(ROOT, files)
     written += write(os.path.join(ROOT, "observer", "mixin", "bundled"), render(config))
+    written += write(os.path.join(ROOT, "streamlit_app", "static"), {"runbook.md": files["alerts/runbook.md"]})
     print(f"wrote {len(written)} files")
     return 0
 

@@ -18,8 +18,8 @@ from conftest import ROOT, need
 from observer.mixin.config import MixinConfig, config_from_mapping, load_config
 from observer.mixin.export import artefacts, write
 from observer.mixin.promql import metric
+from observer.mixin.rule_tests import build_cases, case_document
 from observer.mixin.rules import alerting_rules, rule_documents
-from observer.mixin.unittests import build_cases, case_document
 
 CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
 CONFIGS = ["default", "custom"]
@@ -85,7 +85,9 @@ def test_the_custom_configuration_reaches_the_rules(exported) -> None:
     assert rules["SparkStreamingQueryStalled"]["labels"]["severity"] == "warning"
     assert rules["SparkStateObserverDown"]["expr"] == 'up{job="spark-observer"} == 0'
     assert 'spark_streaming_query_stalled{job=~"spark-.*"}' in rules["SparkStreamingQueryStalled"]["expr"]
-    assert rules["SparkStateUnbounded"]["annotations"]["runbook_url"] == "https://wiki.example.com/runbooks/spark-state#sparkstateunbounded"
+    assert (
+        rules["SparkStateUnbounded"]["annotations"]["runbook_url"] == "https://wiki.acme.internal/runbooks/spark-state#sparkstateunbounded"
+    )
     with open(os.path.join(directory, "alerts", "rules.yml")) as f:
         assert [g["name"] for g in yaml.safe_load(f)["groups"]] == ["acme-spark.queries", "acme-spark.state", "acme-spark.observer"]
 
@@ -206,6 +208,7 @@ EDGE_CONFIGS = {
             "SparkStateObserverDroppingEvents": "15m",
             "SparkStateRestoreTooLong": "30m",
         },
+        "fleet": {"grace_seconds": 1800},  # CrashLooping's 20m fits a 30-minute grace
         "thresholds": {
             "commit_seconds_per_instance": 0,
             "crash_loop_restarts": 1,
@@ -215,6 +218,8 @@ EDGE_CONFIGS = {
             "state_memory_budget_ratio": 1,
         },
     },
+    # durations Prometheus writes with seconds: the tests' times stay whole minutes, written 2m30s rather than 2.5m
+    "for durations under a minute or between minutes": {"for_durations": {"SparkStreamingQueryDown": "30s", "SparkStateUnbounded": "90s"}},
     "regex selectors with test labels": {
         "observer_selector": 'job=~"spark.*"',
         "selector": 'namespace=~"team-.*"',

@@ -9,9 +9,11 @@ import subprocess
 
 import pytest
 
-from conftest import FIXTURES, need
+from conftest import FIXTURES, ROOT, need
 from observer.offline import backtest as bt
+from observer.offline.backtest import evaluation, formats, promtool_test, recording, rules
 
+CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
 RULES = [
     os.path.join(os.path.dirname(__file__), "..", "alerts", "recording.yml"),
     os.path.join(os.path.dirname(__file__), "..", "alerts", "rules.yml"),
@@ -26,38 +28,38 @@ def _logs(scenario: str) -> list[str]:
 
 # --- fast: the evaluation semantics ------------------------------------------------------------------
 def test_parse_duration() -> None:
-    assert bt.parse_duration("0m") == 0
-    assert bt.parse_duration("1h30m") == 5400
-    assert bt.parse_duration("90s") == 90
+    assert rules.parse_duration("0m") == 0
+    assert rules.parse_duration("1h30m") == 5400
+    assert rules.parse_duration("90s") == 90
     with pytest.raises(bt.BacktestError):
-        bt.parse_duration("ten minutes")
+        rules.parse_duration("ten minutes")
 
 
 def test_recording_rules_are_backfilled_in_dependency_order() -> None:
     recording, _ = bt.load_rules(RULES)
-    levels = bt.dependency_levels(recording)
+    levels = rules.dependency_levels(recording)
     done: set[str] = set()
     for level in levels:
         for rule in level:
-            assert not ({r.record for r in recording} - done) & set(bt._NAME.findall(rule.expr)) - {rule.record}
+            assert not ({r.record for r in recording} - done) & set(rules.METRIC_NAME.findall(rule.expr)) - {rule.record}
         done |= {r.record for r in level}
     assert len(levels) >= 2  # the shipped rules do chain (batch duration mean reads the batch rate)
 
 
 def test_for_makes_an_alert_pending_then_firing_and_a_gap_resolves_it() -> None:
-    rule = bt.AlertRule("X", "up", 60.0, {"severity": "warning"}, {"summary": "x on {{ $labels.query }} is {{ $value }}"})
+    rule = rules.AlertRule("X", "up", 60.0, {"severity": "warning"}, {"summary": "x on {{ $labels.query }} is {{ $value }}"})
     steps = [float(t) for t in range(0, 300, 30)]
     # active at 30..120, absent at 150, active again at 180..270
     values = [[t, "1"] for t in (30, 60, 90, 120, 180, 210, 240, 270)]
-    firings = bt.evaluate_alert(rule, [{"metric": {"__name__": "up", "query": "q"}, "values": values}], steps)
+    firings = evaluation.evaluate_alert(rule, [{"metric": {"__name__": "up", "query": "q"}, "values": values}], steps)
     assert [(f.pending_at, f.firing_at, f.resolved_at) for f in firings] == [(30, 90, 150), (180, 240, None)]
     assert firings[0].labels == {"query": "q", "severity": "warning"} and firings[0].summary == "x on q is 1"
     assert firings[0].firing_seconds(300) == 60 and firings[1].firing_seconds(300) == 60
 
 
 def test_an_alert_active_shorter_than_its_for_never_fires() -> None:
-    rule = bt.AlertRule("X", "up", 120.0, {}, {})
-    firings = bt.evaluate_alert(rule, [{"metric": {}, "values": [[0, "1"], [30, "1"]]}], [0.0, 30.0, 60.0])
+    rule = rules.AlertRule("X", "up", 120.0, {}, {})
+    firings = evaluation.evaluate_alert(rule, [{"metric": {}, "values": [[0, "1"], [30, "1"]]}], [0.0, 30.0, 60.0])
     assert len(firings) == 1 and not firings[0].fired and firings[0].resolved_at == 60.0
 
 
@@ -73,9 +75,9 @@ def test_unreadable_rules_are_a_clear_error(tmp_path) -> None:
 
 def test_scrapes_carry_the_original_timestamps_and_the_target_labels(tmp_path) -> None:
     logs = _logs("rocksdb_restart")
-    recorder, signals, events, errors = bt.record_series(logs, str(tmp_path / "s.om"), 5.0)
+    recorder, signals, events, errors = recording.record_series(logs, str(tmp_path / "s.om"), 5.0)
     assert not errors and events > 0
-    series = bt.read_series(str(tmp_path / "s.om"), {"spark_streaming_batches_total"})
+    series = promtool_test.read_series(str(tmp_path / "s.om"), {"spark_streaming_batches_total"})
     ((head, points),) = series.items()
     assert 'job="spark_state_observer"' in head and 'instance="backtest"' in head
     times = sorted(points)
@@ -112,7 +114,7 @@ def test_a_failed_restart_fires_query_failed_when_it_fails_and_promtool_agrees(t
     work = str(tmp_path / "bt")
     report = bt.run_backtest(_logs("schema_failure"), RULES, scrape_interval=5, eval_interval=5, work_dir=work)
     fired = {f.alert: f for f in report.fired()}
-    assert set(fired) == {"SparkStreamingQueryFailed"}, bt.render_table(report)
+    assert set(fired) == {"SparkStreamingQueryFailed"}, formats.render_table(report)
     failed_at = next(s["time"] for s in report.signals if s["kind"] == "query_terminated" and s["attributes"]["outcome"] == "exception")
     # fires at the first evaluation after the failure, not before
     assert failed_at <= fired["SparkStreamingQueryFailed"].firing_at <= failed_at + 2 * report.eval_interval
@@ -126,7 +128,7 @@ def test_a_failed_restart_fires_query_failed_when_it_fails_and_promtool_agrees(t
 @pytest.mark.slow
 def test_a_clean_run_with_a_restart_fires_nothing(tools, tmp_path) -> None:
     report = bt.run_backtest(_logs("rocksdb_restart"), RULES, scrape_interval=5, eval_interval=5, work_dir=str(tmp_path / "bt"))
-    assert report.fired() == [], bt.render_table(report)
+    assert report.fired() == [], formats.render_table(report)
     assert {s["kind"] for s in report.signals} >= {"query_restarted", "restore"}
     done = _agrees_with_promtool(report, str(tmp_path / "bt"))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -151,7 +153,7 @@ def test_events_the_observer_dropped_fire_the_observer_alert(tools, tmp_path) ->
         [str(folder / os.path.basename(source[0]))], RULES, scrape_interval=5, eval_interval=5, work_dir=str(tmp_path / "bt")
     )
     fired = [f for f in report.fired() if f.alert == "SparkStateObserverDroppingEvents"]
-    assert fired and fired[0].labels["reason"] == "malformed", bt.render_table(report)
+    assert fired and fired[0].labels["reason"] == "malformed", formats.render_table(report)
     assert report.errors  # the broken line is reported, the rest of the log was read
     assert any(s["kind"] == "query_terminated" for s in report.signals)
 
@@ -213,7 +215,7 @@ def test_a_crash_loop_fires_at_the_restart_that_completes_it_and_not_before(tool
     rules = _mixin_rules(tmp_path)
     report = bt.run_backtest(_incident_logs("crash_loop_503"), rules, scrape_interval=15, eval_interval=15, work_dir=work)
     loops = [f for f in report.fired() if f.alert == "SparkStreamingQueryCrashLooping"]
-    assert len(loops) == 1, bt.render_table(report)
+    assert len(loops) == 1, formats.render_table(report)
     restarts = sorted(s["time"] for s in report.signals if s["kind"] == "query_restarted")
     assert len(restarts) == 4
     third = restarts[2]
@@ -245,7 +247,7 @@ def test_set_overrides_move_a_threshold_and_change_what_fires(tools, tmp_path) -
     logs = _incident_logs("dedup_agg_restart_43")
     (tmp_path / "d").mkdir()
     default = bt.run_backtest(logs, _mixin_rules(tmp_path / "d"), scrape_interval=5, eval_interval=5, work_dir=str(tmp_path / "a"))
-    assert not [f for f in default.fired() if f.alert == "SparkStateRestoreTooLong"], bt.render_table(default)
+    assert not [f for f in default.fired() if f.alert == "SparkStateRestoreTooLong"], formats.render_table(default)
     (tmp_path / "s").mkdir()
     strict = bt.run_backtest(
         logs,
@@ -256,7 +258,7 @@ def test_set_overrides_move_a_threshold_and_change_what_fires(tools, tmp_path) -
     )
     restores = [f for f in strict.fired() if f.alert == "SparkStateRestoreTooLong"]
     restored_at = min(s["time"] for s in strict.signals if s["kind"] == "restore")
-    assert restores and all(f.firing_at >= restored_at for f in restores), bt.render_table(strict)
+    assert restores and all(f.firing_at >= restored_at for f in restores), formats.render_table(strict)
 
 
 @pytest.mark.slow
@@ -278,5 +280,33 @@ def test_unbounded_state_fires_after_its_for_and_not_before(tools, tmp_path) -> 
     )
     fired = [f for f in short.fired() if f.alert == "SparkStateUnbounded"]
     verdict = min(s["time"] for s in short.signals if s["kind"] == "state_unbounded")
-    assert len(fired) == 1 and fired[0].labels["operator"] == "stateStoreSave", bt.render_table(short)
+    assert len(fired) == 1 and fired[0].labels["operator"] == "stateStoreSave", formats.render_table(short)
     assert verdict + 60 <= fired[0].firing_at <= verdict + 60 + short.scrape_interval + 2 * short.eval_interval
+
+
+def test_scrapes_are_labelled_as_the_configuration_selects() -> None:
+    """The scrape target's labels satisfy the configured selectors; the default keeps the observer's job."""
+    from observer.mixin.config import MixinConfig, MixinConfigError, load_config
+
+    assert recording.target_labels(MixinConfig()) == recording.TARGET_LABELS
+    custom = load_config(CUSTOM)  # selector job=~"spark-.*" with test_labels.job
+    assert recording.target_labels(custom) == {"job": "spark-drivers", "instance": "backtest"}
+    pinned = load_config(None, ['selector=env="prod", app="shop"', 'observer_selector=job="fleet"'])
+    assert recording.target_labels(pinned) == {"job": "fleet", "env": "prod", "instance": "backtest"}  # app is the recording's own
+    with pytest.raises(MixinConfigError, match=r"test_labels\.team"):
+        recording.target_labels(load_config(None, ['selector=team=~"a.+"']))
+
+
+@pytest.mark.slow
+def test_a_configuration_that_selects_its_job_still_sees_the_recording(tools, tmp_path) -> None:
+    """`backtest --config` with a selector on `job`: the replayed series carry a job it selects, so the
+    crash loop fires as it does under the defaults (it used to fire nothing: every series had the default job)."""
+    import json
+
+    from observer.cli.main import main
+
+    out = tmp_path / "report.json"
+    args = ["--config", CUSTOM, "--scrape-interval", "15", "--eval-interval", "15", "--format", "json", "--out", str(out)]
+    assert main(["backtest", *_incident_logs("crash_loop_503"), *args]) == 0
+    fired = {f["alert"] for f in json.loads(out.read_text())["firings"] if f["firing_at"]}
+    assert {"SparkStreamingQueryCrashLooping", "SparkStreamingQueryFailed"} <= fired

@@ -29,9 +29,11 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, REQUIRE_REAL, need
-from observer.mixin.config import MAX_DURATION_MS, MixinConfig, MixinConfigError, Thresholds, load_config
+from observer.mixin.config import MixinConfig, MixinConfigError, Thresholds, load_config
+from observer.mixin.prometheus_text import MAX_DURATION_MS
 from observer.mixin.rules import rule_files
 from observer.offline import backtest as bt
+from observer.offline.backtest import formats, recording, settings
 from streamlit_app import fmt
 from streamlit_app.verdict import Verdict
 from streamlit_app.views import verdicts as verdict_view
@@ -263,7 +265,9 @@ def test_durations_are_taken_exactly_when_prometheus_takes_them(tmp_path) -> Non
     probes: dict[str, tuple[str, bool]] = {}
     for n, value in enumerate(DURATIONS):
         outcome = _load(_write(tmp_path, n, yaml.safe_dump({"for_durations": {"SparkStateUnbounded": value}})))
-        monitor = _load(_write(tmp_path, 1000 + n, yaml.safe_dump({"kubernetes": {"scrape_interval": value}})))
+        # a grace and retention long enough for any scrape interval: only the grammar decides here
+        fleet = {"grace_seconds": 1e15, "history_max_age_seconds": 1e15}
+        monitor = _load(_write(tmp_path, 1000 + n, yaml.safe_dump({"kubernetes": {"scrape_interval": value}, "fleet": fleet})))
         assert isinstance(outcome, MixinConfigError) == isinstance(monitor, MixinConfigError), value
         probe = os.path.join(str(tmp_path), f"probe{n}.yml")
         with open(probe, "w") as f:
@@ -367,18 +371,18 @@ def test_backtest_settings_are_in_range_or_clear_errors() -> None:
     cases = [
         (name, bounds, value)
         for name, bounds in (
-            ("--scrape-interval", bt.INTERVAL_RANGE),
-            ("--eval-interval", bt.INTERVAL_RANGE),
-            ("--tail", bt.TAIL_RANGE),
-            ("--idle-keep", bt.IDLE_KEEP_RANGE),
-            ("--max-scrapes", bt.MAX_SCRAPES_RANGE),
+            ("--scrape-interval", settings.INTERVAL_RANGE),
+            ("--eval-interval", settings.INTERVAL_RANGE),
+            ("--tail", settings.TAIL_RANGE),
+            ("--idle-keep", settings.IDLE_KEEP_RANGE),
+            ("--max-scrapes", settings.MAX_SCRAPES_RANGE),
         )
         for value in INTERVAL_VALUES
     ]
-    cases += [("--scrape-interval", bt.INTERVAL_RANGE, v / 7) for v in range(-50, 100)]
+    cases += [("--scrape-interval", settings.INTERVAL_RANGE, v / 7) for v in range(-50, 100)]
     for name, bounds, value in cases:
         try:
-            got = bt.check_setting(name, value, bounds)
+            got = settings.check_setting(name, value, bounds)
         except bt.BacktestError as exc:
             assert str(exc).startswith(name) and len(str(exc)) < 200
         else:
@@ -434,7 +438,7 @@ def test_scrapes_stay_bounded_whatever_the_gap_between_events(tmp_path) -> None:
     for n, (gap, interval) in enumerate(itertools.product(GAPS, (5.0, 15.0, 60.0))):
         log = _log_with_gap(tmp_path, gap, f"log{n}")
         om = os.path.join(str(tmp_path), f"s{n}.om")
-        recorder, _signals, events, errors = bt.record_series([log], om, interval, idle_keep=idle_keep)
+        recorder, _signals, events, errors = recording.record_series([log], om, interval, idle_keep=idle_keep)
         assert events == 3 and not errors  # the streaming events: the query's start and its two batches
         bound = 2 * (idle_keep / interval + 2)  # after each of the two batches, at most idle_keep of scrapes
         assert recorder.scrapes <= bound, (gap, interval, recorder.scrapes)
@@ -444,7 +448,9 @@ def test_scrapes_stay_bounded_whatever_the_gap_between_events(tmp_path) -> None:
             skipped = sum(b - a for a, b in recorder.gaps)
             assert skipped >= gap - idle_keep - 2 * interval
         assert os.path.getsize(om) < 50 * 1024 * 1024
-    capped, *_ = bt.record_series([_log_with_gap(tmp_path, 3000.0, "capped")], os.path.join(str(tmp_path), "c.om"), 5.0, max_scrapes=7)
+    capped, *_ = recording.record_series(
+        [_log_with_gap(tmp_path, 3000.0, "capped")], os.path.join(str(tmp_path), "c.om"), 5.0, max_scrapes=7
+    )
     assert capped.scrapes == 7 and capped.capped_at is not None
 
 
@@ -454,12 +460,12 @@ def test_two_batches_a_year_apart_backtest_in_minutes_of_scrapes_and_say_so(tmp_
     need("promtool")
     rules = [os.path.join(os.path.dirname(__file__), "..", "alerts", name) for name in ("recording.yml", "rules.yml")]
     report = bt.run_backtest([_log_with_gap(tmp_path, 365 * 86400.0, "year")], rules, work_dir=str(tmp_path / "bt"))
-    assert report.scrapes <= 2 * (bt.DEFAULT_IDLE_KEEP / bt.DEFAULT_SCRAPE_INTERVAL + 2)
+    assert report.scrapes <= 2 * (settings.DEFAULT_IDLE_KEEP / settings.DEFAULT_SCRAPE_INTERVAL + 2)
     assert len(report.gaps) == 1 and report.gaps[0][1] - report.gaps[0][0] > 364 * 86400
     assert os.path.getsize(tmp_path / "bt" / "series.om") < 20 * 1024 * 1024
-    table = bt.render_table(report)
+    table = formats.render_table(report)
     assert "Idle gaps compressed: 1 gap(s)" in table and "no alert is evaluated inside them" in table
-    assert "Idle gaps compressed" in html.unescape(bt.render_html(report))
+    assert "Idle gaps compressed" in html.unescape(formats.render_html(report))
     # the stall after the first batch is evaluated in its own stretch, and ends with it
     stalls = [f for f in report.firings if f.alert == "SparkStreamingQueryStalled"]
     assert stalls and all(f.resolved_at is not None or f.pending_at >= report.gaps[0][1] for f in stalls)

@@ -125,7 +125,7 @@ def test_without_the_sdk_the_bundled_dashboards_serve_the_default_only(monkeypat
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "grafana_foundation_sdk" else real(name, *a))
     assert export.dashboards(MixinConfig()) == export.bundled_dashboards()
-    unchanged = dataclasses.replace(MixinConfig(), runbook_base_url="https://example.com/rb")  # rules only
+    unchanged = dataclasses.replace(MixinConfig(), runbook_base_url="https://wiki.acme.internal/rb")  # rules only
     assert export.dashboards(unchanged) == export.bundled_dashboards()
     with pytest.raises(export.MixinExportError, match=r"pip install 'spark-state-observer\[mixin\]'"):
         export.dashboards(load_config(CUSTOM))

@@ -10,8 +10,10 @@ import re
 from typing import Any
 
 from conftest import FIXTURES, ROOT
+from observer.mixin.prometheus_text import render_template
 from observer.model.signal_kinds import SignalEvent
-from observer.offline.backtest import load_rules, record_series, render_template
+from observer.offline.backtest.recording import record_series
+from observer.offline.backtest.rules import load_rules
 from observer.offline.eventlog import expand
 from observer.offline.log_identity import application_of
 from observer.offline.replay import replay

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from typing import Any
 
-from observer.offline.backtest import DEFAULT_EVAL_INTERVAL, DEFAULT_IDLE_KEEP, DEFAULT_MAX_SCRAPES, DEFAULT_SCRAPE_INTERVAL
+from observer.offline.backtest.settings import DEFAULT_EVAL_INTERVAL, DEFAULT_IDLE_KEEP, DEFAULT_MAX_SCRAPES, DEFAULT_SCRAPE_INTERVAL
 
 
 def add_parser(sub: Any) -> None:
@@ -50,14 +50,17 @@ def run(args: argparse.Namespace) -> int:
     from observer.mixin.config import MixinConfigError, load_config
     from observer.mixin.rules import rule_files
     from observer.offline.backtest import BacktestError, render, run_backtest
+    from observer.offline.backtest.recording import target_labels
     from observer.offline.eventlog import EventLogError
     from observer.offline.prometheus_server import PrometheusError
 
     with tempfile.TemporaryDirectory(prefix="sso-backtest-rules-") as tmp:
         rules = list(args.rules)
+        scrape_labels = None  # the rules are the caller's: scraped as job="spark_state_observer"
         if not rules:
             try:
                 config = load_config(args.config, args.overrides)
+                scrape_labels = target_labels(config)  # scraped as the configuration's selectors select
             except MixinConfigError as exc:
                 print(f"spark-state-observer: {exc}", file=sys.stderr)
                 return 2
@@ -82,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
                         idle_keep=args.idle_keep,
                         prometheus=args.prometheus,
                         promtool_binary=args.promtool,
+                        scrape_labels=scrape_labels,
                     )
                 except (BacktestError, PrometheusError, EventLogError) as exc:
                     print(f"spark-state-observer: {original(str(exc))}", file=sys.stderr)

@@ -101,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     ui = sub.add_parser("ui", help="serve the state browser (Streamlit) over a history and checkpoints")
     ui.add_argument("--history", default=None, help="history database (default: setting history_path)")
     ui.add_argument("--checkpoint-root", action="append", default=[], help="folder whose checkpoints may be opened (repeatable)")
-    ui.add_argument("--runbook-url", default=None, help="base URL of alerts/runbook.md for the verdicts' links")
+    ui.add_argument(
+        "--runbook-url", default=None, help="base URL of alerts/runbook.md for the verdicts' links (default: the one this browser serves)"
+    )
     ui.add_argument("--port", type=int, default=8501)
     ui.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
 
@@ -270,6 +272,8 @@ def _ui(args: argparse.Namespace) -> int:
         "false",
         "--client.toolbarMode",
         "viewer",
+        "--server.enableStaticServing",  # the runbook at /app/static/runbook.md: the alerts' default runbook_url
+        "true",
         "--",
     ]
     if secrets_of(history):  # a password in the URL goes through the environment, not the process list

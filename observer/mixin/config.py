@@ -21,11 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from observer.mixin.prometheus_text import DurationError, format_duration, parse_duration
+
 # Every alert the mixin defines, with its default ``for`` duration and severity (the rules live in
 # ``observer.mixin.rules``; a test checks both lists name the same alerts).
 ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
     "SparkStreamingQueryFailed": ("0m", "critical"),
-    "SparkStreamingQueryDown": ("10m", "warning"),
+    "SparkStreamingQueryDown": ("2m", "warning"),
     "SparkStreamingQueryCrashLooping": ("0m", "critical"),
     "SparkStreamingQueryStalled": ("1m", "critical"),
     "SparkStreamingQueryFallingBehind": ("10m", "warning"),
@@ -48,10 +50,17 @@ ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
     "SparkStateObserverFailing": ("0m", "warning"),
 }
 SEVERITIES = ("critical", "warning", "info")
-# Prometheus' duration grammar (common/model ParseDuration): units once each, largest first
-DURATION = re.compile(r"(?:([0-9]+)y)?(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?(?:([0-9]+)ms)?")
-DURATION_UNITS_MS = (31536000000, 604800000, 86400000, 3600000, 60000, 1000, 1)
-MAX_DURATION_MS = (2**63 - 1) // 1_000_000  # a Go time.Duration, as Prometheus stores it
+# Alerts about a query that no longer runs: in fleet mode their series outlive the application only by the
+# watcher's grace (then the watcher forgets it and the series go stale), so each must fire within it.
+AFTER_END_ALERTS = ("SparkStreamingQueryFailed", "SparkStreamingQueryDown", "SparkStreamingQueryCrashLooping")
+# Runbook addresses nobody can open: the repository the early defaults named (it does not exist), reserved
+# example hosts (RFC 2606), and template markers left in
+PLACEHOLDER_RUNBOOK = re.compile(
+    r"github\.com/spark-state-observer/spark-state-observer|//(?:[^/]*\.)?example\.(?:com|net|org)(?:[:/]|$)"
+    r"|//[^/]*\.(?:example|invalid)(?:[:/]|$)|[<>]|\b(?:TODO|CHANGEME|CHANGE-ME|REPLACE-?ME)\b",
+    re.IGNORECASE,
+)
+DEFAULT_RUNBOOK_URL = "http://127.0.0.1:8501/app/static/runbook.md"
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # a PromQL double-quoted string's body: no raw control character, only the escapes PromQL's lexer knows
 _ESCAPE = r'\\(?:[abfnrtv\\"]|[0-7]{3}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})'
@@ -215,6 +224,27 @@ class Kubernetes:
 
 
 @dataclass(frozen=True)
+class Fleet:
+    """How the watcher and the history are deployed, as far as alert timing depends on it: the export
+    refuses ``for`` durations that could never fire under these values."""
+
+    grace_seconds: float = field(
+        default=300.0,
+        metadata=_doc(
+            "The watcher's --grace-seconds: a finished or lost application's series stay exported this long, then go. "
+            "SparkStreamingQueryFailed, -Down and -CrashLooping must fire within it."
+        ),
+    )
+    history_max_age_seconds: float = field(
+        default=7 * 86400.0,
+        metadata=_doc("The history's retention (setting history_max_age_seconds): nothing about an ended query is kept longer."),
+    )
+    evaluation_interval: str = field(
+        default="1m", metadata=_doc("Prometheus' rule evaluation interval (global evaluation_interval; Prometheus' default is 1m).")
+    )
+
+
+@dataclass(frozen=True)
 class Alertmanager:
     """The Alertmanager route example."""
 
@@ -262,8 +292,12 @@ class MixinConfig:
         metadata=_doc("`severity` label of each alert: critical, warning or info."),
     )
     runbook_base_url: str = field(
-        default="https://github.com/spark-state-observer/spark-state-observer/blob/main/alerts/runbook.md",
-        metadata=_doc("Each alert's runbook_url is this plus '#' and the alert name in lower case."),
+        default=DEFAULT_RUNBOOK_URL,
+        metadata=_doc(
+            "Each alert's runbook_url is this plus '#' and the alert name in lower case. The default is the runbook the state "
+            "browser (`spark-state-observer ui`, default address) serves; point it at your browser's address or your own copy "
+            "of alerts/runbook.md. Placeholders (example hosts, <...>, TODO) are refused."
+        ),
     )
     rule_group_prefix: str = field(default="spark-state-observer", metadata=_doc("Prefix of the rule group names."))
     datasource: Datasource = field(
@@ -278,6 +312,9 @@ class MixinConfig:
         default="spark-state", metadata=_doc("Prefix of the dashboards' uids (keep it stable: links and bookmarks use it).")
     )
     dashboard_refresh: str = field(default="30s", metadata=_doc("Auto-refresh of the dashboards."))
+    fleet: Fleet = field(
+        default_factory=Fleet, metadata=_doc("The watcher's grace, the history's retention and the rule evaluation interval, as deployed.")
+    )
     kubernetes: Kubernetes = field(default_factory=Kubernetes, metadata=_doc("Prometheus Operator objects."))
     alertmanager: Alertmanager = field(default_factory=Alertmanager, metadata=_doc("Alertmanager route example."))
 
@@ -320,10 +357,16 @@ class MixinConfig:
                 raise MixinConfigError(f"severities.{alert}: {show(value)} is not one of {', '.join(SEVERITIES)}")
         if "{{" in self.runbook_base_url or "}}" in self.runbook_base_url:
             raise MixinConfigError("runbook_base_url: must not contain {{ or }} (Prometheus reads annotations as templates)")
+        if not re.match(r"https?://[^/\s]+", self.runbook_base_url) or PLACEHOLDER_RUNBOOK.search(self.runbook_base_url):
+            raise MixinConfigError(
+                f"runbook_base_url: {show(self.runbook_base_url)} is a placeholder or not an http(s) address; "
+                f"set it to where your runbook opens (default: the state browser's, {DEFAULT_RUNBOOK_URL})"
+            )
         if not self.rule_group_prefix.strip():
             raise MixinConfigError("rule_group_prefix: must not be empty")
         self._validate_kubernetes()
         self._validate_thresholds()
+        self._validate_fleet_timing()
 
     def _validate_kubernetes(self) -> None:
         k = self.kubernetes
@@ -345,6 +388,32 @@ class MixinConfig:
             for name in names:
                 if not K8S_NAMESPACE.fullmatch(name):
                     raise MixinConfigError(f"kubernetes.{key}: {show(name)} is not a Kubernetes namespace name")
+
+    def _validate_fleet_timing(self) -> None:
+        """Refuse ``for`` durations that cannot fire for a query whose application ended: its series live
+        ``fleet.grace_seconds`` after the end (never longer than the history keeps it). In the worst case the
+        ended status reaches Prometheus one scrape later, the alert is pending one evaluation after that,
+        and firing at the first evaluation its ``for`` has elapsed."""
+        f = self.fleet
+        for key, value in (("grace_seconds", f.grace_seconds), ("history_max_age_seconds", f.history_max_age_seconds)):
+            if not 0 <= value <= MAX_THRESHOLD:
+                raise MixinConfigError(f"fleet.{key} must be between 0 and {MAX_THRESHOLD:g} seconds, got {show(value)}")
+        evaluation = duration_seconds(f.evaluation_interval, "fleet.evaluation_interval")
+        if evaluation <= 0:
+            raise MixinConfigError("fleet.evaluation_interval must be longer than 0s")
+        lag = duration_seconds(self.kubernetes.scrape_interval, "kubernetes.scrape_interval") + evaluation
+        bound, key = min((f.grace_seconds, "fleet.grace_seconds"), (f.history_max_age_seconds, "fleet.history_max_age_seconds"))
+        for alert in AFTER_END_ALERTS:
+            needed = lag + math.ceil(duration_seconds(self.for_durations[alert]) / evaluation) * evaluation
+            if needed > bound:
+                longest = math.floor((bound - lag) / evaluation) * evaluation
+                shorter = f"shorten it to at most {format_duration(longest)} or " if longest >= 0 else ""
+                raise MixinConfigError(
+                    f"for_durations.{alert}: {self.for_durations[alert]} can never fire for an application that ended: its series "
+                    f"are gone {bound:g} s after the end ({key}; the watcher's --grace-seconds or the history's retention) and the "
+                    f"alert needs up to {format_duration(needed)} (a scrape, an evaluation, then its for in whole evaluations); "
+                    f"{shorter}raise {key} (and the deployment's value) to at least {math.ceil(needed)}"
+                )
 
     def _validate_thresholds(self) -> None:
         t = self.thresholds
@@ -374,17 +443,10 @@ class MixinConfig:
 def duration_seconds(text: str, key: str = "duration") -> float:
     """Seconds of a Prometheus duration such as ``1h30m``; a ``MixinConfigError`` naming ``key`` for text
     Prometheus would refuse (units out of order or repeated, or longer than its ~292 years)."""
-    m = DURATION.fullmatch(text)
-    if text == "0":
-        return 0.0
-    if m is None or not text:
-        raise MixinConfigError(
-            f"{key}: {show(text)} is not a Prometheus duration such as 10m or 1h30m (units y w d h m s ms, largest first)"
-        )
-    total_ms = sum(int(n) * unit for n, unit in zip(m.groups(), DURATION_UNITS_MS) if n)
-    if total_ms > MAX_DURATION_MS:
-        raise MixinConfigError(f"{key}: {show(text)} is longer than Prometheus' longest duration (about 292 years)")
-    return total_ms / 1000
+    try:
+        return parse_duration(text)
+    except DurationError as exc:
+        raise MixinConfigError(f"{key}: {show(text)} is {exc}") from None
 
 
 def _unescape(body: str) -> str:
@@ -427,6 +489,28 @@ def parse_matchers(text: str, key: str) -> list[tuple[str, str, str]]:
             _check_regex(value, f"{key}: matcher {show(part.strip())}")
         out.append((m.group(1), m.group(2), value))
     return out
+
+
+def labels_satisfying(matchers: list[tuple[str, str, str]], given: Mapping[str, str], key: str) -> dict[str, str]:
+    """Labels a series needs to be selected by ``matchers``: equality matchers as they are, the rest from
+    ``given`` (``test_labels``); a ``MixinConfigError`` naming ``key`` when ``given`` has no fitting value.
+    The generated promtool tests and the backtest's scrapes label their series with them."""
+    labels = {name: value for name, op, value in matchers if op == "="}
+    for name, value in given.items():
+        labels.setdefault(name, value)
+    for name, op, value in matchers:
+        actual = labels.get(name, "")
+        ok = {
+            "=": actual == value,
+            "!=": actual != value,
+            "=~": re.fullmatch(value, actual) is not None,
+            "!~": re.fullmatch(value, actual) is None,
+        }[op]
+        if not ok:
+            raise MixinConfigError(
+                f"{key}: the generated tests need a value for label {name} matching {name}{op}{show(value)}; set test_labels.{name}"
+            )
+    return labels
 
 
 def _check_regex(value: str, where: str) -> None:
