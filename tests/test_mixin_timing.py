@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, Server, free_port, need
-from observer.capture.watch_runtime import WatchOptions
+from observer.fleet.runtime import WatchOptions
 from observer.cli import watch
 from observer.mixin.config import AFTER_END_ALERTS, DEFAULT_RUNBOOK_URL, MixinConfig, MixinConfigError, load_config
 from observer.mixin.export import artefacts

@@ -109,7 +109,7 @@ def record_series(
     except more than ``idle_keep`` seconds after an event (resumed at the next one) and beyond ``max_scrapes``;
     every series gets ``scrape_labels`` (default ``TARGET_LABELS``) as a scrape target's labels."""
     from observer.offline.replay import replay
-    from observer.runtime import Observer
+    from observer.pipeline.runtime import Observer
 
     clock = [0.0]
     last_event: list[float] = []
