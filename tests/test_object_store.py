@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import io
 import json
 import os
 import subprocess
 import sys
 import uuid
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_inspector import ROCKSDB, checkpoint, operator_metadata
+from test_inspector import ROCKSDB, checkpoint, operator_metadata, rocksdb_zip
 
 from conftest import FIXTURES, ROOT
-from observer.capture.storage import StorageError, _local_name, filesystem, redact, staged
+from observer.capture.storage import StorageError, filesystem, local_name, redact, staged
+from observer.offline.checkpoint import inspect_checkpoint
+from observer.offline.checkpoint.store_layout import StageCost, staged_checkpoint
 
 
 def cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -60,10 +64,10 @@ def test_urls_are_told_from_paths_and_secrets_never_shown() -> None:
 
 
 def test_keys_that_would_leave_the_copy_are_not_written() -> None:
-    assert _local_name("/tmp/copy", "/a/b") == os.path.join("/tmp/copy", "a", "b")
-    assert _local_name("/tmp/copy", "/a/../../etc/passwd") is None
-    assert _local_name("/tmp/copy", "/./x") is None
-    assert _local_name("/tmp/copy", "/ünï cödé/ключ") == os.path.join("/tmp/copy", "ünï cödé", "ключ")
+    assert local_name("/tmp/copy", "/a/b") == os.path.join("/tmp/copy", "a", "b")
+    assert local_name("/tmp/copy", "/a/../../etc/passwd") is None
+    assert local_name("/tmp/copy", "/./x") is None
+    assert local_name("/tmp/copy", "/ünï cödé/ключ") == os.path.join("/tmp/copy", "ünï cödé", "ключ")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gcsfs") is not None, reason="gcsfs is installed: the extra is not missing")
@@ -88,6 +92,15 @@ def test_replay_of_event_logs_in_s3_equals_replay_of_the_same_files(s3_server: A
         assert of_the_job(remote.stdout) == of_the_job(local.stdout) and "batch" in remote.stdout
 
 
+def big_snapshot(sst_sizes: list[int], padding: int) -> bytes:
+    """A RocksDB snapshot zip: its ``metadata`` member, then a large incompressible member (as SST data would be)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("metadata", zipfile.ZipFile(io.BytesIO(rocksdb_zip(sst_sizes))).read("metadata"))
+        z.writestr("000001.sst", os.urandom(padding))
+    return out.getvalue()
+
+
 def of_the_job(text: str) -> list[str]:
     """What replay says of the job, less the observer's timings of itself (they differ between any two runs)."""
     return [line for line in text.splitlines() if "spark_state_observer_" not in line]
@@ -100,9 +113,23 @@ def test_inspect_of_a_checkpoint_in_s3_equals_inspect_of_the_same_folder(s3_serv
     for partition in range(2):
         (root / "state" / "0" / str(partition)).mkdir(parents=True)
         (root / "state" / "0" / str(partition) / "2.changelog").write_bytes(b"x" * (100 + partition))
+    # snapshots: one with a large member after its metadata (only the metadata and the zip's directory are read),
+    # one whose directory is cut off, one that is no zip at all; each judged as the local file is
+    (root / "state" / "0" / "0" / "1.zip").write_bytes(big_snapshot([1000, 2000], 3 << 20))
+    (root / "state" / "0" / "1" / "1.zip").write_bytes(big_snapshot([5], 1 << 20)[:-30])
+    (root / "state" / "0" / "1" / "2.zip").write_bytes(os.urandom(70_000))
     fs, name = bucket()
     fs.put(str(root), f"{name}/checkpoints/q1", recursive=True)
+    fs.call_s3("put_object", Bucket=name, Key="checkpoints/q1/state/0/0/", Body=b"")  # a folder marker, as s3a writes them
     url = f"s3a://{name}/checkpoints/q1"
+    cost = StageCost()
+    with staged_checkpoint(url, cost) as layout:
+        laid_out = inspect_checkpoint(layout).to_json().replace(layout, str(root))
+    assert json.loads(laid_out) == json.loads(inspect_checkpoint(str(root)).to_json())
+    assert "not a zip file" in laid_out  # the random 2.zip, judged from its tail as the local file is
+    assert cost.objects == len([p for p in root.rglob("*") if p.is_file()])
+    assert cost.bytes_listed > 4 << 20 and cost.bytes_read < 300_000, cost  # sizes listed, snapshots not downloaded
+    assert '"snapshot_bytes": ' + str(len(big_snapshot([1000, 2000], 3 << 20)) + 3000) in laid_out  # its SST list was read
     local = cli(["inspect", "--json", str(root)])
     remote = cli(["inspect", "--json", url])
     assert local.returncode == 0 and remote.returncode == 0, (local.stderr, remote.stderr)

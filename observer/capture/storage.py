@@ -109,7 +109,7 @@ def failure(url: str, exc: BaseException) -> StorageError:
     return StorageError(f"{url}: {name}: {text}", "error")
 
 
-def _local_name(root: str, relative: str) -> str | None:
+def local_name(root: str, relative: str) -> str | None:
     """Where an object's relative key lands under ``root``; None for keys that would leave it (``..``, absolute)."""
     parts = [p for p in relative.split("/") if p]
     if not parts or any(p in (".", "..") or "\0" in p for p in parts):
@@ -135,9 +135,9 @@ def copy_tree(url: str, into: str) -> str:
             return local_root
         os.makedirs(local_root, exist_ok=True)
         for key, info in found.items():
-            if info.get("type") != "file":
+            if info.get("type") != "file" or key.endswith("/"):  # folder markers (s3a writes them) are no files
                 continue
-            target = _local_name(local_root, key[len(path) :])
+            target = local_name(local_root, key[len(path) :])
             if target is None:
                 continue
             os.makedirs(os.path.dirname(target), exist_ok=True)
