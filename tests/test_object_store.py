@@ -361,3 +361,136 @@ def test_a_single_file_log_renamed_at_its_end_stays_one_log_read_on_where_it_was
     assert (tmp_path / "mirror" / "app-1").read_bytes() == b"one\ntwo\n"
     assert mirror.requests == {"list": 2, "get": 2} and not mirror.problems  # the second GET: the new bytes only
     fs.rm(path, recursive=True)
+
+
+def test_the_mirror_stays_bounded_as_applications_come_and_go_and_loses_no_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Waves of applications through one prefix: what the watcher is done with leaves the mirror (and is never
+    fetched again); what the store deletes leaves it too. Every batch is delivered once."""
+    from test_eventlog_watch import Collector, _expected
+
+    from observer.capture.store_mirror import StoreMirror
+    from observer.capture.watch_runtime import FleetObserver, WatchOptions
+    from observer.settings import Settings
+
+    registry = importlib.import_module("fsspec.registry")
+    monkeypatch.setitem(registry._registry, "gs", _StoreInMemory.make())
+    url = f"gs://bucket-{uuid.uuid4().hex[:8]}/logs"
+    fs, path = filesystem(url)
+    source = written_log(tmp_path, "local-template")
+    parts = sorted(source.glob("events_*"), key=lambda p: int(p.name.split("_")[1]))
+    mirror_dir = tmp_path / "mirror"
+    mirror = StoreMirror(url, str(mirror_dir))
+    fleet = FleetObserver(
+        [str(mirror_dir)],
+        Settings.from_env(),
+        WatchOptions(grace_seconds=0, state_path=str(tmp_path / "w.json")),
+        serve=False,
+        mirrors=[mirror],
+    )
+    seen = Collector()
+    largest = 0
+    try:
+        for wave in range(3):
+            apps = [f"local-wave{wave}-{i}" for i in range(4)]
+            for app in apps:
+                fs.pipe(f"{path}/eventlog_v2_{app}/appstatus_{app}.inprogress", b"")
+            for part in parts:  # the parts appear one by one, for every application at once
+                for app in apps:
+                    name = part.name.replace("local-template", app)
+                    fs.pipe(f"{path}/eventlog_v2_{app}/{name}", part.read_bytes())
+                fleet.poll_once(seen.take)
+            for app in apps:
+                fs.pipe(f"{path}/eventlog_v2_{app}/appstatus_{app}", b"")
+                fs.rm_file(f"{path}/eventlog_v2_{app}/appstatus_{app}.inprogress")
+            for _ in range(3):
+                fleet.poll_once(seen.take)
+                largest = max(largest, sum(f.stat().st_size for f in mirror_dir.rglob("*") if f.is_file()))
+            assert not list(mirror_dir.glob("eventlog_v2_*")), "finished logs stay in the mirror"
+            if wave == 1:
+                fs.rm(f"{path}/eventlog_v2_local-wave0-0", recursive=True)  # the History Server's cleaner
+        fleet.poll_once(seen.take)
+    finally:
+        fleet.stop()
+    one_log = sum(p.stat().st_size for p in parts)
+    assert largest <= 4 * one_log + 4096  # one wave's logs at most, whatever the number of waves
+    assert all(seen.batches[f"local-wave{w}-{i}"] == _expected("rocksdb_restart") for w in range(3) for i in range(4))
+    state = json.loads((mirror_dir / ".store-mirror.json").read_text())
+    assert len(state["pruned"]) == 11 and "eventlog_v2_local-wave0-0" not in state["pruned"]  # gone from the store: forgotten
+    assert mirror.requests["get"] == 12 * len(parts) and not mirror.problems  # nothing fetched twice
+    fs.rm(path, recursive=True)
+
+
+class _AnsweringErrors:
+    """A loopback HTTP server that answers every S3 request with one error document (a store in trouble)."""
+
+    def __init__(self, status: int, code: str) -> None:
+        import http.server
+        import threading
+
+        body = f"<?xml version='1.0'?><Error><Code>{code}</Code><Message>{code}</Message></Error>".encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_HEAD = do_PUT = do_POST = _answer  # noqa: N815  (http.server's names)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.slow
+def test_an_overwritten_part_a_vanished_bucket_and_error_answers_are_counted_and_never_read(
+    s3_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from observer.capture.store_mirror import StoreMirror
+
+    app = "local-s3faults"
+    parts = sorted(written_log(tmp_path, app).glob("events_*"), key=lambda p: int(p.name.split("_")[1]))
+    fs, name = bucket()
+    prefix = f"{name}/eventlogs/eventlog_v2_{app}"
+    fs.pipe(f"{prefix}/appstatus_{app}.inprogress", b"")
+    fs.put_file(str(parts[0]), f"{prefix}/{parts[0].name}")
+    mirror = StoreMirror(f"s3://{name}/eventlogs", str(tmp_path / "mirror"))
+    copy = tmp_path / "mirror" / f"eventlog_v2_{app}" / parts[0].name
+    mirror.sync()
+    assert copy.read_bytes() == parts[0].read_bytes()
+    fs.pipe(f"{prefix}/{parts[0].name}", b"x" * (parts[0].stat().st_size + 10))  # rewritten in place, larger
+    fs.put_file(str(parts[1]), f"{prefix}/{parts[1].name}")
+    mirror.sync()
+    mirror.sync()
+    assert mirror.problems["overwritten"] == 1  # counted once, its new bytes never appended to what was read
+    assert copy.read_bytes() == parts[0].read_bytes() and (copy.parent / parts[1].name).read_bytes() == parts[1].read_bytes()
+    for key in fs.find(name):  # the bucket vanishes mid-run
+        fs.rm_file(key)
+    fs.call_s3("delete_bucket", Bucket=name)
+    before = mirror.requests["get"]
+    mirror.sync()
+    mirror.sync()
+    assert mirror.problems["not_found"] == 2 and mirror.requests["get"] == before
+    assert copy.read_bytes() == parts[0].read_bytes()  # what was mirrored stays: the watcher keeps serving it
+
+    for status, code, kind in ((503, "SlowDown", "throttled"), (500, "InternalError", "error")):
+        store = _AnsweringErrors(status, code)
+        try:
+            monkeypatch.setenv("AWS_ENDPOINT_URL", store.url)
+            failing = StoreMirror(f"s3://{name}/eventlogs", str(tmp_path / f"failing-{status}"))
+            failing.sync()
+            failing.sync()
+            assert failing.problems[kind] == 2 and sum(failing.problems.values()) == 2, failing.problems
+            assert not [p for p in (tmp_path / f"failing-{status}").iterdir() if not p.name.startswith(".")]
+        finally:
+            store.stop()
