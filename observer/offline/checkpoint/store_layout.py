@@ -37,6 +37,7 @@ _EOCD = b"PK\x05\x06"
 _TAIL = (1 << 16) + 22  # what a zip reader scans for the end of the central directory
 _LOCAL_HEADER = 30
 _NUMBER = re.compile(r"[0-9]{1,18}")
+_OPERATOR_METADATA = re.compile(r"state/[0-9]{1,18}/_metadata/metadata")
 _ZIP = re.compile(r"^[0-9]{1,18}(?:_[0-9a-f-]{36})?\.zip$")
 
 
@@ -147,7 +148,7 @@ def _read_whole(objects: dict[str, int]) -> set[str]:
         (int(name.split("/", 1)[1]) for name in objects if name.startswith("offsets/") and _NUMBER.fullmatch(name.split("/", 1)[1])),
     )
     wanted = {"metadata", *(f"offsets/{batch}" for batch in offsets[-2:])}
-    wanted |= {name for name in objects if name.startswith("state/") and name.split("/")[-2:-1] == ["_metadata"]}
+    wanted |= {name for name in objects if _OPERATOR_METADATA.fullmatch(name)}
     return wanted & set(objects)
 
 
