@@ -6,7 +6,8 @@ seen: s3a writes an object when Spark closes it, so a rolling log appears part b
 (``eventlog_v2_<app>/events_<n>_<app>[.codec]``, ``appstatus_<app>[.inprogress]``) and a part never
 changes once visible. Each ``sync`` therefore costs one LIST of the prefix (paginated) and one GET per
 new part (a ranged GET of the new bytes where a store lets an object grow, as HDFS and ADLS appends do),
-and the watcher reads the mirror as if Spark wrote there.
+and the watcher reads the mirror as if Spark wrote there. New parts are fetched concurrently, in chunks of
+at most ``_PREFETCH_BYTES``, and written in order.
 
 Guarantees: parts of a rolling log are fetched in index order and never past a gap (a part not yet
 listed is waited for, so the watcher never skips an index); a part is written in one piece before the
@@ -45,6 +46,7 @@ _EVENTS_PART = re.compile(r"^events_(\d+)_")
 _APPSTATUS = "appstatus_"
 _INPROGRESS = ".inprogress"
 _MAX_REPORTED = 10_000
+_PREFETCH_BYTES = 32 << 20  # new objects fetched concurrently: at most this much held at once (one larger part alone)
 STATE_NAME = ".store-mirror.json"  # a dot name: the watcher never follows it
 # S3 API operations by request kind (what the endpoint counts)
 _S3_KINDS = {"ListObjectsV2": "list", "ListObjects": "list", "GetObject": "get", "HeadObject": "head"}
@@ -81,6 +83,7 @@ class StoreMirror:
         self._path = ""
         self._counted_by_client = False
         self._listed_etags: dict[str, str] = {}
+        self._prefetched: dict[str, bytes] = {}  # whole new objects fetched together for the logs being mirrored
         self._last_problem: str | None = None
         self._reported: set[str] = set()  # lasting problems already counted
         os.makedirs(local_dir, exist_ok=True)
@@ -197,17 +200,83 @@ class StoreMirror:
     # --- fetching ---------------------------------------------------------------------------------------
     def _fetch(self, listing: dict[str, tuple[int, str]]) -> None:
         rolling: dict[str, dict[str, int]] = {}
+        singles: dict[str, int] = {}
         self._listed_etags = {key: etag for key, (_, etag) in listing.items() if etag}
         for key, (size, _) in listing.items():
             parts = key.split("/")
             if len(parts) == 1 and not parts[0].startswith((".", _ROLLING_DIR)):
-                self._isolated(key, self._single, parts[0], size)
+                singles[key] = size
             elif len(parts) == 2 and parts[0].startswith(_ROLLING_DIR) and parts[1] and not parts[1].startswith("."):
                 rolling.setdefault(parts[0], {})[parts[1]] = size
             # anything else under the prefix is not an event log: not fetched
-        for folder, files in rolling.items():
-            self._isolated(folder, self._rolling, folder, files)
+        work: list[tuple[str, Callable[..., None], tuple[Any, ...], dict[str, int]]] = [
+            (name, self._single, (name, size), self._new_single(name, size)) for name, size in singles.items()
+        ]
+        work += [(folder, self._rolling, (folder, files), self._new_parts(folder, files)) for folder, files in rolling.items()]
+        chunk: list[tuple[str, Callable[..., None], tuple[Any, ...]]] = []
+        wanted: dict[str, int] = {}
+        for key, fetch, args, new in work:  # logs in chunks of at most _PREFETCH_BYTES of new objects, fetched together
+            if chunk and sum(wanted.values()) + sum(new.values()) > _PREFETCH_BYTES:
+                self._run(chunk, wanted)
+                chunk, wanted = [], {}
+            chunk.append((key, fetch, args))
+            wanted.update(new)
+        if chunk:
+            self._run(chunk, wanted)
         self._forget_gone(listing)
+
+    def _run(self, chunk: list[tuple[str, Callable[..., None], tuple[Any, ...]]], wanted: dict[str, int]) -> None:
+        """GET the chunk's new objects concurrently, then mirror its logs one by one, in order, from what came."""
+        self._prefetched = self._get_many(list(wanted)) if len(wanted) > 1 else {}
+        try:
+            for key, fetch, args in chunk:
+                self._isolated(key, fetch, *args)
+        finally:
+            self._prefetched = {}
+
+    def _get_many(self, keys: list[str]) -> dict[str, bytes]:
+        """Whole objects by relative key, fetched concurrently; one that failed is missing (``_copy`` GETs it alone)."""
+        paths = {f"{self._path}/{key}": key for key in keys}
+        if not self._counted_by_client:
+            self.requests["get"] += len(paths)
+        try:
+            got = self._fs.cat(list(paths), on_error="return")
+        except Exception:
+            return {}
+        by_key = {paths.get(p) or paths.get(p.lstrip("/")) or paths.get("/" + p): data for p, data in got.items()}
+        return {key: bytes(data) for key, data in by_key.items() if key is not None and isinstance(data, (bytes, bytearray))}
+
+    def _new_single(self, name: str, size: int) -> dict[str, int]:
+        """What ``_single`` will GET whole for this log now (for the concurrent fetch)."""
+        if name in self._skipped or name.removesuffix(_INPROGRESS) in self._pruned or not in_shard(log_name(name), self.shard):
+            return {}
+        if self._first and not self.read_finished_at_start and not name.endswith(_INPROGRESS):
+            return {}
+        target = os.path.join(self.local_dir, name)
+        if size == 0 or "\0" in name or os.path.exists(target) or os.path.exists(target + _INPROGRESS):
+            return {}  # read on from where it was: a ranged GET of its own
+        return {name: size}
+
+    def _new_parts(self, folder: str, files: dict[str, int]) -> dict[str, int]:
+        """The parts ``_rolling`` will GET whole for this log now: the next ones in order, up to a gap."""
+        if folder in self._skipped or folder in self._pruned or not in_shard(log_name(folder), self.shard):
+            return {}
+        finished = any(n.startswith(_APPSTATUS) and not n.endswith(_INPROGRESS) for n in files)
+        if self._first and finished and not self.read_finished_at_start:
+            return {}
+        local = os.path.join(self.local_dir, folder)
+        parts = {int(m.group(1)): n for n in files if (m := _EVENTS_PART.match(n))}
+        try:
+            have = sorted(int(m.group(1)) for n in os.listdir(local) if (m := _EVENTS_PART.match(n)))
+        except FileNotFoundError:
+            have = []
+        index = have[-1] + 1 if have else min(parts, default=0)
+        new: dict[str, int] = {}
+        while index in parts:
+            if files[parts[index]] and "\0" not in parts[index]:  # a name no local file can have: _rolling reports it
+                new[f"{folder}/{parts[index]}"] = files[parts[index]]
+            index += 1
+        return new
 
     def _isolated(self, key: str, fetch: Callable[..., None], *args: Any) -> None:
         """One log's failure (a vanished object, a name the local disk refuses) is its problem; the others go on."""
@@ -285,9 +354,13 @@ class StoreMirror:
             return
         data = b""
         if size > have:
-            if not self._counted_by_client:
-                self.requests["get"] += 1
-            data = self._fs.cat_file(f"{self._path}/{key}", start=have or None, end=size)
+            prefetched = self._prefetched.pop(key, None) if have == 0 else None
+            if prefetched is not None:
+                data = prefetched
+            else:
+                if not self._counted_by_client:
+                    self.requests["get"] += 1
+                data = self._fs.cat_file(f"{self._path}/{key}", start=have or None, end=size)
             if len(data) != size - have:
                 self._problem("changed", f"{self.url}/{key}: changed while being read (listed as {size} bytes); read again next poll")
                 return
