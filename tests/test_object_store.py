@@ -493,3 +493,25 @@ def test_an_overwritten_part_a_vanished_bucket_and_error_answers_are_counted_and
             assert not [p for p in (tmp_path / f"failing-{status}").iterdir() if not p.name.startswith(".")]
         finally:
             store.stop()
+
+
+@pytest.mark.parametrize("saved", [b"[1, 2]", b"{not json", b'{"skipped": 7, "pruned": [1], "etags": []}'])
+def test_a_damaged_mirror_state_is_a_counted_problem_and_the_mirror_goes_on(
+    saved: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from observer.capture.store_mirror import STATE_NAME, StoreMirror
+
+    registry = importlib.import_module("fsspec.registry")
+    monkeypatch.setitem(registry._registry, "gs", _StoreInMemory.make())
+    url = f"gs://bucket-{uuid.uuid4().hex[:8]}/logs"
+    fs, path = filesystem(url)
+    fs.pipe(f"{path}/eventlog_v2_app-1/appstatus_app-1.inprogress", b"")
+    fs.pipe(f"{path}/eventlog_v2_app-1/events_1_app-1", b'{"Event":"one"}\n')
+    (tmp_path / "mirror").mkdir()
+    (tmp_path / "mirror" / STATE_NAME).write_bytes(saved)
+    mirror = StoreMirror(url, str(tmp_path / "mirror"))
+    mirror.sync()
+    assert (tmp_path / "mirror" / "eventlog_v2_app-1" / "events_1_app-1").read_bytes() == b'{"Event":"one"}\n'
+    assert mirror.problems == {"state_file": 1}
+    assert json.loads((tmp_path / "mirror" / STATE_NAME).read_text())["skipped"] == []  # saved anew
+    fs.rm(path, recursive=True)

@@ -77,7 +77,7 @@ class StoreMirror:
         self.shard = shard
         self.read_finished_at_start = read_finished_at_start
         self.requests: Counter[str] = Counter()  # list, get (head) requests sent
-        self.problems: Counter[str] = Counter()  # StorageError kinds, and gap/shrank
+        self.problems: Counter[str] = Counter()  # StorageError kinds, and gap/shrank/overwritten/changed
         self._lock = threading.Lock()
         self._fs: Any = None
         self._path = ""
@@ -95,6 +95,8 @@ class StoreMirror:
         try:
             with open(self._state_path, encoding="utf-8") as f:
                 state = json.load(f)
+            if not isinstance(state, dict):
+                raise ValueError("not a JSON object")
             self._skipped = {s for s in state.get("skipped", []) if isinstance(s, str)}
             self._pruned = {s for s in state.get("pruned", []) if isinstance(s, str)}
             etags = state.get("etags", {})
@@ -102,7 +104,8 @@ class StoreMirror:
             self._first = False
         except FileNotFoundError:
             pass
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, TypeError, AttributeError) as exc:  # not JSON, or not the shape saved
+            self._skipped, self._pruned, self._etags = set(), set(), {}
             self._problem("state_file", f"{self._state_path}: unreadable mirror state ({exc}); starting afresh")
 
     def sync(self) -> None:
