@@ -9,7 +9,8 @@
 # installed with apt-get when this runs as root (or with passwordless sudo); otherwise it says what to
 # install and the tests that need them skip (or fail, with SPARK_STATE_OBSERVER_REQUIRE_REAL=1, as in CI).
 # The Kafka broker and Spark's Kafka connector come from Maven Central into a cache (scripts/fetch_kafka.sh), and so
-# does s3proxy, the S3-compatible server of the object-store tests (scripts/fetch_s3proxy.sh).
+# does s3proxy, the S3-compatible server of the object-store tests (scripts/fetch_s3proxy.sh), with Spark's S3
+# connector (hadoop-aws and the AWS SDK bundle, scripts/fetch_hadoop_aws.sh) for the job that writes there through s3a.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,8 +43,9 @@ python -m pip install -q -e '.[test]'
 if command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then
   bash scripts/fetch_kafka.sh
   bash scripts/fetch_s3proxy.sh
+  bash scripts/fetch_hadoop_aws.sh
 else
-  echo "warning: no mvn/java: the Kafka and object-store tests skip (bash scripts/fetch_kafka.sh and scripts/fetch_s3proxy.sh after installing maven)" >&2
+  echo "warning: no mvn/java: the Kafka and object-store tests skip (bash scripts/fetch_kafka.sh, scripts/fetch_s3proxy.sh and scripts/fetch_hadoop_aws.sh after installing maven)" >&2
 fi
 
 status=0

@@ -1,6 +1,8 @@
 """A real S3-compatible server for the object-store tests: s3proxy (fetched by scripts/fetch_s3proxy.sh).
 
-Its filesystem backend in a temporary folder, on 127.0.0.1 and a free port, stopped by its own pid. The
+Its in-memory backend (``transient``: keys kept as S3 keeps them, so the folder markers s3a writes and
+reads behave as on S3; the filesystem backends turn them into folders or files and Spark's checkpoint
+fails), on 127.0.0.1 and a free port, stopped by its own pid. The
 clients find it the way a user's would: through the AWS environment variables (``AWS_ENDPOINT_URL`` and
 keys), with the checksum settings s3proxy 2.6 needs (it rejects the checksum headers recent AWS SDKs send).
 """
@@ -41,19 +43,17 @@ class S3Server:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         self.endpoint = f"http://127.0.0.1:{port}"
-        os.makedirs(os.path.join(root, "data"))
         conf = os.path.join(root, "s3proxy.conf")
         with open(conf, "w") as f:
             f.write(
                 f"s3proxy.endpoint={self.endpoint}\n"
                 "s3proxy.authorization=aws-v2-or-v4\n"
                 f"s3proxy.identity={IDENTITY}\ns3proxy.credential={CREDENTIAL}\n"
-                "jclouds.provider=filesystem\n"
-                f"jclouds.filesystem.basedir={os.path.join(root, 'data')}\n"
+                "jclouds.provider=transient\njclouds.identity=local\njclouds.credential=local\n"
             )
         self.log = open(os.path.join(root, "s3proxy.log"), "wb")
         self.proc = subprocess.Popen(
-            ["java", "-Xmx256m", "-jar", jar, "--properties", conf], stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+            ["java", "-Xmx512m", "-jar", jar, "--properties", conf], stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
         self.env = {
             "AWS_ENDPOINT_URL": self.endpoint,

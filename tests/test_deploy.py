@@ -157,3 +157,50 @@ def test_workloads_run_unprivileged_with_resources_and_probes(rendered, workload
     assert container["readinessProbe"] and container["livenessProbe"]
     assert pod["automountServiceAccountToken"] is False
     assert any(m["mountPath"] == "/tmp" for m in container["volumeMounts"]), "a writable /tmp on a read-only root"
+
+
+@pytest.fixture(scope="module")
+def over_a_bucket(tmp_path_factory) -> dict[str, dict]:  # type: ignore[no-untyped-def]
+    """Kind/name -> object of an overlay of the base with the object-store component (N watchers over one bucket)."""
+    overlay = tmp_path_factory.mktemp("overlay")
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(BASE, overlay)],
+                "components": [os.path.relpath(os.path.join(BASE, "object-store"), overlay)],
+            }
+        )
+    )
+    result = subprocess.run([need("kubectl"), "kustomize", str(overlay)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    return {f"{obj['kind']}/{obj['metadata']['name']}": obj for obj in yaml.safe_load_all(result.stdout)}
+
+
+def test_watchers_sharded_over_one_bucket(over_a_bucket) -> None:
+    kv = kubernetes_validate()
+    for obj in over_a_bucket.values():
+        if not obj["apiVersion"].startswith("monitoring.coreos.com/"):
+            kv.validate(obj, KUBERNETES_VERSION, strict=True)
+    watcher = over_a_bucket[WATCHER]
+    pod = watcher["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    args, env = container["args"], _env(container)
+    assert args[:2] == ["watch", "s3a://$(EVENTLOG_BUCKET)/eventlogs"] and env["EVENTLOG_BUCKET"]["value"]
+    assert args[args.index("--shard") + 1] == "$(SHARD_INDEX)/$(SHARD_COUNT)"
+    assert env["SHARD_COUNT"]["value"] == str(watcher["spec"]["replicas"]) and watcher["spec"]["replicas"] > 2
+    # no shared event-log volume left; the mirror sits beside the positions, on each pod's own claim
+    assert "PersistentVolumeClaim/spark-event-logs" not in over_a_bucket
+    assert not [v for v in pod["volumes"] if v["name"] == "eventlogs"]
+    assert [m["mountPath"] for m in container["volumeMounts"]] == ["/var/lib/spark-state-observer", "/tmp"]
+    assert args[args.index("--state-file") + 1].startswith("/var/lib/spark-state-observer/")
+    # credentials from the pod's web identity, never in the manifests
+    assert not {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} & set(env)
+    assert pod["automountServiceAccountToken"] is True
+    account = over_a_bucket[f"ServiceAccount/{pod['serviceAccountName']}"]
+    assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
+    # the rest of the base is untouched: every shard is still scraped, the browser still reads the same history
+    assert over_a_bucket[WATCHER_SERVICE]["spec"]["selector"].items() <= watcher["spec"]["template"]["metadata"]["labels"].items()
+    assert MONITOR in over_a_bucket and over_a_bucket["PodDisruptionBudget/spark-state-observer-watcher"]["spec"]["maxUnavailable"] == 1
+    assert env["HISTORY_URL"] == _env(over_a_bucket[BROWSER]["spec"]["template"]["spec"]["containers"][0])["HISTORY_URL"]

@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import io
 import json
 import os
 import subprocess
 import sys
 import uuid
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_inspector import ROCKSDB, checkpoint, operator_metadata
+from test_inspector import ROCKSDB, checkpoint, operator_metadata, rocksdb_zip
 
 from conftest import FIXTURES, ROOT
-from observer.capture.storage import StorageError, _local_name, filesystem, redact, staged
+from observer.capture.storage import StorageError, filesystem, local_name, redact, staged
+from observer.offline.checkpoint import inspect_checkpoint
+from observer.offline.checkpoint.store_layout import StageCost, staged_checkpoint
 
 
 def cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -60,10 +64,10 @@ def test_urls_are_told_from_paths_and_secrets_never_shown() -> None:
 
 
 def test_keys_that_would_leave_the_copy_are_not_written() -> None:
-    assert _local_name("/tmp/copy", "/a/b") == os.path.join("/tmp/copy", "a", "b")
-    assert _local_name("/tmp/copy", "/a/../../etc/passwd") is None
-    assert _local_name("/tmp/copy", "/./x") is None
-    assert _local_name("/tmp/copy", "/ünï cödé/ключ") == os.path.join("/tmp/copy", "ünï cödé", "ключ")
+    assert local_name("/tmp/copy", "/a/b") == os.path.join("/tmp/copy", "a", "b")
+    assert local_name("/tmp/copy", "/a/../../etc/passwd") is None
+    assert local_name("/tmp/copy", "/./x") is None
+    assert local_name("/tmp/copy", "/ünï cödé/ключ") == os.path.join("/tmp/copy", "ünï cödé", "ключ")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gcsfs") is not None, reason="gcsfs is installed: the extra is not missing")
@@ -88,6 +92,15 @@ def test_replay_of_event_logs_in_s3_equals_replay_of_the_same_files(s3_server: A
         assert of_the_job(remote.stdout) == of_the_job(local.stdout) and "batch" in remote.stdout
 
 
+def big_snapshot(sst_sizes: list[int], padding: int) -> bytes:
+    """A RocksDB snapshot zip: its ``metadata`` member, then a large incompressible member (as SST data would be)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("metadata", zipfile.ZipFile(io.BytesIO(rocksdb_zip(sst_sizes))).read("metadata"))
+        z.writestr("000001.sst", os.urandom(padding))
+    return out.getvalue()
+
+
 def of_the_job(text: str) -> list[str]:
     """What replay says of the job, less the observer's timings of itself (they differ between any two runs)."""
     return [line for line in text.splitlines() if "spark_state_observer_" not in line]
@@ -100,9 +113,23 @@ def test_inspect_of_a_checkpoint_in_s3_equals_inspect_of_the_same_folder(s3_serv
     for partition in range(2):
         (root / "state" / "0" / str(partition)).mkdir(parents=True)
         (root / "state" / "0" / str(partition) / "2.changelog").write_bytes(b"x" * (100 + partition))
+    # snapshots: one with a large member after its metadata (only the metadata and the zip's directory are read),
+    # one whose directory is cut off, one that is no zip at all; each judged as the local file is
+    (root / "state" / "0" / "0" / "1.zip").write_bytes(big_snapshot([1000, 2000], 3 << 20))
+    (root / "state" / "0" / "1" / "1.zip").write_bytes(big_snapshot([5], 1 << 20)[:-30])
+    (root / "state" / "0" / "1" / "2.zip").write_bytes(os.urandom(70_000))
     fs, name = bucket()
     fs.put(str(root), f"{name}/checkpoints/q1", recursive=True)
+    fs.call_s3("put_object", Bucket=name, Key="checkpoints/q1/state/0/0/", Body=b"")  # a folder marker, as s3a writes them
     url = f"s3a://{name}/checkpoints/q1"
+    cost = StageCost()
+    with staged_checkpoint(url, cost) as layout:
+        laid_out = inspect_checkpoint(layout).to_json().replace(layout, str(root))
+    assert json.loads(laid_out) == json.loads(inspect_checkpoint(str(root)).to_json())
+    assert "not a zip file" in laid_out  # the random 2.zip, judged from its tail as the local file is
+    assert cost.objects == len([p for p in root.rglob("*") if p.is_file()])
+    assert cost.bytes_listed > 4 << 20 and cost.bytes_read < 300_000, cost  # sizes listed, snapshots not downloaded
+    assert '"snapshot_bytes": ' + str(len(big_snapshot([1000, 2000], 3 << 20)) + 3000) in laid_out  # its SST list was read
     local = cli(["inspect", "--json", str(root)])
     remote = cli(["inspect", "--json", url])
     assert local.returncode == 0 and remote.returncode == 0, (local.stderr, remote.stderr)
@@ -333,4 +360,158 @@ def test_a_single_file_log_renamed_at_its_end_stays_one_log_read_on_where_it_was
     assert sorted(p.name for p in (tmp_path / "mirror").iterdir() if not p.name.startswith(".")) == ["app-1"]
     assert (tmp_path / "mirror" / "app-1").read_bytes() == b"one\ntwo\n"
     assert mirror.requests == {"list": 2, "get": 2} and not mirror.problems  # the second GET: the new bytes only
+    fs.rm(path, recursive=True)
+
+
+def test_the_mirror_stays_bounded_as_applications_come_and_go_and_loses_no_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Waves of applications through one prefix: what the watcher is done with leaves the mirror (and is never
+    fetched again); what the store deletes leaves it too. Every batch is delivered once."""
+    from test_eventlog_watch import Collector, _expected
+
+    from observer.capture.store_mirror import StoreMirror
+    from observer.capture.watch_runtime import FleetObserver, WatchOptions
+    from observer.settings import Settings
+
+    registry = importlib.import_module("fsspec.registry")
+    monkeypatch.setitem(registry._registry, "gs", _StoreInMemory.make())
+    url = f"gs://bucket-{uuid.uuid4().hex[:8]}/logs"
+    fs, path = filesystem(url)
+    source = written_log(tmp_path, "local-template")
+    parts = sorted(source.glob("events_*"), key=lambda p: int(p.name.split("_")[1]))
+    mirror_dir = tmp_path / "mirror"
+    mirror = StoreMirror(url, str(mirror_dir))
+    fleet = FleetObserver(
+        [str(mirror_dir)],
+        Settings.from_env(),
+        WatchOptions(grace_seconds=0, state_path=str(tmp_path / "w.json")),
+        serve=False,
+        mirrors=[mirror],
+    )
+    seen = Collector()
+    largest = 0
+    try:
+        for wave in range(3):
+            apps = [f"local-wave{wave}-{i}" for i in range(3)]
+            for app in apps:
+                fs.pipe(f"{path}/eventlog_v2_{app}/appstatus_{app}.inprogress", b"")
+            for part in parts:  # the parts appear one by one, for every application at once
+                for app in apps:
+                    name = part.name.replace("local-template", app)
+                    fs.pipe(f"{path}/eventlog_v2_{app}/{name}", part.read_bytes())
+                fleet.poll_once(seen.take)
+            for app in apps:
+                fs.pipe(f"{path}/eventlog_v2_{app}/appstatus_{app}", b"")
+                fs.rm_file(f"{path}/eventlog_v2_{app}/appstatus_{app}.inprogress")
+            for _ in range(3):
+                fleet.poll_once(seen.take)
+                largest = max(largest, sum(f.stat().st_size for f in mirror_dir.rglob("*") if f.is_file()))
+            assert not list(mirror_dir.glob("eventlog_v2_*")), "finished logs stay in the mirror"
+            if wave == 1:
+                fs.rm(f"{path}/eventlog_v2_local-wave0-0", recursive=True)  # the History Server's cleaner
+        fleet.poll_once(seen.take)
+    finally:
+        fleet.stop()
+    one_log = sum(p.stat().st_size for p in parts)
+    assert largest <= 3 * one_log + 4096  # one wave's logs at most, whatever the number of waves
+    assert all(seen.batches[f"local-wave{w}-{i}"] == _expected("rocksdb_restart") for w in range(3) for i in range(3))
+    state = json.loads((mirror_dir / ".store-mirror.json").read_text())
+    assert len(state["pruned"]) == 8 and "eventlog_v2_local-wave0-0" not in state["pruned"]  # gone from the store: forgotten
+    assert mirror.requests["get"] == 9 * len(parts) and not mirror.problems  # nothing fetched twice
+    fs.rm(path, recursive=True)
+
+
+class _AnsweringErrors:
+    """A loopback HTTP server that answers every S3 request with one error document (a store in trouble)."""
+
+    def __init__(self, status: int, code: str) -> None:
+        import http.server
+        import threading
+
+        body = f"<?xml version='1.0'?><Error><Code>{code}</Code><Message>{code}</Message></Error>".encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_HEAD = do_PUT = do_POST = _answer  # noqa: N815  (http.server's names)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.slow
+def test_an_overwritten_part_a_vanished_bucket_and_error_answers_are_counted_and_never_read(
+    s3_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from observer.capture.store_mirror import StoreMirror
+
+    app = "local-s3faults"
+    parts = sorted(written_log(tmp_path, app).glob("events_*"), key=lambda p: int(p.name.split("_")[1]))
+    fs, name = bucket()
+    prefix = f"{name}/eventlogs/eventlog_v2_{app}"
+    fs.pipe(f"{prefix}/appstatus_{app}.inprogress", b"")
+    fs.put_file(str(parts[0]), f"{prefix}/{parts[0].name}")
+    mirror = StoreMirror(f"s3://{name}/eventlogs", str(tmp_path / "mirror"))
+    copy = tmp_path / "mirror" / f"eventlog_v2_{app}" / parts[0].name
+    mirror.sync()
+    assert copy.read_bytes() == parts[0].read_bytes()
+    fs.pipe(f"{prefix}/{parts[0].name}", b"x" * (parts[0].stat().st_size + 10))  # rewritten in place, larger
+    fs.put_file(str(parts[1]), f"{prefix}/{parts[1].name}")
+    mirror.sync()
+    mirror.sync()
+    assert mirror.problems["overwritten"] == 1  # counted once, its new bytes never appended to what was read
+    assert copy.read_bytes() == parts[0].read_bytes() and (copy.parent / parts[1].name).read_bytes() == parts[1].read_bytes()
+    for key in fs.find(name):  # the bucket vanishes mid-run
+        fs.rm_file(key)
+    fs.call_s3("delete_bucket", Bucket=name)
+    before = mirror.requests["get"]
+    mirror.sync()
+    mirror.sync()
+    assert mirror.problems["not_found"] == 2 and mirror.requests["get"] == before
+    assert copy.read_bytes() == parts[0].read_bytes()  # what was mirrored stays: the watcher keeps serving it
+
+    for status, code, kind in ((503, "SlowDown", "throttled"), (500, "InternalError", "error")):
+        store = _AnsweringErrors(status, code)
+        try:
+            monkeypatch.setenv("AWS_ENDPOINT_URL", store.url)
+            failing = StoreMirror(f"s3://{name}/eventlogs", str(tmp_path / f"failing-{status}"))
+            failing.sync()
+            assert failing.problems[kind] == 1 and sum(failing.problems.values()) == 1, failing.problems
+            assert not [p for p in (tmp_path / f"failing-{status}").iterdir() if not p.name.startswith(".")]
+        finally:
+            store.stop()
+
+
+@pytest.mark.parametrize("saved", [b"[1, 2]", b"{not json", b'{"skipped": 7, "pruned": [1], "etags": []}'])
+def test_a_damaged_mirror_state_is_a_counted_problem_and_the_mirror_goes_on(
+    saved: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from observer.capture.store_mirror import STATE_NAME, StoreMirror
+
+    registry = importlib.import_module("fsspec.registry")
+    monkeypatch.setitem(registry._registry, "gs", _StoreInMemory.make())
+    url = f"gs://bucket-{uuid.uuid4().hex[:8]}/logs"
+    fs, path = filesystem(url)
+    fs.pipe(f"{path}/eventlog_v2_app-1/appstatus_app-1.inprogress", b"")
+    fs.pipe(f"{path}/eventlog_v2_app-1/events_1_app-1", b'{"Event":"one"}\n')
+    (tmp_path / "mirror").mkdir()
+    (tmp_path / "mirror" / STATE_NAME).write_bytes(saved)
+    mirror = StoreMirror(url, str(tmp_path / "mirror"))
+    mirror.sync()
+    assert (tmp_path / "mirror" / "eventlog_v2_app-1" / "events_1_app-1").read_bytes() == b'{"Event":"one"}\n'
+    assert mirror.problems == {"state_file": 1}
+    assert json.loads((tmp_path / "mirror" / STATE_NAME).read_text())["skipped"] == []  # saved anew
     fs.rm(path, recursive=True)

@@ -36,7 +36,9 @@ SCHEMES: dict[str, tuple[str, str]] = {
 }
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s:]*:[^/@\s]*@")
-# S3 client timeouts and retries: a dead endpoint is a clear message within a minute, not a hang
+# S3 client timeouts and retries: a dead endpoint is a clear message within a minute, not a hang; the
+# client's own 3 attempts only (s3fs would retry each failed call 5 times more with back-off: a store answering
+# errors would hold the watcher's poll for minutes; its next poll is the retry)
 # (a fresh client each time: credentials and endpoint are read from the environment as it is now)
 _S3_OPTIONS: dict[str, Any] = {
     "skip_instance_cache": True,
@@ -79,6 +81,8 @@ def filesystem(url: str) -> tuple[Any, str]:
 
         options = _S3_OPTIONS if protocol == "s3" else {}
         fs, path = fsspec.core.url_to_fs(protocol + url[len(scheme) :], **options)
+        if protocol == "s3":
+            fs.retries = 1  # s3fs's own loop (no constructor argument): the client's attempts only, see _S3_OPTIONS
     except ImportError:
         raise StorageError(
             f"{url}: reading {scheme}:// needs the [{extra}] extra: pip install 'spark-state-observer[{extra}]'", "missing_extra"
@@ -109,7 +113,7 @@ def failure(url: str, exc: BaseException) -> StorageError:
     return StorageError(f"{url}: {name}: {text}", "error")
 
 
-def _local_name(root: str, relative: str) -> str | None:
+def local_name(root: str, relative: str) -> str | None:
     """Where an object's relative key lands under ``root``; None for keys that would leave it (``..``, absolute)."""
     parts = [p for p in relative.split("/") if p]
     if not parts or any(p in (".", "..") or "\0" in p for p in parts):
@@ -135,9 +139,9 @@ def copy_tree(url: str, into: str) -> str:
             return local_root
         os.makedirs(local_root, exist_ok=True)
         for key, info in found.items():
-            if info.get("type") != "file":
+            if info.get("type") != "file" or key.endswith("/"):  # folder markers (s3a writes them) are no files
                 continue
-            target = _local_name(local_root, key[len(path) :])
+            target = local_name(local_root, key[len(path) :])
             if target is None:
                 continue
             os.makedirs(os.path.dirname(target), exist_ok=True)

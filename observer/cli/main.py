@@ -289,17 +289,18 @@ def _ui(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from observer.capture.storage import StorageError, redact, staged
+    from observer.capture.storage import StorageError, redact
     from observer.history.store import HistoryError
     from observer.offline.checkpoint import inspect_checkpoint
     from observer.offline.checkpoint.advice import placement_advice, render_advice
     from observer.offline.checkpoint.render import printable, render_text
     from observer.offline.checkpoint.report import CheckpointError
     from observer.offline.checkpoint.restore import rates_from_history
+    from observer.offline.checkpoint.store_layout import staged_checkpoint
 
     advice = None
     try:
-        with staged(args.checkpoint) as local:  # a checkpoint in an object store is read from a local copy
+        with staged_checkpoint(args.checkpoint) as local:  # in an object store: sizes listed, few bytes read
             report = inspect_checkpoint(local)
             rates = None
             if args.history and report.query_id:

@@ -499,6 +499,10 @@ class EventLogWatcher:
             self._problem(None, "unreadable", f"poll failed: {type(exc).__name__}: {exc}")
             return []
 
+    def finished_logs(self) -> frozenset[str]:
+        """The names of the logs finished for good (not read again while they stay): a mirror may drop their copies."""
+        return frozenset(self._done)
+
     def snapshot(self) -> SavedPositions | None:
         """The positions of everything delivered so far, to save now or later (``save``); None if nothing moved.
 

@@ -365,6 +365,10 @@ class FleetObserver:
         for mirror in self.mirrors:  # new parts in object stores land in the folders first
             mirror.sync()
         found = self.watcher.poll()
+        if self.mirrors:
+            finished = self.watcher.finished_logs()
+            for mirror in self.mirrors:  # what the watcher is done with leaves the mirrors: their disk stays bounded
+                mirror.prune(finished)
         if on_found is not None:
             on_found(found)
         processed = 0
