@@ -368,8 +368,8 @@ def test_the_mirror_stays_bounded_as_applications_come_and_go_and_loses_no_batch
     fetched again); what the store deletes leaves it too. Every batch is delivered once."""
     from test_eventlog_watch import Collector, _expected
 
-    from observer.capture.store_mirror import StoreMirror
-    from observer.capture.watch_runtime import FleetObserver, WatchOptions
+    from observer.fleet.store_mirror import StoreMirror
+    from observer.fleet.runtime import FleetObserver, WatchOptions
     from observer.settings import Settings
 
     registry = importlib.import_module("fsspec.registry")
@@ -456,7 +456,7 @@ class _AnsweringErrors:
 def test_an_overwritten_part_a_vanished_bucket_and_error_answers_are_counted_and_never_read(
     s3_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from observer.capture.store_mirror import StoreMirror
+    from observer.fleet.store_mirror import StoreMirror
 
     app = "local-s3faults"
     parts = sorted(written_log(tmp_path, app).glob("events_*"), key=lambda p: int(p.name.split("_")[1]))
@@ -499,7 +499,7 @@ def test_an_overwritten_part_a_vanished_bucket_and_error_answers_are_counted_and
 def test_a_damaged_mirror_state_is_a_counted_problem_and_the_mirror_goes_on(
     saved: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from observer.capture.store_mirror import STATE_NAME, StoreMirror
+    from observer.fleet.store_mirror import STATE_NAME, StoreMirror
 
     registry = importlib.import_module("fsspec.registry")
     monkeypatch.setitem(registry._registry, "gs", _StoreInMemory.make())
