@@ -201,9 +201,10 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         ),
         a(
             "SparkStateSnapshotUploadLagging",
-            f"max by ({op}) ({p.sel(catalog.SNAPSHOT_LAG_BATCHES)}) > {number(t.snapshot_lag_batches)}",
+            f"max by ({op}) ({p.sel(catalog.SNAPSHOT_MAX_LAG_BATCHES)}) > {number(t.snapshot_lag_batches)}",
             f"State snapshots of query {q} are not uploaded.",
-            f"A store instance of operator {o} in query {q} has not uploaded a snapshot for {{{{ $value }}}} batches; a restart would replay that many changelog files.",
+            f"A store instance of operator {o} in query {q} has not uploaded a snapshot for {{{{ $value }}}} versions (never uploaded: counted from the first); "
+            "a restart would replay that many changelog files.",
         ),
         a(
             "SparkStatePartitionsMigrating",

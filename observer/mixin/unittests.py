@@ -434,13 +434,12 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
     alert = "SparkStateSnapshotUploadLagging"
     n = f(alert) + 10
     lagging = float(math.floor(1.5 * v.snapshot_lag_batches) + 1)
-    store = {"partition": "3", "store": "default"}
     cases.append(
         Case(
             alert,
             [
-                (catalog.SNAPSHOT_LAG_BATCHES, ls.operator(0, **store), f"{_n(lagging)}x{n:g}"),
-                (catalog.SNAPSHOT_LAG_BATCHES, ls.operator(1, **store), f"{_n(math.floor(v.snapshot_lag_batches / 20))}x{n:g}"),
+                (catalog.SNAPSHOT_MAX_LAG_BATCHES, ls.operator(0), f"{_n(lagging)}x{n:g}"),
+                (catalog.SNAPSHOT_MAX_LAG_BATCHES, ls.operator(1), f"{_n(math.floor(v.snapshot_lag_batches / 20))}x{n:g}"),
             ],
             f(alert) + 2,
             [(_keep(ls.operator(0), by_op), lagging)],
