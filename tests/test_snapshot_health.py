@@ -59,7 +59,9 @@ def test_never_uploaded_from_the_progress_alone_is_exact_where_it_can_be_and_say
     for op, parts in truth["operators"].items():
         # the most lagging instance is always reported: the largest lag is exact
         assert _operator_gauges(result, catalog.SNAPSHOT_MAX_LAG_BATCHES)[op] == max(p["last_version"] for p in parts.values())
-        never, unknown = (_operator_gauges(result, s)[op] for s in (catalog.SNAPSHOT_INSTANCES_NEVER_UPLOADED, catalog.SNAPSHOT_INSTANCES_UNKNOWN))
+        never, unknown = (
+            _operator_gauges(result, s)[op] for s in (catalog.SNAPSHOT_INSTANCES_NEVER_UPLOADED, catalog.SNAPSHOT_INSTANCES_UNKNOWN)
+        )
         really_never = sum(1 for p in parts.values() if p["newest_snapshot"] is None)
         assert never < really_never and never + unknown == really_never  # Spark told 5 of 8; the other 3 are said to be unknown
         assert _operator_gauges(result, catalog.SNAPSHOT_RESTORE_REPLAY_FILES).get(op) is None  # no listing, no figure
@@ -79,7 +81,9 @@ def test_never_uploaded_with_the_checkpoint_listed_counts_every_instance_and_the
     truth = _truth(NEVER)
     result, signals = _replay(os.path.join(NEVER, "run1"), os.path.join(NEVER, "checkpoint"))
     for op, parts in truth["operators"].items():
-        assert _operator_gauges(result, catalog.SNAPSHOT_INSTANCES_NEVER_UPLOADED)[op] == sum(1 for p in parts.values() if p["newest_snapshot"] is None)
+        assert _operator_gauges(result, catalog.SNAPSHOT_INSTANCES_NEVER_UPLOADED)[op] == sum(
+            1 for p in parts.values() if p["newest_snapshot"] is None
+        )
         assert _operator_gauges(result, catalog.SNAPSHOT_INSTANCES_UNKNOWN)[op] == 0
         assert _operator_gauges(result, catalog.SNAPSHOT_RESTORE_REPLAY_FILES)[op] == sum(p["changelogs"] for p in parts.values())
     lagging = [s for s in signals if s.kind == SNAPSHOT_LAGGING]
@@ -153,7 +157,9 @@ def test_the_snapshot_alert_fires_on_never_uploaded_and_not_on_a_normal_run(tmp_
         rules.append(str(tmp_path / name))
     fired = {}
     for scenario in (NEVER, NORMAL):
-        logs = [os.path.join(eventlog_dir(os.path.join(scenario, "run1")), n) for n in os.listdir(eventlog_dir(os.path.join(scenario, "run1")))]
+        logs = [
+            os.path.join(eventlog_dir(os.path.join(scenario, "run1")), n) for n in os.listdir(eventlog_dir(os.path.join(scenario, "run1")))
+        ]
         work = str(tmp_path / os.path.basename(scenario))
         report = bt.run_backtest(logs, sorted(rules), scrape_interval=5, eval_interval=5, work_dir=work)
         fired[scenario] = sorted({(f.alert, f.labels["operator"]) for f in report.fired() if f.alert == "SparkStateSnapshotUploadLagging"})
@@ -163,4 +169,3 @@ def test_the_snapshot_alert_fires_on_never_uploaded_and_not_on_a_normal_run(tmp_
         assert done.returncode == 0, done.stdout + done.stderr
     assert fired[NEVER] == [("SparkStateSnapshotUploadLagging", "dedupe"), ("SparkStateSnapshotUploadLagging", "stateStoreSave")]
     assert fired[NORMAL] == []
-

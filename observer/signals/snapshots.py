@@ -11,7 +11,8 @@ that tells, and what it does not:
   instance left out has uploaded too; if all reported are -1, the ones left out are unknown;
 - -1 means "not in this provider instance's life": after a restart it says nothing of the snapshots the
   previous run left, so the lag of a -1 is counted from this run's first batch unless the run starts the
-  checkpoint (batch 0), a lower bound either way.
+  checkpoint (batch 0), a lower bound either way; a -1 after an upload within the run is a reloaded provider,
+  counted from that upload (remembered per instance, bounded).
 
 Where the checkpoint can be listed (``checkpoint``: query id -> a local checkpoint root; the listener's
 attach gives it for local checkpoints), ``observer.offline.checkpoint.snapshots`` gives the exact state of
@@ -39,7 +40,7 @@ from observer.metrics.tracker import QueryRecord, operator_labels
 from observer.metrics.updates import Labels
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.fields import SNAPSHOT_LAST_UPLOADED
-from observer.offline.checkpoint.snapshots import InstanceSnapshots, Listing, list_snapshots, local_root
+from observer.offline.checkpoint.snapshots import MAX_INSTANCES, InstanceSnapshots, Listing, list_snapshots, local_root
 from observer.settings import Settings
 from observer.signals.facts import Facts
 from observer.signals.kinds import SNAPSHOT_LAGGING
@@ -83,6 +84,7 @@ class _Query:
     last_ts: float | None = None
     listing: Listing | None = None
     listed_at: float | None = None
+    uploaded: dict[tuple[int, int, str], float] = field(default_factory=dict)  # newest upload the run reported per instance
     lagging: set[int] = field(default_factory=set)  # operators told lagging, until they are within normal again
     shown: dict[int, set[Labels]] = field(default_factory=dict)  # per operator: the per-instance series exported last
 
@@ -108,6 +110,7 @@ class SnapshotHealth:
         if first_of_run or q.run_id != p.run_id:
             q.run_id, q.run_base = p.run_id, 0 if p.batch_id == 0 else p.batch_id
             q.last_ts = None
+            q.uploaded.clear()
         elif q.last_ts is not None and ts > q.last_ts:
             q.periods.append(ts - q.last_ts)
         q.last_ts = ts
@@ -148,14 +151,27 @@ class SnapshotHealth:
         total = int(op.store_instances) if op.store_instances else None
         version = p.batch_id + 1
         newest = {(m.partition, m.store): m.value for m in reported if m.value is not None}
+        for (part, store), value in newest.items():
+            key = (op.index, part, store)
+            if key in q.uploaded or len(q.uploaded) < MAX_INSTANCES:
+                q.uploaded[key] = max(value, q.uploaded.get(key, value))
         if listed:
             source = CHECKPOINT
             instances = [_from_listing(part, store, s, version, newest.get((part, store))) for (part, store), s in listed.items()]
             unknown = max(0, (total or 0) - len(instances))
         else:
             source = PROGRESS
+            # a -1 after an upload this run is a reloaded provider: the checkpoint holds that upload
             instances = [
-                Instance(m.partition, m.store, float(version - (m.value if m.value is not None else q.run_base)), m.value is None, None)
+                Instance(
+                    m.partition,
+                    m.store,
+                    float(
+                        version - (m.value if m.value is not None else max(q.run_base, q.uploaded.get((op.index, m.partition, m.store), 0)))
+                    ),
+                    m.value is None,
+                    None,
+                )
                 for m in reported
             ]
             all_never = all(i.never_uploaded for i in instances)
