@@ -9,14 +9,19 @@ script from that checkpoint's listing.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
 
+from checks import samples
 from conftest import FIXTURES, eventlog_dir, need, progress_lines
+from observer.capture.watch_runtime import FleetObserver, WatchOptions
 from observer.metrics import catalog
+from observer.model.plan_checkpoint import PlanCheckpoints
 from observer.offline import backtest as bt
 from observer.offline.checkpoint.snapshots import list_snapshots
 from observer.offline.replay import ReplayResult, replay
@@ -34,7 +39,7 @@ def _truth(scenario: str) -> dict:
 
 def _replay(run: str, checkpoint: str | None = None) -> tuple[ReplayResult, list[SignalEvent]]:
     got: list[SignalEvent] = []
-    locate = (lambda _query_id: checkpoint) if checkpoint else None
+    locate = (lambda _query_id, _run_id: checkpoint) if checkpoint else None
     result = replay([eventlog_dir(run)], Settings(http_enabled=False), on_signal=got.append, checkpoint=locate)
     return result, got
 
@@ -131,7 +136,7 @@ def test_the_maintenance_interval_is_read_as_spark_reads_a_time_conf() -> None:
 
 
 def test_an_unreadable_checkpoint_costs_only_the_exact_view() -> None:
-    def broken(_query_id: str) -> str:
+    def broken(_query_id: str, _run_id: str | None) -> str:
         raise RuntimeError("the JVM went away")
 
     got: list[SignalEvent] = []
@@ -169,3 +174,64 @@ def test_the_snapshot_alert_fires_on_never_uploaded_and_not_on_a_normal_run(tmp_
         assert done.returncode == 0, done.stdout + done.stderr
     assert fired[NEVER] == [("SparkStateSnapshotUploadLagging", "dedupe"), ("SparkStateSnapshotUploadLagging", "stateStoreSave")]
     assert fired[NORMAL] == []
+
+
+def _log_lines(run: str) -> list[bytes]:
+    import glob
+
+    import zstandard
+
+    (path,) = glob.glob(os.path.join(eventlog_dir(run), "*", "events_*"))
+    with open(path, "rb") as f:
+        return zstandard.ZstdDecompressor().stream_reader(f).read().splitlines(keepends=True)
+
+
+def _recorded_root(run: str, lines: list[bytes]) -> str | None:
+    plans = PlanCheckpoints()
+    for line in lines:
+        plans.feed_line(line)
+    first = progress_lines(run)[0]
+    return plans(first["id"], first["runId"])
+
+
+def test_the_plans_name_each_runs_checkpoint() -> None:
+    """Both runs of the never-uploaded scenario ran on one checkpoint: their plans say so, by run id."""
+    runs = [os.path.join(NEVER, r) for r in ("run1", "run2")]
+    roots = {_recorded_root(run, _log_lines(run)) for run in runs}
+    (root,) = roots
+    assert root is not None and root.startswith("file:/") and root.endswith("/checkpoint")
+    assert PlanCheckpoints()(progress_lines(runs[0])[0]["id"], None) is None
+
+
+def test_the_watcher_lists_the_checkpoint_its_plans_name(tmp_path) -> None:
+    """The recorded log, its checkpoint copied beside it (the plans' path rewritten to the copy), followed by the
+    watcher: every instance is known, from the listing."""
+    run = os.path.join(NEVER, "run1")
+    lines = _log_lines(run)
+    recorded = _recorded_root(run, lines)
+    assert recorded is not None
+    copy = tmp_path / "checkpoint"
+    shutil.copytree(os.path.join(NEVER, "checkpoint"), copy)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    app_id = os.path.basename(glob.glob(os.path.join(eventlog_dir(run), "*"))[0]).removeprefix("eventlog_v2_")
+    (logs / app_id).write_bytes(b"".join(lines).replace(recorded.encode(), f"file:{copy}".encode()))
+    fleet = FleetObserver(
+        [str(logs)], Settings(http_enabled=False, snapshot_scan_seconds=0), WatchOptions(read_finished_at_start=True), serve=False
+    )
+    try:
+        fleet.poll_once()
+        fleet.poll_once()
+        got = samples(fleet.exposition().decode())
+    finally:
+        fleet.stop()
+
+    def per_operator(name: str) -> dict[str, float]:
+        return {dict(labels)["operator_index"]: v for (n, labels), v in got.items() if n == name}
+
+    truth = _truth(NEVER)
+    assert per_operator("spark_state_snapshot_instances_never_uploaded") == {op: len(parts) for op, parts in truth["operators"].items()}
+    assert set(per_operator("spark_state_snapshot_instances_unknown").values()) == {0}
+    assert per_operator("spark_state_snapshot_restore_replay_files") == {
+        op: sum(p["changelogs"] for p in parts.values()) for op, parts in truth["operators"].items()
+    }

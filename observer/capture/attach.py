@@ -235,7 +235,7 @@ def _executor_ids(spark: Any) -> Callable[[], set[str]] | None:
     return poll
 
 
-def _checkpoint_location(spark: Any) -> Callable[[str], str | None] | None:
+def _checkpoint_location(spark: Any) -> Callable[[str, str | None], str | None] | None:
     """Query id -> the checkpoint root of an active query (one JVM call, on the worker thread); for the
     snapshot state of every store instance (``observer.signals.snapshots``). None under Spark Connect."""
     try:
@@ -245,7 +245,7 @@ def _checkpoint_location(spark: Any) -> Callable[[str], str | None] | None:
     if jss is None:
         return None
 
-    def location(query_id: str) -> str | None:
+    def location(query_id: str, run_id: str | None) -> str | None:
         query = jss.streams().get(query_id)
         return None if query is None else str(query.streamingQuery().resolvedCheckpointRoot())
 

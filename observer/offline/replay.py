@@ -53,8 +53,9 @@ def replay(
     clock, so time-driven signals (stalls) are derived when its ticks are called; ``before_event`` is
     called with the observer and each event's time before the event is processed (the backtest scrapes
     there); ``on_signal`` gets every signal as it is derived (the observer itself keeps only recent ones);
-    ``checkpoint`` names a query's checkpoint where it is at hand, for the snapshot state of every store
-    instance (``observer.signals.snapshots``).
+    ``checkpoint`` names a query run's checkpoint as it was when the log ended, listed for the snapshot state of
+    every store instance (``observer.signals.snapshots``); not by default, since a checkpoint read now is not
+    the one a past log saw.
     """
     base = settings or Settings.from_env()
     executors: set[str] = set()

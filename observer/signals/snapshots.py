@@ -14,8 +14,8 @@ that tells, and what it does not:
   checkpoint (batch 0), a lower bound either way; a -1 after an upload within the run is a reloaded provider,
   counted from that upload (remembered per instance, bounded).
 
-Where the checkpoint can be listed (``checkpoint``: query id -> a local checkpoint root; the listener's
-attach gives it for local checkpoints), ``observer.offline.checkpoint.snapshots`` gives the exact state of
+Where the checkpoint can be listed (``checkpoint``: query and run id -> a local checkpoint root; the
+listener's attach asks the query, the watcher and replay read it from the run's recorded plans), ``observer.offline.checkpoint.snapshots`` gives the exact state of
 every instance and the files a restore would replay; it is listed at most every ``snapshot_scan_seconds``
 per query, on the worker thread.
 
@@ -53,8 +53,8 @@ PERIODS_KEPT = 16  # batch periods per query for the median
 MAX_PARTITIONS_TOLD = 10  # instances named in a signal, most lagging first
 PROGRESS = "progress"
 CHECKPOINT = "checkpoint"
-CheckpointLocator = Callable[[str], "str | None"]
-"""Query id -> its checkpoint location (None when unknown); called on the worker thread."""
+CheckpointLocator = Callable[[str, "str | None"], "str | None"]
+"""(query id, run id) -> the run's checkpoint location (None when unknown); called on the worker thread."""
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|min|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, None: 0.001, "m": 60.0, "min": 60.0, "h": 3600.0}
 
@@ -116,12 +116,12 @@ class SnapshotHealth:
         q.last_ts = ts
         if self.checkpoint is not None and (q.listed_at is None or ts - q.listed_at >= self.s.snapshot_scan_seconds or ts < q.listed_at):
             q.listed_at = ts
-            q.listing = self._list(record.query_id)
+            q.listing = self._list(record.query_id, p.run_id)
 
-    def _list(self, query_id: str) -> Listing | None:
+    def _list(self, query_id: str, run_id: str | None) -> Listing | None:
         assert self.checkpoint is not None
         try:
-            location = self.checkpoint(query_id)
+            location = self.checkpoint(query_id, run_id)
             root = local_root(location) if location else None
             if root is None:
                 return None
