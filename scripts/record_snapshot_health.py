@@ -9,6 +9,9 @@ checkpointing, 8 state partitions so Spark's top-5 instance report leaves some o
   uploads a snapshot; then a restart on the same checkpoint, whose first batch replays every changelog.
 - ``normal``: the demo session's settings (a snapshot every 5 deltas, maintenance every 5 s), where the lag
   stays within a maintenance interval's worth of batches.
+- ``auto_repair``: a normal run, then the newest snapshot zip of every store overwritten with garbage, then a
+  restart with ``autoSnapshotRepair.enabled``: Spark skips the corrupt snapshots (``rocksdbNumSnapshotsAutoRepaired``);
+  ``truth.json`` names the corrupted files.
 
 Besides each run's progress, event log and signals, the checkpoint as the first run left it is copied into
 ``checkpoint/`` (Hadoop's ``.crc`` files left out), and ``truth.json`` is written from that listing: per
@@ -35,10 +38,14 @@ NEVER = [
     "--conf",
     "spark.sql.streaming.stateStore.forceSnapshotUploadOnLag=false",
 ]
+REPAIR = ["--conf", "spark.sql.streaming.stateStore.autoSnapshotRepair.enabled=true"]
 SCENARIOS: dict[str, list[list[str]]] = {
     "never_uploaded": [["--batches", "40", *NEVER], ["--batches", "3", *NEVER]],
     "normal": [["--batches", "40"]],
+    # the newest snapshot of every store corrupted between the runs: the restart skips it (auto-repair, 4.2+)
+    "auto_repair": [["--batches", "20"], ["--batches", "3", *REPAIR]],
 }
+CORRUPT_BEFORE_RUN = {"auto_repair": 2}
 _STATE_FILE = re.compile(r"^([0-9]+)(?:_[0-9a-f-]{36})?\.(zip|changelog)$")
 
 
@@ -63,12 +70,33 @@ def truth(checkpoint: str) -> dict:
     return out
 
 
+def corrupt_newest_snapshots(checkpoint: str) -> list[str]:
+    """Overwrite the newest ``.zip`` of every store with bytes no zip reader accepts; the files' paths."""
+    done = []
+    state = os.path.join(checkpoint, "state")
+    for op in sorted(os.listdir(state), key=int):
+        for part in sorted((p for p in os.listdir(os.path.join(state, op)) if p.isdigit()), key=int):
+            folder = os.path.join(state, op, part)
+            zips = sorted((m for m in map(_STATE_FILE.match, os.listdir(folder)) if m and m[2] == "zip"), key=lambda m: int(m[1]))
+            if zips:
+                with open(os.path.join(folder, zips[-1][0]), "wb") as f:
+                    f.write(b"corrupted on purpose by record_snapshot_health.py\n" * 4)
+                done.append(f"state/{op}/{part}/{zips[-1][0]}")
+    return done
+
+
 def record(scenario: str, runs: list[list[str]]) -> None:
     target = os.path.join(TARGET, scenario)
     shutil.rmtree(target, ignore_errors=True)
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = os.path.join(tmp, "checkpoint")
         for n, extra in enumerate(runs, start=1):
+            if CORRUPT_BEFORE_RUN.get(scenario) == n:
+                corrupted = corrupt_newest_snapshots(checkpoint)
+                with open(os.path.join(target, "truth.json")) as f:
+                    facts = json.load(f)
+                with open(os.path.join(target, "truth.json"), "w") as f:
+                    json.dump({**facts, "corrupted": corrupted}, f, indent=1)
             out = os.path.join(target, f"run{n}")
             cmd = [sys.executable, os.path.join(HERE, "scenario_job.py"), "--checkpoint", checkpoint, "--out", out, "--event-log"]
             cmd += ["--partitions", str(PARTITIONS), "--name", f"snapshots_{scenario}", *extra]
