@@ -278,3 +278,22 @@ def test_the_listener_lists_a_live_query_checkpoint(spark, tmp_path) -> None:
         handle.stop()
         for k, v in before.items():
             spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+
+
+@pytest.mark.parametrize(
+    "scenario, snapshots, loads",
+    [("dedup_agg_restart_40", False, False), ("dedup_agg_restart_41", True, False), ("dedup_agg_restart_43", True, True)],
+)
+def test_a_version_without_a_fact_shows_no_series_rather_than_zeros(scenario: str, snapshots: bool, loads: bool) -> None:
+    """Recorded restarts on Spark 4.0, 4.1 and 4.3: instance metrics came in 4.1, loads from the DFS in 4.2."""
+    runs = sorted(glob.glob(os.path.join(FIXTURES, "incidents", scenario, "run*")))
+    text = replay([eventlog_dir(r) for r in runs], Settings(http_enabled=False)).exposition()
+    names = {name for name, _ in samples(text)}
+    health = {
+        catalog.SNAPSHOT_MAX_LAG_BATCHES.name,
+        catalog.SNAPSHOT_INSTANCES_NEVER_UPLOADED.name,
+        catalog.SNAPSHOT_INSTANCES_UNKNOWN.name,
+    }
+    assert (health <= names) is snapshots and (not health & names) is (not snapshots)
+    repair = {catalog.by_key("rocksdbNumLoadedFromDfs").prometheus_name, catalog.by_key("rocksdbNumSnapshotsAutoRepaired").prometheus_name}
+    assert (repair <= names) is loads and (not repair & names) is (not loads)
