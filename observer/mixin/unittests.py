@@ -447,6 +447,24 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
         )
     )
 
+    alert = "SparkStateSnapshotAutoRepaired"
+    window = t.snapshot_repair_window_minutes
+    at = f(alert) + 5
+    n = window + at + 10
+    cases.append(
+        Case(
+            alert,
+            [
+                (catalog.by_key("rocksdbNumSnapshotsAutoRepaired"), ls.operator(0), f"0x2 1x{n:g}"),
+                (catalog.by_key("rocksdbNumSnapshotsAutoRepaired"), ls.operator(1), f"0x{n:g}"),
+                (catalog.by_key("numSnapshotsAutoRepaired"), ls.operator(2), f"0x{n:g}"),
+            ],
+            at,
+            [(_keep(ls.operator(0), by_op), 1.0)],  # from 0: increase() does not extrapolate before the series' start
+            [window + at + 5],  # a window after the repair: quiet again
+        )
+    )
+
     alert = "SparkStatePartitionsMigrating"
     window = t.partition_migration_window_minutes
     at = window + f(alert) + 2

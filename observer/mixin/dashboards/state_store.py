@@ -243,6 +243,23 @@ def build(ctx: Context) -> db.Dashboard:
                 [(None, OK), (1, WARN)],
             )
         )
+        .with_panel(
+            ts(
+                ctx,
+                "Auto-repaired snapshots",
+                "Snapshots Spark found corrupt while loading a store and skipped for an older one (auto-repair, 4.2+; absent before). Bad: any (SparkStateSnapshotAutoRepaired): the checkpoint's storage lost or damaged a file.",
+                [
+                    (
+                        f"sum by ({by_op}) (increase({p.sel(catalog.by_key(key), p.qo)}[{RATE}]))",
+                        "{{query}} / {{operator}} " + provider,
+                    )
+                    for key, provider in (("rocksdbNumSnapshotsAutoRepaired", "RocksDB"), ("numSnapshotsAutoRepaired", "HDFS"))
+                ],
+                "none",
+                [(None, OK), (1, BAD)],
+                bars=True,
+            )
+        )
         .with_row(row("RocksDB memory and disk per executor"))
         .with_panel(
             ts(
