@@ -12,9 +12,11 @@ checkpointing, 8 state partitions so Spark's top-5 instance report leaves some o
 - ``auto_repair``: a normal run, then the newest snapshot zip of every store overwritten with garbage, then a
   restart with ``autoSnapshotRepair.enabled``: Spark skips the corrupt snapshots (``rocksdbNumSnapshotsAutoRepaired``);
   ``truth.json`` names the corrupted files.
+- ``format_v2``: ``checkpointFormatVersion=2`` (``<version>_<uniqueId>.zip/.changelog``, the commit log naming
+  each store's unique ids), restarted once.
 
 Besides each run's progress, event log and signals, the checkpoint as the first run left it is copied into
-``checkpoint/`` (Hadoop's ``.crc`` files left out), and ``truth.json`` is written from that listing: per
+``checkpoint/`` where the tests list it (Hadoop's ``.crc`` files left out), and ``truth.json`` is written from that listing: per
 operator and partition the newest snapshot version and the last version, i.e. what the tests check the
 observer's snapshot health against.
 """
@@ -38,14 +40,18 @@ NEVER = [
     "--conf",
     "spark.sql.streaming.stateStore.forceSnapshotUploadOnLag=false",
 ]
+V2 = ["--conf", "spark.sql.streaming.stateStore.checkpointFormatVersion=2"]
 REPAIR = ["--conf", "spark.sql.streaming.stateStore.autoSnapshotRepair.enabled=true"]
 SCENARIOS: dict[str, list[list[str]]] = {
     "never_uploaded": [["--batches", "40", *NEVER], ["--batches", "3", *NEVER]],
     "normal": [["--batches", "40"]],
     # the newest snapshot of every store corrupted between the runs: the restart skips it (auto-repair, 4.2+)
     "auto_repair": [["--batches", "20"], ["--batches", "3", *REPAIR]],
+    # checkpoint format v2 (uuid-suffixed state files, unique ids in the commit log), restarted
+    "format_v2": [["--batches", "15", *V2], ["--batches", "3", *V2]],
 }
 CORRUPT_BEFORE_RUN = {"auto_repair": 2}
+LISTED = {"never_uploaded", "normal", "format_v2"}  # scenarios whose checkpoint the tests list
 _STATE_FILE = re.compile(r"^([0-9]+)(?:_[0-9a-f-]{36})?\.(zip|changelog)$")
 
 
@@ -103,7 +109,8 @@ def record(scenario: str, runs: list[list[str]]) -> None:
             print("+", " ".join(cmd), flush=True)
             subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
             if n == 1:
-                shutil.copytree(checkpoint, os.path.join(target, "checkpoint"), ignore=shutil.ignore_patterns("*.crc"))
+                if scenario in LISTED:
+                    shutil.copytree(checkpoint, os.path.join(target, "checkpoint"), ignore=shutil.ignore_patterns("*.crc"))
                 with open(os.path.join(target, "truth.json"), "w") as f:
                     json.dump({"scenario": scenario, "partitions": PARTITIONS, **truth(checkpoint)}, f, indent=1)
         for root, _dirs, files in os.walk(target):
