@@ -110,7 +110,7 @@ def record(scenario: str, runs: list[list[str]]) -> None:
             subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
             if n == 1:
                 if scenario in LISTED:
-                    shutil.copytree(checkpoint, os.path.join(target, "checkpoint"), ignore=shutil.ignore_patterns("*.crc"))
+                    shutil.copytree(checkpoint, os.path.join(target, "checkpoint"), ignore=shutil.ignore_patterns(".*.crc"))
                 with open(os.path.join(target, "truth.json"), "w") as f:
                     json.dump({"scenario": scenario, "partitions": PARTITIONS, **truth(checkpoint)}, f, indent=1)
         for root, _dirs, files in os.walk(target):
