@@ -12,6 +12,8 @@ checkpointing, 8 state partitions so Spark's top-5 instance report leaves some o
 - ``auto_repair``: a normal run, then the newest snapshot zip of every store overwritten with garbage, then a
   restart with ``autoSnapshotRepair.enabled``: Spark skips the corrupt snapshots (``rocksdbNumSnapshotsAutoRepaired``);
   ``truth.json`` names the corrupted files.
+- ``repartition``: 4 state partitions, repartitioned offline to 8 (Spark 4.2+), restarted; ``truth.json``
+  says after which batch.
 - ``format_v2``: ``checkpointFormatVersion=2`` (``<version>_<uniqueId>.zip/.changelog``, the commit log naming
   each store's unique ids), restarted once.
 
@@ -49,7 +51,19 @@ SCENARIOS: dict[str, list[list[str]]] = {
     "auto_repair": [["--batches", "20"], ["--batches", "3", *REPAIR]],
     # checkpoint format v2 (uuid-suffixed state files, unique ids in the commit log), restarted
     "format_v2": [["--batches", "15", *V2], ["--batches", "3", *V2]],
+    # 4 state partitions, repartitioned offline to 8 (4.2+ StreamingCheckpointManager), restarted
+    "repartition": [["--batches", "6", "--partitions", "4"], ["--batches", "3", "--partitions", "8"]],
 }
+REPARTITION_BEFORE_RUN = {"repartition": (2, 8)}  # before run 2: to 8 partitions
+_REPARTITION = """
+import sys
+sys.path.insert(0, sys.argv[3])
+from observer.cli.demo import spark_session
+spark = spark_session()
+# the first run was stopped mid-batch (its last batch planned, not committed): the noop sink may skip it
+spark._streamingCheckpointManager.repartition(sys.argv[1], int(sys.argv[2]), enforce_exactly_once_sink=False)
+spark.stop()
+"""
 CORRUPT_BEFORE_RUN = {"auto_repair": 2}
 LISTED = {"never_uploaded", "normal", "format_v2"}  # scenarios whose checkpoint the tests list
 _STATE_FILE = re.compile(r"^([0-9]+)(?:_[0-9a-f-]{36})?\.(zip|changelog)$")
@@ -103,6 +117,14 @@ def record(scenario: str, runs: list[list[str]]) -> None:
                     facts = json.load(f)
                 with open(os.path.join(target, "truth.json"), "w") as f:
                     json.dump({**facts, "corrupted": corrupted}, f, indent=1)
+            if REPARTITION_BEFORE_RUN.get(scenario, (0, 0))[0] == n:
+                partitions = REPARTITION_BEFORE_RUN[scenario][1]
+                before = truth(checkpoint)["last_committed_batch"]
+                subprocess.run([sys.executable, "-c", _REPARTITION, checkpoint, str(partitions), os.path.join(HERE, "..")], check=True)
+                with open(os.path.join(target, "truth.json")) as f:
+                    facts = json.load(f)
+                with open(os.path.join(target, "truth.json"), "w") as f:
+                    json.dump({**facts, "repartitioned_to": partitions, "repartition_after_batch": before}, f, indent=1)
             out = os.path.join(target, f"run{n}")
             cmd = [sys.executable, os.path.join(HERE, "scenario_job.py"), "--checkpoint", checkpoint, "--out", out, "--event-log"]
             cmd += ["--partitions", str(PARTITIONS), "--name", f"snapshots_{scenario}", *extra]

@@ -404,6 +404,7 @@ def partitions_changed() -> Pipeline:
     assert p.feed("progress", wider) == [kinds.PARTITIONS_CHANGED]
     attrs = p.last(kinds.PARTITIONS_CHANGED).attributes
     assert (attrs["operator"], attrs["before"], attrs["after"], attrs["store_instances_after"]) == ("dedupe", 2.0, 4.0, 4.0)
+    assert attrs["cause"] == "unexplained"  # within one run: not what an offline repartition looks like
     assert p.value(catalog.PARTITION_CHANGES, DEDUPE) == 1.0 and p.value(catalog.PARTITION_CHANGES, SAVE) == 0.0
     return p
 

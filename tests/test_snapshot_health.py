@@ -327,3 +327,22 @@ def test_a_snapshot_corrupted_on_purpose_is_auto_repaired_and_alerts(tmp_path) -
         text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_offline_repartition_is_shown_as_one() -> None:
+    """4 state partitions, stopped, repartitioned offline to 8 (Spark 4.3's StreamingCheckpointManager), restarted:
+    a partition change across the restart, with the restore a restart brings, and no reload or migration."""
+    scenario = os.path.join(HERE, "repartition")
+    truth = _truth(scenario)
+    runs = sorted(glob.glob(os.path.join(scenario, "run*")))
+    got: list[SignalEvent] = []
+    replay([eventlog_dir(r) for r in runs], Settings(http_enabled=False), on_signal=got.append)
+    first = progress_lines(runs[1])[0]
+    (before,) = {op["numShufflePartitions"] for op in progress_lines(runs[0])[-1]["stateOperators"]}
+    changed = [s.attributes for s in got if s.kind == "partitions_changed"]
+    assert sorted(a["operator"] for a in changed) == sorted(op["operatorName"] for op in first["stateOperators"])
+    expected = (before, truth["repartitioned_to"], "offline_repartition", first["batchId"])
+    assert all((a["before"], a["after"], a["cause"], a["batch_id"]) == expected for a in changed)
+    assert first["batchId"] > truth["repartition_after_batch"] + 1  # the repartition is a batch of its own
+    kinds = {s.kind for s in got}
+    assert "restore" in kinds and not kinds & {"store_reload", "partition_migrated", "state_task_retry"}
