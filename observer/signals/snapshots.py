@@ -28,6 +28,7 @@ goes beyond that, once until it comes back within it.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import statistics
 from collections import deque
@@ -148,7 +149,7 @@ class SnapshotHealth:
         listed = {k[1:]: v for k, v in (q.listing or {}).items() if k[0] == op.index}
         if not reported and not listed:
             return  # Spark before 4.1, an HDFS store before 4.1, or a stateless batch: nothing is known
-        total = int(op.store_instances) if op.store_instances else None
+        total = int(op.store_instances) if op.store_instances and math.isfinite(op.store_instances) else None
         version = p.batch_id + 1
         newest = {(m.partition, m.store): m.value for m in reported if m.value is not None}
         for (part, store), value in newest.items():
@@ -240,7 +241,7 @@ class SnapshotHealth:
 def _from_listing(partition: int, store: str, s: InstanceSnapshots, version: int, reported: float | None) -> Instance:
     """An instance as listed, brought up to this batch: versions committed since the listing add to its
     lag and its replay, and a newer upload the progress reports counts over the listed one."""
-    newest = max(s.newest_snapshot or 0, int(reported) if reported is not None else 0)
+    newest = max(s.newest_snapshot or 0, int(reported) if reported is not None and math.isfinite(reported) else 0)
     lag = max(0, version - newest)
     since_listing = max(0, version - s.last_version)
     replay = s.replay_files + since_listing if newest == (s.newest_snapshot or 0) else lag
