@@ -19,8 +19,8 @@ import pytest
 
 from conftest import FIXTURES, progress_lines
 from observer.cli.main import main
+from observer.model.checkpoint_listing import list_snapshots
 from observer.offline.checkpoint import inspect_checkpoint, verify_checksums
-from observer.offline.checkpoint.snapshots import list_snapshots
 
 V2 = os.path.join(FIXTURES, "snapshot_health", "format_v2")
 CHECKPOINT = os.path.join(V2, "checkpoint")

@@ -21,9 +21,9 @@ from checks import samples
 from conftest import FIXTURES, eventlog_dir, need, progress_lines
 from observer.capture.watch_runtime import FleetObserver, WatchOptions
 from observer.metrics import catalog
+from observer.model.checkpoint_listing import list_snapshots
 from observer.model.plan_checkpoint import PlanCheckpoints
 from observer.offline import backtest as bt
-from observer.offline.checkpoint.snapshots import list_snapshots
 from observer.offline.replay import ReplayResult, replay
 from observer.settings import Settings
 from observer.signals.kinds import SNAPSHOT_LAGGING, SignalEvent

@@ -15,7 +15,7 @@ that tells, and what it does not:
   counted from that upload (remembered per instance, bounded).
 
 Where the checkpoint can be listed (``checkpoint``: query and run id -> a local checkpoint root; the
-listener's attach asks the query, the watcher and replay read it from the run's recorded plans), ``observer.offline.checkpoint.snapshots`` gives the exact state of
+listener's attach asks the query, the watcher and replay read it from the run's recorded plans), ``observer.model.checkpoint_listing`` gives the exact state of
 every instance and the files a restore would replay; it is listed at most every ``snapshot_scan_seconds``
 per query, on the worker thread.
 
@@ -39,9 +39,9 @@ from typing import Callable
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
 from observer.metrics.updates import Labels
+from observer.model.checkpoint_listing import MAX_INSTANCES, InstanceSnapshots, Listing, list_snapshots, local_root
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.fields import SNAPSHOT_LAST_UPLOADED
-from observer.offline.checkpoint.snapshots import MAX_INSTANCES, InstanceSnapshots, Listing, list_snapshots, local_root
 from observer.settings import Settings
 from observer.signals.facts import Facts
 from observer.signals.kinds import SNAPSHOT_LAGGING

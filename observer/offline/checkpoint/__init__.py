@@ -4,8 +4,7 @@ Kafka Streams users read their state directory to understand recovery; this is t
 checkpoint: ``layout`` scans it (offsets vs commits, operators and their stores, the state files of
 both providers per partition), ``restore`` works out for each partition the snapshot a restart would
 load and the files it would replay after it, and the estimate; ``footprint`` sums what each operator's
-state takes in the checkpoint's storage; ``checksums`` verifies Spark's checksum files when asked;
-``snapshots`` lists every store instance's newest snapshot for the live observer; ``render`` prints the ``report``.
+state takes in the checkpoint's storage; ``checksums`` verifies Spark's checksum files when asked; ``render`` prints the ``report``.
 """
 
 from __future__ import annotations

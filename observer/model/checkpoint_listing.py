@@ -2,20 +2,20 @@
 
 Spark's progress names the snapshot state of the few most lagging store instances (``SnapshotLastUploaded``,
 top 5 by default); the checkpoint's listing names it for every instance. This reads no file, only folder
-listings (``observer.offline.checkpoint.files``: nothing trusted, everything bounded), so the live observer
-can afford it on its worker now and then: per operator, partition and store, the newest snapshot version
-(``N.zip`` / ``N.snapshot``, either checkpoint format), the last version, and the changelog or delta files a
-restore would replay after that snapshot.
+listings (nothing trusted, everything bounded: a folder that cannot be listed is a problem line), so the live
+observer can afford it on its worker now and then: per operator, partition and store, the newest snapshot
+version (``N.zip`` / ``N.snapshot``, either checkpoint format), the last version, and the changelog or delta
+files a restore would replay after that snapshot. Standard library only, so the signal rules
+(``observer.signals.snapshots``) use it below the composition roots that know where a checkpoint is.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from urllib.parse import urlparse
-
-from observer.offline.checkpoint.files import UnreadableFile, is_dir, list_dir
 
 MAX_INSTANCES = 20_000  # store instances listed per checkpoint: 4 stores x 5,000 partitions, as the progress parser keeps
 _STATE_FILE = re.compile(r"^(?P<version>[0-9]{1,18})(?:_[0-9a-f-]{36})?\.(?P<kind>delta|snapshot|zip|changelog)$")
@@ -60,7 +60,7 @@ def list_snapshots(root: str) -> tuple[Listing, list[str]]:
             folder = os.path.join(state, str(op), str(part))
             try:
                 names = list_dir(folder)
-            except UnreadableFile as exc:
+            except UnreadableFolder as exc:
                 problems.append(str(exc))
                 continue
             stores = [n for n in names if not n.startswith("_") and n != "SSTs" and "." not in n and is_dir(os.path.join(folder, n))]
@@ -74,10 +74,29 @@ def list_snapshots(root: str) -> tuple[Listing, list[str]]:
     return listing, problems
 
 
+class UnreadableFolder(OSError):
+    """A folder that cannot be listed; the message names it."""
+
+
+def list_dir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError as exc:
+        raise UnreadableFolder(f"{path}: folder cannot be listed ({exc.strerror or exc})") from None
+
+
+def is_dir(path: str) -> bool:
+    """A folder (symlinks followed); False for anything that cannot be stat'ed."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _numbers(folder: str, problems: list[str]) -> list[int]:
     try:
         return sorted(int(n) for n in list_dir(folder) if _NUMBER.fullmatch(n))
-    except UnreadableFile as exc:
+    except UnreadableFolder as exc:
         problems.append(str(exc))
         return []
 
@@ -90,7 +109,7 @@ def _stores(folder: str, stores: list[str], names: list[str], problems: list[str
     for store in sorted(stores):
         try:
             out.append((store[:100], list_dir(os.path.join(folder, store))))
-        except UnreadableFile as exc:
+        except UnreadableFolder as exc:
             problems.append(str(exc))
     return out
 
