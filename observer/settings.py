@@ -111,6 +111,18 @@ class Settings:
             "doc": "Per-partition series kept per operator (snapshot lag) and per Kafka source (lag), most lagging first; 0 turns them off."
         },
     )
+    snapshot_lag_batches: float = field(
+        default=20,
+        metadata={
+            "doc": "Snapshot lag (versions since a store instance's last uploaded snapshot, since the first when none) that is normal beyond a maintenance interval's worth of batches; above both, `snapshot_lagging`. Covers `minDeltasForSnapshot` (10)."
+        },
+    )
+    snapshot_scan_seconds: float = field(
+        default=30.0,
+        metadata={
+            "doc": "How often the live observer lists a query's local checkpoint for the snapshot state of every store instance (Spark reports the 5 most lagging); 0: at every batch."
+        },
+    )
     # Signals: restores, restarts, stalls, growth
     trigger_interval_seconds: float = field(
         default=10.0, metadata={"doc": "Expected trigger interval, used when the observer cannot see the query's own."}
@@ -256,6 +268,8 @@ class Settings:
             raise SettingsError(f"history_buffer_rows must be at least 1, got {self.history_buffer_rows}")
         if self.placement not in ("auto", "on", "off"):
             raise SettingsError(f"placement must be auto, on or off, got {self.placement!r}")
+        if self.snapshot_lag_batches < 0 or self.snapshot_scan_seconds < 0:
+            raise SettingsError("snapshot_lag_batches and snapshot_scan_seconds must be >= 0")
         if self.placement_every < 1:
             raise SettingsError(f"placement_every must be at least 1, got {self.placement_every}")
         if self.otlp_protocol not in ("", "http/protobuf", "grpc"):

@@ -45,6 +45,7 @@ KIND_LABELS = {
     k.KAFKA_CATCH_UP_FORECAST: "Kafka catch-up forecast",
     k.KAFKA_CAUGHT_UP: "Kafka backlog read",
     k.ROCKSDB_MEMORY_IMPLAUSIBLE: "RocksDB memory report implausible",
+    k.SNAPSHOT_LAGGING: "State snapshots lagging",
 }
 """Signal kinds in plain words (every kind of ``observer.model.signal_kinds.SIGNAL_KINDS``)."""
 

@@ -176,7 +176,7 @@ def test_every_metric_name_in_the_rules_is_in_the_registry() -> None:
             elif token.startswith("spark_"):
                 assert metric(token) == token
                 used.add(token)
-    assert {"spark_state_observer_events_dropped_total", "spark_state_snapshot_lag_batches", "spark_state_unbounded"} <= used
+    assert {"spark_state_observer_events_dropped_total", "spark_state_snapshot_max_lag_batches", "spark_state_unbounded"} <= used
     with pytest.raises(KeyError, match="spark_state_rowz"):
         metric("spark_state_rowz")
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, Server, free_port, need
-from observer.fleet.runtime import WatchOptions
 from observer.cli import watch
+from observer.fleet.runtime import WatchOptions
 from observer.mixin.config import AFTER_END_ALERTS, DEFAULT_RUNBOOK_URL, MixinConfig, MixinConfigError, load_config
 from observer.mixin.export import artefacts
 from observer.mixin.rule_tests import build_cases, case_document

@@ -368,8 +368,8 @@ def test_the_mirror_stays_bounded_as_applications_come_and_go_and_loses_no_batch
     fetched again); what the store deletes leaves it too. Every batch is delivered once."""
     from test_eventlog_watch import Collector, _expected
 
-    from observer.fleet.store_mirror import StoreMirror
     from observer.fleet.runtime import FleetObserver, WatchOptions
+    from observer.fleet.store_mirror import StoreMirror
     from observer.settings import Settings
 
     registry = importlib.import_module("fsspec.registry")

@@ -404,6 +404,7 @@ def partitions_changed() -> Pipeline:
     assert p.feed("progress", wider) == [kinds.PARTITIONS_CHANGED]
     attrs = p.last(kinds.PARTITIONS_CHANGED).attributes
     assert (attrs["operator"], attrs["before"], attrs["after"], attrs["store_instances_after"]) == ("dedupe", 2.0, 4.0, 4.0)
+    assert attrs["cause"] == "unexplained"  # within one run: not what an offline repartition looks like
     assert p.value(catalog.PARTITION_CHANGES, DEDUPE) == 1.0 and p.value(catalog.PARTITION_CHANGES, SAVE) == 0.0
     return p
 
@@ -547,6 +548,33 @@ def rocksdb_memory_implausible() -> Pipeline:
     return p
 
 
+def snapshot_lagging() -> Pipeline:
+    """The recorded 4.3 batch (no store has uploaded a snapshot: -1) as batches a second apart: normal is
+    ``snapshot_lag_batches`` (20) plus a maintenance interval (60 s) of batches; beyond it, once per operator,
+    until an upload brings the lag back."""
+    p = Pipeline()
+    p.feed("started", lifecycle("run-1", T0))
+    for b in range(80):
+        assert kinds.SNAPSHOT_LAGGING not in p.feed("progress", batch(b, T0 + b))
+    assert p.feed("progress", batch(80, T0 + 80)) == [kinds.SNAPSHOT_LAGGING] * 2
+    attrs = p.last(kinds.SNAPSHOT_LAGGING).attributes
+    assert attrs["max_lag_batches"] == 81 and attrs["allowed_lag_batches"] == 80 and attrs["instances_never_uploaded"] == 2
+    assert p.value(catalog.SNAPSHOT_MAX_LAG_BATCHES, DEDUPE) == 81 and p.value(catalog.SNAPSHOT_INSTANCES_LAGGING, DEDUPE) == 2
+    assert p.feed("progress", batch(81, T0 + 81)) == []  # told once
+    uploaded = {f"SnapshotLastUploaded.partition_{i}_default": 80 for i in (0, 1)}
+    fresh = batch(82, T0 + 82)
+    for name in ("dedupe", "stateStoreSave"):
+        fresh = with_operator(fresh, name, customMetrics=uploaded)
+    assert p.feed("progress", fresh) == [] and p.value(catalog.SNAPSHOT_MAX_LAG_BATCHES, DEDUPE) == 3
+    # -1 again within the run is a reloaded store (store_reload), which loaded the upload at 80: not lagging
+    assert kinds.SNAPSHOT_LAGGING not in p.feed("progress", batch(83, T0 + 83))
+    assert p.value(catalog.SNAPSHOT_MAX_LAG_BATCHES, DEDUPE) == 4
+    for b in range(84, 160):
+        assert kinds.SNAPSHOT_LAGGING not in p.feed("progress", batch(b, T0 + b))
+    assert p.feed("progress", batch(160, T0 + 160)) == [kinds.SNAPSHOT_LAGGING] * 2  # lagging again, told again
+    return p
+
+
 SCENARIOS: dict[str, Callable[[], Pipeline]] = {
     kinds.QUERY_STARTED: started,
     kinds.QUERY_RESTARTED: restarted,
@@ -568,6 +596,7 @@ SCENARIOS: dict[str, Callable[[], Pipeline]] = {
     kinds.STATE_TASK_RETRY: state_task_retry,
     kinds.PARTITION_MIGRATED: partition_migrated,
     kinds.ROCKSDB_MEMORY_IMPLAUSIBLE: rocksdb_memory_implausible,
+    kinds.SNAPSHOT_LAGGING: snapshot_lagging,
 }
 
 

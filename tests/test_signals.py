@@ -66,6 +66,18 @@ def test_exception_classes() -> None:
     assert classify_exception("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "...") == "state_schema"
     assert classify_exception(None, "java.lang.OutOfMemoryError: Java heap space") == "out_of_memory"
     assert classify_exception("CANNOT_LOAD_STATE_STORE.UNCATEGORIZED", "") == "checkpoint_corruption"
+    # the error classes of Spark 4.1-4.3 (error-conditions.json of the 4.3.0 jar) that say the checkpoint cannot be used
+    for error_class in (
+        "STREAMING_CHECKPOINT_MISSING_METADATA_FILE",
+        "CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED",
+        "STATE_STORE_ROW_CHECKSUM_VERIFICATION_FAILED",
+        "STATE_STORE_BASE_CHECKPOINT_ID_MISMATCH",
+        "CANNOT_LOAD_STATE_STORE.AUTO_SNAPSHOT_REPAIR_FAILED",
+        "STATE_REPARTITION_INVALID_CHECKPOINT.LAST_BATCH_FAILED",
+        "STREAMING_UNFINISHED_REPARTITION_DETECTED",
+    ):
+        assert classify_exception(error_class, "") == "checkpoint_corruption", error_class
+    assert classify_exception("STATE_STORE_INVALID_CONFIG_AFTER_RESTART", "") == "configuration"
     assert classify_exception(None, "org.apache.kafka.common.errors.TimeoutException") == "source"
     assert classify_exception(None, "ZeroDivisionError") == "other"
     # the query plan Spark appends names the checkpoint location; that alone is no checkpoint problem

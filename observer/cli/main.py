@@ -65,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     ins.add_argument("checkpoint", help="checkpoint folder: a path or a URL (s3://, s3a://, gs://, abfs://, hdfs://), read-only")
     ins.add_argument("--json", action="store_true", help="print the report as JSON")
     ins.add_argument(
+        "--verify-checksums",
+        action="store_true",
+        help="verify the checksum files Spark writes beside state files (4.1+, checkpoint format v2); reads every state file; exit 1 on a mismatch",
+    )
+    ins.add_argument(
         "--history", default=None, help="history database to take observed restore rates, per-partition sizes and Kafka read rates from"
     )
     ins.add_argument(
@@ -291,7 +296,7 @@ def _ui(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from observer.capture.storage import StorageError, redact
     from observer.history.store import HistoryError
-    from observer.offline.checkpoint import inspect_checkpoint
+    from observer.offline.checkpoint import inspect_checkpoint, verify_checksums
     from observer.offline.checkpoint.advice import placement_advice, render_advice
     from observer.offline.checkpoint.render import printable, render_text
     from observer.offline.checkpoint.report import CheckpointError
@@ -307,10 +312,14 @@ def _inspect(args: argparse.Namespace) -> int:
                 rates = rates_from_history(args.history, report.query_id)
                 if rates:
                     report = inspect_checkpoint(local, rates)
+            if args.verify_checksums:
+                report.checksums = verify_checksums(local)
             if local != args.checkpoint:
-                report = dataclasses.replace(
-                    report, path=redact(args.checkpoint), problems=[p.replace(local, redact(args.checkpoint)) for p in report.problems]
-                )
+                shown = redact(args.checkpoint)
+                report = dataclasses.replace(report, path=shown, problems=[p.replace(local, shown) for p in report.problems])
+                if report.checksums is not None:
+                    for found in (report.checksums.mismatches, report.checksums.unreadable):
+                        found[:] = [p.replace(local, shown) for p in found]
         if args.history:
             advice = placement_advice(report, args.history, args.restore_target, args.spark_version, rates)
         kafka = _kafka_catch_up(args, report) if args.kafka_bootstrap else None
@@ -344,7 +353,7 @@ def _inspect(args: argparse.Namespace) -> int:
             print(
                 f"disk: footprint {disk.footprint_bytes} B of a {disk.budget_bytes} B budget, growth {growth} ({disk.batches} batches): {disk.message}"
             )
-    return 0
+    return 1 if report.checksums is not None and report.checksums.mismatches else 0
 
 
 def _disk_forecast(args: argparse.Namespace, report: Any) -> Any:

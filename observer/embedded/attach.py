@@ -78,7 +78,11 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
         return cast(ObserverHandle, existing)
     resolved = Settings.from_env(**settings)
     observer = Observer(
-        resolved, executor_ids=_executor_ids(spark), last_alive_hint=_checkpoint_last_commit(spark), identity=app_context(spark, resolved)
+        resolved,
+        executor_ids=_executor_ids(spark),
+        last_alive_hint=_checkpoint_last_commit(spark),
+        identity=app_context(spark, resolved),
+        checkpoint=_checkpoint_location(spark),
     )
     _add_placement(observer, spark, resolved)
     observer.set_spark_conf(_spark_conf(spark))
@@ -229,6 +233,23 @@ def _executor_ids(spark: Any) -> Callable[[], set[str]] | None:
         return {x for x in text.split(",") if x}
 
     return poll
+
+
+def _checkpoint_location(spark: Any) -> Callable[[str, str | None], str | None] | None:
+    """Query id -> the checkpoint root of an active query (one JVM call, on the worker thread); for the
+    snapshot state of every store instance (``observer.signals.snapshots``). None under Spark Connect."""
+    try:
+        jss = None if is_connect(spark) else spark._jsparkSession
+    except Exception:  # no JVM on this side
+        jss = None
+    if jss is None:
+        return None
+
+    def location(query_id: str, run_id: str | None) -> str | None:
+        query = jss.streams().get(query_id)
+        return None if query is None else str(query.streamingQuery().resolvedCheckpointRoot())
+
+    return location
 
 
 def _checkpoint_last_commit(spark: Any) -> Callable[[str, float], float | None] | None:

@@ -160,14 +160,15 @@ def render_progress(f: SampleSink, record: QueryRecord, top_k: int) -> None:
                     f.add(catalog.UNKNOWN_CUSTOM_METRIC, ol + (("metric", key),), value)
             elif custom.kind != catalog.COUNTER:
                 f.add(custom, ol, value * custom.scale)
-        _render_instances(f, ol, op, p.batch_id, top_k, allows)
+        _render_instances(f, ol, op, top_k, allows)
 
 
 _OPERATOR_GAUGES = tuple(s for s in catalog.OPERATOR_METRICS if s.kind == catalog.GAUGE)
 
 
-def _render_instances(f: SampleSink, ol: Labels, op: OperatorProgress, batch_id: int, top_k: int, allows: Callable[[Labels], bool]) -> None:
-    """Per-store-instance series, bounded to the ``top_k`` most lagging (or largest, if unknown)."""
+def _render_instances(f: SampleSink, ol: Labels, op: OperatorProgress, top_k: int, allows: Callable[[Labels], bool]) -> None:
+    """Per-store-instance series, bounded to the ``top_k`` most lagging (or largest, if unknown); the lag of
+    every instance, never-uploaded ones included, comes from ``observer.signals.snapshots``."""
     snapshots = [m for m in op.instances if m.prefix == SNAPSHOT_LAST_UPLOADED]
     if snapshots:
         f.add(catalog.SNAPSHOT_INSTANCES_WITHOUT_UPLOAD, ol, sum(1 for m in snapshots if m.value is None))
@@ -177,7 +178,6 @@ def _render_instances(f: SampleSink, ol: Labels, op: OperatorProgress, batch_id:
     for value, m in uploaded[:top_k]:
         il = ol + (("partition", str(m.partition)), ("store", m.store))
         f.add(catalog.SNAPSHOT_LAST_UPLOADED, il, value)
-        f.add(catalog.SNAPSHOT_LAG_BATCHES, il, max(0.0, batch_id + 1 - value))
     others = sorted(
         ((m.value, m) for m in op.instances if m.prefix not in catalog.KNOWN_INSTANCE_PREFIXES and m.value is not None),
         key=lambda vm: -vm[0],

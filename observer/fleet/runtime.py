@@ -72,6 +72,7 @@ from observer.model import kinds
 from observer.model.bounded import clean_identity
 from observer.model.events import Event
 from observer.model.identity import AppContext, Pairs
+from observer.model.plan_checkpoint import PlanCheckpoints
 from observer.model.signal_kinds import SignalEvent
 from observer.model.spark_events import EXECUTOR_ADDED, EXECUTOR_REMOVED, QUERY_IDLE, QUERY_PROGRESS, QUERY_STARTED, QUERY_TERMINATED
 from observer.pipeline.runtime import Observer
@@ -181,6 +182,7 @@ class _AppPipeline:
     observer: Observer
     executors: set[str] = field(default_factory=set)
     placement: EventLogSource | None = None  # the application's task events, when placement is followed
+    checkpoints: PlanCheckpoints = field(default_factory=PlanCheckpoints)  # run id -> checkpoint root, from its plans
     log_name: str = ""
     replaying: bool = False
     last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
@@ -456,6 +458,7 @@ class FleetObserver:
         while len(self._query_lives) > self.options.max_apps:  # bounded: the queries seen first go first
             del self._query_lives[next(iter(self._query_lives))]
         holder: list[_AppPipeline] = []
+        checkpoints = PlanCheckpoints()
         observer = Observer(
             self.settings,
             serve=False,
@@ -465,9 +468,12 @@ class FleetObserver:
             identity=context,
             self_metrics=self.self_metrics,
             query_lives=self._query_lives,
+            checkpoint=checkpoints,
         )
         observer.set_spark_conf(dict(identity.spark_conf))
-        pipeline = _AppPipeline(observer, self._executors.pop(identity.log_name, set()), log_name=identity.log_name)
+        pipeline = _AppPipeline(
+            observer, self._executors.pop(identity.log_name, set()), log_name=identity.log_name, checkpoints=checkpoints
+        )
         if self.settings.placement != "off":
             pipeline.placement = follow_event_log(observer)
         holder.append(pipeline)
@@ -495,6 +501,7 @@ class FleetObserver:
     def _apply(self, pipeline: _AppPipeline, event: RawEvent) -> int:
         if pipeline.placement is not None:  # every event, in the log's order, before a progress event is processed
             if event.line is not None:  # task, job and SQL events come unparsed: placement decodes what it reads
+                pipeline.checkpoints.feed_line(event.line)
                 pipeline.placement.feed_line(event.line, app=pipeline.log_name)
                 return 0
             pipeline.placement.feed(event.data, app=pipeline.log_name)

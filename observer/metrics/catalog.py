@@ -755,7 +755,8 @@ SNAPSHOT_LAG_BATCHES = _g(
     "",
     "spark_state_snapshot_lag_batches",
     "",
-    "Batches committed since this store instance's last uploaded snapshot: about the changelog files a restart would replay.",
+    "Versions committed since this store instance's last uploaded snapshot, counted from the first version when it never uploaded: "
+    "about the changelog files a restart would replay (top-K most lagging instances; from the checkpoint's listing where it is readable).",
     "instance",
     source="signal",
     since="4.1",
@@ -769,7 +770,60 @@ SNAPSHOT_INSTANCES_WITHOUT_UPLOAD = _g(
     source="signal",
     since="4.1",
 )
-INSTANCE_METRICS: tuple[MetricSpec, ...] = (SNAPSHOT_LAST_UPLOADED, SNAPSHOT_LAG_BATCHES, SNAPSHOT_INSTANCES_WITHOUT_UPLOAD)
+# --- snapshot health of every store instance (observer.signals.snapshots), per operator -------------
+SNAPSHOT_MAX_LAG_BATCHES = _g(
+    "",
+    "spark_state_snapshot_max_lag_batches",
+    "",
+    "Largest snapshot lag over all the operator's store instances (never uploaded: counted from the first version); "
+    "exact from the progress, whose top-K report always holds the most lagging instance.",
+    source="signal",
+    since="4.1",
+)
+SNAPSHOT_INSTANCES_NEVER_UPLOADED = _g(
+    "",
+    "spark_state_snapshot_instances_never_uploaded",
+    "",
+    "Store instances of the operator without any uploaded snapshot: from the checkpoint's listing where readable, "
+    "else from the progress (a lower bound while spark_state_snapshot_instances_unknown is above 0).",
+    source="signal",
+    since="4.1",
+)
+SNAPSHOT_INSTANCES_UNKNOWN = _g(
+    "",
+    "spark_state_snapshot_instances_unknown",
+    "",
+    "Store instances whose snapshot state neither the progress (Spark reports the most lagging few) nor the checkpoint's listing tells.",
+    source="signal",
+    since="4.1",
+)
+SNAPSHOT_INSTANCES_LAGGING = _g(
+    "",
+    "spark_state_snapshot_instances_lagging",
+    "",
+    "Store instances whose snapshot lag exceeds what is normal (setting snapshot_lag_batches plus a maintenance interval's worth of batches).",
+    source="signal",
+    since="4.1",
+)
+SNAPSHOT_RESTORE_REPLAY_FILES = _g(
+    "",
+    "spark_state_snapshot_restore_replay_files",
+    "files",
+    "Changelog (or delta) files a restore of all the operator's store instances would replay after their newest snapshot, "
+    "from the checkpoint's listing (absent where the checkpoint cannot be read).",
+    source="signal",
+    since="4.1",
+)
+INSTANCE_METRICS: tuple[MetricSpec, ...] = (
+    SNAPSHOT_LAST_UPLOADED,
+    SNAPSHOT_LAG_BATCHES,
+    SNAPSHOT_INSTANCES_WITHOUT_UPLOAD,
+    SNAPSHOT_MAX_LAG_BATCHES,
+    SNAPSHOT_INSTANCES_NEVER_UPLOADED,
+    SNAPSHOT_INSTANCES_UNKNOWN,
+    SNAPSHOT_INSTANCES_LAGGING,
+    SNAPSHOT_RESTORE_REPLAY_FILES,
+)
 UNKNOWN_INSTANCE_METRIC = _g(
     "",
     "spark_state_instance_metric",

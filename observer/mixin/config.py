@@ -43,6 +43,7 @@ ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
     "SparkStateCommitLatencyHigh": ("10m", "warning"),
     "SparkStateRocksDBWriteStalls": ("10m", "warning"),
     "SparkStateSnapshotUploadLagging": ("15m", "warning"),
+    "SparkStateSnapshotAutoRepaired": ("0m", "warning"),
     "SparkStatePartitionsMigrating": ("10m", "warning"),
     "SparkStateRocksDBMemoryNearBudget": ("15m", "warning"),
     "SparkStateObserverDown": ("5m", "warning"),
@@ -170,6 +171,12 @@ class Thresholds:
     )
     snapshot_lag_batches: float = field(
         default=100, metadata=_doc("Batches since a store instance last uploaded a snapshot above which uploads lag.")
+    )
+    snapshot_repair_window_minutes: float = field(
+        default=60,
+        metadata=_doc(
+            "Window in which a state snapshot Spark found corrupt and skipped (auto-repair, 4.2+) keeps SparkStateSnapshotAutoRepaired firing."
+        ),
     )
     partition_migration_batches: float = field(
         default=3,
@@ -432,6 +439,7 @@ class MixinConfig:
             "kafka_lag_window_minutes",
             "kafka_anomaly_window_minutes",
             "partition_migration_window_minutes",
+            "snapshot_repair_window_minutes",
         ):
             value = getattr(t, name)
             if not (1 <= value <= MAX_WINDOW_MINUTES and value == int(value)):

@@ -370,15 +370,36 @@ def _rocksdb_write_stalls(c: CaseInputs) -> Case:
 
 
 def _snapshot_upload_lagging(c: CaseInputs) -> Case:
-    store = {"partition": "3", "store": "default"}
+    """The operator's largest snapshot lag (never-uploaded instances counted from the first version) past
+    1.5x the threshold on the bad operator, a twentieth of it on the healthy one."""
     lagging = float(math.floor(1.5 * c.v.snapshot_lag_batches) + 1)
     return c.level(
         "SparkStateSnapshotUploadLagging",
-        catalog.SNAPSHOT_LAG_BATCHES,
-        lambda role: c.ls.operator(role, **store),
+        catalog.SNAPSHOT_MAX_LAG_BATCHES,
+        lambda role: c.ls.operator(role),
         c.by_op,
         lagging,
         float(math.floor(c.v.snapshot_lag_batches / 20)),
+    )
+
+
+def _snapshot_auto_repaired(c: CaseInputs) -> Case:
+    """A snapshot repaired on the bad operator (RocksDB's counter going 0 -> 1), none on two healthy ones
+    (RocksDB's and the HDFS-backed store's counters); a window after the repair it is quiet again."""
+    alert = "SparkStateSnapshotAutoRepaired"
+    window = c.t.snapshot_repair_window_minutes
+    at = c.for_(alert) + 5
+    n = _samples(window + at + 10)
+    return Case(
+        alert,
+        [
+            (catalog.by_key("rocksdbNumSnapshotsAutoRepaired"), c.ls.operator(0), f"0x2 1x{n}"),
+            (catalog.by_key("rocksdbNumSnapshotsAutoRepaired"), c.ls.operator(1), f"0x{n}"),
+            (catalog.by_key("numSnapshotsAutoRepaired"), c.ls.operator(2), f"0x{n}"),
+        ],
+        at,
+        [(_keep(c.ls.operator(0), c.by_op), 1.0)],  # from 0: increase() does not extrapolate before the series' start
+        [window + at + 5],
     )
 
 
@@ -489,6 +510,7 @@ CASE_BUILDERS: tuple[Callable[[CaseInputs], Case], ...] = (
     _commit_latency_high,
     _rocksdb_write_stalls,
     _snapshot_upload_lagging,
+    _snapshot_auto_repaired,
     _partitions_migrating,
     _rocksdb_memory_near_budget,
     _observer_down,

@@ -70,6 +70,10 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     window_cl = f"{int(t.crash_loop_window_minutes)}m"
     window_kl = f"{int(t.kafka_lag_window_minutes)}m"
     window_mig = f"{int(t.partition_migration_window_minutes)}m"
+    window_rep = f"{int(t.snapshot_repair_window_minutes)}m"
+    repaired = " or ".join(
+        f"increase({p.sel(catalog.by_key(key))}[{window_rep}])" for key in ("rocksdbNumSnapshotsAutoRepaired", "numSnapshotsAutoRepaired")
+    )
     # a low-confidence restore is mostly a first batch's backlog and warm-up: not worth waking anyone for
     restore = p.sel(catalog.LAST_RESTORE_DURATION, extra='confidence!="low"')
     window_ka = f"{int(t.kafka_anomaly_window_minutes)}m"
@@ -201,9 +205,17 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         ),
         a(
             "SparkStateSnapshotUploadLagging",
-            f"max by ({op}) ({p.sel(catalog.SNAPSHOT_LAG_BATCHES)}) > {number(t.snapshot_lag_batches)}",
+            f"max by ({op}) ({p.sel(catalog.SNAPSHOT_MAX_LAG_BATCHES)}) > {number(t.snapshot_lag_batches)}",
             f"State snapshots of query {q} are not uploaded.",
-            f"A store instance of operator {o} in query {q} has not uploaded a snapshot for {{{{ $value }}}} batches; a restart would replay that many changelog files.",
+            f"A store instance of operator {o} in query {q} has not uploaded a snapshot for {{{{ $value }}}} versions (never uploaded: counted from the first); "
+            "a restart would replay that many changelog files.",
+        ),
+        a(
+            "SparkStateSnapshotAutoRepaired",
+            f"sum by ({op}) ({repaired}) > 0",
+            f"A corrupt state snapshot of query {q} was skipped.",
+            f"Spark found {{{{ $value | humanize }}}} snapshot(s) of operator {o} in query {q} corrupt within {window_rep} and loaded an older one "
+            "(auto-repair, 4.2+): the checkpoint's storage lost or damaged a file.",
         ),
         a(
             "SparkStatePartitionsMigrating",

@@ -381,6 +381,7 @@ SESSION_KEYS = (
         )
     ),
     "spark.sql.streaming.stateStore.minDeltasForSnapshot",
+    "spark.sql.streaming.stateStore.maintenanceInterval",  # the normal snapshot lag (observer.signals.snapshots)
     "spark.sql.shuffle.partitions",
 )
 """The SQL confs the estimate reads, asked of a session one by one (``spark.conf``; a session has no list of them)."""

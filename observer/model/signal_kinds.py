@@ -30,6 +30,7 @@ LOAD_LATENCY_ANOMALY = "load_latency_anomaly"
 STATE_TASK_RETRY = "state_task_retry"
 PARTITION_MIGRATED = "partition_migrated"  # state partitions ran elsewhere than last batch (observer.placement.tracker)
 ROCKSDB_MEMORY_IMPLAUSIBLE = "rocksdb_memory_implausible"  # Spark's RocksDB memory report cannot be right (observer.signals.capacity)
+SNAPSHOT_LAGGING = "snapshot_lagging"  # store instances without a snapshot for longer than normal (observer.signals.snapshots)
 # Kafka sources (observer.signals.kafka): source health from the offsets of each progress
 KAFKA_LAG_GROWING = "kafka_lag_growing"
 KAFKA_PARTITION_STUCK = "kafka_partition_stuck"
@@ -75,6 +76,7 @@ SIGNAL_KINDS = (
     STATE_TASK_RETRY,
     PARTITION_MIGRATED,
     ROCKSDB_MEMORY_IMPLAUSIBLE,
+    SNAPSHOT_LAGGING,
     *KAFKA_KINDS,
 )
 ALL = "*"
@@ -96,6 +98,7 @@ WARNING_KINDS = (
             PARTITIONS_CHANGED,
             PARTITION_MIGRATED,
             ROCKSDB_MEMORY_IMPLAUSIBLE,
+            SNAPSHOT_LAGGING,
             KAFKA_LAG_GROWING,
             KAFKA_PARTITION_STUCK,
             KAFKA_PARTITIONS_ADDED,

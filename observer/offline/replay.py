@@ -20,6 +20,7 @@ from observer.pipeline.runtime import Observer
 from observer.placement.task_log import EventLogSource
 from observer.settings import Settings
 from observer.signals.executors import ExecutorSet
+from observer.signals.snapshots import CheckpointLocator
 
 
 @dataclass
@@ -43,6 +44,7 @@ def replay(
     clock: Callable[[], float] | None = None,
     before_event: Callable[[Observer, float], None] | None = None,
     on_signal: Callable[[SignalEvent], None] | None = None,
+    checkpoint: CheckpointLocator | None = None,
 ) -> ReplayResult:
     """Feed every recorded event of ``paths`` through a fresh, non-serving ``Observer``.
 
@@ -50,7 +52,10 @@ def replay(
     job's event logs become browsable. With ``clock`` the observer runs as if live on that (simulated)
     clock, so time-driven signals (stalls) are derived when its ticks are called; ``before_event`` is
     called with the observer and each event's time before the event is processed (the backtest scrapes
-    there); ``on_signal`` gets every signal as it is derived (the observer itself keeps only recent ones).
+    there); ``on_signal`` gets every signal as it is derived (the observer itself keeps only recent ones);
+    ``checkpoint`` names a query run's checkpoint as it was when the log ended, listed for the snapshot state of
+    every store instance (``observer.signals.snapshots``); not by default, since a checkpoint read now is not
+    the one a past log saw.
     """
     base = settings or Settings.from_env()
     executors: set[str] = set()
@@ -62,9 +67,9 @@ def replay(
 
     identity = application_of(paths, base.static_labels, max_line_bytes)  # the recorded application's, as a live observer has it
     if clock is None:
-        observer = Observer(base, serve=False, live=False, executor_ids=executor_ids, identity=identity)
+        observer = Observer(base, serve=False, live=False, executor_ids=executor_ids, identity=identity, checkpoint=checkpoint)
     else:
-        observer = Observer(base, serve=False, live=True, executor_ids=executor_ids, clock=clock, identity=identity)
+        observer = Observer(base, serve=False, live=True, executor_ids=executor_ids, clock=clock, identity=identity, checkpoint=checkpoint)
     if on_signal is not None:
         observer.on("*", on_signal)
     sink = None

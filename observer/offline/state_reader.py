@@ -7,9 +7,12 @@ running query is not touched. On Spark 3.5, where they do not exist, ``StateRead
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 MIN_SPARK = (4, 0)
+FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
 
 class StateReaderUnavailable(RuntimeError):
@@ -25,10 +28,33 @@ def _check(spark: Any) -> None:
         )
 
 
+@contextmanager
+def _checkpoint_format(spark: Any, checkpoint: str) -> Iterator[None]:
+    """Read a checkpoint-format-v2 checkpoint as one: Spark's state readers look for ``<version>.changelog``
+    (v1 names) unless the reading session says v2 (4.3.0 fails with ``CANNOT_READ_STREAMING_STATE_FILE``).
+    The session's own value is put back after the read; a remote checkpoint is read as the session says."""
+    from observer.offline.checkpoint.layout import format_version
+
+    version = format_version(checkpoint)
+    if version is None:
+        yield
+        return
+    before = spark.conf.get(FORMAT_CONF, None)
+    spark.conf.set(FORMAT_CONF, str(version))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(FORMAT_CONF)
+        else:
+            spark.conf.set(FORMAT_CONF, before)
+
+
 def operators(spark: Any, checkpoint: str) -> list[dict[str, Any]]:
     """One row per operator and store: id, name, store, partitions, batch range (``state-metadata``)."""
     _check(spark)
-    return [r.asDict() for r in spark.read.format("state-metadata").load(checkpoint).collect()]
+    with _checkpoint_format(spark, checkpoint):
+        return [r.asDict() for r in spark.read.format("state-metadata").load(checkpoint).collect()]
 
 
 def _reader(spark: Any, checkpoint: str, operator_id: int, store: str, batch_id: int | None, options: dict[str, str]) -> Any:
@@ -45,15 +71,17 @@ def _reader(spark: Any, checkpoint: str, operator_id: int, store: str, batch_id:
 
 def schema(spark: Any, checkpoint: str, operator_id: int = 0, store: str = "default") -> str:
     """The key and value schema of a store, as Spark's simple string."""
-    return str(_reader(spark, checkpoint, operator_id, store, None, {}).schema.simpleString())
+    with _checkpoint_format(spark, checkpoint):
+        return str(_reader(spark, checkpoint, operator_id, store, None, {}).schema.simpleString())
 
 
 def rows_per_partition(
     spark: Any, checkpoint: str, operator_id: int = 0, store: str = "default", batch_id: int | None = None
 ) -> dict[int, int]:
     """How many state rows each partition holds (at the last committed batch by default)."""
-    frame = _reader(spark, checkpoint, operator_id, store, batch_id, {})
-    return {r["partition_id"]: r["count"] for r in frame.groupBy("partition_id").count().collect()}
+    with _checkpoint_format(spark, checkpoint):
+        frame = _reader(spark, checkpoint, operator_id, store, batch_id, {})
+        return {r["partition_id"]: r["count"] for r in frame.groupBy("partition_id").count().collect()}
 
 
 def sample(
@@ -75,7 +103,8 @@ def sample(
         frame = frame.where(F.col("partition_id") == partition)
     if key_contains:
         frame = frame.where(F.to_json(F.col("key")).contains(key_contains))
-    rows = frame.orderBy("partition_id", F.to_json(F.col("key"))).limit(offset + limit).collect()[offset:]
+    with _checkpoint_format(spark, checkpoint):
+        rows = frame.orderBy("partition_id", F.to_json(F.col("key"))).limit(offset + limit).collect()[offset:]
     return [
         {
             "key": r["key"].asDict(recursive=True),
@@ -108,5 +137,10 @@ def change_feed(
             "value": r["value"].asDict(recursive=True) if r["value"] else None,
             "partition_id": r["partition_id"],
         }
-        for r in frame.orderBy("batch_id", "partition_id").limit(limit).collect()
+        for r in _collect(spark, checkpoint, frame.orderBy("batch_id", "partition_id").limit(limit))
     ]
+
+
+def _collect(spark: Any, checkpoint: str, frame: Any) -> list[Any]:
+    with _checkpoint_format(spark, checkpoint):
+        return list(frame.collect())

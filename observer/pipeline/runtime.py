@@ -37,6 +37,7 @@ from observer.signals.bus import SignalBus
 from observer.signals.engine import SignalEngine
 from observer.signals.facts import SignalFacts
 from observer.signals.lifecycle import LastAliveHint, RunState
+from observer.signals.snapshots import CheckpointLocator
 
 log = logging.getLogger("observer")
 TICK_SECONDS = 1.0
@@ -61,6 +62,7 @@ class Observer:
         identity: AppContext | None = None,
         self_metrics: SelfMetrics | None = None,
         query_lives: dict[str, RunState] | None = None,
+        checkpoint: CheckpointLocator | None = None,
     ) -> None:
         self.settings = settings or Settings.from_env()
         # whose events these are: every series, signal and sink call carries it (the static labels alone when
@@ -79,7 +81,13 @@ class Observer:
         # ``query_lives``: the watcher's applications share what they know of each query's runs, so a restart
         # as a new application is linked to the runs before it by query id, whether or not it reached a batch
         self.engine = SignalEngine(
-            self.settings, self.tracker.get, clock=clock, live=live, last_alive_hint=last_alive_hint, query_lives=query_lives
+            self.settings,
+            self.tracker.get,
+            clock=clock,
+            live=live,
+            last_alive_hint=last_alive_hint,
+            query_lives=query_lives,
+            checkpoint=checkpoint,
         )
         self.signals = SignalBus(on_callback_failure=lambda: self.self_metrics.incr("callback_failures"))
         self.prometheus = PrometheusSink(
@@ -175,6 +183,7 @@ class Observer:
         (``observer.signals.capacity``). Only the entries the estimate reads are kept."""
         self.capacity_conf = read_conf(relevant(conf))
         self.engine.capacity.conf = self.capacity_conf
+        self.engine.snapshots.set_conf(relevant(conf))
         if self.placement is not None:
             self.placement.capacity.conf = self.capacity_conf
 

@@ -62,6 +62,8 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
             "CONFIG_NOT_AVAILABLE",
             "STATEFUL_PROCESSOR_INCORRECT_TIME_MODE",
             "STATEFUL_PROCESSOR_CANNOT",
+            "STATE_STORE_INVALID_CONFIG_AFTER_RESTART",  # 4.x: a pinned state setting changed between restarts
+            "STREAM_STREAM_JOIN_INCOMPATIBLE_STATE_STORE_CONFIGS",  # 4.2: join state format vs merge operator
             "UNSUPPORTED_STATE_STORE_PROVIDER",
             "STATE_STORE_PROVIDER",
             "ConfigException",
@@ -77,6 +79,15 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
             "STREAMING_CHECKPOINT",
             "CANNOT_READ_DELTA_FILE",
             "CANNOT_READ_SNAPSHOT_FILE",
+            # 4.1-4.3: checksums, checkpoint ids (format v2), a missing metadata file, an unfinished repartition
+            "CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED",
+            "STATE_STORE_ROW_CHECKSUM_VERIFICATION_FAILED",
+            "STATE_STORE_BASE_CHECKPOINT_ID_MISMATCH",
+            "STATE_STORE_COMMIT_VALIDATION_FAILED",
+            "STATE_STORE_UNEXPECTED_EMPTY_FILE_IN_ROCKSDB_ZIP",
+            "MISSING_METADATA_FILE",
+            "STATE_REPARTITION_INVALID_CHECKPOINT",
+            "STREAMING_UNFINISHED_REPARTITION_DETECTED",
             "ChecksumException",
             "Stream is corrupted",
             "checkpoint",

@@ -27,6 +27,7 @@ from observer.signals.kafka import KafkaSources
 from observer.signals.lifecycle import LastAliveHint, Lifecycle, RunState
 from observer.signals.pace import Pace
 from observer.signals.restore import Restores
+from observer.signals.snapshots import CheckpointLocator, SnapshotHealth
 
 # counters every operator exports from 0, so increase() sees the first real one
 _OPERATOR_COUNTERS = (
@@ -49,6 +50,7 @@ class SignalEngine:
         live: bool = True,
         last_alive_hint: LastAliveHint | None = None,
         query_lives: dict[str, RunState] | None = None,
+        checkpoint: CheckpointLocator | None = None,
     ) -> None:
         self.s = settings
         self.clock = clock
@@ -62,6 +64,7 @@ class SignalEngine:
         self.executors = Executors()
         self.kafka = KafkaSources(settings)
         self.capacity = MemoryPlausibility()  # its conf: Observer.set_spark_conf
+        self.snapshots = SnapshotHealth(settings, checkpoint)  # its conf (maintenance interval): Observer.set_spark_conf
         self._operators: dict[str, set[tuple[int, str]]] = {}
         self._removals_seen: dict[str, int] = {}  # executor removals counted at each query's previous batch
 
@@ -102,6 +105,7 @@ class SignalEngine:
         removed = self.executors.removals > self._removals_seen.get(record.query_id, self.executors.removals)
         self._removals_seen[record.query_id] = self.executors.removals
         self.restores.operators(record, p, ts, batch.first_of_run, removed, facts)
+        self.snapshots.batch(record, p, ts, batch.first_of_run)
         seen = self._operators[record.query_id]
         allows = record.labels.allows
         for op in p.operators:
@@ -115,6 +119,7 @@ class SignalEngine:
             self.partitions.operator(record, p, op, ts, facts)
             self.growth.operator(record, p, op, ts, facts)
             self.capacity.operator(record, p, op, ts, facts)
+            self.snapshots.operator(record, p, op, ts, facts)
         self.pace.batch(record, p, ts, facts)
         self.kafka.batch(record, p, ts, batch.first_of_run, facts)
         for index, name in [k for k in seen if not allows(operator_labels(*k))]:
@@ -146,3 +151,4 @@ class SignalEngine:
             self.growth.forget(query_id)
             self.partitions.forget(query_id)
             self.kafka.forget(query_id)
+            self.snapshots.forget(query_id)

@@ -62,6 +62,7 @@ class Executors:
 @dataclass
 class _Layout:
     partitions: float | None
+    run_id: str | None = None  # the run that last showed these partitions
     recent_instances: deque[float] = field(default_factory=lambda: deque(maxlen=20))  # batches without a retry
 
     @property
@@ -72,6 +73,10 @@ class _Layout:
     def seen(self, instances: float | None) -> None:
         if instances is not None:
             self.recent_instances.append(instances)
+
+
+OFFLINE_REPARTITION = "offline_repartition"
+UNEXPLAINED = "unexplained"
 
 
 class Partitions:
@@ -92,10 +97,12 @@ class Partitions:
         key = (record.query_id, op.index, op.name)
         before = self._layouts.get(key)
         if before is None:
-            self._layouts[key] = before = _Layout(op.shuffle_partitions)
+            self._layouts[key] = before = _Layout(op.shuffle_partitions, p.run_id)
             before.seen(op.store_instances)
             return
         if op.shuffle_partitions != before.partitions:
+            # a checkpoint pins its state partitions: across a restart only an offline repartition (4.2+,
+            # StreamingCheckpointManager.repartition) changes them; within a run nothing Spark documents does
             _counted_signal(
                 facts,
                 catalog.PARTITION_CHANGES,
@@ -108,10 +115,13 @@ class Partitions:
                 after=op.shuffle_partitions,
                 store_instances_before=before.instances,
                 store_instances_after=op.store_instances,
+                cause=OFFLINE_REPARTITION if p.run_id != before.run_id else UNEXPLAINED,
             )
-            self._layouts[key] = _Layout(op.shuffle_partitions)
+            self._layouts[key] = _Layout(op.shuffle_partitions, p.run_id)
             self._layouts[key].seen(op.store_instances)
-        elif op.store_instances is not None and before.instances is not None and op.store_instances > before.instances:
+            return
+        before.run_id = p.run_id
+        if op.store_instances is not None and before.instances is not None and op.store_instances > before.instances:
             _counted_signal(
                 facts,
                 catalog.STATE_TASK_RETRIES,

@@ -212,7 +212,7 @@ def build(ctx: Context) -> db.Dashboard:
             ts(
                 ctx,
                 "Snapshot lag per partition",
-                "Batches since each store instance last uploaded a snapshot (the most lagging partitions): about the changelog files a restart replays. Bad: far above minDeltasForSnapshot and growing (maintenance cannot keep up).",
+                "Versions since each store instance last uploaded a snapshot, since the first one when it never did (the most lagging partitions): about the changelog files a restart replays. Bad: far above minDeltasForSnapshot and growing (maintenance cannot keep up).",
                 [
                     (
                         f"max by ({p.by('query, operator, partition, store')}) ({p.sel(catalog.SNAPSHOT_LAG_BATCHES, p.qo)})",
@@ -228,16 +228,36 @@ def build(ctx: Context) -> db.Dashboard:
             ts(
                 ctx,
                 "Store instances without a snapshot",
-                "Store instances that have not uploaded a snapshot in this run, and stores forced to snapshot because their upload lagged. Bad: staying above 0 long after a start.",
+                "Every store instance's snapshot health: never uploaded (from the checkpoint's listing where readable), beyond the normal lag, "
+                "unknown (Spark reports the 5 most lagging), and stores forced to snapshot because their upload lagged. Bad: never uploaded or lagging staying above 0 long after a start.",
                 [
                     (
-                        f"sum by ({by_op}) ({p.sel(catalog.SNAPSHOT_INSTANCES_WITHOUT_UPLOAD, p.qo)})",
-                        "{{query}} / {{operator}} without upload",
+                        f"sum by ({by_op}) ({p.sel(catalog.SNAPSHOT_INSTANCES_NEVER_UPLOADED, p.qo)})",
+                        "{{query}} / {{operator}} never uploaded",
                     ),
+                    (f"sum by ({by_op}) ({p.sel(catalog.SNAPSHOT_INSTANCES_LAGGING, p.qo)})", "{{query}} / {{operator}} lagging"),
+                    (f"sum by ({by_op}) ({p.sel(catalog.SNAPSHOT_INSTANCES_UNKNOWN, p.qo)})", "{{query}} / {{operator}} unknown"),
                     (rocksdb_per_batch(catalog.by_key("rocksdbForceSnapshotCount")), "{{query}} / {{operator}} forced per batch"),
                 ],
                 "short",
                 [(None, OK), (1, WARN)],
+            )
+        )
+        .with_panel(
+            ts(
+                ctx,
+                "Auto-repaired snapshots",
+                "Snapshots Spark found corrupt while loading a store and skipped for an older one (auto-repair, 4.2+; absent before). Bad: any (SparkStateSnapshotAutoRepaired): the checkpoint's storage lost or damaged a file.",
+                [
+                    (
+                        f"sum by ({by_op}) (increase({p.sel(catalog.by_key(key), p.qo)}[{RATE}]))",
+                        "{{query}} / {{operator}} " + provider,
+                    )
+                    for key, provider in (("rocksdbNumSnapshotsAutoRepaired", "RocksDB"), ("numSnapshotsAutoRepaired", "HDFS"))
+                ],
+                "none",
+                [(None, OK), (1, BAD)],
+                bars=True,
             )
         )
         .with_row(row("RocksDB memory and disk per executor"))

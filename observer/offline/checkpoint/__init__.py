@@ -4,13 +4,14 @@ Kafka Streams users read their state directory to understand recovery; this is t
 checkpoint: ``layout`` scans it (offsets vs commits, operators and their stores, the state files of
 both providers per partition), ``restore`` works out for each partition the snapshot a restart would
 load and the files it would replay after it, and the estimate; ``footprint`` sums what each operator's
-state takes in the checkpoint's storage; ``render`` prints the ``report``.
+state takes in the checkpoint's storage; ``checksums`` verifies Spark's checksum files when asked; ``render`` prints the ``report``.
 """
 
 from __future__ import annotations
 
+from observer.offline.checkpoint.checksums import ChecksumReport, verify
 from observer.offline.checkpoint.footprint import footprints
-from observer.offline.checkpoint.layout import scan
+from observer.offline.checkpoint.layout import local_path, scan
 from observer.offline.checkpoint.report import CheckpointReport
 from observer.offline.checkpoint.restore import estimate_restore
 
@@ -22,3 +23,8 @@ def inspect_checkpoint(path: str, rates: dict[str, float] | None = None) -> Chec
     report.estimate = estimate_restore(report, rates)
     report.footprint = footprints(report)
     return report
+
+
+def verify_checksums(path: str) -> ChecksumReport:
+    """Every Spark checksum file of the checkpoint at ``path`` against its state file (reads them all)."""
+    return verify(local_path(path))

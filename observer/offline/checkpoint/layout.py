@@ -27,7 +27,7 @@ _PROBLEMS = (OSError, ValueError, KeyError, IndexError, TypeError, AttributeErro
 """What malformed JSON content raises when read as the structure Spark writes."""
 
 
-def _local(path: str) -> str:
+def local_path(path: str) -> str:
     parsed = urlparse(path)
     if parsed.scheme not in ("", "file"):
         raise CheckpointError(f"{path}: only local checkpoints can be inspected without Spark (scheme {parsed.scheme!r})")
@@ -59,7 +59,7 @@ def _message(exc: BaseException) -> str:
 
 def scan(path: str) -> CheckpointReport:
     """Read the checkpoint at ``path``, with each partition's restore work but no estimate yet."""
-    root = _local(path)
+    root = local_path(path)
     if not is_dir(root):
         raise CheckpointError(f"{path}: no such directory")
     has = {n: os.path.lexists(os.path.join(root, n)) for n in ("metadata", "offsets", "commits", "state")}
@@ -99,7 +99,8 @@ def scan(path: str) -> CheckpointReport:
             sources = lines[2:][:1000]
         except _PROBLEMS as exc:
             problems.append(f"offsets/{planned} is partially written or unreadable: {_message(exc)}")
-    operators = _operators(root, committed, problems)
+    format_version, lineage = _commit_lineage(os.path.join(root, "commits"), commits, problems)
+    operators = _operators(root, committed, problems, lineage)
     return CheckpointReport(
         path=path,
         query_id=query_id,
@@ -114,6 +115,7 @@ def scan(path: str) -> CheckpointReport:
         operators=operators,
         estimate=None,
         problems=problems,
+        checkpoint_format_version=format_version,
     )
 
 
@@ -122,20 +124,61 @@ def _long(value: Any) -> int | None:
     return value if type(value) is int and -(2**63) <= value < 2**63 else None
 
 
-def _operators(root: str, committed: int | None, problems: list[str]) -> list[OperatorState]:
+MAX_COMMITS_READ = 1000  # commit log entries read for the lineage (Spark keeps minBatchesToRetain, 100)
+Lineage = dict[tuple[int, int, int], dict[int, str]]
+"""(operator id, partition, store index) -> state version -> the unique id the commit log names (format v2)."""
+
+
+def format_version(path: str) -> int | None:
+    """The checkpoint format version of a local checkpoint (its newest commit's first line); None when the
+    checkpoint is remote or has no readable commit."""
+    try:
+        root = local_path(path)
+    except CheckpointError:
+        return None
+    problems: list[str] = []
+    commits = _batch_files(os.path.join(root, "commits"), problems)
+    return _commit_lineage(os.path.join(root, "commits"), commits[-1:], problems)[0] if commits else None
+
+
+def _commit_lineage(folder: str, commits: list[int], problems: list[str]) -> tuple[int | None, Lineage]:
+    """The checkpoint format version (the commit log's first line, ``v1`` or ``v2``) and, for v2, the
+    unique id each committed batch gave every store: batch ``b`` wrote version ``b + 1``."""
+    lineage: Lineage = {}
+    version = None
+    for batch in commits[-MAX_COMMITS_READ:]:
+        try:
+            lines = _read_log_entry(os.path.join(folder, str(batch)))
+            head = lines[0].strip() if lines else ""
+            if head in ("v1", "v2"):
+                version = int(head[1])
+            if head != "v2" or len(lines) < 2:
+                continue
+            ids = json.loads(lines[1]).get("stateUniqueIds") or {}
+            for op, partitions in list(ids.items())[:1000]:
+                for part, stores in enumerate(partitions[:100_000]):
+                    for index, uid in enumerate(stores[:16]):
+                        if isinstance(uid, str) and _NUMBER.fullmatch(op):
+                            lineage.setdefault((int(op), part, index), {})[batch + 1] = uid[:64]
+        except _PROBLEMS as exc:
+            problems.append(f"commits/{batch} unreadable: {_message(exc)}")
+    return version, lineage
+
+
+def _operators(root: str, committed: int | None, problems: list[str], lineage: Lineage | None = None) -> list[OperatorState]:
     state_root = os.path.join(root, "state")
     if not is_dir(state_root):
         return []
     out = []
     for op_dir in _numbered(state_root, problems):
         try:
-            out.append(_operator(os.path.join(state_root, op_dir), int(op_dir), committed, problems))
+            out.append(_operator(os.path.join(state_root, op_dir), int(op_dir), committed, problems, lineage or {}))
         except Exception as exc:  # whatever one operator's folder holds, the others are still read
             problems.append(f"state/{op_dir}: unreadable ({_message(exc)})")
     return out
 
 
-def _operator(op_path: str, op_id: int, committed: int | None, problems: list[str]) -> OperatorState:
+def _operator(op_path: str, op_id: int, committed: int | None, problems: list[str], lineage: Lineage) -> OperatorState:
     name, stores, num_partitions = None, [], None
     meta_file = os.path.join(op_path, "_metadata", "metadata")
     if os.path.lexists(meta_file):
@@ -164,14 +207,23 @@ def _operator(op_path: str, op_id: int, committed: int | None, problems: list[st
         ]
         if store_dirs:  # multi-store operators (stream-stream join) keep one folder per store
             for store in sorted(store_dirs):
-                op.partitions.append(_partition(os.path.join(part_path, store), int(part), store, committed, problems))
+                index = op.stores.index(store) if store in op.stores else -1
+                ids = lineage.get((op_id, int(part), index))
+                op.partitions.append(_partition(os.path.join(part_path, store), int(part), store, committed, problems, None, ids))
         else:
-            op.partitions.append(_partition(part_path, int(part), "default", committed, problems, names))
+            ids = lineage.get((op_id, int(part), 0))
+            op.partitions.append(_partition(part_path, int(part), "default", committed, problems, names, ids))
     return op
 
 
 def _partition(
-    folder: str, partition: int, store: str, committed: int | None, problems: list[str], names: list[str] | None = None
+    folder: str,
+    partition: int,
+    store: str,
+    committed: int | None,
+    problems: list[str],
+    names: list[str] | None = None,
+    lineage: dict[int, str] | None = None,
 ) -> PartitionState:
     files = []
     if names is None:
@@ -217,5 +269,5 @@ def _partition(
         max((f.version for f in files), default=None),
     )
     if committed is not None and files:
-        p.restore = restore_work(folder, p, committed + 1, problems)
+        p.restore = restore_work(folder, p, committed + 1, problems, lineage)
     return p

@@ -43,6 +43,14 @@ def render_text(report: CheckpointReport) -> str:
             f"slowest {e.slowest_partition}" + (f", skew {e.skew:.1f}x" if e.skew else "")
         )
     lines += render_footprints(report.footprint)
+    c = report.checksums
+    if c is not None:
+        lines.append(
+            f"  checksums: {c.checked} verified, {len(c.mismatches)} mismatched, {len(c.unreadable)} unreadable"
+            + (" (stopped: too many checksum files)" if c.truncated else "")
+        )
+        lines += [f"  checksum mismatch: {m}" for m in c.mismatches]
+        lines += [f"  checksum unreadable: {m}" for m in c.unreadable]
     for problem in report.problems:
         lines.append(f"  problem: {problem}")
     return printable("\n".join(lines))

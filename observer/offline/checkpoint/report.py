@@ -86,6 +86,8 @@ class CheckpointReport:
     estimate: RestoreEstimate | None
     problems: list[str]
     footprint: list[Any] = field(default_factory=list)  # per operator: ``observer.offline.checkpoint.footprint.Footprint``
+    checkpoint_format_version: int | None = None  # 1 or 2, from the commit log's first line; None without commits
+    checksums: Any = None  # ``observer.offline.checkpoint.checksums.ChecksumReport`` when verified (``--verify-checksums``)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, default=str)

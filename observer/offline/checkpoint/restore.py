@@ -26,13 +26,18 @@ DEFAULT_SECONDS_PER_FILE = 0.01  # replaying one delta/changelog file of a small
 DEFAULT_BYTES_PER_SECOND = 100e6  # copying snapshot and SST bytes from the checkpoint
 
 
-def restore_work(folder: str, p: PartitionState, target: int, problems: list[str]) -> RestoreWork:
-    """The files a restart at ``target`` would load: newest snapshot at or below it, then the rest."""
+def restore_work(folder: str, p: PartitionState, target: int, problems: list[str], lineage: dict[int, str] | None = None) -> RestoreWork:
+    """The files a restart at ``target`` would load: newest snapshot at or below it, then the rest.
+
+    With checkpoint format v2 several unique ids may share a version (a retried batch leaves an orphan):
+    ``lineage`` (version -> the unique id the commit log names) picks the one that counts; a version it
+    does not name takes the largest file."""
     snapshot_kind, replay_kind = ("zip", "changelog") if p.provider == "rocksdb" else ("snapshot", "delta")
+    lineage = lineage or {}
     by_version: dict[tuple[int, str], StateFile] = {}
-    for f in p.files:  # with checkpoint format v2 several ids may share a version: take the largest
+    for f in p.files:
         key = (f.version, f.kind)
-        if key not in by_version or f.size > by_version[key].size:
+        if key not in by_version or _rank(f, lineage) > _rank(by_version[key], lineage):
             by_version[key] = f
     snapshot_versions = [v for (v, k) in by_version if k == snapshot_kind and v <= target]
     start = max(snapshot_versions) if snapshot_versions else None
@@ -54,6 +59,11 @@ def restore_work(folder: str, p: PartitionState, target: int, problems: list[str
             "(cleaned up, or the restore will fail)"
         )
     return RestoreWork(target, start, snapshot_bytes, replay_files, replay_bytes, missing)
+
+
+def _rank(f: StateFile, lineage: dict[int, str]) -> tuple[bool, int]:
+    """The file the commit log names for its version first, then the larger."""
+    return (f.unique_id is not None and lineage.get(f.version) == f.unique_id, f.size)
 
 
 def _zip_sst_bytes(folder: str, snap: StateFile, problems: list[str]) -> int:
