@@ -20,9 +20,9 @@ from observer.exporters.exposition import family
 from observer.metrics import catalog
 from observer.metrics.catalog import CATALOG, GAUGE, MetricSpec, UnknownMetricError
 from observer.model.identity import APP_LABEL
+from observer.model.signal_kinds import SIGNAL_KINDS
 from observer.offline.replay import replay
 from observer.settings import Settings, settings_table
-from observer.signals.kinds import SIGNAL_KINDS
 
 HISTOGRAM_SAMPLE_LABELS = {"le"}
 
