@@ -24,6 +24,7 @@ from observer.history.url import redact
 from streamlit_app import data, fmt, nav
 from streamlit_app.config import load_config
 from streamlit_app.context import (
+    DEFAULT_RANGE,
     Context,
     apply_navigation,
     flush_url,
@@ -94,7 +95,7 @@ if config.checkpoint_roots:
 write_url(
     app=ctx.app,
     query=ctx.query_id,
-    range=st.session_state.get("range") if route.scope == nav.QUERY else None,
+    range=st.session_state.get("range") if route.scope == nav.QUERY and st.session_state.get("range") != DEFAULT_RANGE else None,
     **({} if route.path == nav.DRILLDOWN else {"run": None, "batch": None}),
 )  # the drilldown writes its run and batch
 current.run()

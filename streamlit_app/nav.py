@@ -67,8 +67,15 @@ def href(path: str, **params: Any) -> str:
     return f"./{path}" + (f"?{query}" if query else "")
 
 
+KEPT = ("app", "query", "range")  # the selection a page keeps when it opens another (run and batch are the drilldown's)
+
+
 def go(path: str, **params: Any) -> NoReturn:
-    """Open another page with the given selection (None clears a value); ends this run."""
+    """Open another page with the given selection (None clears a value, the application, query and range
+    stay unless given); ends this run. The new URL is complete, so the page opened adds no second entry to
+    the browser's history and one Back returns."""
+    shown = st.session_state.get("_url") or {}
+    params = {**{k: shown.get(k) for k in KEPT}, **params}
     st.session_state["_goto"] = params
     st.switch_page(st.session_state[PAGES_KEY][path], query_params={k: str(v) for k, v in params.items() if v is not None})
 

@@ -473,8 +473,11 @@ def test_url_holds_the_view_and_a_changed_url_wins(monkeypatch, all_db) -> None:
     at.run()
     assert at.session_state["page"] == "Query drilldown" and at.number_input(key="batch_id").value == 1
     assert '"batchId":1' in at.json[0].value.replace(" ", "")
-    at.number_input(key="batch_id").set_value(2).run()  # a change made in the page goes into the URL
-    assert at.query_params["batch"] in ("2", ["2"]) and at.query_params["run"] in (first, [first])
+    at.number_input(key="batch_id").set_value(0).run()  # a change made in the page goes into the URL
+    assert at.query_params["batch"] in ("0", ["0"]) and at.query_params["run"] in (first, [first])
+    assert '"batchId":0' in at.json[0].value.replace(" ", "")
+    at.number_input(key="batch_id").set_value(2).run()  # the newest batch is the drilldown's default: a short link
+    assert "batch" not in at.query_params and "run" not in at.query_params
     assert '"batchId":2' in at.json[0].value.replace(" ", "")
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from streamlit_app import data, fmt, nav
-from streamlit_app.context import ALL_APPS, Context
+from streamlit_app.context import Context
 from streamlit_app.parts.summary import table_for
 
 HEALTH = ["failed", "stalled", "running", "idle", "stopped"]
@@ -96,4 +96,4 @@ def render(ctx: Context) -> None:
         if st.button("Show its queries", type="primary"):
             nav.go(nav.QUERIES, app=pick, query=None)
     elif ctx.app is not None and st.button("Show all applications"):
-        nav.go(nav.APPLICATIONS, app=ALL_APPS)
+        nav.go(nav.APPLICATIONS, app=None)

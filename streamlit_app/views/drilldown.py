@@ -249,7 +249,8 @@ def batch_detail(ctx: Context) -> None:
         format_func=lambda r: f"{fmt.short_id(r)} (started {fmt.when(started.get(r))}, last batch {last_batch[r]:,})",
     )
     batch_id = right.number_input("Batch id", min_value=0, step=1, key="batch_id")
-    write_url(run=run_id, batch=int(batch_id))
+    newest = run_id == with_batches.run_id.iloc[0] and int(batch_id) == last_batch[run_id]
+    write_url(run=None if newest else run_id, batch=None if newest else int(batch_id))  # no run and batch: the newest
     progress = data.batch(ctx.history, ctx.query_id, run_id, int(batch_id))
     if progress is None:
         row = runs[runs.run_id == run_id].iloc[0]
