@@ -38,6 +38,8 @@ from streamlit_app.context import (
 from streamlit_app.views import RENDER
 
 st.set_page_config(page_title="Spark state browser", page_icon="🗄️", layout="wide")
+# a static table wraps a long word (an error class, a path) instead of letting it run out of its cell
+st.html("<style>[data-testid='stTable'] td, [data-testid='stTable'] td * { overflow-wrap: anywhere !important; }</style>")
 
 config = load_config()
 sync_from_url()

@@ -54,9 +54,16 @@ BY_TITLE = {r.title: r for r in ROUTES}
 PAGES_KEY = "_nav_pages"  # this run's st.Page objects by path (switch_page needs the registered object)
 
 
+HOME = "home"
+
+
 def pages(render: Callable[[Route], Callable[[], None]], default: str) -> dict[str, Any]:
-    """One ``st.Page`` per route, its body ``render(route)``; remembered for ``go``."""
-    built = {r.path: st.Page(render(r), title=r.title, url_path=r.path, icon=r.icon, default=r.path == default) for r in ROUTES}
+    """One ``st.Page`` per route, its body ``render(route)``, plus ``/`` (Streamlit's default page has no path
+    of its own): a hidden page showing the ``default`` route, so that route keeps its path too. Remembered
+    for ``go``."""
+    built = {r.path: st.Page(render(r), title=r.title, url_path=r.path, icon=r.icon) for r in ROUTES}
+    first = BY_PATH[default]
+    built[HOME] = st.Page(render(first), title=first.title, url_path=HOME, icon=first.icon, default=True, visibility="hidden")
     st.session_state[PAGES_KEY] = built
     return built
 
