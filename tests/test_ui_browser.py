@@ -162,6 +162,24 @@ def test_applications_shows_every_querys_whole_verdict(browser_page, large_histo
     assert not cut
 
 
+def test_a_click_on_a_row_opens_its_drilldown(browser_page) -> None:
+    base, page = browser_page
+    open_page(base, page, "Queries")
+    grid = page.locator("[data-testid='stDataFrame']").first
+    grid.scroll_into_view_if_needed()  # below the "Needs attention" list
+    box = grid.bounding_box()
+    first = page.locator("[data-testid='stMarkdownContainer']", has=page.locator("a[href*='drilldown?query=']")).first
+    query = first.locator("a[href*='drilldown?query=']").inner_text()  # the most severe query's label
+    verdict = first.locator("strong").first.inner_text()  # and its verdict, in bold
+    page.mouse.click(box["x"] + 18, box["y"] + 35 + 17)  # the first row's selection cell: the most severe query
+    settle(page, f"Query {query}")
+    assert verdict in shots.visible_text(page)
+    assert urllib.parse.urlparse(page.url).path == "/drilldown"
+    page.go_back()
+    settle(page, "Queries")
+    assert urllib.parse.urlparse(page.url).path == "/queries"
+
+
 def attention_line(page, query_id: str):
     """The query's line under "Needs attention" on the Queries page (its link opens the drilldown)."""
     return page.locator("[data-testid='stMarkdownContainer']", has=page.locator(f"a[href*='query={query_id}']"))
