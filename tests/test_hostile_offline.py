@@ -33,8 +33,8 @@ from observer.mixin.config import MAX_DURATION_MS, MixinConfig, MixinConfigError
 from observer.mixin.rules import rule_files
 from observer.offline import backtest as bt
 from streamlit_app import fmt
-from streamlit_app.verdict import Verdict
 from streamlit_app.parts import verdicts as verdict_view
+from streamlit_app.verdict import Verdict
 
 MESSAGE_LIMIT = 600  # characters: an error message names the key and shows a bounded excerpt
 
