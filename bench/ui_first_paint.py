@@ -16,9 +16,9 @@ on a small history: the incident corpus alone (its largest query has 155 batches
 
 ``--chromium`` measures what a person waits for instead: the time from opening a page's URL in a real
 headless Chromium (``/usr/bin/chromium``) until its script run is over and every chart of it is drawn
-(first full paint), against ``spark-state-observer ui`` started afresh for each run (cold Streamlit
-caches; the State contents page, which reads no history, is opened first so the server has imported its
-code, as a running browser has), the same pages, the same baseline.
+(first full paint), against ``spark-state-observer ui`` started afresh for each run, after the Queries
+page (where a person comes from: the server has imported its code and read each query's newest batches
+for the verdicts; the page's own series are not cached), the same pages, the same baseline.
 
     python bench/ui_first_paint.py [--batches 100000] [--repeat 5] [--db /tmp/sso-ui-bench.db] [--replicated] [--reuse]
                                    [--pages "Query drilldown,Queries"] [--chromium]
@@ -153,7 +153,7 @@ DRAWN = """() => {
 
 def full_paint(db: str, page: str, repeat: int) -> list[float]:
     """Seconds from opening the page's URL until its run is over and every chart is drawn, in Chromium;
-    a fresh server per run (cold Streamlit caches), its code imported by a page that reads nothing."""
+    a fresh server per run, the Queries page opened first."""
     from playwright.sync_api import sync_playwright
 
     from streamlit_app import nav
@@ -167,8 +167,8 @@ def full_paint(db: str, page: str, repeat: int) -> list[float]:
         for _ in range(repeat):
             with shots.serve(db, roots) as base:
                 tab = browser.new_page(viewport={"width": 1400, "height": 900})
-                tab.goto(f"{base}/{nav.STATE}", wait_until="domcontentloaded")  # the server has imported its code
-                tab.get_by_role("heading", name="State contents").first.wait_for(timeout=120_000)
+                tab.goto(f"{base}/{nav.QUERIES}", wait_until="domcontentloaded")  # where a person comes from
+                tab.get_by_role("heading", name="Queries").first.wait_for(timeout=120_000)
                 tab.wait_for_function(DRAWN, timeout=120_000, polling=50)
                 started = time.perf_counter()
                 tab.goto(f"{base}/{nav.BY_TITLE[page].path}?query={query_id}", wait_until="domcontentloaded")
