@@ -54,9 +54,10 @@ DONE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 
 
 def settle(page, heading: str) -> None:
-    """The page's heading is shown and its script run is over (Streamlit marks the app's root)."""
+    """The page's heading is shown and its script run is over (Streamlit marks the app's root and hides its
+    running indicator)."""
     page.get_by_role("heading", name=heading).first.wait_for(timeout=90_000)
-    page.wait_for_selector(DONE, timeout=90_000)
+    page.wait_for_function(f'() => !!document.querySelector("{DONE}") && ({shots.RUNNING})()', timeout=90_000)
 
 
 def link(base: str, name: str, query_id: str | None = None) -> str:
@@ -145,6 +146,7 @@ def test_applications_shows_every_querys_whole_verdict(browser_page, large_histo
     ids = shots.query_ids(large_history)
     open_page(base, page, "Applications")
     rows = page.locator("[data-testid='stTable'] tbody tr")
+    rows.first.wait_for(timeout=90_000)
     with sqlite3.connect(large_history) as conn:
         assert rows.count() == conn.execute("SELECT COUNT(*) FROM queries").fetchone()[0]
     whole = data.query_verdicts(large_history, data.token(large_history), ids["synthetic_crash_loop"])[0].text
