@@ -1,9 +1,11 @@
 """Entry point of the state browser (``streamlit run streamlit_app/app.py -- --history DB``).
 
-The sidebar picks the page, the application, the query and the range, and offers refresh; each page
-is a module of ``streamlit_app.views`` with a ``render(ctx)`` function. The view lives in the URL
-(``context.write_url``), so every page, query, run and batch has a link and Back works. Auto-refresh
-reruns only the page (a fragment), so the sidebar keeps its state while the charts follow the job.
+Pages are ``st.Page``s with URL paths (``streamlit_app.nav``: ``/applications``, ``/drilldown?query=ID``,
+...), each the ``render(ctx)`` of a module of ``streamlit_app.views``. The sidebar under the page list
+picks the application, the query and the range, and offers refresh; the selection lives in the query
+string (``context.write_url``), so every page, query, run and batch has a link and Back works.
+Auto-refresh reruns only the page (a fragment), so the sidebar keeps its state while the charts follow
+the job.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ import sys
 if __package__ in (None, ""):  # started as a script: make the repository (or site) importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from typing import Callable
+
 import streamlit as st
 
 from observer.history.url import redact
-from streamlit_app import data, fmt
+from streamlit_app import data, fmt, nav
 from streamlit_app.config import load_config
 from streamlit_app.context import (
+    DEFAULT_RANGE,
     Context,
     apply_navigation,
     flush_url,
@@ -30,59 +35,69 @@ from streamlit_app.context import (
     sync_from_url,
     write_url,
 )
-from streamlit_app.views import FLEET_PAGES, PAGES, QUERY_PAGES
+from streamlit_app.views import RENDER
 
 st.set_page_config(page_title="Spark state browser", page_icon="🗄️", layout="wide")
+# a static table wraps a long word (an error class, a path) instead of letting it run out of its cell
+st.html("<style>[data-testid='stTable'] td, [data-testid='stTable'] td * { overflow-wrap: anywhere !important; }</style>")
 
 config = load_config()
-sync_from_url(list(PAGES))
+sync_from_url()
 apply_navigation()
 ctx = Context(config, data.token(config.history))
-st.sidebar.title("Spark state browser")
-st.sidebar.caption(fmt.TIME_NOTE)
 everything = history_queries(ctx)  # says why when the history cannot be read or is empty
-if "page" not in st.session_state or st.session_state["page"] not in PAGES:
-    many_apps = everything is not None and everything.app.nunique() > 1
-    st.session_state["page"] = "Applications" if many_apps else "Queries"
-page = st.sidebar.radio("Page", list(PAGES), key="page")
-refresh, auto = st.sidebar.columns(2)
-refresh.button("Refresh", help="read the history again (new batches appear as the job writes them)")
-every = auto.selectbox("Auto", ["off", "5 s", "15 s", "60 s"], key="auto_refresh", help="auto-refresh interval")
+many_apps = everything is not None and everything.app.nunique() > 1
+auto = {"every": "off"}
 
-if everything is None and page not in ("Checkpoint", "State contents"):
-    write_url(page=page)
+
+def body(route: nav.Route) -> Callable[[], None]:
+    """The page's script: its view over the current selection, in a fragment when auto-refresh is on."""
+
+    def render_page() -> None:
+        RENDER[route.path](ctx.fresh())
+        flush_url()
+
+    def run() -> None:
+        if auto["every"] == "off":
+            render_page()
+        else:
+            st.fragment(run_every=float(auto["every"].split()[0]))(render_page)()
+
+    return run
+
+
+current = st.navigation(list(nav.pages(body, nav.APPLICATIONS if many_apps else nav.QUERIES).values()))
+nav.legacy_redirect()
+route = nav.BY_TITLE[current.title]
+ctx.page = route.path
+st.session_state["page"] = route.title  # the page shown, for whoever drives the session (tests, embedders)
+st.sidebar.caption(fmt.TIME_NOTE)
+refresh, every = st.sidebar.columns(2)
+refresh.button("Refresh", help="read the history again (new batches appear as the job writes them)")
+auto["every"] = every.selectbox("Auto", ["off", "5 s", "15 s", "60 s"], key="auto_refresh", help="auto-refresh interval")
+
+if everything is None and route.scope != nav.CHECKPOINT:
     flush_url()
     st.stop()
 if everything is not None:
     ctx.all_queries = everything
     ctx.app = select_app(ctx, everything)
     ctx.queries = everything if ctx.app is None else everything[everything.app == ctx.app].reset_index(drop=True)
-    if page not in FLEET_PAGES:
+    if route.scope != nav.FLEET:
         ctx.query_id = select_query(ctx, ctx.queries)
-        if ctx.query_id is None and page in QUERY_PAGES:
-            write_url(page=page, app=ctx.app)
+        if ctx.query_id is None and route.scope == nav.QUERY:
+            write_url(app=ctx.app)
             flush_url()
             st.stop()
-    if page in QUERY_PAGES and ctx.query_id is not None:
+    if route.scope == nav.QUERY and ctx.query_id is not None:
         ctx.since, ctx.until, ctx.span = select_range(ctx, ctx.query_id)
 st.sidebar.caption(f"History: {fmt.code(redact(config.history))}")
 if config.checkpoint_roots:
     st.sidebar.caption("Checkpoint roots: " + ", ".join(fmt.code(r) for r in config.checkpoint_roots))
 write_url(
-    page=page,
     app=ctx.app,
     query=ctx.query_id,
-    range=st.session_state.get("range") if page in QUERY_PAGES else None,
-    **({} if page == "Query drilldown" else {"run": None, "batch": None}),
+    range=st.session_state.get("range") if route.scope == nav.QUERY and st.session_state.get("range") != DEFAULT_RANGE else None,
+    **({} if route.path == nav.DRILLDOWN else {"run": None, "batch": None}),
 )  # the drilldown writes its run and batch
-
-
-def render_page() -> None:
-    PAGES[page](ctx.fresh())
-    flush_url()
-
-
-if every == "off":
-    render_page()
-else:
-    st.fragment(run_every=float(every.split()[0]))(render_page)()
+current.run()

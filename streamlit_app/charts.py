@@ -4,6 +4,9 @@ Every chart of a page gets the same x domain, the same width for its y axis and 
 plot, so a restart, a restore or a stall lines up with the batch duration, the state size and the lag
 above and below it. Times are UTC on a 24-hour clock; tooltips carry the full time with seconds.
 Values are scaled to a readable unit (bytes to kB/MB/GB, milliseconds to s/min) before drawing.
+Lines break where the query did not run (a restart, an outage, a stall): each stretch of consecutive
+batches is drawn as its own path (``segments``), so downtime shows as a gap, never as a straight line
+that reads like one slow batch.
 """
 
 from __future__ import annotations
@@ -52,6 +55,25 @@ EVENT_COLORS = {
 HEIGHT = 260  # the whole chart: Streamlit's fit autosize takes the title, axis and legend from it
 Y_AXIS_WIDTH = 130  # pixels reserved for every chart's y axis (labels and title), so the x axes line up
 LEGEND = alt.Legend(orient="bottom", labelLimit=0, title=None, columns=4)
+GAP_FACTOR = 5.0  # a step this many times the typical step between points is downtime, not a slow batch
+
+
+def segments(frame: pd.DataFrame) -> pd.Series:
+    """A stretch number per row (rows in time order): a new stretch starts where the run changes or where
+    the step to the previous point is more than GAP_FACTOR times the median step (batch or time bucket)."""
+    if frame.empty or "ts" not in frame:
+        return pd.Series(0, index=frame.index, dtype=int)
+    times = frame["ts"].astype(float)
+    steps = times.drop_duplicates().sort_values().diff().dropna()
+    steps = steps[steps > 0]
+    typical = float(steps.median()) if len(steps) else 0.0
+    order = times.sort_values(kind="stable")
+    step = order.diff()
+    breaks = (step > GAP_FACTOR * typical) if typical > 0 else pd.Series(False, index=order.index)
+    if "run_id" in frame:
+        runs = frame.loc[order.index, "run_id"]
+        breaks |= (runs != runs.shift()) & (step > 0) & runs.shift().notna()
+    return breaks.astype(int).cumsum().reindex(frame.index)
 
 
 def with_time(frame: pd.DataFrame, column: str = "ts") -> pd.DataFrame:
@@ -162,10 +184,11 @@ def lines(
 ) -> alt.LayerChart | alt.Chart:
     """One line (or stacked area) per field, or per value of ``series`` when one field is given; values in
     ``unit`` are rescaled to a readable one (``bytes``, ``ms``, ``s``)."""
+    frame = frame.assign(segment=segments(frame))
     if series:
-        long = frame[["time", "at", series, fields[0]]].rename(columns={series: "series", fields[0]: "value"})
+        long = frame[["time", "at", "segment", series, fields[0]]].rename(columns={series: "series", fields[0]: "value"})
     else:
-        long = frame.melt(id_vars=["time", "at"], value_vars=list(fields), var_name="series", value_name="value")
+        long = frame.melt(id_vars=["time", "at", "segment"], value_vars=list(fields), var_name="series", value_name="value")
         long["series"] = long["series"].map(lambda s: (names or {}).get(s, s))
     long = long.dropna(subset=["value"])
     divisor, shown = scale_unit(long["value"], unit)
@@ -175,6 +198,7 @@ def lines(
         x=_x(dom),
         y=_y("value:Q", shown, "zero" if stacked else None, _peak(long["value"])),
         color=alt.Color("series:N", legend=LEGEND),
+        detail="segment:N",  # one path per stretch of batches: downtime is a gap
         tooltip=[
             alt.Tooltip("at:N", title="time (UTC)"),
             alt.Tooltip("series:N", title="series"),

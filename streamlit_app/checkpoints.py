@@ -13,16 +13,11 @@ import pandas as pd
 import streamlit as st
 
 from observer.offline.checkpoint.files import read_text
-from streamlit_app import fmt
+from streamlit_app import data, fmt
 from streamlit_app.config import AppConfig
-from streamlit_app.paths import PathRefused, list_checkpoints, resolve_under_roots
+from streamlit_app.paths import PathRefused, resolve_under_roots
 
 OTHER = "other path..."
-
-
-@st.cache_data(ttl=30, show_spinner=False)
-def found(roots: tuple[str, ...]) -> list[str]:
-    return list_checkpoints(roots)
 
 
 def query_id_of(checkpoint: str) -> str | None:
@@ -53,7 +48,7 @@ def choose(config: AppConfig, key: str, query_id: str | None = None, queries: pd
             "to inspect checkpoints under DIR."
         )
         return None
-    candidates = found(config.checkpoint_roots)
+    candidates = data.checkpoints_under(config.checkpoint_roots)
     owners = {c: query_id_of(c) for c in candidates}
     mine = [c for c in candidates if query_id and owners[c] == query_id]
     options = candidates + [OTHER]

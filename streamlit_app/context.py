@@ -1,10 +1,11 @@
 """What every page gets: the configuration, the history's freshness token, the chosen application,
 query and range, and the URL that holds them.
 
-The URL is the source of truth for what is shown (``?page=...&app=...&query=...&run=...&batch=...``):
-a link pasted into an incident channel opens the same view, and the browser's Back button, which
-restores an older URL, restores that view. Widgets keep their values in the session between reruns;
-whenever the URL differs from the one this session last wrote, the URL wins.
+The URL is the source of truth for what is shown: its path names the page (``streamlit_app.nav``), its
+query string the selection (``?app=...&query=...&run=...&batch=...&range=...``). A link pasted into an
+incident channel opens the same view, and the browser's Back button, which restores an older URL,
+restores that view. Widgets keep their values in the session between reruns; whenever the URL differs
+from the one this session last wrote, the URL wins.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ RANGES = {
 DEFAULT_RANGE = "last 6 hours"
 ALL_APPS = "all applications"
 # URL parameter -> the session key of the widget that shows it
-URL_KEYS = {"page": "page", "app": "app", "query": "query_id", "run": "batch_run", "batch": "batch_id", "range": "range"}
+URL_KEYS = {"app": "app", "query": "query_id", "run": "batch_run", "batch": "batch_id", "range": "range"}
 
 
 @dataclass
 class Context:
     config: AppConfig
     tok: tuple
+    page: str = ""  # the page's path (``streamlit_app.nav``)
     queries: pd.DataFrame | None = None  # the queries of the chosen application
     all_queries: pd.DataFrame | None = None
     app: str | None = None  # None: every application
@@ -63,7 +65,7 @@ def _url_now() -> dict[str, str | None]:
     return {name: st.query_params.get(name) for name in URL_KEYS}
 
 
-def sync_from_url(pages: list[str]) -> None:
+def sync_from_url() -> None:
     """Copy the URL into the widgets' state when it changed outside this session (a link, Back, Forward).
 
     Such a run leaves the URL as it is: writing to it would push a new entry into the browser's history,
@@ -71,15 +73,15 @@ def sync_from_url(pages: list[str]) -> None:
     """
     url = _url_now()
     st.session_state["_url_pending"] = {}
-    if st.session_state.get("_url") == url:
+    if st.session_state.get("_url") == url or all(v is None for v in url.values()):
+        # unchanged, or a page opened from the page list (which drops the query string): the session's
+        # selection stays and goes into the URL
         st.session_state["_url_load_run"] = False
         return
     st.session_state["_url_load_run"] = True
     for name, key in URL_KEYS.items():
         value: Any = url[name]
         if value is None:
-            continue
-        if name == "page" and value not in pages:
             continue
         if name == "batch":
             try:
@@ -115,20 +117,11 @@ def flush_url() -> None:
     st.session_state["_url"] = {name: desired.get(name) for name in URL_KEYS}
 
 
-def go(page: str, **values: Any) -> None:
-    """Navigate: the page and the selection are applied at the start of the next run, before any widget
-    exists (a widget's value cannot change once it is drawn); call ``st.rerun()`` outside callbacks."""
-    st.session_state["_goto"] = (page, values)
-
-
 def apply_navigation() -> None:
-    """Apply a pending ``go``."""
+    """Apply the selection ``nav.go`` asked for (None removes a value) before any widget exists (a widget's
+    value cannot change once it is drawn)."""
     pending = st.session_state.pop("_goto", None)
-    if pending is None:
-        return
-    page, values = pending
-    st.session_state["page"] = page
-    for name, value in values.items():
+    for name, value in (pending or {}).items():
         key = URL_KEYS[name]
         if value is None:
             st.session_state.pop(key, None)

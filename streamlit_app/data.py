@@ -1,8 +1,11 @@
-"""The history as the pages read it: cached per file version, failures turned into messages.
+"""Everything the pages read, loaded and cached in this one module: the history (cached per file
+version, failures turned into messages), the checkpoints under the roots, and the state readers.
 
-Every loader opens the database read-only, so the browser never blocks the job writing it. Results
+Views call these functions and never open a file, a database or a Spark session themselves. Every
+history loader opens the database read-only, so the browser never blocks the job writing it. Results
 are cached under a token made of the database's and its WAL's size and mtime: a rerun after the
 listener committed new batches misses the cache and shows them, a rerun without changes costs nothing.
+Checkpoint reads are cached per checkpoint version (the mtime of its ``commits`` folder).
 """
 
 from __future__ import annotations
@@ -18,10 +21,16 @@ import streamlit as st
 from observer.history import browse, loaders
 from observer.history.store import HistoryError
 from observer.history.url import parse
+from observer.offline import state_reader
+from observer.offline.checkpoint import inspect_checkpoint
+from observer.offline.checkpoint.report import CheckpointReport
+from observer.offline.checkpoint.restore import rates_from_history
 from streamlit_app.health import typical_interval
-from streamlit_app.verdict import Facts
+from streamlit_app.paths import list_checkpoints
+from streamlit_app.verdict import Facts, Verdict, verdicts
 
 SERVER_TOKEN_SECONDS = 5.0
+STATE_PAGE_SIZE = 25
 
 
 class HistoryUnavailable(RuntimeError):
@@ -145,4 +154,88 @@ def facts(path: str, tok: tuple, query_id: str, now: float) -> Facts:
         last_batch_ts=float(recent.ts.iloc[-1]) if len(recent) else None,
         interval=typical_interval(recent.ts.tolist()),
         now=now,
+    )
+
+
+def query_verdicts(path: str, tok: tuple, query_id: str, now: float | None = None) -> list[Verdict]:
+    """Every verdict of the query, most severe first (the rules are cheap; their inputs are cached)."""
+    return verdicts(facts(path, tok, query_id, time.time() if now is None else now))
+
+
+# --- checkpoints under the roots ------------------------------------------------------------------
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def checkpoints_under(roots: tuple[str, ...]) -> list[str]:
+    return list_checkpoints(roots)
+
+
+def checkpoint_version(path: str) -> float:
+    """Changes when the query commits a batch, so cached reads follow the checkpoint."""
+    commits = os.path.join(path, "commits")
+    return os.path.getmtime(commits) if os.path.isdir(commits) else 0.0
+
+
+@st.cache_data(max_entries=16, show_spinner="Inspecting the checkpoint...")
+def checkpoint_report(path: str, version: float, history: str, tok: tuple) -> CheckpointReport:
+    """The inspector's report, its restore estimated with the history's observed rates when it has some
+    (raises the inspector's errors; nothing is cached for them)."""
+    report = inspect_checkpoint(path)
+    if report.query_id:
+        try:
+            rates = rates_from_history(history, report.query_id)
+        except HistoryError:
+            rates = None
+        if rates:
+            report = inspect_checkpoint(path, rates)
+    return report
+
+
+# --- state contents, through Spark's state readers ---------------------------------------------------
+
+
+@st.cache_resource(show_spinner="Starting a local Spark session (first use only)...")
+def spark_session() -> Any:
+    """A local session for the state readers, started on first use of the State contents page only; an
+    already active session in the process (a notebook, a test) is reused rather than a second one started."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    return (
+        SparkSession.builder.master("local[1]")
+        .appName("spark-state-browser")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+
+
+@st.cache_data(max_entries=32, show_spinner="Reading state metadata...")
+def state_operators(path: str, version: float) -> list[dict]:
+    return state_reader.operators(spark_session(), path)
+
+
+@st.cache_data(max_entries=32, show_spinner="Reading the store's schema...")
+def state_schema(path: str, version: float, operator_id: int, store: str) -> str:
+    return state_reader.schema(spark_session(), path, operator_id, store)
+
+
+@st.cache_data(max_entries=32, show_spinner="Counting rows per partition...")
+def state_rows(path: str, version: float, operator_id: int, store: str) -> dict[int, int]:
+    return state_reader.rows_per_partition(spark_session(), path, operator_id, store)
+
+
+@st.cache_data(max_entries=64, show_spinner="Reading a page of state rows...")
+def state_sample(path: str, version: float, operator_id: int, store: str, key: str, partition: int | None, page: int) -> list[dict]:
+    return state_reader.sample(
+        spark_session(),
+        path,
+        operator_id,
+        store,
+        key_contains=key or None,
+        partition=partition,
+        offset=page * STATE_PAGE_SIZE,
+        limit=STATE_PAGE_SIZE,
     )

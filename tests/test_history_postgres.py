@@ -294,8 +294,8 @@ def test_browser_pages_read_a_postgresql_history(postgres, monkeypatch) -> None:
     monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS", "")
     for page in ("Queries", "Query drilldown", "Runs", "Partitions"):
         at = AppTest.from_file(os.path.join(ROOT, "streamlit_app", "app.py"), default_timeout=120)
-        at.session_state["page"] = page
-        at.session_state["query_id"] = PROGRESS[0]["id"]
+        at.query_params["page"] = page
+        at.query_params["query"] = PROGRESS[0]["id"]
         at.run()
         assert not at.exception, [e.value for e in at.exception]
         shown = "\n".join(str(e.value) for kind in ("error", "info", "caption", "markdown") for e in at.get(kind))

@@ -35,8 +35,8 @@ from observer.mixin.rules import rule_files
 from observer.offline import backtest as bt
 from observer.offline.backtest import formats, recording, settings
 from streamlit_app import fmt
+from streamlit_app.parts import verdicts as verdict_view
 from streamlit_app.verdict import Verdict
-from streamlit_app.views import verdicts as verdict_view
 
 MESSAGE_LIMIT = 600  # characters: an error message names the key and shows a bounded excerpt
 

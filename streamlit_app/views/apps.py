@@ -1,8 +1,11 @@
-"""Applications: the fleet at a glance, one row per application (its name and static labels), with its
-queries' health and the worst verdict among them; a row scopes every other page to that application.
+"""Applications: the fleet at a glance, one row per query with its application (name and static labels)
+and its own verdict, most severe first. A fleet restarts queries as new applications and runs several
+queries per application: one verdict per application would hide all but one of them.
 
-A history written before applications were recorded (no ``app`` column) shows as one group, 'unknown
-application'.
+Every cell is shown whole (a static table that wraps, never an ellipsis): a verdict's root cause is what
+the on-call engineer reads first. The query opens its drilldown, the application its Queries page.
+A history written before applications were recorded (no ``app`` column) shows as one group,
+'unknown application'.
 """
 
 from __future__ import annotations
@@ -12,36 +15,55 @@ import time
 import pandas as pd
 import streamlit as st
 
-from streamlit_app import fmt
-from streamlit_app.context import ALL_APPS, Context, clicked_row, go
-from streamlit_app.views import verdicts as verdict_view
-from streamlit_app.views.queries import table_for
+from streamlit_app import data, fmt, nav
+from streamlit_app.context import Context
+from streamlit_app.parts.summary import table_for
+
+HEALTH = ["failed", "stalled", "running", "idle", "stopped"]
 
 
 def fleet_table(ctx: Context, queries: pd.DataFrame, now: float) -> pd.DataFrame:
-    """One row per application: labels, queries, health counts, the worst verdict and its query."""
-    found = {qid: verdict_view.of_query(ctx, qid, now) for qid in queries.query_id}
-    per_query = table_for(ctx, queries, now, found)
-    per_query["severity"] = [found[q][0].severity for q in per_query["query id"]]
-    per_query["app"] = queries.app.tolist()
-    per_query["labels"] = [", ".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) for labels in queries.labels]
-    rows = []
-    for app, group in per_query.groupby("app", sort=True):
-        worst = group.sort_values("severity").iloc[0]
-        health = group.health.value_counts()
-        rows.append(
-            {
-                "application": app,
-                "labels": group.labels.iloc[0] or "-",
-                "worst verdict": f"{worst.query}: {worst.verdict}",
-                "queries": len(group),
-                "health": ", ".join(f"{n} {h}" for h, n in health.items()),
-                "last batch at": max((t for t in group["last batch at"] if t != "-"), default="-"),
-                "batches": int(group.batches.sum()),
-                "severity": int(worst.severity),
-            }
-        )
-    return pd.DataFrame(rows).sort_values(["severity", "application"]).reset_index(drop=True)
+    """One row per query (plain text): application, labels, query, verdict, since, health, last batch,
+    batches, and ``severity``, ``query id``, ``runbook`` for sorting and links; most severe first."""
+    found = {qid: data.query_verdicts(ctx.history, ctx.tok, qid, now) for qid in queries.query_id}
+    rows = table_for(ctx, queries, now, found)
+    out = pd.DataFrame(
+        {
+            "application": queries.app.tolist(),
+            "labels": [", ".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or "-" for labels in queries.labels],
+            "query": rows["query"],
+            "verdict": rows["verdict"],
+            "since": rows["since"],
+            "health": rows["health"],
+            "last batch at": rows["last batch at"],
+            "batches": rows["batches"],
+            "severity": [found[q][0].severity for q in rows["query id"]],
+            "icon": [found[q][0].icon for q in rows["query id"]],
+            "runbook": rows["runbook"],
+            "query id": rows["query id"],
+        }
+    )
+    return out.sort_values(["severity", "application", "query"]).reset_index(drop=True)
+
+
+def shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as markdown cells, every text from data escaped: the query links to its drilldown, the
+    application to its queries, the verdict carries its icon and runbook link."""
+    return pd.DataFrame(
+        {
+            "application": [f"[{fmt.md(a)}]({nav.href(nav.QUERIES, app=a)})" for a in table.application],
+            "labels": table.labels.map(fmt.md),
+            "query": [f"[{fmt.md(q)}]({nav.href(nav.DRILLDOWN, query=qid)})" for q, qid in zip(table["query"], table["query id"])],
+            "verdict": [
+                f"{icon} {fmt.md(v)}" + (f" · [runbook]({link})" if isinstance(link, str) and link else "")
+                for icon, v, link in zip(table.icon, table.verdict, table.runbook)
+            ],
+            "since": table.since.map(fmt.md),
+            "health": table.health.map(fmt.md),
+            "last batch at": table["last batch at"].map(fmt.md),
+            "batches": table.batches.map(lambda n: fmt.md(fmt.number(n))),
+        }
+    )
 
 
 def render(ctx: Context) -> None:
@@ -52,46 +74,26 @@ def render(ctx: Context) -> None:
     if queries.app.eq("unknown application").all():
         st.caption("This history does not record which application wrote each query (no `app` column): all its queries form one group.")
     left, right = st.columns([2, 1])
-    text = left.text_input("Filter applications", key="app_filter", placeholder="name or label, e.g. cluster=prod")
-    only = right.multiselect(
-        "Health",
-        ["failed", "stalled", "running", "idle", "stopped"],
-        key="app_health",
-        help="applications with at least one query in this state",
-    )
-    now = time.time()
-    table = fleet_table(ctx, queries, now)
+    text = left.text_input("Filter", key="app_filter", placeholder="application, label or query, e.g. cluster=prod")
+    only = right.multiselect("Health", HEALTH, key="app_health", help="queries in these states")
+    table = fleet_table(ctx, queries, time.time())
     if text:
         needle = text.lower()
-        table = table[
-            table.application.str.lower().str.contains(needle, regex=False) | table.labels.str.lower().str.contains(needle, regex=False)
-        ]
+        hit = pd.Series(False, index=table.index)
+        for column in ("application", "labels", "query"):
+            hit |= table[column].str.lower().str.contains(needle, regex=False)
+        table = table[hit]
     if only:
-        table = table[table.health.map(lambda h: any(word in h for word in only))]
+        table = table[table.health.isin(only)]
+    apps = table.application.nunique()
     st.caption(
-        f"{fmt.plural(len(table), 'application')}, {fmt.plural(int(table.queries.sum()) if len(table) else 0, 'query', 'queries')}. "
-        "Click a row to see its queries."
+        f"{fmt.plural(len(table), 'query', 'queries')} in {fmt.plural(apps, 'application')}, most severe first. "
+        "A query opens its drilldown, an application its queries."
     )
-    key = f"apps_table_{st.session_state.get('table_nonce', 0)}"
-    st.dataframe(
-        table.drop(columns=["severity"]).reset_index(drop=True),
-        hide_index=True,
-        width="stretch",
-        key=key,
-        on_select="rerun",
-        selection_mode="single-row",
-        column_config={
-            "worst verdict": st.column_config.TextColumn(width="large"),
-            "batches": st.column_config.NumberColumn(format="localized"),
-        },
-    )
-    row = clicked_row(key)
-    if row is not None:
-        st.session_state["table_nonce"] = st.session_state.get("table_nonce", 0) + 1
-        go("Queries", app=table.application.iloc[row], query=None)
-        st.rerun()
     if len(table):
-        pick = st.selectbox("Application", table.application.tolist(), key="open_app")
-        st.button("Show its queries", type="primary", on_click=go, args=("Queries",), kwargs={"app": pick, "query": None})
-    elif ctx.app is not None:
-        st.button("Show all applications", on_click=go, args=("Applications",), kwargs={"app": ALL_APPS})
+        st.table(shown(table), hide_index=True)
+        pick = st.selectbox("Application", sorted(table.application.unique()), key="open_app", format_func=str)
+        if st.button("Show its queries", type="primary"):
+            nav.go(nav.QUERIES, app=pick, query=None)
+    elif ctx.app is not None and st.button("Show all applications"):
+        nav.go(nav.APPLICATIONS, app=None)

@@ -1,6 +1,7 @@
-"""Query drilldown: the verdict and root cause first, then batches, phases, state per operator,
-evictions, watermark lag, RocksDB commit latency and the event timeline on one time axis; any batch's
-full progress on demand (an event row opens the batch it concerns)."""
+"""Query drilldown: the verdict and root cause first, then the effective state configuration, batches,
+phases, state per operator, evictions, watermark lag, RocksDB commit latency and the event timeline on
+one time axis, the commit history (min / avg / max per window of batches); any batch's full progress on
+demand (an event row opens the batch it concerns). Reached by URL: ``/drilldown?query=ID``."""
 
 from __future__ import annotations
 
@@ -9,18 +10,11 @@ import streamlit as st
 
 from observer.model.phases import PHASES
 from observer.model.signal_kinds import PARTITION_MIGRATED
-from streamlit_app import charts, data, fmt
-from streamlit_app.context import Context, clicked_row, go, label, write_url
-from streamlit_app.views import verdicts as verdict_view
+from streamlit_app import charts, commits, data, effective, fmt, nav
+from streamlit_app.context import Context, clicked_row, label, write_url
+from streamlit_app.parts import verdicts as verdict_view
 
-COMMIT_METRICS = (
-    "rocksdbCommitWriteBatchLatency",
-    "rocksdbCommitFlushLatency",
-    "rocksdbCommitCompactLatency",
-    "rocksdbCommitPauseLatency",
-    "rocksdbCommitCheckpointLatency",
-    "rocksdbCommitFileSyncLatencyMs",
-)
+COMMIT_METRICS = commits.COMMIT_LATENCIES
 COMMIT_NAMES = {
     "rocksdbCommitWriteBatchLatency": "write batch",
     "rocksdbCommitFlushLatency": "flush",
@@ -59,7 +53,9 @@ def render(ctx: Context) -> None:
     runs = data.run_stats(ctx.history, ctx.tok, qid)
     newest = f" · newest run {fmt.code(runs.run_id.iloc[-1])}" if len(runs) else ""
     st.caption(f"query id {fmt.code(qid)}{newest}")
-    verdict_view.show(ctx, verdict_view.of_query(ctx, qid))
+    verdict_view.show(ctx, data.query_verdicts(ctx.history, ctx.tok, qid))
+    progress = data.progress_tail(ctx.history, ctx.tok, qid, ctx.until, PROGRESS_TAIL)
+    config_panel(progress)
     batches = charts.with_time(data.batch_series(ctx.history, ctx.tok, qid, ctx.since, ctx.until))
     if batches.empty:
         if (ctx.span or {}).get("batches"):
@@ -88,13 +84,11 @@ def render(ctx: Context) -> None:
         shown += f" Charts show {len(batches):,} time buckets (up to {int(batches.batches.max()):,} batches each; means, sums of rows)."
     st.caption(shown)
     moves = raw_events[raw_events.kind == PARTITION_MIGRATED] if len(raw_events) else raw_events
-    st.button(
+    if st.button(
         f"Placement map: where each state partition ran{f' ({len(moves)} batches with moves)' if len(moves) else ''}",
-        on_click=go,
-        args=("Placement",),
-        kwargs={"query": qid},
         key="to_placement",
-    )
+    ):
+        nav.go(nav.PLACEMENT, query=qid)
 
     if not events.empty:
         st.altair_chart(charts.event_strip(events, dom), width="stretch")
@@ -114,7 +108,7 @@ def render(ctx: Context) -> None:
             charts.lines(ops, ["memory_bytes"], "State memory per operator", "bytes", dom, events, series="operator"), width="stretch"
         )
         churn = ops.melt(
-            id_vars=["time", "at", "operator"], value_vars=["rows_updated", "rows_removed"], var_name="what", value_name="rows"
+            id_vars=["ts", "time", "at", "operator"], value_vars=["rows_updated", "rows_removed"], var_name="what", value_name="rows"
         )
         churn["series"] = churn.operator + ": " + churn.what.map({"rows_updated": "added/updated", "rows_removed": "evicted"})
         st.altair_chart(
@@ -135,9 +129,9 @@ def render(ctx: Context) -> None:
             ),
             width="stretch",
         )
-    commit = rocksdb_commit(data.progress_tail(ctx.history, ctx.tok, qid, ctx.until, PROGRESS_TAIL))
+    commit = rocksdb_commit(progress)
     if not commit.empty:
-        summed = commit.groupby(["time", "at"], as_index=False)[list(COMMIT_METRICS)].sum()
+        summed = commit.groupby(["ts", "time", "at"], as_index=False)[list(COMMIT_METRICS)].sum()
         st.altair_chart(
             charts.lines(
                 summed,
@@ -151,6 +145,7 @@ def render(ctx: Context) -> None:
             ),
             width="stretch",
         )
+    commit_history(progress)
     st.subheader("Events")
     if table.empty:
         st.caption("No events in this range.")
@@ -183,6 +178,30 @@ def render(ctx: Context) -> None:
             st.session_state["_event_batch"] = (event.run_id, event.batch, float(event.ts))
             st.rerun()
     batch_detail(ctx)
+
+
+def config_panel(progress: list[dict]) -> None:
+    """The effective state configuration of the newest run, each value with where it was read."""
+    with st.expander("Effective configuration", expanded=True):
+        if not progress:
+            st.caption("No batch in the history yet: nothing reports the configuration.")
+            return
+        st.table(effective.effective_config(progress).map(fmt.md), hide_index=True)
+
+
+def commit_history(progress: list[dict]) -> None:
+    """Every batch is a commit: min / avg / max of its figures, then per window of batches (newest first)."""
+    batches = commits.per_batch(progress)
+    st.subheader("Commits")
+    if batches.empty:
+        st.caption("No batch progress in the history for this range.")
+        return
+    st.caption(
+        f"The newest {fmt.plural(len(batches), 'batch', 'batches')} (each commits its state), summed over the stateful "
+        "operators: min / avg / max over them, then per window of consecutive batches of one run, newest first."
+    )
+    st.table(commits.summary(batches).map(fmt.md), hide_index=True)
+    st.table(commits.history(batches).map(fmt.md), hide_index=True)
 
 
 def _event_target(runs: pd.DataFrame) -> tuple[str, int] | None:
@@ -230,7 +249,8 @@ def batch_detail(ctx: Context) -> None:
         format_func=lambda r: f"{fmt.short_id(r)} (started {fmt.when(started.get(r))}, last batch {last_batch[r]:,})",
     )
     batch_id = right.number_input("Batch id", min_value=0, step=1, key="batch_id")
-    write_url(run=run_id, batch=int(batch_id))
+    newest = run_id == with_batches.run_id.iloc[0] and int(batch_id) == last_batch[run_id]
+    write_url(run=None if newest else run_id, batch=None if newest else int(batch_id))  # no run and batch: the newest
     progress = data.batch(ctx.history, ctx.query_id, run_id, int(batch_id))
     if progress is None:
         row = runs[runs.run_id == run_id].iloc[0]

@@ -8,7 +8,7 @@ import streamlit as st
 
 from streamlit_app import charts, checkpoints, data, fmt
 from streamlit_app.context import Context, label
-from streamlit_app.views.checkpoint import inspect, partition_frame
+from streamlit_app.parts.inspection import inspect, partition_frame
 
 BUCKETS = 60
 

@@ -14,7 +14,7 @@ from observer.offline.checkpoint.report import CheckpointReport
 from observer.offline.checkpoint.restore import estimate_restore
 from streamlit_app import charts, checkpoints, data, fmt
 from streamlit_app.context import Context, label
-from streamlit_app.views.checkpoint import inspect
+from streamlit_app.parts.inspection import inspect
 
 KINDS = ("restore", "store_reload", "query_restarted", "executor_removed", "executor_added", "partitions_changed")
 

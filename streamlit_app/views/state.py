@@ -6,44 +6,12 @@ results are cached per checkpoint version.
 
 from __future__ import annotations
 
-import os
-
 import pandas as pd
 import streamlit as st
 
 from observer.offline import state_reader
-from streamlit_app import checkpoints, fmt, spark
+from streamlit_app import checkpoints, data, fmt
 from streamlit_app.context import Context
-
-PAGE_SIZE = 25
-
-
-@st.cache_data(max_entries=32, show_spinner="Reading state metadata...")
-def _operators(path: str, version: float) -> list[dict]:
-    return state_reader.operators(spark.session(), path)
-
-
-@st.cache_data(max_entries=32, show_spinner="Reading the store's schema...")
-def _schema(path: str, version: float, operator_id: int, store: str) -> str:
-    return state_reader.schema(spark.session(), path, operator_id, store)
-
-
-@st.cache_data(max_entries=32, show_spinner="Counting rows per partition...")
-def _rows(path: str, version: float, operator_id: int, store: str) -> dict[int, int]:
-    return state_reader.rows_per_partition(spark.session(), path, operator_id, store)
-
-
-@st.cache_data(max_entries=64, show_spinner="Reading a page of state rows...")
-def _sample(path: str, version: float, operator_id: int, store: str, key: str, partition: int | None, page: int) -> list[dict]:
-    return state_reader.sample(
-        spark.session(), path, operator_id, store, key_contains=key or None, partition=partition, offset=page * PAGE_SIZE, limit=PAGE_SIZE
-    )
-
-
-def _version(path: str) -> float:
-    """Changes when the query commits a batch, so cached reads follow the checkpoint."""
-    commits = os.path.join(path, "commits")
-    return os.path.getmtime(commits) if os.path.isdir(commits) else 0.0
 
 
 def render(ctx: Context) -> None:
@@ -57,9 +25,9 @@ def render(ctx: Context) -> None:
         return
     if not st.toggle("Read state with Spark", key="state_enabled", help="starts a local Spark session on first use"):
         return
-    version = _version(path)
+    version = data.checkpoint_version(path)
     try:
-        ops = _operators(path, version)
+        ops = data.state_operators(path, version)
     except state_reader.StateReaderUnavailable as exc:
         st.warning(fmt.md(exc))
         return
@@ -75,8 +43,8 @@ def render(ctx: Context) -> None:
         "Operator / store", choices, format_func=lambda c: f"operator {c[0]}, store {c[1]}", key="state_store"
     )
     try:
-        st.code(_schema(path, version, operator_id, store), language=None)
-        rows = _rows(path, version, operator_id, store)
+        st.code(data.state_schema(path, version, operator_id, store), language=None)
+        rows = data.state_rows(path, version, operator_id, store)
     except Exception as exc:
         st.error(f"Spark could not read store {operator_id}/{fmt.md(store)}: {fmt.md((str(exc).splitlines() or [''])[0])}")
         return
@@ -88,7 +56,7 @@ def render(ctx: Context) -> None:
         "Partition", [None, *sorted(rows)], format_func=lambda p: "all" if p is None else str(p), key="state_partition"
     )
     page = right.number_input("Page", min_value=1, value=1, step=1, key="state_page") - 1
-    sample = _sample(path, version, operator_id, store, key, partition, int(page))
+    sample = data.state_sample(path, version, operator_id, store, key, partition, int(page))
     if not sample:
         st.info("No rows match." if key or partition is not None or page else "The store is empty.")
         return
@@ -97,4 +65,4 @@ def render(ctx: Context) -> None:
         hide_index=True,
         width="stretch",
     )
-    st.caption(f"rows {page * PAGE_SIZE + 1}-{page * PAGE_SIZE + len(sample)}")
+    st.caption(f"rows {page * data.STATE_PAGE_SIZE + 1}-{page * data.STATE_PAGE_SIZE + len(sample)}")

@@ -3,18 +3,11 @@ cause first and the full trace folded away."""
 
 from __future__ import annotations
 
-import time
-
 import streamlit as st
 
-from streamlit_app import data, fmt
+from streamlit_app import fmt
 from streamlit_app.context import Context
-from streamlit_app.verdict import Verdict, verdicts
-
-
-def of_query(ctx: Context, query_id: str, now: float | None = None) -> list[Verdict]:
-    """Every verdict of the query, most severe first."""
-    return verdicts(data.facts(ctx.history, ctx.tok, query_id, time.time() if now is None else now))
+from streamlit_app.verdict import Verdict
 
 
 def line(v: Verdict, runbook_url: str) -> str:
