@@ -1,6 +1,6 @@
 """Regenerate the committed mixin artefacts (alerts/, dashboards/, deploy/prometheus-operator/,
 deploy/grafana/) and the dashboards bundled in the package (observer/mixin/bundled/) from the default
-configuration. Needs the ``mixin`` extra (grafana-foundation-sdk). tests/test_mixin.py fails when
+configuration. Needs the ``mixin`` extra (grafana-foundation-sdk). tests/unit/test_mixin.py fails when
 either is stale."""
 
 from __future__ import annotations

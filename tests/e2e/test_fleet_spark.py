@@ -1,6 +1,6 @@
 """The watcher's exposition of a real application equals the listener's for the same run.
 
-One real Spark run (tests/fleet_job.py) is observed both ways: the listener attached in the driver, and
+One real Spark run (tests/support/fleet_job.py) is observed both ways: the listener attached in the driver, and
 its event log, which the watcher follows afterwards. Same series names, same labels (``app``, the static
 labels, the info series' application id, attempt and log name) and the same values, except what is
 documented to differ: the observer's own series (what each process received and spent) and
@@ -23,9 +23,9 @@ from observer.settings import Settings
 
 # documented differences: the observer's own series, the seconds since progress (the listener's clock runs on), and
 # placement, which the watcher reads from the log's task events while this job's listener runs with Spark's UI off
-# (no REST API to poll); tests/test_placement_pipeline.py checks watch and replay placement against the truth. The
+# (no REST API to poll); tests/unit/test_placement_pipeline.py checks watch and replay placement against the truth. The
 # per-executor capacity series follow placement (which executor holds which store), so they differ with it
-# (tests/test_capacity_live.py checks them live and replayed)
+# (tests/unit/test_capacity_live.py checks them live and replayed)
 DIFFER = (
     "spark_state_observer_",
     "spark_streaming_query_seconds_since_progress",
@@ -38,7 +38,15 @@ def test_watcher_and_listener_export_the_same_series_for_one_run(tmp_path) -> No
     logs, exposition = tmp_path / "logs", tmp_path / "listener.prom"
     logs.mkdir()
     run_script(
-        ["tests/fleet_job.py", "--event-log-dir", str(logs), "--checkpoint", str(tmp_path / "ckpt"), "--exposition", str(exposition)]
+        [
+            "tests/support/fleet_job.py",
+            "--event-log-dir",
+            str(logs),
+            "--checkpoint",
+            str(tmp_path / "ckpt"),
+            "--exposition",
+            str(exposition),
+        ]
     )
     listener = {k: v for k, v in parse(exposition.read_text()).items() if not k[0].startswith(DIFFER)}
 

@@ -1,7 +1,7 @@
 """The history store on recorded real runs, and on databases that are locked, read-only, full or corrupt.
 
 Tests taking the ``history`` fixture run twice: on an SQLite file and on a fresh database of the real
-PostgreSQL server the session starts (tests/pg_server.py).
+PostgreSQL server the session starts (tests/support/pg_server.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``watch --history postgresql://...`` while PostgreSQL goes away and comes back.
 
-A real PostgreSQL server (tests/pg_server.py, its own one: it is stopped and started) holds the history of
+A real PostgreSQL server (tests/support/pg_server.py, its own one: it is stopped and started) holds the history of
 a ``watch`` process following a recorded event log (tests/fixtures, 59 batches of a growing state) that
 keeps growing as Spark writes it (``bench.eventlog_writer``). The server is stopped twice mid-run: once for
 less than the history buffer holds (nothing may be lost), once for more (what does not fit is dropped and
@@ -18,29 +18,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from growth_recording import APP, APP_ID, SCENARIO, _progress_cuts
 from pg_server import new_server
 from test_fleet import Series, Watch, value
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
-from conftest import FIXTURES
 
 pytestmark = pytest.mark.slow
 
-SCENARIO = os.path.join(FIXTURES, "incidents", "unbounded_growth", "run1", "eventlog")
-APP, APP_ID = "growth", "app-growth-1"
 # history rows held while the database is away: one batch here is about six rows (batch, operator, two
 # partitions, two placements), so the first outage's batches fit and the second's do not
 BUFFER_ROWS = 100
 FIRST, OUTAGE, OVERFLOW = 12, 8, 34  # progress events written before, during the short and during the long outage
-
-
-def _progress_cuts(lines: list[bytes]) -> list[int]:
-    """The index just after each progress event's line: where a slice of the log ends at a Spark flush."""
-    return [
-        i + 1
-        for i, line in enumerate(lines)
-        if line.startswith(b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"')
-    ]
 
 
 def _batches(series: Series) -> float:

@@ -1,8 +1,8 @@
 """A job on a local Spark Connect session with the observer attached, exporting over OTLP.
 
-Run by tests/test_otel.py in its own process: a local Connect server cannot share a process with the
+Run by tests/e2e/test_otel_spark.py in its own process: a local Connect server cannot share a process with the
 classic session the other tests use. Prints one JSON line with what the test compares against.
-Usage: python tests/connect_job.py OTLP_ENDPOINT CHECKPOINT_DIR
+Usage: python tests/support/connect_job.py OTLP_ENDPOINT CHECKPOINT_DIR
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft7Validator
 
-CRDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "crds")
+CRDS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "crds")
 FILES = {
     "PrometheusRule": "monitoring.coreos.com_prometheusrules.yaml",
     "ServiceMonitor": "monitoring.coreos.com_servicemonitors.yaml",

@@ -1,6 +1,6 @@
 """A real streaming application observed both ways at once: the listener attached, and its event log written.
 
-The equivalence test (tests/test_fleet_spark.py) then follows the log with the watcher and compares the
+The equivalence test (tests/e2e/test_fleet_spark.py) then follows the log with the watcher and compares the
 two expositions. Writes the listener's exposition, taken after the query stopped and the observer
 drained, to ``--exposition``.
 """
@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def main() -> None:

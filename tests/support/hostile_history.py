@@ -19,7 +19,7 @@ import zstandard
 from observer.offline.replay import replay
 from observer.settings import Settings
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "incidents")
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "incidents")
 HOSTILE_HOST = "127.0.0.1:9"
 # HTML and markdown that would make an element (or act) if rendered: meta refresh, a password form,
 # script, iframe, images, links, autolinks, entities, Streamlit's colour directive and math, a heading

@@ -1,6 +1,6 @@
 """An ordinary PySpark streaming job, with no line about the observer: zero-code attach's test subject.
 
-Started by tests/test_zerocode.py through ``spark-submit`` (``spark-state-observer run``, ``PYTHONPATH``
+Started by tests/e2e/test_zerocode_spark.py through ``spark-submit`` (``spark-state-observer run``, ``PYTHONPATH``
 alone, ``opentelemetry-instrument``). It counts a rate stream by ``value % 5`` (so its state holds 5
 rows), asks the builder for its session twice (the second answer is the same session), runs until
 ``--until-file`` appears or ``--batches`` stateful batches are done, then creates and stops a session

@@ -11,7 +11,7 @@ import pytest
 from conftest import FIXTURES, eventlog_dir, fixture_runs
 from observer.capture.eventlog_watch import EventLogWatcher
 from observer.metrics import catalog
-from observer.model.capacity import CONF_PREFIXES, MIB, PROVIDER_CONF, ROCKSDB_PREFIX, ROCKSDB_PROVIDER
+from observer.model.capacity import CONF_PREFIXES, MIB, PROVIDER_CONF, ROCKSDB_PROVIDER
 from observer.offline.replay import replay
 from observer.signals import kinds
 
@@ -78,23 +78,6 @@ def test_the_watcher_reads_the_conf_from_the_log(tmp_path) -> None:
     conf = dict(found[0].identity.spark_conf)
     assert conf[PROVIDER_CONF] == ROCKSDB_PROVIDER and conf["spark.sql.streaming.stateStore.minDeltasForSnapshot"] == "5"
     assert all(k.startswith(CONF_PREFIXES) for k in conf) and "spark.executor.extraJavaOptions" not in conf  # nothing else
-
-
-@pytest.mark.slow
-def test_attach_reads_the_session_conf(spark) -> None:
-    import observer
-
-    spark.conf.set(ROCKSDB_PREFIX + "blockCacheSizeMB", "16")
-    try:
-        handle = observer.attach(spark, http_enabled=False, history_enabled=False)
-        try:
-            conf = handle.observer.capacity_conf
-            assert conf.provider == "rocksdb" and conf.block_cache_bytes == 16 * MIB
-            assert conf.shuffle_partitions == int(spark.conf.get("spark.sql.shuffle.partitions"))
-        finally:
-            handle.stop()
-    finally:
-        spark.conf.unset(ROCKSDB_PREFIX + "blockCacheSizeMB")
 
 
 def test_bounded_memory_divides_the_shared_total_and_is_said_once_per_operator() -> None:

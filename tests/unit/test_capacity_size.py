@@ -10,7 +10,7 @@ import pytest
 from observer.cli.main import main
 from observer.model.capacity import MIB
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures")
 EXECUTOR_LOSS = os.path.join(FIXTURES, "incidents", "executor_loss", "run1")
 
 

@@ -185,7 +185,7 @@ def test_json_the_typed_decoder_refuses_still_parses() -> None:
     assert event.batch_id == 1 and event.input_rows_per_second is None and event.problems  # type: ignore[union-attr]
 
 
-# --- the hostile corpus (tests/test_hostile.py): wherever the hardened reference cleans, bounds or refuses,
+# --- the hostile corpus (tests/unit/test_hostile.py): wherever the hardened reference cleans, bounds or refuses,
 # the fast path declines; wherever it keeps a value as it is, both read the same --------------------------
 
 

@@ -8,7 +8,7 @@ by the code below from the recorded real runs (bombs included, nothing binary is
 
 The default run takes a few hundred cases; ``-m slow`` runs the corpus of more than 10,000 cases and the
 peak-memory figures per input class (each in its own process: ``resource.getrusage``), printed with
-``-s``: ``python -m pytest tests/test_hostile.py -m slow -s``.
+``-s``: ``python -m pytest tests/unit/test_hostile.py -m slow -s``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import json
 import logging
 import os
 import random
@@ -26,7 +25,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,10 +32,10 @@ from dataclasses import dataclass
 import pytest
 from prometheus_client import CollectorRegistry
 
-from conftest import FIXTURES, ROOT, Server, eventlog_dir, free_port, need
+from conftest import FIXTURES, ROOT, eventlog_dir
 from observer.cli.main import main as cli_main
 from observer.exporters import http as http_exporter
-from observer.exporters.http import MetricsServer, Pusher
+from observer.exporters.http import MetricsServer
 from observer.metrics import catalog
 from observer.runtime import Observer
 from observer.settings import Settings, SettingsError
@@ -580,21 +578,3 @@ def test_watch_survives_clients_that_hang_up_and_the_corpus(tmp_path) -> None:
     assert code == 0, err
     assert "positions saved" in err and state.stat().st_size > 0
     assert "Traceback" not in err
-
-
-@pytest.mark.slow
-def test_the_pushgateway_keeps_odd_grouping_values_exactly() -> None:
-    """Static labels become the grouping key's path: values a path would change reach the gateway as given."""
-    binary = need("prometheus-pushgateway")
-    port = free_port()
-    gateway = Server([binary, f"--web.listen-address=127.0.0.1:{port}"], f"http://127.0.0.1:{port}/-/ready")
-    static = dict(Settings.from_env(labels="cluster=..,zone=.,team=a%2Fb c,site=zürich\x00,env=prod:1").static_labels)
-    try:
-        pusher = Pusher(lambda: b"hostile_probe 1\n", f"http://127.0.0.1:{port}", "my/job", 3600, 5, None, static, lambda: None)
-        assert pusher.push_once()
-        pusher._stop.set()
-        groups = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/metrics", timeout=5).read())["data"]
-    finally:
-        gateway.stop()
-    assert [g["labels"] for g in groups] == [{"job": "my/job", **static}]
-    assert static["site"] == "zürich\ufffd"

@@ -113,7 +113,7 @@ def test_restarts_are_where_truth_says(scenario: str) -> None:
             assert before[-1]["batchId"] == restart["previous_last_batch_id"]
 
 
-# the growth corpus's bounded runs are clean too; their own facts are checked in tests/test_growth_verdict.py
+# the growth corpus's bounded runs are clean too; their own facts are checked in tests/unit/test_growth_verdict.py
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if truth(s).get("clean") and "growth" not in truth(s)])
 def test_clean_runs_are_clean(scenario: str) -> None:
     """One run, no executor change, no exception, the partitions it was asked for on every batch."""

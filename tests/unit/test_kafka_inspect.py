@@ -1,6 +1,6 @@
 """The catch-up forecast's arithmetic, and the read rate the inspector takes from a history of a real restart.
 
-The inspector against a real broker and checkpoint is checked end to end in ``tests/test_kafka_e2e.py``.
+The inspector against a real broker and checkpoint is checked end to end in ``tests/e2e/test_kafka_e2e.py``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The recorded ``kafka_restart`` fixture (``scripts/record_kafka.py``: a real KRaf
 record timestamps, a rate-limited windowed count stopped for ~50 s while the producer went on, then restarted
 on its checkpoint until caught up) is replayed from its event logs (offsets as JSON strings) through the
 observer, and the exported series and signals are checked against the producer's truth (``truth.json``).
-``KAFKA_SCENARIOS`` gives ``tests/test_signal_kinds.py`` one synthetic sequence per Kafka signal kind.
+``KAFKA_SCENARIOS`` gives ``tests/unit/test_signal_kinds.py`` one synthetic sequence per Kafka signal kind.
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ def test_top_k_bounds_the_partition_series_and_drops_those_that_leave_it() -> No
     assert len(set().union(*seen)) > 1  # the top partition changed, and the one before was dropped
 
 
-# --- one synthetic sequence per Kafka signal kind, for tests/test_signal_kinds.py --------------------
+# --- one synthetic sequence per Kafka signal kind, for tests/unit/test_signal_kinds.py --------------------
 RECORDED = progress_lines(os.path.join(SCENARIO, "run1"))
 
 

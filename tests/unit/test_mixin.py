@@ -10,18 +10,16 @@ import dataclasses
 import importlib.util
 import json
 import os
-import subprocess
 
 import pytest
 import yaml
 from crd_schema import errors as crd_errors
 
-from conftest import ROOT, need
+from conftest import ROOT
 from observer.cli import main
 from observer.mixin import export
 from observer.mixin.config import MixinConfig, MixinConfigError, config_from_mapping, documented_defaults, load_config
 from observer.mixin.prometheus_operator import objects
-from observer.mixin.rules import rule_documents
 
 CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
 
@@ -151,17 +149,6 @@ def test_crd_validation_rejects_broken_objects() -> None:
     monitor = objects(MixinConfig())["servicemonitor.yaml"]
     del monitor["spec"]["selector"]
     assert any("selector" in e for e in crd_errors(monitor))
-
-
-def test_prometheus_rule_carries_the_rule_files_and_passes_promtool(tmp_path) -> None:
-    config = load_config(CUSTOM)
-    rule = objects(config)["prometheusrule.yaml"]
-    docs = rule_documents(config)
-    assert rule["spec"]["groups"] == docs["recording.yml"]["groups"] + docs["rules.yml"]["groups"]
-    path = tmp_path / "spec.yml"
-    path.write_text(yaml.safe_dump(rule["spec"]))
-    result = subprocess.run([need("promtool"), "check", "rules", str(path)], capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_monitors_select_what_the_configuration_names() -> None:

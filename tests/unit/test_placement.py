@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FIXTURES, ROOT, run_script
+from conftest import FIXTURES
 from observer.metrics.catalog import COUNTER
 from observer.model.tasks import BatchTasks, TaskEventReader
 from observer.offline.task_events import read_events, replay_placement
@@ -393,37 +393,6 @@ def test_the_poller_on_recorded_rest_answers_sees_the_replayed_placement() -> No
             ]
     assert any(ob.migrations for ob in live)
     assert source.requests / (end - first) < 8  # a handful of requests per batch, not one per task
-
-
-@pytest.mark.slow
-def test_live_placement_equals_the_replayed_placement_of_the_same_run(tmp_path) -> None:
-    """The kill scenario with the REST poller attached: what it saw live is what the event log says."""
-    out = str(tmp_path / "live")
-    run_script([os.path.join(ROOT, "scripts", "record_placement.py"), "--live-check", "--out", out], timeout=900)
-    with open(os.path.join(out, "live_placement.json")) as f:
-        live = json.load(f)
-    # a poll that timed out (the driver is busy around the kill) is retried at the next batch: coverage is what counts
-    _, batches, errors = replay_placement([os.path.join(out, "eventlog")])
-    assert errors == []
-    replay = {(b.batch_id, b.operator): b for b in batches}
-    seen = sorted({row["batch_id"] for row in live["batches"]})
-    assert len(seen) >= 8 and seen == list(range(seen[0], seen[-1] + 1))  # no batch skipped: migrations compare neighbours
-    for row in live["batches"]:
-        ob = replay[(row["batch_id"], row["operator"])]
-        assert {int(k): v for k, v in row["placement"].items()} == ob.placement
-        assert sorted(map(tuple, row["migrations"])) == sorted(
-            (m.partition, m.from_executor, m.to_executor, m.cause) for m in ob.migrations
-        )
-    moved = [m for row in live["batches"] for m in row["migrations"]]
-    assert moved and all(m[1] == live["killed"]["executor_id"] and m[3] == EXECUTOR_REMOVED for m in moved)
-    # attach() polled on its own (placement=auto, UI on): its partition_migrated signals are the product replay's
-    from observer.offline.replay import replay
-
-    replayed_signals: list = []
-    replay([os.path.join(out, "eventlog")], on_signal=replayed_signals.append)
-    keys = ("batch_id", "operator_id", "migrated", "partitions", "causes", "from_executors", "to_executors")
-    replayed_moves = [{k: s.attributes[k] for k in keys} for s in replayed_signals if s.kind == "partition_migrated"]
-    assert [{k: a[k] for k in keys} for a in live["signals"]] == replayed_moves
 
 
 def test_a_restart_is_not_compared_with_the_previous_run() -> None:

@@ -2,7 +2,7 @@
 placement, ``partition_migrated`` signals and placement metrics as the live status store did.
 
 The fixtures were recorded from real ``local-cluster`` runs by ``scripts/record_placement.py``; each
-``truth.json`` holds the live driver's REST reading of every stateful task (see tests/test_placement.py).
+``truth.json`` holds the live driver's REST reading of every stateful task (see tests/unit/test_placement.py).
 """
 
 from __future__ import annotations
@@ -168,31 +168,6 @@ def test_watched_logs_give_the_same_placement_as_replay(tmp_path) -> None:
         return [s.attributes for s in signals if s.kind == PARTITION_MIGRATED]
 
     assert moved(watch_signals) and moved(watch_signals) == moved(replay_signals)
-
-
-@pytest.mark.slow
-def test_backtest_fires_partitions_migrating_where_state_keeps_moving(tmp_path) -> None:
-    """The alert through a real Prometheus on the recorded runs: state moving in two batches of a short run fires it
-    (threshold lowered to 2 batches, no ``for``); one executor loss (one batch with moves) does not."""
-    from conftest import need
-    from observer.mixin.config import load_config
-    from observer.mixin.rules import rule_files
-    from observer.offline import backtest as bt
-
-    need("prometheus")
-    config = load_config(None, ["thresholds.partition_migration_batches=2", "for_durations.SparkStatePartitionsMigrating=0m"])
-    paths = []
-    for name, text in rule_files(config).items():
-        paths.append(str(tmp_path / name))
-        with open(paths[-1], "w") as f:
-            f.write(text)
-    fired = {}
-    for name in ("locality", "kill"):
-        _, eventlog = scenario(name)
-        report = bt.run_backtest([eventlog], paths, scrape_interval=5, eval_interval=5, work_dir=str(tmp_path / name))
-        fired[name] = [f for f in report.fired() if f.alert == "SparkStatePartitionsMigrating"]
-    assert fired["locality"] and {f.labels["operator"] for f in fired["locality"]} == {"stateStoreSave"}
-    assert fired["kill"] == []
 
 
 def test_two_applications_fed_event_by_event_keep_their_placements_apart() -> None:

@@ -128,7 +128,7 @@ def test_restores_use_the_load_metrics_spark_reports(
     corpus: dict[str, precision.Replayed], without_tasks: dict[str, precision.Replayed], scenario: str
 ) -> None:
     """4.1+: the dedupe's restore is its load metric; the aggregation's (whose metric reads its steady second
-    load, docs/findings/restore-metrics.md) comes from task times (tests/test_restore_tasks.py), or without
+    load, docs/findings/restore-metrics.md) comes from task times (tests/unit/test_restore_tasks.py), or without
     them is the residual, well under the whole first-batch excess."""
     by_op = {e.attributes["operator"]: e.attributes for e in signals_of(corpus[scenario], kinds.RESTORE)}
     first = next(p for p in progress(scenario, "run2") if p["batchId"] == by_op["dedupe"]["batch_id"])
@@ -291,7 +291,7 @@ def test_the_vocabulary_is_one_list() -> None:
         "other",
     }
     assert all(c in catalog.QUERY_TERMINATIONS_BY_CLASS.help for c in kinds.EXCEPTION_CLASSES)
-    with open(os.path.join(os.path.dirname(__file__), "..", "observer", "mixin", "runbook.md")) as f:
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "observer", "mixin", "runbook.md")) as f:
         runbook = f.read()
     assert all(f"`{c}`" in runbook for c in kinds.EXCEPTION_CLASSES)
 

@@ -572,7 +572,7 @@ SCENARIOS: dict[str, Callable[[], Pipeline]] = {
 
 
 def test_every_kind_has_a_scenario() -> None:
-    """Kafka kinds have theirs in tests/test_kafka_signals.py (on a recorded Kafka batch)."""
+    """Kafka kinds have theirs in tests/unit/test_kafka_signals.py (on a recorded Kafka batch)."""
     assert set(SCENARIOS) | set(KAFKA_SCENARIOS) == set(SIGNAL_KINDS) and not set(SCENARIOS) & set(KAFKA_SCENARIOS)
 
 
