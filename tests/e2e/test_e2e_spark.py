@@ -183,13 +183,10 @@ def test_bounded_and_unbounded_state_are_told_apart(spark, tmp_path) -> None:
         handle.stop()
 
 
-def test_restart_in_a_new_process(tmp_path) -> None:
+def test_restart_in_a_new_process(restarted_run) -> None:
     """Two processes on one checkpoint: the second one's observer reports the restart and the restore."""
-    ck, run1, run2 = str(tmp_path / "ck"), str(tmp_path / "run1"), str(tmp_path / "run2")
-    script = os.path.join(ROOT, "scripts", "scenario_job.py")
-    run_script([script, "--checkpoint", ck, "--out", run1, "--event-log", "--batches", "4"])
-    before = inspect_checkpoint(ck)
-    run_script([script, "--checkpoint", ck, "--out", run2, "--event-log", "--batches", "3"])
+    run1, run2 = restarted_run["runs"]
+    before = inspect_checkpoint(restarted_run["before"])  # the checkpoint as the first process left it
     with open(os.path.join(run2, "signals.jsonl")) as f:
         live = [json.loads(line) for line in f]
     restart = next(s for s in live if s["kind"] == "query_restarted")
@@ -217,9 +214,8 @@ def test_restart_in_a_new_process(tmp_path) -> None:
     assert 0.1 < ratio < 10
 
 
-def test_executor_loss_in_local_cluster(tmp_path) -> None:
-    out = str(tmp_path / "lost")
-    run_script([os.path.join(ROOT, "scripts", "executor_loss_job.py"), "--out", out], timeout=600)
+def test_executor_loss_in_local_cluster(executor_loss_run) -> None:
+    out = executor_loss_run
     with open(os.path.join(out, "signals.jsonl")) as f:
         live = [json.loads(line) for line in f]
     kill = next(i for i, s in enumerate(live) if s["kind"] == "test_killed_executor")

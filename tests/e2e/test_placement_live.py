@@ -7,7 +7,6 @@ import os
 
 import pytest
 
-from conftest import ROOT, run_script
 from observer.offline.task_events import replay_placement
 from observer.signals.placement import (
     EXECUTOR_REMOVED,
@@ -15,10 +14,9 @@ from observer.signals.placement import (
 
 
 @pytest.mark.slow
-def test_live_placement_equals_the_replayed_placement_of_the_same_run(tmp_path) -> None:
+def test_live_placement_equals_the_replayed_placement_of_the_same_run(executor_loss_run) -> None:
     """The kill scenario with the REST poller attached: what it saw live is what the event log says."""
-    out = str(tmp_path / "live")
-    run_script([os.path.join(ROOT, "scripts", "record_placement.py"), "--live-check", "--out", out], timeout=900)
+    out = executor_loss_run
     with open(os.path.join(out, "live_placement.json")) as f:
         live = json.load(f)
     # a poll that timed out (the driver is busy around the kill) is retried at the next batch: coverage is what counts

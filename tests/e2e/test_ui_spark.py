@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pytest
 from test_ui import app, as_shown, fmt_duration, frames, restart_db, texts  # noqa: F401  (restart_db: the module's fixture)
 
-from conftest import (
-    REQUIRE_REAL,
-)
 from observer.history.loaders import load_queries
 
 
@@ -73,23 +69,20 @@ def test_checkpoint_and_state_pages_on_a_real_checkpoint(monkeypatch, restart_db
 
 
 @pytest.mark.slow
-def test_restores_page_sets_the_inspectors_prediction_next_to_the_measured_restore_of_the_same_checkpoint(monkeypatch, tmp_path) -> None:
+def test_restores_page_sets_the_inspectors_prediction_next_to_the_measured_restore_of_the_same_checkpoint(
+    monkeypatch, restarted_run
+) -> None:
     """A real query run twice on one checkpoint (two processes, the observer writing the history): the
     Restores page, given the checkpoint's root, shows the inspector's estimate for that checkpoint per
     operator next to the restore the history measured, and compares only measured (not low-confidence)
     figures; the prediction is not calibrated on the restore it is compared with."""
     import dataclasses
 
-    from incident_truth import screenshots_module
     from observer.history.loaders import load_events
     from observer.offline.checkpoint import inspect_checkpoint
     from observer.offline.checkpoint.restore import estimate_restore
 
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        if REQUIRE_REAL:
-            pytest.fail("Java is not installed")
-        pytest.skip("Java is not installed")
-    history, root = screenshots_module().record_restore(str(tmp_path))
+    history, root = restarted_run["history"], restarted_run["root"]
     queries = load_queries(history)
     assert len(queries) == 1
     qid = queries.query_id.iloc[0]
