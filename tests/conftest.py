@@ -158,10 +158,10 @@ def restarted_run(tmp_path_factory: Any) -> dict[str, Any]:
     runs = [str(work / "run1"), str(work / "run2")]
     script = os.path.join(ROOT, "scripts", "scenario_job.py")
     common = ["--checkpoint", checkpoint, "--name", "restore_demo", "--event-log", "--history", history]
-    run_script([script, *common, "--out", runs[0], "--batches", "6"])
+    run_script([script, *common, "--out", runs[0], "--batches", "4"])
     before = str(work / "before")
     shutil.copytree(checkpoint, before)
-    run_script([script, *common, "--out", runs[1], "--batches", "4"])
+    run_script([script, *common, "--out", runs[1], "--batches", "3"])
     return {"root": root, "checkpoint": checkpoint, "before": before, "history": history, "runs": runs}
 
 
