@@ -45,10 +45,24 @@ def browser_page(large_history):
         browser.close()
 
 
+# Streamlit's own script state on the app's root (its status widget shows up only a moment after a run starts)
+SCRIPT_DONE = (
+    "() => document.querySelector(\"[data-testid='stApp']\")?.getAttribute('data-test-script-state') === 'notRunning'"
+    " && !document.querySelector(\"[data-testid='stStatusWidgetRunningIcon']\")"
+)
+
+
 def open_page(base: str, page, name: str, query_id: str | None = None) -> str:
-    """The page's text once its script has run (charts are not waited for: these checks read text)."""
+    """The page's text once its script has run (charts are not waited for: these checks read text).
+
+    Its heading shows, then Streamlit says the script is not running, twice a quarter second apart (a rerun
+    the first run asks for has started by then). ``shots.settle`` waits 0.8 s twice for the status widget
+    instead: a screenshot can afford it, a hundred pages here add minutes."""
     page.goto(shots.url(base, name, query_id), wait_until="domcontentloaded")
-    shots.settle(page, shots.HEADINGS[name], draw_ms=0)
+    page.get_by_role("heading", name=shots.HEADINGS[name]).first.wait_for(timeout=90_000)
+    for _ in range(2):
+        page.wait_for_timeout(250)
+        page.wait_for_function(SCRIPT_DONE, timeout=90_000)
     return shots.visible_text(page)
 
 
