@@ -1,14 +1,23 @@
-# Tasks: make test | test-fast | lint | format | typecheck | generate | check-generated
+# Tasks: make test | test-fast | test-unit | test-integration | test-e2e | lint | format | typecheck | generate | check-generated
 PYTHON ?= python
 GENERATED = README.md docs/reference.md dashboards alerts deploy/prometheus-operator deploy/grafana observer/mixin/bundled streamlit_app/static
 
-.PHONY: test test-fast lint format typecheck generate check-generated
+.PHONY: test test-fast test-unit test-integration test-e2e lint format typecheck generate check-generated
 
 test:  ## the whole suite: end-to-end on real Spark, Prometheus and Chromium included
 	$(PYTHON) -m pytest
 
-test-fast:  ## no Spark session, no servers
+test-fast:  ## the tests not marked slow, in every folder (a few use promtool or PostgreSQL)
 	$(PYTHON) -m pytest -m "not slow"
+
+test-unit:  ## tests/unit: no Spark, no external server
+	$(PYTHON) -m pytest tests/unit
+
+test-integration:  ## tests/integration: real Prometheus, promtool, PostgreSQL, Kafka, s3proxy, Chromium, buildah ...
+	$(PYTHON) -m pytest tests/integration
+
+test-e2e:  ## tests/e2e: real Spark
+	$(PYTHON) -m pytest tests/e2e
 
 lint:  ## ruff, and the import contract (packages follow the flow: [tool.importlinter] in pyproject.toml)
 	ruff check .

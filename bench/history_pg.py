@@ -13,7 +13,7 @@ the sink does. Measured in the same run, each repeat into a fresh database:
 - PostgreSQL, ``--writers`` processes at once, each with its own queries and ``--events`` events (rate
   = all events / time from the common start until the last commit).
 
-Without ``--url`` a throw-away server is started as tests/pg_server.py does (fsync on, as in production).
+Without ``--url`` a throw-away server is started as tests/support/pg_server.py does (fsync on, as in production).
 Each measurement runs in a subprocess of its own; with ``--baseline DIR`` (a checkout of another version,
 e.g. ``git archive merge17 | tar -x -C DIR``) every measurement is also made with that version's ``observer``
 package, interleaved, on the same server. Client CPU is the writer process's; server CPU is that of the
@@ -33,7 +33,7 @@ import tempfile
 import time
 import uuid
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
 # the version measured (--baseline runs another)
 sys.path.insert(0, os.environ.get("HISTORY_BENCH_CODE", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")))
 

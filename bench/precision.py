@@ -14,7 +14,7 @@ judged too), and per signal kind this prints, as a Markdown table:
   recorded run time.
 
 Informational kinds (a query started, state is bounded, a load was slow...) state facts, not incidents:
-they are listed with their rate and never counted as false. ``tests/test_precision.py`` turns the key
+they are listed with their rate and never counted as false. ``tests/unit/test_precision.py`` turns the key
 figures into tests.
 """
 

@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(3.5.8 4.0.5 4.3.0)
-tests=(tests/test_e2e_spark.py tests/test_replay.py tests/test_eventlog.py)
+tests=(tests/e2e/test_e2e_spark.py tests/unit/test_replay.py tests/unit/test_eventlog.py)
 select='rocksdb_query or hdfs or stalled or restart_in_a_new_process or replay or eventlog or codec or metrics_equal'
 echo "| PySpark | result |"
 echo "|---|---|"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetch s3proxy (an S3-compatible server, org.gaul:s3proxy, its jar-with-dependencies) from Maven Central with
 # Maven's own client into a cache, for the object-store tests: $DIR/s3proxy-<version>.jar, run as
-#   java -jar s3proxy-<version>.jar --properties s3proxy.conf   (filesystem backend, loopback: tests/s3_server.py)
+#   java -jar s3proxy-<version>.jar --properties s3proxy.conf   (filesystem backend, loopback: tests/support/s3_server.py)
 #
 # Environment: SPARK_STATE_OBSERVER_S3PROXY_DIR (default ~/.cache/spark-state-observer/s3proxy),
 # SPARK_STATE_OBSERVER_S3PROXY_VERSION (default 2.6.0), SPARK_STATE_OBSERVER_MAVEN_REPO (default Maven Central).

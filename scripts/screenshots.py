@@ -7,7 +7,7 @@ its URL and writes ``docs/screenshots/<page>.png``.
 
     python scripts/screenshots.py [--history DB] [--batches 20000] [--out docs/screenshots] [--chromium /usr/bin/chromium]
 
-The functions are shared with the Chromium tests (``tests/test_ui_browser.py``).
+The functions are shared with the Chromium tests (``tests/integration/test_ui_browser.py``).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _keep_everything() -> Any:
 def incident_truths() -> dict[str, dict]:
     """Scenario name -> its ``truth.json`` (what happened, written by scripts/record_incidents.py). The growth
     corpus (scripts/record_growth.py) is left out: it keeps progress lines only, without the run's end the
-    browser needs, and tests/test_growth_verdict.py checks the browser's text on it."""
+    browser needs, and tests/unit/test_growth_verdict.py checks the browser's text on it."""
     found = {}
     for path in sorted(glob.glob(os.path.join(INCIDENTS, "*", "truth.json"))):
         with open(path) as f:

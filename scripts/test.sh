@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: install everything the tests need, then run them (arguments go to pytest).
 #
-#   bash scripts/test.sh                 # the whole suite
+#   bash scripts/test.sh                 # the whole suite (tests/unit, tests/integration, tests/e2e)
 #   bash scripts/test.sh -m "not slow"   # the fast tests alone
+#   bash scripts/test.sh tests/unit      # one folder: unit (no Spark, no server), integration (real servers), e2e (real Spark)
 #
 # Debian packages (Prometheus, promtool, Pushgateway, Alertmanager, Java, Maven, Chromium, PostgreSQL, and
 # buildah with mmdebstrap for the container image test) are

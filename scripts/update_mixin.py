@@ -1,7 +1,7 @@
 """Regenerate the committed mixin artefacts (alerts/, dashboards/, deploy/prometheus-operator/,
 deploy/grafana/), the dashboards bundled in the package (observer/mixin/bundled/) and the runbook the state
 browser serves (streamlit_app/static/runbook.md, the default runbook_base_url) from the default
-configuration. Needs the ``mixin`` extra (grafana-foundation-sdk). tests/test_mixin.py fails when
+configuration. Needs the ``mixin`` extra (grafana-foundation-sdk). tests/unit/test_mixin.py fails when
 either is stale."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The full settings and metric tables (47 settings, 175 metrics: over 220 lines) would take half of a README
 meant to stay within ~400 lines, so they live in ``docs/reference.md``; the README gets a short summary of
 each (settings by area, metrics by what a series is counted per), also generated, so neither can go stale.
-``make check-generated`` and ``tests/test_registry.py`` fail when a committed copy differs from ``render``.
+``make check-generated`` and ``tests/unit/test_registry.py`` fail when a committed copy differs from ``render``.
 """
 
 from __future__ import annotations

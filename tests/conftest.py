@@ -136,6 +136,47 @@ def spark() -> Iterator[object]:
     session.stop()
 
 
+def need_java() -> None:
+    """Skip without Java (Spark's JVM), or fail where real parts are required."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        if REQUIRE_REAL:
+            pytest.fail("Java is not installed")
+        pytest.skip("Java is not installed")
+
+
+@pytest.fixture(scope="session")
+def restarted_run(tmp_path_factory: Any) -> dict[str, Any]:
+    """``scripts/scenario_job.py`` run twice on one checkpoint in two processes (the second restores the
+    first's state), with the event log and a history; a copy of the checkpoint as the first run left it.
+
+    The restart test and the Restores page test read the same two runs: each run is a new JVM and a query,
+    half a minute apiece on a busy 2-core machine, so the suite makes them once."""
+    need_java()
+    work = tmp_path_factory.mktemp("restarted")
+    root = str(work / "checkpoints")
+    checkpoint, history = os.path.join(root, "restore_demo"), str(work / "restore.db")
+    runs = [str(work / "run1"), str(work / "run2")]
+    script = os.path.join(ROOT, "scripts", "scenario_job.py")
+    common = ["--checkpoint", checkpoint, "--name", "restore_demo", "--event-log", "--history", history]
+    run_script([script, *common, "--out", runs[0], "--batches", "4"])
+    before = str(work / "before")
+    shutil.copytree(checkpoint, before)
+    run_script([script, *common, "--out", runs[1], "--batches", "3"])
+    return {"root": root, "checkpoint": checkpoint, "before": before, "history": history, "runs": runs}
+
+
+@pytest.fixture(scope="session")
+def executor_loss_run(tmp_path_factory: Any) -> str:
+    """The kill scenario of ``scripts/record_placement.py --live-check`` (``executor_loss_job``: local-cluster,
+    executor 1 killed inside a batch, the driver's REST API polled live): its output folder.
+
+    The executor-loss test and the live placement test read the same run, a local cluster of three JVMs."""
+    need_java()
+    out = str(tmp_path_factory.mktemp("executor_loss") / "live")
+    run_script([os.path.join(ROOT, "scripts", "record_placement.py"), "--live-check", "--out", out], timeout=900)
+    return out
+
+
 def run_script(args: list[str], timeout: float = 300) -> None:
     """Run one of the repo's scripts in a new process; on failure, show the end of its stderr."""
     proc = subprocess.run([sys.executable, *args], timeout=timeout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)

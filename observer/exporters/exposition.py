@@ -10,7 +10,7 @@ The text is what ``generate_latest`` prints for the same families: families in o
 appearance, ``# HELP``/``# TYPE`` once per family (counters as ``<name>_total``), then its samples in
 order, label names sorted, label values escaped, values through ``floatToGoString``. Both paths group
 samples with ``Families`` and name and type them with ``family()``, so they agree on which series exist;
-tests/test_exposition.py checks that the two texts parse to the same samples.
+tests/unit/test_exposition.py checks that the two texts parse to the same samples.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ the reference would. It *declines* (returns ``None``) whenever the reference wou
 truncated something, or could read the input differently: a value of the wrong type fails the typed
 decode, and the checks below catch non-finite numbers, bounds and sentinels. The caller then runs the
 reference parser, so odd input is handled exactly as before and the fast path never decides anything
-the reference does not (``tests/test_decode.py`` compares both on every recorded event).
+the reference does not (``tests/unit/test_decode.py`` compares both on every recorded event).
 
 The reference also guards against hostile input (``observer.model.bounded``): it cleans every string that
 becomes a label or text of lone surrogates and control characters, bounds lengths, batch ids (longs) and

@@ -135,7 +135,7 @@ def assemble(cls: type[_T], state: dict[str, Any]) -> _T:
     per field that a frozen ``__init__`` makes: 0.6 against 2.1 µs for a ``QueryProgress``, ~5 µs an event with two
     operators. ``state`` becomes the instance's ``__dict__``: pass a fresh dict. No validation runs (these
     dataclasses have no ``__post_init__``); a wrong number of fields is a ``TypeError``, and
-    tests/test_decode.py compares what ``observer.model.decode`` assembles with the reference parser's
+    tests/unit/test_decode.py compares what ``observer.model.decode`` assembles with the reference parser's
     ``__init__``-built events, field by field, on every recorded event.
     """
     count = _FIELD_COUNTS.get(cls)

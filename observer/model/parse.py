@@ -222,7 +222,7 @@ def _sum_sources(raw_sources: list[Any], key: str) -> float | None:
 def _rate(value: float | None) -> float | None:
     """Rates as ``progress.json`` gives them: rounded half-up to 0.1 (event logs carry the raw double).
 
-    The same figure as ``_rate_decimal`` (tests/test_precision.py compares them on every recorded rate and on
+    The same figure as ``_rate_decimal`` (tests/unit/test_precision.py compares them on every recorded rate and on
     edge cases), without a ``Decimal`` per rate: four rates an event made it ~4 µs of the event's cost. The
     rounding reads the double's shortest decimal text, as ``Decimal(repr(value))`` does: the tenths as an
     integer, plus one when the next digit is 5 or more (half-up, away from zero); ``tenths / 10`` is an

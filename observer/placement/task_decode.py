@@ -11,7 +11,7 @@ Like ``observer.model.decode`` for progress, it *declines* (returns ``None``) wh
 the line differently or would note a problem: a field of an unexpected type fails the typed decode (an id that is
 a string, a host that is a number), and so do what ``json.loads`` reads but msgspec does not (``NaN``, numbers out
 of range, lone surrogates). The caller then parses the line with ``json.loads`` and feeds the reference, so odd
-input is handled exactly as before (``tests/test_task_decode.py`` compares both on every recorded fixture and on
+input is handled exactly as before (``tests/unit/test_task_decode.py`` compares both on every recorded fixture and on
 hostile lines).
 
 The structs are not tracked by the garbage collector (``gc=False``, ~25 % of the decode): decoded JSON cannot form

@@ -1,0 +1,225 @@
+"""Backtests of recorded runs whose alerts are checked against real Prometheus and promtool."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+
+import pytest
+from test_backtest import RULES, _logs
+
+from conftest import FIXTURES, ROOT, need
+from observer.offline import backtest as bt
+from observer.offline.backtest import formats
+
+
+# --- real Prometheus and promtool -------------------------------------------------------------------
+@pytest.fixture
+def tools() -> None:
+    need("prometheus")
+    need("promtool")
+
+
+def _agrees_with_promtool(report: bt.BacktestReport, work: str, tamper: bool = False) -> subprocess.CompletedProcess[str]:
+    if tamper:  # move every firing one evaluation later: promtool must then disagree
+        for f in report.firings:
+            if f.firing_at is not None:
+                f.firing_at += report.eval_interval
+    steps = [report.start + i * report.eval_interval for i in range(int((report.end - report.start) // report.eval_interval) + 1)]
+    test = bt.write_promtool_test(report, os.path.join(work, "series.om"), RULES, work, steps)
+    return subprocess.run([shutil.which("promtool") or "promtool", "test", "rules", test], capture_output=True, text=True)
+
+
+@pytest.mark.slow
+def test_a_failed_restart_fires_query_failed_when_it_fails_and_promtool_agrees(tools, tmp_path) -> None:
+    work = str(tmp_path / "bt")
+    report = bt.run_backtest(_logs("schema_failure"), RULES, scrape_interval=5, eval_interval=5, work_dir=work)
+    fired = {f.alert: f for f in report.fired()}
+    assert set(fired) == {"SparkStreamingQueryFailed"}, formats.render_table(report)
+    failed_at = next(s["time"] for s in report.signals if s["kind"] == "query_terminated" and s["attributes"]["outcome"] == "exception")
+    # fires at the first evaluation after the failure, not before
+    assert failed_at <= fired["SparkStreamingQueryFailed"].firing_at <= failed_at + 2 * report.eval_interval
+    assert fired["SparkStreamingQueryFailed"].labels["query"] == "demo_dedup_window"
+    assert fired["SparkStreamingQueryFailed"].runbook_url.endswith("#sparkstreamingqueryfailed")
+    done = _agrees_with_promtool(report, work)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _agrees_with_promtool(report, work, tamper=True).returncode != 0
+
+
+@pytest.mark.slow
+def test_a_clean_run_with_a_restart_fires_nothing(tools, tmp_path) -> None:
+    report = bt.run_backtest(_logs("rocksdb_restart"), RULES, scrape_interval=5, eval_interval=5, work_dir=str(tmp_path / "bt"))
+    assert report.fired() == [], formats.render_table(report)
+    assert {s["kind"] for s in report.signals} >= {"query_restarted", "restore"}
+    done = _agrees_with_promtool(report, str(tmp_path / "bt"))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_events_the_observer_dropped_fire_the_observer_alert(tools, tmp_path) -> None:
+    """A real log with one progress line cut short (as a crash mid-write leaves it) in the middle."""
+    source = _logs("rocksdb_plain_log")
+    folder = tmp_path / "log"
+    shutil.copytree(source[0], folder / os.path.basename(source[0]))
+    (log_file,) = glob.glob(str(folder / "*" / "events_*"))
+    with open(log_file, "rb") as f:
+        lines = f.read().splitlines(keepends=True)
+    progress = [i for i, line in enumerate(lines) if b"QueryProgressEvent" in line]
+    assert len(progress) >= 2
+    cut = progress[1]
+    lines[cut] = lines[cut][: len(lines[cut]) // 2] + b"\n"
+    with open(log_file, "wb") as f:
+        f.writelines(lines)
+    report = bt.run_backtest(
+        [str(folder / os.path.basename(source[0]))], RULES, scrape_interval=5, eval_interval=5, work_dir=str(tmp_path / "bt")
+    )
+    fired = [f for f in report.fired() if f.alert == "SparkStateObserverDroppingEvents"]
+    assert fired and fired[0].labels["reason"] == "malformed", formats.render_table(report)
+    assert report.errors  # the broken line is reported, the rest of the log was read
+    assert any(s["kind"] == "query_terminated" for s in report.signals)
+
+
+@pytest.mark.slow
+def test_formats(tools, tmp_path) -> None:
+    report = bt.run_backtest(_logs("schema_failure"), RULES, scrape_interval=5, eval_interval=5, work_dir=str(tmp_path / "bt"))
+    import json
+
+    doc = json.loads(bt.render(report, "json"))
+    failed = [f for f in doc["firings"] if f["alert"] == "SparkStreamingQueryFailed"]
+    assert failed and failed[0]["firing_seconds"] >= 0 and failed[0]["labels"]["query"] == "demo_dedup_window"
+    page = bt.render(report, "html")
+    assert page.startswith("<!doctype html>") and "<svg" in page and "SparkStreamingQueryFailed" in page and "<script" not in page
+    assert "FIRING" in bt.render(report, "table")
+
+
+@pytest.mark.slow
+def test_the_backtest_command_writes_a_report(tools, tmp_path) -> None:
+    from observer.cli.main import main
+
+    out = tmp_path / "report.json"
+    assert (
+        main(
+            ["backtest", *_logs("schema_failure"), "--scrape-interval", "5", "--eval-interval", "5", "--format", "json", "--out", str(out)]
+        )
+        == 0
+    )
+    import json
+
+    doc = json.loads(out.read_text())
+    assert any(f["alert"] == "SparkStreamingQueryFailed" and f["firing_at"] for f in doc["firings"])
+    assert main(["backtest", str(tmp_path / "missing.log"), "--rules", RULES[1]]) == 2  # a clear error, no traceback
+
+
+def _incident_logs(name: str) -> list[str]:
+    paths = sorted(glob.glob(os.path.join(FIXTURES, "incidents", name, "run*", "eventlog", "*")))
+    assert paths, f"no recorded event logs for incidents/{name}"
+    return paths
+
+
+def _mixin_rules(tmp_path, *overrides: str) -> list[str]:
+    """The rule files the mixin generates for the default configuration changed by ``overrides``."""
+    from observer.mixin.config import load_config
+    from observer.mixin.rules import rule_files
+
+    paths = []
+    for name, text in rule_files(load_config(None, overrides)).items():
+        path = tmp_path / name
+        path.write_text(text)
+        paths.append(str(path))
+    return sorted(paths)  # recording.yml, rules.yml
+
+
+@pytest.mark.slow
+def test_a_crash_loop_fires_at_the_restart_that_completes_it_and_not_before(tools, tmp_path) -> None:
+    """Five failing runs on one checkpoint (recorded): the crash-loop alert fires with the third restart."""
+    work = str(tmp_path / "bt")
+    rules = _mixin_rules(tmp_path)
+    report = bt.run_backtest(_incident_logs("crash_loop_503"), rules, scrape_interval=15, eval_interval=15, work_dir=work)
+    loops = [f for f in report.fired() if f.alert == "SparkStreamingQueryCrashLooping"]
+    assert len(loops) == 1, formats.render_table(report)
+    restarts = sorted(s["time"] for s in report.signals if s["kind"] == "query_restarted")
+    assert len(restarts) == 4
+    third = restarts[2]
+    # not before the loop is complete; at the first evaluation that can see the third restart's scrape
+    assert third < loops[0].firing_at <= third + report.scrape_interval + report.eval_interval
+    assert loops[0].labels["query"] == "crash_loop_503" and loops[0].severity == "critical"
+    done = subprocess.run(
+        [
+            shutil.which("promtool") or "promtool",
+            "test",
+            "rules",
+            bt.write_promtool_test(
+                report,
+                os.path.join(work, "series.om"),
+                rules,
+                work,
+                [report.start + i * report.eval_interval for i in range(int((report.end - report.start) // report.eval_interval) + 1)],
+            ),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_set_overrides_move_a_threshold_and_change_what_fires(tools, tmp_path) -> None:
+    """`--set thresholds.restore_seconds=...`: last week's restarts under a stricter restore threshold."""
+    logs = _incident_logs("dedup_agg_restart_43")
+    (tmp_path / "d").mkdir()
+    default = bt.run_backtest(logs, _mixin_rules(tmp_path / "d"), scrape_interval=5, eval_interval=5, work_dir=str(tmp_path / "a"))
+    assert not [f for f in default.fired() if f.alert == "SparkStateRestoreTooLong"], formats.render_table(default)
+    (tmp_path / "s").mkdir()
+    strict = bt.run_backtest(
+        logs,
+        _mixin_rules(tmp_path / "s", "thresholds.restore_seconds=0.05"),
+        scrape_interval=5,
+        eval_interval=5,
+        work_dir=str(tmp_path / "b"),
+    )
+    restores = [f for f in strict.fired() if f.alert == "SparkStateRestoreTooLong"]
+    restored_at = min(s["time"] for s in strict.signals if s["kind"] == "restore")
+    assert restores and all(f.firing_at >= restored_at for f in restores), formats.render_table(strict)
+
+
+@pytest.mark.slow
+def test_unbounded_state_fires_after_its_for_and_not_before(tools, tmp_path) -> None:
+    """A recorded run whose state only grows: SparkStateUnbounded fires once the observer's verdict has
+    held for the alert's ``for`` (shortened with --set so the 4-minute recording can show it)."""
+    logs = _incident_logs("unbounded_growth")
+    (tmp_path / "d").mkdir()
+    default = bt.run_backtest(logs, _mixin_rules(tmp_path / "d"), scrape_interval=15, eval_interval=15, work_dir=str(tmp_path / "a"))
+    assert not [f for f in default.fired() if f.alert == "SparkStateUnbounded"]  # 30m: longer than the recording
+    assert [f for f in default.firings if f.alert == "SparkStateUnbounded"], "pending under the default 'for'"
+    (tmp_path / "s").mkdir()
+    short = bt.run_backtest(
+        logs,
+        _mixin_rules(tmp_path / "s", "for_durations.SparkStateUnbounded=1m"),
+        scrape_interval=15,
+        eval_interval=15,
+        work_dir=str(tmp_path / "b"),
+    )
+    fired = [f for f in short.fired() if f.alert == "SparkStateUnbounded"]
+    verdict = min(s["time"] for s in short.signals if s["kind"] == "state_unbounded")
+    assert len(fired) == 1 and fired[0].labels["operator"] == "stateStoreSave", formats.render_table(short)
+    assert verdict + 60 <= fired[0].firing_at <= verdict + 60 + short.scrape_interval + 2 * short.eval_interval
+
+
+CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
+
+
+@pytest.mark.slow
+def test_a_configuration_that_selects_its_job_still_sees_the_recording(tools, tmp_path) -> None:
+    """`backtest --config` with a selector on `job`: the replayed series carry a job it selects, so the
+    crash loop fires as it does under the defaults (it used to fire nothing: every series had the default job)."""
+    import json
+
+    from observer.cli.main import main
+
+    out = tmp_path / "report.json"
+    args = ["--config", CUSTOM, "--scrape-interval", "15", "--eval-interval", "15", "--format", "json", "--out", str(out)]
+    assert main(["backtest", *_incident_logs("crash_loop_503"), *args]) == 0
+    fired = {f["alert"] for f in json.loads(out.read_text())["firings"] if f["firing_at"]}
+    assert {"SparkStreamingQueryCrashLooping", "SparkStreamingQueryFailed"} <= fired

@@ -1,0 +1,62 @@
+"""Split from tests/unit/test_mixin_timing.py: the tests of it that need promtool and the state browser."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+import yaml
+
+from conftest import ROOT, Server, free_port, need
+from observer.mixin.config import DEFAULT_RUNBOOK_URL, MixinConfig, load_config
+from observer.mixin.rule_tests import build_cases, case_document
+from observer.mixin.rules import alerting_rules, rule_files
+
+
+def _promtool_down_test(config: MixinConfig, tmp_path, name: str) -> subprocess.CompletedProcess[str]:
+    """The generated promtool test of SparkStreamingQueryDown for ``config`` (not validated), run by promtool."""
+    (case,) = [c for c in build_cases(config) if c.alert == "SparkStreamingQueryDown"]
+    rule = next(r for r in alerting_rules(config) if r["alert"] == "SparkStreamingQueryDown")
+    folder = tmp_path / name
+    folder.mkdir()
+    for file, text in rule_files(config).items():
+        (folder / file).write_text(text)
+    test = folder / "down.yml"
+    test.write_text(
+        yaml.safe_dump({"rule_files": ["rules.yml", "recording.yml"], "evaluation_interval": "1m", "tests": [case_document(case, rule)]})
+    )
+    return subprocess.run([need("promtool"), "test", "rules", "down.yml"], capture_output=True, text=True, cwd=folder, check=False)
+
+
+def test_promtool_agrees_with_the_refusal(tmp_path) -> None:
+    """Series dropped at the grace: the longest accepted ``for`` fires before, the refused old default never does."""
+    longest = load_config(None, ["for_durations.SparkStreamingQueryDown=3m"])
+    accepted = _promtool_down_test(longest, tmp_path, "accepted")
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    old = dataclasses.replace(MixinConfig(), for_durations={**MixinConfig().for_durations, "SparkStreamingQueryDown": "10m"})
+    refused = _promtool_down_test(old, tmp_path, "refused")
+    assert refused.returncode != 0 and "SparkStreamingQueryDown" in refused.stdout + refused.stderr
+
+
+@pytest.mark.slow
+def test_the_default_runbook_link_opens_in_the_state_browser(tmp_path) -> None:
+    """The default runbook_base_url, on the browser started with its defaults but a free port: every
+    alert's section is there."""
+    port = free_port()
+    url = DEFAULT_RUNBOOK_URL.replace(":8501/", f":{port}/")
+    assert url != DEFAULT_RUNBOOK_URL
+    args = [sys.executable, "-m", "observer.cli", "ui", "--port", str(port), "--history", str(tmp_path / "h.db")]
+    server = Server(args, url, cwd=ROOT)
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode("utf-8")
+    finally:
+        server.stop()
+    with open(os.path.join(ROOT, "alerts", "runbook.md"), encoding="utf-8") as f:
+        assert text == f.read()
+    for alert in MixinConfig().for_durations:
+        assert f"## {alert}" in text, alert

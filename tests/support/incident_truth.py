@@ -1,0 +1,89 @@
+"""What the state browser must say about each recorded incident, read from its ``truth.json``.
+
+``scripts/record_incidents.py`` wrote each truth from the job itself (runs, restarts, the killed executor,
+the injected growth, the exception it raised), never from the observer; the verdict tests
+(``test_ui_verdict.py`` on the rules, ``test_ui_browser.py`` in Chromium) hold the browser to it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def screenshots_module() -> ModuleType:
+    """scripts/screenshots.py (it builds the histories the browser tests and the README pictures share)."""
+    spec = importlib.util.spec_from_file_location("screenshots", os.path.join(ROOT, "scripts", "screenshots.py"))
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+@dataclass
+class Expected:
+    scenario: str
+    query_id: str
+    kind: str | None  # the most severe verdict's kind; None where it depends on the clock (an old open run reads "stalled")
+    phrases: list[str] = field(default_factory=list)  # in that verdict's sentence
+    among: str | None = None  # a kind that must be among the query's verdicts
+    among_phrases: list[str] = field(default_factory=list)
+    root_cause: str | None = None  # truth's expected root cause (the verdict's root cause holds it)
+    failing_run_id: str | None = None
+    alarming: bool = True  # False: a clean run, whose verdict must not ask for attention
+    batches: bool = True  # the query has batches in the history (no page may say "no batches")
+
+
+def expected(scenario: str, truth: dict[str, Any]) -> Expected:
+    facts = truth["run_facts"]
+    query_id = facts[0]["query_id"]
+    has_batches = any(f.get("batches") for f in facts)
+    failure = truth.get("failure")
+    if failure and truth["runs"] > 1 and (failure.get("every_run") or truth.get("crash_loop")):
+        return Expected(
+            scenario,
+            query_id,
+            "crash_loop",
+            [f"Crash loop: {len(truth['restarts'])} restarts in ", "; last error ", failure["expected_root_cause"]],
+            root_cause=failure["expected_root_cause"],
+            failing_run_id=facts[-1]["run_id"],
+            batches=has_batches,
+        )
+    if failure:
+        run = next(f for f in facts if f["run_dir"] == failure.get("failing_run", facts[-1]["run_dir"]))
+        at_start = not run.get("batches")
+        return Expected(
+            scenario,
+            query_id,
+            "failed_at_start" if at_start else "failed",
+            ["Failed at start at " if at_start else "Failed at ", failure["expected_root_cause"]],
+            root_cause=failure["expected_root_cause"],
+            failing_run_id=run["run_id"],
+            batches=has_batches,
+        )
+    if truth.get("killed_executor_id") is not None:
+        return Expected(scenario, query_id, "executor_lost", [f"Executor {truth['killed_executor_id']} lost at ", "; restore "])
+    if truth.get("unbounded"):
+        return Expected(
+            scenario, query_id, "state_unbounded", [f"State unbounded: {truth['unbounded']['operator']} rows ", "nothing evicted"]
+        )
+    if truth.get("clean"):
+        return Expected(scenario, query_id, None, alarming=False)
+    assert truth["runs"] > 1, f"{scenario}: a kind of incident these expectations do not know"
+    return Expected(scenario, query_id, None, among="restarted", among_phrases=["Restarted at ", " down; restore "])
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def runbook_anchors() -> set[str]:
+    """The anchors of the generated runbook (alerts/runbook.md, written from observer/mixin/runbook.md)."""
+    with open(os.path.join(ROOT, "alerts", "runbook.md")) as f:
+        return {slug(line[3:]) for line in f if line.startswith("## ")}

@@ -1,0 +1,110 @@
+"""``spark-state-observer size``: the what-if from flags, from a recorded event log, and from a history."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from observer.cli.main import main
+from observer.model.capacity import MIB
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures")
+EXECUTOR_LOSS = os.path.join(FIXTURES, "incidents", "executor_loss", "run1")
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main(["size", "--json", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def newest_progress(path: str) -> dict:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()][-1]
+
+
+def test_what_if_from_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_json(
+        capsys,
+        "--partitions",
+        "16",
+        "--operators",
+        "2",
+        "--stores-per-operator",
+        "4",
+        "--executors",
+        "3",
+        "--rows",
+        "1000000",
+        "--bytes-per-row",
+        "100",
+        "--conf",
+        "spark.executor.memoryOverhead=2g",
+    )
+    assert doc["instances"] == 128 and doc["instances_per_executor"] == 43
+    assert doc["memory_bytes_per_executor"] == 43 * doc["instance_ceiling_bytes"] == doc["memory_bound_bytes_per_executor"]
+    assert doc["dfs_bytes"] == 100_000_000 and doc["budget_bytes"] == 2048 * MIB and not doc["assumed"]
+    assert doc["restore_seconds"] > doc["restore_seconds_executor_loss"] > 0
+    bounded = run_json(
+        capsys,
+        "--partitions",
+        "16",
+        "--conf",
+        "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage=true",
+        "--conf",
+        "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB=300",
+    )
+    assert bounded["memory_bound_bytes_per_executor"] == 300 * MIB < bounded["memory_bytes_per_executor"]
+
+
+def test_changelog_replay_adds_restore_time(capsys: pytest.CaptureFixture[str]) -> None:
+    plain = run_json(capsys, "--partitions", "8")
+    changelog = run_json(
+        capsys, "--partitions", "8", "--conf", "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled=true"
+    )
+    assert changelog["restore_seconds"] > plain["restore_seconds"]
+
+
+def test_odd_input_is_marked_not_fatal(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_json(
+        capsys, "--partitions", "4", "--conf", "spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB=lots", "--conf", "nonsense"
+    )
+    assert doc["assumed"] and "blockCacheSizeMB" in doc["notes"][0] and "nonsense" in doc["problems"][0]
+    assert main(["size", "--partitions", "4", "--conf", "spark.executor.memory=2x"]) == 0
+    out = capsys.readouterr().out
+    assert "ESTIMATE MARKED AS ASSUMED" in out and "spark.executor.memory" in out
+    assert main(["size", "--partitions", "-1"]) == 2
+
+
+def test_from_a_recorded_event_log(capsys: pytest.CaptureFixture[str]) -> None:
+    """A local-cluster run with two executors (one killed and replaced): shape, size and executors from its log."""
+    doc = run_json(capsys, "--from-log", os.path.join(EXECUTOR_LOSS, "eventlog"))
+    ops = newest_progress(os.path.join(EXECUTOR_LOSS, "progress.jsonl"))["stateOperators"]
+    instances = sum(op["numStateStoreInstances"] for op in ops)
+    assert doc["instances"] == instances and doc["instances_per_executor"] == -(-instances // 2)
+    assert doc["measured"]["memory_bytes"] == sum(op["memoryUsedBytes"] for op in ops)
+    assert doc["sst_bytes"] == doc["measured"]["sst_bytes"] == sum(op["customMetrics"]["rocksdbSstFileSize"] for op in ops)
+    assert doc["measured"]["rows"] == sum(op["numRowsTotal"] for op in ops)
+    # the flags override what the log says
+    wider = run_json(capsys, "--from-log", os.path.join(EXECUTOR_LOSS, "eventlog"), "--executors", "4")
+    assert wider["instances_per_executor"] == -(-instances // 4)
+
+
+def test_a_missing_log_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["size", "--from-log", "/nonexistent/log"]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_from_a_history(tmp_path: os.PathLike, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same run replayed into a history: the newest batch's state and the executors placement saw."""
+    db = os.path.join(str(tmp_path), "h.sqlite")
+    assert main(["replay", os.path.join(EXECUTOR_LOSS, "eventlog"), "--history", db]) == 0
+    capsys.readouterr()
+    from_log = run_json(capsys, "--from-log", os.path.join(EXECUTOR_LOSS, "eventlog"))
+    doc = run_json(capsys, "--from-history", db)
+    assert doc["instances"] == from_log["instances"] and doc["sst_bytes"] == from_log["sst_bytes"]
+    assert doc["instances_per_executor"] == from_log["instances_per_executor"]
+    assert doc["measured"] == from_log["measured"]
+    assert main(["size", "--from-history", db, "--query", "no-such-query"]) == 0
+    assert "holds no batch of query no-such-query" in capsys.readouterr().out

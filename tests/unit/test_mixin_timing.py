@@ -1,0 +1,76 @@
+"""Alert timing against the fleet's own defaults, and a runbook link a user can open (issue 26).
+
+The mixin export refuses a ``for`` that cannot fire for a query whose application ended (its series are
+dropped ``--grace-seconds`` after the end): the refusal is checked against promtool itself, which must fail
+the generated test of exactly such a configuration and pass the longest ``for`` the export accepts.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from observer.cli import watch
+from observer.fleet.runtime import WatchOptions
+from observer.mixin.config import AFTER_END_ALERTS, MixinConfig, MixinConfigError, load_config
+from observer.mixin.export import artefacts
+from observer.settings import Settings
+
+
+def _watch_defaults() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    watch.add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["watch", "logs"])
+
+
+def test_the_fleet_section_mirrors_the_watcher_and_history_defaults() -> None:
+    """The export checks against the values the watcher and the history really use by default."""
+    fleet = MixinConfig().fleet
+    assert fleet.grace_seconds == _watch_defaults().grace_seconds == WatchOptions().grace_seconds
+    assert fleet.history_max_age_seconds == Settings().history_max_age_seconds
+
+
+def test_the_old_default_down_for_is_refused_and_the_new_defaults_pass() -> None:
+    MixinConfig().validate()  # SparkStreamingQueryDown for 2m: fires within the default 300 s grace
+    with pytest.raises(MixinConfigError) as refused:
+        load_config(None, ["for_durations.SparkStreamingQueryDown=10m"])
+    message = str(refused.value)
+    assert "for_durations.SparkStreamingQueryDown" in message and "fleet.grace_seconds" in message
+    assert "shorten it to at most 3m" in message and "at least 690" in message
+    load_config(None, ["for_durations.SparkStreamingQueryDown=10m", "fleet.grace_seconds=690"])
+    load_config(None, ["for_durations.SparkStreamingQueryDown=3m"])  # the longest accepted under the defaults
+    with pytest.raises(MixinConfigError, match=r"fleet\.history_max_age_seconds"):
+        load_config(None, ["fleet.history_max_age_seconds=60"])  # nothing about an ended query outlives the history
+    with pytest.raises(MixinConfigError, match=r"fleet\.evaluation_interval"):
+        load_config(None, ["fleet.evaluation_interval=1.5m"])
+    for alert in AFTER_END_ALERTS:  # each alert about an ended query is checked
+        with pytest.raises(MixinConfigError, match=rf"for_durations\.{alert}:"):
+            load_config(None, [f"for_durations.{alert}=10m"])
+    with pytest.raises(MixinConfigError, match=r"for_durations\.SparkStreamingQueryDown:"):
+        load_config(None, ["fleet.evaluation_interval=3m"])  # a slower Prometheus needs longer than the grace for Down's 2m
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://github.com/spark-state-observer/spark-state-observer/blob/main/alerts/runbook.md",  # the old default: no such repository
+        "https://wiki.example.com/runbooks",
+        "http://example.org",
+        "https://runbooks.invalid/x",
+        "https://<your-wiki>/runbook.md",
+        "https://wiki/TODO",
+        "runbook.md",
+        "file:///tmp/runbook.md",
+        "",
+    ],
+)
+def test_a_placeholder_runbook_address_is_refused(url: str) -> None:
+    with pytest.raises(MixinConfigError, match="runbook_base_url"):
+        load_config(None, [f"runbook_base_url={url!r}" if url else "runbook_base_url=''"])
+
+
+def test_a_real_runbook_address_is_taken() -> None:
+    config = load_config(None, ["runbook_base_url=https://wiki.acme.internal/spark/runbook"])
+    rules = artefacts(config)["alerts/rules.yml"]
+    assert "https://wiki.acme.internal/spark/runbook#sparkstreamingquerydown" in rules
