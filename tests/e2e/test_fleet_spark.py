@@ -3,8 +3,9 @@
 One real Spark run (tests/support/fleet_job.py) is observed both ways: the listener attached in the driver, and
 its event log, which the watcher follows afterwards. Same series names, same labels (``app``, the static
 labels, the info series' application id, attempt and log name) and the same values, except what is
-documented to differ: the observer's own series (what each process received and spent) and
-``spark_streaming_query_seconds_since_progress`` (the age of the last progress at the moment of the scrape).
+documented to differ: the observer's own series (what each process received and spent),
+``spark_streaming_query_seconds_since_progress`` (the age of the last progress at the moment of the scrape),
+placement and the snapshot series read from the checkpoint's listing (below).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from test_fleet import parse
 
 from conftest import run_script
 from observer.fleet.runtime import FleetObserver, WatchOptions
+from observer.metrics import catalog
 from observer.metrics.catalog import CAPACITY_METRICS, PLACEMENT_METRICS
 from observer.settings import Settings
 
@@ -25,11 +27,21 @@ from observer.settings import Settings
 # placement, which the watcher reads from the log's task events while this job's listener runs with Spark's UI off
 # (no REST API to poll); tests/unit/test_placement_pipeline.py checks watch and replay placement against the truth. The
 # per-executor capacity series follow placement (which executor holds which store), so they differ with it
-# (tests/unit/test_capacity_live.py checks them live and replayed)
+# (tests/unit/test_capacity_live.py checks them live and replayed). The snapshot series taken from the checkpoint's
+# listing are listed at each observer's own moment: the listener while the job runs, the watcher after it, reading
+# the finished log (tests/unit/test_snapshot_health.py checks them against the truth); the largest lag, exact from
+# the progress, is compared
+LISTED = (
+    catalog.SNAPSHOT_LAG_BATCHES,
+    catalog.SNAPSHOT_INSTANCES_NEVER_UPLOADED,
+    catalog.SNAPSHOT_INSTANCES_UNKNOWN,
+    catalog.SNAPSHOT_INSTANCES_LAGGING,
+    catalog.SNAPSHOT_RESTORE_REPLAY_FILES,
+)
 DIFFER = (
     "spark_state_observer_",
     "spark_streaming_query_seconds_since_progress",
-    *{s.prometheus_name for s in (*PLACEMENT_METRICS, *CAPACITY_METRICS)},
+    *{s.prometheus_name for s in (*PLACEMENT_METRICS, *CAPACITY_METRICS, *LISTED)},
 )
 
 

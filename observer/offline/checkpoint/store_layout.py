@@ -4,8 +4,8 @@ Why not a copy: a RocksDB checkpoint holds snapshot zips and SST files of hundre
 partition, and the inspector needs only their sizes, plus the ``metadata`` member of each snapshot zip (the
 SST list it names). So one LIST of the prefix gives every object's size, and the local tree gets:
 
-- the few small files the inspector reads (``metadata``, the newest two ``offsets`` entries, each
-  operator's ``_metadata`` files), at most ``MAX_LOG_ENTRY_BYTES + 1`` bytes each (a larger one is then
+- the few small files the inspector reads (``metadata``, the newest two ``offsets`` entries, the newest
+  commits, each operator's ``_metadata`` files), at most ``MAX_LOG_ENTRY_BYTES + 1`` bytes each (a larger one is then
   refused by the inspector as it would be locally);
 - for each snapshot zip, a sparse file of the object's size holding only the byte ranges a zip reader
   visits: the tail (end of central directory, at most 64 KiB), the central directory (at most
@@ -32,6 +32,7 @@ from typing import Iterator
 
 from observer.capture.storage import StorageError, failure, filesystem, is_url, local_name, redact
 from observer.offline.checkpoint.files import MAX_LOG_ENTRY_BYTES, MAX_ZIP_DIRECTORY_BYTES, MAX_ZIP_METADATA_BYTES
+from observer.offline.checkpoint.layout import MAX_COMMITS_READ
 
 _EOCD = b"PK\x05\x06"
 _TAIL = (1 << 16) + 22  # what a zip reader scans for the end of the central directory
@@ -142,12 +143,18 @@ class _Stage:
         self._fill(relative, target, data_start, min(size, data_start + name_bytes + extra_bytes + info.compress_size), size)
 
 
+def _numbered(objects: dict[str, int], folder: str) -> list[int]:
+    """The numbered entries of a log folder (``offsets``, ``commits``), in order."""
+    prefix = folder + "/"
+    return sorted(int(name[len(prefix) :]) for name in objects if name.startswith(prefix) and _NUMBER.fullmatch(name[len(prefix) :]))
+
+
 def _read_whole(objects: dict[str, int]) -> set[str]:
-    """The objects the inspector reads (bounded): ``metadata``, the newest two ``offsets``, operators' ``_metadata``."""
-    offsets = sorted(
-        (int(name.split("/", 1)[1]) for name in objects if name.startswith("offsets/") and _NUMBER.fullmatch(name.split("/", 1)[1])),
-    )
-    wanted = {"metadata", *(f"offsets/{batch}" for batch in offsets[-2:])}
+    """The objects the inspector reads (bounded): ``metadata``, the newest two ``offsets``, the newest
+    ``MAX_COMMITS_READ`` commits (their first line is the checkpoint format, a v2 commit names each store's
+    unique id), operators' ``_metadata``."""
+    wanted = {"metadata", *(f"offsets/{batch}" for batch in _numbered(objects, "offsets")[-2:])}
+    wanted |= {f"commits/{batch}" for batch in _numbered(objects, "commits")[-MAX_COMMITS_READ:]}
     wanted |= {name for name in objects if _OPERATOR_METADATA.fullmatch(name)}
     return wanted & set(objects)
 
