@@ -17,7 +17,10 @@ import pytest
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
 from conftest import FIXTURES, REQUIRE_REAL, ROOT, progress_lines
-from observer.fleet.eventlog_watch import AppEvents, EventLogWatcher, event_time, in_shard, log_name
+from observer.fleet.app_events import AppEvents
+from observer.fleet.clock_skew import event_time
+from observer.fleet.eventlog_watch import EventLogWatcher
+from observer.fleet.log_names import in_shard, log_name
 from observer.model.parse import parse_timestamp
 from observer.model.spark_events import QUERY_PROGRESS, TASK_END
 from observer.offline.eventlog import Record, read_records
