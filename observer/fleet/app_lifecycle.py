@@ -8,9 +8,7 @@ import os
 import time
 from collections import Counter
 
-from observer.fleet.app_events import (
-    StatusChange,
-)
+from observer.fleet.app_events import StatusChange
 from observer.fleet.followed_app import FollowedApp
 from observer.fleet.watcher_core import WatcherCore, log
 from observer.model.bounded import clean_text

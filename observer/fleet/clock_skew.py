@@ -10,11 +10,7 @@ from typing import Any
 from observer.fleet.followed_app import FollowedApp
 from observer.fleet.watcher_core import WatcherCore
 from observer.model.parse import parse_timestamp
-from observer.model.spark_events import (
-    QUERY_IDLE,
-    QUERY_PROGRESS,
-    QUERY_STARTED,
-)
+from observer.model.spark_events import QUERY_IDLE, QUERY_PROGRESS, QUERY_STARTED
 
 # clock skew: the watcher's clock minus the newest event time read, for reads that follow a caught-up read (so
 # the delivery delay is at most a poll); the smallest of the last samples (``FollowedApp.skew_samples``) is the skew,

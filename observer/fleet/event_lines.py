@@ -6,23 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from observer.fleet.app_events import (
-    RawEvent,
-)
+from observer.fleet.app_events import RawEvent
 from observer.fleet.clock_skew import event_time
 from observer.fleet.file_tail import FileTail
 from observer.fleet.followed_app import FollowedApp
 from observer.fleet.watcher_core import WatcherCore
 from observer.model.bounded import JsonTooLarge, clean_identity, loads
 from observer.model.capacity import relevant
-from observer.model.spark_events import (
-    APP_END,
-    APP_START,
-    ENVIRONMENT,
-    LOG_START,
-    QUERY_PROGRESS,
-    STREAMING_EVENTS,
-)
+from observer.model.spark_events import APP_END, APP_START, ENVIRONMENT, LOG_START, QUERY_PROGRESS, STREAMING_EVENTS
 
 MAX_RUNS = 1_000  # query runs remembered per application for the duplicate guard
 

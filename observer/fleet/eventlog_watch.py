@@ -87,12 +87,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from observer.capture.codecs import DEFAULT_MAX_LINE_BYTES
-from observer.fleet.app_events import (
-    DEFAULT_WANTED_EVENTS,
-    STREAMING_ONLY_EVENTS,
-    AppEvents,
-    WatchCounts,
-)
+from observer.fleet.app_events import DEFAULT_WANTED_EVENTS, STREAMING_ONLY_EVENTS, AppEvents, WatchCounts
 from observer.fleet.app_lifecycle import AppLifecycle
 from observer.fleet.clock_skew import ClockSkew
 from observer.fleet.event_lines import EventLines
@@ -105,13 +100,7 @@ from observer.fleet.watch_positions import WatchPositions
 from observer.fleet.watch_state import StateFileError, load_state
 from observer.fleet.watcher_core import log
 from observer.model.bounded import clean_text
-from observer.model.spark_events import (
-    APP_END,
-    APP_START,
-    ENVIRONMENT,
-    LOG_START,
-    QUERY_STARTED,
-)
+from observer.model.spark_events import APP_END, APP_START, ENVIRONMENT, LOG_START, QUERY_STARTED
 
 
 class EventLogWatcher(LogListing, LogTailing, EventLines, Identification, ClockSkew, AppLifecycle, WatchPositions):

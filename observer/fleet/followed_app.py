@@ -8,11 +8,7 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from observer.fleet.app_events import (
-    AppEvents,
-    AppIdentity,
-    RawEvent,
-)
+from observer.fleet.app_events import AppEvents, AppIdentity, RawEvent
 from observer.fleet.file_tail import FileTail
 
 SKEW_SAMPLES = 16  # clock-skew samples kept per application: observer.fleet.clock_skew acts on the smallest

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from observer.fleet.app_events import (
-    AppIdentity,
-    RawEvent,
-)
+from observer.fleet.app_events import AppIdentity, RawEvent
 from observer.fleet.followed_app import FollowedApp
 from observer.fleet.watcher_core import WatcherCore
 from observer.model.bounded import clean_identity

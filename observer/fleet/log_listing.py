@@ -9,9 +9,7 @@ import os
 import stat
 import time
 
-from observer.fleet.app_events import (
-    StatusChange,
-)
+from observer.fleet.app_events import StatusChange
 from observer.fleet.followed_app import FollowedApp, Listing
 from observer.fleet.log_names import APPSTATUS, INPROGRESS, ROLLING_DIR, in_shard, log_name
 from observer.fleet.watcher_core import WatcherCore

@@ -8,9 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from observer.fleet.app_events import (
-    AppIdentity,
-)
+from observer.fleet.app_events import AppIdentity
 from observer.fleet.event_lines import MAX_RUNS
 from observer.fleet.followed_app import FollowedApp
 from observer.fleet.log_names import EVENTS_FILE

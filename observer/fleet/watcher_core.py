@@ -15,10 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from observer.fleet.app_events import (
-    RawEvent,
-    WatchCounts,
-)
+from observer.fleet.app_events import RawEvent, WatchCounts
 from observer.fleet.file_tail import FileTail
 from observer.fleet.followed_app import FollowedApp
 from observer.model.bounded import clean_text

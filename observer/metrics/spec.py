@@ -77,6 +77,7 @@ def gauge(
     scale: float = 1.0,
     labels: tuple[str, ...] = (),
 ) -> MetricSpec:
+    """A gauge spec: most specs are one, so the families write them without the kind."""
     return MetricSpec(key, name, GAUGE, unit, help, scope, source, since, scale, labels)
 
 
@@ -91,8 +92,10 @@ def counter(
     scale: float = 1.0,
     labels: tuple[str, ...] = (),
 ) -> MetricSpec:
+    """A counter spec (a per-batch amount added to a ``_total`` counter)."""
     return MetricSpec(key, name, COUNTER, unit, help, scope, source, since, scale, labels)
 
 
 def signal_metric(name: str, kind: str, unit: str, help: str, scope: str = "operator", labels: tuple[str, ...] = ()) -> MetricSpec:
+    """A spec derived by ``observer.signals`` (no Spark key, source ``signal``); the capacity family uses it too."""
     return MetricSpec("", name, kind, unit, help, scope, "signal", labels=labels)
