@@ -35,7 +35,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "suppo
 
 from bench.common import ROOT
 from bench.eventlog_writer import ProgressiveLog, recorded_lines
-from observer.fleet.eventlog_watch import EventLogWatcher, in_shard
+from observer.fleet.eventlog_watch import EventLogWatcher
+from observer.fleet.log_names import in_shard
 from observer.fleet.store_mirror import StoreMirror
 
 

@@ -43,7 +43,8 @@ import itertools
 
 from bench.common import ROOT
 from bench.eventlog_writer import ProgressiveLog, flush_groups, recorded_lines, renamed
-from observer.fleet.eventlog_watch import DEFAULT_WANTED_EVENTS, PIPELINE_EVENTS, AppEvents, EventLogWatcher
+from observer.fleet.app_events import DEFAULT_WANTED_EVENTS, PIPELINE_EVENTS, AppEvents
+from observer.fleet.eventlog_watch import EventLogWatcher
 from observer.fleet.runtime import FleetObserver, WatchOptions
 from observer.model.parse import parse_timestamp
 from observer.model.spark_events import QUERY_PROGRESS

@@ -51,20 +51,12 @@ from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.otel.config import otlp_enabled
 from observer.exporters.prometheus import histogram_text
 from observer.exporters.samples import SampleSink, labelled, render_self
-from observer.fleet.eventlog_watch import (
-    PIPELINE_EVENTS,
-    PLACEMENT_EVENTS,
-    PROBLEM_KINDS,
-    AppEvents,
-    AppIdentity,
-    EventLogWatcher,
-    RawEvent,
-    SavedPositions,
-    WatchCounts,
-    event_time,
-)
+from observer.fleet.app_events import PIPELINE_EVENTS, PLACEMENT_EVENTS, PROBLEM_KINDS, AppEvents, AppIdentity, RawEvent, WatchCounts
+from observer.fleet.clock_skew import event_time
+from observer.fleet.eventlog_watch import EventLogWatcher
 from observer.fleet.store_mirror import PROBLEM_KINDS as STORE_PROBLEM_KINDS
 from observer.fleet.store_mirror import REQUEST_KINDS, StoreMirror
+from observer.fleet.watch_positions import SavedPositions
 from observer.fleet.watch_state import StateFileError, load_state
 from observer.metrics import catalog
 from observer.metrics.selfmetrics import SelfMetrics

@@ -37,7 +37,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from observer.capture.storage import StorageError, failure, filesystem, redact
-from observer.fleet.eventlog_watch import in_shard, log_name
+from observer.fleet.log_names import in_shard, log_name
 
 log = logging.getLogger(__name__)
 

@@ -131,7 +131,7 @@ def follow_event_log(observer: FollowsPlacement) -> EventLogSource:
 
     The caller then hands the returned source every raw event of each application, in the log's order,
     with ``feed_line(raw.line, app=app_events.log_name)`` when the watcher delivered it unparsed, else
-    ``feed(raw.data, app=...)`` (``RawEvent`` of ``observer.fleet.eventlog_watch``; stage ids are per
+    ``feed(raw.data, app=...)`` (``RawEvent`` of ``observer.fleet.app_events``; stage ids are per
     application, so each gets its own reader), and processes the streaming events as
     usual, each progress event *after* it was fed: its batch's migrations come out as ``partition_migrated``
     signals and placement metrics of that progress event, exactly as in replay. ``forget(app)`` when the

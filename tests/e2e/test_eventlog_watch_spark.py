@@ -14,7 +14,8 @@ import time
 import pytest
 
 from conftest import REQUIRE_REAL, ROOT
-from observer.fleet.eventlog_watch import AppEvents, EventLogWatcher
+from observer.fleet.app_events import AppEvents
+from observer.fleet.eventlog_watch import EventLogWatcher
 from observer.model.parse import parse_timestamp
 from observer.model.spark_events import QUERY_PROGRESS
 from observer.offline.eventlog import Record, read_records

@@ -14,7 +14,10 @@ import pytest
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
 from conftest import FIXTURES, progress_lines
-from observer.fleet.eventlog_watch import AppEvents, EventLogWatcher, event_time, in_shard, log_name
+from observer.fleet.app_events import AppEvents
+from observer.fleet.clock_skew import event_time
+from observer.fleet.eventlog_watch import EventLogWatcher
+from observer.fleet.log_names import in_shard, log_name
 from observer.model.spark_events import QUERY_PROGRESS, TASK_END
 
 CODECS = [("rocksdb_restart", "zstd"), ("hdfs", "lz4"), ("rocksdb_nochangelog_snappy", "snappy"), ("rocksdb_plain_log", None)]

@@ -34,7 +34,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.eventlog_writer import StreamEncoder, recorded_lines, renamed
 from conftest import FIXTURES
-from observer.fleet.eventlog_watch import AppEvents, EventLogWatcher, event_time, in_shard
+from observer.fleet.app_events import AppEvents
+from observer.fleet.clock_skew import event_time
+from observer.fleet.eventlog_watch import EventLogWatcher
+from observer.fleet.log_names import in_shard
 from observer.fleet.runtime import FleetObserver, WatchOptions
 from observer.model.spark_events import QUERY_PROGRESS
 from observer.settings import Settings

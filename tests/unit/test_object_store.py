@@ -141,7 +141,7 @@ def test_gs_abfs_and_hdfs_urls_are_mirrored_in_order_with_ranged_reads_of_append
 
 
 def test_the_mirror_splits_shards_and_a_refused_name_harms_no_other_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from observer.fleet.eventlog_watch import in_shard
+    from observer.fleet.log_names import in_shard
     from observer.fleet.store_mirror import StoreMirror
 
     registry = importlib.import_module("fsspec.registry")

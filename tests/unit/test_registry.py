@@ -160,8 +160,11 @@ def test_every_metric_a_replay_of_every_fixture_exports_is_in_the_catalog_with_i
 
 
 def test_no_metric_name_literal_outside_the_catalog() -> None:
-    """Emitters refer to catalog specs: a ``"spark_..."`` string in the package (docstrings aside) is a name written twice."""
-    allowed = {os.path.join("observer", "metrics", "catalog.py")}
+    """Emitters refer to catalog specs: a ``"spark_..."`` string in the package (docstrings aside) is a name written twice.
+
+    Names are written in the metric families the catalog assembles (``observer/metrics/families``), nowhere else."""
+    families = os.path.join(ROOT, "observer", "metrics", "families")
+    allowed = {os.path.relpath(path, ROOT) for path in glob.glob(os.path.join(families, "*.py"))}
     not_metric_names = {"spark_state_observer", "spark_version"}  # the Pushgateway job's default name; a key of the watcher's state file
     found = []
     for path in glob.glob(os.path.join(ROOT, "observer", "**", "*.py"), recursive=True):
@@ -179,6 +182,18 @@ def test_no_metric_name_literal_outside_the_catalog() -> None:
                     if word not in not_metric_names
                 ]
     assert not found, found
+
+
+def test_the_catalog_refuses_a_name_twice_and_a_family_spec_left_out() -> None:
+    """The check the catalog runs at import: what a slip in a family module would produce is refused."""
+    with pytest.raises(ValueError, match="spark_streaming_batch_id is declared twice"):
+        catalog._checked(catalog.CATALOG + (catalog.BATCH_ID,))
+    with pytest.raises(ValueError, match=r"observer\.metrics\.families\.query\.BATCH_ID is not assembled"):
+        catalog._checked(tuple(spec for spec in catalog.CATALOG if spec is not catalog.BATCH_ID))
+    odd = MetricSpec("", "spark_state_odd", "summary", "", "Of an unknown kind.", "operator")
+    with pytest.raises(ValueError, match="unknown kind"):
+        catalog._checked(catalog.CATALOG + (odd,))
+    assert catalog._checked(catalog.CATALOG) is catalog.CATALOG
 
 
 def test_importing_the_catalog_needs_no_pyspark() -> None:

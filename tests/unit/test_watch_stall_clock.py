@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
 from conftest import FIXTURES
-from observer.fleet.eventlog_watch import event_time
+from observer.fleet.clock_skew import event_time
 from observer.fleet.runtime import FleetObserver, WatchOptions
 from observer.model.spark_events import QUERY_PROGRESS
 from observer.settings import Settings

@@ -1,0 +1,194 @@
+"""Metrics derived by ``observer.signals``: restarts, stalls, lag, growth, restores, executors.
+
+Specs are written here and assembled, checked and exported by ``observer.metrics.catalog``, the one module
+emitters import (``catalog.X``); see its docstring for what the kinds mean.
+"""
+
+from __future__ import annotations
+
+from observer.metrics.spec import COUNTER, GAUGE, MetricSpec, signal_metric
+from observer.model.signal_kinds import EXCEPTION_CLASSES
+
+# --- derived by observer.signals ---------------------------------------------------------------------
+
+
+QUERY_RESTARTS = signal_metric(
+    "spark_streaming_query_restarts",
+    COUNTER,
+    "",
+    "Restarts: the same query id started with a new run id (in this process, or from a checkpoint with committed batches).",
+    "query",
+)
+QUERY_LAST_DOWNTIME = signal_metric(
+    "spark_streaming_query_last_downtime_seconds",
+    GAUGE,
+    "seconds",
+    "Time the query was down before its latest restart: from the previous run's termination to the new run's start (when the termination was not seen: from its last progress).",
+    "query",
+)
+QUERY_CRASH_LOOP = signal_metric(
+    "spark_streaming_query_crash_loop",
+    GAUGE,
+    "",
+    "1 while the query restarted crash_loop_restarts times within crash_loop_window_seconds.",
+    "query",
+)
+QUERY_STALLED = signal_metric(
+    "spark_streaming_query_stalled",
+    GAUGE,
+    "",
+    "1 while a non-idle query has made no progress for stall_factor x its usual interval.",
+    "query",
+)
+QUERY_SECONDS_SINCE_PROGRESS = signal_metric(
+    "spark_streaming_query_seconds_since_progress",
+    GAUGE,
+    "seconds",
+    "Seconds since the query's last progress event (at the observer's last tick).",
+    "query",
+)
+QUERY_TERMINATIONS_BY_CLASS = signal_metric(
+    "spark_streaming_query_terminations_by_class",
+    COUNTER,
+    "",
+    "Terminations with an exception, by class (label exception_class: " + ", ".join(EXCEPTION_CLASSES) + ").",
+    "query",
+    ("exception_class",),
+)
+WATERMARK_LAG = signal_metric(
+    "spark_streaming_watermark_lag_seconds", GAUGE, "seconds", "Trigger time of the latest batch minus its event-time watermark.", "query"
+)
+FALLING_BEHIND = signal_metric(
+    "spark_streaming_falling_behind",
+    GAUGE,
+    "",
+    "1 while the input rate stayed above the processing rate for falling_behind_window_seconds.",
+    "query",
+)
+STATE_RESTORES = signal_metric(
+    "spark_state_restores",
+    COUNTER,
+    "",
+    "State restores after a restart, per operator (the restore event carries duration, method and files).",
+    "operator",
+)
+STATE_STORE_RELOADS = signal_metric(
+    "spark_state_store_reloads",
+    COUNTER,
+    "",
+    "Batches in which stores were reloaded from the checkpoint within a run: an executor loss or a task moved (the store_reload event carries the evidence).",
+    "operator",
+)
+LAST_RESTORE_DURATION = signal_metric(
+    "spark_state_last_restore_duration_seconds",
+    GAUGE,
+    "seconds",
+    "Duration of the operator's latest restore (label method: load_metrics, measured by Spark; task_times, the extra time of the stateful stage's slowest task in the restart batch over its next batches, where tasks are followed; or residual_estimate, what remains of the batch's excess over the usual once other operators' restores and the backlog are taken out; label confidence: measured, estimated or low).",
+    "operator",
+    ("method", "confidence"),
+)
+LAST_RESTORE_CHANGELOG_FILES = signal_metric(
+    "spark_state_last_restore_changelog_files",
+    GAUGE,
+    "files",
+    "Changelog files replayed in the operator's latest restore (RocksDB 4.1+).",
+    "operator",
+)
+ROWS_GROWTH_RATE = signal_metric(
+    "spark_state_rows_growth_rate",
+    GAUGE,
+    "rows",
+    "Rows per second the operator's state grew over growth_window_seconds (least squares).",
+    "operator",
+)
+MEMORY_GROWTH_RATE = signal_metric(
+    "spark_state_memory_growth_rate_bytes",
+    GAUGE,
+    "bytes",
+    "Bytes per second the operator's state memory grew over the growth window.",
+    "operator",
+)
+EVICTION_RATIO = signal_metric(
+    "spark_state_eviction_ratio",
+    GAUGE,
+    "ratio",
+    "Rows removed per row added or updated over the growth window (0 = nothing evicted).",
+    "operator",
+)
+STATE_UNBOUNDED = signal_metric(
+    "spark_state_unbounded",
+    GAUGE,
+    "",
+    "1 when the state's rows (or bytes) kept rising over the growth window; 0 when flat (bounded); absent until judged.",
+    "operator",
+)
+ROWS_BUDGET_ETA = signal_metric(
+    "spark_state_rows_budget_eta_seconds",
+    GAUGE,
+    "seconds",
+    "Forecast seconds until the operator's rows reach state_rows_budget at the current growth rate.",
+    "operator",
+)
+MEMORY_BUDGET_ETA = signal_metric(
+    "spark_state_memory_budget_eta_seconds",
+    GAUGE,
+    "seconds",
+    "Forecast seconds until the operator's memory reaches state_memory_budget_bytes.",
+    "operator",
+)
+PARTITION_CHANGES = signal_metric(
+    "spark_state_partition_changes",
+    COUNTER,
+    "",
+    "Changes of the operator's shuffle partitions between batches (a repartitioning; a checkpointed stateful query pins them).",
+    "operator",
+)
+STATE_TASK_RETRIES = signal_metric(
+    "spark_state_task_retry_batches",
+    COUNTER,
+    "",
+    "Batches in which the operator ran more state store instances than usual with the same partitions: retried or speculative tasks, not a repartitioning.",
+    "operator",
+)
+LOAD_LATENCY_ANOMALIES = signal_metric(
+    "spark_state_load_latency_anomalies",
+    COUNTER,
+    "",
+    "Batches whose RocksDB load latency was far above the run's usual with no sign of a reload (jitter on a busy machine, or a slow disk).",
+    "operator",
+)
+EXECUTORS = signal_metric(
+    "spark_streaming_executors",
+    GAUGE,
+    "",
+    "Executors registered with the driver (polled at most once per progress event; 0 in local mode).",
+    "app",
+)
+EXECUTOR_CHANGES = signal_metric(
+    "spark_streaming_executor_changes", COUNTER, "", "Executors added and removed (label change).", "app", ("change",)
+)
+SIGNAL_METRICS: tuple[MetricSpec, ...] = (
+    QUERY_RESTARTS,
+    QUERY_LAST_DOWNTIME,
+    QUERY_CRASH_LOOP,
+    QUERY_STALLED,
+    QUERY_SECONDS_SINCE_PROGRESS,
+    QUERY_TERMINATIONS_BY_CLASS,
+    WATERMARK_LAG,
+    FALLING_BEHIND,
+    STATE_RESTORES,
+    STATE_STORE_RELOADS,
+    LAST_RESTORE_DURATION,
+    LAST_RESTORE_CHANGELOG_FILES,
+    ROWS_GROWTH_RATE,
+    MEMORY_GROWTH_RATE,
+    EVICTION_RATIO,
+    STATE_UNBOUNDED,
+    ROWS_BUDGET_ETA,
+    MEMORY_BUDGET_ETA,
+    PARTITION_CHANGES,
+    STATE_TASK_RETRIES,
+    LOAD_LATENCY_ANOMALIES,
+    EXECUTORS,
+    EXECUTOR_CHANGES,
+)
