@@ -16,22 +16,22 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import Server, fixture_runs, free_port, need, progress_lines, prom_query, start_prometheus
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.exporters.http import ExporterError
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RUN = fixture_runs("rocksdb_restart")[0]
 PROGRESS = progress_lines(RUN)
 
 
-def observer_with(progress: list[dict], **settings: object) -> Observer:
-    obs = Observer(Settings(**{"http_enabled": False, **settings}), serve=False, live=False)  # type: ignore[arg-type]
+def observer_with(progress: list[dict], **settings: object) -> PrometheusObserver:
+    obs = PrometheusObserver(Settings(**{"http_enabled": False, **settings}), serve=False, live=False)  # type: ignore[arg-type]
     for p in progress:
         obs.process(CapturedEvent("progress", json.dumps(p), 0.0, 0.0))
     return obs
 
 
-def series(obs: Observer, name: str) -> list:
+def series(obs: PrometheusObserver, name: str) -> list:
     return [
         s for f in text_string_to_metric_families(generate_latest(obs.prometheus.registry).decode()) for s in f.samples if s.name == name
     ]
@@ -68,13 +68,13 @@ def test_port_in_use_is_a_clear_error() -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        obs = Observer(Settings(http_port=port))
+        obs = PrometheusObserver(Settings(http_port=port))
         with pytest.raises(ExporterError, match=f"127.0.0.1:{port}"):
             obs.start()
 
 
 def test_endpoint_binds_loopback_and_requires_basic_auth_when_set() -> None:
-    obs = Observer(Settings(http_port=0, basic_auth_user="scraper", basic_auth_password="s3cret")).start()
+    obs = PrometheusObserver(Settings(http_port=0, basic_auth_user="scraper", basic_auth_password="s3cret")).start()
     try:
         assert obs.server.host == "127.0.0.1"
         with pytest.raises(urllib.error.HTTPError) as err:
@@ -89,7 +89,7 @@ def test_endpoint_binds_loopback_and_requires_basic_auth_when_set() -> None:
 
 def test_endpoint_serves_tls(tls_files) -> None:
     cert, key = tls_files
-    obs = Observer(Settings(http_port=0, tls_certfile=str(cert), tls_keyfile=str(key))).start()
+    obs = PrometheusObserver(Settings(http_port=0, tls_certfile=str(cert), tls_keyfile=str(key))).start()
     try:
         context = ssl.create_default_context(cafile=str(cert))
         body = urllib.request.urlopen(obs.server.url, context=context, timeout=5).read().decode()
@@ -100,12 +100,12 @@ def test_endpoint_serves_tls(tls_files) -> None:
 
 def test_missing_tls_files_are_a_clear_error(tmp_path) -> None:
     with pytest.raises(ExporterError, match="TLS"):
-        Observer(Settings(http_port=0, tls_certfile=str(tmp_path / "no.pem"), tls_keyfile=str(tmp_path / "no.key"))).start()
+        PrometheusObserver(Settings(http_port=0, tls_certfile=str(tmp_path / "no.pem"), tls_keyfile=str(tmp_path / "no.key"))).start()
 
 
 @pytest.mark.slow
 def test_real_prometheus_scrapes_the_exporter(tmp_path) -> None:
-    obs = Observer(Settings(http_port=0), live=False)
+    obs = PrometheusObserver(Settings(http_port=0), live=False)
     obs.start()
     try:
         for p in PROGRESS:
@@ -137,7 +137,9 @@ def test_pushgateway_mode_pushes_and_survives_the_gateway_being_down(tmp_path) -
     port = free_port()
     gateway_url = f"http://127.0.0.1:{port}"
     # first: the gateway is down; pushing fails, is counted, and nothing raises
-    obs = Observer(Settings(http_enabled=False, pushgateway_url=gateway_url, push_interval_seconds=0.5, push_timeout_seconds=1), live=False)
+    obs = PrometheusObserver(
+        Settings(http_enabled=False, pushgateway_url=gateway_url, push_interval_seconds=0.5, push_timeout_seconds=1), live=False
+    )
     obs.start()
     for p in PROGRESS:
         obs.submit(CapturedEvent("progress", json.dumps(p), time.time(), 0.0))

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import REQUIRE_REAL, eventlog_dir, fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.history.loaders import load_batch, load_batches, load_events, load_operators, load_partitions, load_queries, load_runs
 from observer.history.retention import RetentionPolicy
 from observer.history.rows import APP_COLUMNS, COLUMNS, AppIdentity, RowBuilder
@@ -27,7 +28,6 @@ from observer.history.sink import HistorySink
 from observer.history.store import HistoryError, HistoryStore
 from observer.model.parse import parse_event
 from observer.offline.replay import replay
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RESTART = fixture_runs("rocksdb_restart")
@@ -82,8 +82,8 @@ def test_reader_is_not_blocked_by_a_writer(tmp_path) -> None:
         writer.close()
 
 
-def _observer_with_history(db: str, app: AppIdentity | None = None, **settings) -> tuple[Observer, HistorySink]:
-    obs = Observer(Settings(http_enabled=False, **settings), serve=False, live=False)
+def _observer_with_history(db: str, app: AppIdentity | None = None, **settings) -> tuple[PrometheusObserver, HistorySink]:
+    obs = PrometheusObserver(Settings(http_enabled=False, **settings), serve=False, live=False)
     sink = HistorySink(db, obs.self_metrics, obs.settings, app=app)
     obs.add_sink(sink)
     return obs, sink
@@ -94,12 +94,12 @@ def _relabel(progress: list[dict], n: int, name: str) -> list[dict]:
     return [dict(p, id=f"{p['id'][:-4]}{n:04d}", runId=f"{p['runId'][:-4]}{n:04d}", name=name) for p in progress]
 
 
-def _close(obs: Observer, sink: HistorySink) -> None:
+def _close(obs: PrometheusObserver, sink: HistorySink) -> None:
     obs.flush()
     sink.close()
 
 
-def _feed(obs: Observer, progress: list[dict]) -> None:
+def _feed(obs: PrometheusObserver, progress: list[dict]) -> None:
     for p in progress:
         obs.process(CapturedEvent("progress", json.dumps(p), time.time(), 0.0))
 

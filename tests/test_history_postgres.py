@@ -21,6 +21,7 @@ from pg_server import PASSWORD, PASSWORD_USER, new_server
 
 from conftest import ROOT, eventlog_dir, fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.history.loaders import load_batches, load_events, load_operators, load_queries, load_runs
 from observer.history.rows import AppIdentity
 from observer.history.sink import HistorySink
@@ -29,7 +30,6 @@ from observer.history.url import HistoryURLError, parse, redact, scrub
 from observer.model.parse import parse_event
 from observer.offline.checkpoint.restore import rates_from_history
 from observer.offline.replay import replay
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RESTART = fixture_runs("rocksdb_restart")
@@ -57,7 +57,7 @@ class Fed:
     """An observer with a history sink, counting the events it hands the sink (progress and signals)."""
 
     def __init__(self, url: str, **settings) -> None:
-        self.obs = Observer(Settings(http_enabled=False, **settings), serve=False, live=False)
+        self.obs = PrometheusObserver(Settings(http_enabled=False, **settings), serve=False, live=False)
         self.sink = HistorySink(url, self.obs.self_metrics, self.obs.settings, app=AppIdentity.of("fed"))
         self.obs.add_sink(self.sink)
         self.signals = 0

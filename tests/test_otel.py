@@ -17,13 +17,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import ROOT, eventlog_dir, fixture_runs, free_port, progress_lines
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.exporters.otel import config as otel_config
 from observer.exporters.otel.events import PHASES
 from observer.exporters.otel.naming import COUNTER, METRICS, attributes, otel_metric
 from observer.exporters.otel.sink import OtelSink
 from observer.metrics import catalog
 from observer.offline.eventlog import EventLogError, read_records
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings, SettingsError
 from otlp_receiver import GrpcReceiver, HttpReceiver
 
@@ -41,7 +41,7 @@ APP = {"spark.app.id": "local-1795303624712", "spark.app.name": "fixture-app", "
 CUMULATIVE = 2  # AggregationTemporality.CUMULATIVE in the OTLP protobuf
 
 
-def make_observer(endpoint: str, protocol: str = "http/protobuf", **settings: object) -> tuple[Observer, OtelSink]:
+def make_observer(endpoint: str, protocol: str = "http/protobuf", **settings: object) -> tuple[PrometheusObserver, OtelSink]:
     values = {
         "http_enabled": False,
         "history_enabled": False,
@@ -52,13 +52,13 @@ def make_observer(endpoint: str, protocol: str = "http/protobuf", **settings: ob
         "otlp_traces": True,
         **settings,
     }
-    obs = Observer(Settings(**values), serve=False, live=False)  # type: ignore[arg-type]
+    obs = PrometheusObserver(Settings(**values), serve=False, live=False)  # type: ignore[arg-type]
     sink = OtelSink(obs.view, obs.settings, lambda: obs.self_metrics.count("export_failures", OtelSink.name), APP)
     obs.add_sink(sink)
     return obs, sink
 
 
-def feed(obs: Observer, progress: list[dict], terminate: bool = True) -> None:
+def feed(obs: PrometheusObserver, progress: list[dict], terminate: bool = True) -> None:
     for p in progress:
         obs.process(CapturedEvent("progress", json.dumps(p), time.time(), 0.0))
     if terminate:
@@ -124,9 +124,9 @@ def test_package_works_without_opentelemetry() -> None:
         "from observer.embedded.attach import _otel_sink\n"
         "from observer.exporters.http import ExporterError\n"
         "from observer.capture.queue import CapturedEvent\n"
-        "from observer.pipeline.runtime import Observer\n"
+        "from observer.embedded.prometheus_observer import PrometheusObserver\n"
         "from observer.settings import Settings\n"
-        "obs = Observer(Settings(http_enabled=False, history_enabled=False, otlp_endpoint='http://127.0.0.1:1'), serve=False, live=False)\n"
+        "obs = PrometheusObserver(Settings(http_enabled=False, history_enabled=False, otlp_endpoint='http://127.0.0.1:1'), serve=False, live=False)\n"
         f"obs.process(CapturedEvent('progress', {json.dumps(PROGRESS[0])!r}, 0.0, 0.0))\n"
         "assert obs.tracker.snapshot()[0].last_progress is not None\n"
         "try:\n    _otel_sink(obs, None)\nexcept ExporterError as e:\n    print('clear error:', e)\n"
@@ -235,7 +235,7 @@ def test_traces_are_off_by_default() -> None:
 
 
 # --- failure isolation ----------------------------------------------------------------------------------------
-def prom_value(obs: Observer, name: str, **labels: str) -> float:
+def prom_value(obs: PrometheusObserver, name: str, **labels: str) -> float:
     for family in text_string_to_metric_families(generate_latest(obs.prometheus.registry).decode()):
         for s in family.samples:
             if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):

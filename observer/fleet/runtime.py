@@ -49,7 +49,7 @@ from observer.exporters.endpoint import Endpoint, open_endpoint
 from observer.exporters.exposition import Families, QueryLines, join_parts
 from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.otel.config import otlp_enabled
-from observer.exporters.prometheus import histogram_text
+from observer.exporters.prometheus import StateCollector, histogram_text
 from observer.exporters.samples import SampleSink, labelled, render_self
 from observer.fleet.eventlog_watch import (
     PIPELINE_EVENTS,
@@ -188,6 +188,12 @@ class _AppPipeline:
     last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
     clock_skew: float = 0.0  # seconds the application's clock is behind the watcher's (``AppEvents.clock_skew``)
     clock_known: bool = False  # the skew is settled (``AppEvents.clock_known``): only then are ages and stalls judged
+    # the application's Prometheus lines over its observer's view (built here: the pipeline builds no exporter);
+    # the watcher's one endpoint joins those of every application
+    collector: StateCollector = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.collector = StateCollector(self.observer.view)
 
     def clock(self) -> float:
         """Now on the application's clock: its ages and stalls compare its own event times with this."""
@@ -386,7 +392,7 @@ class FleetObserver:
             if pipeline.clock_known:  # before, a driver's skew (days, for an old log copied in now) reads as a stall
                 pipeline.observer.tick()
             if processed and self.server is not None:
-                pipeline.observer.prometheus.collector.prerender()  # render changed queries off the scrape path
+                pipeline.collector.prerender()  # render changed queries off the scrape path
         for sink in self._shared:
             self._guarded(sink, lambda sink=sink: sink.tick(processed))  # type: ignore[misc]
             if processed:
@@ -461,7 +467,6 @@ class FleetObserver:
         checkpoints = PlanCheckpoints()
         observer = Observer(
             self.settings,
-            serve=False,
             live=True,
             clock=lambda: holder[0].clock(),
             executor_ids=lambda: holder[0].executor_ids(),
@@ -545,7 +550,7 @@ class FleetObserver:
         seen_apps: set[str] = set()
         for pipeline in reversed(pipelines):  # newest first
             name = pipeline.observer.identity.name
-            keyed, app = pipeline.observer.prometheus.collector.application_lines()
+            keyed, app = pipeline.collector.application_lines()
             for query_id, lines in keyed:
                 if (name, query_id) not in seen_queries:
                     seen_queries.add((name, query_id))
