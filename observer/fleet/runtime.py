@@ -348,14 +348,6 @@ class FleetObserver:
     def http_port(self) -> int | None:
         return self.server.port if self.server is not None else None
 
-    def wait_rounds(self, n: int, timeout: float) -> bool:
-        """Wait until ``n`` more polls were done (tests)."""
-        target = self.rounds + n
-        deadline = time.monotonic() + timeout
-        while self.rounds < target and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return self.rounds >= target
-
     def _run(self) -> None:
         interval = self.options.poll_interval
         while not self._stop.is_set():
