@@ -23,10 +23,10 @@ from conftest import ROOT, eventlog_dir, fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
 from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.history.loaders import load_batches, load_events, load_operators, load_queries, load_runs
-from observer.history.rows import AppIdentity
 from observer.history.sink import HistorySink
 from observer.history.store import HistoryStore
 from observer.history.url import HistoryURLError, parse, redact, scrub
+from observer.model.identity import AppContext
 from observer.model.parse import parse_event
 from observer.offline.checkpoint.restore import rates_from_history
 from observer.offline.replay import replay
@@ -58,7 +58,7 @@ class Fed:
 
     def __init__(self, url: str, **settings) -> None:
         self.obs = PrometheusObserver(Settings(http_enabled=False, **settings), serve=False, live=False)
-        self.sink = HistorySink(url, self.obs.self_metrics, self.obs.settings, app=AppIdentity.of("fed"))
+        self.sink = HistorySink(url, self.obs.self_metrics, self.obs.settings, app=AppContext("fed"))
         self.obs.add_sink(self.sink)
         self.signals = 0
         self.progress = 0
@@ -135,7 +135,7 @@ def test_concurrent_writers_lose_nothing(postgres) -> None:
 
     def write(i: int) -> None:
         try:
-            store = HistoryStore(url, app=AppIdentity.of(f"app{i}", {"writer": str(i)}, f"app-id-{i}"))
+            store = HistoryStore(url, app=AppContext(f"app{i}", (("writer", str(i)),), f"app-id-{i}"))
             own = [parse_event("progress", json.dumps(p)) for p in _series(batches, query=f"{i:04d}", run=f"{i:04d}")]
             shared = [parse_event("progress", json.dumps(p)) for p in _series(batches, query="9999", run=f"{100 + i:04d}")]
             start.wait()

@@ -88,12 +88,9 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
     _add_placement(observer, spark, resolved)
     observer.set_spark_conf(_spark_conf(spark))
     if resolved.history_enabled:
-        from observer.history.identity import spark_app_identity
         from observer.history.sink import HistorySink
 
-        observer.add_sink(
-            HistorySink(resolved.history_path, observer.self_metrics, resolved, app=spark_app_identity(spark, dict(resolved.static_labels)))
-        )
+        observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved, app=observer.identity))
     try:
         if otlp_enabled(resolved):
             observer.add_sink(_otel_sink(observer, spark))

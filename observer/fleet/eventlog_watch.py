@@ -157,8 +157,14 @@ class RawEvent(NamedTuple):
 
 
 @dataclass(frozen=True)
-class AppIdentity:
-    """Who an application is: ``name`` is the stable identity, ``app_id`` and ``attempt_id`` change per run."""
+class LoggedApp:
+    """An application as its event log tells it (start event, environment, or the watcher's saved state).
+
+    Not the pipeline's identity (``observer.model.identity.AppContext``, which ``observer.fleet.runtime.app_context``
+    derives from this): it also holds what only the watcher reads, to admit and configure the application (its Spark
+    version, start time, properties and the conf the RocksDB estimate reads), and none of it labels a series or a row.
+    ``name`` is the stable identity, ``app_id`` and ``attempt_id`` change per run.
+    """
 
     log_name: str  # application id and attempt, as the log is named (stable for this log)
     name: str
@@ -184,7 +190,7 @@ class AppEvents:
     """What one poll found for one application."""
 
     log_name: str
-    identity: AppIdentity | None  # None until the application-start event has been read
+    identity: LoggedApp | None  # None until the application-start event has been read
     events: list[RawEvent] = field(default_factory=list)
     status_changes: list[StatusChange] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # messages of the problems found in this poll
@@ -373,7 +379,7 @@ class _App:
     def __init__(self, name: str, listing: _Listing, now: float) -> None:
         self.name = name
         self.listing = listing
-        self.identity: AppIdentity | None = None
+        self.identity: LoggedApp | None = None
         self.tail: _FileTail | None = None
         self.status = "running"
         self.status_since = now
@@ -1071,7 +1077,7 @@ class EventLogWatcher:
         # every identity string is cut and cleaned here, where it is taken (``clean_identity``): it ends on labels
         fallback = clean_identity(app.name)
         ts = obj.get("Timestamp")
-        app.identity = AppIdentity(
+        app.identity = LoggedApp(
             app.name,
             clean_identity(obj.get("App Name")) or fallback,
             clean_identity(obj.get("App ID")) or fallback,
@@ -1108,7 +1114,7 @@ class EventLogWatcher:
     def _fallback_identity(self, app: _App, why: str) -> None:
         self._problem(app, "no_app_start", f"{app.name}: {why}; named after its log")
         name = clean_identity(app.name)
-        app.identity = AppIdentity(app.name, name, name, None, app.spark_version, None, tuple(sorted(app.properties.items())))
+        app.identity = LoggedApp(app.name, name, name, None, app.spark_version, None, tuple(sorted(app.properties.items())))
         self._release_held(app)
 
     def _release_held(self, app: _App) -> None:
@@ -1253,7 +1259,7 @@ class EventLogWatcher:
                 raise ValueError("offsets are not non-negative integers")
             start = ident.get("start_time_ms")
             properties = ident.get("properties") or {}
-            app.identity = AppIdentity(
+            app.identity = LoggedApp(
                 app.name,
                 clean_identity(ident["name"]) or clean_identity(app.name),
                 clean_identity(ident["app_id"]) or clean_identity(app.name),

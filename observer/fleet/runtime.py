@@ -56,8 +56,8 @@ from observer.fleet.eventlog_watch import (
     PLACEMENT_EVENTS,
     PROBLEM_KINDS,
     AppEvents,
-    AppIdentity,
     EventLogWatcher,
+    LoggedApp,
     RawEvent,
     SavedPositions,
     WatchCounts,
@@ -138,7 +138,7 @@ def render_store(f: SampleSink, mirrors: Sequence[StoreMirror]) -> None:
         f.add(catalog.WATCH_STORE_PROBLEMS, (("kind", kind),), sum(m.problems.get(kind, 0) for m in mirrors))
 
 
-def app_context(identity: AppIdentity, static: Pairs) -> AppContext:
+def app_context(identity: LoggedApp, static: Pairs) -> AppContext:
     """The pipeline's identity of an application the watcher found."""
     # the log name is the file's name (surrogate escapes where it is not UTF-8): cleaned as the other identity strings were
     return AppContext(identity.name, static, identity.app_id, identity.attempt_id or "", clean_identity(identity.log_name))
@@ -451,7 +451,7 @@ class FleetObserver:
                 self._forget(found.log_name)
         return done
 
-    def _admit(self, identity: AppIdentity) -> _AppPipeline:
+    def _admit(self, identity: LoggedApp) -> _AppPipeline:
         context = app_context(identity, self.static)
         while len(self._query_lives) > self.options.max_apps:  # bounded: the queries seen first go first
             del self._query_lives[next(iter(self._query_lives))]
