@@ -65,12 +65,12 @@ def measure(partitions: int, events: int) -> dict[str, list[float]]:
 
     from observer.capture.listener import _JsonBridge
     from observer.cli.demo import dedup_window_query, spark_session
-    from observer.pipeline.runtime import Observer
+    from observer.embedded.prometheus_observer import PrometheusObserver
     from observer.settings import Settings
 
     spark = spark_session(extra={"spark.sql.shuffle.partitions": str(partitions)})
     spark.sparkContext.setLogLevel("ERROR")
-    obs = Observer(Settings(http_enabled=False), serve=False).start()
+    obs = PrometheusObserver(Settings(http_enabled=False), serve=False).start()
     timing = TimingBridge(_JsonBridge(obs.submit))
     gw = spark.sparkContext._gateway
     ensure_callback_server_started(gw)

@@ -9,7 +9,7 @@ workload it prints the series count and exposition size, the traced memory of th
 (and of the endpoint's per-query cache after a first scrape), then median times, in the same run, of:
 
 - endpoint GET: a full HTTP GET of /metrics, gzip accepted as Prometheus asks, against the same
-  endpoint ``Observer.start()`` serves (``StateCollector.exposition``, cached per query), on 127.0.0.1;
+  endpoint ``PrometheusObserver.start()`` serves (``StateCollector.exposition``, cached per query), on 127.0.0.1;
 - endpoint render: ``StateCollector.exposition()`` alone;
 - generate_latest: prometheus-client over the registry (what the endpoint served before, and the
   Pushgateway too until both shared ``exposition()``), and its ratio to the endpoint's render.
@@ -48,10 +48,10 @@ from prometheus_client import generate_latest
 
 from bench.common import derived, recorded_progress
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.exporters.http import MetricsServer
 from observer.exporters.latest import AGE_HEADER, Rendered
 from observer.offline.prometheus_server import PrometheusServer
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 
@@ -62,7 +62,7 @@ class Workload:
         self.base = recorded_progress()[-1]
         self.queries, self.operators, self.partitions = queries, operators, partitions
         self.batch = self.base["batchId"]
-        self.obs = Observer(Settings(http_enabled=False), serve=False, live=False)
+        self.obs = PrometheusObserver(Settings(http_enabled=False), serve=False, live=False)
         for _ in range(3):
             self.advance(queries)
 
@@ -160,7 +160,7 @@ FLEET_MODES = {
 }
 
 
-def _fleet_server(obs: Observer, mode: str) -> MetricsServer:
+def _fleet_server(obs: PrometheusObserver, mode: str) -> MetricsServer:
     """A fresh endpoint over ``obs``: the one this change replaced ("before") or the live one ("after")."""
     collector = obs.prometheus.collector
     if mode == "before":  # every GET renders the whole text and gzips it in its request, as before
@@ -221,7 +221,7 @@ def fleet(apps: int, seconds: float, rate: float, rounds: int, modes: list[str],
     rss_empty = rss_bytes()
     # serve=True: the worker pre-renders changed queries after each round, as a live observer does; its own
     # endpoint is never scraped here (each phase serves from a server of its own)
-    obs = Observer(settings, serve=True, live=True).start()
+    obs = PrometheusObserver(settings, serve=True, live=True).start()
     batch = [0]
 
     def round_of(n: int) -> None:

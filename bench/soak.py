@@ -27,8 +27,8 @@ from prometheus_client import generate_latest
 
 from bench.common import derived, recorded_progress
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.history.sink import HistorySink
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 
@@ -56,7 +56,7 @@ def main() -> int:
         templates.append(row)
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(http_enabled=False)
-        obs = Observer(settings, serve=False, live=False)
+        obs = PrometheusObserver(settings, serve=False, live=False)
         if not args.no_history:
             obs.add_sink(HistorySink(os.path.join(tmp, "history.db"), obs.self_metrics, settings))
         warm = args.events // 10

@@ -19,15 +19,15 @@ from observer._version import __version__
 if TYPE_CHECKING:
     from observer.embedded.attach import ObserverHandle, attach
     from observer.embedded.listener import StateObserverListener
+    from observer.embedded.prometheus_observer import PrometheusObserver as Observer
     from observer.model.signal_kinds import SIGNAL_KINDS, SignalEvent
-    from observer.pipeline.runtime import Observer
     from observer.settings import Settings, SettingsError
 
 _PUBLIC = {
     "attach": "observer.embedded.attach",
     "ObserverHandle": "observer.embedded.attach",
     "StateObserverListener": "observer.embedded.listener",
-    "Observer": "observer.pipeline.runtime",
+    "Observer": "observer.embedded.prometheus_observer",  # the pipeline's Observer with its Prometheus exporter, as before
     "Settings": "observer.settings",
     "SettingsError": "observer.settings",
     "SignalEvent": "observer.model.signal_kinds",
@@ -46,8 +46,11 @@ __all__ = [
 ]
 
 
+_RENAMED = {"Observer": "PrometheusObserver"}  # public name -> its name in the module
+
+
 def __getattr__(name: str) -> Any:
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'observer' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    return getattr(importlib.import_module(module), _RENAMED.get(name, name))

@@ -9,6 +9,7 @@ from typing import Any, Callable, cast
 from urllib.parse import urlparse
 
 from observer.embedded.listener import StateObserverListener
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.exporters.http import ExporterError
 from observer.exporters.otel.config import otlp_enabled
 from observer.model.capacity import SESSION_KEYS, relevant
@@ -23,7 +24,7 @@ log = logging.getLogger("observer")
 class ObserverHandle:
     """What ``attach`` returns: the running observer, and ``stop()`` to detach it."""
 
-    def __init__(self, spark: Any, observer: Observer, listener: StateObserverListener) -> None:
+    def __init__(self, spark: Any, observer: PrometheusObserver, listener: StateObserverListener) -> None:
         self.spark, self.observer, self.listener = spark, observer, listener
         self._stopped = False
 
@@ -77,7 +78,7 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
         )
         return cast(ObserverHandle, existing)
     resolved = Settings.from_env(**settings)
-    observer = Observer(
+    observer = PrometheusObserver(
         resolved,
         executor_ids=_executor_ids(spark),
         last_alive_hint=_checkpoint_last_commit(spark),
@@ -87,12 +88,9 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
     _add_placement(observer, spark, resolved)
     observer.set_spark_conf(_spark_conf(spark))
     if resolved.history_enabled:
-        from observer.history.identity import spark_app_identity
         from observer.history.sink import HistorySink
 
-        observer.add_sink(
-            HistorySink(resolved.history_path, observer.self_metrics, resolved, app=spark_app_identity(spark, dict(resolved.static_labels)))
-        )
+        observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved, app=observer.identity))
     try:
         if otlp_enabled(resolved):
             observer.add_sink(_otel_sink(observer, spark))

@@ -1,10 +1,12 @@
-"""``StateObserverListener``: the capture listener bound to an ``Observer`` (started here unless one is given)."""
+"""``StateObserverListener``: the capture listener bound to an ``Observer`` (one with its Prometheus exporter is
+built and started here unless one is given)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from observer.capture.listener import QueryListener
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.pipeline.runtime import Observer
 
 
@@ -19,6 +21,6 @@ class StateObserverListener(QueryListener):
         if observer is None:
             from observer.settings import Settings
 
-            observer = Observer(Settings.from_env(**settings)).start()
+            observer = PrometheusObserver(Settings.from_env(**settings)).start()
         self.observer = observer
         super().__init__(observer.submit, fast_path=observer.settings.fast_path)

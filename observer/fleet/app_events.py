@@ -68,8 +68,14 @@ class RawEvent(NamedTuple):
 
 
 @dataclass(frozen=True)
-class AppIdentity:
-    """Who an application is: ``name`` is the stable identity, ``app_id`` and ``attempt_id`` change per run."""
+class LoggedApp:
+    """An application as its event log tells it (start event, environment, or the watcher's saved state).
+
+    Not the pipeline's identity (``observer.model.identity.AppContext``, which ``observer.fleet.runtime.app_context``
+    derives from this): it also holds what only the watcher reads, to admit and configure the application (its Spark
+    version, start time, properties and the conf the RocksDB estimate reads), and none of it labels a series or a row.
+    ``name`` is the stable identity, ``app_id`` and ``attempt_id`` change per run.
+    """
 
     log_name: str  # application id and attempt, as the log is named (stable for this log)
     name: str
@@ -95,7 +101,7 @@ class AppEvents:
     """What one poll found for one application."""
 
     log_name: str
-    identity: AppIdentity | None  # None until the application-start event has been read
+    identity: LoggedApp | None  # None until the application-start event has been read
     events: list[RawEvent] = field(default_factory=list)
     status_changes: list[StatusChange] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # messages of the problems found in this poll

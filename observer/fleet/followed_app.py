@@ -8,7 +8,7 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from observer.fleet.app_events import AppEvents, AppIdentity, RawEvent
+from observer.fleet.app_events import AppEvents, LoggedApp, RawEvent
 from observer.fleet.file_tail import FileTail
 
 SKEW_SAMPLES = 16  # clock-skew samples kept per application: observer.fleet.clock_skew acts on the smallest
@@ -31,7 +31,7 @@ class FollowedApp:
     def __init__(self, name: str, listing: Listing, now: float) -> None:
         self.name = name
         self.listing = listing
-        self.identity: AppIdentity | None = None
+        self.identity: LoggedApp | None = None
         self.tail: FileTail | None = None
         self.status = "running"
         self.status_since = now

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from observer.fleet.app_events import AppIdentity, RawEvent
+from observer.fleet.app_events import LoggedApp, RawEvent
 from observer.fleet.followed_app import FollowedApp
 from observer.fleet.watcher_core import WatcherCore
 from observer.model.bounded import clean_identity
@@ -21,7 +21,7 @@ class Identification(WatcherCore):
         # every identity string is cut and cleaned here, where it is taken (``clean_identity``): it ends on labels
         fallback = clean_identity(app.name)
         ts = obj.get("Timestamp")
-        app.identity = AppIdentity(
+        app.identity = LoggedApp(
             app.name,
             clean_identity(obj.get("App Name")) or fallback,
             clean_identity(obj.get("App ID")) or fallback,
@@ -58,7 +58,7 @@ class Identification(WatcherCore):
     def _fallback_identity(self, app: FollowedApp, why: str) -> None:
         self._problem(app, "no_app_start", f"{app.name}: {why}; named after its log")
         name = clean_identity(app.name)
-        app.identity = AppIdentity(app.name, name, name, None, app.spark_version, None, tuple(sorted(app.properties.items())))
+        app.identity = LoggedApp(app.name, name, name, None, app.spark_version, None, tuple(sorted(app.properties.items())))
         self._release_held(app)
 
     def _release_held(self, app: FollowedApp) -> None:

@@ -49,9 +49,9 @@ from observer.exporters.endpoint import Endpoint, open_endpoint
 from observer.exporters.exposition import Families, QueryLines, join_parts
 from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.otel.config import otlp_enabled
-from observer.exporters.prometheus import histogram_text
+from observer.exporters.prometheus import StateCollector, histogram_text
 from observer.exporters.samples import SampleSink, labelled, render_self
-from observer.fleet.app_events import PIPELINE_EVENTS, PLACEMENT_EVENTS, PROBLEM_KINDS, AppEvents, AppIdentity, RawEvent, WatchCounts
+from observer.fleet.app_events import PIPELINE_EVENTS, PLACEMENT_EVENTS, PROBLEM_KINDS, AppEvents, LoggedApp, RawEvent, WatchCounts
 from observer.fleet.clock_skew import event_time
 from observer.fleet.eventlog_watch import EventLogWatcher
 from observer.fleet.store_mirror import PROBLEM_KINDS as STORE_PROBLEM_KINDS
@@ -130,7 +130,7 @@ def render_store(f: SampleSink, mirrors: Sequence[StoreMirror]) -> None:
         f.add(catalog.WATCH_STORE_PROBLEMS, (("kind", kind),), sum(m.problems.get(kind, 0) for m in mirrors))
 
 
-def app_context(identity: AppIdentity, static: Pairs) -> AppContext:
+def app_context(identity: LoggedApp, static: Pairs) -> AppContext:
     """The pipeline's identity of an application the watcher found."""
     # the log name is the file's name (surrogate escapes where it is not UTF-8): cleaned as the other identity strings were
     return AppContext(identity.name, static, identity.app_id, identity.attempt_id or "", clean_identity(identity.log_name))
@@ -180,6 +180,12 @@ class _AppPipeline:
     last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
     clock_skew: float = 0.0  # seconds the application's clock is behind the watcher's (``AppEvents.clock_skew``)
     clock_known: bool = False  # the skew is settled (``AppEvents.clock_known``): only then are ages and stalls judged
+    # the application's Prometheus lines over its observer's view (built here: the pipeline builds no exporter);
+    # the watcher's one endpoint joins those of every application
+    collector: StateCollector = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.collector = StateCollector(self.observer.view)
 
     def clock(self) -> float:
         """Now on the application's clock: its ages and stalls compare its own event times with this."""
@@ -334,14 +340,6 @@ class FleetObserver:
     def http_port(self) -> int | None:
         return self.server.port if self.server is not None else None
 
-    def wait_rounds(self, n: int, timeout: float) -> bool:
-        """Wait until ``n`` more polls were done (tests)."""
-        target = self.rounds + n
-        deadline = time.monotonic() + timeout
-        while self.rounds < target and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return self.rounds >= target
-
     def _run(self) -> None:
         interval = self.options.poll_interval
         while not self._stop.is_set():
@@ -378,7 +376,7 @@ class FleetObserver:
             if pipeline.clock_known:  # before, a driver's skew (days, for an old log copied in now) reads as a stall
                 pipeline.observer.tick()
             if processed and self.server is not None:
-                pipeline.observer.prometheus.collector.prerender()  # render changed queries off the scrape path
+                pipeline.collector.prerender()  # render changed queries off the scrape path
         for sink in self._shared:
             self._guarded(sink, lambda sink=sink: sink.tick(processed))  # type: ignore[misc]
             if processed:
@@ -445,7 +443,7 @@ class FleetObserver:
                 self._forget(found.log_name)
         return done
 
-    def _admit(self, identity: AppIdentity) -> _AppPipeline:
+    def _admit(self, identity: LoggedApp) -> _AppPipeline:
         context = app_context(identity, self.static)
         while len(self._query_lives) > self.options.max_apps:  # bounded: the queries seen first go first
             del self._query_lives[next(iter(self._query_lives))]
@@ -453,7 +451,6 @@ class FleetObserver:
         checkpoints = PlanCheckpoints()
         observer = Observer(
             self.settings,
-            serve=False,
             live=True,
             clock=lambda: holder[0].clock(),
             executor_ids=lambda: holder[0].executor_ids(),
@@ -537,7 +534,7 @@ class FleetObserver:
         seen_apps: set[str] = set()
         for pipeline in reversed(pipelines):  # newest first
             name = pipeline.observer.identity.name
-            keyed, app = pipeline.observer.prometheus.collector.application_lines()
+            keyed, app = pipeline.collector.application_lines()
             for query_id, lines in keyed:
                 if (name, query_id) not in seen_queries:
                     seen_queries.add((name, query_id))

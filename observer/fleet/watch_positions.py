@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from observer.fleet.app_events import AppIdentity
+from observer.fleet.app_events import LoggedApp
 from observer.fleet.event_lines import MAX_RUNS
 from observer.fleet.followed_app import FollowedApp
 from observer.fleet.log_names import EVENTS_FILE
@@ -98,7 +98,7 @@ class WatchPositions(WatcherCore):
                 raise ValueError("offsets are not non-negative integers")
             start = ident.get("start_time_ms")
             properties = ident.get("properties") or {}
-            app.identity = AppIdentity(
+            app.identity = LoggedApp(
                 app.name,
                 clean_identity(ident["name"]) or clean_identity(app.name),
                 clean_identity(ident["app_id"]) or clean_identity(app.name),

@@ -161,22 +161,6 @@ def load_recent_batches(path: str, query_id: str, limit: int = 120) -> pd.DataFr
     )
 
 
-def load_last_events(path: str, query_id: str, within: int = 5000) -> pd.DataFrame:
-    """The newest event of each kind among the query's ``within`` newest events (bounded, so a query with
-    millions of signals costs the same)."""
-    frame = _frame(
-        path,
-        """
-        SELECT kind, run_id, ts, attributes FROM (
-            SELECT kind, run_id, ts, attributes, ROW_NUMBER() OVER (PARTITION BY kind ORDER BY ts DESC, id DESC) AS newest
-            FROM (SELECT id, kind, run_id, ts, attributes FROM events WHERE query_id = ? ORDER BY ts DESC LIMIT ?) AS recent
-        ) AS ranked WHERE newest = 1 ORDER BY kind""",
-        (query_id, within),
-    )
-    frame["attributes"] = frame["attributes"].map(lambda s: json.loads(s) if isinstance(s, str) else {})
-    return frame
-
-
 def _bucket(path: str, table: str, where: str, params: tuple[Any, ...], max_points: int) -> tuple[str, tuple[Any, ...]]:
     """A GROUP BY expression putting the rows of ``where`` into at most ``max_points`` equal time buckets."""
     span = _frame(path, f"SELECT MIN(ts) AS lo, MAX(ts) AS hi, COUNT(*) AS n FROM {table} WHERE {where}", params).iloc[0]

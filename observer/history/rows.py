@@ -8,15 +8,15 @@ share one PostgreSQL history and are told apart by it.
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from observer.model.bounded import clean_label, clean_stored
 from observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
+from observer.model.identity import AppContext
 
 FACT_TABLES = ("batches", "operators", "partitions", "events", "placements")
 BATCH_TABLES = ("batches", "operators", "partitions", "placements")  # rows keyed by (query, run, batch) first
@@ -24,24 +24,22 @@ MAX_IDENTITY_CHARS = 1024  # defence in depth: the capture bounds identities tig
 _encode = msgspec.json.Encoder().encode
 
 
-@dataclass(frozen=True)
-class AppIdentity:
-    """Which Spark application rows come from; all None for an unknown application (old rows are NULL too)."""
+class AppColumns(NamedTuple):
+    """An application's identity (``observer.model.identity.AppContext``) as a row's app columns write it: None where
+    unknown (old rows are NULL too), the static labels as sorted JSON, every string cleaned as a label value is (no
+    lone surrogate, NUL or escape): one application named with a bad byte must not make a whole write, and with it
+    other applications' rows, fail."""
 
-    name: str | None = None
-    labels: tuple[tuple[str, str], ...] = ()
-    app_id: str | None = None
+    name: str | None
+    labels_json: str | None
+    app_id: str | None
 
-    @classmethod
-    def of(cls, name: str | None, labels: dict[str, str] | None = None, app_id: str | None = None) -> AppIdentity:
-        """The identity with every string cleaned as a label value is (no lone surrogate, NUL or escape): one
-        application named with a bad byte must not make a whole write, and with it other applications' rows, fail."""
-        pairs = {clean_label(str(k), MAX_IDENTITY_CHARS): clean_label(str(v), MAX_IDENTITY_CHARS) for k, v in (labels or {}).items()}
-        return cls(_identity(name), tuple(sorted(pairs.items())), _identity(app_id))
 
-    @functools.cached_property
-    def labels_json(self) -> str | None:
-        return json.dumps(dict(self.labels), sort_keys=True, separators=(",", ":")) if self.labels else None
+def app_columns(app: AppContext) -> AppColumns:
+    """``app``'s identity in the columns every row carries (name, static labels as JSON, application id)."""
+    pairs = {clean_label(str(k), MAX_IDENTITY_CHARS): clean_label(str(v), MAX_IDENTITY_CHARS) for k, v in app.static}
+    labels = json.dumps(dict(sorted(pairs.items())), sort_keys=True, separators=(",", ":")) if pairs else None
+    return AppColumns(_identity(app.name or None), labels, _identity(app.app_id or None))
 
 
 def _identity(value: str | None) -> str | None:
@@ -227,9 +225,18 @@ class PendingRows:
 class RowBuilder:
     """Turns model events and signals into ``PendingRows`` stamped with one application's identity."""
 
-    def __init__(self, app: AppIdentity | None = None) -> None:
-        self.app = app or AppIdentity()
+    def __init__(self, app: AppContext | None = None) -> None:
+        self.app = app or AppContext()
         self.pending = PendingRows()
+
+    @property
+    def app(self) -> AppContext:
+        """The application the rows are stamped with (its columns are worked out once, when it is set)."""
+        return self._app
+
+    @app.setter
+    def app(self, app: AppContext) -> None:
+        self._app, self._columns = app, app_columns(app)
 
     def take(self) -> PendingRows:
         """Everything built so far; the builder starts a new buffer."""
@@ -254,7 +261,7 @@ class RowBuilder:
             run[3], run[4], run[5] = ts, "exception" if event.exception else "clean", exception
 
     def add_signal(self, kind: str, query_id: str, run_id: str | None, ts: float, attributes: dict[str, Any]) -> None:
-        app = self.app
+        app = self._columns
         self.pending.facts["events"].append(
             (query_id, run_id, ts, kind, json.dumps(attributes, default=str), app.name, app.labels_json, app.app_id)
         )
@@ -263,7 +270,7 @@ class RowBuilder:
         """A fact row given in full (all of ``COLUMNS[table]``, or the columns before the app ones)."""
         width = len(COLUMNS[table])
         if len(row) < width:
-            app = self.app
+            app = self._columns
             extra = {"app": app.name, "app_labels": app.labels_json, "app_id": app.app_id}
             row = tuple(row) + tuple(extra[c] for c in APP_COLUMNS[table])
         self.pending.facts[table].append(row)
@@ -271,7 +278,7 @@ class RowBuilder:
     def _query(self, query_id: str, name: str | None, ts: float) -> None:
         queries = self.pending.queries
         known = queries.get(query_id)
-        app = self.app
+        app = self._columns
         queries[query_id] = (
             query_id,
             name or (known[1] if known else None),
@@ -286,7 +293,7 @@ class RowBuilder:
         runs = self.pending.runs
         run = runs.get(run_id)
         if run is None:
-            app = self.app
+            app = self._columns
             run = runs[run_id] = [query_id, None, ts, None, None, None, app.name, app.labels_json, app.app_id]
         run[2] = max(run[2] or ts, ts)
         return run
@@ -304,7 +311,7 @@ class RowBuilder:
         run = self._run(query_id, run_id, ts)
         if run[1] is None:
             run[1] = ts
-        app = self.app
+        app = self._columns
         name, app_id = app.name, app.app_id
         facts = pending.facts
         operators, partitions = facts["operators"], facts["partitions"]

@@ -21,7 +21,7 @@ from typing import Sequence
 from observer.history.backend import open_backend
 from observer.history.isolate import PartlyWritten
 from observer.history.retention import RetentionError, RetentionPolicy
-from observer.history.rows import AppIdentity, PendingRows
+from observer.history.rows import PendingRows
 from observer.history.store import HistoryError, HistoryStore
 from observer.history.writer import BackgroundWriter
 from observer.metrics.selfmetrics import SelfMetrics
@@ -54,7 +54,7 @@ class HistorySink:
         path: str,
         self_metrics: SelfMetrics,
         settings: Settings | None = None,
-        app: AppIdentity | None = None,
+        app: AppContext | None = None,
         background: bool = False,
     ) -> None:
         settings = settings or Settings()
@@ -68,7 +68,7 @@ class HistorySink:
         self.placement: PlacementFeed | None = None  # set by Observer.set_placement when placement is followed
         self.store: HistoryStore | None = None
         self._context: AppContext | None = None  # the application the rows are stamped with now (on_app_event)
-        self._app = app or AppIdentity()  # the identity given here: rows of an unknown application keep it
+        self._app = app or AppContext()  # the identity given here: rows of an unknown application keep it
         self.dropped_rows = 0  # rows (or, with the store off, events) never written: replay reports them
         self.last_failure: str | None = None
         try:
@@ -128,7 +128,7 @@ class HistorySink:
         """
         if self.store is not None and app is not self._context:
             self._context = app
-            self.store.rows.app = AppIdentity.of(app.name or None, dict(app.static), app.app_id or None) if app.known else self._app
+            self.store.rows.app = app if app.known else self._app
         self.on_event(event, signals, received_at)
 
     def follow_placement(self, feed: PlacementFeed) -> None:

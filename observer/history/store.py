@@ -20,9 +20,10 @@ from typing import Any, Callable
 from observer.history.backend import Backend, HistoryDataError, HistoryError, open_backend
 from observer.history.isolate import PartlyWritten, write_isolating
 from observer.history.retention import RetentionPolicy
-from observer.history.rows import AppIdentity, PendingRows, RowBuilder
+from observer.history.rows import PendingRows, RowBuilder
 from observer.history.sqlite import connect, explain
 from observer.model.events import Event
+from observer.model.identity import AppContext
 
 __all__ = ["HistoryError", "HistoryStore", "connect", "explain"]
 
@@ -35,7 +36,7 @@ class HistoryStore:
         path: str,
         max_age_seconds: float = 7 * 86400,
         max_bytes: float = 1 << 30,
-        app: AppIdentity | None = None,
+        app: AppContext | None = None,
         retention: RetentionPolicy | None = None,
         backend: Backend | None = None,
     ) -> None:

@@ -7,7 +7,6 @@ URL that may reach a log line or an error message: a password never does.
 
 from __future__ import annotations
 
-import os
 import re
 import urllib.parse
 from dataclasses import dataclass
@@ -129,9 +128,3 @@ def scrub(message: str, value: str) -> str:
     for secret in secrets_of(value):
         message = message.replace(secret, "***")
     return message
-
-
-def absolute(value: str) -> str:
-    """The location with a relative file path made absolute (URLs unchanged): for the browser's argument."""
-    target = parse(value)
-    return os.path.abspath(target.location) if target.kind == "sqlite" else value

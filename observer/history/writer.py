@@ -63,8 +63,6 @@ class BackgroundWriter:
         self.backoff = 0.0  # seconds the thread waits before its next attempt (0 while writes succeed)
         self._backoff_base = 0.0
         self.error: str | None = None  # the last failure's message while failing, None once writes succeed
-        self.written_events = 0
-        self.dropped_events = 0
         self.last_refusal: str | None = None  # why the database last refused a row
         self.newest: float | None = None  # the newest time written, which retention counts back from
         self.failures = 0
@@ -87,7 +85,6 @@ class BackgroundWriter:
             fits = self._buffer.rows + self._writing + rows.rows <= self.capacity or not (self._buffer or self._writing)
             if not fits:
                 dropped = rows.events
-                self.dropped_events += dropped
             self._buffer.absorb(rows, facts=fits)
             self._cond.notify()
         if dropped:
@@ -115,7 +112,6 @@ class BackgroundWriter:
         with self._cond:  # a write still hanging (daemon thread) is counted as lost with the buffer
             left, self._buffer = self._buffer.events + self._inflight_events, PendingRows()
             self._inflight_events = 0
-            self.dropped_events += left
         if left:
             self._on_dropped(left)
             log.warning(
@@ -197,15 +193,12 @@ class BackgroundWriter:
     def _refused(self, part: PendingRows, message: str) -> None:
         """Count (and say, once per reason) a row the database refuses even written alone."""
         lost = max(part.events, 1)  # a row that is neither a progress event nor a signal (placement, query) counts one
-        with self._cond:
-            self.dropped_events += lost
         if message != self.last_refusal:
             log.warning("spark-state-observer: %s; that row is dropped (counted), every other row is written", message)
         self.last_refusal = message
         self._on_dropped(lost)
 
     def _written(self, part: PendingRows) -> None:
-        self.written_events += part.events
         times = [r[3] for r in part.facts["batches"]] + [r[2] for r in part.facts["events"]]
         if times:
             self.newest = max(times if self.newest is None else [*times, self.newest])

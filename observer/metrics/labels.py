@@ -20,7 +20,6 @@ PHASE = "phase"
 SOURCE = "source"
 OPERATOR = "operator"
 METRIC = "metric"
-BOUNDED_LABELS = (PHASE, SOURCE, OPERATOR, METRIC)
 DEFAULT_LIMITS: dict[str, int] = {PHASE: 32, SOURCE: 32, OPERATOR: 64, METRIC: 256}
 """Per query. Spark has 7 phases, a few sources, one operator per stateful step and ~40 custom metric keys."""
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
 from observer.capture.queue import CapturedEvent
+from observer.exporters.prometheus import StateCollector
 from observer.model import kinds
 from observer.model.capacity import ENVIRONMENT_PREFIX, spark_properties
 from observer.model.decode import stamp_fields
@@ -26,13 +27,14 @@ from observer.signals.snapshots import CheckpointLocator
 @dataclass
 class ReplayResult:
     observer: Observer
+    collector: StateCollector  # the Prometheus text over the observer's view (the pipeline builds no exporter)
     events: int = 0
     errors: list[str] = field(default_factory=list)
     history_rows_dropped: int = 0  # rows the history could not write (locked, read-only, full): the replay is incomplete
 
     def exposition(self) -> str:
         """The Prometheus text of the final state, as the live endpoint would have served it."""
-        return self.observer.exposition().decode()
+        return self.collector.exposition().decode()
 
 
 def replay(
@@ -67,9 +69,9 @@ def replay(
 
     identity = application_of(paths, base.static_labels, max_line_bytes)  # the recorded application's, as a live observer has it
     if clock is None:
-        observer = Observer(base, serve=False, live=False, executor_ids=executor_ids, identity=identity, checkpoint=checkpoint)
+        observer = Observer(base, live=False, executor_ids=executor_ids, identity=identity, checkpoint=checkpoint)
     else:
-        observer = Observer(base, serve=False, live=True, executor_ids=executor_ids, clock=clock, identity=identity, checkpoint=checkpoint)
+        observer = Observer(base, live=True, executor_ids=executor_ids, clock=clock, identity=identity, checkpoint=checkpoint)
     if on_signal is not None:
         observer.on("*", on_signal)
     sink = None
@@ -78,7 +80,7 @@ def replay(
 
         sink = HistorySink(history, observer.self_metrics, base)
         observer.add_sink(sink)
-    result = ReplayResult(observer)
+    result = ReplayResult(observer, StateCollector(observer.view))
     feed_line = None
     if base.placement != "off":  # per-partition placement from the task events the record reader skips
         tasks = EventLogSource()

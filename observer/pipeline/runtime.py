@@ -3,7 +3,10 @@
 Data flows one way (``docs/architecture.md``): capture (``observer.capture``) → queue → ``Observer.process``
 → model (``observer.model.parse``) → tracker (``observer.metrics``) → signals (``observer.signals``, which
 return facts: the tracker applies their values, the bus calls the callbacks) → sinks (Prometheus,
-OpenTelemetry, history), each given the event and then the signals it caused. ``attach()`` builds one
+OpenTelemetry, history), each given the event and then the signals it caused. The pipeline builds no
+exporter: its composition roots (``observer.embedded``, ``observer.fleet``, ``observer.offline``) build
+them over ``Observer.view`` and pass them in with ``add_sink``, so this package never imports
+``observer.exporters`` (the import contract in ``pyproject.toml`` keeps it so). ``attach()`` builds one
 of these; ``replay`` uses the same ``process`` synchronously, so live and replayed runs give the same
 metrics.
 """
@@ -18,8 +21,6 @@ from functools import partial
 from typing import AbstractSet, Any, Callable, Mapping, Sequence, cast
 
 from observer.capture.queue import CapturedEvent, CaptureQueue
-from observer.exporters.http import MetricsServer
-from observer.exporters.prometheus import PrometheusSink
 from observer.metrics.selfmetrics import SelfMetrics
 from observer.metrics.tracker import QueryTracker
 from observer.metrics.view import MetricsView
@@ -46,15 +47,14 @@ TICK_SECONDS = 1.0
 class Observer:
     """Owns the queue, the metric state, the signals and the sinks of one attached listener.
 
-    The Prometheus sink is always there (``prometheus``; it only serves or pushes when told to); others
-    are added with ``add_sink``.
+    Sinks (Prometheus, OpenTelemetry, history) are built by the caller over ``view`` and added with
+    ``add_sink``; ``observer.embedded.prometheus_observer.PrometheusObserver`` is this with its Prometheus sink.
     """
 
     def __init__(
         self,
         settings: Settings | None = None,
         *,
-        serve: bool | None = None,
         live: bool = True,
         executor_ids: Callable[[], AbstractSet[str] | None] | None = None,
         last_alive_hint: LastAliveHint | None = None,
@@ -90,23 +90,16 @@ class Observer:
             checkpoint=checkpoint,
         )
         self.signals = SignalBus(on_callback_failure=lambda: self.self_metrics.incr("callback_failures"))
-        self.prometheus = PrometheusSink(
-            self.view,
-            self.settings,
-            lambda: self.self_metrics.count("export_failures", "pushgateway"),
-            lambda reason: self.self_metrics.count("http_refused", reason),
-        )
-        self._sinks: list[Sink] = [self.prometheus]
+        self._sinks: list[Sink] = []
         # per sink, whether it takes the application too (``AppAwareSink``): decided once, as a runtime Protocol
         # check costs ~8 µs per sink, which per event was a twentieth of the pipeline
-        self._app_aware: list[bool] = [isinstance(self.prometheus, AppAwareSink)]
+        self._app_aware: list[bool] = []
         self._executor_ids = executor_ids if self.settings.poll_executors else None
         self._stop = threading.Event()
         self._taken = 0  # events the worker has finished with
         self._sink_flush_wanted = 0  # flush() asks the worker (the sinks' only thread) to flush them...
         self._sink_flush_done = 0  # ...and waits for this to catch up
         self._worker: threading.Thread | None = None
-        self._serve = self.settings.http_enabled if serve is None else serve
         self._last_queue_drops = 0
         self._error_logged: set[str] = set()
         self.placement: PlacementFeed | None = None  # where state partitions run (set_placement)
@@ -114,8 +107,7 @@ class Observer:
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> Observer:
-        """Start the exporters and the worker thread. Raises ``ExporterError`` if the port is taken."""
-        self.prometheus.start(self._serve)
+        """Start the worker thread (the caller starts the exporters it built: they may refuse, e.g. a taken port)."""
         self._worker = threading.Thread(target=self._run, name="spark-state-observer-worker", daemon=True)
         self._worker.start()
         return self
@@ -141,19 +133,6 @@ class Observer:
             self.placement.finish(facts)
         if facts.signals or facts.updates:
             self._deliver(None, facts, self.engine.clock())
-
-    @property
-    def server(self) -> MetricsServer | None:
-        """The /metrics endpoint, while it serves."""
-        return self.prometheus.server
-
-    @property
-    def http_port(self) -> int | None:
-        return self.server.port if self.server else None
-
-    def exposition(self) -> bytes:
-        """The Prometheus text of the current state: what the endpoint serves, the Pushgateway gets and replay prints."""
-        return self.prometheus.exposition()
 
     def add_sink(self, sink: Sink) -> None:
         """Hand every event and the signals it caused to ``sink`` too (history, OpenTelemetry); see ``observer.pipeline.sink``."""

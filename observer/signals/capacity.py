@@ -28,7 +28,6 @@ from observer.signals.facts import SignalFacts
 ABOVE_BUDGET = "above_budget"
 ZERO_WITH_ROWS = "zero_with_rows"
 BOUNDED_DIVISION = "bounded_division"
-REASONS = (ABOVE_BUDGET, ZERO_WITH_ROWS, BOUNDED_DIVISION)
 IMPLAUSIBLE_FACTOR = 100  # "orders of magnitude": no store instance can hold 100x its whole executor's room
 MAX_RUNS = 1024  # query runs remembered for the once-per-run bounded-division signal
 

@@ -76,7 +76,6 @@ class _Batches:
 
     batches: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=30))  # (input rows, addBatch ms)
     previous: list[tuple[float, float]] = field(default_factory=list)
-    previous_start: float | None = None  # the start of the query's previous batch
     reloaded: list[tuple[int, str]] = field(default_factory=list)  # operators of the current batch with a reload
 
 

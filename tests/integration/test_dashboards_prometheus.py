@@ -113,7 +113,7 @@ def substitute(expr: str, query_names: str) -> str:
 
 
 def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path) -> None:
-    from observer.pipeline.runtime import Observer
+    from observer.embedded.prometheus_observer import PrometheusObserver
     from observer.settings import Settings
 
     groups = recorded_event_groups()
@@ -121,7 +121,7 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path) -> None
     groups.append(placement)
     halves = [[e for g in groups for e in g[: len(g) // 2]], [e for g in groups for e in g[len(g) // 2 :]]]
     settings = Settings(http_port=0, growth_min_batches=3, state_rows_budget=1e7, state_memory_budget_bytes=1e10)
-    obs = Observer(settings)
+    obs = PrometheusObserver(settings)
     obs.set_placement(source)  # the placement row's series: the kill run, executor 1 SIGKILLed after batch 4
     obs.start()
     try:

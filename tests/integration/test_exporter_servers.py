@@ -12,13 +12,13 @@ from test_exporter import PROGRESS
 
 from conftest import Server, free_port, need, prom_query, start_prometheus
 from observer.capture.queue import CapturedEvent
-from observer.pipeline.runtime import Observer
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.settings import Settings
 
 
 @pytest.mark.slow
 def test_real_prometheus_scrapes_the_exporter(tmp_path) -> None:
-    obs = Observer(Settings(http_port=0), live=False)
+    obs = PrometheusObserver(Settings(http_port=0), live=False)
     obs.start()
     try:
         for p in PROGRESS:
@@ -50,7 +50,9 @@ def test_pushgateway_mode_pushes_and_survives_the_gateway_being_down(tmp_path) -
     port = free_port()
     gateway_url = f"http://127.0.0.1:{port}"
     # first: the gateway is down; pushing fails, is counted, and nothing raises
-    obs = Observer(Settings(http_enabled=False, pushgateway_url=gateway_url, push_interval_seconds=0.5, push_timeout_seconds=1), live=False)
+    obs = PrometheusObserver(
+        Settings(http_enabled=False, pushgateway_url=gateway_url, push_interval_seconds=0.5, push_timeout_seconds=1), live=False
+    )
     obs.start()
     for p in PROGRESS:
         obs.submit(CapturedEvent("progress", json.dumps(p), time.time(), 0.0))

@@ -19,15 +19,16 @@ import pytest
 
 from conftest import REQUIRE_REAL, eventlog_dir, fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.history.loaders import load_batch, load_batches, load_events, load_operators, load_partitions, load_queries, load_runs
 from observer.history.retention import RetentionPolicy
-from observer.history.rows import APP_COLUMNS, COLUMNS, AppIdentity, RowBuilder
+from observer.history.rows import APP_COLUMNS, COLUMNS, RowBuilder
 from observer.history.schema import MIGRATIONS, POSTGRES_TYPES, SQLITE_TYPES, render
 from observer.history.sink import HistorySink
 from observer.history.store import HistoryError, HistoryStore
+from observer.model.identity import AppContext
 from observer.model.parse import parse_event
 from observer.offline.replay import replay
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RESTART = fixture_runs("rocksdb_restart")
@@ -82,8 +83,8 @@ def test_reader_is_not_blocked_by_a_writer(tmp_path) -> None:
         writer.close()
 
 
-def _observer_with_history(db: str, app: AppIdentity | None = None, **settings) -> tuple[Observer, HistorySink]:
-    obs = Observer(Settings(http_enabled=False, **settings), serve=False, live=False)
+def _observer_with_history(db: str, app: AppContext | None = None, **settings) -> tuple[PrometheusObserver, HistorySink]:
+    obs = PrometheusObserver(Settings(http_enabled=False, **settings), serve=False, live=False)
     sink = HistorySink(db, obs.self_metrics, obs.settings, app=app)
     obs.add_sink(sink)
     return obs, sink
@@ -94,12 +95,12 @@ def _relabel(progress: list[dict], n: int, name: str) -> list[dict]:
     return [dict(p, id=f"{p['id'][:-4]}{n:04d}", runId=f"{p['runId'][:-4]}{n:04d}", name=name) for p in progress]
 
 
-def _close(obs: Observer, sink: HistorySink) -> None:
+def _close(obs: PrometheusObserver, sink: HistorySink) -> None:
     obs.flush()
     sink.close()
 
 
-def _feed(obs: Observer, progress: list[dict]) -> None:
+def _feed(obs: PrometheusObserver, progress: list[dict]) -> None:
     for p in progress:
         obs.process(CapturedEvent("progress", json.dumps(p), time.time(), 0.0))
 
@@ -220,7 +221,14 @@ def test_read_only_filesystem_gives_a_clear_message(tmp_path) -> None:
 
 def test_rows_carry_the_application_identity(history) -> None:
     progress = progress_lines(RESTART[0])
-    app = AppIdentity.of("payments", {"cluster": "eu-1", "env": "prod"}, "app-20260101-0001")
+    app = AppContext(
+        "payments",
+        (
+            ("cluster", "eu-1"),
+            ("env", "prod"),
+        ),
+        "app-20260101-0001",
+    )
     obs, sink = _observer_with_history(history, app=app)
     _feed(obs, progress)
     sink.store.add_signal("stalled", progress[0]["id"], progress[0]["runId"], time.time(), {})
@@ -272,7 +280,7 @@ def test_migration_from_version_1_keeps_the_old_rows(history) -> None:
         builder.add_event(parse_event("progress", json.dumps(p)), time.time())
     builder.add_signal("query_started", old[0]["id"], old[0]["runId"], 1.0, {})
     _create_old(history, builder, 1)
-    obs, sink = _observer_with_history(history, app=AppIdentity.of("payments"))
+    obs, sink = _observer_with_history(history, app=AppContext("payments"))
     _feed(obs, new)
     _close(obs, sink)
     assert sink.error is None and not obs.self_metrics.dropped.get("history")
@@ -289,7 +297,7 @@ def test_retention_per_application_and_query(history) -> None:
     payments = _relabel(progress, 1, "pay_ledger") + _relabel(progress, 2, "pay_audit")
     noisy = _relabel(progress, 3, "noisy_counts")
     for app, feed in (("payments", payments), ("noisy", noisy)):
-        obs, sink = _observer_with_history(history, app=AppIdentity.of(app))
+        obs, sink = _observer_with_history(history, app=AppContext(app))
         _feed(obs, feed)
         _close(obs, sink)
     ts = load_batches(history, payments[0]["id"]).ts.tolist()
@@ -344,13 +352,13 @@ def test_migration_from_version_3_rekeys_operator_and_partition_rows(history, tm
     """A history written by schema 3 (operator and partition rows keyed by batch, a (query, ts) index beside)
     is rebuilt keyed by (query, ts, ...): every row kept, a batch written again replaces its rows."""
     old, new = progress_lines(RESTART[0]), progress_lines(RESTART[1])
-    builder = RowBuilder(AppIdentity.of("payments"))
+    builder = RowBuilder(AppContext("payments"))
     for p in old:
         builder.add_event(parse_event("progress", json.dumps(p)), time.time())
     _create_old(history, builder, 3)
     fresh = str(tmp_path / "fresh.db")  # the same events written by this version from the start
     for db in (history, fresh):
-        obs, sink = _observer_with_history(db, app=AppIdentity.of("payments"))
+        obs, sink = _observer_with_history(db, app=AppContext("payments"))
         _feed(obs, old[-2:] + new)  # two batches written again, then the second run
         _close(obs, sink)
         assert sink.error is None and not obs.self_metrics.dropped.get("history")

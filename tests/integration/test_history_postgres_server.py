@@ -18,9 +18,9 @@ from test_history_postgres import PROGRESS, RESTART, Fed, _wait
 
 from conftest import ROOT, eventlog_dir
 from observer.history.loaders import load_batches, load_events, load_operators, load_queries, load_runs
-from observer.history.rows import AppIdentity
 from observer.history.store import HistoryStore
 from observer.history.url import redact
+from observer.model.identity import AppContext
 from observer.model.parse import parse_event
 from observer.offline.checkpoint.restore import rates_from_history
 from observer.offline.replay import replay
@@ -49,7 +49,7 @@ def test_concurrent_writers_lose_nothing(postgres) -> None:
 
     def write(i: int) -> None:
         try:
-            store = HistoryStore(url, app=AppIdentity.of(f"app{i}", {"writer": str(i)}, f"app-id-{i}"))
+            store = HistoryStore(url, app=AppContext(f"app{i}", (("writer", str(i)),), f"app-id-{i}"))
             own = [parse_event("progress", json.dumps(p)) for p in _series(batches, query=f"{i:04d}", run=f"{i:04d}")]
             shared = [parse_event("progress", json.dumps(p)) for p in _series(batches, query="9999", run=f"{100 + i:04d}")]
             start.wait()

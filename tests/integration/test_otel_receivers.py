@@ -11,9 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_otel import _FAILED, APP, PROGRESS, QUERY_ID, feed, key, make_observer
 
 from conftest import free_port
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.exporters.otel.events import PHASES
 from observer.exporters.otel.naming import COUNTER, METRICS
-from observer.pipeline.runtime import Observer
 from otlp_receiver import GrpcReceiver, HttpReceiver
 
 CUMULATIVE = 2  # AggregationTemporality.CUMULATIVE in the OTLP protobuf
@@ -129,7 +129,7 @@ def test_traces_are_off_by_default() -> None:
 
 
 # --- failure isolation ----------------------------------------------------------------------------------------
-def prom_value(obs: Observer, name: str, **labels: str) -> float:
+def prom_value(obs: PrometheusObserver, name: str, **labels: str) -> float:
     for family in text_string_to_metric_families(generate_latest(obs.prometheus.registry).decode()):
         for s in family.samples:
             if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):

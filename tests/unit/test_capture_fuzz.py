@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import fixture_runs, progress_lines
 from observer.capture.listener import _JsonBridge
-from observer.pipeline.runtime import Observer
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.settings import Settings
 
 REAL = [json.dumps(p) for run in fixture_runs() for p in progress_lines(run)]
@@ -50,7 +50,7 @@ payloads = st.one_of(
     ).map(json.dumps),
     st.sampled_from([RuntimeError("py4j gateway gone"), ValueError("bad"), KeyError("x"), None, 42, object()]),
 )
-OBSERVER = Observer(Settings(http_enabled=False, queue_size=64), serve=False, live=False)
+OBSERVER = PrometheusObserver(Settings(http_enabled=False, queue_size=64), serve=False, live=False)
 BRIDGE = _JsonBridge(OBSERVER.submit)
 
 

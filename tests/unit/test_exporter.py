@@ -15,22 +15,22 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.exporters.http import ExporterError
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RUN = fixture_runs("rocksdb_restart")[0]
 PROGRESS = progress_lines(RUN)
 
 
-def observer_with(progress: list[dict], **settings: object) -> Observer:
-    obs = Observer(Settings(**{"http_enabled": False, **settings}), serve=False, live=False)  # type: ignore[arg-type]
+def observer_with(progress: list[dict], **settings: object) -> PrometheusObserver:
+    obs = PrometheusObserver(Settings(**{"http_enabled": False, **settings}), serve=False, live=False)  # type: ignore[arg-type]
     for p in progress:
         obs.process(CapturedEvent("progress", json.dumps(p), 0.0, 0.0))
     return obs
 
 
-def series(obs: Observer, name: str) -> list:
+def series(obs: PrometheusObserver, name: str) -> list:
     return [
         s for f in text_string_to_metric_families(generate_latest(obs.prometheus.registry).decode()) for s in f.samples if s.name == name
     ]
@@ -67,13 +67,13 @@ def test_port_in_use_is_a_clear_error() -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        obs = Observer(Settings(http_port=port))
+        obs = PrometheusObserver(Settings(http_port=port))
         with pytest.raises(ExporterError, match=f"127.0.0.1:{port}"):
             obs.start()
 
 
 def test_endpoint_binds_loopback_and_requires_basic_auth_when_set() -> None:
-    obs = Observer(Settings(http_port=0, basic_auth_user="scraper", basic_auth_password="s3cret")).start()
+    obs = PrometheusObserver(Settings(http_port=0, basic_auth_user="scraper", basic_auth_password="s3cret")).start()
     try:
         assert obs.server.host == "127.0.0.1"
         with pytest.raises(urllib.error.HTTPError) as err:
@@ -88,7 +88,7 @@ def test_endpoint_binds_loopback_and_requires_basic_auth_when_set() -> None:
 
 def test_endpoint_serves_tls(tls_files) -> None:
     cert, key = tls_files
-    obs = Observer(Settings(http_port=0, tls_certfile=str(cert), tls_keyfile=str(key))).start()
+    obs = PrometheusObserver(Settings(http_port=0, tls_certfile=str(cert), tls_keyfile=str(key))).start()
     try:
         context = ssl.create_default_context(cafile=str(cert))
         body = urllib.request.urlopen(obs.server.url, context=context, timeout=5).read().decode()
@@ -99,4 +99,4 @@ def test_endpoint_serves_tls(tls_files) -> None:
 
 def test_missing_tls_files_are_a_clear_error(tmp_path) -> None:
     with pytest.raises(ExporterError, match="TLS"):
-        Observer(Settings(http_port=0, tls_certfile=str(tmp_path / "no.pem"), tls_keyfile=str(tmp_path / "no.key"))).start()
+        PrometheusObserver(Settings(http_port=0, tls_certfile=str(tmp_path / "no.pem"), tls_keyfile=str(tmp_path / "no.key"))).start()

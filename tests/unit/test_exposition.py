@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.metrics import catalog
 from observer.metrics.updates import Update
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RUNS = {run.split("/fixtures/")[1]: progress_lines(run) for run in fixture_runs() if progress_lines(run)}  # runs with batches
@@ -30,13 +30,13 @@ def parsed(text: bytes) -> list[tuple[str, str, str, list[tuple[str, tuple, str]
     ]
 
 
-def assert_same_as_generate_latest(obs: Observer) -> bytes:
+def assert_same_as_generate_latest(obs: PrometheusObserver) -> bytes:
     text = obs.prometheus.collector.exposition()
     assert parsed(text) == parsed(generate_latest(obs.prometheus.registry))
     return text
 
 
-def feed(obs: Observer, kind: str, payload: dict) -> None:
+def feed(obs: PrometheusObserver, kind: str, payload: dict) -> None:
     obs.process(CapturedEvent(kind, json.dumps(payload), 0.0, 0.0))
 
 
@@ -46,7 +46,7 @@ def lifecycle(progress: dict, **fields: object) -> dict:
 
 
 def test_fast_text_matches_generate_latest_on_recorded_runs_and_after_changes() -> None:
-    obs = Observer(Settings(http_enabled=False), serve=False, live=False)
+    obs = PrometheusObserver(Settings(http_enabled=False), serve=False, live=False)
     for run, progress in RUNS.items():
         if run != RESTART_RUN2:
             feed(obs, "started", lifecycle(progress[0]))
@@ -81,7 +81,7 @@ def test_fast_text_matches_generate_latest_on_recorded_runs_and_after_changes() 
 
 
 def test_forgotten_queries_leave_the_text_and_the_cache() -> None:
-    obs = Observer(Settings(http_enabled=False, max_queries=2), serve=False, live=False)
+    obs = PrometheusObserver(Settings(http_enabled=False, max_queries=2), serve=False, live=False)
     base = RUNS["rocksdb_restart/run1"][-1]
     ids = [f"00000000-0000-0000-0000-00000000000{i}" for i in range(3)]
     for i, query_id in enumerate(ids[:2]):
@@ -94,7 +94,7 @@ def test_forgotten_queries_leave_the_text_and_the_cache() -> None:
 
 
 def test_endpoint_serves_the_fast_text_behind_basic_auth_with_gzip() -> None:
-    obs = Observer(Settings(http_port=0, basic_auth_user="scraper", basic_auth_password="s3cret"), live=False).start()
+    obs = PrometheusObserver(Settings(http_port=0, basic_auth_user="scraper", basic_auth_password="s3cret"), live=False).start()
     try:
         for p in RUNS["rocksdb_restart/run1"]:
             obs.submit(CapturedEvent("progress", json.dumps(p), 0.0, 0.0))

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.exporters.exposition import Families, QueryLines, family
 from observer.exporters.http import MetricsServer
 from observer.exporters.latest import AGE_HEADER, LatestExposition, Rendered
@@ -19,13 +20,12 @@ from observer.exporters.prometheus import histogram_text
 from observer.exporters.samples import render_self
 from observer.metrics import catalog
 from observer.metrics.updates import Update
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RUNS = {run.split("/fixtures/")[1]: progress_lines(run) for run in fixture_runs() if progress_lines(run)}  # runs with batches
 
 
-def text_before_parts(obs: Observer) -> bytes:
+def text_before_parts(obs: PrometheusObserver) -> bytes:
     """The exposition as ``StateCollector.exposition`` joined it before it came in parts (the reference the endpoint must keep)."""
     collector = obs.prometheus.collector
     keyed, app = collector.application_lines()
@@ -48,7 +48,7 @@ def text_before_parts(obs: Observer) -> bytes:
 class Served:
     """An endpoint over ``obs`` as the live observer builds it; ``ahead_after`` 0 renders every time on the renderer thread."""
 
-    def __init__(self, obs: Observer, ahead_after: float) -> None:
+    def __init__(self, obs: PrometheusObserver, ahead_after: float) -> None:
         collector = obs.prometheus.collector
         self.server = MetricsServer(collector.exposition, obs.prometheus.registry, "127.0.0.1", 0, render_parts=collector.exposition_parts)
         self.server.latest.ahead_after = ahead_after
@@ -63,19 +63,19 @@ class Served:
         return (gzip.decompress(body) if gzipped else body), age
 
 
-def feed(obs: Observer, kind: str, payload: dict) -> None:
+def feed(obs: PrometheusObserver, kind: str, payload: dict) -> None:
     obs.process(CapturedEvent(kind, json.dumps(payload), 0.0, 0.0))
 
 
 @pytest.mark.parametrize("ahead_after", [0.0, math.inf], ids=["rendered-ahead", "rendered-in-request"])
 def test_served_text_is_byte_for_byte_the_text_rendered_before_on_every_recorded_run(ahead_after: float) -> None:
-    obs = Observer(Settings(http_enabled=False), serve=False, live=False)
+    obs = PrometheusObserver(Settings(http_enabled=False), serve=False, live=False)
     served = Served(obs, ahead_after)
     try:
         for run, progress in RUNS.items():
             for p in progress:
                 feed(obs, "progress", p)
-            served.server.invalidate()  # as Observer.flush does: the next GET shows all of it
+            served.server.invalidate()  # as PrometheusObserver.flush does: the next GET shows all of it
             text = text_before_parts(obs)
             assert served.get()[0] == text, run
             assert served.get(gzipped=False)[0] == text, run  # the same rendering, decompressed
@@ -87,7 +87,7 @@ def test_served_text_is_byte_for_byte_the_text_rendered_before_on_every_recorded
 
 def test_served_text_is_byte_for_byte_the_text_rendered_before_after_random_updates() -> None:
     rng = random.Random(17)
-    obs = Observer(Settings(http_enabled=False, max_queries=6), serve=False, live=False)
+    obs = PrometheusObserver(Settings(http_enabled=False, max_queries=6), serve=False, live=False)
     served = Served(obs, 0.0)
     progress = [p for run in RUNS.values() for p in run]
     try:
@@ -155,7 +155,7 @@ def test_cheap_renderings_are_done_by_each_get_without_a_thread() -> None:
 
 
 def test_the_live_endpoint_says_the_age_of_what_it_serves_and_shows_everything_after_a_flush() -> None:
-    obs = Observer(Settings(http_port=0), live=False).start()
+    obs = PrometheusObserver(Settings(http_port=0), live=False).start()
     request = urllib.request.Request(obs.server.url, headers={"Accept-Encoding": "gzip"})
 
     def batch_ids() -> set[bytes]:

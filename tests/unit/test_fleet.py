@@ -26,10 +26,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
 from conftest import FIXTURES, ROOT, free_port, progress_lines
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.fleet.runtime import FleetObserver, WatchOptions
 from observer.history.loaders import load_batches, load_queries
 from observer.model.identity import AppContext, LabelsError, parse_labels
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings, SettingsError
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -353,11 +353,11 @@ def test_static_labels_are_parsed_and_checked() -> None:
 
 
 def test_the_listener_side_carries_the_same_identity() -> None:
-    """An Observer told its application puts it on every series, the info series, and every signal."""
+    """An PrometheusObserver told its application puts it on every series, the info series, and every signal."""
     from observer.capture.queue import CapturedEvent
 
     identity = AppContext("orders", (("cluster", "a"),), "local-1", "", "local-1")
-    observer = Observer(Settings.from_env(labels="cluster=a"), serve=False, live=False, identity=identity)
+    observer = PrometheusObserver(Settings.from_env(labels="cluster=a"), serve=False, live=False, identity=identity)
     from observer.offline.eventlog import Record, read_records
 
     progress = progress_lines(os.path.join(FIXTURES, "rocksdb_restart", "run1"))

@@ -14,10 +14,10 @@ import pytest
 
 from conftest import fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
-from observer.history.rows import AppIdentity
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.history.sink import HistorySink
 from observer.history.url import HistoryURLError, parse, redact, scrub
-from observer.pipeline.runtime import Observer
+from observer.model.identity import AppContext
 from observer.settings import Settings
 
 RESTART = fixture_runs("rocksdb_restart")
@@ -37,8 +37,8 @@ class Fed:
     """An observer with a history sink, counting the events it hands the sink (progress and signals)."""
 
     def __init__(self, url: str, **settings) -> None:
-        self.obs = Observer(Settings(http_enabled=False, **settings), serve=False, live=False)
-        self.sink = HistorySink(url, self.obs.self_metrics, self.obs.settings, app=AppIdentity.of("fed"))
+        self.obs = PrometheusObserver(Settings(http_enabled=False, **settings), serve=False, live=False)
+        self.sink = HistorySink(url, self.obs.self_metrics, self.obs.settings, app=AppContext("fed"))
         self.obs.add_sink(self.sink)
         self.signals = 0
         self.progress = 0

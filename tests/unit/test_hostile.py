@@ -44,6 +44,7 @@ from conftest import REQUIRE_REAL, ROOT, eventlog_dir, fixture_runs, free_port, 
 from observer.capture.codecs import _snappy_chunks
 from observer.capture.listener import _JsonBridge
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.history.loaders import load_batches, load_queries
 from observer.history.sink import HistorySink
 from observer.history.store import HistoryStore, connect
@@ -55,7 +56,6 @@ from observer.offline.checkpoint import inspect_checkpoint
 from observer.offline.checkpoint.render import render_text
 from observer.offline.eventlog import EventLogError, Record, read_records
 from observer.offline.replay import replay
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 REAL: list[dict[str, Any]] = [p for run in fixture_runs("rocksdb_restart") for p in progress_lines(run)]
@@ -193,8 +193,8 @@ def strings_of(obj: Any, depth: int = 0) -> Iterator[str]:
                 yield from strings_of(getattr(obj, name), depth + 1)
 
 
-def quiet_observer(**kw: Any) -> Observer:
-    return Observer(Settings(http_enabled=False, queue_size=100_000, poll_executors=False), serve=False, live=False, **kw)
+def quiet_observer(**kw: Any) -> PrometheusObserver:
+    return PrometheusObserver(Settings(http_enabled=False, queue_size=100_000, poll_executors=False), serve=False, live=False, **kw)
 
 
 def sentinel(batch: int, name: str = "sentinel") -> dict[str, Any]:
@@ -246,9 +246,11 @@ class JavaEvent:
         return self._text
 
 
-def run_live(payloads: list[str]) -> Observer:
+def run_live(payloads: list[str]) -> PrometheusObserver:
     """Everything through the real bridge, queue and worker thread; then a valid event that must be applied."""
-    observer = Observer(Settings(http_enabled=False, queue_size=4 * len(payloads) + 10, poll_executors=False), serve=False).start()
+    observer = PrometheusObserver(
+        Settings(http_enabled=False, queue_size=4 * len(payloads) + 10, poll_executors=False), serve=False
+    ).start()
     bridge = _JsonBridge(observer.submit)
     for text in payloads:
         for callback in (bridge.onQueryProgress, bridge.onQueryStarted, bridge.onQueryIdle, bridge.onQueryTerminated):
@@ -258,7 +260,7 @@ def run_live(payloads: list[str]) -> Observer:
     return observer
 
 
-def check_live(observer: Observer, n: int) -> None:
+def check_live(observer: PrometheusObserver, n: int) -> None:
     try:
         assert observer._worker is not None and observer._worker.is_alive()  # no worker death
         record = observer.tracker.get(sentinel(0)["id"])
@@ -271,7 +273,7 @@ def check_live(observer: Observer, n: int) -> None:
         observer.stop()
 
 
-def check_exposition(observer: Observer) -> None:
+def check_exposition(observer: PrometheusObserver) -> None:
     text = observer.exposition().decode("utf-8")
     families = list(text_string_to_metric_families(text))
     assert families
@@ -365,7 +367,7 @@ def changing_names(batch: int) -> dict[str, Any]:
     return event
 
 
-def series(observer: Observer) -> int:
+def series(observer: PrometheusObserver) -> int:
     return sum(1 for line in observer.exposition().splitlines() if not line.startswith(b"#"))
 
 
@@ -845,7 +847,7 @@ def hostile_requests(n: int, seed: int) -> Iterator[bytes]:
 
 def run_http(n: int, seed: int) -> dict[int, int]:
     port = free_port()
-    observer = Observer(Settings(http_port=port, poll_executors=False), live=False).start()
+    observer = PrometheusObserver(Settings(http_port=port, poll_executors=False), live=False).start()
     try:
         observer.process(CapturedEvent("progress", json.dumps(sentinel(3)), time.time(), 0.0))
         observer.process(CapturedEvent("progress", json.dumps(surrogate_event(1)), time.time(), 0.0))
@@ -908,7 +910,9 @@ def test_corpus_live_worker(text: str) -> None:
     """4,000 generated events through the bridge, queue and the worker thread of one observer."""
     observer = LIVE["observer"]
     if observer is None:
-        observer = LIVE["observer"] = Observer(Settings(http_enabled=False, queue_size=100_000, poll_executors=False), serve=False).start()
+        observer = LIVE["observer"] = PrometheusObserver(
+            Settings(http_enabled=False, queue_size=100_000, poll_executors=False), serve=False
+        ).start()
         _JsonBridge(observer.submit).onQueryProgress(JavaEvent(json.dumps(sentinel(1))))
     _JsonBridge(observer.submit).onQueryProgress(JavaEvent(text))
     count("live worker", 1)
@@ -1026,7 +1030,7 @@ def hwm():
 
 from observer.offline.replay import replay
 from observer.offline.checkpoint import inspect_checkpoint
-from observer.pipeline.runtime import Observer
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.settings import Settings
 from observer.capture.queue import CapturedEvent
 kind, path, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -1038,7 +1042,7 @@ elif kind == "inspect":
     report = inspect_checkpoint(path)
     outcome = f"{len(report.problems)} problems: {(report.problems or [''])[0][:100]}"
 else:
-    observer = Observer(Settings(http_enabled=False, poll_executors=False), serve=False, live=False)
+    observer = PrometheusObserver(Settings(http_enabled=False, poll_executors=False), serve=False, live=False)
     with open(path) as f:
         observer.process(CapturedEvent("progress", f.read(), time.time(), 0.0))
     outcome = f"dropped {dict(observer.self_metrics.dropped)}"

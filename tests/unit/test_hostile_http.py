@@ -34,10 +34,10 @@ from prometheus_client import CollectorRegistry
 
 from conftest import FIXTURES, ROOT, eventlog_dir
 from observer.cli.main import main as cli_main
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.exporters import http as http_exporter
 from observer.exporters.http import MetricsServer
 from observer.metrics import catalog
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings, SettingsError
 
 BODY = b"# HELP hostile_probe A probe.\n# TYPE hostile_probe gauge\nhostile_probe 1\n" * 50
@@ -321,7 +321,7 @@ def test_twenty_trickling_clients_do_not_block_scrapes_and_are_cut(
     monkeypatch: pytest.MonkeyPatch, quiet_log: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(http_exporter, "HEADER_DEADLINE_SECONDS", 3.0)
-    obs = Observer(Settings(http_port=0)).start()
+    obs = PrometheusObserver(Settings(http_port=0)).start()
     port = obs.http_port
     began = time.monotonic()  # before any trickler connects: none may be cut before began + the deadline
     tricklers = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(20)]

@@ -16,9 +16,9 @@ import time
 import urllib.error
 import urllib.request
 
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.exporters import http as http_exporter
 from observer.exporters.http import Pusher, split_credentials
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings, redact_url
 
 
@@ -41,7 +41,7 @@ def _idle_connections(port: int, count: int) -> list[socket.socket]:
 
 def test_an_idle_tls_connection_does_not_stop_scrapes(tls_files) -> None:
     cert, key = tls_files
-    obs = Observer(Settings(http_port=0, tls_certfile=str(cert), tls_keyfile=str(key))).start()
+    obs = PrometheusObserver(Settings(http_port=0, tls_certfile=str(cert), tls_keyfile=str(key))).start()
     idle = _idle_connections(obs.http_port, 3)  # connected, never handshaking
     try:
         context = ssl.create_default_context(cafile=str(cert))
@@ -57,7 +57,7 @@ def test_an_idle_tls_connection_does_not_stop_scrapes(tls_files) -> None:
 
 
 def test_idle_connections_do_not_take_a_thread_each() -> None:
-    obs = Observer(Settings(http_port=0)).start()
+    obs = PrometheusObserver(Settings(http_port=0)).start()
     threads_before = threading.active_count()
     idle = _idle_connections(obs.http_port, 200)
     try:
@@ -83,7 +83,7 @@ def test_idle_connections_do_not_take_a_thread_each() -> None:
 
 
 def test_a_non_ascii_authorization_header_is_a_plain_401(capfd) -> None:
-    obs = Observer(Settings(http_port=0, basic_auth_user="u", basic_auth_password="p")).start()
+    obs = PrometheusObserver(Settings(http_port=0, basic_auth_user="u", basic_auth_password="p")).start()
     try:
         # a raw request: urllib would refuse to send a non-latin-1 header itself
         with socket.create_connection(("127.0.0.1", obs.http_port), timeout=5) as s:
@@ -101,7 +101,7 @@ def test_a_non_ascii_authorization_header_is_a_plain_401(capfd) -> None:
 
 
 def test_a_request_the_app_fails_on_writes_no_traceback_to_stderr(capfd) -> None:
-    obs = Observer(Settings(http_port=0)).start()
+    obs = PrometheusObserver(Settings(http_port=0)).start()
     try:
 
         def broken() -> bytes:  # the renderer breaks

@@ -20,6 +20,7 @@ from kafka_broker import record_timestamp, truth_at
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import FIXTURES, eventlog_dir, progress_lines
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryTracker
@@ -28,7 +29,6 @@ from observer.model.identity import APP_LABEL
 from observer.model.parse import parse_event, parse_timestamp
 from observer.model.signal_kinds import SignalEvent
 from observer.offline.replay import replay
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 from observer.signals.engine import SignalEngine
 from observer.signals.kafka_lag import kafka_sources, parse_offsets, progress_time
@@ -52,7 +52,7 @@ def _progress_by_batch() -> dict[int, dict[str, Any]]:
     return {p["batchId"]: p for run in ("run1", "run2") for p in progress_lines(os.path.join(SCENARIO, run)) if _has_latest(p)}
 
 
-def _gauges(observer: Observer) -> tuple[int, dict[tuple[MetricSpec, tuple[tuple[str, str], ...]], float]] | None:
+def _gauges(observer: PrometheusObserver) -> tuple[int, dict[tuple[MetricSpec, tuple[tuple[str, str], ...]], float]] | None:
     """The latest batch id and the Kafka gauges of the fixture's one query, as the exporters see them now."""
     records = observer.tracker.snapshot()
     if not records or records[0].last_progress is None:
@@ -69,7 +69,7 @@ def _replay() -> tuple[dict[int, dict[Any, float]], list[SignalEvent], str]:
     after: dict[int, dict[Any, float]] = {}
     signals: list[SignalEvent] = []
 
-    def look(observer: Observer, _at: float) -> None:
+    def look(observer: PrometheusObserver, _at: float) -> None:
         seen = _gauges(observer)
         if seen is not None:
             after[seen[0]] = seen[1]
@@ -223,7 +223,7 @@ def test_top_k_bounds_the_partition_series_and_drops_those_that_leave_it() -> No
     logs = [eventlog_dir(os.path.join(SCENARIO, run)) for run in ("run1", "run2")]
     seen: list[set[str]] = []
 
-    def look(observer: Observer, _at: float) -> None:
+    def look(observer: PrometheusObserver, _at: float) -> None:
         state = _gauges(observer)
         if state is not None:
             seen.append({dict(labels)["partition"] for (spec, labels) in state[1] if spec is catalog.KAFKA_LAG_RECORDS})

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from conftest import fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.metrics import catalog
 from observer.model.parse import MalformedEvent, parse_event, parse_progress
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 
 RECORDED = [p for run in fixture_runs() for p in progress_lines(run)]
@@ -168,7 +168,7 @@ def test_mutated_real_events_never_raise_anything_but_malformed(case: tuple) -> 
         assert all(math.isfinite(v) for v in op.custom.values())
 
 
-_OBSERVER = Observer(Settings(http_enabled=False), serve=False)
+_OBSERVER = PrometheusObserver(Settings(http_enabled=False), serve=False)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,12 +13,12 @@ import pytest
 
 from conftest import ROOT, eventlog_dir, fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.exporters.otel import config as otel_config
 from observer.exporters.otel.naming import COUNTER, METRICS, attributes, otel_metric
 from observer.exporters.otel.sink import OtelSink
 from observer.metrics import catalog
 from observer.offline.eventlog import EventLogError, read_records
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings, SettingsError
 
 RUNS = fixture_runs("rocksdb_restart")  # two runs of one query: a restart and two restores
@@ -34,7 +34,7 @@ TERMINATION = {**_FAILED, "id": QUERY_ID, "runId": PROGRESS[-1]["runId"]}
 APP = {"spark.app.id": "local-1795303624712", "spark.app.name": "fixture-app", "spark.version": "4.3.0"}
 
 
-def make_observer(endpoint: str, protocol: str = "http/protobuf", **settings: object) -> tuple[Observer, OtelSink]:
+def make_observer(endpoint: str, protocol: str = "http/protobuf", **settings: object) -> tuple[PrometheusObserver, OtelSink]:
     values = {
         "http_enabled": False,
         "history_enabled": False,
@@ -45,13 +45,13 @@ def make_observer(endpoint: str, protocol: str = "http/protobuf", **settings: ob
         "otlp_traces": True,
         **settings,
     }
-    obs = Observer(Settings(**values), serve=False, live=False)  # type: ignore[arg-type]
+    obs = PrometheusObserver(Settings(**values), serve=False, live=False)  # type: ignore[arg-type]
     sink = OtelSink(obs.view, obs.settings, lambda: obs.self_metrics.count("export_failures", OtelSink.name), APP)
     obs.add_sink(sink)
     return obs, sink
 
 
-def feed(obs: Observer, progress: list[dict], terminate: bool = True) -> None:
+def feed(obs: PrometheusObserver, progress: list[dict], terminate: bool = True) -> None:
     for p in progress:
         obs.process(CapturedEvent("progress", json.dumps(p), time.time(), 0.0))
     if terminate:
@@ -106,9 +106,9 @@ def test_package_works_without_opentelemetry() -> None:
         "from observer.embedded.attach import _otel_sink\n"
         "from observer.exporters.http import ExporterError\n"
         "from observer.capture.queue import CapturedEvent\n"
-        "from observer.pipeline.runtime import Observer\n"
+        "from observer.embedded.prometheus_observer import PrometheusObserver\n"
         "from observer.settings import Settings\n"
-        "obs = Observer(Settings(http_enabled=False, history_enabled=False, otlp_endpoint='http://127.0.0.1:1'), serve=False, live=False)\n"
+        "obs = PrometheusObserver(Settings(http_enabled=False, history_enabled=False, otlp_endpoint='http://127.0.0.1:1'), serve=False, live=False)\n"
         f"obs.process(CapturedEvent('progress', {json.dumps(PROGRESS[0])!r}, 0.0, 0.0))\n"
         "assert obs.tracker.snapshot()[0].last_progress is not None\n"
         "try:\n    _otel_sink(obs, None)\nexcept ExporterError as e:\n    print('clear error:', e)\n"

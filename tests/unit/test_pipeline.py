@@ -10,10 +10,10 @@ import pytest
 
 from conftest import fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent, CaptureQueue
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.metrics import catalog
 from observer.model.events import Event, QueryProgress, QueryStarted
 from observer.model.signal_kinds import QUERY_RESTARTED, QUERY_STARTED, RESTORE, SignalEvent
-from observer.pipeline.runtime import Observer
 from observer.pipeline.sink import Sink
 from observer.settings import Settings
 from observer.signals.growth import GrowthWindow
@@ -35,7 +35,7 @@ def test_queue_overflow_drops_the_oldest_and_counts_it() -> None:
 
 
 def test_queue_drops_reach_the_observers_own_metrics() -> None:
-    obs = Observer(Settings(http_enabled=False, history_enabled=False, queue_size=2), serve=False, live=False)
+    obs = PrometheusObserver(Settings(http_enabled=False, history_enabled=False, queue_size=2), serve=False, live=False)
     progress = progress_lines(RESTART[0])
     for p in progress:
         obs.submit(CapturedEvent("progress", json.dumps(p), 0.0, 0.0))
@@ -88,7 +88,7 @@ class RecordingSink:
 
     name = "recording"
 
-    def __init__(self, obs: Observer) -> None:
+    def __init__(self, obs: PrometheusObserver) -> None:
         self.obs = obs
         self.calls: list[tuple[str, Any]] = []
 
@@ -107,7 +107,7 @@ class RecordingSink:
 
 
 def test_sinks_get_each_event_then_the_signals_it_caused_with_the_state_applied() -> None:
-    obs = Observer(Settings(http_enabled=False, history_enabled=False), serve=False, live=False)
+    obs = PrometheusObserver(Settings(http_enabled=False, history_enabled=False), serve=False, live=False)
     sink = RecordingSink(obs)
     assert isinstance(sink, Sink)
     obs.add_sink(sink)
@@ -150,7 +150,7 @@ def test_pushgateway_replay_and_endpoint_share_one_exposition(tmp_path: Any) -> 
         result = replay([os.path.join(RESTART[0], "progress.jsonl")], Settings(http_enabled=False, history_enabled=False))
         failures: list[int] = []
         pusher = Pusher(
-            result.observer.exposition,
+            result.collector.exposition,
             f"127.0.0.1:{server.server_port}",
             "my job/1",
             3600,
@@ -166,5 +166,5 @@ def test_pushgateway_replay_and_endpoint_share_one_exposition(tmp_path: Any) -> 
     assert failures == []
     ((path, body),) = received
     assert path == "/metrics/job@base64/bXkgam9iLzE=/instance/a"
-    assert body == result.observer.exposition() and body.decode() == result.exposition()
+    assert body == result.collector.exposition() and body.decode() == result.exposition()
     assert b"spark_state_rows{" in body

@@ -13,20 +13,20 @@ import pytest
 from test_placement import replayed, scenario, truth_placement
 
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.fleet.eventlog_watch import EventLogWatcher
 from observer.metrics import catalog
 from observer.model import kinds
 from observer.model.signal_kinds import PARTITION_MIGRATED, SIGNAL_KINDS, SignalEvent
 from observer.model.spark_events import STREAMING_EVENTS
 from observer.offline.replay import replay
-from observer.pipeline.runtime import Observer
 from observer.placement.task_log import follow_event_log
 from observer.placement.tracker import CAUSE_EXECUTOR_REMOVED as EXECUTOR_REMOVED
 from observer.placement.tracker import LOCALITY_FALLBACK
 from observer.settings import Settings
 
 
-def _replay(name: str, **settings: object) -> tuple[list[SignalEvent], Observer, str]:
+def _replay(name: str, **settings: object) -> tuple[list[SignalEvent], PrometheusObserver, str]:
     _, eventlog = scenario(name)
     signals: list[SignalEvent] = []
     result = replay([eventlog], Settings.from_env({}, **settings), on_signal=signals.append)
@@ -125,7 +125,7 @@ def test_migrations_reach_the_history(tmp_path) -> None:
     assert len(rows) == 2 and all('"executor_removed"' in r[0] for r in rows)
 
 
-def _watched(tmp_path, names: tuple[str, ...] = ("kill",)) -> tuple[list[SignalEvent], Observer]:
+def _watched(tmp_path, names: tuple[str, ...] = ("kill",)) -> tuple[list[SignalEvent], PrometheusObserver]:
     """The runs' logs in one folder through the event-log watcher, as ``watch`` feeds them: every raw event to the
     placement source in order (per application), the streaming ones to the pipeline."""
     folder = tmp_path / "logs"
@@ -133,7 +133,7 @@ def _watched(tmp_path, names: tuple[str, ...] = ("kill",)) -> tuple[list[SignalE
         _, eventlog = scenario(name)
         shutil.copytree(eventlog, folder, dirs_exist_ok=True)
     watcher = EventLogWatcher([str(folder)], read_finished_at_start=True, max_decoded_bytes_per_poll=64 << 20)
-    observer = Observer(Settings.from_env({}), serve=False, live=False)
+    observer = PrometheusObserver(Settings.from_env({}), serve=False, live=False)
     signals: list[SignalEvent] = []
     observer.on("*", signals.append)
     source = follow_event_log(observer)
@@ -180,7 +180,7 @@ def test_two_applications_fed_event_by_event_keep_their_placements_apart() -> No
     from observer.offline.task_events import read_events
 
     replay_signals, _, _ = _replay("kill")
-    observer = Observer(Settings.from_env({}), serve=False, live=False)
+    observer = PrometheusObserver(Settings.from_env({}), serve=False, live=False)
     signals: list[SignalEvent] = []
     observer.on("*", signals.append)
     source = follow_event_log(observer)

@@ -20,11 +20,11 @@ import pytest
 
 from bench import precision
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.model import signal_kinds as kinds
 from observer.model.events import QueryProgress
 from observer.model.signal_kinds import SignalEvent
 from observer.offline.eventlog import expand, open_decompressed, read_records
-from observer.pipeline.runtime import Observer
 from observer.placement.task_log import EventLogSource
 from observer.placement.tasks import BatchTasks, ExecutorChange
 from observer.settings import Settings
@@ -210,7 +210,7 @@ class _OneProgressLate:
 
 def test_tasks_that_come_late_still_measure_the_restore() -> None:
     source = _OneProgressLate()
-    observer = Observer(Settings(http_enabled=False), serve=False, live=False)
+    observer = PrometheusObserver(Settings(http_enabled=False), serve=False, live=False)
     observer.set_placement(source)
     seen: list[SignalEvent] = []
     observer.on("*", seen.append)

@@ -6,9 +6,9 @@ import json
 
 from conftest import eventlog_dir, fixture_runs, progress_lines
 from observer.capture.queue import CapturedEvent
+from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.metrics import catalog
 from observer.offline.replay import replay
-from observer.pipeline.runtime import Observer
 from observer.settings import Settings
 from observer.signals.classify import classify_exception
 
@@ -24,7 +24,7 @@ def test_crash_loop_fires_when_restarts_pile_up() -> None:
 
 
 def test_a_failing_callback_is_counted_and_the_rest_goes_on() -> None:
-    obs = Observer(Settings(http_enabled=False), serve=False, live=False)
+    obs = PrometheusObserver(Settings(http_enabled=False), serve=False, live=False)
     got: list = []
 
     def broken(event) -> None:  # type: ignore[no-untyped-def]
@@ -39,7 +39,7 @@ def test_a_failing_callback_is_counted_and_the_rest_goes_on() -> None:
 
 
 def test_unknown_signal_kind_is_rejected() -> None:
-    obs = Observer(Settings(http_enabled=False), serve=False)
+    obs = PrometheusObserver(Settings(http_enabled=False), serve=False)
     try:
         obs.on("restored", print)
     except ValueError as exc:

@@ -108,6 +108,7 @@ def record_series(
     """Replay ``paths`` on a simulated clock, scraping every ``scrape_interval`` of the original timeline,
     except more than ``idle_keep`` seconds after an event (resumed at the next one) and beyond ``max_scrapes``;
     every series gets ``scrape_labels`` (default ``TARGET_LABELS``) as a scrape target's labels."""
+    from observer.exporters.prometheus import StateCollector
     from observer.offline.replay import replay
     from observer.pipeline.runtime import Observer
 
@@ -116,6 +117,7 @@ def record_series(
     recorder = ScrapeRecorder(om_path, scrape_interval, scrape_labels or TARGET_LABELS, max_scrapes)
     signals: list[dict[str, Any]] = []
     subscribed: list[Observer] = []
+    collectors: dict[int, StateCollector] = {}  # the replay's observer -> its Prometheus text, as a scrape would read it
 
     def scrape_to(observer: Observer, until: float) -> None:
         assert recorder.next_at is not None
@@ -125,7 +127,8 @@ def record_series(
                 return
             clock[0] = recorder.next_at
             observer.tick()
-            recorder.scrape(observer.exposition().decode("utf-8", "replace"), recorder.next_at)
+            collector = collectors.get(id(observer)) or collectors.setdefault(id(observer), StateCollector(observer.view))
+            recorder.scrape(collector.exposition().decode("utf-8", "replace"), recorder.next_at)
             recorder.next_at += scrape_interval
 
     def scrape_until(observer: Observer, until: float) -> None:
