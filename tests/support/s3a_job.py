@@ -59,12 +59,24 @@ def main() -> None:
             raise SystemExit(f"the query failed: {query.exception()}")
         progress = _progress(query)
         time.sleep(0.2)
+    # a snapshot is uploaded by the maintenance thread some time after minDeltasForSnapshot versions: the test
+    # inspects one, so the query runs on until the checkpoint holds a snapshot (bounded by the same deadline)
+    while time.monotonic() < deadline and not _snapshot_uploaded(spark, args.checkpoint):
+        time.sleep(0.5)
     query.stop()
     progress = _progress(query)
     with open(args.progress_out, "w", encoding="utf-8") as f:
         json.dump(progress, f)
     time.sleep(1.0)  # let the asynchronous terminated event reach the event log
     spark.stop()
+
+
+def _snapshot_uploaded(spark: object, checkpoint: str) -> bool:
+    """Whether a RocksDB snapshot zip is in the checkpoint, listed through s3a as Spark sees it."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    pattern = jvm.org.apache.hadoop.fs.Path(checkpoint.rstrip("/") + "/state/*/*/*.zip")
+    found = pattern.getFileSystem(spark._jsc.hadoopConfiguration()).globStatus(pattern)  # type: ignore[attr-defined]
+    return found is not None and len(found) > 0
 
 
 def _progress(query: object) -> list[dict]:
