@@ -55,9 +55,12 @@ DONE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 
 def settle(page, heading: str) -> None:
     """The page's heading is shown and its script run is over (Streamlit marks the app's root and hides its
-    running indicator)."""
+    running indicator), twice a quarter second apart: a page that writes its selection into the URL asks for
+    a rerun, which has started by then."""
     page.get_by_role("heading", name=heading).first.wait_for(timeout=90_000)
-    page.wait_for_function(f'() => !!document.querySelector("{DONE}") && ({shots.RUNNING})()', timeout=90_000)
+    for _ in range(2):
+        page.wait_for_function(f'() => !!document.querySelector("{DONE}") && ({shots.RUNNING})()', timeout=90_000)
+        page.wait_for_timeout(250)
 
 
 def link(base: str, name: str, query_id: str | None = None) -> str:
