@@ -51,7 +51,8 @@ class QueryStatuses:
         self._history = history
         self._backend: Backend | None = None
         self._failing = False
-        self._next_sync = 0.0
+        self._last_sync = float("-inf")
+        self.sync_seconds = SYNC_SECONDS
         self.dropped = 0  # lasting states forgotten over the cap
         self.exported: tuple[QueryStatusRow, ...] = ()  # the lasting states, as of the end of the last round
 
@@ -93,8 +94,8 @@ class QueryStatuses:
     def round(self) -> None:
         """Write what changed, read retirements and forget expired states every ``SYNC_SECONDS``, publish."""
         now = self._clock()
-        if now >= self._next_sync:
-            self._next_sync = now + SYNC_SECONDS
+        if now >= self._last_sync + self.sync_seconds:
+            self._last_sync = now
             cutoff = now - self.retention
             for query_id in [q for q, r in self._entries.items() if r.since < cutoff]:
                 del self._entries[query_id]
