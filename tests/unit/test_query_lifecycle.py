@@ -70,10 +70,11 @@ def test_replay_derives_the_state_of_each_recorded_incident(scenario: str, expec
         assert state == expected
 
 
-def watcher(tmp_path: Any, serve: bool = False, **settings: Any) -> FleetObserver:
-    """A watcher that forgets an application as soon as it ended, with its history and positions in ``tmp_path``
-    (``serve``: with its endpoint, as ``settings`` say)."""
-    s = Settings(**{"http_enabled": False, "placement": "off", "history_path": str(tmp_path / "history.db"), **settings})
+def watcher(tmp_path: Any, serve: bool = False, history: str | None = None, **settings: Any) -> FleetObserver:
+    """A watcher that forgets an application as soon as it ended, with its positions in ``tmp_path`` and its history
+    there too unless ``history`` names one (``serve``: with its endpoint, as ``settings`` say)."""
+    history = history or str(tmp_path / "history.db")
+    s = Settings(**{"http_enabled": False, "placement": "off", "history_path": history, **settings})
     options = WatchOptions(history=True, state_path=str(tmp_path / "positions.json"), grace_seconds=0)
     return FleetObserver([str(tmp_path / "logs")], s, options, serve=serve)
 
