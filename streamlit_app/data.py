@@ -68,6 +68,11 @@ def queries(path: str, tok: tuple) -> pd.DataFrame:
     return _guard(loaders.load_queries, path)
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def lasting_states(path: str, tok: tuple) -> dict[str, str]:
+    return _guard(browse.load_lasting_states, path)
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def runs(path: str, tok: tuple, query_id: str, limit: int = 500) -> pd.DataFrame:
     """The newest ``limit`` runs: enough to choose from, bounded for a crash-looping query."""

@@ -146,6 +146,23 @@ def test_retire_ends_the_lasting_state_of_a_running_watcher_and_of_the_history(t
     assert (row.status, row.retired_run) == (life.RETIRED, truth("restart_fail_at_start")["run_facts"][-1]["run_id"])
 
 
+def test_the_browser_reads_the_lasting_state_and_the_retirement(tmp_path: Any, monkeypatch: Any) -> None:
+    """The Queries table's health and its count: failed while the state lasts, retired once retired."""
+    from test_ui import app, frames, texts
+
+    (tmp_path / "logs").mkdir()
+    fleet = watcher(tmp_path)
+    follow(tmp_path, fleet, applications())
+    fleet.stop()
+    db = str(tmp_path / "history.db")
+    (row,) = frames(app(monkeypatch, db)).pop(0).itertuples()
+    assert row.health.endswith("failed")
+    assert main(["retire", QUERY, "--history", db]) == 0
+    at = app(monkeypatch, db)
+    (row,) = frames(at)[0].itertuples()
+    assert row.health.endswith("retired") and "1 retired" in texts(at) and "failed" not in texts(at).split("Click")[0]
+
+
 def test_lasting_states_are_bounded_by_a_cap_and_a_retention(tmp_path: Any) -> None:
     now = [1000.0]
     book = QueryStatuses(retention_seconds=3600, max_queries=3, history=str(tmp_path / "history.db"), clock=lambda: now[0])
