@@ -139,7 +139,7 @@ class Settings:
     query_status_retention_days: float = field(
         default=7.0,
         metadata={
-            "doc": "Watcher: a failed or crash-looping query stays exported (`spark_streaming_query_lifecycle`) and kept in the history this many days after it failed, unless a later run runs or it is retired first."
+            "doc": "Watcher: a failed or crash-looping query's lifecycle state stays exported and kept in the history this many days after it failed, unless a later run runs or it is retired first."
         },
     )
     query_status_max_queries: int = field(
