@@ -15,6 +15,7 @@ import time
 from typing import NamedTuple
 
 from observer.history.backend import Backend
+from observer.model.bounded import clean_identity
 from observer.model.identity import Pairs
 from observer.model.query_lifecycle import LASTING, RETIRED
 
@@ -77,15 +78,16 @@ def _row(values: tuple[object, ...]) -> QueryStatusRow:
         static = tuple((str(k), str(v)) for k, v in json.loads(str(labels or "[]")))
     except (ValueError, TypeError):  # a row written by hand or damaged: the labels are lost, not the state
         static = ()
+    # what the table says ends on series and in the browser: cleaned as identity is (a row written by anyone)
     return QueryStatusRow(
-        str(query_id),
-        None if name is None else str(name),
-        str(app or ""),
-        static,
-        str(app_id or ""),
-        str(status),
+        clean_identity(query_id),
+        None if name is None else clean_identity(name),
+        clean_identity(app),
+        tuple((clean_identity(k), clean_identity(v)) for k, v in static),
+        clean_identity(app_id),
+        clean_identity(status),
         float(since),  # type: ignore[arg-type]
         float(updated),  # type: ignore[arg-type]
-        None if run_id is None else str(run_id),
-        None if retired_run is None else str(retired_run),
+        None if run_id is None else clean_identity(run_id),
+        None if retired_run is None else clean_identity(retired_run),
     )
