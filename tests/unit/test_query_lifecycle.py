@@ -146,18 +146,23 @@ def test_retire_ends_the_lasting_state_of_a_running_watcher_and_of_the_history(t
     assert (row.status, row.retired_run) == (life.RETIRED, truth("restart_fail_at_start")["run_facts"][-1]["run_id"])
 
 
-def test_the_browser_reads_the_lasting_state_and_the_retirement(tmp_path: Any, monkeypatch: Any) -> None:
-    """The Queries table's health and its count: failed while the state lasts, retired once retired."""
+def test_the_browser_reads_the_lasting_state_and_retires_it(tmp_path: Any, monkeypatch: Any) -> None:
+    """The drilldown says the state lasts and its button retires it (in the history, as the command does): a
+    running watcher stops reporting it, and the Queries table's health and count say retired."""
     from test_ui import app, frames, texts
 
     (tmp_path / "logs").mkdir()
     fleet = watcher(tmp_path)
     follow(tmp_path, fleet, applications())
-    fleet.stop()
     db = str(tmp_path / "history.db")
-    (row,) = frames(app(monkeypatch, db)).pop(0).itertuples()
-    assert row.health.endswith("failed")
-    assert main(["retire", QUERY, "--history", db]) == 0
+    drilldown = app(monkeypatch, db, page="Query drilldown", query_id=QUERY)
+    assert "crash looping across applications" in texts(drilldown)
+    drilldown.button(key="retire_query").click().run()
+    assert not drilldown.exception and "Retired." in [s.value for s in drilldown.success]
+    fleet.statuses.sync_seconds = 0
+    fleet.poll_once()
+    assert states(fleet.exposition().decode()) == {}  # the running watcher read the browser's retirement
+    fleet.stop()
     at = app(monkeypatch, db)
     (row,) = frames(at)[0].itertuples()
     assert row.health.endswith("retired") and "1 retired" in texts(at) and "failed" not in texts(at).split("Click")[0]
