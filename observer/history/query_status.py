@@ -11,6 +11,7 @@ Same SQL on SQLite and PostgreSQL (``?`` placeholders, ``ON CONFLICT`` upserts);
 from __future__ import annotations
 
 import json
+import math
 import time
 from typing import NamedTuple
 
@@ -50,9 +51,10 @@ def save(backend: Backend, rows: list[QueryStatusRow]) -> None:
 
 
 def load(backend: Backend) -> list[QueryStatusRow]:
-    """Every query's row, lasting and retired, oldest state first."""
+    """Every query's readable row, lasting and retired, oldest state first (a row whose times are not numbers,
+    which SQLite lets anyone write, is left out: its query is not restored)."""
     _, rows = backend.rows(f"SELECT {', '.join(COLUMNS)} FROM query_status ORDER BY since, query_id")
-    return [_row(r) for r in rows]
+    return [row for row in map(_row, rows) if row is not None]
 
 
 def delete_before(backend: Backend, cutoff: float) -> None:
@@ -72,8 +74,14 @@ def _params(row: QueryStatusRow) -> tuple[object, ...]:
     return (*row[:3], json.dumps([list(p) for p in row.static]), *row[4:])
 
 
-def _row(values: tuple[object, ...]) -> QueryStatusRow:
+def _row(values: tuple[object, ...]) -> QueryStatusRow | None:
     query_id, name, app, labels, app_id, status, since, updated, run_id, retired_run = values
+    try:
+        since, updated = float(since), float(updated)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    if not (math.isfinite(since) and math.isfinite(updated)):
+        return None
     try:
         static = tuple((str(k), str(v)) for k, v in json.loads(str(labels or "[]")))
     except (ValueError, TypeError):  # a row written by hand or damaged: the labels are lost, not the state
@@ -86,8 +94,8 @@ def _row(values: tuple[object, ...]) -> QueryStatusRow:
         tuple((clean_identity(k), clean_identity(v)) for k, v in static),
         clean_identity(app_id),
         clean_identity(status),
-        float(since),  # type: ignore[arg-type]
-        float(updated),  # type: ignore[arg-type]
+        since,
+        updated,
         None if run_id is None else clean_identity(run_id),
         None if retired_run is None else clean_identity(retired_run),
     )

@@ -185,3 +185,28 @@ def test_lasting_states_are_bounded_by_a_cap_and_a_retention(tmp_path: Any) -> N
     restored.restore()
     assert [r.query_id for r in restored.exported] == ["q9"]
     restored.close()
+
+
+def test_rows_written_by_anyone_are_read_safely(tmp_path: Any) -> None:
+    """SQLite keeps whatever a hand or another tool writes: a row whose times are not numbers is left out, damaged
+    labels cost the labels, and control characters (but newlines, escaped by every exposition) never reach a series."""
+    import sqlite3
+
+    db = str(tmp_path / "history.db")
+    book = QueryStatuses(retention_seconds=3600, max_queries=10, history=db, clock=lambda: 1000.0)
+    book.observe(AppContext("nightly", (), "app-1"), [QueryLife("good", "good", "run-1", life.FAILED)])
+    book.close()
+    with sqlite3.connect(db) as conn:
+        conn.executemany(
+            "INSERT INTO query_status VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                ("no-time", "x", "a", "[]", "", life.FAILED, "soon", 1000.0, "r", None),
+                ("bad\nid", "q\x00\x1b[31m", "app\r", "{not json", "", life.FAILED, 999.0, 999.0, "r", None),
+            ],
+        )
+    restored = QueryStatuses(retention_seconds=3600, max_queries=10, history=db, clock=lambda: 1000.0)
+    restored.restore()
+    assert sorted(r.query_id for r in restored.exported) == ["bad\nid", "good"]  # a newline is escaped where shown
+    damaged = next(r for r in restored.exported if r.query_id != "good")
+    assert damaged.static == () and not any(ch in damaged.app + (damaged.name or "") for ch in "\x00\x1b\r")
+    restored.close()
