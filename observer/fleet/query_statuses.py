@@ -74,21 +74,27 @@ class QueryStatuses:
         self.publish()
 
     def observe(self, app: AppContext, lives: Iterable[QueryLife]) -> None:
-        """Take the states of ``app``'s queries (``MetricsView.lifecycles``) after it processed events."""
+        """Take the states of ``app``'s queries (``MetricsView.lifecycles``) after it processed events; a change is
+        published at once (the application may be forgotten before the round ends: its state must not blink)."""
         now = self._clock()
+        changed = False
         for life in lives:
             known = self._entries.get(life.query_id)
             if known is not None and known.status == RETIRED and known.retired_run == life.run_id:
                 continue  # the retired run itself, still followed: retired is retired
             if life.state in LASTING:
                 if known is None or known.status != life.state or known.run_id != life.run_id:
+                    changed = True
                     self._put(
                         QueryStatusRow(life.query_id, life.name, app.name, app.static, app.app_id, life.state, now, now, life.run_id, None)
                     )
             elif known is not None and life.run_id != known.run_id:  # a later run runs: the lasting state ends
+                changed = True
                 del self._entries[life.query_id]
                 self._unsaved[life.query_id] = known._replace(status=life.state, since=now, updated=now, run_id=life.run_id)
-        self._bound()
+        if changed:
+            self._bound()
+            self.publish()
 
     # --- once a round ---------------------------------------------------------------------------------
     def round(self) -> None:
