@@ -107,6 +107,7 @@ def build(ctx: Context) -> db.Dashboard:
                 ],
                 ROWS_PER_SECOND,
                 [(None, OK)],
+                no_value="No running query in the selection",
             )
         )
         .with_panel(
