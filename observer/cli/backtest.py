@@ -24,7 +24,12 @@ def add_parser(sub: Any) -> None:
         help="override a mixin configuration key, e.g. thresholds.restore_seconds=120 (repeatable)",
     )
     bt.add_argument("--rules", action="append", default=[], help="Prometheus rule file to use instead of the mixin's (repeatable)")
-    bt.add_argument("--format", choices=("table", "json", "html"), default="table")
+    bt.add_argument(
+        "--format",
+        choices=("table", "history", "json", "html"),
+        default="table",
+        help="history: each alert's fire, resolve and re-fire with the application the query ran in",
+    )
     bt.add_argument("--out", default=None, help="write the report here instead of standard output")
     bt.add_argument("--scrape-interval", type=float, default=DEFAULT_SCRAPE_INTERVAL, help="seconds between simulated scrapes")
     bt.add_argument("--eval-interval", type=float, default=DEFAULT_EVAL_INTERVAL, help="seconds between rule evaluations")

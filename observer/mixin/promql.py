@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from observer.metrics.catalog import BATCHES, CATALOG, HISTOGRAM, OPERATOR_INFO, MetricSpec, UnknownMetricError, check
+from observer.metrics.catalog import BATCHES, CATALOG, HISTOGRAM, OPERATOR_INFO, QUERY_STATUS, MetricSpec, UnknownMetricError, check
 from observer.mixin.config import MixinConfig, parse_matchers, quote
 
 SPECS = {s.prometheus_name: s for s in CATALOG}
@@ -90,8 +90,34 @@ class PromQL:
         self.qo = ", ".join([*base, *static, *app, *query, 'operator=~"$operator"']) if dashboard else self.q  # of operator-level series
 
     def by(self, labels: str) -> str:
-        """``labels`` prefixed with the identity labels, for ``by (...)`` and ``on (...)``."""
-        return f"{self.identity}, {labels}" if labels else self.identity
+        """``labels`` prefixed with the identity labels, for ``by (...)`` and ``on (...)``.
+
+        A grouping by ``query`` also keeps ``query_id``: a query is its id, its name only labels it. Two
+        applications with the same name may run queries of the same name with different checkpoints (a job
+        redeployed with a new checkpoint while the old run is within the watcher's grace period); summed by
+        name, the ended run's last gauges added to the new run's values.
+        """
+        names = [name.strip() for name in labels.split(",") if name.strip()]
+        if "query" in names and "query_id" not in names:
+            names.insert(names.index("query") + 1, "query_id")
+        return ", ".join([self.identity, *names])
+
+    def running(self, expr: str) -> str:
+        """``expr`` only for queries whose current status is active or idle.
+
+        A query that terminated or failed keeps its last gauges (its last batch's rates) until the
+        observer forgets it; on a pace panel they would read as a query still processing rows.
+        """
+        status = self.sel(QUERY_STATUS, extra='status=~"active|idle"')
+        return f"({expr}) and on ({self.query}) ({status} == 1)"
+
+    def how_many(self, name: Metric, extra: str = "") -> str:
+        """The number of queries for which the 0/1 gauge ``name`` is 1, and 0 when none is.
+
+        Each query counts once however many endpoints export it (``max by`` its identity), and a fleet
+        where no query is in that state reads 0, not "No data": some signals are only exported while set.
+        """
+        return f"sum(max by ({self.query}) ({self.sel(name, extra=extra)})) or vector(0)"
 
     def sel(self, name: Metric, matchers: str | None = None, extra: str = "") -> str:
         """``name{matchers, extra}``; ``matchers`` defaults to the query-level matchers."""

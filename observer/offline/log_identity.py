@@ -29,7 +29,7 @@ def application_of(paths: list[str], static: Pairs = (), max_line_bytes: int = D
     Lines are read as the replay reads them (``max_line_bytes``, a longer line skipped unheld): this scan
     runs before the replay and must not hold what the replay would refuse.
     """
-    starts = [start for path in expand(paths) if (start := _app_start(path, max_line_bytes)) is not None]
+    starts = [start for path in expand(paths) if (start := app_start(path, max_line_bytes)) is not None]
     names = {clean_label(str(s.get("App Name") or ""), MAX_NAME_CHARS) for s in starts}
     if len(names) != 1 or not next(iter(names)):
         return AppContext(static=static)
@@ -43,7 +43,8 @@ def application_of(paths: list[str], static: Pairs = (), max_line_bytes: int = D
     )
 
 
-def _app_start(path: str, max_line_bytes: int) -> dict[str, Any] | None:
+def app_start(path: str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> dict[str, Any] | None:
+    """The ``SparkListenerApplicationStart`` event of one log file (None: not within its first lines, or unreadable)."""
     try:
         with open_decompressed(path, chunk_limit(max_line_bytes)) as stream:
             for n, line in bounded_lines(stream, max_line_bytes, path):

@@ -223,3 +223,80 @@ def test_a_configuration_that_selects_its_job_still_sees_the_recording(tools, tm
     assert main(["backtest", *_incident_logs("crash_loop_503"), *args]) == 0
     fired = {f["alert"] for f in json.loads(out.read_text())["firings"] if f["firing_at"]}
     assert {"SparkStreamingQueryCrashLooping", "SparkStreamingQueryFailed"} <= fired
+
+
+FLEET = ("crash_loop_503", "dedup_agg_restart_35", "restart_fail_at_start")
+
+
+def _truth(name: str) -> dict:
+    import json
+
+    with open(os.path.join(FIXTURES, "incidents", name, "truth.json")) as f:
+        return json.load(f)
+
+
+def _app_of_run(name: str, run: str) -> str:
+    """The application id Spark gave the recorded run (its event log is named after it)."""
+    import re
+
+    (log,) = glob.glob(os.path.join(FIXTURES, "incidents", name, run, "eventlog", "*"))
+    found = re.search(r"local-\d+", os.path.basename(log))
+    assert found, log
+    return found.group(0)
+
+
+@pytest.mark.slow
+def test_the_alert_history_across_applications_follows_the_recorded_fleet(tools, tmp_path) -> None:
+    """Three recorded jobs (two crash loops, one clean restart), each run a new application, given newest
+    first: the history says which application each fire, resolve and re-fire happened in."""
+    from observer.mixin.config import MixinConfig
+    from observer.offline.backtest.history import CONTINUED, FIRED, GAP, REFIRED, RESOLVED, alert_history
+
+    logs = [path for name in reversed(FLEET) for path in _incident_logs(name)]  # not in time order: the backtest orders them
+    report = bt.run_backtest(
+        logs, _mixin_rules(tmp_path), scrape_interval=15, eval_interval=15, idle_keep=600, work_dir=str(tmp_path / "bt")
+    )
+    history = alert_history(report)
+    loop_after = MixinConfig().thresholds.crash_loop_restarts
+
+    def changes(name: str, alert: str) -> list:
+        query_id = _truth(name)["run_facts"][0]["query_id"]
+        return [t for t in history if t.alert == alert and t.labels.get("query_id") == query_id]
+
+    # a crash loop fires once, in the application whose restart completes it, and never resolves: every run failed
+    for name in ("crash_loop_503", "restart_fail_at_start"):
+        truth = _truth(name)
+        loop = changes(name, "SparkStreamingQueryCrashLooping")
+        assert [t.change for t in loop if t.change in (FIRED, REFIRED, RESOLVED)] == [FIRED], formats.render_history(report)
+        completing = truth["restarts"][loop_after - 1]["run"]
+        assert loop[0].application == _app_of_run(name, completing), (name, completing)
+        assert {t.change for t in loop[1:]} <= {GAP, CONTINUED}
+    # the failure alert: fired in the first failing run, resolved only when the next application started the
+    # query, fired again in that application when it failed too
+    for name, first_failing in (
+        ("crash_loop_503", "run1"),
+        ("restart_fail_at_start", _truth("restart_fail_at_start")["failure"]["failing_runs"][0]),
+    ):
+        failed = [t for t in changes(name, "SparkStreamingQueryFailed") if t.change in (FIRED, REFIRED, RESOLVED)]
+        assert failed and failed[0].change == FIRED and failed[0].application == _app_of_run(name, first_failing), formats.render_history(
+            report
+        )
+        for before, resolved, after in zip(failed, failed[1:], failed[2:]):
+            if resolved.change == RESOLVED:
+                assert resolved.run > before.run and resolved.application != before.application  # across an application boundary
+                assert after.change == REFIRED and after.application == resolved.application
+    assert [t.change for t in changes("crash_loop_503", "SparkStreamingQueryFailed")].count(REFIRED) >= 1
+    # a clean restart pages no one about failures or loops
+    assert not changes("dedup_agg_restart_35", "SparkStreamingQueryFailed") + changes(
+        "dedup_agg_restart_35", "SparkStreamingQueryCrashLooping"
+    )
+    # every application named is one the recordings ran
+    recorded = {
+        _app_of_run(name, run)
+        for name in FLEET
+        for run in sorted(os.listdir(os.path.join(FIXTURES, "incidents", name)))
+        if run.startswith("run")
+    }
+    assert {t.application for t in history} <= recorded
+    text = bt.render(report, "history")
+    assert all(t.application in text for t in history)

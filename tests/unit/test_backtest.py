@@ -103,3 +103,24 @@ def test_scrapes_are_labelled_as_the_configuration_selects() -> None:
     assert recording.target_labels(pinned) == {"job": "fleet", "env": "prod", "instance": "backtest"}  # app is the recording's own
     with pytest.raises(MixinConfigError, match=r"test_labels\.team"):
         recording.target_labels(load_config(None, ['selector=team=~"a.+"']))
+
+
+def test_the_history_tells_a_re_fire_from_an_instance_cut_by_an_idle_gap() -> None:
+    """Resolved then active again is a re-fire; cut by an idle gap and active where the data resumes is the same instance."""
+    from observer.offline.backtest.history import CONTINUED, FIRED, GAP, REFIRED, RESOLVED, alert_history
+    from observer.offline.backtest.report import BacktestReport, Firing, QueryRun
+
+    def firing(pending: float, fired: float, resolved: float | None) -> Firing:
+        return Firing("X", {"query_id": "q"}, "critical", "", "", pending, fired, resolved)
+
+    report = BacktestReport(0.0, 1000.0, 15.0, 15.0, [], 0, 0, gaps=[(300.0, 600.0)])
+    report.runs = [QueryRun("q", "r1", "app-1", 10.0), QueryRun("q", "r2", "app-2", 100.0)]
+    report.firings = [firing(30, 30, 120), firing(150, 150, 300), firing(600, 600, None)]
+    history = alert_history(report)
+    assert [(t.time, t.change, t.application, t.run) for t in history] == [
+        (30, FIRED, "app-1", 1),
+        (120, RESOLVED, "app-2", 2),
+        (150, REFIRED, "app-2", 2),
+        (300, GAP, "app-2", 2),
+        (600, CONTINUED, "app-2", 2),
+    ]

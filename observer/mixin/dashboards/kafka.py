@@ -9,7 +9,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 
 from observer.metrics import catalog
-from observer.mixin.dashboards.panels import BAD, OK, WARN, Context, row, ts
+from observer.mixin.dashboards.panels import BAD, KAFKA_NONE, OK, WARN, Context, row, ts
 from observer.mixin.promql import RATE
 
 
@@ -31,6 +31,7 @@ def add_row(ctx: Context, dash: db.Dashboard) -> db.Dashboard:
                 [(None, OK), (t.kafka_lag_offsets, BAD)],
                 span=8,
                 show_thresholds=True,
+                no_value=KAFKA_NONE,
             )
         )
         .with_panel(
@@ -46,6 +47,7 @@ def add_row(ctx: Context, dash: db.Dashboard) -> db.Dashboard:
                 [(None, OK), (t.kafka_lag_seconds_slo / 2, WARN), (t.kafka_lag_seconds_slo, BAD)],
                 span=8,
                 show_thresholds=True,
+                no_value=KAFKA_NONE,
             )
         )
         .with_panel(
@@ -57,6 +59,7 @@ def add_row(ctx: Context, dash: db.Dashboard) -> db.Dashboard:
                 "s",
                 [(None, OK), (t.kafka_lag_seconds_slo, WARN)],
                 span=8,
+                no_value=KAFKA_NONE,
             )
         )
         .with_panel(
@@ -71,6 +74,7 @@ def add_row(ctx: Context, dash: db.Dashboard) -> db.Dashboard:
                 "short",
                 [(None, OK)],
                 span=12,
+                no_value=KAFKA_NONE,
             )
         )
         .with_panel(
@@ -90,6 +94,7 @@ def add_row(ctx: Context, dash: db.Dashboard) -> db.Dashboard:
                 "short",
                 [(None, OK)],
                 span=12,
+                no_value=KAFKA_NONE,
             )
         )
     )

@@ -15,8 +15,6 @@ ANY_BAD = [(None, OK), (1, BAD)]
 def build(ctx: Context) -> db.Dashboard:
     p, t = ctx.p, ctx.t
     by_query = p.by("query")
-    active = p.sel(catalog.QUERY_STATUS, extra='status="active"')
-    failed = p.sel(catalog.QUERY_STATUS, extra='status="failed"')
     return (
         dashboard(
             ctx,
@@ -31,7 +29,7 @@ def build(ctx: Context) -> db.Dashboard:
                 ctx,
                 "Active queries",
                 "Queries currently running. Bad: fewer than you deploy (a query stopped or failed).",
-                [(f"sum({active})", "active")],
+                [(p.how_many(catalog.QUERY_STATUS, 'status="active"'), "active")],
                 "none",
                 [(None, BAD), (1, OK)],
             )
@@ -41,7 +39,7 @@ def build(ctx: Context) -> db.Dashboard:
                 ctx,
                 "Failed queries",
                 "Queries that terminated with an exception. Bad: anything above 0.",
-                [(f"sum({failed})", "failed")],
+                [(p.how_many(catalog.QUERY_STATUS, 'status="failed"'), "failed")],
                 "none",
                 ANY_BAD,
             )
@@ -51,7 +49,7 @@ def build(ctx: Context) -> db.Dashboard:
                 ctx,
                 "Stalled",
                 "Active queries without progress for many times their usual interval. Bad: above 0 (a hung batch or a long restore).",
-                [(f"sum({p.sel(catalog.QUERY_STALLED)})", "stalled")],
+                [(p.how_many(catalog.QUERY_STALLED), "stalled")],
                 "none",
                 ANY_BAD,
             )
@@ -61,7 +59,7 @@ def build(ctx: Context) -> db.Dashboard:
                 ctx,
                 "Crash looping",
                 "Queries restarting in a loop. Bad: above 0; every restart restores the state again.",
-                [(f"sum({p.sel(catalog.QUERY_CRASH_LOOP)})", "crash loop")],
+                [(p.how_many(catalog.QUERY_CRASH_LOOP), "crash loop")],
                 "none",
                 ANY_BAD,
             )
@@ -71,7 +69,7 @@ def build(ctx: Context) -> db.Dashboard:
                 ctx,
                 "Falling behind",
                 "Queries whose input rate stayed above their processing rate. Bad: above 0; latency grows.",
-                [(f"sum({p.sel(catalog.FALLING_BEHIND)})", "falling behind")],
+                [(p.how_many(catalog.FALLING_BEHIND), "falling behind")],
                 "none",
                 ANY_BAD,
             )
@@ -81,7 +79,7 @@ def build(ctx: Context) -> db.Dashboard:
                 ctx,
                 "Restarts",
                 "Restarts seen by the observer (same query id, new run id). Bad: growing; look at the Restore & rebalance dashboard.",
-                [(f"sum({p.sel(catalog.QUERY_RESTARTS)})", "restarts")],
+                [(f"sum(max by ({p.query}) ({p.sel(catalog.QUERY_RESTARTS)})) or vector(0)", "restarts")],
                 "none",
                 [(None, OK), (1, WARN), (t.crash_loop_restarts, BAD)],
             )
@@ -94,6 +92,7 @@ def build(ctx: Context) -> db.Dashboard:
                 [(f"{p.sel(catalog.QUERY_STATUS)} == 1", "")],
                 "none",
                 [(None, OK)],
+                no_value="No query of the selection is known to the observers",
             )
         )
         .with_row(row("Pace"))
@@ -101,13 +100,14 @@ def build(ctx: Context) -> db.Dashboard:
             ts(
                 ctx,
                 "Input vs processing rate",
-                "Rows arriving vs rows processed per second. Bad: input above processing for minutes (the query falls behind).",
+                "Rows arriving vs rows processed per second, of running queries (an ended run's last rates are not drawn). Bad: input above processing for minutes (the query falls behind).",
                 [
-                    (f"sum by ({by_query}) ({p.sel(catalog.INPUT_ROWS_PER_SECOND)})", "{{query}} input"),
-                    (f"sum by ({by_query}) ({p.sel(catalog.PROCESSED_ROWS_PER_SECOND)})", "{{query}} processed"),
+                    (p.running(f"max by ({by_query}) ({p.sel(catalog.INPUT_ROWS_PER_SECOND)})"), "{{query}} input"),
+                    (p.running(f"max by ({by_query}) ({p.sel(catalog.PROCESSED_ROWS_PER_SECOND)})"), "{{query}} processed"),
                 ],
                 ROWS_PER_SECOND,
                 [(None, OK)],
+                no_value="No running query in the selection",
             )
         )
         .with_panel(
@@ -118,8 +118,8 @@ def build(ctx: Context) -> db.Dashboard:
                 [
                     (
                         (
-                            f"sum by ({by_query}) ({p.rate(catalog.BATCH_SECONDS, p.query)}) / "
-                            f"sum by ({by_query}) ({p.rate(catalog.BATCHES, p.query)})"
+                            f"max by ({by_query}) ({p.rate(catalog.BATCH_SECONDS, p.query)}) / "
+                            f"max by ({by_query}) ({p.rate(catalog.BATCHES, p.query)})"
                         ),
                         "{{query}}",
                     ),

@@ -28,6 +28,11 @@ DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 ROWS_PER_SECOND = "si:rows/s"
 OK, WARN, BAD = "green", "orange", "red"
 TAG = "spark-state-observer"
+NONE_REPORTED = "None reported for the selected queries in this range"
+"""What an empty panel means unless the panel says more (``no_value``): Grafana's bare "No data" reads as
+a broken panel, while an empty result here is a true answer (no query of the selection has this series)."""
+KAFKA_NONE = "No Kafka source in the selected queries"
+"""The Kafka panels' empty answer: their series exist only for Kafka sources (lag in records also needs maxOffsetsPerTrigger)."""
 Target = tuple[str, str]  # (PromQL expression, legend)
 Steps = Sequence[tuple[float | None, str]]  # (lower bound, colour); the first bound is None
 
@@ -77,12 +82,15 @@ def ts(
     bars: bool = False,
     show_thresholds: bool = False,
     minimum: float | None = 0,
+    no_value: str = NONE_REPORTED,
 ) -> timeseries.Panel:
-    """A time series panel; ``show_thresholds`` draws the thresholds as dashed lines (alert levels)."""
+    """A time series panel; ``show_thresholds`` draws the thresholds as dashed lines (alert levels);
+    ``no_value`` what an empty result means."""
     p = (
         timeseries.Panel()
         .title(title)
         .description(description)
+        .no_value(no_value)
         .datasource(DATASOURCE)
         .unit(unit)
         .thresholds(thresholds(steps))
@@ -115,13 +123,22 @@ def ts(
 
 
 def stat_panel(
-    ctx: Context, title: str, description: str, targets: Sequence[Target], unit: str, steps: Steps, *, span: int = 4
+    ctx: Context,
+    title: str,
+    description: str,
+    targets: Sequence[Target],
+    unit: str,
+    steps: Steps,
+    *,
+    span: int = 4,
+    no_value: str = NONE_REPORTED,
 ) -> stat.Panel:
     """A single-number panel coloured by its thresholds (background), from instant queries."""
     return (
         stat.Panel()
         .title(title)
         .description(description)
+        .no_value(no_value)
         .datasource(DATASOURCE)
         .unit(unit)
         .thresholds(thresholds(steps))
@@ -135,13 +152,22 @@ def stat_panel(
 
 
 def table_panel(
-    ctx: Context, title: str, description: str, targets: Sequence[Target], unit: str, steps: Steps, *, span: int = 24
+    ctx: Context,
+    title: str,
+    description: str,
+    targets: Sequence[Target],
+    unit: str,
+    steps: Steps,
+    *,
+    span: int = 24,
+    no_value: str = NONE_REPORTED,
 ) -> table.Panel:
     """A table of instant values, one row per series, labels as columns (merged across targets)."""
     return (
         table.Panel()
         .title(title)
         .description(description)
+        .no_value(no_value)
         .datasource(DATASOURCE)
         .unit(unit)
         .thresholds(thresholds(steps))

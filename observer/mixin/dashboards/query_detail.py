@@ -6,7 +6,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 
 from observer.metrics import catalog
 from observer.mixin.dashboards import kafka
-from observer.mixin.dashboards.panels import BAD, OK, ROWS_PER_SECOND, WARN, Context, dashboard, row, ts
+from observer.mixin.dashboards.panels import BAD, KAFKA_NONE, OK, ROWS_PER_SECOND, WARN, Context, dashboard, row, ts
 from observer.mixin.promql import RATE
 
 
@@ -91,6 +91,7 @@ def build(ctx: Context) -> db.Dashboard:
                     "short",
                     [(None, OK), (t.kafka_lag_offsets, BAD)],
                     show_thresholds=True,
+                    no_value=KAFKA_NONE,
                 )
             )
             .with_panel(
@@ -203,6 +204,7 @@ def build(ctx: Context) -> db.Dashboard:
                     "s",
                     [(None, BAD), (t.budget_eta_hours * 3600, OK)],
                     span=12,
+                    no_value="No forecast: no budget is set (observer settings state_rows_budget, state_memory_budget_bytes) or the state is not growing",
                 )
             )
         ),

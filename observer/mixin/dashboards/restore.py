@@ -33,6 +33,7 @@ def build(ctx: Context) -> db.Dashboard:
                 restore_steps,
                 span=8,
                 show_thresholds=True,
+                no_value="No restore seen: no query of the selection restarted from a checkpoint with state",
             )
         )
         .with_panel(
@@ -59,6 +60,7 @@ def build(ctx: Context) -> db.Dashboard:
                 "s",
                 [(None, OK), (t.restore_seconds, BAD)],
                 span=8,
+                no_value="No restart seen for the selected queries",
             )
         )
         .with_panel(
@@ -139,6 +141,7 @@ def build(ctx: Context) -> db.Dashboard:
                 "none",
                 [(None, OK)],
                 span=8,
+                no_value="Not reported: the executor count comes from a live driver (not from event logs); no executor came or went",
             )
         )
         .with_panel(
@@ -282,6 +285,7 @@ def build(ctx: Context) -> db.Dashboard:
                 "s",
                 [(None, OK), (t.restore_seconds / 5, WARN)],
                 span=8,
+                no_value="No partition migrated",
             )
         )
     )

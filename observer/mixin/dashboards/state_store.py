@@ -112,6 +112,7 @@ def build(ctx: Context) -> db.Dashboard:
                 "bytes",
                 [(None, OK)],
                 span=12,
+                no_value="No HDFS-backed state store in the selected queries",
             )
         )
         .with_row(row("Commit"))
@@ -258,6 +259,7 @@ def build(ctx: Context) -> db.Dashboard:
                 "none",
                 [(None, OK), (1, BAD)],
                 bars=True,
+                no_value="None: no snapshot was found corrupt and skipped",
             )
         )
         .with_row(row("RocksDB memory and disk per executor"))
@@ -336,6 +338,7 @@ def build(ctx: Context) -> db.Dashboard:
                 [(None, OK), (1, WARN)],
                 span=12,
                 bars=True,
+                no_value="None: every RocksDB memory report was plausible",
             )
         )
     )

@@ -1,11 +1,14 @@
-"""A backtest report for people: a terminal table, a self-contained HTML timeline, or JSON."""
+"""A backtest report for people: a terminal table, the alert history across applications, a self-contained
+HTML timeline, or JSON (which carries the history too)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import html
 import json
 
+from observer.offline.backtest.history import alert_history
 from observer.offline.backtest.report import BacktestReport
 
 
@@ -134,9 +137,24 @@ def render_html(report: BacktestReport) -> str:
     )
 
 
+def render_history(report: BacktestReport) -> str:
+    """One line per fire, resolve and re-fire, with the application the query ran in at that moment."""
+    history = alert_history(report)
+    lines = [f"Alert history {_time(report.start)} to {_time(report.end)} UTC: {len(history)} change(s)."]
+    lines.extend(bounds_notes(report))
+    for t in history:
+        where = f"in {t.application} (start {t.run} of the query)" if t.application else "before the query started"
+        lines.append(f"  {_time(t.time)}  {t.change:<8}  {t.alert}  {_short_labels(t.labels)}  {where}")
+    return "\n".join(lines)
+
+
 def render(report: BacktestReport, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(report.to_json(), indent=2, default=str)
+        doc = report.to_json()
+        doc["history"] = [dataclasses.asdict(t) for t in alert_history(report)]
+        return json.dumps(doc, indent=2, default=str)
+    if fmt == "history":
+        return render_history(report)
     if fmt == "html":
         return render_html(report)
     return render_table(report)

@@ -33,6 +33,16 @@ class Firing:
         return (self.resolved_at if self.resolved_at is not None else end) - self.firing_at
 
 
+@dataclass(frozen=True)
+class QueryRun:
+    """One start of a query in the logs: its query and run ids, the application it ran in, when it started."""
+
+    query_id: str
+    run_id: str
+    app_id: str
+    started: float
+
+
 @dataclass
 class BacktestReport:
     start: float
@@ -50,6 +60,7 @@ class BacktestReport:
     max_scrapes: int = DEFAULT_MAX_SCRAPES
     signals: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    runs: list[QueryRun] = field(default_factory=list)  # every query start, to tell which application an alert fired in
 
     def fired(self) -> list[Firing]:
         return [f for f in self.firings if f.fired]

@@ -10,6 +10,7 @@ from typing import Any
 
 from observer.offline.backtest.backfill import backfill_level
 from observer.offline.backtest.evaluation import evaluate_alert, query_steps, steps_between
+from observer.offline.backtest.history import query_runs
 from observer.offline.backtest.recording import record_series
 from observer.offline.backtest.report import BacktestReport
 from observer.offline.backtest.rules import dependency_levels, load_rules
@@ -24,7 +25,27 @@ from observer.offline.backtest.settings import (
     TAIL_RANGE,
     check_setting,
 )
+from observer.offline.eventlog import expand
+from observer.offline.log_identity import app_start
 from observer.offline.prometheus_server import PrometheusServer, promtool
+
+
+def in_time_order(paths: list[str]) -> list[str]:
+    """``paths`` ordered by the start of the application each records (those without a readable start last,
+    in their given order).
+
+    The replay scrapes forwards on the logs' own clock: a log handed over after a later one (restarts named
+    so that they do not sort by time, logs of several jobs) would have its events behind the scrape clock,
+    never scraped, and its alerts never evaluated.
+    """
+
+    def started(path: str) -> float:
+        files = expand([path], [])
+        start = app_start(files[0]) if files else None
+        stamp = start.get("Timestamp") if start else None
+        return float(stamp) if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) else float("inf")
+
+    return sorted(paths, key=started)
 
 
 def run_backtest(
@@ -51,6 +72,7 @@ def run_backtest(
     idle_keep = check_setting("--idle-keep", idle_keep, IDLE_KEEP_RANGE)
     max_scrapes = int(check_setting("--max-scrapes", max_scrapes, MAX_SCRAPES_RANGE))
     recording, alerting = load_rules(rule_files)
+    paths = in_time_order(paths)
     own_dir = work_dir is None
     work = work_dir or tempfile.mkdtemp(prefix="sso-backtest-")
     os.makedirs(work, exist_ok=True)
@@ -83,6 +105,7 @@ def run_backtest(
             gaps=list(recorder.gaps),
             capped_at=recorder.capped_at,
             max_scrapes=max_scrapes,
+            runs=query_runs(paths),
         )
         server = PrometheusServer(data, work, prometheus).start()
         try:
