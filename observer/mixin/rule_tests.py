@@ -215,16 +215,18 @@ def _stalled(c: CaseInputs) -> Case:
 
 
 def _falling_behind(c: CaseInputs) -> Case:
-    """Processing a quarter below the ratio on the bad query, a fifth above it on the healthy one."""
+    """Processing a quarter below the ratio on the bad query, a fifth above it on the healthy one; a third query
+    stopped with the bad one's last rates (a terminated query keeps its last batch's gauges) stays silent."""
     alert = "SparkStreamingQueryFallingBehind"
     at = c.t.falling_behind_window_minutes + c.for_(alert) + 2
     n = _samples(at + 10)
     series: list[tuple[MetricSpec | str, Labels, str]] = []
-    for role, factor in ((0, 1.25), (1, 0.8)):
+    for role, factor, status in ((0, 1.25, "active"), (1, 0.8, "active"), (2, 1.25, "terminated")):
         series += [
             (catalog.FALLING_BEHIND, c.ls.query(role), f"0x{n}"),
             (catalog.INPUT_ROWS_PER_SECOND, c.ls.query(role), f"100x{n}"),
             (catalog.PROCESSED_ROWS_PER_SECOND, c.ls.query(role), f"{_n(round(100 / (c.v.falling_behind_ratio * factor), 3))}x{n}"),
+            (catalog.QUERY_STATUS, c.ls.query(role, status=status), f"1x{n}"),
         ]
     return Case(alert, series, at, [(_keep(c.ls.query(0), c.by_query), None)], c.quiet_before(alert))
 

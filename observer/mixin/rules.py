@@ -128,9 +128,12 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         ),
         a(
             "SparkStreamingQueryFallingBehind",
-            f"max by ({query}) ({p.sel(catalog.FALLING_BEHIND)}) == 1 or "
-            f"(max by ({query}) (avg_over_time({p.sel(catalog.INPUT_ROWS_PER_SECOND)}[{window_fb}])) > "
-            f"{number(t.falling_behind_ratio)} * max by ({query}) (avg_over_time({p.sel(catalog.PROCESSED_ROWS_PER_SECOND)}[{window_fb}])))",
+            # only while the query runs: a stopped or failed one keeps its last batch's rate gauges until it is forgotten
+            p.running(
+                f"max by ({query}) ({p.sel(catalog.FALLING_BEHIND)}) == 1 or "
+                f"(max by ({query}) (avg_over_time({p.sel(catalog.INPUT_ROWS_PER_SECOND)}[{window_fb}])) > "
+                f"{number(t.falling_behind_ratio)} * max by ({query}) (avg_over_time({p.sel(catalog.PROCESSED_ROWS_PER_SECOND)}[{window_fb}])))"
+            ),
             f"Streaming query {q} is falling behind its input.",
             f"Data arrives at query {q} faster than it is processed (input above {number(t.falling_behind_ratio)} x processing over {window_fb}); latency grows until it catches up.",
         ),
