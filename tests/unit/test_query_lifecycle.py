@@ -210,3 +210,17 @@ def test_rows_written_by_anyone_are_read_safely(tmp_path: Any) -> None:
     damaged = next(r for r in restored.exported if r.query_id != "good")
     assert damaged.static == () and not any(ch in damaged.app + (damaged.name or "") for ch in "\x00\x1b\r")
     restored.close()
+
+
+def test_a_history_that_cannot_be_written_is_counted_and_the_states_still_last(tmp_path: Any) -> None:
+    """The history is the watcher's own disk or network: a failure costs a counted failure and a retry, never the
+    state or the watcher's round."""
+    (tmp_path / "file").write_text("not a folder")
+    failures: list[int] = []
+    book = QueryStatuses(3600, 10, history=str(tmp_path / "file" / "history.db"), on_failure=lambda: failures.append(1))
+    book.restore()
+    book.observe(AppContext("nightly", (), "app-1"), [QueryLife("q", "q", "run-1", life.FAILED)])
+    book.round()
+    book.round()  # retried: the row is still unsaved
+    assert [r.query_id for r in book.exported] == ["q"] and len(failures) == 3
+    book.close()
