@@ -136,6 +136,18 @@ class Settings:
     )
     crash_loop_restarts: int = field(default=3, metadata={"doc": "Restarts within `crash_loop_window_seconds` that make a crash loop."})
     crash_loop_window_seconds: float = field(default=900.0, metadata={"doc": "Window of the crash-loop rule."})
+    query_status_retention_days: float = field(
+        default=7.0,
+        metadata={
+            "doc": "Watcher: a failed or crash-looping query's lifecycle state stays exported and kept in the history this many days after it failed, unless a later run runs or it is retired first."
+        },
+    )
+    query_status_max_queries: int = field(
+        default=1000,
+        metadata={
+            "doc": "Watcher: at most this many failed or crash-looping queries of forgotten applications are kept (the oldest failures go first)."
+        },
+    )
     growth_window_seconds: float = field(
         default=120.0,
         metadata={
@@ -270,6 +282,8 @@ class Settings:
             raise SettingsError(f"placement must be auto, on or off, got {self.placement!r}")
         if self.snapshot_lag_batches < 0 or self.snapshot_scan_seconds < 0:
             raise SettingsError("snapshot_lag_batches and snapshot_scan_seconds must be >= 0")
+        if not 0 < self.query_status_retention_days <= 3650 or self.query_status_max_queries < 1:
+            raise SettingsError("query_status_retention_days must be in (0, 3650] and query_status_max_queries at least 1")
         if self.placement_every < 1:
             raise SettingsError(f"placement_every must be at least 1, got {self.placement_every}")
         if self.otlp_protocol not in ("", "http/protobuf", "grpc"):

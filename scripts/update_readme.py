@@ -33,7 +33,17 @@ SETTING_AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("capture and memory bounds", ("queue_size", "fast_path", "max_queries", "partition_top_k")),
     (
         "signals",
-        ("trigger_interval_seconds", "stall_", "crash_loop_", "growth_", "state_", "restore_", "falling_behind_", "snapshot_"),
+        (
+            "trigger_interval_seconds",
+            "stall_",
+            "crash_loop_",
+            "query_status_",
+            "growth_",
+            "state_",
+            "restore_",
+            "falling_behind_",
+            "snapshot_",
+        ),
     ),
     ("placement and executors", ("placement", "placement_every", "poll_executors")),
     ("OpenTelemetry (OTLP)", ("otlp_",)),

@@ -13,12 +13,14 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from contextlib import closing
 from typing import Any, Callable
 
 import pandas as pd
 import streamlit as st
 
-from observer.history import browse, loaders
+from observer.history import browse, loaders, query_status
+from observer.history.backend import open_backend
 from observer.history.store import HistoryError
 from observer.history.url import parse
 from observer.offline import state_reader
@@ -66,6 +68,23 @@ def _guard(fn: Callable[..., Any], path: str, *args: Any, **kwargs: Any) -> Any:
 @st.cache_data(max_entries=64, show_spinner=False)
 def queries(path: str, tok: tuple) -> pd.DataFrame:
     return _guard(loaders.load_queries, path)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def lasting_states(path: str, tok: tuple) -> dict[str, str]:
+    return _guard(browse.load_lasting_states, path)
+
+
+def retire(path: str, query_id: str) -> bool:
+    """Retire ``query_id``'s lasting state in the history (the browser's one write); whether there was one."""
+
+    def write(location: str) -> bool:
+        with closing(open_backend(location)) as backend:
+            return bool(query_status.retire(backend, query_id))
+
+    done = bool(_guard(write, path))
+    lasting_states.clear()
+    return done
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

@@ -2,7 +2,9 @@
 
 Derived from what the history holds, so it works on a live history and on a replayed one: the last
 run's outcome (failed, stopped), the newest lifecycle signal (stalled, idle, crash loop) and the time
-since the last batch, judged against the query's own batch interval like the live stall rule.
+since the last batch, judged against the query's own batch interval like the live stall rule. Where the
+watcher keeps a lasting state for the query (``observer.history.query_status``), the tables show that instead
+(``streamlit_app.parts.summary``): failed until a later run runs, retired once an operator retired it.
 """
 
 from __future__ import annotations

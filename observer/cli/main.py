@@ -116,12 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         "--watch", action="store_true", help="run two small applications writing event logs and the event-log watcher following both"
     )
 
-    from observer.cli import backtest, run, size, watch
+    from observer.cli import backtest, retire, run, size, watch
 
     backtest.add_parser(sub)
     size.add_parser(sub)
     watch.add_parser(sub)
     run.add_parser(sub)
+    retire.add_parser(sub)
 
     sub.add_parser("metrics", help="print the metric reference (Markdown)")
     sub.add_parser("settings", help="print the settings reference (Markdown)")
@@ -151,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         return backtest.run(args)
     if args.command == "size":
         return size.run(args)
+    if args.command == "retire":
+        return retire.run(args)
     if args.command == "mixin":
         return mixin_cli.run(args)
     if args.command == "metrics":

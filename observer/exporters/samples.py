@@ -16,7 +16,7 @@ from observer.metrics.selfmetrics import SelfSnapshot
 from observer.metrics.tracker import QueryRecord, operator_labels, source_labels
 from observer.metrics.updates import Labels
 from observer.metrics.view import MetricsView
-from observer.model import kinds
+from observer.model import kinds, query_lifecycle
 from observer.model.events import OperatorProgress
 from observer.model.fields import SNAPSHOT_LAST_UPLOADED, operator_field
 
@@ -103,11 +103,19 @@ def render_totals(f: SampleSink, record: QueryRecord) -> None:
     f.add(catalog.QUERY_INFO, q + (("run_id", record.run_id or ""),), 1)
     for status in kinds.QUERY_STATUSES:
         f.add(catalog.QUERY_STATUS, q + (("status", status),), 1.0 if record.status == status else 0.0)
+    render_lifecycle(f, q, record.lifecycle)
     f.add(catalog.QUERY_STARTS, q, record.starts)
     for outcome in kinds.OUTCOMES:
         f.add(catalog.QUERY_TERMINATIONS, q + (("outcome", outcome),), record.terminations.get(outcome, 0))
     for (spec, labels), value in record.counters.items():
         f.add(spec, q + labels, value)
+
+
+def render_lifecycle(f: SampleSink, query: Labels, state: str) -> None:
+    """The state set ``spark_streaming_query_lifecycle`` of one query (``query``: its query labels); the watcher
+    renders it too for a lasting query whose application it forgot."""
+    for each in query_lifecycle.STATES:
+        f.add(catalog.QUERY_LIFECYCLE, query + (("state", each),), 1.0 if state == each else 0.0)
 
 
 def render_signal_gauges(f: SampleSink, record: QueryRecord) -> None:

@@ -50,10 +50,12 @@ from observer.exporters.exposition import Families, QueryLines, join_parts
 from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.otel.config import otlp_enabled
 from observer.exporters.prometheus import StateCollector, histogram_text
-from observer.exporters.samples import SampleSink, labelled, render_self
+from observer.exporters.samples import SampleSink, labelled, render_lifecycle, render_self
 from observer.fleet.app_events import PIPELINE_EVENTS, PLACEMENT_EVENTS, PROBLEM_KINDS, AppEvents, LoggedApp, RawEvent, WatchCounts
 from observer.fleet.clock_skew import event_time
 from observer.fleet.eventlog_watch import EventLogWatcher
+from observer.fleet.query_statuses import EXPORTER as QUERY_STATUS_EXPORTER
+from observer.fleet.query_statuses import QueryStatuses
 from observer.fleet.store_mirror import PROBLEM_KINDS as STORE_PROBLEM_KINDS
 from observer.fleet.store_mirror import REQUEST_KINDS, StoreMirror
 from observer.fleet.watch_positions import SavedPositions
@@ -281,6 +283,14 @@ class FleetObserver:
                     "and a start with a usable history writes what this one reads",
                     o.state_path,
                 )
+        # failed and crash-looping queries outlive their applications; restored from the history first
+        self.statuses = QueryStatuses(
+            self.settings.query_status_retention_days * 86400.0,
+            self.settings.query_status_max_queries,
+            history=self.settings.history_path if o.history else None,
+            on_failure=lambda: self.self_metrics.count("export_failures", QUERY_STATUS_EXPORTER),
+        )
+        self.statuses.restore()
         self._otlp = otlp_enabled(self.settings)
         # executors of applications not (yet) streaming: a batch application costs this small set, no pipeline
         self._executors: dict[str, set[str]] = {}
@@ -332,6 +342,7 @@ class FleetObserver:
             pipeline.observer.stop(1.0)
         for sink in self._shared:
             self._guarded(sink, sink.close)  # writes what it can: positions are saved only as far as that
+        self.statuses.close()
         self._save_written_positions()
         self._publish_counts()  # a last push shows them
         self._endpoint.stop()
@@ -377,6 +388,7 @@ class FleetObserver:
                 pipeline.observer.tick()
             if processed and self.server is not None:
                 pipeline.collector.prerender()  # render changed queries off the scrape path
+        self.statuses.round()
         for sink in self._shared:
             self._guarded(sink, lambda sink=sink: sink.tick(processed))  # type: ignore[misc]
             if processed:
@@ -441,6 +453,8 @@ class FleetObserver:
                 log.warning("spark-state-observer: %s", change.message)
             elif change.status == "forgotten":
                 self._forget(found.log_name)
+        if pipeline is not None and done:
+            self.statuses.observe(pipeline.observer.identity, pipeline.observer.view.lifecycles())
         return done
 
     def _admit(self, identity: LoggedApp) -> _AppPipeline:
@@ -531,17 +545,25 @@ class FleetObserver:
         rest: QueryLines = []
         count = 0
         seen_queries: set[tuple[str, str]] = set()
+        live: set[str] = set()  # query ids some followed application exports: their lifecycle is its own
         seen_apps: set[str] = set()
         for pipeline in reversed(pipelines):  # newest first
             name = pipeline.observer.identity.name
             keyed, app = pipeline.collector.application_lines()
             for query_id, lines in keyed:
+                live.add(query_id)
                 if (name, query_id) not in seen_queries:
                     seen_queries.add((name, query_id))
                     queries.append(lines)
             rest.extend(app if name not in seen_apps else [(spec, text) for spec, text in app if spec is catalog.APPLICATION_INFO])
             seen_apps.add(name)
             count += pipeline.observer.view.query_count()
+        lasting = Families()
+        for row in self.statuses.exported:
+            if row.query_id not in live:  # its application forgotten: the state lasts
+                query = (("query", row.name or row.query_id), ("query_id", row.query_id))
+                render_lifecycle(lasting, AppContext(row.app, row.static).labels + query, row.status)
+        queries.append(lasting.lines())
         own = Families()
         snapshot = self.self_metrics.snapshot(0, count)
         render_self(own, snapshot, self.static)

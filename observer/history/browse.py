@@ -13,7 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from observer.history.backend import open_backend
+from observer.history import query_status
+from observer.history.backend import HistoryError, open_backend
+from observer.model.query_lifecycle import LASTING, RETIRED
 
 UNKNOWN_APP = "unknown application"
 
@@ -45,6 +47,19 @@ def load_query_apps(path: str) -> pd.DataFrame:
     frame["app"] = frame["app"].map(lambda a: a or UNKNOWN_APP)
     frame["labels"] = frame.pop("app_labels").map(_labels)
     return frame
+
+
+def load_lasting_states(path: str) -> dict[str, str]:
+    """Query id -> its lasting lifecycle state or ``retired``, as the watcher keeps them (``observer.history.query_status``).
+
+    Empty for a history without them (one older than schema 5, or written by a job or replay alone): the
+    browser's own health, from runs and signals, stands then."""
+    with closing(open_backend(path, readonly=True)) as backend:
+        try:
+            rows = query_status.load(backend)
+        except HistoryError:  # no query_status table in this history
+            return {}
+    return {r.query_id: r.status for r in rows if r.status in LASTING or r.status == RETIRED}
 
 
 def _labels(text: Any) -> dict[str, str]:

@@ -112,6 +112,14 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE partitions_v4 RENAME TO partitions;
     {batches_by_time}
     """,
+    # 5: each query's lasting lifecycle state (observer.history.query_status): a failed or crash-looping query
+    # outlives its application, a watcher started again restores it, and a retirement is recorded here
+    """
+    CREATE TABLE query_status (
+        query_id TEXT PRIMARY KEY, name TEXT, app TEXT, app_labels TEXT, app_id TEXT, status TEXT NOT NULL,
+        since {real} NOT NULL, updated {real} NOT NULL, run_id TEXT, retired_run TEXT
+    );
+    """,
 )
 
 

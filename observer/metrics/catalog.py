@@ -52,6 +52,7 @@ from observer.metrics.families.lifecycle import APPLICATION_INFO as APPLICATION_
 from observer.metrics.families.lifecycle import LIFECYCLE_METRICS as LIFECYCLE_METRICS
 from observer.metrics.families.lifecycle import OPERATOR_INFO as OPERATOR_INFO
 from observer.metrics.families.lifecycle import QUERY_INFO as QUERY_INFO
+from observer.metrics.families.lifecycle import QUERY_LIFECYCLE as QUERY_LIFECYCLE
 from observer.metrics.families.lifecycle import QUERY_STARTS as QUERY_STARTS
 from observer.metrics.families.lifecycle import QUERY_STATUS as QUERY_STATUS
 from observer.metrics.families.lifecycle import QUERY_TERMINATIONS as QUERY_TERMINATIONS

@@ -15,19 +15,28 @@ import operator
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from observer.metrics import catalog
 from observer.metrics.catalog import COUNTER, MetricSpec
 from observer.metrics.labels import METRIC, OPERATOR, PHASE, SOURCE, LabelBudget
 from observer.metrics.updates import Labels, Update
-from observer.model import kinds
+from observer.model import kinds, query_lifecycle
 from observer.model.events import Event, OperatorProgress, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from observer.model.fields import OPERATOR_FIELDS
 
-__all__ = ["Labels", "QueryRecord", "QueryTracker", "operator_labels", "source_labels"]
+__all__ = ["Labels", "QueryLife", "QueryRecord", "QueryTracker", "operator_labels", "source_labels"]
 
 SeriesKey = tuple[MetricSpec, Labels]
+
+
+class QueryLife(NamedTuple):
+    """A query's lifecycle state and the run it is about."""
+
+    query_id: str
+    name: str | None
+    run_id: str | None
+    state: str  # observer.model.query_lifecycle
 
 
 @dataclass
@@ -52,6 +61,7 @@ class QueryRecord:
     state_version: int = 0
     labels: LabelBudget = field(default_factory=LabelBudget)
     batches_seen: int = 0
+    run_batches: int = 0  # batches the latest run completed: a crash loop ends with a run that completes one
     # Per operator, the totals of its counters while ``_accumulate`` adds to them in bulk, in the order of
     # its plan's keys: those series' values in ``_counters`` are stale until written back, which every read
     # of ``counters`` (and every copy) does. A key is in one block at most.
@@ -61,6 +71,12 @@ class QueryRecord:
     def label(self) -> str:
         """The ``query`` label: the query's name, falling back to its id."""
         return self.name or self.query_id
+
+    @property
+    def lifecycle(self) -> str:
+        """The query's lifecycle state (``observer.model.query_lifecycle``), from its latest run and the crash-loop verdict."""
+        crash_loop = self.signal_gauges.get((catalog.QUERY_CRASH_LOOP, ()), 0.0) == 1.0
+        return query_lifecycle.state_of(self.status, crash_loop, self.run_batches)
 
     @property
     def counters(self) -> dict[SeriesKey, float]:
@@ -123,8 +139,10 @@ class QueryTracker:
             if isinstance(event, QueryStarted):
                 record.starts += 1
                 record.run_id, record.status, record.exception = event.run_id, kinds.ACTIVE, None
+                record.run_batches = 0
                 record.name = event.name or record.name
             elif isinstance(event, QueryProgress):
+                record.run_batches = record.run_batches + 1 if record.run_id == event.run_id else 1
                 record.run_id, record.status = event.run_id, kinds.ACTIVE
                 record.name = event.name or record.name
                 record.last_progress = event
@@ -230,6 +248,11 @@ class QueryTracker:
         """Copies of every record, safe to read while the worker goes on."""
         with self._lock:
             return [_copy_record(r) for r in self._queries.values()]
+
+    def lifecycles(self) -> list[QueryLife]:
+        """Every query's lifecycle state, without copying records (the watcher reads it after each round)."""
+        with self._lock:
+            return [QueryLife(r.query_id, r.name, r.run_id, r.lifecycle) for r in self._queries.values()]
 
     def app_values(self) -> list[tuple[MetricSpec, Labels, float]]:
         """The application-wide series (executors), which belong to no query."""

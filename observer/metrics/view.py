@@ -11,7 +11,7 @@ from typing import Callable
 
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.selfmetrics import SelfMetrics, SelfSnapshot
-from observer.metrics.tracker import QueryRecord, QueryTracker
+from observer.metrics.tracker import QueryLife, QueryRecord, QueryTracker
 from observer.metrics.updates import Labels
 from observer.model.identity import AppContext
 
@@ -41,6 +41,10 @@ class MetricsView:
     def records(self) -> list[QueryRecord]:
         """Copies of every query's record."""
         return self._tracker.snapshot()
+
+    def lifecycles(self) -> list[QueryLife]:
+        """Every query's lifecycle state (``QueryTracker.lifecycles``)."""
+        return self._tracker.lifecycles()
 
     def changed_since(self, known: dict[str, int]) -> tuple[list[tuple[str, int]], dict[str, QueryRecord]]:
         """Query versions in order and copies of the records that changed (see ``QueryTracker.changed_since``)."""

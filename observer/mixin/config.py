@@ -53,7 +53,10 @@ ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
 SEVERITIES = ("critical", "warning", "info")
 # Alerts about a query that no longer runs: in fleet mode their series outlive the application only by the
 # watcher's grace (then the watcher forgets it and the series go stale), so each must fire within it.
-AFTER_END_ALERTS = ("SparkStreamingQueryFailed", "SparkStreamingQueryDown", "SparkStreamingQueryCrashLooping")
+AFTER_END_ALERTS = ("SparkStreamingQueryDown",)
+# Alerts that read the lasting lifecycle state (spark_streaming_query_lifecycle): the watcher keeps a failed or
+# crash-looping query's series after it forgets the application, for query_status_retention_days at most.
+LASTING_ALERTS = ("SparkStreamingQueryFailed", "SparkStreamingQueryCrashLooping")
 # Runbook addresses nobody can open: the repository the early defaults named (it does not exist), reserved
 # example hosts (RFC 2606), and template markers left in
 PLACEHOLDER_RUNBOOK = re.compile(
@@ -239,12 +242,20 @@ class Fleet:
         default=300.0,
         metadata=_doc(
             "The watcher's --grace-seconds: a finished or lost application's series stay exported this long, then go. "
-            "SparkStreamingQueryFailed, -Down and -CrashLooping must fire within it."
+            "SparkStreamingQueryDown must fire within it."
         ),
     )
     history_max_age_seconds: float = field(
         default=7 * 86400.0,
         metadata=_doc("The history's retention (setting history_max_age_seconds): nothing about an ended query is kept longer."),
+    )
+    query_status_retention_days: float = field(
+        default=7.0,
+        metadata=_doc(
+            "The watcher's setting query_status_retention_days: a failed or crash-looping query's lasting state is exported "
+            "this long at most. SparkStreamingQueryFailed and -CrashLooping must fire within it, and the history must keep "
+            "the failure's runs and events (history_max_age_seconds) at least as long."
+        ),
     )
     evaluation_interval: str = field(
         default="1m", metadata=_doc("Prometheus' rule evaluation interval (global evaluation_interval; Prometheus' default is 1m).")
@@ -398,28 +409,45 @@ class MixinConfig:
 
     def _validate_fleet_timing(self) -> None:
         """Refuse ``for`` durations that cannot fire for a query whose application ended: its series live
-        ``fleet.grace_seconds`` after the end (never longer than the history keeps it). In the worst case the
+        ``fleet.grace_seconds`` after the end (never longer than the history keeps it), the lasting state that
+        SparkStreamingQueryFailed and -CrashLooping read ``fleet.query_status_retention_days`` (which the history
+        must keep the failure's runs and events for: a longer retention is refused too). In the worst case the
         ended status reaches Prometheus one scrape later, the alert is pending one evaluation after that,
         and firing at the first evaluation its ``for`` has elapsed."""
         f = self.fleet
+        retention = f.query_status_retention_days * 86400.0
         for key, value in (("grace_seconds", f.grace_seconds), ("history_max_age_seconds", f.history_max_age_seconds)):
             if not 0 <= value <= MAX_THRESHOLD:
                 raise MixinConfigError(f"fleet.{key} must be between 0 and {MAX_THRESHOLD:g} seconds, got {show(value)}")
+        if not 0 < retention <= MAX_THRESHOLD:
+            raise MixinConfigError(
+                f"fleet.query_status_retention_days must be above 0 and at most {MAX_THRESHOLD / 86400:g}, got {show(f.query_status_retention_days)}"
+            )
+        if retention > f.history_max_age_seconds:
+            raise MixinConfigError(
+                f"fleet.query_status_retention_days: a failed query stays failed {f.query_status_retention_days:g} days, but the "
+                f"history deletes its runs and events after {f.history_max_age_seconds:g} s (fleet.history_max_age_seconds): the "
+                f"alert would show a failure whose cause is gone; raise fleet.history_max_age_seconds (and the deployment's "
+                f"history_max_age_seconds) to at least {math.ceil(retention)} or lower the retention"
+            )
         evaluation = duration_seconds(f.evaluation_interval, "fleet.evaluation_interval")
         if evaluation <= 0:
             raise MixinConfigError("fleet.evaluation_interval must be longer than 0s")
         lag = duration_seconds(self.kubernetes.scrape_interval, "kubernetes.scrape_interval") + evaluation
-        bound, key = min((f.grace_seconds, "fleet.grace_seconds"), (f.history_max_age_seconds, "fleet.history_max_age_seconds"))
-        for alert in AFTER_END_ALERTS:
+        ended = min((f.grace_seconds, "fleet.grace_seconds"), (f.history_max_age_seconds, "fleet.history_max_age_seconds"))
+        lasting = (retention, "fleet.query_status_retention_days")
+        for alert, (bound, key) in [*((a, ended) for a in AFTER_END_ALERTS), *((a, lasting) for a in LASTING_ALERTS)]:
             needed = lag + math.ceil(duration_seconds(self.for_durations[alert]) / evaluation) * evaluation
             if needed > bound:
                 longest = math.floor((bound - lag) / evaluation) * evaluation
                 shorter = f"shorten it to at most {format_duration(longest)} or " if longest >= 0 else ""
+                minimum = f"{needed / 86400:.4g} (days)" if key == lasting[1] else f"{math.ceil(needed)}"
                 raise MixinConfigError(
                     f"for_durations.{alert}: {self.for_durations[alert]} can never fire for an application that ended: its series "
-                    f"are gone {bound:g} s after the end ({key}; the watcher's --grace-seconds or the history's retention) and the "
+                    f"are gone {bound:g} s after the end ({key}: the watcher's --grace-seconds, the history's retention or the "
+                    f"lasting state's retention) and the "
                     f"alert needs up to {format_duration(needed)} (a scrape, an evaluation, then its for in whole evaluations); "
-                    f"{shorter}raise {key} (and the deployment's value) to at least {math.ceil(needed)}"
+                    f"{shorter}raise {key} (and the deployment's value) to at least {minimum}"
                 )
 
     def _validate_thresholds(self) -> None:

@@ -172,7 +172,15 @@ def _after_end(c: CaseInputs, alert: str, status: str) -> Case:
 
 
 def _query_failed(c: CaseInputs) -> Case:
-    return _after_end(c, "SparkStreamingQueryFailed", "failed")
+    """A failed query's lasting state: the watcher keeps exporting it after it forgot the application
+    (``fleet.grace_seconds``), so the alert still fires well past the grace, where the application's
+    own series are gone; the healthy query's state is 0 throughout."""
+    alert = "SparkStreamingQueryFailed"
+    case = c.flag(alert, catalog.QUERY_LIFECYCLE, c.ls.query, c.by_query, {"state": "failed"})
+    case.fire_at = max(case.fire_at, math.ceil(c.config.fleet.grace_seconds / 60) + 5)
+    n = _samples(case.fire_at + 10)
+    case.series = [(name, labels, f"{values.split('x')[0]}x{n}") for name, labels, values in case.series]
+    return case
 
 
 def _query_down(c: CaseInputs) -> Case:
@@ -181,9 +189,11 @@ def _query_down(c: CaseInputs) -> Case:
 
 def _crash_looping(c: CaseInputs) -> Case:
     """Restarts above the threshold within the window on one query, half of them on another; a third
-    query carries the watcher's own crash-loop verdict."""
+    query carries the watcher's own crash-loop verdict, whose application the watcher forgets after its grace:
+    its lasting state keeps the alert firing past that."""
     alert = "SparkStreamingQueryCrashLooping"
-    at = c.t.crash_loop_window_minutes + c.for_(alert) + 2
+    last = max(math.floor(c.config.fleet.grace_seconds / 60) - 1, 0)  # the third's application forgotten after this scrape
+    at = max(c.t.crash_loop_window_minutes + c.for_(alert) + 2, last + 5)
     n, restarts, window, ls = _samples(at + 10), c.v.crash_loop_restarts, c.v.crash_loop_window_minutes, c.ls
     return Case(
         alert,
@@ -192,7 +202,8 @@ def _crash_looping(c: CaseInputs) -> Case:
             (catalog.QUERY_CRASH_LOOP, ls.query(0), f"0x{n}"),
             (catalog.QUERY_STARTS, ls.query(1), f"1+{_n(restarts / 2 / window)}x{n}"),
             (catalog.QUERY_CRASH_LOOP, ls.query(1), f"0x{n}"),
-            (catalog.QUERY_CRASH_LOOP, ls.query(2), f"1x{n}"),
+            (catalog.QUERY_CRASH_LOOP, ls.query(2), f"1x{last} stale"),
+            (catalog.QUERY_LIFECYCLE, ls.query(2, state="crash_looping"), f"1x{n}"),
         ],
         at,
         [(_keep(ls.query(0), c.by_query), None), (_keep(ls.query(2), c.by_query), None)],
@@ -204,16 +215,18 @@ def _stalled(c: CaseInputs) -> Case:
 
 
 def _falling_behind(c: CaseInputs) -> Case:
-    """Processing a quarter below the ratio on the bad query, a fifth above it on the healthy one."""
+    """Processing a quarter below the ratio on the bad query, a fifth above it on the healthy one; a third query
+    stopped with the bad one's last rates (a terminated query keeps its last batch's gauges) stays silent."""
     alert = "SparkStreamingQueryFallingBehind"
     at = c.t.falling_behind_window_minutes + c.for_(alert) + 2
     n = _samples(at + 10)
     series: list[tuple[MetricSpec | str, Labels, str]] = []
-    for role, factor in ((0, 1.25), (1, 0.8)):
+    for role, factor, status in ((0, 1.25, "active"), (1, 0.8, "active"), (2, 1.25, "terminated")):
         series += [
             (catalog.FALLING_BEHIND, c.ls.query(role), f"0x{n}"),
             (catalog.INPUT_ROWS_PER_SECOND, c.ls.query(role), f"100x{n}"),
             (catalog.PROCESSED_ROWS_PER_SECOND, c.ls.query(role), f"{_n(round(100 / (c.v.falling_behind_ratio * factor), 3))}x{n}"),
+            (catalog.QUERY_STATUS, c.ls.query(role, status=status), f"1x{n}"),
         ]
     return Case(alert, series, at, [(_keep(c.ls.query(0), c.by_query), None)], c.quiet_before(alert))
 

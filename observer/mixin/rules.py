@@ -79,7 +79,9 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     window_ka = f"{int(t.kafka_anomaly_window_minutes)}m"
     kafka = f"{query}, source_index, source, topic"
     topic_lag = p.sel(catalog.KAFKA_TOPIC_LAG_RECORDS)
-    failed = p.sel(catalog.QUERY_STATUS, extra='status="failed"')
+    # the lasting state: the watcher keeps exporting it after it forgets the application (observer.fleet.query_statuses)
+    failed = p.sel(catalog.QUERY_LIFECYCLE, extra='state="failed"')
+    crash_looping = p.sel(catalog.QUERY_LIFECYCLE, extra='state="crash_looping"')
     terminated = p.sel(catalog.QUERY_STATUS, extra='status="terminated"')
     eta = number(t.budget_eta_hours * 3600)
     memory = t.state_memory_budget_ratio * t.state_memory_budget_bytes
@@ -102,7 +104,8 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
             "SparkStreamingQueryFailed",
             f"max by ({query}) ({failed}) == 1",
             f"Streaming query {q} terminated with an exception.",
-            f"Query {q} ({{{{ $labels.query_id }}}}) failed and is not running; its state is not being updated.",
+            f"Query {q} ({{{{ $labels.query_id }}}}) failed and is not running; its state is not being updated. It stays failed "
+            "until a later run of the query runs or it is retired (spark-state-observer retire).",
         ),
         a(
             "SparkStreamingQueryDown",
@@ -112,7 +115,7 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         ),
         a(
             "SparkStreamingQueryCrashLooping",
-            f"max by ({query}) ({p.sel(catalog.QUERY_CRASH_LOOP)}) == 1 or "
+            f"max by ({query}) ({p.sel(catalog.QUERY_CRASH_LOOP)}) == 1 or max by ({query}) ({crash_looping}) == 1 or "
             f"sum by ({query}) (increase({p.sel(catalog.QUERY_STARTS)}[{window_cl}])) >= {number(t.crash_loop_restarts)}",
             f"Streaming query {q} is restarting in a loop.",
             f"Query {q} restarted at least {number(t.crash_loop_restarts)} times within {window_cl}; every restart restores its state again.",
@@ -125,9 +128,12 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         ),
         a(
             "SparkStreamingQueryFallingBehind",
-            f"max by ({query}) ({p.sel(catalog.FALLING_BEHIND)}) == 1 or "
-            f"(max by ({query}) (avg_over_time({p.sel(catalog.INPUT_ROWS_PER_SECOND)}[{window_fb}])) > "
-            f"{number(t.falling_behind_ratio)} * max by ({query}) (avg_over_time({p.sel(catalog.PROCESSED_ROWS_PER_SECOND)}[{window_fb}])))",
+            # only while the query runs: a stopped or failed one keeps its last batch's rate gauges until it is forgotten
+            p.running(
+                f"max by ({query}) ({p.sel(catalog.FALLING_BEHIND)}) == 1 or "
+                f"(max by ({query}) (avg_over_time({p.sel(catalog.INPUT_ROWS_PER_SECOND)}[{window_fb}])) > "
+                f"{number(t.falling_behind_ratio)} * max by ({query}) (avg_over_time({p.sel(catalog.PROCESSED_ROWS_PER_SECOND)}[{window_fb}])))"
+            ),
             f"Streaming query {q} is falling behind its input.",
             f"Data arrives at query {q} faster than it is processed (input above {number(t.falling_behind_ratio)} x processing over {window_fb}); latency grows until it catches up.",
         ),

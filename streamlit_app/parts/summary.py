@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from observer.model.query_lifecycle import LASTING, RETIRED
 from streamlit_app import data, fmt
 from streamlit_app.context import Context, label
 from streamlit_app.health import LIFECYCLE_KINDS, derive_health, typical_interval
@@ -60,6 +61,12 @@ def summary_row(ctx: Context, q: pd.Series, now: float, found: list[Verdict]) ->
         typical_interval(recent.ts.tolist()),
         now,
     )
+    # the watcher's lasting state wins: failed until a later run runs, retired once an operator retired it
+    lasting = data.lasting_states(ctx.history, ctx.tok).get(q.query_id)
+    if lasting == RETIRED:
+        health = "retired"
+    elif lasting in LASTING:
+        health = "failed"
     top = found[0]
 
     def value(column: str) -> float | None:

@@ -19,7 +19,7 @@ from streamlit_app import data, fmt, nav
 from streamlit_app.context import Context
 from streamlit_app.parts.summary import table_for
 
-HEALTH = ["failed", "stalled", "running", "idle", "stopped"]
+HEALTH = ["failed", "stalled", "running", "idle", "stopped", "retired"]
 
 
 def fleet_table(ctx: Context, queries: pd.DataFrame, now: float) -> pd.DataFrame:

@@ -12,6 +12,7 @@ from observer.model.phases import PHASES
 from observer.model.signal_kinds import PARTITION_MIGRATED
 from streamlit_app import charts, commits, data, effective, fmt, nav
 from streamlit_app.context import Context, clicked_row, label, write_url
+from streamlit_app.parts import lasting
 from streamlit_app.parts import verdicts as verdict_view
 
 COMMIT_METRICS = commits.COMMIT_LATENCIES
@@ -54,6 +55,7 @@ def render(ctx: Context) -> None:
     newest = f" · newest run {fmt.code(runs.run_id.iloc[-1])}" if len(runs) else ""
     st.caption(f"query id {fmt.code(qid)}{newest}")
     verdict_view.show(ctx, data.query_verdicts(ctx.history, ctx.tok, qid))
+    lasting.show(ctx, qid)
     progress = data.progress_tail(ctx.history, ctx.tok, qid, ctx.until, PROGRESS_TAIL)
     config_panel(progress)
     batches = charts.with_time(data.batch_series(ctx.history, ctx.tok, qid, ctx.since, ctx.until))

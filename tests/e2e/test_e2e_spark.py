@@ -9,6 +9,7 @@ import time
 import urllib.request
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 import observer
 from checks import assert_matches_progress
@@ -271,6 +272,14 @@ def test_incompatible_state_schema_on_restart_is_classified(spark, tmp_path) -> 
             in text
         )
         assert 'spark_streaming_query_status{app="spark-state-observer-demo",query="e2e_schema"' in text
+        # the listener's lifecycle state, by the rule replay and the watcher use (observer.model.query_lifecycle)
+        lifecycle = {
+            s.labels["state"]: s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name == "spark_streaming_query_lifecycle" and s.labels["query"] == "e2e_schema"
+        }
+        assert lifecycle == {"running": 0, "idle": 0, "stopped": 0, "failed": 1, "crash_looping": 0}
     finally:
         handle.stop()
 

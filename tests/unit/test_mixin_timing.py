@@ -13,7 +13,7 @@ import pytest
 
 from observer.cli import watch
 from observer.fleet.runtime import WatchOptions
-from observer.mixin.config import AFTER_END_ALERTS, MixinConfig, MixinConfigError, load_config
+from observer.mixin.config import AFTER_END_ALERTS, LASTING_ALERTS, MixinConfig, MixinConfigError, load_config
 from observer.mixin.export import artefacts
 from observer.settings import Settings
 
@@ -29,6 +29,7 @@ def test_the_fleet_section_mirrors_the_watcher_and_history_defaults() -> None:
     fleet = MixinConfig().fleet
     assert fleet.grace_seconds == _watch_defaults().grace_seconds == WatchOptions().grace_seconds
     assert fleet.history_max_age_seconds == Settings().history_max_age_seconds
+    assert fleet.query_status_retention_days == Settings().query_status_retention_days
 
 
 def test_the_old_default_down_for_is_refused_and_the_new_defaults_pass() -> None:
@@ -49,6 +50,20 @@ def test_the_old_default_down_for_is_refused_and_the_new_defaults_pass() -> None
             load_config(None, [f"for_durations.{alert}=10m"])
     with pytest.raises(MixinConfigError, match=r"for_durations\.SparkStreamingQueryDown:"):
         load_config(None, ["fleet.evaluation_interval=3m"])  # a slower Prometheus needs longer than the grace for Down's 2m
+
+
+def test_the_lasting_alerts_are_checked_against_the_lasting_state_and_the_history() -> None:
+    """Failed and CrashLooping read the lasting state (days, not the grace): a for past the grace fires, one past
+    the retention never does, and a retention the history does not keep the failure's cause for is refused."""
+    for alert in LASTING_ALERTS:
+        load_config(None, [f"for_durations.{alert}=10m"])  # past the 300 s grace: the lasting state still fires it
+        with pytest.raises(MixinConfigError, match=rf"for_durations\.{alert}:.*fleet\.query_status_retention_days"):
+            load_config(None, [f"for_durations.{alert}=2h", "fleet.query_status_retention_days=0.05"])
+    with pytest.raises(MixinConfigError, match=r"fleet\.query_status_retention_days: .*at least 864000"):
+        load_config(None, ["fleet.query_status_retention_days=10"])  # the history keeps 7 days by default
+    load_config(None, ["fleet.query_status_retention_days=10", "fleet.history_max_age_seconds=864000"])
+    with pytest.raises(MixinConfigError, match=r"fleet\.query_status_retention_days must be above 0"):
+        load_config(None, ["fleet.query_status_retention_days=0"])
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,8 @@ def test_replaying_the_event_log_gives_the_live_metrics(run: str) -> None:
 # These fixtures' live metrics were recorded before issue 12 added two counters, re-derived the restore
 # duration of double-load operators (tested on tests/fixtures/incidents) and renamed one exception class,
 # and before issue 30 gave every store instance a snapshot lag (never-uploaded ones too) and the operators
-# their snapshot health (tested on tests/fixtures/snapshot_health); everything else must match exactly.
+# their snapshot health (tested on tests/fixtures/snapshot_health), and before issue 26 added the lifecycle
+# state set (tested on tests/fixtures/incidents: test_query_lifecycle.py); everything else must match exactly.
 _CHANGED_SINCE_RECORDING = {
     catalog.STATE_TASK_RETRIES.name + "_total",
     catalog.LOAD_LATENCY_ANOMALIES.name + "_total",
@@ -49,6 +50,7 @@ _CHANGED_SINCE_RECORDING = {
     catalog.SNAPSHOT_INSTANCES_NEVER_UPLOADED.name,
     catalog.SNAPSHOT_INSTANCES_UNKNOWN.name,
     catalog.SNAPSHOT_INSTANCES_LAGGING.name,
+    catalog.QUERY_LIFECYCLE.name,
 }
 _RENAMED_LABELS = {("exception_class", "state_schema"): ("exception_class", "state_schema_incompatible")}
 

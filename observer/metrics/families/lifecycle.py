@@ -25,11 +25,21 @@ QUERY_STATUS = gauge(
     "query",
     labels=("status",),
 )
+QUERY_LIFECYCLE = gauge(
+    "",
+    "spark_streaming_query_lifecycle",
+    "",
+    "1 for the query's lifecycle state across applications (label state: running, idle, stopped, failed, crash_looping), "
+    "0 for the others. The watcher keeps a failed or crash-looping query's series after its application is forgotten, until "
+    "a later run runs, an operator retires it (`spark-state-observer retire`) or `query_status_retention_days` pass.",
+    "query",
+    labels=("state",),
+)
 QUERY_STARTS = counter("", "spark_streaming_query_starts", "", "Query starts seen (first start and restarts).", "query")
 QUERY_TERMINATIONS = counter(
     "", "spark_streaming_query_terminations", "", "Query terminations seen (label outcome: clean, exception).", "query", labels=("outcome",)
 )
-LIFECYCLE_METRICS: tuple[MetricSpec, ...] = (QUERY_INFO, QUERY_STATUS, QUERY_STARTS, QUERY_TERMINATIONS)
+LIFECYCLE_METRICS: tuple[MetricSpec, ...] = (QUERY_INFO, QUERY_STATUS, QUERY_LIFECYCLE, QUERY_STARTS, QUERY_TERMINATIONS)
 APPLICATION_INFO = gauge(
     "",
     "spark_streaming_application_info",
