@@ -38,8 +38,9 @@ def build(ctx: Context) -> db.Dashboard:
             stat_panel(
                 ctx,
                 "Failed queries",
-                "Queries that terminated with an exception. Bad: anything above 0.",
-                [(p.how_many(catalog.QUERY_STATUS, 'status="failed"'), "failed")],
+                "Queries whose last run failed and that have not run again or been retired since, whether or not their "
+                "application is still followed. Bad: anything above 0.",
+                [(p.how_many(catalog.QUERY_LIFECYCLE, 'state="failed"'), "failed")],
                 "none",
                 ANY_BAD,
             )
