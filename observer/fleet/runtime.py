@@ -66,12 +66,21 @@ from observer.model.events import Event
 from observer.model.identity import AppContext, Pairs
 from observer.model.plan_checkpoint import PlanCheckpoints
 from observer.model.signal_kinds import SignalEvent
-from observer.model.spark_events import EXECUTOR_ADDED, EXECUTOR_REMOVED, QUERY_IDLE, QUERY_PROGRESS, QUERY_STARTED, QUERY_TERMINATED
+from observer.model.spark_events import (
+    EXECUTOR_ADDED,
+    EXECUTOR_REMOVED,
+    QUERY_IDLE,
+    QUERY_PROGRESS,
+    QUERY_STARTED,
+    QUERY_TERMINATED,
+    executor_change,
+)
 from observer.pipeline.runtime import Observer
 from observer.pipeline.sink import AppAwareSink, Sink
 from observer.placement.task_log import EventLogSource, follow_event_log
 from observer.placement.tasks import wanted_line
 from observer.settings import Settings
+from observer.signals.executors import ExecutorSet, LoggedExecutors
 from observer.signals.lifecycle import RunState
 
 if TYPE_CHECKING:
@@ -172,7 +181,7 @@ class _AppPipeline:
     """One followed application: its observer and what the watcher knows of its executors."""
 
     observer: Observer
-    executors: set[str] = field(default_factory=set)
+    executors: LoggedExecutors = field(default_factory=LoggedExecutors)
     placement: EventLogSource | None = None  # the application's task events, when placement is followed
     checkpoints: PlanCheckpoints = field(default_factory=PlanCheckpoints)  # run id -> checkpoint root, from its plans
     log_name: str = ""
@@ -191,8 +200,8 @@ class _AppPipeline:
         """Now on the application's clock: its ages and stalls compare its own event times with this."""
         return time.time() - self.clock_skew
 
-    def executor_ids(self) -> set[str]:
-        return set(self.executors)
+    def executor_ids(self) -> ExecutorSet:
+        return self.executors.current()
 
 
 class _TextCollector(Collector):
@@ -283,7 +292,7 @@ class FleetObserver:
                 )
         self._otlp = otlp_enabled(self.settings)
         # executors of applications not (yet) streaming: a batch application costs this small set, no pipeline
-        self._executors: dict[str, set[str]] = {}
+        self._executors: dict[str, LoggedExecutors] = {}
         self._serve = serve
         self._endpoint = Endpoint()
         self.server: MetricsServer | None = None
@@ -433,7 +442,7 @@ class FleetObserver:
             if pipeline is not None:
                 done += self._apply(pipeline, event)
             elif event.event_type in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
-                _executor_change(self._executors.setdefault(found.log_name, set()), event)
+                _executor_change(self._executors.setdefault(found.log_name, LoggedExecutors()), event)
         for change in found.status_changes:
             if pipeline is not None and change.status in ("finished", "lost", "forgotten"):
                 pipeline.observer.engine.lifecycle.release()  # a restart as a new application may continue its queries
@@ -461,7 +470,7 @@ class FleetObserver:
         )
         observer.set_spark_conf(dict(identity.spark_conf))
         pipeline = _AppPipeline(
-            observer, self._executors.pop(identity.log_name, set()), log_name=identity.log_name, checkpoints=checkpoints
+            observer, self._executors.pop(identity.log_name, LoggedExecutors()), log_name=identity.log_name, checkpoints=checkpoints
         )
         if self.settings.placement != "off":
             pipeline.placement = follow_event_log(observer)
@@ -584,8 +593,7 @@ def _streaming(found: AppEvents) -> bool:
     return any(e.event_type in _KIND_OF for e in found.events)
 
 
-def _executor_change(executors: set[str], event: RawEvent) -> None:
-    """Apply an executor added or removed event; the driver is not an executor (the listener's poll excludes it too)."""
-    executor = str(event.data.get("Executor ID"))
-    if executor != "driver":
-        (executors.add if event.event_type == EXECUTOR_ADDED else executors.discard)(executor)
+def _executor_change(executors: LoggedExecutors, event: RawEvent) -> None:
+    """Apply an executor added or removed event, at the time Spark recorded it (as replay does)."""
+    executor, at = executor_change(event.data)
+    executors.change(executor, event.event_type == EXECUTOR_ADDED, at)

@@ -26,7 +26,7 @@ from observer.capture.codecs import DEFAULT_MAX_LINE_BYTES as DEFAULT_MAX_LINE_B
 from observer.capture.codecs import MAX_BLOCK_BYTES, open_decompressed
 from observer.capture.codecs import EventLogError as EventLogError  # re-exported: what every reader of event logs catches
 from observer.model import decode, kinds, spark_events
-from observer.model.bounded import MAX_JSON_ITEMS, JsonTooLarge, clean_label, epoch_seconds, finite, loads
+from observer.model.bounded import MAX_JSON_ITEMS, JsonTooLarge, loads
 from observer.model.parse import parse_timestamp
 
 # executor changes, replayed as the executor list a live observer polls
@@ -234,12 +234,6 @@ def _record(line: bytes, where: str, progress_as_bytes: bool = False) -> Record 
         return Record(kind, obj, where)
     if event in (spark_events.EXECUTOR_ADDED, spark_events.EXECUTOR_REMOVED):
         change = RECORD_EXECUTOR_ADDED if event == spark_events.EXECUTOR_ADDED else RECORD_EXECUTOR_REMOVED
-        ms = finite(obj.get("Timestamp"))
-        executor = obj.get("Executor ID")
-        return Record(
-            change,
-            clean_label(executor if isinstance(executor, str) else str(executor)[:200], 200),
-            where,
-            epoch_seconds(ms / 1000.0) if ms is not None else None,
-        )
+        executor, at = spark_events.executor_change(obj)
+        return Record(change, executor, where, at)
     return None
