@@ -21,9 +21,15 @@ once behind one ``/metrics`` endpoint:
   restart (``RawEvent.replayed``) go through metrics and signals but not again into the history or
   OTLP logs.
 - **Times**: an event is processed at its own time where Spark logged one (a progress's trigger time plus
-  its duration, when the listener would have received it; a started or idle event's time), else at
-  the time the watcher read it; executors come from the log's executor events, the driver excluded,
-  as the listener polls them.
+  its duration, when the listener would have received it; a started or idle event's time; a termination,
+  logged without one, at the latest time of the lines before it, as replay places it), else at the time
+  the watcher read it; executors come from the log's executor events, the driver excluded, at the times
+  Spark logged them (``LoggedExecutors``, as replay keeps them).
+- **Across applications**: what the rules know of a query's runs (``RunState``: its last progress and
+  termination, and the other rules' state carried with it: the restore's baseline, the Kafka offsets and
+  read rate) is shared by query id, so a restart as a new application gives the downtime, restore, Kafka
+  backlog and catch-up forecast a replay of both logs gives; a new run after a driver killed without a
+  word (its log still in progress) takes the query over too (``observer.signals.lifecycle``).
 
 Data flows one way: capture (the watcher) → model → signals → sinks; nothing here is called back.
 """
@@ -509,7 +515,7 @@ class FleetObserver:
         kind = _KIND_OF.get(event.event_type)
         if kind is None:  # application start and end: the identity and lifecycle come from the watcher
             return 0
-        at = event_time(event.event_type, event.data)
+        at = event_time(event.event_type, event.data) or event.logged_at  # a termination: the lines before it, as in replay
         if at is None:
             at = pipeline.last_time if event.replayed and pipeline.last_time else pipeline.clock()
         pipeline.last_time = max(pipeline.last_time, at)

@@ -69,6 +69,9 @@ class SignalEngine:
         self._removals_seen: dict[str, int] = {}  # executor removals counted at each query's previous batch
 
     def _new_run(self, query_id: str) -> None:
+        carried = self.lifecycle.state(query_id).carried  # shared with the runs before, in other applications too
+        self.restores.carry(query_id, carried)
+        self.kafka.carry(query_id, carried)
         self.restores.new_run(query_id)
         self.pace.new_run(query_id)
 
