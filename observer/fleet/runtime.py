@@ -43,7 +43,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
@@ -82,7 +82,8 @@ from observer.model.spark_events import (
     executor_change,
 )
 from observer.pipeline.runtime import Observer
-from observer.pipeline.sink import AppAwareSink, Sink
+from observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink
+from observer.placement.feed import PlacementFeed
 from observer.placement.task_log import EventLogSource, follow_event_log
 from observer.placement.tasks import wanted_line
 from observer.settings import Settings
@@ -152,14 +153,25 @@ def app_context(identity: LoggedApp, static: Pairs) -> AppContext:
 
 
 class _Replayable:
-    """Wraps a per-application sink that writes durably (history, OTLP logs): skips events delivered before a restart."""
+    """Wraps a per-application sink that writes durably (history, OTLP logs): skips events delivered before a restart.
+
+    It is also where a shared sink that records placement (the history: ``PlacementAwareSink``) is handed the
+    feed of the application whose event it is given: one history follows every application's placement, as
+    a listener's follows its own (the Placement page reads it)."""
 
     def __init__(self, inner: Sink, pipeline: _AppPipeline, owned: bool) -> None:
         self.inner, self.name, self._pipeline, self._owned = inner, inner.name, pipeline, owned
+        self._placement: PlacementFeed | None = None
+
+    def follow_placement(self, feed: PlacementFeed) -> None:
+        """This application's placement feed, handed to the inner sink with each of its events when it records placement."""
+        self._placement = feed if isinstance(self.inner, PlacementAwareSink) else None
 
     def on_app_event(self, app: AppContext, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
         if self._pipeline.replaying:
             return
+        if self._placement is not None:
+            cast(PlacementAwareSink, self.inner).follow_placement(self._placement)
         if isinstance(self.inner, AppAwareSink):
             self.inner.on_app_event(app, event, signals, received_at)
         else:
