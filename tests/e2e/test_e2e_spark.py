@@ -216,6 +216,27 @@ def test_a_watcher_following_the_restart_live_says_what_replay_says(restarted_ru
     assert any("down" in text for text in said[replayed_history]), said
 
 
+@pytest.mark.slow
+def test_a_watcher_that_never_saw_the_first_run_gives_the_listeners_downtime(restarted_run) -> None:
+    """Started after the first process ended, the watcher reads the second one's log only: the restart's downtime is
+    then the listener's in that process, from the checkpoint's last commit (its plans name the checkpoint)."""
+    from test_fleet import parse, value
+
+    from observer.fleet.runtime import FleetObserver, WatchOptions
+    from observer.settings import Settings
+
+    run2 = restarted_run["runs"][1]
+    fleet = FleetObserver([eventlog_dir(run2)], Settings(http_enabled=False), WatchOptions(read_finished_at_start=True), serve=False)
+    for _ in range(3):
+        fleet.poll_once()
+    watched = value(parse(fleet.exposition().decode()), "spark_streaming_query_last_downtime_seconds")
+    fleet.stop()
+    with open(os.path.join(run2, "signals.jsonl")) as f:
+        restart = next(s for s in map(json.loads, f) if s["kind"] == "query_restarted")["attributes"]
+    assert restart["gap_since_previous_run_seconds"] is None and restart["downtime_seconds"] > 0  # the listener's, from the checkpoint
+    assert watched == pytest.approx(restart["downtime_seconds"], abs=1e-3)
+
+
 def test_restart_in_a_new_process(restarted_run) -> None:
     """Two processes on one checkpoint: the second one's observer reports the restart and the restore."""
     run1, run2 = restarted_run["runs"]
