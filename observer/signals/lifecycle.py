@@ -5,7 +5,11 @@
   (the previous run's end, its termination, to this start: how long the query was down) and
   ``since_last_progress_seconds`` (the previous run's last progress, or for a process that never saw
   it the checkpoint's last commit through ``last_alive_hint``, to this start: it also counts the time
-  a failing run spent before it ended). The downtime gauge is the gap when known.
+  a failing run spent before it ended). The downtime gauge is the gap when known. In the watcher, a query's
+  ``RunState`` is shared by query id across the applications it follows, so a restart as a new application
+  continues the runs before it (and carries the other rules' state with it: ``RunState.carried``); a new run
+  that starts after the last sign of life of a run another application still holds (a killed driver's log
+  stays in progress until the watcher calls it lost) takes it over.
 - crash loop: ``crash_loop_restarts`` restarts within ``crash_loop_window_seconds``.
 - stall: a non-idle query without progress for ``stall_factor`` x its usual batch interval (at least
   ``stall_min_seconds``, and at least ``DURATION_FACTOR`` x the longest of its recent batches, a run's
