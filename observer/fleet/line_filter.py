@@ -33,7 +33,7 @@ _LOOSE_FIRST = re.compile(_WS_AT)
 # longer than '{"Event":"SparkListener' (every core event): ApplicationStart/End, ExecutorAdded/Removed and the
 # streaming events each share one search
 _MERGE_PREFIX = 30
-RECENT_BYTES = 256 * 1024  # decoded bytes kept to read the lines before a termination (16 task-end lines are ~60 KiB)
+RECENT_BYTES = 64 * 1024  # decoded bytes kept to read the lines before a termination (Spark's are mostly under 4 KiB)
 
 
 def line_pattern(event_type: str) -> bytes:
@@ -158,8 +158,13 @@ class LineFilter:
         self._remember(data)
 
     def _remember(self, data: bytes) -> None:
-        """Keep ``data`` (by reference) among the recent pieces, dropping the oldest beyond ``RECENT_BYTES``."""
+        """Keep ``data`` among the recent pieces (a small one by reference, the end of a large one copied), dropping
+        the oldest beyond ``RECENT_BYTES``: at most twice that is held per followed file."""
         self._current = (b"", 0, 0)
+        if len(data) >= RECENT_BYTES:
+            self._recent.clear()
+            data = data[-RECENT_BYTES:]
+            self._recent_len = 0
         self._recent.append(data)
         self._recent_len += len(data)
         while self._recent_len - len(self._recent[0]) >= RECENT_BYTES:
