@@ -26,8 +26,8 @@ once behind one ``/metrics`` endpoint:
   the watcher read it; executors come from the log's executor events, the driver excluded, at the times
   Spark logged them (``LoggedExecutors``, as replay keeps them).
 - **Across applications**: what the rules know of a query's runs (``RunState``: its last progress and
-  termination, and the other rules' state carried with it: the restore's baseline, the Kafka offsets and
-  read rate) is shared by query id, so a restart as a new application gives the downtime, restore, Kafka
+  termination, and the other rules' state carried with it: the restore's baseline, the growth windows, the
+  Kafka offsets and read rate) is shared by query id, so a restart as a new application gives the downtime, restore, Kafka
   backlog and catch-up forecast a replay of both logs gives; a new run after a driver killed without a
   word (its log still in progress) takes the query over too (``observer.signals.lifecycle``).
 

@@ -83,6 +83,7 @@ class SignalEngine:
         carried = self.lifecycle.state(query_id).carried  # shared with the runs before, in other applications too
         self.restores.carry(query_id, carried)
         self.kafka.carry(query_id, carried)
+        self.growth.carry(query_id, carried)
         self.restores.new_run(query_id)
         self.pace.new_run(query_id)
 

@@ -58,7 +58,7 @@ class RunState:
     restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     crash_loop: bool = False
     holder: object | None = None  # the Lifecycle whose application runs the query now (None: no run live)
-    # what other rules keep of the query across its runs (the restore's baseline, the Kafka offsets), by rule:
+    # what other rules keep of the query across its runs (the restore's baseline, growth, the Kafka offsets), by rule:
     # taken over with this state, so a restart as a new application is judged against the runs before it
     carried: dict[str, Any] = field(default_factory=dict)
 

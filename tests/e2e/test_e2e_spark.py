@@ -187,7 +187,7 @@ def test_bounded_and_unbounded_state_are_told_apart(spark, tmp_path) -> None:
 def test_a_watcher_following_the_restart_live_says_what_replay_says(restarted_run, tmp_path) -> None:
     """The same two processes, followed by a watcher while they ran: the restart's downtime, the restores, every
     signal with its time and the browser's verdicts equal replay's of the same logs (``restarted_run`` runs the
-    watcher; growth verdicts are judged per run in watch mode, see tests/unit/test_watch_restart_costs.py)."""
+    watcher)."""
     from test_fleet import parse, value
     from test_watch_restart_costs import placements, signals
 

@@ -7,11 +7,7 @@ a local cluster with an executor killed inside a batch (``incidents/executor_los
 log is written into a folder the way Spark writes it (``bench.eventlog_writer``), application after
 application, while the watcher follows the folder and writes its history; what the history then holds (the
 signals with their times and figures, the partitions' placement) and the downtime the endpoint exports are
-compared with ``replay`` of the same logs into a history of its own.
-
-Growth verdicts (``state_bounded``/``state_unbounded``) are left out: replay judges a query's state over all
-its runs, the watcher, like a listener in the new process, over the run it follows.
-"""
+compared with ``replay`` of the same logs into a history of its own."""
 
 from __future__ import annotations
 
@@ -33,7 +29,6 @@ from observer.model import signal_kinds as kinds
 from observer.offline.replay import replay
 from observer.settings import Settings
 
-GROWTH = (kinds.STATE_BOUNDED, kinds.STATE_UNBOUNDED)
 TERMINATED = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryTerminatedEvent"'
 
 
@@ -69,11 +64,7 @@ def write(folder: str, apps: list[tuple[str, list[bytes]]], unfinished: tuple[st
 
 def signals(history: str) -> list[tuple[Any, ...]]:
     frame = load_events(history)
-    return sorted(
-        (row.kind, row.run_id, round(row.ts, 3), json.dumps(row.attributes, sort_keys=True))
-        for row in frame.itertuples()
-        if row.kind not in GROWTH
-    )
+    return sorted((row.kind, row.run_id, round(row.ts, 3), json.dumps(row.attributes, sort_keys=True)) for row in frame.itertuples())
 
 
 def placements(history: str) -> list[tuple[Any, ...]]:
