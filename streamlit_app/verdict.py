@@ -13,7 +13,7 @@ incident (executor lost and restored, restarted with a restore).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import AbstractSet, Any, Iterable, Mapping, Sequence
 
 from observer.model import signal_kinds as k
 from streamlit_app import fmt
@@ -67,6 +67,7 @@ RESTORE_WINDOW_SECONDS = 900.0  # a restore this long after an executor loss is 
 # start before that report (the recorded executor_loss reloads 0.5 s before it), so reloads this long
 # before the report count as its consequence too.
 LOSS_NOTICE_SECONDS = 120.0
+MAX_LOSSES_SHOWN = 5  # executor losses with a verdict of their own, the latest (dynamic allocation removes many)
 
 
 @dataclass(frozen=True)
@@ -247,10 +248,14 @@ def falling_behind(f: Facts) -> Verdict | None:
 
 
 def _restore_total(
-    f: Facts, after: float, run_id: str | None = None, order: tuple[str, ...] = ("restore", "store_reload")
+    f: Facts,
+    after: float,
+    run_id: str | None = None,
+    order: tuple[str, ...] = ("restore", "store_reload"),
+    taken: AbstractSet[float] = frozenset(),
 ) -> tuple[float | None, float | None]:
     """(seconds summed over operators, time) of the first restore (or reload; ``order`` says which is
-    looked for first) at or after ``after``."""
+    looked for first) at or after ``after``, leaving out those at the times in ``taken`` (another incident's)."""
     for kinds in ((kind,) for kind in order):
         candidates = [
             e
@@ -258,6 +263,7 @@ def _restore_total(
             if e["kind"] in kinds
             and e["ts"] >= after
             and e["ts"] - after <= RESTORE_WINDOW_SECONDS
+            and e["ts"] not in taken
             and (run_id is None or e.get("run_id") == run_id)
         ]
         if candidates:
@@ -268,15 +274,21 @@ def _restore_total(
     return None, None
 
 
-def executor_lost(f: Facts) -> Verdict | None:
-    signal = _last(f.events, k.EXECUTOR_REMOVED)
-    if signal is None:
-        return None
-    executor = (signal.get("attributes") or {}).get("executor_id")
-    seconds, _ = _restore_total(f, signal["ts"] - LOSS_NOTICE_SECONDS, order=("store_reload", "restore"))
-    text = f"Executor {executor} lost at {fmt.clock(signal['ts'])}"
-    text += f"; restore {fmt.duration(seconds)}" if seconds is not None else "; no restore seen after it"
-    return Verdict("executor_lost", text, signal["ts"])
+def executor_lost(f: Facts) -> list[Verdict]:
+    """One verdict per executor lost (the latest ``MAX_LOSSES_SHOWN``), each at its own time with its own cost: the
+    first reload (or restore) of its notice window that no earlier loss took. Two losses a few seconds apart
+    each name their executor and what reloading after it cost, not one of them with the other's reload."""
+    found: list[Verdict] = []
+    taken: set[float] = set()
+    for signal in (e for e in f.events if e["kind"] == k.EXECUTOR_REMOVED):
+        executor = (signal.get("attributes") or {}).get("executor_id")
+        seconds, at = _restore_total(f, signal["ts"] - LOSS_NOTICE_SECONDS, order=("store_reload", "restore"), taken=taken)
+        if at is not None:
+            taken.add(at)
+        text = f"Executor {executor} lost at {fmt.clock(signal['ts'])}"
+        text += f"; restore {fmt.duration(seconds)}" if seconds is not None else "; no restore seen after it"
+        found.append(Verdict("executor_lost", text, signal["ts"]))
+    return found[-MAX_LOSSES_SHOWN:]
 
 
 def restarted(f: Facts) -> Verdict | None:
@@ -301,12 +313,12 @@ def stopped(f: Facts) -> Verdict | None:
     return Verdict("stopped", f"Stopped cleanly at {fmt.when(end)}", end)
 
 
-RULES = (crash_loop, failed, stalled, state_unbounded, falling_behind, executor_lost, restarted)
+RULES = (crash_loop, failed, stalled, state_unbounded, falling_behind, restarted)
 
 
 def verdicts(f: Facts) -> list[Verdict]:
     """Every incident that applies, most severe first; ``healthy`` (or ``stopped``) when none does."""
-    found = [v for v in (rule(f) for rule in RULES) if v is not None]
+    found = [v for v in (rule(f) for rule in RULES) if v is not None] + executor_lost(f)
     if any(v.kind == "crash_loop" for v in found):
         found = [v for v in found if v.kind not in ("failed", "failed_at_start", "restarted")]
     if not found or all(v.severity >= SEVERITY["executor_lost"] for v in found):

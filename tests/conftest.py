@@ -148,21 +148,51 @@ def need_java() -> None:
 def restarted_run(tmp_path_factory: Any) -> dict[str, Any]:
     """``scripts/scenario_job.py`` run twice on one checkpoint in two processes (the second restores the
     first's state), with the event log and a history; a copy of the checkpoint as the first run left it.
+    A watcher (``FleetObserver``, on its own thread) follows both event logs while they are written, into a
+    history of its own (``watch_history``), its exposition taken once both applications ended.
 
-    The restart test and the Restores page test read the same two runs: each run is a new JVM and a query,
-    half a minute apiece on a busy 2-core machine, so the suite makes them once."""
+    The restart test, the watcher's restart test and the Restores page test read the same two runs: each run
+    is a new JVM and a query, half a minute apiece on a busy 2-core machine, so the suite makes them once."""
     need_java()
+    from observer.fleet.runtime import FleetObserver, WatchOptions
+    from observer.settings import Settings
+
     work = tmp_path_factory.mktemp("restarted")
     root = str(work / "checkpoints")
-    checkpoint, history = os.path.join(root, "restore_demo"), str(work / "restore.db")
+    checkpoint, history, watch_history = os.path.join(root, "restore_demo"), str(work / "restore.db"), str(work / "watch.db")
     runs = [str(work / "run1"), str(work / "run2")]
-    script = os.path.join(ROOT, "scripts", "scenario_job.py")
-    common = ["--checkpoint", checkpoint, "--name", "restore_demo", "--event-log", "--history", history]
-    run_script([script, *common, "--out", runs[0], "--batches", "4"])
-    before = str(work / "before")
-    shutil.copytree(checkpoint, before)
-    run_script([script, *common, "--out", runs[1], "--batches", "3"])
-    return {"root": root, "checkpoint": checkpoint, "before": before, "history": history, "runs": runs}
+    for run in runs:
+        os.makedirs(eventlog_dir(run))
+    fleet = FleetObserver(
+        [eventlog_dir(run) for run in runs],
+        Settings(http_enabled=False, history_path=watch_history),
+        WatchOptions(poll_interval=0.5, grace_seconds=3600, history=True),
+        serve=False,
+    ).start()
+    try:
+        script = os.path.join(ROOT, "scripts", "scenario_job.py")
+        common = ["--checkpoint", checkpoint, "--name", "restore_demo", "--event-log", "--history", history]
+        run_script([script, *common, "--out", runs[0], "--batches", "4"])
+        before = str(work / "before")
+        shutil.copytree(checkpoint, before)
+        run_script([script, *common, "--out", runs[1], "--batches", "3"])
+        finished = 'spark_state_observer_watch_applications{status="finished"} 2.0'
+        deadline = time.monotonic() + 60
+        watch_exposition = fleet.exposition().decode()
+        while finished not in watch_exposition and time.monotonic() < deadline:  # shown once the round processed their ends
+            time.sleep(0.5)
+            watch_exposition = fleet.exposition().decode()
+    finally:
+        fleet.stop()
+    return {
+        "root": root,
+        "checkpoint": checkpoint,
+        "before": before,
+        "history": history,
+        "runs": runs,
+        "watch_history": watch_history,
+        "watch_exposition": watch_exposition,
+    }
 
 
 @pytest.fixture(scope="session")

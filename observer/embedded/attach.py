@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import Any, Callable, cast
-from urllib.parse import urlparse
 
 from observer.embedded.listener import StateObserverListener
 from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.exporters.http import ExporterError
 from observer.exporters.otel.config import otlp_enabled
 from observer.model.capacity import SESSION_KEYS, relevant
+from observer.model.checkpoint_listing import last_commit_before
 from observer.model.identity import AppContext
 from observer.model.signal_kinds import SignalEvent
 from observer.pipeline.runtime import Observer
@@ -267,13 +266,6 @@ def _checkpoint_last_commit(spark: Any) -> Callable[[str, float], float | None] 
         query = jss.streams().get(query_id)
         if query is None:
             return None
-        root = query.streamingQuery().resolvedCheckpointRoot()
-        parsed = urlparse(root)
-        if parsed.scheme not in ("", "file"):
-            return None
-        commits = os.path.join(parsed.path, "commits")
-        times = [os.path.getmtime(os.path.join(commits, n)) for n in os.listdir(commits) if n.isdigit()]
-        earlier = [t for t in times if t < before]  # the new run may have committed already
-        return max(earlier) if earlier else None
+        return last_commit_before(str(query.streamingQuery().resolvedCheckpointRoot()), before)
 
     return last_commit

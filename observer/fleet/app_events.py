@@ -65,6 +65,8 @@ class RawEvent(NamedTuple):
     source: str  # file:line
     replayed: bool = False  # delivered before a restart (``replay_on_resume``)
     line: bytes | None = None  # the logged line, for the types delivered unparsed
+    # a termination's time, which Spark does not log: the latest of the lines before it (``observer.model.log_time``)
+    logged_at: float | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from observer.fleet.followed_app import FollowedApp
 from observer.fleet.watcher_core import WatcherCore
 from observer.model.bounded import JsonTooLarge, clean_identity, loads
 from observer.model.capacity import relevant
-from observer.model.spark_events import APP_END, APP_START, ENVIRONMENT, LOG_START, QUERY_PROGRESS, STREAMING_EVENTS
+from observer.model.log_time import time_before
+from observer.model.spark_events import APP_END, APP_START, ENVIRONMENT, LOG_START, QUERY_PROGRESS, QUERY_TERMINATED, STREAMING_EVENTS
 
 MAX_RUNS = 1_000  # query runs remembered per application for the duplicate guard
 
@@ -69,7 +70,9 @@ class EventLines(WatcherCore):
         elif event_type == QUERY_PROGRESS and not self._new_batch(app, obj, replayed):
             return turned_streaming
         if event_type in self.wanted:
-            self._deliver(app, RawEvent(event_type, obj, source, replayed))
+            # a termination is placed as replay places it: at the latest time of the lines before it
+            logged_at = time_before(tail.filter.lines_before()) if event_type == QUERY_TERMINATED else None
+            self._deliver(app, RawEvent(event_type, obj, source, replayed, logged_at=logged_at))
         return turned_streaming
 
     def _new_batch(self, app: FollowedApp, obj: dict[str, Any], replayed: bool) -> bool:

@@ -17,7 +17,10 @@ and the type of such a line is read from its first ``_LOOSE_HEAD`` bytes.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Callable
+
+from observer.model.log_time import LINES_FOR_TIME
 
 EVENT_PREFIX = b'{"Event":"'
 # ``"Event"`` first, with any JSON whitespace a line can hold around the brace, the key and the colon
@@ -30,6 +33,7 @@ _LOOSE_FIRST = re.compile(_WS_AT)
 # longer than '{"Event":"SparkListener' (every core event): ApplicationStart/End, ExecutorAdded/Removed and the
 # streaming events each share one search
 _MERGE_PREFIX = 30
+RECENT_BYTES = 64 * 1024  # decoded bytes kept to read the lines before a termination (Spark's are mostly under 4 KiB)
 
 
 def line_pattern(event_type: str) -> bytes:
@@ -66,6 +70,12 @@ class LineFilter:
         self._pending: bytearray | None = None  # start of a wanted (or undecided) line being written
         self._skipping = False  # inside an unwanted or over-long line: drop bytes up to its newline
         self.too_long: list[int] = []  # line numbers of wanted lines dropped for their length (read and cleared by the caller)
+        # the pieces fed before the current one (by reference, at least ``RECENT_BYTES`` of them), and the current
+        # piece with where the line being handled starts in it and how much of it was held from earlier pieces:
+        # the lines before a handled one
+        self._recent: deque[bytes] = deque()
+        self._recent_len = 0
+        self._current: tuple[bytes, int, int] = (b"", 0, 0)
 
     def set_patterns(self, patterns: dict[bytes, str]) -> None:
         """Change the wanted types (``line_pattern(type) -> type``); a handler doing so returns True."""
@@ -79,6 +89,18 @@ class LineFilter:
         """Restart at an earlier decoded offset (the caller skips up to ``consumed`` again): drop the partial line."""
         self.decoded_pos = decoded_pos
         self._pending, self._skipping = None, False
+        self._recent.clear()
+        self._recent_len, self._current = 0, (b"", 0, 0)
+
+    def lines_before(self) -> list[bytes]:
+        """The (at most ``LINES_FOR_TIME``) lines just before the line being handled, of any type: the time of a
+        termination, which Spark logs without one, is read from them as replay reads it (``observer.model.log_time``).
+        Called by a handler for the rare line that needs it: nothing is joined or split otherwise."""
+        piece, start, held = self._current
+        before = b"".join(self._recent)
+        if held:
+            before = before[: max(0, len(before) - held)]
+        return (before + piece[:start]).splitlines()[-LINES_FOR_TIME:]
 
     @property
     def partial(self) -> bool:
@@ -94,6 +116,7 @@ class LineFilter:
             nl = data.find(b"\n")
             if nl < 0:
                 self._extend(data)
+                self._remember(data)
                 return
             pending = self._pending
             self._pending, self._skipping = None, False
@@ -107,6 +130,7 @@ class LineFilter:
                     if len(line) > self.max_line_bytes:
                         self.too_long.append(self.lines)
                     else:
+                        self._current = (b"", 0, len(pending))
                         handle(self.lines, kind, line)
         last = data.rfind(b"\n", pos)
         if last >= 0:
@@ -122,13 +146,29 @@ class LineFilter:
                     continue  # shares a searched prefix with a wanted type
                 if cursor - start > self.max_line_bytes:
                     self.too_long.append(line_no)
-                elif handle(line_no, kind, data[start:cursor]):
+                    continue
+                self._current = (data, start, 0)
+                if handle(line_no, kind, data[start:cursor]):
                     hits, k = self._hits(data, cursor, last), 0
             self.lines = line_no + data.count(b"\n", cursor, last + 1)
             pos = last + 1
             self.consumed = base + pos
         if pos < len(data):
             self._begin(data[pos:])
+        self._remember(data)
+
+    def _remember(self, data: bytes) -> None:
+        """Keep ``data`` among the recent pieces (a small one by reference, the end of a large one copied), dropping
+        the oldest beyond ``RECENT_BYTES``: at most twice that is held per followed file."""
+        self._current = (b"", 0, 0)
+        if len(data) >= RECENT_BYTES:
+            self._recent.clear()
+            data = data[-RECENT_BYTES:]
+            self._recent_len = 0
+        self._recent.append(data)
+        self._recent_len += len(data)
+        while self._recent_len - len(self._recent[0]) >= RECENT_BYTES:
+            self._recent_len -= len(self._recent.popleft())
 
     def _hits(self, data: bytes, start: int, last: int) -> list[int]:
         """Starts of the lines in ``data[start:last]`` beginning with a searched prefix (``start`` is a line start)."""

@@ -21,9 +21,15 @@ once behind one ``/metrics`` endpoint:
   restart (``RawEvent.replayed``) go through metrics and signals but not again into the history or
   OTLP logs.
 - **Times**: an event is processed at its own time where Spark logged one (a progress's trigger time plus
-  its duration, when the listener would have received it; a started or idle event's time), else at
-  the time the watcher read it; executors come from the log's executor events, the driver excluded,
-  as the listener polls them.
+  its duration, when the listener would have received it; a started or idle event's time; a termination,
+  logged without one, at the latest time of the lines before it, as replay places it), else at the time
+  the watcher read it; executors come from the log's executor events, the driver excluded, at the times
+  Spark logged them (``LoggedExecutors``, as replay keeps them).
+- **Across applications**: what the rules know of a query's runs (``RunState``: its last progress and
+  termination, and the other rules' state carried with it: the restore's baseline, the growth windows, the
+  Kafka offsets and read rate) is shared by query id, so a restart as a new application gives the downtime, restore, Kafka
+  backlog and catch-up forecast a replay of both logs gives; a new run after a driver killed without a
+  word (its log still in progress) takes the query over too (``observer.signals.lifecycle``).
 
 Data flows one way: capture (the watcher) → model → signals → sinks; nothing here is called back.
 """
@@ -37,7 +43,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
@@ -68,12 +74,22 @@ from observer.model.events import Event
 from observer.model.identity import AppContext, Pairs
 from observer.model.plan_checkpoint import PlanCheckpoints
 from observer.model.signal_kinds import SignalEvent
-from observer.model.spark_events import EXECUTOR_ADDED, EXECUTOR_REMOVED, QUERY_IDLE, QUERY_PROGRESS, QUERY_STARTED, QUERY_TERMINATED
+from observer.model.spark_events import (
+    EXECUTOR_ADDED,
+    EXECUTOR_REMOVED,
+    QUERY_IDLE,
+    QUERY_PROGRESS,
+    QUERY_STARTED,
+    QUERY_TERMINATED,
+    executor_change,
+)
 from observer.pipeline.runtime import Observer
-from observer.pipeline.sink import AppAwareSink, Sink
+from observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink
+from observer.placement.feed import PlacementFeed
 from observer.placement.task_log import EventLogSource, follow_event_log
 from observer.placement.tasks import wanted_line
 from observer.settings import Settings
+from observer.signals.executors import ExecutorSet, LoggedExecutors
 from observer.signals.lifecycle import RunState
 
 if TYPE_CHECKING:
@@ -139,14 +155,25 @@ def app_context(identity: LoggedApp, static: Pairs) -> AppContext:
 
 
 class _Replayable:
-    """Wraps a per-application sink that writes durably (history, OTLP logs): skips events delivered before a restart."""
+    """Wraps a per-application sink that writes durably (history, OTLP logs): skips events delivered before a restart.
+
+    It is also where a shared sink that records placement (the history: ``PlacementAwareSink``) is handed the
+    feed of the application whose event it is given: one history follows every application's placement, as
+    a listener's follows its own (the Placement page reads it)."""
 
     def __init__(self, inner: Sink, pipeline: _AppPipeline, owned: bool) -> None:
         self.inner, self.name, self._pipeline, self._owned = inner, inner.name, pipeline, owned
+        self._placement: PlacementFeed | None = None
+
+    def follow_placement(self, feed: PlacementFeed) -> None:
+        """This application's placement feed, handed to the inner sink with each of its events when it records placement."""
+        self._placement = feed if isinstance(self.inner, PlacementAwareSink) else None
 
     def on_app_event(self, app: AppContext, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
         if self._pipeline.replaying:
             return
+        if self._placement is not None:
+            cast(PlacementAwareSink, self.inner).follow_placement(self._placement)
         if isinstance(self.inner, AppAwareSink):
             self.inner.on_app_event(app, event, signals, received_at)
         else:
@@ -174,7 +201,7 @@ class _AppPipeline:
     """One followed application: its observer and what the watcher knows of its executors."""
 
     observer: Observer
-    executors: set[str] = field(default_factory=set)
+    executors: LoggedExecutors = field(default_factory=LoggedExecutors)
     placement: EventLogSource | None = None  # the application's task events, when placement is followed
     checkpoints: PlanCheckpoints = field(default_factory=PlanCheckpoints)  # run id -> checkpoint root, from its plans
     log_name: str = ""
@@ -193,8 +220,8 @@ class _AppPipeline:
         """Now on the application's clock: its ages and stalls compare its own event times with this."""
         return time.time() - self.clock_skew
 
-    def executor_ids(self) -> set[str]:
-        return set(self.executors)
+    def executor_ids(self) -> ExecutorSet:
+        return self.executors.current()
 
 
 class _TextCollector(Collector):
@@ -293,7 +320,7 @@ class FleetObserver:
         self.statuses.restore()
         self._otlp = otlp_enabled(self.settings)
         # executors of applications not (yet) streaming: a batch application costs this small set, no pipeline
-        self._executors: dict[str, set[str]] = {}
+        self._executors: dict[str, LoggedExecutors] = {}
         self._serve = serve
         self._endpoint = Endpoint()
         self.server: MetricsServer | None = None
@@ -445,7 +472,7 @@ class FleetObserver:
             if pipeline is not None:
                 done += self._apply(pipeline, event)
             elif event.event_type in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
-                _executor_change(self._executors.setdefault(found.log_name, set()), event)
+                _executor_change(self._executors.setdefault(found.log_name, LoggedExecutors()), event)
         for change in found.status_changes:
             if pipeline is not None and change.status in ("finished", "lost", "forgotten"):
                 pipeline.observer.engine.lifecycle.release()  # a restart as a new application may continue its queries
@@ -475,7 +502,7 @@ class FleetObserver:
         )
         observer.set_spark_conf(dict(identity.spark_conf))
         pipeline = _AppPipeline(
-            observer, self._executors.pop(identity.log_name, set()), log_name=identity.log_name, checkpoints=checkpoints
+            observer, self._executors.pop(identity.log_name, LoggedExecutors()), log_name=identity.log_name, checkpoints=checkpoints
         )
         if self.settings.placement != "off":
             pipeline.placement = follow_event_log(observer)
@@ -514,7 +541,7 @@ class FleetObserver:
         kind = _KIND_OF.get(event.event_type)
         if kind is None:  # application start and end: the identity and lifecycle come from the watcher
             return 0
-        at = event_time(event.event_type, event.data)
+        at = event_time(event.event_type, event.data) or event.logged_at  # a termination: the lines before it, as in replay
         if at is None:
             at = pipeline.last_time if event.replayed and pipeline.last_time else pipeline.clock()
         pipeline.last_time = max(pipeline.last_time, at)
@@ -606,8 +633,7 @@ def _streaming(found: AppEvents) -> bool:
     return any(e.event_type in _KIND_OF for e in found.events)
 
 
-def _executor_change(executors: set[str], event: RawEvent) -> None:
-    """Apply an executor added or removed event; the driver is not an executor (the listener's poll excludes it too)."""
-    executor = str(event.data.get("Executor ID"))
-    if executor != "driver":
-        (executors.add if event.event_type == EXECUTOR_ADDED else executors.discard)(executor)
+def _executor_change(executors: LoggedExecutors, event: RawEvent) -> None:
+    """Apply an executor added or removed event, at the time Spark recorded it (as replay does)."""
+    executor, at = executor_change(event.data)
+    executors.change(executor, event.event_type == EXECUTOR_ADDED, at)

@@ -48,6 +48,29 @@ def local_root(location: str) -> str | None:
     return parsed.path if parsed.scheme else location
 
 
+def last_commit_before(location: str, before: float) -> float | None:
+    """When the checkpoint at ``location`` last committed a batch before ``before`` (epoch seconds): the newest
+    modification time of its ``commits/`` files earlier than that (the new run may have committed already).
+    A restarted query's downtime when its previous run was not seen; None for a remote checkpoint, or when
+    nothing earlier is there (a copied checkpoint has new times)."""
+    root = local_root(location)
+    if root is None:
+        return None
+    commits = os.path.join(root, "commits")
+    try:
+        names = [n for n in list_dir(commits) if n.isdigit()]
+    except UnreadableFolder:
+        return None
+    times = []
+    for name in names:
+        try:
+            times.append(os.path.getmtime(os.path.join(commits, name)))
+        except OSError:  # removed by Spark's cleanup meanwhile
+            continue
+    earlier = [t for t in times if t < before]
+    return max(earlier) if earlier else None
+
+
 def list_snapshots(root: str) -> tuple[Listing, list[str]]:
     """Every store instance under ``root/state`` with its snapshot state, and the problems met on the way."""
     listing: Listing = {}

@@ -7,7 +7,10 @@ kinds (``started``, ``progress``...) are ``observer.model.kinds``, the signals' 
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from observer.model import kinds
+from observer.model.bounded import clean_label, epoch_seconds, finite
 
 _STREAMING = "org.apache.spark.sql.streaming.StreamingQueryListener$"
 _SQL = "org.apache.spark.sql.execution.ui."
@@ -41,3 +44,13 @@ STREAMING_PREFIX = _STREAMING  # every streaming query event's name starts so
 def line_prefix(name: str) -> bytes:
     """The first bytes of an event-log line holding event ``name`` (Spark writes ``"Event"`` first, no spaces)."""
     return b'{"Event":"' + name.encode() + b'"'
+
+
+def executor_change(obj: Mapping[str, Any]) -> tuple[str, float | None]:
+    """An executor added or removed event's executor id (bounded, printable) and the time Spark recorded it (epoch
+    seconds, None without a usable one): replay and the watcher read these events alike."""
+    ms = finite(obj.get("Timestamp"))
+    executor = obj.get("Executor ID")
+    return clean_label(executor if isinstance(executor, str) else str(executor)[:200], 200), epoch_seconds(
+        ms / 1000.0
+    ) if ms is not None else None

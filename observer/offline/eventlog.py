@@ -20,14 +20,15 @@ import re
 import stat
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any, Callable, Iterator
 
 from observer.capture.codecs import DEFAULT_MAX_LINE_BYTES as DEFAULT_MAX_LINE_BYTES  # re-exported: the readers' default
 from observer.capture.codecs import MAX_BLOCK_BYTES, open_decompressed
 from observer.capture.codecs import EventLogError as EventLogError  # re-exported: what every reader of event logs catches
 from observer.model import decode, kinds, spark_events
-from observer.model.bounded import MAX_JSON_ITEMS, JsonTooLarge, clean_label, epoch_seconds, finite, loads
-from observer.model.parse import parse_timestamp
+from observer.model.bounded import MAX_JSON_ITEMS, JsonTooLarge, loads
+from observer.model.log_time import LINES_FOR_TIME
+from observer.model.log_time import time_before as time_before  # re-exported: the offline readers' name for it
 
 # executor changes, replayed as the executor list a live observer polls
 EXECUTOR_PREFIX = "executor_"
@@ -116,7 +117,7 @@ def read_records(
             continue
         with stream:
             line_no = 0
-            before: deque[bytes] = deque(maxlen=_LINES_FOR_TIME)  # the lines just read, kept by reference only
+            before: deque[bytes] = deque(maxlen=LINES_FOR_TIME)  # the lines just read, kept by reference only
             try:
                 for line_no, line in bounded_lines(stream, max_line_bytes, path):
                     if isinstance(line, EventLogError):
@@ -138,31 +139,6 @@ def read_records(
                 yield exc
             except Exception as exc:  # decompression errors of every codec library
                 yield EventLogError(f"{path}: unreadable after line {line_no}: {type(exc).__name__}: {str(exc)[:200]}")
-
-
-# Spark's QueryTerminatedEvent carries no time. The events written just before it (the failed task and
-# job, the last progress) do, and it cannot have happened before them: its time is the latest of theirs.
-_LINES_FOR_TIME = 16
-_EPOCH_MS = re.compile(rb'"(?:Timestamp|Completion Time|Finish Time|Submission Time|Launch Time|time)":(1\d{12})\b')
-_PROGRESS_TIME = re.compile(rb'"timestamp":"([0-9T:.+-]+Z?)"')
-_BATCH_MS = re.compile(rb'"batchDuration":(\d{1,12})\b')
-
-
-def time_before(lines: Iterable[bytes]) -> float | None:
-    """The latest time (epoch seconds) any of ``lines`` carries: Spark's millisecond fields, or a
-    progress's trigger time plus its batch duration; ``None`` when none carries one."""
-    latest: float | None = None
-    for line in lines:
-        found = [int(m) / 1000.0 for m in _EPOCH_MS.findall(line)]
-        stamp = _PROGRESS_TIME.search(line)
-        if stamp is not None:
-            start = parse_timestamp(stamp.group(1).decode("ascii", "replace"))
-            if start is not None:
-                duration = _BATCH_MS.search(line)
-                found.append(start + (int(duration.group(1)) / 1000.0 if duration else 0.0))
-        for t in found:
-            latest = t if latest is None else max(latest, t)
-    return latest
 
 
 def chunk_limit(max_line_bytes: int) -> int:
@@ -234,12 +210,6 @@ def _record(line: bytes, where: str, progress_as_bytes: bool = False) -> Record 
         return Record(kind, obj, where)
     if event in (spark_events.EXECUTOR_ADDED, spark_events.EXECUTOR_REMOVED):
         change = RECORD_EXECUTOR_ADDED if event == spark_events.EXECUTOR_ADDED else RECORD_EXECUTOR_REMOVED
-        ms = finite(obj.get("Timestamp"))
-        executor = obj.get("Executor ID")
-        return Record(
-            change,
-            clean_label(executor if isinstance(executor, str) else str(executor)[:200], 200),
-            where,
-            epoch_seconds(ms / 1000.0) if ms is not None else None,
-        )
+        executor, at = spark_events.executor_change(obj)
+        return Record(change, executor, where, at)
     return None

@@ -20,7 +20,7 @@ from observer.offline.log_identity import application_of
 from observer.pipeline.runtime import Observer
 from observer.placement.task_log import EventLogSource
 from observer.settings import Settings
-from observer.signals.executors import ExecutorSet
+from observer.signals.executors import ExecutorSet, LoggedExecutors
 from observer.signals.snapshots import CheckpointLocator
 
 
@@ -60,12 +60,10 @@ def replay(
     the one a past log saw.
     """
     base = settings or Settings.from_env()
-    executors: set[str] = set()
-    changed_at: dict[str, float] = {}  # when the event log recorded each executor's latest change
-    seen_executors = False
+    executors = LoggedExecutors()  # the watcher keeps the log's executors the same way
 
     def executor_ids() -> ExecutorSet | None:
-        return ExecutorSet(executors, changed_at) if seen_executors else None
+        return executors.current() if executors.seen else None
 
     identity = application_of(paths, base.static_labels, max_line_bytes)  # the recorded application's, as a live observer has it
     if clock is None:
@@ -109,11 +107,7 @@ def replay(
             text, duration = stamp_fields(item.payload)  # the decoder reads the same time next: memoized, parsed once
             last_ts = _batch_end(parse_timestamp_memo(text), duration, item.kind) or last_ts
         if item.kind.startswith(EXECUTOR_PREFIX):
-            if item.payload != "driver":
-                seen_executors = True
-                (executors.add if item.kind == RECORD_EXECUTOR_ADDED else executors.discard)(item.payload)
-                if item.timestamp is not None:
-                    changed_at[item.payload] = item.timestamp
+            executors.change(item.payload, item.kind == RECORD_EXECUTOR_ADDED, item.timestamp)
             continue
         at = item.timestamp or last_ts or time.time()
         if before_event is not None:

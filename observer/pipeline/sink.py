@@ -62,4 +62,5 @@ class PlacementAwareSink(Sink, Protocol):
     """A sink that wants where each state partition ran (the history's ``placements`` rows); see the module docstring."""
 
     def follow_placement(self, feed: PlacementFeed) -> None:
-        """Read the partition runs from ``feed`` from now on (called once per feed, before its first progress event)."""
+        """Read the partition runs from ``feed`` from now on (called before the feed's first progress event; the
+        watcher's one history, fed by every application, is handed each application's feed with its events)."""

@@ -17,6 +17,7 @@ from typing import Callable
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
+from observer.model.checkpoint_listing import last_commit_before
 from observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from observer.settings import Settings
 from observer.signals.capacity import MemoryPlausibility
@@ -58,6 +59,9 @@ class SignalEngine:
         self._lookup = lookup  # the tracker's current record of a query (read only)
         self.restores = Restores(settings)
         self.pace = Pace(settings)
+        if last_alive_hint is None and checkpoint is not None:  # the watcher's: its checkpoint as the plans name it
+            last_alive_hint = self._last_commit
+        self._checkpoint = checkpoint
         self.lifecycle = Lifecycle(settings, self._new_run, live=live, last_alive_hint=last_alive_hint, queries=query_lives)
         self.growth = Growth(settings)
         self.partitions = Partitions()
@@ -68,7 +72,18 @@ class SignalEngine:
         self._operators: dict[str, set[tuple[int, str]]] = {}
         self._removals_seen: dict[str, int] = {}  # executor removals counted at each query's previous batch
 
+    def _last_commit(self, query_id: str, before: float) -> float | None:
+        """When the query's checkpoint (where its current run keeps it) last committed before ``before``: the
+        previous run's last sign of life when this observer did not see it (a watcher started after it ended)."""
+        state = self.lifecycle.queries.get(query_id)
+        location = self._checkpoint(query_id, state.run_id) if self._checkpoint is not None and state is not None else None
+        return last_commit_before(location, before) if location else None
+
     def _new_run(self, query_id: str) -> None:
+        carried = self.lifecycle.state(query_id).carried  # shared with the runs before, in other applications too
+        self.restores.carry(query_id, carried)
+        self.kafka.carry(query_id, carried)
+        self.growth.carry(query_id, carried)
         self.restores.new_run(query_id)
         self.pace.new_run(query_id)
 

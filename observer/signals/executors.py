@@ -36,6 +36,38 @@ class ExecutorSet(frozenset[str]):
         return self
 
 
+MAX_CHANGE_TIMES = 4096  # executors whose latest change time is kept (dynamic allocation adds new ids for ever)
+
+
+class LoggedExecutors:
+    """The executors an event log's ``SparkListenerExecutorAdded/Removed`` events leave, with when each changed.
+
+    Replay and the watcher keep them alike, so an executor loss is placed at the time Spark recorded it
+    (not at the next progress event, a batch later) whichever of them reads the log. The driver is no executor
+    (the listener's poll excludes it too)."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.changed_at: dict[str, float] = {}  # insertion-ordered: the oldest change goes first past the bound
+        self.seen = False  # an executor event was read (a local-mode log has none but the driver's)
+
+    def change(self, executor_id: str, added: bool, at: float | None) -> None:
+        """Executor ``executor_id`` added (or removed) at ``at`` (epoch seconds; None: the log gave no time)."""
+        if executor_id == "driver":
+            return
+        self.seen = True
+        (self.ids.add if added else self.ids.discard)(executor_id)
+        if at is not None:
+            self.changed_at.pop(executor_id, None)
+            self.changed_at[executor_id] = at
+            while len(self.changed_at) > MAX_CHANGE_TIMES:
+                del self.changed_at[next(iter(self.changed_at))]
+
+    def current(self) -> ExecutorSet:
+        """The executors now, with their change times, as ``Executors.observe`` takes them."""
+        return ExecutorSet(self.ids, self.changed_at)
+
+
 class Executors:
     """The application's executors: a gauge of how many, a counter and a signal per change."""
 

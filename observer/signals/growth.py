@@ -240,14 +240,30 @@ class Growth:
     def __init__(self, settings: Settings) -> None:
         self.s = settings
         self._operators: dict[OperatorKey, _Operator] = {}
+        # per query, its operators' states as shared with the runs before and after (``RunState.carried``)
+        self._carried: dict[str, dict[tuple[int, str], _Operator]] = {}
 
     def forget(self, query_id: str) -> None:
         for key in [k for k in self._operators if k[0] == query_id]:
             del self._operators[key]
+        self._carried.pop(query_id, None)
 
     def forget_operator(self, key: OperatorKey) -> None:
         """An operator (name) the query's label budget dropped."""
         self._operators.pop(key, None)
+        self._carried.get(key[0], {}).pop(key[1:], None)
+
+    def carry(self, query_id: str, carried: dict[str, Any]) -> None:
+        """Keep ``query_id``'s operator states in ``carried`` (``RunState.carried``): a run in another application
+        that takes the query over judges its state's growth over the runs before it too, as one observer of all
+        of them (a replay of their logs) does; the state itself outlives the runs in the checkpoint."""
+        shared: dict[tuple[int, str], _Operator] = carried.setdefault("growth", {})
+        self._carried[query_id] = shared
+        for (qid, index, name), state in self._operators.items():
+            if qid == query_id:
+                shared.setdefault((index, name), state)
+        for (index, name), state in shared.items():
+            self._operators[(query_id, index, name)] = state
 
     def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: SignalFacts) -> None:
         if op.rows_total is None:
@@ -256,6 +272,9 @@ class Growth:
         state = self._operators.get(key)
         if state is None:
             state = self._operators[key] = _Operator(GrowthWindow(self.s.growth_window_seconds, self.s.growth_min_batches), ts)
+            shared = self._carried.get(record.query_id)
+            if shared is not None:
+                shared[(op.index, op.name)] = state
         state.window.add(ts, op.rows_total, op.memory_bytes or 0.0, op.rows_updated or 0.0, op.rows_removed or 0.0)
         state.ever_evicted = state.ever_evicted or bool(op.rows_removed)
         v = state.window.verdict(self.s.state_rows_budget, self.s.state_memory_budget_bytes)

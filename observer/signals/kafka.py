@@ -68,6 +68,12 @@ class KafkaSources:
     def forget(self, query_id: str) -> None:
         self._queries.pop(query_id, None)
 
+    def carry(self, query_id: str, carried: dict[str, Any]) -> None:
+        """Keep ``query_id``'s sources in ``carried`` (``RunState.carried``): a run in another application that
+        takes the query over starts from this run's offsets and read rate (its backlog at the restart, the
+        records produced while it was down, and the catch-up forecast), as one observer of both would."""
+        self._queries[query_id] = carried.setdefault("kafka", self._queries.get(query_id, {}))
+
     def batch(self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool, facts: SignalFacts) -> None:
         """Update every Kafka source of the batch ``p`` (a no-op for queries without one)."""
         if sources_as_sent(p) and not any(s.description.startswith(KAFKA_PREFIX) for s in p.sources):

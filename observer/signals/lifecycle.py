@@ -5,7 +5,11 @@
   (the previous run's end, its termination, to this start: how long the query was down) and
   ``since_last_progress_seconds`` (the previous run's last progress, or for a process that never saw
   it the checkpoint's last commit through ``last_alive_hint``, to this start: it also counts the time
-  a failing run spent before it ended). The downtime gauge is the gap when known.
+  a failing run spent before it ended). The downtime gauge is the gap when known. In the watcher, a query's
+  ``RunState`` is shared by query id across the applications it follows, so a restart as a new application
+  continues the runs before it (and carries the other rules' state with it: ``RunState.carried``); a new run
+  that starts after the last sign of life of a run another application still holds (a killed driver's log
+  stays in progress until the watcher calls it lost) takes it over.
 - crash loop: ``crash_loop_restarts`` restarts within ``crash_loop_window_seconds``.
 - stall: a non-idle query without progress for ``stall_factor`` x its usual batch interval (at least
   ``stall_min_seconds``, and at least ``DURATION_FACTOR`` x the longest of its recent batches, a run's
@@ -54,6 +58,9 @@ class RunState:
     restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     crash_loop: bool = False
     holder: object | None = None  # the Lifecycle whose application runs the query now (None: no run live)
+    # what other rules keep of the query across its runs (the restore's baseline, growth, the Kafka offsets), by rule:
+    # taken over with this state, so a restart as a new application is judged against the runs before it
+    carried: dict[str, Any] = field(default_factory=dict)
 
 
 class BatchStart(NamedTuple):  # one per progress event: a tuple is built faster than a frozen dataclass
@@ -83,19 +90,24 @@ class Lifecycle:
         # queries whose batches, clocks and stalls must not mix.
         self._shared = queries
 
-    def state(self, query_id: str) -> RunState:
+    def state(self, query_id: str, run_id: str | None = None, at: float | None = None) -> RunState:
+        """``query_id``'s state here; ``run_id`` and ``at``: the run an event of this application shows, and when."""
         q = self.queries.get(query_id)
+        if q is not None and q.holder is not None and q.holder is not self:
+            # a later run in another application took the query over (``_take_over``): this application's
+            # run, if it goes on after all, is judged apart from now on
+            q = self.queries[query_id] = RunState(holder=self)
         if q is None:
-            q = self.queries[query_id] = self._take_over(query_id)
+            q = self.queries[query_id] = self._take_over(query_id, run_id, at)
         return q
 
-    def _take_over(self, query_id: str) -> RunState:
+    def _take_over(self, query_id: str, run_id: str | None, at: float | None) -> RunState:
         if self._shared is None:
             return RunState(holder=self)
         q = self._shared.get(query_id)
         if q is None:
             q = self._shared[query_id] = RunState()
-        elif q.holder is not None and q.holder is not self:
+        elif q.holder is not None and q.holder is not self and not _succeeds(q, run_id, at):
             return RunState(holder=self)  # live in another application: judged apart, not shared
         q.holder = self
         return q
@@ -109,8 +121,8 @@ class Lifecycle:
                 q.holder = None
 
     def started(self, record: QueryRecord, e: QueryStarted, now: float, facts: SignalFacts) -> None:
-        q = self.state(record.query_id)
         ts = e.timestamp or now
+        q = self.state(record.query_id, e.run_id, ts)
         known_before = q.run_id is not None and q.run_id != e.run_id
         self._new_run(record.query_id, q, e.run_id, ts)
         facts.signal(kinds.QUERY_STARTED, record, e.run_id, ts)
@@ -119,8 +131,8 @@ class Lifecycle:
 
     def progress(self, record: QueryRecord, p: QueryProgress, now: float, facts: SignalFacts) -> BatchStart:
         """Restarts a batch reveals, the end of a stall, and the batch's place in its run."""
-        q = self.state(record.query_id)
         ts = p.timestamp or now
+        q = self.state(record.query_id, p.run_id, ts)
         first_of_run = q.progress_run != p.run_id
         if first_of_run:
             if q.run_id != p.run_id:  # no started event seen for this run (late attach, partial log)
@@ -245,6 +257,15 @@ class Lifecycle:
         q.stalled = stalled
         facts.set(record, catalog.QUERY_STALLED, (), 1.0 if stalled else 0.0)
         facts.signal(kinds.STALLED if stalled else kinds.STALL_RECOVERED, record, q.run_id, now, **attrs)
+
+
+def _succeeds(q: RunState, run_id: str | None, at: float | None) -> bool:
+    """Whether a run ``run_id`` starting at ``at`` in another application follows ``q``'s held run: a new run
+    that starts after that run's last sign of life. A driver killed without a word (no termination, its log
+    left in progress until the watcher calls it lost, minutes later) still holds its run; its successor on
+    the same checkpoint continues the query, as a listener in the new process and a replay of both logs do.
+    The same run in two applications (one recording under many names) is two queries, not a succession."""
+    return run_id is not None and at is not None and run_id != q.run_id and (q.last_alive is None or at >= q.last_alive)
 
 
 def _round(seconds: float | None) -> float | None:

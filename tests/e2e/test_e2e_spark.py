@@ -184,6 +184,60 @@ def test_bounded_and_unbounded_state_are_told_apart(spark, tmp_path) -> None:
         handle.stop()
 
 
+@pytest.mark.slow
+def test_a_watcher_following_the_restart_live_says_what_replay_says(restarted_run, tmp_path) -> None:
+    """The same two processes, followed by a watcher while they ran: the restart's downtime, the restores, every
+    signal with its time and the browser's verdicts equal replay's of the same logs (``restarted_run`` runs the
+    watcher)."""
+    from test_fleet import parse, value
+    from test_watch_restart_costs import placements, signals
+
+    from observer.settings import Settings
+    from streamlit_app import data
+
+    replayed_history = str(tmp_path / "replay.db")
+    result = replay([eventlog_dir(run) for run in restarted_run["runs"]], Settings(http_enabled=False), history=replayed_history)
+    live, replayed = signals(restarted_run["watch_history"]), signals(replayed_history)
+    assert live == replayed
+    (restart,) = [json.loads(attrs) for kind, _, _, attrs in live if kind == "query_restarted"]
+    assert restart["downtime_seconds"] > 0 and restart["gap_since_previous_run_seconds"] == restart["downtime_seconds"]
+    assert [kind for kind, _, _, _ in live].count("restore") >= 1
+    name = "spark_streaming_query_last_downtime_seconds"
+    watched = value(parse(restarted_run["watch_exposition"]), name)
+    assert watched == pytest.approx(restart["downtime_seconds"], abs=1e-3)
+    assert watched == pytest.approx(value(parse(result.exposition()), name), abs=1e-3)
+    assert placements(restarted_run["watch_history"]) == placements(replayed_history)
+    query_id = next(e.query_id for e in result.observer.signals.recent if e.kind == "query_restarted")
+    now = max(ts for _, _, ts, _ in live) + 1.0
+    said = {
+        path: [v.text for v in data.query_verdicts(path, data.token(path), query_id, now)]
+        for path in (restarted_run["watch_history"], replayed_history)
+    }
+    assert said[restarted_run["watch_history"]] == said[replayed_history]
+    assert any("down" in text for text in said[replayed_history]), said
+
+
+@pytest.mark.slow
+def test_a_watcher_that_never_saw_the_first_run_gives_the_listeners_downtime(restarted_run) -> None:
+    """Started after the first process ended, the watcher reads the second one's log only: the restart's downtime is
+    then the listener's in that process, from the checkpoint's last commit (its plans name the checkpoint)."""
+    from test_fleet import parse, value
+
+    from observer.fleet.runtime import FleetObserver, WatchOptions
+    from observer.settings import Settings
+
+    run2 = restarted_run["runs"][1]
+    fleet = FleetObserver([eventlog_dir(run2)], Settings(http_enabled=False), WatchOptions(read_finished_at_start=True), serve=False)
+    for _ in range(3):
+        fleet.poll_once()
+    watched = value(parse(fleet.exposition().decode()), "spark_streaming_query_last_downtime_seconds")
+    fleet.stop()
+    with open(os.path.join(run2, "signals.jsonl")) as f:
+        restart = next(s for s in map(json.loads, f) if s["kind"] == "query_restarted")["attributes"]
+    assert restart["gap_since_previous_run_seconds"] is None and restart["downtime_seconds"] > 0  # the listener's, from the checkpoint
+    assert watched == pytest.approx(restart["downtime_seconds"], abs=1e-3)
+
+
 def test_restart_in_a_new_process(restarted_run) -> None:
     """Two processes on one checkpoint: the second one's observer reports the restart and the restore."""
     run1, run2 = restarted_run["runs"]

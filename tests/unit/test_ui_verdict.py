@@ -152,6 +152,22 @@ def test_executor_lost_then_restore() -> None:
     assert v.kind == "executor_lost" and v.text == "Executor 0 lost at 22:31:30; restore 600 ms"
 
 
+def test_two_executor_losses_each_name_their_own_time_and_reload() -> None:
+    """Two losses 13 s apart, each followed by its own reload: a verdict each, neither with the other's cost."""
+    events = [
+        signal("executor_removed", 81090.0, executor_id="1"),
+        signal("store_reload", 81089.5, operator="dedupe", operator_index=1, load_seconds=0.6),  # reported before the loss is
+        signal("executor_removed", 81103.0, executor_id="2"),
+        signal("store_reload", 81110.0, operator="dedupe", operator_index=1, load_seconds=2.5),
+        signal("store_reload", 81110.0, operator="stateStoreSave", operator_index=0, load_seconds=0.5),
+    ]
+    found = [v for v in verdicts(Facts(events, RUNS, last_batch_ts=81200.0, interval=10.0, now=81205.0)) if v.kind == "executor_lost"]
+    assert [(v.text, v.since) for v in found] == [
+        ("Executor 1 lost at 22:31:30; restore 600 ms", 81090.0),
+        ("Executor 2 lost at 22:31:43; restore 3.0 s", 81103.0),
+    ]
+
+
 def test_stalled_and_falling_behind_and_crash_loop_order() -> None:
     quiet = Facts([], RUNS, last_batch_ts=1000.0, interval=10.0, now=1200.0)
     assert verdict(quiet).kind == "stalled" and "no batch for 3 min 20 s" in verdict(quiet).text
