@@ -26,6 +26,7 @@ hundred at most) once per batch.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -75,6 +76,7 @@ class GrowthWindow:
         self._sums = [0.0] * 8  # n, St, Stt, Sr, Str, Sb, Stb, (unused)
         self._added = self._removed = 0.0
         self._adds = 0
+        self._descents = 0  # points earlier than the point before them: the thirds are found by bisection when none
 
     def _apply(self, point: tuple[float, float, float, float, float], sign: float) -> None:
         t, rows, memory = point[0] - (self._t0 or 0.0), point[1], point[2]
@@ -93,6 +95,8 @@ class GrowthWindow:
         if len(self.points) == self.points.maxlen:
             self._drop_oldest()
         point = (t, rows, memory, added, removed)
+        if self.points and t < self.points[-1][0]:
+            self._descents += 1
         self.points.append(point)
         self._apply(point, 1.0)
         if len(self.points) > 1:  # the first point's amounts happened before the window began
@@ -105,6 +109,8 @@ class GrowthWindow:
             self._resum()
 
     def _drop_oldest(self) -> None:
+        if len(self.points) > 1 and self.points[1][0] < self.points[0][0]:
+            self._descents -= 1
         old = self.points.popleft()
         self._apply(old, -1.0)
         if self.points:  # the new first point no longer counts as inside the window
@@ -134,24 +140,39 @@ class GrowthWindow:
         return half if half is not None and half.shape == FLAT else whole
 
     def _shape(self, pts: list[tuple[float, float, float, float, float]], min_span: float | None = None) -> Trend | None:
-        """The thirds test on ``pts``: each third's mean above the one before by more than the scatter is rising."""
+        """The thirds test on ``pts``: each third's mean above the one before by more than the scatter is rising.
+
+        The scatter (one pass over the window) is computed only when the answer depends on it: the tolerance
+        is at least one row, so thirds within a row of each other are flat, and a third not a row above the
+        one before is not rising, whatever the scatter."""
         if len(pts) < max(self.min_points, 3):
             return None
         t0, span = pts[0][0], pts[-1][0] - pts[0][0]
         if span < (self.window * 0.5 if min_span is None else min_span) or span <= 0:
             return None
-        column, basis = (1, "rows") if any(p[1] > 0 for p in pts) else (2, "bytes")
+        column, basis = (1, "rows") if any([p[1] > 0 for p in pts]) else (2, "bytes")
         ts = [p[0] - t0 for p in pts]
         ys = [p[column] for p in pts]
         thirds: list[list[float]] = [[], [], []]
-        for t, y in zip(ts, ys):
-            thirds[min(2, int(3.0 * t / span))].append(y)
+        if self._descents:
+            for t, y in zip(ts, ys):
+                thirds[min(2, int(3.0 * t / span))].append(y)
+        else:  # in time order: each third is a run of points, and where one begins is found by bisection
+
+            def third_of(t: float) -> int:
+                return min(2, int(3.0 * t / span))
+
+            one, two = bisect_left(ts, 1, key=third_of), bisect_left(ts, 2, key=third_of)
+            thirds = [ys[:one], ys[one:two], ys[two:]]
         trend = Trend(None, basis, ys[0], ys[-1], span, len(pts))
         if not all(thirds):
             return trend
         m1, m2, m3 = (sum(third) / len(third) for third in thirds)
+        may_rise = m2 - m1 > 1.0 and m3 - m2 > 1.0 and ys[-1] > ys[0]
+        if not may_rise and m3 - m1 <= 1.0 and m3 - m2 <= 1.0:
+            return trend._replace(shape=FLAT)  # flat at the least tolerance, so at any
         tolerance = max(1.0, _scatter(ts, ys))
-        if m2 - m1 > tolerance and m3 - m2 > tolerance and ys[-1] > ys[0]:
+        if may_rise and m2 - m1 > tolerance and m3 - m2 > tolerance:
             return trend._replace(shape=RISING)
         if m3 - m1 <= tolerance and m3 - m2 <= tolerance:  # not above where it was: flat, or falling back
             return trend._replace(shape=FLAT)
@@ -184,12 +205,17 @@ class GrowthWindow:
 
 
 def _scatter(ts: list[float], ys: list[float]) -> float:
-    """Standard deviation of ``ys`` about their least-squares line over ``ts``: the state's own noise."""
+    """Standard deviation of ``ys`` about their least-squares line over ``ts``: the state's own noise.
+
+    Each deviation is computed once and the sums run in the points' order, as the textbook formula's
+    passes would (the same floats, bit for bit), in list comprehensions rather than generators."""
     n = len(ts)
     mt, my = sum(ts) / n, sum(ys) / n
-    stt = sum((t - mt) ** 2 for t in ts)
-    slope = sum((t - mt) * (y - my) for t, y in zip(ts, ys)) / stt if stt > 0 else 0.0
-    return math.sqrt(sum((y - my - slope * (t - mt)) ** 2 for t, y in zip(ts, ys)) / n)
+    dts = [t - mt for t in ts]
+    dys = [y - my for y in ys]
+    stt = sum([d**2 for d in dts])
+    slope = sum([dt * dy for dt, dy in zip(dts, dys)]) / stt if stt > 0 else 0.0
+    return math.sqrt(sum([(dy - slope * dt) ** 2 for dt, dy in zip(dts, dys)]) / n)
 
 
 def _eta(current: float, rate: float, budget: float) -> float | None:
