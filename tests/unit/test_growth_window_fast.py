@@ -72,7 +72,7 @@ def _compare(series: Series, window_seconds: float) -> int:
 def test_running_totals_equal_the_reference_on_every_recorded_operator(window_seconds: float) -> None:
     shapes = set()
     fast = 0
-    for name, series in RECORDED:
+    for _name, series in RECORDED:
         fast += _compare(series, window_seconds)
         w = GrowthWindow(window_seconds, min_points=3)
         for point in series:
