@@ -2,6 +2,7 @@
 
     python bench/jvm_replay.py [--copies 100] [--source rocksdb_restart/run1] [--repeat 5] [--warmup 3]
     python bench/jvm_replay.py --progress-only --copies 400   # the streaming events alone
+    python bench/jvm_replay.py --before /path/to/worktree ...  # also an older tree's replay (CPU seconds, own process)
 
 The log is ``bench/replay_rate.py``'s: a recorded real event log (progress, task, stage, SQL, executor
 events as Spark wrote them) repeated with its batch ids shifted, zstd-compressed as Spark writes it
@@ -11,8 +12,10 @@ as the History Server opens it) into ``ReplayListenerBus.replay`` with one no-op
 (``SparkFirehoseListener``), so every line is parsed into its event by ``JsonProtocol`` and posted; it is
 warmed up (``--warmup`` replays, the JIT compiles the parse) before the timed runs. The observer's side is
 ``replay([path])`` with placement on, the ``replay --format prometheus`` path (plus the exposition render).
-Runs are interleaved. Wall seconds are compared (the JVM's JIT and GC threads are part of what it costs);
-CPU seconds are printed too (the JVM process's, this process's).
+Runs are interleaved. Wall seconds are compared (the JVM's JIT and GC threads are part of what it costs),
+and CPU seconds (the JVM process's, this process's): on a shared machine wall time swings with the other
+sessions' load, CPU time far less. With ``--before DIR`` the replay of the ``observer`` package in DIR (a
+git worktree of an earlier commit) is timed too, in a subprocess (``bench/replay_rate.py``'s), interleaved.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from bench.replay_rate import build_log
+from bench.replay_rate import _before, build_log
 from observer.offline.replay import replay
 
 
@@ -82,6 +85,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--progress-only", action="store_true", help="keep only the streaming events")
+    ap.add_argument("--before", help="a tree (git worktree) whose observer package's replay to time too (CPU seconds)")
     args = ap.parse_args()
     from pyspark.sql import SparkSession
 
@@ -95,7 +99,7 @@ def main() -> int:
             for _ in range(args.warmup):
                 jvm_run()
                 _observer_replay(path)
-            runs: dict[str, list[float]] = {"jvm": [], "jvm_cpu": [], "ours": [], "ours_cpu": []}
+            runs: dict[str, list[float]] = {"jvm": [], "jvm_cpu": [], "ours": [], "ours_cpu": [], "before": []}
             lines = 0
             for _ in range(args.repeat):
                 wall, cpu, ok = jvm_run()
@@ -106,6 +110,8 @@ def main() -> int:
                 wall, cpu = _observer_replay(path)
                 runs["ours"].append(wall)
                 runs["ours_cpu"].append(cpu)
+                if args.before:
+                    runs["before"].append(_before(args.before, path))
             from observer.capture.codecs import open_decompressed
 
             with open_decompressed(path) as f:
@@ -123,6 +129,12 @@ def main() -> int:
         f"  replay --format prometheus (placement on):     {_fmt(runs['ours'])} wall, {_fmt(runs['ours_cpu'])} CPU "
         f"= {n / ours:,.0f} progress events/s, {lines / ours:,.0f} lines/s"
     )
+    if runs["before"]:
+        before = statistics.median(runs["before"])
+        print(
+            f"  replay, the tree before (--before):            {_fmt(runs['before'])} CPU = {n / before:,.0f} progress events/s; "
+            f"JVM CPU / its CPU {statistics.median(runs['jvm_cpu']) / before:.2f}x; this tree is {before / statistics.median(runs['ours_cpu']):.2f}x as fast"
+        )
     print(
         f"  ratio (JVM time / replay time, >= 1.0 is as fast as Spark): {jvm / ours:.2f}x wall "
         f"({min(runs['jvm']) / max(runs['ours']):.2f}-{max(runs['jvm']) / min(runs['ours']):.2f}), "
