@@ -120,6 +120,7 @@ def main() -> int:
     finally:
         spark.stop()
     jvm, ours = statistics.median(runs["jvm"]), statistics.median(runs["ours"])
+    ours_cpu = statistics.median(runs["ours_cpu"])
     print(
         f"event log ({args.source} x {args.copies}{', progress only' if args.progress_only else ''}): {lines:,} lines, "
         f"{size / 1e6:.0f} MB decoded, {n:,} progress events; {args.warmup} warm-up and {args.repeat} timed runs each, interleaved"
@@ -127,18 +128,18 @@ def main() -> int:
     print(f"  Spark ReplayListenerBus (JVM, no-op listener): {_fmt(runs['jvm'])} wall, {_fmt(runs['jvm_cpu'])} JVM CPU")
     print(
         f"  replay --format prometheus (placement on):     {_fmt(runs['ours'])} wall, {_fmt(runs['ours_cpu'])} CPU "
-        f"= {n / ours:,.0f} progress events/s, {lines / ours:,.0f} lines/s"
+        f"= {n / ours_cpu:,.0f} progress events and {lines / ours_cpu:,.0f} lines per CPU second"
     )
     if runs["before"]:
         before = statistics.median(runs["before"])
         print(
-            f"  replay, the tree before (--before):            {_fmt(runs['before'])} CPU = {n / before:,.0f} progress events/s; "
-            f"JVM CPU / its CPU {statistics.median(runs['jvm_cpu']) / before:.2f}x; this tree is {before / statistics.median(runs['ours_cpu']):.2f}x as fast"
+            f"  replay, the tree before (--before):            {_fmt(runs['before'])} CPU = {n / before:,.0f} progress events per CPU second; "
+            f"JVM CPU / its CPU {statistics.median(runs['jvm_cpu']) / before:.2f}x; this tree is {before / ours_cpu:.2f}x as fast"
         )
     print(
         f"  ratio (JVM time / replay time, >= 1.0 is as fast as Spark): {jvm / ours:.2f}x wall "
         f"({min(runs['jvm']) / max(runs['ours']):.2f}-{max(runs['jvm']) / min(runs['ours']):.2f}), "
-        f"{statistics.median(runs['jvm_cpu']) / statistics.median(runs['ours_cpu']):.2f}x CPU"
+        f"{statistics.median(runs['jvm_cpu']) / ours_cpu:.2f}x CPU"
     )
     return 0
 
