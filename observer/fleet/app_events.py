@@ -17,17 +17,15 @@ from observer.model.spark_events import (
     APP_START,
     EXECUTOR_ADDED,
     EXECUTOR_REMOVED,
-    JOB_START,
-    SQL_ADAPTIVE,
-    SQL_START,
     STREAMING_EVENTS,
-    TASK_END,
 )
+from observer.placement.tasks import TASK_EVENT_TYPES
 
 # what the pipeline uses today
 PIPELINE_EVENTS = STREAMING_EVENTS | {APP_START, APP_END, EXECUTOR_ADDED, EXECUTOR_REMOVED}
-# what a per-partition placement view needs in addition
-PLACEMENT_EVENTS = frozenset({TASK_END, JOB_START, SQL_START, SQL_ADAPTIVE})
+# what a per-partition placement view needs in addition: declared once, by the task reader (replay's tap reads the
+# same list), so a consumer of more task-level events adds its types there and the watcher's filter follows
+PLACEMENT_EVENTS = frozenset(TASK_EVENT_TYPES) - PIPELINE_EVENTS
 # never parsed before the application has shown a streaming query
 STREAMING_ONLY_EVENTS = PLACEMENT_EVENTS
 DEFAULT_WANTED_EVENTS = PIPELINE_EVENTS | PLACEMENT_EVENTS

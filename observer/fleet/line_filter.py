@@ -2,16 +2,17 @@
 
 Spark writes one JSON object per line and its ``"Event"`` field first (``{"Event":"SparkListenerTaskEnd",
 ...``), so a line's type is known from its first bytes. Most of a log is task, stage and SQL events the
-observer does not need; scanning for ``\\n{"Event":"<wanted type>"`` with ``bytes.find`` (C speed) over a
-whole decoded piece costs far less than splitting it into Python lines, and only the matching lines are
-copied out. A line still being written is held only when it is (or may still turn out to be) wanted, and
-never beyond ``max_line_bytes``: an unwanted or over-long line is skipped up to its newline without being
-held, so memory stays bounded however long the lines are.
+observer does not need; stepping from line start to line start with ``bytes.find`` (C speed) and
+looking each line's type (the text between ``{"Event":"`` and the next quote) up among the wanted ones costs
+one lookup per line, far less than splitting the piece into Python lines (or searching it once per wanted
+type, as this filter did before issue 32), and only the matching lines are copied out. A line still being
+written is held only when it is (or may still turn out to be) wanted, and never beyond ``max_line_bytes``:
+an unwanted or over-long line is skipped up to its newline without being held, so memory stays bounded
+however long the lines are.
 
 A line that JSON allows but Spark does not write (``{ "Event" : "..."``, whitespace around the brace, the
-key or the colon) is read too, as replay reads it: one regular-expression pass per piece finds the line
-starts where such whitespace is (a newline and a lookahead: about a quarter of the old filter's cost),
-and the type of such a line is read from its first ``_LOOSE_HEAD`` bytes.
+key or the colon) is read too, as replay reads it: a line not starting with ``{"Event":"`` is matched
+against where such whitespace can be, and the type of such a line is read from its first ``_LOOSE_HEAD`` bytes.
 """
 
 from __future__ import annotations
@@ -23,16 +24,13 @@ from collections.abc import Callable
 from observer.model.log_time import LINES_FOR_TIME
 
 EVENT_PREFIX = b'{"Event":"'
+_PREFIX_LEN = len(EVENT_PREFIX)
 # ``"Event"`` first, with any JSON whitespace a line can hold around the brace, the key and the colon
 _LOOSE = re.compile(rb'[ \t\r]*\{[ \t\r]*"Event"[ \t\r]*:[ \t\r]*"([^"\\]{1,200})"')
 _LOOSE_HEAD = 512  # bytes of a line its loose type is read from
 # where a line with "Event" first can hold whitespace: before the brace, after it, after the key, after the colon
 _WS_AT = rb'(?=[ \t\r]|\{[ \t\r]|\{"Event"[ \t\r]|\{"Event":[ \t\r])'
-_LOOSE_START = re.compile(rb"\n" + _WS_AT)
 _LOOSE_FIRST = re.compile(_WS_AT)
-# longer than '{"Event":"SparkListener' (every core event): ApplicationStart/End, ExecutorAdded/Removed and the
-# streaming events each share one search
-_MERGE_PREFIX = 30
 RECENT_BYTES = 64 * 1024  # decoded bytes kept to read the lines before a termination (Spark's are mostly under 4 KiB)
 
 
@@ -42,20 +40,6 @@ def line_pattern(event_type: str) -> bytes:
 
 
 Handler = Callable[[int, str, bytes], bool]  # (line number, event type, line) -> True if the patterns changed
-
-
-def _needles(patterns: dict[bytes, str]) -> list[bytes]:
-    """Search prefixes: patterns sharing a long prefix (the four streaming events) are searched for once."""
-    needles: list[bytes] = []
-    for pattern in sorted(patterns):
-        if needles:
-            last = needles[-1]
-            common = next((i for i, (a, b) in enumerate(zip(last, pattern)) if a != b), min(len(last), len(pattern)))
-            if common >= _MERGE_PREFIX:
-                needles[-1] = last[:common]
-                continue
-        needles.append(pattern)
-    return needles
 
 
 class LineFilter:
@@ -80,7 +64,6 @@ class LineFilter:
     def set_patterns(self, patterns: dict[bytes, str]) -> None:
         """Change the wanted types (``line_pattern(type) -> type``); a handler doing so returns True."""
         self.patterns = patterns
-        self._needles = [(b"\n" + n, n) for n in _needles(patterns)]
         self._longest = max((len(p) for p in patterns), default=0)
         self._head = max(self._longest, _LOOSE_HEAD)  # bytes of a line start that decide whether it is wanted
         self._types = frozenset(patterns.values())
@@ -171,26 +154,28 @@ class LineFilter:
             self._recent_len -= len(self._recent.popleft())
 
     def _hits(self, data: bytes, start: int, last: int) -> list[int]:
-        """Starts of the lines in ``data[start:last]`` beginning with a searched prefix (``start`` is a line start)."""
-        hits = []
-        for needle, prefix in self._needles:
-            if data.startswith(prefix, start) and start < last:
-                hits.append(start)
-            i = data.find(needle, start, last)
-            while i >= 0:
-                hits.append(i + 1)
-                i = data.find(needle, i + 1, last)
-        if start < last:
-            hits.extend(self._loose_starts(data, start, last))
-        hits.sort()
-        return hits
+        """Starts of the lines in ``data[start:last]`` of a wanted type, or with JSON whitespace where Spark
+        writes none (``start`` is a line start).
 
-    def _loose_starts(self, data: bytes, start: int, last: int) -> list[int]:
-        """Starts of the lines in ``data[start:last]`` with JSON whitespace where Spark writes none (none in Spark's logs)."""
-        starts = [m.end() for m in _LOOSE_START.finditer(data, start, last)]
-        if _LOOSE_FIRST.match(data, start, last):
-            starts.insert(0, start)
-        return starts
+        One pass from line start to line start (``bytes.find`` of the newline, C speed): a line's type is the
+        text between ``{"Event":"`` and the next quote, looked up among the wanted patterns, so the cost is
+        one lookup per line, not one search of the whole piece per wanted type."""
+        hits = []
+        patterns, longest = self.patterns, self._longest
+        find, startswith, loose = data.find, data.startswith, _LOOSE_FIRST.match
+        i = start
+        while i < last:
+            if startswith(EVENT_PREFIX, i):
+                quote = find(b'"', i + _PREFIX_LEN, i + longest)
+                if quote >= 0 and data[i : quote + 1] in patterns:
+                    hits.append(i)
+            elif loose(data, i, last):
+                hits.append(i)
+            newline = find(b"\n", i, last)
+            if newline < 0:
+                break
+            i = newline + 1
+        return hits
 
     def _type_of(self, line: bytes | bytearray) -> str | None:
         if line.startswith(EVENT_PREFIX):

@@ -53,7 +53,8 @@ STATE_METRICS: Mapping[str, str] = {
 }
 # a plan node with one of these metrics writes state (StateStoreWriter); readers such as StateStoreRestore do not
 _WRITER_MARKERS = frozenset({"number of total state rows", "number of state store instances", "memory used by state"})
-# the event types the reader uses, as the first bytes of an event-log line (Spark writes "Event" first)
+# the event types the reader uses, the one list of them: replay's tap and the watcher's line filter
+# (``observer.fleet.app_events.PLACEMENT_EVENTS``) decide from it, by a line's first bytes, which lines to parse at all
 TASK_EVENT_TYPES = (
     TASK_END,
     JOB_START,

@@ -19,15 +19,18 @@ its evidence (rows at the window's start and end, rate, evicted or not, watermar
 signal, the ``spark_state_unbounded`` gauge behind the alert and the browser's text (``describe``) all
 come from it.
 
-The rates keep running sums, so the fit costs O(1) per batch; the trend reads the window's points (a few
-hundred at most) once per batch.
+The rates keep running sums, so the fit costs O(1) per batch; so do the trend's thirds (running totals,
+``GrowthWindow``), and the window's points (a few hundred at most) are read only when the state's scatter
+decides the verdict.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from itertools import islice
 from typing import Any, NamedTuple
 
 from observer.metrics import catalog
@@ -62,8 +65,22 @@ class GrowthVerdict(NamedTuple):  # one per operator and batch: a tuple is built
     removed: float = 0.0  # rows removed within the window
 
 
+_EXACT = 2.0**40  # integral amounts below this add up exactly in floats over any window (5,000 points plus 1,000 adds)
+
+
+def _exact(value: float) -> bool:
+    return -_EXACT < value < _EXACT and value == value // 1
+
+
 class GrowthWindow:
-    """Bounded history of (time, rows, bytes, added, removed) for one operator, with running sums."""
+    """Bounded history of (time, rows, bytes, added, removed) for one operator, with running sums.
+
+    The trend's thirds are read from running totals too: in time order (as Spark's batches come) each
+    third is a run of points found by bisection, and its sum a difference of two running totals, exact
+    (the same float as adding the third point by point) while the amounts are integers, as Spark's
+    counts of rows and bytes are. A window with a point out of time order or an amount that is not such
+    an integer is read point by point (``_shape_listed``, the reference the running totals are tested against).
+    """
 
     _RESUM_EVERY = 1000  # recompute the sums from the points now and then, so rounding cannot drift
 
@@ -75,6 +92,9 @@ class GrowthWindow:
         self._sums = [0.0] * 8  # n, St, Stt, Sr, Str, Sb, Stb, (unused)
         self._added = self._removed = 0.0
         self._adds = 0
+        self._totals: deque[tuple[float, float, int]] = deque()  # per point: rows, bytes and points with rows > 0, up to it
+        self._descents = 0  # points earlier than the point before them
+        self._inexact = 0  # points whose rows or bytes are not integers below _EXACT
 
     def _apply(self, point: tuple[float, float, float, float, float], sign: float) -> None:
         t, rows, memory = point[0] - (self._t0 or 0.0), point[1], point[2]
@@ -93,7 +113,13 @@ class GrowthWindow:
         if len(self.points) == self.points.maxlen:
             self._drop_oldest()
         point = (t, rows, memory, added, removed)
+        if self.points and t < self.points[-1][0]:
+            self._descents += 1
+        if not (_exact(rows) and _exact(memory)):
+            self._inexact += 1
         self.points.append(point)
+        before = self._totals[-1] if self._totals else (0.0, 0.0, 0)
+        self._totals.append((before[0] + rows, before[1] + memory, before[2] + (rows > 0)))
         self._apply(point, 1.0)
         if len(self.points) > 1:  # the first point's amounts happened before the window began
             self._added += added
@@ -105,11 +131,26 @@ class GrowthWindow:
             self._resum()
 
     def _drop_oldest(self) -> None:
+        if len(self.points) > 1 and self.points[1][0] < self.points[0][0]:
+            self._descents -= 1
         old = self.points.popleft()
+        self._totals.popleft()
+        if not (_exact(old[1]) and _exact(old[2])):
+            self._inexact -= 1
+            if not self._inexact:
+                self._retotal()  # the totals still carry the inexact amount: start them afresh
         self._apply(old, -1.0)
         if self.points:  # the new first point no longer counts as inside the window
             self._added -= self.points[0][3]
             self._removed -= self.points[0][4]
+
+    def _retotal(self) -> None:
+        self._totals.clear()
+        rows = memory = 0.0
+        positive = 0
+        for p in self.points:
+            rows, memory, positive = rows + p[1], memory + p[2], positive + (p[1] > 0)
+            self._totals.append((rows, memory, positive))
 
     def _resum(self) -> None:
         self._sums = [0.0] * 8
@@ -118,6 +159,7 @@ class GrowthWindow:
         pts = list(self.points)[1:]
         self._added = sum(p[3] for p in pts)
         self._removed = sum(p[4] for p in pts)
+        self._retotal()  # from the window's first point again, so the totals stay far below 2**53
 
     def trend(self) -> Trend | None:
         """Rising, flat or neither; ``None`` before half a window and ``min_points`` batches.
@@ -125,20 +167,31 @@ class GrowthWindow:
         Rising is judged on the whole window; flat (the last third not above the first two) on the whole
         window, or else on its second half alone: a state that filled up early and stays flat (100 keys
         all seen in the first seconds) is bounded half a window after it stopped rising."""
+        if self._descents or self._inexact:
+            return self.trend_listed()
+        whole = self._shape_from(0, self.window * 0.5)
+        if whole is not None and whole.shape is not None:
+            return whole
+        start = bisect_left(self.points, self.points[-1][0] - self.window * 0.5, key=_time) if self.points else 0
+        half = self._shape_from(start, self.window * 0.4)
+        return half if half is not None and half.shape == FLAT else whole
+
+    def trend_listed(self) -> Trend | None:
+        """``trend`` read point by point: any window (out of time order, any amounts), the reference."""
         pts = list(self.points)
-        whole = self._shape(pts)
+        whole = self._shape_listed(pts, self.window * 0.5)
         if whole is not None and whole.shape is not None:
             return whole
         late = [p for p in pts if pts and p[0] >= pts[-1][0] - self.window * 0.5]
-        half = self._shape(late, min_span=self.window * 0.4)
+        half = self._shape_listed(late, self.window * 0.4)
         return half if half is not None and half.shape == FLAT else whole
 
-    def _shape(self, pts: list[tuple[float, float, float, float, float]], min_span: float | None = None) -> Trend | None:
+    def _shape_listed(self, pts: list[tuple[float, float, float, float, float]], min_span: float) -> Trend | None:
         """The thirds test on ``pts``: each third's mean above the one before by more than the scatter is rising."""
         if len(pts) < max(self.min_points, 3):
             return None
         t0, span = pts[0][0], pts[-1][0] - pts[0][0]
-        if span < (self.window * 0.5 if min_span is None else min_span) or span <= 0:
+        if span < min_span or span <= 0:
             return None
         column, basis = (1, "rows") if any(p[1] > 0 for p in pts) else (2, "bytes")
         ts = [p[0] - t0 for p in pts]
@@ -150,12 +203,41 @@ class GrowthWindow:
         if not all(thirds):
             return trend
         m1, m2, m3 = (sum(third) / len(third) for third in thirds)
-        tolerance = max(1.0, _scatter(ts, ys))
-        if m2 - m1 > tolerance and m3 - m2 > tolerance and ys[-1] > ys[0]:
-            return trend._replace(shape=RISING)
-        if m3 - m1 <= tolerance and m3 - m2 <= tolerance:  # not above where it was: flat, or falling back
-            return trend._replace(shape=FLAT)
-        return trend
+        return _decide(trend, m1, m2, m3, lambda: _scatter(ts, ys))
+
+    def _shape_from(self, start: int, min_span: float) -> Trend | None:
+        """``_shape_listed`` of the points from ``start`` on, in time order with exact amounts: O(log n)
+        but for the scatter, which is computed only when the answer depends on it."""
+        pts, totals = self.points, self._totals
+        n = len(pts) - start
+        if n < max(self.min_points, 3):
+            return None
+        first, last = pts[start], pts[-1]
+        t0, span = first[0], last[0] - first[0]
+        if span < min_span or span <= 0:
+            return None
+        column, basis = (1, "rows") if totals[-1][2] - totals[start][2] + (first[1] > 0) else (2, "bytes")
+
+        def third_of(p: tuple[float, float, float, float, float]) -> int:
+            return min(2, int(3.0 * (p[0] - t0) / span))
+
+        one = bisect_left(pts, 1, start, key=third_of)
+        two = bisect_left(pts, 2, one, key=third_of)
+        trend = Trend(None, basis, first[column], last[column], span, n)
+        if not (start < one < two < len(pts)):
+            return trend
+        c = column - 1
+
+        def total(i: int, j: int) -> float:  # points i..j-1
+            return totals[j - 1][c] - (totals[i][c] - pts[i][column])
+
+        m1, m2, m3 = total(start, one) / (one - start), total(one, two) / (two - one), total(two, len(pts)) / (len(pts) - two)
+
+        def scatter() -> float:
+            window = list(islice(pts, start, None))
+            return _scatter([p[0] - t0 for p in window], [p[column] for p in window])
+
+        return _decide(trend, m1, m2, m3, scatter)
 
     def verdict(self, rows_budget: float = 0.0, bytes_budget: float = 0.0) -> GrowthVerdict:
         n, st, stt, sr, str_, sb, stb, _ = self._sums
@@ -183,13 +265,39 @@ class GrowthWindow:
         )
 
 
+def _time(point: tuple[float, ...]) -> float:
+    return point[0]
+
+
+def _decide(trend: Trend, m1: float, m2: float, m3: float, scatter: Callable[[], float]) -> Trend:
+    """Rising when each third's mean is above the one before by more than the scatter (at least a row),
+    flat when the last third is not above the others by more than that.
+
+    The scatter (one pass over the window) is asked for only when the answer depends on it: thirds within
+    a row of each other are flat, and a third not a row above the one before is not rising, whatever it is."""
+    may_rise = m2 - m1 > 1.0 and m3 - m2 > 1.0 and trend.end > trend.start
+    if not may_rise and m3 - m1 <= 1.0 and m3 - m2 <= 1.0:
+        return trend._replace(shape=FLAT)
+    tolerance = max(1.0, scatter())
+    if may_rise and m2 - m1 > tolerance and m3 - m2 > tolerance:
+        return trend._replace(shape=RISING)
+    if m3 - m1 <= tolerance and m3 - m2 <= tolerance:  # not above where it was: flat, or falling back
+        return trend._replace(shape=FLAT)
+    return trend
+
+
 def _scatter(ts: list[float], ys: list[float]) -> float:
-    """Standard deviation of ``ys`` about their least-squares line over ``ts``: the state's own noise."""
+    """Standard deviation of ``ys`` about their least-squares line over ``ts``: the state's own noise.
+
+    Each deviation is computed once and the sums run in the points' order, as the textbook formula's
+    passes would (the same floats, bit for bit), in list comprehensions rather than generators."""
     n = len(ts)
     mt, my = sum(ts) / n, sum(ys) / n
-    stt = sum((t - mt) ** 2 for t in ts)
-    slope = sum((t - mt) * (y - my) for t, y in zip(ts, ys)) / stt if stt > 0 else 0.0
-    return math.sqrt(sum((y - my - slope * (t - mt)) ** 2 for t, y in zip(ts, ys)) / n)
+    dts = [t - mt for t in ts]
+    dys = [y - my for y in ys]
+    stt = sum([d**2 for d in dts])
+    slope = sum([dt * dy for dt, dy in zip(dts, dys)]) / stt if stt > 0 else 0.0
+    return math.sqrt(sum([(dy - slope * dt) ** 2 for dt, dy in zip(dts, dys)]) / n)
 
 
 def _eta(current: float, rate: float, budget: float) -> float | None:
