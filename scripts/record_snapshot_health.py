@@ -13,7 +13,11 @@ checkpointing, 8 state partitions so Spark's top-5 instance report leaves some o
   restart with ``autoSnapshotRepair.enabled``: Spark skips the corrupt snapshots (``rocksdbNumSnapshotsAutoRepaired``);
   ``truth.json`` names the corrupted files.
 - ``repartition``: 4 state partitions, repartitioned offline to 8 (Spark 4.2+), restarted; ``truth.json``
-  says after which batch.
+  says after which batch; ``checkpoint_logs/`` keeps the checkpoint's metadata, offset and commit logs as the
+  restarted run left them.
+- ``checksum_mismatch``: no snapshot uploaded (as ``never_uploaded``), then the newest changelog of every store
+  altered between the runs (one byte flipped, Hadoop's ``.crc`` removed, Spark's own checksum file kept); the
+  restart fails with Spark's checksum error (``run2/run.json``), ``truth.json`` names the altered files.
 - ``format_v2``: ``checkpointFormatVersion=2`` (``<version>_<uniqueId>.zip/.changelog``, the commit log naming
   each store's unique ids), restarted once.
 
@@ -53,6 +57,9 @@ SCENARIOS: dict[str, list[list[str]]] = {
     "format_v2": [["--batches", "15", *V2], ["--batches", "3", *V2]],
     # 4 state partitions, repartitioned offline to 8 (4.2+ StreamingCheckpointManager), restarted
     "repartition": [["--batches", "6", "--partitions", "4"], ["--batches", "3", "--partitions", "8"]],
+    # file checksums (4.3, on by default): the newest changelog of every store altered between the runs (same size,
+    # Hadoop's own .crc removed so that Spark's checksum is what finds it); the restart fails, Spark says why
+    "checksum_mismatch": [["--batches", "8", *NEVER], ["--batches", "3", "--expect-failure", *NEVER]],
 }
 REPARTITION_BEFORE_RUN = {"repartition": (2, 8)}  # before run 2: to 8 partitions
 _REPARTITION = """
@@ -65,7 +72,11 @@ spark._streamingCheckpointManager.repartition(sys.argv[1], int(sys.argv[2]), enf
 spark.stop()
 """
 CORRUPT_BEFORE_RUN = {"auto_repair": 2}
+ALTER_BEFORE_RUN = {"checksum_mismatch": 2}
 LISTED = {"never_uploaded", "normal", "format_v2"}  # scenarios whose checkpoint the tests list
+# scenarios whose checkpoint logs (metadata, offsets, commits) are kept as the last run left them: what an observer
+# of the last application reads, e.g. the partition count of the batches before it (``checkpoint_logs/``)
+LOGS_KEPT = {"repartition"}
 _STATE_FILE = re.compile(r"^([0-9]+)(?:_[0-9a-f-]{36})?\.(zip|changelog)$")
 
 
@@ -105,6 +116,30 @@ def corrupt_newest_snapshots(checkpoint: str) -> list[str]:
     return done
 
 
+def alter_newest_changelogs(checkpoint: str) -> list[str]:
+    """Flip one byte in the middle of the newest ``.changelog`` of every store (its size unchanged) and remove
+    Hadoop's ``.<name>.crc`` beside it, leaving Spark's ``<name>.crc`` checksum file; the files' paths."""
+    done = []
+    state = os.path.join(checkpoint, "state")
+    for op in sorted(os.listdir(state), key=int):
+        for part in sorted((p for p in os.listdir(os.path.join(state, op)) if p.isdigit()), key=int):
+            folder = os.path.join(state, op, part)
+            logs = sorted((m for m in map(_STATE_FILE.match, os.listdir(folder)) if m and m[2] == "changelog"), key=lambda m: int(m[1]))
+            if not logs:
+                continue
+            path = os.path.join(folder, logs[-1][0])
+            with open(path, "r+b") as f:
+                data = bytearray(f.read())
+                data[len(data) // 2] ^= 0xFF
+                f.seek(0)
+                f.write(data)
+            hadoop_crc = os.path.join(folder, f".{logs[-1][0]}.crc")
+            if os.path.exists(hadoop_crc):
+                os.remove(hadoop_crc)
+            done.append(f"state/{op}/{part}/{logs[-1][0]}")
+    return done
+
+
 def record(scenario: str, runs: list[list[str]]) -> None:
     target = os.path.join(TARGET, scenario)
     shutil.rmtree(target, ignore_errors=True)
@@ -117,6 +152,12 @@ def record(scenario: str, runs: list[list[str]]) -> None:
                     facts = json.load(f)
                 with open(os.path.join(target, "truth.json"), "w") as f:
                     json.dump({**facts, "corrupted": corrupted}, f, indent=1)
+            if ALTER_BEFORE_RUN.get(scenario) == n:
+                altered = alter_newest_changelogs(checkpoint)
+                with open(os.path.join(target, "truth.json")) as f:
+                    facts = json.load(f)
+                with open(os.path.join(target, "truth.json"), "w") as f:
+                    json.dump({**facts, "altered": altered}, f, indent=1)
             if REPARTITION_BEFORE_RUN.get(scenario, (0, 0))[0] == n:
                 partitions = REPARTITION_BEFORE_RUN[scenario][1]
                 before = truth(checkpoint)["last_committed_batch"]
@@ -135,9 +176,17 @@ def record(scenario: str, runs: list[list[str]]) -> None:
                     shutil.copytree(checkpoint, os.path.join(target, "checkpoint"), ignore=shutil.ignore_patterns(".*.crc"))
                 with open(os.path.join(target, "truth.json"), "w") as f:
                     json.dump({"scenario": scenario, "partitions": PARTITIONS, **truth(checkpoint)}, f, indent=1)
+        if scenario in LOGS_KEPT:
+            for part in ("metadata", "offsets", "commits"):
+                source, kept = os.path.join(checkpoint, part), os.path.join(target, "checkpoint_logs", part)
+                if os.path.isdir(source):
+                    shutil.copytree(source, kept, ignore=shutil.ignore_patterns(".*.crc"))
+                else:
+                    os.makedirs(os.path.dirname(kept), exist_ok=True)
+                    shutil.copyfile(source, kept)
         for root, _dirs, files in os.walk(target):
             for name in files:
-                if name.startswith("appstatus"):
+                if "appstatus" in name:
                     os.remove(os.path.join(root, name))
 
 

@@ -62,7 +62,7 @@ class SignalEngine:
         self.pace = Pace(settings)
         self.lifecycle = Lifecycle(settings, self._new_run, live=live, last_alive_hint=last_alive_hint, queries=query_lives)
         self.growth = Growth(settings)
-        self.partitions = Partitions()
+        self.partitions = Partitions(checkpoint)  # a restart as a new application: the partitions before, from the checkpoint
         self.executors = Executors()
         self.kafka = KafkaSources(settings)
         self.real_time = RealTime()
