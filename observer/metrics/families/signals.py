@@ -71,6 +71,7 @@ REAL_TIME_MODE = signal_metric(
     "",
     "1 while the query's run reads in real-time mode (trigger(realTime=...): its Kafka source read past the latest offsets its batch was planned with), 0 for a micro-batch run of a Kafka query.",
     "query",
+    since="4.1",
 )
 REAL_TIME_CHECKPOINT_INTERVAL = signal_metric(
     "spark_streaming_real_time_checkpoint_interval_seconds",
@@ -78,6 +79,7 @@ REAL_TIME_CHECKPOINT_INTERVAL = signal_metric(
     "seconds",
     "A real-time run's checkpoint interval: the median duration of its batches after the first (each lasts the trigger interval).",
     "query",
+    since="4.1",
 )
 REAL_TIME_BOUNDARY_PAUSE = signal_metric(
     "spark_streaming_real_time_boundary_pause_seconds",
@@ -85,6 +87,7 @@ REAL_TIME_BOUNDARY_PAUSE = signal_metric(
     "seconds",
     "A real-time run's latest batch boundary: triggerExecution minus addBatch, the planning and commits during which no record is read (the latency a record arriving then gets).",
     "query",
+    since="4.1",
 )
 REAL_TIME_BOUNDARY_BACKLOG = signal_metric(
     "spark_streaming_real_time_boundary_backlog_records",
@@ -92,6 +95,7 @@ REAL_TIME_BOUNDARY_BACKLOG = signal_metric(
     "",
     "Records behind the latest offsets at the end of a real-time run's latest batch (Spark's maxOffsetsBehindLatest, summed over Kafka sources).",
     "query",
+    since="4.1",
 )
 STATE_RESTORES = signal_metric(
     "spark_state_restores",
