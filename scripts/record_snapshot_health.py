@@ -15,9 +15,11 @@ checkpointing, 8 state partitions so Spark's top-5 instance report leaves some o
 - ``repartition``: 4 state partitions, repartitioned offline to 8 (Spark 4.2+), restarted; ``truth.json``
   says after which batch; ``checkpoint_logs/`` keeps the checkpoint's metadata, offset and commit logs as the
   restarted run left them.
-- ``checksum_mismatch``: no snapshot uploaded (as ``never_uploaded``), then the newest changelog of every store
-  altered between the runs (one byte flipped, Hadoop's ``.crc`` removed, Spark's own checksum file kept); the
-  restart fails with Spark's checksum error (``run2/run.json``), ``truth.json`` names the altered files.
+- ``checksum_mismatch``: format v2 (Spark writes a checksum file beside each state file), no snapshot uploaded
+  (as ``never_uploaded``), then the checksum Spark keeps for the newest changelog of every store altered between
+  the runs (a flipped byte in the changelog itself fails lz4's own block check first: ``Stream is corrupted``
+  under ``CANNOT_LOAD_STATE_STORE.UNCATEGORIZED``); the restart fails with Spark's checksum error
+  (``run2/run.json``), ``truth.json`` names the altered checksum files.
 - ``format_v2``: ``checkpointFormatVersion=2`` (``<version>_<uniqueId>.zip/.changelog``, the commit log naming
   each store's unique ids), restarted once.
 
@@ -57,9 +59,9 @@ SCENARIOS: dict[str, list[list[str]]] = {
     "format_v2": [["--batches", "15", *V2], ["--batches", "3", *V2]],
     # 4 state partitions, repartitioned offline to 8 (4.2+ StreamingCheckpointManager), restarted
     "repartition": [["--batches", "6", "--partitions", "4"], ["--batches", "3", "--partitions", "8"]],
-    # file checksums (4.3, on by default): the newest changelog of every store altered between the runs (same size,
-    # Hadoop's own .crc removed so that Spark's checksum is what finds it); the restart fails, Spark says why
-    "checksum_mismatch": [["--batches", "8", *NEVER], ["--batches", "3", "--expect-failure", *NEVER]],
+    # file checksums (written with format v2): the checksum of the newest changelog of every store altered between
+    # the runs; the restart fails, Spark says why
+    "checksum_mismatch": [["--batches", "8", *NEVER, *V2], ["--batches", "3", "--expect-failure", *NEVER, *V2]],
 }
 REPARTITION_BEFORE_RUN = {"repartition": (2, 8)}  # before run 2: to 8 partitions
 _REPARTITION = """
@@ -116,27 +118,28 @@ def corrupt_newest_snapshots(checkpoint: str) -> list[str]:
     return done
 
 
-def alter_newest_changelogs(checkpoint: str) -> list[str]:
-    """Flip one byte in the middle of the newest ``.changelog`` of every store (its size unchanged) and remove
-    Hadoop's ``.<name>.crc`` beside it, leaving Spark's ``<name>.crc`` checksum file; the files' paths."""
+def alter_newest_checksums(checkpoint: str) -> list[str]:
+    """Change the value Spark's checksum file (``<name>.crc``, JSON) holds for the newest ``.changelog`` of every
+    store, the changelog itself untouched: its content still decodes (a flipped byte inside it fails lz4's own
+    block check first, ``Stream is corrupted``, before Spark compares checksums); the checksum files' paths."""
     done = []
     state = os.path.join(checkpoint, "state")
     for op in sorted(os.listdir(state), key=int):
         for part in sorted((p for p in os.listdir(os.path.join(state, op)) if p.isdigit()), key=int):
             folder = os.path.join(state, op, part)
             logs = sorted((m for m in map(_STATE_FILE.match, os.listdir(folder)) if m and m[2] == "changelog"), key=lambda m: int(m[1]))
-            if not logs:
+            checksum = os.path.join(folder, f"{logs[-1][0]}.crc") if logs else ""
+            if not checksum or not os.path.exists(checksum):
                 continue
-            path = os.path.join(folder, logs[-1][0])
-            with open(path, "r+b") as f:
-                data = bytearray(f.read())
-                data[len(data) // 2] ^= 0xFF
-                f.seek(0)
-                f.write(data)
-            hadoop_crc = os.path.join(folder, f".{logs[-1][0]}.crc")
+            with open(checksum) as f:
+                facts = json.load(f)
+            facts["value"] = (int(facts["value"]) + 1) % (1 << 32)
+            with open(checksum, "w") as f:
+                json.dump(facts, f, separators=(",", ":"))
+            hadoop_crc = os.path.join(folder, f".{logs[-1][0]}.crc.crc")
             if os.path.exists(hadoop_crc):
                 os.remove(hadoop_crc)
-            done.append(f"state/{op}/{part}/{logs[-1][0]}")
+            done.append(f"state/{op}/{part}/{logs[-1][0]}.crc")
     return done
 
 
@@ -153,7 +156,7 @@ def record(scenario: str, runs: list[list[str]]) -> None:
                 with open(os.path.join(target, "truth.json"), "w") as f:
                     json.dump({**facts, "corrupted": corrupted}, f, indent=1)
             if ALTER_BEFORE_RUN.get(scenario) == n:
-                altered = alter_newest_changelogs(checkpoint)
+                altered = alter_newest_checksums(checkpoint)
                 with open(os.path.join(target, "truth.json")) as f:
                     facts = json.load(f)
                 with open(os.path.join(target, "truth.json"), "w") as f:

@@ -27,7 +27,7 @@ from observer.model import kinds as event_kinds
 from observer.model import signal_kinds as kinds
 from observer.model.events import QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from observer.settings import Settings
-from observer.signals.classify import bounded_text, classify_exception, root_cause
+from observer.signals.classify import bounded_text, cause_error_class, classify_exception, root_cause
 from observer.signals.facts import SignalFacts
 
 log = logging.getLogger("observer")
@@ -163,6 +163,7 @@ class Lifecycle:
             attrs.update(
                 exception_class=cls,
                 error_class=e.error_class,
+                cause_error_class=cause_error_class(e.exception),
                 root_cause=cause,
                 message=e.exception.splitlines()[0][:300] if e.exception.strip() else "",
                 exception=bounded_text(e.exception),

@@ -275,3 +275,25 @@ def test_a_restart_without_repartition_seen_only_by_the_new_application_changes_
     )
     assert "query_restarted" in {s.kind for s in got}
     assert not [s for s in got if s.kind == "partitions_changed"]
+
+
+def test_a_checksum_mismatch_spark_reports_is_a_checkpoint_corruption_named_by_its_error_class() -> None:
+    """Format v2 writes a checksum file beside each state file; the checksum of the newest changelog of every
+    store altered between the runs: Spark's own verification (4.3) refuses the restore, under its load error
+    class, and the termination is classed as a corrupt checkpoint naming the checksum class."""
+    scenario = os.path.join(HERE, "checksum_mismatch")
+    truth = _truth(scenario)
+    got: list[SignalEvent] = []
+    replay([eventlog_dir(os.path.join(scenario, "run2"))], Settings(http_enabled=False), on_signal=got.append)
+    (terminated,) = [s.attributes for s in got if s.kind == "query_terminated"]
+    assert terminated["outcome"] == "exception" and terminated["exception_class"] == "checkpoint_corruption"
+    assert terminated["cause_error_class"] == "CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED"
+    assert terminated["error_class"] != terminated["cause_error_class"]  # Spark reports the load failure on top
+    assert "CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED" in terminated["root_cause"]
+    # the file Spark names is one whose checksum the script altered
+    named = terminated["root_cause"].split("File: ", 1)[1].split()[0]
+    assert any(named.endswith(path[: -len(".crc")]) for path in truth["altered"])
+    with open(os.path.join(scenario, "run2", "signals.jsonl")) as f:
+        live = [json.loads(line) for line in f]
+    (live_terminated,) = [s["attributes"] for s in live if s["kind"] == "query_terminated"]
+    assert live_terminated["exception_class"] == "checkpoint_corruption"  # the listener said so too
