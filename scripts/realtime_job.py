@@ -2,7 +2,7 @@
 
 Used by ``scripts/record_realtime.py``: a restart is two runs of this script, in two processes, on one
 checkpoint. ``--query dedup`` is ``dropDuplicates`` on the record's value, ``--query aggregation`` a count
-per key, ``--query slow_dedup`` the dedup behind a Python UDF that sleeps ``--slow-ms`` per record; both write to a Kafka topic (real-time mode's sinks are Kafka and foreach) in update mode, under
+per key, ``--query slow_dedup`` the dedup behind an expression summing ``--slow-elements`` numbers per record; both write to a Kafka topic (real-time mode's sinks are Kafka and foreach) in update mode, under
 ``trigger(realTime=...)``: every "batch" lasts the trigger interval, which is a checkpoint interval.
 
 Writes into ``--out`` what ``scripts/scenario_job.py`` writes (``progress.jsonl``, ``signals.jsonl``,
@@ -41,9 +41,15 @@ def start_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
     if args.query == "dedup":
         rows = records.dropDuplicates(["v"]).select(F.col("k").alias("key"), F.col("v").alias("value"))
     elif args.query == "slow_dedup":
-        # every record costs --slow-ms before the dedup: slower than the producer, so the query falls behind
-        slow = F.udf(lambda v: time.sleep(args.slow_ms / 1000.0) or v, "string")
-        rows = records.select("k", slow("v").alias("v")).dropDuplicates(["v"]).select(F.col("k").alias("key"), F.col("v").alias("value"))
+        # every record costs summing a --slow-elements long sequence (JVM only: a Python UDF under real-time mode
+        # hung after its first batch here), slower than the producer, so the query falls behind; the length
+        # depends on the row so that the optimizer cannot fold it into a constant
+        cost = F.expr(f"aggregate(sequence(1L, {args.slow_elements}L + length(v) * 0L), 0L, (a, x) -> a + x)")
+        rows = (
+            records.select("k", F.concat("v", F.lit("#"), (cost * 0).cast("string")).alias("v"))
+            .dropDuplicates(["v"])
+            .select(F.col("k").alias("key"), F.col("v").alias("value"))
+        )
     else:
         rows = records.groupBy("k").agg(F.count("*").alias("n")).select(F.col("k").alias("key"), F.col("n").cast("string").alias("value"))
     return (
@@ -67,7 +73,7 @@ def main() -> int:
     ap.add_argument("--sink-topic", required=True)
     ap.add_argument("--kafka-jars", required=True, help="comma-separated local jars of Spark's Kafka connector")
     ap.add_argument("--query", choices=("dedup", "aggregation", "slow_dedup"), default="dedup")
-    ap.add_argument("--slow-ms", type=float, default=200.0, help="milliseconds each record costs (--query slow_dedup)")
+    ap.add_argument("--slow-elements", type=int, default=5_000_000, help="elements summed per record (--query slow_dedup)")
     ap.add_argument("--name", default="realtime_dedup")
     ap.add_argument("--real-time-seconds", type=float, default=5.0, help="the real-time trigger's interval (a checkpoint interval)")
     ap.add_argument("--batches", type=int, default=6)
@@ -87,8 +93,6 @@ def main() -> int:
         extra={
             "spark.sql.shuffle.partitions": str(args.partitions),
             "spark.jars": args.kafka_jars,
-            # a Python UDF in real-time mode: the operator allowlist check is turned off for it
-            **({"spark.sql.streaming.realTimeMode.allowlistCheck": "false"} if args.query == "slow_dedup" else {}),
         },
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -8,8 +8,8 @@ interval: a checkpoint interval, not a latency) and writes its output to another
 
 - ``clean``: ``dropDuplicates`` for ``--batches`` batches, one run: nothing may be signalled but its start.
 - ``long_interval``: ``dropDuplicates`` under a 75 s interval for 3 batches, one run: no stall either.
-- ``slow``: the dedup behind a Python UDF costing 200 ms a record, half the producer's rate, for 16 batches of
-  10 s: the incident is falling behind (the backlog at every batch boundary grows).
+- ``slow``: the dedup behind an expression summing 5 million numbers per record, slower than the producer, for
+  16 batches of 10 s: the incident is falling behind (the backlog at every batch boundary grows).
 - ``restart``: a count per key for ``--batches`` batches, stopped for ``--gap`` seconds while the producer
   goes on, restarted on the same checkpoint as a new application: the incident is the restart and the
   restore of the state by the restarted run's first batch.
@@ -44,7 +44,7 @@ QUERIES: dict[str, tuple[str, str, float | None, int | None]] = {
     # an interval above the stall rule's default limit (6 x trigger_interval_seconds): only the real-time branch
     # keeps the second batch, an interval after the first, from looking stalled
     "long_interval": ("dedup", "realtime_dedup_long", 75.0, 3),
-    # 200 ms per record on 2 source partitions reads ~10 records/s of the producer's 20: falling behind
+    # summing 5 million numbers per record on 2 source partitions reads fewer records than the producer writes
     "slow": ("slow_dedup", "realtime_slow_dedup", 10.0, 16),
 }
 
