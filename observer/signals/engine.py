@@ -124,6 +124,7 @@ class SignalEngine:
             self.capacity.operator(record, p, op, ts, facts)
             self.snapshots.operator(record, p, op, ts, facts)
         real_time = self.real_time.batch(record, p, batch.first_of_run, facts)
+        self.lifecycle.state(record.query_id).real_time_first_batch = real_time.first_batch if real_time else None
         self.pace.batch(record, p, ts, facts, real_time)
         self.kafka.batch(record, p, ts, batch.first_of_run, facts)
         for index, name in [k for k in seen if not allows(operator_labels(*k))]:

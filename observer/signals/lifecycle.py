@@ -10,7 +10,9 @@
 - stall: a non-idle query without progress for ``stall_factor`` x its usual batch interval (at least
   ``stall_min_seconds``, and at least ``DURATION_FACTOR`` x the longest of its recent batches, a run's
   first left out: on a busy machine a trigger can run for 89 s after batches of 2 s, and a running
-  trigger is not a stall); judged by the clock (``tick``), so only live.
+  trigger is not a stall); judged by the clock (``tick``), so only live. Before a run's second progress
+  there is no interval to take the median of: ``trigger_interval_seconds`` stands in, except for a real-time
+  run (``observer.signals.real_time``), whose first batch lasted at least its checkpoint interval.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class RunState:
     restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     crash_loop: bool = False
     holder: object | None = None  # the Lifecycle whose application runs the query now (None: no run live)
+    real_time_first_batch: float | None = None  # a real-time run's first batch, seconds (set by the engine)
 
 
 class BatchStart(NamedTuple):  # one per progress event: a tuple is built faster than a frozen dataclass
@@ -185,6 +188,8 @@ class Lifecycle:
         stamps = list(q.progress_at)
         gaps = [b - a for a, b in zip(stamps, stamps[1:])]
         interval = statistics.median(gaps) if gaps else self.s.trigger_interval_seconds
+        if not gaps and q.real_time_first_batch is not None:  # real-time: the next batch ends an interval after this one
+            interval = max(interval, q.real_time_first_batch)
         longest = max(q.durations) if q.durations else 0.0
         limit = max(self.s.stall_min_seconds, self.s.stall_factor * interval, DURATION_FACTOR * longest)
         if since > limit and not q.stalled:
@@ -206,6 +211,7 @@ class Lifecycle:
         q.previous_run_end, q.run_end = q.run_end, None
         q.progress_at.clear()
         q.durations.clear()
+        q.real_time_first_batch = None
         self._on_new_run(query_id)
 
     def _restart(self, q: RunState, record: QueryRecord, run_id: str, ts: float, facts: SignalFacts) -> None:

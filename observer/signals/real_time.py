@@ -15,8 +15,10 @@ For a real-time run, per batch:
 - **checkpoint interval**: the median duration of the run's batches after its first (start-up and restore
   lengthen that one). Real-time batches run back to back, so the gaps between progress events the stall rule
   (``observer.signals.lifecycle``) measures are this interval: it waits ``stall_factor`` of them. Before a
-  run's second progress it knows no gap and uses ``trigger_interval_seconds``: a real-time interval above
-  ``stall_factor`` x that setting (60 s by default) wants the setting raised to the interval.
+  run's second progress it knows no gap: for a run whose first batch already read past the latest offsets it
+  waits ``stall_factor`` x that batch's duration (at least the interval) instead of ``trigger_interval_seconds``
+  (10 s, so 60 s: less than one real-time interval of Spark's default 5 minutes). A run whose first batch does
+  not show it is judged by that setting until its second progress.
 - **boundary pause**: ``triggerExecution - addBatch``: between two reading phases the query plans the next
   batch and commits the last (offsets, state, commit log); a record that arrives then waits for it. The one
   latency figure the progress gives.
@@ -50,6 +52,7 @@ class _Run:
     run_id: str
     real_time: bool = False
     durations: deque[float] = field(default_factory=lambda: deque(maxlen=_INTERVALS))  # seconds, the run's first batch left out
+    first_batch: float | None = None  # seconds the run's first batch lasted: at least the interval
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class RealTimeBatch:
     """What a real-time run's batch says (``None`` from ``RealTime.batch`` for a micro-batch run)."""
 
     checkpoint_interval: float | None  # seconds; None until a batch after the run's first
+    first_batch: float | None  # seconds the run's first batch lasted (start-up and restore included), if seen
     backlog: float | None  # records behind the latest at the batch's end; None when Spark did not say
     read: float  # records the batch read
 
@@ -109,8 +113,11 @@ class RealTime:
         facts.set(record, catalog.REAL_TIME_MODE, (), 1.0 if run.real_time else 0.0)
         if not run.real_time:
             return None
-        if not first_of_run and p.batch_duration_ms is not None and p.batch_duration_ms > 0:
-            run.durations.append(p.batch_duration_ms / 1000.0)
+        if p.batch_duration_ms is not None and p.batch_duration_ms > 0:
+            if first_of_run:
+                run.first_batch = p.batch_duration_ms / 1000.0
+            else:
+                run.durations.append(p.batch_duration_ms / 1000.0)
         interval = statistics.median(run.durations) if run.durations else None
         if interval is not None:
             facts.set(record, catalog.REAL_TIME_CHECKPOINT_INTERVAL, (), interval)
@@ -120,4 +127,4 @@ class RealTime:
         backlog = boundary_backlog(p.raw)
         if backlog is not None:
             facts.set(record, catalog.REAL_TIME_BOUNDARY_BACKLOG, (), backlog)
-        return RealTimeBatch(interval, backlog, float(p.input_rows or 0))
+        return RealTimeBatch(interval, run.first_batch, backlog, float(p.input_rows or 0))
