@@ -5,17 +5,17 @@ A real-time "batch" reads records as they arrive for the whole trigger interval 
 once, a pipelined shuffle between them), then plans and commits the next: its ``addBatch`` lasts the interval,
 and the interval is a checkpoint interval, not a latency. Spark's progress names no trigger (nor, in 4.3, any
 latency percentile: recorded in ``docs/findings/real-time-mode.md``). What tells a real-time batch is its Kafka
-source (Kafka is 4.3's one source with real-time reads) reading past the latest offsets it was planned with
-(``endOffset`` above ``latestOffset``): a micro-batch is planned to end at or before them, a real-time batch
-reads on while records arrive. A run's first batch does not show it (it ends one record per partition in), so
-a run counts as real-time from its first batch that does, and stays so.
+source (Kafka is 4.3's one source with real-time reads): the backlog it reports (``maxOffsetsBehindLatest``)
+is measured when its reading ended, while a micro-batch's is computed from the offsets it was planned with
+(``latestOffset - endOffset``, exactly). A run counts as real-time from its first batch that shows it (each
+recorded real-time batch did), and stays so.
 
 For a real-time run, per batch:
 
 - **checkpoint interval**: the median duration of the run's batches after its first (start-up and restore
   lengthen that one). Real-time batches run back to back, so the gaps between progress events the stall rule
   (``observer.signals.lifecycle``) measures are this interval: it waits ``stall_factor`` of them. Before a
-  run's second progress it knows no gap: for a run whose first batch already read past the latest offsets it
+  run's second progress it knows no gap: for a run whose first batch already shows it is real-time it
   waits ``stall_factor`` x that batch's duration (at least the interval) instead of ``trigger_interval_seconds``
   (10 s, so 60 s: less than one real-time interval of Spark's default 5 minutes). A run whose first batch does
   not show it is judged by that setting until its second progress.
@@ -65,16 +65,27 @@ class RealTimeBatch:
     read: float  # records the batch read
 
 
-def read_past_latest(progress: object) -> float:
-    """Records a batch's Kafka sources read beyond the latest offsets it was planned with (0: none, or no Kafka)."""
-    past = 0
+def measured_after_planning(progress: object) -> bool:
+    """Whether a Kafka source's reported backlog (``maxOffsetsBehindLatest``) was measured after the batch was
+    planned: a micro-batch's is exactly the largest ``latestOffset - endOffset`` of its partitions (every batch of
+    the recorded micro-batch runs), a real-time batch's is the backlog when its reading ended (no batch of the
+    recorded real-time runs matched)."""
     for _index, source in kafka_sources(progress):
+        metrics = source.get("metrics")
+        reported = _number(metrics.get("maxOffsetsBehindLatest")) if isinstance(metrics, Mapping) else None
         end = parse_offsets(source.get("endOffset"))
         latest = parse_offsets(source.get("latestOffset"))
-        for topic, partitions in latest.items():
-            ends = end.get(topic, {})
-            past += sum(max(0, ends.get(p, 0) - top) for p, top in partitions.items())
-    return float(past)
+        planned = [top - end.get(topic, {}).get(p, 0) for topic, partitions in latest.items() for p, top in partitions.items()]
+        if reported is not None and planned and reported != max(planned):
+            return True
+    return False
+
+
+def _number(value: object) -> float | None:
+    try:
+        return float(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+    except ValueError:
+        return None
 
 
 def boundary_backlog(progress: object) -> float | None:
@@ -82,11 +93,7 @@ def boundary_backlog(progress: object) -> float | None:
     total, seen = 0.0, False
     for _index, source in kafka_sources(progress):
         metrics = source.get("metrics")
-        value = metrics.get("maxOffsetsBehindLatest") if isinstance(metrics, Mapping) else None
-        try:
-            behind = float(value) if value is not None else None
-        except (TypeError, ValueError):
-            behind = None
+        behind = _number(metrics.get("maxOffsetsBehindLatest")) if isinstance(metrics, Mapping) else None
         if behind is not None and behind >= 0:
             total, seen = total + behind, True
     return total if seen else None
@@ -108,7 +115,7 @@ class RealTime:
             run = self._runs[record.query_id] = _Run(p.run_id)
         if not p.sources or not any(s.description.startswith(KAFKA_PREFIX) for s in p.sources):
             return None
-        if not run.real_time and read_past_latest(p.raw) > 0:
+        if not run.real_time and measured_after_planning(p.raw):
             run.real_time = True
         facts.set(record, catalog.REAL_TIME_MODE, (), 1.0 if run.real_time else 0.0)
         if not run.real_time:
