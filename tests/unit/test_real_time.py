@@ -2,7 +2,8 @@
 
 ``tests/fixtures/realtime`` (``scripts/record_realtime.py``: a real KRaft broker, a producer, PySpark 4.3 under
 ``trigger(realTime=...)`` writing to Kafka): ``clean`` (a dedup, one run), ``restart`` (a count per key, stopped
-and restarted on its checkpoint as a new application). Each ``truth.json`` holds the trigger interval and the
+and restarted on its checkpoint as a new application), ``slow`` (the dedup behind a UDF costing 200 ms a
+record: half the producer's rate), ``long_interval`` (the dedup under a 75 s interval). Each ``truth.json`` holds the trigger interval and the
 runs' times as the script measured them.
 """
 
@@ -20,7 +21,7 @@ from observer.offline.replay import ReplayResult, replay
 from observer.settings import Settings
 
 HERE = os.path.join(FIXTURES, "realtime")
-CLEAN, RESTART = os.path.join(HERE, "clean"), os.path.join(HERE, "restart")
+CLEAN, RESTART, SLOW, LONG = (os.path.join(HERE, s) for s in ("clean", "restart", "slow", "long_interval"))
 
 
 def _truth(scenario: str) -> dict[str, Any]:
@@ -123,3 +124,33 @@ def test_a_real_time_restart_seen_only_by_the_new_application_is_found_too() -> 
     run2 = os.path.join(RESTART, "run2")
     _, signals = _replay([eventlog_dir(run2)])
     _restart_checks(signals, truth, run2)
+
+
+def test_a_real_time_query_slower_than_its_input_falls_behind_by_its_boundary_backlog() -> None:
+    run = os.path.join(SLOW, "run1")
+    settings = Settings(http_enabled=False)
+    result, signals = _replay([eventlog_dir(run)], settings)
+    (behind,) = [s for s in signals if s.kind == kinds.FALLING_BEHIND]
+    a = behind.attributes
+    assert a["mode"] == "real_time" and a["backlog_records"] > a["read_records"]
+    assert a["behind_for_seconds"] >= settings.falling_behind_for_seconds
+    batch = next(p for p in progress_lines(run) if p["runId"] == behind.run_id and p["numInputRows"] == a["read_records"])
+    assert a["backlog_records"] == float(batch["sources"][0]["metrics"]["maxOffsetsBehindLatest"])
+    assert _gauge(result, catalog.FALLING_BEHIND) == 1.0
+    # its rates could not have told: over the run, rows in over rows processed stays below the rule's ratio
+    lines = [p for p in progress_lines(run) if p["numInputRows"] and p["inputRowsPerSecond"] and p["processedRowsPerSecond"]]
+    arriving = sum(p["numInputRows"] / p["inputRowsPerSecond"] for p in lines)
+    processing = sum(p["numInputRows"] / p["processedRowsPerSecond"] for p in lines)
+    assert processing / arriving < settings.falling_behind_ratio
+
+
+def test_a_real_time_interval_longer_than_the_stall_rule_default_is_no_stall() -> None:
+    """75 s batches: before the run's second progress the rule has no gap to go by; the first batch (real-time by its
+    source's backlog) lasted at least an interval, so it waits for that rather than its 60 s default."""
+    truth = _truth(LONG)
+    settings = Settings(http_enabled=False)
+    assert settings.stall_factor * settings.trigger_interval_seconds < truth["real_time_seconds"]
+    result, signals = _replay([eventlog_dir(os.path.join(LONG, "run1"))], settings)
+    assert [s.kind for s in signals] == [kinds.QUERY_STARTED, kinds.QUERY_TERMINATED]
+    measured = _gauge(result, catalog.REAL_TIME_CHECKPOINT_INTERVAL)
+    assert measured is not None and measured >= truth["real_time_seconds"]
