@@ -112,14 +112,16 @@ class RealTime:
         """Take one batch; its figures if its run is real-time (gauges set), ``None`` for a micro-batch run."""
         run = self._runs.get(record.query_id)
         if run is None or run.run_id != p.run_id:
+            if run is not None and run.real_time:  # a micro-batch run after a real-time one: the series says so
+                facts.set(record, catalog.REAL_TIME_MODE, (), 0.0)
             run = self._runs[record.query_id] = _Run(p.run_id)
         if not p.sources or not any(s.description.startswith(KAFKA_PREFIX) for s in p.sources):
             return None
         if not run.real_time and measured_after_planning(p.raw):
             run.real_time = True
-        facts.set(record, catalog.REAL_TIME_MODE, (), 1.0 if run.real_time else 0.0)
         if not run.real_time:
             return None
+        facts.set(record, catalog.REAL_TIME_MODE, (), 1.0)
         if p.batch_duration_ms is not None and p.batch_duration_ms > 0:
             if first_of_run:
                 run.first_batch = p.batch_duration_ms / 1000.0

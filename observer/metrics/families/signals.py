@@ -69,7 +69,7 @@ REAL_TIME_MODE = signal_metric(
     "spark_streaming_real_time_mode",
     GAUGE,
     "",
-    "1 while the query's run reads in real-time mode (trigger(realTime=...): its Kafka source reports the backlog when its reading ended, not the one its batch was planned with), 0 for a micro-batch run of a Kafka query.",
+    "1 while the query's run reads in real-time mode (trigger(realTime=...): its Kafka source reports the backlog when its reading ended, not the one its batch was planned with); 0 once a later run of the query is not; absent for queries never seen in it.",
     "query",
     since="4.1",
 )
