@@ -13,7 +13,13 @@ checkpointing, 8 state partitions so Spark's top-5 instance report leaves some o
   restart with ``autoSnapshotRepair.enabled``: Spark skips the corrupt snapshots (``rocksdbNumSnapshotsAutoRepaired``);
   ``truth.json`` names the corrupted files.
 - ``repartition``: 4 state partitions, repartitioned offline to 8 (Spark 4.2+), restarted; ``truth.json``
-  says after which batch.
+  says after which batch; ``checkpoint_logs/`` keeps the checkpoint's metadata, offset and commit logs as the
+  restarted run left them.
+- ``checksum_mismatch``: format v2 (Spark writes a checksum file beside each state file), no snapshot uploaded
+  (as ``never_uploaded``), then the checksum Spark keeps for the newest changelog of every store altered between
+  the runs (a flipped byte in the changelog itself fails lz4's own block check first: ``Stream is corrupted``
+  under ``CANNOT_LOAD_STATE_STORE.UNCATEGORIZED``); the restart fails with Spark's checksum error
+  (``run2/run.json``), ``truth.json`` names the altered checksum files.
 - ``format_v2``: ``checkpointFormatVersion=2`` (``<version>_<uniqueId>.zip/.changelog``, the commit log naming
   each store's unique ids), restarted once.
 
@@ -53,6 +59,9 @@ SCENARIOS: dict[str, list[list[str]]] = {
     "format_v2": [["--batches", "15", *V2], ["--batches", "3", *V2]],
     # 4 state partitions, repartitioned offline to 8 (4.2+ StreamingCheckpointManager), restarted
     "repartition": [["--batches", "6", "--partitions", "4"], ["--batches", "3", "--partitions", "8"]],
+    # file checksums (written with format v2): the checksum of the newest changelog of every store altered between
+    # the runs; the restart fails, Spark says why
+    "checksum_mismatch": [["--batches", "8", *NEVER, *V2], ["--batches", "3", "--expect-failure", *NEVER, *V2]],
 }
 REPARTITION_BEFORE_RUN = {"repartition": (2, 8)}  # before run 2: to 8 partitions
 _REPARTITION = """
@@ -65,7 +74,11 @@ spark._streamingCheckpointManager.repartition(sys.argv[1], int(sys.argv[2]), enf
 spark.stop()
 """
 CORRUPT_BEFORE_RUN = {"auto_repair": 2}
+ALTER_BEFORE_RUN = {"checksum_mismatch": 2}
 LISTED = {"never_uploaded", "normal", "format_v2"}  # scenarios whose checkpoint the tests list
+# scenarios whose checkpoint logs (metadata, offsets, commits) are kept as the last run left them: what an observer
+# of the last application reads, e.g. the partition count of the batches before it (``checkpoint_logs/``)
+LOGS_KEPT = {"repartition"}
 _STATE_FILE = re.compile(r"^([0-9]+)(?:_[0-9a-f-]{36})?\.(zip|changelog)$")
 
 
@@ -105,6 +118,31 @@ def corrupt_newest_snapshots(checkpoint: str) -> list[str]:
     return done
 
 
+def alter_newest_checksums(checkpoint: str) -> list[str]:
+    """Change the value Spark's checksum file (``<name>.crc``, JSON) holds for the newest ``.changelog`` of every
+    store, the changelog itself untouched: its content still decodes (a flipped byte inside it fails lz4's own
+    block check first, ``Stream is corrupted``, before Spark compares checksums); the checksum files' paths."""
+    done = []
+    state = os.path.join(checkpoint, "state")
+    for op in sorted(os.listdir(state), key=int):
+        for part in sorted((p for p in os.listdir(os.path.join(state, op)) if p.isdigit()), key=int):
+            folder = os.path.join(state, op, part)
+            logs = sorted((m for m in map(_STATE_FILE.match, os.listdir(folder)) if m and m[2] == "changelog"), key=lambda m: int(m[1]))
+            checksum = os.path.join(folder, f"{logs[-1][0]}.crc") if logs else ""
+            if not checksum or not os.path.exists(checksum):
+                continue
+            with open(checksum) as f:
+                facts = json.load(f)
+            facts["value"] = (int(facts["value"]) + 1) % (1 << 32)
+            with open(checksum, "w") as f:
+                json.dump(facts, f, separators=(",", ":"))
+            hadoop_crc = os.path.join(folder, f".{logs[-1][0]}.crc.crc")
+            if os.path.exists(hadoop_crc):
+                os.remove(hadoop_crc)
+            done.append(f"state/{op}/{part}/{logs[-1][0]}.crc")
+    return done
+
+
 def record(scenario: str, runs: list[list[str]]) -> None:
     target = os.path.join(TARGET, scenario)
     shutil.rmtree(target, ignore_errors=True)
@@ -117,6 +155,12 @@ def record(scenario: str, runs: list[list[str]]) -> None:
                     facts = json.load(f)
                 with open(os.path.join(target, "truth.json"), "w") as f:
                     json.dump({**facts, "corrupted": corrupted}, f, indent=1)
+            if ALTER_BEFORE_RUN.get(scenario) == n:
+                altered = alter_newest_checksums(checkpoint)
+                with open(os.path.join(target, "truth.json")) as f:
+                    facts = json.load(f)
+                with open(os.path.join(target, "truth.json"), "w") as f:
+                    json.dump({**facts, "altered": altered}, f, indent=1)
             if REPARTITION_BEFORE_RUN.get(scenario, (0, 0))[0] == n:
                 partitions = REPARTITION_BEFORE_RUN[scenario][1]
                 before = truth(checkpoint)["last_committed_batch"]
@@ -135,9 +179,17 @@ def record(scenario: str, runs: list[list[str]]) -> None:
                     shutil.copytree(checkpoint, os.path.join(target, "checkpoint"), ignore=shutil.ignore_patterns(".*.crc"))
                 with open(os.path.join(target, "truth.json"), "w") as f:
                     json.dump({"scenario": scenario, "partitions": PARTITIONS, **truth(checkpoint)}, f, indent=1)
+        if scenario in LOGS_KEPT:
+            for part in ("metadata", "offsets", "commits"):
+                source, kept = os.path.join(checkpoint, part), os.path.join(target, "checkpoint_logs", part)
+                if os.path.isdir(source):
+                    shutil.copytree(source, kept, ignore=shutil.ignore_patterns(".*.crc"))
+                else:
+                    os.makedirs(os.path.dirname(kept), exist_ok=True)
+                    shutil.copyfile(source, kept)
         for root, _dirs, files in os.walk(target):
             for name in files:
-                if name.startswith("appstatus"):
+                if "appstatus" in name:
                     os.remove(os.path.join(root, name))
 
 

@@ -133,6 +133,10 @@ from observer.metrics.families.signals import QUERY_RESTARTS as QUERY_RESTARTS
 from observer.metrics.families.signals import QUERY_SECONDS_SINCE_PROGRESS as QUERY_SECONDS_SINCE_PROGRESS
 from observer.metrics.families.signals import QUERY_STALLED as QUERY_STALLED
 from observer.metrics.families.signals import QUERY_TERMINATIONS_BY_CLASS as QUERY_TERMINATIONS_BY_CLASS
+from observer.metrics.families.signals import REAL_TIME_BOUNDARY_BACKLOG as REAL_TIME_BOUNDARY_BACKLOG
+from observer.metrics.families.signals import REAL_TIME_BOUNDARY_PAUSE as REAL_TIME_BOUNDARY_PAUSE
+from observer.metrics.families.signals import REAL_TIME_CHECKPOINT_INTERVAL as REAL_TIME_CHECKPOINT_INTERVAL
+from observer.metrics.families.signals import REAL_TIME_MODE as REAL_TIME_MODE
 from observer.metrics.families.signals import ROWS_BUDGET_ETA as ROWS_BUDGET_ETA
 from observer.metrics.families.signals import ROWS_GROWTH_RATE as ROWS_GROWTH_RATE
 from observer.metrics.families.signals import SIGNAL_METRICS as SIGNAL_METRICS

@@ -96,6 +96,9 @@ def counter(
     return MetricSpec(key, name, COUNTER, unit, help, scope, source, since, scale, labels)
 
 
-def signal_metric(name: str, kind: str, unit: str, help: str, scope: str = "operator", labels: tuple[str, ...] = ()) -> MetricSpec:
-    """A spec derived by ``observer.signals`` (no Spark key, source ``signal``); the capacity family uses it too."""
-    return MetricSpec("", name, kind, unit, help, scope, "signal", labels=labels)
+def signal_metric(
+    name: str, kind: str, unit: str, help: str, scope: str = "operator", labels: tuple[str, ...] = (), since: str = "3.5"
+) -> MetricSpec:
+    """A spec derived by ``observer.signals`` (no Spark key, source ``signal``); the capacity family uses it too.
+    ``since``: the Spark version whose progress first carries what it is derived from."""
+    return MetricSpec("", name, kind, unit, help, scope, "signal", since=since, labels=labels)

@@ -24,6 +24,7 @@ _PY_ERROR = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warni
 _CAUSED_BY = re.compile(r"^\s*Caused by:\s*(.+)$")
 _FRAME = re.compile(r"^\s+at ")
 _EXCEPTION_LINE = re.compile(r"^\s*(Caused by: )?[\w.$]+(Exception|Error|Failed)\b")
+_ERROR_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]{2,100}(?:\.[A-Z0-9_]{1,100})?)\]")
 
 # (class, needles in the error class / root cause / exception lines, needles in JVM stack frames);
 # rules are tried in order and the first that matches wins, so the specific ones come first.
@@ -152,6 +153,18 @@ def root_cause(error_class: str | None, text: str | None) -> str | None:
     if error_class and error_class.split(".")[0] not in line:
         line = f"[{error_class}] {line}"
     return line[:ROOT_CAUSE_CHARS]
+
+
+def cause_error_class(text: str | None) -> str | None:
+    """The error class of the innermost ``Caused by:`` that names one: what Spark found under the class it
+    reports (``CANNOT_LOAD_STATE_STORE.UNCATEGORIZED`` over ``CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED``)."""
+    found = None
+    for line in (text or "").splitlines():
+        m = _CAUSED_BY.match(line)
+        c = _ERROR_CLASS.search(m.group(1)) if m else None
+        if c is not None:
+            found = c.group(1)
+    return found
 
 
 def classify_exception(error_class: str | None, message: str | None, cause: str | None = None) -> str:

@@ -6,7 +6,8 @@ the runtime applies the values to the tracker and hands the signals to the bus a
 live in one module each: ``lifecycle`` (starts, restarts, crash loops, idleness, terminations, stalls),
 ``restore`` (restores and reloads), ``pace`` (watermark lag, falling behind), ``growth`` (state growth,
 eviction, budgets), ``executors`` (executors and partition layout), ``kafka`` (Kafka lag, source health,
-catch-up forecast) and ``capacity`` (RocksDB memory reports that cannot be right).
+catch-up forecast), ``real_time`` (real-time-mode runs: their checkpoint interval, the pause at each batch
+boundary, the backlog the falling-behind rule judges them by) and ``capacity`` (RocksDB memory reports that cannot be right).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from observer.signals.growth import Growth
 from observer.signals.kafka import KafkaSources
 from observer.signals.lifecycle import LastAliveHint, Lifecycle, RunState
 from observer.signals.pace import Pace
+from observer.signals.real_time import RealTime
 from observer.signals.restore import Restores
 from observer.signals.snapshots import CheckpointLocator, SnapshotHealth
 
@@ -64,9 +66,10 @@ class SignalEngine:
         self._checkpoint = checkpoint
         self.lifecycle = Lifecycle(settings, self._new_run, live=live, last_alive_hint=last_alive_hint, queries=query_lives)
         self.growth = Growth(settings)
-        self.partitions = Partitions()
+        self.partitions = Partitions(checkpoint)  # a restart as a new application: the partitions before, from the checkpoint
         self.executors = Executors()
         self.kafka = KafkaSources(settings)
+        self.real_time = RealTime()
         self.capacity = MemoryPlausibility()  # its conf: Observer.set_spark_conf
         self.snapshots = SnapshotHealth(settings, checkpoint)  # its conf (maintenance interval): Observer.set_spark_conf
         self._operators: dict[str, set[tuple[int, str]]] = {}
@@ -135,7 +138,9 @@ class SignalEngine:
             self.growth.operator(record, p, op, ts, facts)
             self.capacity.operator(record, p, op, ts, facts)
             self.snapshots.operator(record, p, op, ts, facts)
-        self.pace.batch(record, p, ts, facts)
+        real_time = self.real_time.batch(record, p, batch.first_of_run, facts)
+        self.lifecycle.state(record.query_id).real_time_first_batch = real_time.first_batch if real_time else None
+        self.pace.batch(record, p, ts, facts, real_time)
         self.kafka.batch(record, p, ts, batch.first_of_run, facts)
         for index, name in [k for k in seen if not allows(operator_labels(*k))]:
             seen.discard((index, name))  # dropped from the budget: the rules forget it too
@@ -166,4 +171,5 @@ class SignalEngine:
             self.growth.forget(query_id)
             self.partitions.forget(query_id)
             self.kafka.forget(query_id)
+            self.real_time.forget(query_id)
             self.snapshots.forget(query_id)

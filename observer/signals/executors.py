@@ -4,7 +4,10 @@ Executors are polled from the driver (one JVM call per progress event, or the ev
 events in replay, which carry the time Spark recorded them: ``ExecutorSet``). A change of an
 operator's shuffle partitions between batches means its state was laid out anew; more store
 instances than usual with the same partitions means tasks were retried (after an executor loss, or
-speculation): counted apart, as a retry is no repartitioning.
+speculation): counted apart, as a retry is no repartitioning. A query first seen restarted (its first batch
+above 0: a new application on an old checkpoint) has no earlier batch here; where its checkpoint is readable
+its offset log says the partitions the batches before ran with (``observer.model.checkpoint_offsets``), so an
+offline repartition is found by an observer that never saw the run before it too (``source=checkpoint``).
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ from observer.metrics import catalog
 from observer.metrics.catalog import MetricSpec
 from observer.metrics.tracker import QueryRecord, operator_labels
 from observer.model import signal_kinds as kinds
+from observer.model.checkpoint_listing import local_root
+from observer.model.checkpoint_offsets import partitions_before
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.signals.facts import SignalFacts
+from observer.signals.snapshots import CHECKPOINT, CheckpointLocator
 
 OperatorKey = tuple[str, int, str]  # query id, operator index, operator name
 
@@ -114,12 +120,34 @@ UNEXPLAINED = "unexplained"
 class Partitions:
     """Each operator's shuffle partitions and usual store instances, to tell a repartitioning from a retry."""
 
-    def __init__(self) -> None:
+    def __init__(self, checkpoint: CheckpointLocator | None = None) -> None:
         self._layouts: dict[OperatorKey, _Layout] = {}
+        self.checkpoint = checkpoint
+        self._before: dict[str, tuple[str, tuple[int, int] | None]] = {}  # query id -> (run id, what its checkpoint said)
 
     def forget(self, query_id: str) -> None:
         for key in [k for k in self._layouts if k[0] == query_id]:
             del self._layouts[key]
+        self._before.pop(query_id, None)
+
+    def _from_checkpoint(self, record: QueryRecord, p: QueryProgress, partitions: float | None) -> tuple[int, int] | None:
+        """(batch, partitions) of the batches before this run, where its checkpoint is readable and says other
+        partitions than ``partitions``; read once per run."""
+        if self.checkpoint is None or p.batch_id <= 0 or partitions is None:
+            return None
+        known = self._before.get(record.query_id)
+        if known is not None and known[0] == p.run_id:
+            return known[1]
+        found = None
+        try:
+            location = self.checkpoint(record.query_id, p.run_id)
+            root = local_root(location) if location else None
+            if root is not None:
+                found = partitions_before(root, p.batch_id, int(partitions))
+        except Exception:  # an unreadable checkpoint only costs the cross-application view
+            found = None
+        self._before[record.query_id] = (p.run_id, found)
+        return found
 
     def forget_operator(self, key: OperatorKey) -> None:
         """An operator (name) the query's label budget dropped."""
@@ -129,8 +157,26 @@ class Partitions:
         key = (record.query_id, op.index, op.name)
         before = self._layouts.get(key)
         if before is None:
-            self._layouts[key] = before = _Layout(op.shuffle_partitions, p.run_id)
-            before.seen(op.store_instances)
+            self._layouts[key] = layout = _Layout(op.shuffle_partitions, p.run_id)
+            layout.seen(op.store_instances)
+            earlier = self._from_checkpoint(record, p, op.shuffle_partitions)
+            if earlier is not None:
+                _counted_signal(
+                    facts,
+                    catalog.PARTITION_CHANGES,
+                    kinds.PARTITIONS_CHANGED,
+                    record,
+                    p,
+                    op,
+                    ts,
+                    before=float(earlier[1]),
+                    after=op.shuffle_partitions,
+                    store_instances_before=None,
+                    store_instances_after=op.store_instances,
+                    cause=OFFLINE_REPARTITION,
+                    source=CHECKPOINT,
+                    batch_before=earlier[0],
+                )
             return
         if op.shuffle_partitions != before.partitions:
             # a checkpoint pins its state partitions: across a restart only an offline repartition (4.2+,

@@ -14,7 +14,9 @@
 - stall: a non-idle query without progress for ``stall_factor`` x its usual batch interval (at least
   ``stall_min_seconds``, and at least ``DURATION_FACTOR`` x the longest of its recent batches, a run's
   first left out: on a busy machine a trigger can run for 89 s after batches of 2 s, and a running
-  trigger is not a stall); judged by the clock (``tick``), so only live.
+  trigger is not a stall); judged by the clock (``tick``), so only live. Before a run's second progress
+  there is no interval to take the median of: ``trigger_interval_seconds`` stands in, except for a real-time
+  run (``observer.signals.real_time``), whose first batch lasted at least its checkpoint interval.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from observer.model import kinds as event_kinds
 from observer.model import signal_kinds as kinds
 from observer.model.events import QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from observer.settings import Settings
-from observer.signals.classify import bounded_text, classify_exception, root_cause
+from observer.signals.classify import bounded_text, cause_error_class, classify_exception, root_cause
 from observer.signals.facts import SignalFacts
 
 log = logging.getLogger("observer")
@@ -61,6 +63,7 @@ class RunState:
     # what other rules keep of the query across its runs (the restore's baseline, growth, the Kafka offsets), by rule:
     # taken over with this state, so a restart as a new application is judged against the runs before it
     carried: dict[str, Any] = field(default_factory=dict)
+    real_time_first_batch: float | None = None  # a real-time run's first batch, seconds (set by the engine)
 
 
 class BatchStart(NamedTuple):  # one per progress event: a tuple is built faster than a frozen dataclass
@@ -175,6 +178,7 @@ class Lifecycle:
             attrs.update(
                 exception_class=cls,
                 error_class=e.error_class,
+                cause_error_class=cause_error_class(e.exception),
                 root_cause=cause,
                 message=e.exception.splitlines()[0][:300] if e.exception.strip() else "",
                 exception=bounded_text(e.exception),
@@ -196,6 +200,8 @@ class Lifecycle:
         stamps = list(q.progress_at)
         gaps = [b - a for a, b in zip(stamps, stamps[1:])]
         interval = statistics.median(gaps) if gaps else self.s.trigger_interval_seconds
+        if not gaps and q.real_time_first_batch is not None:  # real-time: the next batch ends an interval after this one
+            interval = max(interval, q.real_time_first_batch)
         longest = max(q.durations) if q.durations else 0.0
         limit = max(self.s.stall_min_seconds, self.s.stall_factor * interval, DURATION_FACTOR * longest)
         if since > limit and not q.stalled:
@@ -217,6 +223,7 @@ class Lifecycle:
         q.previous_run_end, q.run_end = q.run_end, None
         q.progress_at.clear()
         q.durations.clear()
+        q.real_time_first_batch = None
         self._on_new_run(query_id)
 
     def _restart(self, q: RunState, record: QueryRecord, run_id: str, ts: float, facts: SignalFacts) -> None:

@@ -8,6 +8,12 @@ and the query falls behind only when the input average stays above ``falling_beh
 processing average for ``falling_behind_for_seconds`` (the window full); it catches up when that is no
 longer so. On the recorded 30-minute clean run of a busy machine (batches of 1-89 s) the 300 s averages
 differ by at most 1.2x, and never for 120 s above 1.1x.
+
+A real-time run (``observer.signals.real_time``) reads for a whole checkpoint interval per batch: both its rates
+are its rows over that interval, equal whether it keeps up or not. It is judged by its backlog at each batch
+boundary instead: behind once every batch for ``falling_behind_for_seconds`` ended with more records waiting
+than it read (more than an interval's worth: a real-time query that keeps up ends a few records behind), caught
+up at the first batch that did not.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from observer.model import signal_kinds as kinds
 from observer.model.events import QueryProgress
 from observer.settings import Settings
 from observer.signals.facts import SignalFacts
+from observer.signals.real_time import RealTimeBatch
 
 _MAX_BATCHES = 1000  # per query: a window of fast batches is still bounded (then averaged over the latest 1000)
 _ULP_BITS = 1074  # every finite double is an integer multiple of 2**-1074
@@ -73,13 +80,16 @@ class Pace:
     def forget(self, query_id: str) -> None:
         self._queries.pop(query_id, None)
 
-    def batch(self, record: QueryRecord, p: QueryProgress, ts: float, facts: SignalFacts) -> None:
+    def batch(self, record: QueryRecord, p: QueryProgress, ts: float, facts: SignalFacts, real_time: RealTimeBatch | None = None) -> None:
         q = self._queries.get(record.query_id)
         if q is None:
             q = self._queries[record.query_id] = _Pace()
         wm = p.watermark
         if wm is not None and wm > 0 and p.timestamp is not None:
             facts.set(record, catalog.WATERMARK_LAG, (), max(0.0, p.timestamp - wm))
+        if real_time is not None:
+            self._real_time(record, p, q, real_time, ts, facts)
+            return
         rows, inp, proc = float(p.input_rows or 0), p.input_rows_per_second, p.processed_rows_per_second
         if rows > 0 and inp and proc and inp > 0 and proc > 0:
             q.push((ts, rows, rows / inp, rows / proc))
@@ -112,6 +122,29 @@ class Pace:
                     processed_rows_per_second=round(processed_rate, 1),
                 )
             q.behind = behind
+        facts.set(record, catalog.FALLING_BEHIND, (), 1.0 if q.behind else 0.0)
+
+    def _real_time(self, record: QueryRecord, p: QueryProgress, q: _Pace, rt: RealTimeBatch, ts: float, facts: SignalFacts) -> None:
+        """A real-time run's verdict: its backlog at each batch boundary against what the batch read."""
+        if rt.backlog is None:
+            return
+        above = rt.backlog > max(rt.read, 1.0)
+        q.above_since = (q.above_since if q.above_since is not None else ts) if above else None
+        behind = q.above_since is not None and ts - q.above_since >= self.s.falling_behind_for_seconds
+        if behind and not q.behind:
+            facts.signal(
+                kinds.FALLING_BEHIND,
+                record,
+                p.run_id,
+                ts,
+                mode="real_time",
+                backlog_records=rt.backlog,
+                read_records=rt.read,
+                behind_for_seconds=round(ts - (q.above_since or ts), 1),
+            )
+        elif not behind and q.behind:
+            facts.signal(kinds.CAUGHT_UP, record, p.run_id, ts, mode="real_time", backlog_records=rt.backlog, read_records=rt.read)
+        q.behind = behind
         facts.set(record, catalog.FALLING_BEHIND, (), 1.0 if q.behind else 0.0)
 
     def _behind(self, q: _Pace, now: float) -> tuple[bool, float, float] | None:

@@ -19,6 +19,7 @@ from conftest import FIXTURES, progress_lines
 from observer.cli.main import main
 from observer.model.checkpoint_listing import list_snapshots
 from observer.offline.checkpoint import inspect_checkpoint, verify_checksums
+from observer.offline.checkpoint.changelog_lineage import changelog_lineage
 
 V2 = os.path.join(FIXTURES, "snapshot_health", "format_v2")
 CHECKPOINT = os.path.join(V2, "checkpoint")
@@ -97,3 +98,72 @@ def test_checksum_files_are_never_state_bytes() -> None:
     on_disk = sum(os.path.getsize(f) for f in _state_files(CHECKPOINT) if _V2_FILE.match(os.path.basename(f)))
     assert state_bytes == on_disk
     assert sum(fp.snapshot_bytes + fp.replay_bytes for fp in report.footprint) == on_disk
+
+
+def test_every_v2_changelog_names_the_files_it_builds_on() -> None:
+    """The lineage a changelog starts with: the versions since the snapshot it builds on, each by a file that exists,
+    and the same unique ids as the commit log names."""
+    seen = 0
+    for path in _state_files(CHECKPOINT):
+        name = os.path.basename(path)
+        if not name.endswith(".changelog"):
+            continue
+        version = int(name.split("_", 1)[0])
+        lineage = changelog_lineage(path)
+        folder = os.listdir(os.path.dirname(path))
+        assert all(v < version for v in lineage)
+        assert all(any(n.startswith(f"{v}_{uid}.") for n in folder) for v, uid in lineage.items())
+        seen += bool(lineage)
+    assert seen
+    assert not inspect_checkpoint(CHECKPOINT).problems  # commit log and changelog headers agree
+
+
+def _orphans_below_the_last_version(root: str) -> tuple[int, int]:
+    """A larger orphan (another unique id) beside every changelog of partition 0's stores below the last version,
+    and only the newest commit kept: the commit log then names the last version's file alone. (orphans, their bytes)"""
+    report = inspect_checkpoint(root)
+    count = size = 0
+    for op in report.operators:
+        p = op.partitions[0]
+        folder = os.path.join(root, "state", str(op.operator_id), str(p.partition))
+        for f in p.files:
+            if f.kind == "changelog" and f.version < p.latest_version:
+                with open(os.path.join(folder, f"{f.version}_00000000-0000-4000-8000-{f.version:012d}.changelog"), "wb") as out:
+                    out.write(b"x" * (f.size * 10 + 1000))
+                count, size = count + 1, size + f.size * 10 + 1000
+    commits = sorted(int(n) for n in os.listdir(os.path.join(root, "commits")) if n.isdigit())
+    for batch in commits[:-1]:
+        os.remove(os.path.join(root, "commits", str(batch)))
+    return count, size
+
+
+def test_where_the_commit_log_is_silent_the_changelog_lineage_picks_the_files_a_restore_loads(tmp_path) -> None:
+    root = str(tmp_path / "ck")
+    shutil.copytree(CHECKPOINT, root)
+    before = inspect_checkpoint(root)
+    orphans, _ = _orphans_below_the_last_version(root)
+    after = inspect_checkpoint(root)
+    assert orphans and not after.problems
+    for op_before, op_after in zip(before.operators, after.operators):
+        p, q = op_before.partitions[0], op_after.partitions[0]
+        assert p.restore is not None and q.restore is not None
+        assert (q.restore.snapshot_version, q.restore.replay_files, q.restore.replay_bytes) == (
+            p.restore.snapshot_version,
+            p.restore.replay_files,
+            p.restore.replay_bytes,
+        )
+
+
+def test_a_commit_log_that_names_another_file_than_the_changelog_lineage_is_reported(tmp_path) -> None:
+    root = tmp_path / "ck"
+    shutil.copytree(CHECKPOINT, root)
+    report = inspect_checkpoint(str(root))
+    op = report.operators[0]
+    p = op.partitions[0]
+    base = max(f.version for f in p.files if f.kind == "changelog" and f.version < p.latest_version)
+    named = next(f.unique_id for f in p.files if f.kind == "changelog" and f.version == base)
+    assert named is not None
+    commit = root / "commits" / str(base - 1)  # batch b wrote version b + 1
+    commit.write_text(commit.read_text().replace(named, "00000000-0000-4000-8000-000000000000"))
+    problems = inspect_checkpoint(str(root)).problems
+    assert any(f"builds on other files than the commit log names for version(s) {base}" in line for line in problems)

@@ -242,3 +242,58 @@ def test_an_offline_repartition_is_shown_as_one() -> None:
     assert first["batchId"] > truth["repartition_after_batch"] + 1  # the repartition is a batch of its own
     kinds = {s.kind for s in got}
     assert "restore" in kinds and not kinds & {"store_reload", "partition_migrated", "state_task_retry"}
+
+
+def test_an_offline_repartition_is_found_by_an_observer_that_never_saw_the_run_before() -> None:
+    """Only the restarted application's event log, with the checkpoint's offset log as that run left it: the
+    partitions before the repartition come from the checkpoint (its batches before the run's first)."""
+    scenario = os.path.join(HERE, "repartition")
+    truth = _truth(scenario)
+    runs = sorted(glob.glob(os.path.join(scenario, "run*")))
+    got: list[SignalEvent] = []
+    logs = os.path.join(scenario, "checkpoint_logs")
+    replay([eventlog_dir(runs[1])], Settings(http_enabled=False), on_signal=got.append, checkpoint=lambda _q, _r: logs)
+    first = progress_lines(runs[1])[0]
+    (before,) = {op["numShufflePartitions"] for op in progress_lines(runs[0])[-1]["stateOperators"]}
+    changed = [s.attributes for s in got if s.kind == "partitions_changed"]
+    assert sorted(a["operator"] for a in changed) == sorted(op["operatorName"] for op in first["stateOperators"])
+    expected = (before, truth["repartitioned_to"], "offline_repartition", first["batchId"], "checkpoint")
+    assert all((a["before"], a["after"], a["cause"], a["batch_id"], a["source"]) == expected for a in changed)
+    assert all(truth["repartition_after_batch"] <= a["batch_before"] < first["batchId"] for a in changed)
+
+
+def test_a_restart_without_repartition_seen_only_by_the_new_application_changes_no_partitions() -> None:
+    """The real-time restart (same partitions), its checkpoint as the restarted run left it: nothing to report."""
+    scenario = os.path.join(FIXTURES, "realtime", "restart")
+    checkpoint = os.path.join(scenario, "checkpoint")
+    got: list[SignalEvent] = []
+    replay(
+        [eventlog_dir(os.path.join(scenario, "run2"))],
+        Settings(http_enabled=False),
+        on_signal=got.append,
+        checkpoint=lambda _q, _r: checkpoint,
+    )
+    assert "query_restarted" in {s.kind for s in got}
+    assert not [s for s in got if s.kind == "partitions_changed"]
+
+
+def test_a_checksum_mismatch_spark_reports_is_a_checkpoint_corruption_named_by_its_error_class() -> None:
+    """Format v2 writes a checksum file beside each state file; the checksum of the newest changelog of every
+    store altered between the runs: Spark's own verification (4.3) refuses the restore, under its load error
+    class, and the termination is classed as a corrupt checkpoint naming the checksum class."""
+    scenario = os.path.join(HERE, "checksum_mismatch")
+    truth = _truth(scenario)
+    got: list[SignalEvent] = []
+    replay([eventlog_dir(os.path.join(scenario, "run2"))], Settings(http_enabled=False), on_signal=got.append)
+    (terminated,) = [s.attributes for s in got if s.kind == "query_terminated"]
+    assert terminated["outcome"] == "exception" and terminated["exception_class"] == "checkpoint_corruption"
+    assert terminated["cause_error_class"] == "CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED"
+    assert terminated["error_class"] != terminated["cause_error_class"]  # Spark reports the load failure on top
+    assert "CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED" in terminated["root_cause"]
+    # the file Spark names is one whose checksum the script altered
+    named = terminated["root_cause"].split("File: ", 1)[1].split()[0]
+    assert any(named.endswith(path[: -len(".crc")]) for path in truth["altered"])
+    with open(os.path.join(scenario, "run2", "signals.jsonl")) as f:
+        live = [json.loads(line) for line in f]
+    (live_terminated,) = [s["attributes"] for s in live if s["kind"] == "query_terminated"]
+    assert live_terminated["exception_class"] == "checkpoint_corruption"  # the listener said so too

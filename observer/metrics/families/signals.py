@@ -62,8 +62,40 @@ FALLING_BEHIND = signal_metric(
     "spark_streaming_falling_behind",
     GAUGE,
     "",
-    "1 while the input rate stayed above the processing rate for falling_behind_window_seconds.",
+    "1 while the input rate stayed above the processing rate for falling_behind_window_seconds (a real-time-mode run: while its batches ended with more records behind than they read, for falling_behind_for_seconds).",
     "query",
+)
+REAL_TIME_MODE = signal_metric(
+    "spark_streaming_real_time_mode",
+    GAUGE,
+    "",
+    "1 while the query's run reads in real-time mode (trigger(realTime=...): its Kafka source reports the backlog when its reading ended, not the one its batch was planned with); 0 once a later run of the query is not; absent for queries never seen in it.",
+    "query",
+    since="4.1",
+)
+REAL_TIME_CHECKPOINT_INTERVAL = signal_metric(
+    "spark_streaming_real_time_checkpoint_interval_seconds",
+    GAUGE,
+    "seconds",
+    "A real-time run's checkpoint interval: the median duration of its batches after the first (each lasts the trigger interval).",
+    "query",
+    since="4.1",
+)
+REAL_TIME_BOUNDARY_PAUSE = signal_metric(
+    "spark_streaming_real_time_boundary_pause_seconds",
+    GAUGE,
+    "seconds",
+    "A real-time run's latest batch boundary: triggerExecution minus addBatch, the planning and commits during which no record is read (the latency a record arriving then gets).",
+    "query",
+    since="4.1",
+)
+REAL_TIME_BOUNDARY_BACKLOG = signal_metric(
+    "spark_streaming_real_time_boundary_backlog_records",
+    GAUGE,
+    "",
+    "Records behind the latest offsets at the end of a real-time run's latest batch (Spark's maxOffsetsBehindLatest, summed over Kafka sources).",
+    "query",
+    since="4.1",
 )
 STATE_RESTORES = signal_metric(
     "spark_state_restores",
@@ -176,6 +208,10 @@ SIGNAL_METRICS: tuple[MetricSpec, ...] = (
     QUERY_TERMINATIONS_BY_CLASS,
     WATERMARK_LAG,
     FALLING_BEHIND,
+    REAL_TIME_MODE,
+    REAL_TIME_CHECKPOINT_INTERVAL,
+    REAL_TIME_BOUNDARY_PAUSE,
+    REAL_TIME_BOUNDARY_BACKLOG,
     STATE_RESTORES,
     STATE_STORE_RELOADS,
     LAST_RESTORE_DURATION,

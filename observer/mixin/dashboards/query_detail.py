@@ -49,6 +49,38 @@ def build(ctx: Context) -> db.Dashboard:
             .with_panel(
                 ts(
                     ctx,
+                    "Real-time mode: checkpoint interval and boundary pause",
+                    "Queries under trigger(realTime=...) only. Each batch reads for its checkpoint interval (a long addBatch is normal); "
+                    "between two batches the query plans and commits and reads nothing: the boundary pause, the latency a record "
+                    "arriving then gets. Bad: the pause growing (checkpoint storage slow).",
+                    [
+                        (f"max by ({by_query}) ({p.sel(catalog.REAL_TIME_CHECKPOINT_INTERVAL)})", "{{query}} checkpoint interval"),
+                        (f"max by ({by_query}) ({p.sel(catalog.REAL_TIME_BOUNDARY_PAUSE)})", "{{query}} boundary pause"),
+                    ],
+                    "s",
+                    [(None, OK)],
+                )
+            )
+            .with_panel(
+                ts(
+                    ctx,
+                    "Real-time mode: records behind at each batch boundary",
+                    "Queries under trigger(realTime=...) only: records behind the latest offsets when a batch ended, against what the "
+                    "batch read. Bad: behind above read, batch after batch (the query reads slower than records arrive; its rates cannot show it).",
+                    [
+                        (f"max by ({by_query}) ({p.sel(catalog.REAL_TIME_BOUNDARY_BACKLOG)})", "{{query}} behind"),
+                        (
+                            f"{p.per_batch(catalog.INPUT_ROWS, p.query, p.q)} and on ({by_query}) {p.sel(catalog.REAL_TIME_MODE)} == 1",
+                            "{{query}} read per batch",
+                        ),
+                    ],
+                    "short",
+                    [(None, OK)],
+                )
+            )
+            .with_panel(
+                ts(
+                    ctx,
                     "Input vs processing rate per source",
                     "Rows per second arriving at and processed from each source. Bad: input above processing for minutes.",
                     [

@@ -63,6 +63,21 @@ def read_text(path: str, limit: int = MAX_LOG_ENTRY_BYTES) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def read_head(path: str, limit: int) -> bytes:
+    """The first ``limit`` bytes (or fewer) of a regular file, opened as ``read_text`` opens one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise UnreadableFile(f"{path}: cannot be opened ({_describe(exc)})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnreadableFile(f"{path}: not a regular file where a file is expected")
+        try:
+            return f.read(limit)
+        except OSError as exc:
+            raise UnreadableFile(f"{path}: cannot be read ({_describe(exc)})") from None
+
+
 def list_dir(path: str) -> list[str]:
     """The names in a folder; ``UnreadableFile`` if it cannot be listed."""
     try:

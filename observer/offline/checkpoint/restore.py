@@ -15,6 +15,7 @@ import statistics
 from contextlib import closing
 
 from observer.model.signal_kinds import RESTORE
+from observer.offline.checkpoint.changelog_lineage import NoLineage, changelog_lineage
 from observer.offline.checkpoint.files import UnreadableFile, zip_member
 from observer.offline.checkpoint.report import CheckpointReport, PartitionState, RestoreEstimate, RestoreWork, StateFile
 
@@ -30,15 +31,24 @@ def restore_work(folder: str, p: PartitionState, target: int, problems: list[str
     """The files a restart at ``target`` would load: newest snapshot at or below it, then the rest.
 
     With checkpoint format v2 several unique ids may share a version (a retried batch leaves an orphan):
-    ``lineage`` (version -> the unique id the commit log names) picks the one that counts; a version it
-    does not name takes the largest file."""
+    ``lineage`` (version -> the unique id the commit log names) picks the one that counts; for the versions
+    it does not name, the lineage the target's changelog starts with (``changelog_lineage``) does; a version
+    neither names takes the largest file. Where the two disagree the report says so (Spark fails such a load
+    with ``STATE_STORE_BASE_CHECKPOINT_ID_MISMATCH``)."""
     snapshot_kind, replay_kind = ("zip", "changelog") if p.provider == "rocksdb" else ("snapshot", "delta")
     lineage = lineage or {}
-    by_version: dict[tuple[int, str], StateFile] = {}
-    for f in p.files:
-        key = (f.version, f.kind)
-        if key not in by_version or _rank(f, lineage) > _rank(by_version[key], lineage):
-            by_version[key] = f
+    by_version = _pick(p.files, lineage)
+    head = by_version.get((target, replay_kind))
+    if replay_kind == "changelog" and head is not None and head.unique_id is not None:
+        named = _changelog_lineage(os.path.join(folder, f"{head.version}_{head.unique_id}.changelog"), problems)
+        disagree = sorted(v for v, uid in named.items() if v in lineage and lineage[v] != uid)
+        if disagree:
+            problems.append(
+                f"{folder}: the changelog of version {target} builds on other files than the commit log names for "
+                f"version(s) {', '.join(map(str, disagree[:5]))}"
+            )
+        if any(v not in lineage for v in named):
+            by_version = _pick(p.files, {**named, **lineage})
     snapshot_versions = [v for (v, k) in by_version if k == snapshot_kind and v <= target]
     start = max(snapshot_versions) if snapshot_versions else None
     snapshot_bytes = 0
@@ -59,6 +69,28 @@ def restore_work(folder: str, p: PartitionState, target: int, problems: list[str
             "(cleaned up, or the restore will fail)"
         )
     return RestoreWork(target, start, snapshot_bytes, replay_files, replay_bytes, missing)
+
+
+def _pick(files: list[StateFile], lineage: dict[int, str]) -> dict[tuple[int, str], StateFile]:
+    """The file that counts for each (version, kind)."""
+    by_version: dict[tuple[int, str], StateFile] = {}
+    for f in files:
+        key = (f.version, f.kind)
+        if key not in by_version or _rank(f, lineage) > _rank(by_version[key], lineage):
+            by_version[key] = f
+    return by_version
+
+
+def _changelog_lineage(path: str, problems: list[str]) -> dict[int, str]:
+    """The lineage a v2 changelog names; a header that cannot be read is a problem line, no lineage none."""
+    try:
+        return changelog_lineage(path)
+    except NoLineage as exc:
+        if "carries no lineage" not in str(exc):
+            problems.append(str(exc))
+    except UnreadableFile as exc:
+        problems.append(str(exc))
+    return {}
 
 
 def _rank(f: StateFile, lineage: dict[int, str]) -> tuple[bool, int]:
