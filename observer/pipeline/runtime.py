@@ -225,6 +225,8 @@ class Observer:
         The worker calls it about once a second; the alert backtest calls it at every simulated scrape.
         """
         facts = self._guarded("tick", self.engine.tick)
+        if facts is not None and self.placement is not None:
+            self._guarded("placement", partial(self.placement.tick, facts, self._label))
         if facts is not None and (facts.signals or facts.updates):
             self._deliver(None, facts, self.engine.clock())
 

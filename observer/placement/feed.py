@@ -22,12 +22,14 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from observer.metrics.catalog import COUNTER, MetricSpec
 from observer.metrics.updates import Labels, Update
 from observer.model.events import QueryProgress
+from observer.model.signal_kinds import SignalEvent
 from observer.placement.capacity import ExecutorCapacity
+from observer.placement.restore_progress import RestoreProgress
 from observer.placement.restores import TaskRestores
 from observer.placement.tasks import BatchTasks, ExecutorChange
 from observer.placement.tracker import OperatorBatch, PlacementTracker
@@ -52,6 +54,14 @@ class PlacementSource(Protocol):
         """Release connections; called once when the observer stops."""
 
 
+@runtime_checkable
+class FollowsRestores(Protocol):
+    """A source that sees tasks as they end (an event log's), so it can tell a restore while it runs."""
+
+    def follow_restores(self, progress: RestoreProgress) -> None:
+        """Tell ``progress`` every job start and stateful task end from now on."""
+
+
 class PlacementFeed:
     """One source, one tracker; thread-confined to the observer's worker (or a replay loop)."""
 
@@ -63,6 +73,9 @@ class PlacementFeed:
         self._shown: dict[str, dict[tuple[MetricSpec, Labels], float]] = {}  # query id -> series -> value handed on
         self.restores: TaskRestores | None = None  # restores measured from task times (Observer.set_placement)
         self.capacity = ExecutorCapacity(top_k=top_k)  # RocksDB memory per executor (its conf: Observer.set_spark_conf)
+        self.restore_progress = RestoreProgress()  # restores while they run, where the source sees tasks end
+        if isinstance(source, FollowsRestores):
+            source.follow_restores(self.restore_progress)
 
     def on_progress(self, progress: QueryProgress, facts: SignalFacts, label: Callable[[str], str], ts: float) -> None:
         """Apply what the source completed by ``progress``; signals and metric updates go into ``facts``.
@@ -73,6 +86,7 @@ class PlacementFeed:
         self.last = []
         self.capacity.on_progress(progress)
         items = self.source.take(progress)
+        facts.signals[0:0] = self._restore_signals(label)  # they happened before the batch ended
         if self.restores is not None:
             self.restores.on_progress(progress, items, facts)
         if not items:
@@ -87,6 +101,15 @@ class PlacementFeed:
             facts.signals.append(dataclasses.replace(fact, query=label(fact.query_id), timestamp=ts))
         facts.updates.extend(self._updates())
         facts.updates.extend(self.capacity.updates(self.tracker.latest_batches()))
+
+    def tick(self, facts: SignalFacts, label: Callable[[str], str]) -> None:
+        """Restore events the source told since the last event (``watch`` feeds tasks between progress events)."""
+        facts.signals.extend(self._restore_signals(label))
+
+    def _restore_signals(self, label: Callable[[str], str]) -> list[SignalEvent]:
+        return [
+            SignalEvent(n.kind, n.query_id, label(n.query_id), n.run_id, n.timestamp, n.attributes) for n in self.restore_progress.take()
+        ]
 
     def on_terminated(self, query_id: str, run_id: str | None, facts: SignalFacts) -> None:
         """A run of the query ended: what waited for its later batches is handed on now."""
