@@ -132,6 +132,10 @@ from observer.metrics.families.signals import QUERY_RESTARTS as QUERY_RESTARTS
 from observer.metrics.families.signals import QUERY_SECONDS_SINCE_PROGRESS as QUERY_SECONDS_SINCE_PROGRESS
 from observer.metrics.families.signals import QUERY_STALLED as QUERY_STALLED
 from observer.metrics.families.signals import QUERY_TERMINATIONS_BY_CLASS as QUERY_TERMINATIONS_BY_CLASS
+from observer.metrics.families.signals import RESTORE_ELAPSED as RESTORE_ELAPSED
+from observer.metrics.families.signals import RESTORE_ETA as RESTORE_ETA
+from observer.metrics.families.signals import RESTORE_IN_PROGRESS as RESTORE_IN_PROGRESS
+from observer.metrics.families.signals import RESTORE_PARTITIONS_REMAINING as RESTORE_PARTITIONS_REMAINING
 from observer.metrics.families.signals import ROWS_BUDGET_ETA as ROWS_BUDGET_ETA
 from observer.metrics.families.signals import ROWS_GROWTH_RATE as ROWS_GROWTH_RATE
 from observer.metrics.families.signals import SIGNAL_METRICS as SIGNAL_METRICS

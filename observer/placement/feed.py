@@ -24,10 +24,12 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
+from observer.metrics import catalog
 from observer.metrics.catalog import COUNTER, MetricSpec
+from observer.metrics.tracker import operator_labels
 from observer.metrics.updates import Labels, Update
 from observer.model.events import QueryProgress
-from observer.model.signal_kinds import SignalEvent
+from observer.model.signal_kinds import RESTORE_FINISHED, SignalEvent
 from observer.placement.capacity import ExecutorCapacity
 from observer.placement.restore_progress import RestoreProgress
 from observer.placement.restores import TaskRestores
@@ -86,7 +88,7 @@ class PlacementFeed:
         self.last = []
         self.capacity.on_progress(progress)
         items = self.source.take(progress)
-        facts.signals[0:0] = self._restore_signals(label)  # they happened before the batch ended
+        self._restore_facts(facts, label, first=True)  # they happened before the batch ended
         if self.restores is not None:
             self.restores.on_progress(progress, items, facts)
         if not items:
@@ -104,12 +106,30 @@ class PlacementFeed:
 
     def tick(self, facts: SignalFacts, label: Callable[[str], str]) -> None:
         """Restore events the source told since the last event (``watch`` feeds tasks between progress events)."""
-        facts.signals.extend(self._restore_signals(label))
+        self._restore_facts(facts, label)
 
-    def _restore_signals(self, label: Callable[[str], str]) -> list[SignalEvent]:
-        return [
-            SignalEvent(n.kind, n.query_id, label(n.query_id), n.run_id, n.timestamp, n.attributes) for n in self.restore_progress.take()
-        ]
+    def _restore_facts(self, facts: SignalFacts, label: Callable[[str], str], first: bool = False) -> None:
+        """The restore notes as signals (``first``: before the event's own), and the running restores' gauges."""
+        notes = self.restore_progress.take()
+        if not notes:
+            return
+        signals = [SignalEvent(n.kind, n.query_id, label(n.query_id), n.run_id, n.timestamp, n.attributes) for n in notes]
+        if first:
+            facts.signals[0:0] = signals
+        else:
+            facts.signals.extend(signals)
+        for n in notes:
+            a = n.attributes
+            labels = operator_labels(a["operator_index"], a["operator"])
+            running = n.kind != RESTORE_FINISHED
+            total, done = a.get("partitions_total"), a.get("partitions_done", 0)
+            values = {
+                catalog.RESTORE_IN_PROGRESS: 1.0 if running else None,
+                catalog.RESTORE_PARTITIONS_REMAINING: float(total - done) if running and total is not None else None,
+                catalog.RESTORE_ELAPSED: a.get("elapsed_seconds", 0.0) if running else None,
+                catalog.RESTORE_ETA: a.get("eta_seconds") if running else None,
+            }
+            facts.updates.extend(Update(spec, labels, value, n.query_id) for spec, value in values.items())
 
     def on_terminated(self, query_id: str, run_id: str | None, facts: SignalFacts) -> None:
         """A run of the query ended: what waited for its later batches is handed on now."""

@@ -18,12 +18,16 @@ from typing import Any
 import pytest
 
 from conftest import FIXTURES
+from observer.metrics import catalog
 from observer.model import signal_kinds as kinds
 from observer.model.signal_kinds import SignalEvent
 from observer.offline.eventlog import expand, open_decompressed
 from observer.offline.replay import replay
+from observer.placement.feed import PlacementFeed
 from observer.placement.restore_progress import MAX_NOTES, MAX_RESTORES, STEPS, RestoreProgress, eta
+from observer.placement.task_log import EventLogSource
 from observer.settings import Settings
+from observer.signals.facts import SignalFacts
 
 RESTART = [os.path.join(FIXTURES, "rocksdb_restart", run, "eventlog") for run in ("run1", "run2")]
 RESTART_35 = [os.path.join(FIXTURES, "incidents", "dedup_agg_restart_35", run, "eventlog") for run in ("run1", "run2")]
@@ -159,3 +163,24 @@ def restart_scenario(kind: str) -> SimpleNamespace:
 
 
 RESTORE_PROGRESS_SCENARIOS = {kind: functools.partial(restart_scenario, kind) for kind in kinds.RESTORE_PROGRESS_KINDS}
+
+
+def test_gauges_follow_the_log_line_by_line() -> None:
+    """As ``watch`` feeds a log (lines as they come, a tick between): the restore's gauges rise and go."""
+    feed = PlacementFeed(EventLogSource())
+    source = feed.source
+    assert isinstance(source, EventLogSource)
+    seen: list[tuple[str, float | None]] = []  # (metric, value) of the dedupe, in order
+    for path in expand(RESTART):
+        with open_decompressed(path) as stream:
+            for line in stream:
+                source.feed_line(line.rstrip(b"\n"))
+                facts = SignalFacts()
+                feed.tick(facts, lambda q: q)
+                seen += [(u.spec.name, u.value) for u in facts.updates if dict(u.labels).get("operator") == "dedupe"]
+    remaining = [v for name, v in seen if name == catalog.RESTORE_PARTITIONS_REMAINING.name]
+    assert remaining == [2.0, 1.0, None]  # started, one partition in, finished
+    running = [v for name, v in seen if name == catalog.RESTORE_IN_PROGRESS.name]
+    assert running == [1.0, 1.0, None]
+    etas = [v for name, v in seen if name == catalog.RESTORE_ETA.name]
+    assert etas[0] is None and etas[1] is not None and etas[1] > 0 and etas[2] is None
