@@ -26,7 +26,7 @@ from observer.metrics.tracker import QueryTracker
 from observer.metrics.view import MetricsView
 from observer.model import kinds
 from observer.model.capacity import read_conf, relevant
-from observer.model.events import Event, QueryProgress, QueryTerminated
+from observer.model.events import Event, QueryProgress, QueryStarted, QueryTerminated
 from observer.model.identity import AppContext
 from observer.model.parse import MalformedEvent, parse_event
 from observer.model.signal_kinds import SignalEvent
@@ -262,6 +262,8 @@ class Observer:
                 self._guarded(
                     "placement", partial(self.placement.on_progress, event, facts, self._label, event.timestamp or item.received_at)
                 )
+            elif self.placement is not None and isinstance(event, QueryStarted):
+                self._guarded("placement", partial(self.placement.on_started, event.query_id, event.run_id))
             elif self.placement is not None and isinstance(event, QueryTerminated):
                 self._guarded("placement", partial(self.placement.on_terminated, event.query_id, event.run_id, facts))
             self._deliver(event, facts, item.received_at)

@@ -63,6 +63,12 @@ class FollowsRestores(Protocol):
     def follow_restores(self, progress: RestoreProgress) -> None:
         """Tell ``progress`` every job start and stateful task end from now on."""
 
+    def run_started(self, query_id: str, run_id: str) -> None:
+        """A run of the query started (the pipeline's ``QueryStarted``): its first batch may restore."""
+
+    def restore_tick(self) -> None:
+        """The worker's tick: a source that must ask for tasks asks now."""
+
 
 class PlacementFeed:
     """One source, one tracker; thread-confined to the observer's worker (or a replay loop)."""
@@ -104,8 +110,16 @@ class PlacementFeed:
         facts.updates.extend(self._updates())
         facts.updates.extend(self.capacity.updates(self.tracker.latest_batches()))
 
+    def on_started(self, query_id: str, run_id: str) -> None:
+        """A run of the query started: a source that polls follows its first batch."""
+        if isinstance(self.source, FollowsRestores):
+            self.source.run_started(query_id, run_id)
+
     def tick(self, facts: SignalFacts, label: Callable[[str], str]) -> None:
-        """Restore events the source told since the last event (``watch`` feeds tasks between progress events)."""
+        """Restore events the source told since the last event (``watch`` feeds tasks between progress events,
+        the live poller asks the driver during a first batch)."""
+        if isinstance(self.source, FollowsRestores):
+            self.source.restore_tick()
         self._restore_facts(facts, label)
 
     def _restore_facts(self, facts: SignalFacts, label: Callable[[str], str], first: bool = False) -> None:

@@ -221,15 +221,13 @@ class RestoreProgress:
 
     # --- internals ------------------------------------------------------------------------------------
     def _add_operators(self, restore: _Restore, operators: dict[int, str], partitions: int | None, ts: float) -> None:
+        total = partitions if partitions is not None and 0 < partitions <= MAX_PARTITIONS else None
         for index, name in sorted(operators.items()):
-            if index in restore.operators:
+            known = restore.operators.get(index)
+            if known is not None:
+                known.total = known.total or total  # the live poller learns it once a task of the stage reported
                 continue
-            op = _Operator(
-                self._names.get(restore.query_id, {}).get(index, name),
-                name,
-                partitions if partitions is not None and 0 < partitions <= MAX_PARTITIONS else None,
-                told_at=ts,
-            )
+            op = _Operator(self._names.get(restore.query_id, {}).get(index, name), name, total, told_at=ts)
             restore.operators[index] = op
             attrs = {
                 "operator": op.name,

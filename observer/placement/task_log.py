@@ -78,6 +78,12 @@ class EventLogSource:
         for reader in self._readers.values():
             reader.restores = progress
 
+    def run_started(self, query_id: str, run_id: str) -> None:
+        """Nothing: the reader sees the run's start in the log itself, in order."""
+
+    def restore_tick(self) -> None:
+        """Nothing: the log's lines come in through ``feed_line``."""
+
     def forget(self, app: str) -> None:
         """An application the watcher stopped following: its open batches will not complete."""
         self._readers.pop(app, None)

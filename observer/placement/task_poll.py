@@ -26,12 +26,16 @@ import urllib.parse
 from collections import OrderedDict
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from observer.model.events import QueryProgress
+from observer.placement.restore_progress import RestoreProgress
 from observer.placement.tasks import BatchTasks, ExecutorChange, PartitionRun
+
+if TYPE_CHECKING:
+    from observer.placement.restore_poll import RestorePoller
 
 
 class _Task(msgspec.Struct, rename="camel"):
@@ -337,9 +341,13 @@ class PollingSource:
         self.every = max(1, every)
         self.skipped = 0
         self._runs: OrderedDict[str, str | None] = OrderedDict()  # query id -> run id of its latest batch seen
+        self.restores: RestorePoller | None = None  # a restore while it runs (follow_restores)
 
     def take(self, progress: QueryProgress) -> list[BatchTasks | ExecutorChange]:
         """The batches the status store has completed by this progress event (this one, and pending earlier ones)."""
+        if self.restores is not None:
+            self.restores.done(progress.query_id, progress.batch_id)
+            self.restores.progress.on_batch_closed(progress.query_id, progress.batch_id, {op.index: op.name for op in progress.operators})
         if not progress.operators:
             return []  # a stateless query
         hinted = any((op.custom.get(k) or 0) > 0 for op in progress.operators for k in _MOVE_HINTS)
@@ -358,6 +366,23 @@ class PollingSource:
     def executors(self) -> list[ExecutorChange]:
         """The driver's executor list, read only when a migration needs its cause."""
         return self.poller.executors()
+
+    def follow_restores(self, progress: RestoreProgress) -> None:
+        """Poll a run's first batch while it runs (``observer.placement.restore_poll``), on the same connection."""
+        from observer.placement.restore_poll import RestorePoller  # it reads the driver with this module's helpers
+
+        self.restores = RestorePoller(self.poller.source, progress)
+
+    def run_started(self, query_id: str, run_id: str) -> None:
+        """Follow the run's first batch from the next tick on."""
+        if self.restores is not None:
+            self.restores.progress.on_run_started(query_id, run_id)
+            self.restores.watch(query_id, run_id)
+
+    def restore_tick(self) -> None:
+        """Ask the driver for the first batch's finished tasks, at most every poll interval."""
+        if self.restores is not None:
+            self.restores.tick()
 
     def close(self) -> None:
         self.poller.source.close()

@@ -1,0 +1,143 @@
+"""A restore while it runs, live: the restoring batch's stateful tasks read from the driver's REST API.
+
+The event-log path (``observer.placement.task_log``) sees each task end as Spark writes it. A job with the
+observer attached has no log to read, so while a run's first batch runs (after its ``QueryStartedEvent``
+and until its progress event) the observer's worker asks the driver, at most every ``interval`` seconds:
+
+1. ``/jobs?status=running``: the run's running job (its job group is the run id, its description names the
+   batch), with its submission time;
+2. ``/sql?details=true`` for the executions since the poller's start: the one running that job; its state
+   writers (plan order: the progress event's ``stateOperators`` order) and the stages their metrics name
+   (``(stage 16.0: task 40)``, there once a task of the stage reported);
+3. ``/stages/<id>/<attempt>`` (the partitions: its task count) and its ``taskList`` of successful tasks,
+   whose partition, launch time and duration feed ``observer.placement.restore_progress`` as the event log's
+   task ends do.
+
+So a poll is three requests plus two per stateful stage, only during a first batch; a partition is known
+within one poll interval of its task's end (plus the driver's own status-store delay). The status store
+keeps no SQL metrics per task: the live restore has partitions, elapsed time and ETA, not changelog files
+or load times (those come from event logs). Executor losses are not followed live.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import OrderedDict
+from typing import Any
+
+from observer.placement.restore_progress import RestoreProgress
+from observer.placement.task_poll import RestSource, _batch_key, _decode_tasks, _epoch
+
+_STAGE_REF = re.compile(r"\(stage (\d+)\.(\d+): task \d+\)")
+_WRITER_MARKERS = frozenset({"number of total state rows", "number of state store instances", "memory used by state"})
+INTERVAL_SECONDS = 1.0
+MAX_WATCHED = 64  # runs whose first batch is awaited at once
+MAX_EXECUTIONS = 100  # executions read per poll
+MAX_TASKS = 100_000
+
+
+class RestorePoller:
+    """Feeds ``progress`` from the driver while a run's first batch runs; thread-confined to the worker."""
+
+    def __init__(self, source: RestSource, progress: RestoreProgress, interval: float = INTERVAL_SECONDS) -> None:
+        self.source = source
+        self.progress = progress
+        self.interval = interval
+        self.errors = 0
+        self.seconds: list[float] = []  # wall time of each poll (the latest 1000)
+        self._watched: OrderedDict[str, str | None] = OrderedDict()  # query id -> run id whose first batch is awaited
+        self._first_execution = 0
+        self._last_poll = 0.0
+        self._seen: dict[tuple[int, int], set[int]] = {}  # (stage, attempt) -> partitions already fed
+
+    def watch(self, query_id: str, run_id: str | None) -> None:
+        """A run started: follow its first batch."""
+        self._watched[query_id] = run_id
+        self._watched.move_to_end(query_id)
+        while len(self._watched) > MAX_WATCHED:
+            self._watched.popitem(last=False)
+
+    def done(self, query_id: str, batch_id: int) -> None:
+        """A progress event of the query: its run's first batch is over, nothing more to follow."""
+        if self._watched.pop(query_id, None) is not None:
+            self._poll()  # the last partitions, before the batch is closed
+        if not self._watched:
+            self._seen.clear()
+
+    def tick(self) -> None:
+        """Poll when a first batch is awaited and the interval has passed; never raises (errors are counted)."""
+        if self._watched and time.monotonic() - self._last_poll >= self.interval:
+            self._poll()
+
+    def _poll(self) -> None:
+        started = time.perf_counter()
+        self._last_poll = time.monotonic()
+        try:
+            jobs = self.source.get("/jobs?status=running") or []
+            running = {}
+            for job in jobs if isinstance(jobs, list) else []:
+                key = _batch_key(job.get("description")) if isinstance(job, dict) else None
+                if key is not None and key[0] in self._watched and job.get("jobGroup") == self._watched[key[0]]:
+                    running[job.get("jobId")] = (key, _epoch(job.get("submissionTime")))
+            if running:
+                self._executions(running)
+        except Exception:  # a busy or gone driver, an odd answer: counted; the next tick tries again
+            self.errors += 1
+            self.source.close()
+        self.seconds.append(time.perf_counter() - started)
+        del self.seconds[:-1000]
+
+    def _executions(self, running: dict[Any, tuple[tuple[str, int], float | None]]) -> None:
+        listing = self.source.get(f"/sql?details=true&planDescription=false&offset={self._first_execution}&length={MAX_EXECUTIONS}")
+        for ex in listing if isinstance(listing, list) else []:
+            jobs = [j for j in ex.get("runningJobIds") or [] if j in running] if isinstance(ex, dict) else []
+            if not jobs:
+                continue
+            (query_id, batch_id), submitted = running[jobs[0]]
+            writers = _writers(ex.get("nodes"))
+            stages = sorted({ref for _, refs in writers for ref in refs})
+            totals = {ref: self._stage_tasks(*ref) for ref in stages}
+            operators = {i: name for i, (name, _) in enumerate(writers)}
+            for index, (name, refs) in enumerate(writers):
+                total = max((n for r in refs if (n := totals[r]) is not None), default=None)
+                self.progress.on_job(query_id, self._watched.get(query_id), batch_id, submitted, total, {index: name})
+            if not stages:
+                self.progress.on_job(query_id, self._watched.get(query_id), batch_id, submitted, None, operators)
+            for ref in stages:
+                for partition, launch, finish in self._successes(*ref):
+                    for index, (name, refs) in enumerate(writers):
+                        if ref in refs:
+                            self.progress.on_task(query_id, batch_id, index, name, partition, launch, finish, {})
+
+    def _stage_tasks(self, stage: int, attempt: int) -> int | None:
+        got = self.source.get(f"/stages/{stage}/{attempt}?details=false")
+        n = got.get("numTasks") if isinstance(got, dict) else None
+        return n if isinstance(n, int) else None
+
+    def _successes(self, stage: int, attempt: int) -> list[tuple[int, float, float]]:
+        """The stage attempt's successful tasks not fed before: (partition, launch, finish) in seconds."""
+        body = self.source.get_bytes(f"/stages/{stage}/{attempt}/taskList?length={MAX_TASKS}&status=SUCCESS")
+        seen = self._seen.setdefault((stage, attempt), set())
+        out = []
+        for t in _decode_tasks(body) if body is not None else []:
+            partition = t.get("partitionId", t.get("index"))
+            launch, duration = _epoch(t.get("launchTime")), t.get("duration")
+            if t.get("status") != "SUCCESS" or not isinstance(partition, int) or partition in seen:
+                continue
+            if launch is None or not isinstance(duration, (int, float)):
+                continue
+            seen.add(partition)
+            out.append((partition, launch, launch + duration / 1000.0))
+        return out
+
+
+def _writers(nodes: Any) -> list[tuple[str, set[tuple[int, int]]]]:
+    """The plan's state writers in plan order (node id order: parents first), each with the stages its metrics name."""
+    out = []
+    for node in sorted((n for n in nodes if isinstance(n, dict)) if isinstance(nodes, list) else [], key=lambda n: n.get("nodeId", 0)):
+        metrics = [m for m in node.get("metrics", []) if isinstance(m, dict)] if isinstance(node.get("metrics"), list) else []
+        if any(m.get("name") in _WRITER_MARKERS for m in metrics):
+            refs = {(int(s), int(a)) for m in metrics for s, a in _STAGE_REF.findall(str(m.get("value", "")))}
+            out.append((str(node.get("nodeName", "?")), refs))
+    return out
