@@ -48,6 +48,7 @@ MAX_NOTES = 4096  # notes not yet taken by the pipeline; the oldest are dropped 
 MAX_PARTITIONS = 100_000
 MAX_QUERIES = 1024  # queries whose latest run is remembered
 STEPS = 10  # a progress note per tenth of the partitions
+SLOWEST = 16  # partitions listed by a finished restore
 INTERVAL_SECONDS = 10.0
 
 
@@ -67,14 +68,13 @@ class _Operator:
     name: str  # as the progress events name it (``dedupe``), where one of the query was seen; else the plan node's
     node: str  # the plan node (``StreamingDeduplicate``)
     total: int | None
-    done: set[int] = field(default_factory=set)
+    done: dict[int, tuple[float | None, float]] = field(default_factory=dict)  # partition -> its task's (launch, finish)
     first_launch: float | None = None
     last_finish: float | None = None
     step: int = 0  # the tenth of the partitions last told
     told_at: float = 0.0
     changelog_files: int | None = None
     load_ms: float | None = None
-    slowest: tuple[float, int] | None = None  # (task seconds, partition)
     finished: bool = False
 
 
@@ -173,11 +173,9 @@ class RestoreProgress:
             op = restore.operators[operator]
         if op.finished or partition in op.done or len(op.done) >= MAX_PARTITIONS:
             return
-        op.done.add(partition)
+        op.done[partition] = (launch, finish)
         if launch is not None:
             op.first_launch = launch if op.first_launch is None else min(op.first_launch, launch)
-            if op.slowest is None or finish - launch > op.slowest[0]:
-                op.slowest = (finish - launch, partition)
         op.last_finish = finish if op.last_finish is None else max(op.last_finish, finish)
         files, load = fields.get("changelog_files"), fields.get("load_ms")
         if files is not None:
@@ -250,8 +248,9 @@ class RestoreProgress:
         del attrs["eta_seconds"]
         attrs["duration_seconds"] = round(max(0.0, ts - restore.started), 3)
         attrs["complete"] = complete
-        if op.slowest is not None:
-            attrs["slowest_partition"], attrs["slowest_partition_seconds"] = op.slowest[1], round(op.slowest[0], 3)
+        timed = sorted(((f - s, p, s, f) for p, (s, f) in op.done.items() if s is not None), reverse=True)[:SLOWEST]
+        if timed:  # the partitions whose load held the restore up longest: its spans' children (OTLP), the browser's list
+            attrs["slowest_partitions"] = [{"partition": p, "launch": s, "finish": f, "seconds": round(d, 3)} for d, p, s, f in timed]
         self._note(RESTORE_FINISHED, restore, ts, attrs)
         if all(o.finished for o in restore.operators.values()):
             self._restores.pop((restore.query_id, restore.batch_id), None)
