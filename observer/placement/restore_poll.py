@@ -50,6 +50,8 @@ class RestorePoller:
         self._first_execution = 0
         self._last_poll = 0.0
         self._seen: dict[tuple[int, int], set[int]] = {}  # (stage, attempt) -> partitions already fed
+        self._known: OrderedDict[tuple[str, int], int] = OrderedDict()  # (query, batch) -> its running execution
+        self._totals: dict[tuple[int, int], int | None] = {}  # (stage, attempt) -> its task count
 
     def watch(self, query_id: str, run_id: str | None) -> None:
         """A run started: follow its first batch."""
@@ -64,6 +66,8 @@ class RestorePoller:
             self._poll()  # the last partitions, before the batch is closed
         if not self._watched:
             self._seen.clear()
+            self._known.clear()
+            self._totals.clear()
 
     def tick(self) -> None:
         """Poll when a first batch is awaited and the interval has passed; never raises (errors are counted)."""
@@ -89,15 +93,21 @@ class RestorePoller:
         del self.seconds[:-1000]
 
     def _executions(self, running: dict[Any, tuple[tuple[str, int], float | None]]) -> None:
-        listing = self.source.get(f"/sql?details=true&planDescription=false&offset={self._first_execution}&length={MAX_EXECUTIONS}")
-        for ex in listing if isinstance(listing, list) else []:
+        found = [self.source.get(f"/sql/{e}?details=true&planDescription=false") for e in self._known.values()]
+        if not any(isinstance(ex, dict) and set(ex.get("runningJobIds") or ()) & set(running) for ex in found):
+            found = self._listing()
+        for ex in found:
             jobs = [j for j in ex.get("runningJobIds") or [] if j in running] if isinstance(ex, dict) else []
             if not jobs:
                 continue
+            self._known[running[jobs[0]][0]] = ex.get("id")
+            while len(self._known) > MAX_WATCHED:
+                self._known.popitem(last=False)
             (query_id, batch_id), submitted = running[jobs[0]]
             writers = _writers(ex.get("nodes"))
             stages = sorted({ref for _, refs in writers for ref in refs})
             totals = {ref: self._stage_tasks(*ref) for ref in stages}
+            self._totals.update(totals)
             operators = {i: name for i, (name, _) in enumerate(writers)}
             for index, (name, refs) in enumerate(writers):
                 total = max((n for r in refs if (n := totals[r]) is not None), default=None)
@@ -110,7 +120,19 @@ class RestorePoller:
                         if ref in refs:
                             self.progress.on_task(query_id, batch_id, index, name, partition, launch, finish, {})
 
+    def _listing(self) -> list[Any]:
+        """The executions from the first one that may still run; the ones finished before it are not read again."""
+        listing = self.source.get(f"/sql?details=true&planDescription=false&offset={self._first_execution}&length={MAX_EXECUTIONS}")
+        listing = listing if isinstance(listing, list) else []
+        for ex in listing:
+            if not isinstance(ex, dict) or ex.get("status") == "RUNNING" or not isinstance(ex.get("id"), int):
+                break
+            self._first_execution = ex["id"] + 1
+        return listing
+
     def _stage_tasks(self, stage: int, attempt: int) -> int | None:
+        if self._totals.get((stage, attempt)) is not None:
+            return self._totals[(stage, attempt)]
         got = self.source.get(f"/stages/{stage}/{attempt}?details=false")
         n = got.get("numTasks") if isinstance(got, dict) else None
         return n if isinstance(n, int) else None

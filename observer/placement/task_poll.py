@@ -21,6 +21,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import threading
 import time
 import urllib.parse
 from collections import OrderedDict
@@ -122,6 +123,25 @@ class RestSource:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def warm_up(self, timeout: float = 120.0) -> threading.Thread:
+        """Start the driver's REST API now, from a thread of its own: its first request initializes Jersey, which
+        took 10 s on a loaded 2-core machine, past the worker's timeout; a restart's first batch (a restore the
+        observer follows live) comes right after ``attach()``. The answer is dropped; errors are ignored."""
+
+        def get() -> None:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+            try:
+                conn.request("GET", self.base + "/jobs?status=running")
+                conn.getresponse().read()
+            except (OSError, http.client.HTTPException):
+                pass  # the worker's own requests count their errors
+            finally:
+                conn.close()
+
+        thread = threading.Thread(target=get, name="spark-state-observer-rest-warm-up", daemon=True)
+        thread.start()
+        return thread
 
 
 class TaskPoller:
@@ -397,4 +417,6 @@ def polling_source(spark: Any, every: int = 1) -> PollingSource | None:
         return None
     if not url:
         return None
-    return PollingSource(TaskPoller(RestSource(url, app_id)), every)
+    source = RestSource(url, app_id)
+    source.warm_up()
+    return PollingSource(TaskPoller(source), every)
