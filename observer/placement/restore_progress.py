@@ -96,7 +96,8 @@ class RestoreProgress:
         self.notes: deque[RestoreNote] = deque()
         self.dropped = 0
         self._started: OrderedDict[str, str | None] = OrderedDict()  # query id -> run started, its first batch not seen yet
-        self._seen_batch: OrderedDict[tuple[str, int], bool] = OrderedDict()  # (query, batch) -> judged restoring
+        # (query, run, batch) -> judged restoring: a crashed run's last batch is run again by the next run
+        self._seen_batch: OrderedDict[tuple[str, str | None, int], bool] = OrderedDict()
         self._restores: OrderedDict[tuple[str, int], _Restore] = OrderedDict()
         self._executor_lost = False
         self._latest = 0.0  # the newest time the events told (a log's time in replay)
@@ -116,7 +117,7 @@ class RestoreProgress:
         key = (query_id, batch_id)
         if submitted is not None:
             self._latest = max(self._latest, submitted)
-        if key in self._seen_batch:
+        if (query_id, run_id, batch_id) in self._seen_batch:
             restore = self._restores.get(key)
             if restore is not None and submitted is not None:
                 self._add_operators(restore, operators, partitions, submitted)
@@ -126,7 +127,7 @@ class RestoreProgress:
             reason = REASON_RESTART  # the run's first batch, with committed batches before it: state to load
         elif self._executor_lost:
             reason = REASON_EXECUTOR_LOST
-        self._seen_batch[key] = reason is not None
+        self._seen_batch[(query_id, run_id, batch_id)] = reason is not None
         while len(self._seen_batch) > MAX_RESTORES * 16:
             self._seen_batch.popitem(last=False)
         if reason is None or submitted is None:
@@ -141,7 +142,11 @@ class RestoreProgress:
         self._add_operators(restore, operators, partitions, submitted)
 
     def on_run_started(self, query_id: str, run_id: str | None) -> None:
-        """A run of the query started (its ``QueryStartedEvent``): its first batch is judged at its first job."""
+        """A run of the query started (its ``QueryStartedEvent``): its first batch is judged at its first job; a
+        restore of an earlier run still open (that run died in it) is finished, incomplete."""
+        for key in [k for k in self._restores if k[0] == query_id]:
+            old = self._restores.pop(key)
+            self._finish_all(old, self._latest)
         self._started[query_id] = run_id
         self._started.move_to_end(query_id)
         while len(self._started) > MAX_QUERIES:

@@ -114,6 +114,17 @@ def test_spark_35_has_progress_without_load_figures() -> None:
     assert progress and all(e.attributes["eta_seconds"] is not None for e in progress)
 
 
+def test_a_batch_the_previous_run_died_in_is_the_one_restored() -> None:
+    """Spark 4.3: the first run was stopped inside batch 8, which the second run runs again, restoring first."""
+    folder = os.path.join(FIXTURES, "incidents", "dedup_agg_restart_43")
+    with open(os.path.join(folder, "truth.json")) as f:
+        first = json.load(f)["restarts"][0]["first_batch_id"]
+    events = replayed([os.path.join(folder, run, "eventlog") for run in ("run1", "run2")])
+    assert {e.attributes["batch_id"] for e in events} == {first}
+    assert [e.kind for e in events].count(kinds.RESTORE_FINISHED) == 2
+    assert all(e.attributes["complete"] for e in events if e.kind == kinds.RESTORE_FINISHED)
+
+
 def test_executor_loss_restores_the_next_batch() -> None:
     """The kill recording: after executor 1 is removed, the next batch reloads its partitions on executor 0."""
     events = replayed(KILL)
