@@ -5,15 +5,17 @@ observer attached has no log to read, so while a run's first batch runs (after i
 and until its progress event) the observer's worker asks the driver, at most every ``interval`` seconds:
 
 1. ``/jobs?status=running``: the run's running job (its job group is the run id, its description names the
-   batch), with its submission time;
-2. ``/sql?details=true`` for the executions since the poller's start: the one running that job; its state
-   writers (plan order: the progress event's ``stateOperators`` order) and the stages their metrics name
-   (``(stage 16.0: task 40)``, there once a task of the stage reported);
-3. ``/stages/<id>/<attempt>`` (the partitions: its task count) and its ``taskList`` of successful tasks,
-   whose partition, launch time and duration feed ``observer.placement.restore_progress`` as the event log's
-   task ends do.
+   batch), its submission time and its stages;
+2. ``/sql/<id>?details=true`` (found once in ``/sql`` by its running job): the plan's state writers, top down
+   (the progress event's ``stateOperators`` order). A running execution lists its nodes without metrics, so
+   no metric names a writer's stage yet: the writers run in the job's last stages, the topmost in the last
+   (each behind an exchange), which holds for aggregations, deduplication, joins and their chains; two writers
+   in one stage (no exchange between them) are told as that stage and the one before it;
+3. ``/stages/<id>`` (the latest attempt and its task count: the partitions) and its ``taskList`` of
+   successful tasks, whose partition, launch time and duration feed ``observer.placement.restore_progress``
+   as the event log's task ends do.
 
-So a poll is three requests plus two per stateful stage, only during a first batch; a partition is known
+So a poll is two requests plus one or two per stateful stage, only during a first batch; a partition is known
 within one poll interval of its task's end (plus the driver's own status-store delay). The status store
 keeps no SQL metrics per task: the live restore has partitions, elapsed time and ETA, not changelog files
 or load times (those come from event logs). Executor losses are not followed live.
@@ -21,7 +23,6 @@ or load times (those come from event logs). Executor losses are not followed liv
 
 from __future__ import annotations
 
-import re
 import time
 from collections import OrderedDict
 from typing import Any
@@ -29,8 +30,22 @@ from typing import Any
 from observer.placement.restore_progress import RestoreProgress
 from observer.placement.task_poll import RestSource, _batch_key, _decode_tasks, _epoch
 
-_STAGE_REF = re.compile(r"\(stage (\d+)\.(\d+): task \d+\)")
-_WRITER_MARKERS = frozenset({"number of total state rows", "number of state store instances", "memory used by state"})
+# the physical nodes that write state (``StateStoreWriter``, Spark 3.5-4.3); readers such as StateStoreRestore are left out
+WRITER_NODES = frozenset(
+    {
+        "StateStoreSave",
+        "SessionWindowStateStoreSave",
+        "StreamingDeduplicate",
+        "StreamingDeduplicateWithinWatermark",
+        "StreamingSymmetricHashJoin",
+        "FlatMapGroupsWithState",
+        "FlatMapGroupsInPandasWithState",
+        "TransformWithState",
+        "TransformWithStateInPandas",
+        "TransformWithStateInPySpark",
+        "StreamingGlobalLimit",
+    }
+)
 INTERVAL_SECONDS = 1.0
 MAX_WATCHED = 64  # runs whose first batch is awaited at once
 MAX_EXECUTIONS = 100  # executions read per poll
@@ -51,7 +66,7 @@ class RestorePoller:
         self._last_poll = 0.0
         self._seen: dict[tuple[int, int], set[int]] = {}  # (stage, attempt) -> partitions already fed
         self._known: OrderedDict[tuple[str, int], int] = OrderedDict()  # (query, batch) -> its running execution
-        self._totals: dict[tuple[int, int], int | None] = {}  # (stage, attempt) -> its task count
+        self._totals: dict[int, tuple[int, int | None]] = {}  # stage -> its latest attempt and its task count
 
     def watch(self, query_id: str, run_id: str | None) -> None:
         """A run started: follow its first batch."""
@@ -83,7 +98,8 @@ class RestorePoller:
             for job in jobs if isinstance(jobs, list) else []:
                 key = _batch_key(job.get("description")) if isinstance(job, dict) else None
                 if key is not None and key[0] in self._watched and job.get("jobGroup") == self._watched[key[0]]:
-                    running[job.get("jobId")] = (key, _epoch(job.get("submissionTime")))
+                    stages = sorted((s for s in job.get("stageIds") or [] if isinstance(s, int)), reverse=True)
+                    running[job.get("jobId")] = (key, _epoch(job.get("submissionTime")), stages)
             if running:
                 self._executions(running)
         except Exception:  # a busy or gone driver, an odd answer: counted; the next tick tries again
@@ -92,7 +108,7 @@ class RestorePoller:
         self.seconds.append(time.perf_counter() - started)
         del self.seconds[:-1000]
 
-    def _executions(self, running: dict[Any, tuple[tuple[str, int], float | None]]) -> None:
+    def _executions(self, running: dict[Any, tuple[tuple[str, int], float | None, list[int]]]) -> None:
         found = [self.source.get(f"/sql/{e}?details=true&planDescription=false") for e in self._known.values()]
         if not any(isinstance(ex, dict) and set(ex.get("runningJobIds") or ()) & set(running) for ex in found):
             found = self._listing()
@@ -103,22 +119,18 @@ class RestorePoller:
             self._known[running[jobs[0]][0]] = ex.get("id")
             while len(self._known) > MAX_WATCHED:
                 self._known.popitem(last=False)
-            (query_id, batch_id), submitted = running[jobs[0]]
+            (query_id, batch_id), submitted, stages = running[jobs[0]]
             writers = _writers(ex.get("nodes"))
-            stages = sorted({ref for _, refs in writers for ref in refs})
-            totals = {ref: self._stage_tasks(*ref) for ref in stages}
-            self._totals.update(totals)
-            operators = {i: name for i, (name, _) in enumerate(writers)}
-            for index, (name, refs) in enumerate(writers):
-                total = max((n for r in refs if (n := totals[r]) is not None), default=None)
-                self.progress.on_job(query_id, self._watched.get(query_id), batch_id, submitted, total, {index: name})
-            if not stages:
-                self.progress.on_job(query_id, self._watched.get(query_id), batch_id, submitted, None, operators)
-            for ref in stages:
-                for partition, launch, finish in self._successes(*ref):
-                    for index, (name, refs) in enumerate(writers):
-                        if ref in refs:
-                            self.progress.on_task(query_id, batch_id, index, name, partition, launch, finish, {})
+            run_id = self._watched.get(query_id)
+            self.progress.on_job(query_id, run_id, batch_id, submitted, None, dict(enumerate(writers)))
+            # a running execution lists its plan's nodes without metrics, so no node names its stage yet: the state
+            # writers, top down, run in the job's last stages, the topmost in the last (an exchange precedes each)
+            for index, (name, stage) in enumerate(zip(writers, stages)):
+                attempt, total = self._stage(stage)
+                if total is not None:
+                    self.progress.on_job(query_id, run_id, batch_id, submitted, total, {index: name})
+                for partition, launch, finish in self._successes(stage, attempt):
+                    self.progress.on_task(query_id, batch_id, index, name, partition, launch, finish, {})
 
     def _listing(self) -> list[Any]:
         """The executions from the first one that may still run; the ones finished before it are not read again."""
@@ -130,12 +142,19 @@ class RestorePoller:
             self._first_execution = ex["id"] + 1
         return listing
 
-    def _stage_tasks(self, stage: int, attempt: int) -> int | None:
-        if self._totals.get((stage, attempt)) is not None:
-            return self._totals[(stage, attempt)]
-        got = self.source.get(f"/stages/{stage}/{attempt}?details=false")
-        n = got.get("numTasks") if isinstance(got, dict) else None
-        return n if isinstance(n, int) else None
+    def _stage(self, stage: int) -> tuple[int, int | None]:
+        """The stage's latest attempt and its task count (its partitions); (0, None) before the stage is submitted."""
+        known = self._totals.get(stage)
+        if known is not None:
+            return known
+        got = self.source.get(f"/stages/{stage}?details=false")
+        attempts = [a for a in got if isinstance(a, dict) and isinstance(a.get("attemptId"), int)] if isinstance(got, list) else []
+        if not attempts or attempts[0].get("status") == "PENDING":
+            return 0, None
+        latest = max(attempts, key=lambda a: a["attemptId"])
+        n = latest.get("numTasks")
+        self._totals[stage] = (latest["attemptId"], n if isinstance(n, int) else None)
+        return self._totals[stage]
 
     def _successes(self, stage: int, attempt: int) -> list[tuple[int, float, float]]:
         """The stage attempt's successful tasks not fed before: (partition, launch, finish) in seconds."""
@@ -154,12 +173,7 @@ class RestorePoller:
         return out
 
 
-def _writers(nodes: Any) -> list[tuple[str, set[tuple[int, int]]]]:
-    """The plan's state writers in plan order (node id order: parents first), each with the stages its metrics name."""
-    out = []
-    for node in sorted((n for n in nodes if isinstance(n, dict)) if isinstance(nodes, list) else [], key=lambda n: n.get("nodeId", 0)):
-        metrics = [m for m in node.get("metrics", []) if isinstance(m, dict)] if isinstance(node.get("metrics"), list) else []
-        if any(m.get("name") in _WRITER_MARKERS for m in metrics):
-            refs = {(int(s), int(a)) for m in metrics for s, a in _STAGE_REF.findall(str(m.get("value", "")))}
-            out.append((str(node.get("nodeName", "?")), refs))
-    return out
+def _writers(nodes: Any) -> list[str]:
+    """The plan's state writers in plan order (node id order: parents first), by their node names."""
+    ordered = sorted((n for n in nodes if isinstance(n, dict)) if isinstance(nodes, list) else [], key=lambda n: n.get("nodeId", 0))
+    return [str(n.get("nodeName")) for n in ordered if n.get("nodeName") in WRITER_NODES]
