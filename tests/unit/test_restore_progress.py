@@ -102,6 +102,28 @@ def test_a_restart_is_told_while_it_runs() -> None:
     assert ops["dedupe"][-1].attributes["changelog_files"] > 0 and ops["dedupe"][-1].attributes["load_seconds"] > 0
 
 
+def test_a_large_restore_counts_every_changelog_file_the_build_wrote() -> None:
+    """scripts/record_restore.py: 16 partitions, 80 batches, no snapshot. The dedupe's tasks replay every file
+    its partitions wrote; the aggregation's first load (StateStoreRestore) reports nothing, its second none."""
+    folder = os.path.join(FIXTURES, "restore_progress", "large")
+    with open(os.path.join(folder, "truth.json")) as f:
+        truth = json.load(f)
+    events = replayed([os.path.join(folder, "eventlog")])
+    finished = {e.attributes["operator_node"]: e.attributes for e in events if e.kind == kinds.RESTORE_FINISHED}
+    assert set(finished) == {"StreamingDeduplicate", "StateStoreSave"}
+    assert all(a["complete"] and a["partitions_done"] == a["partitions_total"] == truth["partitions"] for a in finished.values())
+    assert (
+        finished["StreamingDeduplicate"]["changelog_files"]
+        == truth["changelog_files"] // 2
+        == truth["partitions"] * truth["batches_before_restart"]
+    )
+    assert finished["StateStoreSave"]["changelog_files"] == 0  # aggregations double-load: the measured load is the cheap one
+    progress = [e for e in events if e.kind == kinds.RESTORE_PROGRESS]
+    assert all(e.attributes["eta_seconds"] > 0 for e in progress if e.attributes["partitions_done"] < truth["partitions"])
+    per_operator = {n: sum(e.attributes["operator_node"] == n for e in progress) for n in finished}
+    assert all(n <= STEPS for n in per_operator.values())  # bounded: at most one per tenth of the partitions
+
+
 def test_spark_35_has_progress_without_load_figures() -> None:
     """3.5 reports no load metrics per task: partitions and the ETA are told, files and load time are not."""
     events = replayed(RESTART_35)
