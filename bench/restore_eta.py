@@ -56,7 +56,7 @@ def eta_errors(events: list[SignalEvent]) -> list[dict[str, Any]]:
         if end is None:
             continue
         total = end.attributes["partitions_total"]
-        row: dict[str, Any] = {
+        row: dict[Any, Any] = {
             "operator": operator,
             "batch": batch,
             "reason": end.attributes["reason"],
