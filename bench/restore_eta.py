@@ -45,7 +45,7 @@ def factor(predicted: float | None, actual: float) -> float | None:
     return max(predicted / actual, actual / predicted)
 
 
-def eta_errors(events: list[SignalEvent]) -> list[dict[str, Any]]:
+def eta_errors(events: list[SignalEvent]) -> list[dict[Any, Any]]:
     """Per restore (query, batch, operator): its size, duration and the ETA's error at each point."""
     by_restore: dict[tuple[str, int, str], list[SignalEvent]] = defaultdict(list)
     for e in events:
