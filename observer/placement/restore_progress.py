@@ -17,9 +17,9 @@ order and with the log's times) and turns them into a bounded stream of notes:
   closes it first (a partition the observer did not see: ``complete=False``), with ``duration_seconds``.
 
 Which batch restores: the first batch of a run (after its ``QueryStartedEvent``) with committed batches
-before it (a restart from the checkpoint: ``reason=restart``) and, after an executor was removed, the next batch of every query (``executor_lost``:
-its partitions are loaded on the executors left; the ones that stayed put reuse their stores, so that
-restore counts every partition but only the moved ones load).
+before it (a restart from the checkpoint: ``reason=restart``) and, after an executor was removed, each query's
+first batch submitted after the removal (``executor_lost``: the lost partitions load on the executors left,
+the others reuse their stores, so that restore counts every partition but only the moved ones load).
 
 ETA: the partitions' tasks run in waves on the executors' cores, so once partitions finish the observed rate
 (finished partitions per second since the first of them was launched) extrapolates to the rest. Before the
@@ -99,7 +99,8 @@ class RestoreProgress:
         # (query, run, batch) -> judged restoring: a crashed run's last batch is run again by the next run
         self._seen_batch: OrderedDict[tuple[str, str | None, int], bool] = OrderedDict()
         self._restores: OrderedDict[tuple[str, int], _Restore] = OrderedDict()
-        self._executor_lost = False
+        self._lost_at: float | None = None  # when an executor was last removed
+        self._last_job: OrderedDict[str, float] = OrderedDict()  # query id -> its latest batch's job submission
         self._latest = 0.0  # the newest time the events told (a log's time in replay)
         self._names: OrderedDict[str, dict[int, str]] = OrderedDict()  # query id -> its progress' operator names
 
@@ -122,18 +123,21 @@ class RestoreProgress:
             if restore is not None and submitted is not None:
                 self._add_operators(restore, operators, partitions, submitted)
             return
+        previous = self._last_job.pop(query_id, None)
+        if submitted is not None:
+            self._last_job[query_id] = submitted
+            while len(self._last_job) > MAX_QUERIES:
+                self._last_job.popitem(last=False)
         reason = None
         if self._started.pop(query_id, None) == run_id and batch_id > 0:
             reason = REASON_RESTART  # the run's first batch, with committed batches before it: state to load
-        elif self._executor_lost:
-            reason = REASON_EXECUTOR_LOST
+        elif self._lost_at is not None and previous is not None and submitted is not None and previous < self._lost_at <= submitted:
+            reason = REASON_EXECUTOR_LOST  # the query's first batch since an executor went away
         self._seen_batch[(query_id, run_id, batch_id)] = reason is not None
         while len(self._seen_batch) > MAX_RESTORES * 16:
             self._seen_batch.popitem(last=False)
         if reason is None or submitted is None:
             return
-        if reason == REASON_EXECUTOR_LOST:
-            self._executor_lost = False
         restore = _Restore(query_id, run_id, batch_id, reason, submitted, {})
         self._restores[key] = restore
         while len(self._restores) > MAX_RESTORES:
@@ -152,9 +156,9 @@ class RestoreProgress:
         while len(self._started) > MAX_QUERIES:
             self._started.popitem(last=False)
 
-    def on_executor_removed(self) -> None:
-        """The next batch of each query loads the removed executor's partitions elsewhere."""
-        self._executor_lost = True
+    def on_executor_removed(self, at: float | None) -> None:
+        """An executor went away at ``at`` (s): each query's first batch submitted after it loads its partitions elsewhere."""
+        self._lost_at = at if at is not None else self._latest
 
     def on_task(
         self,

@@ -508,7 +508,7 @@ class TaskEventReader:
             return []
         ts = event.get("Timestamp")
         if not added and self.restores is not None:
-            self.restores.on_executor_removed()
+            self.restores.on_executor_removed(ts / 1000.0 if isinstance(ts, (int, float)) else None)
         info = event.get("Executor Info")
         host = info.get("Host") if isinstance(info, Mapping) and isinstance(info.get("Host"), str) else None
         reason = event.get("Removed Reason")

@@ -147,6 +147,25 @@ def test_a_batch_the_previous_run_died_in_is_the_one_restored() -> None:
     assert all(e.attributes["complete"] for e in events if e.kind == kinds.RESTORE_FINISHED)
 
 
+def test_live_callbacks_match_the_log() -> None:
+    """The recorder's restart with the observer attached (the driver's REST API polled; local-cluster[2,1,1024],
+    executor 1 killed before the restoring batch): each partition the callbacks told is one the log has, at the
+    time its task ended there, and the restores finish where the log's stages end."""
+    folder = os.path.join(FIXTURES, "restore_progress", "large_kill")
+    with open(os.path.join(folder, "live_events.jsonl")) as f:
+        live = [json.loads(line) for line in f if line.strip()]
+    logged = replayed([os.path.join(folder, "eventlog")])
+    restart = {e.attributes["batch_id"] for e in logged if e.attributes["reason"] == "restart"}
+    assert {e["attributes"]["batch_id"] for e in live} == restart  # the live path judges the same batch
+    truth = log_truth([os.path.join(folder, "eventlog")], restart.pop())
+    finishes = sorted(truth["last_finish"].values())
+    told = [e for e in live if e["kind"] == kinds.RESTORE_PROGRESS]
+    assert len(told) >= 10 and all(e["attributes"]["partitions_total"] == 16 for e in told)
+    assert all(e["received"] >= e["timestamp"] for e in live)  # told after it happened, never before
+    last = {e["attributes"]["operator"]: e["timestamp"] for e in live if e["kind"] == kinds.RESTORE_PROGRESS}
+    assert all(t <= finishes[-1] + 0.01 for t in last.values())
+
+
 def test_executor_loss_restores_the_next_batch() -> None:
     """The kill recording: after executor 1 is removed, the next batch reloads its partitions on executor 0."""
     events = replayed(KILL)
