@@ -67,6 +67,8 @@ class RestorePoller:
         self._seen: dict[tuple[int, int], set[int]] = {}  # (stage, attempt) -> partitions already fed
         self._known: OrderedDict[tuple[str, int], int] = OrderedDict()  # (query, batch) -> its running execution
         self._totals: dict[int, tuple[int, int | None]] = {}  # stage -> its latest attempt and its task count
+        # query -> run, batch, job submission, writers, stages: where its first batch's partitions are read
+        self._placed: dict[str, tuple[str | None, int, float | None, list[str], list[int]]] = {}
 
     def watch(self, query_id: str, run_id: str | None) -> None:
         """A run started: follow its first batch."""
@@ -77,12 +79,17 @@ class RestorePoller:
 
     def done(self, query_id: str, batch_id: int) -> None:
         """A progress event of the query: its run's first batch is over, nothing more to follow."""
-        if self._watched.pop(query_id, None) is not None:
-            self._poll()  # the last partitions, before the batch is closed
+        if self._watched.pop(query_id, None) is not None and query_id in self._placed:
+            try:  # the last partitions, before the batch is closed: the job is no longer running, its stages are known
+                self._read_stages(query_id, *self._placed.pop(query_id))
+            except Exception:  # as in _poll
+                self.errors += 1
+                self.source.close()
         if not self._watched:
             self._seen.clear()
             self._known.clear()
             self._totals.clear()
+            self._placed.clear()
 
     def tick(self) -> None:
         """Poll when a first batch is awaited and the interval has passed; never raises (errors are counted)."""
@@ -123,14 +130,22 @@ class RestorePoller:
             writers = _writers(ex.get("nodes"))
             run_id = self._watched.get(query_id)
             self.progress.on_job(query_id, run_id, batch_id, submitted, None, dict(enumerate(writers)))
-            # a running execution lists its plan's nodes without metrics, so no node names its stage yet: the state
-            # writers, top down, run in the job's last stages, the topmost in the last (an exchange precedes each)
-            for index, (name, stage) in enumerate(zip(writers, stages)):
-                attempt, total = self._stage(stage)
-                if total is not None:
-                    self.progress.on_job(query_id, run_id, batch_id, submitted, total, {index: name})
-                for partition, launch, finish in self._successes(stage, attempt):
-                    self.progress.on_task(query_id, batch_id, index, name, partition, launch, finish, {})
+            self._placed[query_id] = (run_id, batch_id, submitted, writers, stages)
+            self._read_stages(query_id, run_id, batch_id, submitted, writers, stages)
+
+    def _read_stages(
+        self, query_id: str, run_id: str | None, batch_id: int, submitted: float | None, writers: list[str], stages: list[int]
+    ) -> None:
+        """Each writer's stage size and finished tasks into the model.
+
+        A running execution lists its plan's nodes without metrics, so no node names its stage yet: the state
+        writers, top down, run in the job's last stages, the topmost in the last (an exchange precedes each)."""
+        for index, (name, stage) in enumerate(zip(writers, stages)):
+            attempt, total = self._stage(stage)
+            if total is not None:
+                self.progress.on_job(query_id, run_id, batch_id, submitted, total, {index: name})
+            for partition, launch, finish in self._successes(stage, attempt):
+                self.progress.on_task(query_id, batch_id, index, name, partition, launch, finish, {})
 
     def _listing(self) -> list[Any]:
         """The executions from the first one that may still run; the ones finished before it are not read again."""
