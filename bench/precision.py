@@ -48,6 +48,7 @@ INFORMATIONAL = frozenset(
         kinds.CAUGHT_UP,
         kinds.STALL_RECOVERED,
         kinds.LOAD_LATENCY_ANOMALY,
+        *kinds.RESTORE_PROGRESS_KINDS,  # the course of a restore; the restore itself is judged as `restore`
     }
 )
 EXECUTOR_TIME_TOLERANCE_SECONDS = 10.0  # an executor_removed this close to the kill is the kill

@@ -51,6 +51,9 @@ EVENT_COLORS = {
     k.KAFKA_CAUGHT_UP: "#8ca252",
     k.ROCKSDB_MEMORY_IMPLAUSIBLE: "#6b6ecf",
     k.SNAPSHOT_LAGGING: "#e7969c",
+    k.RESTORE_STARTED: "#c5b0d5",
+    k.RESTORE_PROGRESS: "#dadaeb",
+    k.RESTORE_FINISHED: "#756bb1",
 }
 HEIGHT = 260  # the whole chart: Streamlit's fit autosize takes the title, axis and legend from it
 Y_AXIS_WIDTH = 130  # pixels reserved for every chart's y axis (labels and title), so the x axes line up

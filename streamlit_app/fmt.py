@@ -46,6 +46,9 @@ KIND_LABELS = {
     k.KAFKA_CAUGHT_UP: "Kafka backlog read",
     k.ROCKSDB_MEMORY_IMPLAUSIBLE: "RocksDB memory report implausible",
     k.SNAPSHOT_LAGGING: "State snapshots lagging",
+    k.RESTORE_STARTED: "State restore started",
+    k.RESTORE_PROGRESS: "State restore progress",
+    k.RESTORE_FINISHED: "State restore finished",
 }
 """Signal kinds in plain words (every kind of ``observer.model.signal_kinds.SIGNAL_KINDS``)."""
 

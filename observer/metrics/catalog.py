@@ -137,6 +137,10 @@ from observer.metrics.families.signals import REAL_TIME_BOUNDARY_BACKLOG as REAL
 from observer.metrics.families.signals import REAL_TIME_BOUNDARY_PAUSE as REAL_TIME_BOUNDARY_PAUSE
 from observer.metrics.families.signals import REAL_TIME_CHECKPOINT_INTERVAL as REAL_TIME_CHECKPOINT_INTERVAL
 from observer.metrics.families.signals import REAL_TIME_MODE as REAL_TIME_MODE
+from observer.metrics.families.signals import RESTORE_ELAPSED as RESTORE_ELAPSED
+from observer.metrics.families.signals import RESTORE_ETA as RESTORE_ETA
+from observer.metrics.families.signals import RESTORE_IN_PROGRESS as RESTORE_IN_PROGRESS
+from observer.metrics.families.signals import RESTORE_PARTITIONS_REMAINING as RESTORE_PARTITIONS_REMAINING
 from observer.metrics.families.signals import ROWS_BUDGET_ETA as ROWS_BUDGET_ETA
 from observer.metrics.families.signals import ROWS_GROWTH_RATE as ROWS_GROWTH_RATE
 from observer.metrics.families.signals import SIGNAL_METRICS as SIGNAL_METRICS

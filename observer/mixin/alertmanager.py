@@ -15,7 +15,7 @@ SPARK = 'alertname=~"Spark(Streaming|State).*"'
 # what a failed, stopped or crash-looping query explains
 EXPLAINED = (
     'alertname=~"SparkStreamingQueryStalled|SparkStreamingQueryFallingBehind|SparkStreamingKafkaLagGrowing|'
-    'SparkStreamingWatermarkLagHigh|SparkStateRestoreTooLong"'
+    'SparkStreamingWatermarkLagHigh|SparkStateRestoreTooLong|SparkStateRestoreSlow"'
 )
 
 

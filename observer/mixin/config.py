@@ -37,6 +37,7 @@ ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
     "SparkStreamingKafkaDataLossRisk": ("0m", "critical"),
     "SparkStreamingWatermarkLagHigh": ("15m", "warning"),
     "SparkStateRestoreTooLong": ("0m", "warning"),
+    "SparkStateRestoreSlow": ("0m", "warning"),
     "SparkStateUnbounded": ("30m", "warning"),
     "SparkStateBudgetExhaustionForecast": ("15m", "warning"),
     "SparkStateMemoryNearBudget": ("15m", "warning"),
@@ -149,7 +150,10 @@ class Thresholds:
     kafka_anomaly_window_minutes: float = field(
         default=10, metadata=_doc("Window in which offsets that went backwards or skipped raise SparkStreamingKafkaDataLossRisk.")
     )
-    restore_seconds: float = field(default=300, metadata=_doc("A state restore after a restart slower than this alerts."))
+    restore_seconds: float = field(
+        default=300,
+        metadata=_doc("A state restore after a restart slower than this alerts; a running one whose elapsed time plus ETA passes it, too."),
+    )
     budget_eta_hours: float = field(
         default=6, metadata=_doc("Forecast time to the observer's rows or memory budget below which an alert fires.")
     )

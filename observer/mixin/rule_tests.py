@@ -316,6 +316,26 @@ def _restore_too_long(c: CaseInputs) -> Case:
     )
 
 
+def _restore_slow(c: CaseInputs) -> Case:
+    """A running restore whose elapsed time plus ETA passes the budget fires while it runs; one well within it
+    does not; both gauges go when the restore finishes, and so does the alert."""
+    alert = "SparkStateRestoreSlow"
+    budget, ls = c.v.restore_seconds, c.ls
+    n = _samples(c.for_(alert) + 10)
+    return Case(
+        alert,
+        [
+            (catalog.RESTORE_ELAPSED, ls.operator(0), f"60x{n} _x10"),
+            (catalog.RESTORE_ETA, ls.operator(0), f"{_n(budget)}x{n} _x10"),
+            (catalog.RESTORE_ELAPSED, ls.operator(1), f"10x{n}"),
+            (catalog.RESTORE_ETA, ls.operator(1), f"{_n(budget / 10)}x{n}"),
+        ],
+        c.for_(alert) + 2,
+        [(_keep(ls.operator(0), c.by_op), 60 + budget)],
+        [n + 6.0],
+    )
+
+
 def _state_unbounded(c: CaseInputs) -> Case:
     return c.flag("SparkStateUnbounded", catalog.STATE_UNBOUNDED, c.ls.operator, c.by_op)
 
@@ -517,6 +537,7 @@ CASE_BUILDERS: tuple[Callable[[CaseInputs], Case], ...] = (
     _kafka_data_loss_risk,
     _watermark_lag_high,
     _restore_too_long,
+    _restore_slow,
     _state_unbounded,
     _budget_exhaustion_forecast,
     _memory_near_budget,

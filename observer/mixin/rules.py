@@ -178,6 +178,13 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
             f"Operator {o} of query {q} needed {{{{ $value | humanizeDuration }}}} to restore its state after the latest restart.",
         ),
         a(
+            "SparkStateRestoreSlow",
+            f"max by ({op}) ({p.sel(catalog.RESTORE_ELAPSED)} + {p.sel(catalog.RESTORE_ETA)}) > {number(t.restore_seconds)}",
+            f"A running state restore of query {q} will take too long.",
+            f"Operator {o} of query {q} is restoring its state and, at the rate its partitions load, will need "
+            f"{{{{ $value | humanizeDuration }}}} in all, over the {number(t.restore_seconds)} s budget.",
+        ),
+        a(
             "SparkStateUnbounded",
             f"max by ({op}) ({p.sel(catalog.STATE_UNBOUNDED)}) == 1",
             f"State of query {q} keeps growing.",

@@ -31,6 +31,11 @@ STATE_TASK_RETRY = "state_task_retry"
 PARTITION_MIGRATED = "partition_migrated"  # state partitions ran elsewhere than last batch (observer.placement.tracker)
 ROCKSDB_MEMORY_IMPLAUSIBLE = "rocksdb_memory_implausible"  # Spark's RocksDB memory report cannot be right (observer.signals.capacity)
 SNAPSHOT_LAGGING = "snapshot_lagging"  # store instances without a snapshot for longer than normal (observer.signals.snapshots)
+# a restore while it runs, per stateful operator, from the restoring batch's tasks (observer.placement.restore_progress)
+RESTORE_STARTED = "restore_started"
+RESTORE_PROGRESS = "restore_progress"
+RESTORE_FINISHED = "restore_finished"
+RESTORE_PROGRESS_KINDS = (RESTORE_STARTED, RESTORE_PROGRESS, RESTORE_FINISHED)
 # Kafka sources (observer.signals.kafka): source health from the offsets of each progress
 KAFKA_LAG_GROWING = "kafka_lag_growing"
 KAFKA_PARTITION_STUCK = "kafka_partition_stuck"
@@ -77,6 +82,7 @@ SIGNAL_KINDS = (
     PARTITION_MIGRATED,
     ROCKSDB_MEMORY_IMPLAUSIBLE,
     SNAPSHOT_LAGGING,
+    *RESTORE_PROGRESS_KINDS,
     *KAFKA_KINDS,
 )
 ALL = "*"

@@ -26,7 +26,7 @@ from observer.metrics.tracker import QueryTracker
 from observer.metrics.view import MetricsView
 from observer.model import kinds
 from observer.model.capacity import read_conf, relevant
-from observer.model.events import Event, QueryProgress, QueryTerminated
+from observer.model.events import Event, QueryProgress, QueryStarted, QueryTerminated
 from observer.model.identity import AppContext
 from observer.model.parse import MalformedEvent, parse_event
 from observer.model.signal_kinds import SignalEvent
@@ -225,6 +225,8 @@ class Observer:
         The worker calls it about once a second; the alert backtest calls it at every simulated scrape.
         """
         facts = self._guarded("tick", self.engine.tick)
+        if facts is not None and self.placement is not None:
+            self._guarded("placement", partial(self.placement.tick, facts, self._label))
         if facts is not None and (facts.signals or facts.updates):
             self._deliver(None, facts, self.engine.clock())
 
@@ -260,6 +262,8 @@ class Observer:
                 self._guarded(
                     "placement", partial(self.placement.on_progress, event, facts, self._label, event.timestamp or item.received_at)
                 )
+            elif self.placement is not None and isinstance(event, QueryStarted):
+                self._guarded("placement", partial(self.placement.on_started, event.query_id, event.run_id))
             elif self.placement is not None and isinstance(event, QueryTerminated):
                 self._guarded("placement", partial(self.placement.on_terminated, event.query_id, event.run_id, facts))
             self._deliver(event, facts, item.received_at)

@@ -22,12 +22,16 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+from observer.metrics import catalog
 from observer.metrics.catalog import COUNTER, MetricSpec
+from observer.metrics.tracker import operator_labels
 from observer.metrics.updates import Labels, Update
 from observer.model.events import QueryProgress
+from observer.model.signal_kinds import RESTORE_FINISHED, SignalEvent
 from observer.placement.capacity import ExecutorCapacity
+from observer.placement.restore_progress import RestoreProgress
 from observer.placement.restores import TaskRestores
 from observer.placement.tasks import BatchTasks, ExecutorChange
 from observer.placement.tracker import OperatorBatch, PlacementTracker
@@ -52,6 +56,20 @@ class PlacementSource(Protocol):
         """Release connections; called once when the observer stops."""
 
 
+@runtime_checkable
+class FollowsRestores(Protocol):
+    """A source that sees tasks as they end (an event log's), so it can tell a restore while it runs."""
+
+    def follow_restores(self, progress: RestoreProgress) -> None:
+        """Tell ``progress`` every job start and stateful task end from now on."""
+
+    def run_started(self, query_id: str, run_id: str) -> None:
+        """A run of the query started (the pipeline's ``QueryStarted``): its first batch may restore."""
+
+    def restore_tick(self) -> None:
+        """The worker's tick: a source that must ask for tasks asks now."""
+
+
 class PlacementFeed:
     """One source, one tracker; thread-confined to the observer's worker (or a replay loop)."""
 
@@ -63,6 +81,9 @@ class PlacementFeed:
         self._shown: dict[str, dict[tuple[MetricSpec, Labels], float]] = {}  # query id -> series -> value handed on
         self.restores: TaskRestores | None = None  # restores measured from task times (Observer.set_placement)
         self.capacity = ExecutorCapacity(top_k=top_k)  # RocksDB memory per executor (its conf: Observer.set_spark_conf)
+        self.restore_progress = RestoreProgress()  # restores while they run, where the source sees tasks end
+        if isinstance(source, FollowsRestores):
+            source.follow_restores(self.restore_progress)
 
     def on_progress(self, progress: QueryProgress, facts: SignalFacts, label: Callable[[str], str], ts: float) -> None:
         """Apply what the source completed by ``progress``; signals and metric updates go into ``facts``.
@@ -73,6 +94,7 @@ class PlacementFeed:
         self.last = []
         self.capacity.on_progress(progress)
         items = self.source.take(progress)
+        self._restore_facts(facts, label, first=True)  # they happened before the batch ended
         if self.restores is not None:
             self.restores.on_progress(progress, items, facts)
         if not items:
@@ -87,6 +109,41 @@ class PlacementFeed:
             facts.signals.append(dataclasses.replace(fact, query=label(fact.query_id), timestamp=ts))
         facts.updates.extend(self._updates())
         facts.updates.extend(self.capacity.updates(self.tracker.latest_batches()))
+
+    def on_started(self, query_id: str, run_id: str) -> None:
+        """A run of the query started: a source that polls follows its first batch."""
+        if isinstance(self.source, FollowsRestores):
+            self.source.run_started(query_id, run_id)
+
+    def tick(self, facts: SignalFacts, label: Callable[[str], str]) -> None:
+        """Restore events the source told since the last event (``watch`` feeds tasks between progress events,
+        the live poller asks the driver during a first batch)."""
+        if isinstance(self.source, FollowsRestores):
+            self.source.restore_tick()
+        self._restore_facts(facts, label)
+
+    def _restore_facts(self, facts: SignalFacts, label: Callable[[str], str], first: bool = False) -> None:
+        """The restore notes as signals (``first``: before the event's own), and the running restores' gauges."""
+        notes = self.restore_progress.take()
+        if not notes:
+            return
+        signals = [SignalEvent(n.kind, n.query_id, label(n.query_id), n.run_id, n.timestamp, n.attributes) for n in notes]
+        if first:
+            facts.signals[0:0] = signals
+        else:
+            facts.signals.extend(signals)
+        for n in notes:
+            a = n.attributes
+            labels = operator_labels(a["operator_index"], a["operator"])
+            running = n.kind != RESTORE_FINISHED
+            total, done = a.get("partitions_total"), a.get("partitions_done", 0)
+            values = {
+                catalog.RESTORE_IN_PROGRESS: 1.0 if running else None,
+                catalog.RESTORE_PARTITIONS_REMAINING: float(total - done) if running and total is not None else None,
+                catalog.RESTORE_ELAPSED: a.get("elapsed_seconds", 0.0) if running else None,
+                catalog.RESTORE_ETA: a.get("eta_seconds") if running else None,
+            }
+            facts.updates.extend(Update(spec, labels, value, n.query_id) for spec, value in values.items())
 
     def on_terminated(self, query_id: str, run_id: str | None, facts: SignalFacts) -> None:
         """A run of the query ended: what waited for its later batches is handed on now."""

@@ -97,6 +97,7 @@ class _Properties(msgspec.Struct, gc=False):
     batch_id: Any = msgspec.field(default=None, name="streaming.sql.batchId")
     job_group: Any = msgspec.field(default=None, name="spark.jobGroup.id")
     execution_id: Any = msgspec.field(default=None, name="spark.sql.execution.id")
+    shuffle_partitions: Any = msgspec.field(default=None, name="spark.sql.shuffle.partitions")  # the checkpoint's: the state partitions
 
 
 class JobStart(msgspec.Struct, gc=False):
@@ -106,6 +107,7 @@ class JobStart(msgspec.Struct, gc=False):
     Event: str
     properties: _Properties = msgspec.field(name="Properties")
     stage_ids: list[Any] = msgspec.field(default_factory=list, name="Stage IDs")
+    submitted: Any = msgspec.field(default=None, name="Submission Time")
 
 
 _TASK_END = msgspec.json.Decoder(TaskEnd)

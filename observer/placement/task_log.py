@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from observer.model import decode
 from observer.model.events import QueryProgress
 from observer.model.spark_events import QUERY_PROGRESS, line_prefix
+from observer.placement.restore_progress import RestoreProgress
 from observer.placement.tasks import BatchTasks, ExecutorChange, TaskEventReader, wanted_line
 
 _PROGRESS_LINE = line_prefix(QUERY_PROGRESS)
@@ -55,6 +56,7 @@ class EventLogSource:
         self.max_apps = max_apps
         self._pending: deque[BatchTasks | ExecutorChange] = deque(maxlen=max_pending)
         self.bad_lines = 0
+        self._restores: RestoreProgress | None = None
 
     def feed(self, event: Mapping[str, Any], app: str = "") -> None:
         """One parsed event-log object of application ``app`` (any type: the reader keeps what it needs); never raises."""
@@ -64,10 +66,23 @@ class EventLogSource:
         reader = self._readers.get(app)
         if reader is None:
             reader = self._readers[app] = TaskEventReader()
+            reader.restores = self._restores
             while len(self._readers) > self.max_apps:
                 self._readers.popitem(last=False)
         self._readers.move_to_end(app)
         return reader
+
+    def follow_restores(self, progress: RestoreProgress) -> None:
+        """Tell ``progress`` each restoring batch's job start and stateful task end, as the log has them."""
+        self._restores = progress
+        for reader in self._readers.values():
+            reader.restores = progress
+
+    def run_started(self, query_id: str, run_id: str) -> None:
+        """Nothing: the reader sees the run's start in the log itself, in order."""
+
+    def restore_tick(self) -> None:
+        """Nothing: the log's lines come in through ``feed_line``."""
 
     def forget(self, app: str) -> None:
         """An application the watcher stopped following: its open batches will not complete."""

@@ -21,17 +21,22 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import threading
 import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from observer.model.events import QueryProgress
+from observer.placement.restore_progress import RestoreProgress
 from observer.placement.tasks import BatchTasks, ExecutorChange, PartitionRun
+
+if TYPE_CHECKING:
+    from observer.placement.restore_poll import RestorePoller
 
 
 class _Task(msgspec.Struct, rename="camel"):
@@ -118,6 +123,25 @@ class RestSource:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def warm_up(self, timeout: float = 120.0) -> threading.Thread:
+        """Start the driver's REST API now, from a thread of its own: its first request initializes Jersey, which
+        took 10 s on a loaded 2-core machine, past the worker's timeout; a restart's first batch (a restore the
+        observer follows live) comes right after ``attach()``. The answer is dropped; errors are ignored."""
+
+        def get() -> None:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+            try:
+                conn.request("GET", self.base + "/jobs?status=running")
+                conn.getresponse().read()
+            except (OSError, http.client.HTTPException):
+                pass  # the worker's own requests count their errors
+            finally:
+                conn.close()
+
+        thread = threading.Thread(target=get, name="spark-state-observer-rest-warm-up", daemon=True)
+        thread.start()
+        return thread
 
 
 class TaskPoller:
@@ -337,9 +361,13 @@ class PollingSource:
         self.every = max(1, every)
         self.skipped = 0
         self._runs: OrderedDict[str, str | None] = OrderedDict()  # query id -> run id of its latest batch seen
+        self.restores: RestorePoller | None = None  # a restore while it runs (follow_restores)
 
     def take(self, progress: QueryProgress) -> list[BatchTasks | ExecutorChange]:
         """The batches the status store has completed by this progress event (this one, and pending earlier ones)."""
+        if self.restores is not None:
+            self.restores.done(progress.query_id, progress.batch_id)
+            self.restores.progress.on_batch_closed(progress.query_id, progress.batch_id, {op.index: op.name for op in progress.operators})
         if not progress.operators:
             return []  # a stateless query
         hinted = any((op.custom.get(k) or 0) > 0 for op in progress.operators for k in _MOVE_HINTS)
@@ -359,6 +387,23 @@ class PollingSource:
         """The driver's executor list, read only when a migration needs its cause."""
         return self.poller.executors()
 
+    def follow_restores(self, progress: RestoreProgress) -> None:
+        """Poll a run's first batch while it runs (``observer.placement.restore_poll``), on the same connection."""
+        from observer.placement.restore_poll import RestorePoller  # it reads the driver with this module's helpers
+
+        self.restores = RestorePoller(self.poller.source, progress)
+
+    def run_started(self, query_id: str, run_id: str) -> None:
+        """Follow the run's first batch from the next tick on."""
+        if self.restores is not None:
+            self.restores.progress.on_run_started(query_id, run_id)
+            self.restores.watch(query_id, run_id)
+
+    def restore_tick(self) -> None:
+        """Ask the driver for the first batch's finished tasks, at most every poll interval."""
+        if self.restores is not None:
+            self.restores.tick()
+
     def close(self) -> None:
         self.poller.source.close()
 
@@ -372,4 +417,6 @@ def polling_source(spark: Any, every: int = 1) -> PollingSource | None:
         return None
     if not url:
         return None
-    return PollingSource(TaskPoller(RestSource(url, app_id)), every)
+    source = RestSource(url, app_id)
+    source.warm_up()
+    return PollingSource(TaskPoller(source), every)

@@ -32,12 +32,14 @@ from observer.model.spark_events import (
     EXECUTOR_REMOVED,
     JOB_START,
     QUERY_PROGRESS,
+    QUERY_STARTED,
     SQL_ADAPTIVE,
     SQL_START,
     TASK_END,
     line_prefix,
 )
 from observer.placement import task_decode
+from observer.placement.restore_progress import RestoreProgress
 
 # accumulable name (as Spark 3.5 - 4.3 write it) -> PartitionRun field; see docs/findings/placement.md
 STATE_METRICS: Mapping[str, str] = {
@@ -63,6 +65,7 @@ TASK_EVENT_TYPES = (
     SQL_START,
     SQL_ADAPTIVE,
     QUERY_PROGRESS,
+    QUERY_STARTED,
 )
 LINE_PREFIXES = tuple(line_prefix(name) for name in TASK_EVENT_TYPES)
 # task ends and plans (the big, numerous lines) matter only when they name a state metric: the reader ignores
@@ -207,6 +210,7 @@ class TaskEventReader:
         self._open: OrderedDict[tuple[str, int], dict[tuple[int, int], _Attempts]] = OrderedDict()
         self._runs: OrderedDict[tuple[str, int], str | None] = OrderedDict()
         self._names: dict[tuple[str, int], dict[int, str]] = {}
+        self.restores: RestoreProgress | None = None  # a restore while it runs, told every job start and state task end
 
     # --- intake ---------------------------------------------------------------------------------------
     def feed(self, event: Any) -> list[BatchTasks | ExecutorChange]:
@@ -224,6 +228,10 @@ class TaskEventReader:
                 self._plan(event)
             elif kind == QUERY_PROGRESS:
                 return self._progress(event.get("progress"))
+            elif kind == QUERY_STARTED:
+                if self.restores is not None and isinstance(event.get("id"), str):
+                    run_id = event.get("runId")
+                    self.restores.on_run_started(event["id"], run_id if isinstance(run_id, str) else None)
             elif kind in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
                 return self._executor(event, kind.endswith("Added"))
         except Exception as exc:  # a shape nobody foresaw: count it, keep going
@@ -244,7 +252,7 @@ class TaskEventReader:
                 if job is None or job.Event != JOB_START:
                     return None
                 p = job.properties
-                self._job(p.query_id, p.batch_id, p.job_group, p.execution_id, job.stage_ids)
+                self._job(p.query_id, p.batch_id, p.job_group, p.execution_id, job.stage_ids, job.submitted, p.shuffle_partitions)
                 return []
             if line.startswith(_PLAN_LINES):
                 plan = task_decode.plan(line)
@@ -329,9 +337,13 @@ class TaskEventReader:
             props.get("spark.jobGroup.id"),
             props.get("spark.sql.execution.id"),
             event.get("Stage IDs"),
+            event.get("Submission Time"),
+            props.get("spark.sql.shuffle.partitions"),
         )
 
-    def _job(self, query_id: Any, raw_batch: Any, group: Any, raw_execution: Any, stage_ids: Any) -> None:
+    def _job(
+        self, query_id: Any, raw_batch: Any, group: Any, raw_execution: Any, stage_ids: Any, submitted: Any = None, partitions: Any = None
+    ) -> None:
         """A job's properties (as read, any type) and stage ids: its stages belong to that query's batch."""
         batch = _int(raw_batch)
         if not isinstance(query_id, str) or batch is None:
@@ -348,6 +360,11 @@ class TaskEventReader:
         self._runs[(query_id, batch)] = run_id
         while len(self._runs) > MAX_STAGES:
             self._runs.popitem(last=False)
+        if self.restores is not None:
+            at = _int(submitted)
+            plan = self._plans.get(ref.execution_id) if ref.execution_id is not None else None
+            operators = {op.index: op.name for op in (plan or {}).values()}
+            self.restores.on_job(query_id, run_id, batch, at / 1000.0 if at is not None else None, _int(partitions), operators)
 
     def _typed_task_end(self, found: task_decode.TaskEnd) -> list[BatchTasks | ExecutorChange]:
         """``_task_end`` over the typed decode."""
@@ -441,6 +458,18 @@ class TaskEventReader:
             if reason == "Success":
                 if slot.best is None or (task.finish or 0) >= (slot.best[0].finish or 0):
                     slot.best = (task, fields)
+                if self.restores is not None:
+                    launch, finish = task.launch, task.finish
+                    self.restores.on_task(
+                        ref.query_id,
+                        ref.batch_id,
+                        op_index,
+                        names[op_index],
+                        partition,
+                        launch / 1000.0 if launch is not None else None,
+                        finish / 1000.0 if finish is not None else None,
+                        fields,
+                    )
             elif reason != "Resubmitted":  # Resubmitted repeats an earlier success whose output was lost
                 slot.failed += 1
                 if len(slot.failed_on) < 16:
@@ -463,6 +492,8 @@ class TaskEventReader:
             for i, op in enumerate(ops[:MAX_OPERATORS] if isinstance(ops, list) else [])
             if isinstance(op, Mapping) and isinstance(op.get("operatorName"), str)
         }
+        if self.restores is not None:
+            self.restores.on_batch_closed(query_id, batch, op_names)
         done = [k for k in self._open if k[0] == query_id and k[1] <= batch]
         closed: list[BatchTasks | ExecutorChange] = []
         for k in done:
@@ -477,6 +508,8 @@ class TaskEventReader:
             self._problem("executor_without_id")
             return []
         ts = event.get("Timestamp")
+        if not added and self.restores is not None:
+            self.restores.on_executor_removed(ts / 1000.0 if isinstance(ts, (int, float)) else None)
         info = event.get("Executor Info")
         host = info.get("Host") if isinstance(info, Mapping) and isinstance(info.get("Host"), str) else None
         reason = event.get("Removed Reason")

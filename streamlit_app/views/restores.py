@@ -10,13 +10,14 @@ import statistics
 import pandas as pd
 import streamlit as st
 
+from observer.model.signal_kinds import RESTORE_FINISHED, RESTORE_PROGRESS_KINDS
 from observer.offline.checkpoint.report import CheckpointReport
 from observer.offline.checkpoint.restore import estimate_restore
 from streamlit_app import charts, checkpoints, data, fmt
 from streamlit_app.context import Context, label
 from streamlit_app.parts.inspection import inspect
 
-KINDS = ("restore", "store_reload", "query_restarted", "executor_removed", "executor_added", "partitions_changed")
+KINDS = ("restore", "store_reload", "query_restarted", "executor_removed", "executor_added", "partitions_changed", *RESTORE_PROGRESS_KINDS)
 
 
 def points(events: pd.DataFrame) -> pd.DataFrame:
@@ -43,6 +44,52 @@ def points(events: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return charts.with_time(pd.DataFrame(rows)) if rows else pd.DataFrame()
+
+
+def course(events: pd.DataFrame) -> pd.DataFrame:
+    """The newest restoring batch, one row per operator as its latest restore event left it: partitions done of
+    total, elapsed, ETA, and whether (and in how long) it finished; empty when the history has none."""
+    told = events[events.kind.isin(RESTORE_PROGRESS_KINDS)]
+    if told.empty:
+        return pd.DataFrame()
+    newest = told[told.ts == told.ts.max()].iloc[0]
+    batch = (newest.run_id, newest.attributes.get("batch_id"))
+    rows: dict[object, dict] = {}
+    for e in told.sort_values("ts").itertuples():
+        a = e.attributes
+        if (e.run_id, a.get("batch_id")) != batch:
+            continue
+        rows[a.get("operator_index")] = {
+            "operator": f"{a.get('operator_index')} {a.get('operator')}",
+            "total": a.get("partitions_total"),
+            "done": a.get("partitions_done", 0),
+            "elapsed": a.get("elapsed_seconds", 0.0),
+            "eta": a.get("eta_seconds"),
+            "finished": e.kind == RESTORE_FINISHED,
+            "duration": a.get("duration_seconds"),
+            "reason": a.get("reason"),
+            "slowest": ", ".join(f"{p['partition']} ({fmt.duration(p['seconds'])})" for p in (a.get("slowest_partitions") or [])[:5]),
+        }
+    return pd.DataFrame([rows[k] for k in sorted(rows, key=str)])
+
+
+def show_course(table: pd.DataFrame) -> None:
+    """A progress bar per operator of the newest restore: running (partitions, elapsed, ETA) or finished."""
+    running = not table.finished.all()
+    st.subheader("Restore in progress" if running else "Latest restore, as it went")
+    for r in table.itertuples():
+        total = r.total if isinstance(r.total, int) and r.total > 0 else None
+        if r.finished:
+            text = f"{r.operator}: {r.done} of {total or '?'} partitions, restored in {fmt.duration(r.duration)}"
+            text += f"; slowest partitions {r.slowest}" if r.slowest else ""
+        else:
+            eta = f"ETA {fmt.duration(r.eta)}" if r.eta is not None else "no ETA before a partition is in"
+            text = f"{r.operator}: {r.done} of {total or '?'} partitions, {fmt.duration(r.elapsed)} elapsed, {eta}"
+        st.progress(min(1.0, r.done / total) if total else 0.0, text=fmt.md(text))
+    st.caption(
+        f"From the restoring batch's tasks as they end ({table.reason.iloc[0]}); where the observer follows tasks "
+        "(event logs, or a job with its UI on). Partitions and ETA only: Spark 3.5 and 4.0 report no load per task."
+    )
 
 
 def restart_table(events: pd.DataFrame) -> pd.DataFrame:
@@ -149,6 +196,9 @@ def render(ctx: Context) -> None:
         if not table.empty:
             st.subheader("Per restart")
             st.dataframe(table.iloc[::-1], hide_index=True, width="stretch")
+    progress = course(events)
+    if not progress.empty:
+        show_course(progress)
     st.subheader("Prediction vs outcome")
     st.caption(
         "The checkpoint inspector's estimate of a restore from this checkpoint as it is now, next to the last "

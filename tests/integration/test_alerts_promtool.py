@@ -25,6 +25,7 @@ MOVED = {
     "SparkStreamingKafkaLagSecondsHigh",
     "SparkStreamingWatermarkLagHigh",
     "SparkStateRestoreTooLong",
+    "SparkStateRestoreSlow",
     "SparkStateBudgetExhaustionForecast",
     "SparkStateMemoryNearBudget",
     "SparkStateCommitLatencyHigh",

@@ -16,6 +16,10 @@ STATIC_LABELS = {"cluster": "test-cluster", "namespace": "test-namespace"}
 
 
 # Panels whose data the recorded fixtures cannot contain: these queries must still be valid PromQL.
+RESTORE_GAUGES = (
+    "a running restore's gauges live from its job's start to its last partition, and the placement run's log is fed "
+    "whole before a scrape (tests/unit/test_restore_progress.py follows them line by line)"
+)
 NO_DATA_IN_FIXTURES = {
     (
         "overview.json",
@@ -29,6 +33,8 @@ NO_DATA_IN_FIXTURES = {
         "state-store.json",
         "Implausible RocksDB memory reports",
     ): "the counter starts with its first implausible report, and these recordings have none (tests/unit/test_capacity_live.py has one)",
+    ("restore.json", "Partitions left to restore"): RESTORE_GAUGES,
+    ("restore.json", "Restore elapsed and ETA"): RESTORE_GAUGES,
 }
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from test_kafka_signals import KAFKA_SCENARIOS
+from test_restore_progress import RESTORE_PROGRESS_SCENARIOS
 
 from conftest import FIXTURES, fixture_runs, progress_lines
 from observer.metrics import catalog
@@ -575,7 +576,7 @@ def snapshot_lagging() -> Pipeline:
     return p
 
 
-SCENARIOS: dict[str, Callable[[], Pipeline]] = {
+SCENARIOS: dict[str, Callable[[], Any]] = {
     kinds.QUERY_STARTED: started,
     kinds.QUERY_RESTARTED: restarted,
     kinds.QUERY_TERMINATED: terminated,
@@ -597,6 +598,7 @@ SCENARIOS: dict[str, Callable[[], Pipeline]] = {
     kinds.PARTITION_MIGRATED: partition_migrated,
     kinds.ROCKSDB_MEMORY_IMPLAUSIBLE: rocksdb_memory_implausible,
     kinds.SNAPSHOT_LAGGING: snapshot_lagging,
+    **RESTORE_PROGRESS_SCENARIOS,  # replayed from the recorded restart's event log (tests/unit/test_restore_progress.py)
 }
 
 

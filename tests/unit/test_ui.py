@@ -341,6 +341,14 @@ def test_restores_page_shows_each_restart_and_operator(monkeypatch, restart_db) 
         column = f"restore {s['attributes']['operator_index']} {s['attributes']['operator']}"
         assert per_restart[column].iloc[0] == fmt_duration(s["attributes"]["duration_seconds"])
     assert chart_titles(at)[0].startswith("Restores (first batch after a restart)")
+    # the restore as it went, partition by partition (tests/unit/test_restore_progress.py checks the figures)
+    assert "Latest restore, as it went" in [h.value for h in at.subheader]
+    bars = sorted(b.proto.text.replace("\\", "").split("; slowest")[0] for b in at.get("progress"))  # as shown, unescaped
+    finished = events[events.kind == "restore_finished"].attributes
+    expected = sorted(
+        f"{a['operator_index']} {a['operator']}: 2 of 2 partitions, restored in {fmt_duration(a['duration_seconds'])}" for a in finished
+    )
+    assert len(bars) == 2 and bars == expected, bars
 
 
 def fmt_duration(seconds: float) -> str:

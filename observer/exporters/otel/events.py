@@ -22,7 +22,7 @@ from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.fields import operator_field
 from observer.model.kinds import EXCEPTION
 from observer.model.phases import PHASES, TRIGGER_EXECUTION
-from observer.model.signal_kinds import QUERY_TERMINATED, WARNING_KINDS, SignalEvent
+from observer.model.signal_kinds import QUERY_TERMINATED, RESTORE_FINISHED, WARNING_KINDS, SignalEvent
 
 
 def _ns(seconds: float) -> int:
@@ -69,6 +69,43 @@ def emit_signal(logger: Logger, signal: SignalEvent) -> None:
         attributes=attrs,
         event_name=f"spark.streaming.{signal.kind}",
     )
+
+
+def record_restore(tracer: Tracer, signal: SignalEvent) -> None:
+    """A finished restore (``restore_finished``) as a span from its job's start to its last partition, with a child
+    span per listed partition (its task, launch to finish: the slowest ones); nothing for other signals."""
+    duration = signal.attributes.get("duration_seconds")
+    if signal.kind != RESTORE_FINISHED or not isinstance(duration, (int, float)):
+        return
+    attrs: dict[str, Any] = {"spark.query.name": signal.query, "spark.query.id": signal.query_id}
+    if signal.run_id:
+        attrs["spark.query.run_id"] = signal.run_id
+    for key, value in signal.attributes.items():
+        converted = attribute_value(value) if key != "slowest_partitions" else None
+        if converted is not None:
+            attrs["spark.restore." + key] = converted
+    end = _ns(signal.timestamp)
+    span = tracer.start_span(
+        f"restore {signal.query} {signal.attributes.get('operator')}",
+        kind=SpanKind.INTERNAL,
+        start_time=end - _ns(duration),
+        attributes=attrs,
+    )
+    context = set_span_in_context(span)
+    for part in signal.attributes.get("slowest_partitions") or []:
+        if isinstance(part.get("launch"), (int, float)) and isinstance(part.get("finish"), (int, float)):
+            child = tracer.start_span(
+                f"partition {part.get('partition')}",
+                context=context,
+                kind=SpanKind.INTERNAL,
+                start_time=_ns(part["launch"]),
+                attributes={
+                    "spark.state.partition": part.get("partition"),
+                    "spark.restore.operator": str(signal.attributes.get("operator")),
+                },
+            )
+            child.end(end_time=_ns(part["finish"]))
+    span.end(end_time=end)
 
 
 def operator_attributes(op: OperatorProgress) -> dict[str, Any]:

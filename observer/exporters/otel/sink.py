@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from observer.exporters.otel.config import OtlpConfig, resolve
-from observer.exporters.otel.events import emit_signal, record_batch
+from observer.exporters.otel.events import emit_signal, record_batch, record_restore
 from observer.exporters.otel.metrics import TrackerInstruments
 from observer.exporters.otel.transport import build_exporters
 from observer.metrics.view import MetricsView
@@ -89,6 +89,8 @@ class OtelSink:
             record_batch(self._tracer, event)
         for signal in signals:
             emit_signal(self._logger, signal)
+            if self.tracer_provider is not None:
+                record_restore(self._tracer, signal)
 
     def tick(self, processed: int) -> None:
         """Nothing to do: the SDK's threads export on their own schedule."""

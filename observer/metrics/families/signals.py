@@ -126,6 +126,34 @@ LAST_RESTORE_CHANGELOG_FILES = signal_metric(
     "Changelog files replayed in the operator's latest restore (RocksDB 4.1+).",
     "operator",
 )
+RESTORE_IN_PROGRESS = signal_metric(
+    "spark_state_restore_in_progress",
+    GAUGE,
+    "",
+    "1 while the operator's state is being restored (a restart's first batch, or the batch after an executor loss), from the batch's tasks as they end; where tasks are followed.",
+    "operator",
+)
+RESTORE_PARTITIONS_REMAINING = signal_metric(
+    "spark_state_restore_partitions_remaining",
+    GAUGE,
+    "",
+    "State partitions (store instances) of the running restore not loaded yet, as of its latest finished task.",
+    "operator",
+)
+RESTORE_ELAPSED = signal_metric(
+    "spark_state_restore_elapsed_seconds",
+    GAUGE,
+    "seconds",
+    "Seconds since the running restore's batch job started, as of its latest finished task.",
+    "operator",
+)
+RESTORE_ETA = signal_metric(
+    "spark_state_restore_eta_seconds",
+    GAUGE,
+    "seconds",
+    "Seconds the running restore still needs at the rate its partitions have finished so far (absent before the first one).",
+    "operator",
+)
 ROWS_GROWTH_RATE = signal_metric(
     "spark_state_rows_growth_rate",
     GAUGE,
@@ -216,6 +244,10 @@ SIGNAL_METRICS: tuple[MetricSpec, ...] = (
     STATE_STORE_RELOADS,
     LAST_RESTORE_DURATION,
     LAST_RESTORE_CHANGELOG_FILES,
+    RESTORE_IN_PROGRESS,
+    RESTORE_PARTITIONS_REMAINING,
+    RESTORE_ELAPSED,
+    RESTORE_ETA,
     ROWS_GROWTH_RATE,
     MEMORY_GROWTH_RATE,
     EVICTION_RATIO,

@@ -97,6 +97,32 @@ def build(ctx: Context) -> db.Dashboard:
                 span=12,
             )
         )
+        .with_row(row("Restore in progress"))
+        .with_panel(
+            ts(
+                ctx,
+                "Partitions left to restore",
+                "State partitions (store instances) of a running restore not loaded yet, from the restoring batch's tasks as they end (event logs; live with the UI on). Empty: no restore running.",
+                [(f"max by ({by_op}) ({p.sel(catalog.RESTORE_PARTITIONS_REMAINING, p.qo)})", "{{query}} / {{operator}}")],
+                "none",
+                [(None, OK)],
+                span=12,
+            )
+        )
+        .with_panel(
+            ts(
+                ctx,
+                "Restore elapsed and ETA",
+                "Time since the restoring batch started, and the time left at the rate its partitions have finished. Bad: their sum past the restore budget (SparkStateRestoreSlow).",
+                [
+                    (f"max by ({by_op}) ({p.sel(catalog.RESTORE_ELAPSED, p.qo)})", "{{query}} / {{operator}} elapsed"),
+                    (f"max by ({by_op}) ({p.sel(catalog.RESTORE_ETA, p.qo)})", "{{query}} / {{operator}} ETA"),
+                ],
+                "s",
+                restore_steps,
+                span=12,
+            )
+        )
         .with_row(row("Within a run: rebalance and uploads"))
         .with_panel(
             ts(

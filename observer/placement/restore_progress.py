@@ -1,0 +1,297 @@
+"""A restore while it runs: partitions loaded and left per stateful operator, elapsed time and an ETA.
+
+Spark says how long a restore took only when the batch that did it ends (``observer.signals.restore``,
+``observer.placement.restores``): the first batch of a run loads every state store from the checkpoint
+(snapshot plus changelog replay), and for minutes nothing tells how far it is. The tasks do: in a stateful
+stage each task opens the store of its partition (``TaskContext.partitionId()``) before it reads a row, so
+a finished task of the restoring batch is a restored partition. This module follows those task ends as
+``observer.placement.tasks.TaskEventReader`` reads them (event logs in replay and ``watch``, in the log's
+order and with the log's times) and turns them into a bounded stream of notes:
+
+- ``restore_started`` when a restoring batch's job starts (its time: the job's submission), per stateful
+  operator of the batch's plan, with ``partitions_total`` (the batch's ``spark.sql.shuffle.partitions``,
+  which Spark takes from the checkpoint and passes as a job property);
+- ``restore_progress`` at most once per tenth of the partitions, and at least ``interval_seconds`` apart
+  otherwise: ``partitions_done``, ``elapsed_seconds`` (since the job's submission) and ``eta_seconds``;
+- ``restore_finished`` when the last partition is in (``complete``), or when the batch's progress event
+  closes it first (a partition the observer did not see: ``complete=False``), with ``duration_seconds``.
+
+Which batch restores: the first batch of a run (after its ``QueryStartedEvent``) with committed batches
+before it (a restart from the checkpoint: ``reason=restart``) and, after an executor was removed, each query's
+first batch submitted after the removal (``executor_lost``: the lost partitions load on the executors left,
+the others reuse their stores, so that restore counts every partition but only the moved ones load).
+
+ETA: the partitions' tasks run in waves on the executors' cores, so once partitions finish the observed rate
+(finished partitions per second since the first of them was launched) extrapolates to the rest. Before the
+first partition finishes there is no rate and ``eta_seconds`` is absent: the inspector's estimate from the
+checkpoint is not joined here (docs/findings/restore-progress.md). What a task reports of its load
+(changelog files replayed, load time) is summed where Spark reports it (RocksDB, Spark 4.1+; 3.5 and 4.0
+report nothing, and an aggregation's first load, in ``StateStoreRestore``, is never measured: its
+partition counts once it is saved).
+
+Memory: at most ``MAX_RESTORES`` restores at once (the oldest is finished as incomplete), at most
+``MAX_NOTES`` notes waiting to be taken, partitions per operator bounded by ``partitions_total``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from observer.model.signal_kinds import RESTORE_FINISHED, RESTORE_PROGRESS, RESTORE_STARTED
+
+REASON_RESTART = "restart"
+REASON_EXECUTOR_LOST = "executor_lost"
+MAX_RESTORES = 64  # (query, batch) restores followed at once
+MAX_NOTES = 4096  # notes not yet taken by the pipeline; the oldest are dropped (counted)
+MAX_PARTITIONS = 100_000
+MAX_QUERIES = 1024  # queries whose latest run is remembered
+STEPS = 10  # a progress note per tenth of the partitions
+SLOWEST = 16  # partitions listed by a finished restore
+INTERVAL_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class RestoreNote:
+    """One restore event of one operator, before the pipeline names its query (``kind`` from ``signal_kinds``)."""
+
+    kind: str
+    query_id: str
+    run_id: str | None
+    timestamp: float
+    attributes: dict[str, Any]
+
+
+@dataclass
+class _Operator:
+    name: str  # as the progress events name it (``dedupe``), where one of the query was seen; else the plan node's
+    node: str  # the plan node (``StreamingDeduplicate``)
+    total: int | None
+    done: dict[int, tuple[float | None, float]] = field(default_factory=dict)  # partition -> its task's (launch, finish)
+    first_launch: float | None = None
+    last_finish: float | None = None
+    step: int = 0  # the tenth of the partitions last told
+    told_at: float = 0.0
+    changelog_files: int | None = None
+    load_ms: float | None = None
+    finished: bool = False
+
+
+@dataclass
+class _Restore:
+    query_id: str
+    run_id: str | None
+    batch_id: int
+    reason: str
+    started: float
+    operators: dict[int, _Operator]
+
+
+class RestoreProgress:
+    """Follows restoring batches from their jobs' starts and their stateful tasks' ends; thread-confined."""
+
+    def __init__(self, interval_seconds: float = INTERVAL_SECONDS) -> None:
+        self.interval_seconds = interval_seconds
+        self.notes: deque[RestoreNote] = deque()
+        self.dropped = 0
+        self._started: OrderedDict[str, str | None] = OrderedDict()  # query id -> run started, its first batch not seen yet
+        # (query, run, batch) -> judged restoring: a crashed run's last batch is run again by the next run
+        self._seen_batch: OrderedDict[tuple[str, str | None, int], bool] = OrderedDict()
+        self._restores: OrderedDict[tuple[str, int], _Restore] = OrderedDict()
+        self._lost_at: float | None = None  # when an executor was last removed
+        self._last_job: OrderedDict[str, float] = OrderedDict()  # query id -> its latest batch's job submission
+        self._latest = 0.0  # the newest time the events told (a log's time in replay)
+        self._names: OrderedDict[str, dict[int, str]] = OrderedDict()  # query id -> its progress' operator names
+
+    # --- intake (TaskEventReader) ---------------------------------------------------------------------
+    def on_job(
+        self,
+        query_id: str,
+        run_id: str | None,
+        batch_id: int,
+        submitted: float | None,
+        partitions: int | None,
+        operators: dict[int, str],
+    ) -> None:
+        """A job of a streaming batch started; ``operators``: its plan's state writers (index -> node name)."""
+        key = (query_id, batch_id)
+        if submitted is not None:
+            self._latest = max(self._latest, submitted)
+        if (query_id, run_id, batch_id) in self._seen_batch:
+            restore = self._restores.get(key)
+            if restore is not None and submitted is not None:
+                self._add_operators(restore, operators, partitions, submitted)
+            return
+        previous = self._last_job.pop(query_id, None)
+        if submitted is not None:
+            self._last_job[query_id] = submitted
+            while len(self._last_job) > MAX_QUERIES:
+                self._last_job.popitem(last=False)
+        reason = None
+        if self._started.pop(query_id, None) == run_id and batch_id > 0:
+            reason = REASON_RESTART  # the run's first batch, with committed batches before it: state to load
+        elif self._lost_at is not None and previous is not None and submitted is not None and previous < self._lost_at <= submitted:
+            reason = REASON_EXECUTOR_LOST  # the query's first batch since an executor went away
+        self._seen_batch[(query_id, run_id, batch_id)] = reason is not None
+        while len(self._seen_batch) > MAX_RESTORES * 16:
+            self._seen_batch.popitem(last=False)
+        if reason is None or submitted is None:
+            return
+        restore = _Restore(query_id, run_id, batch_id, reason, submitted, {})
+        self._restores[key] = restore
+        while len(self._restores) > MAX_RESTORES:
+            _, oldest = self._restores.popitem(last=False)
+            self._finish_all(oldest, oldest.started)
+        self._add_operators(restore, operators, partitions, submitted)
+
+    def on_run_started(self, query_id: str, run_id: str | None) -> None:
+        """A run of the query started (its ``QueryStartedEvent``): its first batch is judged at its first job; a
+        restore of an earlier run still open (that run died in it) is finished, incomplete."""
+        for key in [k for k in self._restores if k[0] == query_id]:
+            old = self._restores.pop(key)
+            self._finish_all(old, self._latest)
+        self._started[query_id] = run_id
+        self._started.move_to_end(query_id)
+        while len(self._started) > MAX_QUERIES:
+            self._started.popitem(last=False)
+
+    def on_executor_removed(self, at: float | None) -> None:
+        """An executor went away at ``at`` (s): each query's first batch submitted after it loads its partitions elsewhere."""
+        self._lost_at = at if at is not None else self._latest
+
+    def on_task(
+        self,
+        query_id: str,
+        batch_id: int,
+        operator: int,
+        name: str,
+        partition: int,
+        launch: float | None,
+        finish: float | None,
+        fields: dict[str, float | None],
+    ) -> None:
+        """A successful task of a stateful stage: ``partition`` of ``operator`` is loaded (times in seconds)."""
+        restore = self._restores.get((query_id, batch_id))
+        if restore is None or finish is None:
+            return
+        self._latest = max(self._latest, finish)
+        op = restore.operators.get(operator)
+        if op is None:  # an operator the plan did not show (its plan came late): followed from its first task
+            self._add_operators(restore, {operator: name}, None, restore.started)
+            op = restore.operators[operator]
+        if op.finished or partition in op.done or len(op.done) >= MAX_PARTITIONS:
+            return
+        op.done[partition] = (launch, finish)
+        if launch is not None:
+            op.first_launch = launch if op.first_launch is None else min(op.first_launch, launch)
+        op.last_finish = finish if op.last_finish is None else max(op.last_finish, finish)
+        files, load = fields.get("changelog_files"), fields.get("load_ms")
+        if files is not None:
+            op.changelog_files = (op.changelog_files or 0) + int(files)
+        if load is not None:
+            op.load_ms = (op.load_ms or 0.0) + load
+        if op.total is not None and len(op.done) >= op.total:
+            self._finish(restore, operator, op, finish, complete=True)
+            return
+        step = STEPS * len(op.done) // op.total if op.total else 0
+        if step > op.step or finish - op.told_at >= self.interval_seconds:
+            op.step, op.told_at = max(step, op.step), finish
+            self._note(RESTORE_PROGRESS, restore, finish, self._attributes(restore, operator, op, finish))
+
+    def on_batch_closed(self, query_id: str, batch_id: int, operator_names: dict[int, str]) -> None:
+        """The batch's progress event (its ``stateOperators`` names by index, which name the operators of later
+        restores as the metrics do): what was not finished by its tasks is finished now, incomplete."""
+        if operator_names:
+            self._names[query_id] = dict(operator_names)
+            self._names.move_to_end(query_id)
+            while len(self._names) > MAX_QUERIES:
+                self._names.popitem(last=False)
+        restore = self._restores.pop((query_id, batch_id), None)
+        if restore is not None:
+            self._finish_all(restore, self._latest)
+
+    def take(self) -> list[RestoreNote]:
+        """The notes since the last call, in order."""
+        out = list(self.notes)
+        self.notes.clear()
+        return out
+
+    def active(self) -> list[tuple[str, int, int, str, int | None, int, float]]:
+        """Restores running now: (query id, batch, operator, name, partitions total, done, started)."""
+        return [
+            (r.query_id, r.batch_id, i, op.name, op.total, len(op.done), r.started)
+            for r in self._restores.values()
+            for i, op in r.operators.items()
+            if not op.finished
+        ]
+
+    # --- internals ------------------------------------------------------------------------------------
+    def _add_operators(self, restore: _Restore, operators: dict[int, str], partitions: int | None, ts: float) -> None:
+        total = partitions if partitions is not None and 0 < partitions <= MAX_PARTITIONS else None
+        for index, name in sorted(operators.items()):
+            known = restore.operators.get(index)
+            if known is not None:
+                known.total = known.total or total  # the live poller learns it once a task of the stage reported
+                continue
+            op = _Operator(self._names.get(restore.query_id, {}).get(index, name), name, total, told_at=ts)
+            restore.operators[index] = op
+            attrs = {
+                "operator": op.name,
+                "operator_index": index,
+                "operator_node": name,
+                "batch_id": restore.batch_id,
+                "reason": restore.reason,
+                "partitions_total": op.total,
+            }
+            self._note(RESTORE_STARTED, restore, ts, attrs)
+
+    def _finish_all(self, restore: _Restore, ts: float) -> None:
+        for index, op in restore.operators.items():
+            if not op.finished:
+                self._finish(restore, index, op, max(op.last_finish or ts, restore.started), complete=False)
+
+    def _finish(self, restore: _Restore, index: int, op: _Operator, ts: float, complete: bool) -> None:
+        op.finished = True
+        attrs = self._attributes(restore, index, op, ts)
+        del attrs["eta_seconds"]
+        attrs["duration_seconds"] = round(max(0.0, ts - restore.started), 3)
+        attrs["complete"] = complete
+        timed = sorted(((f - s, p, s, f) for p, (s, f) in op.done.items() if s is not None), reverse=True)[:SLOWEST]
+        if timed:  # the partitions whose load held the restore up longest: its spans' children (OTLP), the browser's list
+            attrs["slowest_partitions"] = [{"partition": p, "launch": s, "finish": f, "seconds": round(d, 3)} for d, p, s, f in timed]
+        self._note(RESTORE_FINISHED, restore, ts, attrs)
+        if all(o.finished for o in restore.operators.values()):
+            self._restores.pop((restore.query_id, restore.batch_id), None)
+
+    def _attributes(self, restore: _Restore, index: int, op: _Operator, now: float) -> dict[str, Any]:
+        done = len(op.done)
+        attrs: dict[str, Any] = {
+            "operator": op.name,
+            "operator_index": index,
+            "operator_node": op.node,
+            "batch_id": restore.batch_id,
+            "reason": restore.reason,
+            "partitions_total": op.total,
+            "partitions_done": done,
+            "elapsed_seconds": round(max(0.0, now - restore.started), 3),
+            "eta_seconds": eta(op.total, done, op.first_launch, now),
+        }
+        if op.changelog_files is not None:
+            attrs["changelog_files"] = op.changelog_files
+        if op.load_ms is not None:
+            attrs["load_seconds"] = round(op.load_ms / 1000.0, 3)
+        return attrs
+
+    def _note(self, kind: str, restore: _Restore, ts: float, attrs: dict[str, Any]) -> None:
+        if len(self.notes) >= MAX_NOTES:
+            self.notes.popleft()
+            self.dropped += 1
+        self.notes.append(RestoreNote(kind, restore.query_id, restore.run_id, ts, attrs))
+
+
+def eta(total: int | None, done: int, first_launch: float | None, now: float) -> float | None:
+    """Seconds left at the rate observed since the first partition's task was launched; None without a rate."""
+    if total is None or done <= 0 or first_launch is None or now <= first_launch:
+        return None
+    return round((now - first_launch) * max(0, total - done) / done, 3)
