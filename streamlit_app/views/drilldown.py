@@ -25,6 +25,7 @@ COMMIT_NAMES = {
 }
 RATE_NAMES = {"input_rps": "input", "processed_rps": "processed"}
 PROGRESS_TAIL = 300
+CHART_POINTS = 1000  # time buckets per chart: about one per pixel of a chart's width on a wide screen
 
 
 def event_table(events: pd.DataFrame) -> pd.DataFrame:
@@ -56,7 +57,7 @@ def render(ctx: Context) -> None:
     verdict_view.show(ctx, data.query_verdicts(ctx.history, ctx.tok, qid))
     progress = data.progress_tail(ctx.history, ctx.tok, qid, ctx.until, PROGRESS_TAIL)
     config_panel(progress)
-    batches = charts.with_time(data.batch_series(ctx.history, ctx.tok, qid, ctx.since, ctx.until))
+    batches = charts.with_time(data.batch_series(ctx.history, ctx.tok, qid, ctx.since, ctx.until, max_points=CHART_POINTS))
     if batches.empty:
         if (ctx.span or {}).get("batches"):
             st.info("This query has no batches in the chosen range; widen the time range in the sidebar.")
@@ -68,7 +69,6 @@ def render(ctx: Context) -> None:
                 "the Runs page lists every run."
             )
         return
-    ops = charts.with_time(data.operator_series(ctx.history, ctx.tok, qid, ctx.since, ctx.until))
     raw_events = data.events(ctx.history, ctx.tok, qid, ctx.since, ctx.until)
     table = event_table(raw_events)
     events = charts.event_frame(table)
@@ -99,52 +99,12 @@ def render(ctx: Context) -> None:
     st.altair_chart(
         charts.lines(batches, ["input_rps", "processed_rps"], "Rates", "rows/s", dom, events, names=RATE_NAMES), width="stretch"
     )
-    if not ops.empty:
-        ops["operator"] = ops.op_index.astype(str) + " " + ops.op_name.fillna("?")
-        st.altair_chart(
-            charts.lines(ops, ["rows_total"], "State rows per operator", "rows", dom, events, series="operator"), width="stretch"
-        )
-        st.altair_chart(
-            charts.lines(ops, ["memory_bytes"], "State memory per operator", "bytes", dom, events, series="operator"), width="stretch"
-        )
-        churn = ops.melt(
-            id_vars=["ts", "time", "at", "operator"], value_vars=["rows_updated", "rows_removed"], var_name="what", value_name="rows"
-        )
-        churn["series"] = churn.operator + ": " + churn.what.map({"rows_updated": "added/updated", "rows_removed": "evicted"})
-        st.altair_chart(
-            charts.lines(churn, ["rows"], "Additions (rows updated) vs evictions (rows removed)", "rows", dom, events, series="series"),
-            width="stretch",
-        )
-    lagged = batches[batches.watermark.fillna(0) > 0]
-    if not lagged.empty:
-        st.altair_chart(
-            charts.lines(
-                lagged,
-                ["watermark_lag_s"],
-                "Watermark lag (batch time - watermark)",
-                "s",
-                dom,
-                events,
-                names={"watermark_lag_s": "watermark lag"},
-            ),
-            width="stretch",
-        )
-    commit = rocksdb_commit(progress)
-    if not commit.empty:
-        summed = commit.groupby(["ts", "time", "at"], as_index=False)[list(COMMIT_METRICS)].sum()
-        st.altair_chart(
-            charts.lines(
-                summed,
-                list(COMMIT_METRICS),
-                f"RocksDB commit latency (all operators, newest {PROGRESS_TAIL} batches)",
-                "ms",
-                dom,
-                events,
-                stacked=True,
-                names=COMMIT_NAMES,
-            ),
-            width="stretch",
-        )
+    with st.expander("State per operator: rows, memory, additions and evictions", key="more_state", on_change="rerun") as box:
+        if box.open:
+            state_charts(ctx, dom, events)
+    with st.expander("Watermark lag and RocksDB commit latency", key="more_lag", on_change="rerun") as box:
+        if box.open:
+            lag_charts(batches, progress, dom, events)
     commit_history(progress)
     st.subheader("Events")
     if table.empty:
@@ -178,6 +138,63 @@ def render(ctx: Context) -> None:
             st.session_state["_event_batch"] = (event.run_id, event.batch, float(event.ts))
             st.rerun()
     batch_detail(ctx)
+
+
+def state_charts(ctx: Context, dom: list[str] | None, events: pd.DataFrame) -> None:
+    """State rows, memory and churn per operator (read and drawn only while their expander is open)."""
+    ops = charts.with_time(data.operator_series(ctx.history, ctx.tok, ctx.query_id, ctx.since, ctx.until, max_points=CHART_POINTS))
+    if ops.empty:
+        st.caption("No stateful operator reported in this range.")
+        return
+    ops["operator"] = ops.op_index.astype(str) + " " + ops.op_name.fillna("?")
+    st.altair_chart(charts.lines(ops, ["rows_total"], "State rows per operator", "rows", dom, events, series="operator"), width="stretch")
+    st.altair_chart(
+        charts.lines(ops, ["memory_bytes"], "State memory per operator", "bytes", dom, events, series="operator"), width="stretch"
+    )
+    churn = ops.melt(
+        id_vars=["ts", "time", "at", "operator"], value_vars=["rows_updated", "rows_removed"], var_name="what", value_name="rows"
+    )
+    churn["series"] = churn.operator + ": " + churn.what.map({"rows_updated": "added/updated", "rows_removed": "evicted"})
+    st.altair_chart(
+        charts.lines(churn, ["rows"], "Additions (rows updated) vs evictions (rows removed)", "rows", dom, events, series="series"),
+        width="stretch",
+    )
+
+
+def lag_charts(batches: pd.DataFrame, progress: list[dict], dom: list[str] | None, events: pd.DataFrame) -> None:
+    """Watermark lag and the RocksDB commit latency breakdown (drawn only while their expander is open)."""
+    lagged = batches[batches.watermark.fillna(0) > 0]
+    commit = rocksdb_commit(progress)
+    if lagged.empty and commit.empty:
+        st.caption("No watermark and no RocksDB commit latency reported in this range.")
+    if not lagged.empty:
+        st.altair_chart(
+            charts.lines(
+                lagged,
+                ["watermark_lag_s"],
+                "Watermark lag (batch time - watermark)",
+                "s",
+                dom,
+                events,
+                names={"watermark_lag_s": "watermark lag"},
+            ),
+            width="stretch",
+        )
+    if not commit.empty:
+        summed = commit.groupby(["ts", "time", "at"], as_index=False)[list(COMMIT_METRICS)].sum()
+        st.altair_chart(
+            charts.lines(
+                summed,
+                list(COMMIT_METRICS),
+                f"RocksDB commit latency (all operators, newest {PROGRESS_TAIL} batches)",
+                "ms",
+                dom,
+                events,
+                stacked=True,
+                names=COMMIT_NAMES,
+            ),
+            width="stretch",
+        )
 
 
 def config_panel(progress: list[dict]) -> None:
