@@ -103,6 +103,7 @@ def test_queries_page_lists_every_recorded_query_with_health_and_restart(monkeyp
 
 def test_open_drilldown_from_the_queries_page(monkeypatch, restart_db) -> None:
     at = app(monkeypatch, restart_db)
+    at.session_state["more_state"] = at.session_state["more_lag"] = True  # both folded groups of charts opened
     at.main.button[0].click().run()
     assert at.session_state["page"] == "Query drilldown"
     progress = progress_lines(RESTART[0]) + progress_lines(RESTART[1])
@@ -112,7 +113,7 @@ def test_open_drilldown_from_the_queries_page(monkeypatch, restart_db) -> None:
     assert progress[0]["name"] in as_shown(at.header[0].value)
     events = frames(at)[0]
     assert {"start", "restart", "restore", "stop / failure"} <= set(events.event)  # kinds in plain words
-    # phases, rates, state rows, memory, churn, watermark lag, RocksDB commit latency and the event strip
+    # the event strip, phases, rates; opened: state rows, memory, churn, watermark lag, RocksDB commit latency
     assert chart_titles(at) == [
         "Events",
         "Batch phases (stacked)",
@@ -411,6 +412,12 @@ def test_charts_break_their_lines_across_the_restart(monkeypatch, restart_db) ->
 
     before, after = progress_lines(RESTART[0]), progress_lines(RESTART[1])
     at = app(monkeypatch, restart_db, page="Query drilldown", query_id=before[0]["id"])
+    # a first paint draws the events, phases and rates; the state and lag charts wait, folded, until opened
+    assert chart_titles(at) == ["Events", "Batch phases (stacked)", "Rates"]
+    assert [e.label for e in at.expander[1:]] == [
+        "State per operator: rows, memory, additions and evictions",
+        "Watermark lag and RocksDB commit latency",
+    ]
     rates = next(e for e in at.get("vega_lite_chart") if "Rates" in e.proto.spec)
     spec = json.loads(rates.proto.spec)
     layer = spec["layer"][0] if "layer" in spec else spec
