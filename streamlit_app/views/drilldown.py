@@ -215,10 +215,12 @@ def commit_history(progress: list[dict]) -> None:
         return
     st.caption(
         f"The newest {fmt.plural(len(batches), 'batch', 'batches')} (each commits its state), summed over the stateful "
-        "operators: min / avg / max over them, then per window of consecutive batches of one run, newest first."
+        "operators: min / avg / max over them, then (folded) per window of consecutive batches of one run, newest first."
     )
     st.table(commits.summary(batches).map(fmt.md), hide_index=True)
-    st.table(commits.history(batches).map(fmt.md), hide_index=True)
+    with st.expander("Commit history: min / avg / max per window of consecutive batches", key="more_commits", on_change="rerun") as box:
+        if box.open:  # a table of some 200 cells, each drawn as markdown: not on the first paint
+            st.table(commits.history(batches).map(fmt.md), hide_index=True)
 
 
 def _event_target(runs: pd.DataFrame) -> tuple[str, int] | None:

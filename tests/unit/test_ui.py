@@ -41,13 +41,18 @@ def all_db(tmp_path_factory) -> str:
     return db
 
 
-def app(monkeypatch, history: str, roots: list[str] = (), page: str = "Queries", query_id: str | None = None) -> AppTest:
+def app(
+    monkeypatch, history: str, roots: list[str] = (), page: str = "Queries", query_id: str | None = None, opened: tuple[str, ...] = ()
+) -> AppTest:
+    """The page after its first run; ``opened``: keys of folded sections (lazy expanders) opened before it."""
     monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_HISTORY", history)
     monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS", os.pathsep.join(roots))
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["page"] = page  # a link of the older ?page=Title form: it opens the page it names
     if query_id is not None:
         at.query_params["query"] = query_id
+    for key in opened:
+        at.session_state[key] = True
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["page"] == page
@@ -417,7 +422,9 @@ def test_charts_break_their_lines_across_the_restart(monkeypatch, restart_db) ->
     assert [e.label for e in at.expander[1:]] == [
         "State per operator: rows, memory, additions and evictions",
         "Watermark lag and RocksDB commit latency",
+        "Commit history: min / avg / max per window of consecutive batches",
     ]
+    assert len(at.table) == 2  # the configuration and the commit summary; the per-window history waits too
     rates = next(e for e in at.get("vega_lite_chart") if "Rates" in e.proto.spec)
     spec = json.loads(rates.proto.spec)
     layer = spec["layer"][0] if "layer" in spec else spec
@@ -458,7 +465,7 @@ def test_drilldown_commit_history_gives_min_avg_max_per_window(monkeypatch, rest
     """Like Flink's checkpoint history: min / avg / max of each commit figure over the batches, then per
     window of consecutive batches of one run (newest first), from the recorded progress."""
     progress = progress_lines(RESTART[0]) + progress_lines(RESTART[1])
-    at = app(monkeypatch, restart_db, page="Query drilldown", query_id=progress[0]["id"])
+    at = app(monkeypatch, restart_db, page="Query drilldown", query_id=progress[0]["id"], opened=("more_commits",))
     assert "Commits" in [as_shown(h.value) for h in at.subheader]
     summary = at.table[1].value.map(as_shown).set_index("figure")
     durations = [p["batchDuration"] for p in progress]
