@@ -1,7 +1,10 @@
 """Query drilldown: the verdict and root cause first, then the effective state configuration, batches,
-phases, state per operator, evictions, watermark lag, RocksDB commit latency and the event timeline on
-one time axis, the commit history (min / avg / max per window of batches); any batch's full progress on
-demand (an event row opens the batch it concerns). Reached by URL: ``/drilldown?query=ID``."""
+phases, rates and the event timeline on one time axis, the commit summary (min / avg / max); any batch's
+full progress on demand (an event row opens the batch it concerns). Reached by URL: ``/drilldown?query=ID``.
+
+The first paint holds what a person reads first. State per operator, evictions, watermark lag, RocksDB
+commit latency and the per-window commit history are in expanders that read and draw their part only
+once opened (each chart costs the server its spec and the browser a Vega compile and draw)."""
 
 from __future__ import annotations
 
