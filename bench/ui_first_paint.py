@@ -143,9 +143,12 @@ def first_paint(db: str, page: str, repeat: int) -> list[float]:
     return times
 
 
+# the run is over, no element still waits for its code (a lazily loaded element shows a skeleton until its
+# chunk arrives: without this check a page whose charts had not mounted yet counted as drawn), every chart drawn
 DRAWN = """() => {
     const app = document.querySelector("[data-testid='stApp']");
     if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if (document.querySelector("[data-testid='stSkeleton']")) return false;
     const charts = [...document.querySelectorAll("[data-testid='stVegaLiteChart']")];
     return charts.every(c => [...c.querySelectorAll('canvas, svg.marks')].some(e => e.clientWidth > 0 && e.clientHeight > 0));
 }"""

@@ -4,9 +4,11 @@ Every chart of a page gets the same x domain, the same width for its y axis and 
 plot, so a restart, a restore or a stall lines up with the batch duration, the state size and the lag
 above and below it. Times are UTC on a 24-hour clock; tooltips carry the full time with seconds.
 Values are scaled to a readable unit (bytes to kB/MB/GB, milliseconds to s/min) before drawing.
-Lines break where the query did not run (a restart, an outage, a stall): each stretch of consecutive
-batches is drawn as its own path (``segments``), so downtime shows as a gap, never as a straight line
-that reads like one slow batch.
+Lines break where the query did not run (a restart, an outage, a stall): a row without a value inside
+every break between stretches of consecutive batches (``segments``) cuts the path there, so downtime
+shows as a gap, never as a straight line that reads like one slow batch. (One path per stretch, as a
+Vega-Lite ``detail``, draws the same, but every stretch becomes a facet of its own for each series: a
+query with irregular batches took the browser seconds to draw.)
 """
 
 from __future__ import annotations
@@ -174,6 +176,25 @@ def event_rules(events: pd.DataFrame | None, dom: list[str] | None) -> alt.Chart
     )
 
 
+def gaps(frame: pd.DataFrame) -> list[pd.Timestamp]:
+    """One instant inside every break between two stretches of ``segments``: where the paths are cut."""
+    if frame.empty or "ts" not in frame:
+        return []
+    spans = frame.groupby(segments(frame).to_numpy())["time"].agg(["min", "max"]).sort_index()
+    return [end + (start - end) / 2 for end, start in zip(spans["max"].iloc[:-1], spans["min"].iloc[1:])]
+
+
+def _stack(long: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """``lo`` and ``hi`` of each series' band, stacked in ``order`` (a series missing at a time counts 0)."""
+    if long.empty:
+        return long.assign(lo=float("nan"), hi=float("nan"))
+    wide = long.pivot_table(index=["time", "at"], columns="series", values="value", aggfunc="sum", fill_value=0.0)
+    wide = wide[[s for s in order if s in wide.columns]]
+    hi = wide.cumsum(axis=1)
+    bands = pd.concat({"value": wide, "lo": hi - wide, "hi": hi}, axis=1).stack(future_stack=True)
+    return bands.reset_index()[["time", "at", "series", "value", "lo", "hi"]]
+
+
 def lines(
     frame: pd.DataFrame,
     fields: Sequence[str],
@@ -187,26 +208,34 @@ def lines(
 ) -> alt.LayerChart | alt.Chart:
     """One line (or stacked area) per field, or per value of ``series`` when one field is given; values in
     ``unit`` are rescaled to a readable one (``bytes``, ``ms``, ``s``)."""
-    frame = frame.assign(segment=segments(frame))
     if series:
-        long = frame[["time", "at", "segment", series, fields[0]]].rename(columns={series: "series", fields[0]: "value"})
+        long = frame[["time", "at", series, fields[0]]].rename(columns={series: "series", fields[0]: "value"})
     else:
-        long = frame.melt(id_vars=["time", "at", "segment"], value_vars=list(fields), var_name="series", value_name="value")
+        long = frame.melt(id_vars=["time", "at"], value_vars=list(fields), var_name="series", value_name="value")
         long["series"] = long["series"].map(lambda s: (names or {}).get(s, s))
     long = long.dropna(subset=["value"])
     divisor, shown = scale_unit(long["value"], unit)
     long["value"] = long["value"] / divisor
-    mark = alt.Chart(long).mark_area(opacity=0.85) if stacked else alt.Chart(long).mark_line(point=len(frame) < 60)
+    if stacked:
+        long = _stack(long, [(names or {}).get(f, f) for f in fields])
+    cuts = pd.DataFrame([(t, s) for t in gaps(frame) for s in long["series"].unique()], columns=["time", "series"])
+    if len(cuts):  # rows without a value: each path breaks there (Vega-Lite's default for invalid values, made explicit)
+        long = pd.concat([long, cuts], ignore_index=True).sort_values("time", kind="stable")
+    if stacked:
+        mark = alt.Chart(long).mark_area(opacity=0.85, invalid="break-paths-show-domains")
+        y = {"y": _y("hi:Q", shown, None, _peak(long["hi"].dropna())), "y2": alt.Y2("lo:Q")}
+    else:
+        mark = alt.Chart(long).mark_line(point=len(frame) < 60, invalid="break-paths-show-domains")
+        y = {"y": _y("value:Q", shown, None, _peak(long["value"].dropna()))}
     chart = mark.encode(
         x=_x(dom),
-        y=_y("value:Q", shown, "zero" if stacked else None, _peak(long["value"])),
         color=alt.Color("series:N", legend=LEGEND),
-        detail="segment:N",  # one path per stretch of batches: downtime is a gap
         tooltip=[
             alt.Tooltip("at:N", title="time (UTC)"),
             alt.Tooltip("series:N", title="series"),
             alt.Tooltip("value:Q", title=shown, format=",.2f"),
         ],
+        **y,
     ).properties(title=title, height=HEIGHT)
     rules = event_rules(events, dom)
     return (chart + rules).resolve_scale(color="independent") if rules is not None else chart

@@ -151,11 +151,22 @@ def history_queries(ctx: Context) -> pd.DataFrame | None:
     return frame.merge(apps, on="query_id", how="left").assign(app=lambda f: f.app.fillna(data.browse.UNKNOWN_APP))
 
 
+def _label(query_id: str, name: object) -> str:
+    return f"{name} ({fmt.short_id(query_id)})" if isinstance(name, str) and name else fmt.short_id(query_id)
+
+
 def label(frame: pd.DataFrame | None, query_id: str) -> str:
     """``name (1a2b3c4d)``: the name and the short id (the full id is in the URL and on hover)."""
     row = frame[frame.query_id == query_id] if frame is not None else pd.DataFrame()
-    name = row["name"].iloc[0] if len(row) else None
-    return f"{name} ({fmt.short_id(query_id)})" if isinstance(name, str) and name else fmt.short_id(query_id)
+    return _label(query_id, row["name"].iloc[0] if len(row) else None)
+
+
+def labels(frame: pd.DataFrame) -> dict[str, str]:
+    """``label`` of every query of the frame at once (a selectbox formats each option on every run)."""
+    out: dict[str, str] = {}
+    for query_id, name in zip(frame.query_id.tolist(), frame["name"].tolist()):
+        out.setdefault(query_id, _label(query_id, name))
+    return out
 
 
 def select_app(ctx: Context, frame: pd.DataFrame) -> str | None:
@@ -178,8 +189,9 @@ def select_query(ctx: Context, frame: pd.DataFrame) -> str | None:
     if wanted is not None and wanted not in ids:
         del st.session_state["query_id"]
         unknown = wanted
+    shown = labels(frame)
     chosen = st.sidebar.selectbox(
-        "Query", ids, key="query_id", format_func=lambda q: label(frame, q), help="the query every page shows; its full id is in the URL"
+        "Query", ids, key="query_id", format_func=shown.__getitem__, help="the query every page shows; its full id is in the URL"
     )
     if unknown is not None:
         known = ctx.all_queries is not None and unknown in ctx.all_queries.query_id.tolist()

@@ -1,7 +1,10 @@
 """Query drilldown: the verdict and root cause first, then the effective state configuration, batches,
-phases, state per operator, evictions, watermark lag, RocksDB commit latency and the event timeline on
-one time axis, the commit history (min / avg / max per window of batches); any batch's full progress on
-demand (an event row opens the batch it concerns). Reached by URL: ``/drilldown?query=ID``."""
+phases, rates and the event timeline on one time axis, the commit summary (min / avg / max); any batch's
+full progress on demand (an event row opens the batch it concerns). Reached by URL: ``/drilldown?query=ID``.
+
+The first paint holds what a person reads first. State per operator, evictions, watermark lag, RocksDB
+commit latency and the per-window commit history are in expanders that read and draw their part only
+once opened (each chart costs the server its spec and the browser a Vega compile and draw)."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ COMMIT_NAMES = {
 }
 RATE_NAMES = {"input_rps": "input", "processed_rps": "processed"}
 PROGRESS_TAIL = 300
+CHART_POINTS = 1000  # time buckets per chart: about one per pixel of a chart's width on a wide screen
 
 
 def event_table(events: pd.DataFrame) -> pd.DataFrame:
@@ -58,7 +62,7 @@ def render(ctx: Context) -> None:
     lasting.show(ctx, qid)
     progress = data.progress_tail(ctx.history, ctx.tok, qid, ctx.until, PROGRESS_TAIL)
     config_panel(progress)
-    batches = charts.with_time(data.batch_series(ctx.history, ctx.tok, qid, ctx.since, ctx.until))
+    batches = charts.with_time(data.batch_series(ctx.history, ctx.tok, qid, ctx.since, ctx.until, max_points=CHART_POINTS))
     if batches.empty:
         if (ctx.span or {}).get("batches"):
             st.info("This query has no batches in the chosen range; widen the time range in the sidebar.")
@@ -70,7 +74,6 @@ def render(ctx: Context) -> None:
                 "the Runs page lists every run."
             )
         return
-    ops = charts.with_time(data.operator_series(ctx.history, ctx.tok, qid, ctx.since, ctx.until))
     raw_events = data.events(ctx.history, ctx.tok, qid, ctx.since, ctx.until)
     table = event_table(raw_events)
     events = charts.event_frame(table)
@@ -101,52 +104,12 @@ def render(ctx: Context) -> None:
     st.altair_chart(
         charts.lines(batches, ["input_rps", "processed_rps"], "Rates", "rows/s", dom, events, names=RATE_NAMES), width="stretch"
     )
-    if not ops.empty:
-        ops["operator"] = ops.op_index.astype(str) + " " + ops.op_name.fillna("?")
-        st.altair_chart(
-            charts.lines(ops, ["rows_total"], "State rows per operator", "rows", dom, events, series="operator"), width="stretch"
-        )
-        st.altair_chart(
-            charts.lines(ops, ["memory_bytes"], "State memory per operator", "bytes", dom, events, series="operator"), width="stretch"
-        )
-        churn = ops.melt(
-            id_vars=["ts", "time", "at", "operator"], value_vars=["rows_updated", "rows_removed"], var_name="what", value_name="rows"
-        )
-        churn["series"] = churn.operator + ": " + churn.what.map({"rows_updated": "added/updated", "rows_removed": "evicted"})
-        st.altair_chart(
-            charts.lines(churn, ["rows"], "Additions (rows updated) vs evictions (rows removed)", "rows", dom, events, series="series"),
-            width="stretch",
-        )
-    lagged = batches[batches.watermark.fillna(0) > 0]
-    if not lagged.empty:
-        st.altair_chart(
-            charts.lines(
-                lagged,
-                ["watermark_lag_s"],
-                "Watermark lag (batch time - watermark)",
-                "s",
-                dom,
-                events,
-                names={"watermark_lag_s": "watermark lag"},
-            ),
-            width="stretch",
-        )
-    commit = rocksdb_commit(progress)
-    if not commit.empty:
-        summed = commit.groupby(["ts", "time", "at"], as_index=False)[list(COMMIT_METRICS)].sum()
-        st.altair_chart(
-            charts.lines(
-                summed,
-                list(COMMIT_METRICS),
-                f"RocksDB commit latency (all operators, newest {PROGRESS_TAIL} batches)",
-                "ms",
-                dom,
-                events,
-                stacked=True,
-                names=COMMIT_NAMES,
-            ),
-            width="stretch",
-        )
+    with st.expander("State per operator: rows, memory, additions and evictions", key="more_state", on_change="rerun") as box:
+        if box.open:
+            state_charts(ctx, dom, events)
+    with st.expander("Watermark lag and RocksDB commit latency", key="more_lag", on_change="rerun") as box:
+        if box.open:
+            lag_charts(batches, progress, dom, events)
     commit_history(progress)
     st.subheader("Events")
     if table.empty:
@@ -182,6 +145,63 @@ def render(ctx: Context) -> None:
     batch_detail(ctx)
 
 
+def state_charts(ctx: Context, dom: list[str] | None, events: pd.DataFrame) -> None:
+    """State rows, memory and churn per operator (read and drawn only while their expander is open)."""
+    ops = charts.with_time(data.operator_series(ctx.history, ctx.tok, ctx.query_id, ctx.since, ctx.until, max_points=CHART_POINTS))
+    if ops.empty:
+        st.caption("No stateful operator reported in this range.")
+        return
+    ops["operator"] = ops.op_index.astype(str) + " " + ops.op_name.fillna("?")
+    st.altair_chart(charts.lines(ops, ["rows_total"], "State rows per operator", "rows", dom, events, series="operator"), width="stretch")
+    st.altair_chart(
+        charts.lines(ops, ["memory_bytes"], "State memory per operator", "bytes", dom, events, series="operator"), width="stretch"
+    )
+    churn = ops.melt(
+        id_vars=["ts", "time", "at", "operator"], value_vars=["rows_updated", "rows_removed"], var_name="what", value_name="rows"
+    )
+    churn["series"] = churn.operator + ": " + churn.what.map({"rows_updated": "added/updated", "rows_removed": "evicted"})
+    st.altair_chart(
+        charts.lines(churn, ["rows"], "Additions (rows updated) vs evictions (rows removed)", "rows", dom, events, series="series"),
+        width="stretch",
+    )
+
+
+def lag_charts(batches: pd.DataFrame, progress: list[dict], dom: list[str] | None, events: pd.DataFrame) -> None:
+    """Watermark lag and the RocksDB commit latency breakdown (drawn only while their expander is open)."""
+    lagged = batches[batches.watermark.fillna(0) > 0]
+    commit = rocksdb_commit(progress)
+    if lagged.empty and commit.empty:
+        st.caption("No watermark and no RocksDB commit latency reported in this range.")
+    if not lagged.empty:
+        st.altair_chart(
+            charts.lines(
+                lagged,
+                ["watermark_lag_s"],
+                "Watermark lag (batch time - watermark)",
+                "s",
+                dom,
+                events,
+                names={"watermark_lag_s": "watermark lag"},
+            ),
+            width="stretch",
+        )
+    if not commit.empty:
+        summed = commit.groupby(["ts", "time", "at"], as_index=False)[list(COMMIT_METRICS)].sum()
+        st.altair_chart(
+            charts.lines(
+                summed,
+                list(COMMIT_METRICS),
+                f"RocksDB commit latency (all operators, newest {PROGRESS_TAIL} batches)",
+                "ms",
+                dom,
+                events,
+                stacked=True,
+                names=COMMIT_NAMES,
+            ),
+            width="stretch",
+        )
+
+
 def config_panel(progress: list[dict]) -> None:
     """The effective state configuration of the newest run, each value with where it was read."""
     with st.expander("Effective configuration", expanded=True):
@@ -200,10 +220,12 @@ def commit_history(progress: list[dict]) -> None:
         return
     st.caption(
         f"The newest {fmt.plural(len(batches), 'batch', 'batches')} (each commits its state), summed over the stateful "
-        "operators: min / avg / max over them, then per window of consecutive batches of one run, newest first."
+        "operators: min / avg / max over them, then (folded) per window of consecutive batches of one run, newest first."
     )
     st.table(commits.summary(batches).map(fmt.md), hide_index=True)
-    st.table(commits.history(batches).map(fmt.md), hide_index=True)
+    with st.expander("Commit history: min / avg / max per window of consecutive batches", key="more_commits", on_change="rerun") as box:
+        if box.open:  # a table of some 200 cells, each drawn as markdown: not on the first paint
+            st.table(commits.history(batches).map(fmt.md), hide_index=True)
 
 
 def _event_target(runs: pd.DataFrame) -> tuple[str, int] | None:

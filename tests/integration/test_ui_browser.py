@@ -116,7 +116,7 @@ def test_drilldown_verdict_config_commits_and_back_button(browser_page, large_hi
     settle(page, "Query synthetic_dedupe")
     text = shots.visible_text(page)
     assert "State unbounded: dedupe rows " in text and "nothing evicted" in text and "runbook" in text
-    assert "Charts show 2,000 time buckets" in text  # the long range is drawn from buckets, not left empty
+    assert "Charts show 1,000 time buckets" in text  # the long range is drawn from buckets, not left empty
     for phrase in ("Effective configuration", "state store provider", "changelog checkpointing", "trigger", "Commits", "batch duration"):
         assert phrase in text, phrase
     page.go_back()

@@ -41,13 +41,18 @@ def all_db(tmp_path_factory) -> str:
     return db
 
 
-def app(monkeypatch, history: str, roots: list[str] = (), page: str = "Queries", query_id: str | None = None) -> AppTest:
+def app(
+    monkeypatch, history: str, roots: list[str] = (), page: str = "Queries", query_id: str | None = None, opened: tuple[str, ...] = ()
+) -> AppTest:
+    """The page after its first run; ``opened``: keys of folded sections (lazy expanders) opened before it."""
     monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_HISTORY", history)
     monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS", os.pathsep.join(roots))
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["page"] = page  # a link of the older ?page=Title form: it opens the page it names
     if query_id is not None:
         at.query_params["query"] = query_id
+    for key in opened:
+        at.session_state[key] = True
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["page"] == page
@@ -103,6 +108,7 @@ def test_queries_page_lists_every_recorded_query_with_health_and_restart(monkeyp
 
 def test_open_drilldown_from_the_queries_page(monkeypatch, restart_db) -> None:
     at = app(monkeypatch, restart_db)
+    at.session_state["more_state"] = at.session_state["more_lag"] = True  # both folded groups of charts opened
     at.main.button[0].click().run()
     assert at.session_state["page"] == "Query drilldown"
     progress = progress_lines(RESTART[0]) + progress_lines(RESTART[1])
@@ -112,7 +118,7 @@ def test_open_drilldown_from_the_queries_page(monkeypatch, restart_db) -> None:
     assert progress[0]["name"] in as_shown(at.header[0].value)
     events = frames(at)[0]
     assert {"start", "restart", "restore", "stop / failure"} <= set(events.event)  # kinds in plain words
-    # phases, rates, state rows, memory, churn, watermark lag, RocksDB commit latency and the event strip
+    # the event strip, phases, rates; opened: state rows, memory, churn, watermark lag, RocksDB commit latency
     assert chart_titles(at) == [
         "Events",
         "Batch phases (stacked)",
@@ -419,19 +425,25 @@ def test_charts_break_their_lines_across_the_restart(monkeypatch, restart_db) ->
 
     before, after = progress_lines(RESTART[0]), progress_lines(RESTART[1])
     at = app(monkeypatch, restart_db, page="Query drilldown", query_id=before[0]["id"])
+    # a first paint draws the events, phases and rates; the state and lag charts wait, folded, until opened
+    assert chart_titles(at) == ["Events", "Batch phases (stacked)", "Rates"]
+    assert [e.label for e in at.expander[1:]] == [
+        "State per operator: rows, memory, additions and evictions",
+        "Watermark lag and RocksDB commit latency",
+        "Commit history: min / avg / max per window of consecutive batches",
+    ]
+    assert len(at.table) == 2  # the configuration and the commit summary; the per-window history waits too
     rates = next(e for e in at.get("vega_lite_chart") if "Rates" in e.proto.spec)
     spec = json.loads(rates.proto.spec)
     layer = spec["layer"][0] if "layer" in spec else spec
-    assert layer["encoding"]["detail"]["field"] == "segment"
-    rows = [r for d in rates.proto.datasets for r in pa.ipc.open_stream(d.data.data).read_all().to_pylist() if "segment" in r]
-    last_before = max(r["time"] for r in rows if r["segment"] == rows[0]["segment"])
-    segments = {r["segment"] for r in rows}
-    assert len(segments) == 2, segments  # one stretch per run: nothing joins them
-    first = {r["segment"]: r for r in sorted(rows, key=lambda r: r["time"])[::-1]}  # each stretch's first point
-    starts = sorted(r["time"] for r in first.values())
-    assert starts[1] > last_before
-    per_segment = {s: sum(1 for r in rows if r["segment"] == s and r["series"] == "input") for s in segments}
-    assert sorted(per_segment.values()) == sorted([len(before), len(after)])
+    assert layer["mark"]["invalid"].startswith("break-paths")  # a row without a value cuts the path
+    rows = [r for d in rates.proto.datasets for r in pa.ipc.open_stream(d.data.data).read_all().to_pylist() if "series" in r]
+    for name in ("input", "processed"):
+        points = sorted((r for r in rows if r["series"] == name), key=lambda r: r["time"])
+        assert sum(r["value"] is not None for r in points) == len(before) + len(after), name
+        cuts = [i for i, r in enumerate(points) if r["value"] is None]
+        assert cuts == [len(before)], (name, cuts)  # one cut, between the last batch of the first run and the first of the second
+        assert points[cuts[0] - 1]["time"] < points[cuts[0]]["time"] < points[cuts[0] + 1]["time"]
 
 
 def test_drilldown_shows_the_effective_configuration(monkeypatch, all_db) -> None:
@@ -459,7 +471,7 @@ def test_drilldown_commit_history_gives_min_avg_max_per_window(monkeypatch, rest
     """Like Flink's checkpoint history: min / avg / max of each commit figure over the batches, then per
     window of consecutive batches of one run (newest first), from the recorded progress."""
     progress = progress_lines(RESTART[0]) + progress_lines(RESTART[1])
-    at = app(monkeypatch, restart_db, page="Query drilldown", query_id=progress[0]["id"])
+    at = app(monkeypatch, restart_db, page="Query drilldown", query_id=progress[0]["id"], opened=("more_commits",))
     assert "Commits" in [as_shown(h.value) for h in at.subheader]
     summary = at.table[1].value.map(as_shown).set_index("figure")
     durations = [p["batchDuration"] for p in progress]
