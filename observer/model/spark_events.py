@@ -30,6 +30,19 @@ JOB_START = "SparkListenerJobStart"  # maps a stage to its query, batch and SQL 
 SQL_START = _SQL + "SparkListenerSQLExecutionStart"
 SQL_ADAPTIVE = _SQL + "SparkListenerSQLAdaptiveExecutionUpdate"
 
+# what a progress event calls a state writer (``stateOperators[].operatorName``, Spark's ``shortName``) by its
+# physical plan node's name, for the writers whose short name every recording shows (3.5-4.3): restore events
+# name an operator so before the query's first progress (a new run's first batch is the one that restores)
+WRITER_OPERATOR_NAMES = {
+    "StateStoreSave": "stateStoreSave",
+    "SessionWindowStateStoreSave": "sessionWindowStateStoreSaveExec",
+    "StreamingDeduplicate": "dedupe",
+    "StreamingDeduplicateWithinWatermark": "dedupeWithinWatermark",
+    "StreamingSymmetricHashJoin": "symmetricHashJoin",
+    "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
+    "TransformWithStateInPandas": "transformWithStateInPandasExec",
+}
+
 STREAMING_EVENTS = frozenset({QUERY_STARTED, QUERY_PROGRESS, QUERY_IDLE, QUERY_TERMINATED})
 # a streaming query event's name -> the observer's event kind
 STREAMING_KINDS = {

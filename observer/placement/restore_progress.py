@@ -39,6 +39,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from observer.model import spark_events
 from observer.model.signal_kinds import RESTORE_FINISHED, RESTORE_PROGRESS, RESTORE_STARTED
 
 REASON_RESTART = "restart"
@@ -234,7 +235,10 @@ class RestoreProgress:
             if known is not None:
                 known.total = known.total or total  # the live poller learns it once a task of the stage reported
                 continue
-            op = _Operator(self._names.get(restore.query_id, {}).get(index, name), name, total, told_at=ts)
+            # the query's own progress names it where one was seen, else the writer's known short name (the same whether
+            # or not this observer saw an earlier run: a watcher meets a restarted job as a new application)
+            progress_name = self._names.get(restore.query_id, {}).get(index)
+            op = _Operator(progress_name or spark_events.WRITER_OPERATOR_NAMES.get(name, name), name, total, told_at=ts)
             restore.operators[index] = op
             attrs = {
                 "operator": op.name,

@@ -223,14 +223,14 @@ def test_gauges_follow_the_log_line_by_line() -> None:
     feed = PlacementFeed(EventLogSource())
     source = feed.source
     assert isinstance(source, EventLogSource)
-    seen: list[tuple[str, float | None]] = []  # (metric, value) of the dedupe, in order
+    seen: list[tuple[str, float | None]] = []  # (metric, value) of the dedupe (named as its progress will name it), in order
     for path in expand([LARGE]):
         with open_decompressed(path) as stream:
             for line in stream:
                 source.feed_line(line.rstrip(b"\n"))
                 facts = SignalFacts()
                 feed.tick(facts, lambda q: q)
-                seen += [(u.spec.name, u.value) for u in facts.updates if dict(u.labels).get("operator") == "StreamingDeduplicate"]
+                seen += [(u.spec.name, u.value) for u in facts.updates if dict(u.labels).get("operator") == "dedupe"]
     remaining = [v for name, v in seen if name == catalog.RESTORE_PARTITIONS_REMAINING.name]
     assert remaining[0] == 16.0 and remaining[-1] is None  # started with every partition left; gone at the finish
     left = remaining[1:-1]

@@ -102,7 +102,7 @@ def build(ctx: Context) -> db.Dashboard:
             ts(
                 ctx,
                 "Partitions left to restore",
-                "State partitions (store instances) of a running restore not loaded yet, from the restoring batch's tasks as they end (event logs; live with the UI on). Empty: no restore running.",
+                "State partitions (store instances) of a running restore not loaded yet, from the restoring batch's tasks as they end (event logs; live with the UI on). Bad: partitions left for long while the query makes no progress (a restore that has stalled). Empty: no restore running.",
                 [(f"max by ({by_op}) ({p.sel(catalog.RESTORE_PARTITIONS_REMAINING, p.qo)})", "{{query}} / {{operator}}")],
                 "none",
                 [(None, OK)],
