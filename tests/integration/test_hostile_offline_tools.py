@@ -56,7 +56,7 @@ def test_durations_are_taken_exactly_when_prometheus_takes_them(tmp_path) -> Non
     for n, value in enumerate(DURATIONS):
         outcome = _load(_write(tmp_path, n, yaml.safe_dump({"for_durations": {"SparkStateUnbounded": value}})))
         # a grace and retention long enough for any scrape interval: only the grammar decides here
-        fleet = {"grace_seconds": 1e15, "history_max_age_seconds": 1e15}
+        fleet = {"grace_seconds": 1e15, "history_max_age_seconds": 1e15, "query_status_retention_days": 1e9}
         monitor = _load(_write(tmp_path, 1000 + n, yaml.safe_dump({"kubernetes": {"scrape_interval": value}, "fleet": fleet})))
         assert isinstance(outcome, MixinConfigError) == isinstance(monitor, MixinConfigError), value
         probe = os.path.join(str(tmp_path), f"probe{n}.yml")
