@@ -25,16 +25,21 @@ from incident_queries import Context
 
 
 def _sink(ctx: Context) -> Any:
-    """The foreachBatch writer: counts the batch, then sleeps as the options say, and logs what it did."""
+    """The foreachBatch writer: reads the batch's counts (``keys`` rows at most), sleeps as the options say
+    (per input row: the counts' growth), and logs what it did."""
     sleep = float(ctx.options.get("sleep", "0"))
     per_row = float(ctx.options.get("seconds_per_row", "0"))
     block_batch = int(ctx.options.get("block_batch", "-1"))
     block_seconds = float(ctx.options.get("block_seconds", "0"))
     log = os.path.join(ctx.out, "sink.jsonl")
 
+    totals: dict[int, int] = {}  # key -> its count so far: the batch's input rows are what the counts grew by
+
     def write(batch: Any, batch_id: int) -> None:
         started = time.time()
-        rows = batch.count()
+        counts = {row["key"]: row["count"] for row in batch.collect()}
+        rows = sum(n - totals.get(key, 0) for key, n in counts.items())
+        totals.update(counts)
         time.sleep(sleep + per_row * rows + (block_seconds if batch_id == block_batch else 0.0))
         with open(log, "a") as f:
             f.write(json.dumps({"batch_id": batch_id, "rows": rows, "started": started, "ended": time.time()}) + "\n")
