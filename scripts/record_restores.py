@@ -34,7 +34,7 @@ DOWNTIME_SECONDS = 5
 
 
 def restore(
-    query: str, keys: int, rows_per_second: int, fanout: int, provider: str = "rocksdb", batches: tuple[int, int] = (6, 5)
+    query: str, keys: int, rows_per_second: int, fanout: int, provider: str = "rocksdb", batches: tuple[int, int] = (5, 4)
 ) -> Callable[[Recorder], dict[str, Any]]:
     """Two runs of ``restore_<query>`` on one checkpoint; the second restores ``keys`` entries per operator."""
 
@@ -68,13 +68,13 @@ def restore(
 
 
 SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
-    "restore_aggregation": restore("aggregation", 1_000_000, 2000, 100),
-    "restore_aggregation_hdfs": restore("aggregation", 300_000, 1000, 100, provider="hdfs"),
-    "restore_dedup": restore("dedup", 1_000_000, 2000, 100),
-    "restore_session": restore("session", 300_000, 1000, 100),
-    "restore_join": restore("join", 0, 500, 100),
-    "restore_pandas_state": restore("pandas_state", 50_000, 500, 100, batches=(4, 4)),
-    "restore_tws": restore("tws", 50_000, 500, 100, batches=(4, 4)),
+    "restore_aggregation": restore("aggregation", 1_000_000, 200, 100),
+    "restore_aggregation_hdfs": restore("aggregation", 300_000, 100, 100, provider="hdfs"),
+    "restore_dedup": restore("dedup", 1_000_000, 200, 100),
+    "restore_session": restore("session", 300_000, 100, 100),
+    "restore_join": restore("join", 0, 50, 100),
+    "restore_pandas_state": restore("pandas_state", 50_000, 50, 100),
+    "restore_tws": restore("tws", 50_000, 50, 100),
 }
 
 
