@@ -41,6 +41,8 @@ def restore(
     def scenario(rec: Recorder) -> dict[str, Any]:
         common = ["--query", f"restore_{query}", "--keys", str(keys), "--rows-per-second", str(rows_per_second)]
         common += ["--option", f"fanout={fanout}", "--provider", provider, "--name", rec.name, "--batches-timeout", "1200"]
+        # a busy machine starts Python workers slowly: Spark's 15 s for one to connect back failed the first tries
+        common += ["--conf", "spark.python.authenticate.socketTimeout=120s"]
         first = rec.run("--batches", str(batches[0]), *common)
         time.sleep(DOWNTIME_SECONDS)
         second = rec.run("--batches", str(batches[1]), *common)
