@@ -34,12 +34,12 @@ DOWNTIME_SECONDS = 5
 
 
 def restore(
-    query: str, keys: int, rows_per_second: int, fanout: int, provider: str = "rocksdb", batches: tuple[int, int] = (5, 4)
+    query: str, keys: int, rows_per_batch: int, fanout: int, provider: str = "rocksdb", batches: tuple[int, int] = (5, 4)
 ) -> Callable[[Recorder], dict[str, Any]]:
     """Two runs of ``restore_<query>`` on one checkpoint; the second restores ``keys`` entries per operator."""
 
     def scenario(rec: Recorder) -> dict[str, Any]:
-        common = ["--query", f"restore_{query}", "--keys", str(keys), "--rows-per-second", str(rows_per_second)]
+        common = ["--query", f"restore_{query}", "--keys", str(keys), "--option", f"rows_per_batch={rows_per_batch}"]
         common += ["--option", f"fanout={fanout}", "--provider", provider, "--name", rec.name, "--batches-timeout", "1200"]
         # a busy machine starts Python workers slowly: Spark's 15 s for one to connect back failed the first tries
         common += ["--conf", "spark.python.authenticate.socketTimeout=120s"]
@@ -59,7 +59,7 @@ def restore(
             "changelog": provider == "rocksdb",
             "partitions": 2,
             "keys": keys,
-            "rows_per_second": rows_per_second * fanout,
+            "rows_per_batch": rows_per_batch * fanout,
             "restarts": [restart_facts(first, second)],
             "restored_operators": operators,
             "kept": f"progress lines and event logs without {', '.join(sorted(SLIMMED_EVENTS))} and stateless task ends",
@@ -69,14 +69,15 @@ def restore(
     return scenario
 
 
+# the first run writes every key in its 5 batches (rows per batch x fanout x 5 >= keys); the join keeps all it read
 SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
-    "restore_aggregation": restore("aggregation", 1_000_000, 200, 100),
-    "restore_aggregation_hdfs": restore("aggregation", 300_000, 100, 100, provider="hdfs"),
-    "restore_dedup": restore("dedup", 1_000_000, 200, 100),
-    "restore_session": restore("session", 300_000, 100, 100),
-    "restore_join": restore("join", 0, 50, 100),
-    "restore_pandas_state": restore("pandas_state", 50_000, 50, 100),
-    "restore_tws": restore("tws", 50_000, 50, 100),
+    "restore_aggregation": restore("aggregation", 1_000_000, 2000, 100),
+    "restore_aggregation_hdfs": restore("aggregation", 300_000, 600, 100, provider="hdfs"),
+    "restore_dedup": restore("dedup", 1_000_000, 2000, 100),
+    "restore_session": restore("session", 300_000, 600, 100),
+    "restore_join": restore("join", 0, 500, 100),
+    "restore_pandas_state": restore("pandas_state", 50_000, 100, 100),
+    "restore_tws": restore("tws", 50_000, 100, 100),
 }
 
 

@@ -2,10 +2,11 @@
 
 Started by ``scenario_job.py --query NAME`` (through ``incident_queries.start``) and recorded by
 ``scripts/record_restores.py``, which runs each twice on one checkpoint in two processes: the second run
-restores what the first left. Each rate row is exploded into ``fanout`` rows (``--option fanout=N``), so
-``--keys`` keys are all written within seconds while the rate source stays small; keys are ``value % keys``
-(the state stays at ``keys`` entries: big, bounded). The join keeps every row (no watermark, matched on a
-unique id): its state is what the first run read.
+restores what the first left. The source is Spark's ``rate-micro-batch`` (``--option rows_per_batch=N``
+rows per batch, whatever the batch took: on a busy machine the plain rate source backfills a slow batch's
+time into a huge next one), each row exploded into ``fanout`` rows (``--option fanout=N``), so a batch
+writes ``rows_per_batch x fanout`` keys of ``value % keys`` (the state fills up to ``--keys`` entries:
+big, bounded). The join keeps every row it read (no watermark, matched on a unique id).
 """
 
 from __future__ import annotations
@@ -15,13 +16,19 @@ from typing import Any
 from incident_queries import Context
 
 
+def _source(ctx: Context) -> Any:
+    """``rows_per_batch`` rows (``value``, ``timestamp``) per batch, however long the batches take."""
+    return ctx.spark.readStream.format("rate-micro-batch").option("rowsPerBatch", int(ctx.options["rows_per_batch"])).load()
+
+
 def _rows(ctx: Context) -> Any:
     """The rate source, each row exploded into ``fanout`` (key, timestamp) rows over ``ctx.keys`` keys."""
     from pyspark.sql import functions as F
 
     fanout = int(ctx.options.get("fanout", "100"))
-    rate = ctx.spark.readStream.format("rate").option("rowsPerSecond", ctx.rows_per_second).load()
-    exploded = rate.select(F.explode(F.sequence(F.col("value") * fanout, F.col("value") * fanout + fanout - 1)).alias("n"), "timestamp")
+    exploded = _source(ctx).select(
+        F.explode(F.sequence(F.col("value") * fanout, F.col("value") * fanout + fanout - 1)).alias("n"), "timestamp"
+    )
     return exploded.select((F.col("n") % ctx.keys).alias("key"), "timestamp")
 
 
@@ -58,11 +65,10 @@ def join(ctx: Context) -> Any:
     """Stream-stream inner join on a unique id without watermark: both sides keep every row they read."""
     from pyspark.sql import functions as F
 
-    rate = ctx.spark.readStream.format("rate").option("rowsPerSecond", ctx.rows_per_second).load()
     fanout = int(ctx.options.get("fanout", "100"))
     ids = F.explode(F.sequence(F.col("value") * fanout, F.col("value") * fanout + fanout - 1))
-    left = rate.select(ids.alias("ad_id"))
-    right = ctx.spark.readStream.format("rate").option("rowsPerSecond", ctx.rows_per_second).load().select(ids.alias("click_id"))
+    left = _source(ctx).select(ids.alias("ad_id"))
+    right = _source(ctx).select(ids.alias("click_id"))
     return _noop(left.join(right.where(F.col("click_id") % 3 == 0), F.expr("click_id = ad_id")), ctx, mode="append")
 
 
