@@ -6,7 +6,8 @@
 
 Each recording is one run of ``scripts/scenario_job.py --query paced`` (``scripts/pace_queries.py``: a
 count per key written by a foreachBatch writer that sleeps as told), kept under
-``tests/fixtures/incidents/<name>/`` with its Spark event log, as the incident corpus is. ``truth.json`` is
+``tests/fixtures/incidents/<name>/`` with its Spark event log (slimmed as ``record_incidents.slim_event_log``
+does), as the incident corpus is. ``truth.json`` is
 written here from what the run did: the writer's own log (``sink.jsonl``: when each batch's write started
 and ended) gives when the stall happened and for how long; the falling behind is where the ramped input
 (Spark's ``rampUpTime``, linear from 0) passes the writer's capacity (1 / ``seconds_per_row``), from the
@@ -30,7 +31,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from record_incidents import Recorder  # noqa: E402
+from record_incidents import SLIMMED_EVENTS, Recorder, slim_event_log  # noqa: E402
 
 
 def sink_log(rec: Recorder, facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -54,6 +55,7 @@ def paced(length: str, trigger: float, rows_per_second: int, clean: bool, **opti
             args += ["--option", f"{key}={value}"]
         facts = rec.run(*args)
         writes = sink_log(rec, facts)
+        slim_event_log(os.path.join(rec.target, facts["run_dir"], "eventlog"))
         durations = [w["ended"] - w["started"] for w in writes]
         truth: dict[str, Any] = {
             "clean": clean,
@@ -64,6 +66,7 @@ def paced(length: str, trigger: float, rows_per_second: int, clean: bool, **opti
             "duration_seconds": facts["process_ended"] - facts["process_started"],
             "writes": len(writes),
             "write_seconds": {"min": round(min(durations), 3), "max": round(max(durations), 3)},
+            "kept": f"progress lines, the writer's log and the event log without {', '.join(sorted(SLIMMED_EVENTS))} and stateless task ends",
             "expected_events": [],
         }
         if "block_batch" in options:
