@@ -250,6 +250,17 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
         if not hits:
             t.missed.append(f"{rec.name}: falling behind")
         mark(kinds.FALLING_BEHIND, hits[:1])
+    # a state the recording filled on purpose (new keys in every batch of a restore's first run): rising
+    # while it filled, so a state_unbounded then is neither found nor false
+    for filling in rec.truth.get("filling", []):
+        mark(
+            kinds.STATE_UNBOUNDED,
+            [
+                e
+                for e in by_kind[kinds.STATE_UNBOUNDED]
+                if e.attributes.get("operator") == filling["operator"] and e.timestamp <= filling["until"]
+            ],
+        )
     # failures: the class and the root cause of each failing run; a crash loop when every run fails
     failure = rec.truth.get("failure")
     if failure:

@@ -107,7 +107,7 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
     "pace_stall": paced("--batches 26", 2, 20, clean=False, block_batch=15, block_seconds=120),
     "pace_steady_slow_2s": paced("--duration 480", 2, 20, clean=True, sleep=8),
     "pace_steady_9s_of_10s": paced("--duration 480", 10, 20, clean=True, sleep=8.5),
-    "pace_falling_behind": paced("--duration 900", 1, 300, clean=False, ramp_seconds=60, seconds_per_row=0.005),
+    "pace_falling_behind": paced("--duration 1500", 1, 300, clean=False, ramp_seconds=60, seconds_per_row=0.005),
     "pace_ramp_within": paced("--duration 900", 1, 150, clean=True, ramp_seconds=60, seconds_per_row=0.005),
 }
 

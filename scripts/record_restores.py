@@ -62,6 +62,9 @@ def restore(
             "rows_per_batch": rows_per_batch * fanout,
             "restarts": [restart_facts(first, second)],
             "restored_operators": operators,
+            # the first run writes new keys in every batch (rows per batch x fanout), nothing evicted: rising state
+            # is what it shows, and a growth verdict on it is neither false nor the point of the recording
+            "filling": [{"operator": op, "run": first["run_dir"], "until": first["process_ended"]} for op in operators],
             "kept": f"progress lines and event logs without {', '.join(sorted(SLIMMED_EVENTS))} and stateless task ends",
             "expected_events": ["query_restarted into run2", f"restore of {', '.join(operators)} in run2's first batch"],
         }
