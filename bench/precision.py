@@ -70,7 +70,7 @@ STATE_NODES = {
     "StreamingSymmetricHashJoin": "symmetricHashJoin",
     "SessionWindowStateStoreSave": "sessionWindowStateStoreSaveExec",
     "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
-    "TransformWithStateInPandas": "transformWithStateInPandasExec",
+    "TransformWithStateInPySpark": "transformWithStateInPandasExec",
 }
 
 
