@@ -474,6 +474,31 @@ def restore_table(recordings: list[Replayed]) -> tuple[str, dict[tuple[str, str]
     return "\n".join(lines), figures
 
 
+def paging_table(recordings: list[Replayed]) -> str:
+    """The Markdown table of the paging verdicts: incidents found / present and in which recordings, false
+    events on the clean recordings and, apart, on the clean hour(s)."""
+    judged = [(rec, judge(rec)) for rec in recordings]
+    clean_hours = sum(r.seconds for r in recordings if r.clean) / 3600.0
+    long_runs = [r for r in recordings if r.clean and r.seconds >= 3600]
+    long_hours = sum(r.seconds for r in long_runs) / 3600.0
+    lines = [
+        f"| verdict | incidents found / present | recordings with incidents | false on clean runs ({clean_hours:.2f} h) "
+        f"| false on clean runs of an hour or more ({long_hours:.2f} h) |",
+        "|---|---|---|---|---|",
+    ]
+    for kind in PAGING:
+        found = sum(t[kind].found for _, t in judged)
+        present = sum(t[kind].present for _, t in judged)
+        where = ", ".join(rec.name for rec, t in judged if t[kind].present)
+        false_clean = sum(t[kind].false_clean for _, t in judged)
+        false_long = sum(t[kind].false_clean for rec, t in judged if rec in long_runs)
+        lines.append(
+            f"| `{kind}` | {found} / {present} | {where or '-'} | {false_clean}, {_per_hour(false_clean, clean_hours)} "
+            f"| {false_long}, {_per_hour(false_long, long_hours)} |"
+        )
+    return "\n".join(lines)
+
+
 def false_per_hour(rec: Replayed) -> tuple[int, float]:
     """The incident events (informational kinds aside) a clean recording gave, and their rate per hour."""
     count = sum(t.false_clean for t in judge(rec).values())
@@ -527,6 +552,7 @@ def main(argv: list[str]) -> int:
     text, totals = table(recordings)
     print(text)
     print("\n" + growth_table(recordings)[0])
+    print("\n" + paging_table(recordings))
     print("\n" + restore_table(recordings)[0])
     for rec in recordings:
         if rec.clean and rec.seconds >= 3600:

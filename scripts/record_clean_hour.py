@@ -31,6 +31,15 @@ from record_incidents import LONG_RUN_EVENTLOG_LIMIT, SLIMMED_EVENTS, Recorder, 
 NAME = "clean_hour_load"
 
 
+def compress(path: str) -> None:
+    """``path`` as ``path.zstd`` (zstd level 19), the original removed."""
+    import zstandard
+
+    with open(path, "rb") as src, open(path + ".zstd", "wb") as dst:
+        dst.write(zstandard.ZstdCompressor(level=19).compress(src.read()))
+    os.remove(path)
+
+
 def record(seconds: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rec = Recorder(NAME, sys.executable, tmp)
@@ -52,6 +61,8 @@ def record(seconds: int) -> None:
         if dir_size(eventlog) > LONG_RUN_EVENTLOG_LIMIT:
             keep_progress_only(out)
             kept = "progress lines only (zstd): even the slimmed event log was too big"
+        else:
+            compress(os.path.join(out, "progress.jsonl"))  # the same lines as the log's progress events, for reading by eye
         loads = [m["load1"] for m in facts["load_average_per_minute"]]
         rec.finish(
             {
