@@ -115,9 +115,8 @@ def test_restarts_are_where_truth_says(scenario: str) -> None:
             assert before[-1]["batchId"] == restart["previous_last_batch_id"]
 
 
-# the growth corpus's bounded runs are clean too; their own facts are checked in tests/unit/test_growth_verdict.py;
-# the growth corpus's bounded runs are checked there; the pace corpus's clean runs (scripts/record_pace.py) and
-# the clean hour in tests/unit/test_precision.py
+# the growth corpus's bounded runs are clean too; their own facts are checked in tests/unit/test_growth_verdict.py,
+# the pace corpus's clean runs (scripts/record_pace.py) and the clean hour in tests/unit/test_precision.py
 @pytest.mark.parametrize(
     "scenario", [s for s in SCENARIOS if truth(s).get("clean") and not {"growth", "queries", "options"} & set(truth(s))]
 )
