@@ -23,6 +23,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import statistics
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -52,6 +53,26 @@ INFORMATIONAL = frozenset(
     }
 )
 EXECUTOR_TIME_TOLERANCE_SECONDS = 10.0  # an executor_removed this close to the kill is the kill
+STALL_TIME_TOLERANCE_SECONDS = 2.0  # the live clock ticks once a second
+# the verdicts that page (critical, or warnings a team is woken for): each needs a recorded incident and clean runs
+PAGING = (
+    kinds.QUERY_TERMINATED,
+    kinds.CRASH_LOOP,
+    kinds.STALLED,
+    kinds.FALLING_BEHIND,
+    kinds.RESTORE,
+    kinds.STORE_RELOAD,
+    kinds.STATE_UNBOUNDED,
+)
+# stateful plan nodes (as the event log's SQL plans name them) -> the operator name progress reports
+STATE_NODES = {
+    "StateStoreSave": "stateStoreSave",
+    "StreamingDeduplicate": "dedupe",
+    "StreamingSymmetricHashJoin": "symmetricHashJoin",
+    "SessionWindowStateStoreSave": "sessionWindowStateStoreSaveExec",
+    "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
+    "TransformWithStateInPySpark": "transformWithStateInPandasExec",
+}
 
 
 @dataclass
@@ -212,6 +233,35 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
         if not hits:
             t.missed.append(f"{rec.name}: state_unbounded of {unbounded['operator']}")
         mark(kinds.STATE_UNBOUNDED, hits[:1])
+    # stalls: the query stopped making progress (the recording's writer hung), judged while it was silent
+    for stall in rec.truth.get("stalls", []):
+        t = tallies[kinds.STALLED]
+        t.present += 1
+        hits = [e for e in by_kind[kinds.STALLED] if stall["from"] <= e.timestamp <= stall["until"] + STALL_TIME_TOLERANCE_SECONDS]
+        t.found += bool(hits)
+        if not hits:
+            t.missed.append(f"{rec.name}: stall of batch {stall['batch_id']} ({stall['seconds']:.0f} s)")
+        mark(kinds.STALLED, hits[:1])
+    # falling behind: from the time the recording made input arrive faster than the query can process it
+    for behind in rec.truth.get("falling_behind", []):
+        t = tallies[kinds.FALLING_BEHIND]
+        t.present += 1
+        hits = [e for e in by_kind[kinds.FALLING_BEHIND] if e.timestamp >= behind["from"]]
+        t.found += bool(hits)
+        if not hits:
+            t.missed.append(f"{rec.name}: falling behind")
+        mark(kinds.FALLING_BEHIND, hits[:1])
+    # a state the recording filled on purpose (new keys in every batch of a restore's first run): rising
+    # while it filled, so a state_unbounded then is neither found nor false
+    for filling in rec.truth.get("filling", []):
+        mark(
+            kinds.STATE_UNBOUNDED,
+            [
+                e
+                for e in by_kind[kinds.STATE_UNBOUNDED]
+                if e.attributes.get("operator") == filling["operator"] and e.timestamp <= filling["until"]
+            ],
+        )
     # failures: the class and the root cause of each failing run; a crash loop when every run fails
     failure = rec.truth.get("failure")
     if failure:
@@ -315,6 +365,147 @@ def growth_table(recordings: list[Replayed]) -> tuple[str, dict[tuple[str, str],
     return "\n".join(lines), tallies
 
 
+def slowest_state_tasks(eventlog: str) -> dict[str, dict[int, float]]:
+    """operator -> batch -> the slowest successful task of its stateful stage (Spark's Executor Run Time, s).
+
+    A task belongs to an operator when it updates one of the accumulators of that operator's plan node
+    (``STATE_NODES``, from the SQL plans the log records); its batch is the ``streaming.sql.batchId`` of
+    the job that ran its stage."""
+    from observer.offline.eventlog import expand, open_decompressed
+
+    node_of: dict[int, str] = {}  # accumulator id -> operator
+    batch_of: dict[int, int] = {}  # stage id -> batch id
+    out: dict[str, dict[int, float]] = defaultdict(dict)
+    for path in expand([eventlog]):
+        with open_decompressed(path) as stream:
+            for line in stream:
+                event = json.loads(line)
+                kind = event["Event"]
+                if kind.endswith("SQLExecutionStart") or kind.endswith("SQLAdaptiveExecutionUpdate"):
+                    nodes = [event["sparkPlanInfo"]]
+                    while nodes:
+                        node = nodes.pop()
+                        nodes += node.get("children", [])
+                        if node["nodeName"] in STATE_NODES:
+                            node_of.update((m["accumulatorId"], STATE_NODES[node["nodeName"]]) for m in node["metrics"])
+                elif kind == "SparkListenerJobStart" and "streaming.sql.batchId" in (event.get("Properties") or {}):
+                    batch_of.update((stage, int(event["Properties"]["streaming.sql.batchId"])) for stage in event["Stage IDs"])
+                elif kind == "SparkListenerTaskEnd" and event["Task End Reason"]["Reason"] == "Success" and event["Stage ID"] in batch_of:
+                    run = event["Task Metrics"]["Executor Run Time"] / 1000.0
+                    batch = batch_of[event["Stage ID"]]
+                    for op in {node_of[a["ID"]] for a in event["Task Info"].get("Accumulables", []) if a["ID"] in node_of}:
+                        out[op][batch] = max(run, out[op].get(batch, 0.0))
+    return out
+
+
+def restore_truth(run_dir: str, first_batch: int) -> dict[str, float]:
+    """operator -> how much longer its stateful stage's slowest task ran in the restart batch than the
+    median of the run's later batches (seconds): the restore as the event log shows it, computed apart
+    from the observer (which reads task wall times and three later batches)."""
+    eventlog = os.path.join(run_dir, "eventlog")
+    if not os.path.isdir(eventlog):
+        return {}
+    out = {}
+    for op, batches in slowest_state_tasks(eventlog).items():
+        later = [seconds for batch, seconds in batches.items() if batch > first_batch]
+        if first_batch in batches and later:
+            out[op] = batches[first_batch] - statistics.median(later)
+    return out
+
+
+@dataclass
+class RestoreFigure:
+    """One operator's restore in one recorded restart: what the observer said, and the event log's truth."""
+
+    recording: str
+    found: bool
+    method: str | None = None
+    confidence: str | None = None
+    seconds: float | None = None
+    truth_seconds: float | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.seconds is None or not self.truth_seconds or self.truth_seconds <= 0:
+            return None
+        return self.seconds / self.truth_seconds
+
+
+def judge_restores(recordings: list[Replayed]) -> dict[tuple[str, str], list[RestoreFigure]]:
+    """Per (operator, provider): every restart's restore of it, found or not, with its figure and the truth."""
+    out: dict[tuple[str, str], list[RestoreFigure]] = defaultdict(list)
+    for rec in recordings:
+        for restart in rec.truth.get("restarts", []):
+            if restart.get("first_batch_id") is None:
+                continue
+            run_dir = next(r for r in rec.runs if os.path.basename(r) == restart["run"])
+            first = next(p for p in progress_of(run_dir) if p.get("batchId") == restart["first_batch_id"])
+            truth = restore_truth(run_dir, restart["first_batch_id"])
+            events = {
+                e.attributes.get("operator"): e.attributes
+                for e in rec.signals
+                if e.kind == kinds.RESTORE and e.run_id == restart["run_id"] and e.attributes.get("batch_id") == restart["first_batch_id"]
+            }
+            for op in sorted({o.get("operatorName") for o in first.get("stateOperators", [])}):
+                attrs = events.get(op)
+                figure = RestoreFigure(rec.name, attrs is not None, truth_seconds=truth.get(op))
+                if attrs is not None:
+                    figure.method, figure.confidence, figure.seconds = attrs["method"], attrs["confidence"], attrs["duration_seconds"]
+                out[(op, rec.truth.get("provider", "rocksdb"))].append(figure)
+    return out
+
+
+def restore_table(recordings: list[Replayed]) -> tuple[str, dict[tuple[str, str], list[RestoreFigure]]]:
+    """The Markdown table of restores per operator: found, the observer's figure against the event log's."""
+    figures = judge_restores(recordings)
+    lines = [
+        "| operator | provider | recording | restore found | method (confidence) | observer's figure | slowest task's extra run time "
+        "| ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (op, provider), restores in sorted(figures.items()):
+        for f in restores:
+            seconds = "-" if f.seconds is None else f"{f.seconds:.3f} s"
+            truth = "- (no task events)" if f.truth_seconds is None else f"{f.truth_seconds:.3f} s"
+            ratio = "-" if f.ratio is None else f"{f.ratio:.2f}"
+            method = f"{f.method} ({f.confidence})" if f.found else "-"
+            lines.append(
+                f"| `{op}` | {provider} | {f.recording} | {'yes' if f.found else '**no**'} | {method} | {seconds} | {truth} | {ratio} |"
+            )
+    return "\n".join(lines), figures
+
+
+def paging_table(recordings: list[Replayed]) -> str:
+    """The Markdown table of the paging verdicts: incidents found / present and in which recordings, false
+    events on the clean recordings and, apart, on the clean hour(s)."""
+    judged = [(rec, judge(rec)) for rec in recordings]
+    clean_hours = sum(r.seconds for r in recordings if r.clean) / 3600.0
+    long_runs = [r for r in recordings if r.clean and r.seconds >= 3600]
+    long_hours = sum(r.seconds for r in long_runs) / 3600.0
+    lines = [
+        f"| verdict | incidents found / present | recordings with incidents | false on clean runs ({clean_hours:.2f} h) "
+        f"| false on clean runs of an hour or more ({long_hours:.2f} h) |",
+        "|---|---|---|---|---|",
+    ]
+    for kind in PAGING:
+        found = sum(t[kind].found for _, t in judged)
+        present = sum(t[kind].present for _, t in judged)
+        where = ", ".join(rec.name for rec, t in judged if t[kind].present)
+        false_clean = sum(t[kind].false_clean for _, t in judged)
+        false_long = sum(t[kind].false_clean for rec, t in judged if rec in long_runs)
+        lines.append(
+            f"| `{kind}` | {found} / {present} | {where or '-'} | {false_clean}, {_per_hour(false_clean, clean_hours)} "
+            f"| {false_long}, {_per_hour(false_long, long_hours)} |"
+        )
+    return "\n".join(lines)
+
+
+def false_per_hour(rec: Replayed) -> tuple[int, float]:
+    """The incident events (informational kinds aside) a clean recording gave, and their rate per hour."""
+    count = sum(t.false_clean for t in judge(rec).values())
+    return count, count / (rec.seconds / 3600.0) if rec.seconds else 0.0
+
+
 def corpus(folders: list[str] | None = None) -> list[Replayed]:
     folders = folders or sorted(os.path.dirname(p) for p in glob.glob(os.path.join(INCIDENTS, "*", "truth.json")))
     return [load(f) for f in folders]
@@ -362,6 +553,12 @@ def main(argv: list[str]) -> int:
     text, totals = table(recordings)
     print(text)
     print("\n" + growth_table(recordings)[0])
+    print("\n" + paging_table(recordings))
+    print("\n" + restore_table(recordings)[0])
+    for rec in recordings:
+        if rec.clean and rec.seconds >= 3600:
+            count, rate = false_per_hour(rec)
+            print(f"\n{rec.name}: {rec.seconds / 3600:.2f} h clean, {count} false incident events ({rate:.1f}/h)")
     missed = [m for t in totals.values() for m in t.missed]
     print("\nrecordings: " + ", ".join(f"{r.name} ({r.seconds / 60:.1f} min{', clean' if r.clean else ''})" for r in recordings))
     if missed:

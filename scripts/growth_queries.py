@@ -34,7 +34,7 @@ def _noop(df: Any, ctx: Context, mode: str = "update") -> Any:
         .outputMode(mode)
         .queryName(ctx.name)
         .option("checkpointLocation", ctx.checkpoint)
-        .trigger(processingTime="1 second")
+        .trigger(processingTime=ctx.options.get("trigger", "1 second"))
         .start()
     )
 

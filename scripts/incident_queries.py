@@ -251,10 +251,12 @@ INJECTIONS = {"file_sink": file_sink_inject, "file_source": file_source_inject}
 
 
 def start(query: str, ctx: Context) -> Any:
-    """Start the pipeline called ``query`` (here, or one of the growth corpus in ``growth_queries``)."""
+    """Start the pipeline called ``query`` (here, or one of ``growth_queries``, ``pace_queries``, ``restore_queries``)."""
     import growth_queries
+    import pace_queries
+    import restore_queries
 
-    return {**PIPELINES, **growth_queries.PIPELINES}[query](ctx)
+    return {**PIPELINES, **growth_queries.PIPELINES, **pace_queries.PIPELINES, **restore_queries.PIPELINES}[query](ctx)
 
 
 def inject(query: str, ctx: Context) -> None:

@@ -54,7 +54,10 @@ class Recorder:
             cmd = ["nice", "-n", "10", *cmd]
         print("+", " ".join(cmd), flush=True)
         env = dict(os.environ, PYTHONPATH=os.path.join(HERE, ".."))
-        subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL, env=env)
+        # the job's stderr (Spark's and the traceback of a run that fails) goes to STDERR_LOG when that is set
+        log = os.environ.get("STDERR_LOG")
+        with open(log, "ab") if log else open(os.devnull, "wb") as stderr:
+            subprocess.run(cmd, check=True, stderr=stderr, env=env)
         with open(os.path.join(out, "run.json")) as f:
             facts = json.load(f)
         facts["run_dir"] = os.path.basename(out)

@@ -215,6 +215,7 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=2, help="spark.sql.shuffle.partitions")
     ap.add_argument("--keys", type=int, default=10)
     ap.add_argument("--duration", type=float, help="run this many seconds instead of --batches")
+    ap.add_argument("--batches-timeout", type=float, default=240, help="seconds --batches may take (a busy machine needs more)")
     ap.add_argument("--expect-failure", action="store_true", help="wait for the query to fail and record why")
     ap.add_argument("--inject-after", type=int, default=0, help="after this many batches, break the query (see incident_queries.inject)")
     ap.add_argument("--option", action="append", default=[], help="key=value passed to the pipeline")
@@ -270,7 +271,7 @@ def main() -> int:
         elif args.duration:
             run_for(query, args.duration)
         else:
-            wait_batches(query, args.batches)
+            wait_batches(query, args.batches, args.batches_timeout)
     elif args.incompatible:
         from pyspark.sql import functions as F
 
@@ -301,7 +302,7 @@ def main() -> int:
         if args.until_caught_up:
             wait_caught_up(query)
         else:
-            wait_batches(query, args.batches)
+            wait_batches(query, args.batches, args.batches_timeout)
         if scraper is not None:
             scraper.stop()
     else:
@@ -311,7 +312,7 @@ def main() -> int:
         elif args.duration:
             run_for(query, args.duration)
         else:
-            wait_batches(query, args.batches)
+            wait_batches(query, args.batches, args.batches_timeout)
     ended = time.time()
     # 4.x: StreamingQueryProgress objects with .json; 3.5: plain dicts
     progress = [p.json if hasattr(p, "_jdict") else json.dumps(p) for p in query.recentProgress]

@@ -9,8 +9,10 @@ opening and closing is flat, and a ramp that reached its plateau (the first batc
 neither until the plateau fills a window. "Long enough to tell" is half the growth window and several
 batches; with a watermark and nothing evicted yet, also the watermark's delay plus a whole growth window
 (an operator's window or gap shorter than ``growth_window_seconds`` has filled by then). A state the
-watermark does evict must rise for a second whole window: on a busy machine its batches slow down, the
-watermark lags and the state swells for a minute or two (the 30-minute clean recording), then shrinks.
+watermark, a TTL or a timeout does evict must rise for a second whole window: on a busy machine its
+batches slow down, the watermark lags (or a batch holds more processing time before a TTL expires it) and
+the state swells for a minute or two (the 30-minute clean recording; a transformWithStateInPandas with a
+3 s TTL in the clean hour, called unbounded 5 times in an hour before this applied to TTLs), then shrinks.
 Bounded needs the whole window, or its second half alone, not above where it was (flat or falling).
 
 The verdict has hysteresis: it changes only when the evidence does (a rising window turns it unbounded, a
@@ -396,13 +398,13 @@ class Growth:
         unbounded = v.unbounded
         state.rising_since = (ts if state.rising_since is None else state.rising_since) if unbounded else None
         rising_for = 0.0 if state.rising_since is None else ts - state.rising_since
-        if unbounded and watermark:
-            if not state.ever_evicted and ts - state.first_seen < (delay or 0.0) + self.s.growth_window_seconds:
-                unbounded = None  # a watermarked state still filling its first windows: too early to tell
-            elif state.ever_evicted and rising_for < self.s.growth_window_seconds:
-                # a state the watermark evicts swells while batches slow down (the watermark lags, more event
-                # time is held): growth only when the rise lasts a second whole window
-                unbounded = None
+        if unbounded and watermark and not state.ever_evicted and ts - state.first_seen < (delay or 0.0) + self.s.growth_window_seconds:
+            unbounded = None  # a watermarked state still filling its first windows: too early to tell
+        elif unbounded and state.ever_evicted and rising_for < self.s.growth_window_seconds:
+            # a state that evicts (a watermark, a TTL, a timeout) swells while batches slow down (the watermark
+            # lags, more event or processing time is held before eviction): growth only when the rise lasts a
+            # second whole window
+            unbounded = None
         if unbounded is None or unbounded == state.unbounded:
             if state.unbounded is not None:
                 facts.set(record, catalog.STATE_UNBOUNDED, labels, 1.0 if state.unbounded else 0.0)

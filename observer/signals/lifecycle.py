@@ -13,10 +13,14 @@
 - crash loop: ``crash_loop_restarts`` restarts within ``crash_loop_window_seconds``.
 - stall: a non-idle query without progress for ``stall_factor`` x its usual batch interval (at least
   ``stall_min_seconds``, and at least ``DURATION_FACTOR`` x the longest of its recent batches, a run's
-  first left out: on a busy machine a trigger can run for 89 s after batches of 2 s, and a running
-  trigger is not a stall); judged by the clock (``tick``), so only live. Before a run's second progress
-  there is no interval to take the median of: ``trigger_interval_seconds`` stands in, except for a real-time
-  run (``observer.signals.real_time``), whose first batch lasted at least its checkpoint interval.
+  first left out while later ones are known: on a busy machine a trigger can run for 89 s after batches
+  of 2 s, and a running trigger is not a stall); judged by the clock (``tick``), so only live. A batch
+  that overran its trigger is followed at once by one holding every row that arrived meanwhile: at the
+  last batch's input over processing rate that one takes ``ratio`` x as long (a query falling behind has
+  batches that grow by that ratio, each one no stall), so the longest batch counts that many times over.
+  Before a run's second progress there is no interval to take the median of: ``trigger_interval_seconds``
+  stands in, except for a real-time run (``observer.signals.real_time``), whose first batch lasted at least
+  its checkpoint interval.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from observer.signals.facts import SignalFacts
 
 log = logging.getLogger("observer")
 DURATION_FACTOR = 3.0  # a batch this many times the longest recent one is no longer just a slow batch
+MAX_GROWTH = 10.0  # the most the next batch is expected to outgrow the last (input over processing rate)
 LastAliveHint = Callable[[str, float], "float | None"]
 
 
@@ -56,6 +61,8 @@ class RunState:
     first_seen: bool = True
     progress_at: deque[float] = field(default_factory=lambda: deque(maxlen=20))
     durations: deque[float] = field(default_factory=lambda: deque(maxlen=20))  # recent batch durations, seconds
+    first_duration: float = 0.0  # the run's first batch: how long a batch may take until later ones are known
+    growth: float = 1.0  # the last batch's input over processing rate (at least 1): how much longer the next may take
     stalled: bool = False
     restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     crash_loop: bool = False
@@ -153,6 +160,10 @@ class Lifecycle:
         q.progress_at.append(now)
         if p.batch_duration_ms is not None and not first_of_run:  # a run's first batch (warm-up, restore) says nothing of later ones
             q.durations.append(p.batch_duration_ms / 1000.0)
+        elif p.batch_duration_ms is not None:
+            q.first_duration = p.batch_duration_ms / 1000.0
+        inp, proc = p.input_rows_per_second, p.processed_rows_per_second
+        q.growth = min(MAX_GROWTH, max(1.0, inp / proc)) if inp and proc and inp > 0 and proc > 0 else 1.0
         restore_due = first_of_run and q.restart_pending
         q.restart_pending = q.restart_pending and not restore_due
         q.last_alive = ts + (p.batch_duration_ms or 0) / 1000.0
@@ -202,8 +213,8 @@ class Lifecycle:
         interval = statistics.median(gaps) if gaps else self.s.trigger_interval_seconds
         if not gaps and q.real_time_first_batch is not None:  # real-time: the next batch ends an interval after this one
             interval = max(interval, q.real_time_first_batch)
-        longest = max(q.durations) if q.durations else 0.0
-        limit = max(self.s.stall_min_seconds, self.s.stall_factor * interval, DURATION_FACTOR * longest)
+        longest = max(q.durations) if q.durations else q.first_duration
+        limit = max(self.s.stall_min_seconds, self.s.stall_factor * interval, DURATION_FACTOR * longest * q.growth)
         if since > limit and not q.stalled:
             self._set_stalled(
                 q,
@@ -214,6 +225,7 @@ class Lifecycle:
                 seconds_without_progress=round(since, 1),
                 limit_seconds=round(limit, 1),
                 longest_recent_batch_seconds=round(longest, 1),
+                next_batch_growth=round(q.growth, 2),
             )
 
     def _new_run(self, query_id: str, q: RunState, run_id: str, ts: float) -> None:
@@ -224,6 +236,7 @@ class Lifecycle:
         q.progress_at.clear()
         q.durations.clear()
         q.real_time_first_batch = None
+        q.first_duration, q.growth = 0.0, 1.0
         self._on_new_run(query_id)
 
     def _restart(self, q: RunState, record: QueryRecord, run_id: str, ts: float, facts: SignalFacts) -> None:

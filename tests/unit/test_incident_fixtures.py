@@ -24,6 +24,8 @@ from observer.offline.replay import replay
 INCIDENTS = os.path.join(FIXTURES, "incidents")
 SCENARIOS = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(INCIDENTS, "*", "truth.json")))
 RECORDED_BY_SPARK = [s for s in SCENARIOS if os.path.isdir(os.path.join(INCIDENTS, s, "run1", "eventlog"))]
+# one query per run (the clean hour's application runs four: tests/unit/test_precision.py checks it)
+ONE_QUERY = [s for s in RECORDED_BY_SPARK if "queries" not in json.load(open(os.path.join(INCIDENTS, s, "truth.json")))]
 
 
 def truth(scenario: str) -> dict[str, Any]:
@@ -75,7 +77,7 @@ def test_each_recording_replays_without_a_problem(scenario: str) -> None:
     assert result.events > 0
 
 
-@pytest.mark.parametrize("scenario", RECORDED_BY_SPARK)
+@pytest.mark.parametrize("scenario", ONE_QUERY)
 def test_one_run_id_per_recorded_run(scenario: str) -> None:
     facts = truth(scenario)
     started = [p["runId"] for r in run_dirs(scenario) for kind, p in listener_events(r) if kind == "started"]
@@ -86,7 +88,7 @@ def test_one_run_id_per_recorded_run(scenario: str) -> None:
     assert len(ids) == 1
 
 
-@pytest.mark.parametrize("scenario", RECORDED_BY_SPARK)
+@pytest.mark.parametrize("scenario", ONE_QUERY)
 def test_progress_lines_are_the_logged_batches(scenario: str) -> None:
     """The progress JSON lines kept next to each log are that run's batches (the 'recentProgress' of the run):
     consecutive logged batches, the last ones, or the first ones when Spark finished one more batch while the
@@ -113,8 +115,11 @@ def test_restarts_are_where_truth_says(scenario: str) -> None:
             assert before[-1]["batchId"] == restart["previous_last_batch_id"]
 
 
-# the growth corpus's bounded runs are clean too; their own facts are checked in tests/unit/test_growth_verdict.py
-@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if truth(s).get("clean") and "growth" not in truth(s)])
+# the growth corpus's bounded runs are clean too; their own facts are checked in tests/unit/test_growth_verdict.py,
+# the pace corpus's clean runs (scripts/record_pace.py) and the clean hour in tests/unit/test_precision.py
+@pytest.mark.parametrize(
+    "scenario", [s for s in SCENARIOS if truth(s).get("clean") and not {"growth", "queries", "options"} & set(truth(s))]
+)
 def test_clean_runs_are_clean(scenario: str) -> None:
     """One run, no executor change, no exception, the partitions it was asked for on every batch."""
     facts = truth(scenario)

@@ -185,6 +185,7 @@ def stalled() -> Pipeline:
         "seconds_without_progress": 61.0,
         "limit_seconds": 60.0,
         "longest_recent_batch_seconds": round(RECORDED["batchDuration"] / 1000, 1),
+        "next_batch_growth": round(max(1.0, RECORDED["inputRowsPerSecond"] / RECORDED["processedRowsPerSecond"]), 2),
     }
     assert p.value(catalog.QUERY_STALLED) == 1.0
     assert p.tick(T0 + 30 + 70) == []  # said once
