@@ -15,12 +15,9 @@ clean (no incident may fire), unbounded ones list each operator whose state grow
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from growth_queries import SHAPES  # noqa: E402
-from record_incidents import Recorder  # noqa: E402
+from record_incidents import Recorder, record_scenarios  # noqa: E402
 
 ROWS_PER_SECOND = 50  # session_open needs every one of its 50 keys each second
 
@@ -106,24 +103,7 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("scenarios", nargs="*")
-    ap.add_argument("--list", action="store_true")
-    args = ap.parse_args()
-    if args.list:
-        print("\n".join(SCENARIOS))
-        return 0
-    failed = []
-    for name in args.scenarios or list(SCENARIOS):
-        with tempfile.TemporaryDirectory() as tmp:
-            rec = Recorder(name, sys.executable, tmp)
-            try:
-                rec.finish(SCENARIOS[name](rec))
-            except (subprocess.CalledProcessError, OSError, KeyError) as exc:
-                print(f"{name}: NOT recorded ({exc!r})", flush=True)
-                failed.append(name)
-    print("not recorded: " + (", ".join(failed) or "none"), flush=True)
-    return 1 if failed else 0
+    return record_scenarios(SCENARIOS)
 
 
 if __name__ == "__main__":

@@ -492,27 +492,43 @@ VENV_PYTHON = {
 }
 
 
-def main() -> int:
+Scenario = Callable[[Recorder], dict[str, Any]]
+
+
+def record_scenarios(
+    scenarios: dict[str, Scenario],
+    recorded_by: str | None = None,
+    errors: tuple[type[BaseException], ...] = (),
+    python_for: dict[str, str] | None = None,
+) -> int:
+    """The recording scripts' one command line: record the named scenarios (all by default) or ``--list``
+    them; a scenario that fails is reported and the others still recorded. ``recorded_by`` is written into
+    each truth; ``errors`` are the scenario's own failures beyond a job's exit, an OS error or a missing key."""
     ap = argparse.ArgumentParser()
     ap.add_argument("scenarios", nargs="*")
     ap.add_argument("--python", default=sys.executable, help="the interpreter (and so the PySpark) that runs the jobs")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     if args.list:
-        print("\n".join(SCENARIOS))
+        print("\n".join(scenarios))
         return 0
     failed = []
-    for name in args.scenarios or list(SCENARIOS):
+    for name in args.scenarios or list(scenarios):
         with tempfile.TemporaryDirectory() as tmp:
-            python = args.python if args.python != sys.executable else VENV_PYTHON.get(name, sys.executable)
+            python = args.python if args.python != sys.executable else (python_for or {}).get(name, sys.executable)
             rec = Recorder(name, python, tmp)
             try:
-                rec.finish(SCENARIOS[name](rec))
-            except (subprocess.CalledProcessError, OSError, KeyError) as exc:
+                truth = scenarios[name](rec)
+                rec.finish({"recorded_by": recorded_by, **truth} if recorded_by else truth)
+            except (subprocess.CalledProcessError, OSError, KeyError, *errors) as exc:
                 print(f"{name}: NOT recorded ({exc!r})", flush=True)
                 failed.append(name)
     print("not recorded: " + (", ".join(failed) or "none"), flush=True)
     return 1 if failed else 0
+
+
+def main() -> int:
+    return record_scenarios(SCENARIOS, python_for=VENV_PYTHON)
 
 
 if __name__ == "__main__":

@@ -18,12 +18,9 @@ never lose ground, and a ramp that stays below capacity; nothing may fire in the
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -31,7 +28,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from record_incidents import SLIMMED_EVENTS, Recorder, slim_event_log  # noqa: E402
+from record_incidents import SLIMMED_EVENTS, Recorder, record_scenarios, slim_event_log  # noqa: E402
 
 
 def sink_log(rec: Recorder, facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -113,24 +110,7 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("scenarios", nargs="*")
-    ap.add_argument("--list", action="store_true")
-    args = ap.parse_args()
-    if args.list:
-        print("\n".join(SCENARIOS))
-        return 0
-    failed = []
-    for name in args.scenarios or list(SCENARIOS):
-        with tempfile.TemporaryDirectory() as tmp:
-            rec = Recorder(name, sys.executable, tmp)
-            try:
-                rec.finish({"recorded_by": "scripts/record_pace.py", **SCENARIOS[name](rec)})
-            except (subprocess.CalledProcessError, OSError, KeyError, ValueError) as exc:
-                print(f"{name}: NOT recorded ({exc!r})", flush=True)
-                failed.append(name)
-    print("not recorded: " + (", ".join(failed) or "none"), flush=True)
-    return 1 if failed else 0
+    return record_scenarios(SCENARIOS, recorded_by="scripts/record_pace.py", errors=(ValueError,))
 
 
 if __name__ == "__main__":

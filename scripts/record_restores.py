@@ -15,12 +15,9 @@ restored (every state operator of the second run's first batch, as that run repo
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +25,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from record_incidents import SLIMMED_EVENTS, Recorder, restart_facts, slim_event_log  # noqa: E402
+from record_incidents import SLIMMED_EVENTS, Recorder, record_scenarios, restart_facts, slim_event_log  # noqa: E402
 
 DOWNTIME_SECONDS = 5
 
@@ -85,24 +82,7 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("scenarios", nargs="*")
-    ap.add_argument("--list", action="store_true")
-    args = ap.parse_args()
-    if args.list:
-        print("\n".join(SCENARIOS))
-        return 0
-    failed = []
-    for name in args.scenarios or list(SCENARIOS):
-        with tempfile.TemporaryDirectory() as tmp:
-            rec = Recorder(name, sys.executable, tmp)
-            try:
-                rec.finish(SCENARIOS[name](rec))
-            except (subprocess.CalledProcessError, OSError, KeyError, StopIteration) as exc:
-                print(f"{name}: NOT recorded ({exc!r})", flush=True)
-                failed.append(name)
-    print("not recorded: " + (", ".join(failed) or "none"), flush=True)
-    return 1 if failed else 0
+    return record_scenarios(SCENARIOS, errors=(StopIteration,))
 
 
 if __name__ == "__main__":
