@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from incident_queries import Context
+from incident_queries import Context, noop_sink
 
 
 @dataclass(frozen=True)
@@ -28,23 +28,12 @@ def _rate(ctx: Context) -> Any:
     return ctx.spark.readStream.format("rate").option("rowsPerSecond", ctx.rows_per_second).load()
 
 
-def _noop(df: Any, ctx: Context, mode: str = "update") -> Any:
-    return (
-        df.writeStream.format("noop")
-        .outputMode(mode)
-        .queryName(ctx.name)
-        .option("checkpointLocation", ctx.checkpoint)
-        .trigger(processingTime=ctx.options.get("trigger", "1 second"))
-        .start()
-    )
-
-
 def session_open(ctx: Context) -> Any:
     """Session windows over 50 keys, each seen every second with a 10 s gap: sessions never close, 50 rows."""
     from pyspark.sql import functions as F
 
     df = _rate(ctx).withColumn("key", F.col("value") % 50).withWatermark("timestamp", "5 seconds")
-    return _noop(df.groupBy("key", F.session_window("timestamp", "10 seconds")).count(), ctx, mode="append")
+    return noop_sink(df.groupBy("key", F.session_window("timestamp", "10 seconds")).count(), ctx, mode="append")
 
 
 def session_closing(ctx: Context) -> Any:
@@ -57,7 +46,7 @@ def session_closing(ctx: Context) -> Any:
         .withColumn("key", F.col("key").cast("long"))
         .withWatermark("timestamp", "5 seconds")
     )
-    return _noop(df.groupBy("key", F.session_window("timestamp", "3 seconds")).count(), ctx, mode="append")
+    return noop_sink(df.groupBy("key", F.session_window("timestamp", "3 seconds")).count(), ctx, mode="append")
 
 
 def session_no_watermark(ctx: Context) -> Any:
@@ -65,21 +54,21 @@ def session_no_watermark(ctx: Context) -> Any:
     from pyspark.sql import functions as F
 
     df = _rate(ctx).withColumn("key", (F.col("value") / 10).cast("long"))
-    return _noop(df.groupBy("key", F.session_window("timestamp", "3 seconds")).count(), ctx, mode="complete")
+    return noop_sink(df.groupBy("key", F.session_window("timestamp", "3 seconds")).count(), ctx, mode="complete")
 
 
 def count_fixed_keys(ctx: Context) -> Any:
     """A count per key over 100 fixed keys, no watermark: 100 rows from the first seconds on."""
     from pyspark.sql import functions as F
 
-    return _noop(_rate(ctx).groupBy((F.col("value") % 100).alias("key")).count(), ctx)
+    return noop_sink(_rate(ctx).groupBy((F.col("value") % 100).alias("key")).count(), ctx)
 
 
 def count_new_keys(ctx: Context) -> Any:
     """A count per distinct value, no watermark: a new key per row, never evicted."""
     from pyspark.sql import functions as F
 
-    return _noop(_rate(ctx).groupBy(F.col("value").alias("key")).count(), ctx)
+    return noop_sink(_rate(ctx).groupBy(F.col("value").alias("key")).count(), ctx)
 
 
 def tumbling(ctx: Context) -> Any:
@@ -87,7 +76,7 @@ def tumbling(ctx: Context) -> Any:
     from pyspark.sql import functions as F
 
     df = _rate(ctx).withColumn("key", F.col("value") % 20).withWatermark("timestamp", "5 seconds")
-    return _noop(df.groupBy("key", F.window("timestamp", "5 seconds")).count(), ctx)
+    return noop_sink(df.groupBy("key", F.window("timestamp", "5 seconds")).count(), ctx)
 
 
 def sliding(ctx: Context) -> Any:
@@ -95,31 +84,31 @@ def sliding(ctx: Context) -> Any:
     from pyspark.sql import functions as F
 
     df = _rate(ctx).withColumn("key", F.col("value") % 20).withWatermark("timestamp", "5 seconds")
-    return _noop(df.groupBy("key", F.window("timestamp", "10 seconds", "5 seconds")).count(), ctx)
+    return noop_sink(df.groupBy("key", F.window("timestamp", "10 seconds", "5 seconds")).count(), ctx)
 
 
 def dedup_watermark(ctx: Context) -> Any:
     """dropDuplicates on (value, timestamp) with a 5 s watermark: every row is new, evicted after the delay."""
     df = _rate(ctx).withWatermark("timestamp", "5 seconds").dropDuplicates(["value", "timestamp"])
-    return _noop(df, ctx, mode="append")
+    return noop_sink(df, ctx, mode="append")
 
 
 def dedup_new_keys(ctx: Context) -> Any:
     """dropDuplicates on value without a watermark: every value is kept for ever."""
-    return _noop(_rate(ctx).dropDuplicates(["value"]), ctx, mode="append")
+    return noop_sink(_rate(ctx).dropDuplicates(["value"]), ctx, mode="append")
 
 
 def dedup_fixed_keys(ctx: Context) -> Any:
     """dropDuplicates on value % 100 without a watermark: 100 keys, flat."""
     from pyspark.sql import functions as F
 
-    return _noop(_rate(ctx).withColumn("key", F.col("value") % 100).dropDuplicates(["key"]), ctx, mode="append")
+    return noop_sink(_rate(ctx).withColumn("key", F.col("value") % 100).dropDuplicates(["key"]), ctx, mode="append")
 
 
 def dedup_within(ctx: Context) -> Any:
     """dropDuplicatesWithinWatermark on value, 5 s watermark: each key expires after the delay."""
     df = _rate(ctx).withWatermark("timestamp", "5 seconds").dropDuplicatesWithinWatermark(["value"])
-    return _noop(df, ctx, mode="append")
+    return noop_sink(df, ctx, mode="append")
 
 
 def _sides(ctx: Context, watermark: bool) -> tuple[Any, Any]:
@@ -138,7 +127,7 @@ def join_cleanup(ctx: Context) -> Any:
 
     left, right = _sides(ctx, watermark=True)
     cond = F.expr("click_ad_id = ad_id AND clicked_at BETWEEN shown_at AND shown_at + interval 10 seconds")
-    return _noop(left.join(right, cond), ctx, mode="append")
+    return noop_sink(left.join(right, cond), ctx, mode="append")
 
 
 def outer_join_cleanup(ctx: Context) -> Any:
@@ -147,7 +136,7 @@ def outer_join_cleanup(ctx: Context) -> Any:
 
     left, right = _sides(ctx, watermark=True)
     cond = F.expr("click_ad_id = ad_id AND clicked_at BETWEEN shown_at AND shown_at + interval 10 seconds")
-    return _noop(left.join(right, cond, "leftOuter"), ctx, mode="append")
+    return noop_sink(left.join(right, cond, "leftOuter"), ctx, mode="append")
 
 
 def join_no_cleanup(ctx: Context) -> Any:
@@ -155,7 +144,7 @@ def join_no_cleanup(ctx: Context) -> Any:
     from pyspark.sql import functions as F
 
     left, right = _sides(ctx, watermark=False)
-    return _noop(left.join(right, F.expr("click_ad_id = ad_id")), ctx, mode="append")
+    return noop_sink(left.join(right, F.expr("click_ad_id = ad_id")), ctx, mode="append")
 
 
 def _pandas_state(ctx: Context, timeout: bool) -> Any:
@@ -178,7 +167,7 @@ def _pandas_state(ctx: Context, timeout: bool) -> Any:
         yield pd.DataFrame({"key": [key[0]], "n": [n]})
 
     df = _rate(ctx).withColumn("key", (F.col("value") / 10).cast("long"))
-    return _noop(
+    return noop_sink(
         df.groupBy("key").applyInPandasWithState(
             count,
             outputStructType="key long, n long",
@@ -220,7 +209,7 @@ def _tws(ctx: Context, ttl: bool) -> Any:
 
     out = StructType([StructField("key", LongType()), StructField("n", LongType())])
     df = _rate(ctx).withColumn("key", (F.col("value") / 10).cast("long"))
-    return _noop(
+    return noop_sink(
         df.groupBy("key").transformWithStateInPandas(
             statefulProcessor=Count(), outputStructType=out, outputMode="Update", timeMode="ProcessingTime" if ttl else "None"
         ),
@@ -241,7 +230,7 @@ def chained(ctx: Context) -> Any:
     from pyspark.sql import functions as F
 
     df = _rate(ctx).withWatermark("timestamp", "5 seconds").dropDuplicates(["value", "timestamp"]).withColumn("key", F.col("value") % 20)
-    return _noop(df.groupBy("key", F.window("timestamp", "5 seconds")).count(), ctx, mode="append")
+    return noop_sink(df.groupBy("key", F.window("timestamp", "5 seconds")).count(), ctx, mode="append")
 
 
 PIPELINES = {

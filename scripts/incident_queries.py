@@ -43,13 +43,15 @@ def _counts(df: Any) -> Any:
     return df.groupBy("key").count()
 
 
-def _noop(df: Any, ctx: Context, mode: str = "update") -> Any:
+def noop_sink(df: Any, ctx: Context, mode: str = "update") -> Any:
+    """The recordings' sink: Spark's ``noop`` format, so only the stateful operators cost anything; the trigger
+    is 1 s unless the scenario's ``trigger`` option says otherwise."""
     return (
         df.writeStream.format("noop")
         .outputMode(mode)
         .queryName(ctx.name)
         .option("checkpointLocation", ctx.checkpoint)
-        .trigger(processingTime="1 second")
+        .trigger(processingTime=ctx.options.get("trigger", "1 second"))
         .start()
     )
 
@@ -69,7 +71,7 @@ def join(ctx: Context) -> Any:
         .withWatermark("clicked_at", "10 seconds")
     )
     joined = impressions.join(clicks, F.expr("click_ad_id = ad_id AND clicked_at BETWEEN shown_at AND shown_at + interval 20 seconds"))
-    return _noop(joined, ctx, mode="append")
+    return noop_sink(joined, ctx, mode="append")
 
 
 def foreach_503(ctx: Context) -> Any:
@@ -106,7 +108,7 @@ def udf_error(ctx: Context) -> Any:
             raise ValueError(message)
         return value % 7
 
-    return _noop(_counts(_rate(ctx).withColumn("key", bucket("value"))), ctx)
+    return noop_sink(_counts(_rate(ctx).withColumn("key", bucket("value"))), ctx)
 
 
 def file_sink(ctx: Context) -> Any:
@@ -144,7 +146,7 @@ def file_source(ctx: Context) -> Any:
         .parquet(folder)
         .withColumn("key", F.col("value") % ctx.keys)
     )
-    return _noop(_counts(df), ctx)
+    return noop_sink(_counts(df), ctx)
 
 
 def _write_parquet(folder: str, name: str, start: int) -> None:
@@ -195,7 +197,7 @@ def tws_ttl_none(ctx: Context) -> Any:
         .groupBy("key")
         .transformWithStateInPandas(statefulProcessor=LastSeen(), outputStructType=out, outputMode="Update", timeMode="None")
     )
-    return _noop(df, ctx)
+    return noop_sink(df, ctx)
 
 
 def worker_import(ctx: Context) -> Any:
@@ -209,7 +211,7 @@ def worker_import(ctx: Context) -> Any:
     sys.path.insert(0, folder)  # the driver only: not in PYTHONPATH, so not in the workers'
     enrich = __import__(module).enrich
     bucket = F.pandas_udf(enrich, "long")  # type: ignore[call-overload]
-    return _noop(_counts(_rate(ctx).withColumn("key", bucket("value"))), ctx)
+    return noop_sink(_counts(_rate(ctx).withColumn("key", bucket("value"))), ctx)
 
 
 def python_oom(ctx: Context) -> Any:
@@ -225,7 +227,7 @@ def python_oom(ctx: Context) -> Any:
             return len(bytearray(size))
         return value % 7
 
-    return _noop(_counts(_rate(ctx).withColumn("key", bucket("value"))), ctx)
+    return noop_sink(_counts(_rate(ctx).withColumn("key", bucket("value"))), ctx)
 
 
 def unbounded(ctx: Context) -> Any:
@@ -233,7 +235,7 @@ def unbounded(ctx: Context) -> Any:
     from pyspark.sql import functions as F
 
     rows = ctx.spark.readStream.format("rate").option("rowsPerSecond", ctx.rows_per_second).load()
-    return _noop(rows.groupBy(F.col("value").alias("key")).count(), ctx)
+    return noop_sink(rows.groupBy(F.col("value").alias("key")).count(), ctx)
 
 
 PIPELINES = {

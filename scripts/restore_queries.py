@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from incident_queries import Context
+from incident_queries import Context, noop_sink
 
 
 def _source(ctx: Context) -> Any:
@@ -32,25 +32,14 @@ def _rows(ctx: Context) -> Any:
     return exploded.select((F.col("n") % ctx.keys).alias("key"), "timestamp")
 
 
-def _noop(df: Any, ctx: Context, mode: str = "update") -> Any:
-    return (
-        df.writeStream.format("noop")
-        .outputMode(mode)
-        .queryName(ctx.name)
-        .option("checkpointLocation", ctx.checkpoint)
-        .trigger(processingTime="1 second")
-        .start()
-    )
-
-
 def aggregation(ctx: Context) -> Any:
     """A count per key: ``stateStoreSave`` (and its ``StateStoreRestore``)."""
-    return _noop(_rows(ctx).groupBy("key").count(), ctx)
+    return noop_sink(_rows(ctx).groupBy("key").count(), ctx)
 
 
 def dedup(ctx: Context) -> Any:
     """dropDuplicates on the key, no watermark: ``dedupe`` holding every key."""
-    return _noop(_rows(ctx).dropDuplicates(["key"]), ctx, mode="append")
+    return noop_sink(_rows(ctx).dropDuplicates(["key"]), ctx, mode="append")
 
 
 def session(ctx: Context) -> Any:
@@ -58,7 +47,7 @@ def session(ctx: Context) -> Any:
     from pyspark.sql import functions as F
 
     df = _rows(ctx).withWatermark("timestamp", "1 hour")
-    return _noop(df.groupBy("key", F.session_window("timestamp", "1 hour")).count(), ctx, mode="append")
+    return noop_sink(df.groupBy("key", F.session_window("timestamp", "1 hour")).count(), ctx, mode="append")
 
 
 def join(ctx: Context) -> Any:
@@ -69,7 +58,7 @@ def join(ctx: Context) -> Any:
     ids = F.explode(F.sequence(F.col("value") * fanout, F.col("value") * fanout + fanout - 1))
     left = _source(ctx).select(ids.alias("ad_id"))
     right = _source(ctx).select(ids.alias("click_id"))
-    return _noop(left.join(right.where(F.col("click_id") % 3 == 0), F.expr("click_id = ad_id")), ctx, mode="append")
+    return noop_sink(left.join(right.where(F.col("click_id") % 3 == 0), F.expr("click_id = ad_id")), ctx, mode="append")
 
 
 def pandas_state(ctx: Context) -> Any:
@@ -84,7 +73,7 @@ def pandas_state(ctx: Context) -> Any:
         state.update((n,))
         yield pd.DataFrame({"key": [key[0]], "n": [n]})
 
-    return _noop(
+    return noop_sink(
         _rows(ctx).groupBy("key").applyInPandasWithState(count, "key long, n long", "n long", "Update", GroupStateTimeout.NoTimeout),
         ctx,
     )
@@ -109,7 +98,7 @@ def tws(ctx: Context) -> Any:
             pass
 
     out = StructType([StructField("key", LongType()), StructField("n", LongType())])
-    return _noop(
+    return noop_sink(
         _rows(ctx)
         .groupBy("key")
         .transformWithStateInPandas(statefulProcessor=Count(), outputStructType=out, outputMode="Update", timeMode="None"),
