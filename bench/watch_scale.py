@@ -228,6 +228,8 @@ def scale(args: argparse.Namespace) -> None:
             fleet.start(follow=False)  # the endpoint (and its pre-rendering) as the command has it; polls are driven below
         # the fixed cost: the applications' start-up read, then polls of 200 logs that do not grow
         watcher.poll()
+        while watcher.backlog:  # the start-up lines may be more than one poll's decode budget
+            watcher.poll()
         idle_polls, t0, c0 = 0, time.monotonic(), time.process_time()
         while time.monotonic() - t0 < args.idle - 1.0:
             watcher.poll()
