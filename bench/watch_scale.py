@@ -6,19 +6,29 @@
 
 A writer process (its own CPU, not counted) writes real recorded events (tests/fixtures, a stateful
 RocksDB run) into N rolling compressed logs the way Spark does (bench/eventlog_writer.py): the recorded
-start-up, then one recorded micro-batch (its SQL, job, stage and task events and its progress event)
-per application every ``--interval`` seconds (``--interval 0``: the recorded intervals between batches,
-divided by ``--time-scale``), applications phase-shifted, each progress event carrying its own query
-id and an increasing batch id, its ``timestamp`` set to the moment it is written. The watcher follows
-them in this process; figures over the steady window (after every application has started):
+start-up, ``--idle`` seconds of nothing (the watcher's fixed cost per poll is measured then), then one
+recorded micro-batch (its SQL, job, stage and task events and its progress event) per application every
+``--interval`` seconds (``--interval 0``: the recorded intervals between batches, divided by
+``--time-scale``), applications phase-shifted, each progress event carrying its own query id and an
+increasing batch id, its ``timestamp`` set to the moment it is written. The lines of a batch other than
+its progress event are encoded once and reused, so the writer keeps its pace on a loaded machine; it
+reports how many of the batches due it wrote and how many late. The watcher is the ``watch`` command's
+(``FleetObserver``'s settings), in this process; with ``--pipeline`` the whole command. Figures over the
+steady window (after every application has started):
 
-- CPU share of one core (process CPU time / wall time), RSS now and peak, events delivered per second;
-- latency from written (the progress event's timestamp) to delivered by ``poll()``: median and max;
+- CPU share of one core (process CPU time / wall time), RSS now and peak, events delivered per second,
+  CPU per progress event (counted as delivered, so a writer behind its pace changes the count, not the cost);
+- latency from written (the progress event's timestamp) to delivered by ``poll()``: median, p99, max,
+  over every progress event and over those the writer appended within ``ON_TIME_SECONDS`` of their due time;
 - baseline in the same run: reading the finished logs once with ``observer.eventlog.read_records``
   (the offline reader), as CPU seconds per decoded MB, against the watcher's CPU per decoded MB.
 
-``--scan-only``: decode one large log three ways (zstd decompression alone, the watcher on a batch
-application's log, the watcher on a streaming application's log) and report MB/s for each.
+``--scan-only``: decode one large log four ways (zstd decompression alone, the ``watch`` command's watcher on
+a batch application's log and on a streaming application's log, the watcher with its defaults, which parse
+every wanted line, on the streaming one) and report MB/s and lines per CPU second for each.
+
+Before and after in one session: copy this file and ``eventlog_writer.py`` into the other tree's ``bench/``
+(it reads the progress events either way) and take turns.
 """
 
 from __future__ import annotations
