@@ -48,11 +48,13 @@ import time
 import urllib.request
 from datetime import datetime, timezone
 from multiprocessing.connection import Connection
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import itertools
+
+import msgspec
 
 from bench.common import ROOT
 from bench.eventlog_writer import ProgressiveLog, StreamEncoder, flush_groups, recorded_lines, renamed
@@ -96,6 +98,17 @@ def _retimed(line: bytes, app: int, batch: int, queries: int, stamp: float) -> b
     p["runId"] = f"00000000-0000-{q:04d}-0001-{app:012d}"
     p["timestamp"] = datetime.fromtimestamp(stamp, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+
+
+class _Mark(msgspec.Struct):
+    """The fields of a delivered progress event the bench reads: which batch of which application, written when."""
+
+    id: str
+    batchId: int  # noqa: N815
+    timestamp: str
+
+
+_MARK = msgspec.json.Decoder(_Mark)
 
 
 def _written_key(query_id: str, batch_id: int, queries: int) -> tuple[int, int]:
@@ -251,7 +264,7 @@ def scale(args: argparse.Namespace) -> None:
         window: dict[str, float] = {}
         rss_start = _rss()[0]  # before the first poll: imports, the endpoint, no application yet
         observed: set[str] = set()
-        arrivals: list[tuple[float, Any]] = []  # (delivered at, progress object or its bytes), read after the run
+        arrivals: list[tuple[float, tuple[str, int, str]]] = []  # (delivered at, (query id, batch id, timestamp))
 
         def take(found: list[AppEvents]) -> None:
             now = time.time()
@@ -260,8 +273,14 @@ def scale(args: argparse.Namespace) -> None:
                 for e in app.events:
                     if e.event_type == QUERY_PROGRESS:
                         progressed[0] += 1
-                        raw = getattr(e, "progress", None)  # the tree before issue 32's session 7 has no progress bytes (--before)
-                        arrivals.append((now, raw if raw is not None else e.data.get("progress")))
+                        # only the three fields read after the run: holding the objects would weigh on the RSS figures
+                        raw = getattr(e, "progress", None)  # the tree before issue 32's session 7 has no progress bytes
+                        if raw is not None:
+                            m = _MARK.decode(raw)
+                            arrivals.append((now, (m.id, m.batchId, m.timestamp)))
+                        else:
+                            p = e.data["progress"]
+                            arrivals.append((now, (p["id"], p["batchId"], p["timestamp"])))
 
         stop = threading.Event()
         warmup = (args.interval or 10.0) + 5.0
@@ -324,13 +343,12 @@ def scale(args: argparse.Namespace) -> None:
         decoded_mb = (window["decoded_end"] - window["decoded"]) / 1e6
         # latency written -> delivered over the window, and over the batches the writer appended on time
         latencies, on_time = [], []
-        for k, (at, progress) in enumerate(arrivals):
-            p = json.loads(progress) if isinstance(progress, bytes) else progress
-            observed.add(p["id"])
+        for k, (at, (query_id, batch_id, stamp)) in enumerate(arrivals):
+            observed.add(query_id)
             if window["arrivals"] <= k < window["arrivals_end"]:
-                latency = at - (parse_timestamp(p["timestamp"]) or at)
+                latency = at - (parse_timestamp(stamp) or at)
                 latencies.append(latency)
-                if writes.late.get(_written_key(p["id"], p["batchId"], args.queries), 1e9) <= ON_TIME_SECONDS:
+                if writes.late.get(_written_key(query_id, batch_id, args.queries), 1e9) <= ON_TIME_SECONDS:
                     on_time.append(latency)
         # baseline in the same run: the offline reader over the finished logs
         folders = sorted(os.path.join(folder, d) for d in os.listdir(folder))
