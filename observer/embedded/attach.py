@@ -16,6 +16,7 @@ from observer.model.identity import AppContext
 from observer.model.signal_kinds import SignalEvent
 from observer.pipeline.runtime import Observer
 from observer.settings import Settings
+from observer.signals.restore_listener import RestoreListener, subscribe_restore_listener
 
 log = logging.getLogger("observer")
 
@@ -38,6 +39,11 @@ class ObserverHandle:
     def on(self, kind: str, callback: Any) -> None:
         """Register ``callback(SignalEvent)`` for a signal kind (see ``observer.model.signal_kinds.SIGNAL_KINDS``)."""
         self.observer.on(kind, callback)
+
+    def add_restore_listener(self, listener: RestoreListener) -> None:
+        """Call ``listener``'s ``on_restore_start`` / ``on_restore_progress`` / ``on_restore_end`` as state
+        stores restore (Kafka Streams' ``StateRestoreListener`` shape), on the observer's worker thread."""
+        subscribe_restore_listener(self.observer.on, listener)
 
     @property
     def signals(self) -> list[SignalEvent]:
