@@ -70,6 +70,7 @@ from observer.metrics import catalog
 from observer.metrics.selfmetrics import SelfMetrics
 from observer.model import kinds
 from observer.model.bounded import clean_identity
+from observer.model.checkpoint_work import expected_work_hook
 from observer.model.events import Event
 from observer.model.identity import AppContext, Pairs
 from observer.model.plan_checkpoint import PlanCheckpoints
@@ -506,6 +507,8 @@ class FleetObserver:
         )
         if self.settings.placement != "off":
             pipeline.placement = follow_event_log(observer)
+            if observer.placement is not None:  # a restore's ETA starts from the work in the checkpoint its plans name
+                observer.placement.restore_progress.expected_work = expected_work_hook(checkpoints)
         holder.append(pipeline)
         for shared in self._shared:
             observer.add_sink(_Replayable(shared, pipeline, owned=False))
