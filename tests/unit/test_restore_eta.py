@@ -1,0 +1,141 @@
+"""The restore ETA calibrated from the checkpoint (observer.model.checkpoint_work, observer.placement.restore_progress).
+
+tests/fixtures/restore_progress/checkpointed is a real restart (Spark 4.3, local[2], a dedupe then a count per
+key, 16 partitions, 40 batches of changelog files and no snapshot) with the files its restore loaded: replayed
+with that checkpoint, the ETA starts from the checkpoint's work and moves to the observed speed; replayed without
+one, it is the observed rate alone, as before the checkpoint was read.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from observer.model import checkpoint_work
+from observer.model import signal_kinds as kinds
+from observer.model.checkpoint_work import ExpectedWork, expected_work
+from observer.model.signal_kinds import SignalEvent
+from observer.offline.replay import replay
+from observer.placement.restore_progress import BASIS_BLEND, BASIS_ESTIMATE, BASIS_OBSERVED, RestoreProgress, eta
+from observer.settings import Settings
+
+FOLDER = os.path.join(FIXTURES, "restore_progress", "checkpointed")
+CHECKPOINT = os.path.join(FOLDER, "checkpoint")
+BATCH = 40  # the restart's first batch: it loads state version 40
+
+
+@functools.cache
+def _replayed(checkpoint: str) -> tuple[SignalEvent, ...]:
+    signals: list[SignalEvent] = []
+    replay([os.path.join(FOLDER, "eventlog")], Settings(), on_signal=signals.append, checkpoint=lambda q, r: checkpoint)
+    return tuple(s for s in signals if s.kind in kinds.RESTORE_PROGRESS_KINDS)
+
+
+def by_operator(events: tuple[SignalEvent, ...]) -> dict[str, list[SignalEvent]]:
+    out: dict[str, list[SignalEvent]] = {}
+    for e in events:
+        out.setdefault(e.attributes["operator"], []).append(e)
+    return out
+
+
+def error_at(stream: list[SignalEvent], point: float) -> float:
+    """The factor between the ETA of the first progress at or past ``point`` of the partitions and what remained."""
+    end = stream[-1]
+    at = next(e for e in stream if e.kind == kinds.RESTORE_PROGRESS and e.attributes["partitions_done"] / 16 >= point)
+    predicted, actual = at.attributes["eta_seconds"], end.timestamp - at.timestamp
+    return max(predicted / actual, actual / predicted)
+
+
+def test_the_checkpoint_lists_what_the_restore_loads() -> None:
+    """Every changelog file of versions 1-40 of both operators, none after; priced per partition."""
+    with open(os.path.join(FOLDER, "truth.json")) as f:
+        truth = json.load(f)
+    work, why = expected_work(CHECKPOINT, BATCH, slots=2)
+    assert why is None and work is not None and work.version == BATCH
+    assert sorted(work.operators) == [0, 1]  # state/0 stateStoreSave, state/1 dedupe: the progress' indexes
+    assert sum(op.files for op in work.operators.values()) == truth["changelog_files"]
+    for op in work.operators.values():
+        assert sorted(op.seconds) == list(range(truth["partitions"])) and op.snapshot_bytes == 0
+    # the dedupe's changelogs hold every new id (1,000 a partition), the aggregation's only the keys it updated
+    assert work.operators[1].replay_bytes > 3 * work.operators[0].replay_bytes
+    assert sum(work.operators[1].seconds.values()) > sum(work.operators[0].seconds.values())
+    earlier, _ = expected_work(CHECKPOINT, 10)
+    assert earlier is not None and sum(op.files for op in earlier.operators.values()) == 2 * 16 * 10
+
+
+def test_the_eta_moves_from_the_estimate_to_the_observed_speed() -> None:
+    """With the checkpoint: an ETA at the start (the estimate), blended as partitions finish; the aggregation's
+    counts the dedupe's work below it. Without it: no ETA before the first finish, then the observed rate."""
+    ops = by_operator(_replayed(CHECKPOINT))
+    assert set(ops) == {"dedupe", "stateStoreSave"}
+    for stream in ops.values():
+        start, progress = stream[0], [e for e in stream if e.kind == kinds.RESTORE_PROGRESS]
+        assert start.kind == kinds.RESTORE_STARTED and start.attributes["eta_basis"] == BASIS_ESTIMATE
+        assert start.attributes["eta_seconds"] > 0 and start.attributes["expected_files"] == 16 * BATCH
+        assert progress and all(e.attributes["eta_basis"] == BASIS_BLEND for e in progress)
+        assert "eta_basis" not in stream[-1].attributes and "eta_seconds" not in stream[-1].attributes
+    # the aggregation's partitions end after the dedupe's (a later stage): its first ETA is the longer
+    assert ops["stateStoreSave"][0].attributes["eta_seconds"] > ops["dedupe"][0].attributes["eta_seconds"]
+    # this recording: within the goal at a quarter and three quarters of the partitions
+    for stream in ops.values():
+        assert error_at(stream, 0.25) < 2.0 and error_at(stream, 0.75) < 1.3
+
+
+def test_without_a_readable_checkpoint_the_eta_is_the_observed_rate(tmp_path: Path) -> None:
+    """A checkpoint that is gone: no ETA at the start, then finished partitions per second since the first launch."""
+    ops = by_operator(_replayed(str(tmp_path / "gone")))
+    for stream in ops.values():
+        assert "eta_seconds" not in stream[0].attributes and "expected_files" not in stream[0].attributes
+        progress = [e for e in stream if e.kind == kinds.RESTORE_PROGRESS]
+        assert progress and all(e.attributes["eta_basis"] == BASIS_OBSERVED for e in progress)
+    # the same restore told with the checkpoint: same partitions at the same times, only the ETA differs
+    with_checkpoint = by_operator(_replayed(CHECKPOINT))
+    for name, stream in ops.items():
+        assert [(e.kind, e.timestamp, e.attributes.get("partitions_done")) for e in stream] == [
+            (e.kind, e.timestamp, e.attributes.get("partitions_done")) for e in with_checkpoint[name]
+        ]
+
+
+def test_the_listing_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """10,000 changelog files: listed once, priced; past a bound (stats, names) or with a file missing, no estimate
+    and the reason, so the ETA waits for observed finishes."""
+    folder = tmp_path / "state" / "0" / "0"
+    folder.mkdir(parents=True)
+    for v in range(1, 10_001):
+        (folder / f"{v}.changelog").write_bytes(b"")
+    work, why = expected_work(str(tmp_path), 10_000)
+    assert why is None and work is not None and work.operators[0].files == 10_000
+    monkeypatch.setattr(checkpoint_work, "MAX_STATS", 5_000)
+    work, why = expected_work(str(tmp_path), 10_000)
+    assert work is None and why is not None and "more than 5000 state files" in why
+    monkeypatch.setattr(checkpoint_work, "MAX_NAMES", 1_000)
+    work, why = expected_work(str(tmp_path), 10_000)
+    assert work is None and why is not None and "more than 1000 names" in why
+    monkeypatch.undo()
+    (folder / "500.changelog").unlink()
+    work, why = expected_work(str(tmp_path), 10_000)
+    assert work is None and why is not None and "1 file(s) to replay up to version 10000 are missing" in why
+    assert expected_work("s3a://bucket/checkpoint", 3) == (None, "s3a://bucket/checkpoint: not a local checkpoint")
+
+
+def test_a_failing_hook_costs_the_estimate_only() -> None:
+    """The hook raises: the restore is followed as without a checkpoint, the failure counted."""
+
+    def broken(query_id: str, run_id: str | None, batch_id: int) -> ExpectedWork | None:
+        raise OSError("gone")
+
+    model = RestoreProgress(expected_work=broken)
+    model.on_executor_cores("driver", 2)
+    model.on_run_started("q", "r")
+    model.on_job("q", "r", 3, 100.0, 4, {0: "StateStoreSave"})
+    for p in range(4):
+        model.on_task("q", 3, 0, "StateStoreSave", p, 101.0, 102.0 + p, {})
+    notes = model.take()
+    assert model.estimate_failures == 1
+    assert "eta_seconds" not in notes[0].attributes
+    assert notes[1].attributes["eta_seconds"] == eta(4, 1, 101.0, 102.0) and notes[1].attributes["eta_basis"] == BASIS_OBSERVED
