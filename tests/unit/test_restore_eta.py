@@ -48,7 +48,7 @@ def error_at(stream: list[SignalEvent], point: float) -> float:
     end = stream[-1]
     at = next(e for e in stream if e.kind == kinds.RESTORE_PROGRESS and e.attributes["partitions_done"] / 16 >= point)
     predicted, actual = at.attributes["eta_seconds"], end.timestamp - at.timestamp
-    return max(predicted / actual, actual / predicted)
+    return float(max(predicted / actual, actual / predicted))
 
 
 def test_the_checkpoint_lists_what_the_restore_loads() -> None:
