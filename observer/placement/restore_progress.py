@@ -401,7 +401,7 @@ def blended_eta(
     if done <= 0 or first_launch is None or now <= first_launch:
         return round(remaining / slots, 3), BASIS_ESTIMATE
     mean = total / max(1, partitions)
-    in_flight = min(remaining, min(slots, left) * mean / 2)
+    in_flight = min(remaining, max(0, min(slots - 1, left)) * mean / 2)
     observed_speed = (now - first_launch) * slots / (done + in_flight)
     speed = (mean + done * observed_speed) / (mean + done)
     return round((remaining - in_flight) * speed / slots, 3), BASIS_BLEND

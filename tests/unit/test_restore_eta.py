@@ -139,3 +139,16 @@ def test_a_failing_hook_costs_the_estimate_only() -> None:
     assert model.estimate_failures == 1
     assert "eta_seconds" not in notes[0].attributes
     assert notes[1].attributes["eta_seconds"] == eta(4, 1, 101.0, 102.0) and notes[1].attributes["eta_basis"] == BASIS_OBSERVED
+
+
+def test_loads_from_the_checkpoint_are_summed_where_spark_counts_them() -> None:
+    """4.2+ counts a store fetched from the checkpoint per task (``rocksdbNumLoadedFromDfs`` in the progress): every
+    dedupe partition loaded from it; the aggregation's measured load reused the store its StateStoreRestore opened,
+    and Spark leaves a zero out, so it has no figure rather than 0. 3.5 counts nothing: never a 0 either."""
+    finished = {e.attributes["operator"]: e.attributes for e in _replayed(CHECKPOINT) if e.kind == kinds.RESTORE_FINISHED}
+    assert finished["dedupe"]["loads_from_dfs"] == 16
+    assert "loads_from_dfs" not in finished["stateStoreSave"]
+    events: list[SignalEvent] = []
+    replay([os.path.join(FIXTURES, "incidents", "dedup_agg_restart_35", "run2", "eventlog")], Settings(), on_signal=events.append)
+    ends = [e for e in events if e.kind == kinds.RESTORE_FINISHED]
+    assert len(ends) == 2 and not any("loads_from_dfs" in e.attributes for e in ends)
