@@ -36,6 +36,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 RECORDINGS = [
     "tests/fixtures/restore_progress/large",
     "tests/fixtures/restore_progress/large_kill",
+    "tests/fixtures/restore_progress/checkpointed",
+    "tests/fixtures/restore_progress/live_estimate",
     "tests/fixtures/placement/kill",
     "tests/fixtures/incidents/dedup_agg_restart_43/run2",
     "tests/fixtures/incidents/dedup_agg_restart_35/run2",
@@ -115,7 +117,7 @@ def main(argv: list[str]) -> None:
     print("| recording | batch | operator | reason | partitions | restore (s) | ETA | error at 0 % | 25 % | 50 % | 75 % |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     delays: dict[str, list[float]] = {}
-    for rec in args.recordings or RECORDINGS + [r for r in checkpoints if r not in RECORDINGS]:
+    for rec in args.recordings or RECORDINGS:
         folder = os.path.join(ROOT, rec)
         if not os.path.isdir(folder):
             continue

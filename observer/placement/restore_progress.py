@@ -368,7 +368,13 @@ class RestoreProgress:
         launches = [o.first_launch for _, o in chain if o is not None and o.first_launch is not None]
         partitions = sum(len(w) for w, _ in chain)
         left = sum(1 for w, o in chain for p in w if o is None or p not in o.done)
-        return Eta(*blended_eta(total, done, partitions, left, slots, min(launches) if launches else None, now))
+        own = op.first_launch
+        # the work of the chain finished since this operator's own tasks began (its stage's, or its stage's and those
+        # sharing it): the speed of its stage, which may differ from the stages before it
+        recent = (
+            0.0 if own is None else sum(s for w, o in chain if o is not None for p, s in w.items() if p in o.done and o.done[p][1] >= own)
+        )
+        return Eta(*blended_eta(total, done, partitions, left, slots, min(launches) if launches else None, now, own, recent))
 
     def _note(self, kind: str, restore: _Restore, ts: float, attrs: dict[str, Any]) -> None:
         if len(self.notes) >= MAX_NOTES:
@@ -385,18 +391,29 @@ def eta(total: int | None, done: int, first_launch: float | None, now: float) ->
 
 
 def blended_eta(
-    total: float, done: float, partitions: int, left: int, slots: int, first_launch: float | None, now: float
+    total: float,
+    done: float,
+    partitions: int,
+    left: int,
+    slots: int,
+    first_launch: float | None,
+    now: float,
+    own_launch: float | None = None,
+    recent: float = 0.0,
 ) -> tuple[float, str]:
     """Seconds left for ``total - done`` seconds of one-core work over ``partitions`` (``left`` of them not done) on
     ``slots`` slots, and the basis.
 
     The speed (wall seconds per second of expected work on one slot) starts at the rates' 1.0 and moves to the
     one observed since ``first_launch``: all slots busy since then (more partitions than slots until the last
-    wave), on the work done plus the tasks in flight, each half done on average (leaving them out is what kept
-    a rate from finished partitions alone pessimistic). The rates' scale is one machine's (the same restore ran
-    8x slower at a load of 33 on 2 cores than idle), so the prior weighs as one partition of mean work, the
-    observation as the work done: at the first finish they count alike, at a quarter of 16 partitions the
-    observation four times more."""
+    wave), on the work done plus the tasks in flight (at a finish, the other slots' tasks, half done on
+    average: leaving them out is what kept a rate from finished partitions alone pessimistic). The rates' scale
+    is one machine's at one load (the same restore ran 5-8x slower per file at a load of 33 on 2 cores than at
+    3-13), so the prior weighs as one partition of mean work, the observation as the work done: at the first
+    finish they count alike, at a quarter of 16 partitions the observation four times more. An operator whose
+    tasks began after others' (``own_launch``: its stage follows theirs) then corrects that speed by its own
+    stage's, the ``recent`` work finished since, the same way: the rates' shape between operators (a dedupe's
+    put per record, an aggregation's read and write) is less sure than within one."""
     remaining = max(0.0, total - done)
     if done <= 0 or first_launch is None or now <= first_launch:
         return round(remaining / slots, 3), BASIS_ESTIMATE
@@ -404,4 +421,7 @@ def blended_eta(
     in_flight = min(remaining, max(0, min(slots - 1, left)) * mean / 2)
     observed_speed = (now - first_launch) * slots / (done + in_flight)
     speed = (mean + done * observed_speed) / (mean + done)
+    if own_launch is not None and first_launch < own_launch < now and recent > 0:
+        stage_speed = (now - own_launch) * slots / (recent + in_flight)
+        speed = (mean * speed + recent * stage_speed) / (mean + recent)
     return round((remaining - in_flight) * speed / slots, 3), BASIS_BLEND

@@ -152,3 +152,16 @@ def test_loads_from_the_checkpoint_are_summed_where_spark_counts_them() -> None:
     replay([os.path.join(FIXTURES, "incidents", "dedup_agg_restart_35", "run2", "eventlog")], Settings(), on_signal=events.append)
     ends = [e for e in events if e.kind == kinds.RESTORE_FINISHED]
     assert len(ends) == 2 and not any("loads_from_dfs" in e.attributes for e in ends)
+
+
+def test_a_job_attached_live_starts_from_the_estimate() -> None:
+    """restore_progress/live_estimate: attach() in the restarted job (REST polling, resolvedCheckpointRoot,
+    defaultParallelism) told an ETA at the start from the checkpoint's 83 versions, then blended."""
+    folder = os.path.join(FIXTURES, "restore_progress", "live_estimate")
+    with open(os.path.join(folder, "live_events.jsonl")) as f:
+        told = [json.loads(line) for line in f if line.strip()]
+    started = [e["attributes"] for e in told if e["kind"] == kinds.RESTORE_STARTED]
+    assert {a["operator"] for a in started} == {"dedupe", "stateStoreSave"}
+    assert all(a["eta_basis"] == BASIS_ESTIMATE and a["eta_seconds"] > 0 and a["expected_files"] == 16 * 83 for a in started)
+    progress = [e["attributes"] for e in told if e["kind"] == kinds.RESTORE_PROGRESS]
+    assert progress and all(a["eta_basis"] == BASIS_BLEND for a in progress)
