@@ -28,8 +28,8 @@ the inspector's rates) gives the work before anything finishes, and ``restore_st
 the stores below it in the plan are loaded too (their tasks come first, in an earlier stage or in the same
 task), so an operator's remaining work counts theirs. As partitions finish, the speed the machine shows (work
 done per second since the first of those tasks was launched, over the slots) corrects the rates' scale: the
-prior weighs as much as one wave of tasks (the slots' share of the work), the observed speed as much as the
-work done, so after one wave they count alike, after three the observation three times more (``blend``).
+prior weighs as much as one partition of mean work, the observed speed as much as the work done, and an
+operator whose stage starts after others' corrects that speed by its own stage's (``blend``, ``blended_eta``).
 The prior's rates are one machine's; its shape (which partitions and operators hold more) is the
 checkpoint's, which is why it is kept for the remaining work and only its scale is learned. Without a
 readable checkpoint the ETA is the observed rate (finished partitions per second since the first was
