@@ -143,9 +143,9 @@ def _operator(folder: str, op: int, version: int, budget: _Budget) -> OperatorWo
             loaded = _instance(store_folder, store_names, version, budget)
             if loaded is None:
                 continue
-            n, replayed, snapshot = loaded
-            files, replay_bytes, snapshot_bytes = files + n, replay_bytes + replayed, snapshot_bytes + snapshot
-            total += store_seconds(n - (1 if snapshot else 0), replayed, snapshot)
+            replay_files, replayed, snapshots, snapshot = loaded
+            files, replay_bytes, snapshot_bytes = files + replay_files + snapshots, replay_bytes + replayed, snapshot_bytes + snapshot
+            total += store_seconds(replay_files, replayed, snapshot)
         if total:
             seconds[part] = total
     return OperatorWork(op, seconds, files, replay_bytes, snapshot_bytes) if seconds else None
@@ -161,8 +161,8 @@ def store_seconds(replay_files: int, replay_bytes: int, snapshot_bytes: int) -> 
     )
 
 
-def _instance(folder: str, names: list[str], version: int, budget: _Budget) -> tuple[int, int, int] | None:
-    """(files loaded, replayed bytes, snapshot bytes) for loading ``version``; None when the instance has nothing
+def _instance(folder: str, names: list[str], version: int, budget: _Budget) -> tuple[int, int, int, int] | None:
+    """(files replayed, their bytes, snapshots loaded, their bytes) for loading ``version``; None when the instance has nothing
     at or below it. Where several files share a version (format v2 orphans of a retried batch) the largest counts."""
     snapshots: dict[int, list[str]] = {}
     replays: dict[int, list[str]] = {}
@@ -181,7 +181,7 @@ def _instance(folder: str, names: list[str], version: int, budget: _Budget) -> t
             f"{folder}: {version - start - len(wanted)} file(s) to replay up to version {version} are missing: no restore estimate"
         )
     replayed = sum(_largest(folder, replays[v], budget) for v in wanted)
-    return len(wanted) + (1 if start else 0), replayed, snapshot
+    return len(wanted), replayed, (1 if start else 0), snapshot
 
 
 def _largest(folder: str, names: list[str], budget: _Budget) -> int:

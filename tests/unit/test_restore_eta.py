@@ -165,3 +165,30 @@ def test_a_job_attached_live_starts_from_the_estimate() -> None:
     assert all(a["eta_basis"] == BASIS_ESTIMATE and a["eta_seconds"] > 0 and a["expected_files"] == 16 * 83 for a in started)
     progress = [e["attributes"] for e in told if e["kind"] == kinds.RESTORE_PROGRESS]
     assert progress and all(a["eta_basis"] == BASIS_BLEND for a in progress)
+
+
+def test_the_live_listing_prices_as_the_inspector(tmp_path: Path) -> None:
+    """An HDFS store with a snapshot, and a stream-stream join's four stores per partition: the live listing loads
+    what ``inspect`` says a restart loads, at the same price per store."""
+    from test_inspector import HDFS, checkpoint, operator_metadata, write
+
+    from observer.offline.checkpoint import inspect_checkpoint
+
+    root = checkpoint(tmp_path / "ck", HDFS, committed=4, planned=5)
+    operator_metadata(root, 0, "stateStoreSave", ["default"])
+    for v in range(1, 6):
+        write(root / "state" / "0" / "0" / f"{v}.delta", b"d" * 100)
+    write(root / "state" / "0" / "0" / "3.snapshot", b"s" * 1000)
+    stores = ["left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue"]
+    operator_metadata(root, 1, "symmetricHashJoin", stores)
+    for store in stores:
+        for v in range(1, 6):
+            write(root / "state" / "1" / "0" / store / f"{v}.delta", b"j" * 30)
+    report = inspect_checkpoint(str(root))  # a restart at batch 5 loads version 5
+    work, why = expected_work(str(root), 5)
+    assert why is None and work is not None
+    saved, join = work.operators[0], work.operators[1]
+    assert (saved.files, saved.replay_bytes, saved.snapshot_bytes) == (3, 200, 1000)  # 3.snapshot, then 4 and 5
+    assert (join.files, join.replay_bytes, join.snapshot_bytes) == (4 * 5, 4 * 5 * 30, 0)
+    assert report.estimate is not None
+    assert saved.seconds[0] + join.seconds[0] == pytest.approx(report.estimate.seconds)
