@@ -192,3 +192,25 @@ def test_the_live_listing_prices_as_the_inspector(tmp_path: Path) -> None:
     assert (join.files, join.replay_bytes, join.snapshot_bytes) == (4 * 5, 4 * 5 * 30, 0)
     assert report.estimate is not None
     assert saved.seconds[0] + join.seconds[0] == pytest.approx(report.estimate.seconds)
+
+
+def test_watch_finds_the_checkpoint_in_the_plans_as_replay_does(tmp_path: Path) -> None:
+    """The log followed by ``watch`` as Spark writes it, and replayed, with no checkpoint given: both find it where
+    the restoring batch's plan says (``state info [ checkpoint = ...``) and start the same ETA from it. The log
+    names the folder the recording ran in; here its plans name the fixture's copy instead, the only change."""
+    from test_watch_restart_costs import applications, followed_and_replayed, of_kind
+
+    ((app_id, lines),) = applications("restore_progress/checkpointed")
+    recorded = b"file:/tmp/eta29-rec/checkpoint/state"
+    assert any(recorded in line for line in lines)
+    moved = [line.replace(recorded, f"file:{CHECKPOINT}/state".encode()) for line in lines]
+    said = followed_and_replayed(tmp_path, [(app_id, moved)])
+    # (the watcher also lists the checkpoint for snapshot health, which replay does only when given one)
+    restores = {side: [s for s in said[side] if s[0] in kinds.RESTORE_PROGRESS_KINDS] for side in ("live", "replayed")}
+    assert restores["live"] == restores["replayed"] and len(restores["live"]) > 20
+    started = of_kind(said["live"], kinds.RESTORE_STARTED)
+    assert len(started) == 2 and all(a["eta_basis"] == BASIS_ESTIMATE and a["expected_files"] == 16 * BATCH for a in started)
+    replayed_here = {
+        e.attributes["operator"]: e.attributes["eta_seconds"] for e in _replayed(CHECKPOINT) if e.kind == kinds.RESTORE_STARTED
+    }
+    assert {a["operator"]: a["eta_seconds"] for a in started} == replayed_here
