@@ -101,6 +101,8 @@ class _Operator:
 
 @dataclass(frozen=True)
 class Eta:
+    """An ETA and what it rests on (``BASIS_*``), so a reader can tell an estimate from a measurement."""
+
     seconds: float | None
     basis: str | None
 
@@ -169,7 +171,10 @@ class RestoreProgress:
             self._seen_batch.popitem(last=False)
         if reason is None or submitted is None:
             return
-        restore = _Restore(query_id, run_id, batch_id, reason, submitted, {}, self._expected(query_id, run_id, batch_id))
+        # after an executor loss only the lost executor's stores load, which no listing tells: the checkpoint's work
+        # is a restart's
+        expected = self._expected(query_id, run_id, batch_id) if reason == REASON_RESTART else None
+        restore = _Restore(query_id, run_id, batch_id, reason, submitted, {}, expected)
         self._restores[key] = restore
         while len(self._restores) > MAX_RESTORES:
             _, oldest = self._restores.popitem(last=False)

@@ -214,3 +214,23 @@ def test_watch_finds_the_checkpoint_in_the_plans_as_replay_does(tmp_path: Path) 
         e.attributes["operator"]: e.attributes["eta_seconds"] for e in _replayed(CHECKPOINT) if e.kind == kinds.RESTORE_STARTED
     }
     assert {a["operator"]: a["eta_seconds"] for a in started} == replayed_here
+
+
+def test_after_an_executor_loss_the_checkpoint_is_not_asked() -> None:
+    """Only the lost executor's stores load after a loss, which no listing tells: the ETA is the observed rate."""
+    asked: list[int] = []
+
+    def hook(query_id: str, run_id: str | None, batch_id: int) -> ExpectedWork | None:
+        asked.append(batch_id)
+        return None
+
+    model = RestoreProgress(expected_work=hook)
+    model.on_executor_cores("1", 1)
+    model.on_job("q", "r", 4, 100.0, 4, {0: "StateStoreSave"})  # a batch of a run already going: no restore
+    model.on_executor_removed(105.0)
+    model.on_job("q", "r", 5, 110.0, 4, {0: "StateStoreSave"})
+    notes = model.take()
+    assert [n.attributes["reason"] for n in notes] == ["executor_lost"] and asked == []
+    model.on_run_started("q", "r2")
+    model.on_job("q", "r2", 9, 200.0, 4, {0: "StateStoreSave"})
+    assert asked == [9]
