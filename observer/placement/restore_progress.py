@@ -21,10 +21,19 @@ before it (a restart from the checkpoint: ``reason=restart``) and, after an exec
 first batch submitted after the removal (``executor_lost``: the lost partitions load on the executors left,
 the others reuse their stores, so that restore counts every partition but only the moved ones load).
 
-ETA: the partitions' tasks run in waves on the executors' cores, so once partitions finish the observed rate
-(finished partitions per second since the first of them was launched) extrapolates to the rest. Before the
-first partition finishes there is no rate and ``eta_seconds`` is absent: the inspector's estimate from the
-checkpoint is not joined here (docs/findings/restore-progress.md). What a task reports of its load
+ETA (``eta_basis`` says which): where the checkpoint can be read, the composition root's ``expected_work`` hook
+(``observer.model.checkpoint_work``: per operator and partition, the files and bytes the batch loads, priced at
+the inspector's rates) gives the work before anything finishes, and ``restore_started`` carries an ETA
+(``estimate``): that work over the task slots (the executors' cores). An operator's partitions end only once
+the stores below it in the plan are loaded too (their tasks come first, in an earlier stage or in the same
+task), so an operator's remaining work counts theirs. As partitions finish, the speed the machine shows (work
+done per second since the first of those tasks was launched, over the slots) corrects the rates' scale: the
+prior weighs as much as one partition of mean work, the observed speed as much as the work done, and an
+operator whose stage starts after others' corrects that speed by its own stage's (``blend``, ``blended_eta``).
+The prior's rates are one machine's; its shape (which partitions and operators hold more) is the
+checkpoint's, which is why it is kept for the remaining work and only its scale is learned. Without a
+readable checkpoint the ETA is the observed rate (finished partitions per second since the first was
+launched, ``observed``) and absent before the first partition finishes. What a task reports of its load
 (changelog files replayed, load time) is summed where Spark reports it (RocksDB, Spark 4.1+; 3.5 and 4.0
 report nothing, and an aggregation's first load, in ``StateStoreRestore``, is never measured: its
 partition counts once it is saved).
@@ -36,10 +45,12 @@ Memory: at most ``MAX_RESTORES`` restores at once (the oldest is finished as inc
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from observer.model import spark_events
+from observer.model.checkpoint_work import ExpectedWork
 from observer.model.signal_kinds import RESTORE_FINISHED, RESTORE_PROGRESS, RESTORE_STARTED
 
 REASON_RESTART = "restart"
@@ -48,9 +59,17 @@ MAX_RESTORES = 64  # (query, batch) restores followed at once
 MAX_NOTES = 4096  # notes not yet taken by the pipeline; the oldest are dropped (counted)
 MAX_PARTITIONS = 100_000
 MAX_QUERIES = 1024  # queries whose latest run is remembered
+MAX_EXECUTORS = 10_000
 STEPS = 10  # a progress note per tenth of the partitions
 SLOWEST = 16  # partitions listed by a finished restore
 INTERVAL_SECONDS = 10.0
+BASIS_ESTIMATE = "estimate"  # the checkpoint's work at the inspector's rates, nothing finished yet
+BASIS_OBSERVED = "observed"  # finished partitions per second, no checkpoint
+BASIS_BLEND = "blend"  # the checkpoint's work, its scale corrected by the speed observed
+
+ExpectedWorkHook = Callable[[str, "str | None", int], "ExpectedWork | None"]
+"""(query id, run id, restoring batch id) -> the work its checkpoint holds for that batch (None: unknown); called
+once per restore on the worker thread, bounded by its implementation (``observer.model.checkpoint_work``)."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +95,16 @@ class _Operator:
     told_at: float = 0.0
     changelog_files: int | None = None
     load_ms: float | None = None
+    loads_from_dfs: int | None = None
     finished: bool = False
+
+
+@dataclass(frozen=True)
+class Eta:
+    """An ETA and what it rests on (``BASIS_*``), so a reader can tell an estimate from a measurement."""
+
+    seconds: float | None
+    basis: str | None
 
 
 @dataclass
@@ -87,13 +115,17 @@ class _Restore:
     reason: str
     started: float
     operators: dict[int, _Operator]
+    expected: ExpectedWork | None = None
 
 
 class RestoreProgress:
     """Follows restoring batches from their jobs' starts and their stateful tasks' ends; thread-confined."""
 
-    def __init__(self, interval_seconds: float = INTERVAL_SECONDS) -> None:
+    def __init__(self, interval_seconds: float = INTERVAL_SECONDS, expected_work: ExpectedWorkHook | None = None) -> None:
         self.interval_seconds = interval_seconds
+        self.expected_work = expected_work  # set by the composition root that knows where checkpoints are
+        self.estimate_failures = 0  # hooks that raised: the restore goes on without an estimate
+        self._cores: OrderedDict[str, int] = OrderedDict()  # executor id -> its cores, while it is there
         self.notes: deque[RestoreNote] = deque()
         self.dropped = 0
         self._started: OrderedDict[str, str | None] = OrderedDict()  # query id -> run started, its first batch not seen yet
@@ -139,7 +171,10 @@ class RestoreProgress:
             self._seen_batch.popitem(last=False)
         if reason is None or submitted is None:
             return
-        restore = _Restore(query_id, run_id, batch_id, reason, submitted, {})
+        # after an executor loss only the lost executor's stores load, which no listing tells: the checkpoint's work
+        # is a restart's
+        expected = self._expected(query_id, run_id, batch_id) if reason == REASON_RESTART else None
+        restore = _Restore(query_id, run_id, batch_id, reason, submitted, {}, expected)
         self._restores[key] = restore
         while len(self._restores) > MAX_RESTORES:
             _, oldest = self._restores.popitem(last=False)
@@ -156,6 +191,15 @@ class RestoreProgress:
         self._started.move_to_end(query_id)
         while len(self._started) > MAX_QUERIES:
             self._started.popitem(last=False)
+
+    def on_executor_cores(self, executor_id: str, cores: int | None) -> None:
+        """An executor came with ``cores`` task slots, or went (None): the slots a restore's waves run on."""
+        if cores is None or cores <= 0:
+            self._cores.pop(executor_id, None)
+            return
+        self._cores[executor_id] = cores
+        while len(self._cores) > MAX_EXECUTORS:
+            self._cores.popitem(last=False)
 
     def on_executor_removed(self, at: float | None) -> None:
         """An executor went away at ``at`` (s): each query's first batch submitted after it loads its partitions elsewhere."""
@@ -187,11 +231,13 @@ class RestoreProgress:
         if launch is not None:
             op.first_launch = launch if op.first_launch is None else min(op.first_launch, launch)
         op.last_finish = finish if op.last_finish is None else max(op.last_finish, finish)
-        files, load = fields.get("changelog_files"), fields.get("load_ms")
+        files, load, dfs = fields.get("changelog_files"), fields.get("load_ms"), fields.get("loads_from_dfs")
         if files is not None:
             op.changelog_files = (op.changelog_files or 0) + int(files)
         if load is not None:
             op.load_ms = (op.load_ms or 0.0) + load
+        if dfs is not None:
+            op.loads_from_dfs = (op.loads_from_dfs or 0) + int(dfs)
         if op.total is not None and len(op.done) >= op.total:
             self._finish(restore, operator, op, finish, complete=True)
             return
@@ -240,7 +286,8 @@ class RestoreProgress:
             progress_name = self._names.get(restore.query_id, {}).get(index)
             op = _Operator(progress_name or spark_events.WRITER_OPERATOR_NAMES.get(name, name), name, total, told_at=ts)
             restore.operators[index] = op
-            attrs = {
+            work = restore.expected.operators.get(index) if restore.expected is not None else None  # state/<id>: ids as indexes
+            attrs: dict[str, Any] = {
                 "operator": op.name,
                 "operator_index": index,
                 "operator_node": name,
@@ -248,6 +295,11 @@ class RestoreProgress:
                 "reason": restore.reason,
                 "partitions_total": op.total,
             }
+            if work is not None:
+                attrs.update(expected_files=work.files, expected_bytes=work.replay_bytes + work.snapshot_bytes)
+            estimate = self._eta(restore, index, op, ts)
+            if estimate.seconds is not None:
+                attrs.update(eta_seconds=estimate.seconds, eta_basis=estimate.basis)
             self._note(RESTORE_STARTED, restore, ts, attrs)
 
     def _finish_all(self, restore: _Restore, ts: float) -> None:
@@ -259,6 +311,9 @@ class RestoreProgress:
         op.finished = True
         attrs = self._attributes(restore, index, op, ts)
         del attrs["eta_seconds"]
+        attrs.pop("eta_basis", None)
+        if op.loads_from_dfs is not None:  # Spark 4.2+: stores fetched from the checkpoint, not reused on the executor
+            attrs["loads_from_dfs"] = op.loads_from_dfs
         attrs["duration_seconds"] = round(max(0.0, ts - restore.started), 3)
         attrs["complete"] = complete
         timed = sorted(((f - s, p, s, f) for p, (s, f) in op.done.items() if s is not None), reverse=True)[:SLOWEST]
@@ -279,13 +334,52 @@ class RestoreProgress:
             "partitions_total": op.total,
             "partitions_done": done,
             "elapsed_seconds": round(max(0.0, now - restore.started), 3),
-            "eta_seconds": eta(op.total, done, op.first_launch, now),
         }
+        estimate = self._eta(restore, index, op, now)
+        attrs["eta_seconds"] = estimate.seconds
+        if estimate.basis is not None:
+            attrs["eta_basis"] = estimate.basis
         if op.changelog_files is not None:
             attrs["changelog_files"] = op.changelog_files
         if op.load_ms is not None:
             attrs["load_seconds"] = round(op.load_ms / 1000.0, 3)
         return attrs
+
+    def _expected(self, query_id: str, run_id: str | None, batch_id: int) -> ExpectedWork | None:
+        if self.expected_work is None:
+            return None
+        try:
+            return self.expected_work(query_id, run_id, batch_id)
+        except Exception:  # a hook that fails costs the estimate, never the restore's progress
+            self.estimate_failures += 1
+            return None
+
+    def _slots(self, restore: _Restore) -> int | None:
+        if self._cores:
+            return sum(self._cores.values())
+        return restore.expected.slots if restore.expected is not None else None
+
+    def _eta(self, restore: _Restore, index: int, op: _Operator, now: float) -> Eta:
+        """The operator's ETA: the checkpoint's remaining work at the speed learned so far, else the observed rate."""
+        observed = eta(op.total, len(op.done), op.first_launch, now)
+        slots = self._slots(restore)
+        expected = restore.expected.operators if restore.expected is not None else {}
+        if slots is None or index not in expected:
+            return Eta(observed, BASIS_OBSERVED if observed is not None else None)
+        # itself and the stores below it in the plan (higher ids), whether or not their stage was seen yet
+        chain = [(work.seconds, restore.operators.get(i)) for i, work in expected.items() if i >= index]
+        total = sum(sum(w.values()) for w, _ in chain)
+        done = sum(seconds for w, o in chain if o is not None for p, seconds in w.items() if p in o.done)
+        launches = [o.first_launch for _, o in chain if o is not None and o.first_launch is not None]
+        partitions = sum(len(w) for w, _ in chain)
+        left = sum(1 for w, o in chain for p in w if o is None or p not in o.done)
+        own = op.first_launch
+        # the work of the chain finished since this operator's own tasks began (its stage's, or its stage's and those
+        # sharing it): the speed of its stage, which may differ from the stages before it
+        recent = (
+            0.0 if own is None else sum(s for w, o in chain if o is not None for p, s in w.items() if p in o.done and o.done[p][1] >= own)
+        )
+        return Eta(*blended_eta(total, done, partitions, left, slots, min(launches) if launches else None, now, own, recent))
 
     def _note(self, kind: str, restore: _Restore, ts: float, attrs: dict[str, Any]) -> None:
         if len(self.notes) >= MAX_NOTES:
@@ -299,3 +393,40 @@ def eta(total: int | None, done: int, first_launch: float | None, now: float) ->
     if total is None or done <= 0 or first_launch is None or now <= first_launch:
         return None
     return round((now - first_launch) * max(0, total - done) / done, 3)
+
+
+def blended_eta(
+    total: float,
+    done: float,
+    partitions: int,
+    left: int,
+    slots: int,
+    first_launch: float | None,
+    now: float,
+    own_launch: float | None = None,
+    recent: float = 0.0,
+) -> tuple[float, str]:
+    """Seconds left for ``total - done`` seconds of one-core work over ``partitions`` (``left`` of them not done) on
+    ``slots`` slots, and the basis.
+
+    The speed (wall seconds per second of expected work on one slot) starts at the rates' 1.0 and moves to the
+    one observed since ``first_launch``: all slots busy since then (more partitions than slots until the last
+    wave), on the work done plus the tasks in flight (at a finish, the other slots' tasks, half done on
+    average: leaving them out is what kept a rate from finished partitions alone pessimistic). The rates' scale
+    is one machine's at one load (the same restore ran 5-8x slower per file at a load of 33 on 2 cores than at
+    3-13), so the prior weighs as one partition of mean work, the observation as the work done: at the first
+    finish they count alike, at a quarter of 16 partitions the observation four times more. An operator whose
+    tasks began after others' (``own_launch``: its stage follows theirs) then corrects that speed by its own
+    stage's, the ``recent`` work finished since, the same way: the rates' shape between operators (a dedupe's
+    put per record, an aggregation's read and write) is less sure than within one."""
+    remaining = max(0.0, total - done)
+    if done <= 0 or first_launch is None or now <= first_launch:
+        return round(remaining / slots, 3), BASIS_ESTIMATE
+    mean = total / max(1, partitions)
+    in_flight = min(remaining, max(0, min(slots - 1, left)) * mean / 2)
+    observed_speed = (now - first_launch) * slots / (done + in_flight)
+    speed = (mean + done * observed_speed) / (mean + done)
+    if own_launch is not None and first_launch < own_launch < now and recent > 0:
+        stage_speed = (now - own_launch) * slots / (recent + in_flight)
+        speed = (mean * speed + recent * stage_speed) / (mean + recent)
+    return round((remaining - in_flight) * speed / slots, 3), BASIS_BLEND

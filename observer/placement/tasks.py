@@ -511,6 +511,9 @@ class TaskEventReader:
         if not added and self.restores is not None:
             self.restores.on_executor_removed(ts / 1000.0 if isinstance(ts, (int, float)) else None)
         info = event.get("Executor Info")
+        if self.restores is not None:  # the task slots a restore's waves run on
+            cores = info.get("Total Cores") if added and isinstance(info, Mapping) else None
+            self.restores.on_executor_cores(executor, cores if type(cores) is int else None)
         host = info.get("Host") if isinstance(info, Mapping) and isinstance(info.get("Host"), str) else None
         reason = event.get("Removed Reason")
         return [
