@@ -32,7 +32,8 @@ import math
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Mapping
-from itertools import islice
+from itertools import islice, repeat
+from operator import itemgetter, mul, sub
 from typing import Any, NamedTuple
 
 from observer.metrics import catalog
@@ -237,7 +238,7 @@ class GrowthWindow:
 
         def scatter() -> float:
             window = list(islice(pts, start, None))
-            return _scatter([p[0] - t0 for p in window], [p[column] for p in window])
+            return _scatter_mapped(list(map(sub, map(_time, window), repeat(t0))), list(map(itemgetter(column), window)))
 
         return _decide(trend, m1, m2, m3, scatter)
 
@@ -300,6 +301,19 @@ def _scatter(ts: list[float], ys: list[float]) -> float:
     stt = sum([d**2 for d in dts])
     slope = sum([dt * dy for dt, dy in zip(dts, dys)]) / stt if stt > 0 else 0.0
     return math.sqrt(sum([(dy - slope * dt) ** 2 for dt, dy in zip(dts, dys)]) / n)
+
+
+def _scatter_mapped(ts: list[float], ys: list[float]) -> float:
+    """``_scatter`` with each pass a C loop (``map`` over ``operator`` functions) instead of a comprehension:
+    the same float operations on the same operands in the same order, so the same float, bit for bit
+    (``tests/unit/test_growth_window_fast.py``); the running totals' path reads its window's scatter here."""
+    n = len(ts)
+    mt, my = sum(ts) / n, sum(ys) / n
+    dts = list(map(sub, ts, repeat(mt)))
+    dys = list(map(sub, ys, repeat(my)))
+    stt = sum(map(pow, dts, repeat(2)))
+    slope = sum(map(mul, dts, dys)) / stt if stt > 0 else 0.0
+    return math.sqrt(sum(map(pow, map(sub, dys, map(mul, repeat(slope), dts)), repeat(2))) / n)
 
 
 def _eta(current: float, rate: float, budget: float) -> float | None:
@@ -389,11 +403,17 @@ class Growth:
         state.ever_evicted = state.ever_evicted or bool(op.rows_removed)
         v = state.window.verdict(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
         labels = operator_labels(op.index, op.name)
-        facts.set(record, catalog.ROWS_GROWTH_RATE, labels, v.rows_per_second)
-        facts.set(record, catalog.MEMORY_GROWTH_RATE, labels, v.bytes_per_second)
-        facts.set(record, catalog.EVICTION_RATIO, labels, v.eviction_ratio)
-        facts.set(record, catalog.ROWS_BUDGET_ETA, labels, v.rows_eta_seconds)
-        facts.set(record, catalog.MEMORY_BUDGET_ETA, labels, v.bytes_eta_seconds)
+        facts.set_many(
+            record,
+            labels,
+            (
+                (catalog.ROWS_GROWTH_RATE, v.rows_per_second),
+                (catalog.MEMORY_GROWTH_RATE, v.bytes_per_second),
+                (catalog.EVICTION_RATIO, v.eviction_ratio),
+                (catalog.ROWS_BUDGET_ETA, v.rows_eta_seconds),
+                (catalog.MEMORY_BUDGET_ETA, v.bytes_eta_seconds),
+            ),
+        )
         watermark, delay = p.watermark is not None, _watermark_delay(p)
         unbounded = v.unbounded
         state.rising_since = (ts if state.rising_since is None else state.rising_since) if unbounded else None
