@@ -221,11 +221,8 @@ class GrowthWindow:
             return None
         column, basis = (1, "rows") if totals[-1][2] - totals[start][2] + (first[1] > 0) else (2, "bytes")
 
-        def third_of(p: tuple[float, float, float, float, float]) -> int:
-            return min(2, int(3.0 * (p[0] - t0) / span))
-
-        one = bisect_left(pts, 1, start, key=third_of)
-        two = bisect_left(pts, 2, one, key=third_of)
+        one = _third_start(pts, 1, start, t0, span)
+        two = _third_start(pts, 2, one, t0, span)
         trend = Trend(None, basis, first[column], last[column], span, n)
         if not (start < one < two < len(pts)):
             return trend
@@ -268,8 +265,26 @@ class GrowthWindow:
         )
 
 
-def _time(point: tuple[float, ...]) -> float:
-    return point[0]
+_time = itemgetter(0)  # a point's time
+
+
+def _third_start(pts: deque[tuple[float, float, float, float, float]], third: int, lo: int, t0: float, span: float) -> int:
+    """The first index from ``lo`` on whose point is in ``third`` (0, 1, 2) or later, a point at ``t`` being in
+    ``min(2, int(3.0 * (t - t0) / span))``: ``bisect_left`` with that as its key, in time order.
+
+    The point is in ``third`` or later exactly when ``3.0 * (t - t0) / span >= third``, which only grows with
+    ``t``; a bisection on the times (a C key) lands at or next to that first point, and the steps from there
+    test the exact condition, so the index is the keyed bisection's."""
+
+    def reached(i: int) -> bool:
+        return 3.0 * (pts[i][0] - t0) / span >= third
+
+    i = bisect_left(pts, t0 + span * third / 3.0, lo, key=_time)
+    while i > lo and reached(i - 1):
+        i -= 1
+    while i < len(pts) and not reached(i):
+        i += 1
+    return i
 
 
 def _decide(trend: Trend, m1: float, m2: float, m3: float, scatter: Callable[[], float]) -> Trend:
@@ -280,12 +295,12 @@ def _decide(trend: Trend, m1: float, m2: float, m3: float, scatter: Callable[[],
     a row of each other are flat, and a third not a row above the one before is not rising, whatever it is."""
     may_rise = m2 - m1 > 1.0 and m3 - m2 > 1.0 and trend.end > trend.start
     if not may_rise and m3 - m1 <= 1.0 and m3 - m2 <= 1.0:
-        return trend._replace(shape=FLAT)
+        return Trend(FLAT, *trend[1:])
     tolerance = max(1.0, scatter())
     if may_rise and m2 - m1 > tolerance and m3 - m2 > tolerance:
-        return trend._replace(shape=RISING)
+        return Trend(RISING, *trend[1:])
     if m3 - m1 <= tolerance and m3 - m2 <= tolerance:  # not above where it was: flat, or falling back
-        return trend._replace(shape=FLAT)
+        return Trend(FLAT, *trend[1:])
     return trend
 
 
