@@ -241,9 +241,7 @@ class SnapshotHealth:
             ],
         )
 
-    def _instance_series(
-        self, record: QueryRecord, q: _Query, op_index: int, labels: Labels, ranked: list[Instance], facts: Facts
-    ) -> None:
+    def _instance_series(self, record: QueryRecord, q: _Query, op_index: int, labels: Labels, ranked: list[Instance], facts: Facts) -> None:
         """The top-K most lagging instances' lag (``ranked``: most lagging first); a series that leaves the top K is removed."""
         now: set[Labels] = set()
         for i in ranked[: self.s.partition_top_k]:

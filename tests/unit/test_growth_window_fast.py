@@ -146,7 +146,9 @@ def test_thirds_found_on_the_times_are_the_keyed_bisections_on_every_recorded_wi
     rng = random.Random(32)
     windows = [series[max(0, end - n) : end] for _name, series in RECORDED for n in (4, 30, 300) for end in range(4, len(series) + 1, 7)]
     # times that share a point with a third's bound, repeat, or crowd one end
-    windows += [[(t, 0.0, 0.0, 0.0, 0.0) for t in ts] for ts in ([0.0, 1.0, 2.0, 3.0], [0.0, 0.0, 1.0, 1.0, 1.0, 3.0], [0.0, 2.9, 2.95, 3.0])]
+    windows += [
+        [(t, 0.0, 0.0, 0.0, 0.0) for t in ts] for ts in ([0.0, 1.0, 2.0, 3.0], [0.0, 0.0, 1.0, 1.0, 1.0, 3.0], [0.0, 2.9, 2.95, 3.0])
+    ]
     windows += [[(t, 0.0, 0.0, 0.0, 0.0) for t in sorted(rng.uniform(0, 10) for _ in range(rng.randint(3, 40)))] for _ in range(300)]
     compared = 0
     for window in windows:
