@@ -110,15 +110,19 @@ class _Layout:
     partitions: float | None
     run_id: str | None = None  # the run that last showed these partitions
     recent_instances: deque[float] = field(default_factory=lambda: deque(maxlen=20))  # batches without a retry
+    _most: float | None = None  # ``instances`` since the last batch seen: read twice per operator and batch
 
     @property
     def instances(self) -> float | None:
         """The usual store instances at these partitions: the most of recent batches without a retry."""
-        return max(self.recent_instances) if self.recent_instances else None
+        if self._most is None and self.recent_instances:
+            self._most = max(self.recent_instances)
+        return self._most
 
     def seen(self, instances: float | None) -> None:
         if instances is not None:
             self.recent_instances.append(instances)
+            self._most = None
 
 
 OFFLINE_REPARTITION = "offline_repartition"
