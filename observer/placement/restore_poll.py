@@ -11,14 +11,24 @@ and until its progress event) the observer's worker asks the driver, at most eve
    no metric names a writer's stage yet: the writers run in the job's last stages, the topmost in the last
    (each behind an exchange), which holds for aggregations, deduplication, joins and their chains; two writers
    in one stage (no exchange between them) are told as that stage and the one before it;
-3. ``/stages/<id>`` (the latest attempt and its task count: the partitions) and its ``taskList`` of
-   successful tasks, whose partition, launch time and duration feed ``observer.placement.restore_progress``
-   as the event log's task ends do.
+3. ``/stages/<id>`` (the latest attempt and its task count: the partitions) and its ``taskList`` in task id
+   order from the first task not yet seen ended (``offset``): the tasks that ended since the last poll, the
+   running ones and the ones launched since, not the whole stage again (at 200 partitions the whole list of
+   successes was up to 200 tasks a poll: docs/benchmarks.md, "Restore poll cost at 200 partitions"). Each
+   success's partition, launch time and duration feed ``observer.placement.restore_progress`` as the event
+   log's task ends do.
+
+Executor losses, as the event log shows them but from the tasks alone (the status store has no executor
+removal for this path): a task that failed with ``ExecutorLostFailure`` loads its partition again; a
+partition fed as done whose index runs again in a later attempt (Spark resubmits a shuffle map stage's
+finished tasks whose output died with their executor; their status stays SUCCESS) is not done until that
+attempt ends. Both tell ``RestoreProgress.on_task_lost``.
 
 So a poll is two requests plus one or two per stateful stage, only during a first batch; a partition is known
 within one poll interval of its task's end (plus the driver's own status-store delay). The status store
 keeps no SQL metrics per task: the live restore has partitions, elapsed time and ETA, not changelog files
-or load times (those come from event logs). Executor losses are not followed live.
+or load times (those come from event logs). A stage attempt that Spark submits again (a fetch failure after
+the stage ended) is not followed: its task count was read once.
 """
 
 from __future__ import annotations
@@ -50,6 +60,20 @@ INTERVAL_SECONDS = 1.0
 MAX_WATCHED = 64  # runs whose first batch is awaited at once
 MAX_EXECUTIONS = 100  # executions read per poll
 MAX_TASKS = 100_000
+LOST = "ExecutorLostFailure"  # how the status store's error message of a task lost with its executor begins
+FETCH_FAILED = "FetchFailed"  # a task's parent output was lost: Spark submits its stage again, in a new attempt
+
+
+class _StageTasks:
+    """What the poller read of one stage attempt's task list: how far it is settled, and the partitions fed."""
+
+    __slots__ = ("done", "lost", "offset", "running")
+
+    def __init__(self) -> None:
+        self.offset = 0  # tasks in task id order that have ended and were read: never read again
+        self.done: dict[int, tuple[int, str | None, float]] = {}  # partition fed as done -> its task's attempt, executor, finish
+        self.lost: set[tuple[int, int]] = set()  # (partition, attempt) of the tasks told lost
+        self.running = True  # the last read saw a task not ended yet (or none was read)
 
 
 class RestorePoller:
@@ -64,7 +88,7 @@ class RestorePoller:
         self._watched: OrderedDict[str, str | None] = OrderedDict()  # query id -> run id whose first batch is awaited
         self._first_execution = 0
         self._last_poll = 0.0
-        self._seen: dict[tuple[int, int], set[int]] = {}  # (stage, attempt) -> partitions already fed
+        self._seen: dict[tuple[int, int], _StageTasks] = {}  # (stage, attempt) -> what was read of its tasks
         self._known: OrderedDict[tuple[str, int], int] = OrderedDict()  # (query, batch) -> its running execution
         self._totals: dict[int, tuple[int, int | None]] = {}  # stage -> its latest attempt and its task count
         # query -> run, batch, job submission, writers, stages: where its first batch's partitions are read
@@ -144,8 +168,11 @@ class RestorePoller:
             attempt, total = self._stage(stage)
             if total is not None:
                 self.progress.on_job(query_id, run_id, batch_id, submitted, total, {index: name})
-            for partition, launch, finish in self._successes(stage, attempt):
-                self.progress.on_task(query_id, batch_id, index, name, partition, launch, finish, {})
+            # an attempt Spark gave up on (a fetch failure) may still finish tasks, which the next attempt then skips
+            earlier = [a for (s, a), read in self._seen.items() if s == stage and a < attempt and read.running]
+            for tried in [*earlier, attempt]:
+                for partition, launch, finish, executor in self._tasks(stage, tried, query_id, batch_id, index):
+                    self.progress.on_task(query_id, batch_id, index, name, partition, launch, finish, {}, executor)
 
     def _listing(self) -> list[Any]:
         """The executions from the first one that may still run; the ones finished before it are not read again."""
@@ -158,33 +185,56 @@ class RestorePoller:
         return listing
 
     def _stage(self, stage: int) -> tuple[int, int | None]:
-        """The stage's latest attempt and its task count (its partitions); (0, None) before the stage is submitted."""
+        """The stage's latest attempt and its task count (its partitions); no count before that attempt is submitted.
+
+        An attempt's count is the partitions it runs: a later attempt runs only those left, so the first one's is kept."""
         known = self._totals.get(stage)
         if known is not None:
             return known
         got = self.source.get(f"/stages/{stage}?details=false")
         attempts = [a for a in got if isinstance(a, dict) and isinstance(a.get("attemptId"), int)] if isinstance(got, list) else []
-        if not attempts or attempts[0].get("status") == "PENDING":
+        if not attempts:
             return 0, None
         latest = max(attempts, key=lambda a: a["attemptId"])
+        if latest.get("status") == "PENDING":  # not submitted yet (its parents run first): read again at the next poll
+            return latest["attemptId"], None
         n = latest.get("numTasks")
         self._totals[stage] = (latest["attemptId"], n if isinstance(n, int) else None)
         return self._totals[stage]
 
-    def _successes(self, stage: int, attempt: int) -> list[tuple[int, float, float]]:
-        """The stage attempt's successful tasks not fed before: (partition, launch, finish) in seconds."""
-        body = self.source.get_bytes(f"/stages/{stage}/{attempt}/taskList?length={MAX_TASKS}&status=SUCCESS")
-        seen = self._seen.setdefault((stage, attempt), set())
+    def _tasks(self, stage: int, attempt: int, query_id: str, batch_id: int, operator: int) -> list[tuple[int, float, float, str | None]]:
+        """The stage attempt's successful tasks not fed before: (partition, launch, finish in seconds, executor).
+        Tasks lost with their executor are told to the model on the way (``on_task_lost``)."""
+        seen = self._seen.setdefault((stage, attempt), _StageTasks())
+        body = self.source.get_bytes(f"/stages/{stage}/{attempt}/taskList?offset={seen.offset}&length={MAX_TASKS}&sortBy=ID")
         out = []
+        settled = True  # every task so far has ended: the offset moves past it
+        seen.running = False
         for t in _decode_tasks(body) if body is not None else []:
-            partition = t.get("partitionId", t.get("index"))
+            partition = t["partitionId"] if isinstance(t.get("partitionId"), int) else t.get("index")
+            status, tried = t.get("status"), t.get("attempt")
+            executor = t.get("executorId") if isinstance(t.get("executorId"), str) else None
+            settled = settled and status in ("SUCCESS", "FAILED", "KILLED")
+            seen.running = seen.running or status == "RUNNING"
+            seen.offset += settled
+            if not isinstance(partition, int) or not isinstance(tried, int) or t.get("speculative") is True:
+                continue
+            before = seen.done.get(partition)
             launch, duration = _epoch(t.get("launchTime")), t.get("duration")
-            if t.get("status") != "SUCCESS" or not isinstance(partition, int) or partition in seen:
+            if before is None:  # a task lost while it ran
+                lost = status == "FAILED" and str(t.get("errorMessage") or "").startswith(LOST)
+            else:  # a finished partition run again, launched after it ended: its output was lost with its executor
+                lost = before[0] < tried and status != "KILLED" and launch is not None and launch >= before[2]
+            if status == "FAILED" and str(t.get("errorMessage") or "").startswith(FETCH_FAILED):
+                self._totals.pop(stage, None)  # read the stage again: its next attempt runs the partitions left
+            if lost and (partition, tried) not in seen.lost and len(seen.lost) < MAX_TASKS:
+                seen.lost.add((partition, tried))
+                seen.done.pop(partition, None)
+                self.progress.on_task_lost(query_id, batch_id, operator, partition, before[1] if before is not None else executor)
+            if status != "SUCCESS" or partition in seen.done or launch is None or not isinstance(duration, (int, float)):
                 continue
-            if launch is None or not isinstance(duration, (int, float)):
-                continue
-            seen.add(partition)
-            out.append((partition, launch, launch + duration / 1000.0))
+            seen.done[partition] = (tried, executor, launch + duration / 1000.0)
+            out.append((partition, launch, launch + duration / 1000.0, executor))
         return out
 
 
