@@ -65,15 +65,16 @@ FETCH_FAILED = "FetchFailed"  # a task's parent output was lost: Spark submits i
 
 
 class _StageTasks:
-    """What the poller read of one stage attempt's task list: how far it is settled, and the partitions fed."""
+    """What the poller read of one stage's task lists (all its attempts): how far each is settled, the partitions fed."""
 
-    __slots__ = ("done", "lost", "offset", "running")
+    __slots__ = ("done", "lost", "offsets", "running")
 
     def __init__(self) -> None:
-        self.offset = 0  # tasks in task id order that have ended and were read: never read again
-        self.done: dict[int, tuple[int, str | None, float]] = {}  # partition fed as done -> its task's attempt, executor, finish
-        self.lost: set[tuple[int, int]] = set()  # (partition, attempt) of the tasks told lost
-        self.running = True  # the last read saw a task not ended yet (or none was read)
+        self.offsets: dict[int, int] = {}  # stage attempt -> its tasks in task id order that ended and were read
+        self.running: dict[int, bool] = {}  # stage attempt -> the last read saw a task not ended yet
+        # partition fed as done -> its task's (stage attempt, task attempt), executor, finish
+        self.done: dict[int, tuple[tuple[int, int], str | None, float]] = {}
+        self.lost: set[tuple[int, int, int]] = set()  # (partition, stage attempt, task attempt) of the tasks told lost
 
 
 class RestorePoller:
@@ -88,7 +89,7 @@ class RestorePoller:
         self._watched: OrderedDict[str, str | None] = OrderedDict()  # query id -> run id whose first batch is awaited
         self._first_execution = 0
         self._last_poll = 0.0
-        self._seen: dict[tuple[int, int], _StageTasks] = {}  # (stage, attempt) -> what was read of its tasks
+        self._seen: dict[int, _StageTasks] = {}  # stage -> what was read of its tasks
         self._known: OrderedDict[tuple[str, int], int] = OrderedDict()  # (query, batch) -> its running execution
         self._totals: dict[int, tuple[int, int | None]] = {}  # stage -> its latest attempt and its task count
         # query -> run, batch, job submission, writers, stages: where its first batch's partitions are read
@@ -169,7 +170,8 @@ class RestorePoller:
             if total is not None:
                 self.progress.on_job(query_id, run_id, batch_id, submitted, total, {index: name})
             # an attempt Spark gave up on (a fetch failure) may still finish tasks, which the next attempt then skips
-            earlier = [a for (s, a), read in self._seen.items() if s == stage and a < attempt and read.running]
+            read = self._seen.get(stage)
+            earlier = [a for a, running in read.running.items() if a < attempt and running] if read is not None else []
             for tried in [*earlier, attempt]:
                 for partition, launch, finish, executor in self._tasks(stage, tried, query_id, batch_id, index):
                     self.progress.on_task(query_id, batch_id, index, name, partition, launch, finish, {}, executor)
@@ -204,19 +206,24 @@ class RestorePoller:
 
     def _tasks(self, stage: int, attempt: int, query_id: str, batch_id: int, operator: int) -> list[tuple[int, float, float, str | None]]:
         """The stage attempt's successful tasks not fed before: (partition, launch, finish in seconds, executor).
-        Tasks lost with their executor are told to the model on the way (``on_task_lost``)."""
-        seen = self._seen.setdefault((stage, attempt), _StageTasks())
-        body = self.source.get_bytes(f"/stages/{stage}/{attempt}/taskList?offset={seen.offset}&length={MAX_TASKS}&sortBy=ID")
+        Tasks lost with their executor are told to the model on the way (``on_task_lost``): one that failed so
+        while it ran, and a partition fed as done that runs again later, in this attempt or the next one (Spark
+        runs a finished partition again only when its output is gone)."""
+        seen = self._seen.setdefault(stage, _StageTasks())
+        offset = seen.offsets.get(attempt, 0)
+        body = self.source.get_bytes(f"/stages/{stage}/{attempt}/taskList?offset={offset}&length={MAX_TASKS}&sortBy=ID")
         out = []
         settled = True  # every task so far has ended: the offset moves past it
-        seen.running = False
+        running = False
         for t in _decode_tasks(body) if body is not None else []:
             partition = t["partitionId"] if isinstance(t.get("partitionId"), int) else t.get("index")
             status, tried = t.get("status"), t.get("attempt")
             executor = t.get("executorId") if isinstance(t.get("executorId"), str) else None
             settled = settled and status in ("SUCCESS", "FAILED", "KILLED")
-            seen.running = seen.running or status == "RUNNING"
-            seen.offset += settled
+            running = running or status == "RUNNING"
+            offset += settled
+            if status == "FAILED" and str(t.get("errorMessage") or "").startswith(FETCH_FAILED):
+                self._totals.pop(stage, None)  # read the stage again: its next attempt runs the partitions left
             if not isinstance(partition, int) or not isinstance(tried, int) or t.get("speculative") is True:
                 continue
             before = seen.done.get(partition)
@@ -224,17 +231,16 @@ class RestorePoller:
             if before is None:  # a task lost while it ran
                 lost = status == "FAILED" and str(t.get("errorMessage") or "").startswith(LOST)
             else:  # a finished partition run again, launched after it ended: its output was lost with its executor
-                lost = before[0] < tried and status != "KILLED" and launch is not None and launch >= before[2]
-            if status == "FAILED" and str(t.get("errorMessage") or "").startswith(FETCH_FAILED):
-                self._totals.pop(stage, None)  # read the stage again: its next attempt runs the partitions left
-            if lost and (partition, tried) not in seen.lost and len(seen.lost) < MAX_TASKS:
-                seen.lost.add((partition, tried))
+                lost = before[0] < (attempt, tried) and status != "KILLED" and launch is not None and launch >= before[2]
+            if lost and (partition, attempt, tried) not in seen.lost and len(seen.lost) < MAX_TASKS:
+                seen.lost.add((partition, attempt, tried))
                 seen.done.pop(partition, None)
                 self.progress.on_task_lost(query_id, batch_id, operator, partition, before[1] if before is not None else executor)
             if status != "SUCCESS" or partition in seen.done or launch is None or not isinstance(duration, (int, float)):
                 continue
-            seen.done[partition] = (tried, executor, launch + duration / 1000.0)
+            seen.done[partition] = ((attempt, tried), executor, launch + duration / 1000.0)
             out.append((partition, launch, launch + duration / 1000.0, executor))
+        seen.offsets[attempt], seen.running[attempt] = offset, running
         return out
 
 
