@@ -27,8 +27,8 @@ attempt ends. Both tell ``RestoreProgress.on_task_lost``.
 So a poll is two requests plus one or two per stateful stage, only during a first batch; a partition is known
 within one poll interval of its task's end (plus the driver's own status-store delay). The status store
 keeps no SQL metrics per task: the live restore has partitions, elapsed time and ETA, not changelog files
-or load times (those come from event logs). A stage attempt that Spark submits again (a fetch failure after
-the stage ended) is not followed: its task count was read once.
+or load times (those come from event logs). A stage that Spark submits again after it ended (a later
+stage's fetch failure) is not read again.
 """
 
 from __future__ import annotations

@@ -481,10 +481,10 @@ class TaskEventReader:
                         fields,
                         executor,
                     )
-            elif reason == "Resubmitted":  # an earlier success whose output was lost: it runs again
-                self._lost(ref, reason, partition, executor, (op_index,))
             else:
                 self._lost(ref, reason, partition, executor, (op_index,))
+                if reason == "Resubmitted":  # an earlier success whose output was lost: not a failed attempt
+                    continue
                 slot.failed += 1
                 if len(slot.failed_on) < 16:
                     slot.failed_on.append(executor)
