@@ -13,10 +13,10 @@ and until its progress event) the observer's worker asks the driver, at most eve
    in one stage (no exchange between them) are told as that stage and the one before it;
 3. ``/stages/<id>`` (the latest attempt and its task count: the partitions) and its ``taskList`` in task id
    order from the first task not yet seen ended (``offset``): the tasks that ended since the last poll, the
-   running ones and the ones launched since, not the whole stage again (at 200 partitions the whole list of
-   successes was up to 200 tasks a poll: docs/benchmarks.md, "Restore poll cost at 200 partitions"). Each
-   success's partition, launch time and duration feed ``observer.placement.restore_progress`` as the event
-   log's task ends do.
+   running ones and the ones launched since, not every success of the stage again (at 200 partitions 25 KiB
+   and 2.7 ms of the driver's CPU a poll against 265 KiB and 8.0 ms: docs/benchmarks.md, "Restore poll cost
+   at 200 partitions"). Each success's partition, launch time and duration feed
+   ``observer.placement.restore_progress`` as the event log's task ends do.
 
 Executor losses, as the event log shows them but from the tasks alone (the status store has no executor
 removal for this path): a task that failed with ``ExecutorLostFailure`` loads its partition again; a
@@ -24,8 +24,12 @@ partition fed as done whose index runs again in a later attempt (Spark resubmits
 finished tasks whose output died with their executor; their status stays SUCCESS) is not done until that
 attempt ends. Both tell ``RestoreProgress.on_task_lost``.
 
-So a poll is two requests plus one or two per stateful stage, only during a first batch; a partition is known
-within one poll interval of its task's end (plus the driver's own status-store delay). The status store
+Once a running job's execution was found, its writers' stages stay known while it runs: the next polls skip
+``/sql`` and read ``/jobs?status=running`` and the task lists alone (``/sql/<id>?details=true`` cost more of
+the driver's CPU than the task lists at 200 partitions).
+
+So a poll is one request plus one per stateful stage (and the stage itself once), only during a first batch;
+a partition is known within one poll interval of its task's end (plus the driver's own status-store delay). The status store
 keeps no SQL metrics per task: the live restore has partitions, elapsed time and ETA, not changelog files
 or load times (those come from event logs). A stage that Spark submits again after it ended (a later
 stage's fetch failure) is not read again.
@@ -94,6 +98,7 @@ class RestorePoller:
         self._totals: dict[int, tuple[int, int | None]] = {}  # stage -> its latest attempt and its task count
         # query -> run, batch, job submission, writers, stages: where its first batch's partitions are read
         self._placed: dict[str, tuple[str | None, int, float | None, list[str], list[int]]] = {}
+        self._placed_job: dict[str, Any] = {}  # query -> the running job those were read from
 
     def watch(self, query_id: str, run_id: str | None) -> None:
         """A run started: follow its first batch."""
@@ -104,6 +109,7 @@ class RestorePoller:
 
     def done(self, query_id: str, batch_id: int) -> None:
         """A progress event of the query: its run's first batch is over, nothing more to follow."""
+        self._placed_job.pop(query_id, None)
         if self._watched.pop(query_id, None) is not None and query_id in self._placed:
             try:  # the last partitions, before the batch is closed: the job is no longer running, its stages are known
                 self._read_stages(query_id, *self._placed.pop(query_id))
@@ -115,6 +121,7 @@ class RestorePoller:
             self._known.clear()
             self._totals.clear()
             self._placed.clear()
+            self._placed_job.clear()
 
     def tick(self) -> None:
         """Poll when a first batch is awaited and the interval has passed; never raises (errors are counted)."""
@@ -132,6 +139,10 @@ class RestorePoller:
                 if key is not None and key[0] in self._watched and job.get("jobGroup") == self._watched[key[0]]:
                     stages = sorted((s for s in job.get("stageIds") or [] if isinstance(s, int)), reverse=True)
                     running[job.get("jobId")] = (key, _epoch(job.get("submissionTime")), stages)
+            for job, ((query_id, _), _, _) in list(running.items()):
+                if self._placed_job.get(query_id) == job and query_id in self._placed:
+                    del running[job]  # its writers' stages are known while it runs: no need to find its execution again
+                    self._read_stages(query_id, *self._placed[query_id])
             if running:
                 self._executions(running)
         except Exception:  # a busy or gone driver, an odd answer: counted; the next tick tries again
@@ -156,6 +167,7 @@ class RestorePoller:
             run_id = self._watched.get(query_id)
             self.progress.on_job(query_id, run_id, batch_id, submitted, None, dict(enumerate(writers)))
             self._placed[query_id] = (run_id, batch_id, submitted, writers, stages)
+            self._placed_job[query_id] = jobs[0]
             self._read_stages(query_id, run_id, batch_id, submitted, writers, stages)
 
     def _read_stages(
