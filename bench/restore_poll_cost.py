@@ -1,6 +1,6 @@
 """What the live restore poll costs the driver and the observer at 200 state partitions.
 
-    python bench/restore_poll_cost.py [--partitions 200] [--batches 10] [--rounds 6] [--checkpoint DIR]
+    python bench/restore_poll_cost.py [--partitions 200] [--batches 10] [--rounds 10] [--passes 5] [--checkpoint DIR]
 
 A real restart: ``scripts/record_restore.py --phase build`` writes a checkpoint (a dedupe then a count per key,
 RocksDB, ``--partitions`` shuffle partitions, no snapshot, ``--batches`` batches) in a process of its own; this
@@ -10,7 +10,7 @@ worker polls the restoring batch's stateful tasks (``observer.placement.restore_
 Reported for the live restore: polls, requests and answer bytes per poll (the task lists dominate), the
 worker's wall and CPU time per poll. Then the driver JVM's CPU per poll, measured once the query stopped by
 replaying the polls' requests against the status store, which still holds the batch: each round sends every
-poll's requests as the poller sent them (``new``: each task list from the first task not yet ended, as many
+poll's requests (``--passes`` times) as the poller sent them (``new``: each task list from the first task not yet ended, as many
 tasks as the live answer had) or as the poller before it did (``old``: every success of the stage so far,
 ``status=SUCCESS``), and is paired with an idle window of the same length right after it; JVM CPU from /proc
 (user + system), busy minus idle, divided by the polls. ``old task lists`` / ``new task lists``: the same polls
@@ -131,13 +131,14 @@ def task_lists(polls: list[list[str]]) -> list[list[str]]:
     return [[p for p in paths if _TASK_LIST.match(p)] for paths in polls]
 
 
-def replay_round(source: Any, polls: list[list[str]], pid: int) -> tuple[float, float, int, float]:
-    """Send every poll's requests once, then stay idle as long: (JVM CPU busy, JVM CPU idle, bytes, Python CPU)."""
+def replay_round(source: Any, polls: list[list[str]], pid: int, passes: int) -> tuple[float, float, int, float]:
+    """Send every poll's requests ``passes`` times, then stay idle as long: (JVM CPU busy, JVM CPU idle, bytes, Python
+    CPU), per pass. /proc counts CPU in clock ticks (10 ms): a round must last many of them."""
     from observer.placement.task_poll import _decode_tasks
 
     size, cpu = 0, 0.0
     start_cpu, t = jvm_seconds(pid) or 0.0, time.perf_counter()
-    for paths in polls:
+    for paths in polls * passes:
         for path in paths:
             c = time.thread_time()
             body = source.get_bytes(path) or b""
@@ -150,7 +151,7 @@ def replay_round(source: Any, polls: list[list[str]], pid: int) -> tuple[float, 
     idle_start = jvm_seconds(pid) or 0.0
     time.sleep(busy_wall)
     idle = (jvm_seconds(pid) or 0.0) - idle_start
-    return busy, idle, size, cpu
+    return busy / passes, idle / passes, size // passes, cpu / passes
 
 
 def ms(values: list[float]) -> str:
@@ -161,7 +162,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", type=int, default=200)
     ap.add_argument("--batches", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=6, help="replay rounds per style")
+    ap.add_argument("--rounds", type=int, default=10, help="replay rounds per style")
+    ap.add_argument("--passes", type=int, default=5, help="times a round sends the polls")
     ap.add_argument("--checkpoint", help="restart from this checkpoint (one this bench built before) instead of building one")
     args = ap.parse_args()
 
@@ -196,13 +198,13 @@ def main() -> int:
         old, new = old_style(polls), new_style(polls)
         styles = {"old": old, "new": new, "old task lists": task_lists(old), "new task lists": task_lists(new)}
         for paths in styles.values():  # warm the JIT on both before measuring
-            replay_round(source, paths, pid)
+            replay_round(source, paths, pid, 1)
         per_poll: dict[str, list[float]] = {style: [] for style in styles}
         sizes: dict[str, int] = {}
         python_cpu: dict[str, list[float]] = {style: [] for style in styles}
         for _ in range(args.rounds):
             for style, paths in styles.items():
-                busy, idle, size, cpu = replay_round(source, paths, pid)
+                busy, idle, size, cpu = replay_round(source, paths, pid, args.passes)
                 per_poll[style].append(max(0.0, busy - idle) / len(paths))
                 sizes[style] = size
                 python_cpu[style].append(cpu / len(paths))

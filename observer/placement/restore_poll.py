@@ -13,9 +13,9 @@ and until its progress event) the observer's worker asks the driver, at most eve
    in one stage (no exchange between them) are told as that stage and the one before it;
 3. ``/stages/<id>`` (the latest attempt and its task count: the partitions) and its ``taskList`` in task id
    order from the first task not yet seen ended (``offset``): the tasks that ended since the last poll, the
-   running ones and the ones launched since, not every success of the stage again (at 200 partitions 25 KiB
-   and 2.7 ms of the driver's CPU a poll against 265 KiB and 8.0 ms: docs/benchmarks.md, "Restore poll cost
-   at 200 partitions"). Each success's partition, launch time and duration feed
+   running ones and the ones launched since, not every success of the stage again (at 200 partitions 16-26 KiB
+   a poll against 253-279 KiB, and about half the driver's CPU: docs/benchmarks.md, "Restore poll cost at
+   200 partitions"). Each success's partition, launch time and duration feed
    ``observer.placement.restore_progress`` as the event log's task ends do.
 
 Executor losses, as the event log shows them but from the tasks alone (the status store has no executor
