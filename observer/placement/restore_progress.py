@@ -21,6 +21,14 @@ before it (a restart from the checkpoint: ``reason=restart``) and, after an exec
 first batch submitted after the removal (``executor_lost``: the lost partitions load on the executors left,
 the others reuse their stores, so that restore counts every partition but only the moved ones load).
 
+An executor lost while a restore runs (``on_task_lost``, ``on_executor_removed``): Spark runs the partitions it
+held again in the same batch (a running task fails with ``ExecutorLostFailure``; a finished one of a shuffle
+map stage is ``Resubmitted``, its output gone), so they load again, elsewhere. The restore keeps its reason
+(a restart still loads every partition), counts such a partition done only when its retry ends, and says
+``executors_lost`` and ``partitions_retried``. The query's next batch restores for that loss only if a
+partition the restore finished on the lost executor was not run again (a result stage's: its store is gone
+with the executor and loads in the next batch); otherwise the batch that ran took the loss in.
+
 ETA (``eta_basis`` says which): where the checkpoint can be read, the composition root's ``expected_work`` hook
 (``observer.model.checkpoint_work``: per operator and partition, the files and bytes the batch loads, priced at
 the inspector's rates) gives the work before anything finishes, and ``restore_started`` carries an ETA
@@ -62,6 +70,7 @@ MAX_QUERIES = 1024  # queries whose latest run is remembered
 MAX_EXECUTORS = 10_000
 STEPS = 10  # a progress note per tenth of the partitions
 SLOWEST = 16  # partitions listed by a finished restore
+MAX_LOST = 16  # executors a restore names as lost
 INTERVAL_SECONDS = 10.0
 BASIS_ESTIMATE = "estimate"  # the checkpoint's work at the inspector's rates, nothing finished yet
 BASIS_OBSERVED = "observed"  # finished partitions per second, no checkpoint
@@ -97,6 +106,8 @@ class _Operator:
     load_ms: float | None = None
     loads_from_dfs: int | None = None
     finished: bool = False
+    ran_on: dict[int, str] = field(default_factory=dict)  # partition -> the executor of its successful task, where told
+    retried: set[int] = field(default_factory=set)  # partitions whose task was lost with its executor and ran again
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,7 @@ class _Restore:
     started: float
     operators: dict[int, _Operator]
     expected: ExpectedWork | None = None
+    lost: list[str] = field(default_factory=list)  # executors lost while it ran (at most MAX_LOST)
 
 
 class RestoreProgress:
@@ -136,6 +148,7 @@ class RestoreProgress:
         self._last_job: OrderedDict[str, float] = OrderedDict()  # query id -> its latest batch's job submission
         self._latest = 0.0  # the newest time the events told (a log's time in replay)
         self._names: OrderedDict[str, dict[int, str]] = OrderedDict()  # query id -> its progress' operator names
+        self._absorbed: OrderedDict[str, float | None] = OrderedDict()  # query id -> the loss its restoring batch took in
 
     # --- intake (TaskEventReader) ---------------------------------------------------------------------
     def on_job(
@@ -164,7 +177,13 @@ class RestoreProgress:
         reason = None
         if self._started.pop(query_id, None) == run_id and batch_id > 0:
             reason = REASON_RESTART  # the run's first batch, with committed batches before it: state to load
-        elif self._lost_at is not None and previous is not None and submitted is not None and previous < self._lost_at <= submitted:
+        elif (
+            self._lost_at is not None
+            and previous is not None
+            and submitted is not None
+            and previous < self._lost_at <= submitted
+            and self._absorbed.pop(query_id, None) != self._lost_at
+        ):
             reason = REASON_EXECUTOR_LOST  # the query's first batch since an executor went away
         self._seen_batch[(query_id, run_id, batch_id)] = reason is not None
         while len(self._seen_batch) > MAX_RESTORES * 16:
@@ -201,9 +220,27 @@ class RestoreProgress:
         while len(self._cores) > MAX_EXECUTORS:
             self._cores.popitem(last=False)
 
-    def on_executor_removed(self, at: float | None) -> None:
-        """An executor went away at ``at`` (s): each query's first batch submitted after it loads its partitions elsewhere."""
+    def on_executor_removed(self, at: float | None, executor: str | None = None) -> None:
+        """An executor went away at ``at`` (s): each query's first batch submitted after it loads its partitions
+        elsewhere, unless a restore running then took the loss in (``on_batch_closed``)."""
         self._lost_at = at if at is not None else self._latest
+        for restore in self._restores.values():
+            if executor is not None and restore.started <= self._lost_at:
+                self._lose(restore, executor)
+
+    def on_task_lost(self, query_id: str, batch_id: int, operator: int, partition: int, executor: str | None) -> None:
+        """A task of a restoring stateful stage was lost with its executor (``ExecutorLostFailure`` while it ran,
+        ``Resubmitted`` once done): ``partition`` loads again on another executor, done when that task ends."""
+        restore = self._restores.get((query_id, batch_id))
+        op = restore.operators.get(operator) if restore is not None else None
+        if restore is None or op is None or op.finished:
+            return
+        op.done.pop(partition, None)
+        op.ran_on.pop(partition, None)
+        if len(op.retried) < MAX_PARTITIONS:
+            op.retried.add(partition)
+        if executor is not None:
+            self._lose(restore, executor)
 
     def on_task(
         self,
@@ -215,8 +252,9 @@ class RestoreProgress:
         launch: float | None,
         finish: float | None,
         fields: dict[str, float | None],
+        executor: str | None = None,
     ) -> None:
-        """A successful task of a stateful stage: ``partition`` of ``operator`` is loaded (times in seconds)."""
+        """A successful task of a stateful stage: ``partition`` of ``operator`` is loaded (times in seconds), on ``executor``."""
         restore = self._restores.get((query_id, batch_id))
         if restore is None or finish is None:
             return
@@ -228,6 +266,8 @@ class RestoreProgress:
         if op.finished or partition in op.done or len(op.done) >= MAX_PARTITIONS:
             return
         op.done[partition] = (launch, finish)
+        if executor is not None:
+            op.ran_on[partition] = executor
         if launch is not None:
             op.first_launch = launch if op.first_launch is None else min(op.first_launch, launch)
         op.last_finish = finish if op.last_finish is None else max(op.last_finish, finish)
@@ -274,6 +314,29 @@ class RestoreProgress:
         ]
 
     # --- internals ------------------------------------------------------------------------------------
+    def _lose(self, restore: _Restore, executor: str) -> None:
+        if executor not in restore.lost and len(restore.lost) < MAX_LOST:
+            restore.lost.append(executor)
+
+    def _took_in(self, restore: _Restore) -> None:
+        """A restore that lost executors is over: the next batch of its query restores for that loss only if a
+        store the restore loaded stayed on a lost executor (its partition was not run again)."""
+        stranded = any(e in restore.lost for op in restore.operators.values() for e in op.ran_on.values())
+        if stranded:  # told by the poller too, which sees no executor removal: that batch's successor restores
+            self._lost_at = max(self._lost_at or 0.0, self._latest)
+            self._absorbed.pop(restore.query_id, None)
+        else:
+            self._absorbed[restore.query_id] = self._lost_at
+            self._absorbed.move_to_end(restore.query_id)
+            while len(self._absorbed) > MAX_QUERIES:
+                self._absorbed.popitem(last=False)
+
+    def _losses(self, restore: _Restore, op: _Operator) -> dict[str, Any]:
+        """What an executor loss did to the restore, where one happened while it ran."""
+        if not restore.lost:
+            return {}
+        return {"executors_lost": list(restore.lost), "partitions_retried": len(op.retried)}
+
     def _add_operators(self, restore: _Restore, operators: dict[int, str], partitions: int | None, ts: float) -> None:
         total = partitions if partitions is not None and 0 < partitions <= MAX_PARTITIONS else None
         for index, name in sorted(operators.items()):
@@ -322,6 +385,8 @@ class RestoreProgress:
         self._note(RESTORE_FINISHED, restore, ts, attrs)
         if all(o.finished for o in restore.operators.values()):
             self._restores.pop((restore.query_id, restore.batch_id), None)
+            if restore.lost:
+                self._took_in(restore)
 
     def _attributes(self, restore: _Restore, index: int, op: _Operator, now: float) -> dict[str, Any]:
         done = len(op.done)
@@ -343,6 +408,7 @@ class RestoreProgress:
             attrs["changelog_files"] = op.changelog_files
         if op.load_ms is not None:
             attrs["load_seconds"] = round(op.load_ms / 1000.0, 3)
+        attrs.update(self._losses(restore, op))
         return attrs
 
     def _expected(self, query_id: str, run_id: str | None, batch_id: int) -> ExpectedWork | None:
