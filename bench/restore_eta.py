@@ -38,6 +38,7 @@ RECORDINGS = [
     "tests/fixtures/restore_progress/large_kill",
     "tests/fixtures/restore_progress/checkpointed",
     "tests/fixtures/restore_progress/live_estimate",
+    "tests/fixtures/restore_progress/kill_mid_restore",
     "tests/fixtures/placement/kill",
     "tests/fixtures/incidents/dedup_agg_restart_43/run2",
     "tests/fixtures/incidents/dedup_agg_restart_35/run2",
