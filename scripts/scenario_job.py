@@ -52,6 +52,33 @@ def record_signals(handle) -> list[dict]:  # type: ignore[no-untyped-def]
     return signals
 
 
+def record_restore_listener(handle) -> list[dict]:  # type: ignore[no-untyped-def]
+    """The calls of a restore listener object (``handle.add_restore_listener``), with the thread that made each."""
+    import threading
+
+    from observer.signals.restore_listener import RestoreListener, RestoreUpdate
+
+    calls: list[dict] = []
+
+    class RestoreCalls(RestoreListener):
+        def _record(self, method: str, r: RestoreUpdate) -> None:
+            calls.append(
+                {"method": method, "operator": r.operator, "partitions_done": r.partitions_done, "thread": threading.current_thread().name}
+            )
+
+        def on_restore_start(self, restore: RestoreUpdate) -> None:
+            self._record("on_restore_start", restore)
+
+        def on_restore_progress(self, restore: RestoreUpdate) -> None:
+            self._record("on_restore_progress", restore)
+
+        def on_restore_end(self, restore: RestoreUpdate) -> None:
+            self._record("on_restore_end", restore)
+
+    handle.add_restore_listener(RestoreCalls())
+    return calls
+
+
 def wait_rest(spark, timeout: float = 120) -> None:  # type: ignore[no-untyped-def]
     """Wait until the driver's REST API answers: its first request starts Jersey (seconds on a busy machine), and a
     restart's first batch, whose restore the observer polls live, comes right after the query starts."""
@@ -280,6 +307,7 @@ def main() -> int:
     spark.sparkContext.setLogLevel("ERROR")
     handle = observer.attach(spark, http_port=0, **({"history_path": args.history} if args.history else {}))
     signals = record_signals(handle)
+    restore_calls = record_restore_listener(handle)
     if args.ui:
         wait_rest(spark)
     failure = None
@@ -353,6 +381,7 @@ def main() -> int:
     spark.stop()
     write_jsonl(os.path.join(args.out, "progress.jsonl"), progress)
     write_outputs(args.out, metrics, signals)
+    write_jsonl(os.path.join(args.out, "restore_listener.jsonl"), restore_calls)
     write_run_facts(args.out, spark_version, query, progress, started, ended, failure, injected_at)
     return 0
 

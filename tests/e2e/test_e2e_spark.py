@@ -292,6 +292,12 @@ def test_the_restarts_restore_is_told_live_on_the_observers_thread(restarted_run
         assert end["complete"] is True and end["partitions_done"] == end["partitions_total"] > 0
         assert 0 < end["duration_seconds"] <= first["durationMs"]["triggerExecution"] / 1000.0
         assert all(s["received"] >= s["timestamp"] for s in told)  # told after it happened
+    # the restore listener object (handle.add_restore_listener) was called once per event, on the same thread
+    with open(os.path.join(run2, "restore_listener.jsonl")) as f:
+        calls = [json.loads(line) for line in f]
+    method = {"restore_started": "on_restore_start", "restore_progress": "on_restore_progress", "restore_finished": "on_restore_end"}
+    assert [c["method"] for c in calls] == [method[s["kind"]] for s in restores]
+    assert {c["thread"] for c in calls} == {"spark-state-observer-worker"}
 
 
 def test_executor_loss_in_local_cluster(executor_loss_run) -> None:
