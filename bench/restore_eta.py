@@ -1,18 +1,25 @@
 """How right the live restore ETA is, and how late the observer knows a partition is restored.
 
-    PYTHONPATH=$PWD python bench/restore_eta.py [RECORDING ...]   # default: every recorded restore
+    PYTHONPATH=$PWD python bench/restore_eta.py [--checkpoint RECORDING=CHECKPOINT ...] [RECORDING ...]
 
 A recording is a folder with an ``eventlog`` (``scripts/record_restore.py``, or the executor-loss and restart
-recordings of ``record_placement.py`` / ``record_fixtures.py``). The log is replayed; for each operator's
-restore, the first ``restore_progress`` event at or past 25 %, 50 % and 75 % of its partitions gives the ETA
-then, against what actually remained (its ``restore_finished`` time minus that event's time). The error is
-the factor between the two (1.0 = exact; 2.0 = twice or half). Where the recording has ``live_events.jsonl``
+recordings of ``record_placement.py`` / ``record_fixtures.py``). The log is replayed twice: without a checkpoint
+(the ETA from observed finishes only, as before the checkpoint was read: ``observed``) and with the recording's
+checkpoint, its ``checkpoint`` folder or the one given (the ETA from the checkpoint's expected work, blended with
+the observed speed: ``checkpoint``); a recording without one is replayed once. For each operator's restore, the
+``restore_started`` event (0 %) and the first ``restore_progress`` event at or past 25 %, 50 % and 75 % of its
+partitions give the ETA then, against what actually remained (its ``restore_finished`` time minus that event's
+time). The error is the factor between the two (1.0 = exact; 2.0 = twice or half). ``restore_progress/large``
+and ``large_kill`` kept no checkpoint; the recorder's build is deterministic (the ``rate-micro-batch`` source),
+so ``--phase build --batches 40`` and then 40 more on one checkpoint rebuild theirs (versions 1-40 and 1-80),
+given here with ``--checkpoint``. Where the recording has ``live_events.jsonl``
 (the callbacks of the observer attached to the restarted job, with the time each ran), the delay from a
 partition's task end (the event's time) to the callback is summarized too.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -29,11 +36,15 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 RECORDINGS = [
     "tests/fixtures/restore_progress/large",
     "tests/fixtures/restore_progress/large_kill",
+    "tests/fixtures/restore_progress/checkpointed",
+    "tests/fixtures/restore_progress/live_estimate",
+    "tests/fixtures/restore_progress/kill_mid_restore",
     "tests/fixtures/placement/kill",
     "tests/fixtures/incidents/dedup_agg_restart_43/run2",
     "tests/fixtures/incidents/dedup_agg_restart_35/run2",
 ]
-POINTS = (0.25, 0.5, 0.75)
+CHECKPOINTED = {"tests/fixtures/restore_progress/checkpointed": "tests/fixtures/restore_progress/checkpointed/checkpoint"}
+POINTS = (0.0, 0.25, 0.5, 0.75)
 
 
 def factor(predicted: float | None, actual: float) -> float | None:
@@ -65,11 +76,29 @@ def eta_errors(events: list[SignalEvent]) -> list[dict[Any, Any]]:
         }
         for point in POINTS:
             at = next(
-                (e for e in stream if e.kind == kinds.RESTORE_PROGRESS and total and e.attributes["partitions_done"] / total >= point), None
+                (
+                    e
+                    for e in stream
+                    if (e.kind == kinds.RESTORE_STARTED and point == 0)
+                    or (e.kind == kinds.RESTORE_PROGRESS and total and point > 0 and e.attributes["partitions_done"] / total >= point)
+                ),
+                None,
             )
-            row[point] = None if at is None else factor(at.attributes["eta_seconds"], end.timestamp - at.timestamp)
+            row[point] = None if at is None else factor(at.attributes.get("eta_seconds"), end.timestamp - at.timestamp)
         rows.append(row)
     return rows
+
+
+def restores(folder: str, checkpoint: str | None) -> list[dict[Any, Any]]:
+    """The ETA errors of every restore of the recording, its checkpoint at ``checkpoint`` (None: none readable)."""
+    events: list[SignalEvent] = []
+    missing = os.path.join(folder, "no-checkpoint")  # the log's own plan names a folder that may exist on this machine
+
+    def locate(query_id: str, run_id: str | None) -> str:
+        return checkpoint or missing
+
+    replay([os.path.join(folder, "eventlog")], Settings.from_env({}, history_enabled=False), on_signal=events.append, checkpoint=locate)
+    return eta_errors([e for e in events if e.kind in kinds.RESTORE_PROGRESS_KINDS])
 
 
 def live_delays(path: str) -> list[float]:
@@ -79,19 +108,31 @@ def live_delays(path: str) -> list[float]:
     return [e["received"] - e["timestamp"] for e in lines if e["kind"] in (kinds.RESTORE_PROGRESS, kinds.RESTORE_FINISHED)]
 
 
-def main(recordings: list[str]) -> None:
-    print("| recording | operator | reason | partitions | restore (s) | ETA error at 25 % | 50 % | 75 % |")
-    print("|---|---|---|---|---|---|---|---|")
+def main(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--checkpoint", action="append", default=[], help="RECORDING=CHECKPOINT: a rebuilt checkpoint of a recording")
+    ap.add_argument("recordings", nargs="*")
+    args = ap.parse_args(argv)
+    checkpoints = dict(CHECKPOINTED)
+    checkpoints.update(dict(c.split("=", 1) for c in args.checkpoint))
+    print("| recording | batch | operator | reason | partitions | restore (s) | ETA | error at 0 % | 25 % | 50 % | 75 % |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     delays: dict[str, list[float]] = {}
-    for rec in recordings:
+    for rec in args.recordings or RECORDINGS:
         folder = os.path.join(ROOT, rec)
         if not os.path.isdir(folder):
             continue
-        events: list[SignalEvent] = []
-        replay([os.path.join(folder, "eventlog")], Settings.from_env({}, history_enabled=False), on_signal=events.append)
-        for row in eta_errors([e for e in events if e.kind in kinds.RESTORE_PROGRESS_KINDS]):
-            cells = ["-" if row[p] is None else f"{row[p]:.2f}x" for p in POINTS]
-            print(f"| {rec} | {row['operator']} | {row['reason']} | {row['partitions']} | {row['duration']:.1f} | {' | '.join(cells)} |")
+        checkpoint = checkpoints.get(rec)
+        runs = [("observed", restores(folder, None))]
+        if checkpoint is not None:
+            runs.append(("checkpoint", restores(folder, os.path.join(ROOT, checkpoint))))
+        for basis, rows in runs:
+            for row in rows:
+                cells = ["-" if row[p] is None else f"{row[p]:.2f}x" for p in POINTS]
+                print(
+                    f"| {rec} | {row['batch']} | {row['operator']} | {row['reason']} | {row['partitions']} | {row['duration']:.1f} "
+                    f"| {basis} | {' | '.join(cells)} |"
+                )
         live = os.path.join(folder, "live_events.jsonl")
         if os.path.exists(live):
             delays[rec] = live_delays(live)
@@ -104,4 +145,4 @@ def main(recordings: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or RECORDINGS)
+    main(sys.argv[1:])

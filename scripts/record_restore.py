@@ -13,10 +13,13 @@ Two processes on one checkpoint, each a fresh JVM:
    callback ran (``live_events.jsonl``), so the delay between a partition's task ending and the observer
    knowing can be measured, and the event log becomes the fixture replayed by the tests and
    ``bench/restore_eta.py``. With ``--kill`` the restart runs on local-cluster[2,1,1024] and executor 1 is
-   killed (SIGKILL) as soon as the observer reports the first restored partition (or 15 s after the query
-   started, if no report came by then): the rest of the restore and its retries run on executor 0.
+   killed (SIGKILL) mid-restore: once the restoring batch's first stateful stage (its task count is the state
+   partitions) has finished a partition and runs tasks on executor 1, as the driver's REST API says
+   (``/stages?status=active`` and the stage's running ``taskList``); the rest of the restore and the lost
+   tasks' retries run on executor 0 (the standalone worker starts a new executor later).
 
-``truth.json``: what was done (partitions, batches, changelog files written, Spark version, the kill).
+``truth.json``: what was done (partitions, batches, changelog files written, Spark version, the kill: which
+stage attempt, its partitions done and those running on executor 1 when it died).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -39,7 +44,7 @@ sys.path.insert(0, HERE)
 FIXTURES = os.path.join(HERE, "..", "tests", "fixtures", "restore_progress")
 ROWS_PER_BATCH = 16_000
 KEYS = 4_000
-KILL_AFTER_SECONDS = 15.0
+KILL_WAIT_SECONDS = 900.0  # the restoring batch's stage must come by then, or the recording fails
 
 
 def session(master: str, partitions: int, ui: bool, event_log: str | None):  # type: ignore[no-untyped-def]
@@ -84,7 +89,6 @@ def build(args: argparse.Namespace) -> None:
 
 
 def restart(args: argparse.Namespace) -> None:
-    from executor_loss_job import executor_pid
     from scenario_job import wait_batches, write_jsonl
 
     import observer
@@ -98,32 +102,24 @@ def restart(args: argparse.Namespace) -> None:
             time.sleep(0.2)
     handle = observer.attach(spark, http_port=0)
     events: list[dict] = []
-    killed: dict[str, float] = {}
+    killed: dict[str, Any] = {}
     lock = threading.Lock()
 
     def on_restore(e) -> None:  # type: ignore[no-untyped-def]
         with lock:
             events.append({"received": time.time(), **e.to_json()})
-            if args.kill and not killed and e.kind == "restore_progress":
-                pid = executor_pid("1")
-                if pid is not None:
-                    os.kill(pid, signal.SIGKILL)
-                    killed["at"] = time.time()
-
-    def kill_late() -> None:  # the callbacks come only once the driver's REST API answers: not later than this
-        time.sleep(KILL_AFTER_SECONDS)
-        with lock:
-            pid = executor_pid("1")
-            if not killed and pid is not None:
-                os.kill(pid, signal.SIGKILL)
-                killed["at"] = time.time()
 
     for kind in ("restore_started", "restore_progress", "restore_finished"):
         handle.on(kind, on_restore)
     query = start(spark, args.checkpoint, 1.0)
     if args.kill:
-        threading.Thread(target=kill_late, daemon=True).start()
+        killer = threading.Thread(
+            target=kill_mid_restore, args=(spark, args.partitions, killed, lock), daemon=True, name="kill-mid-restore"
+        )
+        killer.start()
     wait_batches(query, 3, timeout=3600)
+    if args.kill and not killed:
+        raise SystemExit("executor 1 was never seen running a task of the restoring batch's stateful stage: nothing killed")
     version = spark.version
     query.stop()
     handle.flush()
@@ -131,9 +127,57 @@ def restart(args: argparse.Namespace) -> None:
     spark.stop()
     write_jsonl(os.path.join(args.out, "live_events.jsonl"), events)
     with open(os.path.join(args.out, "restart.json"), "w") as f:
-        json.dump(
-            {"spark_version": version, "master": master, "killed_executor": "1" if killed else None, "killed_at": killed.get("at")}, f
-        )
+        json.dump({"spark_version": version, "master": master, "killed_executor": "1" if killed else None, **killed}, f)
+
+
+def kill_mid_restore(spark, partitions: int, killed: dict[str, Any], lock: threading.Lock) -> None:  # type: ignore[no-untyped-def]
+    """SIGKILL executor 1 while the restoring batch's first stateful stage runs tasks on it, a partition of that stage
+    already finished: the restore is under way, and executor 1 dies with partitions in hand. The restoring batch
+    is the run's first (the lowest batch id among the stages seen)."""
+    from executor_loss_job import executor_pid
+
+    from observer.placement.task_poll import _batch_key
+
+    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
+    deadline = time.monotonic() + KILL_WAIT_SECONDS
+    first_batch = None
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        try:
+            stages = _get(f"{base}/stages?status=active")
+            for stage in sorted(stages, key=lambda s: s["stageId"]):
+                key = _batch_key(stage.get("description"))
+                first_batch = key[1] if key is not None and first_batch is None else first_batch
+                if stage.get("numTasks") != partitions or key is None or key[1] != first_batch:
+                    continue
+                if stage.get("numCompleteTasks", 0) < 1:
+                    break  # the first stateful stage has not restored a partition yet
+                sid, attempt = stage["stageId"], stage["attemptId"]
+                running = _get(f"{base}/stages/{sid}/{attempt}/taskList?status=RUNNING&length=1000")
+                on_one = sorted(t["index"] for t in running if t.get("executorId") == "1")
+                if not on_one:
+                    break
+                with lock:
+                    pid = executor_pid("1")
+                    if pid is None:
+                        return
+                    os.kill(pid, signal.SIGKILL)
+                    killed.update(
+                        killed_at=time.time(),
+                        killed_batch=first_batch,
+                        killed_stage=sid,
+                        killed_stage_attempt=attempt,
+                        partitions_done_at_kill=stage["numCompleteTasks"],
+                        partitions_running_on_killed=on_one,
+                    )
+                return
+        except (OSError, ValueError, KeyError):
+            continue  # the API is not up yet, or the stage went while it was read
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.loads(r.read())
 
 
 def main() -> int:

@@ -31,15 +31,67 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
 def record_signals(handle) -> list[dict]:  # type: ignore[no-untyped-def]
-    """Collect every signal the observer derives, as JSON-ready dicts."""
+    """Collect every signal the observer derives, as JSON-ready dicts, with the thread that delivered it and when."""
+    import threading
+
     signals: list[dict] = []
     handle.on(
         "*",
         lambda e: signals.append(
-            {"kind": e.kind, "query_id": e.query_id, "run_id": e.run_id, "timestamp": e.timestamp, "attributes": e.attributes}
+            {
+                "kind": e.kind,
+                "query_id": e.query_id,
+                "run_id": e.run_id,
+                "timestamp": e.timestamp,
+                "attributes": e.attributes,
+                "thread": threading.current_thread().name,
+                "received": time.time(),
+            }
         ),
     )
     return signals
+
+
+def record_restore_listener(handle) -> list[dict]:  # type: ignore[no-untyped-def]
+    """The calls of a restore listener object (``handle.add_restore_listener``), with the thread that made each."""
+    import threading
+
+    from observer.signals.restore_listener import RestoreListener, RestoreUpdate
+
+    calls: list[dict] = []
+
+    class RestoreCalls(RestoreListener):
+        def _record(self, method: str, r: RestoreUpdate) -> None:
+            calls.append(
+                {"method": method, "operator": r.operator, "partitions_done": r.partitions_done, "thread": threading.current_thread().name}
+            )
+
+        def on_restore_start(self, restore: RestoreUpdate) -> None:
+            self._record("on_restore_start", restore)
+
+        def on_restore_progress(self, restore: RestoreUpdate) -> None:
+            self._record("on_restore_progress", restore)
+
+        def on_restore_end(self, restore: RestoreUpdate) -> None:
+            self._record("on_restore_end", restore)
+
+    handle.add_restore_listener(RestoreCalls())
+    return calls
+
+
+def wait_rest(spark, timeout: float = 120) -> None:  # type: ignore[no-untyped-def]
+    """Wait until the driver's REST API answers: its first request starts Jersey (seconds on a busy machine), and a
+    restart's first batch, whose restore the observer polls live, comes right after the query starts."""
+    url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/jobs"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=timeout).read()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def wait_batches(query, n: int, timeout: float = 240) -> None:  # type: ignore[no-untyped-def]
@@ -229,6 +281,7 @@ def main() -> int:
     ap.add_argument("--until-caught-up", action="store_true", help="run until the Kafka source reached the latest offsets")
     ap.add_argument("--scrape-each-batch", action="store_true", help="write the observer's scrape after every batch to scrapes.jsonl")
     ap.add_argument("--history", default=None, help="the observer's history database (default: setting history_path)")
+    ap.add_argument("--ui", action="store_true", help="the driver's UI on, its REST API answering before the query starts")
     args = ap.parse_args()
 
     import observer
@@ -239,6 +292,7 @@ def main() -> int:
         "spark.sql.shuffle.partitions": str(args.partitions),
         # a long run keeps every progress, not the last 100
         "spark.sql.streaming.numRecentProgressUpdates": "100000" if args.duration else "100",
+        **({"spark.ui.enabled": "true", "spark.ui.port": "0", "spark.ui.showConsoleProgress": "false"} if args.ui else {}),
         **dict(kv.split("=", 1) for kv in args.conf),
     }
     started = time.time()
@@ -253,6 +307,9 @@ def main() -> int:
     spark.sparkContext.setLogLevel("ERROR")
     handle = observer.attach(spark, http_port=0, **({"history_path": args.history} if args.history else {}))
     signals = record_signals(handle)
+    restore_calls = record_restore_listener(handle)
+    if args.ui:
+        wait_rest(spark)
     failure = None
     injected_at = None
     if args.query != "dedup_window":
@@ -324,6 +381,7 @@ def main() -> int:
     spark.stop()
     write_jsonl(os.path.join(args.out, "progress.jsonl"), progress)
     write_outputs(args.out, metrics, signals)
+    write_jsonl(os.path.join(args.out, "restore_listener.jsonl"), restore_calls)
     write_run_facts(args.out, spark_version, query, progress, started, ended, failure, injected_at)
     return 0
 

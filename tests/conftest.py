@@ -147,7 +147,8 @@ def need_java() -> None:
 @pytest.fixture(scope="session")
 def restarted_run(tmp_path_factory: Any) -> dict[str, Any]:
     """``scripts/scenario_job.py`` run twice on one checkpoint in two processes (the second restores the
-    first's state), with the event log and a history; a copy of the checkpoint as the first run left it.
+    first's state, its driver's UI on so that the observer follows the restore live), with the event log and
+    a history; a copy of the checkpoint as the first run left it.
     A watcher (``FleetObserver``, on its own thread) follows both event logs while they are written, into a
     history of its own (``watch_history``), its exposition taken once both applications ended.
 
@@ -175,7 +176,7 @@ def restarted_run(tmp_path_factory: Any) -> dict[str, Any]:
         run_script([script, *common, "--out", runs[0], "--batches", "4"])
         before = str(work / "before")
         shutil.copytree(checkpoint, before)
-        run_script([script, *common, "--out", runs[1], "--batches", "3"])
+        run_script([script, *common, "--out", runs[1], "--batches", "3", "--ui"])  # its restore followed live (REST)
         finished = 'spark_state_observer_watch_applications{status="finished"} 2.0'
         deadline = time.monotonic() + 60
         watch_exposition = fleet.exposition().decode()

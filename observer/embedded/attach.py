@@ -12,10 +12,12 @@ from observer.exporters.http import ExporterError
 from observer.exporters.otel.config import otlp_enabled
 from observer.model.capacity import SESSION_KEYS, relevant
 from observer.model.checkpoint_listing import last_commit_before
+from observer.model.checkpoint_work import expected_work_hook
 from observer.model.identity import AppContext
 from observer.model.signal_kinds import SignalEvent
 from observer.pipeline.runtime import Observer
 from observer.settings import Settings
+from observer.signals.restore_listener import RestoreListener, subscribe_restore_listener
 
 log = logging.getLogger("observer")
 
@@ -38,6 +40,11 @@ class ObserverHandle:
     def on(self, kind: str, callback: Any) -> None:
         """Register ``callback(SignalEvent)`` for a signal kind (see ``observer.model.signal_kinds.SIGNAL_KINDS``)."""
         self.observer.on(kind, callback)
+
+    def add_restore_listener(self, listener: RestoreListener) -> None:
+        """Call ``listener``'s ``on_restore_start`` / ``on_restore_progress`` / ``on_restore_end`` as state
+        stores restore (Kafka Streams' ``StateRestoreListener`` shape), on the observer's worker thread."""
+        subscribe_restore_listener(self.observer.on, listener)
 
     @property
     def signals(self) -> list[SignalEvent]:
@@ -141,12 +148,32 @@ def _add_placement(observer: Observer, spark: Any, settings: Settings) -> None:
 
     source = None if is_connect(spark) else polling_source(spark, settings.placement_every)
     if source is not None:
-        observer.set_placement(source)
+        feed = observer.set_placement(source)
+        locate = _checkpoint_location(spark)
+        if locate is not None:  # a restore's ETA starts from its checkpoint's work (listed on the worker, bounded)
+            feed.restore_progress.expected_work = expected_work_hook(locate, _task_slots(spark), _estimate_problem)
     elif settings.placement == "on":
         log.warning(
             "spark-state-observer: placement=on but the driver has no UI to poll (spark.ui.enabled=false or Spark Connect); "
             "per-partition placement is available from event logs (replay, watch)"
         )
+
+
+def _task_slots(spark: Any) -> Callable[[], int | None]:
+    """The cores the application's tasks run on (``defaultParallelism``: local[N]'s N, else the executors' cores)."""
+
+    def slots() -> int | None:
+        try:
+            n = int(spark.sparkContext.defaultParallelism)
+        except Exception:  # the context is stopping
+            return None
+        return n if n > 0 else None
+
+    return slots
+
+
+def _estimate_problem(why: str) -> None:
+    log.info("spark-state-observer: restore ETA without the checkpoint's estimate: %s", why)
 
 
 def is_connect(spark: Any) -> bool:

@@ -70,6 +70,7 @@ from observer.metrics import catalog
 from observer.metrics.selfmetrics import SelfMetrics
 from observer.model import kinds
 from observer.model.bounded import clean_identity
+from observer.model.checkpoint_work import expected_work_hook
 from observer.model.events import Event
 from observer.model.identity import AppContext, Pairs
 from observer.model.plan_checkpoint import PlanCheckpoints
@@ -507,6 +508,11 @@ class FleetObserver:
         )
         if self.settings.placement != "off":
             pipeline.placement = follow_event_log(observer)
+            if observer.placement is not None:  # a restore's ETA starts from the work in the checkpoint its plans name
+                restores = observer.placement.restore_progress
+                restores.expected_work = expected_work_hook(checkpoints)
+                for executor, cores in pipeline.executors.cores.items():  # came before the application was admitted
+                    restores.on_executor_cores(executor, cores)
         holder.append(pipeline)
         for shared in self._shared:
             observer.add_sink(_Replayable(shared, pipeline, owned=False))
@@ -642,4 +648,6 @@ def _streaming(found: AppEvents) -> bool:
 def _executor_change(executors: LoggedExecutors, event: RawEvent) -> None:
     """Apply an executor added or removed event, at the time Spark recorded it (as replay does)."""
     executor, at = executor_change(event.data)
-    executors.change(executor, event.event_type == EXECUTOR_ADDED, at)
+    info = event.data.get("Executor Info")
+    cores = info.get("Total Cores") if isinstance(info, dict) else None
+    executors.change(executor, event.event_type == EXECUTOR_ADDED, at, cores if type(cores) is int else None)

@@ -12,8 +12,10 @@ from observer.capture.queue import CapturedEvent
 from observer.exporters.prometheus import StateCollector
 from observer.model import kinds
 from observer.model.capacity import ENVIRONMENT_PREFIX, spark_properties
+from observer.model.checkpoint_work import expected_work_hook
 from observer.model.decode import stamp_fields
 from observer.model.parse import parse_timestamp, parse_timestamp_memo
+from observer.model.plan_checkpoint import PlanCheckpoints
 from observer.model.signal_kinds import SignalEvent
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_PREFIX, RECORD_EXECUTOR_ADDED, EventLogError, read_records
 from observer.offline.log_identity import application_of
@@ -79,11 +81,14 @@ def replay(
         sink = HistorySink(history, observer.self_metrics, base)
         observer.add_sink(sink)
     result = ReplayResult(observer, StateCollector(observer.view))
-    feed_line = None
+    tasks: EventLogSource | None = None
+    plans = PlanCheckpoints()
     if base.placement != "off":  # per-partition placement from the task events the record reader skips
         tasks = EventLogSource()
-        observer.set_placement(tasks)
-        feed_line = tasks.feed_line
+        feed = observer.set_placement(tasks)
+        # a restore's expected work from its checkpoint: the one given, else where the log's plans keep it (the
+        # restoring batch's version is named, so a checkpoint that moved on since still tells it while Spark keeps it)
+        feed.restore_progress.expected_work = expected_work_hook(checkpoint or plans)
 
     def tap(line: bytes) -> None:
         if line.startswith(ENVIRONMENT_PREFIX):  # the application's conf: the RocksDB capacity estimate reads it
@@ -91,8 +96,9 @@ def replay(
                 observer.set_spark_conf(spark_properties(json.loads(line)))
             except (ValueError, RecursionError):
                 result.errors.append("the environment event is not readable JSON: Spark's defaults assumed for the capacity estimate")
-        if feed_line is not None:
-            feed_line(line)
+        if tasks is not None:
+            plans.feed_line(line)
+            tasks.feed_line(line)
 
     last_ts = 0.0  # events without a time of their own (terminated) are placed at the last known time
     for item in read_records(paths, max_line_bytes, tap=tap, progress_as_bytes=True):

@@ -11,14 +11,28 @@ and until its progress event) the observer's worker asks the driver, at most eve
    no metric names a writer's stage yet: the writers run in the job's last stages, the topmost in the last
    (each behind an exchange), which holds for aggregations, deduplication, joins and their chains; two writers
    in one stage (no exchange between them) are told as that stage and the one before it;
-3. ``/stages/<id>`` (the latest attempt and its task count: the partitions) and its ``taskList`` of
-   successful tasks, whose partition, launch time and duration feed ``observer.placement.restore_progress``
-   as the event log's task ends do.
+3. ``/stages/<id>`` (the latest attempt and its task count: the partitions) and its ``taskList`` in task id
+   order from the first task not yet seen ended (``offset``): the tasks that ended since the last poll, the
+   running ones and the ones launched since, not every success of the stage again (at 200 partitions 16-26 KiB
+   a poll against 253-279 KiB, and about half the driver's CPU: docs/benchmarks.md, "Restore poll cost at
+   200 partitions"). Each success's partition, launch time and duration feed
+   ``observer.placement.restore_progress`` as the event log's task ends do.
 
-So a poll is two requests plus one or two per stateful stage, only during a first batch; a partition is known
-within one poll interval of its task's end (plus the driver's own status-store delay). The status store
+Executor losses, as the event log shows them but from the tasks alone (the status store has no executor
+removal for this path): a task that failed with ``ExecutorLostFailure`` loads its partition again; a
+partition fed as done whose index runs again in a later attempt (Spark resubmits a shuffle map stage's
+finished tasks whose output died with their executor; their status stays SUCCESS) is not done until that
+attempt ends. Both tell ``RestoreProgress.on_task_lost``.
+
+Once a running job's execution was found, its writers' stages stay known while it runs: the next polls skip
+``/sql`` and read ``/jobs?status=running`` and the task lists alone (``/sql/<id>?details=true`` cost more of
+the driver's CPU than the task lists at 200 partitions).
+
+So a poll is one request plus one per stateful stage (and the stage itself once), only during a first batch;
+a partition is known within one poll interval of its task's end (plus the driver's own status-store delay). The status store
 keeps no SQL metrics per task: the live restore has partitions, elapsed time and ETA, not changelog files
-or load times (those come from event logs). Executor losses are not followed live.
+or load times (those come from event logs). A stage that Spark submits again after it ended (a later
+stage's fetch failure) is not read again.
 """
 
 from __future__ import annotations
@@ -50,6 +64,21 @@ INTERVAL_SECONDS = 1.0
 MAX_WATCHED = 64  # runs whose first batch is awaited at once
 MAX_EXECUTIONS = 100  # executions read per poll
 MAX_TASKS = 100_000
+LOST = "ExecutorLostFailure"  # how the status store's error message of a task lost with its executor begins
+FETCH_FAILED = "FetchFailed"  # a task's parent output was lost: Spark submits its stage again, in a new attempt
+
+
+class _StageTasks:
+    """What the poller read of one stage's task lists (all its attempts): how far each is settled, the partitions fed."""
+
+    __slots__ = ("done", "lost", "offsets", "running")
+
+    def __init__(self) -> None:
+        self.offsets: dict[int, int] = {}  # stage attempt -> its tasks in task id order that ended and were read
+        self.running: dict[int, bool] = {}  # stage attempt -> the last read saw a task not ended yet
+        # partition fed as done -> its task's (stage attempt, task attempt), executor, finish
+        self.done: dict[int, tuple[tuple[int, int], str | None, float]] = {}
+        self.lost: set[tuple[int, int, int]] = set()  # (partition, stage attempt, task attempt) of the tasks told lost
 
 
 class RestorePoller:
@@ -64,11 +93,12 @@ class RestorePoller:
         self._watched: OrderedDict[str, str | None] = OrderedDict()  # query id -> run id whose first batch is awaited
         self._first_execution = 0
         self._last_poll = 0.0
-        self._seen: dict[tuple[int, int], set[int]] = {}  # (stage, attempt) -> partitions already fed
+        self._seen: dict[int, _StageTasks] = {}  # stage -> what was read of its tasks
         self._known: OrderedDict[tuple[str, int], int] = OrderedDict()  # (query, batch) -> its running execution
         self._totals: dict[int, tuple[int, int | None]] = {}  # stage -> its latest attempt and its task count
         # query -> run, batch, job submission, writers, stages: where its first batch's partitions are read
         self._placed: dict[str, tuple[str | None, int, float | None, list[str], list[int]]] = {}
+        self._placed_job: dict[str, Any] = {}  # query -> the running job those were read from
 
     def watch(self, query_id: str, run_id: str | None) -> None:
         """A run started: follow its first batch."""
@@ -79,6 +109,7 @@ class RestorePoller:
 
     def done(self, query_id: str, batch_id: int) -> None:
         """A progress event of the query: its run's first batch is over, nothing more to follow."""
+        self._placed_job.pop(query_id, None)
         if self._watched.pop(query_id, None) is not None and query_id in self._placed:
             try:  # the last partitions, before the batch is closed: the job is no longer running, its stages are known
                 self._read_stages(query_id, *self._placed.pop(query_id))
@@ -90,6 +121,7 @@ class RestorePoller:
             self._known.clear()
             self._totals.clear()
             self._placed.clear()
+            self._placed_job.clear()
 
     def tick(self) -> None:
         """Poll when a first batch is awaited and the interval has passed; never raises (errors are counted)."""
@@ -107,6 +139,10 @@ class RestorePoller:
                 if key is not None and key[0] in self._watched and job.get("jobGroup") == self._watched[key[0]]:
                     stages = sorted((s for s in job.get("stageIds") or [] if isinstance(s, int)), reverse=True)
                     running[job.get("jobId")] = (key, _epoch(job.get("submissionTime")), stages)
+            for job, ((query_id, _), _, _) in list(running.items()):
+                if self._placed_job.get(query_id) == job and query_id in self._placed:
+                    del running[job]  # its writers' stages are known while it runs: no need to find its execution again
+                    self._read_stages(query_id, *self._placed[query_id])
             if running:
                 self._executions(running)
         except Exception:  # a busy or gone driver, an odd answer: counted; the next tick tries again
@@ -131,6 +167,7 @@ class RestorePoller:
             run_id = self._watched.get(query_id)
             self.progress.on_job(query_id, run_id, batch_id, submitted, None, dict(enumerate(writers)))
             self._placed[query_id] = (run_id, batch_id, submitted, writers, stages)
+            self._placed_job[query_id] = jobs[0]
             self._read_stages(query_id, run_id, batch_id, submitted, writers, stages)
 
     def _read_stages(
@@ -144,8 +181,12 @@ class RestorePoller:
             attempt, total = self._stage(stage)
             if total is not None:
                 self.progress.on_job(query_id, run_id, batch_id, submitted, total, {index: name})
-            for partition, launch, finish in self._successes(stage, attempt):
-                self.progress.on_task(query_id, batch_id, index, name, partition, launch, finish, {})
+            # an attempt Spark gave up on (a fetch failure) may still finish tasks, which the next attempt then skips
+            read = self._seen.get(stage)
+            earlier = [a for a, running in read.running.items() if a < attempt and running] if read is not None else []
+            for tried in [*earlier, attempt]:
+                for partition, launch, finish, executor in self._tasks(stage, tried, query_id, batch_id, index):
+                    self.progress.on_task(query_id, batch_id, index, name, partition, launch, finish, {}, executor)
 
     def _listing(self) -> list[Any]:
         """The executions from the first one that may still run; the ones finished before it are not read again."""
@@ -158,33 +199,60 @@ class RestorePoller:
         return listing
 
     def _stage(self, stage: int) -> tuple[int, int | None]:
-        """The stage's latest attempt and its task count (its partitions); (0, None) before the stage is submitted."""
+        """The stage's latest attempt and its task count (its partitions); no count before that attempt is submitted.
+
+        An attempt's count is the partitions it runs: a later attempt runs only those left, so the first one's is kept."""
         known = self._totals.get(stage)
         if known is not None:
             return known
         got = self.source.get(f"/stages/{stage}?details=false")
         attempts = [a for a in got if isinstance(a, dict) and isinstance(a.get("attemptId"), int)] if isinstance(got, list) else []
-        if not attempts or attempts[0].get("status") == "PENDING":
+        if not attempts:
             return 0, None
         latest = max(attempts, key=lambda a: a["attemptId"])
+        if latest.get("status") == "PENDING":  # not submitted yet (its parents run first): read again at the next poll
+            return latest["attemptId"], None
         n = latest.get("numTasks")
         self._totals[stage] = (latest["attemptId"], n if isinstance(n, int) else None)
         return self._totals[stage]
 
-    def _successes(self, stage: int, attempt: int) -> list[tuple[int, float, float]]:
-        """The stage attempt's successful tasks not fed before: (partition, launch, finish) in seconds."""
-        body = self.source.get_bytes(f"/stages/{stage}/{attempt}/taskList?length={MAX_TASKS}&status=SUCCESS")
-        seen = self._seen.setdefault((stage, attempt), set())
+    def _tasks(self, stage: int, attempt: int, query_id: str, batch_id: int, operator: int) -> list[tuple[int, float, float, str | None]]:
+        """The stage attempt's successful tasks not fed before: (partition, launch, finish in seconds, executor).
+        Tasks lost with their executor are told to the model on the way (``on_task_lost``): one that failed so
+        while it ran, and a partition fed as done that runs again later, in this attempt or the next one (Spark
+        runs a finished partition again only when its output is gone)."""
+        seen = self._seen.setdefault(stage, _StageTasks())
+        offset = seen.offsets.get(attempt, 0)
+        body = self.source.get_bytes(f"/stages/{stage}/{attempt}/taskList?offset={offset}&length={MAX_TASKS}&sortBy=ID")
         out = []
+        settled = True  # every task so far has ended: the offset moves past it
+        running = False
         for t in _decode_tasks(body) if body is not None else []:
-            partition = t.get("partitionId", t.get("index"))
+            partition = t["partitionId"] if isinstance(t.get("partitionId"), int) else t.get("index")
+            status, tried = t.get("status"), t.get("attempt")
+            executor = t.get("executorId") if isinstance(t.get("executorId"), str) else None
+            settled = settled and status in ("SUCCESS", "FAILED", "KILLED")
+            running = running or status == "RUNNING"
+            offset += settled
+            if status == "FAILED" and str(t.get("errorMessage") or "").startswith(FETCH_FAILED):
+                self._totals.pop(stage, None)  # read the stage again: its next attempt runs the partitions left
+            if not isinstance(partition, int) or not isinstance(tried, int) or t.get("speculative") is True:
+                continue
+            before = seen.done.get(partition)
             launch, duration = _epoch(t.get("launchTime")), t.get("duration")
-            if t.get("status") != "SUCCESS" or not isinstance(partition, int) or partition in seen:
+            if before is None:  # a task lost while it ran
+                lost = status == "FAILED" and str(t.get("errorMessage") or "").startswith(LOST)
+            else:  # a finished partition run again, launched after it ended: its output was lost with its executor
+                lost = before[0] < (attempt, tried) and status != "KILLED" and launch is not None and launch >= before[2]
+            if lost and (partition, attempt, tried) not in seen.lost and len(seen.lost) < MAX_TASKS:
+                seen.lost.add((partition, attempt, tried))
+                seen.done.pop(partition, None)
+                self.progress.on_task_lost(query_id, batch_id, operator, partition, before[1] if before is not None else executor)
+            if status != "SUCCESS" or partition in seen.done or launch is None or not isinstance(duration, (int, float)):
                 continue
-            if launch is None or not isinstance(duration, (int, float)):
-                continue
-            seen.add(partition)
-            out.append((partition, launch, launch + duration / 1000.0))
+            seen.done[partition] = ((attempt, tried), executor, launch + duration / 1000.0)
+            out.append((partition, launch, launch + duration / 1000.0, executor))
+        seen.offsets[attempt], seen.running[attempt] = offset, running
         return out
 
 

@@ -85,9 +85,14 @@ def wanted_line(line: bytes) -> bool:
     of a log are task events of stateless stages."""
     if not line.startswith(LINE_PREFIXES):
         return False
-    return not line.startswith(_STATEFUL_ONLY) or any(name in line for name in _STATE_NAMES)
+    if not line.startswith(_STATEFUL_ONLY) or any(name in line for name in _STATE_NAMES):
+        return True
+    return line.startswith(_TASK_END_LINE) and any(reason in line for reason in _LOST_LINES)  # a restore's partition to load again
 
 
+# task ends of a task lost with its executor: no state figures, but a restore loads that partition again
+LOST_REASONS = frozenset({"ExecutorLostFailure", "Resubmitted"})
+_LOST_LINES = tuple(f'"Reason":"{r}"'.encode() for r in sorted(LOST_REASONS))
 _COUNT_FIELDS = frozenset({"changelog_files", "loads_from_dfs", "rows_total", "store_instances", "cache_misses"})
 MAX_EXECUTIONS = 32  # plans kept: a batch runs 1-2 executions, several queries may interleave
 MAX_STAGES = 512  # stage -> batch mappings kept
@@ -161,6 +166,7 @@ class _StageRef:
     run_id: str | None
     batch_id: int
     execution_id: int | None
+    operators: dict[int, str] = field(default_factory=dict)  # its state operators, from its tasks that succeeded
 
 
 @dataclass
@@ -373,9 +379,10 @@ class TaskEventReader:
             return []  # not a stage of a streaming batch we saw start
         info = found.info
         state = [(f, a.ID, a.Update) for a in info.accumulables if (f := STATE_METRICS.get(a.Name)) is not None]  # type: ignore[arg-type]
-        if not state:
-            return []
         partition = info.partition if info.partition is not _UNSET else info.index
+        if not state:
+            self._lost(ref, found.reason_text, partition if isinstance(partition, int) else None, info.executor)
+            return []
         return self._apply_task(
             ref,
             state,
@@ -410,9 +417,10 @@ class TaskEventReader:
             field_name = STATE_METRICS.get(name) if isinstance(name, str) else None
             if field_name is not None:
                 state.append((field_name, acc.get("ID"), acc.get("Update")))
-        if not state:
-            return []  # a stage without state operators (the source's, for one)
         partition = _int(info.get("Partition ID"))
+        if not state:  # a stage without state operators (the source's, for one), or a task lost with its executor
+            self._lost(ref, _reason(event), _int(info.get("Index")) if partition is None else partition, info.get("Executor ID"))
+            return []
         task = _Task(
             executor=info.get("Executor ID"),
             partition=_int(info.get("Index")) if partition is None else partition,
@@ -458,6 +466,8 @@ class TaskEventReader:
             if reason == "Success":
                 if slot.best is None or (task.finish or 0) >= (slot.best[0].finish or 0):
                     slot.best = (task, fields)
+                if len(ref.operators) < MAX_OPERATORS:
+                    ref.operators[op_index] = names[op_index]
                 if self.restores is not None:
                     launch, finish = task.launch, task.finish
                     self.restores.on_task(
@@ -469,8 +479,12 @@ class TaskEventReader:
                         launch / 1000.0 if launch is not None else None,
                         finish / 1000.0 if finish is not None else None,
                         fields,
+                        executor,
                     )
-            elif reason != "Resubmitted":  # Resubmitted repeats an earlier success whose output was lost
+            else:
+                self._lost(ref, reason, partition, executor, (op_index,))
+                if reason == "Resubmitted":  # an earlier success whose output was lost: not a failed attempt
+                    continue
                 slot.failed += 1
                 if len(slot.failed_on) < 16:
                     slot.failed_on.append(executor)
@@ -509,8 +523,11 @@ class TaskEventReader:
             return []
         ts = event.get("Timestamp")
         if not added and self.restores is not None:
-            self.restores.on_executor_removed(ts / 1000.0 if isinstance(ts, (int, float)) else None)
+            self.restores.on_executor_removed(ts / 1000.0 if isinstance(ts, (int, float)) else None, executor)
         info = event.get("Executor Info")
+        if self.restores is not None:  # the task slots a restore's waves run on
+            cores = info.get("Total Cores") if added and isinstance(info, Mapping) else None
+            self.restores.on_executor_cores(executor, cores if type(cores) is int else None)
         host = info.get("Host") if isinstance(info, Mapping) and isinstance(info.get("Host"), str) else None
         reason = event.get("Removed Reason")
         return [
@@ -518,6 +535,15 @@ class TaskEventReader:
                 executor, added, ts / 1000.0 if isinstance(ts, (int, float)) else None, host, reason if isinstance(reason, str) else None
             )
         ]
+
+    def _lost(self, ref: _StageRef, reason: str, partition: Any, executor: Any, operators: tuple[int, ...] | None = None) -> None:
+        """A task lost with its executor (``ExecutorLostFailure`` while it ran, ``Resubmitted`` once done) loads its
+        partition again; ``operators``: its state operators, else (a task end without state figures) those a success
+        of the stage named."""
+        if reason not in LOST_REASONS or self.restores is None or not isinstance(partition, int) or partition < 0:
+            return
+        for op_index in ref.operators if operators is None else operators:
+            self.restores.on_task_lost(ref.query_id, ref.batch_id, op_index, partition, executor if isinstance(executor, str) else None)
 
     # --- batches --------------------------------------------------------------------------------------
     def _make_room(self, ref: _StageRef) -> list[BatchTasks | ExecutorChange]:

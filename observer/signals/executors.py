@@ -56,9 +56,17 @@ class LoggedExecutors:
         self.ids: set[str] = set()
         self.changed_at: dict[str, float] = {}  # insertion-ordered: the oldest change goes first past the bound
         self.seen = False  # an executor event was read (a local-mode log has none but the driver's)
+        # task slots per executor while it is there, the driver's too (local mode runs tasks on it): a watcher
+        # hands them to the restore ETA of an application it admits after its executors came
+        self.cores: dict[str, int] = {}
 
-    def change(self, executor_id: str, added: bool, at: float | None) -> None:
-        """Executor ``executor_id`` added (or removed) at ``at`` (epoch seconds; None: the log gave no time)."""
+    def change(self, executor_id: str, added: bool, at: float | None, cores: int | None = None) -> None:
+        """Executor ``executor_id`` added (or removed) at ``at`` (epoch seconds; None: the log gave no time) with
+        ``cores`` task slots where the event says."""
+        if added and cores is not None and cores > 0 and (executor_id in self.cores or len(self.cores) < MAX_CHANGE_TIMES):
+            self.cores[executor_id] = cores
+        elif not added:
+            self.cores.pop(executor_id, None)
         if executor_id == "driver":
             return
         self.seen = True
@@ -102,15 +110,19 @@ class _Layout:
     partitions: float | None
     run_id: str | None = None  # the run that last showed these partitions
     recent_instances: deque[float] = field(default_factory=lambda: deque(maxlen=20))  # batches without a retry
+    _most: float | None = None  # ``instances`` since the last batch seen: read twice per operator and batch
 
     @property
     def instances(self) -> float | None:
         """The usual store instances at these partitions: the most of recent batches without a retry."""
-        return max(self.recent_instances) if self.recent_instances else None
+        if self._most is None and self.recent_instances:
+            self._most = max(self.recent_instances)
+        return self._most
 
     def seen(self, instances: float | None) -> None:
         if instances is not None:
             self.recent_instances.append(instances)
+            self._most = None
 
 
 OFFLINE_REPARTITION = "offline_repartition"

@@ -31,6 +31,11 @@ class SignalFacts:
         """A gauge of the query (``None`` removes it)."""
         self.updates.append(_update(Update, (spec, labels, value, record.query_id)))
 
+    def set_many(self, record: QueryRecord, labels: Labels, values: tuple[tuple[MetricSpec, float | None], ...]) -> None:
+        """Several gauges of one series' labels, in order: ``set`` for each, in one call (a rule sets ~5 per operator and batch)."""
+        query_id = record.query_id
+        self.updates.extend([_update(Update, (spec, labels, value, query_id)) for spec, value in values])
+
     def add(self, record: QueryRecord, spec: MetricSpec, labels: Labels, amount: float = 1.0) -> None:
         """Add to a counter of the query; 0 creates it."""
         self.updates.append(_update(Update, (spec, labels, amount, record.query_id)))

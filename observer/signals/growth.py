@@ -32,7 +32,8 @@ import math
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Mapping
-from itertools import islice
+from itertools import islice, repeat
+from operator import itemgetter, mul, sub
 from typing import Any, NamedTuple
 
 from observer.metrics import catalog
@@ -220,11 +221,8 @@ class GrowthWindow:
             return None
         column, basis = (1, "rows") if totals[-1][2] - totals[start][2] + (first[1] > 0) else (2, "bytes")
 
-        def third_of(p: tuple[float, float, float, float, float]) -> int:
-            return min(2, int(3.0 * (p[0] - t0) / span))
-
-        one = bisect_left(pts, 1, start, key=third_of)
-        two = bisect_left(pts, 2, one, key=third_of)
+        one = _third_start(pts, 1, start, t0, span)
+        two = _third_start(pts, 2, one, t0, span)
         trend = Trend(None, basis, first[column], last[column], span, n)
         if not (start < one < two < len(pts)):
             return trend
@@ -237,7 +235,7 @@ class GrowthWindow:
 
         def scatter() -> float:
             window = list(islice(pts, start, None))
-            return _scatter([p[0] - t0 for p in window], [p[column] for p in window])
+            return _scatter_mapped(list(map(sub, map(_time, window), repeat(t0))), list(map(itemgetter(column), window)))
 
         return _decide(trend, m1, m2, m3, scatter)
 
@@ -267,8 +265,26 @@ class GrowthWindow:
         )
 
 
-def _time(point: tuple[float, ...]) -> float:
-    return point[0]
+_time = itemgetter(0)  # a point's time
+
+
+def _third_start(pts: deque[tuple[float, float, float, float, float]], third: int, lo: int, t0: float, span: float) -> int:
+    """The first index from ``lo`` on whose point is in ``third`` (0, 1, 2) or later, a point at ``t`` being in
+    ``min(2, int(3.0 * (t - t0) / span))``: ``bisect_left`` with that as its key, in time order.
+
+    The point is in ``third`` or later exactly when ``3.0 * (t - t0) / span >= third``, which only grows with
+    ``t``; a bisection on the times (a C key) lands at or next to that first point, and the steps from there
+    test the exact condition, so the index is the keyed bisection's."""
+
+    def reached(i: int) -> bool:
+        return 3.0 * (pts[i][0] - t0) / span >= third
+
+    i = bisect_left(pts, t0 + span * third / 3.0, lo, key=_time)
+    while i > lo and reached(i - 1):
+        i -= 1
+    while i < len(pts) and not reached(i):
+        i += 1
+    return i
 
 
 def _decide(trend: Trend, m1: float, m2: float, m3: float, scatter: Callable[[], float]) -> Trend:
@@ -279,12 +295,12 @@ def _decide(trend: Trend, m1: float, m2: float, m3: float, scatter: Callable[[],
     a row of each other are flat, and a third not a row above the one before is not rising, whatever it is."""
     may_rise = m2 - m1 > 1.0 and m3 - m2 > 1.0 and trend.end > trend.start
     if not may_rise and m3 - m1 <= 1.0 and m3 - m2 <= 1.0:
-        return trend._replace(shape=FLAT)
+        return Trend(FLAT, *trend[1:])
     tolerance = max(1.0, scatter())
     if may_rise and m2 - m1 > tolerance and m3 - m2 > tolerance:
-        return trend._replace(shape=RISING)
+        return Trend(RISING, *trend[1:])
     if m3 - m1 <= tolerance and m3 - m2 <= tolerance:  # not above where it was: flat, or falling back
-        return trend._replace(shape=FLAT)
+        return Trend(FLAT, *trend[1:])
     return trend
 
 
@@ -300,6 +316,19 @@ def _scatter(ts: list[float], ys: list[float]) -> float:
     stt = sum([d**2 for d in dts])
     slope = sum([dt * dy for dt, dy in zip(dts, dys)]) / stt if stt > 0 else 0.0
     return math.sqrt(sum([(dy - slope * dt) ** 2 for dt, dy in zip(dts, dys)]) / n)
+
+
+def _scatter_mapped(ts: list[float], ys: list[float]) -> float:
+    """``_scatter`` with each pass a C loop (``map`` over ``operator`` functions) instead of a comprehension:
+    the same float operations on the same operands in the same order, so the same float, bit for bit
+    (``tests/unit/test_growth_window_fast.py``); the running totals' path reads its window's scatter here."""
+    n = len(ts)
+    mt, my = sum(ts) / n, sum(ys) / n
+    dts = list(map(sub, ts, repeat(mt)))
+    dys = list(map(sub, ys, repeat(my)))
+    stt = sum(map(pow, dts, repeat(2)))
+    slope = sum(map(mul, dts, dys)) / stt if stt > 0 else 0.0
+    return math.sqrt(sum(map(pow, map(sub, dys, map(mul, repeat(slope), dts)), repeat(2))) / n)
 
 
 def _eta(current: float, rate: float, budget: float) -> float | None:
@@ -389,11 +418,17 @@ class Growth:
         state.ever_evicted = state.ever_evicted or bool(op.rows_removed)
         v = state.window.verdict(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
         labels = operator_labels(op.index, op.name)
-        facts.set(record, catalog.ROWS_GROWTH_RATE, labels, v.rows_per_second)
-        facts.set(record, catalog.MEMORY_GROWTH_RATE, labels, v.bytes_per_second)
-        facts.set(record, catalog.EVICTION_RATIO, labels, v.eviction_ratio)
-        facts.set(record, catalog.ROWS_BUDGET_ETA, labels, v.rows_eta_seconds)
-        facts.set(record, catalog.MEMORY_BUDGET_ETA, labels, v.bytes_eta_seconds)
+        facts.set_many(
+            record,
+            labels,
+            (
+                (catalog.ROWS_GROWTH_RATE, v.rows_per_second),
+                (catalog.MEMORY_GROWTH_RATE, v.bytes_per_second),
+                (catalog.EVICTION_RATIO, v.eviction_ratio),
+                (catalog.ROWS_BUDGET_ETA, v.rows_eta_seconds),
+                (catalog.MEMORY_BUDGET_ETA, v.bytes_eta_seconds),
+            ),
+        )
         watermark, delay = p.watermark is not None, _watermark_delay(p)
         unbounded = v.unbounded
         state.rising_since = (ts if state.rising_since is None else state.rising_since) if unbounded else None

@@ -34,7 +34,7 @@ import statistics
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
@@ -68,8 +68,9 @@ def maintenance_seconds(conf: Mapping[str, str]) -> float:
     return max(0.001, float(m[1]) * _UNIT_SECONDS[m[2]])
 
 
-@dataclass(frozen=True)
-class Instance:
+class Instance(NamedTuple):
+    """One store instance's snapshot state (a tuple: two are built per instance and batch on the hot path)."""
+
     partition: int
     store: str
     lag: float
@@ -87,6 +88,7 @@ class _Query:
     listed_at: float | None = None
     uploaded: dict[tuple[int, int, str], float] = field(default_factory=dict)  # newest upload the run reported per instance
     lagging: set[int] = field(default_factory=set)  # operators told lagging, until they are within normal again
+    allowed: float | None = None  # ``allowed_lag`` for this batch (its periods and interval), computed at most once
     shown: dict[int, set[Labels]] = field(default_factory=dict)  # per operator: the per-instance series exported last
 
 
@@ -101,6 +103,8 @@ class SnapshotHealth:
 
     def set_conf(self, conf: Mapping[str, str]) -> None:
         self.maintenance_seconds = maintenance_seconds(conf)
+        for q in self._queries.values():
+            q.allowed = None
 
     def forget(self, query_id: str) -> None:
         self._queries.pop(query_id, None)
@@ -115,6 +119,7 @@ class SnapshotHealth:
         elif q.last_ts is not None and ts > q.last_ts:
             q.periods.append(ts - q.last_ts)
         q.last_ts = ts
+        q.allowed = None  # the periods may have moved
         if self.checkpoint is not None and (q.listed_at is None or ts - q.listed_at >= self.s.snapshot_scan_seconds or ts < q.listed_at):
             q.listed_at = ts
             q.listing = self._list(record.query_id, p.run_id)
@@ -137,9 +142,14 @@ class SnapshotHealth:
     def allowed_lag(self, query_id: str) -> float:
         """The largest lag that is normal: the setting plus a maintenance interval's worth of batches."""
         q = self._queries.get(query_id)
+        if q is not None and q.allowed is not None:
+            return q.allowed  # every operator of a batch asks: the median of the periods once
         period = statistics.median(q.periods) if q is not None and q.periods else None
         per_interval = self.maintenance_seconds / period if period else 0.0
-        return self.s.snapshot_lag_batches + per_interval
+        allowed = self.s.snapshot_lag_batches + per_interval
+        if q is not None:
+            q.allowed = allowed
+        return allowed
 
     def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: Facts) -> None:
         q = self._queries.get(record.query_id)
@@ -180,15 +190,23 @@ class SnapshotHealth:
         allowed = self.allowed_lag(record.query_id)
         largest = max(i.lag for i in instances)
         never = sum(1 for i in instances if i.never_uploaded)
-        lagging = sorted((i for i in instances if i.lag > allowed), key=lambda i: (-i.lag, i.partition, i.store))
+        # most lagging first; sorted once, the lagging ones are a stable filter of it and the series its top K
+        ranked = sorted(instances, key=_rank)
+        lagging = [i for i in ranked if i.lag > allowed]
         labels = operator_labels(op.index, op.name)
-        facts.set(record, catalog.SNAPSHOT_MAX_LAG_BATCHES, labels, largest)
-        facts.set(record, catalog.SNAPSHOT_INSTANCES_NEVER_UPLOADED, labels, float(never))
-        facts.set(record, catalog.SNAPSHOT_INSTANCES_UNKNOWN, labels, float(unknown))
-        facts.set(record, catalog.SNAPSHOT_INSTANCES_LAGGING, labels, float(len(lagging)))
         replay = sum(i.replay_files or 0 for i in instances) if source == CHECKPOINT else None
-        facts.set(record, catalog.SNAPSHOT_RESTORE_REPLAY_FILES, labels, None if replay is None else float(replay))
-        self._instance_series(record, q, op.index, labels, instances, facts)
+        facts.set_many(
+            record,
+            labels,
+            (
+                (catalog.SNAPSHOT_MAX_LAG_BATCHES, largest),
+                (catalog.SNAPSHOT_INSTANCES_NEVER_UPLOADED, float(never)),
+                (catalog.SNAPSHOT_INSTANCES_UNKNOWN, float(unknown)),
+                (catalog.SNAPSHOT_INSTANCES_LAGGING, float(len(lagging))),
+                (catalog.SNAPSHOT_RESTORE_REPLAY_FILES, None if replay is None else float(replay)),
+            ),
+        )
+        self._instance_series(record, q, op.index, labels, ranked, facts)
         if largest <= allowed:
             q.lagging.discard(op.index)
             return
@@ -223,19 +241,23 @@ class SnapshotHealth:
             ],
         )
 
-    def _instance_series(
-        self, record: QueryRecord, q: _Query, op_index: int, labels: Labels, instances: list[Instance], facts: Facts
-    ) -> None:
-        """The top-K most lagging instances' lag; a series that leaves the top K is removed."""
-        top = sorted(instances, key=lambda i: (-i.lag, i.partition, i.store))[: self.s.partition_top_k]
+    def _instance_series(self, record: QueryRecord, q: _Query, op_index: int, labels: Labels, ranked: list[Instance], facts: Facts) -> None:
+        """The top-K most lagging instances' lag (``ranked``: most lagging first); a series that leaves the top K is removed."""
         now: set[Labels] = set()
-        for i in top:
+        for i in ranked[: self.s.partition_top_k]:
             il = labels + (("partition", str(i.partition)), ("store", i.store))
             now.add(il)
             facts.set(record, catalog.SNAPSHOT_LAG_BATCHES, il, i.lag)
-        for gone in q.shown.get(op_index, set()) - now:
-            facts.set(record, catalog.SNAPSHOT_LAG_BATCHES, gone, None)
+        shown = q.shown.get(op_index)
+        if shown:
+            for gone in shown - now:
+                facts.set(record, catalog.SNAPSHOT_LAG_BATCHES, gone, None)
         q.shown[op_index] = now
+
+
+def _rank(i: Instance) -> tuple[float, int, str]:
+    """Most lagging first, then by partition and store."""
+    return (-i.lag, i.partition, i.store)
 
 
 def _from_listing(partition: int, store: str, s: InstanceSnapshots, version: int, reported: float | None) -> Instance:

@@ -65,6 +65,7 @@ def course(events: pd.DataFrame) -> pd.DataFrame:
             "done": a.get("partitions_done", 0),
             "elapsed": a.get("elapsed_seconds", 0.0),
             "eta": a.get("eta_seconds"),
+            "basis": a.get("eta_basis"),
             "finished": e.kind == RESTORE_FINISHED,
             "duration": a.get("duration_seconds"),
             "reason": a.get("reason"),
@@ -84,6 +85,7 @@ def show_course(table: pd.DataFrame) -> None:
             text += f"; slowest partitions {r.slowest}" if r.slowest else ""
         else:
             eta = f"ETA {fmt.duration(r.eta)}" if r.eta is not None else "no ETA before a partition is in"
+            eta += " (the checkpoint's expected work, before any partition is in)" if r.basis == "estimate" else ""
             text = f"{r.operator}: {r.done} of {total or '?'} partitions, {fmt.duration(r.elapsed)} elapsed, {eta}"
         st.progress(min(1.0, r.done / total) if total else 0.0, text=fmt.md(text))
     st.caption(

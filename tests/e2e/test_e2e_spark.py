@@ -269,6 +269,37 @@ def test_restart_in_a_new_process(restarted_run) -> None:
     assert 0.1 < ratio < 10
 
 
+def test_the_restarts_restore_is_told_live_on_the_observers_thread(restarted_run) -> None:
+    """The second process restores the first's state while its observer polls the driver (its UI on): each state
+    operator's ``restore_started``, then progress or the finish, then ``restore_finished`` reach ``handle.on`` on
+    the observer's worker thread (never Spark's), with every partition done and a duration within the batch's."""
+    run2 = restarted_run["runs"][1]
+    with open(os.path.join(run2, "signals.jsonl")) as f:
+        live = [json.loads(line) for line in f]
+    with open(os.path.join(run2, "progress.jsonl")) as f:
+        first = json.loads(f.readline())  # the restoring batch: the run's first
+    restores = [s for s in live if s["kind"] in ("restore_started", "restore_progress", "restore_finished")]
+    assert {s["thread"] for s in restores} == {"spark-state-observer-worker"}
+    assert {s["attributes"]["batch_id"] for s in restores} == {first["batchId"]}
+    operators = {s["attributes"]["operator_index"] for s in restores}
+    assert len(operators) == len(first["stateOperators"])
+    for index in operators:
+        told = [s for s in restores if s["attributes"]["operator_index"] == index]
+        assert told[0]["kind"] == "restore_started" and told[-1]["kind"] == "restore_finished"
+        assert [s["kind"] for s in told].count("restore_finished") == 1 and len(told) >= 2
+        assert all(s["attributes"]["reason"] == "restart" for s in told)
+        end = told[-1]["attributes"]
+        assert end["complete"] is True and end["partitions_done"] == end["partitions_total"] > 0
+        assert 0 < end["duration_seconds"] <= first["durationMs"]["triggerExecution"] / 1000.0
+        assert all(s["received"] >= s["timestamp"] for s in told)  # told after it happened
+    # the restore listener object (handle.add_restore_listener) was called once per event, on the same thread
+    with open(os.path.join(run2, "restore_listener.jsonl")) as f:
+        calls = [json.loads(line) for line in f]
+    method = {"restore_started": "on_restore_start", "restore_progress": "on_restore_progress", "restore_finished": "on_restore_end"}
+    assert [c["method"] for c in calls] == [method[s["kind"]] for s in restores]
+    assert {c["thread"] for c in calls} == {"spark-state-observer-worker"}
+
+
 def test_executor_loss_in_local_cluster(executor_loss_run) -> None:
     out = executor_loss_run
     with open(os.path.join(out, "signals.jsonl")) as f:

@@ -4,7 +4,10 @@
 totals; ``trend_listed`` reads every point as the trend did before. They must agree after every batch of
 every recorded operator, over windows short enough to slide, and also around points the running totals
 cannot take (out of time order, a fractional, huge or NaN amount): read point by point while such a point
-is in the window, from the totals again once it has left.
+is in the window, from the totals again once it has left. The running totals' path reads the scatter through
+``_scatter_mapped`` (C loops), the reference through ``_scatter``: the same float, bit for bit; and finds
+each third's first point by a bisection on the times (``_third_start``), the index the bisection keyed by
+the point's third finds.
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ import glob
 import json
 import math
 import os
+import random
+from bisect import bisect_left
+from collections import deque
 
 import pytest
 
 from conftest import FIXTURES
 from observer.model.parse import parse_progress
-from observer.signals.growth import GrowthWindow
+from observer.signals.growth import GrowthWindow, _scatter, _scatter_mapped, _third_start
 
 Series = list[tuple[float, float, float, float, float]]
 
@@ -96,3 +102,63 @@ def test_points_the_totals_cannot_take_are_read_one_by_one_until_they_leave() ->
             assert w.trend() == w.trend_listed(), name
         leaves += not (w._descents or w._inexact)
     assert leaves  # the odd points left some windows, which were read from their totals again
+
+
+def _same_float(a: float, b: float) -> bool:
+    return a.hex() == b.hex() or (math.isnan(a) and math.isnan(b))
+
+
+@pytest.mark.parametrize("points", [5, 40, 400])
+def test_scatter_in_c_loops_is_the_same_float_on_every_recorded_window(points: int) -> None:
+    compared = 0
+    for name, series in RECORDED:
+        for end in range(3, len(series) + 1, max(1, len(series) // 25)):
+            window = series[max(0, end - points) : end]
+            t0 = window[0][0]
+            ts = [p[0] - t0 for p in window]
+            for column in (1, 2):
+                ys = [p[column] for p in window]
+                assert _same_float(_scatter_mapped(ts, ys), _scatter(ts, ys)), (name, end, column)
+                compared += 1
+    assert compared > 1000
+
+
+def test_scatter_in_c_loops_is_the_same_float_on_odd_amounts() -> None:
+    """Fractions, NaN, infinities, huge and negative amounts, one point, a window without time: as the reference."""
+    odd = [0.1, -3.0, 2.0**60, 1e-300, math.nan, math.inf, 7.0, 1.0 / 3.0]
+    for name, series in RECORDED[:20]:
+        window = series[:12]
+        ts = [p[0] - window[0][0] for p in window]
+        for i, y in enumerate(odd):
+            ys = [p[1] for p in window]
+            ys[i % len(ys)] = y
+            assert _same_float(_scatter_mapped(ts, ys), _scatter(ts, ys)), (name, y)
+    for ts, ys in (([0.0], [5.0]), ([0.0, 0.0, 0.0], [1.0, 2.0, 4.0]), ([0.0, 1.0], [1.0, 1.0])):
+        assert _same_float(_scatter_mapped(ts, ys), _scatter(ts, ys))
+
+
+def _third_start_keyed(pts: deque, third: int, lo: int, t0: float, span: float) -> int:
+    """The bisection ``_third_start`` replaces: keyed by each point's third."""
+    return bisect_left(pts, third, lo, key=lambda p: min(2, int(3.0 * (p[0] - t0) / span)))
+
+
+def test_thirds_found_on_the_times_are_the_keyed_bisections_on_every_recorded_window() -> None:
+    rng = random.Random(32)
+    windows = [series[max(0, end - n) : end] for _name, series in RECORDED for n in (4, 30, 300) for end in range(4, len(series) + 1, 7)]
+    # times that share a point with a third's bound, repeat, or crowd one end
+    windows += [
+        [(t, 0.0, 0.0, 0.0, 0.0) for t in ts] for ts in ([0.0, 1.0, 2.0, 3.0], [0.0, 0.0, 1.0, 1.0, 1.0, 3.0], [0.0, 2.9, 2.95, 3.0])
+    ]
+    windows += [[(t, 0.0, 0.0, 0.0, 0.0) for t in sorted(rng.uniform(0, 10) for _ in range(rng.randint(3, 40)))] for _ in range(300)]
+    compared = 0
+    for window in windows:
+        pts = deque(window)
+        for start in range(0, len(pts) - 2, max(1, len(pts) // 5)):
+            t0, span = pts[start][0], pts[-1][0] - pts[start][0]
+            if span <= 0:
+                continue
+            one = _third_start(pts, 1, start, t0, span)
+            assert one == _third_start_keyed(pts, 1, start, t0, span)
+            assert _third_start(pts, 2, one, t0, span) == _third_start_keyed(pts, 2, one, t0, span)
+            compared += 1
+    assert compared > 1000

@@ -20,6 +20,7 @@ from observer.offline.checkpoint.render import render_text
 from observer.offline.checkpoint.report import CheckpointError
 from observer.offline.checkpoint.restore import (
     DEFAULT_BYTES_PER_SECOND,
+    DEFAULT_REPLAY_BYTES_PER_SECOND,
     DEFAULT_SECONDS_PER_FILE,
     DEFAULT_SECONDS_PER_STORE,
     rates_from_history,
@@ -104,8 +105,11 @@ def test_hdfs_checkpoint_restore_work_and_estimate(tmp_path: Path) -> None:
     e = report.estimate
     assert e is not None and (e.stores, e.files, e.bytes, e.basis) == (2, 2 + 1 + 4, 1200 + 40, "defaults")
     per = {
-        "0/0/default": DEFAULT_SECONDS_PER_STORE + 2 * DEFAULT_SECONDS_PER_FILE + 1200 / DEFAULT_BYTES_PER_SECOND,
-        "0/1/default": DEFAULT_SECONDS_PER_STORE + 4 * DEFAULT_SECONDS_PER_FILE + 40 / DEFAULT_BYTES_PER_SECOND,
+        "0/0/default": DEFAULT_SECONDS_PER_STORE
+        + 2 * DEFAULT_SECONDS_PER_FILE
+        + 200 / DEFAULT_REPLAY_BYTES_PER_SECOND
+        + 1000 / DEFAULT_BYTES_PER_SECOND,
+        "0/1/default": DEFAULT_SECONDS_PER_STORE + 4 * DEFAULT_SECONDS_PER_FILE + 40 / DEFAULT_REPLAY_BYTES_PER_SECOND,
     }
     assert e.seconds == pytest.approx(sum(per.values()))
     assert e.slowest_partition == "0/1/default" and e.skew == pytest.approx(per["0/1/default"] / (sum(per.values()) / 2))
@@ -206,7 +210,7 @@ def test_inspect_with_history_works_without_pandas(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     estimate = json.loads(out.stdout)["estimate"]
     assert estimate["basis"] == "history"
-    assert estimate["seconds"] == pytest.approx(0.5 + 2 * DEFAULT_SECONDS_PER_FILE + 20 / DEFAULT_BYTES_PER_SECOND)
+    assert estimate["seconds"] == pytest.approx(0.5 + 2 * DEFAULT_SECONDS_PER_FILE + 20 / DEFAULT_REPLAY_BYTES_PER_SECOND)
     assert os.path.exists(db)
 
 

@@ -151,7 +151,7 @@ RESTORE_ETA = signal_metric(
     "spark_state_restore_eta_seconds",
     GAUGE,
     "seconds",
-    "Seconds the running restore still needs at the rate its partitions have finished so far (absent before the first one).",
+    "Seconds the running restore still needs: from its checkpoint's expected work where readable, corrected by the speed its partitions show as they finish; else at the rate they have finished so far (then absent before the first one).",
     "operator",
 )
 ROWS_GROWTH_RATE = signal_metric(

@@ -14,17 +14,18 @@ import os
 import statistics
 from contextlib import closing
 
+from observer.model import checkpoint_work
 from observer.model.signal_kinds import RESTORE
 from observer.offline.checkpoint.changelog_lineage import NoLineage, changelog_lineage
 from observer.offline.checkpoint.files import UnreadableFile, zip_member
 from observer.offline.checkpoint.report import CheckpointReport, PartitionState, RestoreEstimate, RestoreWork, StateFile
 
-# Defaults for the restore-time estimate, from RocksDB load latencies measured on this project's 2-core
-# machine (0.075 s per small store when idle, up to 0.75 s under load); replaced by rates observed in
-# the history when it holds restores of the same query.
-DEFAULT_SECONDS_PER_STORE = 0.15  # opening a store: provider, RocksDB instance, first file fetch
-DEFAULT_SECONDS_PER_FILE = 0.01  # replaying one delta/changelog file of a small state
-DEFAULT_BYTES_PER_SECOND = 100e6  # copying snapshot and SST bytes from the checkpoint
+# Defaults for the restore-time estimate: the rates the live ETA starts from (``observer.model.checkpoint_work``
+# says where they come from); replaced by rates observed in the history when it holds restores of the same query.
+DEFAULT_SECONDS_PER_STORE = checkpoint_work.SECONDS_PER_STORE  # opening a store: provider, RocksDB instance, first file fetch
+DEFAULT_SECONDS_PER_FILE = checkpoint_work.SECONDS_PER_FILE  # opening one delta/changelog file
+DEFAULT_REPLAY_BYTES_PER_SECOND = checkpoint_work.REPLAY_BYTES_PER_SECOND  # replaying its records (compressed bytes)
+DEFAULT_BYTES_PER_SECOND = checkpoint_work.SNAPSHOT_BYTES_PER_SECOND  # copying snapshot and SST bytes from the checkpoint
 
 
 def restore_work(folder: str, p: PartitionState, target: int, problems: list[str], lineage: dict[int, str] | None = None) -> RestoreWork:
@@ -125,12 +126,19 @@ def estimate_restore(report: CheckpointReport, rates: dict[str, float] | None = 
     r = {
         "seconds_per_store": DEFAULT_SECONDS_PER_STORE,
         "seconds_per_file": DEFAULT_SECONDS_PER_FILE,
+        "replay_bytes_per_second": DEFAULT_REPLAY_BYTES_PER_SECOND,
         "bytes_per_second": DEFAULT_BYTES_PER_SECOND,
         **(rates or {}),
     }
 
     def seconds(w: RestoreWork) -> float:
-        return r["seconds_per_store"] + w.replay_files * r["seconds_per_file"] + w.bytes / r["bytes_per_second"]
+        """A changelog's bytes are records to decode and put (slow), a snapshot's are copied (fast)."""
+        return (
+            r["seconds_per_store"]
+            + w.replay_files * r["seconds_per_file"]
+            + w.replay_bytes / r["replay_bytes_per_second"]
+            + w.snapshot_bytes / r["bytes_per_second"]
+        )
 
     per_partition = {name: seconds(w) for name, w in works}
     slowest = max(per_partition, key=lambda name: per_partition[name])
