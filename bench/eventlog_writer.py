@@ -195,6 +195,17 @@ class ProgressiveLog:
             self.append(data)
         yield
 
+    def write_encoded(self, data: bytes) -> None:
+        """Append units already encoded (``StreamEncoder.flush`` of a codec whose units stand alone: zstd, snappy
+        after its header, none) in one write, rolling first if the file is full: a writer that reuses the
+        encoding of repeated events (``bench/watch_scale.py``) spends its CPU on what changes, not on compressing."""
+        if self.rolling and self.size >= self.max_file_bytes:
+            self.append(self.encoder.close())
+            self._open_next()
+            if self.codec == "snappy":
+                self.append(self.encoder.flush([]))  # the new file's stream header
+        self.append(data)
+
     def steps(self, lines: list[bytes], split: bool = False) -> Iterator[None]:
         for group in flush_groups(lines):
             yield from self.write_group(group, split)

@@ -6,24 +6,35 @@
 
 A writer process (its own CPU, not counted) writes real recorded events (tests/fixtures, a stateful
 RocksDB run) into N rolling compressed logs the way Spark does (bench/eventlog_writer.py): the recorded
-start-up, then one recorded micro-batch (its SQL, job, stage and task events and its progress event)
-per application every ``--interval`` seconds (``--interval 0``: the recorded intervals between batches,
-divided by ``--time-scale``), applications phase-shifted, each progress event carrying its own query
-id and an increasing batch id, its ``timestamp`` set to the moment it is written. The watcher follows
-them in this process; figures over the steady window (after every application has started):
+start-up, ``--idle`` seconds of nothing (the watcher's fixed cost per poll is measured then), then one
+recorded micro-batch (its SQL, job, stage and task events and its progress event) per application every
+``--interval`` seconds (``--interval 0``: the recorded intervals between batches, divided by
+``--time-scale``), applications phase-shifted, each progress event carrying its own query id and an
+increasing batch id, its ``timestamp`` set to the moment it is written. The lines of a batch other than
+its progress event are encoded once and reused, so the writer keeps its pace on a loaded machine; it
+reports how many of the batches due it wrote and how many late. The watcher is the ``watch`` command's
+(``FleetObserver``'s settings), in this process; with ``--pipeline`` the whole command. Figures over the
+steady window (after every application has started):
 
-- CPU share of one core (process CPU time / wall time), RSS now and peak, events delivered per second;
-- latency from written (the progress event's timestamp) to delivered by ``poll()``: median and max;
+- CPU share of one core (process CPU time / wall time), RSS now and peak, events delivered per second,
+  CPU per progress event (counted as delivered, so a writer behind its pace changes the count, not the cost);
+- latency from written (the progress event's timestamp) to delivered by ``poll()``: median, p99, max,
+  over every progress event and over those the writer appended within ``ON_TIME_SECONDS`` of their due time;
 - baseline in the same run: reading the finished logs once with ``observer.eventlog.read_records``
   (the offline reader), as CPU seconds per decoded MB, against the watcher's CPU per decoded MB.
 
-``--scan-only``: decode one large log three ways (zstd decompression alone, the watcher on a batch
-application's log, the watcher on a streaming application's log) and report MB/s for each.
+``--scan-only``: decode one large log four ways (zstd decompression alone, the ``watch`` command's watcher on
+a batch application's log and on a streaming application's log, the watcher with its defaults, which parse
+every wanted line, on the streaming one) and report MB/s and lines per CPU second for each.
+
+Before and after in one session: copy this file and ``eventlog_writer.py`` into the other tree's ``bench/``
+(it reads the progress events either way) and take turns.
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import multiprocessing
 import os
@@ -36,14 +47,18 @@ import threading
 import time
 import urllib.request
 from datetime import datetime, timezone
+from multiprocessing.connection import Connection
+from typing import NamedTuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import itertools
 
+import msgspec
+
 from bench.common import ROOT
-from bench.eventlog_writer import ProgressiveLog, flush_groups, recorded_lines, renamed
-from observer.fleet.app_events import DEFAULT_WANTED_EVENTS, PIPELINE_EVENTS, AppEvents
+from bench.eventlog_writer import ProgressiveLog, StreamEncoder, flush_groups, recorded_lines, renamed
+from observer.fleet.app_events import AppEvents
 from observer.fleet.eventlog_watch import EventLogWatcher
 from observer.fleet.runtime import FleetObserver, WatchOptions
 from observer.model.parse import parse_timestamp
@@ -53,6 +68,7 @@ from observer.settings import Settings
 
 _PROGRESS = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"'
 _STARTED = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"'
+ON_TIME_SECONDS = 0.25  # a batch appended later than this after its due time: the writer fell behind
 
 
 def recorded(scenario: str) -> tuple[list[bytes], list[list[bytes]], list[float]]:
@@ -72,15 +88,40 @@ def recorded(scenario: str) -> tuple[list[bytes], list[list[bytes]], list[float]
     return header, segments, gaps
 
 
-def _retimed(line: bytes, app: int, batch: int, queries: int = 1) -> bytes:
-    """The recorded progress event as the ``batch``-th of application ``app``, whose ``queries`` queries take turns."""
+def _retimed(line: bytes, app: int, batch: int, queries: int, stamp: float) -> bytes:
+    """The recorded progress event as the ``batch``-th of application ``app``, whose ``queries`` queries take turns,
+    stamped with wall time ``stamp``."""
     event = json.loads(line)
     p = event["progress"]
     q, p["batchId"] = batch % queries, batch // queries
     p["id"] = f"00000000-0000-{q:04d}-0000-{app:012d}"
     p["runId"] = f"00000000-0000-{q:04d}-0001-{app:012d}"
-    p["timestamp"] = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    p["timestamp"] = datetime.fromtimestamp(stamp, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+
+
+class _Mark(msgspec.Struct):
+    """The fields of a delivered progress event the bench reads: which batch of which application, written when."""
+
+    id: str
+    batchId: int  # noqa: N815
+    timestamp: str
+
+
+_MARK = msgspec.json.Decoder(_Mark)
+
+
+def _written_key(query_id: str, batch_id: int, queries: int) -> tuple[int, int]:
+    """(application, batch) of a progress event ``_retimed`` wrote."""
+    parts = query_id.split("-")
+    return int(parts[4]), batch_id * queries + int(parts[2])
+
+
+class Writes(NamedTuple):
+    """What the writer did: per (application, batch) how late after its due time the batch was on disk."""
+
+    asked: int  # batches due within the run
+    late: dict[tuple[int, int], float]  # seconds after the due time each written batch was appended
 
 
 def writer(
@@ -92,15 +133,27 @@ def writer(
     codec: str,
     max_file_bytes: int,
     scenario: str,
-    ready: multiprocessing.synchronize.Event,
-    queries: int = 1,
-) -> None:  # type: ignore[name-defined]
-    """Write N applications' logs at their pace until ``duration`` is over, then finish them."""
+    ready: multiprocessing.synchronize.Event,  # type: ignore[name-defined]
+    queries: int,
+    idle: float,
+    report: Connection,
+) -> None:
+    """Write N applications' logs at their pace until ``duration`` is over, then finish them.
+
+    The recorded start-up first; then, after ``idle`` seconds, each application's batches. Every batch is the
+    same recorded lines but its progress event, so with a codec whose units stand alone (not lz4) each
+    batch's other lines are encoded once and reused: the writer spends its CPU on the progress line and one
+    append, and keeps its pace on a loaded machine (it wrote a tenth of its batches when it compressed every
+    batch anew). ``report`` gets the ``Writes``.
+    """
     header, segments, gaps = recorded(scenario)
+    groups = [flush_groups(s) for s in segments]
+    reuse = codec != "lz4"
+    shared = StreamEncoder(codec)
+    shared.flush([])  # snappy's stream header: each log writes its own
+    encoded = [b"".join(shared.flush(g) for g in gs[:-1]) for gs in groups] if reuse else []
     rng = random.Random(7)
-    logs, due, batch = [], [], []
-    start = time.monotonic()
-    first_gap = interval or gaps[0] / time_scale
+    logs = []
     for i in range(apps):
         app_id = f"app-20261122000000-{i:04d}"
         log = ProgressiveLog(folder, app_id, codec, max_file_bytes=max_file_bytes)
@@ -108,28 +161,40 @@ def writer(
             for _ in log.write_group(group):
                 pass
         logs.append(log)
-        due.append(start + rng.uniform(0, first_gap))
-        batch.append(0)
+    start = time.monotonic() + idle
+    first_gap = interval or gaps[0] / time_scale
+    due = [(start + rng.uniform(0, first_gap), i) for i in range(apps)]
+    heapq.heapify(due)
+    batch = [0] * apps
+    late: dict[tuple[int, int], float] = {}
+    asked = 0
     ready.set()
-    end = start + duration
+    end = start + max(0.0, duration - idle)
     while True:
         now = time.monotonic()
         if now >= end:
             break
-        i = min(range(apps), key=due.__getitem__)
-        if due[i] > now:
-            time.sleep(min(due[i] - now, end - now))
+        at, i = due[0]
+        if at > now:
+            time.sleep(min(at - now, end - now))
             continue
-        segment = segments[batch[i] % len(segments)]
-        lines = segment[:-1] + [_retimed(segment[-1], i, batch[i], queries)]
-        for group in flush_groups(lines):
-            for _ in logs[i].write_group(group):
-                pass
-        gap = interval or gaps[batch[i] % len(gaps)] / time_scale
+        heapq.heappop(due)
+        s = batch[i] % len(segments)
+        last = groups[s][-1][:-1] + [_retimed(segments[s][-1], i, batch[i], queries, time.time())]
+        if reuse:
+            logs[i].write_encoded(encoded[s] + logs[i].encoder.flush(last))
+        else:
+            for group in groups[s][:-1] + [last]:
+                for _ in logs[i].write_group(group):
+                    pass
+        late[(i, batch[i])] = time.monotonic() - at
+        asked += 1
         batch[i] += 1
-        due[i] += gap
+        heapq.heappush(due, (at + (interval or gaps[batch[i] % len(gaps)] / time_scale), i))
+    asked += sum(1 for at, _ in due if at < end)  # due but not written: the writer fell behind
     for log in logs:
         log.finish()
+    report.send((asked, late))  # plain types: the parent may run under a profiler, with another __main__
 
 
 def _rss() -> tuple[float, float]:
@@ -147,6 +212,7 @@ def scale(args: argparse.Namespace) -> None:
     folder = tempfile.mkdtemp(prefix="sso-watch-scale-")
     try:
         ready = multiprocessing.Event()
+        receive, send = multiprocessing.Pipe(duplex=False)
         proc = multiprocessing.Process(
             target=writer,
             args=(
@@ -160,32 +226,45 @@ def scale(args: argparse.Namespace) -> None:
                 args.scenario,
                 ready,
                 args.queries,
+                args.idle,
+                send,
             ),
         )
         proc.start()
         ready.wait(600)
-        wanted = PIPELINE_EVENTS if args.no_placement else DEFAULT_WANTED_EVENTS
-        watcher = EventLogWatcher([folder], poll_interval=args.poll, grace_seconds=3600, wanted_events=wanted)
-        fleet: FleetObserver | None = None
+        # the watch command's watcher (its settings: placement's lines unparsed, progress as bytes); with
+        # --pipeline the whole command: every application through its own pipeline (metrics, signals), the
+        # shared self-metrics, and a rendering of the one endpoint's text every --scrape seconds
+        overrides = {"placement": "off"} if args.no_placement else {}
+        fleet = FleetObserver(
+            [folder],
+            Settings.from_env(labels="cluster=bench", history_enabled=False, http_port=0, **overrides),
+            WatchOptions(poll_interval=args.poll, grace_seconds=3600),
+            serve=args.pipeline,
+        )
+        watcher = fleet.watcher
+        if args.tasks_parsed:  # as before the typed task decode: the watcher parses every task, job and SQL line whole
+            watcher.raw_events = frozenset()
+        if args.progress_parsed:  # as before issue 32's session 7: progress lines parsed whole (json.loads)
+            watcher.progress_as_bytes = False
         if args.pipeline:
-            # the whole watch command: every application through its own pipeline (metrics, signals), the
-            # shared self-metrics, and a rendering of the one endpoint's text every --scrape seconds
-            overrides = {"placement": "off"} if args.no_placement else {}
-            fleet = FleetObserver(
-                [folder],
-                Settings.from_env(labels="cluster=bench", history_enabled=False, http_port=0, **overrides),
-                WatchOptions(poll_interval=args.poll, grace_seconds=3600),
-            )
-            if args.tasks_parsed:  # as before the typed task decode: the watcher parses every task, job and SQL line whole
-                fleet.watcher.raw_events = frozenset()
             fleet.start(follow=False)  # the endpoint (and its pre-rendering) as the command has it; polls are driven below
-            watcher = fleet.watcher
-        latencies: list[float] = []
+        # the fixed cost: the applications' start-up read, then polls of 200 logs that do not grow
+        watcher.poll()
+        while watcher.backlog:  # the start-up lines may be more than one poll's decode budget
+            watcher.poll()
+        idle_polls, t0, c0 = 0, time.monotonic(), time.process_time()
+        while time.monotonic() - t0 < args.idle - 1.0:
+            watcher.poll()
+            idle_polls += 1
+            time.sleep(max(0.0, args.poll - (time.monotonic() - t0) % args.poll))
+        idle_cpu = (time.process_time() - c0) / max(idle_polls, 1)
         delivered = [0]
         progressed = [0]
         window: dict[str, float] = {}
         rss_start = _rss()[0]  # before the first poll: imports, the endpoint, no application yet
         observed: set[str] = set()
+        arrivals: list[tuple[float, tuple[str, int, str]]] = []  # (delivered at, (query id, batch id, timestamp))
 
         def take(found: list[AppEvents]) -> None:
             now = time.time()
@@ -194,9 +273,14 @@ def scale(args: argparse.Namespace) -> None:
                 for e in app.events:
                     if e.event_type == QUERY_PROGRESS:
                         progressed[0] += 1
-                        observed.add(e.data["progress"]["id"])
-                    if e.event_type == QUERY_PROGRESS and "steady" in window and "wall_end" not in window:
-                        latencies.append(now - (parse_timestamp(e.data["progress"]["timestamp"]) or now))
+                        # only the three fields read after the run: holding the objects would weigh on the RSS figures
+                        raw = getattr(e, "progress", None)  # the tree before issue 32's session 7 has no progress bytes
+                        if raw is not None:
+                            m = _MARK.decode(raw)
+                            arrivals.append((now, (m.id, m.batchId, m.timestamp)))
+                        else:
+                            p = e.data["progress"]
+                            arrivals.append((now, (p["id"], p["batchId"], p["timestamp"])))
 
         stop = threading.Event()
         warmup = (args.interval or 10.0) + 5.0
@@ -204,27 +288,30 @@ def scale(args: argparse.Namespace) -> None:
         def mark() -> None:
             time.sleep(warmup)
             window.update(
-                steady=1,
                 wall=time.monotonic(),
                 cpu=time.process_time(),
                 events=delivered[0],
                 progress=progressed[0],
+                arrivals=len(arrivals),
                 decoded=watcher.counts.decoded_bytes,
+                lines=watcher.counts.lines,
             )
-            time.sleep(max(1.0, args.duration - warmup - 2.0))
+            time.sleep(max(1.0, args.duration - args.idle - warmup - 2.0))
             window.update(
                 wall_end=time.monotonic(),
                 cpu_end=time.process_time(),
                 events_end=delivered[0],
                 progress_end=progressed[0],
+                arrivals_end=len(arrivals),
                 decoded_end=watcher.counts.decoded_bytes,
+                lines_end=watcher.counts.lines,
             )
             stop.set()
 
         threading.Thread(target=mark, daemon=True).start()
         scrapes: list[float] = []
         size = 0
-        if fleet is not None:
+        if args.pipeline:
             next_scrape = time.monotonic() + args.scrape
             while not stop.is_set():
                 started = time.monotonic()
@@ -248,10 +335,21 @@ def scale(args: argparse.Namespace) -> None:
         else:
             watcher.run(take, stop)
         rss_now, rss_peak = _rss()
+        # read before joining (the report may exceed the pipe's buffer); nothing if the writer failed
+        writes = Writes(*receive.recv()) if receive.poll(120) else Writes(0, {})
         proc.join()
         wall = window["wall_end"] - window["wall"]
         cpu = window["cpu_end"] - window["cpu"]
         decoded_mb = (window["decoded_end"] - window["decoded"]) / 1e6
+        # latency written -> delivered over the window, and over the batches the writer appended on time
+        latencies, on_time = [], []
+        for k, (at, (query_id, batch_id, stamp)) in enumerate(arrivals):
+            observed.add(query_id)
+            if window["arrivals"] <= k < window["arrivals_end"]:
+                latency = at - (parse_timestamp(stamp) or at)
+                latencies.append(latency)
+                if writes.late.get(_written_key(query_id, batch_id, args.queries), 1e9) <= ON_TIME_SECONDS:
+                    on_time.append(latency)
         # baseline in the same run: the offline reader over the finished logs
         folders = sorted(os.path.join(folder, d) for d in os.listdir(folder))
         files = sum(len([n for n in os.listdir(d) if n.startswith("events_")]) for d in folders)
@@ -261,11 +359,27 @@ def scale(args: argparse.Namespace) -> None:
                 pass
         base_cpu = time.process_time() - t
         total_decoded_mb = watcher.counts.decoded_bytes / 1e6
+        settings = (
+            "full pipeline" + (", placement off" if args.no_placement else ", task lines parsed whole" if args.tasks_parsed else "")
+            if args.pipeline
+            else "the watch command's watcher alone" + (", pipeline events only" if args.no_placement else "")
+        )
+        if args.progress_parsed:
+            settings += ", progress lines parsed whole"
         print(
             f"apps {args.apps}, one batch every {args.interval or 'recorded interval'} s each, {args.codec}, rolling at "
-            f"{args.max_file_bytes / 1e6:.2f} MB ({files} event files), poll {args.poll} s, "
-            f"{'full pipeline' + (', placement off' if args.no_placement else ', task lines parsed whole' if args.tasks_parsed else '') if args.pipeline else 'pipeline events only' if args.no_placement else 'pipeline and placement events'}, steady window {wall:.0f} s "
+            f"{args.max_file_bytes / 1e6:.2f} MB ({files} event files), poll {args.poll} s, {settings}, steady window {wall:.0f} s "
             f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+        )
+        written = len(writes.late)
+        late = sum(1 for v in writes.late.values() if v > ON_TIME_SECONDS)
+        print(
+            f"  writer: {written} of {writes.asked} batches due written ({written / max(writes.asked, 1):.0%}), "
+            f"{late} of them more than {ON_TIME_SECONDS} s after their due time"
+        )
+        print(
+            f"  fixed cost: {idle_cpu * 1e3:.1f} ms CPU per poll of {args.apps} logs that do not grow "
+            f"({idle_cpu / max(args.apps, 1) * 1e6:.0f} µs per application per poll, {idle_polls} polls)"
         )
         n_progress = window["progress_end"] - window["progress"]
         events = window["events_end"] - window["events"]
@@ -275,22 +389,24 @@ def scale(args: argparse.Namespace) -> None:
         )
         print(
             f"  CPU per progress event: {cpu / max(n_progress, 1) * 1e6:.0f} µs ({n_progress} progress events, "
-            f"{n_progress / max(cpu, 1e-9):,.0f} a CPU second)"
+            f"{n_progress / max(cpu, 1e-9):,.0f} a CPU second; {n_progress / wall:.0f} a second of wall)"
+        )
+        lines = window["lines_end"] - window["lines"]
+        print(
+            f"  lines scanned in the window: {lines} ({lines / max(cpu, 1e-9):,.0f} a CPU second); "
+            f"decoded {decoded_mb / wall:.2f} MB/s; parsed in all: {watcher.counts.events_parsed}"
         )
         print(
             f"  RSS per observed query: {(rss_now - rss_start) * 1024 / max(len(observed), 1):.0f} kB "
             f"({rss_start:.0f} MB before the first poll, {rss_now:.0f} MB at the end, {len(observed)} queries in {args.apps} applications)"
         )
-        print(
-            f"  events delivered/s: {(window['events_end'] - window['events']) / wall:.0f}   decoded MB/s: {decoded_mb / wall:.2f}"
-            f"   lines scanned: {watcher.counts.lines}, parsed: {watcher.counts.events_parsed}"
-        )
-        if latencies:
-            lat = sorted(latencies)
-            print(
-                f"  latency written -> delivered: median {statistics.median(lat):.2f} s, p99 {lat[int(len(lat) * 0.99) - 1]:.2f} s, "
-                f"max {lat[-1]:.2f} s, min {lat[0]:.2f} s over {len(lat)} progress events"
-            )
+        for label, values in (("every progress event", latencies), (f"written on time (within {ON_TIME_SECONDS} s)", on_time)):
+            if values:
+                lat = sorted(values)
+                print(
+                    f"  latency written -> delivered, {label}: median {statistics.median(lat):.2f} s, "
+                    f"p99 {lat[max(0, int(len(lat) * 0.99) - 1)]:.2f} s, max {lat[-1]:.2f} s, min {lat[0]:.2f} s over {len(lat)} progress events"
+                )
         print(
             f"  CPU per decoded MB: watcher {cpu / max(decoded_mb, 1e-9) * 1000:.1f} ms; baseline, the offline reader "
             "(parses streaming and executor events only, no task or SQL events) over the finished logs: "
@@ -308,20 +424,23 @@ def scale(args: argparse.Namespace) -> None:
 
 
 def scan_only(args: argparse.Namespace) -> None:
-    """MB/s of zstd decompression alone, the watcher on a batch application, and on a streaming one."""
+    """MB/s of zstd decompression alone, the watch command's watcher on a batch application's log and on a streaming
+    one, and the watcher with its defaults (every wanted line parsed) on the streaming one."""
     header, segments, _ = recorded(args.scenario)
     body = [line for s in segments for line in s]
     copies = max(1, int(args.scan_mb * 1e6 / sum(len(x) for x in body)))
     import zstandard
 
-    results: dict[str, list[float]] = {
-        "zstd decompression only": [],
-        "watcher, batch application": [],
-        "watcher, streaming application": [],
-    }
+    runs = (
+        ("watcher, batch application", False, True),
+        ("watcher, streaming application", True, True),
+        ("watcher with its defaults (every wanted line parsed), streaming application", True, False),
+    )
+    results: dict[str, list[float]] = {"zstd decompression only": [], **{label: [] for label, _, _ in runs}}
     parsed: dict[str, int] = {}
+    lines_per_mb = 0.0
     for _ in range(args.repeat):
-        for label, streaming in (("watcher, batch application", False), ("watcher, streaming application", True)):
+        for label, streaming, command in runs:
             folder = tempfile.mkdtemp(prefix="sso-watch-scan-")
             try:
                 lines = list(header) + body * copies
@@ -333,27 +452,37 @@ def scan_only(args: argparse.Namespace) -> None:
                         pass
                 log.finish()
                 size = sum(len(x) for x in lines) / 1e6
-                if streaming:
+                if streaming and command:
+                    lines_per_mb = len(lines) / size
                     t = time.process_time()
                     dctx = zstandard.ZstdDecompressor()
                     with open(log.path, "rb") as f, dctx.stream_reader(f, read_across_frames=True) as r:
                         while r.read(1 << 20):
                             pass
                     results["zstd decompression only"].append(size / (time.process_time() - t))
-                watcher = EventLogWatcher([folder], read_finished_at_start=True, max_decoded_bytes_per_poll=1 << 40)
+                if command:  # as ``watch`` sets it up: placement's lines unparsed, progress as bytes
+                    options = WatchOptions(read_finished_at_start=True)
+                    watcher = FleetObserver([folder], Settings.from_env(history_enabled=False), options, serve=False).watcher
+                else:
+                    watcher = EventLogWatcher([folder], read_finished_at_start=True)
+                watcher.max_decoded_bytes_per_poll = 1 << 40
                 t = time.process_time()
                 watcher.poll()
                 results[label].append(size / (time.process_time() - t))
                 parsed[label] = watcher.counts.events_parsed
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
-    print(f"one zstd log of ~{args.scan_mb:.0f} MB decoded (recorded events repeated), median of {args.repeat} (min-max), MB/s decoded:")
+    print(
+        f"one zstd log of ~{args.scan_mb:.0f} MB decoded (recorded events repeated, {lines_per_mb:.0f} lines a MB), "
+        f"median of {args.repeat} (min-max), MB/s decoded (load average {os.getloadavg()[0]:.1f}):"
+    )
     base = statistics.median(results["zstd decompression only"])
     for label, values in results.items():
         extra = f", events parsed {parsed[label]}" if label in parsed else ""
+        median = statistics.median(values)
         print(
-            f"  {label}: {statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f}), "
-            f"{statistics.median(values) / base:.2f}x of decompression alone{extra}"
+            f"  {label}: {median:.0f} ({min(values):.0f}-{max(values):.0f}) = {median * lines_per_mb:,.0f} lines per CPU second, "
+            f"{median / base:.2f}x of decompression alone{extra}"
         )
 
 
@@ -379,6 +508,12 @@ def main() -> None:
         "--pipeline", action="store_true", help="run the full watch pipeline (metrics, signals, /metrics text), not the watcher alone"
     )
     parser.add_argument("--scrape", type=float, default=15.0, help="with --pipeline: seconds between renderings of /metrics")
+    parser.add_argument(
+        "--progress-parsed",
+        action="store_true",
+        help="the watcher parses progress lines whole (json.loads), as before issue 32's session 7",
+    )
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds of polls before the first batch: the fixed cost per poll")
     parser.add_argument("--scan-only", action="store_true")
     parser.add_argument("--scan-mb", type=float, default=100.0)
     parser.add_argument("--repeat", type=int, default=3)

@@ -8,6 +8,7 @@ without the machinery that finds it.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -56,15 +57,26 @@ class RawEvent(NamedTuple):
     """One event as Spark logged it: its type (the ``Event`` field), the parsed object and where it was.
 
     An event of a type the watcher was asked to hand over unparsed (``raw_events``) has ``line``, the bytes as
-    logged, and an empty ``data``: its consumer reads only a few fields of it and decodes those itself."""
+    logged, and an empty ``data``: its consumer reads only a few fields of it and decodes those itself. So has
+    a progress event with ``progress_as_bytes``, plus ``progress`` and ``logged_at``."""
 
     event_type: str
     data: dict[str, Any]
     source: str  # file:line
     replayed: bool = False  # delivered before a restart (``replay_on_resume``)
     line: bytes | None = None  # the logged line, for the types delivered unparsed
-    # a termination's time, which Spark does not log: the latest of the lines before it (``observer.model.log_time``)
+    # a termination's time, which Spark does not log: the latest of the lines before it (``observer.model.log_time``);
+    # a progress delivered as bytes: its time as ``event_time`` reads it (``observer.fleet.clock_skew``)
     logged_at: float | None = None
+    # a progress delivered unparsed (the watcher's ``progress_as_bytes``): its ``progress`` object's JSON as logged
+    progress: bytes | None = None
+
+    def progress_object(self) -> Any:
+        """A progress event's ``progress`` object, parsed from ``progress`` if it came as bytes: for readers off
+        the pipeline's path (tests, benches, tools), which want the object however the watcher delivered it."""
+        if self.progress is not None:
+            return json.loads(self.progress)
+        return self.data.get("progress")
 
 
 @dataclass(frozen=True)

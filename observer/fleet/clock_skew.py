@@ -26,16 +26,20 @@ def event_time(event_type: str, data: dict[str, Any]) -> float | None:
         progress = data.get("progress")
         if not isinstance(progress, dict):
             return None
-        start = parse_timestamp(progress.get("timestamp"))
-        duration = progress.get("batchDuration")
-        if start is None:
-            return None
-        if isinstance(duration, (int, float)) and not isinstance(duration, bool) and 0 <= duration < 1e12:
-            return start + duration / 1000.0
-        return start
+        return progress_time(progress.get("timestamp"), progress.get("batchDuration"))
     if event_type in (QUERY_STARTED, QUERY_IDLE):
         return parse_timestamp(data.get("timestamp"))
     return None
+
+
+def progress_time(timestamp: Any, duration: Any) -> float | None:
+    """A progress event's time from its ``timestamp`` and ``batchDuration`` fields as decoded (any JSON value)."""
+    start = parse_timestamp(timestamp)
+    if start is None:
+        return None
+    if isinstance(duration, (int, float)) and not isinstance(duration, bool) and 0 <= duration < 1e12:
+        return start + duration / 1000.0
+    return start
 
 
 class ClockSkew(WatcherCore):

@@ -126,9 +126,15 @@ class EventLogWatcher(LogListing, LogTailing, EventLines, Identification, ClockS
         raw_events: Iterable[str] = (),
         raw_keep: Callable[[bytes], bool] | None = None,
         follow_symlinks: bool = False,
+        progress_as_bytes: bool = False,
     ) -> None:
         """``raw_events``: wanted types delivered as their line, not parsed (``RawEvent.line``); with ``raw_keep``
         only those lines it accepts (a consumer's cheap byte test: most task lines do not matter to it).
+
+        ``progress_as_bytes``: progress events come as their line and their ``progress`` object's JSON
+        (``RawEvent.progress``, for ``observer.model.decode``'s fast path, as replay hands them) with their time in
+        ``RawEvent.logged_at``, not parsed into a dict: the watcher reads only the few fields its guard needs
+        (``observer.fleet.event_lines``). A line that path declines is parsed and delivered as before.
 
         ``follow_symlinks``: follow a symbolic link wherever it points; by default only one whose target stays
         inside a watched folder (a link planted in a shared log folder must not make the watcher read other files).
@@ -142,6 +148,7 @@ class EventLogWatcher(LogListing, LogTailing, EventLines, Identification, ClockS
         self.wanted = frozenset(wanted_events)
         self.raw_events = frozenset(raw_events) & self.wanted
         self.raw_keep = raw_keep
+        self.progress_as_bytes = progress_as_bytes
         self.shard = shard
         self.state_path = os.path.abspath(state_path) if state_path else None
         self.grace_seconds = grace_seconds

@@ -40,6 +40,9 @@ class FileTail:
         self.failed_at = -1  # boundary a decode failed after (it is retried once from there)
         self.inode: tuple[int, int] | None = None  # (device, inode) when first opened: another file renamed over it differs
         self.head = b""  # the file's first bytes as read (up to _HEAD_BYTES); known only when read from offset 0
+        # (mode, device, inode, size, mtime) of the file when last read to its end: a poll that finds the same by
+        # ``lstat`` (one system call) skips opening, checking and closing it (``observer.fleet.log_tailing``)
+        self.seen: tuple[int, int, int, int, int] | None = None
 
     def resume_point(self) -> tuple[int, int]:
         """(raw, decoded) offsets a fresh decoder can start at, at or before the last complete line."""

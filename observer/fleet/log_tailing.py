@@ -120,6 +120,15 @@ class LogTailing(WatcherCore):
             )
             tail.broken = True
             return budget
+        if tail.seen is not None:
+            try:
+                unchanged = _stat_key(os.lstat(tail.path)) == tail.seen
+            except OSError:
+                unchanged = False  # opening it says what is wrong
+            if unchanged:  # not grown, moved, replaced or turned into a link since it was read to its end
+                self._caught_up(app)
+                return budget
+            tail.seen = None
         fd = self._open(app, tail)
         if fd is None:
             return budget
@@ -145,6 +154,7 @@ class LogTailing(WatcherCore):
             tail.size = st.st_size
             if st.st_size == tail.raw:
                 self._caught_up(app)
+                tail.seen = _stat_key(st)
                 return budget
             while tail.raw < st.st_size and budget > 0 and not tail.broken:
                 at = tail.raw
@@ -156,6 +166,8 @@ class LogTailing(WatcherCore):
                 budget -= self._decode(app, tail, data, budget)
             if tail.raw >= st.st_size:
                 self._caught_up(app)
+                if not tail.broken:
+                    tail.seen = _stat_key(st)  # a symbolic link's lstat differs from its target's fstat: never skipped
             else:
                 app.caught_up = False
         except OSError as exc:
@@ -273,3 +285,8 @@ class LogTailing(WatcherCore):
         )
         tail.broken = True
         return True
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What says a file is the one read so far and has not changed: its type, identity, size and modification time."""
+    return st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns

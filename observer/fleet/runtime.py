@@ -276,6 +276,7 @@ class FleetObserver:
             max_apps=o.max_apps,
             raw_events=PLACEMENT_EVENTS,  # placement decodes the few fields it reads, of the lines that matter to it
             raw_keep=wanted_line,
+            progress_as_bytes=True,  # the pipeline decodes the progress object's JSON itself (observer.model.decode)
         )
         self._apps: dict[str, _AppPipeline] = {}
         # what every application's rules know of each query's runs, by query id: a job restarted as a new
@@ -536,11 +537,14 @@ class FleetObserver:
 
     def _apply(self, pipeline: _AppPipeline, event: RawEvent) -> int:
         if pipeline.placement is not None:  # every event, in the log's order, before a progress event is processed
-            if event.line is not None:  # task, job and SQL events come unparsed: placement decodes what it reads
+            if event.progress is not None:  # a progress as bytes: placement reads its ids from the line, as in replay
+                pipeline.placement.feed_line(event.line or b"", app=pipeline.log_name)
+            elif event.line is not None:  # task, job and SQL events come unparsed: placement decodes what it reads
                 pipeline.checkpoints.feed_line(event.line)
                 pipeline.placement.feed_line(event.line, app=pipeline.log_name)
                 return 0
-            pipeline.placement.feed(event.data, app=pipeline.log_name)
+            else:
+                pipeline.placement.feed(event.data, app=pipeline.log_name)
         if event.event_type in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
             _executor_change(pipeline.executors, event)
             return 0
@@ -551,7 +555,9 @@ class FleetObserver:
         if at is None:
             at = pipeline.last_time if event.replayed and pipeline.last_time else pipeline.clock()
         pipeline.last_time = max(pipeline.last_time, at)
-        payload: Any = event.data.get("progress") if kind == kinds.PROGRESS else event.data
+        payload: Any = (
+            event.data if kind != kinds.PROGRESS else event.progress if event.progress is not None else event.data.get("progress")
+        )
         pipeline.replaying = event.replayed
         try:
             pipeline.observer.process(CapturedEvent(kind, payload, at, 0.0))

@@ -33,6 +33,7 @@ class WatcherCore(abc.ABC):
     wanted: frozenset[str]
     raw_events: frozenset[str]
     raw_keep: Callable[[bytes], bool] | None
+    progress_as_bytes: bool
     shard: tuple[int, int] | None
     state_path: str | None
     grace_seconds: float

@@ -56,7 +56,7 @@ class Collector:
             for e in app.events:
                 self.types.setdefault(app.log_name, set()).add(e.event_type)
                 if e.event_type == QUERY_PROGRESS:
-                    (self.replayed if e.replayed else self.batches).setdefault(app.log_name, []).append(e.data["progress"]["batchId"])
+                    (self.replayed if e.replayed else self.batches).setdefault(app.log_name, []).append(e.progress_object()["batchId"])
             self.statuses.setdefault(app.log_name, []).extend(s.status for s in app.status_changes)
             self.problems.setdefault(app.log_name, []).extend(app.problems)
             self.skew[app.log_name] = app.clock_skew

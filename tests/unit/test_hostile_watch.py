@@ -133,7 +133,7 @@ class Seen:
             if app.identity is not None:
                 self.names[app.log_name] = app.identity.name
             for e in app.events:
-                progress = e.data.get("progress") if e.event_type == QUERY_PROGRESS else None
+                progress = e.progress_object() if e.event_type == QUERY_PROGRESS else None
                 if isinstance(progress, dict) and progress.get("id") == GOOD_QUERY and not e.replayed:
                     self.batches.setdefault(app.log_name, []).append(progress["batchId"])
             self.problems.setdefault(app.log_name, []).extend(app.problems)
