@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 
 import pytest
 
@@ -92,6 +93,12 @@ def _bytes_way(line: bytes) -> tuple[object, ...] | None:
     return repr(json.loads(raw)), guard.id, guard.runId, guard.batchId, at
 
 
+def without_clock_gap(problems: list[str]) -> list[str]:
+    """Problems with the seconds a log's times lag the wall clock masked: the two watchers read the clock a
+    moment apart, so that figure may differ by a second between them (its wording and place may not)."""
+    return [re.sub(r"are \d+ s behind", "are N s behind", p) for p in problems]
+
+
 def test_every_progress_line_and_its_hostile_variants_read_alike() -> None:
     lines = _progress_lines()
     assert len(lines) >= 500
@@ -143,7 +150,7 @@ def test_watchers_deliver_the_same_events_either_way(tmp_path, path: str) -> Non
         s.take(w.poll())
     fast, slow = seen
     assert fast.events == slow.events
-    assert fast.problems == slow.problems
+    assert without_clock_gap(fast.problems) == without_clock_gap(slow.problems)
     assert sum(1 for e in fast.events if e[0] == QUERY_PROGRESS) == len(progress)
     counts = [(w.counts.events_parsed, w.counts.events_delivered, w.counts.events_duplicate, dict(w.counts.problems)) for w in watchers]
     assert counts[0] == counts[1]
