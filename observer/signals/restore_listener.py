@@ -38,6 +38,10 @@ class RestoreUpdate:
     eta_seconds: float | None
     duration_seconds: float | None
     complete: bool | None
+    eta_basis: str | None  # "estimate" (the checkpoint's work, nothing finished yet), "blend" or "observed"
+    executors_lost: tuple[str, ...]  # executors lost while it ran (their partitions loaded again)
+    partitions_retried: int | None
+    loads_from_dfs: int | None  # on the end, Spark 4.2+: stores loaded from the checkpoint, not reused
     event: SignalEvent
 
     @classmethod
@@ -57,6 +61,10 @@ class RestoreUpdate:
             eta_seconds=a.get("eta_seconds"),
             duration_seconds=a.get("duration_seconds"),
             complete=a.get("complete"),
+            eta_basis=a.get("eta_basis"),
+            executors_lost=tuple(a.get("executors_lost") or ()),
+            partitions_retried=a.get("partitions_retried"),
+            loads_from_dfs=a.get("loads_from_dfs"),
             event=event,
         )
 

@@ -90,3 +90,18 @@ def test_a_listener_that_raises_is_counted_not_propagated() -> None:
     bus.publish(events)
     assert len(failures) == sum(1 for e in events if e.kind == kinds.RESTORE_STARTED) == 2
     assert list(bus.recent) == events
+
+
+def test_an_executor_lost_mid_restore_reaches_the_listeners_end() -> None:
+    """The recorded kill mid-restore (local-cluster, executor 1 SIGKILLed while the dedupe loaded): the end
+    names the lost executor and the partitions loaded again, as the event's attributes do."""
+    events = restore_events([os.path.join(FIXTURES, "restore_progress", "kill_mid_restore", "eventlog")])
+    listener = Recording()
+    delivered(events, listener)
+    ends = {r.operator: r for method, r in listener.calls if method == "end"}
+    assert set(ends) == {"dedupe", "stateStoreSave"}
+    for r in ends.values():
+        assert r.executors_lost == tuple(r.event.attributes["executors_lost"]) == ("1",)
+        assert r.partitions_retried == r.event.attributes["partitions_retried"]
+        assert r.complete is True and r.partitions_done == r.partitions_total == 16
+    assert ends["dedupe"].partitions_retried == 2
