@@ -451,6 +451,9 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
 
 def _sum(sources: list[_Source], key: str) -> float | None:
     """Spark's query-level figure from its sources, for event logs (Jackson omits the query's own)."""
+    if len(sources) == 1:  # the usual query: its one source's figure, as ``sum`` gives it (a finite float plus 0)
+        value = getattr(sources[0], key)
+        return None if value is None or value is _UNSET else 0 + value
     values = [v for v in (_opt(getattr(s, key)) for s in sources) if v is not None]
     if not values:
         return None
