@@ -90,3 +90,17 @@ def test_every_recorded_progress_line_reads_the_same_through_the_shared_decode()
         for mine, other in zip(model.operators, again.operators):  # no two models share a decoded dict
             assert mine.custom is not other.custom or not mine.custom
     assert typed >= len(LINES)
+
+
+def test_the_watchers_own_copy_of_the_progress_bytes_shares_the_decode_of_its_line() -> None:
+    """The watcher cuts its own copy of the ``progress`` object from the line placement read: equal bytes, the same model."""
+    for line in LINES:
+        assert decode.event_progress_ids(line) is not None
+        raw = decode.event_progress(line)
+        assert raw is not None
+        copy = bytes(bytearray(raw))  # as the watcher's own cut: the same bytes, another object
+        assert copy is not raw
+        stamp, _ = decode.stamp_fields(copy)
+        model = decode.progress(copy, _FAST_RULES)
+        reference = parse_progress(json.loads(raw))
+        assert model is not None and _fields(model) == _fields(reference) and stamp == json.loads(raw)["timestamp"]
