@@ -98,7 +98,7 @@ class _Progress(msgspec.Struct):
 class _Line(msgspec.Struct, kw_only=True):
     """An event log's progress line: its ``Event`` (any JSON value) and its ``progress`` object, kept as raw JSON."""
 
-    Event: Any = _UNSET  # noqa: N815  # Spark's JSON field name
+    Event: Any = _UNSET  # Spark's JSON field name
     progress: msgspec.Raw
 
 
@@ -285,12 +285,11 @@ def progress(payload: object, rules: Rules) -> QueryProgress | None:
         if len(payload) > MAX_JSON_ITEMS and json_items(payload) > MAX_JSON_ITEMS:
             return None
         text = payload if isinstance(payload, str) else bytes(payload).decode()
-        shared, doc = _take_typed(payload) if type(payload) is bytes else (False, None)
-        if not shared:
-            doc = _PROGRESS.decode(payload)
-        elif doc is None:
+        shared, taken = _take_typed(payload) if type(payload) is bytes else (False, None)
+        if shared and taken is None:
             return None  # the typed decode failed on these very bytes
-        return _build(doc, rules, LazyJson(text), text)  # type: ignore[arg-type]  # set on every path that gets here
+        doc = taken if taken is not None else _PROGRESS.decode(payload)
+        return _build(doc, rules, LazyJson(text), text)
     except Exception:  # declining is always safe: the reference parser decides
         return None
 
