@@ -166,7 +166,7 @@ def _typed(shared: _Shared) -> _Progress | None:
         shared.tried = True
         try:
             shared.doc = _PROGRESS.decode(shared.raw)  # type: ignore[arg-type]  # only called with raw set
-        except msgspec.MsgspecError:
+        except Exception:  # not the typed shape, or anything msgspec did not foresee: the readers go their own way
             shared.doc = None
     return shared.doc
 
