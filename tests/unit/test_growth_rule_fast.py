@@ -61,7 +61,7 @@ class _Reference(Growth):
         state.rising_since = (ts if state.rising_since is None else state.rising_since) if unbounded else None
         rising_for = 0.0 if state.rising_since is None else ts - state.rising_since
         if unbounded and watermark and not state.ever_evicted and ts - state.first_seen < (delay or 0.0) + self.s.growth_window_seconds:
-            unbounded = None
+            unbounded = None  # a watermarked state still filling its first windows
         elif unbounded and state.ever_evicted and rising_for < self.s.growth_window_seconds:
             unbounded = None
         if unbounded is None or unbounded == state.unbounded:
@@ -147,7 +147,9 @@ def _spliced() -> list[tuple[str, list[QueryProgress]]]:
     "settings",
     [
         Settings(http_enabled=False),
-        Settings(http_enabled=False, growth_window_seconds=15.0, growth_min_batches=3, state_rows_budget=1e6, state_memory_budget_bytes=1e9),
+        Settings(
+            http_enabled=False, growth_window_seconds=15.0, growth_min_batches=3, state_rows_budget=1e6, state_memory_budget_bytes=1e9
+        ),
     ],
     ids=["defaults", "short_window_with_budgets"],
 )
