@@ -223,9 +223,11 @@ class GrowthWindow:
             return None
         column, basis = (1, "rows") if totals[-1][2] - totals[start][2] + (first[1] > 0) else (2, "bytes")
 
+        trend = Trend(None, basis, first[column], last[column], span, n)
+        if rising_only and not last[column] > first[column]:
+            return trend  # ended not above where it started: not rising, whatever the thirds
         one = _third_start(pts, 1, start, t0, span)
         two = _third_start(pts, 2, one, t0, span)
-        trend = Trend(None, basis, first[column], last[column], span, n)
         if not (start < one < two < len(pts)):
             return trend
         c = column - 1
@@ -234,7 +236,7 @@ class GrowthWindow:
             return totals[j - 1][c] - (totals[i][c] - pts[i][column])
 
         m1, m2, m3 = total(start, one) / (one - start), total(one, two) / (two - one), total(two, len(pts)) / (len(pts) - two)
-        if rising_only and not (m2 - m1 > 1.0 and m3 - m2 > 1.0 and last[column] > first[column]):
+        if rising_only and not (m2 - m1 > 1.0 and m3 - m2 > 1.0):
             return trend
 
         def scatter() -> float:
