@@ -208,9 +208,11 @@ class GrowthWindow:
         m1, m2, m3 = (sum(third) / len(third) for third in thirds)
         return _decide(trend, m1, m2, m3, lambda: _scatter(ts, ys))
 
-    def _shape_from(self, start: int, min_span: float) -> Trend | None:
+    def _shape_from(self, start: int, min_span: float, rising_only: bool = False) -> Trend | None:
         """``_shape_listed`` of the points from ``start`` on, in time order with exact amounts: O(log n)
-        but for the scatter, which is computed only when the answer depends on it."""
+        but for the scatter, which is computed only when the answer depends on it. ``rising_only``: the
+        caller asks only whether it is rising, so a window that cannot be (``_decide``'s ``may_rise``
+        false) returns its trend undecided without the scatter."""
         pts, totals = self.points, self._totals
         n = len(pts) - start
         if n < max(self.min_points, 3):
@@ -221,9 +223,11 @@ class GrowthWindow:
             return None
         column, basis = (1, "rows") if totals[-1][2] - totals[start][2] + (first[1] > 0) else (2, "bytes")
 
+        trend = Trend(None, basis, first[column], last[column], span, n)
+        if rising_only and not last[column] > first[column]:
+            return trend  # ended not above where it started: not rising, whatever the thirds
         one = _third_start(pts, 1, start, t0, span)
         two = _third_start(pts, 2, one, t0, span)
-        trend = Trend(None, basis, first[column], last[column], span, n)
         if not (start < one < two < len(pts)):
             return trend
         c = column - 1
@@ -232,6 +236,8 @@ class GrowthWindow:
             return totals[j - 1][c] - (totals[i][c] - pts[i][column])
 
         m1, m2, m3 = total(start, one) / (one - start), total(one, two) / (two - one), total(two, len(pts)) / (len(pts) - two)
+        if rising_only and not (m2 - m1 > 1.0 and m3 - m2 > 1.0):
+            return trend
 
         def scatter() -> float:
             window = list(islice(pts, start, None))
@@ -239,7 +245,24 @@ class GrowthWindow:
 
         return _decide(trend, m1, m2, m3, scatter)
 
-    def verdict(self, rows_budget: float = 0.0, bytes_budget: float = 0.0) -> GrowthVerdict:
+    def rising(self) -> bool:
+        """Whether ``trend()`` is rising, without what it needs only to tell flat from in between.
+
+        ``trend`` returns the whole window's shape when it has one, and otherwise the second half's only when
+        flat: so it is rising exactly when the whole window is. The whole window is rising only when each third
+        is a row above the one before and the state ended above where it started (``_decide``'s ``may_rise``),
+        so a window that is not asks for no scatter and no second half. Held equal to
+        ``trend().shape == RISING`` after every batch of every recorded operator (``tests/unit/test_growth_window_fast.py``)."""
+        if self._descents or self._inexact:
+            whole = self.trend_listed()
+            return whole is not None and whole.shape == RISING
+        whole = self._shape_from(0, self.window * 0.5, rising_only=True)
+        return whole is not None and whole.shape == RISING
+
+    def rates(self, rows_budget: float = 0.0, bytes_budget: float = 0.0) -> tuple[float, float, float, float | None, float | None]:
+        """The verdict's O(1) part: rows and bytes a second (least squares), eviction ratio, and the
+        seconds until each budget, as ``verdict`` has them; the growth rule reads these every batch and
+        the trend only when its answer can matter."""
         n, st, stt, sr, str_, sb, stb, _ = self._sums
         denominator = n * stt - st * st
         if n < 2 or denominator <= 1e-12 * max(1.0, n * stt):  # the least-squares slopes of rows and bytes over time
@@ -250,7 +273,17 @@ class GrowthWindow:
         ratio = self._removed / self._added if self._added > 0 else 0.0
         rows = memory = 0.0
         if self.points:
-            rows, memory = self.points[-1][1], self.points[-1][2]
+            last = self.points[-1]
+            rows, memory = last[1], last[2]
+        return rows_rate, bytes_rate, ratio, _eta(rows, rows_rate, rows_budget), _eta(memory, bytes_rate, bytes_budget)
+
+    @property
+    def removed(self) -> float:
+        """Rows removed within the window."""
+        return self._removed
+
+    def verdict(self, rows_budget: float = 0.0, bytes_budget: float = 0.0) -> GrowthVerdict:
+        rows_rate, bytes_rate, ratio, rows_eta, bytes_eta = self.rates(rows_budget, bytes_budget)
         trend = self.trend()
         shape = trend.shape if trend else None
         return GrowthVerdict(
@@ -258,8 +291,8 @@ class GrowthWindow:
             bytes_per_second=bytes_rate,
             eviction_ratio=ratio,
             unbounded=None if shape is None else shape == RISING,
-            rows_eta_seconds=_eta(rows, rows_rate, rows_budget),
-            bytes_eta_seconds=_eta(memory, bytes_rate, bytes_budget),
+            rows_eta_seconds=rows_eta,
+            bytes_eta_seconds=bytes_eta,
             trend=trend,
             removed=self._removed,
         )
@@ -416,21 +449,29 @@ class Growth:
                 shared[(op.index, op.name)] = state
         state.window.add(ts, op.rows_total, op.memory_bytes or 0.0, op.rows_updated or 0.0, op.rows_removed or 0.0)
         state.ever_evicted = state.ever_evicted or bool(op.rows_removed)
-        v = state.window.verdict(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
+        window = state.window
+        rows_rate, bytes_rate, ratio, rows_eta, bytes_eta = window.rates(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
         labels = operator_labels(op.index, op.name)
         facts.set_many(
             record,
             labels,
             (
-                (catalog.ROWS_GROWTH_RATE, v.rows_per_second),
-                (catalog.MEMORY_GROWTH_RATE, v.bytes_per_second),
-                (catalog.EVICTION_RATIO, v.eviction_ratio),
-                (catalog.ROWS_BUDGET_ETA, v.rows_eta_seconds),
-                (catalog.MEMORY_BUDGET_ETA, v.bytes_eta_seconds),
+                (catalog.ROWS_GROWTH_RATE, rows_rate),
+                (catalog.MEMORY_GROWTH_RATE, bytes_rate),
+                (catalog.EVICTION_RATIO, ratio),
+                (catalog.ROWS_BUDGET_ETA, rows_eta),
+                (catalog.MEMORY_BUDGET_ETA, bytes_eta),
             ),
         )
         watermark, delay = p.watermark is not None, _watermark_delay(p)
-        unbounded = v.unbounded
+        trend: Trend | None = None
+        if state.unbounded is False:
+            # a bounded state changes only on a rising window, and flat or in between reads alike below (falsy,
+            # then no change): ask only whether it rises, which rarely needs the scatter or the second half
+            unbounded: bool | None = True if window.rising() else None
+        else:
+            trend = window.trend()
+            unbounded = None if trend is None or trend.shape is None else trend.shape == RISING
         state.rising_since = (ts if state.rising_since is None else state.rising_since) if unbounded else None
         rising_for = 0.0 if state.rising_since is None else ts - state.rising_since
         if unbounded and watermark and not state.ever_evicted and ts - state.first_seen < (delay or 0.0) + self.s.growth_window_seconds:
@@ -444,7 +485,8 @@ class Growth:
             if state.unbounded is not None:
                 facts.set(record, catalog.STATE_UNBOUNDED, labels, 1.0 if state.unbounded else 0.0)
             return  # hysteresis: only new evidence changes the verdict
-        trend, window = v.trend, state.window
+        if trend is None:
+            trend = window.trend()
         if trend is None:  # never: a verdict comes from a trend
             return
         state.unbounded = unbounded
@@ -459,11 +501,11 @@ class Growth:
             "bytes_at_end": last[2],
             "window_seconds": round(trend.span_seconds, 1),
             "batches": trend.batches,
-            "rows_per_second": round(v.rows_per_second, 3),
-            "bytes_per_second": round(v.bytes_per_second, 3),
-            "evicted": v.removed > 0,
-            "rows_removed": v.removed,
-            "eviction_ratio": round(v.eviction_ratio, 3),
+            "rows_per_second": round(rows_rate, 3),
+            "bytes_per_second": round(bytes_rate, 3),
+            "evicted": window.removed > 0,
+            "rows_removed": window.removed,
+            "eviction_ratio": round(ratio, 3),
             "watermark": watermark,
             "watermark_delay_seconds": None if delay is None else round(delay, 1),
             "confidence": self._confidence(trend),

@@ -69,7 +69,9 @@ def _compare(series: Series, window_seconds: float) -> int:
     fast = 0
     for point in series:
         w.add(*point)
-        assert w.trend() == w.trend_listed()
+        trend = w.trend()
+        assert trend == w.trend_listed()
+        assert w.rising() == (trend is not None and trend.shape == "rising")
         fast += not (w._descents or w._inexact)
     return fast
 
@@ -99,7 +101,9 @@ def test_points_the_totals_cannot_take_are_read_one_by_one_until_they_leave() ->
         w = GrowthWindow(4.0, min_points=3)
         for point in odd:
             w.add(*point)
-            assert w.trend() == w.trend_listed(), name
+            trend = w.trend()
+            assert trend == w.trend_listed(), name
+            assert w.rising() == (trend is not None and trend.shape == "rising"), name
         leaves += not (w._descents or w._inexact)
     assert leaves  # the odd points left some windows, which were read from their totals again
 
