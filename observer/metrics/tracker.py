@@ -62,10 +62,14 @@ class QueryRecord:
     labels: LabelBudget = field(default_factory=LabelBudget)
     batches_seen: int = 0
     run_batches: int = 0  # batches the latest run completed: a crash loop ends with a run that completes one
-    # Per operator, the totals of its counters while ``_accumulate`` adds to them in bulk, in the order of
-    # its plan's keys: those series' values in ``_counters`` are stale until written back, which every read
-    # of ``counters`` (and every copy) does. A key is in one block at most.
-    _blocks: dict[_OperatorPlan, list[float]] = field(default_factory=dict, repr=False)
+    # The totals of the operators' counters while ``_accumulate`` adds to them in bulk, in the order of the
+    # block's keys: those series' values in ``_counters`` are stale until written back, which every read of
+    # ``counters`` (and every copy) does. One block at most (the latest operators'), a key in it once.
+    _blocks: dict[_OperatorBlock, list[float]] = field(default_factory=dict, repr=False)
+    # The operator plans per shape of the operators (``_operators_plan``), while the label budget's
+    # generation is ``_plans_generation``: what a new label set changes is decided again after it.
+    _plans: dict[tuple[tuple[int, str, tuple[str, ...]], ...], _OperatorsPlan] = field(default_factory=dict, repr=False)
+    _plans_generation: int = -1
 
     @property
     def label(self) -> str:
@@ -96,12 +100,11 @@ class QueryRecord:
         for plan, totals in self._blocks.items():
             self._counters.update(zip(plan.keys, totals))
 
-    def _settle(self, labels: Labels | None = None) -> None:
-        """Write back and drop the bulk totals (of the operator with ``labels`` only, if given: the blocks of
-        other operators hold other series) before ``_counters`` is changed otherwise; ``_accumulate`` builds
-        them again from it."""
-        for plan in [plan for plan in self._blocks if labels is None or plan.labels == labels]:
-            self._counters.update(zip(plan.keys, self._blocks.pop(plan)))
+    def _settle(self) -> None:
+        """Write back and drop the bulk totals before ``_counters`` is changed otherwise; ``_accumulate``
+        builds them again from it."""
+        self._write_back()
+        self._blocks.clear()
 
 
 @functools.lru_cache(maxsize=4096)  # every rule asks for them per operator and batch; names come from the job: bounded
@@ -279,6 +282,7 @@ def _copy_record(r: QueryRecord) -> QueryRecord:
     clone.terminations = dict(r.terminations)
     clone._counters = dict(r.counters)
     clone._blocks = {}
+    clone._plans, clone._plans_generation = {}, -1
     clone.signal_gauges = dict(r.signal_gauges)
     clone.labels = r.labels.copy()
     return clone
@@ -312,22 +316,49 @@ def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
             _add(counters, (catalog.SOURCE_INPUT_ROWS, labels), src.input_rows)
     if p.sink is not None:
         _add(counters, _SINK_OUTPUT_ROWS_KEY, p.sink.output_rows)
-    blocks = record._blocks
-    for op in p.operators:
-        plan, bulk = _operator_plans(op.index, op.name, tuple(op.custom))
-        if not allows(plan.labels):
-            continue
+    if p.operators:
+        _accumulate_operators(record, p.operators)
+
+
+def _accumulate_operators(record: QueryRecord, operators: tuple[OperatorProgress, ...]) -> None:
+    """Add the operators' counters: in one block for all of them, by one plan per shape of the operators.
+
+    The plan (which operators the label budget allows, their series keys, scales and custom metric names)
+    is decided once per shape and budget generation, not per operator and batch; the amounts of every
+    operator are then added in one bulk step when every one of them is addable, as ``_add_many`` would
+    add them operator by operator (each series is in one operator's keys: the same float operations).
+    Otherwise (a new shape, a None or negative amount) operator by operator, as the reference does.
+    """
+    budget = record.labels
+    plans = record._plans
+    if record._plans_generation != budget.generation:  # a label value came or went: decide again
+        plans.clear()
+        record._plans_generation = budget.generation
+    shape = tuple([(op.index, op.name, tuple(op.custom)) for op in operators])
+    plan = plans.get(shape)
+    if plan is None:
+        if len(plans) >= _MAX_SHAPES:  # names that change every batch: start over rather than grow
+            plans.clear()
+        plan = plans[shape] = _operators_plan(shape, budget.allows)
+    block = plan.block
+    totals = record._blocks.get(block)
+    if totals is not None:
+        values: list[float | None] = []
+        for position, keys in zip(plan.positions, block.custom_keys):
+            op = operators[position]
+            values += _FIELDS(op)
+            values += map(op.custom.__getitem__, keys)
+        if _addable(values):
+            totals[:] = map(operator.add, totals, map(operator.mul, values, block.scales))  # no None: _addable
+            return
+    record._settle()  # a new plan (first batch, other metric names), or values to take one by one
+    counters = record._counters
+    for position, op_plan in zip(plan.positions, plan.ops):
+        op = operators[position]
         custom = op.custom
-        totals = blocks.get(bulk)
-        if totals is not None:
-            values = [*bulk.fields(op), *map(custom.__getitem__, bulk.custom_keys)]
-            if _addable(values):
-                totals[:] = map(operator.add, totals, map(operator.mul, values, bulk.scales))  # no None: _addable
-                continue
-        record._settle(plan.labels)  # a new plan (first batch, other metric names), or values to take one by one
-        _add_many(counters, plan.keys, [*plan.fields(op), *map(custom.__getitem__, plan.custom_keys)], plan.scales)
-        if all(map(counters.__contains__, bulk.keys)):
-            blocks[bulk] = list(map(counters.__getitem__, bulk.keys))
+        _add_many(counters, op_plan.keys, [*op_plan.fields(op), *map(custom.__getitem__, op_plan.custom_keys)], op_plan.scales)
+    if block.unique and all(map(counters.__contains__, block.keys)):
+        record._blocks[block] = list(map(counters.__getitem__, block.keys))
 
 
 def _add(counters: dict[SeriesKey, float], key: SeriesKey, value: float | None) -> None:
@@ -414,6 +445,54 @@ def _operator_plans(index: int, name: str, custom: tuple[str, ...]) -> tuple[_Op
     the same order (a recorded busy run reordered them every other batch): the bulk totals are one block still."""
     counters = tuple(key for key in custom if key in _CUSTOM_COUNTERS)
     return _operator_plan(index, name, counters), _operator_plan(index, name, tuple(sorted(counters)))
+
+
+@dataclass(frozen=True, eq=False)  # identity: cached per set of operator plans, found by it on the hot path
+class _OperatorBlock:
+    """The bulk totals of several operators in one list: their sorted plans' keys and scales end to end."""
+
+    keys: tuple[SeriesKey, ...]
+    scales: tuple[float, ...]
+    custom_keys: tuple[tuple[str, ...], ...]  # per operator, its custom counters in the sorted plan's order
+    unique: bool  # no series twice (two operators of the same index and name): else no block, add one by one
+
+
+@dataclass(frozen=True)
+class _OperatorsPlan:
+    """The operators of one shape the label budget allows: their positions in the event, their plans (in the
+    event's order of custom metrics) and the block their bulk totals share."""
+
+    positions: tuple[int, ...]
+    ops: tuple[_OperatorPlan, ...]
+    block: _OperatorBlock
+
+
+_MAX_SHAPES = 16  # per query: Spark sends one shape, or two (custom metrics in two orders)
+
+
+def _operators_plan(shape: tuple[tuple[int, str, tuple[str, ...]], ...], allows: Callable[[Labels], bool]) -> _OperatorsPlan:
+    """The plan of operators of ``shape`` (index, name, custom metric names each) under ``allows``."""
+    positions, ops, bulks = [], [], []
+    for position, (index, name, custom) in enumerate(shape):
+        plan, bulk = _operator_plans(index, name, custom)
+        if allows(plan.labels):
+            positions.append(position)
+            ops.append(plan)
+            bulks.append(bulk)
+    return _OperatorsPlan(tuple(positions), tuple(ops), _operator_block(tuple(bulks)))
+
+
+@functools.lru_cache(maxsize=1024)  # keyed by plans (identity), which are cached themselves: bounded
+def _operator_block(bulks: tuple[_OperatorPlan, ...]) -> _OperatorBlock:
+    """One block for the bulk plans ``bulks``: shared by every shape with the same operators and names in
+    any order, so custom metrics that Spark reorders every other batch keep one block."""
+    keys = tuple(key for bulk in bulks for key in bulk.keys)
+    return _OperatorBlock(
+        keys,
+        tuple(scale for bulk in bulks for scale in bulk.scales),
+        tuple(bulk.custom_keys for bulk in bulks),
+        len(set(keys)) == len(keys),
+    )
 
 
 @functools.lru_cache(maxsize=1024)
