@@ -70,6 +70,9 @@ class QueryRecord:
     # generation is ``_plans_generation``: what a new label set changes is decided again after it.
     _plans: dict[tuple[tuple[int, str, tuple[str, ...]], ...], _OperatorsPlan] = field(default_factory=dict, repr=False)
     _plans_generation: int = -1
+    # The names the latest batch carried (``_names``) and the label values they use (``_uses``): a batch
+    # with the same names (the common case) uses the same list, which the budget then sees is a repeat.
+    _uses: tuple[_Names, list[tuple[str, str]]] | None = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -218,15 +221,12 @@ class QueryTracker:
         """Admit this batch's label values to the query's budget; drop the series of values it displaces."""
         record.batches_seen += 1
         budget, before = record.labels, record.labels.dropped
-        uses = [(PHASE, phase) for phase in p.duration_ms]
-        for src in p.sources:
-            uses.append((SOURCE, source_labels(src.index, src.description)[1][1]))
-            uses += [(METRIC, key) for key in src.metrics if key not in catalog.KAFKA_LAG_KEYS]
-        for op in p.operators:
-            uses.append((OPERATOR, op.name))
-            uses += _unknown_custom(tuple(op.custom))
-            if op.instances:
-                uses += [(METRIC, prefix) for prefix in {m.prefix for m in op.instances} - catalog.KNOWN_INSTANCE_PREFIXES]
+        names = _names(p)
+        if record._uses is not None and record._uses[0] == names:  # the names of the previous batch: its uses
+            uses = record._uses[1]
+        else:
+            uses = _uses(p)
+            record._uses = (names, uses)
         evicted = budget.admit_batch(uses, record.batches_seen)
         if evicted:
             gone = set(evicted)
@@ -277,12 +277,38 @@ class QueryTracker:
         return len(self._queries)
 
 
+_Names = tuple[tuple[str, ...], tuple[tuple[int, str, tuple[str, ...]], ...], tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]]
+
+
+def _names(p: QueryProgress) -> _Names:
+    """Every name of a batch that ``_uses`` reads: its phases, its sources' and its operators' names and metric keys."""
+    return (
+        tuple(p.duration_ms),
+        tuple([(src.index, src.description, tuple(src.metrics)) for src in p.sources]),
+        tuple([(op.name, tuple(op.custom), tuple([m.prefix for m in op.instances])) for op in p.operators]),
+    )
+
+
+def _uses(p: QueryProgress) -> list[tuple[str, str]]:
+    """The label values a batch uses, in order (``LabelBudget.admit_batch``): never changed once made."""
+    uses = [(PHASE, phase) for phase in p.duration_ms]
+    for src in p.sources:
+        uses.append((SOURCE, source_labels(src.index, src.description)[1][1]))
+        uses += [(METRIC, key) for key in src.metrics if key not in catalog.KAFKA_LAG_KEYS]
+    for op in p.operators:
+        uses.append((OPERATOR, op.name))
+        uses += _unknown_custom(tuple(op.custom))
+        if op.instances:
+            uses += [(METRIC, prefix) for prefix in {m.prefix for m in op.instances} - catalog.KNOWN_INSTANCE_PREFIXES]
+    return uses
+
+
 def _copy_record(r: QueryRecord) -> QueryRecord:
     clone = copy.copy(r)
     clone.terminations = dict(r.terminations)
     clone._counters = dict(r.counters)
     clone._blocks = {}
-    clone._plans, clone._plans_generation = {}, -1
+    clone._plans, clone._plans_generation, clone._uses = {}, -1, None
     clone.signal_gauges = dict(r.signal_gauges)
     clone.labels = r.labels.copy()
     return clone
