@@ -68,8 +68,9 @@ class QueryRecord:
     _blocks: dict[_OperatorBlock, list[float]] = field(default_factory=dict, repr=False)
     # The operator plans per shape of the operators (``_operators_plan``), while the label budget's
     # generation is ``_plans_generation``: what a new label set changes is decided again after it.
-    _plans: dict[tuple[tuple[int, str, tuple[str, ...]], ...], _OperatorsPlan] = field(default_factory=dict, repr=False)
+    _plans: dict[_OperatorNames, _OperatorsPlan] = field(default_factory=dict, repr=False)
     _plans_generation: int = -1
+    _plan: tuple[_OperatorNames, _OperatorsPlan] | None = field(default=None, repr=False)  # the latest batch's
     # The names the latest batch carried (``_names``) and the label values they use (``_uses``): a batch
     # with the same names (the common case) uses the same list, which the budget then sees is a repeat.
     _uses: tuple[_Names, list[tuple[str, str]]] | None = field(default=None, repr=False)
@@ -277,7 +278,8 @@ class QueryTracker:
         return len(self._queries)
 
 
-_Names = tuple[tuple[str, ...], tuple[tuple[int, str, tuple[str, ...]], ...], tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]]
+_OperatorNames = tuple[tuple[int, str, tuple[str, ...], tuple[str, ...]], ...]  # index, name, custom metric keys, instance prefixes
+_Names = tuple[tuple[str, ...], tuple[tuple[int, str, tuple[str, ...]], ...], _OperatorNames]
 
 
 def _names(p: QueryProgress) -> _Names:
@@ -285,7 +287,7 @@ def _names(p: QueryProgress) -> _Names:
     return (
         tuple(p.duration_ms),
         tuple([(src.index, src.description, tuple(src.metrics)) for src in p.sources]),
-        tuple([(op.name, tuple(op.custom), tuple([m.prefix for m in op.instances])) for op in p.operators]),
+        tuple([(op.index, op.name, tuple(op.custom), tuple([m.prefix for m in op.instances])) for op in p.operators]),
     )
 
 
@@ -308,7 +310,7 @@ def _copy_record(r: QueryRecord) -> QueryRecord:
     clone.terminations = dict(r.terminations)
     clone._counters = dict(r.counters)
     clone._blocks = {}
-    clone._plans, clone._plans_generation, clone._uses = {}, -1, None
+    clone._plans, clone._plans_generation, clone._uses, clone._plan = {}, -1, None, None
     clone.signal_gauges = dict(r.signal_gauges)
     clone.labels = r.labels.copy()
     return clone
@@ -343,10 +345,11 @@ def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
     if p.sink is not None:
         _add(counters, _SINK_OUTPUT_ROWS_KEY, p.sink.output_rows)
     if p.operators:
-        _accumulate_operators(record, p.operators)
+        names = record._uses[0][2] if record._uses is not None else _names(p)[2]  # _admit_labels made them for p
+        _accumulate_operators(record, p.operators, names)
 
 
-def _accumulate_operators(record: QueryRecord, operators: tuple[OperatorProgress, ...]) -> None:
+def _accumulate_operators(record: QueryRecord, operators: tuple[OperatorProgress, ...], shape: _OperatorNames) -> None:
     """Add the operators' counters: in one block for all of them, by one plan per shape of the operators.
 
     The plan (which operators the label budget allows, their series keys, scales and custom metric names)
@@ -359,13 +362,16 @@ def _accumulate_operators(record: QueryRecord, operators: tuple[OperatorProgress
     plans = record._plans
     if record._plans_generation != budget.generation:  # a label value came or went: decide again
         plans.clear()
-        record._plans_generation = budget.generation
-    shape = tuple([(op.index, op.name, tuple(op.custom)) for op in operators])
-    plan = plans.get(shape)
-    if plan is None:
-        if len(plans) >= _MAX_SHAPES:  # names that change every batch: start over rather than grow
-            plans.clear()
-        plan = plans[shape] = _operators_plan(shape, budget.allows)
+        record._plans_generation, record._plan = budget.generation, None
+    if record._plan is not None and record._plan[0] is shape:  # the same names as the latest batch (the same object)
+        plan = record._plan[1]
+    else:
+        plan = plans.get(shape)  # type: ignore[assignment]
+        if plan is None:
+            if len(plans) >= _MAX_SHAPES:  # names that change every batch: start over rather than grow
+                plans.clear()
+            plan = plans[shape] = _operators_plan(shape, budget.allows)
+        record._plan = (shape, plan)
     block = plan.block
     totals = record._blocks.get(block)
     if totals is not None:
@@ -496,10 +502,10 @@ class _OperatorsPlan:
 _MAX_SHAPES = 16  # per query: Spark sends one shape, or two (custom metrics in two orders)
 
 
-def _operators_plan(shape: tuple[tuple[int, str, tuple[str, ...]], ...], allows: Callable[[Labels], bool]) -> _OperatorsPlan:
-    """The plan of operators of ``shape`` (index, name, custom metric names each) under ``allows``."""
+def _operators_plan(shape: _OperatorNames, allows: Callable[[Labels], bool]) -> _OperatorsPlan:
+    """The plan of operators named as in ``shape`` under ``allows``."""
     positions, ops, bulks = [], [], []
-    for position, (index, name, custom) in enumerate(shape):
+    for position, (index, name, custom, _) in enumerate(shape):
         plan, bulk = _operator_plans(index, name, custom)
         if allows(plan.labels):
             positions.append(position)
