@@ -176,22 +176,31 @@ class QueryTracker:
         with self._lock:
             looked_up: str | None = None  # an event's updates are all of its query: looked up once
             record: QueryRecord | None = None
+            gauges: dict[SeriesKey, float] = {}
             checked: Labels | None = None  # a rule sets several series of one operator: its labels are checked once
             allowed = False
+            # What changed of ``record``: it draws one new version when its updates end, not one per series
+            # (the exporters only ask whether a version differs: one number or several, they re-render alike).
+            changed = state_changed = False
             for u in updates:
                 spec, labels, value, query_id = u
-                key = (spec, labels)
                 if query_id is None:
-                    self._apply_app(key, u)
+                    self._apply_app((spec, labels), u)
                     continue
                 if query_id != looked_up:
+                    if changed:
+                        self._new_version(record, state_changed)  # type: ignore[arg-type]
+                        changed = state_changed = False
                     looked_up, record, checked = query_id, self._queries.get(query_id), None
+                    if record is not None:
+                        gauges = record.signal_gauges
                 if record is None:
                     continue
                 if labels is not checked:  # the budget does not change while updates are applied
                     checked, allowed = labels, record.labels.allows(labels)
                 if not allowed:
                     continue
+                key = (spec, labels)
                 if spec.kind == COUNTER:
                     amount = value or 0.0
                     if spec in _BULK_SPECS:  # never so far: the signals count in series of their own
@@ -199,16 +208,23 @@ class QueryTracker:
                     counters = record._counters
                     if key not in counters or amount:
                         counters[key] = counters.get(key, 0.0) + amount
-                        record.version = record.state_version = next(self._versions)
+                        changed = state_changed = True
                     continue
-                gauges = record.signal_gauges
                 before = gauges.get(key)
                 if value is None:
                     gauges.pop(key, None)
                 else:
                     gauges[key] = value
                 if before != value or type(before) is not type(value):  # ticks mostly re-set the same value: nothing to re-render then
-                    record.version = next(self._versions)
+                    changed = True
+            if changed:
+                self._new_version(record, state_changed)  # type: ignore[arg-type]
+
+    def _new_version(self, record: QueryRecord, state_changed: bool) -> None:
+        """A new version for a record whose metrics changed (and a new state version, if more than its signal gauges did)."""
+        record.version = next(self._versions)
+        if state_changed:
+            record.state_version = record.version
 
     def _apply_app(self, key: SeriesKey, u: Update) -> None:
         if u.spec.kind == COUNTER:
