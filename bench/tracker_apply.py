@@ -94,9 +94,14 @@ def main() -> int:
             env = {**os.environ, "PYTHONPATH": os.path.abspath(args.before)}
             script = os.path.join(os.path.abspath(os.path.dirname(__file__)), "tracker_apply.py")
             out = subprocess.run(
-                [sys.executable, script, "--calls", dump, "--repeat", str(args.repeat)], env=env, cwd=args.before, check=True, stdout=subprocess.PIPE, text=True
+                [sys.executable, script, "--calls", dump, "--repeat", str(args.repeat)],
+                env=env,
+                cwd=args.before,
+                check=True,
+                stdout=subprocess.PIPE,
+                text=True,
             ).stdout
-            rows.append(("the tree before", eval(out)))  # noqa: S307 - a list of floats this script printed
+            rows.append(("the tree before", eval(out)))
     print(f"{events:,} progress events and {updates:,} updates ({args.source} x {args.copies}), {args.repeat} repeats, CPU seconds:")
     for name, times in rows:
         median = statistics.median(times)

@@ -382,11 +382,12 @@ def _accumulate_operators(record: QueryRecord, operators: tuple[OperatorProgress
     if record._plan is not None and record._plan[0] is shape:  # the same names as the latest batch (the same object)
         plan = record._plan[1]
     else:
-        plan = plans.get(shape)  # type: ignore[assignment]
-        if plan is None:
+        found = plans.get(shape)
+        if found is None:
             if len(plans) >= _MAX_SHAPES:  # names that change every batch: start over rather than grow
                 plans.clear()
-            plan = plans[shape] = _operators_plan(shape, budget.allows)
+            found = plans[shape] = _operators_plan(shape, budget.allows)
+        plan = found
         record._plan = (shape, plan)
     block = plan.block
     totals = record._blocks.get(block)

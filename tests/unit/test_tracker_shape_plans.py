@@ -9,12 +9,13 @@ import dataclasses
 import json
 import os
 
+from test_tracker_accumulate import _reference
+
 from conftest import FIXTURES
 from observer.metrics import tracker as tracker_module
 from observer.metrics.tracker import QueryRecord, QueryTracker
 from observer.model.events import QueryProgress
 from observer.model.parse import parse_progress
-from test_tracker_accumulate import _reference
 
 
 def _recorded() -> list[QueryProgress]:
