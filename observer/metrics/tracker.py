@@ -66,11 +66,11 @@ class QueryRecord:
     # block's keys: those series' values in ``_counters`` are stale until written back, which every read of
     # ``counters`` (and every copy) does. One block at most (the latest operators'), a key in it once.
     _blocks: dict[_OperatorBlock, list[float]] = field(default_factory=dict, repr=False)
-    # The operator plans per shape of the operators (``_operators_plan``), while the label budget's
-    # generation is ``_plans_generation``: what a new label set changes is decided again after it.
-    _plans: dict[_OperatorNames, _OperatorsPlan] = field(default_factory=dict, repr=False)
+    # The batch plans per phase and operator names (``_batch_plan``), while the label budget's generation
+    # is ``_plans_generation``: what a new label value changes is decided again after it.
+    _plans: dict[tuple[tuple[str, ...], _OperatorNames], _BatchPlan] = field(default_factory=dict, repr=False)
     _plans_generation: int = -1
-    _plan: tuple[_OperatorNames, _OperatorsPlan] | None = field(default=None, repr=False)  # the latest batch's
+    _plan: tuple[_Names, _BatchPlan] | None = field(default=None, repr=False)  # the latest batch's
     # The names the latest batch carried (``_names``) and the label values they use (``_uses``): a batch
     # with the same names (the common case) uses the same list, which the budget then sees is a repeat.
     _uses: tuple[_Names, list[tuple[str, str]]] | None = field(default=None, repr=False)
@@ -335,10 +335,11 @@ def _copy_record(r: QueryRecord) -> QueryRecord:
 def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
     """Add this batch's per-batch amounts to the record's ``_total`` counters.
 
-    The hot path of ingest (~80 counters per event of a two-operator RocksDB query). Per operator (and for
-    the phases) the series keys, scales and value getters come from a plan cached by the names the event
-    carries, and the amounts are added in bulk (``_add_many``); a zero is added only where it creates the
-    series (adding it to an existing one changes nothing).
+    The hot path of ingest (~80 counters per event of a two-operator RocksDB query). The phases' and the
+    operators' series keys, scales and value getters come from one plan per batch shape (``_plan_of``: by
+    the names object while the names repeat), and their amounts are added to one block of bulk totals in
+    one step when every one is addable; else (a new shape, a None or negative amount) phase by phase and
+    operator by operator (``_add_many``), where a zero is added only where it creates the series.
     """
     counters = record._counters
     _add(counters, _BATCHES_KEY, 1.0)
@@ -346,7 +347,23 @@ def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
         _add(counters, _BATCH_SECONDS_KEY, p.batch_duration_ms * catalog.BATCH_SECONDS.scale)
     _add(counters, _INPUT_ROWS_KEY, p.input_rows)
     allows = record.labels.allows  # the query's label budget: a value it dropped or refused makes no series
-    if p.duration_ms:
+    plan = _plan_of(record, record._uses[0] if record._uses is not None else _names(p))  # _admit_labels named p
+    block = plan.block
+    totals = record._blocks.get(block)
+    bulk = False
+    if totals is not None:
+        values: list[float | None] = list(p.duration_ms.values()) if plan.phases else []
+        operators = p.operators
+        for position, keys in zip(plan.positions, block.custom_keys):
+            op = operators[position]
+            values += _FIELDS(op)
+            values += map(op.custom.__getitem__, keys)
+        if _addable(values):
+            totals[:] = map(operator.add, totals, map(operator.mul, values, block.scales))  # no None: _addable
+            bulk = True
+    if not bulk:
+        record._settle()  # a new plan (first batch, other names), or values to take one by one
+    if p.duration_ms and not (bulk and plan.phases):
         phase_keys, phase_labels, phase_scales = _phase_plan(tuple(p.duration_ms))
         if all(map(allows, phase_labels)):
             _add_many(counters, phase_keys, list(p.duration_ms.values()), phase_scales)
@@ -360,52 +377,43 @@ def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
             _add(counters, (catalog.SOURCE_INPUT_ROWS, labels), src.input_rows)
     if p.sink is not None:
         _add(counters, _SINK_OUTPUT_ROWS_KEY, p.sink.output_rows)
-    if p.operators:
-        names = record._uses[0][2] if record._uses is not None else _names(p)[2]  # _admit_labels made them for p
-        _accumulate_operators(record, p.operators, names)
+    if not bulk:
+        _add_operators(record, p.operators, plan)
 
 
-def _accumulate_operators(record: QueryRecord, operators: tuple[OperatorProgress, ...], shape: _OperatorNames) -> None:
-    """Add the operators' counters: in one block for all of them, by one plan per shape of the operators.
-
-    The plan (which operators the label budget allows, their series keys, scales and custom metric names)
-    is decided once per shape and budget generation, not per operator and batch; the amounts of every
-    operator are then added in one bulk step when every one of them is addable, as ``_add_many`` would
-    add them operator by operator (each series is in one operator's keys: the same float operations).
-    Otherwise (a new shape, a None or negative amount) operator by operator, as the reference does.
-    """
+def _plan_of(record: QueryRecord, names: _Names) -> _BatchPlan:
+    """The plan of a batch named ``names``: the latest batch's when its names are the same object (the label
+    uses' memo keeps them while they repeat), else from the query's plans, decided again whenever the label
+    budget's values change (``LabelBudget.generation``)."""
     budget = record.labels
-    plans = record._plans
     if record._plans_generation != budget.generation:  # a label value came or went: decide again
-        plans.clear()
+        record._plans.clear()
         record._plans_generation, record._plan = budget.generation, None
-    if record._plan is not None and record._plan[0] is shape:  # the same names as the latest batch (the same object)
-        plan = record._plan[1]
-    else:
-        found = plans.get(shape)
-        if found is None:
-            if len(plans) >= _MAX_SHAPES:  # names that change every batch: start over rather than grow
-                plans.clear()
-            found = plans[shape] = _operators_plan(shape, budget.allows)
-        plan = found
-        record._plan = (shape, plan)
-    block = plan.block
-    totals = record._blocks.get(block)
-    if totals is not None:
-        values: list[float | None] = []
-        for position, keys in zip(plan.positions, block.custom_keys):
-            op = operators[position]
-            values += _FIELDS(op)
-            values += map(op.custom.__getitem__, keys)
-        if _addable(values):
-            totals[:] = map(operator.add, totals, map(operator.mul, values, block.scales))  # no None: _addable
-            return
-    record._settle()  # a new plan (first batch, other metric names), or values to take one by one
+    if record._plan is not None and record._plan[0] is names:
+        return record._plan[1]
+    shape = (names[0], names[2])
+    plans = record._plans
+    found = plans.get(shape)
+    if found is None:
+        if len(plans) >= _MAX_SHAPES:  # names that change every batch: start over rather than grow
+            plans.clear()
+        found = plans[shape] = _batch_plan(names[0], names[2], budget.allows)
+    record._plan = (names, found)
+    return found
+
+
+def _add_operators(record: QueryRecord, operators: tuple[OperatorProgress, ...], plan: _BatchPlan) -> None:
+    """The operators' counters one operator at a time (``_add_many``, in the event's order of custom metrics),
+    after which the batch's block holds the bulk totals, when every series of it exists.
+
+    The bulk path (``_accumulate``) adds every phase's and allowed operator's amounts in one step when all
+    are addable: what ``_add_many`` adds per phase and operator, since each series is in the block once."""
     counters = record._counters
     for position, op_plan in zip(plan.positions, plan.ops):
         op = operators[position]
         custom = op.custom
         _add_many(counters, op_plan.keys, [*op_plan.fields(op), *map(custom.__getitem__, op_plan.custom_keys)], op_plan.scales)
+    block = plan.block
     if block.unique and all(map(counters.__contains__, block.keys)):
         record._blocks[block] = list(map(counters.__getitem__, block.keys))
 
@@ -507,20 +515,24 @@ class _OperatorBlock:
 
 
 @dataclass(frozen=True)
-class _OperatorsPlan:
-    """The operators of one shape the label budget allows: their positions in the event, their plans (in the
-    event's order of custom metrics) and the block their bulk totals share."""
+class _BatchPlan:
+    """Where a batch of one shape adds its phases' and operators' counters: whether its phases are in the
+    block (all of them allowed), the allowed operators' positions in the event and their plans (in the
+    event's order of custom metrics), and the block their bulk totals share."""
 
+    phases: bool
     positions: tuple[int, ...]
     ops: tuple[_OperatorPlan, ...]
     block: _OperatorBlock
 
 
-_MAX_SHAPES = 16  # per query: Spark sends one shape, or two (custom metrics in two orders)
+_MAX_SHAPES = 16  # per query: Spark sends one shape of names, or two (custom metrics in two orders)
 
 
-def _operators_plan(shape: _OperatorNames, allows: Callable[[Labels], bool]) -> _OperatorsPlan:
-    """The plan of operators named as in ``shape`` under ``allows``."""
+def _batch_plan(phases: tuple[str, ...], shape: _OperatorNames, allows: Callable[[Labels], bool]) -> _BatchPlan:
+    """The plan of a batch with ``phases`` and operators named as in ``shape`` under ``allows``."""
+    phase_keys, phase_labels, _ = _phase_plan(phases)
+    in_block = bool(phases) and all(map(allows, phase_labels))
     positions, ops, bulks = [], [], []
     for position, (index, name, custom, _) in enumerate(shape):
         plan, bulk = _operator_plans(index, name, custom)
@@ -528,17 +540,18 @@ def _operators_plan(shape: _OperatorNames, allows: Callable[[Labels], bool]) -> 
             positions.append(position)
             ops.append(plan)
             bulks.append(bulk)
-    return _OperatorsPlan(tuple(positions), tuple(ops), _operator_block(tuple(bulks)))
+    return _BatchPlan(in_block, tuple(positions), tuple(ops), _operator_block(phase_keys if in_block else (), tuple(bulks)))
 
 
-@functools.lru_cache(maxsize=1024)  # keyed by plans (identity), which are cached themselves: bounded
-def _operator_block(bulks: tuple[_OperatorPlan, ...]) -> _OperatorBlock:
-    """One block for the bulk plans ``bulks``: shared by every shape with the same operators and names in
-    any order, so custom metrics that Spark reorders every other batch keep one block."""
-    keys = tuple(key for bulk in bulks for key in bulk.keys)
+@functools.lru_cache(maxsize=1024)  # keyed by phase keys and plans (identity), which are cached themselves: bounded
+def _operator_block(phase_keys: tuple[SeriesKey, ...], bulks: tuple[_OperatorPlan, ...]) -> _OperatorBlock:
+    """One block for the phases' series ``phase_keys`` and the bulk plans ``bulks``: shared by every shape
+    with the same phases and operators and names in any order, so custom metrics that Spark reorders every
+    other batch keep one block."""
+    keys = phase_keys + tuple(key for bulk in bulks for key in bulk.keys)
     return _OperatorBlock(
         keys,
-        tuple(scale for bulk in bulks for scale in bulk.scales),
+        (catalog.PHASE_SECONDS.scale,) * len(phase_keys) + tuple(scale for bulk in bulks for scale in bulk.scales),
         tuple(bulk.custom_keys for bulk in bulks),
         len(set(keys)) == len(keys),
     )
