@@ -41,6 +41,7 @@ class LabelBudget:
         self._allowed: dict[Labels, bool] = {}  # allows() per label set, while the kept values stay the same
         self._repeat: list[tuple[str, str]] | None = None  # the last batch's uses, when repeating it changes nothing...
         self._repeat_batch = 0  # ...and the latest batch that used exactly those (not yet written to ``_values``)
+        self.generation = 0  # moves whenever the kept values change: what ``allows`` says may differ after
 
     def admit(self, label: str, value: str, batch: int) -> tuple[bool, str | None]:
         """Use ``value`` of ``label`` in ``batch``: (admitted, the value it displaced, if any)."""
@@ -82,6 +83,7 @@ class LabelBudget:
             evicted = oldest
         values[value] = batch
         self._allowed.clear()
+        self.generation += 1
         return True, evicted
 
     def _catch_up(self) -> None:

@@ -62,10 +62,18 @@ class QueryRecord:
     labels: LabelBudget = field(default_factory=LabelBudget)
     batches_seen: int = 0
     run_batches: int = 0  # batches the latest run completed: a crash loop ends with a run that completes one
-    # Per operator, the totals of its counters while ``_accumulate`` adds to them in bulk, in the order of
-    # its plan's keys: those series' values in ``_counters`` are stale until written back, which every read
-    # of ``counters`` (and every copy) does. A key is in one block at most.
-    _blocks: dict[_OperatorPlan, list[float]] = field(default_factory=dict, repr=False)
+    # The totals of the operators' counters while ``_accumulate`` adds to them in bulk, in the order of the
+    # block's keys: those series' values in ``_counters`` are stale until written back, which every read of
+    # ``counters`` (and every copy) does. One block at most (the latest operators'), a key in it once.
+    _blocks: dict[_OperatorBlock, list[float]] = field(default_factory=dict, repr=False)
+    # The batch plans per phase and operator names (``_batch_plan``), while the label budget's generation
+    # is ``_plans_generation``: what a new label value changes is decided again after it.
+    _plans: dict[tuple[tuple[str, ...], _OperatorNames], _BatchPlan] = field(default_factory=dict, repr=False)
+    _plans_generation: int = -1
+    _plan: tuple[_Names, _BatchPlan] | None = field(default=None, repr=False)  # the latest batch's
+    # The names the latest batch carried (``_names``) and the label values they use (``_uses``): a batch
+    # with the same names (the common case) uses the same list, which the budget then sees is a repeat.
+    _uses: tuple[_Names, list[tuple[str, str]]] | None = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -96,12 +104,11 @@ class QueryRecord:
         for plan, totals in self._blocks.items():
             self._counters.update(zip(plan.keys, totals))
 
-    def _settle(self, labels: Labels | None = None) -> None:
-        """Write back and drop the bulk totals (of the operator with ``labels`` only, if given: the blocks of
-        other operators hold other series) before ``_counters`` is changed otherwise; ``_accumulate`` builds
-        them again from it."""
-        for plan in [plan for plan in self._blocks if labels is None or plan.labels == labels]:
-            self._counters.update(zip(plan.keys, self._blocks.pop(plan)))
+    def _settle(self) -> None:
+        """Write back and drop the bulk totals before ``_counters`` is changed otherwise; ``_accumulate``
+        builds them again from it."""
+        self._write_back()
+        self._blocks.clear()
 
 
 @functools.lru_cache(maxsize=4096)  # every rule asks for them per operator and batch; names come from the job: bounded
@@ -169,22 +176,31 @@ class QueryTracker:
         with self._lock:
             looked_up: str | None = None  # an event's updates are all of its query: looked up once
             record: QueryRecord | None = None
+            gauges: dict[SeriesKey, float] = {}
             checked: Labels | None = None  # a rule sets several series of one operator: its labels are checked once
             allowed = False
+            # What changed of ``record``: it draws one new version when its updates end, not one per series
+            # (the exporters only ask whether a version differs: one number or several, they re-render alike).
+            changed = state_changed = False
             for u in updates:
                 spec, labels, value, query_id = u
-                key = (spec, labels)
                 if query_id is None:
-                    self._apply_app(key, u)
+                    self._apply_app((spec, labels), u)
                     continue
                 if query_id != looked_up:
+                    if changed:
+                        self._new_version(record, state_changed)  # type: ignore[arg-type]
+                        changed = state_changed = False
                     looked_up, record, checked = query_id, self._queries.get(query_id), None
+                    if record is not None:
+                        gauges = record.signal_gauges
                 if record is None:
                     continue
                 if labels is not checked:  # the budget does not change while updates are applied
                     checked, allowed = labels, record.labels.allows(labels)
                 if not allowed:
                     continue
+                key = (spec, labels)
                 if spec.kind == COUNTER:
                     amount = value or 0.0
                     if spec in _BULK_SPECS:  # never so far: the signals count in series of their own
@@ -192,16 +208,23 @@ class QueryTracker:
                     counters = record._counters
                     if key not in counters or amount:
                         counters[key] = counters.get(key, 0.0) + amount
-                        record.version = record.state_version = next(self._versions)
+                        changed = state_changed = True
                     continue
-                gauges = record.signal_gauges
                 before = gauges.get(key)
                 if value is None:
                     gauges.pop(key, None)
                 else:
                     gauges[key] = value
                 if before != value or type(before) is not type(value):  # ticks mostly re-set the same value: nothing to re-render then
-                    record.version = next(self._versions)
+                    changed = True
+            if changed:
+                self._new_version(record, state_changed)  # type: ignore[arg-type]
+
+    def _new_version(self, record: QueryRecord, state_changed: bool) -> None:
+        """A new version for a record whose metrics changed (and a new state version, if more than its signal gauges did)."""
+        record.version = next(self._versions)
+        if state_changed:
+            record.state_version = record.version
 
     def _apply_app(self, key: SeriesKey, u: Update) -> None:
         if u.spec.kind == COUNTER:
@@ -215,15 +238,12 @@ class QueryTracker:
         """Admit this batch's label values to the query's budget; drop the series of values it displaces."""
         record.batches_seen += 1
         budget, before = record.labels, record.labels.dropped
-        uses = [(PHASE, phase) for phase in p.duration_ms]
-        for src in p.sources:
-            uses.append((SOURCE, source_labels(src.index, src.description)[1][1]))
-            uses += [(METRIC, key) for key in src.metrics if key not in catalog.KAFKA_LAG_KEYS]
-        for op in p.operators:
-            uses.append((OPERATOR, op.name))
-            uses += _unknown_custom(tuple(op.custom))
-            if op.instances:
-                uses += [(METRIC, prefix) for prefix in {m.prefix for m in op.instances} - catalog.KNOWN_INSTANCE_PREFIXES]
+        names = _names(p)
+        if record._uses is not None and record._uses[0] == names:  # the names of the previous batch: its uses
+            uses = record._uses[1]
+        else:
+            uses = _uses(p)
+            record._uses = (names, uses)
         evicted = budget.admit_batch(uses, record.batches_seen)
         if evicted:
             gone = set(evicted)
@@ -274,11 +294,39 @@ class QueryTracker:
         return len(self._queries)
 
 
+_OperatorNames = tuple[tuple[int, str, tuple[str, ...], tuple[str, ...]], ...]  # index, name, custom metric keys, instance prefixes
+_Names = tuple[tuple[str, ...], tuple[tuple[int, str, tuple[str, ...]], ...], _OperatorNames]
+
+
+def _names(p: QueryProgress) -> _Names:
+    """Every name of a batch that ``_uses`` reads: its phases, its sources' and its operators' names and metric keys."""
+    return (
+        tuple(p.duration_ms),
+        tuple([(src.index, src.description, tuple(src.metrics)) for src in p.sources]),
+        tuple([(op.index, op.name, tuple(op.custom), tuple([m.prefix for m in op.instances])) for op in p.operators]),
+    )
+
+
+def _uses(p: QueryProgress) -> list[tuple[str, str]]:
+    """The label values a batch uses, in order (``LabelBudget.admit_batch``): never changed once made."""
+    uses = [(PHASE, phase) for phase in p.duration_ms]
+    for src in p.sources:
+        uses.append((SOURCE, source_labels(src.index, src.description)[1][1]))
+        uses += [(METRIC, key) for key in src.metrics if key not in catalog.KAFKA_LAG_KEYS]
+    for op in p.operators:
+        uses.append((OPERATOR, op.name))
+        uses += _unknown_custom(tuple(op.custom))
+        if op.instances:
+            uses += [(METRIC, prefix) for prefix in {m.prefix for m in op.instances} - catalog.KNOWN_INSTANCE_PREFIXES]
+    return uses
+
+
 def _copy_record(r: QueryRecord) -> QueryRecord:
     clone = copy.copy(r)
     clone.terminations = dict(r.terminations)
     clone._counters = dict(r.counters)
     clone._blocks = {}
+    clone._plans, clone._plans_generation, clone._uses, clone._plan = {}, -1, None, None
     clone.signal_gauges = dict(r.signal_gauges)
     clone.labels = r.labels.copy()
     return clone
@@ -287,10 +335,11 @@ def _copy_record(r: QueryRecord) -> QueryRecord:
 def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
     """Add this batch's per-batch amounts to the record's ``_total`` counters.
 
-    The hot path of ingest (~80 counters per event of a two-operator RocksDB query). Per operator (and for
-    the phases) the series keys, scales and value getters come from a plan cached by the names the event
-    carries, and the amounts are added in bulk (``_add_many``); a zero is added only where it creates the
-    series (adding it to an existing one changes nothing).
+    The hot path of ingest (~80 counters per event of a two-operator RocksDB query). The phases' and the
+    operators' series keys, scales and value getters come from one plan per batch shape (``_plan_of``: by
+    the names object while the names repeat), and their amounts are added to one block of bulk totals in
+    one step when every one is addable; else (a new shape, a None or negative amount) phase by phase and
+    operator by operator (``_add_many``), where a zero is added only where it creates the series.
     """
     counters = record._counters
     _add(counters, _BATCHES_KEY, 1.0)
@@ -298,7 +347,23 @@ def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
         _add(counters, _BATCH_SECONDS_KEY, p.batch_duration_ms * catalog.BATCH_SECONDS.scale)
     _add(counters, _INPUT_ROWS_KEY, p.input_rows)
     allows = record.labels.allows  # the query's label budget: a value it dropped or refused makes no series
-    if p.duration_ms:
+    plan = _plan_of(record, record._uses[0] if record._uses is not None else _names(p))  # _admit_labels named p
+    block = plan.block
+    totals = record._blocks.get(block)
+    bulk = False
+    if totals is not None:
+        values: list[float | None] = list(p.duration_ms.values()) if plan.phases else []
+        operators = p.operators
+        for position, keys in zip(plan.positions, block.custom_keys):
+            op = operators[position]
+            values += _FIELDS(op)
+            values += map(op.custom.__getitem__, keys)
+        if _addable(values):
+            totals[:] = map(operator.add, totals, map(operator.mul, values, block.scales))  # no None: _addable
+            bulk = True
+    if not bulk:
+        record._settle()  # a new plan (first batch, other names), or values to take one by one
+    if p.duration_ms and not (bulk and plan.phases):
         phase_keys, phase_labels, phase_scales = _phase_plan(tuple(p.duration_ms))
         if all(map(allows, phase_labels)):
             _add_many(counters, phase_keys, list(p.duration_ms.values()), phase_scales)
@@ -312,22 +377,45 @@ def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
             _add(counters, (catalog.SOURCE_INPUT_ROWS, labels), src.input_rows)
     if p.sink is not None:
         _add(counters, _SINK_OUTPUT_ROWS_KEY, p.sink.output_rows)
-    blocks = record._blocks
-    for op in p.operators:
-        plan, bulk = _operator_plans(op.index, op.name, tuple(op.custom))
-        if not allows(plan.labels):
-            continue
+    if not bulk:
+        _add_operators(record, p.operators, plan)
+
+
+def _plan_of(record: QueryRecord, names: _Names) -> _BatchPlan:
+    """The plan of a batch named ``names``: the latest batch's when its names are the same object (the label
+    uses' memo keeps them while they repeat), else from the query's plans, decided again whenever the label
+    budget's values change (``LabelBudget.generation``)."""
+    budget = record.labels
+    if record._plans_generation != budget.generation:  # a label value came or went: decide again
+        record._plans.clear()
+        record._plans_generation, record._plan = budget.generation, None
+    if record._plan is not None and record._plan[0] is names:
+        return record._plan[1]
+    shape = (names[0], names[2])
+    plans = record._plans
+    found = plans.get(shape)
+    if found is None:
+        if len(plans) >= _MAX_SHAPES:  # names that change every batch: start over rather than grow
+            plans.clear()
+        found = plans[shape] = _batch_plan(names[0], names[2], budget.allows)
+    record._plan = (names, found)
+    return found
+
+
+def _add_operators(record: QueryRecord, operators: tuple[OperatorProgress, ...], plan: _BatchPlan) -> None:
+    """The operators' counters one operator at a time (``_add_many``, in the event's order of custom metrics),
+    after which the batch's block holds the bulk totals, when every series of it exists.
+
+    The bulk path (``_accumulate``) adds every phase's and allowed operator's amounts in one step when all
+    are addable: what ``_add_many`` adds per phase and operator, since each series is in the block once."""
+    counters = record._counters
+    for position, op_plan in zip(plan.positions, plan.ops):
+        op = operators[position]
         custom = op.custom
-        totals = blocks.get(bulk)
-        if totals is not None:
-            values = [*bulk.fields(op), *map(custom.__getitem__, bulk.custom_keys)]
-            if _addable(values):
-                totals[:] = map(operator.add, totals, map(operator.mul, values, bulk.scales))  # no None: _addable
-                continue
-        record._settle(plan.labels)  # a new plan (first batch, other metric names), or values to take one by one
-        _add_many(counters, plan.keys, [*plan.fields(op), *map(custom.__getitem__, plan.custom_keys)], plan.scales)
-        if all(map(counters.__contains__, bulk.keys)):
-            blocks[bulk] = list(map(counters.__getitem__, bulk.keys))
+        _add_many(counters, op_plan.keys, [*op_plan.fields(op), *map(custom.__getitem__, op_plan.custom_keys)], op_plan.scales)
+    block = plan.block
+    if block.unique and all(map(counters.__contains__, block.keys)):
+        record._blocks[block] = list(map(counters.__getitem__, block.keys))
 
 
 def _add(counters: dict[SeriesKey, float], key: SeriesKey, value: float | None) -> None:
@@ -414,6 +502,59 @@ def _operator_plans(index: int, name: str, custom: tuple[str, ...]) -> tuple[_Op
     the same order (a recorded busy run reordered them every other batch): the bulk totals are one block still."""
     counters = tuple(key for key in custom if key in _CUSTOM_COUNTERS)
     return _operator_plan(index, name, counters), _operator_plan(index, name, tuple(sorted(counters)))
+
+
+@dataclass(frozen=True, eq=False)  # identity: cached per set of operator plans, found by it on the hot path
+class _OperatorBlock:
+    """The bulk totals of several operators in one list: their sorted plans' keys and scales end to end."""
+
+    keys: tuple[SeriesKey, ...]
+    scales: tuple[float, ...]
+    custom_keys: tuple[tuple[str, ...], ...]  # per operator, its custom counters in the sorted plan's order
+    unique: bool  # no series twice (two operators of the same index and name): else no block, add one by one
+
+
+@dataclass(frozen=True)
+class _BatchPlan:
+    """Where a batch of one shape adds its phases' and operators' counters: whether its phases are in the
+    block (all of them allowed), the allowed operators' positions in the event and their plans (in the
+    event's order of custom metrics), and the block their bulk totals share."""
+
+    phases: bool
+    positions: tuple[int, ...]
+    ops: tuple[_OperatorPlan, ...]
+    block: _OperatorBlock
+
+
+_MAX_SHAPES = 16  # per query: Spark sends one shape of names, or two (custom metrics in two orders)
+
+
+def _batch_plan(phases: tuple[str, ...], shape: _OperatorNames, allows: Callable[[Labels], bool]) -> _BatchPlan:
+    """The plan of a batch with ``phases`` and operators named as in ``shape`` under ``allows``."""
+    phase_keys, phase_labels, _ = _phase_plan(phases)
+    in_block = bool(phases) and all(map(allows, phase_labels))
+    positions, ops, bulks = [], [], []
+    for position, (index, name, custom, _) in enumerate(shape):
+        plan, bulk = _operator_plans(index, name, custom)
+        if allows(plan.labels):
+            positions.append(position)
+            ops.append(plan)
+            bulks.append(bulk)
+    return _BatchPlan(in_block, tuple(positions), tuple(ops), _operator_block(phase_keys if in_block else (), tuple(bulks)))
+
+
+@functools.lru_cache(maxsize=1024)  # keyed by phase keys and plans (identity), which are cached themselves: bounded
+def _operator_block(phase_keys: tuple[SeriesKey, ...], bulks: tuple[_OperatorPlan, ...]) -> _OperatorBlock:
+    """One block for the phases' series ``phase_keys`` and the bulk plans ``bulks``: shared by every shape
+    with the same phases and operators and names in any order, so custom metrics that Spark reorders every
+    other batch keep one block."""
+    keys = phase_keys + tuple(key for bulk in bulks for key in bulk.keys)
+    return _OperatorBlock(
+        keys,
+        (catalog.PHASE_SECONDS.scale,) * len(phase_keys) + tuple(scale for bulk in bulks for scale in bulk.scales),
+        tuple(bulk.custom_keys for bulk in bulks),
+        len(set(keys)) == len(keys),
+    )
 
 
 @functools.lru_cache(maxsize=1024)
