@@ -34,12 +34,14 @@ Before and after in one session: copy this file and ``eventlog_writer.py`` into 
 from __future__ import annotations
 
 import argparse
+import collections
 import heapq
 import json
 import multiprocessing
 import os
 import random
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -48,6 +50,7 @@ import time
 import urllib.request
 from datetime import datetime, timezone
 from multiprocessing.connection import Connection
+from types import FrameType
 from typing import NamedTuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -208,7 +211,46 @@ def _rss() -> tuple[float, float]:
     return values.get("VmRSS", 0.0), values.get("VmHWM", 0.0)
 
 
+class WindowSampler:
+    """Where the steady window's CPU goes (``--profile``): the main thread's stack sampled every ``every`` seconds of
+    this process's CPU (``SIGPROF``), each function counted once per sample it is on the stack (inclusive share).
+
+    Sampling, not cProfile: cProfile multiplies the cost of each Python call and skews the split towards the
+    call-heavy parts (``bench/replay_profile.py`` does the same for a replay). The timer counts the CPU of every
+    thread, the sample sees the main thread: while a scrape renders in the endpoint's thread, the samples land
+    in the bench's ``urlopen``.
+    """
+
+    def __init__(self, every: float = 0.001) -> None:
+        self.every = every
+        self.root = os.path.abspath(ROOT)
+        self.samples = 0
+        self.inclusive: collections.Counter[tuple[str, str]] = collections.Counter()
+        signal.signal(signal.SIGPROF, self._sample)  # the handler from the main thread; the timer from any
+
+    def start(self) -> None:
+        signal.setitimer(signal.ITIMER_PROF, self.every, self.every)
+
+    def stop(self) -> None:
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+
+    def _sample(self, _signum: int, frame: FrameType | None) -> None:
+        self.samples += 1
+        seen: set[tuple[str, str]] = set()
+        while frame is not None:
+            file = frame.f_code.co_filename
+            seen.add((os.path.relpath(file, self.root) if file.startswith(self.root) else os.path.basename(file), frame.f_code.co_name))
+            frame = frame.f_back
+        self.inclusive.update(seen)
+
+    def report(self, top: int) -> None:
+        print(f"  profile of the steady window: {self.samples} samples of the main thread's stack, inclusive share:")
+        for (file, name), count in self.inclusive.most_common(top):
+            print(f"    {100 * count / max(self.samples, 1):5.1f} %  {file}:{name}")
+
+
 def scale(args: argparse.Namespace) -> None:
+    sampler = WindowSampler() if args.profile else None
     folder = tempfile.mkdtemp(prefix="sso-watch-scale-")
     try:
         ready = multiprocessing.Event()
@@ -296,7 +338,11 @@ def scale(args: argparse.Namespace) -> None:
                 decoded=watcher.counts.decoded_bytes,
                 lines=watcher.counts.lines,
             )
+            if sampler is not None:
+                sampler.start()
             time.sleep(max(1.0, args.duration - args.idle - warmup - 2.0))
+            if sampler is not None:
+                sampler.stop()
             window.update(
                 wall_end=time.monotonic(),
                 cpu_end=time.process_time(),
@@ -418,6 +464,8 @@ def scale(args: argparse.Namespace) -> None:
                 f"({size / 1e6:.1f} MB uncompressed): median {statistics.median(scrapes) * 1000:.0f} ms, max {max(scrapes) * 1000:.0f} ms "
                 f"over {len(scrapes)} scrapes"
             )
+        if sampler is not None:
+            sampler.report(args.profile)
         print(f"  problems: {dict(watcher.counts.problems) or 'none'}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -517,6 +565,9 @@ def main() -> None:
     parser.add_argument("--scan-only", action="store_true")
     parser.add_argument("--scan-mb", type=float, default=100.0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="TOP", help="sample the steady window's stacks and print the TOP functions by share"
+    )
     args = parser.parse_args()
     if args.codec == "none":
         args.codec = None

@@ -172,6 +172,7 @@ class _Replayable:
     def __init__(self, inner: Sink, pipeline: _AppPipeline, owned: bool) -> None:
         self.inner, self.name, self._pipeline, self._owned = inner, inner.name, pipeline, owned
         self._placement: PlacementFeed | None = None
+        self._app_aware = isinstance(inner, AppAwareSink)  # asked once: a runtime-checkable protocol's isinstance is slow
 
     def follow_placement(self, feed: PlacementFeed) -> None:
         """This application's placement feed, handed to the inner sink with each of its events when it records placement."""
@@ -182,8 +183,8 @@ class _Replayable:
             return
         if self._placement is not None:
             cast(PlacementAwareSink, self.inner).follow_placement(self._placement)
-        if isinstance(self.inner, AppAwareSink):
-            self.inner.on_app_event(app, event, signals, received_at)
+        if self._app_aware:
+            cast(AppAwareSink, self.inner).on_app_event(app, event, signals, received_at)
         else:
             self.inner.on_event(event, signals, received_at)
 
