@@ -13,19 +13,15 @@ unbounded growth, as one operator of one query (times shifted to follow on): the
 from __future__ import annotations
 
 import dataclasses
-import glob
-import json
-import os
 from typing import Any
 
 import pytest
+from recorded_progress import recorded_runs
 
-from conftest import FIXTURES
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
 from observer.model import signal_kinds as kinds
 from observer.model.events import OperatorProgress, QueryProgress
-from observer.model.parse import parse_progress
 from observer.settings import Settings
 from observer.signals.facts import SignalFacts
 from observer.signals.growth import Growth, GrowthWindow, _Operator, _watermark_delay, describe
@@ -105,17 +101,7 @@ class _Reference(Growth):
         )
 
 
-def _recorded() -> list[tuple[str, list[QueryProgress]]]:
-    files = sorted(glob.glob(os.path.join(FIXTURES, "**", "progress.jsonl"), recursive=True))
-    assert len(files) >= 20
-    out = []
-    for path in files:
-        with open(path) as f:
-            out.append((os.path.relpath(path, FIXTURES), [parse_progress(json.loads(line)) for line in f if line.strip()]))
-    return out
-
-
-RECORDED = _recorded()
+RECORDED = recorded_runs()
 _BOUNDED = ("incidents/clean_busy_90s/run1", "incidents/clean_busy_30min/run1", "snapshot_health/normal/run1", "kafka_restart/run2")
 _RISING = "incidents/unbounded_growth/run1"
 

@@ -11,31 +11,17 @@
 from __future__ import annotations
 
 import dataclasses
-import glob
-import json
 import math
-import os
 from typing import Any
 
 import pytest
+from recorded_progress import recorded_runs
 from test_tracker_accumulate import _changing_names, _reference
 
-from conftest import FIXTURES
 from observer.metrics import tracker as tracker_module
 from observer.metrics.labels import LabelBudget
 from observer.metrics.tracker import QueryTracker
 from observer.model.events import QueryProgress
-from observer.model.parse import parse_progress
-
-
-def _recorded() -> list[tuple[str, list[QueryProgress]]]:
-    files = sorted(glob.glob(os.path.join(FIXTURES, "**", "progress.jsonl"), recursive=True))
-    assert len(files) >= 20
-    out = []
-    for path in files:
-        with open(path) as f:
-            out.append((path, [parse_progress(json.loads(line)) for line in f if line.strip()]))
-    return out
 
 
 def _odd(events: list[QueryProgress]) -> list[QueryProgress]:
@@ -81,7 +67,7 @@ def _counters_at_every_step(events: list[QueryProgress], read_each: bool) -> lis
 
 @pytest.mark.parametrize("odd", [False, True], ids=["as recorded", "odd amounts"])
 def test_bulk_operator_counters_equal_field_by_field_adds_at_every_step(monkeypatch: pytest.MonkeyPatch, odd: bool) -> None:
-    runs = [(path, _odd(events) if odd else events) for path, events in _recorded()]
+    runs = [(path, _odd(events) if odd else events) for path, events in recorded_runs()]
     fast = {path: (_counters_at_every_step(events, True), _counters_at_every_step(events, False)) for path, events in runs}
     monkeypatch.setattr(tracker_module, "_accumulate", _reference)
     for path, events in runs:
@@ -127,7 +113,7 @@ def test_a_repeated_batch_admits_as_every_value_admitted(monkeypatch: pytest.Mon
     # a wide batch repeated: with values refused the shortcut must not apply (the next batch displaces instead)
     wide = _changing_names(30)
     repeated = [event for event in wide for _ in range(2)]
-    runs = [events for _, events in _recorded()] + [_changing_names(120), repeated]
+    runs = [events for _, events in recorded_runs()] + [_changing_names(120), repeated]
     fast = [_budget_steps(events) for events in runs]
     monkeypatch.setattr(LabelBudget, "admit_batch", _per_value)
     for events, got in zip(runs, fast):

@@ -12,14 +12,13 @@ also with it listed; their gauges and signals must be equal after every batch.
 
 from __future__ import annotations
 
-import glob
-import json
 import math
 import os
 import statistics
 from dataclasses import dataclass
 
 import pytest
+from recorded_progress import recorded_runs
 
 from conftest import FIXTURES
 from observer.metrics import catalog
@@ -27,7 +26,6 @@ from observer.metrics.tracker import QueryRecord, operator_labels
 from observer.metrics.updates import Labels
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.fields import SNAPSHOT_LAST_UPLOADED
-from observer.model.parse import parse_progress
 from observer.model.signal_kinds import SNAPSHOT_LAGGING
 from observer.settings import Settings
 from observer.signals.facts import SignalFacts
@@ -158,18 +156,7 @@ class _Reference(SnapshotHealth):
         q.shown[op_index] = now
 
 
-def _recorded() -> list[tuple[str, list[QueryProgress]]]:
-    """Every recorded run whose progress reports snapshot uploads, as the model has it."""
-    out = []
-    for path in sorted(glob.glob(os.path.join(FIXTURES, "**", "progress.jsonl"), recursive=True)):
-        with open(path) as f:
-            lines = [line for line in f if line.strip()]
-        if any(SNAPSHOT_LAST_UPLOADED in line for line in lines):
-            out.append((os.path.relpath(path, FIXTURES), [parse_progress(json.loads(line)) for line in lines]))
-    return out
-
-
-RECORDED = _recorded()
+RECORDED = recorded_runs(SNAPSHOT_LAST_UPLOADED)
 
 
 def _checkpoint(name: str) -> CheckpointLocator | None:
