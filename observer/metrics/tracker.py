@@ -112,7 +112,6 @@ class QueryRecord:
 
 
 @functools.lru_cache(maxsize=4096)  # every rule asks for them per operator and batch; names come from the job: bounded
-@functools.lru_cache(maxsize=4096)
 def operator_labels(index: int, name: str) -> Labels:
     """An operator's labels, one tuple per operator: every rule sets its series, and the tracker checks an
     update's labels against the budget once while they are the same object (``apply_updates``)."""
