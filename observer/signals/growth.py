@@ -57,17 +57,6 @@ class Trend(NamedTuple):
     batches: int
 
 
-class GrowthVerdict(NamedTuple):  # one per operator and batch: a tuple is built faster than a frozen dataclass
-    rows_per_second: float
-    bytes_per_second: float
-    eviction_ratio: float
-    unbounded: bool | None  # what this window alone shows; None while it cannot tell
-    rows_eta_seconds: float | None
-    bytes_eta_seconds: float | None
-    trend: Trend | None = None
-    removed: float = 0.0  # rows removed within the window
-
-
 _EXACT = 2.0**40  # integral amounts below this add up exactly in floats over any window (5,000 points plus 1,000 adds)
 
 
@@ -260,9 +249,9 @@ class GrowthWindow:
         return whole is not None and whole.shape == RISING
 
     def rates(self, rows_budget: float = 0.0, bytes_budget: float = 0.0) -> tuple[float, float, float, float | None, float | None]:
-        """The verdict's O(1) part: rows and bytes a second (least squares), eviction ratio, and the
-        seconds until each budget, as ``verdict`` has them; the growth rule reads these every batch and
-        the trend only when its answer can matter."""
+        """The window's O(1) part: rows and bytes a second (least squares), eviction ratio, and the
+        seconds until each budget; the growth rule reads these every batch and the trend only when its
+        answer can matter."""
         n, st, stt, sr, str_, sb, stb, _ = self._sums
         denominator = n * stt - st * st
         if n < 2 or denominator <= 1e-12 * max(1.0, n * stt):  # the least-squares slopes of rows and bytes over time
@@ -281,21 +270,6 @@ class GrowthWindow:
     def removed(self) -> float:
         """Rows removed within the window."""
         return self._removed
-
-    def verdict(self, rows_budget: float = 0.0, bytes_budget: float = 0.0) -> GrowthVerdict:
-        rows_rate, bytes_rate, ratio, rows_eta, bytes_eta = self.rates(rows_budget, bytes_budget)
-        trend = self.trend()
-        shape = trend.shape if trend else None
-        return GrowthVerdict(
-            rows_per_second=rows_rate,
-            bytes_per_second=bytes_rate,
-            eviction_ratio=ratio,
-            unbounded=None if shape is None else shape == RISING,
-            rows_eta_seconds=rows_eta,
-            bytes_eta_seconds=bytes_eta,
-            trend=trend,
-            removed=self._removed,
-        )
 
 
 _time = itemgetter(0)  # a point's time
