@@ -37,7 +37,8 @@ class _Reference(Growth):
         key = (record.query_id, op.index, op.name)
         state = self._operators.get(key)
         if state is None:
-            state = self._operators[key] = _Operator(GrowthWindow(self.s.growth_window_seconds, self.s.growth_min_batches), ts)
+            window = GrowthWindow(self.s.growth_window_seconds, self.s.growth_min_batches)
+            state = self._operators[key] = _Operator(window, ts, operator_labels(op.index, op.name))
         state.window.add(ts, op.rows_total, op.memory_bytes or 0.0, op.rows_updated or 0.0, op.rows_removed or 0.0)
         state.ever_evicted = state.ever_evicted or bool(op.rows_removed)
         rows_rate, bytes_rate, ratio, rows_eta, bytes_eta = state.window.rates(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
