@@ -144,7 +144,15 @@ class GrowthWindow:
             self._inexact -= 1
             if not self._inexact:
                 self._retotal()  # the totals still carry the inexact amount: start them afresh
-        self._apply(old, -1.0)
+        x = old[0] - (self._t0 or 0.0)  # ``_apply(old, -1.0)`` inlined: adding a product by -1.0 is subtracting
+        sums = self._sums
+        sums[0] -= 1.0
+        sums[1] -= x
+        sums[2] -= x * x
+        sums[3] -= old[1]
+        sums[4] -= x * old[1]
+        sums[5] -= old[2]
+        sums[6] -= x * old[2]
         if self.points:  # the new first point no longer counts as inside the window
             self._added -= self.points[0][3]
             self._removed -= self.points[0][4]

@@ -112,7 +112,9 @@ class SnapshotHealth:
 
     def batch(self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool) -> None:
         """Once per progress, before its operators: the run's base version, the batch period, the listing."""
-        q = self._queries.setdefault(record.query_id, _Query())
+        q = self._queries.get(record.query_id)
+        if q is None:  # (not ``setdefault``: that would build a ``_Query`` at every batch)
+            q = self._queries[record.query_id] = _Query()
         if first_of_run or q.run_id != p.run_id:
             q.run_id, q.run_base = p.run_id, 0 if p.batch_id == 0 else p.batch_id
             q.last_ts = None

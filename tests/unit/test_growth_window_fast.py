@@ -169,7 +169,8 @@ def test_thirds_found_on_the_times_are_the_keyed_bisections_on_every_recorded_wi
 
 
 class _ReferenceAdd(GrowthWindow):
-    """``add`` and ``rates`` as they were before issue 32's session 9: the sums through ``_apply`` (sign 1.0), ``_eta`` a function."""
+    """``add``, ``_drop_oldest`` and ``rates`` as they were before issue 32's session 9: the sums through ``_apply``
+    (sign 1.0 or -1.0), ``_eta`` a function."""
 
     def add(self, t: float, rows: float, memory: float, added: float, removed: float) -> None:
         if self._t0 is None:
@@ -193,6 +194,20 @@ class _ReferenceAdd(GrowthWindow):
         self._adds += 1
         if self._adds % self._RESUM_EVERY == 0:
             self._resum()
+
+    def _drop_oldest(self) -> None:
+        if len(self.points) > 1 and self.points[1][0] < self.points[0][0]:
+            self._descents -= 1
+        old = self.points.popleft()
+        self._totals.popleft()
+        if not (_exact(old[1]) and _exact(old[2])):
+            self._inexact -= 1
+            if not self._inexact:
+                self._retotal()
+        self._apply(old, -1.0)
+        if self.points:
+            self._added -= self.points[0][3]
+            self._removed -= self.points[0][4]
 
     def rates(self, rows_budget: float = 0.0, bytes_budget: float = 0.0) -> tuple[float, float, float, float | None, float | None]:
         def eta(current: float, rate: float, budget: float) -> float | None:
@@ -221,7 +236,7 @@ def _same(a: object, b: object) -> bool:
 
 @pytest.mark.parametrize("window_seconds", [4.0, 60.0])
 def test_inlined_add_and_rates_equal_the_reference_on_every_recorded_operator(window_seconds: float) -> None:
-    """The inlined ``add`` keeps the same sums, totals and counts, and ``rates`` the same floats, after every point of
+    """The inlined ``add`` and ``_drop_oldest`` keep the same sums, totals and counts, and ``rates`` the same floats, after every point of
     every recorded operator (and its odd variant), with and without budgets, and over 2,500 points (re-summed twice)."""
     many = [(t * 0.5, 1e9 + (t % 7) * 3.0 + t, 7.0 * t, 3.0, float(t % 2)) for t in range(2500)]
     compared = 0
