@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 
 from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
+from observer.metrics.updates import Labels
 from observer.model import signal_kinds as kinds
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.settings import Settings
@@ -55,17 +56,6 @@ class Trend(NamedTuple):
     end: float
     span_seconds: float
     batches: int
-
-
-class GrowthVerdict(NamedTuple):  # one per operator and batch: a tuple is built faster than a frozen dataclass
-    rows_per_second: float
-    bytes_per_second: float
-    eviction_ratio: float
-    unbounded: bool | None  # what this window alone shows; None while it cannot tell
-    rows_eta_seconds: float | None
-    bytes_eta_seconds: float | None
-    trend: Trend | None = None
-    removed: float = 0.0  # rows removed within the window
 
 
 _EXACT = 2.0**40  # integral amounts below this add up exactly in floats over any window (5,000 points plus 1,000 adds)
@@ -111,23 +101,35 @@ class GrowthWindow:
         s[6] += sign * t * memory
 
     def add(self, t: float, rows: float, memory: float, added: float, removed: float) -> None:
+        """One batch's point. ``_apply``'s sums inlined with its sign of 1.0 left out (a product by 1.0 is exact,
+        so the sums are the same floats; held equal in ``tests/unit/test_growth_window_fast.py``)."""
+        points = self.points
         if self._t0 is None:
             self._t0 = t
-        if len(self.points) == self.points.maxlen:
+        if len(points) == points.maxlen:
             self._drop_oldest()
-        point = (t, rows, memory, added, removed)
-        if self.points and t < self.points[-1][0]:
+        if points and t < points[-1][0]:
             self._descents += 1
-        if not (_exact(rows) and _exact(memory)):
-            self._inexact += 1
-        self.points.append(point)
-        before = self._totals[-1] if self._totals else (0.0, 0.0, 0)
-        self._totals.append((before[0] + rows, before[1] + memory, before[2] + (rows > 0)))
-        self._apply(point, 1.0)
-        if len(self.points) > 1:  # the first point's amounts happened before the window began
+        if not (-_EXACT < rows < _EXACT and rows == rows // 1 and -_EXACT < memory < _EXACT and memory == memory // 1):
+            self._inexact += 1  # ``_exact(rows) and _exact(memory)``, inlined
+        points.append((t, rows, memory, added, removed))
+        totals = self._totals
+        before = totals[-1] if totals else (0.0, 0.0, 0)
+        totals.append((before[0] + rows, before[1] + memory, before[2] + (rows > 0)))
+        x = t - (self._t0 or 0.0)
+        sums = self._sums
+        sums[0] += 1.0
+        sums[1] += x
+        sums[2] += x * x
+        sums[3] += rows
+        sums[4] += x * rows
+        sums[5] += memory
+        sums[6] += x * memory
+        if len(points) > 1:  # the first point's amounts happened before the window began
             self._added += added
             self._removed += removed
-        while self.points and t - self.points[0][0] > self.window:
+        window = self.window
+        while points and t - points[0][0] > window:
             self._drop_oldest()
         self._adds += 1
         if self._adds % self._RESUM_EVERY == 0:
@@ -142,7 +144,15 @@ class GrowthWindow:
             self._inexact -= 1
             if not self._inexact:
                 self._retotal()  # the totals still carry the inexact amount: start them afresh
-        self._apply(old, -1.0)
+        x = old[0] - (self._t0 or 0.0)  # ``_apply(old, -1.0)`` inlined: adding a product by -1.0 is subtracting
+        sums = self._sums
+        sums[0] -= 1.0
+        sums[1] -= x
+        sums[2] -= x * x
+        sums[3] -= old[1]
+        sums[4] -= x * old[1]
+        sums[5] -= old[2]
+        sums[6] -= x * old[2]
         if self.points:  # the new first point no longer counts as inside the window
             self._added -= self.points[0][3]
             self._removed -= self.points[0][4]
@@ -208,11 +218,9 @@ class GrowthWindow:
         m1, m2, m3 = (sum(third) / len(third) for third in thirds)
         return _decide(trend, m1, m2, m3, lambda: _scatter(ts, ys))
 
-    def _shape_from(self, start: int, min_span: float, rising_only: bool = False) -> Trend | None:
+    def _shape_from(self, start: int, min_span: float) -> Trend | None:
         """``_shape_listed`` of the points from ``start`` on, in time order with exact amounts: O(log n)
-        but for the scatter, which is computed only when the answer depends on it. ``rising_only``: the
-        caller asks only whether it is rising, so a window that cannot be (``_decide``'s ``may_rise``
-        false) returns its trend undecided without the scatter."""
+        but for the scatter, which is computed only when the answer depends on it."""
         pts, totals = self.points, self._totals
         n = len(pts) - start
         if n < max(self.min_points, 3):
@@ -224,8 +232,6 @@ class GrowthWindow:
         column, basis = (1, "rows") if totals[-1][2] - totals[start][2] + (first[1] > 0) else (2, "bytes")
 
         trend = Trend(None, basis, first[column], last[column], span, n)
-        if rising_only and not last[column] > first[column]:
-            return trend  # ended not above where it started: not rising, whatever the thirds
         one = _third_start(pts, 1, start, t0, span)
         two = _third_start(pts, 2, one, t0, span)
         if not (start < one < two < len(pts)):
@@ -236,8 +242,6 @@ class GrowthWindow:
             return totals[j - 1][c] - (totals[i][c] - pts[i][column])
 
         m1, m2, m3 = total(start, one) / (one - start), total(one, two) / (two - one), total(two, len(pts)) / (len(pts) - two)
-        if rising_only and not (m2 - m1 > 1.0 and m3 - m2 > 1.0):
-            return trend
 
         def scatter() -> float:
             window = list(islice(pts, start, None))
@@ -251,18 +255,51 @@ class GrowthWindow:
         ``trend`` returns the whole window's shape when it has one, and otherwise the second half's only when
         flat: so it is rising exactly when the whole window is. The whole window is rising only when each third
         is a row above the one before and the state ended above where it started (``_decide``'s ``may_rise``),
-        so a window that is not asks for no scatter and no second half. Held equal to
-        ``trend().shape == RISING`` after every batch of every recorded operator (``tests/unit/test_growth_window_fast.py``)."""
+        so a window that is not asks for no scatter and no second half; ``_rises`` answers that alone, with no
+        ``Trend`` built. Held equal to ``trend().shape == RISING`` after every batch of every recorded operator
+        (``tests/unit/test_growth_window_fast.py``)."""
         if self._descents or self._inexact:
             whole = self.trend_listed()
             return whole is not None and whole.shape == RISING
-        whole = self._shape_from(0, self.window * 0.5, rising_only=True)
-        return whole is not None and whole.shape == RISING
+        return self._rises(self.window * 0.5)
+
+    def _rises(self, min_span: float) -> bool:
+        """Whether ``_shape_from(0, min_span)`` is rising: its tests in its order, as a bool, returning as soon as
+        ``_decide``'s ``may_rise`` is false (then it is not rising, and the scatter is not computed).
+
+        With ``may_rise`` true (each third a row above the one before, the end above the start), ``_decide``
+        says rising exactly when each third is above the one before by more than ``max(1.0, scatter)``."""
+        pts, totals = self.points, self._totals
+        n = len(pts)
+        if n < max(self.min_points, 3):
+            return False
+        first, last = pts[0], pts[-1]
+        t0, span = first[0], last[0] - first[0]
+        if span < min_span or span <= 0:
+            return False
+        column = 1 if totals[-1][2] - totals[0][2] + (first[1] > 0) else 2
+        if not last[column] > first[column]:
+            return False
+        one = _third_start(pts, 1, 0, t0, span)
+        two = _third_start(pts, 2, one, t0, span)
+        if not (0 < one < two < n):
+            return False
+        c = column - 1
+        start_total = totals[0][c] - first[column]
+        one_total, two_total = totals[one - 1][c], totals[two - 1][c]
+        m1 = (one_total - start_total) / one
+        m2 = (two_total - (totals[one][c] - pts[one][column])) / (two - one)
+        m3 = (totals[-1][c] - (totals[two][c] - pts[two][column])) / (n - two)
+        if not (m2 - m1 > 1.0 and m3 - m2 > 1.0):
+            return False
+        window = list(pts)
+        tolerance = max(1.0, _scatter_mapped(list(map(sub, map(_time, window), repeat(t0))), list(map(itemgetter(column), window))))
+        return m2 - m1 > tolerance and m3 - m2 > tolerance
 
     def rates(self, rows_budget: float = 0.0, bytes_budget: float = 0.0) -> tuple[float, float, float, float | None, float | None]:
-        """The verdict's O(1) part: rows and bytes a second (least squares), eviction ratio, and the
-        seconds until each budget, as ``verdict`` has them; the growth rule reads these every batch and
-        the trend only when its answer can matter."""
+        """The window's O(1) part: rows and bytes a second (least squares), eviction ratio, and the
+        seconds until each budget; the growth rule reads these every batch and the trend only when its
+        answer can matter."""
         n, st, stt, sr, str_, sb, stb, _ = self._sums
         denominator = n * stt - st * st
         if n < 2 or denominator <= 1e-12 * max(1.0, n * stt):  # the least-squares slopes of rows and bytes over time
@@ -275,27 +312,15 @@ class GrowthWindow:
         if self.points:
             last = self.points[-1]
             rows, memory = last[1], last[2]
-        return rows_rate, bytes_rate, ratio, _eta(rows, rows_rate, rows_budget), _eta(memory, bytes_rate, bytes_budget)
+        # the seconds until each budget at this rate (none without a budget or a rise)
+        rows_eta = None if rows_budget <= 0 or rows_rate <= 0 else max(0.0, (rows_budget - rows) / rows_rate)
+        bytes_eta = None if bytes_budget <= 0 or bytes_rate <= 0 else max(0.0, (bytes_budget - memory) / bytes_rate)
+        return rows_rate, bytes_rate, ratio, rows_eta, bytes_eta
 
     @property
     def removed(self) -> float:
         """Rows removed within the window."""
         return self._removed
-
-    def verdict(self, rows_budget: float = 0.0, bytes_budget: float = 0.0) -> GrowthVerdict:
-        rows_rate, bytes_rate, ratio, rows_eta, bytes_eta = self.rates(rows_budget, bytes_budget)
-        trend = self.trend()
-        shape = trend.shape if trend else None
-        return GrowthVerdict(
-            rows_per_second=rows_rate,
-            bytes_per_second=bytes_rate,
-            eviction_ratio=ratio,
-            unbounded=None if shape is None else shape == RISING,
-            rows_eta_seconds=rows_eta,
-            bytes_eta_seconds=bytes_eta,
-            trend=trend,
-            removed=self._removed,
-        )
 
 
 _time = itemgetter(0)  # a point's time
@@ -364,12 +389,6 @@ def _scatter_mapped(ts: list[float], ys: list[float]) -> float:
     return math.sqrt(sum(map(pow, map(sub, dys, map(mul, repeat(slope), dts)), repeat(2))) / n)
 
 
-def _eta(current: float, rate: float, budget: float) -> float | None:
-    if budget <= 0 or rate <= 0:
-        return None
-    return max(0.0, (budget - current) / rate)
-
-
 def describe(attributes: Mapping[str, Any]) -> str:
     """The verdict's evidence in words: the signal carries it, the browser shows it (one text for both)."""
     basis = attributes.get("basis", "rows")
@@ -396,10 +415,11 @@ OperatorKey = tuple[str, int, str]  # query id, operator index, operator name
 class _Operator:
     """One operator's window, verdict so far, and what its watermark and evictions showed since it was first seen."""
 
-    __slots__ = ("ever_evicted", "first_seen", "rising_since", "unbounded", "window")
+    __slots__ = ("ever_evicted", "first_seen", "labels", "rising_since", "unbounded", "window")
 
-    def __init__(self, window: GrowthWindow, first_seen: float) -> None:
+    def __init__(self, window: GrowthWindow, first_seen: float, labels: Labels) -> None:
         self.window = window
+        self.labels = labels  # ``operator_labels`` of its index and name: the key it is kept under
         self.unbounded: bool | None = None
         self.first_seen = first_seen
         self.ever_evicted = False
@@ -443,7 +463,8 @@ class Growth:
         key = (record.query_id, op.index, op.name)
         state = self._operators.get(key)
         if state is None:
-            state = self._operators[key] = _Operator(GrowthWindow(self.s.growth_window_seconds, self.s.growth_min_batches), ts)
+            window = GrowthWindow(self.s.growth_window_seconds, self.s.growth_min_batches)
+            state = self._operators[key] = _Operator(window, ts, operator_labels(op.index, op.name))
             shared = self._carried.get(record.query_id)
             if shared is not None:
                 shared[(op.index, op.name)] = state
@@ -451,7 +472,7 @@ class Growth:
         state.ever_evicted = state.ever_evicted or bool(op.rows_removed)
         window = state.window
         rows_rate, bytes_rate, ratio, rows_eta, bytes_eta = window.rates(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
-        labels = operator_labels(op.index, op.name)
+        labels = state.labels
         facts.set_many(
             record,
             labels,

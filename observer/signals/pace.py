@@ -41,8 +41,9 @@ def _exact(value: float) -> int:
 
 @dataclass
 class _Pace:
-    # (batch start, input rows, seconds the rows took to arrive, seconds they took to process)
-    batches: deque[tuple[float, float, float, float]] = field(default_factory=lambda: deque(maxlen=_MAX_BATCHES))
+    # (batch start, input rows, seconds the rows took to arrive, seconds they took to process, and those three
+    # as ``_exact`` integers: computed once as the batch enters, subtracted as they were added when it leaves)
+    batches: deque[tuple[float, float, float, float, int, int, int]] = field(default_factory=lambda: deque(maxlen=_MAX_BATCHES))
     # The window's sums (rows, arriving, processing), kept as each batch enters and leaves instead of
     # re-summed at every batch (3 x up to 1,000 per event showed in the ingest profile). Exact integers,
     # not floats: a float running sum drifts, and a huge value that enters and leaves wipes out the rest.
@@ -51,21 +52,22 @@ class _Pace:
     first_at: float | None = None  # the run's first batch with rows: the window is full a window later
     above_since: float | None = None  # since when the averaged input has been above the ratio
 
-    def push(self, batch: tuple[float, float, float, float]) -> None:
+    def push(self, start: float, rows: float, arriving: float, processing: float) -> None:
         if len(self.batches) == self.batches.maxlen:
             self.pop()
-        self.batches.append(batch)
+        exact_rows, exact_arriving, exact_processing = _exact(rows), _exact(arriving), _exact(processing)
+        self.batches.append((start, rows, arriving, processing, exact_rows, exact_arriving, exact_processing))
         sums = self.sums
-        sums[0] += _exact(batch[1])
-        sums[1] += _exact(batch[2])
-        sums[2] += _exact(batch[3])
+        sums[0] += exact_rows
+        sums[1] += exact_arriving
+        sums[2] += exact_processing
 
     def pop(self) -> None:
-        _, rows, arriving, processing = self.batches.popleft()
+        batch = self.batches.popleft()
         sums = self.sums
-        sums[0] -= _exact(rows)
-        sums[1] -= _exact(arriving)
-        sums[2] -= _exact(processing)
+        sums[0] -= batch[4]
+        sums[1] -= batch[5]
+        sums[2] -= batch[6]
 
 
 class Pace:
@@ -92,7 +94,7 @@ class Pace:
             return
         rows, inp, proc = float(p.input_rows or 0), p.input_rows_per_second, p.processed_rows_per_second
         if rows > 0 and inp and proc and inp > 0 and proc > 0:
-            q.push((ts, rows, rows / inp, rows / proc))
+            q.push(ts, rows, rows / inp, rows / proc)
             q.first_at = ts if q.first_at is None else q.first_at
         while q.batches and ts - q.batches[0][0] > self.s.falling_behind_window_seconds:
             q.pop()

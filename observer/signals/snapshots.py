@@ -34,6 +34,7 @@ import statistics
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Callable, NamedTuple
 
 from observer.metrics import catalog
@@ -111,7 +112,9 @@ class SnapshotHealth:
 
     def batch(self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool) -> None:
         """Once per progress, before its operators: the run's base version, the batch period, the listing."""
-        q = self._queries.setdefault(record.query_id, _Query())
+        q = self._queries.get(record.query_id)
+        if q is None:  # (not ``setdefault``: that would build a ``_Query`` at every batch)
+            q = self._queries[record.query_id] = _Query()
         if first_of_run or q.run_id != p.run_id:
             q.run_id, q.run_base = p.run_id, 0 if p.batch_id == 0 else p.batch_id
             q.last_ts = None
@@ -156,7 +159,8 @@ class SnapshotHealth:
         if q is None:
             return
         reported = [m for m in op.instances if m.prefix == SNAPSHOT_LAST_UPLOADED]
-        listed = {k[1:]: v for k, v in (q.listing or {}).items() if k[0] == op.index}
+        listing = q.listing
+        listed = {k[1:]: v for k, v in listing.items() if k[0] == op.index} if listing else {}
         if not reported and not listed:
             return  # Spark before 4.1, an HDFS store before 4.1, or a stateless batch: nothing is known
         total = int(op.store_instances) if op.store_instances and math.isfinite(op.store_instances) else None
@@ -174,22 +178,27 @@ class SnapshotHealth:
             source = PROGRESS
             # a -1 after an upload this run is a reloaded provider: the checkpoint holds that upload
             instances = [
-                Instance(
-                    m.partition,
-                    m.store,
-                    float(
-                        version - (m.value if m.value is not None else max(q.run_base, q.uploaded.get((op.index, m.partition, m.store), 0)))
+                _instance(
+                    Instance,
+                    (
+                        m.partition,
+                        m.store,
+                        float(
+                            version
+                            - (m.value if m.value is not None else max(q.run_base, q.uploaded.get((op.index, m.partition, m.store), 0)))
+                        ),
+                        m.value is None,
+                        None,
                     ),
-                    m.value is None,
-                    None,
                 )
                 for m in reported
             ]
-            all_never = all(i.never_uploaded for i in instances)
-            unknown = max(0, (total or len(instances)) - len(instances)) if all_never else 0
+        never = sum(map(_never_uploaded, instances))  # bools: the count of the never uploaded
+        if source == PROGRESS:
+            # all never uploaded: the count is the instances' (a non-empty list: some were reported)
+            unknown = max(0, (total or len(instances)) - len(instances)) if never == len(instances) else 0
         allowed = self.allowed_lag(record.query_id)
-        largest = max(i.lag for i in instances)
-        never = sum(1 for i in instances if i.never_uploaded)
+        largest = max(map(_lag, instances))
         # most lagging first; sorted once, the lagging ones are a stable filter of it and the series its top K
         ranked = sorted(instances, key=_rank)
         lagging = [i for i in ranked if i.lag > allowed]
@@ -253,6 +262,10 @@ class SnapshotHealth:
             for gone in shown - now:
                 facts.set(record, catalog.SNAPSHOT_LAG_BATCHES, gone, None)
         q.shown[op_index] = now
+
+
+_instance = tuple.__new__  # ``Instance(...)`` without its generated ``__new__``: one per reported instance and batch
+_lag, _never_uploaded = itemgetter(2), itemgetter(3)  # an instance's lag and whether it never uploaded, as C calls
 
 
 def _rank(i: Instance) -> tuple[float, int, str]:

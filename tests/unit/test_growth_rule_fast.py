@@ -3,9 +3,10 @@
 ``Growth.operator`` now reads the window's O(1) rates every batch and its trend only when the answer can
 matter: a state already judged bounded asks only whether the window rises (``GrowthWindow.rising``),
 which needs no scatter and no second half unless each third is a row above the one before. ``_Reference``
-is the pass as it was (the whole ``verdict``, trend included, every batch). Both are fed every recorded
-progress event, at the defaults and at a short window with few batches (so verdicts are reached, kept and
-changed, bounded and unbounded, many times over), and their gauges and signals must be equal after every batch.
+is the pass as it was (the rates and the whole trend every batch, as the removed ``verdict`` built
+them). Both are fed every recorded progress event, at the defaults and at a short window with few
+batches (so verdicts are reached, kept and changed, bounded and unbounded, many times over), and their
+gauges and signals must be equal after every batch.
 No recording turns a bounded state unbounded, so each bounded run is also followed by the recorded
 unbounded growth, as one operator of one query (times shifted to follow on): the verdict changes back.
 """
@@ -24,7 +25,7 @@ from observer.model import signal_kinds as kinds
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.settings import Settings
 from observer.signals.facts import SignalFacts
-from observer.signals.growth import Growth, GrowthWindow, _Operator, _watermark_delay, describe
+from observer.signals.growth import RISING, Growth, GrowthWindow, _Operator, _watermark_delay, describe
 
 
 class _Reference(Growth):
@@ -36,24 +37,26 @@ class _Reference(Growth):
         key = (record.query_id, op.index, op.name)
         state = self._operators.get(key)
         if state is None:
-            state = self._operators[key] = _Operator(GrowthWindow(self.s.growth_window_seconds, self.s.growth_min_batches), ts)
+            window = GrowthWindow(self.s.growth_window_seconds, self.s.growth_min_batches)
+            state = self._operators[key] = _Operator(window, ts, operator_labels(op.index, op.name))
         state.window.add(ts, op.rows_total, op.memory_bytes or 0.0, op.rows_updated or 0.0, op.rows_removed or 0.0)
         state.ever_evicted = state.ever_evicted or bool(op.rows_removed)
-        v = state.window.verdict(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
+        rows_rate, bytes_rate, ratio, rows_eta, bytes_eta = state.window.rates(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
+        trend = state.window.trend()
         labels = operator_labels(op.index, op.name)
         facts.set_many(
             record,
             labels,
             (
-                (catalog.ROWS_GROWTH_RATE, v.rows_per_second),
-                (catalog.MEMORY_GROWTH_RATE, v.bytes_per_second),
-                (catalog.EVICTION_RATIO, v.eviction_ratio),
-                (catalog.ROWS_BUDGET_ETA, v.rows_eta_seconds),
-                (catalog.MEMORY_BUDGET_ETA, v.bytes_eta_seconds),
+                (catalog.ROWS_GROWTH_RATE, rows_rate),
+                (catalog.MEMORY_GROWTH_RATE, bytes_rate),
+                (catalog.EVICTION_RATIO, ratio),
+                (catalog.ROWS_BUDGET_ETA, rows_eta),
+                (catalog.MEMORY_BUDGET_ETA, bytes_eta),
             ),
         )
         watermark, delay = p.watermark is not None, _watermark_delay(p)
-        unbounded = v.unbounded
+        unbounded = None if trend is None or trend.shape is None else trend.shape == RISING
         state.rising_since = (ts if state.rising_since is None else state.rising_since) if unbounded else None
         rising_for = 0.0 if state.rising_since is None else ts - state.rising_since
         if unbounded and watermark and not state.ever_evicted and ts - state.first_seen < (delay or 0.0) + self.s.growth_window_seconds:
@@ -64,7 +67,7 @@ class _Reference(Growth):
             if state.unbounded is not None:
                 facts.set(record, catalog.STATE_UNBOUNDED, labels, 1.0 if state.unbounded else 0.0)
             return
-        trend, window = v.trend, state.window
+        window = state.window
         if trend is None:
             return
         state.unbounded = unbounded
@@ -79,11 +82,11 @@ class _Reference(Growth):
             "bytes_at_end": last[2],
             "window_seconds": round(trend.span_seconds, 1),
             "batches": trend.batches,
-            "rows_per_second": round(v.rows_per_second, 3),
-            "bytes_per_second": round(v.bytes_per_second, 3),
-            "evicted": v.removed > 0,
-            "rows_removed": v.removed,
-            "eviction_ratio": round(v.eviction_ratio, 3),
+            "rows_per_second": round(rows_rate, 3),
+            "bytes_per_second": round(bytes_rate, 3),
+            "evicted": window.removed > 0,
+            "rows_removed": window.removed,
+            "eviction_ratio": round(ratio, 3),
             "watermark": watermark,
             "watermark_delay_seconds": None if delay is None else round(delay, 1),
             "confidence": self._confidence(trend),

@@ -24,7 +24,7 @@ import pytest
 
 from conftest import FIXTURES
 from observer.model.parse import parse_progress
-from observer.signals.growth import GrowthWindow, _scatter, _scatter_mapped, _third_start
+from observer.signals.growth import GrowthWindow, _exact, _scatter, _scatter_mapped, _third_start
 
 Series = list[tuple[float, float, float, float, float]]
 
@@ -166,3 +166,89 @@ def test_thirds_found_on_the_times_are_the_keyed_bisections_on_every_recorded_wi
             assert _third_start(pts, 2, one, t0, span) == _third_start_keyed(pts, 2, one, t0, span)
             compared += 1
     assert compared > 1000
+
+
+class _ReferenceAdd(GrowthWindow):
+    """``add``, ``_drop_oldest`` and ``rates`` as they were before issue 32's session 9: the sums through ``_apply``
+    (sign 1.0 or -1.0), ``_eta`` a function."""
+
+    def add(self, t: float, rows: float, memory: float, added: float, removed: float) -> None:
+        if self._t0 is None:
+            self._t0 = t
+        if len(self.points) == self.points.maxlen:
+            self._drop_oldest()
+        point = (t, rows, memory, added, removed)
+        if self.points and t < self.points[-1][0]:
+            self._descents += 1
+        if not (_exact(rows) and _exact(memory)):
+            self._inexact += 1
+        self.points.append(point)
+        before = self._totals[-1] if self._totals else (0.0, 0.0, 0)
+        self._totals.append((before[0] + rows, before[1] + memory, before[2] + (rows > 0)))
+        self._apply(point, 1.0)
+        if len(self.points) > 1:
+            self._added += added
+            self._removed += removed
+        while self.points and t - self.points[0][0] > self.window:
+            self._drop_oldest()
+        self._adds += 1
+        if self._adds % self._RESUM_EVERY == 0:
+            self._resum()
+
+    def _drop_oldest(self) -> None:
+        if len(self.points) > 1 and self.points[1][0] < self.points[0][0]:
+            self._descents -= 1
+        old = self.points.popleft()
+        self._totals.popleft()
+        if not (_exact(old[1]) and _exact(old[2])):
+            self._inexact -= 1
+            if not self._inexact:
+                self._retotal()
+        self._apply(old, -1.0)
+        if self.points:
+            self._added -= self.points[0][3]
+            self._removed -= self.points[0][4]
+
+    def rates(self, rows_budget: float = 0.0, bytes_budget: float = 0.0) -> tuple[float, float, float, float | None, float | None]:
+        def eta(current: float, rate: float, budget: float) -> float | None:
+            if budget <= 0 or rate <= 0:
+                return None
+            return max(0.0, (budget - current) / rate)
+
+        n, st, stt, sr, str_, sb, stb, _ = self._sums
+        denominator = n * stt - st * st
+        if n < 2 or denominator <= 1e-12 * max(1.0, n * stt):
+            rows_rate = bytes_rate = 0.0
+        else:
+            rows_rate = (n * str_ - st * sr) / denominator
+            bytes_rate = (n * stb - st * sb) / denominator
+        ratio = self._removed / self._added if self._added > 0 else 0.0
+        rows = memory = 0.0
+        if self.points:
+            rows, memory = self.points[-1][1], self.points[-1][2]
+        return rows_rate, bytes_rate, ratio, eta(rows, rows_rate, rows_budget), eta(memory, bytes_rate, bytes_budget)
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, NaN included (the odd series carry one): compared by their reprs, bit for bit as printed."""
+    return repr(a) == repr(b)
+
+
+@pytest.mark.parametrize("window_seconds", [4.0, 60.0])
+def test_inlined_add_and_rates_equal_the_reference_on_every_recorded_operator(window_seconds: float) -> None:
+    """The inlined ``add`` and ``_drop_oldest`` keep the same sums, totals and counts, and ``rates`` the same floats, after every point of
+    every recorded operator (and its odd variant), with and without budgets, and over 2,500 points (re-summed twice)."""
+    many = [(t * 0.5, 1e9 + (t % 7) * 3.0 + t, 7.0 * t, 3.0, float(t % 2)) for t in range(2500)]
+    compared = 0
+    for series in [s for _, s in RECORDED] + [_odd(s) for _, s in RECORDED[:20]] + [many]:
+        fast, reference = GrowthWindow(window_seconds, 3, max_points=50), _ReferenceAdd(window_seconds, 3, max_points=50)
+        for point in series:
+            fast.add(*point)
+            reference.add(*point)
+            state = (fast._sums, list(fast._totals), list(fast.points), fast._added, fast._removed, fast._descents, fast._inexact)
+            want = (reference._sums, list(reference._totals), list(reference.points))
+            assert _same(state, want + (reference._added, reference._removed, reference._descents, reference._inexact))
+            for budgets in ((0.0, 0.0), (1e6, 1e9), (1.0, 1.0)):
+                assert _same(fast.rates(*budgets), reference.rates(*budgets))
+            compared += 1
+    assert compared > 4000

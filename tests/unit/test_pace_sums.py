@@ -99,9 +99,9 @@ def test_a_short_window_is_full_on_several_recordings(monkeypatch: pytest.Monkey
 def test_sums_stay_exact_when_a_huge_batch_enters_and_leaves() -> None:
     """A float running sum would lose the small batches to a huge one that entered and left; these do not."""
     q = _Pace()
-    q.push((0.0, 1e300, 1e300, 1e300))
+    q.push(0.0, 1e300, 1e300, 1e300)
     for t in range(1, 4):
-        q.push((float(t), 3.0, 0.1, 0.2))
+        q.push(float(t), 3.0, 0.1, 0.2)
     q.pop()
     assert [s / (1 << pace._ULP_BITS) for s in q.sums] == [9.0, math.fsum([0.1] * 3), math.fsum([0.2] * 3)]
 
@@ -109,7 +109,9 @@ def test_sums_stay_exact_when_a_huge_batch_enters_and_leaves() -> None:
 def test_a_full_window_drops_its_oldest_from_the_sums() -> None:
     q = _Pace()
     for t in range(pace._MAX_BATCHES + 5):
-        q.push((float(t), float(t), 1.0, 2.0))
+        q.push(float(t), float(t) + 0.1 * (t % 3), 1.0, 2.0)
     kept: Any = list(q.batches)
     assert len(kept) == pace._MAX_BATCHES
     assert [s / (1 << pace._ULP_BITS) for s in q.sums] == [math.fsum(b[1] for b in kept), float(len(kept)), 2.0 * len(kept)]
+    # each batch's exact amounts, kept as it entered and subtracted as it left: the window's sums re-summed
+    assert q.sums == [sum(pace._exact(b[i]) for b in kept) for i in (1, 2, 3)]

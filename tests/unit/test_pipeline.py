@@ -16,7 +16,7 @@ from observer.model.events import Event, QueryProgress, QueryStarted
 from observer.model.signal_kinds import QUERY_RESTARTED, QUERY_STARTED, RESTORE, SignalEvent
 from observer.pipeline.sink import Sink
 from observer.settings import Settings
-from observer.signals.growth import GrowthWindow
+from observer.signals.growth import FLAT, RISING, GrowthWindow
 
 RESTART = fixture_runs("rocksdb_restart")
 
@@ -49,18 +49,19 @@ def test_queue_drops_reach_the_observers_own_metrics() -> None:
 
 def test_growth_window_fits_the_slope_and_slides() -> None:
     w = GrowthWindow(window_seconds=50, min_points=4)
-    assert w.verdict().unbounded is None
+    assert w.trend() is None and not w.rising()
     for t in range(0, 100, 10):  # rows grow 5/s, memory 20 B/s, 50 added and nothing removed per batch
         w.add(float(t), 1000 + 5.0 * t, 4000 + 20.0 * t, 50, 0)
-    v = w.verdict(rows_budget=2000, bytes_budget=0)
+    rows_rate, bytes_rate, ratio, rows_eta, bytes_eta = w.rates(rows_budget=2000, bytes_budget=0)
     assert len(w.points) == 6  # 40..90: older points left the 50 s window
-    assert v.rows_per_second == pytest.approx(5.0) and v.bytes_per_second == pytest.approx(20.0)
-    assert v.unbounded is True and v.eviction_ratio == 0.0
-    assert v.rows_eta_seconds == pytest.approx((2000 - 1450) / 5.0) and v.bytes_eta_seconds is None
+    assert rows_rate == pytest.approx(5.0) and bytes_rate == pytest.approx(20.0)
+    assert w.trend().shape == RISING and w.rising() and ratio == 0.0
+    assert rows_eta == pytest.approx((2000 - 1450) / 5.0) and bytes_eta is None
     for t in range(100, 160, 10):  # flat now, evicting as much as it adds
         w.add(float(t), 1450, 5800, 50, 50)
-    v = w.verdict()
-    assert v.rows_per_second == pytest.approx(0.0) and v.eviction_ratio == pytest.approx(1.0) and v.unbounded is False
+    rows_rate, _, ratio, _, _ = w.rates()
+    assert rows_rate == pytest.approx(0.0) and ratio == pytest.approx(1.0)
+    assert w.trend().shape == FLAT and not w.rising()
 
 
 def test_growth_window_running_sums_match_a_fresh_fit() -> None:
@@ -71,16 +72,16 @@ def test_growth_window_running_sums_match_a_fresh_fit() -> None:
     fresh = GrowthWindow(window_seconds=30, min_points=2, max_points=50)
     for point in w.points:
         fresh.add(*point)
-    a, b = w.verdict(), fresh.verdict()
-    assert a.rows_per_second == pytest.approx(b.rows_per_second, rel=1e-6)
-    assert a.bytes_per_second == pytest.approx(b.bytes_per_second, rel=1e-6)
+    a, b = w.rates(), fresh.rates()
+    assert a[0] == pytest.approx(b[0], rel=1e-6)
+    assert a[1] == pytest.approx(b[1], rel=1e-6)
 
 
 def test_growth_window_needs_half_a_window_of_history() -> None:
     w = GrowthWindow(window_seconds=100, min_points=3)
     for t in range(0, 40, 10):  # 4 points but only 30 s of the 100 s window
         w.add(float(t), 100.0 + t, 0.0, 10, 0)
-    assert w.verdict().unbounded is None
+    assert w.trend() is None and not w.rising()
 
 
 class RecordingSink:
