@@ -553,7 +553,7 @@ class FleetObserver:
                 pipeline.placement.feed_line(event.line or b"", app=pipeline.log_name)
             elif event.line is not None:  # task, job and SQL events come unparsed: placement decodes what it reads
                 pipeline.checkpoints.feed_line(event.line)
-                pipeline.placement.feed_line(event.line, app=pipeline.log_name)
+                pipeline.placement.feed_line(event.line, app=pipeline.log_name, wanted=True)  # the watcher's raw_keep kept it
                 return 0
             else:
                 pipeline.placement.feed(event.data, app=pipeline.log_name)
