@@ -60,6 +60,7 @@ from observer.exporters.samples import SampleSink, labelled, render_lifecycle, r
 from observer.fleet.app_events import PIPELINE_EVENTS, PLACEMENT_EVENTS, PROBLEM_KINDS, AppEvents, LoggedApp, RawEvent, WatchCounts
 from observer.fleet.clock_skew import event_time
 from observer.fleet.eventlog_watch import EventLogWatcher
+from observer.fleet.heap import keep_freed_heap
 from observer.fleet.query_statuses import EXPORTER as QUERY_STATUS_EXPORTER
 from observer.fleet.query_statuses import QueryStatuses
 from observer.fleet.store_mirror import PROBLEM_KINDS as STORE_PROBLEM_KINDS
@@ -348,6 +349,7 @@ class FleetObserver:
 
         ``follow=False`` opens the endpoint only: the caller drives ``poll_once`` (benchmarks).
         """
+        keep_freed_heap()  # the polls' pieces and lines reuse warm memory (observer.fleet.heap)
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_TextCollector(self.exposition))
         # one push of every application; the grouping key holds the static labels, the series their app
@@ -553,7 +555,7 @@ class FleetObserver:
                 pipeline.placement.feed_line(event.line or b"", app=pipeline.log_name)
             elif event.line is not None:  # task, job and SQL events come unparsed: placement decodes what it reads
                 pipeline.checkpoints.feed_line(event.line)
-                pipeline.placement.feed_line(event.line, app=pipeline.log_name)
+                pipeline.placement.feed_line(event.line, app=pipeline.log_name, wanted=True)  # the watcher's raw_keep kept it
                 return 0
             else:
                 pipeline.placement.feed(event.data, app=pipeline.log_name)

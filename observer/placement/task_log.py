@@ -88,10 +88,13 @@ class EventLogSource:
         """An application the watcher stopped following: its open batches will not complete."""
         self._readers.pop(app, None)
 
-    def feed_line(self, line: bytes, app: str = "") -> None:
+    def feed_line(self, line: bytes, app: str = "", wanted: bool = False) -> None:
         """One raw event-log line of application ``app``: parsed only when it is of a type placement uses (most
-        lines are not), and then only the fields placement reads where the typed decode takes the line."""
-        if not wanted_line(line):
+        lines are not), and then only the fields placement reads where the typed decode takes the line.
+
+        ``wanted``: the caller kept the line by ``wanted_line`` already (the watcher's ``raw_keep``), so it is not
+        searched again (a stateless task end costs a dozen searches of its kilobytes)."""
+        if not wanted and not wanted_line(line):
             return
         done = self._reader(app).feed_line(line)
         if done is not None:

@@ -93,6 +93,22 @@ def test_source_gives_what_the_reference_gives() -> None:
     assert results[0] == results[1] and len(results[0][0]) > 10
 
 
+def test_lines_kept_by_the_watcher_are_not_filtered_again() -> None:
+    """``feed_line(..., wanted=True)`` (the watcher's lines, kept by its ``raw_keep = wanted_line``) gives what the
+    source gives filtering every line itself."""
+    lines = log_lines(os.path.join(FIXTURES, "placement", "kill", "eventlog"))
+    results = []
+    for kept in (True, False):
+        source = EventLogSource(max_pending=100_000)
+        for line in lines:
+            if not kept:
+                source.feed_line(line)
+            elif wanted_line(line):
+                source.feed_line(line, wanted=True)
+        results.append((list(source._pending), source.problems()))
+    assert results[0] == results[1] and len(results[0][0]) > 10
+
+
 # --- hostile variants of recorded lines ------------------------------------------------------------------------
 CLEAN = os.path.join(FIXTURES, "placement", "clean", "eventlog")
 
