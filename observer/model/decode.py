@@ -33,7 +33,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from observer.model import kinds
+from observer.model import kinds, spark_events
 from observer.model.bounded import MAX_JSON_ITEMS, clean_label, finite, json_items
 from observer.model.events import InstanceMetric, OperatorProgress, QueryProgress, SinkProgress, SourceProgress, assemble
 from observer.model.phases import TRIGGER_EXECUTION
@@ -147,16 +147,48 @@ class _Shared(threading.local):
 _SHARED = _Shared()
 
 
+_HEAD = spark_events.line_prefix(spark_events.QUERY_PROGRESS) + b',"progress":{'
+_HEAD_CUT = len(_HEAD) - 1  # where the ``progress`` object starts
+
+
+def _cut(line: bytes) -> bytes | None:
+    """The ``progress`` object's bytes of a line as Spark writes it (the ``Event`` first, then ``progress``, the
+    closing brace, the newline), or None for any other line: a candidate only, until it decodes typed."""
+    if line.startswith(_HEAD):
+        if line.endswith(b"}}\n"):
+            return line[_HEAD_CUT:-2]
+        if line.endswith(b"}}"):
+            return line[_HEAD_CUT:-1]
+    return None
+
+
 def _split(line: bytes) -> _Shared:
-    """The shared reading of ``line``: its envelope decoded once, whichever reader comes first."""
+    """The shared reading of ``line``, whichever reader comes first: the typed decode of its ``progress`` object
+    when the line is as Spark writes it, else its envelope decoded.
+
+    A line that begins ``{"Event":"…QueryProgressEvent","progress":{`` and ends ``}}`` (and a newline) is that
+    object exactly when what lies between the two braces decodes as one typed ``_Progress`` (msgspec refuses
+    trailing bytes): the line is then ``{"Event": …, "progress": X}``, so the envelope would give this ``Event``
+    and X's very bytes. That spares the envelope pass (~2 µs of a 4.6 kB line); the model needs the typed
+    decode anyway. Any other line, or a candidate that does not decode typed, takes the envelope pass as before."""
     shared = _SHARED
     if shared.line is not line:
+        cut = _cut(line)
+        if cut is not None:
+            try:
+                doc = _PROGRESS.decode(cut)
+            except Exception:  # not the typed shape (or not one object): the envelope decides, below
+                pass
+            else:
+                shared.line, shared.event, shared.raw, shared.tried, shared.doc = line, spark_events.QUERY_PROGRESS, cut, True, doc
+                return shared
         try:
             found = _LINE.decode(line)
             shared.event, shared.raw = found.Event, bytes(found.progress)
         except msgspec.MsgspecError:
             shared.event, shared.raw = _UNSET, None
-        shared.line, shared.tried, shared.doc = line, False, None
+        # the very bytes the cut decoded already (and refused): no second typed try
+        shared.line, shared.tried, shared.doc = line, cut is not None and shared.raw == cut, None
     return shared
 
 
@@ -393,6 +425,22 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
                 if ts is None:
                     raise Decline
                 event_time[key] = ts
+    sources = tuple(
+        [
+            assemble(
+                SourceProgress,
+                {
+                    "index": i,
+                    "description": _clean(s.description or "", 200),
+                    "input_rows": _opt(s.numInputRows),
+                    "input_rows_per_second": rules.rate(_opt(s.inputRowsPerSecond)),
+                    "processed_rows_per_second": rules.rate(_opt(s.processedRowsPerSecond)),
+                    "metrics": _num_map(s.metrics, rules),
+                },
+            )
+            for i, s in enumerate(srcs)
+        ]
+    )
     sink = None
     if doc.sink is not None:
         output = doc.sink.numOutputRows
@@ -415,31 +463,12 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
             "batch_id": doc.batchId,
             "batch_duration_ms": batch_duration,
             "input_rows": _opt(doc.numInputRows) if doc.numInputRows is not _UNSET else _sum(srcs, "numInputRows"),
-            "input_rows_per_second": rules.rate(
-                _opt(doc.inputRowsPerSecond) if doc.inputRowsPerSecond is not _UNSET else _sum(srcs, "inputRowsPerSecond")
-            ),
-            "processed_rows_per_second": rules.rate(
-                _opt(doc.processedRowsPerSecond) if doc.processedRowsPerSecond is not _UNSET else _sum(srcs, "processedRowsPerSecond")
-            ),
+            "input_rows_per_second": _query_rate(doc.inputRowsPerSecond, srcs, sources, "inputRowsPerSecond", rules),
+            "processed_rows_per_second": _query_rate(doc.processedRowsPerSecond, srcs, sources, "processedRowsPerSecond", rules),
             "duration_ms": duration_ms,
             "event_time": event_time,
             "operators": tuple([_operator(i, op, rules) for i, op in enumerate(ops)]),
-            "sources": tuple(
-                [
-                    assemble(
-                        SourceProgress,
-                        {
-                            "index": i,
-                            "description": _clean(s.description or "", 200),
-                            "input_rows": _opt(s.numInputRows),
-                            "input_rows_per_second": rules.rate(_opt(s.inputRowsPerSecond)),
-                            "processed_rows_per_second": rules.rate(_opt(s.processedRowsPerSecond)),
-                            "metrics": _num_map(s.metrics, rules),
-                        },
-                    )
-                    for i, s in enumerate(srcs)
-                ]
-            ),
+            "sources": sources,
             "sink": sink,
             "problems": (),
             "raw": raw,
@@ -447,6 +476,22 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
             "kind": kinds.PROGRESS,
         },
     )
+
+
+def _query_rate(
+    value: float | msgspec.UnsetType | None, srcs: list[_Source], sources: tuple[SourceProgress, ...], key: str, rules: Rules
+) -> float | None:
+    """A query-level rate, rounded: its own, else its sources' sum (event logs omit the query's). With one
+    source that sum is ``0 + v``, the very double ``v`` unless ``v`` is a zero (``-0.0`` becomes ``0.0``), so
+    its rounding is the one the source's own rate already got: taken from the source, not rounded again."""
+    if value is not _UNSET:
+        return rules.rate(value)
+    if len(srcs) == 1:
+        own = getattr(srcs[0], key)
+        if own is not None and own is not _UNSET and own != 0:
+            source = sources[0]
+            return source.input_rows_per_second if key == "inputRowsPerSecond" else source.processed_rows_per_second
+    return rules.rate(_sum(srcs, key))
 
 
 def _sum(sources: list[_Source], key: str) -> float | None:

@@ -7,6 +7,7 @@ Frozen dataclasses: the worker, the tracker, the signals and every sink share th
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from itertools import repeat
 from typing import Any, Mapping, TypeVar
 
@@ -41,9 +42,15 @@ class OperatorProgress:
     custom: Mapping[str, float]
     instances: tuple[InstanceMetric, ...]
 
-    @property
+    @cached_property
     def provider(self) -> str:
-        """State store provider as told by its metric names: rocksdb, hdfs or unknown."""
+        """State store provider as told by its metric names: rocksdb, hdfs or unknown.
+
+        Read of every operator of every batch by several consumers (the capacity rule, placement, the
+        exporters, the history): found once per operator, on first read, from names that do not change (the
+        model is frozen; ``custom`` is no one's to change). Kept in the instance's ``__dict__``, beside the
+        fields: equality, hashing, ``repr`` and ``dataclasses.replace`` read the fields only.
+        """
         if any(map(str.startswith, self.custom, repeat(ROCKSDB_PREFIX))):  # C loops: read for every operator and batch
             return "rocksdb"
         if HDFS_CACHE_MISSES in self.custom or HDFS_CURRENT_VERSION_SIZE in self.custom:

@@ -12,8 +12,10 @@ import dataclasses
 import glob
 import json
 import os
+import re
 from typing import Any
 
+import msgspec
 from test_decode import _placement_view
 from test_hostile import PROGRESS_EVENT
 
@@ -49,6 +51,42 @@ def _variants(line: bytes) -> list[bytes]:
         text.rstrip()[:-1].encode() + b',"Event":"SparkListenerTaskEnd"}\n',
         text.rstrip()[:-1].encode() + b',"Event":5}\n',
         text.rstrip()[:-2].encode(),
+        # the one source's rates, which the query's (omitted in event logs) are summed from: zeros of both signs
+        # (the sum turns -0.0 into 0.0), one already on the 0.1 grid, one rounded half-up, one beyond rounding
+        _rates(text, "-0.0", "0"),
+        _rates(text, "0.0", "-0.0"),
+        _rates(text, "12.3", "0.05"),
+        _rates(text, "1e300", "-7.25"),
+    ]
+
+
+def _rates(text: str, inputs: str, processed: str) -> bytes:
+    """``text`` with its (first, the source's) input and processed rates set to the JSON numbers given."""
+    text = re.sub(r'"inputRowsPerSecond":[^,}]*', f'"inputRowsPerSecond":{inputs}', text, count=1)
+    return re.sub(r'"processedRowsPerSecond":[^,}]*', f'"processedRowsPerSecond":{processed}', text, count=1).encode()
+
+
+def _rates_of(p: Any) -> str:
+    return repr([(x.input_rows_per_second, x.processed_rows_per_second) for x in (p, *p.sources)])
+
+
+def _cut_variants(line: bytes) -> list[bytes]:
+    """A recorded line as Spark writes it, changed where cutting its ``progress`` object out by position would go
+    wrong: the cut must decode typed, or give way to the envelope's reading."""
+    head, body = line[: line.index(b'"progress":') + 11], line[line.index(b'"progress":') + 11 :].rstrip(b"\n")
+    obj = body[:-1]  # the ``progress`` object
+    return [
+        line.rstrip(b"\n"),  # the last line of a log still being written: no newline
+        line.rstrip(b"\n") + b"\r\n",
+        head + obj + b" }\n",
+        head + b" " + obj + b"}\n",
+        head + obj + b',"x":{}}\n',  # another key after the object: the cut is no one object
+        head + obj + b',"Event":"SparkListenerTaskEnd"}\n',
+        head + obj + b"}}\n",  # one brace too many: not JSON
+        head + obj[:-1] + b"}\n",  # one too few
+        head + b'{"id":"a","runId":"b","batchId":1},"p":{"x":1}}\n',  # two objects that together end in }}
+        head + b"[" + obj + b"]}\n",
+        line.replace(b'"Event":"', b'"Event" :"', 1),
     ]
 
 
@@ -86,6 +124,7 @@ def test_every_recorded_progress_line_reads_the_same_through_the_shared_decode()
         typed += 1
         reference = parse_progress(progress)
         assert _fields(model) == _fields(reference) == _fields(again)
+        assert _rates_of(model) == _rates_of(reference)  # as text: -0.0 == 0.0, but they print apart
         assert model.raw_text == raw.decode() and dict(model.raw) == progress
         for mine, other in zip(model.operators, again.operators):  # no two models share a decoded dict
             assert mine.custom is not other.custom or not mine.custom
@@ -104,3 +143,27 @@ def test_the_watchers_own_copy_of_the_progress_bytes_shares_the_decode_of_its_li
         model = decode.progress(copy, _FAST_RULES)
         reference = parse_progress(json.loads(raw))
         assert model is not None and _fields(model) == _fields(reference) and stamp == json.loads(raw)["timestamp"]
+
+
+def test_a_line_cut_by_position_reads_as_its_envelope_decode() -> None:
+    """The cut of a line as Spark writes it (``_cut``, proven by its typed decode) against the envelope decode it
+    spares, on every recorded progress line and on lines where cutting by position would go wrong."""
+    cut = 0
+    for line in LINES + _cut_variants(LINES[-1]) + _cut_variants(LINES[0]):
+        shared = decode._split(bytes(line))  # a fresh object: never the line read last
+        try:
+            envelope = decode._LINE.decode(line)
+            expected: tuple[Any, bytes | None] = (envelope.Event, bytes(envelope.progress))
+        except Exception:
+            expected = (msgspec.UNSET, None)
+        assert (shared.event, shared.raw) == expected
+        if shared.raw is None:
+            continue
+        try:
+            typed: Any = decode._PROGRESS.decode(shared.raw)
+        except Exception:
+            typed = None
+        doc = decode._typed(shared)
+        assert doc == typed
+        cut += decode._cut(line) == shared.raw and doc is not None
+    assert cut >= len(LINES) + 2  # every recorded line was cut, and the variants without a newline too
