@@ -196,17 +196,32 @@ class KafkaBroker:
     def sample_latest(self, topic: str, every: float, stop: threading.Event) -> list[tuple[float, float, dict[int, int]]]:
         """Read the topic's latest offsets from the broker every ``every`` seconds until ``stop``.
 
-        Returns (time before, time after, offsets) per reading.
+        Returns (time before, time after, offsets) per reading. A reading the broker answers with a retriable
+        error (a partition whose leader is being elected, just after the topic is made) is left out and the next
+        one tries again: the readings are the broker's truth, and one that failed says nothing of it.
         """
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+        transient = {
+            KafkaError.NOT_LEADER_FOR_PARTITION,
+            KafkaError.LEADER_NOT_AVAILABLE,
+            KafkaError.UNKNOWN_TOPIC_OR_PART,
+            KafkaError.REQUEST_TIMED_OUT,
+            KafkaError._TIMED_OUT,
+        }
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "sso-sampler", "enable.auto.commit": False})
         samples: list[tuple[float, float, dict[int, int]]] = []
         try:
             parts = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
             while not stop.wait(every):
                 before = time.time()
-                offsets = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+                try:
+                    offsets = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+                except KafkaException as exc:
+                    error = exc.args[0]
+                    if not (error.retriable() or error.code() in transient):
+                        raise
+                    continue
                 samples.append((before, time.time(), offsets))
         finally:
             consumer.close()
