@@ -28,7 +28,6 @@ from __future__ import annotations
 import bisect
 import json
 import math
-import statistics
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -274,16 +273,21 @@ class _Rates:
     """One topic's read and produce rates over its recent batches, for the catch-up forecast.
 
     The read rate is what the query reads per second of wall time *while behind* (a batch that started with
-    unread records is bound by the query's capacity or its ``maxOffsetsPerTrigger``, not by the input): the
-    median, over the recent such batches (three at least), of the rows each read over the time since the previous
-    batch; the batch after a run's first is left out (it spans the first one's start-up), and the median keeps
-    out a processing-time trigger that overran and fires the next batch early once. Batches that started caught up only show the input
-    rate, and a run's first batch spans the downtime, so neither counts. The produce rate is the growth of the
-    topic's latest offsets over the recent batches.
+    unread records is bound by the query's capacity or its ``maxOffsetsPerTrigger``, not by the input): the rows
+    the recent such batches read (three at least) over the wall time they span, each from the previous batch's end
+    to its own. A sum over a span, not a median of each batch's pace: a processing-time trigger whose batch
+    overran fires the next one at once, and that one ends after a fraction of the interval (Spark's
+    ``ProcessingTimeExecutor`` waits only until the next multiple of the interval), so the pace of single batches
+    alternates between too slow and several times too fast; a median of them overstated the pace up to 2.4x on
+    a loaded machine, the span's sum counts each second once. The batch after a run's first is left out (it spans
+    the first one's start-up); batches that started caught up only show the input rate, and a run's first batch
+    spans the downtime, so neither counts. The produce rate is the growth of the topic's latest offsets over the
+    recent batches.
     """
 
     def __init__(self) -> None:
-        self.reads: deque[float] = deque(maxlen=RATE_SAMPLES)  # records/s of each recent batch that started behind
+        # (records read, seconds since the previous batch's end) of each recent batch that started behind
+        self.reads: deque[tuple[float, float]] = deque(maxlen=RATE_SAMPLES)
         self.latest: deque[tuple[float, float]] = deque(maxlen=RATE_SAMPLES)
 
     def observe(self, t: float, latest_total: float, read: float | None, interval: float | None, was_behind: bool) -> None:
@@ -292,11 +296,13 @@ class _Rates:
         if not self.latest or t > self.latest[-1][0]:
             self.latest.append((t, latest_total))
         if was_behind and read is not None and interval is not None and interval > 0:
-            self.reads.append(read / interval)
+            self.reads.append((read, interval))
 
     def read_rate(self) -> float | None:
-        """The median read pace, once three batches that started behind gave one (the median then outvotes one outlier)."""
-        return statistics.median(self.reads) if len(self.reads) >= 3 else None
+        """The read pace over the recent batches that started behind, once there are three of them."""
+        if len(self.reads) < 3:
+            return None
+        return sum(read for read, _ in self.reads) / sum(seconds for _, seconds in self.reads)
 
     def produce_rate(self) -> float | None:
         if len(self.latest) < 2 or self.latest[-1][0] <= self.latest[0][0]:

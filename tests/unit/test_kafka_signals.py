@@ -31,7 +31,7 @@ from observer.model.signal_kinds import SignalEvent
 from observer.offline.replay import replay
 from observer.settings import Settings
 from observer.signals.engine import SignalEngine
-from observer.signals.kafka_lag import kafka_sources, parse_offsets, progress_time
+from observer.signals.kafka_lag import KafkaLagTracker, kafka_sources, parse_offsets, progress_time
 
 SCENARIO = os.path.join(FIXTURES, "kafka_restart")
 SOURCE = (("source_index", "0"), ("source", "KafkaV2"))
@@ -401,6 +401,32 @@ def test_a_new_observer_forecasts_once_the_restarted_run_has_shown_its_pace() ->
     assert attrs["basis"] == "rate_of_this_run" and attrs["restart_backlog_records"] > 0
     assert attrs["forecast_seconds"] is not None and done.attributes["forecast_seconds"] == attrs["forecast_seconds"]
     assert done.attributes["seconds"] / 2 <= attrs["forecast_seconds"] <= 2 * done.attributes["seconds"], (attrs, done.attributes)
+
+
+def test_the_read_rate_counts_wall_time_once_when_overrun_batches_fire_the_next_one_at_once() -> None:
+    """A processing-time trigger of 2 s whose batches overrun: Spark starts the next batch at once and it ends
+    before the next multiple of the interval, so batch ends alternate 3.5 s and 0.5 s apart. Each reads its
+    ``maxOffsetsPerTrigger`` of 120 records: the pace is 240 records per 4 s, whatever a single batch shows
+    (34 or 240 a second; their median was either, and the forecast from it up to 4x off)."""
+    tracker = KafkaLagTracker()
+    topic, latest, end, t = "events", 100_000, 0, 1_000.0
+    rates = []
+    for i in range(12):
+        t += 3.5 if i % 2 == 0 else 0.5
+        source = {
+            "description": f"KafkaV2[Subscribe[{topic}]]",
+            "startOffset": {topic: {"0": end}},
+            "endOffset": {topic: {"0": end + 120}},
+            "latestOffset": {topic: {"0": latest}},
+        }
+        end += 120
+        snap = tracker.update(source, t, 0.5)
+        assert snap is not None
+        rates.append(snap.read_rate.get(topic))
+    # the run's first two batches show no pace; after three, the span's rows over its seconds
+    assert rates[:4] == [None] * 4
+    assert all(r is not None and 48.0 <= r <= 80.0 for r in rates[4:]), rates
+    assert rates[-1] == pytest.approx(60.0)  # an even number of batches in the window: exactly the pace
 
 
 def test_a_rerun_batch_without_latest_offsets_leaves_the_lag_unknown_and_the_forecast_waits() -> None:
