@@ -4,6 +4,7 @@
 #   bash scripts/test.sh                 # the whole suite (tests/unit, tests/integration, tests/e2e)
 #   bash scripts/test.sh -m "not slow"   # the fast tests alone
 #   bash scripts/test.sh tests/unit      # one folder: unit (no Spark, no server), integration (real servers), e2e (real Spark)
+#   SPARK_STATE_OBSERVER_TEST_WORKERS=0 bash scripts/test.sh   # in one process (two by default)
 #
 # Debian packages (Prometheus, promtool, Pushgateway, Alertmanager, Java, Maven, Chromium, PostgreSQL, and
 # buildah with mmdebstrap for the container image test) are
@@ -49,7 +50,10 @@ else
   echo "warning: no mvn/java: the Kafka and object-store tests skip (bash scripts/fetch_kafka.sh, scripts/fetch_s3proxy.sh and scripts/fetch_hadoop_aws.sh after installing maven)" >&2
 fi
 
+# Two test processes (pytest-xdist), each file whole in one of them (module and session fixtures, a Spark
+# session, a broker, are made once per process): most slow tests wait on Spark batches, brokers and servers, and
+# the other process uses that time. SPARK_STATE_OBSERVER_TEST_WORKERS sets how many (0: one process, as plain pytest).
 status=0
-python -m pytest "$@" || status=$?
+python -m pytest -n "${SPARK_STATE_OBSERVER_TEST_WORKERS:-2}" --dist loadfile "$@" || status=$?
 # pytest's "no tests collected" (5) is a failure here too: a run that tests nothing proves nothing
 exit "$status"

@@ -188,11 +188,16 @@ def app_context(spark: Any, settings: Settings) -> AppContext:
     with attempts set ``spark.app.attempt.id``; none in local and client mode) and the event-log name
     Spark gives this application (``<appId>[_<attemptId>]``), so listener and watcher write the same series.
     A value that cannot be read is left empty, never a failed attach.
+
+    In a classic session the SparkContext's own conf is read, not the session's: a later
+    ``SparkSession.builder.appName(...).getOrCreate()`` in the same driver rewrites the session's
+    ``spark.app.name`` but not the application's, and the event log (the watcher's name) carries the application's.
     """
     values: dict[str, str] = {}
     for key in ("spark.app.name", "spark.app.id", "spark.app.attempt.id"):
         try:
-            value = spark.conf.get(key)  # a key that is not set raises (classic and Connect alike)
+            # a key that is not set raises (classic and Connect alike); Connect has no SparkContext here
+            value = spark.conf.get(key) if is_connect(spark) else spark.sparkContext.getConf().get(key)
         except Exception as exc:  # an unset key, a stopped session: an emptier identity
             log.debug("spark-state-observer: no %s: %r", key, exc)
             value = None
@@ -206,13 +211,17 @@ def app_context(spark: Any, settings: Settings) -> AppContext:
 def spark_resource_attributes(spark: Any) -> dict[str, str]:
     """OpenTelemetry resource attributes of the application: ``spark.app.id``, ``spark.app.name``, ``spark.version``.
 
-    Read through ``spark.conf`` and ``spark.version``, which classic PySpark and Spark Connect both serve
-    (Connect answers them from the server's session); a value that cannot be read is left out.
+    Read from the application's conf (the session's under Spark Connect, which answers from the server) and
+    ``spark.version``; a value that cannot be read is left out.
     """
     out: dict[str, str] = {}
+
+    def conf() -> Any:  # the application's, as in app_context
+        return spark.conf if is_connect(spark) else spark.sparkContext.getConf()
+
     readers: tuple[tuple[str, Callable[[], Any]], ...] = (
-        ("spark.app.id", lambda: spark.conf.get("spark.app.id")),
-        ("spark.app.name", lambda: spark.conf.get("spark.app.name")),
+        ("spark.app.id", lambda: conf().get("spark.app.id")),
+        ("spark.app.name", lambda: conf().get("spark.app.name")),
         ("spark.version", lambda: spark.version),
     )
     for attribute, read in readers:

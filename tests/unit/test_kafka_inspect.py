@@ -47,8 +47,10 @@ def test_without_a_restart_in_the_history_the_rate_limited_batches_give_the_read
     history = os.path.join(str(tmp_path), "history.db")
     replay([eventlog_dir(os.path.join(SCENARIO, "run1"))], Settings(http_enabled=False), history=history)
     rate, basis = read_rate_from_history(history, progress_lines(os.path.join(SCENARIO, "run1"))[0]["id"])
-    assert basis.startswith("history: median pace") and rate is not None
-    assert 40 < rate <= 60  # the limit's 60/s (less the time the batches overran), not the 20/s input
+    assert basis.startswith("history: pace of the batches that read the most") and rate is not None
+    # the limit's 60/s, not the 20/s input: over these nine batches 61.6/s, as the batches ran (one overran the
+    # 2 s trigger and the next started at once, off Spark's grid of trigger times, which the following ones regain)
+    assert 40 < rate <= 60 * 1.05
 
 
 @pytest.mark.parametrize("listening", [True, False], ids=["never-answers", "refused"])

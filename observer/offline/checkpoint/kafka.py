@@ -20,7 +20,6 @@ import concurrent.futures
 import json
 import logging
 import os
-import statistics
 import time
 from collections.abc import Callable, Mapping
 from contextlib import closing
@@ -179,19 +178,18 @@ def read_rate_from_history(history_path: str, query_id: str) -> tuple[float | No
     if measured:
         return measured[-1], "history: read rate measured while behind"
     # batches that read about as much as the run's largest ones were capped by the rate limit: the query had
-    # more to read then, so their pace is its read rate (the median, as the live tracker takes it, each run's
-    # first batch aside: it spans the downtime)
-    paces: list[float] = []
+    # more to read then, so their pace is its read rate: their rows over the seconds each ran (from its start to
+    # the next batch's), summed as the live tracker sums them (a median of each batch's pace is skewed by
+    # overran triggers, which fire the next batch at once). A run's first batch is left out: it spans the start-up.
+    rows_read, seconds = 0.0, 0.0
     for run in sorted({b[0] for b in batches}):
         rows = [(ts, n) for r, ts, n in batches if r == run and n is not None]
         cap = max((n for _ts, n in rows), default=0.0)
-        paces += [
-            n / (ts - prev_ts)
-            for (ts, n), (prev_ts, _n) in zip(rows[1:], rows, strict=False)
-            if cap > 0 and n >= 0.9 * cap and ts > prev_ts
-        ]
-    if paces:
-        return statistics.median(paces), "history: median pace of the batches that read the most (rate-limited)"
+        for (ts, n), (next_ts, _n) in zip(rows[1:], rows[2:], strict=False):
+            if cap > 0 and n >= 0.9 * cap and next_ts > ts:
+                rows_read, seconds = rows_read + n, seconds + (next_ts - ts)
+    if seconds > 0:
+        return rows_read / seconds, "history: pace of the batches that read the most (rate-limited), their rows over their seconds"
     return None, "history: no batches to measure the read rate"
 
 
