@@ -19,6 +19,8 @@ from typing import Any
 
 from observer.offline.local_process import free_port, stop_process
 
+BIND_ATTEMPTS = 5  # ports tried when the free one is taken before the server binds it
+
 
 class PrometheusError(RuntimeError):
     """Prometheus or promtool is missing, failed to start, or answered with an error; the message says which."""
@@ -78,6 +80,16 @@ class PrometheusServer:
                     f"scrape_configs:\n  - job_name: observer\n    scrape_interval: {every}\n    scrape_timeout: {every}\n"
                     f"    static_configs:\n      - targets: [{targets}]\n"
                 )
+        # the free port is free when asked, not when Prometheus binds it: another process (a test running beside
+        # this one, another server) can take it in between; then Prometheus exits at once, and a new port is tried
+        for attempt in range(BIND_ATTEMPTS):
+            if self._launch(config, retry=attempt + 1 < BIND_ATTEMPTS):
+                return self
+        raise PrometheusError(f"prometheus found no free port in {BIND_ATTEMPTS} attempts: {self._log_tail()}")
+
+    def _launch(self, config: str, retry: bool) -> bool:
+        """Start the server on a free port: True once ready, False when its port was taken first and ``retry``;
+        an exit for any other reason raises, and so does a server that never became ready."""
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         log = open(os.path.join(self._work_dir, "prometheus.log"), "wb")
@@ -98,10 +110,14 @@ class PrometheusServer:
         deadline = time.monotonic() + self._ready_timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise PrometheusError(f"prometheus exited at start: {self._log_tail()}")
+                tail = self._log_tail()
+                if retry and "address already in use" in tail:
+                    log.close()
+                    return False
+                raise PrometheusError(f"prometheus exited at start: {tail}")
             try:
                 urllib.request.urlopen(self.url + "/-/ready", timeout=2).read()
-                return self
+                return True
             except (urllib.error.URLError, OSError):
                 time.sleep(0.2)
         self.stop()

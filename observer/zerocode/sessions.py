@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("observer")
 OTEL_DEFAULT_ENDPOINTS = {"grpc": "http://localhost:4317", "http/protobuf": "http://localhost:4318"}
+DRAIN_TIMEOUT_MS = 2000  # how long stop() lets the listener bus deliver its last events (the query's termination)
 
 
 @dataclass
@@ -115,6 +116,8 @@ def detach(session: Any) -> None:
                 ours = list(app.sessions)  # classic stop() ends the SparkContext under every session
             if not ours:
                 continue
+            if app.context is not None:
+                _drain_listener_bus(app.context)
             for pair in ours:
                 _remove_listener(*pair)
                 app.sessions.remove(pair)
@@ -175,6 +178,17 @@ def _listen(app: _App, session: Any) -> None:
     listener = StateObserverListener(app.handle.observer)
     session.streams.addListener(listener)
     app.sessions.append((session, listener))
+
+
+def _drain_listener_bus(context: Any, timeout_ms: int = DRAIN_TIMEOUT_MS) -> None:
+    """Let Spark's listener bus deliver what it holds before the listener goes: ``query.stop()`` posts the query's
+    terminated event and returns, the bus hands it to the listener on its own thread, and a ``spark.stop()`` right
+    after (a job's last lines) would otherwise remove the listener first and lose the event. Bounded: a bus that
+    does not empty in time (a slow listener of the job's own) costs ``timeout_ms`` once, never the stop."""
+    try:
+        context._jsc.sc().listenerBus().waitUntilEmpty(timeout_ms)
+    except Exception as exc:  # a timeout, a context already stopped: the listener goes as before
+        log.debug("spark-state-observer: listener bus not drained before stop: %r", exc)
 
 
 def _remove_listener(session: Any, listener: Any) -> None:

@@ -178,6 +178,43 @@ def test_a_job_that_also_calls_attach_is_observed_once(spark, monkeypatch) -> No
         urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=2)
 
 
+@pytest.mark.slow
+def test_stop_right_after_the_query_stops_still_delivers_its_termination(spark, tmp_path, monkeypatch) -> None:
+    """A job's last lines: ``query.stop()`` then ``spark.stop()``, whose wrapper detaches the observer. Spark's bus
+    hands the terminated event to its listeners on its own thread, here after a slower listener of the job's own
+    (registered first, called first): the detach lets the bus deliver it before the listener goes."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    from observer.zerocode import sessions
+
+    class Slow(StreamingQueryListener):  # type: ignore[misc]
+        def onQueryStarted(self, event: Any) -> None: ...  # noqa: N802 (Spark's names)
+        def onQueryProgress(self, event: Any) -> None: ...  # noqa: N802 (Spark's names)
+        def onQueryIdle(self, event: Any) -> None: ...  # noqa: N802 (Spark's names)
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+            time.sleep(1.0)
+
+    monkeypatch.setenv("SPARK_STATE_OBSERVER_HTTP_ENABLED", "false")
+    monkeypatch.setenv("SPARK_STATE_OBSERVER_HISTORY_ENABLED", "false")
+    slow = Slow()
+    spark.streams.addListener(slow)
+    try:
+        sessions.attach_once(spark)
+        handle = sessions.attached_handle(spark)
+        assert handle is not None
+        query = spark.readStream.format("rate").option("rowsPerSecond", 5).load().writeStream.format("noop")
+        query = query.option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="1 second").start()
+        deadline = time.monotonic() + 120
+        while not query.recentProgress and time.monotonic() < deadline:
+            time.sleep(0.2)
+        query.stop()
+        sessions.detach(spark)  # what the wrapped spark.stop() does first
+        assert handle.observer.self_metrics.received["terminated"] == 1
+    finally:
+        sessions.detach(spark)
+        spark.streams.removeListener(slow)
+
+
 def instrumentor_installed() -> None:
     """``opentelemetry-instrument`` finds the instrumentor through the installed package's entry points."""
     need("opentelemetry-instrument")
