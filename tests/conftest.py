@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,9 +42,10 @@ def need(binary: str) -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now, outside the range outgoing connections take theirs from (as the tools pick)."""
+    from observer.offline.local_process import free_port as pick
+
+    return pick()
 
 
 def wait_http(url: str, timeout: float = 30.0) -> None:
