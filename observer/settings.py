@@ -134,7 +134,12 @@ class Settings:
     stall_min_seconds: float = field(
         default=DEFAULT_STALL_MIN_SECONDS, metadata={"doc": "Never call a query stalled before this many seconds without progress."}
     )
-    crash_loop_restarts: int = field(default=3, metadata={"doc": "Restarts within `crash_loop_window_seconds` that make a crash loop."})
+    crash_loop_restarts: int = field(
+        default=3,
+        metadata={
+            "doc": "Restarts within `crash_loop_window_seconds` that make a crash loop (counted when the run before or after a restart crashed)."
+        },
+    )
     crash_loop_window_seconds: float = field(default=900.0, metadata={"doc": "Window of the crash-loop rule."})
     query_status_retention_days: float = field(
         default=7.0,

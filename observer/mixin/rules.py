@@ -82,6 +82,8 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     # the lasting state: the watcher keeps exporting it after it forgets the application (observer.fleet.query_statuses)
     failed = p.sel(catalog.QUERY_LIFECYCLE, extra='state="failed"')
     crash_looping = p.sel(catalog.QUERY_LIFECYCLE, extra='state="crash_looping"')
+    # failures seen by one process (a driver restarting its query): restarts after clean stops are no loop
+    crashes = p.sel(catalog.QUERY_TERMINATIONS, extra='outcome="exception"')
     terminated = p.sel(catalog.QUERY_STATUS, extra='status="terminated"')
     eta = number(t.budget_eta_hours * 3600)
     memory = t.state_memory_budget_ratio * t.state_memory_budget_bytes
@@ -116,9 +118,10 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         a(
             "SparkStreamingQueryCrashLooping",
             f"max by ({query}) ({p.sel(catalog.QUERY_CRASH_LOOP)}) == 1 or max by ({query}) ({crash_looping}) == 1 or "
-            f"sum by ({query}) (increase({p.sel(catalog.QUERY_STARTS)}[{window_cl}])) >= {number(t.crash_loop_restarts)}",
+            f"sum by ({query}) (increase({crashes}[{window_cl}])) >= {number(t.crash_loop_restarts)}",
             f"Streaming query {q} is restarting in a loop.",
-            f"Query {q} restarted at least {number(t.crash_loop_restarts)} times within {window_cl}; every restart restores its state again.",
+            f"Query {q} failed and restarted at least {number(t.crash_loop_restarts)} times within {window_cl}; every restart restores "
+            "its state again. Restarts after runs that stopped cleanly (a scheduled availableNow job) are not counted.",
         ),
         a(
             "SparkStreamingQueryStalled",

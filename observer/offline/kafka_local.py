@@ -218,8 +218,8 @@ class KafkaBroker:
                 try:
                     offsets = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
                 except KafkaException as exc:
-                    error = exc.args[0]
-                    if not (error.retriable() or error.code() in transient):
+                    error = exc.args[0] if exc.args else None
+                    if not isinstance(error, KafkaError) or not (error.retriable() or error.code() in transient):
                         raise
                     continue
                 samples.append((before, time.time(), offsets))

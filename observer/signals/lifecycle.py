@@ -10,7 +10,14 @@
   continues the runs before it (and carries the other rules' state with it: ``RunState.carried``); a new run
   that starts after the last sign of life of a run another application still holds (a killed driver's log
   stays in progress until the watcher calls it lost) takes it over.
-- crash loop: ``crash_loop_restarts`` restarts within ``crash_loop_window_seconds``.
+- crash loop: ``crash_loop_restarts`` restarts within ``crash_loop_window_seconds`` that crashing runs
+  surround: a restart counts when the run before it crashed (it terminated with an exception, or its end
+  was never seen: a driver killed, a process that died without a word) or when the run it starts crashes.
+  Restarts between runs that all ended cleanly are no loop: each run was stopped on purpose (``query.stop()``,
+  a deploy) or finished its work, as every run of a job scheduled with ``Trigger.AvailableNow`` or
+  ``Trigger.Once`` does, every few minutes for ever. They are still restarts (the signal, the counter, the
+  restore each brings). A deploy after a clean stop whose new code then fails at every start is a loop from
+  that first restart on.
 - stall: a non-idle query without progress for ``stall_factor`` x its usual batch interval (at least
   ``stall_min_seconds``, and at least ``DURATION_FACTOR`` x the longest of its recent batches, a run's
   first left out while later ones are known: on a busy machine a trigger can run for 89 s after batches
@@ -56,6 +63,9 @@ class RunState:
     last_alive: float | None = None
     last_progress: float | None = None  # when the latest batch ended (any run)
     run_end: float | None = None  # when this run terminated
+    run_outcome: str | None = None  # how it terminated (event_kinds.CLEAN or EXCEPTION; None: not seen)
+    previous_run_outcome: str | None = None  # how the run before this one terminated (None: not seen ending)
+    restart_after_clean: float | None = None  # this run's restart, after a clean run: a crash loop's only if this run crashes
     previous_run_end: float | None = None  # when the run before this one terminated (None: not seen ending)
     restart_pending: bool = False
     first_seen: bool = True
@@ -180,9 +190,10 @@ class Lifecycle:
         # before it). A run never ends before it started, nor before its last sign of life.
         q.last_alive = max(t for t in (now, q.run_start, q.last_alive) if t is not None)
         q.run_end = q.last_alive
+        q.run_outcome = event_kinds.EXCEPTION if e.exception else event_kinds.CLEAN
         self._set_stalled(q, record, False, now, facts)
         self.release(record.query_id)
-        attrs: dict[str, Any] = {"outcome": event_kinds.EXCEPTION if e.exception else event_kinds.CLEAN}
+        attrs: dict[str, Any] = {"outcome": q.run_outcome}
         if e.exception:
             cause = root_cause(e.error_class, e.exception)
             cls = classify_exception(e.error_class, e.exception, cause)
@@ -196,6 +207,10 @@ class Lifecycle:
             )
             facts.add(record, catalog.QUERY_TERMINATIONS_BY_CLASS, (("exception_class", cls),))
         facts.signal(kinds.QUERY_TERMINATED, record, e.run_id, q.last_alive, **attrs)
+        if e.exception and q.restart_after_clean is not None:  # this run crashed: the restart into it is the loop's
+            q.restarts.append(q.restart_after_clean)
+            self._judge_loop(q, record, e.run_id, q.last_alive, facts)
+        q.restart_after_clean = None
 
     def tick(self, record: QueryRecord, now: float, facts: SignalFacts) -> None:
         """Judge ``record``'s query for a stall at ``now`` (live only: stalls need time to pass, not events)."""
@@ -233,6 +248,8 @@ class Lifecycle:
             q.holder = self
         q.run_id, q.run_start = run_id, ts
         q.previous_run_end, q.run_end = q.run_end, None
+        q.previous_run_outcome, q.run_outcome = q.run_outcome, None
+        q.restart_after_clean = None
         q.progress_at.clear()
         q.durations.clear()
         q.real_time_first_batch = None
@@ -262,7 +279,14 @@ class Lifecycle:
             gap_since_previous_run_seconds=_round(gap),
             since_last_progress_seconds=_round(since_progress),
         )
-        q.restarts.append(ts)
+        if q.previous_run_outcome == event_kinds.CLEAN:
+            q.restart_after_clean = ts  # counted when this run crashes (``terminated``)
+        else:
+            q.restarts.append(ts)  # after a crash: an exception, or an end never seen
+        self._judge_loop(q, record, run_id, ts, facts)
+
+    def _judge_loop(self, q: RunState, record: QueryRecord, run_id: str | None, ts: float, facts: SignalFacts) -> None:
+        """The crash-loop verdict at ``ts``: the counted restarts within the window, the signal when it begins."""
         while q.restarts and ts - q.restarts[0] > self.s.crash_loop_window_seconds:
             q.restarts.popleft()
         looping = len(q.restarts) >= self.s.crash_loop_restarts

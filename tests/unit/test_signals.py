@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 
 from conftest import eventlog_dir, fixture_runs, progress_lines
+from observer.capture.codecs import open_decompressed
 from observer.capture.queue import CapturedEvent
 from observer.embedded.prometheus_observer import PrometheusObserver
 from observer.metrics import catalog
@@ -15,11 +17,28 @@ from observer.signals.classify import classify_exception
 RESTART = fixture_runs("rocksdb_restart")
 
 
-def test_crash_loop_fires_when_restarts_pile_up() -> None:
-    result = replay([eventlog_dir(r) for r in RESTART], Settings(http_enabled=False, crash_loop_restarts=1))
-    kinds = [e.kind for e in result.observer.signals.recent]
-    assert "crash_loop" in kinds
-    calm = replay([eventlog_dir(r) for r in RESTART], Settings(http_enabled=False, crash_loop_restarts=3))
+def _without_terminations(run_dir: str, folder: str) -> str:
+    """``run_dir``'s event log as a driver killed without a word leaves it: every line but the query's termination."""
+    source = next(os.path.join(r, f) for r, _, files in os.walk(eventlog_dir(run_dir)) for f in files if f.startswith("events_"))
+    with open_decompressed(source) as f:
+        lines = [line for line in f.read().splitlines(keepends=True) if b"QueryTerminatedEvent" not in line]
+    path = os.path.join(folder, "events_1_killed")
+    with open(path, "wb") as out:
+        out.writelines(lines)
+    return path
+
+
+def test_crash_loop_counts_restarts_after_a_crash_not_after_a_clean_stop(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The recording's first run was stopped cleanly: its restart is a restart, not a crash loop's, however
+    low the threshold. The same log with the first run's end never seen (its driver killed) is a crash."""
+    logs = [eventlog_dir(r) for r in RESTART]
+    clean = replay(logs, Settings(http_enabled=False, crash_loop_restarts=1))
+    said = [e.kind for e in clean.observer.signals.recent]
+    assert "query_restarted" in said and "crash_loop" not in said
+    killed = replay([_without_terminations(RESTART[0], str(tmp_path)), logs[1]], Settings(http_enabled=False, crash_loop_restarts=1))
+    loops = [e for e in killed.observer.signals.recent if e.kind == "crash_loop"]
+    assert [e.attributes["restarts"] for e in loops] == [1]
+    calm = replay([_without_terminations(RESTART[0], str(tmp_path)), logs[1]], Settings(http_enabled=False, crash_loop_restarts=3))
     assert "crash_loop" not in [e.kind for e in calm.observer.signals.recent]
 
 

@@ -30,7 +30,8 @@ QUERY_CRASH_LOOP = signal_metric(
     "spark_streaming_query_crash_loop",
     GAUGE,
     "",
-    "1 while the query restarted crash_loop_restarts times within crash_loop_window_seconds.",
+    "1 while the query restarted crash_loop_restarts times within crash_loop_window_seconds around runs that crashed "
+    "(restarts between cleanly stopped runs, as a scheduled availableNow job makes, do not count).",
     "query",
 )
 QUERY_STALLED = signal_metric(
