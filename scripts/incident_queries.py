@@ -238,7 +238,36 @@ def unbounded(ctx: Context) -> Any:
     return noop_sink(rows.groupBy(F.col("value").alias("key")).count(), ctx)
 
 
+def scheduled_counts(ctx: Context) -> Any:
+    """A job scheduled every few minutes with ``Trigger.AvailableNow``: what arrived since its last run is
+    deduplicated and counted per 5-second window and key (watermark 10 s), and the run stops cleanly."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        ctx.spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", ctx.rows_per_second)
+        .option("numPartitions", 2)
+        .option("advanceMillisPerBatch", 1000)
+        .load()
+    )
+    counts = (
+        rows.withWatermark("timestamp", "10 seconds")
+        .dropDuplicates(["value", "timestamp"])
+        .groupBy(F.window("timestamp", "5 seconds"), (F.col("value") % ctx.keys).alias("key"))
+        .count()
+    )
+    return (
+        counts.writeStream.format("noop")
+        .outputMode("update")
+        .queryName(ctx.name)
+        .option("checkpointLocation", ctx.checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
 PIPELINES = {
+    "scheduled_counts": scheduled_counts,
     "unbounded": unbounded,
     "join": join,
     "foreach_503": foreach_503,

@@ -393,6 +393,42 @@ def restart_fail_at_start(rec: Recorder) -> dict[str, Any]:
     }
 
 
+def scheduled_available_now(rec: Recorder) -> dict[str, Any]:
+    """A job scheduled every ~20 s with ``Trigger.AvailableNow`` on one checkpoint, five runs in new processes:
+    each reads what arrived since, restores its state, commits and stops cleanly. Restarts, no crash loop."""
+    runs = []
+    for _ in range(5):
+        if runs:
+            time.sleep(15)
+        runs.append(
+            rec.run(
+                "--query",
+                "scheduled_counts",
+                "--until-terminated",
+                "--partitions",
+                "4",
+                "--rows-per-second",
+                "2000",
+                "--keys",
+                "50",
+                "--name",
+                rec.name,
+            )
+        )
+    return {
+        "clean": False,
+        "partitions": 4,
+        "provider": "rocksdb",
+        "trigger": "availableNow",
+        "restarts": [restart_facts(a, b) for a, b in itertools.pairwise(runs)],
+        "expected_events": [
+            "query_started and query_restarted into runs 2-5, each run's query_terminated clean",
+            "restore of every state operator in each restarted run's first batch",
+            "no crash loop: every run before a restart stopped cleanly",
+        ],
+    }
+
+
 def unbounded_growth(seconds: int) -> Callable[[Recorder], dict[str, Any]]:
     """State that only grows: a key per input row and no watermark (a dedup or aggregation forgetting its window)."""
 
@@ -420,6 +456,7 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
     "executor_loss": executor_loss,
     "restart_fail_at_start": restart_fail_at_start,
     "crash_loop_503": crash_loop,
+    "scheduled_available_now": scheduled_available_now,
     "fail_udf_value_error": failing(
         "udf_error",
         "user_code",

@@ -269,6 +269,7 @@ def main() -> int:
     ap.add_argument("--duration", type=float, help="run this many seconds instead of --batches")
     ap.add_argument("--batches-timeout", type=float, default=240, help="seconds --batches may take (a busy machine needs more)")
     ap.add_argument("--expect-failure", action="store_true", help="wait for the query to fail and record why")
+    ap.add_argument("--until-terminated", action="store_true", help="wait for the query to end by itself (an availableNow run)")
     ap.add_argument("--inject-after", type=int, default=0, help="after this many batches, break the query (see incident_queries.inject)")
     ap.add_argument("--option", action="append", default=[], help="key=value passed to the pipeline")
     ap.add_argument("--conf", action="append", default=[], help="key=value Spark configuration")
@@ -325,6 +326,9 @@ def main() -> int:
             incident_queries.inject(args.query, ctx)
         if args.expect_failure:
             failure = wait_failure(query)
+        elif args.until_terminated:
+            if not query.awaitTermination(args.batches_timeout) or query.exception() is not None:
+                raise SystemExit(f"the query did not end cleanly in {args.batches_timeout}s: {query.exception()}")
         elif args.duration:
             run_for(query, args.duration)
         else:

@@ -1,4 +1,4 @@
-"""A job restarted as new applications that fail at start: the watcher links them as replay does (issue 25).
+"""A job restarted as new applications: the watcher links them as replay does (issue 25).
 
 The recording (tests/fixtures/incidents/restart_fail_at_start, ``scripts/record_incidents.py``) is a real job:
 four processes on one checkpoint, the first good for four batches, the next three new applications whose
@@ -24,13 +24,14 @@ from observer.offline.replay import replay
 from observer.settings import Settings
 
 SCENARIO = os.path.join(precision.INCIDENTS, "restart_fail_at_start")
+SCHEDULED = os.path.join(precision.INCIDENTS, "scheduled_available_now")  # five availableNow runs, each ending cleanly
 LINKING = (kinds.QUERY_RESTARTED, kinds.CRASH_LOOP, kinds.QUERY_TERMINATED)
 
 
-def applications() -> list[tuple[str, list[bytes], str]]:
+def applications(scenario: str = SCENARIO) -> list[tuple[str, list[bytes], str]]:
     """Each run's application id, event-log lines and log folder, in the order the runs happened."""
     out = []
-    for run in precision.run_dirs(SCENARIO):
+    for run in precision.run_dirs(scenario):
         folder = os.path.join(run, "eventlog")
         (rolling,) = glob.glob(os.path.join(folder, "eventlog_v2_*"))
         files = sorted(glob.glob(os.path.join(rolling, "events_*")), key=lambda p: int(os.path.basename(p).split("_")[1]))
@@ -66,9 +67,9 @@ def from_history(tmp_path: Any) -> list[tuple[str, str | None, dict[str, Any]]]:
     return [(row.kind, row.run_id, row.attributes) for row in frame.itertuples()]
 
 
-def replayed() -> list[tuple[str, str | None, dict[str, Any]]]:
+def replayed(scenario: str = SCENARIO) -> list[tuple[str, str | None, dict[str, Any]]]:
     seen: list = []
-    replay([folder for _, _, folder in applications()], Settings(http_enabled=False, placement="off"), on_signal=seen.append)
+    replay([folder for _, _, folder in applications(scenario)], Settings(http_enabled=False, placement="off"), on_signal=seen.append)
     return [(e.kind, e.run_id, e.attributes) for e in seen]
 
 
@@ -104,3 +105,22 @@ def test_and_after_the_watcher_restarted_between_them(tmp_path: Any) -> None:
     said = linked(from_history(tmp_path))
     assert sorted(set(said)) == sorted(set(linked(replayed())))
     assert [kind for kind, _, _ in said].count(kinds.CRASH_LOOP) >= 1
+
+
+def test_scheduled_runs_that_each_stop_cleanly_are_restarts_not_a_crash_loop(tmp_path: Any) -> None:
+    """A job run every ~20 s with availableNow, five applications on one checkpoint, the watcher restarted
+    between the second and the third: four restarts, five clean terminations and no crash loop, as in replay."""
+    (tmp_path / "logs").mkdir()
+    apps = applications(SCHEDULED)
+    first = watcher(tmp_path)
+    write_while_following(tmp_path, apps[:2], first)
+    first.stop()
+    second = watcher(tmp_path)
+    second.poll_once()
+    write_while_following(tmp_path, apps[2:], second)
+    second.stop()
+    said = linked(from_history(tmp_path))
+    assert said == linked(replayed(SCHEDULED))
+    assert [kind for kind, _, _ in said].count(kinds.QUERY_RESTARTED) == 4
+    assert [kind for kind, _, _ in said].count(kinds.QUERY_TERMINATED) == 5
+    assert kinds.CRASH_LOOP not in [kind for kind, _, _ in said]
