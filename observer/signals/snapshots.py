@@ -13,6 +13,15 @@ that tells, and what it does not:
   previous run left, so the lag of a -1 is counted from this run's first batch unless the run starts the
   checkpoint (batch 0), a lower bound either way; a -1 after an upload within the run is a reloaded provider,
   counted from that upload (remembered per instance, bounded).
+- except where the restart's own restore tells more: RocksDB with changelog checkpointing loads a restarted
+  store from its newest snapshot and replays one changelog per version since, and the first batch reports
+  the files replayed (``rocksdbNumReplayChangelogFiles``, summed over the stores loaded from the checkpoint,
+  ``rocksdbNumLoadedFromDfs``). Their mean per store, ``k``, puts the snapshot the average store restored from
+  at ``batchId - k``, and the -1 instances' lag is counted from there (the most lagging store lags at least
+  the mean, so it stays a lower bound). A job that restarts often before any snapshot is uploaded (a job
+  scheduled with ``Trigger.AvailableNow``, whose short runs end before maintenance uploads one) replays
+  more each time; this sees it from the progress alone. Operators that load their store twice per task (an
+  aggregation, a session window) report the cheap second load, no files: counted from the first batch.
 
 Where the checkpoint can be listed (``checkpoint``: query and run id -> a local checkpoint root; the
 listener's attach asks the query, the watcher and replay read it from the run's recorded plans), ``observer.model.checkpoint_listing`` gives the exact state of
@@ -42,7 +51,7 @@ from observer.metrics.tracker import QueryRecord, operator_labels
 from observer.metrics.updates import Labels
 from observer.model.checkpoint_listing import MAX_INSTANCES, InstanceSnapshots, Listing, list_snapshots, local_root
 from observer.model.events import OperatorProgress, QueryProgress
-from observer.model.fields import SNAPSHOT_LAST_UPLOADED
+from observer.model.fields import ROCKSDB_LOADED_FROM_DFS, ROCKSDB_REPLAY_FILES, SNAPSHOT_LAST_UPLOADED
 from observer.model.signal_kinds import SNAPSHOT_LAGGING
 from observer.settings import Settings
 from observer.signals.facts import SignalFacts as Facts
@@ -91,6 +100,8 @@ class _Query:
     lagging: set[int] = field(default_factory=set)  # operators told lagging, until they are within normal again
     allowed: float | None = None  # ``allowed_lag`` for this batch (its periods and interval), computed at most once
     shown: dict[int, set[Labels]] = field(default_factory=dict)  # per operator: the per-instance series exported last
+    restart_batch: int | None = None  # a restarted run's first batch id, while its operators are judged
+    restored_base: dict[int, float] = field(default_factory=dict)  # per operator: the version its restore replayed from
 
 
 class SnapshotHealth:
@@ -119,6 +130,8 @@ class SnapshotHealth:
             q.run_id, q.run_base = p.run_id, 0 if p.batch_id == 0 else p.batch_id
             q.last_ts = None
             q.uploaded.clear()
+            q.restored_base.clear()
+            q.restart_batch = p.batch_id if p.batch_id > 0 else None  # its operators' restores are judged once
         elif q.last_ts is not None and ts > q.last_ts:
             q.periods.append(ts - q.last_ts)
         q.last_ts = ts
@@ -165,6 +178,9 @@ class SnapshotHealth:
             return  # Spark before 4.1, an HDFS store before 4.1, or a stateless batch: nothing is known
         total = int(op.store_instances) if op.store_instances and math.isfinite(op.store_instances) else None
         version = p.batch_id + 1
+        if q.restart_batch == p.batch_id:
+            _restored_base(q, op, p.batch_id)
+        base = q.restored_base.get(op.index, q.run_base)
         newest = {(m.partition, m.store): m.value for m in reported if m.value is not None}
         for (part, store), value in newest.items():
             key = (op.index, part, store)
@@ -184,8 +200,7 @@ class SnapshotHealth:
                         m.partition,
                         m.store,
                         float(
-                            version
-                            - (m.value if m.value is not None else max(q.run_base, q.uploaded.get((op.index, m.partition, m.store), 0)))
+                            version - (m.value if m.value is not None else max(base, q.uploaded.get((op.index, m.partition, m.store), 0)))
                         ),
                         m.value is None,
                         None,
@@ -266,6 +281,16 @@ class SnapshotHealth:
 
 _instance = tuple.__new__  # ``Instance(...)`` without its generated ``__new__``: one per reported instance and batch
 _lag, _never_uploaded = itemgetter(2), itemgetter(3)  # an instance's lag and whether it never uploaded, as C calls
+
+
+def _restored_base(q: _Query, op: OperatorProgress, batch_id: int) -> None:
+    """At a restarted run's first batch: the version ``op``'s stores restored from, on average, where its
+    restore says (the changelog files it replayed per store loaded from the checkpoint)."""
+    files = op.custom.get(ROCKSDB_REPLAY_FILES)
+    loaded = op.custom.get(ROCKSDB_LOADED_FROM_DFS) or op.store_instances
+    if files is None or not loaded or not (0 < files < math.inf and 0 < loaded < math.inf):
+        return
+    q.restored_base[op.index] = float(max(0, batch_id - math.floor(files / loaded)))
 
 
 def _rank(i: Instance) -> tuple[float, int, str]:

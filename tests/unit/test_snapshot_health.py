@@ -104,14 +104,28 @@ def test_the_files_a_restore_would_replay_are_what_spark_replayed_at_the_restart
     assert replayed > 0 and sum(s.replay_files for (op, _, _), s in listing.items() if op == dedupe) == replayed
 
 
-def test_a_restart_seen_from_the_progress_alone_is_a_lower_bound_and_the_listing_has_it_right() -> None:
+def test_a_restart_seen_from_the_progress_alone_counts_from_what_its_restore_replayed() -> None:
+    """-1 after a restart says nothing of the run before; the restore does, where the operator reports it: the
+    dedup replayed one changelog per version since batch 0 (no snapshot was ever uploaded), so its lag from the
+    progress alone is the listing's. The aggregation loads twice and reports no files: counted from the run's
+    first batch, a lower bound."""
     run2 = os.path.join(NEVER, "run2")
-    alone, _ = _replay(run2)
+    alone, signals = _replay(run2)
     listed, _ = _replay(run2, os.path.join(NEVER, "checkpoint"))
-    last = progress_lines(run2)[-1]["batchId"]
-    # -1 after a restart says nothing of the run before: counted from the run's first batch
-    assert set(_operator_gauges(alone, catalog.SNAPSHOT_MAX_LAG_BATCHES).values()) == {last + 1 - progress_lines(run2)[0]["batchId"]}
+    batches = progress_lines(run2)
+    first, last = batches[0]["batchId"], batches[-1]["batchId"]
+    replayed = {str(i): op["customMetrics"]["rocksdbNumReplayChangelogFiles"] for i, op in enumerate(batches[0]["stateOperators"])}
+    assert sorted(replayed.values())[0] == 0 < sorted(replayed.values())[1]  # one operator reports its replay, one cannot
+    from_progress = _operator_gauges(alone, catalog.SNAPSHOT_MAX_LAG_BATCHES)
     assert set(_operator_gauges(listed, catalog.SNAPSHOT_MAX_LAG_BATCHES).values()) == {last + 1}
+    for op, files in replayed.items():
+        assert from_progress[op] == (last + 1 if files else last + 1 - first)
+    # beyond normal from the restart's first batch on: said once, for the operator whose restore told it
+    lagging = [s for s in signals if s.kind == SNAPSHOT_LAGGING]
+    (restored,) = [op for op, files in replayed.items() if files]
+    assert [(str(s.attributes["operator_id"]), s.attributes["batch_id"], s.attributes["max_lag_batches"]) for s in lagging] == [
+        (restored, first, first + 1)
+    ]
 
 
 @pytest.mark.parametrize("with_checkpoint", [False, True])

@@ -38,6 +38,7 @@ from observer.signals.snapshots import (
     SnapshotHealth,
     _from_listing,
     _Query,
+    _restored_base,
 )
 
 
@@ -69,6 +70,9 @@ class _Reference(SnapshotHealth):
             return
         total = int(op.store_instances) if op.store_instances and math.isfinite(op.store_instances) else None
         version = p.batch_id + 1
+        if q.restart_batch == p.batch_id:  # the base a restart's restore tells (the same rule as the fast pass)
+            _restored_base(q, op, p.batch_id)
+        base = q.restored_base.get(op.index, q.run_base)
         newest = {(m.partition, m.store): m.value for m in reported if m.value is not None}
         for (part, store), value in newest.items():
             key = (op.index, part, store)
@@ -86,9 +90,7 @@ class _Reference(SnapshotHealth):
                 _Instance(
                     m.partition,
                     m.store,
-                    float(
-                        version - (m.value if m.value is not None else max(q.run_base, q.uploaded.get((op.index, m.partition, m.store), 0)))
-                    ),
+                    float(version - (m.value if m.value is not None else max(base, q.uploaded.get((op.index, m.partition, m.store), 0)))),
                     m.value is None,
                     None,
                 )
