@@ -130,6 +130,7 @@ from observer.metrics.families.signals import PARTITION_CHANGES as PARTITION_CHA
 from observer.metrics.families.signals import QUERY_CRASH_LOOP as QUERY_CRASH_LOOP
 from observer.metrics.families.signals import QUERY_LAST_DOWNTIME as QUERY_LAST_DOWNTIME
 from observer.metrics.families.signals import QUERY_RESTARTS as QUERY_RESTARTS
+from observer.metrics.families.signals import QUERY_SCHEDULED as QUERY_SCHEDULED
 from observer.metrics.families.signals import QUERY_SECONDS_SINCE_PROGRESS as QUERY_SECONDS_SINCE_PROGRESS
 from observer.metrics.families.signals import QUERY_STALLED as QUERY_STALLED
 from observer.metrics.families.signals import QUERY_TERMINATIONS_BY_CLASS as QUERY_TERMINATIONS_BY_CLASS

@@ -184,7 +184,15 @@ def _query_failed(c: CaseInputs) -> Case:
 
 
 def _query_down(c: CaseInputs) -> Case:
-    return _after_end(c, "SparkStreamingQueryDown", "terminated")
+    """As ``_after_end``, and a third query stopped as long that runs on a schedule (availableNow): never fires."""
+    case = _after_end(c, "SparkStreamingQueryDown", "terminated")
+    values = case.series[0][2]
+    case.series = [
+        *case.series,
+        (catalog.QUERY_STATUS, c.ls.query(2, status="terminated"), values),
+        (catalog.QUERY_SCHEDULED, c.ls.query(2), values),
+    ]
+    return case
 
 
 def _crash_looping(c: CaseInputs) -> Case:

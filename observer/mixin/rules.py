@@ -85,6 +85,7 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     # failures seen by one process (a driver restarting its query): restarts after clean stops are no loop
     crashes = p.sel(catalog.QUERY_TERMINATIONS, extra='outcome="exception"')
     terminated = p.sel(catalog.QUERY_STATUS, extra='status="terminated"')
+    scheduled = p.sel(catalog.QUERY_SCHEDULED)  # stopped between the runs of its schedule (availableNow, once): not down
     eta = number(t.budget_eta_hours * 3600)
     memory = t.state_memory_budget_ratio * t.state_memory_budget_bytes
 
@@ -111,9 +112,10 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         ),
         a(
             "SparkStreamingQueryDown",
-            f"max by ({query}) ({terminated}) == 1",
+            f"max by ({query}) ({terminated}) == 1 unless on ({query}) max by ({query}) ({scheduled}) == 1",
             f"Streaming query {q} is stopped.",
-            f"Query {q} stopped without an exception at least {config.for_durations['SparkStreamingQueryDown']} ago and has not started again.",
+            f"Query {q} stopped without an exception at least {config.for_durations['SparkStreamingQueryDown']} ago and has not started again "
+            "(a query that runs on a schedule, with availableNow or once, is left alone between its runs).",
         ),
         a(
             "SparkStreamingQueryCrashLooping",

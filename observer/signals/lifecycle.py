@@ -18,6 +18,10 @@
   ``Trigger.Once`` does, every few minutes for ever. They are still restarts (the signal, the counter, the
   restore each brings). A deploy after a clean stop whose new code then fails at every start is a loop from
   that first restart on.
+- scheduled: a query whose last ``SCHEDULE_CYCLES`` runs each stopped cleanly and paused longer than it
+  ran before the next started (a job run every few minutes or hours with ``Trigger.AvailableNow`` or
+  ``Once``) is on a schedule (``spark_streaming_query_scheduled``): stopped between its runs, not down. A
+  stream stopped cleanly for a deploy ran for hours and paused for a minute; a crash ends the schedule.
 - stall: a non-idle query without progress for ``stall_factor`` x its usual batch interval (at least
   ``stall_min_seconds``, and at least ``DURATION_FACTOR`` x the longest of its recent batches, a run's
   first left out while later ones are known: on a busy machine a trigger can run for 89 s after batches
@@ -50,6 +54,7 @@ from observer.signals.facts import SignalFacts
 log = logging.getLogger("observer")
 DURATION_FACTOR = 3.0  # a batch this many times the longest recent one is no longer just a slow batch
 MAX_GROWTH = 10.0  # the most the next batch is expected to outgrow the last (input over processing rate)
+SCHEDULE_CYCLES = 2  # clean runs, each followed by a longer pause, that make a schedule
 LastAliveHint = Callable[[str, float], "float | None"]
 
 
@@ -60,12 +65,14 @@ class RunState:
     run_id: str | None = None
     progress_run: str | None = None
     run_start: float | None = None
+    previous_run_start: float | None = None  # when the run before this one started
     last_alive: float | None = None
     last_progress: float | None = None  # when the latest batch ended (any run)
     run_end: float | None = None  # when this run terminated
     run_outcome: str | None = None  # how it terminated (event_kinds.CLEAN or EXCEPTION; None: not seen)
     previous_run_outcome: str | None = None  # how the run before this one terminated (None: not seen ending)
     restart_after_clean: float | None = None  # this run's restart, after a clean run: a crash loop's only if this run crashes
+    cycles: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=SCHEDULE_CYCLES))  # clean runs: (ran, paused) seconds
     previous_run_end: float | None = None  # when the run before this one terminated (None: not seen ending)
     restart_pending: bool = False
     first_seen: bool = True
@@ -246,7 +253,7 @@ class Lifecycle:
     def _new_run(self, query_id: str, q: RunState, run_id: str, ts: float) -> None:
         if q.holder is None:  # a run again in this application after its last ended
             q.holder = self
-        q.run_id, q.run_start = run_id, ts
+        q.previous_run_start, q.run_id, q.run_start = q.run_start, run_id, ts
         q.previous_run_end, q.run_end = q.run_end, None
         q.previous_run_outcome, q.run_outcome = q.run_outcome, None
         q.restart_after_clean = None
@@ -281,8 +288,13 @@ class Lifecycle:
         )
         if q.previous_run_outcome == event_kinds.CLEAN:
             q.restart_after_clean = ts  # counted when this run crashes (``terminated``)
+            if q.previous_run_start is not None and q.previous_run_end is not None and gap is not None:
+                q.cycles.append((q.previous_run_end - q.previous_run_start, gap))
         else:
             q.restarts.append(ts)  # after a crash: an exception, or an end never seen
+            q.cycles.clear()
+        scheduled = len(q.cycles) == SCHEDULE_CYCLES and all(ran < paused for ran, paused in q.cycles)
+        facts.set(record, catalog.QUERY_SCHEDULED, (), 1.0 if scheduled else 0.0)
         self._judge_loop(q, record, run_id, ts, facts)
 
     def _judge_loop(self, q: RunState, record: QueryRecord, run_id: str | None, ts: float, facts: SignalFacts) -> None:

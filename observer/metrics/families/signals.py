@@ -26,6 +26,15 @@ QUERY_LAST_DOWNTIME = signal_metric(
     "Time the query was down before its latest restart: from the previous run's termination to the new run's start (when the termination was not seen: from its last progress).",
     "query",
 )
+QUERY_SCHEDULED = signal_metric(
+    "spark_streaming_query_scheduled",
+    GAUGE,
+    "",
+    "1 while the query runs on a schedule: its last runs each stopped cleanly and the next started after a pause longer "
+    "than the run (a job with Trigger.AvailableNow or Once); 0 after a restart that is not so. Between such runs the query "
+    "is not down.",
+    "query",
+)
 QUERY_CRASH_LOOP = signal_metric(
     "spark_streaming_query_crash_loop",
     GAUGE,
@@ -231,6 +240,7 @@ EXECUTOR_CHANGES = signal_metric(
 SIGNAL_METRICS: tuple[MetricSpec, ...] = (
     QUERY_RESTARTS,
     QUERY_LAST_DOWNTIME,
+    QUERY_SCHEDULED,
     QUERY_CRASH_LOOP,
     QUERY_STALLED,
     QUERY_SECONDS_SINCE_PROGRESS,
