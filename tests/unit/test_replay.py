@@ -40,7 +40,8 @@ def test_replaying_the_event_log_gives_the_live_metrics(run: str) -> None:
 # duration of double-load operators (tested on tests/fixtures/incidents) and renamed one exception class,
 # and before issue 30 gave every store instance a snapshot lag (never-uploaded ones too) and the operators
 # their snapshot health (tested on tests/fixtures/snapshot_health), and before issue 26 added the lifecycle
-# state set (tested on tests/fixtures/incidents: test_query_lifecycle.py); everything else must match exactly.
+# state set (tested on tests/fixtures/incidents: test_query_lifecycle.py), and before session 11 set the schedule
+# gauge at every restart (tested on tests/fixtures/incidents: test_scheduled_runs.py); everything else must match exactly.
 _CHANGED_SINCE_RECORDING = {
     catalog.STATE_TASK_RETRIES.name + "_total",
     catalog.LOAD_LATENCY_ANOMALIES.name + "_total",
@@ -51,6 +52,7 @@ _CHANGED_SINCE_RECORDING = {
     catalog.SNAPSHOT_INSTANCES_UNKNOWN.name,
     catalog.SNAPSHOT_INSTANCES_LAGGING.name,
     catalog.QUERY_LIFECYCLE.name,
+    catalog.QUERY_SCHEDULED.name,
 }
 _RENAMED_LABELS = {("exception_class", "state_schema"): ("exception_class", "state_schema_incompatible")}
 
