@@ -38,3 +38,11 @@ def median_seconds(fn: Callable[[], object], repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def progress_only_log(folder: str, copies: int) -> tuple[str, int]:
+    """``replay_rate.py``'s log of progress events alone, written into ``folder``: its path and its progress events."""
+    from bench.replay_rate import build_log  # replay_rate imports this module
+
+    log = os.path.join(folder, "events_1_bench.zstd")
+    return log, build_log(log, copies, progress_only=True)

@@ -105,11 +105,10 @@ def main() -> int:
     args = ap.parse_args()
     here = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
     sys.path.insert(0, here)
-    from bench.replay_rate import build_log
+    from bench.common import progress_only_log
 
     with tempfile.TemporaryDirectory() as tmp:
-        log = os.path.join(tmp, "events_1_bench.zstd")
-        events = build_log(log, args.copies, progress_only=True)
+        log, events = progress_only_log(tmp, args.copies)
         times: dict[str, list[float]] = {stage: [] for stage in STAGES}
         for _ in range(args.repeat):
             for stage in STAGES:

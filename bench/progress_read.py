@@ -57,11 +57,10 @@ def main() -> int:
     args = ap.parse_args()
     here = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
     sys.path.insert(0, here)
-    from bench.replay_rate import build_log
+    from bench.common import progress_only_log
 
     with tempfile.TemporaryDirectory() as tmp:
-        log = os.path.join(tmp, "events_1_bench.zstd")
-        events = build_log(log, args.copies, progress_only=True)
+        log, events = progress_only_log(tmp, args.copies)
         trees = [("this tree", here)] + ([("before", os.path.abspath(args.before))] if args.before else [])
         times: dict[str, list[float]] = {name: [] for name, _ in trees}
         for _ in range(args.repeat):
