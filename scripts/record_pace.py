@@ -13,7 +13,8 @@ and ended) gives when the stall happened and for how long; the falling behind is
 (Spark's ``rampUpTime``, linear from 0) passes the writer's capacity (1 / ``seconds_per_row``), from the
 run's first batch. Stalled and falling behind are judged relative to the trigger: the clean counterparts
 have batches far longer than their trigger (8 s on a 2 s trigger, 9 s on a 10 s one) that never stop and
-never lose ground, and a ramp that stays below capacity; nothing may fire in them.
+never lose ground, a ramp that stays below capacity, and Spark's default trigger (batches back to back) with
+input at 80 % of capacity; nothing may fire in them.
 """
 
 from __future__ import annotations
@@ -106,6 +107,9 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
     "pace_steady_9s_of_10s": paced("--duration 480", 10, 20, clean=True, sleep=8.5),
     "pace_falling_behind": paced("--duration 1500", 1, 300, clean=False, ramp_seconds=60, seconds_per_row=0.005),
     "pace_ramp_within": paced("--duration 900", 1, 150, clean=True, ramp_seconds=60, seconds_per_row=0.005),
+    # Spark's default trigger (no trigger set: each batch starts when the last ends), input at 80 % of the
+    # writer's capacity: back-to-back batches whose size follows the last one's duration, keeping up
+    "pace_default_trigger_80pct": paced("--duration 480", 0, 200, clean=True, seconds_per_row=0.004),
 }
 
 

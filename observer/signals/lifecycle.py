@@ -12,7 +12,8 @@
   stays in progress until the watcher calls it lost) takes it over.
 - crash loop: ``crash_loop_restarts`` restarts within ``crash_loop_window_seconds`` that crashing runs
   surround: a restart counts when the run before it crashed (it terminated with an exception, or its end
-  was never seen: a driver killed, a process that died without a word) or when the run it starts crashes.
+  was never seen: a driver killed, a process that died without a word) or when the run it starts crashes
+  (counted when that run terminates with an exception, or when the next run starts and its end was not seen).
   Restarts between runs that all ended cleanly are no loop: each run was stopped on purpose (``query.stop()``,
   a deploy) or finished its work, as every run of a job scheduled with ``Trigger.AvailableNow`` or
   ``Trigger.Once`` does, every few minutes for ever. They are still restarts (the signal, the counter, the
@@ -255,6 +256,8 @@ class Lifecycle:
             q.holder = self
         q.previous_run_start, q.run_id, q.run_start = q.run_start, run_id, ts
         q.previous_run_end, q.run_end = q.run_end, None
+        if q.run_outcome is None and q.restart_after_clean is not None:  # that run's end was never seen: a crash
+            q.restarts.append(q.restart_after_clean)
         q.previous_run_outcome, q.run_outcome = q.run_outcome, None
         q.restart_after_clean = None
         q.progress_at.clear()

@@ -1,4 +1,5 @@
-"""A query that runs on a schedule (``Trigger.AvailableNow``): stopped between runs, not down, and no crash loop.
+"""A query that runs on a schedule (``Trigger.AvailableNow``): stopped between runs, not down, and no crash loop;
+the same runs varied: a stream restarted for deploys, and drivers killed without a word after a clean run.
 
 The recording ``tests/fixtures/incidents/scheduled_available_now`` (``scripts/record_incidents.py``) is five
 runs of one availableNow query on one checkpoint, each a new process that starts ~25 s after the last one
@@ -102,3 +103,29 @@ def test_runs_longer_than_their_pauses_are_a_stream_restarted_not_a_schedule(tmp
 def test_a_crash_ends_the_schedule_and_one_restart_is_none() -> None:
     assert _scheduled_values(_logs(os.path.join(precision.INCIDENTS, "crash_loop_503"))) == [0.0]
     assert _scheduled_values(_logs(os.path.join(precision.INCIDENTS, "dedup_agg_restart_43"))) == [0.0]
+
+
+def _killed_after_the_first(tmp: str, runs: int) -> list[str]:
+    """The first ``runs`` recorded runs, the first as recorded (a clean stop), the others as drivers killed without
+    a word leave their logs: without their query's termination."""
+    paths = []
+    for n, folder in enumerate(_logs(SCHEDULED)[:runs]):
+        if n == 0:
+            paths.append(folder)
+            continue
+        files = sorted(os.path.join(r, f) for r, _, names in os.walk(folder) for f in names if f.startswith("events_"))
+        path = os.path.join(tmp, f"events_{n + 1}_killed")
+        with open(path, "wb") as out:
+            out.writelines(line for f in files for line in recorded_lines(f) if b"QueryTerminatedEvent" not in line)
+        paths.append(path)
+    return paths
+
+
+def test_a_deploy_whose_drivers_then_die_unseen_is_a_crash_loop_from_its_first_restart(tmp_path: Any) -> None:
+    """After a clean run, three runs whose drivers die without a word: the restart into the first of them counts
+    once the next run shows it never ended, so the third restart makes the loop (three within the window)."""
+    signals: list = []
+    replay(_killed_after_the_first(str(tmp_path), 4), Settings(http_enabled=False, placement="off"), on_signal=signals.append)
+    restarts = [s for s in signals if s.kind == "query_restarted"]
+    loops = [s for s in signals if s.kind == "crash_loop"]
+    assert len(restarts) == 3 and [(s.run_id, s.attributes["restarts"]) for s in loops] == [(restarts[-1].run_id, 3)]
