@@ -128,7 +128,8 @@ class Thresholds:
     crash_loop_restarts: float = field(
         default=3,
         metadata=_doc(
-            "Query starts within crash_loop_window_minutes that make a crash loop (the observer's own crash-loop flag also fires)."
+            "Query starts within crash_loop_window_minutes, beyond the clean stops within it, that make a crash loop (the observer's own "
+            "crash-loop flag also fires)."
         ),
     )
     crash_loop_window_minutes: float = field(default=15, metadata=_doc("Window of the crash-loop rule."))

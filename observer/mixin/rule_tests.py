@@ -196,8 +196,8 @@ def _query_down(c: CaseInputs) -> Case:
 
 
 def _crash_looping(c: CaseInputs) -> Case:
-    """Failures above the threshold within the window on one query, half of them on another (which also
-    restarts four times as often after clean stops, as a scheduled availableNow job does); a third
+    """Restarts above the threshold within the window on one query; another restarts four times as often, each
+    run stopped cleanly first (a scheduled availableNow job): no loop; a third
     query carries the watcher's own crash-loop verdict, whose application the watcher forgets after its grace:
     its lasting state keeps the alert firing past that."""
     alert = "SparkStreamingQueryCrashLooping"
@@ -207,12 +207,13 @@ def _crash_looping(c: CaseInputs) -> Case:
     return Case(
         alert,
         [
-            (catalog.QUERY_TERMINATIONS, ls.query(0, outcome="exception"), f"0+{_n((restarts + 1) / window)}x{n}"),
+            (catalog.QUERY_STARTS, ls.query(0), f"1+{_n((restarts + 1) / window)}x{n}"),
+            (catalog.QUERY_TERMINATIONS, ls.query(0, outcome="clean"), f"0x{n}"),
             (catalog.QUERY_CRASH_LOOP, ls.query(0), f"0x{n}"),
-            (catalog.QUERY_TERMINATIONS, ls.query(1, outcome="exception"), f"0+{_n(restarts / 2 / window)}x{n}"),
-            # restarting far more often, every run stopping cleanly (a scheduled availableNow job): no loop
+            # restarting four times as often, each run stopped cleanly first (a scheduled availableNow job): no loop
             (catalog.QUERY_STARTS, ls.query(1), f"1+{_n(4 * restarts / window)}x{n}"),
             (catalog.QUERY_TERMINATIONS, ls.query(1, outcome="clean"), f"0+{_n(4 * restarts / window)}x{n}"),
+            (catalog.QUERY_CRASH_LOOP, ls.query(1), f"0x{n}"),
             (catalog.QUERY_CRASH_LOOP, ls.query(1), f"0x{n}"),
             (catalog.QUERY_CRASH_LOOP, ls.query(2), f"1x{last} stale"),
             (catalog.QUERY_LIFECYCLE, ls.query(2, state="crash_looping"), f"1x{n}"),

@@ -82,8 +82,7 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     # the lasting state: the watcher keeps exporting it after it forgets the application (observer.fleet.query_statuses)
     failed = p.sel(catalog.QUERY_LIFECYCLE, extra='state="failed"')
     crash_looping = p.sel(catalog.QUERY_LIFECYCLE, extra='state="crash_looping"')
-    # failures seen by one process (a driver restarting its query): restarts after clean stops are no loop
-    crashes = p.sel(catalog.QUERY_TERMINATIONS, extra='outcome="exception"')
+    clean_stops = p.sel(catalog.QUERY_TERMINATIONS, extra='outcome="clean"')
     terminated = p.sel(catalog.QUERY_STATUS, extra='status="terminated"')
     scheduled = p.sel(catalog.QUERY_SCHEDULED)  # stopped between the runs of its schedule (availableNow, once): not down
     eta = number(t.budget_eta_hours * 3600)
@@ -119,8 +118,11 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         ),
         a(
             "SparkStreamingQueryCrashLooping",
+            # the lifecycle rule's verdict (observer.signals.lifecycle: restarts around crashed runs), its lasting state,
+            # and the starts within the window that no clean stop explains (a scheduled job's runs, deploys)
             f"max by ({query}) ({p.sel(catalog.QUERY_CRASH_LOOP)}) == 1 or max by ({query}) ({crash_looping}) == 1 or "
-            f"sum by ({query}) (increase({crashes}[{window_cl}])) >= {number(t.crash_loop_restarts)}",
+            f"sum by ({query}) (increase({p.sel(catalog.QUERY_STARTS)}[{window_cl}])) - "
+            f"sum by ({query}) (increase({clean_stops}[{window_cl}])) >= {number(t.crash_loop_restarts)}",
             f"Streaming query {q} is restarting in a loop.",
             f"Query {q} failed and restarted at least {number(t.crash_loop_restarts)} times within {window_cl}; every restart restores "
             "its state again. Restarts after runs that stopped cleanly (a scheduled availableNow job) are not counted.",
