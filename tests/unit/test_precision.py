@@ -38,7 +38,15 @@ FAILURES = [
     "fail_config_provider_class",
     "fail_python_oom",
 ]
-CLEAN = ["clean_busy_30min", "clean_busy_90s", "clean_hour_load", "pace_steady_slow_2s", "pace_steady_9s_of_10s", "pace_ramp_within"]
+CLEAN = [
+    "clean_busy_30min",
+    "clean_busy_90s",
+    "clean_hour_load",
+    "pace_steady_slow_2s",
+    "pace_steady_9s_of_10s",
+    "pace_ramp_within",
+    "pace_default_trigger_80pct",
+]
 # a restore this long (the restart batch's extra task time) is one a user sees; the observer's figure within
 # this ratio of it (measured or estimated alike)
 RESTORE_VISIBLE_SECONDS = 1.0
