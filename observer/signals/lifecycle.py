@@ -277,18 +277,6 @@ class Lifecycle:
         gap = max(0.0, ts - q.previous_run_end) if q.previous_run_end is not None else None
         downtime = gap if gap is not None else since_progress
         q.restart_pending = True
-        facts.add(record, catalog.QUERY_RESTARTS, ())
-        if downtime is not None:
-            facts.set(record, catalog.QUERY_LAST_DOWNTIME, (), downtime)
-        facts.signal(
-            kinds.QUERY_RESTARTED,
-            record,
-            run_id,
-            ts,
-            downtime_seconds=_round(downtime),
-            gap_since_previous_run_seconds=_round(gap),
-            since_last_progress_seconds=_round(since_progress),
-        )
         if q.previous_run_outcome == event_kinds.CLEAN:
             q.restart_after_clean = ts  # counted when this run crashes (``terminated``)
             if q.previous_run_start is not None and q.previous_run_end is not None and gap is not None:
@@ -297,7 +285,20 @@ class Lifecycle:
             q.restarts.append(ts)  # after a crash: an exception, or an end never seen
             q.cycles.clear()
         scheduled = len(q.cycles) == SCHEDULE_CYCLES and all(ran < paused for ran, paused in q.cycles)
+        facts.add(record, catalog.QUERY_RESTARTS, ())
+        if downtime is not None:
+            facts.set(record, catalog.QUERY_LAST_DOWNTIME, (), downtime)
         facts.set(record, catalog.QUERY_SCHEDULED, (), 1.0 if scheduled else 0.0)
+        facts.signal(
+            kinds.QUERY_RESTARTED,
+            record,
+            run_id,
+            ts,
+            downtime_seconds=_round(downtime),
+            gap_since_previous_run_seconds=_round(gap),
+            since_last_progress_seconds=_round(since_progress),
+            scheduled=scheduled,
+        )
         self._judge_loop(q, record, run_id, ts, facts)
 
     def _judge_loop(self, q: RunState, record: QueryRecord, run_id: str | None, ts: float, facts: SignalFacts) -> None:

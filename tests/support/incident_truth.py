@@ -76,6 +76,8 @@ def expected(scenario: str, truth: dict[str, Any]) -> Expected:
         return Expected(scenario, query_id, None, alarming=False)
     if truth.get("stalls") or truth.get("falling_behind"):
         return Expected(scenario, query_id, None)  # over by now: the stall recovered, the run stopped
+    if truth.get("trigger") == "availableNow":  # a scheduled job's runs, each ending cleanly: on its schedule
+        return Expected(scenario, query_id, "stopped", ["On a schedule: its last run stopped cleanly at "], alarming=False)
     assert truth["runs"] > 1, f"{scenario}: a kind of incident these expectations do not know"
     return Expected(scenario, query_id, None, among="restarted", among_phrases=["Restarted at ", " down; restore "])
 

@@ -125,6 +125,19 @@ def test_restarted_query_names_downtime_and_restore_summed_over_operators(db) ->
     assert f"restore {fmt.duration(restore)}" in found[0].text and " down" in found[0].text
 
 
+def test_a_query_on_a_schedule_between_its_runs_is_stopped_on_its_schedule_not_restarted(tmp_path) -> None:
+    """The recorded availableNow job (five clean runs, each a new application): its latest restart is a scheduled
+    run's start, no incident; between runs it is stopped on its schedule (the first two restarts still show as restarts)."""
+    runs = fixture_runs("incidents/scheduled_available_now")
+    qid = progress_lines(runs[0])[0]["id"]
+    every, first_two = str(tmp_path / "all.db"), str(tmp_path / "two.db")
+    replay([eventlog_dir(r) for r in runs], history=every)
+    replay([eventlog_dir(r) for r in runs[:2]], history=first_two)
+    found = verdicts(facts_of(every, qid))
+    assert [v.kind for v in found] == ["stopped"] and found[0].text.startswith("On a schedule: its last run stopped cleanly at")
+    assert verdict(facts_of(first_two, qid)).kind == "restarted"
+
+
 def signal(kind: str, ts: float, run: str = "r2", **attributes) -> dict:
     return {"kind": kind, "ts": ts, "run_id": run, "attributes": attributes}
 
