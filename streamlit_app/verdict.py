@@ -291,15 +291,18 @@ def executor_lost(f: Facts) -> list[Verdict]:
     return found[-MAX_LOSSES_SHOWN:]
 
 
-def _scheduled(f: Facts) -> Mapping[str, Any] | None:
-    """The latest restart when the observer took it for the next run of a schedule (availableNow, once), else None."""
-    signal = _last(f.events, k.QUERY_RESTARTED)
-    return signal if signal is not None and (signal.get("attributes") or {}).get("scheduled") is True else None
+def _scheduled_start(signal: Mapping[str, Any] | None) -> bool:
+    """Whether a restart signal is the next run of a schedule (availableNow, once), as the observer judged it."""
+    return signal is not None and (signal.get("attributes") or {}).get("scheduled") is True
+
+
+def _on_schedule(f: Facts) -> bool:
+    return _scheduled_start(_last(f.events, k.QUERY_RESTARTED))
 
 
 def restarted(f: Facts) -> Verdict | None:
     signal = _last(f.events, k.QUERY_RESTARTED)
-    if signal is None or _scheduled(f) is not None:
+    if signal is None or _scheduled_start(signal):
         return None  # a scheduled run's start is no incident (``stopped`` and ``healthy`` say it is on a schedule)
     down = (signal.get("attributes") or {}).get("downtime_seconds")
     seconds, _ = _restore_total(f, signal["ts"], signal.get("run_id"))
@@ -316,7 +319,7 @@ def stopped(f: Facts) -> Verdict | None:
         return None
     run = f.runs[-1]
     end = run.get("ended") if not fmt.missing(run.get("ended")) else run.get("last_seen")
-    if _scheduled(f) is not None:
+    if _on_schedule(f):
         return Verdict("stopped", f"On a schedule: its last run stopped cleanly at {fmt.when(end)}", end)
     return Verdict("stopped", f"Stopped cleanly at {fmt.when(end)}", end)
 
@@ -337,7 +340,7 @@ def verdicts(f: Facts) -> list[Verdict]:
             found.append(Verdict("no_data", "No batch and no run in the history yet"))
         elif not found:
             every = f" (a batch every {fmt.duration(f.interval)})" if f.interval else ""
-            running = "a scheduled run" if _scheduled(f) is not None else "running"
+            running = "a scheduled run" if _on_schedule(f) else "running"
             found.append(Verdict("healthy", f"Healthy: {running}{every}", f.last_batch_ts))
     return sorted(found, key=lambda v: v.severity)
 
