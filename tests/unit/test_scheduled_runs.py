@@ -30,7 +30,7 @@ def _logs(scenario: str) -> list[str]:
 
 
 def _scheduled_values(paths: list[str]) -> list[float]:
-    """Every value the query's ``spark_streaming_query_scheduled`` gauge was set to, in order."""
+    """The query's ``spark_streaming_query_scheduled`` gauge as the replay left it: ``[value]``, or ``[]`` when never set."""
     seen: list[float] = []
     result = replay(paths, Settings(http_enabled=False, placement="off"))
     (record,) = result.observer.tracker.snapshot()
