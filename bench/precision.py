@@ -50,6 +50,10 @@ INFORMATIONAL = frozenset(
         kinds.STALL_RECOVERED,
         kinds.LOAD_LATENCY_ANOMALY,
         *kinds.RESTORE_PROGRESS_KINDS,  # the course of a restore; the restore itself is judged as `restore`
+        # a restarted run's backlog and when it will be read, then read; a stuck partition moving again
+        kinds.KAFKA_CATCH_UP_FORECAST,
+        kinds.KAFKA_CAUGHT_UP,
+        kinds.KAFKA_PARTITION_RECOVERED,
     }
 )
 EXECUTOR_TIME_TOLERANCE_SECONDS = 10.0  # an executor_removed this close to the kill is the kill
@@ -262,6 +266,24 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
                 if e.attributes.get("operator") == filling["operator"] and e.timestamp <= filling["until"]
             ],
         )
+    # what the recording did to a Kafka topic (records deleted, partitions added, a producer faster than the
+    # rate limit): each finding of its kind, due in its window, naming one of the partitions it was done to
+    for finding in rec.truth.get("kafka", []):
+        kind = finding["kind"]
+        t = tallies[kind]
+        t.present += 1
+        wanted = set(finding.get("partitions") or ())
+        hits = [
+            e
+            for e in by_kind[kind]
+            if e.attributes.get("topic") == finding["topic"]
+            and finding["from"] <= e.timestamp <= finding["until"]
+            and (not wanted or wanted & set(e.attributes.get("partitions") or ()))
+        ]
+        t.found += bool(hits)
+        if not hits:
+            t.missed.append(f"{rec.name}: {kind} of {finding['topic']}")
+        mark(kind, hits)  # records lost over two batches (a re-run and the next) are two findings of one incident
     # failures: the class and the root cause of each failing run; a crash loop when every run fails
     failure = rec.truth.get("failure")
     if failure:

@@ -280,6 +280,7 @@ def main() -> int:
     ap.add_argument("--trigger-seconds", type=float, default=2.0, help="trigger interval (--source kafka)")
     ap.add_argument("--max-offsets-per-trigger", type=int, default=0, help="Kafka rate limit per batch; 0: none")
     ap.add_argument("--until-caught-up", action="store_true", help="run until the Kafka source reached the latest offsets")
+    ap.add_argument("--kafka-option", action="append", default=[], help="key=value option of the Kafka source (failOnDataLoss=false)")
     ap.add_argument("--scrape-each-batch", action="store_true", help="write the observer's scrape after every batch to scrapes.jsonl")
     ap.add_argument("--history", default=None, help="the observer's history database (default: setting history_path)")
     ap.add_argument("--ui", action="store_true", help="the driver's UI on, its REST API answering before the query starts")
@@ -356,12 +357,17 @@ def main() -> int:
     elif args.source == "kafka":
         from observer.cli.kafka_demo import kafka_window_query
 
+        options = dict(o.split("=", 1) for o in args.kafka_option)
         query = kafka_window_query(
-            spark, args.checkpoint, args.bootstrap, args.topic, args.name, args.trigger_seconds, args.max_offsets_per_trigger
+            spark, args.checkpoint, args.bootstrap, args.topic, args.name, args.trigger_seconds, args.max_offsets_per_trigger, options
         )
         scraper = BatchScraper(query, handle.url, os.path.join(args.out, "scrapes.jsonl")).start() if args.scrape_each_batch else None
-        if args.until_caught_up:
+        if args.expect_failure:
+            failure = wait_failure(query, timeout=args.batches_timeout)
+        elif args.until_caught_up:
             wait_caught_up(query)
+        elif args.duration:
+            run_for(query, args.duration)
         else:
             wait_batches(query, args.batches, args.batches_timeout)
         if scraper is not None:

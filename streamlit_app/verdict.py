@@ -26,6 +26,7 @@ ANCHORS = {
     "crash_loop": "sparkstreamingquerycrashlooping",
     "failed_at_start": "sparkstreamingqueryfailed",
     "failed": "sparkstreamingqueryfailed",
+    "kafka_data_loss": "sparkstreamingkafkadatalossrisk",
     "stalled": "sparkstreamingquerystalled",
     "state_unbounded": "sparkstateunbounded",
     "falling_behind": "sparkstreamingqueryfallingbehind",
@@ -37,29 +38,40 @@ SEVERITY = {
     "crash_loop": 0,
     "failed_at_start": 1,
     "failed": 2,
-    "stalled": 3,
-    "state_unbounded": 4,
-    "falling_behind": 5,
-    "executor_lost": 6,
-    "restarted": 7,
-    "stopped": 8,
-    "healthy": 9,
-    "no_data": 10,
+    "kafka_data_loss": 3,
+    "stalled": 4,
+    "state_unbounded": 5,
+    "falling_behind": 6,
+    "executor_lost": 7,
+    "restarted": 8,
+    "stopped": 9,
+    "healthy": 10,
+    "no_data": 11,
 }
+ERROR_UP_TO = SEVERITY["kafka_data_loss"]  # these verdicts are errors (the query cannot run, or lost input)
+WARNING_UP_TO = SEVERITY["falling_behind"]  # these warnings: it runs badly
+ATTENTION_UP_TO = SEVERITY["restarted"]  # up to here a query is in the Queries page's attention list
 NO_RUNBOOK = ("healthy", "no_data")  # nothing to do, so nothing to link
 # Streamlit's bundled Material icons (emoji need a colour-emoji font the viewer may not have)
 ICONS = {
     0: ":material/error:",
     1: ":material/error:",
     2: ":material/error:",
-    3: ":material/warning:",
+    3: ":material/error:",
     4: ":material/warning:",
     5: ":material/warning:",
-    6: ":material/info:",
+    6: ":material/warning:",
     7: ":material/info:",
-    8: ":material/stop_circle:",
-    9: ":material/check_circle:",
-    10: ":material/help:",
+    8: ":material/info:",
+    9: ":material/stop_circle:",
+    10: ":material/check_circle:",
+    11: ":material/help:",
+}
+# the Kafka findings that say input was lost or read twice, and how the verdict tells each
+KAFKA_DATA_LOSS = {
+    k.KAFKA_OFFSETS_SKIPPED: "records not read",
+    k.KAFKA_LATEST_WENT_BACK: "latest offsets went back",
+    k.KAFKA_OFFSETS_REWOUND: "offsets rewound",
 }
 RESTORE_WINDOW_SECONDS = 900.0  # a restore this long after an executor loss is taken as its consequence
 # The driver reports a lost executor when it notices: at once for a process that died, after
@@ -247,6 +259,26 @@ def falling_behind(f: Facts) -> Verdict | None:
     )
 
 
+def kafka_data_loss(f: Facts) -> Verdict | None:
+    """The newest Kafka finding of lost (or twice read) input in the query's newest run: the records are gone
+    whatever the query does next, so the verdict stays for as long as that run is the newest."""
+    newest_run = f.runs[-1]["run_id"] if f.runs else None
+    found = [e for e in f.events if e["kind"] in KAFKA_DATA_LOSS and (newest_run is None or e.get("run_id") == newest_run)]
+    if not found:
+        return None
+    signal = found[-1]
+    a = signal.get("attributes") or {}
+    where = f"{a.get('topic')}" + (f" partitions {', '.join(map(str, a['partitions']))}" if a.get("partitions") else "")
+    text = f"Kafka input lost: {KAFKA_DATA_LOSS[signal['kind']]} on {where} at {fmt.clock(signal['ts'])}"
+    if signal["kind"] == k.KAFKA_OFFSETS_SKIPPED and a.get("records") is not None:
+        text += f", {fmt.number(a['records'])} records (deleted before the query read them)"
+    elif signal["kind"] == k.KAFKA_LATEST_WENT_BACK:
+        text += " (the topic deleted and made again, or truncated)"
+    if len(found) > 1:
+        text += f"; {len(found)} such findings in this run"
+    return Verdict("kafka_data_loss", text, found[0]["ts"], run_id=signal.get("run_id"))
+
+
 def _restore_total(
     f: Facts,
     after: float,
@@ -324,7 +356,7 @@ def stopped(f: Facts) -> Verdict | None:
     return Verdict("stopped", f"Stopped cleanly at {fmt.when(end)}", end)
 
 
-RULES = (crash_loop, failed, stalled, state_unbounded, falling_behind, restarted)
+RULES = (crash_loop, failed, kafka_data_loss, stalled, state_unbounded, falling_behind, restarted)
 
 
 def verdicts(f: Facts) -> list[Verdict]:

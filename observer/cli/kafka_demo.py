@@ -30,8 +30,12 @@ def kafka_window_query(
     name: str = "kafka_window_count",
     trigger_seconds: float = 2.0,
     max_offsets_per_trigger: int | None = None,
+    options: dict[str, str] | None = None,
 ) -> Any:
-    """Start a stateful query on a Kafka topic: count per key and 10 s window of record time, watermark 10 s."""
+    """Start a stateful query on a Kafka topic: count per key and 10 s window of record time, watermark 10 s.
+
+    ``options`` are more of the Kafka source's options (``failOnDataLoss``, say: the recorded incidents run
+    with it both ways)."""
     from pyspark.sql import functions as F
 
     from observer.cli.demo import start_noop
@@ -44,6 +48,8 @@ def kafka_window_query(
     )
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", max_offsets_per_trigger)
+    for key, value in (options or {}).items():
+        reader = reader.option(key, value)
     counts = (
         reader.load()
         .select(F.col("key").cast("string").alias("key"), "timestamp")

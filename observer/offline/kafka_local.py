@@ -170,6 +170,13 @@ class KafkaBroker:
         except OSError:
             return ""
 
+    def admin(self) -> Any:
+        """An admin client of this broker (confluent_kafka's ``AdminClient``). Keep it while its futures are
+        pending: a client collected before they resolve leaves them pending for ever."""
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
     def create_topic(self, name: str, partitions: int) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -249,17 +256,46 @@ class BurstProducer:
     seconds), timestamp and per partition the offsets it wrote ``[first, next)``.
     """
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float, burst_seconds: float = 0.5, keys: int = 6) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        rate: float,
+        burst_seconds: float = 0.5,
+        keys: int = 6,
+        transactional: bool = False,
+    ) -> None:
         from confluent_kafka import Producer
 
         self.topic, self.partitions, self.rate, self.burst_seconds, self.keys = topic, partitions, rate, burst_seconds, keys
-        self._producer: Any = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+        # transactional: each burst one committed transaction, so each partition it wrote gets a commit marker
+        # after its records (an offset that is no record: what an exactly-once producer leaves in a topic)
+        self.transactional = transactional
+        config = {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"}
+        self._producer: Any = Producer({**config, "transactional.id": f"sso-burst-{topic}"} if transactional else config)
+        if transactional:
+            self._producer.init_transactions(60)
         self.bursts: list[dict[str, Any]] = []
         self._next = dict.fromkeys(range(partitions), 0)
         self._sent = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # a burst and a change of the partitions written, one at a time
         self.error: BaseException | None = None
+
+    def add_partitions(self, partitions: int) -> None:
+        """Write to ``partitions`` partitions from the next burst on (the topic has been given them), once the
+        producer's metadata knows them (it refreshes every 5 minutes by itself; asking refreshes it now)."""
+        deadline = time.monotonic() + 60
+        while len(self._producer.list_topics(self.topic, timeout=10).topics[self.topic].partitions) < partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the producer does not see {partitions} partitions of {self.topic}")
+            time.sleep(0.2)
+        with self._lock:
+            for p in range(self.partitions, partitions):
+                self._next[p] = 0
+            self.partitions = max(self.partitions, partitions)
 
     def burst(self, count: int) -> dict[str, Any]:
         """Write ``count`` records now and wait until the broker acknowledged them all."""
@@ -273,6 +309,8 @@ class BurstProducer:
                 raise RuntimeError(f"produce failed: {err}")
             acked[msg.partition()].append(msg.offset())
 
+        if self.transactional:
+            self._producer.begin_transaction()
         for _ in range(count):
             p = self._sent % self.partitions
             key = self._sent % self.keys
@@ -285,6 +323,8 @@ class BurstProducer:
                 on_delivery=ack,
             )
             self._sent += 1
+        if self.transactional:
+            self._producer.commit_transaction(60)
         left = self._producer.flush(60)
         if left:
             raise RuntimeError(f"{left} records not acknowledged")
@@ -293,7 +333,7 @@ class BurstProducer:
                 # offsets of one partition are contiguous and follow the previous burst's (one producer, acks=all)
                 if min(offsets) != first[p] or max(offsets) != first[p] + len(offsets) - 1:
                     raise RuntimeError(f"partition {p}: offsets {min(offsets)}..{max(offsets)} do not follow {first[p]}")
-                self._next[p] = max(offsets) + 1
+                self._next[p] = max(offsets) + 1 + self.transactional  # the commit marker takes the next offset
         record = {
             "start": start,
             "end": time.time(),
@@ -313,7 +353,8 @@ class BurstProducer:
                 count = int(owed)
                 owed -= count
                 if count:
-                    self.burst(count)
+                    with self._lock:
+                        self.burst(count)
                 next_at += self.burst_seconds
                 self._stop.wait(max(0.0, next_at - time.monotonic()))
         except BaseException as exc:  # surfaced by stop(); a producer thread must not die silently

@@ -17,7 +17,10 @@ JSON strings in the event log; ``startOffset`` is ``null`` on a query's first ba
   (one trigger interval while the query runs). See ``OffsetHistory`` for start-up, idle partitions and restarts.
 - **health findings**: lag growing over a window, a stuck partition (its end offset does not move while its
   latest does), partitions added, and offsets that went backwards or skipped (the data-loss risk
-  ``failOnDataLoss`` guards against).
+  ``failOnDataLoss`` guards against). Offsets skipped show as a batch that read fewer records than its
+  offsets span (``_unread_findings``): Spark plans each batch from the previous one's end, so records deleted
+  before the query read them (retention while it was down, ``failOnDataLoss=false``) never show as a jump in
+  the offsets themselves.
 
 Pure computation (no pyspark, no I/O), bounded memory; input comes from files and JVMs we do not control, so
 nothing here raises on bad input: garbage yields fewer partitions, never an exception.
@@ -53,6 +56,11 @@ INTERPOLATED = "interpolated"  # between two observations of the latest offset
 EXTRAPOLATED = "extrapolated"  # end is older than the history: back from its two oldest points at their rate
 LOWER_BOUND = "lower_bound"  # one observation only: the record is at least as old as that observation
 UNKNOWN = "unknown"
+# offsets a batch spans but does not read (offsets_skipped): the batches a topic's usual share is taken over,
+# the least share that counts, and the share that counts on a topic whose offsets are not all records
+UNREAD_BASELINE_BATCHES = 16
+UNREAD_MIN_SHARE = 0.01
+UNREAD_GAPPED_TOPIC_SHARE = 0.5
 
 
 # --- parsing -----------------------------------------------------------------------------------------
@@ -398,6 +406,8 @@ class KafkaLagTracker:
         self._prev_lag: dict[str, int] = {}
         self._run_start = True
         self._after_run_start = False  # the previous batch was its run's first (slow: consumer creation, codegen)
+        self._unread_ratios: deque[float] = deque(maxlen=UNREAD_BASELINE_BATCHES)  # the last batches' share of offsets not read
+        self._pending: list[KafkaFinding] = []  # found in a batch without a lag (a re-run), told with the next one
 
     def new_run(self) -> None:
         """The next batch is a new run's first: the time since the previous batch is downtime, not reading.
@@ -424,13 +434,15 @@ class KafkaLagTracker:
         start = parse_offsets(source.get("startOffset"), self.max_partitions)
         end = parse_offsets(source.get("endOffset"), self.max_partitions)
         latest = parse_offsets(source.get("latestOffset"), self.max_partitions)
+        unread = self._unread_findings(source.get("numInputRows"), start, end)
         if not latest:
             # a batch re-run after a restart (planned, not committed by the previous run) reports no latestOffset:
             # its lag is unknown, not 0; its end still counts for the next batch's continuity check
             if end:
                 self._prev_end = end
+            self._pending += unread
             return None
-        findings = self._offset_findings(start, end, latest)
+        findings, self._pending = self._pending + unread + self._offset_findings(start, end, latest), []
         lags = lag_records(end, latest)
         dropped = 0
         rows: list[PartitionLag] = []
@@ -546,6 +558,39 @@ class KafkaLagTracker:
                     self._count(kind.replace("offsets_", ""), topic)
         return found
 
+    def _unread_findings(self, read_rows: Any, start: Offsets, end: Offsets) -> list[KafkaFinding]:
+        """Offsets in the batch's range that it did not read: records deleted before the query read them.
+
+        Spark plans a batch from the previous batch's end, whatever the broker still holds; with
+        ``failOnDataLoss=false`` the reader then skips what retention (or ``deleteRecords``) removed and the
+        batch reads fewer records than its offsets span, its start offsets looking continuous. A topic whose
+        offsets are not all records (transaction markers, aborted transactions read committed, compaction)
+        shows such a share in every batch: a batch counts when its share is above twice the most of the last
+        ``UNREAD_BASELINE_BATCHES``, and, on a topic that has shown any (or that this tracker has not seen
+        before), above half its offsets (a transaction writes at least one record per marker).
+        """
+        read = _as_offset(read_rows)
+        if read is None or len(end) != 1:
+            return []  # a source over several topics: its one row count cannot be told per topic
+        ((topic, ends),) = end.items()
+        starts = start.get(topic, {})
+        if not ends or any(p not in starts for p in ends):
+            return []  # a partition new in this batch: Spark reads it from its earliest, an offset not in the progress
+        offsets = sum(max(0, o - starts[p]) for p, o in ends.items())
+        if offsets <= 0:
+            return []
+        unread = offsets - read
+        share = max(0.0, unread / offsets)
+        usual = max(self._unread_ratios) if self._unread_ratios else None
+        if unread <= max(len(ends), UNREAD_MIN_SHARE * offsets) or share <= max(
+            2.0 * (usual or 0.0), 0.0 if usual == 0.0 else UNREAD_GAPPED_TOPIC_SHARE
+        ):
+            self._unread_ratios.append(share)  # the topic's usual share; a batch that lost records is not usual
+            return []
+        self._count("skipped", topic)
+        detail = {"records": float(unread), "offsets": float(offsets), "records_read": float(read)}
+        return [KafkaFinding("offsets_skipped", topic, tuple(sorted(ends)), detail)]
+
     def _stuck_findings(self, rows: Iterable[PartitionLag]) -> list[KafkaFinding]:
         """A partition is stuck when its end stayed put for ``stuck_batches`` batches while its latest moved past it."""
         found: dict[tuple[str, str], list[int]] = {}
@@ -591,9 +636,15 @@ class KafkaLagTracker:
             if slope is None:
                 continue
             slopes[topic] = slope
-            # growing over the window, and still growing: not a backlog being read down after a jump
-            recent = _slope(list(window)[len(window) // 2 :])
-            growing = slope > 0 and window[-1][1] > window[0][1] and (recent is None or recent >= 0)
+            # growing over the window, and still growing: not a backlog being read down after a jump; and behind
+            # at every batch of the window's recent half (a query that keeps up reads to the latest, lag 0, at most
+            # batches: one late batch's lag at the window's end is no growth), or a run's first batch finding the
+            # backlog that grew while the query was down
+            points = list(window)
+            recent_half = points[len(points) // 2 :]
+            recent = _slope(recent_half)
+            behind = self._run_start or all(lag > 0 for _t, lag in recent_half)
+            growing = slope > 0 and window[-1][1] > window[0][1] and (recent is None or recent >= 0) and behind
             if growing and topic not in self._growing:
                 self._growing.add(topic)
                 found.append(KafkaFinding("lag_growing", topic, (), {"records_per_second": slope, "lag_records": float(total)}))

@@ -12,6 +12,7 @@ from streamlit_app import data, fmt, nav
 from streamlit_app.context import Context, clicked_row, label
 from streamlit_app.parts import verdicts as verdict_view
 from streamlit_app.parts.summary import table_for
+from streamlit_app.verdict import ATTENTION_UP_TO
 
 COLUMNS = {
     "verdict": st.column_config.TextColumn("verdict", width=520, help="what is wrong, from the observer's signals"),
@@ -39,7 +40,7 @@ def render(ctx: Context) -> None:
         + ", ".join(f"{n} {fmt.md(h)}" for h, n in counts.items())
         + ". Click a row to open its drilldown."
     )
-    attention = [(qid, v) for qid in table["query id"] for v in found[qid][:1] if v.severity <= 7]
+    attention = [(qid, v) for qid in table["query id"] for v in found[qid][:1] if v.severity <= ATTENTION_UP_TO]
     if attention:
         st.subheader("Needs attention")
         for qid, v in attention:

@@ -74,6 +74,13 @@ def expected(scenario: str, truth: dict[str, Any]) -> Expected:
         )
     if truth.get("clean"):
         return Expected(scenario, query_id, None, alarming=False)
+    kafka = {finding["kind"] for finding in truth.get("kafka", [])}
+    if kafka & {"kafka_offsets_skipped", "kafka_latest_went_back", "kafka_offsets_rewound"}:
+        return Expected(scenario, query_id, "kafka_data_loss", ["Kafka input lost: ", f"on {truth['topic']}"])
+    if kafka == {"kafka_partitions_added"}:  # a change of the topic the query follows, no incident
+        return Expected(scenario, query_id, None, alarming=False)
+    if kafka:  # its lag grew while it ran: the browser has no verdict for a lag (the alerts have), nor a false one
+        return Expected(scenario, query_id, None)
     if truth.get("stalls") or truth.get("falling_behind"):
         return Expected(scenario, query_id, None)  # over by now: the stall recovered, the run stopped
     if truth.get("trigger") == "availableNow":  # a scheduled job's runs, each ending cleanly: on its schedule

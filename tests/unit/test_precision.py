@@ -46,6 +46,8 @@ CLEAN = [
     "pace_steady_9s_of_10s",
     "pace_ramp_within",
     "pace_default_trigger_80pct",
+    "kafka_steady_rate_limited",
+    "kafka_steady_transactional",
 ]
 # a restore this long (the restart batch's extra task time) is one a user sees; the observer's figure within
 # this ratio of it (measured or estimated alike)
@@ -72,6 +74,11 @@ INCIDENT_KINDS_NEVER_FALSE = (
     kinds.CRASH_LOOP,
     kinds.EXECUTOR_REMOVED,
     kinds.STATE_UNBOUNDED,
+    # the Kafka source's health (scripts/record_kafka_incidents.py); the data-loss ones page at once
+    kinds.KAFKA_LAG_GROWING,
+    kinds.KAFKA_PARTITION_STUCK,
+    kinds.KAFKA_PARTITIONS_ADDED,
+    *sorted(kinds.KAFKA_DATA_LOSS_KINDS),
 )
 
 
@@ -101,6 +108,10 @@ def test_the_report_covers_every_recording_and_kind(corpus: dict[str, precision.
         kinds.QUERY_TERMINATED,
         kinds.CRASH_LOOP,
         kinds.STATE_UNBOUNDED,
+        kinds.KAFKA_OFFSETS_SKIPPED,
+        kinds.KAFKA_PARTITIONS_ADDED,
+        kinds.KAFKA_LAG_GROWING,
+        kinds.KAFKA_LATEST_WENT_BACK,
     }
 
 

@@ -25,6 +25,8 @@ from observer.settings import Settings
 
 SCENARIO = os.path.join(precision.INCIDENTS, "restart_fail_at_start")
 SCHEDULED = os.path.join(precision.INCIDENTS, "scheduled_available_now")  # five availableNow runs, each ending cleanly
+# a Kafka query stopped, the records it had not read deleted, restarted with failOnDataLoss=false
+KAFKA_LOSS = os.path.join(precision.INCIDENTS, "kafka_records_deleted_tolerated")
 LINKING = (kinds.QUERY_RESTARTED, kinds.CRASH_LOOP, kinds.QUERY_TERMINATED)
 
 
@@ -124,3 +126,26 @@ def test_scheduled_runs_that_each_stop_cleanly_are_restarts_not_a_crash_loop(tmp
     assert [kind for kind, _, _ in said].count(kinds.QUERY_RESTARTED) == 4
     assert [kind for kind, _, _ in said].count(kinds.QUERY_TERMINATED) == 5
     assert kinds.CRASH_LOOP not in [kind for kind, _, _ in said]
+
+
+def test_kafka_records_lost_across_a_restart_as_a_new_application_are_found_live_as_in_replay(tmp_path: Any) -> None:
+    """The restarted application's first batches read fewer records than their offsets span: the watcher,
+    itself restarted between the two applications, tells the same offsets skipped as replay, in the second run."""
+    (tmp_path / "logs").mkdir()
+    apps = applications(KAFKA_LOSS)
+    first = watcher(tmp_path)
+    write_while_following(tmp_path, apps[:1], first)
+    first.stop()
+    second = watcher(tmp_path)
+    second.poll_once()
+    write_while_following(tmp_path, apps[1:], second)
+    second.stop()
+
+    def skipped(events: list[tuple[str, str | None, dict[str, Any]]]) -> list[tuple[str | None, Any, Any]]:
+        return [(run_id, a["partitions"], a["records"]) for kind, run_id, a in events if kind == kinds.KAFKA_OFFSETS_SKIPPED]
+
+    with open(os.path.join(KAFKA_LOSS, "truth.json")) as f:
+        (restart,) = json.load(f)["restarts"]
+    live = skipped(from_history(tmp_path))
+    assert live == skipped(replayed(KAFKA_LOSS))
+    assert live and {run_id for run_id, _, _ in live} == {restart["run_id"]}

@@ -1,0 +1,324 @@
+"""Record Kafka incidents from a real broker, a real producer and real Spark: the Kafka signals' ground truth.
+
+    bash scripts/fetch_kafka.sh && python scripts/record_kafka_incidents.py [NAME ...] [--list]
+
+Each scenario starts a KRaft broker on loopback, a 3-partition topic and ``BurstProducer`` (records in
+flushed bursts every 0.5 s, round robin over the partitions), runs ``scripts/scenario_job.py --source kafka``
+(a windowed count on RocksDB, 2 s trigger) in fresh processes, and does to the topic what the incident is:
+a producer faster than the query's rate limit, partitions added, records deleted before the query read them
+(``failOnDataLoss`` false and true), the topic deleted and made again under a running query. Kept under
+``tests/fixtures/incidents/<name>/``, as ``scripts/record_incidents.py`` keeps its runs; ``truth.json`` says
+what the script did and when (``kafka``: each finding a Kafka signal must give, with the time window it is
+due in), from the producer's and the broker's own figures, never from the observer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+from record_incidents import Recorder, record_scenarios, restart_facts  # noqa: E402
+
+from observer.offline.kafka_local import BurstProducer, KafkaBroker, connector_jars  # noqa: E402
+
+TOPIC = "events"
+PARTITIONS = 3
+TRIGGER_SECONDS = 2.0
+LEAD_SECONDS = 4.0  # the producer writes this long before the first run starts
+
+
+@contextmanager
+def kafka(rate: float, transactional: bool = False) -> Iterator[tuple[KafkaBroker, BurstProducer]]:
+    """A broker with the topic, and a producer writing ``rate`` records a second to it."""
+    with KafkaBroker() as broker:
+        broker.create_topic(TOPIC, PARTITIONS)
+        producer = BurstProducer(broker.bootstrap, TOPIC, PARTITIONS, rate, transactional=transactional).start()
+        try:
+            time.sleep(LEAD_SECONDS)
+            yield broker, producer
+        finally:
+            producer.stop()
+
+
+def job_args(rec: Recorder, broker: KafkaBroker, *extra: str, limit: int = 0, options: dict[str, str] | None = None) -> list[str]:
+    args = [
+        "--source",
+        "kafka",
+        "--bootstrap",
+        broker.bootstrap,
+        "--topic",
+        TOPIC,
+        "--kafka-jars",
+        ",".join(connector_jars()),
+        "--trigger-seconds",
+        str(TRIGGER_SECONDS),
+        "--partitions",
+        "4",
+        "--name",
+        rec.name,
+        "--max-offsets-per-trigger",
+        str(limit),
+        *extra,
+    ]
+    for key, value in (options or {}).items():
+        args += ["--kafka-option", f"{key}={value}"]
+    return args
+
+
+def at(seconds: float, action: Callable[[], None]) -> threading.Thread:
+    """Run ``action`` ``seconds`` from now, beside the job (which ``Recorder.run`` waits for)."""
+    thread = threading.Thread(target=lambda: (time.sleep(seconds), action()), daemon=True)
+    thread.start()
+    return thread
+
+
+def producer_truth(producer: BurstProducer, broker: KafkaBroker) -> dict[str, Any]:
+    return {
+        "topic": TOPIC,
+        "rate_per_second": producer.rate,
+        "burst_seconds": producer.burst_seconds,
+        "bursts": len(producer.bursts),
+        "broker_latest_after_job": {str(p): o for p, o in broker.latest_offsets(TOPIC).items()},
+    }
+
+
+def steady(seconds: float, rate: float, limit: int, transactional: bool = False) -> Callable[[Recorder], dict[str, Any]]:
+    """A query that keeps up: its rate limit above the producer's rate. Nothing may fire. ``transactional``:
+    each burst a transaction, so the topic's offsets are not all records (a commit marker per partition)."""
+
+    def scenario(rec: Recorder) -> dict[str, Any]:
+        with kafka(rate, transactional) as (broker, producer):
+            facts = rec.run(*job_args(rec, broker, "--duration", str(seconds), limit=limit))
+            produced = producer_truth(producer, broker)
+        return {
+            "clean": True,
+            "duration_seconds": facts["process_ended"] - facts["process_started"],
+            "source": "kafka",
+            "max_offsets_per_trigger": limit,
+            "read_capacity_per_second": limit / TRIGGER_SECONDS if limit else None,
+            "transactional_producer": transactional,
+            **produced,
+            "expected_events": [],
+            "note": "the rate limit is above the producer's rate: the lag stays within a burst or two; nothing may fire",
+        }
+
+    return scenario
+
+
+def lag_growing(seconds: float, rate: float, limit: int) -> Callable[[Recorder], dict[str, Any]]:
+    """The producer writes faster than the query may read (its rate limit): the lag grows all run long."""
+
+    def scenario(rec: Recorder) -> dict[str, Any]:
+        with kafka(rate) as (broker, producer):
+            facts = rec.run(*job_args(rec, broker, "--duration", str(seconds), limit=limit))
+            produced = producer_truth(producer, broker)
+        capacity = limit / TRIGGER_SECONDS
+        return {
+            "clean": False,
+            "source": "kafka",
+            "max_offsets_per_trigger": limit,
+            "read_capacity_per_second": capacity,
+            **produced,
+            "kafka": [
+                {
+                    "kind": "kafka_lag_growing",
+                    "topic": TOPIC,
+                    "from": facts["process_started"],
+                    "until": facts["process_ended"],
+                    "records_per_second": rate - capacity,
+                }
+            ],
+            "expected_events": [f"kafka_lag_growing: {rate:g} records a second written, at most {capacity:g} read"],
+        }
+
+    return scenario
+
+
+def partitions_added(seconds: float, rate: float, after: float, to: int) -> Callable[[Recorder], dict[str, Any]]:
+    """Partitions added to the topic under a running query; the producer writes to them from then on."""
+
+    def scenario(rec: Recorder) -> dict[str, Any]:
+        added: dict[str, float] = {}
+
+        def add() -> None:
+            from confluent_kafka.admin import NewPartitions  # type: ignore[attr-defined]
+
+            admin = broker.admin()
+            for future in admin.create_partitions([NewPartitions(TOPIC, to)]).values():
+                future.result(60)
+            added["at"] = time.time()
+            producer.add_partitions(to)
+
+        with kafka(rate) as (broker, producer):
+            at(after, add)
+            facts = rec.run(*job_args(rec, broker, "--duration", str(seconds)))
+            produced = producer_truth(producer, broker)
+        return {
+            "clean": False,
+            "source": "kafka",
+            **produced,
+            "partitions_added_at": added["at"],
+            "kafka": [
+                {
+                    "kind": "kafka_partitions_added",
+                    "topic": TOPIC,
+                    "partitions": list(range(PARTITIONS, to)),
+                    "from": added["at"],
+                    "until": facts["process_ended"],
+                }
+            ],
+            "expected_events": [f"kafka_partitions_added: partitions {PARTITIONS}..{to - 1} of {TOPIC}"],
+        }
+
+    return scenario
+
+
+def records_deleted(fail_on_data_loss: bool, gap: float = 30.0) -> Callable[[Recorder], dict[str, Any]]:
+    """The query stopped; while it is down the producer goes on and the records it has not read are deleted
+    (what retention does to a query down too long); then it restarts on its checkpoint."""
+
+    def scenario(rec: Recorder) -> dict[str, Any]:
+        from confluent_kafka import TopicPartition
+
+        with kafka(20.0) as (broker, producer):
+            first = rec.run(*job_args(rec, broker, "--duration", "40"))
+            committed = broker.latest_offsets(TOPIC)  # at most this was read: the run read up to the latest it saw
+            time.sleep(gap)
+            latest = broker.latest_offsets(TOPIC)
+            # keep the newest 10 records of each partition: everything the stopped query had not read before them is gone
+            upto = {p: max(o - 10, 0) for p, o in latest.items()}
+            admin = broker.admin()
+            for future in admin.delete_records([TopicPartition(TOPIC, p, o) for p, o in upto.items()]).values():
+                future.result(60)
+            deleted_at = time.time()
+            options = {"failOnDataLoss": "true" if fail_on_data_loss else "false"}
+            if fail_on_data_loss:
+                second = rec.run(*job_args(rec, broker, options=options), expect_failure=True)
+            else:
+                second = rec.run(*job_args(rec, broker, "--duration", "40", options=options))
+            produced = producer_truth(producer, broker)
+        truth: dict[str, Any] = {
+            "clean": False,
+            "source": "kafka",
+            **produced,
+            "fail_on_data_loss": fail_on_data_loss,
+            "latest_when_first_run_ended": {str(p): o for p, o in committed.items()},
+            "deleted_before": {str(p): o for p, o in upto.items()},
+            "deleted_at": deleted_at,
+            # the first run read at most up to the latest when it ended: at least this many were deleted unread
+            "records_deleted_unread_at_least": sum(max(0, o - committed[p]) for p, o in upto.items()),
+            "restarts": [restart_facts(first, second)],
+        }
+        if fail_on_data_loss:
+            truth["failure"] = {
+                "expected_class": "source",
+                "where": "the Kafka source: offsets it must read were deleted (failOnDataLoss=true)",
+                "expected_root_cause": "KAFKA_DATA_LOSS",  # Spark's error class for it, in the root cause the browser shows
+                "every_run": False,
+                "failing_run": second["run_dir"],
+            }
+        else:
+            truth["kafka"] = [
+                {
+                    "kind": "kafka_offsets_skipped",
+                    "topic": TOPIC,
+                    "partitions": sorted(int(p) for p in upto),
+                    "from": second["process_started"],
+                    "until": second["process_ended"],
+                }
+            ]
+        return truth
+
+    return scenario
+
+
+def topic_recreated(seconds: float, after: float, fail_on_data_loss: bool) -> Callable[[Recorder], dict[str, Any]]:
+    """The topic deleted and made again under a running query (its offsets start from 0 again)."""
+
+    def scenario(rec: Recorder) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+
+        def recreate() -> None:
+            producer = state["producer"]
+            producer.stop()
+            state["before"] = producer
+            admin = broker.admin()
+            for future in admin.delete_topics([TOPIC]).values():
+                future.result(60)
+            while TOPIC in admin.list_topics(timeout=10).topics:
+                time.sleep(0.2)
+            broker.create_topic(TOPIC, PARTITIONS)
+            state["recreated_at"] = time.time()
+            state["producer"] = BurstProducer(broker.bootstrap, TOPIC, PARTITIONS, 20.0).start()
+
+        options = {"failOnDataLoss": "true" if fail_on_data_loss else "false"}
+        with KafkaBroker() as broker:
+            broker.create_topic(TOPIC, PARTITIONS)
+            state["producer"] = BurstProducer(broker.bootstrap, TOPIC, PARTITIONS, 20.0).start()
+            try:
+                time.sleep(LEAD_SECONDS)
+                at(after, recreate)
+                if fail_on_data_loss:
+                    facts = rec.run(*job_args(rec, broker, options=options), expect_failure=True)
+                else:
+                    facts = rec.run(*job_args(rec, broker, "--duration", str(seconds), options=options))
+            finally:
+                state["producer"].stop()
+            latest_before = state["before"].latest()
+            truth: dict[str, Any] = {
+                "clean": False,
+                "source": "kafka",
+                "topic": TOPIC,
+                "fail_on_data_loss": fail_on_data_loss,
+                "recreated_at": state["recreated_at"],
+                "latest_before_delete": {str(p): o for p, o in latest_before.items()},
+                "broker_latest_at_end": {str(p): o for p, o in broker.latest_offsets(TOPIC).items()},
+            }
+        if fail_on_data_loss:
+            truth["failure"] = {
+                "expected_class": "source",
+                "where": "the Kafka source: its topic was deleted and made again (failOnDataLoss=true)",
+                "expected_root_cause": "KAFKA_DATA_LOSS",
+                "every_run": True,
+            }
+        else:
+            truth["kafka"] = [
+                {
+                    "kind": "kafka_latest_went_back",
+                    "topic": TOPIC,
+                    "partitions": list(range(PARTITIONS)),
+                    "from": state["recreated_at"],
+                    "until": facts["process_ended"],
+                }
+            ]
+        return truth
+
+    return scenario
+
+
+SCENARIOS = {
+    "kafka_steady_rate_limited": steady(300, rate=20.0, limit=50),
+    "kafka_steady_transactional": steady(180, rate=20.0, limit=0, transactional=True),
+    "kafka_lag_growing": lag_growing(180, rate=30.0, limit=40),
+    "kafka_partitions_added": partitions_added(150, rate=20.0, after=60, to=6),
+    "kafka_records_deleted_tolerated": records_deleted(fail_on_data_loss=False),
+    "kafka_records_deleted_fails": records_deleted(fail_on_data_loss=True),
+    "kafka_topic_recreated_tolerated": topic_recreated(150, after=60, fail_on_data_loss=False),
+}
+
+
+def main() -> int:
+    return record_scenarios(SCENARIOS, recorded_by="scripts/record_kafka_incidents.py", errors=(TimeoutError, RuntimeError))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Kafka incidents recorded from a real broker, a real producer and real Spark, judged against what was done.
+
+``scripts/record_kafka_incidents.py`` deleted records a stopped query had not read (``failOnDataLoss`` false,
+then true), added partitions under a running query, deleted and made its topic again, wrote faster than its
+rate limit, and ran clean queries on a plain and on a transactional topic; each ``truth.json`` says what it
+did and when. ``tests/unit/test_precision.py`` holds every recording to "every incident found, nothing false"
+with the rest of the corpus; these tests hold the figures the signals carry to the recordings' own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench import precision
+from observer.model import signal_kinds as kinds
+from observer.model.signal_kinds import SignalEvent
+from observer.offline.replay import replay
+from observer.settings import Settings
+from observer.signals.kafka_lag import UNREAD_GAPPED_TOPIC_SHARE, kafka_sources, parse_offsets, progress_time
+
+INCIDENTS = precision.INCIDENTS
+
+
+def _truth(name: str) -> dict[str, Any]:
+    with open(os.path.join(INCIDENTS, name, "truth.json")) as f:
+        return json.load(f)
+
+
+def _progress(name: str, run: str) -> list[dict[str, Any]]:
+    return precision.progress_of(os.path.join(INCIDENTS, name, run))
+
+
+def _offsets_and_read(progress: dict[str, Any]) -> tuple[int, int]:
+    """What a batch's Kafka source spans in offsets, and the records it read, as Spark reported them."""
+    ((_index, source),) = kafka_sources(progress)
+    start, end = parse_offsets(source["startOffset"]), parse_offsets(source["endOffset"])
+    ((topic, ends),) = end.items()
+    return sum(o - start[topic][p] for p, o in ends.items()), int(source["numInputRows"])
+
+
+def _anomalies(exposition: str, kind: str) -> float:
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if sample.name == "spark_streaming_kafka_offset_anomalies_total" and sample.labels.get("kind") == kind:
+                return sample.value
+    raise AssertionError(f"no spark_streaming_kafka_offset_anomalies_total{{kind={kind!r}}}")
+
+
+def _replay(paths: list[str]) -> tuple[list[SignalEvent], str]:
+    signals: list[SignalEvent] = []
+    result = replay(paths, Settings(http_enabled=False, history_enabled=False), on_signal=signals.append)
+    return signals, result.exposition()
+
+
+def _runs(name: str) -> list[str]:
+    return [precision.recording(r) for r in precision.run_dirs(os.path.join(INCIDENTS, name))]
+
+
+def test_records_deleted_while_the_query_was_down_are_offsets_skipped() -> None:
+    """Spark plans the restarted run's batches from the checkpoint's offsets, so the offsets look continuous;
+    the batches read fewer records than they span: the batch the first run had planned (re-run, all its
+    records gone) and the next one (from there to the latest). A finding for each, with the records Spark did
+    not read; the data-loss counter the critical alert reads counts them, and nothing else does."""
+    name = "kafka_records_deleted_tolerated"
+    truth = _truth(name)
+    (restart,) = truth["restarts"]
+    signals, exposition = _replay(_runs(name))
+    skipped = [e for e in signals if e.kind == kinds.KAFKA_OFFSETS_SKIPPED]
+    gaps = {p["batchId"]: o - r for p in _progress(name, "run2") for o, r in [_offsets_and_read(p)] if o != r}
+    assert min(gaps) == restart["first_batch_id"]  # the records were gone when the restarted run read them
+    assert skipped and all(e.run_id == restart["run_id"] and e.attributes["partitions"] == [0, 1, 2] for e in skipped)
+    assert [e.attributes["records"] for e in skipped] == [gaps[b] for b in sorted(gaps)]
+    assert sum(gaps.values()) >= truth["records_deleted_unread_at_least"]
+    assert _anomalies(exposition, "skipped") == len(skipped)
+    # every batch of the first run read every offset it spanned
+    assert all(o == r for o, r in map(_offsets_and_read, [p for p in _progress(name, "run1") if p["sources"][0]["startOffset"]]))
+
+
+def test_the_deleted_records_fail_the_query_with_failOnDataLoss_and_the_failure_names_them() -> None:  # noqa: N802
+    name = "kafka_records_deleted_fails"
+    truth = _truth(name)
+    signals, _ = _replay(_runs(name))
+    failed = [e for e in signals if e.kind == kinds.QUERY_TERMINATED and e.attributes.get("outcome") == "exception"]
+    assert [e.run_id for e in failed] == [truth["run_facts"][1]["run_id"]]
+    assert failed[0].attributes["exception_class"] == truth["failure"]["expected_class"]
+    assert truth["failure"]["expected_root_cause"] in failed[0].attributes["root_cause"]
+
+
+def test_a_transactional_topic_reads_fewer_records_than_offsets_and_nothing_is_lost() -> None:
+    """An exactly-once producer leaves a commit marker after each transaction's records: an offset that is
+    no record. Every batch of the recording reads fewer records than it spans; none of it is data loss."""
+    name = "kafka_steady_transactional"
+    batches = [p for p in _progress(name, "run1") if p.get("sources") and p["sources"][0].get("startOffset")]
+    shares = [(o - r) / o for o, r in map(_offsets_and_read, batches) if o]
+    assert len(shares) >= 20 and sum(s > 0 for s in shares) >= 0.9 * len(shares)  # the markers are there
+    signals, exposition = _replay(_runs(name))
+    assert not [e for e in signals if e.kind in kinds.KAFKA_DATA_LOSS_KINDS]
+    assert _anomalies(exposition, "skipped") == 0.0
+
+
+@pytest.mark.parametrize("kept", [0.2, 0.0])
+def test_records_deleted_from_a_transactional_topic_still_count(tmp_path, kept: float) -> None:
+    """The same recording with one batch's records read cut to ``kept`` of what Spark read (what retention
+    does to a query behind it): above the topic's usual share of unread offsets and above half, so it counts,
+    once, at that batch."""
+    name = "kafka_steady_transactional"
+    lines = _progress(name, "run1")
+    index = len(lines) // 2
+    varied = [dict(p) for p in lines]
+    sources = [dict(s) for s in varied[index]["sources"]]
+    offsets, read = _offsets_and_read(varied[index])
+    sources[0]["numInputRows"] = int(read * kept)
+    varied[index]["sources"] = sources
+    assert (offsets - int(read * kept)) / offsets > UNREAD_GAPPED_TOPIC_SHARE
+    path = tmp_path / "progress.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in varied))
+    signals, exposition = _replay([str(path)])
+    (skipped,) = [e for e in signals if e.kind == kinds.KAFKA_OFFSETS_SKIPPED]
+    assert skipped.attributes["records"] == offsets - int(read * kept)
+    assert skipped.timestamp == progress_time(varied[index])
+    assert _anomalies(exposition, "skipped") == 1.0
+
+
+def test_one_late_batch_of_a_query_that_keeps_up_is_no_lag_growing(tmp_path) -> None:
+    """A query that keeps up reads to the latest offsets (lag 0) at nearly every batch; one batch that found a
+    backlog (it started late: a GC pause, a busy executor) ends a window of zeros with a rise, a positive slope
+    over the window and a rising recent half. The clean rate-limited recording with one batch's latest offsets
+    raised by what one more trigger interval writes: no lag_growing; the lag grown as long as the real
+    incident's is one."""
+    lines = _progress("kafka_steady_rate_limited", "run1")
+    index = 100
+
+    def with_backlog(p: dict[str, Any], extra: int) -> dict[str, Any]:
+        varied = dict(p)
+        sources = [dict(s) for s in p["sources"]]
+        latest = parse_offsets(sources[0]["latestOffset"])
+        sources[0]["latestOffset"] = {t: {str(q): o + extra for q, o in ps.items()} for t, ps in latest.items()}
+        varied["sources"] = sources
+        return varied
+
+    def growing(varied: list[dict[str, Any]]) -> list[SignalEvent]:
+        path = tmp_path / "progress.jsonl"
+        path.write_text("".join(json.dumps(p) + "\n" for p in varied))
+        signals, _ = _replay([str(path)])
+        return [e for e in signals if e.kind == kinds.KAFKA_LAG_GROWING]
+
+    assert not growing(lines)
+    one_late = [with_backlog(p, 14) if i == index else p for i, p in enumerate(lines)]
+    assert not growing(one_late)
+    # the same backlog, grown batch after batch for 80 s (40 batches) from that batch on: lag growing, once
+    rising = [with_backlog(p, 14 * (i - index + 1)) if index <= i < index + 40 else p for i, p in enumerate(lines)]
+    (found,) = growing(rising)
+    assert progress_time(lines[index + 20]) <= found.timestamp <= progress_time(lines[index + 39])
