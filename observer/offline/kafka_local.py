@@ -68,6 +68,15 @@ def manifests() -> dict[str, Any]:
     return out
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id (16 bytes, URL-safe base64), as Kafka's own ``Uuid.randomUuid``: never one that
+    starts with "-", which ``StorageTool format -t`` would read as an option (1 draw in 64 did, and failed)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 class KafkaBroker:
     """One KRaft broker+controller process in a temp dir on two free loopback ports."""
 
@@ -123,7 +132,7 @@ class KafkaBroker:
                 + "\n"
             )
         # a KRaft log dir must be formatted with a cluster id first (what `kafka-storage.sh format` does)
-        cluster_id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        cluster_id = new_cluster_id()
         with open(self.log_path, "ab") as log:
             subprocess.run(
                 self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", props),

@@ -538,7 +538,7 @@ class KafkaLagTracker:
             if known is not None:
                 added = tuple(sorted(set(partitions) - set(known)))
                 if added:
-                    found.append(KafkaFinding("partitions_added", topic, added, {"partitions": float(len(partitions))}))
+                    found.append(KafkaFinding("partitions_added", topic, added, {"topic_partitions": float(len(partitions))}))
                     self.partitions_added[topic] = self.partitions_added.get(topic, 0) + len(added)
             back = tuple(p for p, o in sorted(partitions.items()) if known is not None and p in known and o < known[p])
             if back:

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench import precision
 from observer.model import signal_kinds as kinds
 from observer.model.signal_kinds import SignalEvent
+from observer.offline.kafka_local import new_cluster_id
 from observer.offline.replay import replay
 from observer.settings import Settings
 from observer.signals.kafka_lag import UNREAD_GAPPED_TOPIC_SHARE, kafka_sources, parse_offsets, progress_time
@@ -156,3 +157,31 @@ def test_one_late_batch_of_a_query_that_keeps_up_is_no_lag_growing(tmp_path) -> 
     rising = [with_backlog(p, 14 * (i - index + 1)) if index <= i < index + 40 else p for i, p in enumerate(lines)]
     (found,) = growing(rising)
     assert progress_time(lines[index + 20]) <= found.timestamp <= progress_time(lines[index + 39])
+
+
+def test_partitions_added_under_a_running_query_are_named() -> None:
+    """The finding names the partitions that appeared (its count of the topic's partitions used to overwrite
+    them in the signal's attributes), once, after they were added."""
+    name = "kafka_partitions_added"
+    truth = _truth(name)
+    (finding,) = truth["kafka"]
+    signals, exposition = _replay(_runs(name))
+    (added,) = [e for e in signals if e.kind == kinds.KAFKA_PARTITIONS_ADDED]
+    assert added.attributes["partitions"] == finding["partitions"] == [3, 4, 5]
+    assert added.attributes["topic_partitions"] == 6.0 and added.timestamp >= truth["partitions_added_at"]
+    samples = [
+        s.value
+        for family in text_string_to_metric_families(exposition)
+        for s in family.samples
+        if s.name == "spark_streaming_kafka_partitions_added_total"
+    ]
+    assert samples == [3.0]
+    assert not [e for e in signals if e.kind in kinds.KAFKA_DATA_LOSS_KINDS]  # new partitions are read from their start
+
+
+def test_a_broker_cluster_id_never_reads_as_an_option() -> None:
+    """The local broker's storage is formatted with ``-t <cluster id>``: an id starting with "-" (1 in 64 of
+    random ones) made the tool fail and a recording or an end-to-end test with it."""
+    ids = [new_cluster_id() for _ in range(5000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert len(set(ids)) == len(ids) and {len(i) for i in ids} == {22}

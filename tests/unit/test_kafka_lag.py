@@ -80,14 +80,19 @@ def _batches() -> list[dict]:
 
 
 def _track(batches: list[dict], **kw: Any) -> list[tuple[dict, Mapping[str, Any], KafkaSnapshot]]:
-    """Feed the batches to one tracker, as the observer does for one query's source.
+    """Feed the batches to one tracker, as the observer does for one query's source: a new run id is a new run
+    (``new_run``, as the Kafka rule calls it at a run's first batch).
 
     A batch re-run after the restart has no latestOffset and no snapshot (see test_a_rerun_batch_has_no_lag):
     it is fed (its end offsets count for the next batch) but not returned.
     """
     tracker = KafkaLagTracker(**kw)
     out = []
+    run_id = None
     for progress in batches:
+        if run_id is not None and progress["runId"] != run_id:
+            tracker.new_run()
+        run_id = progress["runId"]
         ((_i, source),) = kafka_sources(progress)
         t = progress_time(progress)
         assert t is not None

@@ -254,7 +254,8 @@ def test_each_recorded_incident_gets_its_verdict_root_cause_and_runbook(incident
         # the history keeps the signals' root cause, and the verdict shows it as the signals wrote it
         attributes = terminated_attributes(incidents_db, want.query_id, want.failing_run_id)
         assert want.root_cause in attributes["root_cause"]
-        assert top.root_cause == attributes["root_cause"] and attributes["root_cause"] in top.text
+        shown = root_cause({"root_cause": attributes["root_cause"]})  # one line, at most MAX_CHARS
+        assert shown is not None and top.root_cause == shown and shown in top.text
 
 
 def test_an_old_history_without_the_root_cause_attribute_falls_back_to_the_exception_text(incidents_db, tmp_path) -> None:
