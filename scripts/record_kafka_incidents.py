@@ -290,7 +290,7 @@ def topic_recreated(seconds: float, after: float, fail_on_data_loss: bool) -> Ca
             truth["failure"] = {
                 "expected_class": "source",
                 "where": "the Kafka source: its topic was deleted and made again (failOnDataLoss=true)",
-                "expected_root_cause": "KAFKA_DATA_LOSS",  # not recorded: what Spark's error says here is not known yet
+                "expected_root_cause": "offset was changed from",  # Spark's reason line: the partition's offsets went back
                 "every_run": True,
             }
         else:

@@ -135,6 +135,10 @@ def bounded_text(text: str | None, head: int = HEAD_CHARS, tail: int = TAIL_CHAR
     return f"{text[:head]}\n[... {len(text) - head - tail} characters omitted ...]\n{text[-tail:]}"
 
 
+_REASON = "Reason: "
+_REASON_LINES = 12  # the message's own lines, before the query's description and the plan
+
+
 def root_cause(error_class: str | None, text: str | None) -> str | None:
     """The one line that says what went wrong: the last error line of a Python traceback (the user's own
     error inside the py4j / PythonException wrappers), else the innermost ``Caused by:`` of a JVM trace,
@@ -150,6 +154,11 @@ def root_cause(error_class: str | None, text: str | None) -> str | None:
     if line is None:
         causes = [m.group(1).strip() for m in (_CAUSED_BY.match(c) for c in lines) if m]
         line = causes[-1] if causes else next((c.strip() for c in lines if c.strip()), "")
+        # an exception with no cause whose message says why on a line of its own (Spark's Kafka data loss:
+        # "Reason: Partition events-0 offset was changed from 427 to 27."): that line is what went wrong
+        reason = next((c.strip() for c in lines[:_REASON_LINES] if c.startswith(_REASON)), None)
+        if not causes and reason:
+            line = f"{line} {reason}"
     if error_class and error_class.split(".")[0] not in line:
         line = f"[{error_class}] {line}"
     return line[:ROOT_CAUSE_CHARS]

@@ -185,3 +185,19 @@ def test_a_broker_cluster_id_never_reads_as_an_option() -> None:
     ids = [new_cluster_id() for _ in range(5000)]
     assert not [i for i in ids if i.startswith("-")]
     assert len(set(ids)) == len(ids) and {len(i) for i in ids} == {22}
+
+
+def test_a_topic_made_again_under_a_query_with_failOnDataLoss_fails_with_the_reason_as_root_cause() -> None:  # noqa: N802
+    """Spark's exception has no cause; its first line says only that data may have been lost, its "Reason:"
+    line which partition's offsets went where. The root cause is both (it was the first line alone)."""
+    name = "kafka_topic_recreated_fails"
+    truth = _truth(name)
+    signals, _ = _replay(_runs(name))
+    (failed,) = [e for e in signals if e.kind == kinds.QUERY_TERMINATED]
+    cause = failed.attributes["root_cause"]
+    assert failed.attributes["exception_class"] == truth["failure"]["expected_class"] == "source"
+    assert cause.startswith("[KAFKA_DATA_LOSS.PARTITION_OFFSET_CHANGED] ") and truth["failure"]["expected_root_cause"] in cause
+    # the offsets it names: where the query had read to in the topic before it was deleted (at most its latest
+    # then), and the new topic's, lower
+    before, after = (int(x) for x in cause.rsplit("changed from ", 1)[1].rstrip(".").split(" to "))
+    assert after < before <= max(int(o) for o in truth["latest_before_delete"].values())
