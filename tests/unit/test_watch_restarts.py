@@ -64,6 +64,19 @@ def write_while_following(tmp_path: Any, apps: list[tuple[str, list[bytes], str]
         fleet.poll_once()
 
 
+def follow_with_a_watcher_restart(tmp_path: Any, apps: list[tuple[str, list[bytes], str]], before: int) -> None:
+    """Follow the applications as they are written, the watcher stopped after the first ``before`` of them and
+    a new one started (resuming from the saved positions, the logs read so far replayed) for the rest."""
+    (tmp_path / "logs").mkdir()
+    first = watcher(tmp_path)
+    write_while_following(tmp_path, apps[:before], first)
+    first.stop()
+    second = watcher(tmp_path)
+    second.poll_once()
+    write_while_following(tmp_path, apps[before:], second)
+    second.stop()
+
+
 def from_history(tmp_path: Any) -> list[tuple[str, str | None, dict[str, Any]]]:
     frame = load_events(str(tmp_path / "history.db"))
     return [(row.kind, row.run_id, row.attributes) for row in frame.itertuples()]
@@ -95,15 +108,7 @@ def test_restarts_as_new_applications_are_linked_live_as_in_replay(tmp_path: Any
 
 
 def test_and_after_the_watcher_restarted_between_them(tmp_path: Any) -> None:
-    (tmp_path / "logs").mkdir()
-    apps = applications()
-    first = watcher(tmp_path)
-    write_while_following(tmp_path, apps[:2], first)
-    first.stop()
-    second = watcher(tmp_path)  # resumes from the saved positions, the logs read so far replayed
-    second.poll_once()
-    write_while_following(tmp_path, apps[2:], second)
-    second.stop()
+    follow_with_a_watcher_restart(tmp_path, applications(), 2)
     said = linked(from_history(tmp_path))
     assert sorted(set(said)) == sorted(set(linked(replayed())))
     assert [kind for kind, _, _ in said].count(kinds.CRASH_LOOP) >= 1
@@ -112,15 +117,7 @@ def test_and_after_the_watcher_restarted_between_them(tmp_path: Any) -> None:
 def test_scheduled_runs_that_each_stop_cleanly_are_restarts_not_a_crash_loop(tmp_path: Any) -> None:
     """A job run every ~20 s with availableNow, five applications on one checkpoint, the watcher restarted
     between the second and the third: four restarts, five clean terminations and no crash loop, as in replay."""
-    (tmp_path / "logs").mkdir()
-    apps = applications(SCHEDULED)
-    first = watcher(tmp_path)
-    write_while_following(tmp_path, apps[:2], first)
-    first.stop()
-    second = watcher(tmp_path)
-    second.poll_once()
-    write_while_following(tmp_path, apps[2:], second)
-    second.stop()
+    follow_with_a_watcher_restart(tmp_path, applications(SCHEDULED), 2)
     said = linked(from_history(tmp_path))
     assert said == linked(replayed(SCHEDULED))
     assert [kind for kind, _, _ in said].count(kinds.QUERY_RESTARTED) == 4
@@ -131,15 +128,7 @@ def test_scheduled_runs_that_each_stop_cleanly_are_restarts_not_a_crash_loop(tmp
 def test_kafka_records_lost_across_a_restart_as_a_new_application_are_found_live_as_in_replay(tmp_path: Any) -> None:
     """The restarted application's first batches read fewer records than their offsets span: the watcher,
     itself restarted between the two applications, tells the same offsets skipped as replay, in the second run."""
-    (tmp_path / "logs").mkdir()
-    apps = applications(KAFKA_LOSS)
-    first = watcher(tmp_path)
-    write_while_following(tmp_path, apps[:1], first)
-    first.stop()
-    second = watcher(tmp_path)
-    second.poll_once()
-    write_while_following(tmp_path, apps[1:], second)
-    second.stop()
+    follow_with_a_watcher_restart(tmp_path, applications(KAFKA_LOSS), 1)
 
     def skipped(events: list[tuple[str, str | None, dict[str, Any]]]) -> list[tuple[str | None, Any, Any]]:
         return [(run_id, a["partitions"], a["records"]) for kind, run_id, a in events if kind == kinds.KAFKA_OFFSETS_SKIPPED]
