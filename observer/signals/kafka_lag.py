@@ -471,7 +471,8 @@ class KafkaLagTracker:
                 topic_seconds[row.topic] = row.seconds if prev is None else max(prev, row.seconds)
             else:
                 topic_seconds.setdefault(row.topic, None)
-        growth, growth_findings = self._growth(float(t), topic_records)
+        read = {topic: sum(max(0, o - start.get(topic, {}).get(p, o)) for p, o in partitions.items()) for topic, partitions in end.items()}
+        growth, growth_findings = self._growth(float(t), topic_records, read)
         findings += growth_findings
         catch_up, read_rates, produce_rates = self._forecast(float(t), start, end, latest, topic_records, delay)
         ranked = sorted(rows, key=lambda r: (-r.records, -(r.seconds or 0.0), r.topic, r.partition))
@@ -615,8 +616,11 @@ class KafkaLagTracker:
             self._stuck.discard(key)
         return [KafkaFinding(kind, topic, tuple(ps)) for (kind, topic), ps in sorted(found.items())]
 
-    def _growth(self, t: float, totals: Mapping[str, int]) -> tuple[dict[str, float], list[KafkaFinding]]:
-        """Least-squares slope of each topic's total lag over the window; lag_growing when it turns positive."""
+    def _growth(self, t: float, totals: Mapping[str, int], read: Mapping[str, int]) -> tuple[dict[str, float], list[KafkaFinding]]:
+        """Least-squares slope of each topic's total lag over the window; lag_growing when it turns positive.
+
+        ``read``: the offsets this batch read per topic. A lag that rose over the window by no more than one
+        batch reads is a query at its rate limit whose backlog comes and goes with the producer's bursts."""
         slopes: dict[str, float] = {}
         found: list[KafkaFinding] = []
         for topic, total in totals.items():
@@ -644,7 +648,8 @@ class KafkaLagTracker:
             recent_half = points[len(points) // 2 :]
             recent = _slope(recent_half)
             behind = self._run_start or all(lag > 0 for _t, lag in recent_half)
-            growing = slope > 0 and window[-1][1] > window[0][1] and (recent is None or recent >= 0) and behind
+            rise = window[-1][1] - window[0][1]
+            growing = slope > 0 and rise > read.get(topic, 0) and (recent is None or recent >= 0) and behind
             if growing and topic not in self._growing:
                 self._growing.add(topic)
                 found.append(KafkaFinding("lag_growing", topic, (), {"records_per_second": slope, "lag_records": float(total)}))
