@@ -22,13 +22,15 @@ def tools() -> None:
     need("promtool")
 
 
-def _agrees_with_promtool(report: bt.BacktestReport, work: str, tamper: bool = False) -> subprocess.CompletedProcess[str]:
+def _agrees_with_promtool(
+    report: bt.BacktestReport, work: str, tamper: bool = False, rules: list[str] = RULES
+) -> subprocess.CompletedProcess[str]:
     if tamper:  # move every firing one evaluation later: promtool must then disagree
         for f in report.firings:
             if f.firing_at is not None:
                 f.firing_at += report.eval_interval
     steps = [report.start + i * report.eval_interval for i in range(int((report.end - report.start) // report.eval_interval) + 1)]
-    test = bt.write_promtool_test(report, os.path.join(work, "series.om"), RULES, work, steps)
+    test = bt.write_promtool_test(report, os.path.join(work, "series.om"), rules, work, steps)
     return subprocess.run([shutil.which("promtool") or "promtool", "test", "rules", test], capture_output=True, text=True)
 
 
@@ -300,3 +302,27 @@ def test_the_alert_history_across_applications_follows_the_recorded_fleet(tools,
     assert {t.application for t in history} <= recorded
     text = bt.render(report, "history")
     assert all(t.application in text for t in history)
+
+
+@pytest.mark.slow
+def test_kafka_records_deleted_before_they_were_read_page_and_a_transactional_topic_does_not(tools, tmp_path) -> None:
+    """Recorded on a real broker: a query stopped, the records it had not read deleted, restarted with
+    failOnDataLoss=false. The critical data-loss alert fires, once, at the first evaluation that can see the
+    restarted run's batch that read fewer records than its offsets span; promtool agrees. A topic whose every
+    batch reads fewer records than offsets (a transactional producer's commit markers) pages nobody."""
+    rules = _mixin_rules(tmp_path)
+    work = str(tmp_path / "loss")
+    report = bt.run_backtest(_incident_logs("kafka_records_deleted_tolerated"), rules, scrape_interval=15, eval_interval=15, work_dir=work)
+    losses = [f for f in report.fired() if f.alert == "SparkStreamingKafkaDataLossRisk"]
+    assert len(losses) == 1 and losses[0].severity == "critical", formats.render_table(report)
+    skipped = min(s["time"] for s in report.signals if s["kind"] == "kafka_offsets_skipped")
+    assert skipped < losses[0].firing_at <= skipped + report.scrape_interval + report.eval_interval
+    assert losses[0].labels["topic"] == "events" and losses[0].labels["kind"] == "skipped"
+    assert not [f for f in report.fired() if f.alert.startswith("SparkStreamingKafka") and f.alert != "SparkStreamingKafkaDataLossRisk"]
+    done = _agrees_with_promtool(report, work, rules=rules)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _agrees_with_promtool(report, work, tamper=True, rules=rules).returncode != 0
+    clean = bt.run_backtest(
+        _incident_logs("kafka_steady_transactional"), rules, scrape_interval=15, eval_interval=15, work_dir=str(tmp_path / "clean")
+    )
+    assert clean.fired() == [], formats.render_table(clean)
