@@ -15,6 +15,7 @@ due in), from the producer's and the broker's own figures, never from the observ
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 import time
@@ -244,6 +245,38 @@ def records_deleted(fail_on_data_loss: bool, gap: float = 30.0) -> Callable[[Rec
     return scenario
 
 
+def checkpoint_restored_from_backup(rec: Recorder) -> dict[str, Any]:
+    """Run 1, a copy of its checkpoint (a backup), run 2 on from there, then the backup put back and run 3 on
+    it: run 3 starts from run 1's offsets and state, so it reads again what run 2 read."""
+    with kafka(20.0) as (broker, producer):
+        first = rec.run(*job_args(rec, broker, "--duration", "30"))
+        backup = rec.checkpoint + ".backup"
+        shutil.copytree(rec.checkpoint, backup)
+        second = rec.run(*job_args(rec, broker, "--duration", "30"))
+        shutil.rmtree(rec.checkpoint)
+        shutil.copytree(backup, rec.checkpoint)
+        restored_at = time.time()
+        third = rec.run(*job_args(rec, broker, "--duration", "30"))
+        produced = producer_truth(producer, broker)
+    return {
+        "clean": False,
+        "source": "kafka",
+        **produced,
+        "checkpoint_restored_at": restored_at,
+        "restarts": [restart_facts(first, second), restart_facts(second, third)],
+        "kafka": [
+            {
+                "kind": "kafka_offsets_rewound",
+                "topic": TOPIC,
+                "partitions": list(range(PARTITIONS)),
+                "from": third["process_started"],
+                "until": third["process_ended"],
+            }
+        ],
+        "expected_events": ["kafka_offsets_rewound at run 3's first batch: what run 2 read is read again"],
+    }
+
+
 def topic_recreated(seconds: float, after: float, fail_on_data_loss: bool) -> Callable[[Recorder], dict[str, Any]]:
     """The topic deleted and made again under a running query (its offsets start from 0 again)."""
 
@@ -311,6 +344,7 @@ def topic_recreated(seconds: float, after: float, fail_on_data_loss: bool) -> Ca
 SCENARIOS = {
     "kafka_steady_rate_limited": steady(300, rate=20.0, limit=50),
     "kafka_steady_transactional": steady(180, rate=20.0, limit=0, transactional=True),
+    "kafka_checkpoint_restored_from_backup": checkpoint_restored_from_backup,
     "kafka_lag_growing": lag_growing(180, rate=30.0, limit=40),
     "kafka_partitions_added": partitions_added(150, rate=20.0, after=60, to=6),
     "kafka_records_deleted_tolerated": records_deleted(fail_on_data_loss=False),

@@ -69,9 +69,9 @@ ICONS = {
 }
 # the Kafka findings that say input was lost or read twice, and how the verdict tells each
 KAFKA_DATA_LOSS = {
-    k.KAFKA_OFFSETS_SKIPPED: "records not read",
-    k.KAFKA_LATEST_WENT_BACK: "latest offsets went back",
-    k.KAFKA_OFFSETS_REWOUND: "offsets rewound",
+    k.KAFKA_OFFSETS_SKIPPED: "Kafka input lost: records not read",
+    k.KAFKA_LATEST_WENT_BACK: "Kafka input lost: latest offsets went back",
+    k.KAFKA_OFFSETS_REWOUND: "Kafka input read twice: offsets rewound",
 }
 RESTORE_WINDOW_SECONDS = 900.0  # a restore this long after an executor loss is taken as its consequence
 # The driver reports a lost executor when it notices: at once for a process that died, after
@@ -269,9 +269,11 @@ def kafka_data_loss(f: Facts) -> Verdict | None:
     signal = found[-1]
     a = signal.get("attributes") or {}
     where = f"{a.get('topic')}" + (f" partitions {', '.join(map(str, a['partitions']))}" if a.get("partitions") else "")
-    text = f"Kafka input lost: {KAFKA_DATA_LOSS[signal['kind']]} on {where} at {fmt.clock(signal['ts'])}"
+    text = f"{KAFKA_DATA_LOSS[signal['kind']]} on {where} at {fmt.clock(signal['ts'])}"
     if signal["kind"] == k.KAFKA_OFFSETS_SKIPPED and a.get("records") is not None:
         text += f", {fmt.number(a['records'])} records (deleted before the query read them)"
+    elif signal["kind"] == k.KAFKA_OFFSETS_REWOUND and a.get("records") is not None:
+        text += f", {fmt.number(a['records'])} records (an older checkpoint, or offsets set back)"
     elif signal["kind"] == k.KAFKA_LATEST_WENT_BACK:
         text += " (the topic deleted and made again, or truncated)"
     if len(found) > 1:

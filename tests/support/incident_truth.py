@@ -75,8 +75,10 @@ def expected(scenario: str, truth: dict[str, Any]) -> Expected:
     if truth.get("clean"):
         return Expected(scenario, query_id, None, alarming=False)
     kafka = {finding["kind"] for finding in truth.get("kafka", [])}
-    if kafka & {"kafka_offsets_skipped", "kafka_latest_went_back", "kafka_offsets_rewound"}:
+    if kafka & {"kafka_offsets_skipped", "kafka_latest_went_back"}:
         return Expected(scenario, query_id, "kafka_data_loss", ["Kafka input lost: ", f"on {truth['topic']}"])
+    if "kafka_offsets_rewound" in kafka:
+        return Expected(scenario, query_id, "kafka_data_loss", ["Kafka input read twice: ", f"on {truth['topic']}"])
     if kafka == {"kafka_partitions_added"}:  # a change of the topic the query follows, no incident
         return Expected(scenario, query_id, None, alarming=False)
     if kafka:  # its lag grew while it ran: the browser has no verdict for a lag (the alerts have), nor a false one

@@ -205,3 +205,23 @@ def test_a_topic_made_again_under_a_query_with_failOnDataLoss_fails_with_the_rea
     # then), and the new topic's, lower
     before, after = (int(x) for x in cause.rsplit("changed from ", 1)[1].rstrip(".").split(" to "))
     assert after < before <= max(int(o) for o in truth["latest_before_delete"].values())
+
+
+def test_a_checkpoint_restored_from_a_backup_reads_again_what_the_run_before_read() -> None:
+    """Run 3 starts on a copy of run 1's checkpoint: its first batch starts from run 1's end offsets, below
+    where run 2 stopped. One rewound finding, at that batch, with what run 2 read since (read twice); its batch
+    ids going back (run 3 repeats run 2's) make nothing else fire."""
+    name = "kafka_checkpoint_restored_from_backup"
+    truth = _truth(name)
+    signals, exposition = _replay(_runs(name))
+    (rewound,) = [e for e in signals if e.kind == kinds.KAFKA_OFFSETS_REWOUND]
+    run2, run3 = _progress(name, "run2"), _progress(name, "run3")
+    ((_i, last2),) = kafka_sources(run2[-1])
+    ((_j, first3),) = kafka_sources(run3[0])
+    end2, start3 = parse_offsets(last2["endOffset"])["events"], parse_offsets(first3["startOffset"])["events"]
+    assert rewound.run_id == truth["restarts"][1]["run_id"] and rewound.timestamp == progress_time(run3[0])
+    assert rewound.attributes["records"] == sum(end2[p] - start3[p] for p in end2) > 0
+    assert run3[0]["batchId"] <= run2[-1]["batchId"]  # the restored checkpoint's batch ids repeat run 2's
+    assert _anomalies(exposition, "rewound") == 1.0
+    incidents = {kinds.QUERY_RESTARTED, kinds.RESTORE, kinds.KAFKA_OFFSETS_REWOUND, *precision.INFORMATIONAL, kinds.QUERY_TERMINATED}
+    assert {e.kind for e in signals} <= incidents
