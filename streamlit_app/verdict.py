@@ -48,8 +48,9 @@ SEVERITY = {
     "healthy": 10,
     "no_data": 11,
 }
-ERROR_UP_TO = SEVERITY["kafka_data_loss"]  # these verdicts are errors (the query cannot run, or lost input)
-WARNING_UP_TO = SEVERITY["falling_behind"]  # these warnings: it runs badly
+# how a verdict is shown: the most severe one up to each of these is an error (the query cannot run, or lost
+# input), a warning (it runs badly), an information (it recovered, or stopped); the rest are fine
+LEVELS = (("error", SEVERITY["kafka_data_loss"]), ("warning", SEVERITY["falling_behind"]), ("info", SEVERITY["stopped"]))
 ATTENTION_UP_TO = SEVERITY["restarted"]  # up to here a query is in the Queries page's attention list
 NO_RUNBOOK = ("healthy", "no_data")  # nothing to do, so nothing to link
 # Streamlit's bundled Material icons (emoji need a colour-emoji font the viewer may not have)
@@ -94,6 +95,11 @@ class Verdict:
     @property
     def severity(self) -> int:
         return SEVERITY[self.kind]
+
+    @property
+    def level(self) -> str:
+        """error, warning, info or success (``LEVELS``): the banner it is shown in."""
+        return next((name for name, up_to in LEVELS if self.severity <= up_to), "success")
 
     @property
     def icon(self) -> str:

@@ -7,7 +7,7 @@ import streamlit as st
 
 from streamlit_app import fmt
 from streamlit_app.context import Context
-from streamlit_app.verdict import ERROR_UP_TO, SEVERITY, WARNING_UP_TO, Verdict
+from streamlit_app.verdict import Verdict
 
 
 def line(v: Verdict, runbook_url: str) -> str:
@@ -26,16 +26,7 @@ def show(ctx: Context, found: list[Verdict]) -> None:
     if not found:
         return
     top = found[0]
-    stopped = SEVERITY["stopped"]
-    box = (
-        st.error
-        if top.severity <= ERROR_UP_TO
-        else st.warning
-        if top.severity <= WARNING_UP_TO
-        else st.info
-        if top.severity <= stopped
-        else st.success
-    )
+    box = {"error": st.error, "warning": st.warning, "info": st.info}.get(top.level, st.success)
     box(line(top, ctx.config.runbook_url), icon=top.icon)
     for other in found[1:]:
         st.markdown(f"{other.icon} " + line(other, ctx.config.runbook_url))

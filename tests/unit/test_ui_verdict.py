@@ -21,7 +21,7 @@ from streamlit_app import charts, fmt
 from streamlit_app.config import DEFAULT_RUNBOOK_URL
 from streamlit_app.health import typical_interval
 from streamlit_app.rootcause import TRACEBACK_HEADER, from_text, root_cause
-from streamlit_app.verdict import ANCHORS, NO_RUNBOOK, SEVERITY, Facts, verdict, verdicts
+from streamlit_app.verdict import ANCHORS, NO_RUNBOOK, SEVERITY, Facts, Verdict, verdict, verdicts
 
 RESTART = fixture_runs("rocksdb_restart")
 FAILURE = fixture_runs("schema_failure")
@@ -332,3 +332,13 @@ def test_units_are_chosen_from_the_values() -> None:
     assert charts.scale_unit(pd.Series([90_000.0]), "ms") == (60_000.0, "min")
     assert charts.scale_unit(pd.Series([350.0]), "ms") == (1.0, "ms")
     assert charts.scale_unit(pd.Series([5.0]), "rows") == (1.0, "rows")
+
+
+def test_each_verdict_is_shown_at_its_level() -> None:
+    """The banner of the most severe verdict: lost input is an error like a failure, a bad run a warning, a
+    recovery or a stop information, a healthy query none of these."""
+    level = {kind: Verdict(kind, "").level for kind in SEVERITY}
+    assert {k for k, v in level.items() if v == "error"} == {"crash_loop", "failed_at_start", "failed", "kafka_data_loss"}
+    assert {k for k, v in level.items() if v == "warning"} == {"stalled", "state_unbounded", "falling_behind"}
+    assert {k for k, v in level.items() if v == "info"} == {"executor_lost", "restarted", "stopped"}
+    assert {k for k, v in level.items() if v == "success"} == {"healthy", "no_data"}
