@@ -22,6 +22,10 @@ ENV_PREFIX = "SPARK_STATE_OBSERVER_"
 DEFAULT_HISTORY_PATH = "spark-state-observer-history.db"
 DEFAULT_STALL_FACTOR = 6.0
 DEFAULT_STALL_MIN_SECONDS = 30.0
+# a scheduled query's next run is overdue once it is this share of its interval late, and at least this many
+# seconds (the mixin's SparkStreamingScheduledRunOverdue and the browser's verdict judge alike)
+DEFAULT_SCHEDULE_LATE_SHARE = 0.25
+DEFAULT_SCHEDULE_LATE_MIN_SECONDS = 300.0
 
 
 SECRET_FIELDS = frozenset({"basic_auth_password"})

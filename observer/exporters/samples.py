@@ -112,10 +112,19 @@ def render_totals(f: SampleSink, record: QueryRecord) -> None:
 
 
 def render_lifecycle(f: SampleSink, query: Labels, state: str) -> None:
-    """The state set ``spark_streaming_query_lifecycle`` of one query (``query``: its query labels); the watcher
-    renders it too for a lasting query whose application it forgot."""
+    """The state set ``spark_streaming_query_lifecycle`` of one query (``query``: its query labels)."""
     for each in query_lifecycle.STATES:
         f.add(catalog.QUERY_LIFECYCLE, query + (("state", each),), 1.0 if state == each else 0.0)
+
+
+def render_lasting(f: SampleSink, query: Labels, state: str, run_start: float | None, schedule_seconds: float | None) -> None:
+    """What the watcher renders for a lasting query whose application it forgot: its lifecycle state and, for one
+    on a schedule, the latest start and the interval its application exported (the overdue alert reads them)."""
+    render_lifecycle(f, query, state)
+    if run_start is not None:
+        f.add(catalog.QUERY_LAST_START, query, run_start)
+    if schedule_seconds is not None:
+        f.add(catalog.QUERY_SCHEDULE_INTERVAL, query, schedule_seconds)
 
 
 def render_signal_gauges(f: SampleSink, record: QueryRecord) -> None:

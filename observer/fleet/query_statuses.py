@@ -1,4 +1,5 @@
-"""The watcher's lasting query states: a failed or crash-looping query outlives its application.
+"""The watcher's lasting query states: a failed or crash-looping query outlives its application, and so does a
+query on a schedule between its runs (with its latest start and interval, so a run that does not come is seen).
 
 An application's series go when the watcher forgets it (``--grace-seconds`` after it ended); a query that failed
 there must not look healed then. ``QueryStatuses`` keeps, by query id, every query whose state
@@ -24,7 +25,7 @@ from observer.history.backend import Backend, HistoryError, open_backend
 from observer.history.query_status import QueryStatusRow
 from observer.metrics.tracker import QueryLife
 from observer.model.identity import AppContext
-from observer.model.query_lifecycle import LASTING, RETIRED
+from observer.model.query_lifecycle import LASTING, RETIRED, SCHEDULED
 
 log = logging.getLogger("observer")
 SYNC_SECONDS = 10.0  # how often retirements written by others are read, and expired states forgotten
@@ -86,7 +87,20 @@ class QueryStatuses:
                 if known is None or known.status != life.state or known.run_id != life.run_id:
                     changed = True
                     self._put(
-                        QueryStatusRow(life.query_id, life.name, app.name, app.static, app.app_id, life.state, now, now, life.run_id, None)
+                        QueryStatusRow(
+                            life.query_id,
+                            life.name,
+                            app.name,
+                            app.static,
+                            app.app_id,
+                            life.state,
+                            now,
+                            now,
+                            life.run_id,
+                            None,
+                            life.run_start if life.state == SCHEDULED else None,
+                            life.schedule_seconds if life.state == SCHEDULED else None,
+                        )
                     )
             elif known is not None and life.run_id != known.run_id:  # a later run runs: the lasting state ends
                 changed = True

@@ -56,7 +56,7 @@ from observer.exporters.exposition import Families, QueryLines, join_parts
 from observer.exporters.http import MetricsServer, Pusher
 from observer.exporters.otel.config import otlp_enabled
 from observer.exporters.prometheus import StateCollector, histogram_text
-from observer.exporters.samples import SampleSink, labelled, render_lifecycle, render_self
+from observer.exporters.samples import SampleSink, labelled, render_lasting, render_self
 from observer.fleet.app_events import PIPELINE_EVENTS, PLACEMENT_EVENTS, PROBLEM_KINDS, AppEvents, LoggedApp, RawEvent, WatchCounts
 from observer.fleet.clock_skew import event_time
 from observer.fleet.eventlog_watch import EventLogWatcher
@@ -615,7 +615,7 @@ class FleetObserver:
         for row in self.statuses.exported:
             if row.query_id not in live:  # its application forgotten: the state lasts
                 query = (("query", row.name or row.query_id), ("query_id", row.query_id))
-                render_lifecycle(lasting, AppContext(row.app, row.static).labels + query, row.status)
+                render_lasting(lasting, AppContext(row.app, row.static).labels + query, row.status, row.run_start, row.schedule_seconds)
         queries.append(lasting.lines())
         own = Families()
         snapshot = self.self_metrics.snapshot(0, count)

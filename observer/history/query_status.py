@@ -1,4 +1,4 @@
-"""Each query's lasting lifecycle state in the history (table ``query_status``, schema migration 5).
+"""Each query's lasting lifecycle state in the history (table ``query_status``, schema migrations 5 and 6).
 
 The watcher writes a query's state when it changes (``observer.fleet.query_statuses``) and reads them all back
 when it starts, so a query that failed in an application forgotten before the watcher's restart is still failed
@@ -20,7 +20,20 @@ from observer.model.bounded import clean_identity
 from observer.model.identity import Pairs
 from observer.model.query_lifecycle import LASTING, RETIRED
 
-COLUMNS = ("query_id", "name", "app", "app_labels", "app_id", "status", "since", "updated", "run_id", "retired_run")
+COLUMNS = (
+    "query_id",
+    "name",
+    "app",
+    "app_labels",
+    "app_id",
+    "status",
+    "since",
+    "updated",
+    "run_id",
+    "retired_run",
+    "run_start",
+    "schedule_seconds",
+)
 _UPSERT = (
     f"INSERT INTO query_status ({', '.join(COLUMNS)}) VALUES ({', '.join('?' for _ in COLUMNS)}) ON CONFLICT(query_id) DO UPDATE SET "
     + ", ".join(f"{c}=excluded.{c}" for c in COLUMNS[1:])
@@ -42,6 +55,8 @@ class QueryStatusRow(NamedTuple):
     updated: float  # when this row was written: the newer of two writers' rows wins
     run_id: str | None  # the run the state is about
     retired_run: str | None  # retired: the run that was retired (that run's state is not taken again)
+    run_start: float | None = None  # scheduled: when its latest run started
+    schedule_seconds: float | None = None  # scheduled: its usual start-to-start interval (the next run is due then)
 
 
 def save(backend: Backend, rows: list[QueryStatusRow]) -> None:
@@ -75,7 +90,7 @@ def _params(row: QueryStatusRow) -> tuple[object, ...]:
 
 
 def _row(values: tuple[object, ...]) -> QueryStatusRow | None:
-    query_id, name, app, labels, app_id, status, since, updated, run_id, retired_run = values
+    query_id, name, app, labels, app_id, status, since, updated, run_id, retired_run, run_start, schedule_seconds = values
     try:
         since, updated = float(since), float(updated)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -98,4 +113,15 @@ def _row(values: tuple[object, ...]) -> QueryStatusRow | None:
         updated,
         None if run_id is None else clean_identity(run_id),
         None if retired_run is None else clean_identity(retired_run),
+        _finite(run_start),
+        _finite(schedule_seconds),
     )
+
+
+def _finite(value: object) -> float | None:
+    """A number column as written by anyone: a finite float, or nothing."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None

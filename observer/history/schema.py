@@ -120,6 +120,11 @@ MIGRATIONS: tuple[str, ...] = (
         since {real} NOT NULL, updated {real} NOT NULL, run_id TEXT, retired_run TEXT
     );
     """,
+    # 6: a query on a schedule lasts too (waiting for its next run): when its latest run started and its interval
+    """
+    ALTER TABLE query_status ADD COLUMN run_start {real};
+    ALTER TABLE query_status ADD COLUMN schedule_seconds {real};
+    """,
 )
 
 

@@ -129,7 +129,9 @@ from observer.metrics.families.signals import MEMORY_GROWTH_RATE as MEMORY_GROWT
 from observer.metrics.families.signals import PARTITION_CHANGES as PARTITION_CHANGES
 from observer.metrics.families.signals import QUERY_CRASH_LOOP as QUERY_CRASH_LOOP
 from observer.metrics.families.signals import QUERY_LAST_DOWNTIME as QUERY_LAST_DOWNTIME
+from observer.metrics.families.signals import QUERY_LAST_START as QUERY_LAST_START
 from observer.metrics.families.signals import QUERY_RESTARTS as QUERY_RESTARTS
+from observer.metrics.families.signals import QUERY_SCHEDULE_INTERVAL as QUERY_SCHEDULE_INTERVAL
 from observer.metrics.families.signals import QUERY_SCHEDULED as QUERY_SCHEDULED
 from observer.metrics.families.signals import QUERY_SECONDS_SINCE_PROGRESS as QUERY_SECONDS_SINCE_PROGRESS
 from observer.metrics.families.signals import QUERY_STALLED as QUERY_STALLED

@@ -37,6 +37,8 @@ class QueryLife(NamedTuple):
     name: str | None
     run_id: str | None
     state: str  # observer.model.query_lifecycle
+    run_start: float | None = None  # when its latest run started (spark_streaming_query_last_start_timestamp_seconds)
+    schedule_seconds: float | None = None  # a scheduled query's interval (spark_streaming_query_schedule_interval_seconds)
 
 
 @dataclass
@@ -83,8 +85,23 @@ class QueryRecord:
     @property
     def lifecycle(self) -> str:
         """The query's lifecycle state (``observer.model.query_lifecycle``), from its latest run and the crash-loop verdict."""
-        crash_loop = self.signal_gauges.get((catalog.QUERY_CRASH_LOOP, ()), 0.0) == 1.0
-        return query_lifecycle.state_of(self.status, crash_loop, self.run_batches)
+        gauges = self.signal_gauges
+        crash_loop = gauges.get((catalog.QUERY_CRASH_LOOP, ()), 0.0) == 1.0
+        scheduled = gauges.get((catalog.QUERY_SCHEDULED, ()), 0.0) == 1.0
+        return query_lifecycle.state_of(self.status, crash_loop, self.run_batches, scheduled)
+
+    @property
+    def life(self) -> QueryLife:
+        """The lifecycle state with what a lasting one keeps: the latest start and a schedule's interval."""
+        gauges = self.signal_gauges
+        return QueryLife(
+            self.query_id,
+            self.name,
+            self.run_id,
+            self.lifecycle,
+            gauges.get((catalog.QUERY_LAST_START, ())),
+            gauges.get((catalog.QUERY_SCHEDULE_INTERVAL, ())),
+        )
 
     @property
     def counters(self) -> dict[SeriesKey, float]:
@@ -274,7 +291,7 @@ class QueryTracker:
     def lifecycles(self) -> list[QueryLife]:
         """Every query's lifecycle state, without copying records (the watcher reads it after each round)."""
         with self._lock:
-            return [QueryLife(r.query_id, r.name, r.run_id, r.lifecycle) for r in self._queries.values()]
+            return [r.life for r in self._queries.values()]
 
     def app_values(self) -> list[tuple[MetricSpec, Labels, float]]:
         """The application-wide series (executors), which belong to no query."""

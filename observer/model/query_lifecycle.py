@@ -14,26 +14,33 @@ from observer.model import kinds
 RUNNING = "running"
 IDLE = "idle"
 STOPPED = "stopped"
+SCHEDULED = "scheduled"
 FAILED = "failed"
 CRASH_LOOPING = "crash_looping"
 RETIRED = "retired"
-STATES = (RUNNING, IDLE, STOPPED, FAILED, CRASH_LOOPING)
+STATES = (RUNNING, IDLE, STOPPED, SCHEDULED, FAILED, CRASH_LOOPING)
 """The label values of ``spark_streaming_query_lifecycle`` (a retired query has no series: it is no one's concern)."""
-LASTING = frozenset({FAILED, CRASH_LOOPING})
-"""States that outlive their application: they end only with a run that runs, or a retirement."""
+LASTING = frozenset({FAILED, CRASH_LOOPING, SCHEDULED})
+"""States that outlive their application: they end only with a run that runs, or a retirement. A scheduled
+query between its runs lasts so that a run that does not come is seen (its application is long forgotten
+when the next run is due)."""
+TROUBLE = frozenset({FAILED, CRASH_LOOPING})
+"""Lasting states that are an incident (a scheduled query waiting for its next run is not one)."""
 
 
-def state_of(status: str, crash_loop: bool, run_batches: int) -> str:
+def state_of(status: str, crash_loop: bool, run_batches: int, scheduled: bool = False) -> str:
     """The state of a query whose latest run has tracker ``status`` (``kinds.QUERY_STATUSES``) and completed
-    ``run_batches`` batches, ``crash_loop`` being the lifecycle rule's verdict (restarts within its window).
+    ``run_batches`` batches, ``crash_loop`` being the lifecycle rule's verdict (restarts within its window)
+    and ``scheduled`` its schedule verdict (``spark_streaming_query_scheduled``).
 
     A crash loop ends only once a run completes a batch: a new run in the loop that has not got that far
-    (each of the loop's runs fails at start) is still the loop, not a query running again.
+    (each of the loop's runs fails at start) is still the loop, not a query running again. A query on a
+    schedule that stopped cleanly is ``scheduled``: waiting for its next run, not stopped.
     """
     if status == kinds.FAILED:
         return CRASH_LOOPING if crash_loop else FAILED
     if status == kinds.TERMINATED:
-        return STOPPED
+        return SCHEDULED if scheduled else STOPPED
     if crash_loop and run_batches == 0:
         return CRASH_LOOPING
     return IDLE if status == kinds.IDLE else RUNNING

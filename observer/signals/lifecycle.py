@@ -23,6 +23,11 @@
   ran before the next started (a job run every few minutes or hours with ``Trigger.AvailableNow`` or
   ``Once``) is on a schedule (``spark_streaming_query_scheduled``): stopped between its runs, not down. A
   stream stopped cleanly for a deploy ran for hours and paused for a minute; a crash ends the schedule.
+  A scheduled query's interval (``spark_streaming_query_schedule_interval_seconds``: the median start-to-start
+  time of its last ``SCHEDULE_RUNS_KEPT`` clean runs) and its latest start
+  (``spark_streaming_query_last_start_timestamp_seconds``) say when its next run is due; between runs its
+  lifecycle state is ``scheduled`` (``observer.model.query_lifecycle``), which the watcher keeps after the
+  application is forgotten, so a run that does not come is seen (``SparkStreamingScheduledRunOverdue``).
 - stall: a non-idle query without progress for ``stall_factor`` x its usual batch interval (at least
   ``stall_min_seconds``, and at least ``DURATION_FACTOR`` x the longest of its recent batches, a run's
   first left out while later ones are known: on a busy machine a trigger can run for 89 s after batches
@@ -56,6 +61,7 @@ log = logging.getLogger("observer")
 DURATION_FACTOR = 3.0  # a batch this many times the longest recent one is no longer just a slow batch
 MAX_GROWTH = 10.0  # the most the next batch is expected to outgrow the last (input over processing rate)
 SCHEDULE_CYCLES = 2  # clean runs, each followed by a longer pause, that make a schedule
+SCHEDULE_RUNS_KEPT = 8  # start-to-start intervals of clean runs whose median is a schedule's interval
 LastAliveHint = Callable[[str, float], "float | None"]
 
 
@@ -74,6 +80,7 @@ class RunState:
     previous_run_outcome: str | None = None  # how the run before this one terminated (None: not seen ending)
     restart_after_clean: float | None = None  # this run's restart, after a clean run: a crash loop's only if this run crashes
     cycles: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=SCHEDULE_CYCLES))  # clean runs: (ran, paused) seconds
+    intervals: deque[float] = field(default_factory=lambda: deque(maxlen=SCHEDULE_RUNS_KEPT))  # start to start, clean runs
     previous_run_end: float | None = None  # when the run before this one terminated (None: not seen ending)
     restart_pending: bool = False
     first_seen: bool = True
@@ -153,6 +160,7 @@ class Lifecycle:
         q = self.state(record.query_id, e.run_id, ts)
         known_before = q.run_id is not None and q.run_id != e.run_id
         self._new_run(record.query_id, q, e.run_id, ts)
+        facts.set(record, catalog.QUERY_LAST_START, (), ts)
         facts.signal(kinds.QUERY_STARTED, record, e.run_id, ts)
         if known_before:
             self._restart(q, record, e.run_id, ts, facts)
@@ -166,6 +174,7 @@ class Lifecycle:
             if q.run_id != p.run_id:  # no started event seen for this run (late attach, partial log)
                 had_run = q.run_id is not None
                 self._new_run(record.query_id, q, p.run_id, ts)
+                facts.set(record, catalog.QUERY_LAST_START, (), ts)
                 if had_run:
                     self._restart(q, record, p.run_id, ts, facts)
             if q.first_seen and p.batch_id > 0 and not q.restart_pending:
@@ -281,14 +290,21 @@ class Lifecycle:
             q.restart_after_clean = ts  # counted when this run crashes (``terminated``)
             if q.previous_run_start is not None and q.previous_run_end is not None and gap is not None:
                 q.cycles.append((q.previous_run_end - q.previous_run_start, gap))
+                q.intervals.append(ts - q.previous_run_start)
         else:
             q.restarts.append(ts)  # after a crash: an exception, or an end never seen
             q.cycles.clear()
+            q.intervals.clear()
         scheduled = len(q.cycles) == SCHEDULE_CYCLES and all(ran < paused for ran, paused in q.cycles)
+        # the schedule's interval: the median start-to-start time of its recent clean runs (a cron job's is its
+        # period; a loop that runs and then sleeps has the run's time in it too); its next run is due that long
+        # after this start (``spark_streaming_query_schedule_interval_seconds``, the overdue alert)
+        interval = statistics.median(q.intervals) if scheduled and q.intervals else None
         facts.add(record, catalog.QUERY_RESTARTS, ())
         if downtime is not None:
             facts.set(record, catalog.QUERY_LAST_DOWNTIME, (), downtime)
         facts.set(record, catalog.QUERY_SCHEDULED, (), 1.0 if scheduled else 0.0)
+        facts.set(record, catalog.QUERY_SCHEDULE_INTERVAL, (), interval)
         facts.signal(
             kinds.QUERY_RESTARTED,
             record,
@@ -298,6 +314,7 @@ class Lifecycle:
             gap_since_previous_run_seconds=_round(gap),
             since_last_progress_seconds=_round(since_progress),
             scheduled=scheduled,
+            schedule_interval_seconds=_round(interval),
         )
         self._judge_loop(q, record, run_id, ts, facts)
 

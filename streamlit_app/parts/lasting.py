@@ -1,7 +1,7 @@
 """A query's lasting state in the drilldown, and the button that retires it.
 
 The watcher keeps a failed or crash-looping query failed across applications (``observer.fleet.query_statuses``)
-until a later run runs; a query that will never run again (its job removed, its checkpoint deleted) is retired
+until a later run runs, and a query on a schedule waiting for its next run; a query that will never run again (its job removed, its checkpoint deleted) is retired
 here, as ``spark-state-observer retire`` does: the one write the browser makes, into the history's
 ``query_status`` table, which every watcher on that history reads within seconds.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from observer.model.query_lifecycle import LASTING, RETIRED
+from observer.model.query_lifecycle import LASTING, RETIRED, SCHEDULED
 from streamlit_app import data, fmt
 from streamlit_app.context import Context
 
@@ -22,10 +22,16 @@ def show(ctx: Context, query_id: str) -> None:
         st.caption("Retired: the watchers no longer report this query as failed; a later run of it is followed as usual.")
     elif state in LASTING:
         left, right = st.columns([4, 1])
-        left.warning(
-            f"This query is {fmt.md(state.replace('_', ' '))} across applications: the watchers report it (and its alert fires) "
-            "until a later run of it runs. If it will never run again, retire it."
-        )
+        if state == SCHEDULED:
+            left.info(
+                "This query runs on a schedule: between its runs the watchers keep it, and alert when its next run is late "
+                "(SparkStreamingScheduledRunOverdue). If its schedule was removed, retire it."
+            )
+        else:
+            left.warning(
+                f"This query is {fmt.md(state.replace('_', ' '))} across applications: the watchers report it (and its alert fires) "
+                "until a later run of it runs. If it will never run again, retire it."
+            )
         if right.button(
             "Retire this query", key="retire_query", help="records the retirement in the history (spark-state-observer retire)"
         ):

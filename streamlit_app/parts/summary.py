@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from observer.model.query_lifecycle import LASTING, RETIRED
+from observer.model.query_lifecycle import RETIRED, TROUBLE
 from streamlit_app import data, fmt
 from streamlit_app.context import Context, label
 from streamlit_app.health import LIFECYCLE_KINDS, derive_health, typical_interval
@@ -65,7 +65,7 @@ def summary_row(ctx: Context, q: pd.Series, now: float, found: list[Verdict]) ->
     lasting = data.lasting_states(ctx.history, ctx.tok).get(q.query_id)
     if lasting == RETIRED:
         health = "retired"
-    elif lasting in LASTING:
+    elif lasting in TROUBLE:
         health = "failed"
     top = found[0]
 

@@ -198,17 +198,20 @@ def test_rows_written_by_anyone_are_read_safely(tmp_path: Any) -> None:
     book.close()
     with sqlite3.connect(db) as conn:
         conn.executemany(
-            "INSERT INTO query_status VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO query_status VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                ("no-time", "x", "a", "[]", "", life.FAILED, "soon", 1000.0, "r", None),
-                ("bad\nid", "q\x00\x1b[31m", "app\r", "{not json", "", life.FAILED, 999.0, 999.0, "r", None),
+                ("no-time", "x", "a", "[]", "", life.FAILED, "soon", 1000.0, "r", None, None, None),
+                ("bad\nid", "q\x00\x1b[31m", "app\r", "{not json", "", life.FAILED, 999.0, 999.0, "r", None, None, None),
+                ("sched", "s", "a", "[]", "", life.SCHEDULED, 999.0, 999.0, "r", None, "yesterday", float("inf")),
             ],
         )
     restored = QueryStatuses(retention_seconds=3600, max_queries=10, history=db, clock=lambda: 1000.0)
     restored.restore()
-    assert sorted(r.query_id for r in restored.exported) == ["bad\nid", "good"]  # a newline is escaped where shown
-    damaged = next(r for r in restored.exported if r.query_id != "good")
+    assert sorted(r.query_id for r in restored.exported) == ["bad\nid", "good", "sched"]  # a newline is escaped where shown
+    damaged = next(r for r in restored.exported if r.query_id == "bad\nid")
     assert damaged.static == () and not any(ch in damaged.app + (damaged.name or "") for ch in "\x00\x1b\r")
+    scheduled = next(r for r in restored.exported if r.query_id == "sched")
+    assert scheduled.run_start is None and scheduled.schedule_seconds is None  # not numbers: no series, the state kept
     restored.close()
 
 

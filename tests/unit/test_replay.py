@@ -41,7 +41,8 @@ def test_replaying_the_event_log_gives_the_live_metrics(run: str) -> None:
 # and before issue 30 gave every store instance a snapshot lag (never-uploaded ones too) and the operators
 # their snapshot health (tested on tests/fixtures/snapshot_health), and before issue 26 added the lifecycle
 # state set (tested on tests/fixtures/incidents: test_query_lifecycle.py), and before session 11 set the schedule
-# gauge at every restart (tested on tests/fixtures/incidents: test_scheduled_runs.py); everything else must match exactly.
+# gauge at every restart and session 13 the latest start at every start (tested on tests/fixtures/incidents:
+# test_scheduled_runs.py); everything else must match exactly.
 _CHANGED_SINCE_RECORDING = {
     catalog.STATE_TASK_RETRIES.name + "_total",
     catalog.LOAD_LATENCY_ANOMALIES.name + "_total",
@@ -53,6 +54,7 @@ _CHANGED_SINCE_RECORDING = {
     catalog.SNAPSHOT_INSTANCES_LAGGING.name,
     catalog.QUERY_LIFECYCLE.name,
     catalog.QUERY_SCHEDULED.name,
+    catalog.QUERY_LAST_START.name,
 }
 _RENAMED_LABELS = {("exception_class", "state_schema"): ("exception_class", "state_schema_incompatible")}
 

@@ -35,6 +35,22 @@ QUERY_SCHEDULED = signal_metric(
     "is not down.",
     "query",
 )
+QUERY_LAST_START = signal_metric(
+    "spark_streaming_query_last_start_timestamp_seconds",
+    GAUGE,
+    "seconds",
+    "When the query's latest run started, Unix time (its start event, or its first batch when the start was not seen).",
+    "query",
+)
+QUERY_SCHEDULE_INTERVAL = signal_metric(
+    "spark_streaming_query_schedule_interval_seconds",
+    GAUGE,
+    "seconds",
+    "A query on a schedule (spark_streaming_query_scheduled 1): the usual time from one run's start to the next, the median "
+    "of its last runs; absent for a query not on a schedule. The next run is due this long after "
+    "spark_streaming_query_last_start_timestamp_seconds.",
+    "query",
+)
 QUERY_CRASH_LOOP = signal_metric(
     "spark_streaming_query_crash_loop",
     GAUGE,
@@ -241,6 +257,8 @@ SIGNAL_METRICS: tuple[MetricSpec, ...] = (
     QUERY_RESTARTS,
     QUERY_LAST_DOWNTIME,
     QUERY_SCHEDULED,
+    QUERY_LAST_START,
+    QUERY_SCHEDULE_INTERVAL,
     QUERY_CRASH_LOOP,
     QUERY_STALLED,
     QUERY_SECONDS_SINCE_PROGRESS,
