@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from observer.mixin.prometheus_text import DurationError, format_duration, parse_duration
+from observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS, DEFAULT_SCHEDULE_LATE_SHARE
 
 # Every alert the mixin defines, with its default ``for`` duration and severity (the rules live in
 # ``observer.mixin.rules``; a test checks both lists name the same alerts).
@@ -29,6 +30,7 @@ ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
     "SparkStreamingQueryFailed": ("0m", "critical"),
     "SparkStreamingQueryDown": ("2m", "warning"),
     "SparkStreamingQueryCrashLooping": ("0m", "critical"),
+    "SparkStreamingScheduledRunOverdue": ("2m", "warning"),
     "SparkStreamingQueryStalled": ("1m", "critical"),
     "SparkStreamingQueryFallingBehind": ("10m", "warning"),
     "SparkStreamingKafkaLagGrowing": ("15m", "warning"),
@@ -56,8 +58,9 @@ SEVERITIES = ("critical", "warning", "info")
 # watcher's grace (then the watcher forgets it and the series go stale), so each must fire within it.
 AFTER_END_ALERTS = ("SparkStreamingQueryDown",)
 # Alerts that read the lasting lifecycle state (spark_streaming_query_lifecycle): the watcher keeps a failed or
-# crash-looping query's series after it forgets the application, for query_status_retention_days at most.
-LASTING_ALERTS = ("SparkStreamingQueryFailed", "SparkStreamingQueryCrashLooping")
+# crash-looping query's series after it forgets the application, and a scheduled one's between its runs, for
+# query_status_retention_days at most.
+LASTING_ALERTS = ("SparkStreamingQueryFailed", "SparkStreamingQueryCrashLooping", "SparkStreamingScheduledRunOverdue")
 # Runbook addresses nobody can open: the repository the early defaults named (it does not exist), reserved
 # example hosts (RFC 2606), and template markers left in
 PLACEHOLDER_RUNBOOK = re.compile(
@@ -133,6 +136,19 @@ class Thresholds:
         ),
     )
     crash_loop_window_minutes: float = field(default=15, metadata=_doc("Window of the crash-loop rule."))
+    schedule_late_share: float = field(
+        default=DEFAULT_SCHEDULE_LATE_SHARE,
+        metadata=_doc(
+            "A query on a schedule whose next run is later than this share of its interval (and schedule_late_min_minutes) "
+            "past its due time is overdue (the browser judges alike)."
+        ),
+    )
+    schedule_late_min_minutes: float = field(
+        default=DEFAULT_SCHEDULE_LATE_MIN_SECONDS / 60,
+        metadata=_doc(
+            "The least lateness of a scheduled run that is overdue, whatever its interval (a start-up's time, a scheduler's jitter)."
+        ),
+    )
     falling_behind_ratio: float = field(
         default=1.1,
         metadata=_doc("Input rate above processing rate by this factor (averaged over falling_behind_window_minutes) is falling behind."),

@@ -195,6 +195,30 @@ def _query_down(c: CaseInputs) -> Case:
     return case
 
 
+def _scheduled_run_overdue(c: CaseInputs) -> Case:
+    """A query on a schedule every 10 minutes whose latest run started at 0 and no run since: due at 10 minutes,
+    overdue once later than its lateness (a share of the interval, at least the minimum). Another on the same
+    schedule whose runs keep coming (a new start every 10 minutes) and a third whose last start is as old but that
+    is no longer on a schedule (stopped) never fire. The first's application is forgotten after the watcher's
+    grace: the lasting state (and the two gauges kept with it) are what the alert reads then."""
+    alert = "SparkStreamingScheduledRunOverdue"
+    interval = 600.0
+    late = max(interval * c.v.schedule_late_share, c.v.schedule_late_min_minutes * 60)
+    due = math.floor((interval + late) / 60)  # the last whole minute at which it is not late enough yet
+    at = due + 1 + c.for_(alert) + 1
+    n, ls = _samples(at + 10), c.ls
+    every = math.ceil(interval / 60)
+    starts = " ".join(f"{_n(k * interval)}x{every - 1}" for k in range(math.ceil(n / every) + 1))
+    series: list[tuple[MetricSpec | str, Labels, str]] = []
+    for role, start, state in ((0, f"0x{n}", "scheduled"), (1, starts, "scheduled"), (2, f"0x{n}", "stopped")):
+        series += [
+            (catalog.QUERY_LAST_START, ls.query(role), start),
+            (catalog.QUERY_SCHEDULE_INTERVAL, ls.query(role), f"{_n(interval)}x{n}"),
+            (catalog.QUERY_LIFECYCLE, ls.query(role, state=state), f"1x{n}"),
+        ]
+    return Case(alert, series, at, [(_keep(ls.query(0), c.by_query), at * 60 - interval)], [due])
+
+
 def _crash_looping(c: CaseInputs) -> Case:
     """Restarts above the threshold within the window on one query; another restarts four times as often, each
     run stopped cleanly first (a scheduled availableNow job): no loop; a third
@@ -541,6 +565,7 @@ def _observer_failing(c: CaseInputs) -> Case:
 CASE_BUILDERS: tuple[Callable[[CaseInputs], Case], ...] = (
     _query_failed,
     _query_down,
+    _scheduled_run_overdue,
     _crash_looping,
     _stalled,
     _falling_behind,

@@ -85,6 +85,9 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     clean_stops = p.sel(catalog.QUERY_TERMINATIONS, extra='outcome="clean"')
     terminated = p.sel(catalog.QUERY_STATUS, extra='status="terminated"')
     scheduled = p.sel(catalog.QUERY_SCHEDULED)  # stopped between the runs of its schedule (availableNow, once): not down
+    waiting = p.sel(catalog.QUERY_LIFECYCLE, extra='state="scheduled"')  # lasting: kept after the application is forgotten
+    interval = f"max by ({query}) ({p.sel(catalog.QUERY_SCHEDULE_INTERVAL)})"
+    late_min = number(t.schedule_late_min_minutes * 60)
     eta = number(t.budget_eta_hours * 3600)
     memory = t.state_memory_budget_ratio * t.state_memory_budget_bytes
 
@@ -115,6 +118,17 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
             f"Streaming query {q} is stopped.",
             f"Query {q} stopped without an exception at least {config.for_durations['SparkStreamingQueryDown']} ago and has not started again "
             "(a query that runs on a schedule, with availableNow or once, is left alone between its runs).",
+        ),
+        a(
+            "SparkStreamingScheduledRunOverdue",
+            # how late the next run is (now minus the latest start minus the interval) above the lateness allowed
+            f"time() - max by ({query}) ({p.sel(catalog.QUERY_LAST_START)}) - {interval} > "
+            f"clamp_min({interval} * {number(t.schedule_late_share)}, {late_min}) "
+            f"and on ({query}) max by ({query}) ({waiting}) == 1",
+            f"A scheduled run of streaming query {q} is overdue.",
+            f"Query {q} runs on a schedule, and its next run is {{{{ $value | humanizeDuration }}}} past its due time (its usual "
+            "interval after its latest start): the scheduler did not start it, or it cannot start. Retire the query if its schedule "
+            "was removed.",
         ),
         a(
             "SparkStreamingQueryCrashLooping",
