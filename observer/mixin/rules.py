@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from observer.metrics import catalog
-from observer.mixin.config import MixinConfig
+from observer.mixin.config import MixinConfig, Thresholds
 from observer.mixin.promql import Metric, PromQL, number, recorded
 
 # the recording rules' names, shared with the dashboards
@@ -46,6 +46,21 @@ def recording_rules(config: MixinConfig) -> list[dict[str, str]]:
         {"record": RECORDED_WRITE_STALL_PER_BATCH, "expr": f"{rate(_STALL, op)} / on ({query}) group_left {RECORDED_BATCHES}"},
         {"record": RECORDED_CACHE_HIT_RATIO, "expr": f"{hits} / ({hits} + ({misses} or {hits} * 0)) > -1"},
     ]
+
+
+def scheduled_overdue(p: PromQL, t: Thresholds) -> str:
+    """How late each overdue scheduled query's next run is, in seconds: now minus its latest start minus its interval,
+    where that is above the lateness allowed (``schedule_late_share`` of the interval, at least
+    ``schedule_late_min_minutes``) and the query waits for its next run (its lasting lifecycle state ``scheduled``,
+    which the watcher keeps after it forgets the application). The alert and the overview's panel share it."""
+    query = p.query
+    interval = f"max by ({query}) ({p.sel(catalog.QUERY_SCHEDULE_INTERVAL)})"
+    waiting = p.sel(catalog.QUERY_LIFECYCLE, extra='state="scheduled"')
+    return (
+        f"time() - max by ({query}) ({p.sel(catalog.QUERY_LAST_START)}) - {interval} > "
+        f"clamp_min({interval} * {number(t.schedule_late_share)}, {number(t.schedule_late_min_minutes * 60)}) "
+        f"and on ({query}) max by ({query}) ({waiting}) == 1"
+    )
 
 
 def _alert(config: MixinConfig, name: str, expr: str, summary: str, description: str) -> dict[str, Any]:
@@ -85,9 +100,6 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     clean_stops = p.sel(catalog.QUERY_TERMINATIONS, extra='outcome="clean"')
     terminated = p.sel(catalog.QUERY_STATUS, extra='status="terminated"')
     scheduled = p.sel(catalog.QUERY_SCHEDULED)  # stopped between the runs of its schedule (availableNow, once): not down
-    waiting = p.sel(catalog.QUERY_LIFECYCLE, extra='state="scheduled"')  # lasting: kept after the application is forgotten
-    interval = f"max by ({query}) ({p.sel(catalog.QUERY_SCHEDULE_INTERVAL)})"
-    late_min = number(t.schedule_late_min_minutes * 60)
     eta = number(t.budget_eta_hours * 3600)
     memory = t.state_memory_budget_ratio * t.state_memory_budget_bytes
 
@@ -121,10 +133,7 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         ),
         a(
             "SparkStreamingScheduledRunOverdue",
-            # how late the next run is (now minus the latest start minus the interval) above the lateness allowed
-            f"time() - max by ({query}) ({p.sel(catalog.QUERY_LAST_START)}) - {interval} > "
-            f"clamp_min({interval} * {number(t.schedule_late_share)}, {late_min}) "
-            f"and on ({query}) max by ({query}) ({waiting}) == 1",
+            scheduled_overdue(p, t),
             f"A scheduled run of streaming query {q} is overdue.",
             f"Query {q} runs on a schedule, and its next run is {{{{ $value | humanizeDuration }}}} past its due time (its usual "
             "interval after its latest start): the scheduler did not start it, or it cannot start. Retire the query if its schedule "

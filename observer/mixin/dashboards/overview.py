@@ -7,7 +7,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from observer.metrics import catalog
 from observer.mixin.dashboards.panels import BAD, OK, ROWS_PER_SECOND, WARN, Context, dashboard, row, stat_panel, table_panel, ts
 from observer.mixin.promql import RATE, bucket
-from observer.mixin.rules import RECORDED_BATCH_DURATION
+from observer.mixin.rules import RECORDED_BATCH_DURATION, scheduled_overdue
 
 ANY_BAD = [(None, OK), (1, BAD)]
 
@@ -63,6 +63,17 @@ def build(ctx: Context) -> db.Dashboard:
                 "Crash looping",
                 "Queries restarting in a loop. Bad: above 0; every restart restores the state again.",
                 [(p.how_many(catalog.QUERY_CRASH_LOOP), "crash loop")],
+                "none",
+                ANY_BAD,
+            )
+        )
+        .with_panel(
+            stat_panel(
+                ctx,
+                "Scheduled runs overdue",
+                "Queries on a schedule (availableNow or once, started by a scheduler) whose next run is later than their usual "
+                "interval allows (SparkStreamingScheduledRunOverdue). Bad: above 0; nothing is processed until it runs.",
+                [(f"count({scheduled_overdue(p, t)}) or vector(0)", "overdue")],
                 "none",
                 ANY_BAD,
             )
