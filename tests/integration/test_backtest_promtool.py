@@ -326,3 +326,29 @@ def test_kafka_records_deleted_before_they_were_read_page_and_a_transactional_to
         _incident_logs("kafka_steady_transactional"), rules, scrape_interval=15, eval_interval=15, work_dir=str(tmp_path / "clean")
     )
     assert clean.fired() == [], formats.render_table(clean)
+
+
+@pytest.mark.slow
+def test_a_schedule_whose_runs_stop_fires_overdue_once_the_next_run_is_late_and_not_before(tools, tmp_path) -> None:
+    """Recorded: five availableNow runs ~31 s apart, each a new application that stopped cleanly, then none. Scraped
+    on for 15 minutes after the last run (as the watcher keeps exporting a scheduled query between its runs), the
+    overdue alert fires once: its lateness allowed is 5 minutes (a quarter of 31 s is less), then its ``for``; never
+    while the runs came. Neither down nor a crash loop: the query was on a schedule. promtool agrees, and disagrees
+    when the firing is moved."""
+    rules = _mixin_rules(tmp_path)
+    work = str(tmp_path / "bt")
+    report = bt.run_backtest(
+        _incident_logs("scheduled_available_now"), rules, scrape_interval=15, eval_interval=15, tail_seconds=900, work_dir=work
+    )
+    assert [f.alert for f in report.fired()] == ["SparkStreamingScheduledRunOverdue"], formats.render_table(report)
+    (overdue,) = report.fired()
+    starts = sorted(s["time"] for s in report.signals if s["kind"] == "query_started")
+    restarts = [s for s in report.signals if s["kind"] == "query_restarted"]
+    interval = restarts[-1]["attributes"]["schedule_interval_seconds"]
+    assert len(starts) == 5 and 25 < interval < 40  # start to start: ~25 s paused and ~6 s run
+    due = starts[-1] + interval + max(0.25 * interval, 300.0)
+    assert due + 120 < overdue.firing_at <= due + 120 + report.scrape_interval + report.eval_interval
+    assert overdue.severity == "warning" and overdue.labels["query"] == "scheduled_available_now"
+    done = _agrees_with_promtool(report, work, rules=rules)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _agrees_with_promtool(report, work, tamper=True, rules=rules).returncode != 0

@@ -23,6 +23,7 @@ from observer.fleet.query_statuses import QueryStatuses
 from observer.fleet.runtime import FleetObserver, WatchOptions
 from observer.history import query_status
 from observer.history.backend import open_backend
+from observer.metrics import catalog
 from observer.metrics.tracker import QueryLife
 from observer.model import query_lifecycle as life
 from observer.model.identity import AppContext
@@ -227,3 +228,56 @@ def test_a_history_that_cannot_be_written_is_counted_and_the_states_still_last(t
     book.round()  # retried: the row is still unsaved
     assert [r.query_id for r in book.exported] == ["q"] and len(failures) == 3
     book.close()
+
+
+SCHEDULED_QUERY = "d0225b8a-f856-403a-beae-0be8afba3852"  # scheduled_available_now's query: five applications, one query id
+
+
+def gauges(text: str, name: str) -> dict[str, float]:
+    """The value of the query-level gauge ``name`` by query id in an exposition."""
+    return {s.labels["query_id"]: s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == name}
+
+
+def test_a_query_on_a_schedule_waits_for_its_next_run_after_its_applications_are_forgotten(tmp_path: Any) -> None:
+    """Five availableNow runs, each its own application, forgotten once it ended: from the third run on the query is
+    on a schedule, and between runs the watcher keeps it ``scheduled`` with the latest start and the interval (what
+    the overdue alert reads), also after a restart of the watcher on the same history; a later run runs: the
+    lasting state ends. After two runs (no schedule yet) it is only stopped, and nothing of it lasts."""
+    (tmp_path / "logs").mkdir()
+    apps = applications(os.path.join(precision.INCIDENTS, "scheduled_available_now"))
+    fleet = watcher(tmp_path)
+    follow(tmp_path, fleet, apps[:2])
+    assert states(fleet.exposition().decode()) == {}  # stopped twice: not yet a schedule, and stopped does not last
+    follow(tmp_path, fleet, apps[2:])
+    text = fleet.exposition().decode()
+    assert states(text) == {SCHEDULED_QUERY: {life.SCHEDULED}}
+    replayed = replay([precision.recording(r) for r in precision.run_dirs(os.path.join(precision.INCIDENTS, "scheduled_available_now"))])
+    (record,) = replayed.observer.tracker.snapshot()
+    starts = [record.signal_gauges[(catalog.QUERY_LAST_START, ())]]
+    interval = record.signal_gauges[(catalog.QUERY_SCHEDULE_INTERVAL, ())]
+    assert gauges(text, catalog.QUERY_LAST_START.name) == {SCHEDULED_QUERY: starts[0]}
+    assert gauges(text, catalog.QUERY_SCHEDULE_INTERVAL.name) == {SCHEDULED_QUERY: pytest.approx(interval)}
+    fleet.stop()
+    again = watcher(tmp_path)
+    again.poll_once()  # the logs are done: the history keeps the schedule
+    text = again.exposition().decode()
+    assert states(text) == {SCHEDULED_QUERY: {life.SCHEDULED}}
+    assert gauges(text, catalog.QUERY_LAST_START.name) == {SCHEDULED_QUERY: starts[0]}
+    assert gauges(text, catalog.QUERY_SCHEDULE_INTERVAL.name) == {SCHEDULED_QUERY: pytest.approx(interval)}
+    again.stop()
+
+
+def test_the_scheduled_state_lasts_only_for_a_query_on_a_schedule() -> None:
+    """Every recorded incident replayed: the one scheduled job ends ``scheduled``; none of the others (restarts,
+    deploys, failures, crash loops, clean runs) does, nor has a schedule interval."""
+    scheduled = []
+    for scenario in sorted(os.listdir(precision.INCIDENTS)):
+        runs = precision.run_dirs(os.path.join(precision.INCIDENTS, scenario))
+        if not runs:
+            continue
+        result = replay([precision.recording(r) for r in runs], Settings(http_enabled=False, placement="off"))
+        for record in result.observer.tracker.snapshot():
+            life_ = record.life
+            if life_.state == life.SCHEDULED or life_.schedule_seconds is not None:
+                scheduled.append((scenario, life_.state, life_.schedule_seconds is not None))
+    assert scheduled == [("scheduled_available_now", life.SCHEDULED, True)]

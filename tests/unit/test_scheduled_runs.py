@@ -13,7 +13,10 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import statistics
 from typing import Any
+
+import pytest
 
 from bench import precision
 from bench.eventlog_writer import recorded_lines
@@ -129,3 +132,31 @@ def test_a_deploy_whose_drivers_then_die_unseen_is_a_crash_loop_from_its_first_r
     restarts = [s for s in signals if s.kind == "query_restarted"]
     loops = [s for s in signals if s.kind == "crash_loop"]
     assert len(restarts) == 3 and [(s.run_id, s.attributes["restarts"]) for s in loops] == [(restarts[-1].run_id, 3)]
+
+
+def test_a_schedules_interval_is_the_median_start_to_start_time_of_its_runs_and_its_latest_start_is_kept() -> None:
+    """On the recording: from the third run on, each restart carries the median time from one run's start to the
+    next over the runs so far (the gauge the overdue alert reads); the latest start is the fifth run's."""
+    signals: list = []
+    result = replay(_logs(SCHEDULED), Settings(http_enabled=False, placement="off"), on_signal=signals.append)
+    starts = [s.timestamp for s in signals if s.kind == "query_started"]
+    restarts = [s for s in signals if s.kind == "query_restarted"]
+    assert len(starts) == 5 and [s.attributes["scheduled"] for s in restarts] == [False, True, True, True]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    expected = [None, *(round(statistics.median(gaps[:n]), 3) for n in (2, 3, 4))]
+    assert [s.attributes["schedule_interval_seconds"] for s in restarts] == expected
+    (record,) = result.observer.tracker.snapshot()
+    assert record.signal_gauges[(catalog.QUERY_SCHEDULE_INTERVAL, ())] == pytest.approx(statistics.median(gaps))
+    assert record.signal_gauges[(catalog.QUERY_LAST_START, ())] == starts[-1]
+
+
+def test_restarts_that_are_no_schedule_carry_no_interval(tmp_path: Any) -> None:
+    """A stream restarted for deploys (runs longer than their pauses) and drivers killed after a clean run: no
+    restart carries an interval and the query ends with none (the overdue alert has nothing to judge)."""
+    for logs in (_pulled_together(str(tmp_path)), _killed_after_the_first(str(tmp_path), 4)):
+        signals: list = []
+        result = replay(logs, Settings(http_enabled=False, placement="off"), on_signal=signals.append)
+        restarts = [s for s in signals if s.kind == "query_restarted"]
+        assert restarts and all(s.attributes["schedule_interval_seconds"] is None for s in restarts)
+        (record,) = result.observer.tracker.snapshot()
+        assert (catalog.QUERY_SCHEDULE_INTERVAL, ()) not in record.signal_gauges

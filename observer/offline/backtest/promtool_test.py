@@ -11,6 +11,8 @@ from observer.mixin.prometheus_text import format_duration
 from observer.offline.backtest.report import BacktestReport
 from observer.offline.backtest.rules import METRIC_NAME, load_rules
 
+TIMESTAMP_SUFFIX = "_timestamp_seconds"  # a gauge whose value is a Unix time (Prometheus' naming)
+
 
 def read_series(om_path: str, names: set[str]) -> dict[str, dict[float, float]]:
     """The samples of the metrics named ``names`` in an OpenMetrics file: series text -> {time: value}."""
@@ -32,7 +34,10 @@ def write_promtool_test(report: BacktestReport, om_path: str, rule_files: list[s
     the alerts the backtest says were firing then: promtool passing it means both evaluations agree.
 
     The rules are copied without annotations (promtool would compare their rendered templates too,
-    which says nothing about when an alert fires). Returns the test file's path.
+    which says nothing about when an alert fires). promtool's clock starts at 0 where the backtest's starts at
+    ``report.start``: the values of Unix-time series (named ``*_timestamp_seconds``, Prometheus' convention) are
+    moved by as much, so a rule comparing one with ``time()`` (the scheduled-run overdue alert) judges alike, and
+    one comparing two of them keeps their difference. Returns the test file's path.
     """
     recording, alerting = load_rules(rule_files)
     exprs = [r.expr for r in alerting] + [r.expr for r in recording]
@@ -43,8 +48,10 @@ def write_promtool_test(report: BacktestReport, om_path: str, rule_files: list[s
     input_series = []
     for head, points in sorted(series.items()):
         values = []
+        shift = base if head.split("{", 1)[0].endswith(TIMESTAMP_SUFFIX) else 0.0
         for i in range(n_points):
             v = points.get(round(base + i * report.scrape_interval, 3))
+            v = None if v is None else v - shift
             values.append("_" if v is None else repr(v).replace("inf", "Inf").replace("nan", "NaN"))
         input_series.append({"series": head, "values": " ".join(values)})
     copies = []
