@@ -1,6 +1,7 @@
-"""``spark-state-observer retire``: an operator declares a failed or crash-looping query gone for good.
+"""``spark-state-observer retire``: an operator declares a failed, crash-looping or scheduled query gone for good.
 
-A failed query stays failed across applications (``observer.fleet.query_statuses``) until a later run of it runs;
+A failed query stays failed across applications (``observer.fleet.query_statuses``) until a later run of it runs,
+and a query on a schedule waits for its next run (overdue when it does not come);
 one that will never run again (the job was removed, its checkpoint deleted) is retired here: the retirement is
 written into the history the watchers share, and each of them stops exporting the query within ``SYNC_SECONDS``.
 """
@@ -13,7 +14,7 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    retire = sub.add_parser("retire", help="retire a failed or crash-looping query: its lasting status ends (recorded in the history)")
+    retire = sub.add_parser("retire", help="retire a failed, crash-looping or scheduled query: its lasting status ends (recorded in the history)")
     retire.add_argument("query", help="the query's id, or its name (every lasting query of that name)")
     retire.add_argument(
         "--history", required=True, metavar="URL", help="the watcher's history: a path, sqlite:///path or postgresql://user@host/db"
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
             backend.close()
     if not retired:
         print(
-            f"spark-state-observer retire: no failed or crash-looping query {clean_text(args.query, 200)!r} in the history", file=sys.stderr
+            f"spark-state-observer retire: no failed, crash-looping or scheduled query {clean_text(args.query, 200)!r} in the history", file=sys.stderr
         )
         return 1
     for row in retired:
