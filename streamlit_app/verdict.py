@@ -3,19 +3,23 @@
 Pure functions over what the history already holds (the query's signal events, its runs, its newest
 batch figures), so the Queries page and the drilldown say the same thing and the rules are tested
 without a browser. The rules name an incident only from signals the observer emits; they invent no
-threshold of their own except the stall rule, which is the live rule's (``health``).
+threshold of their own: the stall rule is the live rule's (``health``), the overdue rule the overdue alert's
+(``observer.settings``).
 
 Order is severity: a query that cannot run (crash loop, failed at start, failed) comes before one that
-runs badly (stalled, state unbounded, falling behind), which comes before one that recovered from an
-incident (executor lost and restored, restarted with a restore).
+runs badly or not when due (stalled, a scheduled run overdue, state unbounded, falling behind), which comes
+before one that recovered from an incident (executor lost and restored, restarted with a restore).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import AbstractSet, Any, Iterable, Mapping, Sequence
 
 from observer.model import signal_kinds as k
+from observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS as SCHEDULE_LATE_MIN_SECONDS
+from observer.settings import DEFAULT_SCHEDULE_LATE_SHARE as SCHEDULE_LATE_SHARE
 from streamlit_app import fmt
 from streamlit_app.health import STALL_FACTOR, STALL_MIN_SECONDS
 from streamlit_app.rootcause import root_cause
@@ -28,6 +32,7 @@ ANCHORS = {
     "failed": "sparkstreamingqueryfailed",
     "kafka_data_loss": "sparkstreamingkafkadatalossrisk",
     "stalled": "sparkstreamingquerystalled",
+    "overdue": "sparkstreamingscheduledrunoverdue",
     "state_unbounded": "sparkstateunbounded",
     "falling_behind": "sparkstreamingqueryfallingbehind",
     "executor_lost": "executor-lost",
@@ -40,33 +45,36 @@ SEVERITY = {
     "failed": 2,
     "kafka_data_loss": 3,
     "stalled": 4,
-    "state_unbounded": 5,
-    "falling_behind": 6,
-    "executor_lost": 7,
-    "restarted": 8,
-    "stopped": 9,
-    "healthy": 10,
-    "no_data": 11,
+    "overdue": 5,
+    "state_unbounded": 6,
+    "falling_behind": 7,
+    "executor_lost": 8,
+    "restarted": 9,
+    "stopped": 10,
+    "healthy": 11,
+    "no_data": 12,
 }
 # how a verdict is shown: the most severe one up to each of these is an error (the query cannot run, or lost
-# input), a warning (it runs badly), an information (it recovered, or stopped); the rest are fine
+# input), a warning (it runs badly, or its scheduled run is overdue), an information (it recovered, or stopped);
+# the rest are fine
 LEVELS = (("error", SEVERITY["kafka_data_loss"]), ("warning", SEVERITY["falling_behind"]), ("info", SEVERITY["stopped"]))
 ATTENTION_UP_TO = SEVERITY["restarted"]  # up to here a query is in the Queries page's attention list
 NO_RUNBOOK = ("healthy", "no_data")  # nothing to do, so nothing to link
 # Streamlit's bundled Material icons (emoji need a colour-emoji font the viewer may not have)
 ICONS = {
-    0: ":material/error:",
-    1: ":material/error:",
-    2: ":material/error:",
-    3: ":material/error:",
-    4: ":material/warning:",
-    5: ":material/warning:",
-    6: ":material/warning:",
-    7: ":material/info:",
-    8: ":material/info:",
-    9: ":material/stop_circle:",
-    10: ":material/check_circle:",
-    11: ":material/help:",
+    0: ":material/error:",  # crash_loop
+    1: ":material/error:",  # failed_at_start
+    2: ":material/error:",  # failed
+    3: ":material/error:",  # kafka_data_loss
+    4: ":material/warning:",  # stalled
+    5: ":material/warning:",  # overdue
+    6: ":material/warning:",  # state_unbounded
+    7: ":material/warning:",  # falling_behind
+    8: ":material/info:",  # executor_lost
+    9: ":material/info:",  # restarted
+    10: ":material/stop_circle:",  # stopped
+    11: ":material/check_circle:",  # healthy
+    12: ":material/help:",  # no_data
 }
 # the Kafka findings that say input was lost or read twice, and how the verdict tells each
 KAFKA_DATA_LOSS = {
@@ -354,6 +362,39 @@ def restarted(f: Facts) -> Verdict | None:
     return Verdict("restarted", text, signal["ts"])
 
 
+def _schedule_interval(signal: Mapping[str, Any] | None) -> float | None:
+    """A scheduled restart's interval (``schedule_interval_seconds``, seconds from start to start), or None: not
+    scheduled, or a history written before the signal carried it."""
+    if signal is None or not _scheduled_start(signal):
+        return None
+    value = (signal.get("attributes") or {}).get("schedule_interval_seconds")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
+
+
+def overdue(f: Facts) -> Verdict | None:
+    """A query on a schedule whose next run is late: its newest run stopped cleanly, and no run has started
+    by that run's start + the interval + max(interval * SCHEDULE_LATE_SHARE, SCHEDULE_LATE_MIN_SECONDS)
+    (the SparkStreamingScheduledRunOverdue alert's rule). Since: when the next run was due (start + interval)."""
+    if not f.runs or _outcome(f.runs[-1]) != "clean" or f.now is None:
+        return None
+    every = _schedule_interval(_last(f.events, k.QUERY_RESTARTED))
+    run = f.runs[-1]
+    started = run.get("started")
+    if every is None or fmt.missing(started):
+        return None
+    due = float(started) + every
+    if f.now <= due + max(every * SCHEDULE_LATE_SHARE, SCHEDULE_LATE_MIN_SECONDS):
+        return None
+    end = run.get("ended") if not fmt.missing(run.get("ended")) else run.get("last_seen")
+    text = (
+        f"Overdue: a run every {fmt.duration(every)} was due at {fmt.clock(due)}, none has started in the "
+        f"{fmt.duration(f.now - due)} since (its last run stopped cleanly at {fmt.clock(end)})"
+    )
+    return Verdict("overdue", text, due)
+
+
 def stopped(f: Facts) -> Verdict | None:
     if not f.runs or _outcome(f.runs[-1]) != "clean":
         return None
@@ -364,11 +405,12 @@ def stopped(f: Facts) -> Verdict | None:
     return Verdict("stopped", f"Stopped cleanly at {fmt.when(end)}", end)
 
 
-RULES = (crash_loop, failed, kafka_data_loss, stalled, state_unbounded, falling_behind, restarted)
+RULES = (crash_loop, failed, kafka_data_loss, stalled, overdue, state_unbounded, falling_behind, restarted)
 
 
 def verdicts(f: Facts) -> list[Verdict]:
-    """Every incident that applies, most severe first; ``healthy`` (or ``stopped``) when none does."""
+    """Every incident that applies, most severe first; ``healthy`` (or ``stopped``) when none does. A query on a
+    schedule between runs is ``stopped`` until its next run is overdue, then ``overdue`` (and not ``stopped``)."""
     found = [v for v in (rule(f) for rule in RULES) if v is not None] + executor_lost(f)
     if any(v.kind == "crash_loop" for v in found):
         found = [v for v in found if v.kind not in ("failed", "failed_at_start", "restarted")]

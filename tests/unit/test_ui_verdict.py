@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import statistics
 import time
 
 import pandas as pd
@@ -21,7 +22,7 @@ from streamlit_app import charts, fmt
 from streamlit_app.config import DEFAULT_RUNBOOK_URL
 from streamlit_app.health import typical_interval
 from streamlit_app.rootcause import TRACEBACK_HEADER, from_text, root_cause
-from streamlit_app.verdict import ANCHORS, NO_RUNBOOK, SEVERITY, Facts, Verdict, verdict, verdicts
+from streamlit_app.verdict import ANCHORS, ATTENTION_UP_TO, ICONS, NO_RUNBOOK, SEVERITY, Facts, Verdict, verdict, verdicts
 
 RESTART = fixture_runs("rocksdb_restart")
 FAILURE = fixture_runs("schema_failure")
@@ -138,6 +139,69 @@ def test_a_query_on_a_schedule_between_its_runs_is_stopped_on_its_schedule_not_r
     assert verdict(facts_of(first_two, qid)).kind == "restarted"
 
 
+@pytest.fixture(scope="module")
+def scheduled(tmp_path_factory) -> tuple[str, str, str]:
+    """The recorded availableNow job replayed: (query id, history of its five runs, history of its first two)."""
+    runs = fixture_runs("incidents/scheduled_available_now")
+    where = tmp_path_factory.mktemp("scheduled")
+    every, first_two = str(where / "all.db"), str(where / "two.db")
+    replay([eventlog_dir(r) for r in runs], history=every)
+    replay([eventlog_dir(r) for r in runs[:2]], history=first_two)
+    return progress_lines(runs[0])[0]["id"], every, first_two
+
+
+def test_a_scheduled_run_is_overdue_once_its_interval_and_the_lateness_have_passed_since_the_last_start(scheduled) -> None:
+    """The recorded job runs about every 31 s; its next run is due 31 s after its last start and overdue once
+    max(31 s * 25 %, 300 s) later: a few seconds after its last run it is stopped on its schedule, at 299 s
+    late still so, at 301 s late overdue (a warning in the attention list, with the time it was due)."""
+    qid, every, _ = scheduled
+    runs = load_run_stats(every, qid)
+    assert list(runs.outcome) == ["clean"] * 5
+    starts = runs.started.tolist()
+    interval = statistics.median(b - a for a, b in zip(starts, starts[1:]))  # start to start, as the observer takes it
+    assert 29.0 < interval < 33.0
+    last_start, last_end = starts[-1], float(runs.ended.iloc[-1])
+    due = last_start + interval
+    assert fmt.clock(due) == "07:22:11" and fmt.clock(last_end) == "07:21:45"
+
+    soon = verdicts(facts_of(every, qid, now=last_end + 5.0))
+    assert [v.kind for v in soon] == ["stopped"] and soon[0].text.startswith("On a schedule: its last run stopped cleanly at")
+    assert [v.kind for v in verdicts(facts_of(every, qid, now=due + 299.0))] == ["stopped"]  # the least lateness is 300 s
+
+    late = verdicts(facts_of(every, qid, now=due + 301.0))
+    assert [v.kind for v in late] == ["overdue"]  # and not also stopped
+    top = late[0]
+    assert top.since == pytest.approx(due, abs=0.01)
+    assert top.text == (
+        f"Overdue: a run every {fmt.duration(interval)} was due at 07:22:11, none has started in the 5 min 1 s since "
+        "(its last run stopped cleanly at 07:21:45)"
+    )
+    assert top.level == "warning" and top.severity <= ATTENTION_UP_TO and top.icon == ":material/warning:"
+    assert top.runbook(DEFAULT_RUNBOOK_URL).endswith("runbook.md#sparkstreamingscheduledrunoverdue")
+    hours = verdict(facts_of(every, qid, now=due + 6 * 3600.0))
+    assert hours.kind == "overdue" and "none has started in the 6.0 h since" in hours.text
+
+
+def test_two_clean_runs_are_not_yet_a_schedule_and_never_overdue(scheduled) -> None:
+    qid, _, first_two = scheduled
+    last_start = float(load_run_stats(first_two, qid).started.iloc[-1])
+    for late in (60.0, 600.0, 6 * 3600.0, 30 * 86400.0):
+        assert "overdue" not in [v.kind for v in verdicts(facts_of(first_two, qid, now=last_start + late))], late
+
+
+@pytest.mark.parametrize("scenario", ["dedup_agg_restart_43", "join_restart", "clean_busy_90s"])
+def test_a_query_that_stopped_cleanly_off_a_schedule_is_never_overdue(tmp_path, scenario) -> None:
+    runs = fixture_runs(f"incidents/{scenario}")
+    qid = progress_lines(runs[0])[0]["id"]
+    path = str(tmp_path / "one.db")
+    replay([eventlog_dir(r) for r in runs], history=path)
+    last = load_run_stats(path, qid).iloc[-1]
+    assert last.outcome == "clean"
+    for late in (60.0, 600.0, 6 * 3600.0, 30 * 86400.0):
+        kinds = [v.kind for v in verdicts(facts_of(path, qid, now=float(last.ended) + late))]
+        assert "overdue" not in kinds and ("stopped" in kinds or "restarted" in kinds), (late, kinds)
+
+
 def signal(kind: str, ts: float, run: str = "r2", **attributes) -> dict:
     return {"kind": kind, "ts": ts, "run_id": run, "attributes": attributes}
 
@@ -146,6 +210,32 @@ RUNS = [
     {"run_id": "r1", "started": 0.0, "ended": 100.0, "outcome": "clean", "exception": None, "batches": 10},
     {"run_id": "r2", "started": 160.0, "ended": None, "outcome": None, "exception": None, "batches": 50},
 ]
+
+
+SCHEDULED_RUNS = [
+    {"run_id": "r1", "started": 0.0, "ended": 600.0, "outcome": "clean", "exception": None, "batches": 3},
+    {"run_id": "r2", "started": 3600.0, "ended": 4200.0, "outcome": "clean", "exception": None, "batches": 3},
+]
+
+
+def test_a_long_interval_is_overdue_a_share_of_it_late_and_only_with_its_interval_and_a_clean_end() -> None:
+    """An hourly run may be 25 % (15 min) late before it is overdue; a restart signal of a history written before
+    it carried the interval, a run still open or failed, or no clock: no overdue verdict."""
+    hourly = [signal("query_restarted", 3600.0, scheduled=True, schedule_interval_seconds=3600.0)]
+    due = 3600.0 + 3600.0
+    assert verdict(Facts(hourly, SCHEDULED_RUNS, last_batch_ts=4100.0, now=due + 899.0)).kind == "stopped"
+    v = verdict(Facts(hourly, SCHEDULED_RUNS, last_batch_ts=4100.0, now=due + 901.0))
+    assert (v.kind, v.since) == ("overdue", due) and v.text.startswith("Overdue: a run every 1.0 h was due at 02:00:00, ")
+    for interval in (None, "3600", float("nan"), 0.0, True):
+        old = [signal("query_restarted", 3600.0, scheduled=True, schedule_interval_seconds=interval)]
+        assert verdict(Facts(old, SCHEDULED_RUNS, last_batch_ts=4100.0, now=due + 9000.0)).kind == "stopped", interval
+    unscheduled = [signal("query_restarted", 3600.0, scheduled=False, schedule_interval_seconds=3600.0)]
+    assert verdict(Facts(unscheduled, SCHEDULED_RUNS, last_batch_ts=4100.0, now=due + 9000.0)).kind != "overdue"
+    assert verdict(Facts(hourly, SCHEDULED_RUNS, last_batch_ts=4100.0, now=None)).kind == "stopped"
+    open_run = [SCHEDULED_RUNS[0], {**SCHEDULED_RUNS[1], "ended": None, "outcome": None}]
+    assert "overdue" not in [v.kind for v in verdicts(Facts(hourly, open_run, last_batch_ts=4100.0, now=due + 9000.0))]
+    failed_run = [SCHEDULED_RUNS[0], {**SCHEDULED_RUNS[1], "outcome": "exception", "exception": PY4J}]
+    assert verdict(Facts(hourly, failed_run, last_batch_ts=4100.0, now=due + 9000.0)).kind == "failed"
 
 
 def test_state_unbounded_names_operator_rate_and_evictions_and_clears_when_bounded() -> None:
@@ -339,6 +429,9 @@ def test_each_verdict_is_shown_at_its_level() -> None:
     recovery or a stop information, a healthy query none of these."""
     level = {kind: Verdict(kind, "").level for kind in SEVERITY}
     assert {k for k, v in level.items() if v == "error"} == {"crash_loop", "failed_at_start", "failed", "kafka_data_loss"}
-    assert {k for k, v in level.items() if v == "warning"} == {"stalled", "state_unbounded", "falling_behind"}
+    assert {k for k, v in level.items() if v == "warning"} == {"stalled", "overdue", "state_unbounded", "falling_behind"}
     assert {k for k, v in level.items() if v == "info"} == {"executor_lost", "restarted", "stopped"}
     assert {k for k, v in level.items() if v == "success"} == {"healthy", "no_data"}
+    assert {Verdict(kind, "").icon for kind in ("stalled", "overdue", "state_unbounded", "falling_behind")} == {":material/warning:"}
+    assert (Verdict("executor_lost", "").icon, Verdict("stopped", "").icon) == (":material/info:", ":material/stop_circle:")
+    assert sorted(ICONS) == sorted(SEVERITY.values())  # one icon per severity
