@@ -98,14 +98,7 @@ def slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-# Sections of alerts being written alongside the verdicts that link them: the overdue verdict links its alert's
-# (SparkStreamingScheduledRunOverdue), whose rule and runbook section land separately. Remove an entry once
-# alerts/runbook.md has its section.
-PENDING_ANCHORS = frozenset({"sparkstreamingscheduledrunoverdue"})
-
-
 def runbook_anchors() -> set[str]:
-    """The anchors of the generated runbook (alerts/runbook.md, written from observer/mixin/runbook.md), and
-    those of ``PENDING_ANCHORS``."""
+    """The anchors of the generated runbook (alerts/runbook.md, written from observer/mixin/runbook.md)."""
     with open(os.path.join(ROOT, "alerts", "runbook.md")) as f:
-        return {slug(line[3:]) for line in f if line.startswith("## ")} | PENDING_ANCHORS
+        return {slug(line[3:]) for line in f if line.startswith("## ")}
