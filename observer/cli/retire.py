@@ -14,7 +14,9 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    retire = sub.add_parser("retire", help="retire a failed, crash-looping or scheduled query: its lasting status ends (recorded in the history)")
+    retire = sub.add_parser(
+        "retire", help="retire a failed, crash-looping or scheduled query: its lasting status ends (recorded in the history)"
+    )
     retire.add_argument("query", help="the query's id, or its name (every lasting query of that name)")
     retire.add_argument(
         "--history", required=True, metavar="URL", help="the watcher's history: a path, sqlite:///path or postgresql://user@host/db"
@@ -38,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
             backend.close()
     if not retired:
         print(
-            f"spark-state-observer retire: no failed, crash-looping or scheduled query {clean_text(args.query, 200)!r} in the history", file=sys.stderr
+            f"spark-state-observer retire: no failed, crash-looping or scheduled query {clean_text(args.query, 200)!r} in the history",
+            file=sys.stderr,
         )
         return 1
     for row in retired:

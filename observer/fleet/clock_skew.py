@@ -10,7 +10,7 @@ from typing import Any
 from observer.fleet.followed_app import FollowedApp
 from observer.fleet.watcher_core import WatcherCore
 from observer.model.parse import parse_timestamp
-from observer.model.spark_events import QUERY_IDLE, QUERY_PROGRESS, QUERY_STARTED
+from observer.model.spark_events import APP_END, QUERY_IDLE, QUERY_PROGRESS, QUERY_STARTED, application_end
 
 # clock skew: the watcher's clock minus the newest event time read, for reads that follow a caught-up read (so
 # the delivery delay is at most a poll); the smallest of the last samples (``FollowedApp.skew_samples``) is the skew,
@@ -21,7 +21,7 @@ _SKEW_TOLERANCE_SECONDS = 30.0
 
 def event_time(event_type: str, data: dict[str, Any]) -> float | None:
     """When a listener would have received an event: a progress's trigger time plus its batch duration,
-    a started or idle event's own time; None when Spark logged none (terminated, other types)."""
+    a started or idle event's own time, an application end's; None when Spark logged none (terminated, other types)."""
     if event_type == QUERY_PROGRESS:
         progress = data.get("progress")
         if not isinstance(progress, dict):
@@ -29,6 +29,8 @@ def event_time(event_type: str, data: dict[str, Any]) -> float | None:
         return progress_time(progress.get("timestamp"), progress.get("batchDuration"))
     if event_type in (QUERY_STARTED, QUERY_IDLE):
         return parse_timestamp(data.get("timestamp"))
+    if event_type == APP_END:
+        return application_end(data)[0]
     return None
 
 

@@ -77,6 +77,7 @@ from observer.model.identity import AppContext, Pairs
 from observer.model.plan_checkpoint import PlanCheckpoints
 from observer.model.signal_kinds import SignalEvent
 from observer.model.spark_events import (
+    APP_END,
     EXECUTOR_ADDED,
     EXECUTOR_REMOVED,
     QUERY_IDLE,
@@ -101,7 +102,13 @@ log = logging.getLogger("observer")
 HISTORY_DROPPED_KEY = "history_dropped_events"  # in the state file: events dropped before its positions, never to be written
 MAX_UNSAVED = 64  # position snapshots waiting for the history writer (a long outage: the newest replaces the last)
 
-_KIND_OF = {QUERY_STARTED: kinds.STARTED, QUERY_PROGRESS: kinds.PROGRESS, QUERY_IDLE: kinds.IDLE, QUERY_TERMINATED: kinds.TERMINATED}
+_KIND_OF = {
+    QUERY_STARTED: kinds.STARTED,
+    QUERY_PROGRESS: kinds.PROGRESS,
+    QUERY_IDLE: kinds.IDLE,
+    QUERY_TERMINATED: kinds.TERMINATED,
+    APP_END: kinds.APPLICATION_END,  # the runs it still had end with it, as in replay
+}
 _WATCH_COUNTERS = (
     (catalog.WATCH_APPLICATIONS_DISCOVERED, "apps_discovered"),
     (catalog.WATCH_APPLICATIONS_FORGOTTEN, "apps_forgotten"),
@@ -563,7 +570,7 @@ class FleetObserver:
             _executor_change(pipeline.executors, event)
             return 0
         kind = _KIND_OF.get(event.event_type)
-        if kind is None:  # application start and end: the identity and lifecycle come from the watcher
+        if kind is None:  # application start: the identity comes from the watcher
             return 0
         at = event_time(event.event_type, event.data) or event.logged_at  # a termination: the lines before it, as in replay
         if at is None:

@@ -288,6 +288,13 @@ class QueryTracker:
         with self._lock:
             return [_copy_record(r) for r in self._queries.values()]
 
+    def open_runs(self) -> list[tuple[str, str]]:
+        """``(query_id, run_id)`` of every query whose latest run has not terminated (active or idle)."""
+        with self._lock:
+            return [
+                (r.query_id, r.run_id) for r in self._queries.values() if r.run_id is not None and r.status in (kinds.ACTIVE, kinds.IDLE)
+            ]
+
     def lifecycles(self) -> list[QueryLife]:
         """Every query's lifecycle state, without copying records (the watcher reads it after each round)."""
         with self._lock:

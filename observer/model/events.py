@@ -126,6 +126,10 @@ class QueryTerminated:
     exception: str | None
     error_class: str | None
     kind: str = kinds.TERMINATED
+    # not Spark's event: the run was still open when its application ended (``kinds.APPLICATION_END``), with this
+    # exit code (None: not logged, Spark before 4.0)
+    with_application: bool = False
+    exit_code: int | None = None
 
 
 Event = QueryStarted | QueryProgress | QueryIdle | QueryTerminated

@@ -8,6 +8,9 @@ IDLE = "idle"
 TERMINATED = "terminated"
 EVENT_KINDS = (STARTED, PROGRESS, IDLE, TERMINATED)
 """The four ``StreamingQueryListener`` callbacks, by the name the capture queue and the history use."""
+APPLICATION_END = "application_end"
+"""An event log's ``SparkListenerApplicationEnd``, which replay and the watcher hand on: the application stopped
+(its shutdown hook ran: ``spark.stop()``, an exit, a SIGTERM) and every query run it still had ended with it."""
 
 ACTIVE = "active"
 FAILED = "failed"

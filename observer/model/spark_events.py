@@ -54,6 +54,15 @@ STREAMING_KINDS = {
 STREAMING_PREFIX = _STREAMING  # every streaming query event's name starts so
 
 
+def application_end(obj: Mapping[str, Any]) -> tuple[float | None, int | None]:
+    """An application end's time (epoch seconds, None without a usable one) and exit code (``ExitCode``, Spark 4.0+;
+    None when not logged or not an integer): replay and the watcher read the event alike."""
+    ms = finite(obj.get("Timestamp"))
+    code = obj.get("ExitCode")
+    exit_code = code if isinstance(code, int) and not isinstance(code, bool) and -(2**31) <= code < 2**31 else None
+    return (epoch_seconds(ms / 1000.0) if ms is not None else None), exit_code
+
+
 def line_prefix(name: str) -> bytes:
     """The first bytes of an event-log line holding event ``name`` (Spark writes ``"Event"`` first, no spaces)."""
     return b'{"Event":"' + name.encode() + b'"'

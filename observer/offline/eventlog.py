@@ -176,6 +176,7 @@ _WANTED_PREFIXES = (
     b'{"Event":"' + spark_events.STREAMING_PREFIX.encode(),
     spark_events.line_prefix(spark_events.EXECUTOR_ADDED),
     spark_events.line_prefix(spark_events.EXECUTOR_REMOVED),
+    spark_events.line_prefix(spark_events.APP_END),
 )
 
 
@@ -209,6 +210,8 @@ def _record(line: bytes, where: str, progress_as_bytes: bool = False) -> Record 
         return Record(kind, obj.get("progress"), where)
     if kind is not None:
         return Record(kind, obj, where)
+    if event == spark_events.APP_END:  # the runs still open end with their application (``kinds.APPLICATION_END``)
+        return Record(kinds.APPLICATION_END, obj, where, spark_events.application_end(obj)[0])
     if event in (spark_events.EXECUTOR_ADDED, spark_events.EXECUTOR_REMOVED):
         change = RECORD_EXECUTOR_ADDED if event == spark_events.EXECUTOR_ADDED else RECORD_EXECUTOR_REMOVED
         executor, at = spark_events.executor_change(obj)

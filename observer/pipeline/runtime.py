@@ -24,7 +24,7 @@ from observer.capture.queue import CapturedEvent, CaptureQueue
 from observer.metrics.selfmetrics import SelfMetrics
 from observer.metrics.tracker import QueryTracker
 from observer.metrics.view import MetricsView
-from observer.model import kinds
+from observer.model import kinds, spark_events
 from observer.model.capacity import read_conf, relevant
 from observer.model.events import Event, QueryProgress, QueryStarted, QueryTerminated
 from observer.model.identity import AppContext
@@ -241,16 +241,45 @@ class Observer:
             metrics.count("dropped", "capture_error")
             self._log_once("capture", "spark-state-observer: could not take a %s event from Spark: %s", item.kind, item.error)
             return
-        try:
-            event = parse_event(item.kind, item.payload)
-        except Exception as exc:  # MalformedEvent, or input the parser did not foresee: this event only
-            metrics.count("dropped", "malformed")
-            reason = "malformed" if isinstance(exc, MalformedEvent) else f"malformed:{type(exc).__name__}"
-            self._log_once(reason, "spark-state-observer: dropped a malformed %s event: %s", item.kind, _short(exc))
-            return
-        problems = getattr(event, "problems", ())
-        if problems:
-            metrics.incr("problems", len(problems))
+        if item.kind == kinds.APPLICATION_END:
+            for ended in self._ended_with_application(item.payload):
+                self._apply(ended, item)
+        else:
+            try:
+                event = parse_event(item.kind, item.payload)
+            except Exception as exc:  # MalformedEvent, or input the parser did not foresee: this event only
+                metrics.count("dropped", "malformed")
+                reason = "malformed" if isinstance(exc, MalformedEvent) else f"malformed:{type(exc).__name__}"
+                self._log_once(reason, "spark-state-observer: dropped a malformed %s event: %s", item.kind, _short(exc))
+                return
+            problems = getattr(event, "problems", ())
+            if problems:
+                metrics.incr("problems", len(problems))
+            self._apply(event, item)
+        with metrics.lock:
+            metrics.processing.observe(time.perf_counter() - started)
+
+    def _ended_with_application(self, payload: Any) -> list[QueryTerminated]:
+        """The terminations of the runs still open when the application ended (an event log's
+        ``SparkListenerApplicationEnd``): Spark logs none for a query whose application stopped under it (a
+        SIGTERM, as Kubernetes sends for a deploy, runs the shutdown hook that ends the application but posts no
+        query termination). Exit code 0, or none logged: the run stopped with its application, no crash; another
+        exit code: it failed with it. A driver killed without a word logs no application end: its runs' ends stay
+        unseen (a crash)."""
+        exit_code = spark_events.application_end(payload)[1] if isinstance(payload, Mapping) else None
+        failure = (
+            None
+            if not exit_code
+            else f"The application ended with exit code {exit_code} while the query was running (Spark logged no termination of the query)."
+        )
+        return [
+            QueryTerminated(query_id, run_id, failure, None, with_application=True, exit_code=exit_code)
+            for query_id, run_id in self.tracker.open_runs()
+        ]
+
+    def _apply(self, event: Event, item: CapturedEvent) -> None:
+        """Apply one parsed event: the tracker, the signals, placement, then the subscribers and sinks."""
+        metrics = self.self_metrics
         evicted_before, labels_before = self.tracker.evicted, self.tracker.label_values_dropped
         try:
             record = self.tracker.apply(event)
@@ -280,8 +309,6 @@ class Observer:
                 "than the observer keeps per query; the least recently used are dropped",
                 event.query_id,
             )
-        with metrics.lock:
-            metrics.processing.observe(time.perf_counter() - started)
 
     def _label(self, query_id: str) -> str:
         record = self.tracker.get(query_id)

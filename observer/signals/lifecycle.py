@@ -211,6 +211,8 @@ class Lifecycle:
         self._set_stalled(q, record, False, now, facts)
         self.release(record.query_id)
         attrs: dict[str, Any] = {"outcome": q.run_outcome}
+        if e.with_application:  # no termination logged: the run ended with its application (a SIGTERM, an exit)
+            attrs.update(ended_with_application=True, exit_code=e.exit_code)
         if e.exception:
             cause = root_cause(e.error_class, e.exception)
             cls = classify_exception(e.error_class, e.exception, cause)

@@ -30,7 +30,7 @@ def test_every_codec_yields_the_runs_progress_events(scenario: str, codec: str |
     batches = [i.payload["batchId"] for i in items if isinstance(i, Record) and i.kind == "progress"]
     assert batches == [p["batchId"] for p in progress_lines(run)]
     kinds = [i.kind for i in items if isinstance(i, Record) and not i.kind.startswith("executor")]
-    assert kinds[0] == "started" and kinds[-1] == "terminated"
+    assert kinds[0] == "started" and kinds[-2:] == ["terminated", "application_end"]
 
 
 def test_rolling_folder_is_read_in_index_order(tmp_path) -> None:

@@ -110,7 +110,7 @@ def test_a_crash_ends_the_schedule_and_one_restart_is_none() -> None:
 
 def _killed_after_the_first(tmp: str, runs: int) -> list[str]:
     """The first ``runs`` recorded runs, the first as recorded (a clean stop), the others as drivers killed without
-    a word leave their logs: without their query's termination."""
+    a word leave their logs: without their query's termination and their application's end."""
     paths = []
     for n, folder in enumerate(_logs(SCHEDULED)[:runs]):
         if n == 0:
@@ -119,7 +119,12 @@ def _killed_after_the_first(tmp: str, runs: int) -> list[str]:
         files = sorted(os.path.join(r, f) for r, _, names in os.walk(folder) for f in names if f.startswith("events_"))
         path = os.path.join(tmp, f"events_{n + 1}_killed")
         with open(path, "wb") as out:
-            out.writelines(line for f in files for line in recorded_lines(f) if b"QueryTerminatedEvent" not in line)
+            out.writelines(
+                line
+                for f in files
+                for line in recorded_lines(f)
+                if b"QueryTerminatedEvent" not in line and b"SparkListenerApplicationEnd" not in line
+            )
         paths.append(path)
     return paths
 

@@ -17,11 +17,15 @@ from observer.signals.classify import classify_exception
 RESTART = fixture_runs("rocksdb_restart")
 
 
+KILLED_LEAVE_OUT = (b"QueryTerminatedEvent", b"SparkListenerApplicationEnd")  # what a driver killed without a word never logs
+
+
 def _without_terminations(run_dir: str, folder: str) -> str:
-    """``run_dir``'s event log as a driver killed without a word leaves it: every line but the query's termination."""
+    """``run_dir``'s event log as a driver killed without a word (SIGKILL, the OOM killer) leaves it: every line but
+    the query's termination and the application's end (its shutdown hook never ran)."""
     source = next(os.path.join(r, f) for r, _, files in os.walk(eventlog_dir(run_dir)) for f in files if f.startswith("events_"))
     with open_decompressed(source) as f:
-        lines = [line for line in f.read().splitlines(keepends=True) if b"QueryTerminatedEvent" not in line]
+        lines = [line for line in f.read().splitlines(keepends=True) if not any(end in line for end in KILLED_LEAVE_OUT)]
     path = os.path.join(folder, "events_1_killed")
     with open(path, "wb") as out:
         out.writelines(lines)
