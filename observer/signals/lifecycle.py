@@ -14,6 +14,8 @@
   surround: a restart counts when the run before it crashed (it terminated with an exception, or its end
   was never seen: a driver killed, a process that died without a word) or when the run it starts crashes
   (counted when that run terminates with an exception, or when the next run starts and its end was not seen).
+  A run still open when its application ended (an event log's application end, ``kinds.APPLICATION_END``: the
+  shutdown hook a SIGTERM runs logs no query termination) ended with it, cleanly unless the exit code says not.
   Restarts between runs that all ended cleanly are no loop: each run was stopped on purpose (``query.stop()``,
   a deploy) or finished its work, as every run of a job scheduled with ``Trigger.AvailableNow`` or
   ``Trigger.Once`` does, every few minutes for ever. They are still restarts (the signal, the counter, the
