@@ -284,8 +284,10 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
         if not hits:
             t.missed.append(f"{rec.name}: {kind} of {finding['topic']}")
         mark(kind, hits)  # records lost over two batches (a re-run and the next) are two findings of one incident
-    # failures: the class and the root cause of each failing run; a crash loop when every run fails
+    # failures: the class and the root cause of each failing run; a crash loop when every run fails, or where the
+    # truth says so (runs that failed at start after a good one; drivers killed without a word, which fail nothing)
     failure = rec.truth.get("failure")
+    loop = bool(rec.truth.get("crash_loop"))
     if failure:
         failing = list(run_ids) if failure.get("every_run") else failure.get("failing_runs") or [failure["failing_run"]]
         for run in failing:
@@ -302,12 +304,15 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
             if not right:
                 t.missed.append(f"{rec.name}: {run} failure ({failure['expected_class']})")
             mark(kinds.QUERY_TERMINATED, hits)
-        if (failure.get("every_run") and len(failing) > s.crash_loop_restarts) or rec.truth.get("crash_loop"):
-            t = tallies[kinds.CRASH_LOOP]
-            t.present += 1
-            hits = by_kind[kinds.CRASH_LOOP]
-            t.found += bool(hits)
-            mark(kinds.CRASH_LOOP, hits[:1])
+        loop = loop or bool(failure.get("every_run") and len(failing) > s.crash_loop_restarts)
+    if loop:
+        t = tallies[kinds.CRASH_LOOP]
+        t.present += 1
+        hits = by_kind[kinds.CRASH_LOOP]
+        t.found += bool(hits)
+        if not hits:
+            t.missed.append(f"{rec.name}: crash loop")
+        mark(kinds.CRASH_LOOP, hits[:1])
     # everything else a kind said is false (informational kinds and clean terminations aside)
     for kind, events in by_kind.items():
         t = tallies[kind]

@@ -54,6 +54,9 @@ def expected(scenario: str, truth: dict[str, Any]) -> Expected:
             failing_run_id=facts[-1]["run_id"],
             batches=has_batches,
         )
+    if truth.get("crash_loop") and not failure:
+        # drivers killed without a word (scripts/record_deploys.py, SIGKILL): each run's end never seen, no error to name
+        return Expected(scenario, query_id, "crash_loop", [f"Crash loop: {len(truth['restarts'])} restarts in "], batches=has_batches)
     if failure:
         run = next(f for f in facts if f["run_dir"] == failure.get("failing_run", facts[-1]["run_dir"]))
         at_start = not run.get("batches")

@@ -20,12 +20,15 @@ from conftest import FIXTURES
 from observer.capture.codecs import open_decompressed
 from observer.offline.eventlog import expand, read_records
 from observer.offline.replay import replay
+from observer.settings import Settings
 
 INCIDENTS = os.path.join(FIXTURES, "incidents")
 SCENARIOS = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(INCIDENTS, "*", "truth.json")))
 RECORDED_BY_SPARK = [s for s in SCENARIOS if os.path.isdir(os.path.join(INCIDENTS, s, "run1", "eventlog"))]
 # one query per run (the clean hour's application runs four: tests/unit/test_precision.py checks it)
 ONE_QUERY = [s for s in RECORDED_BY_SPARK if "queries" not in json.load(open(os.path.join(INCIDENTS, s, "truth.json")))]
+# drivers ended by a signal (scripts/record_deploys.py): the Python driver dies with its JVM, a run keeps its event log only
+SIGNALLED = [s for s in ONE_QUERY if "signal" in json.load(open(os.path.join(INCIDENTS, s, "truth.json")))]
 
 
 def truth(scenario: str) -> dict[str, Any]:
@@ -88,7 +91,7 @@ def test_one_run_id_per_recorded_run(scenario: str) -> None:
     assert len(ids) == 1
 
 
-@pytest.mark.parametrize("scenario", ONE_QUERY)
+@pytest.mark.parametrize("scenario", [s for s in ONE_QUERY if s not in SIGNALLED])
 def test_progress_lines_are_the_logged_batches(scenario: str) -> None:
     """The progress JSON lines kept next to each log are that run's batches (the 'recentProgress' of the run):
     consecutive logged batches, the last ones, or the first ones when Spark finished one more batch while the
@@ -100,6 +103,30 @@ def test_progress_lines_are_the_logged_batches(scenario: str) -> None:
             kept = [json.loads(line)["batchId"] for line in f.read().splitlines() if line.strip()]
         assert kept in (logged[len(logged) - len(kept) :], logged[: len(kept)])
         assert len(logged) - len(kept) <= 1 or kept == logged[len(logged) - len(kept) :]
+
+
+@pytest.mark.parametrize("scenario", SIGNALLED)
+def test_a_signalled_driver_leaves_the_log_its_truth_describes(scenario: str) -> None:
+    """SIGTERM (a deploy): the JVM's shutdown hook logs the application's end, exit code 0, never the query's
+    termination; SIGKILL (the OOM killer): neither. Each run's batches and ids are its log's, every run of the
+    recording within the crash-loop window, and nothing but the event log kept."""
+    facts = truth(scenario)
+    term = facts["signal"] == "SIGTERM"
+    assert facts["signal"] in ("SIGTERM", "SIGKILL") and facts["crash_loop"] is not term
+    assert len(facts["restarts"]) == facts["runs"] - 1 >= Settings().crash_loop_restarts
+    assert facts["runs_within_seconds"] <= Settings().crash_loop_window_seconds
+    for run_dir, run in zip(run_dirs(scenario), facts["run_facts"], strict=True):
+        assert os.listdir(run_dir) == ["eventlog"] and run["run_dir"] == os.path.basename(run_dir)
+        assert run["process_started"] < run["signalled_at"] < run["process_ended"]
+        events = listener_events(run_dir)
+        assert "terminated" not in [kind for kind, _ in events] and run["query_terminated"] is False
+        ends = raw_events(run_dir, "SparkListenerApplicationEnd")
+        assert len(ends) == int(term) and run["app_end"] is term
+        assert [e.get("ExitCode") for e in ends] == ([0] if term else []) and run["exit_code"] == (0 if term else None)
+        progress = [p for kind, p in events if kind == "progress"]
+        assert len(progress) == run["batches"] >= 5
+        assert (progress[0]["batchId"], progress[-1]["batchId"]) == (run["first_batch_id"], run["last_batch_id"])
+        assert {p["runId"] for p in progress} == {run["run_id"]}
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if truth(s).get("restarts")])
