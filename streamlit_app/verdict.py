@@ -402,7 +402,21 @@ def stopped(f: Facts) -> Verdict | None:
     end = run.get("ended") if not fmt.missing(run.get("ended")) else run.get("last_seen")
     if _on_schedule(f):
         return Verdict("stopped", f"On a schedule: its last run stopped cleanly at {fmt.when(end)}", end)
+    if _ended_with_application(f, run["run_id"]):
+        return Verdict(
+            "stopped",
+            f"Stopped with its application at {fmt.when(end)} (no query stop logged: a SIGTERM, as a deploy sends, or an exit)",
+            end,
+        )
     return Verdict("stopped", f"Stopped cleanly at {fmt.when(end)}", end)
+
+
+def _ended_with_application(f: Facts, run_id: str) -> bool:
+    """Whether the run's termination is the observer's, at its application's end (Spark logged none for the query)."""
+    return any(
+        e["kind"] == k.QUERY_TERMINATED and e.get("run_id") == run_id and (e.get("attributes") or {}).get("ended_with_application") is True
+        for e in f.events
+    )
 
 
 RULES = (crash_loop, failed, kafka_data_loss, stalled, overdue, state_unbounded, falling_behind, restarted)

@@ -422,7 +422,10 @@ class FleetObserver:
         if on_found is not None:
             on_found(found)
         processed = 0
-        for app in found:
+        # applications that started earlier first: the folders list in no order, and a query's runs in several
+        # applications found in one poll (logs read again after a restart of the watcher, drivers killed without an
+        # end still "running") link in the order they ran
+        for app in sorted(found, key=_started_first):
             try:
                 processed += self.handle(app)
             except Exception:  # one application's trouble never stops the others
@@ -660,6 +663,12 @@ def _history_dropped(state_path: str | None) -> int:
 
 def _copy_counts(counts: WatchCounts) -> WatchCounts:
     return dataclasses.replace(counts, problems=counts.problems.copy())
+
+
+def _started_first(found: AppEvents) -> tuple[float, str]:
+    """The order in which a poll's applications are processed: by their start time (unknown last), then name."""
+    start = found.identity.start_time_ms if found.identity is not None else None
+    return (float("inf") if start is None else float(start), found.log_name)
 
 
 def _streaming(found: AppEvents) -> bool:

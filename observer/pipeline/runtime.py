@@ -41,6 +41,7 @@ from observer.signals.lifecycle import LastAliveHint, RunState
 from observer.signals.snapshots import CheckpointLocator
 
 log = logging.getLogger("observer")
+ENDED_WITH_APP_KEPT = 1024  # runs ended with their application remembered, for a termination logged after the end
 TICK_SECONDS = 1.0
 
 
@@ -102,6 +103,9 @@ class Observer:
         self._worker: threading.Thread | None = None
         self._last_queue_drops = 0
         self._error_logged: set[str] = set()
+        # runs that ended with their application: a termination Spark logs for one after the application's end is
+        # the stop's own echo (its query thread failing under the stopped context), not a crash; the latest only
+        self._ended_with_app: dict[tuple[str, str], None] = {}
         self.placement: PlacementFeed | None = None  # where state partitions run (set_placement)
         self.capacity_conf = read_conf({})  # the application's RocksDB and executor memory settings (set_spark_conf)
 
@@ -255,7 +259,8 @@ class Observer:
             problems = getattr(event, "problems", ())
             if problems:
                 metrics.incr("problems", len(problems))
-            self._apply(event, item)
+            if not (isinstance(event, QueryTerminated) and (event.query_id, event.run_id) in self._ended_with_app):
+                self._apply(event, item)
         with metrics.lock:
             metrics.processing.observe(time.perf_counter() - started)
 
@@ -265,17 +270,21 @@ class Observer:
         SIGTERM, as Kubernetes sends for a deploy, runs the shutdown hook that ends the application but posts no
         query termination). Exit code 0, or none logged: the run stopped with its application, no crash; another
         exit code: it failed with it. A driver killed without a word logs no application end: its runs' ends stay
-        unseen (a crash)."""
+        unseen (a crash). When the query's own termination reaches the log after the application's end (its thread
+        failed under the stopped context: ``IllegalStateException``, the SparkContext was shut down), the run has
+        ended already and that termination is left out (``process``)."""
         exit_code = spark_events.application_end(payload)[1] if isinstance(payload, Mapping) else None
         failure = (
             None
             if not exit_code
             else f"The application ended with exit code {exit_code} while the query was running (Spark logged no termination of the query)."
         )
-        return [
-            QueryTerminated(query_id, run_id, failure, None, with_application=True, exit_code=exit_code)
-            for query_id, run_id in self.tracker.open_runs()
-        ]
+        ended = self.tracker.open_runs()
+        for run in ended:
+            self._ended_with_app[run] = None
+        while len(self._ended_with_app) > ENDED_WITH_APP_KEPT:
+            del self._ended_with_app[next(iter(self._ended_with_app))]
+        return [QueryTerminated(query_id, run_id, failure, None, with_application=True, exit_code=exit_code) for query_id, run_id in ended]
 
     def _apply(self, event: Event, item: CapturedEvent) -> None:
         """Apply one parsed event: the tracker, the signals, placement, then the subscribers and sinks."""

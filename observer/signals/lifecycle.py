@@ -21,8 +21,8 @@
   ``Trigger.Once`` does, every few minutes for ever. They are still restarts (the signal, the counter, the
   restore each brings). A deploy after a clean stop whose new code then fails at every start is a loop from
   that first restart on.
-- scheduled: a query whose last ``SCHEDULE_CYCLES`` runs each stopped cleanly and paused longer than it
-  ran before the next started (a job run every few minutes or hours with ``Trigger.AvailableNow`` or
+- scheduled: a query whose last ``SCHEDULE_CYCLES`` runs each stopped cleanly (its query terminated, not its
+  application under it) and paused longer than it ran before the next started (a job run every few minutes or hours with ``Trigger.AvailableNow`` or
   ``Once``) is on a schedule (``spark_streaming_query_scheduled``): stopped between its runs, not down. A
   stream stopped cleanly for a deploy ran for hours and paused for a minute; a crash ends the schedule.
   A scheduled query's interval (``spark_streaming_query_schedule_interval_seconds``: the median start-to-start
@@ -80,6 +80,8 @@ class RunState:
     run_end: float | None = None  # when this run terminated
     run_outcome: str | None = None  # how it terminated (event_kinds.CLEAN or EXCEPTION; None: not seen)
     previous_run_outcome: str | None = None  # how the run before this one terminated (None: not seen ending)
+    ended_with_app: bool = False  # this run ended with its application (no termination logged: a SIGTERM, an exit)
+    previous_ended_with_app: bool = False
     restart_after_clean: float | None = None  # this run's restart, after a clean run: a crash loop's only if this run crashes
     cycles: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=SCHEDULE_CYCLES))  # clean runs: (ran, paused) seconds
     intervals: deque[float] = field(default_factory=lambda: deque(maxlen=SCHEDULE_RUNS_KEPT))  # start to start, clean runs
@@ -210,6 +212,7 @@ class Lifecycle:
         q.last_alive = max(t for t in (now, q.run_start, q.last_alive) if t is not None)
         q.run_end = q.last_alive
         q.run_outcome = event_kinds.EXCEPTION if e.exception else event_kinds.CLEAN
+        q.ended_with_app = e.with_application
         self._set_stalled(q, record, False, now, facts)
         self.release(record.query_id)
         attrs: dict[str, Any] = {"outcome": q.run_outcome}
@@ -272,6 +275,7 @@ class Lifecycle:
         if q.run_outcome is None and q.restart_after_clean is not None:  # that run's end was never seen: a crash
             q.restarts.append(q.restart_after_clean)
         q.previous_run_outcome, q.run_outcome = q.run_outcome, None
+        q.previous_ended_with_app, q.ended_with_app = q.ended_with_app, False
         q.restart_after_clean = None
         q.progress_at.clear()
         q.durations.clear()
@@ -292,7 +296,10 @@ class Lifecycle:
         q.restart_pending = True
         if q.previous_run_outcome == event_kinds.CLEAN:
             q.restart_after_clean = ts  # counted when this run crashes (``terminated``)
-            if q.previous_run_start is not None and q.previous_run_end is not None and gap is not None:
+            if q.previous_ended_with_app:  # stopped from outside (a deploy, a probe's kill): no run of a schedule
+                q.cycles.clear()
+                q.intervals.clear()
+            elif q.previous_run_start is not None and q.previous_run_end is not None and gap is not None:
                 q.cycles.append((q.previous_run_end - q.previous_run_start, gap))
                 q.intervals.append(ts - q.previous_run_start)
         else:

@@ -1,0 +1,101 @@
+"""Drivers stopped by a signal, recorded (``scripts/record_deploys.py``): a deploy is no crash, a kill is.
+
+``deploy_sigterm``: four spark-submit drivers on one checkpoint, each sent SIGTERM (what Kubernetes sends for a
+deploy) after five batches; the JVM's shutdown hook ends the application, and the event log ends with
+``SparkListenerApplicationEnd`` (exit code 0) and no termination of the query. ``deploy_sigkill``: the same with
+SIGKILL (the OOM killer): neither is logged. Replay and the watcher end a run still open at its application's end
+with it, stopped; a run whose end was never seen stays a crash, and three restarts after such runs are a loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+from test_watch_restarts import applications, follow_with_a_watcher_restart, from_history, linked, replayed
+
+from bench import precision
+from observer.metrics import catalog
+from observer.model import query_lifecycle as life
+from observer.model import signal_kinds as kinds
+from observer.offline.replay import replay
+from observer.settings import Settings
+
+SIGTERM = os.path.join(precision.INCIDENTS, "deploy_sigterm")
+SIGKILL = os.path.join(precision.INCIDENTS, "deploy_sigkill")
+
+
+def truth(scenario: str) -> dict[str, Any]:
+    with open(os.path.join(scenario, "truth.json")) as f:
+        return json.load(f)
+
+
+def said(scenario: str) -> tuple[list[Any], Any]:
+    signals: list = []
+    result = replay(
+        [precision.recording(r) for r in precision.run_dirs(scenario)],
+        Settings(http_enabled=False, placement="off"),
+        on_signal=signals.append,
+    )
+    (record,) = result.observer.tracker.snapshot()
+    return signals, record
+
+
+def test_rolling_deploys_by_sigterm_are_restarts_each_after_a_stop_with_the_application_not_a_crash_loop() -> None:
+    facts = truth(SIGTERM)["run_facts"]
+    assert all(f["app_end"] and f["exit_code"] == 0 and not f["query_terminated"] for f in facts)  # what the logs hold
+    signals, record = said(SIGTERM)
+    ends = [s for s in signals if s.kind == kinds.QUERY_TERMINATED]
+    assert [s.run_id for s in ends] == [f["run_id"] for f in facts]
+    assert all(
+        s.attributes["outcome"] == "clean" and s.attributes["ended_with_application"] and s.attributes["exit_code"] == 0 for s in ends
+    )
+    # each ends at its application's end (the shutdown hook's stop), not before its last batch
+    assert [s.timestamp for s in ends] == pytest.approx([f["app_end_timestamp"] for f in facts], abs=1e-3)
+    assert [s.run_id for s in signals if s.kind == kinds.QUERY_RESTARTED] == [f["run_id"] for f in facts[1:]]
+    assert kinds.CRASH_LOOP not in [s.kind for s in signals]
+    assert record.signal_gauges[(catalog.QUERY_CRASH_LOOP, ())] == 0.0 and record.lifecycle == life.STOPPED
+
+
+def test_drivers_killed_without_a_word_are_still_a_crash_loop_at_the_third_restart() -> None:
+    facts = truth(SIGKILL)["run_facts"]
+    assert not any(f["app_end"] or f["query_terminated"] for f in facts)
+    signals, record = said(SIGKILL)
+    assert kinds.QUERY_TERMINATED not in [s.kind for s in signals]
+    (loop,) = [s for s in signals if s.kind == kinds.CRASH_LOOP]
+    assert loop.run_id == facts[-1]["run_id"] and loop.attributes["restarts"] == 3
+    assert record.signal_gauges[(catalog.QUERY_CRASH_LOOP, ())] == 1.0
+
+
+@pytest.mark.parametrize("scenario", [SIGTERM, SIGKILL], ids=os.path.basename)
+def test_the_watcher_restarted_between_the_deploys_says_what_replay_says(tmp_path: Any, scenario: str) -> None:
+    """Followed as Spark writes the logs, the watcher stopped and started again after the second application:
+    the same restarts, terminations (with their application) and crash loop, or none, as replay."""
+    follow_with_a_watcher_restart(tmp_path, applications(scenario), 2)
+    live = from_history(tmp_path)
+    assert linked(live) == linked(replayed(scenario))
+    ends = [a for kind, _, a in live if kind == kinds.QUERY_TERMINATED]
+    assert len(ends) == (4 if scenario == SIGTERM else 0) and all(a.get("ended_with_application") for a in ends)
+    assert [kind for kind, _, _ in live].count(kinds.CRASH_LOOP) == (0 if scenario == SIGTERM else 1)
+
+
+def test_the_browser_says_the_last_deploy_stopped_the_query_with_its_application(tmp_path: Any) -> None:
+    """The last run of the SIGTERM recording ended with its application: the browser says so (a stop from outside,
+    not ``query.stop()``), and no crash loop; the killed drivers' recording reads as a crash loop."""
+    from test_ui_verdict import facts_of
+
+    from streamlit_app.verdict import verdicts
+
+    for scenario, kind in ((SIGTERM, "stopped"), (SIGKILL, "crash_loop")):
+        db = str(tmp_path / f"{os.path.basename(scenario)}.db")
+        replay([precision.recording(r) for r in precision.run_dirs(scenario)], Settings(http_enabled=False, placement="off"), history=db)
+        found = verdicts(
+            facts_of(db, truth(scenario)["run_facts"][0]["query_id"], now=truth(scenario)["run_facts"][-1]["process_ended"] + 5)
+        )
+        assert kind in [v.kind for v in found], [v.text for v in found]
+        if kind == "stopped":
+            (stop,) = [v for v in found if v.kind == "stopped"]
+            assert stop.text.startswith("Stopped with its application at ") and "SIGTERM" in stop.text
+            assert "crash_loop" not in [v.kind for v in found]
