@@ -352,3 +352,23 @@ def test_a_schedule_whose_runs_stop_fires_overdue_once_the_next_run_is_late_and_
     done = _agrees_with_promtool(report, work, rules=rules)
     assert done.returncode == 0, done.stdout + done.stderr
     assert _agrees_with_promtool(report, work, tamper=True, rules=rules).returncode != 0
+
+
+@pytest.mark.slow
+def test_rolling_deploys_by_sigterm_page_nobody_and_drivers_killed_without_a_word_page_a_crash_loop(tools, tmp_path) -> None:
+    """Recorded with spark-submit: four drivers on one checkpoint within two minutes, each sent SIGTERM (a deploy:
+    the application's end logged, the query's termination not) or SIGKILL (the OOM killer: neither). With the
+    mixin's rules against a real Prometheus, the deploys fire no crash loop (nor anything critical); the kills fire
+    SparkStreamingQueryCrashLooping once, at the first evaluation that can see the third restart. promtool agrees."""
+    rules = _mixin_rules(tmp_path)
+    deploys = bt.run_backtest(_incident_logs("deploy_sigterm"), rules, scrape_interval=15, eval_interval=15, work_dir=str(tmp_path / "t"))
+    assert not [f for f in deploys.fired() if f.alert == "SparkStreamingQueryCrashLooping" or f.severity == "critical"], (
+        formats.render_table(deploys)
+    )
+    work = str(tmp_path / "k")
+    kills = bt.run_backtest(_incident_logs("deploy_sigkill"), rules, scrape_interval=15, eval_interval=15, work_dir=work)
+    (loop,) = [f for f in kills.fired() if f.alert == "SparkStreamingQueryCrashLooping"]
+    third = sorted(s["time"] for s in kills.signals if s["kind"] == "query_restarted")[2]
+    assert third < loop.firing_at <= third + kills.scrape_interval + kills.eval_interval
+    done = _agrees_with_promtool(kills, work, rules=rules)
+    assert done.returncode == 0, done.stdout + done.stderr
