@@ -99,3 +99,36 @@ def test_the_browser_says_the_last_deploy_stopped_the_query_with_its_application
             (stop,) = [v for v in found if v.kind == "stopped"]
             assert stop.text.startswith("Stopped with its application at ") and "SIGTERM" in stop.text
             assert "crash_loop" not in [v.kind for v in found]
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "outcome"),
+    [(1, "exception"), (137, "exception"), (-1, "exception"), ("1", "clean"), (True, "clean"), (2**40, "clean"), (None, "clean")],
+)
+def test_an_application_end_with_another_exit_code_fails_the_runs_it_ended(tmp_path: Any, exit_code: Any, outcome: str) -> None:
+    """The recorded SIGTERM log with its ``ExitCode`` replaced: an integer other than 0 ends the open run as failed
+    (class ``other``, the exit code in its text); a value that is no 32-bit integer, or none, is not read as one."""
+    from bench.eventlog_writer import recorded_lines
+
+    (run,) = precision.run_dirs(SIGTERM)[:1]
+    lines = []
+    for root, _, files in os.walk(precision.recording(run)):
+        for name in sorted(files):
+            for line in recorded_lines(os.path.join(root, name)):
+                if line.startswith(b'{"Event":"SparkListenerApplicationEnd"'):
+                    event = json.loads(line)
+                    event.pop("ExitCode", None)
+                    if exit_code is not None:
+                        event["ExitCode"] = exit_code
+                    line = json.dumps(event).encode() + b"\n"
+                lines.append(line)
+    path = tmp_path / "events_1_varied"
+    path.write_bytes(b"".join(lines))
+    signals: list = []
+    replay([str(path)], Settings(http_enabled=False, placement="off"), on_signal=signals.append)
+    (end,) = [s for s in signals if s.kind == kinds.QUERY_TERMINATED]
+    assert end.attributes["outcome"] == outcome and end.attributes["ended_with_application"] is True
+    if outcome == "exception":
+        assert end.attributes["exit_code"] == exit_code and f"exit code {exit_code}" in end.attributes["root_cause"]
+    else:
+        assert end.attributes["exit_code"] in (None, 0)
