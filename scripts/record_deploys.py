@@ -26,7 +26,8 @@ SIGTERM races: the shutdown hook stops the context under the running query, whos
 methods on a stopped SparkContext.``) usually misses the listener bus's last drain, but reached the log right after
 ``SparkListenerApplicationEnd`` in 2 of 16 runs here. Such a recording is no ``deploy_sigterm``: run it again.
 It is ``deploy_sigterm_late_termination``'s: the same deploys, recorded again (at most ``RACE_ATTEMPTS`` times)
-until at least one run's log shows that race.
+until at least one run's log shows that race (0 in 40 runs on a quiet machine, 2 in 16 on a busy one), or a
+refused recording kept as it was adopted: ``python scripts/record_deploys.py --adopt HELD_DIR``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from record_incidents import Recorder, record_scenarios, restart_facts  # noqa: E402
+from record_incidents import INCIDENTS, Recorder, record_scenarios, restart_facts  # noqa: E402
 
 from observer.capture.codecs import EventLogError, open_decompressed  # noqa: E402
 from observer.offline.eventlog import expand  # noqa: E402
@@ -132,6 +133,7 @@ def log_facts(eventlog: str) -> dict[str, Any]:
         "query_name": started[0]["name"],
         "query_id": started[0]["id"],
         "run_id": started[0]["runId"],
+        "app_start_timestamp": app_start["Timestamp"] / 1000.0,
         "first_batch_id": progress[0]["batchId"] if progress else None,
         "last_batch_id": progress[-1]["batchId"] if progress else None,
         "first_batch_timestamp": progress[0]["timestamp"] if progress else None,
@@ -226,6 +228,78 @@ def _late_termination(f: dict[str, Any]) -> bool:
     return bool(f["app_end"]) and "QueryTerminatedEvent" in f["events_after_app_end"]
 
 
+def deploy_truth(runs: list[dict[str, Any]], sig: signal.Signals, race: bool) -> dict[str, Any]:
+    """The truth of ``RUNS`` signalled runs, checked against what ``sig`` should leave in their logs (``race``: at
+    least one run's query termination reached the log after its application's end)."""
+    span = runs[-1]["process_ended"] - runs[0]["process_started"]
+    if span > WINDOW:
+        raise RuntimeError(f"the runs took {span:.0f} s, more than the {WINDOW:.0f} s window")
+    term = sig == signal.SIGTERM
+    # SIGTERM: the application's end logged (exit code 0), the query's termination not (or, raced, only after
+    # it); SIGKILL: neither
+    unlike = [
+        f"{f['run_dir']}: app_end {f['app_end']}, exit_code {f['exit_code']}, query_terminated {f['query_terminated']}, "
+        f"last events {f['last_events']}"
+        for f in runs
+        if (f["app_end"], f["query_terminated"] and not (race and _late_termination(f))) != (term, False)
+        or (term and f["exit_code"] not in (0, None))
+    ]
+    if race and not any(_late_termination(f) for f in runs):
+        unlike.append(f"no run's termination came after its application's end in {RACE_ATTEMPTS} attempts")
+    if unlike:
+        raise RuntimeError(f"logs unlike a {sig.name}ed driver's: " + "; ".join(unlike))
+    truth: dict[str, Any] = {
+        "clean": False,
+        "signal": sig.name,
+        "submitted_with": "pyspark/bin/spark-submit (it execs the JVM: the process signalled; the Python driver is its child)",
+        "master": "local[2]",
+        "partitions": 4,
+        "rows_per_second": 200,
+        "provider": "rocksdb",
+        "changelog": True,
+        "kept": "event logs only: the Python driver dies with its JVM before it writes run.json, progress lines or signals",
+        "runs_within_seconds": span,
+        "restarts": [restart_facts(a, b) for a, b in itertools.pairwise(runs)],
+        "crash_loop": not term,
+        "expected_events": [
+            "query_restarted into runs 2-4, each restoring every state operator in its first batch",
+            "no crash loop: each run ended with its application (a deploy), none crashed"
+            if term
+            else "a crash loop: 3 restarts within the window, each after a run whose end was never seen",
+        ],
+    }
+    if race:
+        truth["late_terminations"] = [f["run_dir"] for f in runs if _late_termination(f)]
+    if term:
+        after = [f["run_dir"] for f in runs if f["events_after_app_end"]]
+        truth["note"] = (
+            "a rolling deploy: SIGTERM to the driver's JVM, whose shutdown hook stops the SparkContext. Each log has "
+            "SparkListenerApplicationEnd (ExitCode 0) and no QueryTerminatedEvent: the query is never stopped, its "
+            "application ends under it. An end with its application, not a crash: 3 restarts in the crash-loop "
+            "window, no loop."
+            + (
+                f" In {', '.join(after)} the batch in flight was cancelled by the context's stop: its stage's, job's "
+                "(JobFailed) and SQL execution's ends were logged after ApplicationEnd (events_after_app_end)."
+                if after
+                else ""
+            )
+            + (
+                f" In {', '.join(truth['late_terminations'])} the query's thread failed under the stopped context and its "
+                "QueryTerminatedEvent (IllegalStateException: the SparkContext stopped) reached the log after "
+                "ApplicationEnd: a consequence of the deploy's stop, still no crash."
+                if race
+                else ""
+            )
+        )
+    else:
+        truth["note"] = (
+            "drivers killed as the OOM killer kills them: SIGKILL to the driver's JVM, nothing runs. Each log has "
+            "neither ApplicationEnd nor QueryTerminatedEvent and stops mid-batch: each run's end is never seen, a "
+            "crash; 3 restarts in the crash-loop window are a crash loop."
+        )
+    return truth
+
+
 def deploys(sig: signal.Signals, race: bool = False) -> Callable[[Recorder], dict[str, Any]]:
     """``RUNS`` runs of the dedup-window job on one checkpoint, each ended by ``sig`` to its JVM after
     ``PROGRESS_EVENTS`` batches, the next started ``PAUSE`` s after it exited. ``race``: recorded again until at
@@ -251,73 +325,7 @@ def deploys(sig: signal.Signals, race: bool = False) -> Callable[[Recorder], dic
             shutil.rmtree(rec.checkpoint, ignore_errors=True)
             rec.runs.clear()
             runs = attempt(rec)
-        span = runs[-1]["process_ended"] - runs[0]["process_started"]
-        if span > WINDOW:
-            raise RuntimeError(f"the runs took {span:.0f} s, more than the {WINDOW:.0f} s window")
-        term = sig == signal.SIGTERM
-        # SIGTERM: the application's end logged (exit code 0), the query's termination not (or, raced, only after
-        # it); SIGKILL: neither
-        unlike = [
-            f"{f['run_dir']}: app_end {f['app_end']}, exit_code {f['exit_code']}, query_terminated {f['query_terminated']}, "
-            f"last events {f['last_events']}"
-            for f in runs
-            if (f["app_end"], f["query_terminated"] and not (race and _late_termination(f))) != (term, False)
-            or (term and f["exit_code"] not in (0, None))
-        ]
-        if race and not any(_late_termination(f) for f in runs):
-            unlike.append(f"no run's termination came after its application's end in {RACE_ATTEMPTS} attempts")
-        if unlike:
-            raise RuntimeError(f"logs unlike a {sig.name}ed driver's: " + "; ".join(unlike))
-        truth: dict[str, Any] = {
-            "clean": False,
-            "signal": sig.name,
-            "submitted_with": "pyspark/bin/spark-submit (it execs the JVM: the process signalled; the Python driver is its child)",
-            "master": "local[2]",
-            "partitions": 4,
-            "rows_per_second": 200,
-            "provider": "rocksdb",
-            "changelog": True,
-            "kept": "event logs only: the Python driver dies with its JVM before it writes run.json, progress lines or signals",
-            "runs_within_seconds": span,
-            "restarts": [restart_facts(a, b) for a, b in itertools.pairwise(runs)],
-            "crash_loop": not term,
-            "expected_events": [
-                "query_restarted into runs 2-4, each restoring every state operator in its first batch",
-                "no crash loop: each run ended with its application (a deploy), none crashed"
-                if term
-                else "a crash loop: 3 restarts within the window, each after a run whose end was never seen",
-            ],
-        }
-        if race:
-            truth["late_terminations"] = [f["run_dir"] for f in runs if _late_termination(f)]
-        if term:
-            after = [f["run_dir"] for f in runs if f["events_after_app_end"]]
-            truth["note"] = (
-                "a rolling deploy: SIGTERM to the driver's JVM, whose shutdown hook stops the SparkContext. Each log has "
-                "SparkListenerApplicationEnd (ExitCode 0) and no QueryTerminatedEvent: the query is never stopped, its "
-                "application ends under it. An end with its application, not a crash: 3 restarts in the crash-loop "
-                "window, no loop."
-                + (
-                    f" In {', '.join(after)} the batch in flight was cancelled by the context's stop: its stage's, job's "
-                    "(JobFailed) and SQL execution's ends were logged after ApplicationEnd (events_after_app_end)."
-                    if after
-                    else ""
-                )
-                + (
-                    f" In {', '.join(truth['late_terminations'])} the query's thread failed under the stopped context and its "
-                    "QueryTerminatedEvent (IllegalStateException: the SparkContext stopped) reached the log after "
-                    "ApplicationEnd: a consequence of the deploy's stop, still no crash."
-                    if race
-                    else ""
-                )
-            )
-        else:
-            truth["note"] = (
-                "drivers killed as the OOM killer kills them: SIGKILL to the driver's JVM, nothing runs. Each log has "
-                "neither ApplicationEnd nor QueryTerminatedEvent and stops mid-batch: each run's end is never seen, a "
-                "crash; 3 restarts in the crash-loop window are a crash loop."
-            )
-        return truth
+        return deploy_truth(runs, sig, race)
 
     return scenario
 
@@ -329,7 +337,38 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
 }
 
 
+def adopt(held: str, name: str = "deploy_sigterm_late_termination") -> int:
+    """Keep a SIGTERM recording this script refused for ``deploy_sigterm`` because a run raced (``held``: its
+    ``runN/eventlog`` folders as recorded) as ``name``, with the truth its logs give: the recorder's own process
+    times were not kept, so each run's are its application's start and end as Spark logged them."""
+    target = os.path.join(INCIDENTS, name)
+    shutil.rmtree(target, ignore_errors=True)
+    runs = []
+    for run_dir in sorted(d for d in os.listdir(held) if d.startswith("run")):
+        shutil.copytree(os.path.join(held, run_dir, "eventlog"), os.path.join(target, run_dir, "eventlog"))
+        facts = {"run_dir": run_dir, "signal": "SIGTERM", **log_facts(os.path.join(target, run_dir, "eventlog"))}
+        facts["process_started"], facts["process_ended"] = facts["app_start_timestamp"], facts["app_end_timestamp"]
+        runs.append(facts)
+    try:
+        truth = deploy_truth(runs, signal.SIGTERM, race=True)
+    except RuntimeError as exc:
+        shutil.rmtree(target)
+        print(f"{name}: NOT adopted ({exc})", flush=True)
+        return 1
+    truth["process_times"] = "each run's application start and end as its log has them (the recorder's were not kept)"
+    with open(os.path.join(target, "truth.json"), "w") as f:
+        json.dump(
+            {"scenario": name, "recorded_by": "scripts/record_deploys.py --adopt", "runs": len(runs), **truth, "run_facts": runs},
+            f,
+            indent=1,
+        )
+    print(f"{name}: adopted from {held}", flush=True)
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--adopt"]:  # --adopt HELD_DIR: a refused SIGTERM recording whose runs raced
+        return adopt(sys.argv[2])
     return record_scenarios(SCENARIOS, recorded_by="scripts/record_deploys.py", errors=(RuntimeError,))
 
 

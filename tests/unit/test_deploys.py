@@ -25,6 +25,9 @@ from observer.settings import Settings
 
 SIGTERM = os.path.join(precision.INCIDENTS, "deploy_sigterm")
 SIGKILL = os.path.join(precision.INCIDENTS, "deploy_sigkill")
+# the same deploys, where one run's query thread failed under the stopped context and its termination (with the
+# exception) reached the log after the application's end (kept from a refused recording: --adopt)
+LATE = os.path.join(precision.INCIDENTS, "deploy_sigterm_late_termination")
 
 
 def truth(scenario: str) -> dict[str, Any]:
@@ -69,7 +72,18 @@ def test_drivers_killed_without_a_word_are_still_a_crash_loop_at_the_third_resta
     assert record.signal_gauges[(catalog.QUERY_CRASH_LOOP, ())] == 1.0
 
 
-@pytest.mark.parametrize("scenario", [SIGTERM, SIGKILL], ids=os.path.basename)
+def test_a_query_termination_logged_after_its_applications_end_is_the_stops_echo_not_a_crash() -> None:
+    t = truth(LATE)
+    (late,) = [f for f in t["run_facts"] if f["run_dir"] in t["late_terminations"]]
+    assert late["events_after_app_end"][-1] == "QueryTerminatedEvent"
+    signals, record = said(LATE)
+    ends = [s for s in signals if s.kind == kinds.QUERY_TERMINATED]
+    assert [s.run_id for s in ends] == [f["run_id"] for f in t["run_facts"]]  # one each: the late one is left out
+    assert all(s.attributes["outcome"] == "clean" and s.attributes["ended_with_application"] for s in ends)
+    assert kinds.CRASH_LOOP not in [s.kind for s in signals] and record.lifecycle == life.STOPPED
+
+
+@pytest.mark.parametrize("scenario", [SIGTERM, SIGKILL, LATE], ids=os.path.basename)
 def test_the_watcher_restarted_between_the_deploys_says_what_replay_says(tmp_path: Any, scenario: str) -> None:
     """Followed as Spark writes the logs, the watcher stopped and started again after the second application:
     the same restarts, terminations (with their application) and crash loop, or none, as replay."""
@@ -77,8 +91,8 @@ def test_the_watcher_restarted_between_the_deploys_says_what_replay_says(tmp_pat
     live = from_history(tmp_path)
     assert linked(live) == linked(replayed(scenario))
     ends = [a for kind, _, a in live if kind == kinds.QUERY_TERMINATED]
-    assert len(ends) == (4 if scenario == SIGTERM else 0) and all(a.get("ended_with_application") for a in ends)
-    assert [kind for kind, _, _ in live].count(kinds.CRASH_LOOP) == (0 if scenario == SIGTERM else 1)
+    assert len(ends) == (0 if scenario == SIGKILL else 4) and all(a.get("ended_with_application") for a in ends)
+    assert [kind for kind, _, _ in live].count(kinds.CRASH_LOOP) == (1 if scenario == SIGKILL else 0)
 
 
 def test_the_browser_says_the_last_deploy_stopped_the_query_with_its_application(tmp_path: Any) -> None:
