@@ -29,9 +29,10 @@ QUERY_LIFECYCLE = gauge(
     "",
     "spark_streaming_query_lifecycle",
     "",
-    "1 for the query's lifecycle state across applications (label state: running, idle, stopped, failed, crash_looping), "
-    "0 for the others. The watcher keeps a failed or crash-looping query's series after its application is forgotten, until "
-    "a later run runs, an operator retires it (`spark-state-observer retire`) or `query_status_retention_days` pass.",
+    "1 for the query's lifecycle state across applications (label state: running, idle, stopped, scheduled, failed, "
+    "crash_looping; scheduled: stopped cleanly on its schedule, waiting for its next run), 0 for the others. The watcher "
+    "keeps a failed, crash-looping or scheduled query's series after its application is forgotten, until a later run runs, "
+    "an operator retires it (`spark-state-observer retire`) or `query_status_retention_days` pass.",
     "query",
     labels=("state",),
 )
