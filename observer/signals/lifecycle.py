@@ -22,8 +22,8 @@
   restore each brings). A deploy after a clean stop whose new code then fails at every start is a loop from
   that first restart on.
 - scheduled: a query whose last ``SCHEDULE_CYCLES`` runs each stopped cleanly (its query terminated, not its
-  application under it) and paused longer than it ran before the next started (a job run every few minutes or hours with ``Trigger.AvailableNow`` or
-  ``Once``) is on a schedule (``spark_streaming_query_scheduled``): stopped between its runs, not down. A
+  application under it) and paused longer than it ran before the next started (a job run every few minutes or
+  hours with ``Trigger.AvailableNow`` or ``Once``) is on a schedule (``spark_streaming_query_scheduled``): stopped between its runs, not down. A
   stream stopped cleanly for a deploy ran for hours and paused for a minute; a crash ends the schedule.
   A scheduled query's interval (``spark_streaming_query_schedule_interval_seconds``: the median start-to-start
   time of its last ``SCHEDULE_RUNS_KEPT`` clean runs) and its latest start

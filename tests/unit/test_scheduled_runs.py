@@ -17,6 +17,7 @@ import statistics
 from typing import Any
 
 import pytest
+from test_signals import KILLED_LEAVE_OUT
 
 from bench import precision
 from bench.eventlog_writer import recorded_lines
@@ -119,12 +120,7 @@ def _killed_after_the_first(tmp: str, runs: int) -> list[str]:
         files = sorted(os.path.join(r, f) for r, _, names in os.walk(folder) for f in names if f.startswith("events_"))
         path = os.path.join(tmp, f"events_{n + 1}_killed")
         with open(path, "wb") as out:
-            out.writelines(
-                line
-                for f in files
-                for line in recorded_lines(f)
-                if b"QueryTerminatedEvent" not in line and b"SparkListenerApplicationEnd" not in line
-            )
+            out.writelines(line for f in files for line in recorded_lines(f) if not any(end in line for end in KILLED_LEAVE_OUT))
         paths.append(path)
     return paths
 
