@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from observer.model import kinds as event_kinds
 from observer.model import signal_kinds as kinds
+from observer.model.parse import parse_timestamp
 from observer.model.signal_kinds import SignalEvent
 from observer.offline.eventlog import read_records
 from observer.offline.replay import replay
@@ -48,6 +49,7 @@ INFORMATIONAL = frozenset(
         kinds.EXECUTOR_ADDED,
         kinds.CAUGHT_UP,
         kinds.STALL_RECOVERED,
+        kinds.LATE_ROWS_STOPPED,
         kinds.LOAD_LATENCY_ANOMALY,
         *kinds.RESTORE_PROGRESS_KINDS,  # the course of a restore; the restore itself is judged as `restore`
         # a restarted run's backlog and when it will be read, then read; a stuck partition moving again
@@ -255,6 +257,32 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
         if not hits:
             t.missed.append(f"{rec.name}: falling behind")
         mark(kinds.FALLING_BEHIND, hits[:1])
+    # rows the watermark dropped: each episode the recording made (a record from the future, a lagging producer),
+    # found by an event within it; any other event is true where Spark's own counts back it (a batch within the
+    # window before it reported rows dropped by the watermark), false where none did
+    for late in rec.truth.get("late_rows", []):
+        t = tallies[kinds.LATE_ROWS_DROPPED]
+        t.present += 1
+        hits = [e for e in by_kind[kinds.LATE_ROWS_DROPPED] if late["from"] <= e.timestamp <= late["until"]]
+        t.found += bool(hits)
+        if not hits:
+            t.missed.append(f"{rec.name}: rows dropped by the watermark from {late['from']}")
+        mark(kinds.LATE_ROWS_DROPPED, hits)
+    if by_kind[kinds.LATE_ROWS_DROPPED]:
+        dropped_at = [
+            parse_timestamp(p["timestamp"])
+            for run in rec.runs
+            for p in progress_of(run)
+            if any((op.get("numRowsDroppedByWatermark") or 0) > 0 for op in p.get("stateOperators") or ())
+        ]
+        mark(
+            kinds.LATE_ROWS_DROPPED,
+            [
+                e
+                for e in by_kind[kinds.LATE_ROWS_DROPPED]
+                if any(e.timestamp - s.late_rows_window_seconds <= at <= e.timestamp for at in dropped_at)
+            ],
+        )
     # a state the recording filled on purpose (new keys in every batch of a restore's first run): rising
     # while it filled, so a state_unbounded then is neither found nor false
     for filling in rec.truth.get("filling", []):

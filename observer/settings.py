@@ -26,6 +26,8 @@ DEFAULT_STALL_MIN_SECONDS = 30.0
 # seconds (the mixin's SparkStreamingScheduledRunOverdue and the browser's verdict judge alike)
 DEFAULT_SCHEDULE_LATE_SHARE = 0.25
 DEFAULT_SCHEDULE_LATE_MIN_SECONDS = 300.0
+# rows dropped by the watermark: the share of the input (over the window) that is an incident; the mixin's default too
+DEFAULT_LATE_ROWS_SHARE = 0.01
 
 
 SECRET_FIELDS = frozenset({"basic_auth_password"})
@@ -192,6 +194,20 @@ class Settings:
             "doc": "How much faster input must arrive than it is processed (averaged over `falling_behind_window_seconds`) to fall behind; the mixin's threshold of the same name."
         },
     )
+    late_rows_window_seconds: float = field(
+        default=600.0,
+        metadata={"doc": "Rows dropped by the watermark are weighed against the input rows of this many seconds of batches."},
+    )
+    late_rows_share: float = field(
+        default=DEFAULT_LATE_ROWS_SHARE,
+        metadata={
+            "doc": "Share of the input rows the watermark must drop over `late_rows_window_seconds` for `late_rows_dropped`; the mixin's threshold of the same name."
+        },
+    )
+    late_rows_min: float = field(
+        default=10.0,
+        metadata={"doc": "Rows the watermark must drop over `late_rows_window_seconds` for `late_rows_dropped`, whatever their share."},
+    )
     placement: str = field(
         default="auto",
         metadata={
@@ -295,6 +311,8 @@ class Settings:
             raise SettingsError("query_status_retention_days must be in (0, 3650] and query_status_max_queries at least 1")
         if self.placement_every < 1:
             raise SettingsError(f"placement_every must be at least 1, got {self.placement_every}")
+        if not (self.late_rows_window_seconds > 0 and 0 <= self.late_rows_share <= 1 and self.late_rows_min >= 0):
+            raise SettingsError("late_rows_window_seconds must be > 0, late_rows_share in [0, 1] and late_rows_min >= 0")
         if self.otlp_protocol not in ("", "http/protobuf", "grpc"):
             raise SettingsError(f"otlp_protocol must be http/protobuf or grpc, got {self.otlp_protocol!r}")
         if self.otlp_interval_seconds < 0 or self.otlp_timeout_seconds < 0 or self.otlp_queue_size < 1:

@@ -42,6 +42,7 @@ SETTING_AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "state_",
             "restore_",
             "falling_behind_",
+            "late_rows_",
             "snapshot_",
         ),
     ),

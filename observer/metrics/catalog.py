@@ -123,6 +123,8 @@ from observer.metrics.families.signals import EXECUTORS as EXECUTORS
 from observer.metrics.families.signals import FALLING_BEHIND as FALLING_BEHIND
 from observer.metrics.families.signals import LAST_RESTORE_CHANGELOG_FILES as LAST_RESTORE_CHANGELOG_FILES
 from observer.metrics.families.signals import LAST_RESTORE_DURATION as LAST_RESTORE_DURATION
+from observer.metrics.families.signals import LATE_ROWS_DROPPING as LATE_ROWS_DROPPING
+from observer.metrics.families.signals import LATE_ROWS_SHARE as LATE_ROWS_SHARE
 from observer.metrics.families.signals import LOAD_LATENCY_ANOMALIES as LOAD_LATENCY_ANOMALIES
 from observer.metrics.families.signals import MEMORY_BUDGET_ETA as MEMORY_BUDGET_ETA
 from observer.metrics.families.signals import MEMORY_GROWTH_RATE as MEMORY_GROWTH_RATE
@@ -151,6 +153,7 @@ from observer.metrics.families.signals import STATE_RESTORES as STATE_RESTORES
 from observer.metrics.families.signals import STATE_STORE_RELOADS as STATE_STORE_RELOADS
 from observer.metrics.families.signals import STATE_TASK_RETRIES as STATE_TASK_RETRIES
 from observer.metrics.families.signals import STATE_UNBOUNDED as STATE_UNBOUNDED
+from observer.metrics.families.signals import WATERMARK_AHEAD as WATERMARK_AHEAD
 from observer.metrics.families.signals import WATERMARK_LAG as WATERMARK_LAG
 from observer.metrics.families.state import CUSTOM_METRICS as CUSTOM_METRICS
 from observer.metrics.families.state import INSTANCE_METRICS as INSTANCE_METRICS

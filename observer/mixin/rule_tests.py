@@ -324,6 +324,23 @@ def _watermark_lag_high(c: CaseInputs) -> Case:
     return c.level("SparkStreamingWatermarkLagHigh", catalog.WATERMARK_LAG, c.ls.query, c.by_query, 1.5 * lag, lag / 2)
 
 
+def _late_rows_dropped(c: CaseInputs) -> Case:
+    """A running query dropping twice the share while its episode lasts fires; one dropping half the share (its episode
+    on by the observer's lower setting) and a stopped one with the bad one's last gauges stay silent."""
+    alert = "SparkStreamingLateRowsDropped"
+    at = c.for_(alert) + 2
+    n = _samples(at + 10)
+    share = c.v.late_rows_share
+    series: list[tuple[MetricSpec | str, Labels, str]] = []
+    for role, value, status in ((0, 2 * share, "active"), (1, share / 2, "active"), (2, 2 * share, "terminated")):
+        series += [
+            (catalog.LATE_ROWS_SHARE, c.ls.query(role), f"{_n(value)}x{n}"),
+            (catalog.LATE_ROWS_DROPPING, c.ls.query(role), f"1x{n}"),
+            (catalog.QUERY_STATUS, c.ls.query(role, status=status), f"1x{n}"),
+        ]
+    return Case(alert, series, at, [(_keep(c.ls.query(0), c.by_query), 2 * share)], c.quiet_before(alert))
+
+
 def _restore_too_long(c: CaseInputs) -> Case:
     """A measured restore above the threshold fires; a low-confidence estimate as long never does; the
     alert ends once the restore is an hour old."""
@@ -574,6 +591,7 @@ CASE_BUILDERS: tuple[Callable[[CaseInputs], Case], ...] = (
     _kafka_partition_stuck,
     _kafka_data_loss_risk,
     _watermark_lag_high,
+    _late_rows_dropped,
     _restore_too_long,
     _restore_slow,
     _state_unbounded,

@@ -31,6 +31,9 @@ STATE_TASK_RETRY = "state_task_retry"
 PARTITION_MIGRATED = "partition_migrated"  # state partitions ran elsewhere than last batch (observer.placement.tracker)
 ROCKSDB_MEMORY_IMPLAUSIBLE = "rocksdb_memory_implausible"  # Spark's RocksDB memory report cannot be right (observer.signals.capacity)
 SNAPSHOT_LAGGING = "snapshot_lagging"  # store instances without a snapshot for longer than normal (observer.signals.snapshots)
+# rows the event-time watermark dropped as too late, a share of the input (observer.signals.late_rows)
+LATE_ROWS_DROPPED = "late_rows_dropped"
+LATE_ROWS_STOPPED = "late_rows_stopped"
 # a restore while it runs, per stateful operator, from the restoring batch's tasks (observer.placement.restore_progress)
 RESTORE_STARTED = "restore_started"
 RESTORE_PROGRESS = "restore_progress"
@@ -82,6 +85,8 @@ SIGNAL_KINDS = (
     PARTITION_MIGRATED,
     ROCKSDB_MEMORY_IMPLAUSIBLE,
     SNAPSHOT_LAGGING,
+    LATE_ROWS_DROPPED,
+    LATE_ROWS_STOPPED,
     *RESTORE_PROGRESS_KINDS,
     *KAFKA_KINDS,
 )
@@ -105,6 +110,7 @@ WARNING_KINDS = (
             PARTITION_MIGRATED,
             ROCKSDB_MEMORY_IMPLAUSIBLE,
             SNAPSHOT_LAGGING,
+            LATE_ROWS_DROPPED,
             KAFKA_LAG_GROWING,
             KAFKA_PARTITION_STUCK,
             KAFKA_PARTITIONS_ADDED,

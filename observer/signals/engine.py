@@ -4,7 +4,8 @@ The engine runs each rule on every event, in order, on the worker thread, and re
 implies as ``SignalFacts``: the signals it caused and the metric values they carry. It writes nowhere itself;
 the runtime applies the values to the tracker and hands the signals to the bus and the sinks. The rules
 live in one module each: ``lifecycle`` (starts, restarts, crash loops, idleness, terminations, stalls),
-``restore`` (restores and reloads), ``pace`` (watermark lag, falling behind), ``growth`` (state growth,
+``restore`` (restores and reloads), ``pace`` (watermark lag, falling behind), ``late_rows`` (rows the
+watermark dropped as too late), ``growth`` (state growth,
 eviction, budgets), ``executors`` (executors and partition layout), ``kafka`` (Kafka lag, source health,
 catch-up forecast), ``real_time`` (real-time-mode runs: their checkpoint interval, the pause at each batch
 boundary, the backlog the falling-behind rule judges them by) and ``capacity`` (RocksDB memory reports that cannot be right).
@@ -26,6 +27,7 @@ from observer.signals.executors import Executors, Partitions
 from observer.signals.facts import SignalFacts
 from observer.signals.growth import Growth
 from observer.signals.kafka import KafkaSources
+from observer.signals.late_rows import LateRows
 from observer.signals.lifecycle import LastAliveHint, Lifecycle, RunState
 from observer.signals.pace import Pace
 from observer.signals.real_time import RealTime
@@ -61,6 +63,7 @@ class SignalEngine:
         self._lookup = lookup  # the tracker's current record of a query (read only)
         self.restores = Restores(settings)
         self.pace = Pace(settings)
+        self.late_rows = LateRows(settings)
         if last_alive_hint is None and checkpoint is not None:  # the watcher's: its checkpoint as the plans name it
             last_alive_hint = self._last_commit
         self._checkpoint = checkpoint
@@ -141,6 +144,7 @@ class SignalEngine:
         real_time = self.real_time.batch(record, p, batch.first_of_run, facts)
         self.lifecycle.state(record.query_id).real_time_first_batch = real_time.first_batch if real_time else None
         self.pace.batch(record, p, ts, facts, real_time)
+        self.late_rows.batch(record, p, ts, facts)
         self.kafka.batch(record, p, ts, batch.first_of_run, facts)
         for index, name in [k for k in seen if not allows(operator_labels(*k))]:
             seen.discard((index, name))  # dropped from the budget: the rules forget it too
@@ -168,6 +172,7 @@ class SignalEngine:
             self.lifecycle.queries.pop(query_id, None)
             self.restores.forget(query_id)
             self.pace.forget(query_id)
+            self.late_rows.forget(query_id)
             self.growth.forget(query_id)
             self.partitions.forget(query_id)
             self.kafka.forget(query_id)

@@ -380,6 +380,51 @@ def watermark_lag() -> None:
     assert p.value(catalog.WATERMARK_LAG) == 12.5
 
 
+# --- rows dropped by the watermark ---------------------------------------------------------------------
+def _late(batch_id: int, t: float, dropped: float, watermark: float | None = None, rows: int = 1000) -> dict[str, Any]:
+    """The recorded batch with ``rows`` input rows, its dedupe dropping ``dropped`` of them, the watermark 10 s behind."""
+    p = batch(batch_id, t, numInputRows=rows, eventTime={"watermark": iso(T0 - 10 if watermark is None else watermark)})
+    return with_operator(p, "dedupe", numRowsDroppedByWatermark=dropped)
+
+
+def _feed_late(p: Pipeline, payload: dict[str, Any]) -> list[str]:
+    """The late-row kinds a batch caused (other rules speak of the same batches too)."""
+    return [k for k in p.feed("progress", payload) if k in (kinds.LATE_ROWS_DROPPED, kinds.LATE_ROWS_STOPPED)]
+
+
+def late_rows_dropped() -> Pipeline:
+    """0.8 % of the window's input dropped is not enough, 3.6 % is; the episode starts once, its gauges follow."""
+    p = Pipeline()
+    for i in range(5):
+        assert _feed_late(p, _late(i, T0 + 10 * i, 0)) == []
+    assert p.value(catalog.LATE_ROWS_SHARE) == 0.0 and p.value(catalog.LATE_ROWS_DROPPING) == 0.0
+    assert _feed_late(p, _late(5, T0 + 50, 50)) == []  # 50 of 6,000 rows in the window
+    assert _feed_late(p, _late(6, T0 + 60, 200)) == [kinds.LATE_ROWS_DROPPED]  # 250 of 7,000
+    attrs = p.last(kinds.LATE_ROWS_DROPPED).attributes
+    assert attrs["rows"] == 250.0 and attrs["input_rows"] == 7000.0 and attrs["share"] == round(250 / 7000, 4)
+    assert attrs["operators"] == ["dedupe"] and attrs["batch_id"] == 6 and "watermark_ahead_seconds" not in attrs
+    assert p.value(catalog.LATE_ROWS_DROPPING) == 1.0 and p.value(catalog.WATERMARK_AHEAD) == 0.0
+    # a record from the future: the watermark an hour ahead of the trigger time, every row dropped; no second signal
+    assert _feed_late(p, _late(7, T0 + 70, 1000, watermark=T0 + 3670)) == []
+    assert p.value(catalog.WATERMARK_AHEAD) == 3600.0
+    return p
+
+
+def late_rows_stopped() -> Pipeline:
+    """Once the window holds no dropped row the episode ends, with the rows it dropped in all."""
+    p = Pipeline(late_rows_window_seconds=30.0)
+    for i in range(3):
+        _feed_late(p, _late(i, T0 + 10 * i, 0))
+    assert _feed_late(p, _late(3, T0 + 30, 100)) == [kinds.LATE_ROWS_DROPPED]
+    assert _feed_late(p, _late(4, T0 + 40, 40)) == []
+    kinds_seen = [_feed_late(p, _late(5 + i, T0 + 50 + 10 * i, 0)) for i in range(4)]
+    assert kinds_seen == [[], [], [], [kinds.LATE_ROWS_STOPPED]]  # batch 4 is 30 s old at T0 + 70, left the window at T0 + 80
+    attrs = p.last(kinds.LATE_ROWS_STOPPED).attributes
+    assert attrs["rows"] == 140.0 and attrs["dropping_seconds"] == 50.0 and attrs["share"] == 0.0
+    assert p.value(catalog.LATE_ROWS_DROPPING) == 0.0
+    return p
+
+
 # --- executors and partitions ------------------------------------------------------------------------
 def executor_added() -> Pipeline:
     p = Pipeline()
@@ -590,6 +635,8 @@ SCENARIOS: dict[str, Callable[[], Any]] = {
     kinds.EXECUTOR_ADDED: executor_added,
     kinds.EXECUTOR_REMOVED: executor_removed,
     kinds.PARTITIONS_CHANGED: partitions_changed,
+    kinds.LATE_ROWS_DROPPED: late_rows_dropped,
+    kinds.LATE_ROWS_STOPPED: late_rows_stopped,
     kinds.STATE_UNBOUNDED: state_unbounded,
     kinds.STATE_BOUNDED: state_bounded,
     kinds.FALLING_BEHIND: falling_behind,

@@ -84,6 +84,30 @@ QUERY_TERMINATIONS_BY_CLASS = signal_metric(
 WATERMARK_LAG = signal_metric(
     "spark_streaming_watermark_lag_seconds", GAUGE, "seconds", "Trigger time of the latest batch minus its event-time watermark.", "query"
 )
+WATERMARK_AHEAD = signal_metric(
+    "spark_streaming_watermark_ahead_seconds",
+    GAUGE,
+    "seconds",
+    "How far the event-time watermark of the latest batch stands ahead of its trigger time (0 when behind it): "
+    "an event from the future moved it, and every row older than it is dropped as late.",
+    "query",
+)
+LATE_ROWS_SHARE = signal_metric(
+    "spark_streaming_late_rows_share",
+    GAUGE,
+    "ratio",
+    "Rows the watermark dropped as too late over late_rows_window_seconds of batches, as a share of the input rows "
+    "then (an aggregation counts its rows after partial aggregation: a lower bound).",
+    "query",
+)
+LATE_ROWS_DROPPING = signal_metric(
+    "spark_streaming_late_rows_dropping",
+    GAUGE,
+    "",
+    "1 while the watermark drops at least late_rows_share of the input (and late_rows_min rows) over "
+    "late_rows_window_seconds: the late_rows_dropped signal until its late_rows_stopped.",
+    "query",
+)
 FALLING_BEHIND = signal_metric(
     "spark_streaming_falling_behind",
     GAUGE,
@@ -264,6 +288,9 @@ SIGNAL_METRICS: tuple[MetricSpec, ...] = (
     QUERY_SECONDS_SINCE_PROGRESS,
     QUERY_TERMINATIONS_BY_CLASS,
     WATERMARK_LAG,
+    WATERMARK_AHEAD,
+    LATE_ROWS_SHARE,
+    LATE_ROWS_DROPPING,
     FALLING_BEHIND,
     REAL_TIME_MODE,
     REAL_TIME_CHECKPOINT_INTERVAL,

@@ -91,6 +91,17 @@ def build(ctx: Context) -> db.Dashboard:
         .with_panel(
             stat_panel(
                 ctx,
+                "Dropping late rows",
+                "Queries whose watermark drops a share of their input as too late (SparkStreamingLateRowsDropped). Bad: above 0; "
+                "those rows are missing from the output.",
+                [(p.how_many(catalog.LATE_ROWS_DROPPING), "dropping")],
+                "none",
+                ANY_BAD,
+            )
+        )
+        .with_panel(
+            stat_panel(
+                ctx,
                 "Restarts",
                 "Restarts seen by the observer (same query id, new run id). Bad: growing; look at the Restore & rebalance dashboard.",
                 [(f"sum(max by ({p.query}) ({p.sel(catalog.QUERY_RESTARTS)})) or vector(0)", "restarts")],

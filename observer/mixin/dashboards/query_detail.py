@@ -98,13 +98,14 @@ def build(ctx: Context) -> db.Dashboard:
                 ts(
                     ctx,
                     "Watermark and event-time lag",
-                    "Trigger time minus the watermark, and minus the newest event time. Bad: watermark lag far above the withWatermark delay or growing; newest-event lag growing (late or slow source).",
+                    "Trigger time minus the watermark, and minus the newest event time; below 0, a watermark ahead of the trigger time. Bad: watermark lag far above the withWatermark delay or growing; newest-event lag growing (late or slow source); any watermark ahead (an event from the future: every later row is dropped as late).",
                     [
                         (f"max by ({by_query}) ({p.sel(catalog.WATERMARK_LAG)})", "{{query}} watermark lag"),
                         (
                             f"max by ({by_query}) ({p.sel(catalog.LAST_PROGRESS_TIMESTAMP)} - {p.sel(catalog.EVENT_TIME_MAX_TIMESTAMP)})",
                             "{{query}} newest event lag",
                         ),
+                        (f"-max by ({by_query}) ({p.sel(catalog.WATERMARK_AHEAD)})", "{{query}} watermark ahead (negative)"),
                     ],
                     "s",
                     [(None, OK), (t.watermark_lag_seconds, BAD)],
@@ -178,7 +179,7 @@ def build(ctx: Context) -> db.Dashboard:
                 ts(
                     ctx,
                     "Rows dropped by watermark per batch",
-                    "Input rows dropped as later than the watermark. Bad: above 0 when you expect no late data (watermark delay too short, or a source replayed old data).",
+                    "Input rows dropped as later than the watermark (an aggregation counts them after partial aggregation). Bad: above 0 when you expect no late data (watermark delay too short, a lagging producer, a source replayed old data, a record from the future); SparkStreamingLateRowsDropped fires at late_rows_share of the input.",
                     [(p.or_zero(p.per_batch(catalog.by_key("numRowsDroppedByWatermark"))), "{{query}} / {{operator}}")],
                     "short",
                     [(None, OK), (1, WARN)],
