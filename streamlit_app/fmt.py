@@ -46,6 +46,8 @@ KIND_LABELS = {
     k.KAFKA_CAUGHT_UP: "Kafka backlog read",
     k.ROCKSDB_MEMORY_IMPLAUSIBLE: "RocksDB memory report implausible",
     k.SNAPSHOT_LAGGING: "State snapshots lagging",
+    k.LATE_ROWS_DROPPED: "Late rows dropped by the watermark",
+    k.LATE_ROWS_STOPPED: "Late rows no longer dropped",
     k.RESTORE_STARTED: "State restore started",
     k.RESTORE_PROGRESS: "State restore progress",
     k.RESTORE_FINISHED: "State restore finished",

@@ -7,7 +7,7 @@ threshold of their own: the stall rule is the live rule's (``health``), the over
 (``observer.settings``).
 
 Order is severity: a query that cannot run (crash loop, failed at start, failed) comes before one that
-runs badly or not when due (stalled, a scheduled run overdue, state unbounded, falling behind), which comes
+runs badly or not when due (stalled, a scheduled run overdue, late rows dropped, state unbounded, falling behind), which comes
 before one that recovered from an incident (executor lost and restored, restarted with a restore).
 """
 
@@ -33,6 +33,7 @@ ANCHORS = {
     "kafka_data_loss": "sparkstreamingkafkadatalossrisk",
     "stalled": "sparkstreamingquerystalled",
     "overdue": "sparkstreamingscheduledrunoverdue",
+    "late_rows": "sparkstreaminglaterowsdropped",
     "state_unbounded": "sparkstateunbounded",
     "falling_behind": "sparkstreamingqueryfallingbehind",
     "executor_lost": "executor-lost",
@@ -46,13 +47,14 @@ SEVERITY = {
     "kafka_data_loss": 3,
     "stalled": 4,
     "overdue": 5,
-    "state_unbounded": 6,
-    "falling_behind": 7,
-    "executor_lost": 8,
-    "restarted": 9,
-    "stopped": 10,
-    "healthy": 11,
-    "no_data": 12,
+    "late_rows": 6,
+    "state_unbounded": 7,
+    "falling_behind": 8,
+    "executor_lost": 9,
+    "restarted": 10,
+    "stopped": 11,
+    "healthy": 12,
+    "no_data": 13,
 }
 # how a verdict is shown: the most severe one up to each of these is an error (the query cannot run, or lost
 # input), a warning (it runs badly, or its scheduled run is overdue), an information (it recovered, or stopped);
@@ -68,13 +70,14 @@ ICONS = {
     3: ":material/error:",  # kafka_data_loss
     4: ":material/warning:",  # stalled
     5: ":material/warning:",  # overdue
-    6: ":material/warning:",  # state_unbounded
-    7: ":material/warning:",  # falling_behind
-    8: ":material/info:",  # executor_lost
-    9: ":material/info:",  # restarted
-    10: ":material/stop_circle:",  # stopped
-    11: ":material/check_circle:",  # healthy
-    12: ":material/help:",  # no_data
+    6: ":material/warning:",  # late_rows
+    7: ":material/warning:",  # state_unbounded
+    8: ":material/warning:",  # falling_behind
+    9: ":material/info:",  # executor_lost
+    10: ":material/info:",  # restarted
+    11: ":material/stop_circle:",  # stopped
+    12: ":material/check_circle:",  # healthy
+    13: ":material/help:",  # no_data
 }
 # the Kafka findings that say input was lost or read twice, and how the verdict tells each
 KAFKA_DATA_LOSS = {
@@ -273,6 +276,29 @@ def falling_behind(f: Facts) -> Verdict | None:
     )
 
 
+def late_rows(f: Facts) -> Verdict | None:
+    """The watermark drops a share of the input (a ``late_rows_dropped`` episode not yet stopped) while the query runs:
+    those rows are missing from its output. An episode spans restarts (the checkpoint keeps the watermark)."""
+    signal = _last(f.events, k.LATE_ROWS_DROPPED)
+    stopped_at = _last(f.events, k.LATE_ROWS_STOPPED)
+    if signal is None or (stopped_at is not None and stopped_at["ts"] >= signal["ts"]):
+        return None
+    if f.runs and _outcome(f.runs[-1]) is not None:
+        return None  # the query is not running: its stop or failure is the verdict
+    a = signal.get("attributes") or {}
+    share = a.get("share")
+    what = f"{float(share):.1%} of the input" if isinstance(share, (int, float)) and math.isfinite(share) else "input rows"
+    operators = a.get("operators")
+    by = f" by {', '.join(map(str, operators))}" if isinstance(operators, list) and operators else ""
+    text = f"Dropping late rows: the watermark drops {what}{by} as too late since {fmt.clock(signal['ts'])}"
+    if a.get("rows") is not None and a.get("window_seconds") is not None:
+        text += f" ({fmt.number(a['rows'])} rows in {fmt.duration(a['window_seconds'])})"
+    ahead = a.get("watermark_ahead_seconds")
+    if isinstance(ahead, (int, float)) and math.isfinite(ahead) and ahead > 0:
+        text += f"; the watermark stood {fmt.duration(ahead)} ahead of the trigger time: a record from the future moved it"
+    return Verdict("late_rows", text, signal["ts"], run_id=signal.get("run_id"))
+
+
 def kafka_data_loss(f: Facts) -> Verdict | None:
     """The newest Kafka finding of lost (or twice read) input in the query's newest run: the records are gone
     whatever the query does next, so the verdict stays for as long as that run is the newest."""
@@ -419,7 +445,7 @@ def _ended_with_application(f: Facts, run_id: str) -> bool:
     )
 
 
-RULES = (crash_loop, failed, kafka_data_loss, stalled, overdue, state_unbounded, falling_behind, restarted)
+RULES = (crash_loop, failed, kafka_data_loss, stalled, overdue, late_rows, state_unbounded, falling_behind, restarted)
 
 
 def verdicts(f: Facts) -> list[Verdict]:
