@@ -28,6 +28,10 @@ DEFAULT_SCHEDULE_LATE_SHARE = 0.25
 DEFAULT_SCHEDULE_LATE_MIN_SECONDS = 300.0
 # rows dropped by the watermark: the share of the input (over the window) that is an incident; the mixin's default too
 DEFAULT_LATE_ROWS_SHARE = 0.01
+# the crash-loop rule: this many counted restarts within this window (the lifecycle rule, its gauge and
+# SparkStreamingQueryCrashLooping; the browser's crash-loop verdict judges alike)
+DEFAULT_CRASH_LOOP_RESTARTS = 3
+DEFAULT_CRASH_LOOP_WINDOW_SECONDS = 900.0
 
 
 SECRET_FIELDS = frozenset({"basic_auth_password"})
@@ -141,12 +145,12 @@ class Settings:
         default=DEFAULT_STALL_MIN_SECONDS, metadata={"doc": "Never call a query stalled before this many seconds without progress."}
     )
     crash_loop_restarts: int = field(
-        default=3,
+        default=DEFAULT_CRASH_LOOP_RESTARTS,
         metadata={
             "doc": "Restarts within `crash_loop_window_seconds` that make a crash loop (counted when the run before or after a restart crashed)."
         },
     )
-    crash_loop_window_seconds: float = field(default=900.0, metadata={"doc": "Window of the crash-loop rule."})
+    crash_loop_window_seconds: float = field(default=DEFAULT_CRASH_LOOP_WINDOW_SECONDS, metadata={"doc": "Window of the crash-loop rule."})
     query_status_retention_days: float = field(
         default=7.0,
         metadata={

@@ -3,8 +3,8 @@
 Pure functions over what the history already holds (the query's signal events, its runs, its newest
 batch figures), so the Queries page and the drilldown say the same thing and the rules are tested
 without a browser. The rules name an incident only from signals the observer emits; they invent no
-threshold of their own: the stall rule is the live rule's (``health``), the overdue rule the overdue alert's
-(``observer.settings``).
+threshold of their own: the stall rule is the live rule's (``health``), the overdue and crash-loop rules their
+alerts' (``observer.settings``).
 
 Order is severity: a query that cannot run (crash loop, failed at start, failed) comes before one that
 runs badly or not when due (stalled, a scheduled run overdue, late rows dropped, state unbounded, falling behind), which comes
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import AbstractSet, Any, Iterable, Mapping, Sequence
 
 from observer.model import signal_kinds as k
+from observer.settings import DEFAULT_CRASH_LOOP_RESTARTS as CRASH_LOOP_RESTARTS
+from observer.settings import DEFAULT_CRASH_LOOP_WINDOW_SECONDS as CRASH_LOOP_WINDOW_SECONDS
 from observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS as SCHEDULE_LATE_MIN_SECONDS
 from observer.settings import DEFAULT_SCHEDULE_LATE_SHARE as SCHEDULE_LATE_SHARE
 from streamlit_app import fmt
@@ -164,33 +166,96 @@ def _failure(f: Facts, run: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return root_cause((event or {}).get("attributes"), trace), trace
 
 
+def _ended_as(f: Facts) -> dict[Any, str | None]:
+    """How each run ended, by run id: its ``query_terminated`` event's ``outcome`` (clean, or exception; a run that
+    ended with its application is clean for exit code 0 or none, failed for another), else the run's stored
+    outcome; a run missing here was never seen ending (a driver killed, a process that died without a word)."""
+    ended: dict[Any, str | None] = {r["run_id"]: _outcome(r) for r in f.runs}
+    for e in f.events:
+        outcome = (e.get("attributes") or {}).get("outcome") if e["kind"] == k.QUERY_TERMINATED else None
+        if outcome in ("clean", "exception"):
+            ended[e.get("run_id")] = outcome
+    return ended
+
+
+def _counted_restarts(f: Facts) -> list[tuple[float, float]]:
+    """(restart time, time it is counted at) of each restart the lifecycle rule counts toward a crash loop
+    (``observer.signals.lifecycle``): one after a run that crashed (ended with an exception, or its end was never
+    seen) counts when it happens; one after a clean stop (``query.stop()``, a SIGTERM deploy ending the run with its
+    application, a scheduled run's end) only once the run it starts crashes, counted when that run fails."""
+    ended = _ended_as(f)
+    order = [r["run_id"] for r in f.runs]
+    place = {run_id: i for i, run_id in enumerate(order)}
+    stops = {r["run_id"]: r.get("ended") for r in f.runs}
+    counted = []
+    for e in f.events:
+        if e["kind"] != k.QUERY_RESTARTED:
+            continue
+        i = place.get(e.get("run_id"))
+        before = ended.get(order[i - 1]) if i else None  # no run before it in the history: a restart from a checkpoint
+        if before != "clean":
+            counted.append((float(e["ts"]), float(e["ts"])))
+        elif ended.get(e.get("run_id")) == "exception":
+            end = stops.get(e.get("run_id"))
+            counted.append((float(e["ts"]), float(e["ts"]) if fmt.missing(end) else max(float(end), float(e["ts"]))))
+    return counted
+
+
+def _now(f: Facts) -> float | None:
+    """The verdicts' "now": the page's clock, else the newest time in the history (a batch, an event)."""
+    if f.now is not None:
+        return f.now
+    times = [float(e["ts"]) for e in f.events] + ([f.last_batch_ts] if f.last_batch_ts is not None else [])
+    return max(times) if times else None
+
+
+def _within(counted: Sequence[tuple[float, float]], at: float, window: float) -> list[float]:
+    """The counted restarts that lie within ``window`` seconds before ``at`` (counted by then)."""
+    return [ts for ts, counted_at in counted if counted_at <= at and at - ts <= window]
+
+
 def crash_loop(f: Facts) -> Verdict | None:
-    """A crash_loop signal, or restarts the signal counted, in the newest runs; last error first."""
+    """A crash loop as the lifecycle rule, its gauge and SparkStreamingQueryCrashLooping define it: at least
+    ``DEFAULT_CRASH_LOOP_RESTARTS`` counted restarts (``_counted_restarts``) within the window before now (the
+    crash_loop signal's ``window_seconds``, the observer's setting; ``DEFAULT_CRASH_LOOP_WINDOW_SECONDS`` for a
+    signal without it). Only for a query the observer saw loop (a crash_loop signal). Once the window has passed
+    with the newest run up, the loop is over and the other rules say what the query does. A loop whose newest run
+    failed, or has not completed a batch yet, lasts as the lifecycle's ``crash_looping`` state does
+    (``observer.model.query_lifecycle``): judged at that run's restart (or its failure), until a run runs."""
     signal = _last(f.events, k.CRASH_LOOP)
-    if signal is None:
+    now = _now(f)
+    if signal is None or now is None:
         return None
-    restarts = [
-        e
-        for e in f.events
-        if e["kind"] == k.QUERY_RESTARTED
-        and e["ts"] >= signal["ts"] - float((signal.get("attributes") or {}).get("window_seconds") or 900.0)
-    ]
-    later_batches = (
-        f.last_batch_ts is not None
-        and f.runs
-        and _outcome(f.runs[-1]) is None
-        and f.last_batch_ts > (f.runs[-1].get("started") or 0) + 10 * (f.interval or 10.0)
+    window = (signal.get("attributes") or {}).get("window_seconds")
+    window = (
+        float(window) if isinstance(window, (int, float)) and not isinstance(window, bool) and window > 0 else CRASH_LOOP_WINDOW_SECONDS
     )
-    if later_batches:
-        return None  # the loop ended: the newest run is up and has been processing for a while
-    first = restarts[0]["ts"] if restarts else signal["ts"]
-    last = restarts[-1]["ts"] if restarts else signal["ts"]
+    counted = _counted_restarts(f)
+    restarts = _within(counted, now, window)
+    newest = f.runs[-1] if f.runs else None
+    outcome = _outcome(newest) if newest is not None else None
+    if (
+        len(restarts) < CRASH_LOOP_RESTARTS
+        and newest is not None
+        and (outcome == "exception" or (outcome is None and not newest.get("batches")))
+    ):
+        # lasting: the loop held when the newest run was last judged, and that run never ran
+        into = [c for c in counted if c[0] >= float(newest.get("started") or 0.0)]
+        judged = max([c[1] for c in into], default=float(newest.get("started") or 0.0))
+        restarts = _within(counted, judged, window)
+    if len(restarts) < CRASH_LOOP_RESTARTS:
+        return None
+    first, last = restarts[0], restarts[-1]
     failed = next((r for r in reversed(f.runs) if _outcome(r) == "exception"), None)
     cause, trace = _failure(f, failed) if failed else (None, None)
-    count = len(restarts) or int((signal.get("attributes") or {}).get("restarts") or 0)
-    text = f"Crash loop: {fmt.plural(count, 'restart')} in {fmt.duration(max(last - first, 0.0))}"
+    text = f"Crash loop: {fmt.plural(len(restarts), 'restart')} in {fmt.duration(max(last - first, 0.0))}"
     if cause:
         text += f"; last error {cause}"
+    elif failed is None:
+        text += "; no run ended with an exception: the runs before the restarts were never seen ending (a driver killed, as the OOM killer does)"
+    if newest is not None and outcome is None and newest.get("batches") and not fmt.missing(newest.get("started")):
+        up = max(now - float(newest["started"]), 0.0)
+        text += f"; the newest run has been up {fmt.duration(up)} ({fmt.plural(int(newest['batches']), 'batch', 'batches')})"
     return Verdict("crash_loop", text, first, cause, trace, failed["run_id"] if failed else None)
 
 

@@ -18,6 +18,8 @@ from observer.history.browse import UNKNOWN_APP, load_query_apps, load_recent_ev
 from observer.history.loaders import load_batch_series, load_operator_series, load_partition_lag, load_span
 from observer.model.signal_kinds import SIGNAL_KINDS
 from observer.offline.replay import replay
+from observer.settings import DEFAULT_CRASH_LOOP_RESTARTS as CRASH_LOOP_RESTARTS
+from observer.settings import DEFAULT_CRASH_LOOP_WINDOW_SECONDS as CRASH_LOOP_WINDOW_SECONDS
 from streamlit_app import charts, fmt
 from streamlit_app.config import DEFAULT_RUNBOOK_URL
 from streamlit_app.health import typical_interval
@@ -293,6 +295,89 @@ def test_stalled_and_falling_behind_and_crash_loop_order() -> None:
     assert [x.kind for x in verdicts(Facts(loop, loop_runs, now=200.0))].count("failed_at_start") == 0  # the loop says it
 
 
+@pytest.fixture(scope="module")
+def deploys(tmp_path_factory) -> dict[str, tuple[str, str, dict]]:
+    """The recorded deploys replayed, by scenario: (query id, history, truth). ``deploy_sigkill``: four drivers on one
+    checkpoint, each killed (SIGKILL, as the OOM killer kills) after five or so batches; ``deploy_sigterm``: the same
+    stopped by SIGTERM, as a deploy stops them (each run ends with its application, cleanly)."""
+    where = tmp_path_factory.mktemp("deploys")
+    found = {}
+    for scenario in ("deploy_sigkill", "deploy_sigterm"):
+        runs = fixture_runs(f"incidents/{scenario}")
+        path = str(where / f"{scenario}.db")
+        replay([eventlog_dir(r) for r in runs], history=path)
+        truth = SHOTS.incident_truths()[scenario]
+        found[scenario] = (truth["run_facts"][0]["query_id"], path, truth)
+    return found
+
+
+def restarts_of(db: str, query_id: str) -> list[float]:
+    events = load_recent_events(db, query_id)
+    return events[events.kind == "query_restarted"].ts.tolist()
+
+
+def test_killed_drivers_are_a_crash_loop_just_after_their_last_restart_with_the_newest_run_up(deploys) -> None:
+    """SparkStreamingQueryCrashLooping's rule (the lifecycle's gauge): 3 restarts after runs whose end was never seen,
+    within 15 min. Just after the last restart, its run processing batches, the browser says crash loop too (not just
+    "Restarted"), with how long the newest run has been up, and still does one second before the window has passed
+    over the third-last restart."""
+    qid, db, truth = deploys["deploy_sigkill"]
+    restarts = restarts_of(db, qid)
+    assert len(restarts) == len(truth["restarts"]) == CRASH_LOOP_RESTARTS
+    newest = load_run_stats(db, qid).iloc[-1]
+    assert fmt.missing(newest.outcome) and newest.batches > 0  # up and processing when it was killed, unseen
+
+    at = truth["run_facts"][-1]["process_ended"]  # the recording's end: 10 s after the last restart
+    v = verdict(facts_of(db, qid, now=at))
+    assert v.kind == "crash_loop" and v.since == restarts[0], v
+    assert v.text == (
+        f"Crash loop: 3 restarts in {fmt.duration(restarts[-1] - restarts[0])}; no run ended with an exception: the runs "
+        "before the restarts were never seen ending (a driver killed, as the OOM killer does); the newest run has been up "
+        f"{fmt.duration(at - float(newest.started))} ({fmt.plural(int(newest.batches), 'batch', 'batches')})"
+    )
+    assert [x.kind for x in verdicts(facts_of(db, qid, now=at))].count("restarted") == 0  # the loop says it
+    assert verdict(facts_of(db, qid, now=restarts[0] + CRASH_LOOP_WINDOW_SECONDS - 1.0)).kind == "crash_loop"
+
+
+def test_killed_drivers_loop_is_over_once_the_window_has_passed_with_the_newest_run_up(deploys) -> None:
+    """One second after the window has passed over the third-last restart, fewer than 3 restarts lie within it: the
+    loop is over (as the lifecycle's gauge and the alert say), and the other rules say the rest (restarted). So a
+    recording hours or days old reads as no crash loop."""
+    qid, db, truth = deploys["deploy_sigkill"]
+    restarts = restarts_of(db, qid)
+    over = restarts[0] + CRASH_LOOP_WINDOW_SECONDS + 1.0
+    assert "crash_loop" not in [x.kind for x in verdicts(facts_of(db, qid, now=over))]
+    later = verdicts(facts_of(db, qid, now=restarts[-1] + CRASH_LOOP_WINDOW_SECONDS + 1.0))
+    assert "crash_loop" not in [x.kind for x in later] and "restarted" in [x.kind for x in later]
+    end = truth["run_facts"][-1]["process_ended"]
+    for days in (1.0, 30.0):
+        assert "crash_loop" not in [x.kind for x in verdicts(facts_of(db, qid, now=end + days * 86400.0))]
+
+
+def test_rolling_deploys_by_sigterm_are_never_a_crash_loop(deploys) -> None:
+    """Each run ended with its application (``ended_with_application``, clean): restarts after clean stops do not count."""
+    qid, db, truth = deploys["deploy_sigterm"]
+    restarts = restarts_of(db, qid)
+    assert len(restarts) == len(truth["restarts"]) == CRASH_LOOP_RESTARTS
+    events = load_recent_events(db, qid)
+    ends = events[events.kind == "query_terminated"].attributes.tolist()
+    assert len(ends) == truth["runs"] and all(a["outcome"] == "clean" and a["ended_with_application"] for a in ends)
+    end = truth["run_facts"][-1]["process_ended"]
+    for now in [None, *restarts, *(r + 1.0 for r in restarts), end, restarts[-1] + CRASH_LOOP_WINDOW_SECONDS + 1.0, end + 86400.0]:
+        kinds = [v.kind for v in verdicts(facts_of(db, qid, now=now))]
+        assert "crash_loop" not in kinds, (now, kinds)
+
+
+def test_a_loop_whose_newest_run_failed_lasts_as_the_lifecycles_crash_looping_state(incidents_db) -> None:
+    """crash_loop_503: every run fails, the newest too. Like the lifecycle's lasting ``crash_looping`` state (and so
+    the alert), the loop is not over when its window has passed: no run has run since."""
+    want = expected("crash_loop_503", TRUTHS["crash_loop_503"])
+    end = TRUTHS["crash_loop_503"]["run_facts"][-1]["process_ended"]
+    at_end, days_later = (verdict(facts_of(incidents_db, want.query_id, now=now)) for now in (end, end + 86400.0))
+    assert at_end.kind == days_later.kind == "crash_loop" and at_end.text == days_later.text
+    assert at_end.text.startswith("Crash loop: 4 restarts in 1 min 51 s; last error ") and "has been up" not in at_end.text
+
+
 def test_every_verdict_links_a_runbook_section_that_exists() -> None:
     """Every kind of verdict but 'healthy' and 'no data' has a runbook section (executor loss included)."""
     anchors = runbook_anchors()
@@ -326,7 +411,9 @@ def terminated_attributes(db: str, query_id: str, run_id: str) -> dict:
 @pytest.mark.parametrize("scenario", sorted(TRUTHS))
 def test_each_recorded_incident_gets_its_verdict_root_cause_and_runbook(incidents_db, scenario) -> None:
     want = expected(scenario, TRUTHS[scenario])
-    found = verdicts(facts_of(incidents_db, want.query_id, now=time.time()))
+    # on the clock, but a loop of killed drivers at its recording's end: hours later its window has long passed
+    now = TRUTHS[scenario]["run_facts"][-1]["process_ended"] if want.at_end else time.time()
+    found = verdicts(facts_of(incidents_db, want.query_id, now=now))
     top = found[0]
     anchors = runbook_anchors()
     if not want.alarming:
