@@ -187,6 +187,8 @@ class Lifecycle:
             q.progress_run = p.run_id
         if q.stalled:
             self._set_stalled(q, record, False, now, facts)
+        if q.crash_loop:  # a loop ends once its restarts have left the window while batches come: the gauge follows
+            self._judge_loop(q, record, p.run_id, ts, facts)
         facts.set(record, catalog.QUERY_STALLED, (), 0.0)
         q.progress_at.append(now)
         if p.batch_duration_ms is not None and not first_of_run:  # a run's first batch (warm-up, restore) says nothing of later ones

@@ -35,11 +35,11 @@ def truth(scenario: str) -> dict[str, Any]:
         return json.load(f)
 
 
-def said(scenario: str) -> tuple[list[Any], Any]:
+def said(scenario: str, **settings: Any) -> tuple[list[Any], Any]:
     signals: list = []
     result = replay(
         [precision.recording(r) for r in precision.run_dirs(scenario)],
-        Settings(http_enabled=False, placement="off"),
+        Settings(http_enabled=False, placement="off", **settings),
         on_signal=signals.append,
     )
     (record,) = result.observer.tracker.snapshot()
@@ -69,6 +69,18 @@ def test_drivers_killed_without_a_word_are_still_a_crash_loop_at_the_third_resta
     assert kinds.QUERY_TERMINATED not in [s.kind for s in signals]
     (loop,) = [s for s in signals if s.kind == kinds.CRASH_LOOP]
     assert loop.run_id == facts[-1]["run_id"] and loop.attributes["restarts"] == 3
+    assert record.signal_gauges[(catalog.QUERY_CRASH_LOOP, ())] == 1.0
+
+
+def test_the_crash_loop_gauge_ends_once_the_loops_restarts_leave_the_window_while_batches_come() -> None:
+    """The recorded restarts come 22-24 s apart and the last run's batches for 8 s after its start: with a 50 s window
+    the loop begins at the third restart (the first 46.5 s before it) and ends at the batch 50 s after the first.
+    The gauge was judged only at restarts and terminations, so a loop whose newest run kept running paged
+    SparkStreamingQueryCrashLooping (critical) until the next restart, however healthy the query."""
+    signals, record = said(SIGKILL, crash_loop_window_seconds=50.0)
+    assert [s.attributes["restarts"] for s in signals if s.kind == kinds.CRASH_LOOP] == [3]
+    assert record.signal_gauges[(catalog.QUERY_CRASH_LOOP, ())] == 0.0
+    signals, record = said(SIGKILL, crash_loop_window_seconds=60.0)  # the last batch is 54.8 s after the first restart
     assert record.signal_gauges[(catalog.QUERY_CRASH_LOOP, ())] == 1.0
 
 

@@ -519,6 +519,8 @@ def test_each_verdict_is_shown_at_its_level() -> None:
     assert {k for k, v in level.items() if v == "warning"} == {"stalled", "overdue", "late_rows", "state_unbounded", "falling_behind"}
     assert {k for k, v in level.items() if v == "info"} == {"executor_lost", "restarted", "stopped"}
     assert {k for k, v in level.items() if v == "success"} == {"healthy", "no_data"}
-    assert {Verdict(kind, "").icon for kind in ("stalled", "overdue", "late_rows", "state_unbounded", "falling_behind")} == {":material/warning:"}
+    assert {Verdict(kind, "").icon for kind in ("stalled", "overdue", "late_rows", "state_unbounded", "falling_behind")} == {
+        ":material/warning:"
+    }
     assert (Verdict("executor_lost", "").icon, Verdict("stopped", "").icon) == (":material/info:", ":material/stop_circle:")
     assert sorted(ICONS) == sorted(SEVERITY.values())  # one icon per severity
