@@ -266,6 +266,72 @@ def scheduled_counts(ctx: Context) -> Any:
     )
 
 
+def late_future(ctx: Context) -> Any:
+    """A count per 5-second window and key (watermark 10 s, update mode) over the union of a ``rate`` source
+    (event time: its timestamp, now) and a JSON file source on a landing folder (``path``), empty at first;
+    ``inject`` drops into it one file of one row whose event time is ``ahead_seconds`` (2 h) in the future."""
+    from pyspark.sql import functions as F
+
+    folder = ctx.options["path"]
+    os.makedirs(folder, exist_ok=True)
+    rate = (
+        ctx.spark.readStream.format("rate")
+        .option("rowsPerSecond", ctx.rows_per_second)
+        .load()
+        .select(F.col("timestamp").alias("event_time"), "value")
+    )
+    files = ctx.spark.readStream.schema("event_time TIMESTAMP, value LONG").json(folder)
+    counts = (
+        rate.unionByName(files)
+        .withWatermark("event_time", "10 seconds")
+        .groupBy(F.window("event_time", "5 seconds"), (F.col("value") % ctx.keys).alias("key"))
+        .count()
+    )
+    return noop_sink(counts, ctx)
+
+
+def late_future_inject(ctx: Context) -> None:
+    """One JSON file, one row, its event time ``ahead_seconds`` from now (written aside, then renamed in);
+    what was written goes to ``injected.json`` in the run's folder, for the truth."""
+    import json
+    import time
+    from datetime import datetime, timezone
+
+    written_at = time.time()
+    event_time = written_at + float(ctx.options.get("ahead_seconds", "7200"))
+    stamp = datetime.fromtimestamp(event_time, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    folder = ctx.options["path"]
+    tmp = os.path.join(folder, ".future.json.tmp")
+    with open(tmp, "w") as f:
+        f.write(json.dumps({"event_time": stamp, "value": 0}) + "\n")
+    os.rename(tmp, os.path.join(folder, "future-0000.json"))
+    with open(os.path.join(ctx.out, "injected.json"), "w") as f:
+        json.dump({"written_at": written_at, "event_time": event_time, "event_time_text": stamp, "file": "future-0000.json"}, f)
+
+
+def late_lagging(ctx: Context) -> Any:
+    """Deduplication on (value, event_time) after a 10 s watermark over a ``rate`` source whose rows with
+    ``value % every == 0`` (``every`` 20: 5 %) come from a lagging producer: their event time is the
+    timestamp minus ``lag_seconds``, the others' the timestamp itself."""
+    from pyspark.sql import functions as F
+
+    every = int(ctx.options.get("every", "20"))
+    lag = int(ctx.options["lag_seconds"])
+    rows = (
+        ctx.spark.readStream.format("rate")
+        .option("rowsPerSecond", ctx.rows_per_second)
+        .load()
+        .select(
+            "value",
+            F.when(F.col("value") % every == 0, F.col("timestamp") - F.expr(f"INTERVAL {lag} SECONDS"))
+            .otherwise(F.col("timestamp"))
+            .alias("event_time"),
+        )
+    )
+    deduped = rows.withWatermark("event_time", "10 seconds").dropDuplicates(["value", "event_time"])
+    return noop_sink(deduped, ctx, mode="append")
+
+
 PIPELINES = {
     "scheduled_counts": scheduled_counts,
     "unbounded": unbounded,
@@ -277,8 +343,10 @@ PIPELINES = {
     "tws_ttl_none": tws_ttl_none,
     "worker_import": worker_import,
     "python_oom": python_oom,
+    "late_future": late_future,
+    "late_lagging": late_lagging,
 }
-INJECTIONS = {"file_sink": file_sink_inject, "file_source": file_source_inject}
+INJECTIONS = {"file_sink": file_sink_inject, "file_source": file_source_inject, "late_future": late_future_inject}
 
 
 def start(query: str, ctx: Context) -> Any:

@@ -444,6 +444,150 @@ def unbounded_growth(seconds: int) -> Callable[[Recorder], dict[str, Any]]:
     return scenario
 
 
+def _epoch(text: str) -> float:
+    """A progress timestamp (``2026-11-26T16:00:19.222Z``) as epoch seconds."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def dropped_by_watermark(batch: dict[str, Any]) -> dict[str, int]:
+    """Per stateful operator of one progress, the rows it reported dropped as late (``numRowsDroppedByWatermark``)."""
+    return {op["operatorName"]: int(op.get("numRowsDroppedByWatermark", 0)) for op in batch.get("stateOperators", [])}
+
+
+def late_rows_facts(progress: list[dict[str, Any]], run: str, why: str) -> dict[str, Any]:
+    """The late rows of one run as its progress reported them: from the trigger time of the first batch in
+    which an operator dropped rows as late to the last batch's, who dropped them, how many, and how far the
+    watermark stood from the trigger time in that first batch (positive: ahead of the clock)."""
+    dropping = [p for p in progress if any(dropped_by_watermark(p).values())]
+    if not dropping:
+        raise ValueError(f"{run}: no batch reported numRowsDroppedByWatermark > 0")
+    first, last = dropping[0], progress[-1]
+    per_batch = [sum(dropped_by_watermark(p).values()) for p in progress if p["batchId"] >= first["batchId"]]
+    return {
+        "run": run,
+        "from": _epoch(first["timestamp"]),
+        "until": _epoch(last["timestamp"]),
+        "first_batch_id": first["batchId"],
+        "last_batch_id": last["batchId"],
+        "operators": sorted({op for p in dropping for op, n in dropped_by_watermark(p).items() if n}),
+        "watermark_ahead_seconds": _epoch(first["eventTime"]["watermark"]) - _epoch(first["timestamp"]),
+        "batches_with_drops": len(dropping),
+        "batches_from_first_drop": len(per_batch),
+        "rows_dropped": sum(per_batch),
+        "rows_dropped_per_batch": {"min": min(per_batch), "max": max(per_batch), "median": sorted(per_batch)[len(per_batch) // 2]},
+        "input_rows_from_first_drop": sum(p["numInputRows"] for p in progress if p["batchId"] >= first["batchId"]),
+        "why": why,
+    }
+
+
+def run_progress(rec: Recorder, facts: dict[str, Any]) -> list[dict[str, Any]]:
+    with open(os.path.join(rec.target, facts["run_dir"], "progress.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def compress_progress(run_dir: str) -> None:
+    """``progress.jsonl`` as ``progress.jsonl.zstd`` (level 19; read as Spark's zstd logs are): a file source's
+    progress lines are large (~3 KB each) and compress ~40x."""
+    import zstandard
+
+    path = os.path.join(run_dir, "progress.jsonl")
+    with open(path, "rb") as src, open(path + ".zstd", "wb") as dst:
+        dst.write(zstandard.ZstdCompressor(level=19).compress(src.read()))
+    os.remove(path)
+
+
+LATE_TRUTH_SOURCE = "numRowsDroppedByWatermark of each stateful operator in the run's progress lines (progress.jsonl)"
+
+
+def late_rows(
+    query: str, seconds: int, clean_run: bool, why: str = "", inject_after: int = 0, **options: str
+) -> Callable[[Recorder], dict[str, Any]]:
+    """One run of ``incident_queries.<query>`` (2 partitions, RocksDB, 200 rows/s, 1 s trigger) for ``seconds``
+    (after ``inject_after`` batches and the injection, when there is one); its truth read from the late rows
+    the progress reported, and refused (ValueError) when the run does not show what the truth would claim."""
+
+    def scenario(rec: Recorder) -> dict[str, Any]:
+        args = ["--query", query, "--duration", str(seconds), "--partitions", "2", "--rows-per-second", "200", "--name", rec.name]
+        args += ["--inject-after", str(inject_after)] if inject_after else []
+        for key, value in options.items():
+            args += ["--option", f"{key}={value.replace('{scratch}', rec.tmp)}"]
+        facts = rec.run(*args)
+        progress = run_progress(rec, facts)
+        slim_event_log(os.path.join(rec.target, facts["run_dir"], "eventlog"))
+        compress_progress(os.path.join(rec.target, facts["run_dir"]))
+        truth: dict[str, Any] = {
+            "clean": clean_run,
+            "query": query,
+            "duration_seconds": facts["process_ended"] - facts["process_started"],
+            "partitions": 2,
+            "rows_per_second": 200,
+            "trigger_seconds": 1,
+            "master": "local[2]",
+            "provider": "rocksdb",
+            "watermark_delay_seconds": 10,
+            "options": {k: v for k, v in options.items() if k != "path"},
+            "batches": len(progress),
+            "truth_from": LATE_TRUTH_SOURCE,
+            "kept": f"progress lines (zstd) and the event log without {', '.join(sorted(SLIMMED_EVENTS))} and stateless task ends",
+        }
+        if clean_run:
+            late = {p["batchId"]: d for p in progress if any((d := dropped_by_watermark(p)).values())}
+            if late:
+                raise ValueError(f"a clean run dropped late rows: {late}")
+            if not all(p.get("stateOperators") for p in progress):
+                raise ValueError("a batch without its stateful operator: nothing to say it dropped nothing")
+            return {
+                **truth,
+                "expected_events": [],
+                "note": "every batch reported numRowsDroppedByWatermark == 0 for every operator: nothing may fire",
+            }
+        facts_late = late_rows_facts(progress, facts["run_dir"], why)
+        truth["late_rows"] = [facts_late]
+        after_first = [p for p in progress if p["batchId"] >= facts_late["first_batch_id"] and p["numInputRows"]]
+        if query == "late_future":
+            with open(os.path.join(rec.target, facts["run_dir"], "injected.json")) as f:
+                injected = json.load(f)
+            # the batch that read the future row: its event time maximum is that row's
+            (read,) = [
+                p for p in progress if abs(_epoch(p.get("eventTime", {}).get("max", "1970-01-01T00:00:00Z")) - injected["event_time"]) < 1
+            ]
+            if any(any(dropped_by_watermark(p).values()) for p in progress if p["batchId"] <= read["batchId"]):
+                raise ValueError("rows were dropped before the future row was read")
+            if not 0 < facts_late["first_batch_id"] - read["batchId"] <= 3:
+                raise ValueError(f"the drops began in batch {facts_late['first_batch_id']}, the future row was read in {read['batchId']}")
+            if facts_late["watermark_ahead_seconds"] < 3600:
+                raise ValueError(f"the watermark was only {facts_late['watermark_ahead_seconds']:.0f} s ahead")
+            if not all(any(dropped_by_watermark(p).values()) for p in after_first):
+                raise ValueError("a batch with input after the first drop dropped nothing")
+            # Spark drops late rows against the previous batch's watermark (the one for late events) but evicts
+            # state against the new one: the batch after the jump evicts, the one after that drops
+            jumped = next(p for p in progress if _epoch(p["eventTime"]["watermark"]) >= injected["event_time"] - 3600)
+            facts_late.update(
+                injected_at=injected["written_at"],
+                future_event_time=injected["event_time"],
+                future_row_batch_id=read["batchId"],
+                watermark_jumped_batch_id=jumped["batchId"],
+                batches_before_injection=sum(1 for p in progress if _epoch(p["timestamp"]) < injected["written_at"]),
+            )
+            truth["expected_events"] = [
+                f"late_rows_dropped on {', '.join(facts_late['operators'])} from the first dropping batch to the end of the run",
+            ]
+        else:
+            later = progress[2:]
+            share = sum(1 for p in later if any(dropped_by_watermark(p).values())) / len(later)
+            if share < 0.8:
+                raise ValueError(f"only {share:.0%} of the batches after the first two dropped late rows")
+            facts_late["share_of_batches_dropping_after_the_first_two"] = share
+            truth["expected_events"] = [
+                f"late_rows_dropped on {', '.join(facts_late['operators'])} in (nearly) every batch from the first dropping one",
+            ]
+        return truth
+
+    return scenario
+
+
 SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
     "unbounded_growth": unbounded_growth(240),
     "clean_busy_90s": clean(90),
@@ -520,6 +664,20 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
         conf=("spark.executor.pyspark.memory=512m",),
         where="Python UDF above spark.executor.pyspark.memory",
     ),
+    # rows dropped as late by the watermark: a future record, a lagging producer, and lag within the delay
+    "late_future_record": late_rows(
+        "late_future",
+        100,
+        clean_run=False,
+        why="a record 2 h in the future moved the watermark ahead of every later row",
+        inject_after=8,
+        path="{scratch}/landing",
+        ahead_seconds="7200",
+    ),
+    "late_lagging_producer": late_rows(
+        "late_lagging", 100, clean_run=False, why="5 % of rows arrive 60 s late against a 10 s delay", every="20", lag_seconds="60"
+    ),
+    "late_within_delay": late_rows("late_lagging", 100, clean_run=True, every="20", lag_seconds="5"),
 }
 # recordings made with another PySpark: the interpreter of its virtualenv (python -m venv /work/venvs/psNN)
 VENV_PYTHON = {
@@ -565,7 +723,7 @@ def record_scenarios(
 
 
 def main() -> int:
-    return record_scenarios(SCENARIOS, python_for=VENV_PYTHON)
+    return record_scenarios(SCENARIOS, errors=(ValueError,), python_for=VENV_PYTHON)
 
 
 if __name__ == "__main__":

@@ -199,3 +199,33 @@ def test_failing_runs_terminate_with_the_injected_exception(scenario: str) -> No
         # what we raised is the last exception line of the Python traceback Spark carried
         lines = [line for line in text.splitlines() if re.match(r"^[\w.]*(Error|Exception)\b", line)]
         assert lines and lines[-1].startswith(failure["raised_type"])
+
+
+def _epoch(text: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _dropped(progress: dict[str, Any]) -> dict[str, int]:
+    return {o["operatorName"]: o.get("numRowsDroppedByWatermark", 0) for o in progress.get("stateOperators", [])}
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.startswith("late_")])
+def test_late_rows_are_where_truth_says(scenario: str) -> None:
+    """Rows dropped as late (scripts/record_incidents.py ``late_rows``): the logged progress agrees with the truth
+    (first dropping batch and its time, the last batch, the operators, the watermark's lead); a clean one drops none."""
+    facts = truth(scenario)
+    (run_dir,) = run_dirs(scenario)
+    progress = [p for kind, p in listener_events(run_dir) if kind == "progress"]
+    dropping = [p for p in progress if any(_dropped(p).values())]
+    if facts["clean"]:
+        assert dropping == [] and "late_rows" not in facts and facts["expected_events"] == []
+        return
+    (late,) = facts["late_rows"]
+    first = dropping[0]
+    assert (late["first_batch_id"], late["from"]) == (first["batchId"], _epoch(first["timestamp"]))
+    assert (late["last_batch_id"], late["until"]) == (progress[-1]["batchId"], _epoch(progress[-1]["timestamp"]))
+    assert late["operators"] == sorted({op for p in dropping for op, n in _dropped(p).items() if n})
+    assert late["watermark_ahead_seconds"] == _epoch(first["eventTime"]["watermark"]) - _epoch(first["timestamp"])
+    assert late["rows_dropped"] == sum(sum(_dropped(p).values()) for p in progress if p["batchId"] >= first["batchId"])

@@ -48,6 +48,7 @@ CLEAN = [
     "pace_default_trigger_80pct",
     "kafka_steady_rate_limited",
     "kafka_steady_transactional",
+    "late_within_delay",
 ]
 # a restore this long (the restart batch's extra task time) is one a user sees; the observer's figure within
 # this ratio of it (measured or estimated alike)
