@@ -26,8 +26,6 @@ DEFAULT_STALL_MIN_SECONDS = 30.0
 # seconds (the mixin's SparkStreamingScheduledRunOverdue and the browser's verdict judge alike)
 DEFAULT_SCHEDULE_LATE_SHARE = 0.25
 DEFAULT_SCHEDULE_LATE_MIN_SECONDS = 300.0
-# rows dropped by the watermark: the share of the input (over the window) that is an incident; the mixin's default too
-DEFAULT_LATE_ROWS_SHARE = 0.01
 # the crash-loop rule: this many counted restarts within this window (the lifecycle rule, its gauge and
 # SparkStreamingQueryCrashLooping; the browser's crash-loop verdict judges alike)
 DEFAULT_CRASH_LOOP_RESTARTS = 3
@@ -203,14 +201,16 @@ class Settings:
         metadata={"doc": "Rows dropped by the watermark are weighed against the input rows of this many seconds of batches."},
     )
     late_rows_share: float = field(
-        default=DEFAULT_LATE_ROWS_SHARE,
+        default=0.01,
         metadata={
-            "doc": "Share of the input rows the watermark must drop over `late_rows_window_seconds` for `late_rows_dropped`; the mixin's threshold of the same name."
+            "doc": "Share of the input rows the watermark must drop over `late_rows_window_seconds` for `late_rows_dropped` (an aggregation counts late groups: also when most of its arriving groups are late, or the watermark stands ahead of the trigger time)."
         },
     )
     late_rows_min: float = field(
         default=10.0,
-        metadata={"doc": "Rows the watermark must drop over `late_rows_window_seconds` for `late_rows_dropped`, whatever their share."},
+        metadata={
+            "doc": "Rows (an aggregation's groups) the watermark must drop over `late_rows_window_seconds` for `late_rows_dropped`, whatever their share."
+        },
     )
     placement: str = field(
         default="auto",

@@ -342,25 +342,30 @@ def falling_behind(f: Facts) -> Verdict | None:
 
 
 def late_rows(f: Facts) -> Verdict | None:
-    """The watermark drops a share of the input (a ``late_rows_dropped`` episode not yet stopped) while the query runs:
-    those rows are missing from its output. An episode spans restarts (the checkpoint keeps the watermark)."""
+    """The watermark drops a share of the input (a ``late_rows_dropped`` episode not stopped): those rows are missing from
+    the output, whatever the query does next, so a query that stopped since says what it dropped until then. An episode
+    spans restarts (the checkpoint keeps the watermark)."""
     signal = _last(f.events, k.LATE_ROWS_DROPPED)
     stopped_at = _last(f.events, k.LATE_ROWS_STOPPED)
     if signal is None or (stopped_at is not None and stopped_at["ts"] >= signal["ts"]):
         return None
-    if f.runs and _outcome(f.runs[-1]) is not None:
-        return None  # the query is not running: its stop or failure is the verdict
     a = signal.get("attributes") or {}
     share = a.get("share")
-    what = f"{float(share):.1%} of the input" if isinstance(share, (int, float)) and math.isfinite(share) else "input rows"
     operators = a.get("operators")
     by = f" by {', '.join(map(str, operators))}" if isinstance(operators, list) and operators else ""
-    text = f"Dropping late rows: the watermark drops {what}{by} as too late since {fmt.clock(signal['ts'])}"
-    if a.get("rows") is not None and a.get("window_seconds") is not None:
-        text += f" ({fmt.number(a['rows'])} rows in {fmt.duration(a['window_seconds'])})"
+    ended = f.runs[-1].get("ended") if f.runs and _outcome(f.runs[-1]) is not None else None
+    if ended is None:
+        text = f"Dropping late rows: the watermark drops input{by} as too late since {fmt.clock(signal['ts'])}"
+    else:
+        text = f"Dropped late rows: from {fmt.clock(signal['ts'])} the watermark dropped input{by} as too late; the query stopped at {fmt.clock(ended)}"
     ahead = a.get("watermark_ahead_seconds")
-    if isinstance(ahead, (int, float)) and math.isfinite(ahead) and ahead > 0:
-        text += f"; the watermark stood {fmt.duration(ahead)} ahead of the trigger time: a record from the future moved it"
+    groups = a.get("late_groups_share")
+    if isinstance(ahead, (int, float)) and math.isfinite(ahead) and ahead > 0 and a.get("cause") == "watermark_ahead":
+        text += f"; the watermark stood {fmt.duration(ahead)} ahead of the trigger time: a record from the future moved it, every older row is lost"
+    elif a.get("cause") == "most_groups_late" and isinstance(groups, (int, float)) and math.isfinite(groups):
+        text += f" ({float(groups):.0%} of the groups reaching the aggregation were late)"
+    elif isinstance(share, (int, float)) and math.isfinite(share):
+        text += f" (at least {float(share):.1%} of the input rows when it began)"
     return Verdict("late_rows", text, signal["ts"], run_id=signal.get("run_id"))
 
 
@@ -519,7 +524,7 @@ def verdicts(f: Facts) -> list[Verdict]:
     found = [v for v in (rule(f) for rule in RULES) if v is not None] + executor_lost(f)
     if any(v.kind == "crash_loop" for v in found):
         found = [v for v in found if v.kind not in ("failed", "failed_at_start", "restarted")]
-    if not found or all(v.severity >= SEVERITY["executor_lost"] for v in found):
+    if not found or all(v.severity >= SEVERITY["executor_lost"] or v.kind == "late_rows" for v in found):  # rows lost before a stop
         end = stopped(f)
         if end is not None:
             found.append(end)

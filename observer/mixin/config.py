@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from observer.mixin.prometheus_text import DurationError, format_duration, parse_duration
-from observer.settings import DEFAULT_LATE_ROWS_SHARE, DEFAULT_SCHEDULE_LATE_MIN_SECONDS, DEFAULT_SCHEDULE_LATE_SHARE
+from observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS, DEFAULT_SCHEDULE_LATE_SHARE
 
 # Every alert the mixin defines, with its default ``for`` duration and severity (the rules live in
 # ``observer.mixin.rules``; a test checks both lists name the same alerts).
@@ -155,13 +155,6 @@ class Thresholds:
         metadata=_doc("Input rate above processing rate by this factor (averaged over falling_behind_window_minutes) is falling behind."),
     )
     falling_behind_window_minutes: float = field(default=10, metadata=_doc("Averaging window of the input and processing rates."))
-    late_rows_share: float = field(
-        default=DEFAULT_LATE_ROWS_SHARE,
-        metadata=_doc(
-            "Share of a query's input rows its watermark dropped as too late (over the observer's late_rows_window_seconds, while "
-            "its late_rows_dropped episode lasts) that alerts; the observer's late_rows_share starts the episode, so this can only raise it."
-        ),
-    )
     kafka_lag_offsets: float = field(
         default=10000, metadata=_doc("Kafka records behind the latest, summed over a topic's partitions, above which a growing lag alerts.")
     )

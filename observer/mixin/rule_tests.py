@@ -325,20 +325,19 @@ def _watermark_lag_high(c: CaseInputs) -> Case:
 
 
 def _late_rows_dropped(c: CaseInputs) -> Case:
-    """A running query dropping twice the share while its episode lasts fires; one dropping half the share (its episode
-    on by the observer's lower setting) and a stopped one with the bad one's last gauges stay silent."""
+    """A running query in a late-rows episode fires (its value the share dropped); one whose share is as high but whose
+    episode is over, and a stopped one with the bad one's last gauges, stay silent."""
     alert = "SparkStreamingLateRowsDropped"
     at = c.for_(alert) + 2
     n = _samples(at + 10)
-    share = c.v.late_rows_share
     series: list[tuple[MetricSpec | str, Labels, str]] = []
-    for role, value, status in ((0, 2 * share, "active"), (1, share / 2, "active"), (2, 2 * share, "terminated")):
+    for role, dropping, status in ((0, 1, "active"), (1, 0, "active"), (2, 1, "terminated")):
         series += [
-            (catalog.LATE_ROWS_SHARE, c.ls.query(role), f"{_n(value)}x{n}"),
-            (catalog.LATE_ROWS_DROPPING, c.ls.query(role), f"1x{n}"),
+            (catalog.LATE_ROWS_SHARE, c.ls.query(role), f"0.05x{n}"),
+            (catalog.LATE_ROWS_DROPPING, c.ls.query(role), f"{dropping}x{n}"),
             (catalog.QUERY_STATUS, c.ls.query(role, status=status), f"1x{n}"),
         ]
-    return Case(alert, series, at, [(_keep(c.ls.query(0), c.by_query), 2 * share)], c.quiet_before(alert))
+    return Case(alert, series, at, [(_keep(c.ls.query(0), c.by_query), 0.05)], c.quiet_before(alert))
 
 
 def _restore_too_long(c: CaseInputs) -> Case:

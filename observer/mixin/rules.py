@@ -196,12 +196,11 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         a(
             "SparkStreamingLateRowsDropped",
             p.running(
-                f"max by ({query}) ({p.sel(catalog.LATE_ROWS_SHARE)}) >= {number(t.late_rows_share)} "
-                f"and max by ({query}) ({p.sel(catalog.LATE_ROWS_DROPPING)}) == 1"
+                f"max by ({query}) ({p.sel(catalog.LATE_ROWS_SHARE)}) and max by ({query}) ({p.sel(catalog.LATE_ROWS_DROPPING)}) == 1"
             ),
             f"Streaming query {q} drops late rows.",
-            f"The event-time watermark of query {q} dropped {{{{ $value | humanizePercentage }}}} of its input rows as too late "
-            "(recent batches); they are missing from its output. A record from the future moves the watermark ahead of every later "
+            f"The event-time watermark of query {q} drops input as too late: at least {{{{ $value | humanizePercentage }}}} of its "
+            "input rows in recent batches (an aggregation counts late groups, not rows); they are missing from its output. A record from the future moves the watermark ahead of every later "
             f"row (see {catalog.WATERMARK_AHEAD.name}), a lagging producer sends rows older than the watermark's delay.",
         ),
         a(

@@ -43,6 +43,10 @@ WRITER_OPERATOR_NAMES = {
     "TransformWithStateInPandas": "transformWithStateInPandasExec",
 }
 
+# the writers behind a partial aggregation: their ``numRowsDroppedByWatermark`` and ``numRowsUpdated`` count groups
+# (one per key and window of each task's partial aggregate), not the source rows (observer.signals.late_rows)
+AGGREGATING_OPERATOR_NAMES = frozenset({"stateStoreSave", "sessionWindowStateStoreSaveExec"})
+
 STREAMING_EVENTS = frozenset({QUERY_STARTED, QUERY_PROGRESS, QUERY_IDLE, QUERY_TERMINATED})
 # a streaming query event's name -> the observer's event kind
 STREAMING_KINDS = {

@@ -5,18 +5,26 @@ the rows whose event time is at or below the watermark and counts them per batch
 ``numRowsDroppedByWatermark``. Nothing fails and the output just misses them, so a query can discard a share
 of its input for days. Two causes an operator meets: a producer that lags behind the watermark's delay (a
 steady share, every batch), and one record from the future (a wrong clock, a unit mix-up) that moves the
-watermark ahead of every later row (nearly all of them, until real time catches up with it; the watermark
-then stands ahead of the batch's trigger time, ``spark_streaming_watermark_ahead_seconds``).
+watermark ahead of every later row (all of them are dropped until real time catches up with it; the
+watermark then stands ahead of the batch's trigger time, ``spark_streaming_watermark_ahead_seconds``).
 
-A few late rows are the watermark doing its job, and a query whose input is sparse drops one row of two now
-and then, so a single batch's share says little: the rule weighs the rows dropped over
-``late_rows_window_seconds`` of batches against the input rows of the same batches. ``late_rows_dropped``
-when that share reaches ``late_rows_share`` and the rows ``late_rows_min``; ``late_rows_stopped`` when the
-window's share falls below half of it (or no row is dropped), so a share hovering at the threshold does not
-flap. An aggregation counts its rows after the partial aggregation (one per key, window and partition of
-each task), so its count is a lower bound of the source rows dropped; deduplication and joins count rows.
-The episode spans restarts: the watermark is kept in the checkpoint, and a restarted query drops alike.
-Only queries with an event-time watermark are followed (no other query can drop a row by it).
+What the count means depends on the operator. Deduplication and joins count the rows they drop. An
+aggregation (and a session window) drops after the partial aggregation, so it counts *groups*, one per key
+and window of each task: recorded, 200 late rows a batch over 10 keys counted 10. So three ways in, over
+``late_rows_window_seconds`` of batches, each with at least ``late_rows_min`` counted:
+
+- the rows (and groups) dropped reach ``late_rows_share`` of the input rows: a lower bound of the share of
+  the input lost, exact for deduplication and joins;
+- the watermark stands more than ``AHEAD_TOLERANCE_SECONDS`` ahead of the trigger time: every row older than
+  it is lost, whatever an aggregation's count says;
+- an aggregation's late groups are at least ``MOST_GROUPS`` of the groups that reached it (late plus updated):
+  most of what arrives is late (a source replaying old data, every producer behind), however few rows a group
+  counts.
+
+``late_rows_dropped`` when one holds, ``late_rows_stopped`` when none holds at half its level (no flapping at a
+threshold) or no row was dropped in the window. A few late rows are the watermark doing its job, and a sparse
+input drops one row of two now and then: hence a window, not a batch. The episode spans restarts (the
+checkpoint keeps the watermark). Only queries with an event-time watermark are followed.
 """
 
 from __future__ import annotations
@@ -29,16 +37,23 @@ from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord
 from observer.model import signal_kinds as kinds
 from observer.model.events import QueryProgress
+from observer.model.spark_events import AGGREGATING_OPERATOR_NAMES
 from observer.settings import Settings
 from observer.signals.facts import SignalFacts
 
+# a watermark this far ahead of the trigger time is an event from the future, not producers' clocks a little
+# ahead of the driver's (the watermark is the newest event time minus the delay, so it is ahead only when an
+# event came more than the delay early)
+AHEAD_TOLERANCE_SECONDS = 60.0
+MOST_GROUPS = 0.5  # share of an aggregation's arriving groups that were late: most of its input is late
 _MAX_BATCHES = 1024  # per query: a window of fast batches stays bounded (then weighed over the latest 1,024)
 _MAX_COUNT = 2**53  # a count above this is no count Spark made: left out rather than let it swamp the window
 _MAX_OPERATORS = 16  # operator names kept per window entry (the attribute naming which operators dropped)
+SHARE, AHEAD, GROUPS = "share", "watermark_ahead", "most_groups_late"  # the ``cause`` attribute: which way in
 
 
 def _count(value: float | None) -> int:
-    """A per-batch row count as an integer (0 for a missing, negative, non-finite or absurd one): window sums of
+    """A per-batch count as an integer (0 for a missing, negative, non-finite or absurd one): window sums of
     integers stay exact however many batches enter and leave."""
     if value is None or not math.isfinite(value) or value <= 0 or value > _MAX_COUNT:
         return 0
@@ -47,30 +62,33 @@ def _count(value: float | None) -> int:
 
 @dataclass
 class _Window:
-    # (trigger time, rows dropped, input rows, names of the operators that dropped rows)
-    batches: deque[tuple[float, int, int, tuple[str, ...]]] = field(default_factory=lambda: deque(maxlen=_MAX_BATCHES))
-    dropped: int = 0
-    rows: int = 0
+    # (trigger time, counted dropped, input rows, an aggregation's late groups, its arriving groups, operators)
+    batches: deque[tuple[float, int, int, int, int, tuple[str, ...]]] = field(default_factory=lambda: deque(maxlen=_MAX_BATCHES))
+    sums: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # dropped, rows, late groups, arriving groups
     dropping: bool = False
     since: float | None = None  # the episode's first signal
-    episode_rows: int = 0  # rows dropped since then
+    episode_rows: int = 0  # counted dropped since then
 
-    def push(self, ts: float, dropped: int, rows: int, operators: tuple[str, ...]) -> None:
+    def push(self, entry: tuple[float, int, int, int, int, tuple[str, ...]]) -> None:
         if len(self.batches) == self.batches.maxlen:
             self.pop()
-        self.batches.append((ts, dropped, rows, operators))
-        self.dropped += dropped
-        self.rows += rows
+        self.batches.append(entry)
+        _, dropped, rows, late, arriving, _ = entry
+        self.sums = [self.sums[0] + dropped, self.sums[1] + rows, self.sums[2] + late, self.sums[3] + arriving]
 
     def pop(self) -> None:
-        _, dropped, rows, _ = self.batches.popleft()
-        self.dropped -= dropped
-        self.rows -= rows
+        _, dropped, rows, late, arriving, _ = self.batches.popleft()
+        self.sums = [self.sums[0] - dropped, self.sums[1] - rows, self.sums[2] - late, self.sums[3] - arriving]
 
     def share(self) -> float:
-        if self.rows > 0:
-            return min(1.0, self.dropped / self.rows)
-        return 1.0 if self.dropped > 0 else 0.0
+        dropped, rows = self.sums[0], self.sums[1]
+        if rows > 0:
+            return min(1.0, dropped / rows)
+        return 1.0 if dropped > 0 else 0.0
+
+    def groups_share(self) -> float:
+        late, arriving = self.sums[2], self.sums[3]
+        return late / arriving if arriving > 0 else 0.0
 
     def operators(self) -> list[str]:
         return sorted({name for *_, names in self.batches for name in names})
@@ -86,6 +104,18 @@ class LateRows:
     def forget(self, query_id: str) -> None:
         self._queries.pop(query_id, None)
 
+    def _cause(self, q: _Window, ahead: float, level: float) -> str | None:
+        """Which way in holds at ``level`` (1 to begin, a half to last), or None."""
+        if q.sums[0] == 0 or q.sums[0] < self.s.late_rows_min * level:
+            return None
+        if ahead > AHEAD_TOLERANCE_SECONDS:
+            return AHEAD
+        if q.share() >= self.s.late_rows_share * level:
+            return SHARE
+        if q.groups_share() >= MOST_GROUPS * level:
+            return GROUPS
+        return None
+
     def batch(self, record: QueryRecord, p: QueryProgress, ts: float, facts: SignalFacts) -> None:
         wm = p.watermark
         q = self._queries.get(record.query_id)
@@ -93,37 +123,29 @@ class LateRows:
             return  # no event-time watermark: nothing can be dropped by one
         if q is None:
             q = self._queries[record.query_id] = _Window()
-        dropped = 0
+        dropped = late_groups = arriving_groups = 0
         names: list[str] = []
         for op in p.operators:
             n = _count(op.rows_dropped_by_watermark)
+            if op.name in AGGREGATING_OPERATOR_NAMES:
+                late_groups += n
+                arriving_groups += n + _count(op.rows_updated)
             if n:
                 dropped += n
                 if len(names) < _MAX_OPERATORS:
                     names.append(op.name)
-        q.push(ts, dropped, _count(p.input_rows), tuple(names))
+        q.push((ts, dropped, _count(p.input_rows), late_groups, arriving_groups, tuple(names)))
         while q.batches and ts - q.batches[0][0] > self.s.late_rows_window_seconds:
             q.pop()
         if q.dropping:
             q.episode_rows += dropped
-        share = q.share()
         ahead = wm - p.timestamp if wm is not None and wm > 0 and p.timestamp is not None and wm > p.timestamp else 0.0
-        if not q.dropping and q.dropped > 0 and q.dropped >= self.s.late_rows_min and share >= self.s.late_rows_share:
-            q.dropping, q.since, q.episode_rows = True, ts, q.dropped
-            attributes = {
-                "rows": float(q.dropped),
-                "input_rows": float(q.rows),
-                "share": round(share, 4),
-                "window_seconds": self.s.late_rows_window_seconds,
-                "operators": q.operators(),
-                "batch_id": p.batch_id,
-            }
-            if wm is not None and wm > 0:
-                attributes["watermark"] = wm
-            if ahead > 0:
-                attributes["watermark_ahead_seconds"] = round(ahead, 3)
-            facts.signal(kinds.LATE_ROWS_DROPPED, record, p.run_id, ts, **attributes)
-        elif q.dropping and (q.dropped == 0 or share < self.s.late_rows_share / 2):
+        share = q.share()
+        if not q.dropping:
+            cause = self._cause(q, ahead, 1.0)
+            if cause is not None:
+                self._begin(q, record, p, ts, cause, share, ahead, facts)
+        elif self._cause(q, ahead, 0.5) is None:
             facts.signal(
                 kinds.LATE_ROWS_STOPPED,
                 record,
@@ -144,3 +166,24 @@ class LateRows:
                 (catalog.WATERMARK_AHEAD, ahead),
             ),
         )
+
+    def _begin(
+        self, q: _Window, record: QueryRecord, p: QueryProgress, ts: float, cause: str, share: float, ahead: float, facts: SignalFacts
+    ) -> None:
+        q.dropping, q.since, q.episode_rows = True, ts, q.sums[0]
+        attributes = {
+            "cause": cause,
+            "rows": float(q.sums[0]),
+            "input_rows": float(q.sums[1]),
+            "share": round(share, 4),
+            "window_seconds": self.s.late_rows_window_seconds,
+            "operators": q.operators(),
+            "batch_id": p.batch_id,
+        }
+        if q.sums[3]:
+            attributes["late_groups_share"] = round(q.groups_share(), 4)  # an aggregation's: counted in groups
+        if p.watermark is not None and p.watermark > 0:
+            attributes["watermark"] = p.watermark
+        if ahead > 0:
+            attributes["watermark_ahead_seconds"] = round(ahead, 3)
+        facts.signal(kinds.LATE_ROWS_DROPPED, record, p.run_id, ts, **attributes)

@@ -99,8 +99,12 @@ def expected(scenario: str, truth: dict[str, Any]) -> Expected:
         # recording did, so by the wall clock its next run is long overdue
         return Expected(scenario, query_id, "overdue", ["Overdue: a run every ", " was due at ", "its last run stopped cleanly at "])
     if truth.get("late_rows"):
-        # rows dropped as late by the watermark (the query itself runs on): no verdict of the browser's own yet, nor a false one
-        return Expected(scenario, query_id, None)
+        # rows dropped as late by the watermark until the recording stopped the query: lost, so the verdict stays
+        late = truth["late_rows"][0]
+        phrases = ["Dropped late rows: from ", " the watermark dropped input by " + ", ".join(late["operators"]), "; the query stopped at "]
+        if late.get("watermark_ahead_seconds", 0) > 3600:
+            phrases.append(" ahead of the trigger time: a record from the future moved it")
+        return Expected(scenario, query_id, "late_rows", phrases)
     assert truth["runs"] > 1, f"{scenario}: a kind of incident these expectations do not know"
     return Expected(scenario, query_id, None, among="restarted", among_phrases=["Restarted at ", " down; restore "])
 

@@ -137,8 +137,12 @@ def test_a_query_on_a_schedule_between_its_runs_is_stopped_on_its_schedule_not_r
     replay([eventlog_dir(r) for r in runs], history=every)
     replay([eventlog_dir(r) for r in runs[:2]], history=first_two)
     found = verdicts(facts_of(every, qid))
-    assert [v.kind for v in found] == ["stopped"] and found[0].text.startswith("On a schedule: its last run stopped cleanly at")
-    assert verdict(facts_of(first_two, qid)).kind == "restarted"
+    # its first run's only batch lost its 2,000 rows to the watermark (rows stamped from 0, the first watermark 0): said too
+    assert [v.kind for v in found] == ["late_rows", "stopped"] and found[1].text.startswith(
+        "On a schedule: its last run stopped cleanly at"
+    )
+    assert found[0].text.startswith("Dropped late rows: from 07:19:37 the watermark dropped input by dedupe as too late;")
+    assert [v.kind for v in verdicts(facts_of(first_two, qid))] == ["late_rows", "restarted"]
 
 
 @pytest.fixture(scope="module")
@@ -166,12 +170,12 @@ def test_a_scheduled_run_is_overdue_once_its_interval_and_the_lateness_have_pass
     due = last_start + interval
     assert fmt.clock(due) == "07:22:11" and fmt.clock(last_end) == "07:21:45"
 
-    soon = verdicts(facts_of(every, qid, now=last_end + 5.0))
-    assert [v.kind for v in soon] == ["stopped"] and soon[0].text.startswith("On a schedule: its last run stopped cleanly at")
-    assert [v.kind for v in verdicts(facts_of(every, qid, now=due + 299.0))] == ["stopped"]  # the least lateness is 300 s
+    soon = verdicts(facts_of(every, qid, now=last_end + 5.0))  # (and the first run's rows the watermark dropped)
+    assert [v.kind for v in soon] == ["late_rows", "stopped"] and soon[1].text.startswith("On a schedule: its last run stopped cleanly at")
+    assert [v.kind for v in verdicts(facts_of(every, qid, now=due + 299.0))] == ["late_rows", "stopped"]  # the least lateness is 300 s
 
     late = verdicts(facts_of(every, qid, now=due + 301.0))
-    assert [v.kind for v in late] == ["overdue"]  # and not also stopped
+    assert [v.kind for v in late] == ["overdue", "late_rows"]  # and not also stopped
     top = late[0]
     assert top.since == pytest.approx(due, abs=0.01)
     assert top.text == (
