@@ -142,7 +142,7 @@ def test_a_query_on_a_schedule_between_its_runs_is_stopped_on_its_schedule_not_r
         "On a schedule: its last run stopped cleanly at"
     )
     assert found[0].text.startswith("Dropped late rows: from 07:19:37 the watermark dropped input by dedupe as too late;")
-    assert [v.kind for v in verdicts(facts_of(first_two, qid))] == ["late_rows", "restarted"]
+    assert [v.kind for v in verdicts(facts_of(first_two, qid))] == ["late_rows", "restarted", "stopped"]
 
 
 @pytest.fixture(scope="module")
