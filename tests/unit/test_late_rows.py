@@ -1,0 +1,122 @@
+"""Rows dropped as late by the watermark, on recorded runs (scripts/record_incidents.py ``late_*``, real PySpark 4.3).
+
+``late_future_record``: a windowed count whose watermark a row two hours in the future moved ahead of every later
+row (the aggregation then counts 10 late *groups* a batch for 200 late rows). ``late_lagging_producer``: 5 % of a
+deduplication's rows 60 s late against a 10 s delay. ``late_within_delay``: the same, 5 s late: nothing dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import pytest
+
+from bench import precision
+from observer.capture.codecs import open_decompressed
+from observer.metrics import catalog
+from observer.model import signal_kinds as kinds
+from observer.model.parse import parse_timestamp
+from observer.offline.replay import replay
+from observer.settings import Settings
+
+FUTURE = os.path.join(precision.INCIDENTS, "late_future_record")
+LAGGING = os.path.join(precision.INCIDENTS, "late_lagging_producer")
+WITHIN = os.path.join(precision.INCIDENTS, "late_within_delay")
+LATE_KINDS = (kinds.LATE_ROWS_DROPPED, kinds.LATE_ROWS_STOPPED)
+
+
+def truth(scenario: str) -> dict[str, Any]:
+    with open(os.path.join(scenario, "truth.json")) as f:
+        return json.load(f)
+
+
+def said(paths: list[str]) -> tuple[list[Any], Any]:
+    signals: list = []
+    result = replay(paths, Settings(http_enabled=False, placement="off"), on_signal=signals.append)
+    (record,) = result.observer.tracker.snapshot()
+    return [s for s in signals if s.kind in LATE_KINDS], record
+
+
+def recorded(scenario: str) -> list[str]:
+    return [precision.recording(r) for r in precision.run_dirs(scenario)]
+
+
+def progress(scenario: str) -> list[dict[str, Any]]:
+    with open_decompressed(os.path.join(scenario, "run1", "progress.jsonl.zstd")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def gauge(record: Any, spec: Any) -> float | None:
+    return record.signal_gauges.get((spec, ()))
+
+
+def test_a_record_from_the_future_is_found_at_the_first_batch_it_costs_by_the_watermark_ahead() -> None:
+    """The aggregation's count (10 groups a batch, 0.2 % of the window's input rows then) would take six batches to
+    reach the share, and at a higher input rate never: the watermark two hours ahead of the trigger time says it at
+    the first batch that drops a row."""
+    late = truth(FUTURE)["late_rows"][0]
+    signals, record = said(recorded(FUTURE))
+    (found,) = signals
+    assert found.kind == kinds.LATE_ROWS_DROPPED and found.timestamp == late["from"]
+    assert found.attributes["batch_id"] == late["first_batch_id"] and found.attributes["cause"] == "watermark_ahead"
+    assert found.attributes["watermark_ahead_seconds"] == pytest.approx(late["watermark_ahead_seconds"], abs=0.01)
+    assert found.attributes["operators"] == late["operators"] == ["stateStoreSave"]
+    assert found.attributes["share"] < 0.01  # the groups counted: far below the rows lost
+    assert gauge(record, catalog.LATE_ROWS_DROPPING) == 1.0 and gauge(record, catalog.WATERMARK_AHEAD) > 7000
+
+
+def test_the_same_aggregation_replaying_old_rows_at_a_hundred_times_the_rate_is_found_by_its_late_groups(tmp_path) -> None:
+    """The recorded progress with every batch's input rows a hundred times as many (the groups the aggregation
+    counts stay as recorded) and its trigger times three hours later (the watermark no longer ahead of them: a
+    source replaying old rows). The share of input rows stays below 1 %; most groups reaching the aggregation are
+    late, so the episode is found, once, after the first batch that drops."""
+    lines = []
+    for p in progress(FUTURE):
+        p["numInputRows"] = p["numInputRows"] * 100
+        ts = parse_timestamp(p["timestamp"]) + 3 * 3600
+        p["timestamp"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(round(ts * 1000)) % 1000:03d}Z"
+        lines.append(json.dumps(p))
+    path = tmp_path / "progress.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    signals, record = said([str(path)])
+    (found,) = signals
+    assert found.attributes["cause"] == "most_groups_late" and "watermark_ahead_seconds" not in found.attributes
+    assert found.attributes["share"] < 0.01 and found.attributes["late_groups_share"] >= 0.5
+    first = truth(FUTURE)["late_rows"][0]["first_batch_id"]
+    assert first < found.attributes["batch_id"] <= first + 15
+    assert gauge(record, catalog.WATERMARK_AHEAD) == 0.0
+
+
+def test_a_lagging_producer_is_found_at_the_first_batch_that_drops_its_rows() -> None:
+    late = truth(LAGGING)["late_rows"][0]
+    signals, record = said(recorded(LAGGING))
+    (found,) = signals
+    assert found.timestamp == late["from"] and found.attributes["batch_id"] == late["first_batch_id"]
+    assert found.attributes["cause"] == "share" and found.attributes["operators"] == ["dedupe"]
+    assert found.attributes["share"] >= 0.01 and "watermark_ahead_seconds" not in found.attributes
+    assert gauge(record, catalog.LATE_ROWS_SHARE) == pytest.approx(0.05, abs=0.005)  # 10 of 200 rows a batch
+
+
+def test_rows_late_within_the_watermark_delay_are_no_incident() -> None:
+    assert truth(WITHIN)["clean"]
+    signals, record = said(recorded(WITHIN))
+    assert signals == []
+    assert gauge(record, catalog.LATE_ROWS_SHARE) == 0.0 and gauge(record, catalog.LATE_ROWS_DROPPING) == 0.0
+    assert gauge(record, catalog.WATERMARK_AHEAD) == 0.0
+
+
+@pytest.mark.parametrize("value", [float("nan"), -5, 1e300, "many", True, None])
+def test_a_count_that_is_no_count_is_left_out(tmp_path, value: Any) -> None:
+    """The lagging producer's counts replaced by values no Spark writes: no signal from them, nothing raised."""
+    lines = []
+    for p in progress(LAGGING):
+        for op in p["stateOperators"]:
+            op["numRowsDroppedByWatermark"] = value
+        lines.append(json.dumps(p, allow_nan=True))
+    path = tmp_path / "progress.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    signals, record = said([str(path)])
+    assert signals == [] and gauge(record, catalog.LATE_ROWS_DROPPING) == 0.0
