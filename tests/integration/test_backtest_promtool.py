@@ -377,3 +377,26 @@ def test_rolling_deploys_by_sigterm_page_nobody_and_drivers_killed_without_a_wor
     assert third < loop.firing_at <= third + kills.scrape_interval + kills.eval_interval
     done = _agrees_with_promtool(kills, work, rules=rules)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_a_record_from_the_future_fires_late_rows_dropped_once_and_rows_late_within_the_delay_do_not(tools, tmp_path) -> None:
+    """Recorded: a windowed count whose watermark a row two hours in the future moved ahead of every later row. With
+    the mixin's rules against a real Prometheus, SparkStreamingLateRowsDropped (warning) fires once, at the first
+    evaluation that can see the first batch that dropped rows, and resolves when the query stops; promtool agrees.
+    The recording whose late rows stay within the watermark's delay fires nothing."""
+    rules = _mixin_rules(tmp_path)
+    work = str(tmp_path / "future")
+    report = bt.run_backtest(_incident_logs("late_future_record"), rules, scrape_interval=15, eval_interval=15, work_dir=work)
+    (late,) = [f for f in report.fired() if f.alert == "SparkStreamingLateRowsDropped"]
+    first = _truth("late_future_record")["late_rows"][0]["from"]
+    assert first < late.firing_at <= first + report.scrape_interval + report.eval_interval, formats.render_table(report)
+    assert late.severity == "warning" and late.labels["query"] == "late_future_record"
+    assert not [f for f in report.fired() if f.severity == "critical"], formats.render_table(report)
+    done = _agrees_with_promtool(report, work, rules=rules)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _agrees_with_promtool(report, work, tamper=True, rules=rules).returncode != 0
+    clean = bt.run_backtest(
+        _incident_logs("late_within_delay"), rules, scrape_interval=15, eval_interval=15, work_dir=str(tmp_path / "clean")
+    )
+    assert [f for f in clean.fired() if f.alert == "SparkStreamingLateRowsDropped"] == [], formats.render_table(clean)
