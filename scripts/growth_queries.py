@@ -139,6 +139,32 @@ def outer_join_cleanup(ctx: Context) -> Any:
     return noop_sink(left.join(right, cond, "leftOuter"), ctx, mode="append")
 
 
+def join_idle_side(ctx: Context) -> Any:
+    """``join_cleanup`` whose right input goes quiet 40 s after the query starts: the global watermark (the min
+    of the inputs', ``spark.sql.streaming.multipleWatermarkPolicy=min``) stops there, so the join evicts
+    nothing more and the left side's rows pile up.
+
+    The right side keeps the rows stamped before the cutoff, filtered below its ``withWatermark`` so that no
+    row reaches its watermark node after it (its source's unfiltered rows would still advance it). The cutoff
+    is on the event time, not on ``value``: a filter on the join key (``value < 40 * rate``) is inferred onto
+    the left side through ``click_ad_id = ad_id`` and pushed below its watermark too (as ``value % 3 == 0``
+    is), so both inputs went quiet and the state stayed flat; the time range's bounds infer nothing."""
+    import time
+
+    from pyspark.sql import functions as F
+
+    cutoff = F.timestamp_seconds(F.lit(time.time() + 40.0))
+    left = _rate(ctx).select(F.col("value").alias("ad_id"), F.col("timestamp").alias("shown_at")).withWatermark("shown_at", "5 seconds")
+    right = (
+        _rate(ctx)
+        .where((F.col("value") % 3 == 0) & (F.col("timestamp") < cutoff))
+        .select(F.col("value").alias("click_ad_id"), F.col("timestamp").alias("clicked_at"))
+        .withWatermark("clicked_at", "5 seconds")
+    )
+    cond = F.expr("click_ad_id = ad_id AND clicked_at BETWEEN shown_at AND shown_at + interval 10 seconds")
+    return noop_sink(left.join(right, cond), ctx, mode="append")
+
+
 def join_no_cleanup(ctx: Context) -> Any:
     """Inner stream-stream join on the key alone, no watermark: every row of both sides is kept for ever."""
     from pyspark.sql import functions as F
@@ -247,6 +273,7 @@ PIPELINES = {
     "dedup_within": dedup_within,
     "join_cleanup": join_cleanup,
     "outer_join_cleanup": outer_join_cleanup,
+    "join_idle_side": join_idle_side,
     "join_no_cleanup": join_no_cleanup,
     "pandas_state_timeout": pandas_state_timeout,
     "pandas_state_no_timeout": pandas_state_no_timeout,
@@ -268,6 +295,10 @@ SHAPES = {
     "dedup_within": Shape(True, "each key expires once the watermark passes its time plus the delay"),
     "join_cleanup": Shape(True, "watermarks and a time range: both sides are cleaned"),
     "outer_join_cleanup": Shape(True, "watermarks and a time range: unmatched rows are emitted and cleaned"),
+    "join_idle_side": Shape(
+        False,
+        "the right input goes quiet after 40 s: the global watermark (min of the inputs) stops, nothing is evicted, the left side's rows pile up",
+    ),
     "join_no_cleanup": Shape(False, "no watermark: both sides kept for ever"),
     "pandas_state_timeout": Shape(True, "each key's state is removed when its 3 s timeout fires"),
     "pandas_state_no_timeout": Shape(False, "a new key per 10 rows and no timeout: kept for ever"),
