@@ -401,7 +401,12 @@ def describe(attributes: Mapping[str, Any]) -> str:
     removed = float(attributes.get("rows_removed") or 0.0)
     evicted = f"{_number(removed)} rows evicted" if removed else "nothing evicted"
     delay = attributes.get("watermark_delay_seconds")
-    watermark = f"watermark {float(delay):.0f} s" if delay is not None else ("watermark" if attributes.get("watermark") else "no watermark")
+    # the watermark's distance behind the newest event: the withWatermark delay while it advances, growing while it is stuck
+    watermark = (
+        f"watermark {float(delay):.0f} s behind the newest event"
+        if delay is not None
+        else ("watermark" if attributes.get("watermark") else "no watermark")
+    )
     return f"{moved}, {evicted}, {watermark}; confidence {attributes.get('confidence', 'medium')}"
 
 
