@@ -66,6 +66,8 @@ class _Window:
     batches: deque[tuple[float, int, int, int, int, tuple[str, ...]]] = field(default_factory=lambda: deque(maxlen=_MAX_BATCHES))
     sums: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # dropped, rows, late groups, arriving groups
     dropping: bool = False
+    exported: tuple[float, float, float] | None = None  # the gauges' values last set: unchanged ones are not set again
+    exported_to: QueryRecord | None = None  # on that record (a query the tracker forgot and admitted again has a new one)
     since: float | None = None  # the episode's first signal
     episode_rows: int = 0  # counted dropped since then
 
@@ -157,15 +159,12 @@ class LateRows:
                 batch_id=p.batch_id,
             )
             q.dropping, q.since, q.episode_rows = False, None, 0
-        facts.set_many(
-            record,
-            (),
-            (
-                (catalog.LATE_ROWS_SHARE, share),
-                (catalog.LATE_ROWS_DROPPING, 1.0 if q.dropping else 0.0),
-                (catalog.WATERMARK_AHEAD, ahead),
-            ),
-        )
+        values = (share, 1.0 if q.dropping else 0.0, ahead)
+        if values != q.exported or q.exported_to is not record:  # most batches of most queries: 0, 0, 0 again
+            q.exported, q.exported_to = values, record
+            facts.set_many(
+                record, (), ((catalog.LATE_ROWS_SHARE, share), (catalog.LATE_ROWS_DROPPING, values[1]), (catalog.WATERMARK_AHEAD, ahead))
+            )
 
     def _begin(
         self, q: _Window, record: QueryRecord, p: QueryProgress, ts: float, cause: str, share: float, ahead: float, facts: SignalFacts
