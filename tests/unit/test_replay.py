@@ -42,7 +42,8 @@ def test_replaying_the_event_log_gives_the_live_metrics(run: str) -> None:
 # their snapshot health (tested on tests/fixtures/snapshot_health), and before issue 26 added the lifecycle
 # state set (tested on tests/fixtures/incidents: test_query_lifecycle.py), and before session 11 set the schedule
 # gauge at every restart and session 13 the latest start at every start (tested on tests/fixtures/incidents:
-# test_scheduled_runs.py); everything else must match exactly.
+# test_scheduled_runs.py), and before session 14 followed the rows the watermark drops (test_late_rows.py);
+# everything else must match exactly.
 _CHANGED_SINCE_RECORDING = {
     catalog.STATE_TASK_RETRIES.name + "_total",
     catalog.LOAD_LATENCY_ANOMALIES.name + "_total",
@@ -55,6 +56,9 @@ _CHANGED_SINCE_RECORDING = {
     catalog.QUERY_LIFECYCLE.name,
     catalog.QUERY_SCHEDULED.name,
     catalog.QUERY_LAST_START.name,
+    catalog.LATE_ROWS_SHARE.name,
+    catalog.LATE_ROWS_DROPPING.name,
+    catalog.WATERMARK_AHEAD.name,
 }
 _RENAMED_LABELS = {("exception_class", "state_schema"): ("exception_class", "state_schema_incompatible")}
 
