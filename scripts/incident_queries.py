@@ -309,15 +309,14 @@ def late_future_inject(ctx: Context) -> None:
         json.dump({"written_at": written_at, "event_time": event_time, "event_time_text": stamp, "file": "future-0000.json"}, f)
 
 
-def late_lagging(ctx: Context) -> Any:
-    """Deduplication on (value, event_time) after a 10 s watermark over a ``rate`` source whose rows with
-    ``value % every == 0`` (``every`` 20: 5 %) come from a lagging producer: their event time is the
-    timestamp minus ``lag_seconds``, the others' the timestamp itself."""
+def _lagging_rows(ctx: Context) -> Any:
+    """A ``rate`` source whose rows with ``value % every == 0`` (``every`` 20: 5 %) come from a lagging producer:
+    their event time is the timestamp minus ``lag_seconds``, the others' the timestamp itself."""
     from pyspark.sql import functions as F
 
     every = int(ctx.options.get("every", "20"))
     lag = int(ctx.options["lag_seconds"])
-    rows = (
+    return (
         ctx.spark.readStream.format("rate")
         .option("rowsPerSecond", ctx.rows_per_second)
         .load()
@@ -328,8 +327,27 @@ def late_lagging(ctx: Context) -> Any:
             .alias("event_time"),
         )
     )
-    deduped = rows.withWatermark("event_time", "10 seconds").dropDuplicates(["value", "event_time"])
+
+
+def late_lagging(ctx: Context) -> Any:
+    """Deduplication on (value, event_time) after a 10 s watermark over the lagging producer's rows (``_lagging_rows``)."""
+    deduped = _lagging_rows(ctx).withWatermark("event_time", "10 seconds").dropDuplicates(["value", "event_time"])
     return noop_sink(deduped, ctx, mode="append")
+
+
+def late_lagging_window(ctx: Context) -> Any:
+    """A count per 5-second window and key (``value % keys``; watermark 10 s, update mode) over the lagging
+    producer's rows (``_lagging_rows``): the aggregation drops its late rows after the partial aggregation, so
+    it counts late *groups*. With ``every`` a multiple of ``keys`` every late row has the same key (0)."""
+    from pyspark.sql import functions as F
+
+    counts = (
+        _lagging_rows(ctx)
+        .withWatermark("event_time", "10 seconds")
+        .groupBy(F.window("event_time", "5 seconds"), (F.col("value") % ctx.keys).alias("key"))
+        .count()
+    )
+    return noop_sink(counts, ctx)
 
 
 PIPELINES = {
@@ -345,6 +363,7 @@ PIPELINES = {
     "python_oom": python_oom,
     "late_future": late_future,
     "late_lagging": late_lagging,
+    "late_lagging_window": late_lagging_window,
 }
 INJECTIONS = {"file_sink": file_sink_inject, "file_source": file_source_inject, "late_future": late_future_inject}
 

@@ -49,6 +49,7 @@ CLEAN = [
     "kafka_steady_rate_limited",
     "kafka_steady_transactional",
     "late_within_delay",
+    "late_trickle_aggregation",
 ]
 # a restore this long (the restart batch's extra task time) is one a user sees; the observer's figure within
 # this ratio of it (measured or estimated alike)
