@@ -268,7 +268,7 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
         if not hits:
             t.missed.append(f"{rec.name}: rows dropped by the watermark from {late['from']}")
         mark(kinds.LATE_ROWS_DROPPED, hits)
-    if by_kind[kinds.LATE_ROWS_DROPPED]:
+    if by_kind[kinds.LATE_ROWS_DROPPED] and not rec.clean:  # on a clean recording nothing may fire, dropped or not
         dropped_at = [
             parse_timestamp(p["timestamp"])
             for run in rec.runs

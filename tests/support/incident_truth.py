@@ -25,6 +25,16 @@ def screenshots_module() -> ModuleType:
     return module
 
 
+# Recorded incidents no signal can see in what Spark reports, each with its reason (docs/precision.md says so too;
+# tests/unit/test_precision.py holds the precision judge's misses to exactly these)
+UNSEEN = {
+    # a windowed count whose 5 % late rows (100 a batch) all share one key: the aggregation counts late *groups* after
+    # its partial aggregation, 1 a batch, exactly what the clean late_trickle_aggregation (4 late rows a batch, the same
+    # key) counts; no count Spark reports tells the two apart
+    "late_lagging_aggregation": "rows dropped by the watermark",
+}
+
+
 @dataclass
 class Expected:
     scenario: str
@@ -98,6 +108,8 @@ def expected(scenario: str, truth: dict[str, Any]) -> Expected:
         # a scheduled job's runs, each ending cleanly about every half minute, hours ago: its schedule stopped when the
         # recording did, so by the wall clock its next run is long overdue
         return Expected(scenario, query_id, "overdue", ["Overdue: a run every ", " was due at ", "its last run stopped cleanly at "])
+    if scenario in UNSEEN:  # what Spark reports cannot show it: the browser says what it sees (stopped), no false verdict
+        return Expected(scenario, query_id, None)
     if truth.get("late_rows"):
         # rows dropped as late by the watermark until the recording stopped the query: lost, so the verdict stays
         late = truth["late_rows"][0]

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from bench import precision
+from incident_truth import UNSEEN
 from observer.model import signal_kinds as kinds
 from observer.model.signal_kinds import SignalEvent
 from observer.offline.replay import replay
@@ -119,8 +120,10 @@ def test_the_report_covers_every_recording_and_kind(corpus: dict[str, precision.
 
 def test_every_recorded_incident_is_found(corpus: dict[str, precision.Replayed]) -> None:
     _, totals = precision.table(list(corpus.values()))
-    for kind, t in totals.items():
-        assert t.found == t.present, (kind, t.missed)
+    missed = {m.split(" from ")[0] for t in totals.values() for m in t.missed}
+    # the incidents Spark's reports cannot show (incident_truth.UNSEEN, with their reasons): missed, and nothing else;
+    # one found after all fails here too (then it leaves UNSEEN)
+    assert missed == {f"{name}: {what}" for name, what in UNSEEN.items()}
 
 
 @pytest.mark.parametrize("kind", INCIDENT_KINDS_NEVER_FALSE)
