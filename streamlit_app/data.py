@@ -29,7 +29,7 @@ from observer.offline.checkpoint.report import CheckpointReport
 from observer.offline.checkpoint.restore import rates_from_history
 from streamlit_app.health import typical_interval
 from streamlit_app.paths import list_checkpoints
-from streamlit_app.verdict import Facts, Verdict, verdicts
+from streamlit_app.verdict import Facts, Verdict, kafka_lag_of, verdicts
 
 SERVER_TOKEN_SECONDS = 5.0
 STATE_PAGE_SIZE = 25
@@ -162,6 +162,16 @@ def events_of(path: str, tok: tuple, query_id: str, kinds: tuple[str, ...]) -> p
     return _guard(browse.load_events_of, path, query_id, kinds)
 
 
+@st.cache_data(max_entries=256, show_spinner=False)
+def newest_kafka_lag(path: str, tok: tuple, query_id: str) -> dict[str, float]:
+    """Records behind the latest per topic at the query's newest batch (none without a Kafka source)."""
+    try:
+        tail = _guard(loaders.load_progress_tail, path, query_id, None, 1)
+    except (ValueError, RecursionError):  # a stored progress that is not JSON (written by hand): no lag, not a broken page
+        return {}
+    return kafka_lag_of(tail[-1]) if tail and isinstance(tail[-1], dict) else {}
+
+
 def facts(path: str, tok: tuple, query_id: str, now: float) -> Facts:
     """What the verdict rules read about one query (each part cached on its own)."""
     recent = recent_batches(path, tok, query_id)
@@ -173,6 +183,7 @@ def facts(path: str, tok: tuple, query_id: str, now: float) -> Facts:
         last_batch_ts=float(recent.ts.iloc[-1]) if len(recent) else None,
         interval=typical_interval(recent.ts.tolist()),
         now=now,
+        kafka_lag=newest_kafka_lag(path, tok, query_id),
     )
 
 

@@ -7,14 +7,15 @@ threshold of their own: the stall rule is the live rule's (``health``), the over
 alerts' (``observer.settings``).
 
 Order is severity: a query that cannot run (crash loop, failed at start, failed) comes before one that
-runs badly or not when due (stalled, a scheduled run overdue, late rows dropped, state unbounded, falling behind), which comes
+runs badly or not when due (stalled, a scheduled run overdue, late rows dropped, state unbounded, falling behind, a
+Kafka lag growing), which comes
 before one that recovered from an incident (executor lost and restored, restarted with a restore).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import AbstractSet, Any, Iterable, Mapping, Sequence
 
 from observer.model import signal_kinds as k
@@ -22,6 +23,7 @@ from observer.settings import DEFAULT_CRASH_LOOP_RESTARTS as CRASH_LOOP_RESTARTS
 from observer.settings import DEFAULT_CRASH_LOOP_WINDOW_SECONDS as CRASH_LOOP_WINDOW_SECONDS
 from observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS as SCHEDULE_LATE_MIN_SECONDS
 from observer.settings import DEFAULT_SCHEDULE_LATE_SHARE as SCHEDULE_LATE_SHARE
+from observer.signals.kafka_lag import kafka_sources, lag_records, parse_offsets, topic_totals
 from streamlit_app import fmt
 from streamlit_app.health import STALL_FACTOR, STALL_MIN_SECONDS
 from streamlit_app.rootcause import root_cause
@@ -36,6 +38,7 @@ ANCHORS = {
     "stalled": "sparkstreamingquerystalled",
     "overdue": "sparkstreamingscheduledrunoverdue",
     "late_rows": "sparkstreaminglaterowsdropped",
+    "kafka_lag": "sparkstreamingkafkalaggrowing",
     "state_unbounded": "sparkstateunbounded",
     "falling_behind": "sparkstreamingqueryfallingbehind",
     "executor_lost": "executor-lost",
@@ -52,16 +55,17 @@ SEVERITY = {
     "late_rows": 6,
     "state_unbounded": 7,
     "falling_behind": 8,
-    "executor_lost": 9,
-    "restarted": 10,
-    "stopped": 11,
-    "healthy": 12,
-    "no_data": 13,
+    "kafka_lag": 9,
+    "executor_lost": 10,
+    "restarted": 11,
+    "stopped": 12,
+    "healthy": 13,
+    "no_data": 14,
 }
 # how a verdict is shown: the most severe one up to each of these is an error (the query cannot run, or lost
 # input), a warning (it runs badly, or its scheduled run is overdue), an information (it recovered, or stopped);
 # the rest are fine
-LEVELS = (("error", SEVERITY["kafka_data_loss"]), ("warning", SEVERITY["falling_behind"]), ("info", SEVERITY["stopped"]))
+LEVELS = (("error", SEVERITY["kafka_data_loss"]), ("warning", SEVERITY["kafka_lag"]), ("info", SEVERITY["stopped"]))
 ATTENTION_UP_TO = SEVERITY["restarted"]  # up to here a query is in the Queries page's attention list
 NO_RUNBOOK = ("healthy", "no_data")  # nothing to do, so nothing to link
 # Streamlit's bundled Material icons (emoji need a colour-emoji font the viewer may not have)
@@ -75,11 +79,12 @@ ICONS = {
     6: ":material/warning:",  # late_rows
     7: ":material/warning:",  # state_unbounded
     8: ":material/warning:",  # falling_behind
-    9: ":material/info:",  # executor_lost
-    10: ":material/info:",  # restarted
-    11: ":material/stop_circle:",  # stopped
-    12: ":material/check_circle:",  # healthy
-    13: ":material/help:",  # no_data
+    9: ":material/warning:",  # kafka_lag
+    10: ":material/info:",  # executor_lost
+    11: ":material/info:",  # restarted
+    12: ":material/stop_circle:",  # stopped
+    13: ":material/check_circle:",  # healthy
+    14: ":material/help:",  # no_data
 }
 # the Kafka findings that say input was lost or read twice, and how the verdict tells each
 KAFKA_DATA_LOSS = {
@@ -135,6 +140,7 @@ class Facts:
     last_batch_ts: float | None = None
     interval: float | None = None  # typical seconds between batches
     now: float | None = None
+    kafka_lag: Mapping[str, float] = field(default_factory=dict)  # records behind the latest per topic, newest batch
 
 
 def _last(events: Iterable[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
@@ -369,6 +375,39 @@ def late_rows(f: Facts) -> Verdict | None:
     return Verdict("late_rows", text, signal["ts"], run_id=signal.get("run_id"))
 
 
+def kafka_lag_of(progress: Mapping[str, Any] | None) -> dict[str, float]:
+    """Records behind the latest per topic at a batch (``latestOffset`` minus ``endOffset`` over its Kafka sources'
+    partitions), as the observer's lag gauges read it; empty without a Kafka source or offsets."""
+    out: dict[str, float] = {}
+    for _, source in kafka_sources(progress):
+        totals = topic_totals(lag_records(parse_offsets(source.get("endOffset")), parse_offsets(source.get("latestOffset"))))
+        for topic, lag in totals.items():
+            out[topic] = out.get(topic, 0.0) + float(lag)
+    return out
+
+
+def kafka_lag(f: Facts) -> Verdict | None:
+    """The newest ``kafka_lag_growing`` of the running newest run, while its newest batch is still at least as far
+    behind as when the lag began to grow (SparkStreamingKafkaLagGrowing's state); a lag read back below it is over."""
+    if not f.runs or _outcome(f.runs[-1]) is not None:
+        return None
+    newest_run = f.runs[-1]["run_id"]
+    found = [e for e in f.events if e["kind"] == k.KAFKA_LAG_GROWING and e.get("run_id") == newest_run]
+    if not found:
+        return None
+    signal = found[-1]
+    a = signal.get("attributes") or {}
+    topic, then = a.get("topic"), a.get("lag_records")
+    now = f.kafka_lag.get(topic) if isinstance(topic, str) else None
+    if now is None or not isinstance(then, (int, float)) or not math.isfinite(then) or now < then:
+        return None
+    text = f"Kafka lag growing: {topic} {fmt.number(now)} records behind the latest ({fmt.number(then)} when it began to grow at {fmt.clock(signal['ts'])}"
+    rate = a.get("records_per_second")
+    if isinstance(rate, (int, float)) and math.isfinite(rate):
+        text += f", growing {float(rate):,.1f} records/s then"
+    return Verdict("kafka_lag", text + ")", signal["ts"], run_id=newest_run)
+
+
 def kafka_data_loss(f: Facts) -> Verdict | None:
     """The newest Kafka finding of lost (or twice read) input in the query's newest run: the records are gone
     whatever the query does next, so the verdict stays for as long as that run is the newest."""
@@ -515,7 +554,7 @@ def _ended_with_application(f: Facts, run_id: str) -> bool:
     )
 
 
-RULES = (crash_loop, failed, kafka_data_loss, stalled, overdue, late_rows, state_unbounded, falling_behind, restarted)
+RULES = (crash_loop, failed, kafka_data_loss, stalled, overdue, late_rows, state_unbounded, falling_behind, kafka_lag, restarted)
 
 
 def verdicts(f: Facts) -> list[Verdict]:

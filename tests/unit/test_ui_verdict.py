@@ -520,7 +520,14 @@ def test_each_verdict_is_shown_at_its_level() -> None:
     recovery or a stop information, a healthy query none of these."""
     level = {kind: Verdict(kind, "").level for kind in SEVERITY}
     assert {k for k, v in level.items() if v == "error"} == {"crash_loop", "failed_at_start", "failed", "kafka_data_loss"}
-    assert {k for k, v in level.items() if v == "warning"} == {"stalled", "overdue", "late_rows", "state_unbounded", "falling_behind"}
+    assert {k for k, v in level.items() if v == "warning"} == {
+        "stalled",
+        "overdue",
+        "late_rows",
+        "state_unbounded",
+        "falling_behind",
+        "kafka_lag",
+    }
     assert {k for k, v in level.items() if v == "info"} == {"executor_lost", "restarted", "stopped"}
     assert {k for k, v in level.items() if v == "success"} == {"healthy", "no_data"}
     assert {Verdict(kind, "").icon for kind in ("stalled", "overdue", "late_rows", "state_unbounded", "falling_behind")} == {
