@@ -185,11 +185,15 @@ def test_the_watcher_in_the_image_serves_recorded_logs(image: dict, container: s
                     series = parse(r.read().decode())
             except OSError:
                 series = {}
-            if all(value(series, "spark_streaming_batches_total", app=a, cluster="image") == n for a, n in expected.items()):
+            # every batch, and the applications' statuses: the watcher's own series may come a rendering later than the batches
+            statuses = [value(series, "spark_state_observer_watch_applications", status=s) for s in ("running", "finished")]
+            if statuses == [1, 1] and all(
+                value(series, "spark_streaming_batches_total", app=a, cluster="image") == n for a, n in expected.items()
+            ):
                 break
             time.sleep(0.5)
         else:
-            pytest.fail(f"the watcher in the image did not serve every batch; its log:\n{watch.log()}")
+            pytest.fail(f"the watcher in the image did not serve every batch and status; its log:\n{watch.log()}")
         assert value(series, "spark_streaming_application_info", app="orders", app_id="app-orders-1") == 1
         assert value(series, "spark_state_observer_watch_applications", status="running") == 1
         assert value(series, "spark_state_observer_watch_applications", status="finished") == 1
