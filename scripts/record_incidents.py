@@ -807,7 +807,8 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
         "late_lagging_window", 100, clean_run=True, rows_per_second=2000, trickle=True, every="500", lag_seconds="60"
     ),
 }
-# recordings made with another PySpark: the interpreter of its virtualenv (python -m venv /work/venvs/psNN)
+# recordings made with another PySpark: the interpreter of its virtualenv (bash scripts/pyspark_venv.sh VERSION
+# /work/venvs/psNN); any scenario of any recording script can also be recorded so with --python and --suffix
 VENV_PYTHON = {
     "dedup_agg_restart_41": "/work/venvs/ps41/bin/python",
     "dedup_agg_restart_40": "/work/venvs/ps40/bin/python",
@@ -830,6 +831,11 @@ def record_scenarios(
     ap = argparse.ArgumentParser()
     ap.add_argument("scenarios", nargs="*")
     ap.add_argument("--python", default=sys.executable, help="the interpreter (and so the PySpark) that runs the jobs")
+    ap.add_argument(
+        "--suffix",
+        default="",
+        help="record each scenario as NAME+SUFFIX (e.g. _35 with --python of a PySpark 3.5 virtualenv), beside the newest Spark's",
+    )
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     if args.list:
@@ -839,7 +845,7 @@ def record_scenarios(
     for name in args.scenarios or list(scenarios):
         with tempfile.TemporaryDirectory() as tmp:
             python = args.python if args.python != sys.executable else (python_for or {}).get(name, sys.executable)
-            rec = Recorder(name, python, tmp)
+            rec = Recorder(name + args.suffix, python, tmp)
             try:
                 truth = scenarios[name](rec)
                 rec.finish({"recorded_by": recorded_by, **truth} if recorded_by else truth)
