@@ -215,6 +215,13 @@ def _now(f: Facts) -> float | None:
     return max(times) if times else None
 
 
+def _positive(value: object, default: float) -> float:
+    """A setting carried in a signal's attributes (history data): a positive number, else the default."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf"):
+        return float(value)
+    return default
+
+
 def _within(counted: Sequence[tuple[float, float]], at: float, window: float) -> list[float]:
     """The counted restarts that lie within ``window`` seconds before ``at`` (counted by then)."""
     return [ts for ts, counted_at in counted if counted_at <= at and at - ts <= window]
@@ -222,9 +229,9 @@ def _within(counted: Sequence[tuple[float, float]], at: float, window: float) ->
 
 def crash_loop(f: Facts) -> Verdict | None:
     """A crash loop as the lifecycle rule, its gauge and SparkStreamingQueryCrashLooping define it: at least
-    ``DEFAULT_CRASH_LOOP_RESTARTS`` counted restarts (``_counted_restarts``) within the window before now (the
-    crash_loop signal's ``window_seconds``, the observer's setting; ``DEFAULT_CRASH_LOOP_WINDOW_SECONDS`` for a
-    signal without it). Only for a query the observer saw loop (a crash_loop signal). Once the window has passed
+    the observer's ``crash_loop_restarts`` counted restarts (``_counted_restarts``) within its window before now
+    (the crash_loop signal's ``min_restarts`` and ``window_seconds``; the defaults for a signal without them, as
+    an older history keeps). Only for a query the observer saw loop (a crash_loop signal). Once the window has passed
     with the newest run up, the loop is over and the other rules say what the query does. A loop whose newest run
     failed, or has not completed a batch yet, lasts as the lifecycle's ``crash_looping`` state does
     (``observer.model.query_lifecycle``): judged at that run's restart (or its failure), until a run runs."""
@@ -232,24 +239,19 @@ def crash_loop(f: Facts) -> Verdict | None:
     now = _now(f)
     if signal is None or now is None:
         return None
-    window = (signal.get("attributes") or {}).get("window_seconds")
-    window = (
-        float(window) if isinstance(window, (int, float)) and not isinstance(window, bool) and window > 0 else CRASH_LOOP_WINDOW_SECONDS
-    )
+    attributes = signal.get("attributes") or {}
+    window = _positive(attributes.get("window_seconds"), CRASH_LOOP_WINDOW_SECONDS)
+    least = int(_positive(attributes.get("min_restarts"), CRASH_LOOP_RESTARTS))
     counted = _counted_restarts(f)
     restarts = _within(counted, now, window)
     newest = f.runs[-1] if f.runs else None
     outcome = _outcome(newest) if newest is not None else None
-    if (
-        len(restarts) < CRASH_LOOP_RESTARTS
-        and newest is not None
-        and (outcome == "exception" or (outcome is None and not newest.get("batches")))
-    ):
+    if len(restarts) < least and newest is not None and (outcome == "exception" or (outcome is None and not newest.get("batches"))):
         # lasting: the loop held when the newest run was last judged, and that run never ran
         into = [c for c in counted if c[0] >= float(newest.get("started") or 0.0)]
         judged = max([c[1] for c in into], default=float(newest.get("started") or 0.0))
         restarts = _within(counted, judged, window)
-    if len(restarts) < CRASH_LOOP_RESTARTS:
+    if len(restarts) < least:
         return None
     first, last = restarts[0], restarts[-1]
     failed = next((r for r in reversed(f.runs) if _outcome(r) == "exception"), None)

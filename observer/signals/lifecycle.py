@@ -337,7 +337,15 @@ class Lifecycle:
             q.restarts.popleft()
         looping = len(q.restarts) >= self.s.crash_loop_restarts
         if looping and not q.crash_loop:
-            facts.signal(kinds.CRASH_LOOP, record, run_id, ts, restarts=len(q.restarts), window_seconds=self.s.crash_loop_window_seconds)
+            facts.signal(
+                kinds.CRASH_LOOP,
+                record,
+                run_id,
+                ts,
+                restarts=len(q.restarts),
+                min_restarts=self.s.crash_loop_restarts,
+                window_seconds=self.s.crash_loop_window_seconds,
+            )
         q.crash_loop = looping
         facts.set(record, catalog.QUERY_CRASH_LOOP, (), 1.0 if looping else 0.0)
 

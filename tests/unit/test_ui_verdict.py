@@ -20,6 +20,7 @@ from observer.model.signal_kinds import SIGNAL_KINDS
 from observer.offline.replay import replay
 from observer.settings import DEFAULT_CRASH_LOOP_RESTARTS as CRASH_LOOP_RESTARTS
 from observer.settings import DEFAULT_CRASH_LOOP_WINDOW_SECONDS as CRASH_LOOP_WINDOW_SECONDS
+from observer.settings import Settings
 from streamlit_app import charts, fmt
 from streamlit_app.config import DEFAULT_RUNBOOK_URL
 from streamlit_app.health import typical_interval
@@ -356,6 +357,26 @@ def test_killed_drivers_loop_is_over_once_the_window_has_passed_with_the_newest_
     end = truth["run_facts"][-1]["process_ended"]
     for days in (1.0, 30.0):
         assert "crash_loop" not in [x.kind for x in verdicts(facts_of(db, qid, now=end + days * 86400.0))]
+
+
+@pytest.mark.parametrize("least", [2, 4])
+def test_the_crash_loop_verdict_counts_the_restarts_the_observer_was_configured_with(tmp_path, least) -> None:
+    """An observer run with ``crash_loop_restarts`` other than the default: the browser's loop is the alert's, so
+    it holds from that many restarts. With 2, the killed drivers are a loop from their second restart (the
+    default 3 would say "Restarted" there); with 4 the three restarts never make one (the default would)."""
+    runs = fixture_runs("incidents/deploy_sigkill")
+    db = str(tmp_path / "history.db")
+    replay([eventlog_dir(r) for r in runs], settings=Settings(crash_loop_restarts=least), history=db)
+    qid = SHOTS.incident_truths()["deploy_sigkill"]["run_facts"][0]["query_id"]
+    restarts = restarts_of(db, qid)
+    assert len(restarts) == 3
+    at_second = [v.kind for v in verdicts(facts_of(db, qid, now=restarts[1] + 1.0))]
+    at_end = [v.kind for v in verdicts(facts_of(db, qid, now=restarts[-1] + 1.0))]
+    if least == 2:
+        assert "crash_loop" in at_second and "crash_loop" in at_end
+    else:
+        assert "crash_loop" not in at_second and "crash_loop" not in at_end
+        assert load_recent_events(db, qid).kind.tolist().count("crash_loop") == 0  # nor did the observer say one
 
 
 def test_rolling_deploys_by_sigterm_are_never_a_crash_loop(deploys) -> None:
