@@ -79,6 +79,9 @@ STATE_NODES = {
     "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
     "TransformWithStateInPySpark": "transformWithStateInPandasExec",
 }
+# what progress calls those operators on Spark 3.5 where it differs: the session window's writer has no short name of
+# its own before 4.0 (StateStoreWriter's default, restore_session_35)
+PROGRESS_NAMES_35 = {"defaultName": "sessionWindowStateStoreSaveExec"}
 
 
 @dataclass
@@ -503,7 +506,7 @@ def judge_restores(recordings: list[Replayed]) -> dict[tuple[str, str], list[Res
             }
             for op in sorted({o.get("operatorName") for o in first.get("stateOperators", [])}):
                 attrs = events.get(op)
-                figure = RestoreFigure(rec.name, attrs is not None, truth_seconds=truth.get(op))
+                figure = RestoreFigure(rec.name, attrs is not None, truth_seconds=truth.get(PROGRESS_NAMES_35.get(op, op)))
                 if attrs is not None:
                     figure.method, figure.confidence, figure.seconds = attrs["method"], attrs["confidence"], attrs["duration_seconds"]
                 out[(op, rec.truth.get("provider", "rocksdb"))].append(figure)

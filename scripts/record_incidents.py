@@ -87,8 +87,12 @@ def dir_size(path: str) -> int:
     return sum(os.path.getsize(os.path.join(r, n)) for r, _d, files in os.walk(path) for n in files)
 
 
-def clean(seconds: int) -> Callable[[Recorder], dict[str, Any]]:
-    """A clean run: no restart, no executor change, 8 partitions, RocksDB, 3,000 rows/s on local[2]."""
+def clean(seconds: int, keep_eventlog_below: int | None = None) -> Callable[[Recorder], dict[str, Any]]:
+    """A clean run: no restart, no executor change, 8 partitions, RocksDB, 3,000 rows/s on local[2].
+
+    With ``keep_eventlog_below``, a short run's recording larger than that keeps a slimmed event log
+    (``slim_event_log``), as ``restart`` does: Spark 3.5 logs about 2.5 times what 4.3 does for the same 90 s.
+    """
 
     def scenario(rec: Recorder) -> dict[str, Any]:
         facts = rec.run(
@@ -103,7 +107,12 @@ def clean(seconds: int) -> Callable[[Recorder], dict[str, Any]]:
             with open(path, "rb") as src, open(path + ".zstd", "wb") as dst:
                 dst.write(zstandard.ZstdCompressor(level=19).compress(src.read()))
             os.remove(path)
+        kept = "event logs and progress lines"
+        if keep_eventlog_below is not None and dir_size(rec.target) > keep_eventlog_below:
+            slim_event_log(os.path.join(rec.target, "run1", "eventlog"))
+            kept = f"progress lines and event logs without {', '.join(sorted(SLIMMED_EVENTS))} and stateless task ends"
         return {
+            "kept": kept,
             "clean": True,
             "duration_seconds": facts["process_ended"] - facts["process_started"],
             "partitions": 8,
@@ -705,7 +714,7 @@ def late_rows(
 
 SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
     "unbounded_growth": unbounded_growth(240),
-    "clean_busy_90s": clean(90),
+    "clean_busy_90s": clean(90, keep_eventlog_below=1024 * 1024),
     "clean_busy_30min": clean(1800),
     "dedup_agg_restart_43": restart("dedup_window", (8, 6), downtime=20),
     "dedup_agg_restart_41": restart("dedup_window", (8, 6), downtime=20),

@@ -385,6 +385,11 @@ def main() -> int:
     progress = [p.json if hasattr(p, "_jdict") else json.dumps(p) for p in query.recentProgress]
     spark_version = spark.version
     query.stop()
+    # Spark 3.5 lets a batch in flight finish while the query stops (its progress is in the event log); it is part
+    # of the run: keep its progress and end the run's work after it (4.3 interrupts it: nothing changes there)
+    stopped = [p.json if hasattr(p, "_jdict") else json.dumps(p) for p in query.recentProgress]
+    if len(stopped) > len(progress) and stopped[: len(progress)] == progress:
+        progress, ended = stopped, time.time()
     drain(handle, 1)
     metrics = urllib.request.urlopen(handle.url, timeout=10).read().decode()
     handle.stop()

@@ -31,8 +31,10 @@ SQL_START = _SQL + "SparkListenerSQLExecutionStart"
 SQL_ADAPTIVE = _SQL + "SparkListenerSQLAdaptiveExecutionUpdate"
 
 # what a progress event calls a state writer (``stateOperators[].operatorName``, Spark's ``shortName``) by its
-# physical plan node's name, for the writers whose short name every recording shows (3.5-4.3): restore events
-# name an operator so before the query's first progress (a new run's first batch is the one that restores)
+# physical plan node's name, as 4.0-4.3 name them (3.5 too, but for the session window: its writer has no short
+# name of its own before 4.0, so 3.5's progress says StateStoreWriter's default, ``defaultName``): restore events
+# name an operator so before the query's first progress (a new run's first batch is the one that restores), and
+# by the progress's name once there is one (``observer.placement.restore_progress``)
 WRITER_OPERATOR_NAMES = {
     "StateStoreSave": "stateStoreSave",
     "SessionWindowStateStoreSave": "sessionWindowStateStoreSaveExec",

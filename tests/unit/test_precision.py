@@ -38,6 +38,7 @@ FAILURES = [
     "fail_checkpoint_corrupt",
     "fail_config_provider_class",
     "fail_python_oom",
+    "crash_loop_503_35",
 ]
 CLEAN = [
     "clean_busy_30min",
@@ -51,6 +52,10 @@ CLEAN = [
     "kafka_steady_transactional",
     "late_within_delay",
     "late_trickle_aggregation",
+    # the same clean runs recorded with PySpark 3.5.8 (scripts/record_*.py --suffix _35)
+    "clean_busy_90s_35",
+    "late_within_delay_35",
+    "pace_steady_9s_of_10s_35",
 ]
 # a restore this long (the restart batch's extra task time) is one a user sees; the observer's figure within
 # this ratio of it (measured or estimated alike)
@@ -65,6 +70,11 @@ RESTORES = {
     "restore_session": "sessionWindowStateStoreSaveExec",
     "restore_pandas_state": "applyInPandasWithState",
     "restore_tws": "transformWithStateInPandasExec",
+    # recorded with PySpark 3.5.8 (--suffix _35); its session window has no short name of its own: defaultName
+    "restore_aggregation_35": "stateStoreSave",
+    "restore_aggregation_hdfs_35": "stateStoreSave",
+    "restore_join_35": "symmetricHashJoin",
+    "restore_session_35": "defaultName",
 }
 INCIDENT_KINDS_NEVER_FALSE = (
     kinds.STORE_RELOAD,
@@ -456,7 +466,7 @@ def test_a_stall_is_found_while_the_query_hangs(corpus: dict[str, precision.Repl
     assert recovered.timestamp >= stall["until"]
 
 
-@pytest.mark.parametrize("scenario", ["pace_steady_slow_2s", "pace_steady_9s_of_10s", "pace_ramp_within"])
+@pytest.mark.parametrize("scenario", ["pace_steady_slow_2s", "pace_steady_9s_of_10s", "pace_ramp_within", "pace_steady_9s_of_10s_35"])
 def test_slow_steady_queries_neither_stall_nor_fall_behind(corpus: dict[str, precision.Replayed], scenario: str) -> None:
     """Batches far longer than the trigger (a 2 s trigger with 8 s writes), nearly the trigger (9 s of
     10 s), or input ramping to three quarters of capacity: a slow query keeps up, it is not stalled."""
