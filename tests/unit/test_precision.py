@@ -31,6 +31,7 @@ RESTARTS = ["dedup_agg_restart_43", "dedup_agg_restart_41", "dedup_agg_restart_4
 FAILURES = [
     "crash_loop_503",
     "fail_udf_value_error",
+    "fail_udf_value_error_40",  # 4.0: no [PYTHON_EXCEPTION] class, the traceback under a stage failure
     "fail_sink_path_is_file",
     "fail_source_corrupt_file",
     "fail_tws_ttl_no_time_mode",
