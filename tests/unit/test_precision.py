@@ -255,6 +255,30 @@ def test_executor_loss_reloads_both_operators_at_the_kill(corpus: dict[str, prec
     assert not signals_of(rec, kinds.PARTITIONS_CHANGED)
 
 
+def test_executor_loss_reloads_from_placement_where_spark_reports_no_load(corpus: dict[str, precision.Replayed]) -> None:
+    """Spark 4.0 reports no load metric, no changelog replay and no ``SnapshotLastUploaded``: its progress lines
+    cannot show the reload an executor loss causes. The task placement does: the partitions the removed
+    executor held ran elsewhere, and loaded their stores from the checkpoint there."""
+    rec = corpus["executor_loss_40"]
+    assert rec.truth["run_facts"][0]["spark_version"].startswith("4.0.")
+    told = {"rocksdbLoadLatencyMs", "rocksdbNumReplayChangelogFiles", "rocksdbNumLoadedFromDfs"}
+    assert all(
+        not (told & set(op["customMetrics"])) and not any(k.startswith("SnapshotLastUploaded") for k in op["customMetrics"])
+        for p in progress("executor_loss_40")
+        for op in p["stateOperators"]
+    )
+    moved: dict[int, set[int]] = {}
+    for m in rec.truth["partition_moves"]:
+        moved.setdefault(m["batch_id"], set()).add(m["partition"])
+    reloads = {e.attributes["operator"]: e.attributes for e in signals_of(rec, kinds.STORE_RELOAD)}
+    assert set(reloads) == {"dedupe", "stateStoreSave"}
+    assert {r["batch_id"] for r in reloads.values()} == set(moved)
+    assert all(r["evidence"] == "executor_removed,partition_migrated" and r["moved_partitions"] >= 1 for r in reloads.values())
+    # without task placement nothing tells it
+    off = precision.load(os.path.join(INCIDENTS, "executor_loss_40"), Settings(http_enabled=False, placement="off"))
+    assert not signals_of(off, kinds.STORE_RELOAD)
+
+
 # --- 3. retries are not repartitioning -------------------------------------------------------------------
 def _varied_executor_loss(tmp_path: Any, change: dict[str, Any], batches: set[int]) -> list[SignalEvent]:
     """The executor-loss run's progress lines, with ``change`` applied to every state operator of ``batches``."""
