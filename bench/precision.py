@@ -78,6 +78,7 @@ STATE_NODES = {
     "SessionWindowStateStoreSave": "sessionWindowStateStoreSaveExec",
     "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
     "TransformWithStateInPySpark": "transformWithStateInPandasExec",
+    "TransformWithStateInPandas": "transformWithStateInPandasExec",  # 4.0's name of the node (4.1 renamed it)
 }
 
 
