@@ -78,6 +78,7 @@ STATE_NODES = {
     "SessionWindowStateStoreSave": "sessionWindowStateStoreSaveExec",
     "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
     "TransformWithStateInPySpark": "transformWithStateInPandasExec",
+    "TransformWithStateInPandas": "transformWithStateInPandasExec",  # 4.0's name of the node (4.1 renamed it)
 }
 # what progress calls those operators on Spark 3.5 where it differs: the session window's writer has no short name of
 # its own before 4.0 (StateStoreWriter's default, restore_session_35)
@@ -287,14 +288,17 @@ def judge(rec: Replayed, settings: Settings | None = None) -> dict[str, Tally]:
             ],
         )
     # a state the recording filled on purpose (new keys in every batch of a restore's first run): rising
-    # while it filled, so a state_unbounded then is neither found nor false
+    # while it filled, so a state_unbounded read on it is neither found nor false. A verdict reads the window of
+    # batches before it: one given later whose window began while the state filled read the filling (a first run
+    # shorter than half the growth window is judged at the restored run's first batch, restore_tws_40)
     for filling in rec.truth.get("filling", []):
         mark(
             kinds.STATE_UNBOUNDED,
             [
                 e
                 for e in by_kind[kinds.STATE_UNBOUNDED]
-                if e.attributes.get("operator") == filling["operator"] and e.timestamp <= filling["until"]
+                if e.attributes.get("operator") == filling["operator"]
+                and e.timestamp - float(e.attributes.get("window_seconds") or 0.0) <= filling["until"]
             ],
         )
     # what the recording did to a Kafka topic (records deleted, partitions added, a producer faster than the

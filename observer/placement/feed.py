@@ -107,6 +107,8 @@ class PlacementFeed:
             else:
                 self.last.extend(self.tracker.on_batch(item, executors=self.source.executors))
         self.batches.extend(dataclasses.replace(ob, runs=()) for ob in self.last)
+        if self.restores is not None:
+            self.restores.on_migrations(self.last, ts, facts)
         for fact in self.tracker.take_facts():
             facts.signals.append(dataclasses.replace(fact, query=label(fact.query_id), timestamp=ts))
         facts.updates.extend(self._updates())

@@ -38,6 +38,7 @@ from observer.metrics.tracker import QueryRecord
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.phases import ADD_BATCH
 from observer.placement.tasks import BatchTasks, ExecutorChange
+from observer.placement.tracker import CAUSE_EXECUTOR_REMOVED, OperatorBatch
 from observer.signals.facts import SignalFacts
 from observer.signals.restore import CONFIDENCE_ESTIMATED, CONFIDENCE_LOW, METHOD_RESIDUAL, RestoreFigure, Restores
 
@@ -103,6 +104,14 @@ class TaskRestores:
             self._resolve(progress.query_id, facts)  # another run, or later tasks will not come: what there is
         elif pending.first is not None and all(len(pending.steady.get(op.index, ())) >= STEADY_BATCHES for op, _ in pending.held):
             self._resolve(progress.query_id, facts)
+
+    def on_migrations(self, batches: list[OperatorBatch], ts: float, facts: SignalFacts) -> None:
+        """Operator batches whose partitions moved because their executor was removed: store reloads
+        (``Restores.moved``), the evidence Spark 3.5/4.0 report none of in progress."""
+        for ob in batches:
+            lost = sum(m.cause == CAUSE_EXECUTOR_REMOVED for m in ob.migrations)
+            if lost:
+                self.restores.moved(ob.query_id, ob.batch_id, ob.operator, ob.operator_name, lost, ts, facts)
 
     def on_terminated(self, query_id: str, run_id: str | None, facts: SignalFacts) -> None:
         """The run ended: a held restore goes out with the later batches there were."""

@@ -112,9 +112,18 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
         ("FileScanRDD", "KafkaMicroBatchStream", "KafkaSource", "FileStreamSource", "MicroBatchStream.planInputPartitions"),
     ),
     # the user's own function raised: foreachBatch (through py4j or Scala) or a UDF in a Python worker
+    # Spark 4.0 and older give a Python worker's error no error class: its ``PythonException`` carries the
+    # worker's traceback as its message (4.1 added ``[PYTHON_EXCEPTION]``), so the traceback after it says so
     (
         kinds.EXC_USER_CODE,
-        ("FOREACH_BATCH_USER_FUNCTION_ERROR", "PYTHON_EXCEPTION", "Python Proxy", "UDF_USER_CODE_ERROR", "FAILED_EXECUTE_UDF"),
+        (
+            "FOREACH_BATCH_USER_FUNCTION_ERROR",
+            "PYTHON_EXCEPTION",
+            "Python Proxy",
+            "UDF_USER_CODE_ERROR",
+            "FAILED_EXECUTE_UDF",
+            "PythonException: Traceback (most recent call last):",
+        ),
         ("PythonForeachBatchHelper", "ForeachBatchSink"),
     ),
     (

@@ -24,7 +24,11 @@ recorded runs showed: ``docs/findings/restore-metrics.md``):
   reloaded when an executor was removed since its previous batch and another operator of the same
   query shows a reload in the same batch (``evidence=executor_removed,sibling_reload``). A load latency
   far above the run's usual, alone, is jitter on a busy machine until corroborated: it becomes a
-  ``load_latency_anomaly``, not a reload.
+  ``load_latency_anomaly``, not a reload. Spark 3.5/4.0 report none of that evidence for RocksDB (no load
+  metric, no ``SnapshotLastUploaded``): where the observer follows tasks (placement), a partition that ran on
+  another executor because the one holding its store was removed is a reload of that store
+  (``evidence=executor_removed,partition_migrated``; ``moved``): nothing moves state between executors, the
+  new one loads it from the checkpoint. An operator whose own metrics showed the reload is not told twice.
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ EVIDENCE_DFS, EVIDENCE_CHANGELOG, EVIDENCE_HDFS, EVIDENCE_SNAPSHOT = (
     "snapshot_reset",
 )
 EVIDENCE_LATENCY, EVIDENCE_EXECUTOR, EVIDENCE_SIBLING = "load_latency", "executor_removed", "sibling_reload"
+EVIDENCE_MIGRATED = "partition_migrated"  # placement: its partitions ran elsewhere, their executor removed
+_RELOADS_KEPT = 64  # per query: (batch, operator) reloads remembered, so placement does not tell one twice
 
 
 @dataclass
@@ -77,6 +83,11 @@ class _Batches:
     batches: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=30))  # (input rows, addBatch ms)
     previous: list[tuple[float, float]] = field(default_factory=list)
     reloaded: list[tuple[int, str]] = field(default_factory=list)  # operators of the current batch with a reload
+    # (batch id, operator index) of the recent reloads told, and the query's record and run of its latest batch
+    # (placement's migrations come after the batch's own rules: ``moved``)
+    told: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=_RELOADS_KEPT))
+    record: QueryRecord | None = None
+    run_id: str | None = None
 
 
 @dataclass
@@ -149,6 +160,7 @@ class Restores:
         A run's first batch never joins the baseline: it carries a new process's warm-up (and a restore)."""
         q = self._batches(record.query_id)
         q.reloaded = []
+        q.record, q.run_id = record, p.run_id
         add_batch = p.duration_ms.get(ADD_BATCH)
         if restore_due:
             figures = estimate_restores(p, q.previous)
@@ -236,6 +248,7 @@ class Restores:
         }
         if corroborated:
             q.reloaded.append((op.index, op.name))
+            q.told.append((p.batch_id, op.index))
             facts.add(record, catalog.STATE_STORE_RELOADS, operator_labels(op.index, op.name))
             facts.signal(
                 kinds.STORE_RELOAD,
@@ -252,6 +265,30 @@ class Restores:
             facts.signal(
                 kinds.LOAD_LATENCY_ANOMALY, record, p.run_id, ts, usual_load_seconds=None if usual is None else usual / 1000.0, **attrs
             )
+
+    def moved(self, query_id: str, batch_id: int, index: int, name: str, partitions: int, ts: float, facts: SignalFacts) -> None:
+        """``partitions`` of operator ``index`` (``name``) ran on another executor in ``batch_id`` because the
+        executor that held their stores was removed (placement, ``observer.placement.feed``): the new executor
+        loaded them from the checkpoint, a reload, unless the operator's own metrics told it already."""
+        q = self._queries.get(query_id)
+        if q is None or q.record is None or partitions <= 0 or (batch_id, index) in q.told:
+            return
+        q.told.append((batch_id, index))
+        record = q.record
+        facts.add(record, catalog.STATE_STORE_RELOADS, operator_labels(index, name))
+        facts.signal(
+            kinds.STORE_RELOAD,
+            record,
+            q.run_id,
+            ts,
+            evidence=f"{EVIDENCE_EXECUTOR},{EVIDENCE_MIGRATED}",
+            changelog_files=None,
+            operator=name,
+            operator_index=index,
+            batch_id=batch_id,
+            load_seconds=0.0,  # Spark measured no load (3.5/4.0); the partitions' tasks carry the cost
+            moved_partitions=partitions,
+        )
 
     def _reload_evidence(self, st: _Stores, op: OperatorProgress) -> list[str]:
         evidence = []

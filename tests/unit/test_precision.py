@@ -31,6 +31,7 @@ RESTARTS = ["dedup_agg_restart_43", "dedup_agg_restart_41", "dedup_agg_restart_4
 FAILURES = [
     "crash_loop_503",
     "fail_udf_value_error",
+    "fail_udf_value_error_40",  # 4.0: no [PYTHON_EXCEPTION] class, the traceback under a stage failure
     "fail_sink_path_is_file",
     "fail_source_corrupt_file",
     "fail_tws_ttl_no_time_mode",
@@ -75,6 +76,10 @@ RESTORES = {
     "restore_aggregation_hdfs_35": "stateStoreSave",
     "restore_join_35": "symmetricHashJoin",
     "restore_session_35": "defaultName",
+    # PySpark 4.0.5: no load metric, the figures come from task times (4.0 names the node TransformWithStateInPandas);
+    # restore_pandas_state_40's 50,000 keys restored without a visible cost (its first batch's slowest task was faster)
+    "restore_dedup_40": "dedupe",
+    "restore_tws_40": "transformWithStateInPandasExec",
 }
 INCIDENT_KINDS_NEVER_FALSE = (
     kinds.STORE_RELOAD,
@@ -262,6 +267,30 @@ def test_executor_loss_reloads_both_operators_at_the_kill(corpus: dict[str, prec
     progress_times = {e.timestamp for e in rec.signals if e.kind == kinds.STORE_RELOAD}
     assert removed.timestamp not in progress_times
     assert not signals_of(rec, kinds.PARTITIONS_CHANGED)
+
+
+def test_executor_loss_reloads_from_placement_where_spark_reports_no_load(corpus: dict[str, precision.Replayed]) -> None:
+    """Spark 4.0 reports no load metric, no changelog replay and no ``SnapshotLastUploaded``: its progress lines
+    cannot show the reload an executor loss causes. The task placement does: the partitions the removed
+    executor held ran elsewhere, and loaded their stores from the checkpoint there."""
+    rec = corpus["executor_loss_40"]
+    assert rec.truth["run_facts"][0]["spark_version"].startswith("4.0.")
+    told = {"rocksdbLoadLatencyMs", "rocksdbNumReplayChangelogFiles", "rocksdbNumLoadedFromDfs"}
+    assert all(
+        not (told & set(op["customMetrics"])) and not any(k.startswith("SnapshotLastUploaded") for k in op["customMetrics"])
+        for p in progress("executor_loss_40")
+        for op in p["stateOperators"]
+    )
+    moved: dict[int, set[int]] = {}
+    for m in rec.truth["partition_moves"]:
+        moved.setdefault(m["batch_id"], set()).add(m["partition"])
+    reloads = {e.attributes["operator"]: e.attributes for e in signals_of(rec, kinds.STORE_RELOAD)}
+    assert set(reloads) == {"dedupe", "stateStoreSave"}
+    assert {r["batch_id"] for r in reloads.values()} == set(moved)
+    assert all(r["evidence"] == "executor_removed,partition_migrated" and r["moved_partitions"] >= 1 for r in reloads.values())
+    # without task placement nothing tells it
+    off = precision.load(os.path.join(INCIDENTS, "executor_loss_40"), Settings(http_enabled=False, placement="off"))
+    assert not signals_of(off, kinds.STORE_RELOAD)
 
 
 # --- 3. retries are not repartitioning -------------------------------------------------------------------
