@@ -440,7 +440,8 @@ def _restore_total(
     taken: AbstractSet[float] = frozenset(),
 ) -> tuple[float | None, float | None]:
     """(seconds summed over operators, time) of the first restore (or reload; ``order`` says which is
-    looked for first) at or after ``after``, leaving out those at the times in ``taken`` (another incident's)."""
+    looked for first) at or after ``after``, leaving out those at the times in ``taken`` (another incident's).
+    The seconds are None when none of them carries a time (a reload told from task placement)."""
     for kinds in ((kind,) for kind in order):
         candidates = [
             e
@@ -455,7 +456,10 @@ def _restore_total(
             first = candidates[0]["ts"]
             same = [e for e in candidates if e["ts"] == first]
             key = "duration_seconds" if kinds == ("restore",) else "load_seconds"
-            return sum(float((e.get("attributes") or {}).get(key) or 0.0) for e in same), first
+            values = [(e.get("attributes") or {}).get(key) for e in same]
+            measured = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+            # a reload Spark measured no time of (before 4.1, told from the tasks' placement): found, time unknown
+            return (sum(measured) if measured else None), first
     return None, None
 
 
@@ -471,7 +475,12 @@ def executor_lost(f: Facts) -> list[Verdict]:
         if at is not None:
             taken.add(at)
         text = f"Executor {executor} lost at {fmt.clock(signal['ts'])}"
-        text += f"; restore {fmt.duration(seconds)}" if seconds is not None else "; no restore seen after it"
+        if seconds is not None:
+            text += f"; restore {fmt.duration(seconds)}"
+        elif at is not None:
+            text += "; its state stores reloaded on other executors (this Spark reports no load time)"
+        else:
+            text += "; no restore seen after it"
         found.append(Verdict("executor_lost", text, signal["ts"]))
     return found[-MAX_LOSSES_SHOWN:]
 

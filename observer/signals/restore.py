@@ -286,7 +286,7 @@ class Restores:
             operator=name,
             operator_index=index,
             batch_id=batch_id,
-            load_seconds=0.0,  # Spark measured no load (3.5/4.0); the partitions' tasks carry the cost
+            load_seconds=None,  # Spark before 4.1 measures no load: unknown, not zero
             moved_partitions=partitions,
         )
 

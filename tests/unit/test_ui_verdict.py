@@ -262,6 +262,23 @@ def test_executor_lost_then_restore() -> None:
     assert v.kind == "executor_lost" and v.text == "Executor 0 lost at 22:31:30; restore 600 ms"
 
 
+def test_an_executor_lost_on_spark_4_0_says_its_stores_reloaded_without_a_time(tmp_path) -> None:
+    """executor_loss_40 (PySpark 4.0.5): Spark reports no load time before 4.1, the reloads are told from the
+    tasks' placement (partitions that ran elsewhere once their executor was removed). The browser says the stores
+    reloaded, not "restore 0 ms" (a time nobody measured) nor "no restore seen"."""
+    runs = fixture_runs("incidents/executor_loss_40")
+    db = str(tmp_path / "history.db")
+    replay([eventlog_dir(r) for r in runs], history=db)
+    truth = SHOTS.incident_truths()["executor_loss_40"]
+    qid = truth["run_facts"][0]["query_id"]
+    events = load_recent_events(db, qid)
+    reloads = events[events.kind == "store_reload"].attributes.tolist()
+    assert reloads and all(a["evidence"] == "executor_removed,partition_migrated" and a["load_seconds"] is None for a in reloads)
+    lost = [v for v in verdicts(facts_of(db, qid)) if v.kind == "executor_lost"]
+    assert len(lost) == 1
+    assert lost[0].text.endswith("; its state stores reloaded on other executors (this Spark reports no load time)"), lost[0].text
+
+
 def test_two_executor_losses_each_name_their_own_time_and_reload() -> None:
     """Two losses 13 s apart, each followed by its own reload: a verdict each, neither with the other's cost."""
     events = [
