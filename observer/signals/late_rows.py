@@ -60,36 +60,42 @@ def _count(value: float | None) -> int:
     return int(value)
 
 
+Entry = tuple[float, int, int, int, int, int, tuple[str, ...]]
+
+
 @dataclass
 class _Window:
-    # (trigger time, counted dropped, input rows, an aggregation's late groups, its arriving groups, operators)
-    batches: deque[tuple[float, int, int, int, int, tuple[str, ...]]] = field(default_factory=lambda: deque(maxlen=_MAX_BATCHES))
-    sums: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # dropped, rows, late groups, arriving groups
+    # (trigger time, counted dropped, dropped where the input count is known, input rows, an aggregation's late
+    # groups, its arriving groups, operators)
+    batches: deque[Entry] = field(default_factory=lambda: deque(maxlen=_MAX_BATCHES))
+    # dropped, dropped of known input, rows, late groups, arriving groups
+    sums: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
     dropping: bool = False
     exported: tuple[float, float, float] | None = None  # the gauges' values last set: unchanged ones are not set again
     exported_to: QueryRecord | None = None  # on that record (a query the tracker forgot and admitted again has a new one)
     since: float | None = None  # the episode's first signal
     episode_rows: int = 0  # counted dropped since then
 
-    def push(self, entry: tuple[float, int, int, int, int, tuple[str, ...]]) -> None:
+    def push(self, entry: Entry) -> None:
         if len(self.batches) == self.batches.maxlen:
             self.pop()
         self.batches.append(entry)
-        _, dropped, rows, late, arriving, _ = entry
-        self.sums = [self.sums[0] + dropped, self.sums[1] + rows, self.sums[2] + late, self.sums[3] + arriving]
+        _, dropped, known, rows, late, arriving, _ = entry
+        t = self.sums
+        self.sums = [t[0] + dropped, t[1] + known, t[2] + rows, t[3] + late, t[4] + arriving]
 
     def pop(self) -> None:
-        _, dropped, rows, late, arriving, _ = self.batches.popleft()
-        self.sums = [self.sums[0] - dropped, self.sums[1] - rows, self.sums[2] - late, self.sums[3] - arriving]
+        _, dropped, known, rows, late, arriving, _ = self.batches.popleft()
+        t = self.sums
+        self.sums = [t[0] - dropped, t[1] - known, t[2] - rows, t[3] - late, t[4] - arriving]
 
     def share(self) -> float:
-        dropped, rows = self.sums[0], self.sums[1]
-        if rows > 0:
-            return min(1.0, dropped / rows)
-        return 1.0 if dropped > 0 else 0.0
+        """Dropped over input rows, over the batches whose input count is known (0 when none is)."""
+        known, rows = self.sums[1], self.sums[2]
+        return min(1.0, known / rows) if rows > 0 else 0.0
 
     def groups_share(self) -> float:
-        late, arriving = self.sums[2], self.sums[3]
+        late, arriving = self.sums[3], self.sums[4]
         return late / arriving if arriving > 0 else 0.0
 
     def operators(self) -> list[str]:
@@ -136,7 +142,12 @@ class LateRows:
                 dropped += n
                 if len(names) < _MAX_OPERATORS:
                     names.append(op.name)
-        q.push((ts, dropped, _count(p.input_rows), late_groups, arriving_groups, tuple(names)))
+        rows = _count(p.input_rows)
+        # rows were dropped, so rows came in: an input count of 0 is no count (Spark 3.5 gives up counting a
+        # query whose sources' plans it cannot match, a union of a rate and a file source on 105 of 108 batches
+        # recorded) and the batch stays out of the share rather than make it 100 %
+        known = dropped if rows > 0 else 0
+        q.push((ts, dropped, known, rows, late_groups, arriving_groups, tuple(names)))
         while q.batches and ts - q.batches[0][0] > self.s.late_rows_window_seconds:
             q.pop()
         if q.dropping:
@@ -173,13 +184,13 @@ class LateRows:
         attributes = {
             "cause": cause,
             "rows": float(q.sums[0]),
-            "input_rows": float(q.sums[1]),
+            "input_rows": float(q.sums[2]),
             "share": round(share, 4),
             "window_seconds": self.s.late_rows_window_seconds,
             "operators": q.operators(),
             "batch_id": p.batch_id,
         }
-        if q.sums[3]:
+        if q.sums[4]:
             attributes["late_groups_share"] = round(q.groups_share(), 4)  # an aggregation's: counted in groups
         if p.watermark is not None and p.watermark > 0:
             attributes["watermark"] = p.watermark
