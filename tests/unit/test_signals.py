@@ -126,7 +126,9 @@ def test_spark35_state_file_errors_are_checkpoint_corruption() -> None:
         f"dir = {p}]: key size cannot be -559038737.\n\tat org.apache.spark.sql.errors.QueryExecutionErrors$.failedToReadDeltaFileError(QueryExecutionErrors.scala:1)\n"
     )
     bad_snapshot = f"{lost}org.apache.spark.SparkException: Error reading snapshot file {p}/10.snapshot of HDFSStateStoreProvider[id = (op=0,part=3),dir = {p}]: key size cannot be 7\n"
-    bad_changelog = f"{lost}org.apache.spark.SparkException: Error reading streaming state file {p}/12.changelog: key size cannot be -559038737\n"
+    bad_changelog = (
+        f"{lost}org.apache.spark.SparkException: Error reading streaming state file {p}/12.changelog: key size cannot be -559038737\n"
+    )
     missing_zip = (
         f"{lost}java.io.FileNotFoundException: No such file or directory: {p}/12.zip\n\tat org.apache.hadoop.fs.s3a.S3AFileSystem.open(S3AFileSystem.java:1)\n"
         f"{state}RocksDBFileManager.unzipToFile(RocksDBFileManager.scala:1)\n{state}RocksDBFileManager.loadCheckpointFromDfs(RocksDBFileManager.scala:1)\n"
@@ -134,4 +136,7 @@ def test_spark35_state_file_errors_are_checkpoint_corruption() -> None:
     for text in (missing_delta, bad_delta, bad_snapshot, bad_changelog, missing_zip):
         assert classify_exception(None, text) == "checkpoint_corruption", text
     # an S3 file the source cannot find is no state file
-    assert classify_exception(None, f"{lost}java.io.FileNotFoundException: No such file or directory: s3a://landing/part-0.parquet\n") == "other"
+    assert (
+        classify_exception(None, f"{lost}java.io.FileNotFoundException: No such file or directory: s3a://landing/part-0.parquet\n")
+        == "other"
+    )
