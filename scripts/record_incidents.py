@@ -53,7 +53,9 @@ class Recorder:
         if nice:
             cmd = ["nice", "-n", "10", *cmd]
         print("+", " ".join(cmd), flush=True)
-        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, ".."))
+        # the Python workers too run ``python`` (PySpark starts ``python3`` from PATH otherwise: another
+        # virtualenv's pyarrow and NumPy under --python's PySpark)
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, ".."), PYSPARK_PYTHON=self.python)
         # the job's stderr (Spark's and the traceback of a run that fails) goes to STDERR_LOG when that is set
         log = os.environ.get("STDERR_LOG")
         with open(log, "ab") if log else open(os.devnull, "wb") as stderr:
