@@ -272,9 +272,13 @@ def deploy_truth(runs: list[dict[str, Any]], sig: signal.Signals, race: bool) ->
         truth["late_terminations"] = [f["run_dir"] for f in runs if _late_termination(f)]
     if term:
         after = [f["run_dir"] for f in runs if f["events_after_app_end"]]
+        # Spark 3.5's SparkListenerApplicationEnd has no ExitCode (added in 4.0)
+        exit_codes = "ExitCode 0" if all(f["exit_code"] == 0 for f in runs) else "no ExitCode: Spark 3.5 logs none"
+        if any(f["exit_code"] is None for f in runs) and not all(f["exit_code"] is None for f in runs):
+            exit_codes = "ExitCode " + ", ".join(str(f["exit_code"]) for f in runs)
         truth["note"] = (
             "a rolling deploy: SIGTERM to the driver's JVM, whose shutdown hook stops the SparkContext. Each log has "
-            "SparkListenerApplicationEnd (ExitCode 0) and no QueryTerminatedEvent: the query is never stopped, its "
+            f"SparkListenerApplicationEnd ({exit_codes}) and no QueryTerminatedEvent: the query is never stopped, its "
             "application ends under it. An end with its application, not a crash: 3 restarts in the crash-loop "
             "window, no loop."
             + (

@@ -91,10 +91,21 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
             "STREAMING_UNFINISHED_REPARTITION_DETECTED",
             "ChecksumException",
             "Stream is corrupted",
+            # 3.5 has none of the classes above: its state stores throw these messages (a legacy error class or
+            # none), naming the file but not the checkpoint
+            "Error reading delta file",
+            "Error reading snapshot file",
+            "Error reading streaming state file",
             "checkpoint",
             "Checkpoint",
         ),
-        (),
+        # a state store loading its files from the checkpoint (3.5 wraps a missing RocksDB zip in nothing)
+        (
+            "RocksDBFileManager.loadCheckpointFromDfs",
+            "StateStoreChangelogReader",
+            "HDFSBackedStateStoreProvider.updateFromDeltaFile",
+            "HDFSBackedStateStoreProvider.readSnapshotFile",
+        ),
     ),
     (kinds.EXC_SINK, (), ("KafkaWriteTask", "KafkaWriter")),  # a Kafka error while writing, before Kafka means source
     (

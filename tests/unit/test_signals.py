@@ -106,3 +106,37 @@ def test_exception_classes() -> None:
     # the query plan Spark appends names the checkpoint location; that alone is no checkpoint problem
     plan = "Exception thrown in awaitResult:\n=== Streaming Query ===\n  checkpointLocation=/tmp/ck]\nCaused by: java.lang.ArithmeticException: / by zero"
     assert classify_exception(None, plan) == "other"
+
+
+def test_spark35_state_file_errors_are_checkpoint_corruption() -> None:
+    """Spark 3.5 has no CANNOT_LOAD_STATE_STORE / CANNOT_READ_*_FILE classes: its state stores throw the messages of
+    HDFSBackedStateStoreProvider and StateStoreChangelogReader (strings of the 3.5.8 spark-sql jar), or a bare
+    FileNotFoundException under RocksDBFileManager, naming the file. With a checkpoint whose path does not say
+    "checkpoint" nothing else tells a corrupt or missing state file from any failure."""
+    p = "s3a://warehouse/orders_agg/state/0/3"
+    lost = "Job aborted due to stage failure: Task 3 in stage 2.0 failed 4 times, most recent failure: Lost task 3.0 in stage 2.0 (TID 9) (10.0.0.5 executor 1): "
+    state = "\tat org.apache.spark.sql.execution.streaming.state."
+    missing_delta = (
+        f"{lost}java.lang.IllegalStateException: Error reading delta file {p}/12.delta of HDFSStateStoreProvider[id = (op=0,part=3),"
+        f"dir = {p}]: {p}/12.delta does not exist\n{state}HDFSBackedStateStoreProvider.updateFromDeltaFile(HDFSBackedStateStoreProvider.scala:461)\n"
+        f"Caused by: java.io.FileNotFoundException: No such file or directory: {p}/12.delta\n"
+    )
+    bad_delta = (
+        f"{lost}org.apache.spark.SparkException: Error reading delta file {p}/12.delta of HDFSStateStoreProvider[id = (op=0,part=3),"
+        f"dir = {p}]: key size cannot be -559038737.\n\tat org.apache.spark.sql.errors.QueryExecutionErrors$.failedToReadDeltaFileError(QueryExecutionErrors.scala:1)\n"
+    )
+    bad_snapshot = f"{lost}org.apache.spark.SparkException: Error reading snapshot file {p}/10.snapshot of HDFSStateStoreProvider[id = (op=0,part=3),dir = {p}]: key size cannot be 7\n"
+    bad_changelog = (
+        f"{lost}org.apache.spark.SparkException: Error reading streaming state file {p}/12.changelog: key size cannot be -559038737\n"
+    )
+    missing_zip = (
+        f"{lost}java.io.FileNotFoundException: No such file or directory: {p}/12.zip\n\tat org.apache.hadoop.fs.s3a.S3AFileSystem.open(S3AFileSystem.java:1)\n"
+        f"{state}RocksDBFileManager.unzipToFile(RocksDBFileManager.scala:1)\n{state}RocksDBFileManager.loadCheckpointFromDfs(RocksDBFileManager.scala:1)\n"
+    )
+    for text in (missing_delta, bad_delta, bad_snapshot, bad_changelog, missing_zip):
+        assert classify_exception(None, text) == "checkpoint_corruption", text
+    # an S3 file the source cannot find is no state file
+    assert (
+        classify_exception(None, f"{lost}java.io.FileNotFoundException: No such file or directory: s3a://landing/part-0.parquet\n")
+        == "other"
+    )
