@@ -149,6 +149,7 @@ def _add_placement(observer: Observer, spark: Any, settings: Settings) -> None:
     source = None if is_connect(spark) else polling_source(spark, settings.placement_every)
     if source is not None:
         feed = observer.set_placement(source)
+        feed.restore_progress.spark_version = _spark_version(spark)  # a restore names its operators as this Spark's progress does
         locate = _checkpoint_location(spark)
         if locate is not None:  # a restore's ETA starts from its checkpoint's work (listed on the worker, bounded)
             feed.restore_progress.expected_work = expected_work_hook(locate, _task_slots(spark), _estimate_problem)
@@ -157,6 +158,15 @@ def _add_placement(observer: Observer, spark: Any, settings: Settings) -> None:
             "spark-state-observer: placement=on but the driver has no UI to poll (spark.ui.enabled=false or Spark Connect); "
             "per-partition placement is available from event logs (replay, watch)"
         )
+
+
+def _spark_version(spark: Any) -> str | None:
+    """The session's Spark version; None when it cannot be read."""
+    try:
+        version = spark.version
+    except Exception:  # a session being torn down: the 4.x names are assumed
+        return None
+    return version if isinstance(version, str) else None
 
 
 def _task_slots(spark: Any) -> Callable[[], int | None]:

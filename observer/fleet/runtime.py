@@ -535,6 +535,7 @@ class FleetObserver:
             if observer.placement is not None:  # a restore's ETA starts from the work in the checkpoint its plans name
                 restores = observer.placement.restore_progress
                 restores.expected_work = expected_work_hook(checkpoints)
+                restores.spark_version = identity.spark_version  # a restore names its operators as this Spark's progress does
                 for executor, cores in pipeline.executors.cores.items():  # came before the application was admitted
                     restores.on_executor_cores(executor, cores)
         holder.append(pipeline)

@@ -42,8 +42,21 @@ WRITER_OPERATOR_NAMES = {
     "StreamingDeduplicateWithinWatermark": "dedupeWithinWatermark",
     "StreamingSymmetricHashJoin": "symmetricHashJoin",
     "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
-    "TransformWithStateInPandas": "transformWithStateInPandasExec",
+    "TransformWithStateInPandas": "transformWithStateInPandasExec",  # 4.0
+    "TransformWithStateInPySpark": "transformWithStateInPandasExec",  # 4.1+: the node renamed, its short name kept
+    "FlatMapGroupsWithState": "flatMapGroupsWithState",  # Scala's (map|flatMap)GroupsWithState
+    "TransformWithState": "transformWithStateExec",  # Scala's and Java's transformWithState
 }
+# Spark 3.x: the session window's writer has no short name of its own yet
+_WRITER_OPERATOR_NAMES_3 = {**WRITER_OPERATOR_NAMES, "SessionWindowStateStoreSave": "defaultName"}
+
+
+def writer_operator_name(node: str, spark_version: str | None) -> str:
+    """What the progress events of ``spark_version`` (None: not known, the 4.x names) call the state writer whose plan
+    node is ``node``; a node not known here keeps its own name."""
+    names = _WRITER_OPERATOR_NAMES_3 if spark_version is not None and spark_version.strip().startswith("3.") else WRITER_OPERATOR_NAMES
+    return names.get(node, node)
+
 
 # the writers behind a partial aggregation: their ``numRowsDroppedByWatermark`` and ``numRowsUpdated`` count groups
 # (one per key and window of each task's partial aggregate), not the source rows (observer.signals.late_rows)

@@ -11,12 +11,14 @@ from typing import Any, Callable, TextIO
 from observer.capture.queue import CapturedEvent
 from observer.exporters.prometheus import StateCollector
 from observer.model import kinds
+from observer.model.bounded import clean_identity
 from observer.model.capacity import ENVIRONMENT_PREFIX, spark_properties
 from observer.model.checkpoint_work import expected_work_hook
 from observer.model.decode import stamp_fields
 from observer.model.parse import parse_timestamp, parse_timestamp_memo
 from observer.model.plan_checkpoint import PlanCheckpoints
 from observer.model.signal_kinds import SignalEvent
+from observer.model.spark_events import LOG_START, line_prefix
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_PREFIX, RECORD_EXECUTOR_ADDED, EventLogError, read_records
 from observer.offline.log_identity import application_of
 from observer.pipeline.runtime import Observer
@@ -24,6 +26,8 @@ from observer.placement.task_log import EventLogSource
 from observer.settings import Settings
 from observer.signals.executors import ExecutorSet, LoggedExecutors
 from observer.signals.snapshots import CheckpointLocator
+
+_LOG_START_LINE = line_prefix(LOG_START)
 
 
 @dataclass
@@ -97,6 +101,12 @@ def replay(
             except (ValueError, RecursionError):
                 result.errors.append("the environment event is not readable JSON: Spark's defaults assumed for the capacity estimate")
         if tasks is not None:
+            if line.startswith(_LOG_START_LINE):  # the application's Spark: a restore names its operators as that Spark's progress does
+                try:
+                    version = json.loads(line).get("Spark Version")
+                except (ValueError, RecursionError, AttributeError):
+                    version = None
+                feed.restore_progress.spark_version = clean_identity(version) or None
             plans.feed_line(line)
             tasks.feed_line(line)
 

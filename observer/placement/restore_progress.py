@@ -148,6 +148,9 @@ class RestoreProgress:
         self._last_job: OrderedDict[str, float] = OrderedDict()  # query id -> its latest batch's job submission
         self._latest = 0.0  # the newest time the events told (a log's time in replay)
         self._names: OrderedDict[str, dict[int, str]] = OrderedDict()  # query id -> its progress' operator names
+        # the application's Spark (its log's start, the watched application's identity, the live session): a writer
+        # is named as its progress will name it, which differs between versions (``spark_events.writer_operator_name``)
+        self.spark_version: str | None = None
         self._absorbed: OrderedDict[str, float | None] = OrderedDict()  # query id -> the loss its restoring batch took in
 
     # --- intake (TaskEventReader) ---------------------------------------------------------------------
@@ -347,7 +350,7 @@ class RestoreProgress:
             # the query's own progress names it where one was seen, else the writer's known short name (the same whether
             # or not this observer saw an earlier run: a watcher meets a restarted job as a new application)
             progress_name = self._names.get(restore.query_id, {}).get(index)
-            op = _Operator(progress_name or spark_events.WRITER_OPERATOR_NAMES.get(name, name), name, total, told_at=ts)
+            op = _Operator(progress_name or spark_events.writer_operator_name(name, self.spark_version), name, total, told_at=ts)
             restore.operators[index] = op
             work = restore.expected.operators.get(index) if restore.expected is not None else None  # state/<id>: ids as indexes
             attrs: dict[str, Any] = {

@@ -239,3 +239,40 @@ def test_gauges_follow_the_log_line_by_line() -> None:
     assert running == [1.0] * (len(running) - 1) + [None]
     etas = [v for name, v in seen if name == catalog.RESTORE_ETA.name]
     assert etas[0] is None and all(v is not None and v > 0 for v in etas[1:-1]) and etas[-1] is None
+
+
+RESTORES = sorted(
+    name
+    for name in os.listdir(os.path.join(FIXTURES, "incidents"))
+    if name.startswith("restore_") and os.path.isdir(os.path.join(FIXTURES, "incidents", name, "run2", "eventlog"))
+)
+
+
+@pytest.mark.parametrize("name", RESTORES)
+def test_a_restore_names_its_operator_as_the_progress_does(name: str) -> None:
+    """A restore is told before the run's first progress, by its plan node; the name it gives must be the one the
+    progress events then give that operator (``spark_events.WRITER_OPERATOR_NAMES``), or its events and the
+    operator's metrics are two series (Spark 4.1+ names the Python transformWithState's node
+    ``TransformWithStateInPySpark``, its progress ``transformWithStateInPandasExec``)."""
+    run2 = os.path.join(FIXTURES, "incidents", name, "run2")
+    with open_decompressed(os.path.join(run2, "progress.jsonl")) as stream:
+        progress_names = {(i, op["operatorName"]) for line in stream for i, op in enumerate(json.loads(line)["stateOperators"])}
+    told = {(e.attributes["operator_index"], e.attributes["operator"]) for e in replayed([os.path.join(run2, "eventlog")])}
+    assert told, f"{name}: no restore told"
+    assert told <= progress_names, f"{name}: restores name {sorted(told - progress_names)}, the progress {sorted(progress_names)}"
+
+
+@pytest.mark.parametrize("name", ["restore_session_35", "restore_tws"])
+def test_watch_names_a_restored_operator_as_replay_does(tmp_path: Any, name: str) -> None:
+    """The watcher knows the application's Spark from its identity, replay from the log's start: both name the
+    restoring operator as that Spark's progress does (3.5's session window ``defaultName``, 4.3's Python
+    transformWithState ``transformWithStateInPandasExec``)."""
+    from test_watch_restart_costs import applications, followed_and_replayed, of_kind
+
+    run2 = os.path.join("incidents", name, "run2")
+    said = followed_and_replayed(tmp_path, applications(run2))
+    with open_decompressed(os.path.join(FIXTURES, run2, "progress.jsonl")) as stream:
+        progress_names = {op["operatorName"] for line in stream for op in json.loads(line)["stateOperators"]}
+    for side in ("live", "replayed"):
+        started = of_kind(said[side], kinds.RESTORE_STARTED)
+        assert started and {a["operator"] for a in started} <= progress_names, (side, started)

@@ -36,7 +36,10 @@ def applications(*runs: str) -> list[tuple[str, list[bytes]]]:
     """Each recorded run's application id and event-log lines, in the order the runs happened."""
     out = []
     for run in runs:
-        files = sorted(glob.glob(os.path.join(FIXTURES, run, "eventlog", "*", "events_*")))
+        # a rolling log's files, else (Spark 3.5's default) the single file
+        files = sorted(glob.glob(os.path.join(FIXTURES, run, "eventlog", "*", "events_*"))) or sorted(
+            glob.glob(os.path.join(FIXTURES, run, "eventlog", "*.*"))
+        )
         lines = [line for path in files for line in recorded_lines(path)]
         start = next(json.loads(line) for line in lines if line.startswith(b'{"Event":"SparkListenerApplicationStart"'))
         out.append((start["App ID"], lines))
