@@ -79,6 +79,8 @@ STATE_NODES = {
     "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
     "TransformWithStateInPySpark": "transformWithStateInPandasExec",
     "TransformWithStateInPandas": "transformWithStateInPandasExec",  # 4.0's name of the node (4.1 renamed it)
+    "FlatMapGroupsWithState": "flatMapGroupsWithState",  # Scala's (flatMap|map)GroupsWithState
+    "TransformWithState": "transformWithStateExec",  # Scala's transformWithState
 }
 # what progress calls those operators on Spark 3.5 where it differs: the session window's writer has no short name of
 # its own before 4.0 (StateStoreWriter's default, restore_session_35)

@@ -82,17 +82,29 @@ _PLAN_LINES = (line_prefix(SQL_START), line_prefix(SQL_ADAPTIVE))
 def wanted_line(line: bytes) -> bool:
     """Whether a raw event-log line can matter to ``TaskEventReader``: the one filter both task-event readers
     (``observer.placement.task_log``, ``observer.offline.task_events``) apply before parsing, since most lines
-    of a log are task events of stateless stages."""
+    of a log are task events of stateless stages.
+
+    A stateless task end (kilobytes, most of a log's lines) is refused after two searches, not one per state
+    metric name: every name holds one of ``_STATE_HINTS``. Its end reason is read where Spark writes it, the first
+    ``"Reason"`` of the line (before any name or value a job sets)."""
     if not line.startswith(LINE_PREFIXES):
         return False
-    if not line.startswith(_STATEFUL_ONLY) or any(name in line for name in _STATE_NAMES):
+    if not line.startswith(_STATEFUL_ONLY):
         return True
-    return line.startswith(_TASK_END_LINE) and any(reason in line for reason in _LOST_LINES)  # a restore's partition to load again
+    if any(hint in line for hint in _STATE_HINTS) and any(name in line for name in _STATE_NAMES):
+        return True
+    if not line.startswith(_TASK_END_LINE):
+        return False
+    at = line.find(_REASON)
+    return at >= 0 and line.startswith(_LOST_VALUES, at + len(_REASON))  # a restore's partition to load again
 
 
 # task ends of a task lost with its executor: no state figures, but a restore loads that partition again
 LOST_REASONS = frozenset({"ExecutorLostFailure", "Resubmitted"})
-_LOST_LINES = tuple(f'"Reason":"{r}"'.encode() for r in sorted(LOST_REASONS))
+_REASON = b'"Reason":"'
+_LOST_VALUES = tuple(f'{r}"'.encode() for r in sorted(LOST_REASONS))
+# every state metric name holds one of these (tests/unit/test_wanted_line.py): a line holding neither names no state metric
+_STATE_HINTS = (b"state", b"RocksDB: load")
 _COUNT_FIELDS = frozenset({"changelog_files", "loads_from_dfs", "rows_total", "store_instances", "cache_misses"})
 MAX_EXECUTIONS = 32  # plans kept: a batch runs 1-2 executions, several queries may interleave
 MAX_STAGES = 512  # stage -> batch mappings kept
