@@ -24,18 +24,19 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from growth_queries import SHAPES  # noqa: E402
+from growth_queries import SHAPES, Shape  # noqa: E402
 from record_incidents import Recorder, record_scenarios  # noqa: E402
 
 ROWS_PER_SECOND = 50  # session_open needs every one of its 50 keys each second
 
 
-def growth(query: str, seconds: int, provider: str = "rocksdb") -> Callable[[Recorder], dict[str, Any]]:
-    """One run of ``query`` for ``seconds``; its truth from ``SHAPES[query]`` and the operators it reported."""
+def growth(query: str, seconds: int, provider: str = "rocksdb", scala: bool = False) -> Callable[[Recorder], dict[str, Any]]:
+    """One run of ``query`` for ``seconds``; its truth from ``SHAPES[query]`` (``SCALA_SHAPES``: a Scala query
+    of ``scripts/scala_job.py``) and the operators it reported."""
 
     def scenario(rec: Recorder) -> dict[str, Any]:
-        shape = SHAPES[query]
-        facts = rec.run(
+        shape = SCALA_SHAPES[query] if scala else SHAPES[query]
+        args = [
             "--query",
             query,
             "--duration",
@@ -46,7 +47,8 @@ def growth(query: str, seconds: int, provider: str = "rocksdb") -> Callable[[Rec
             provider,
             "--name",
             rec.name,
-        )
+        ]
+        facts = rec.run("--checkpoint", rec.checkpoint, *args, script="scala_job.py") if scala else rec.run(*args)
         run_dir = os.path.join(rec.target, facts["run_dir"])
         progress = os.path.join(run_dir, "progress.jsonl")
         with open(progress) as f:
@@ -87,9 +89,26 @@ def keep_progress_only(run_dir: str) -> None:
     os.remove(os.path.join(run_dir, "signals.jsonl"))
 
 
+# the operators only Spark's Scala API has (``scripts/scala_job.py``: a new key every 10 rows, as ``tws_*`` above)
+SCALA_SHAPES = {
+    "fmgws_timeout": Shape(True, "flatMapGroupsWithState: each key's state is removed when its 3 s processing-time timeout fires"),
+    "fmgws_no_timeout": Shape(False, "flatMapGroupsWithState without a timeout: a new key per 10 rows, kept for ever"),
+    "tws_scala_ttl": Shape(True, "Scala transformWithState: a 3 s TTL expires each key's value"),
+    "tws_scala_no_ttl": Shape(False, "Scala transformWithState without a TTL: a new key per 10 rows, kept for ever"),
+    # 100 keys: the rows stay at 100 while each key's value holds every row it saw (its bytes grow for ever)
+    "fmgws_collect_fixed_keys": Shape(
+        False, "flatMapGroupsWithState keeping every row of 100 fixed keys in a list: 100 rows, values growing"
+    ),
+    "tws_scala_list_fixed_keys": Shape(
+        False, "Scala transformWithState appending every row of 100 fixed keys to a ListState: 100 rows, lists growing"
+    ),
+}
+
 # an unbounded verdict needs a whole rising window after the first (slow) batches; on a busy machine a run's
 # first progress comes a minute or more after its start
 SECONDS = {True: 150, False: 240}
+# a state whose rows stay flat and whose bytes grow is judged on its bytes, which need longer to tell (three windows)
+SECONDS_SCALA = {"fmgws_collect_fixed_keys": 360, "tws_scala_list_fixed_keys": 360}
 SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
     **{
         f"growth_{query}": growth(query, SECONDS[shape.bounded] + (20 if "join" in query or "session" in query else 0))
@@ -99,6 +118,13 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
     "growth_count_new_keys_hdfs": growth("count_new_keys", 240, provider="hdfs"),
     "growth_session_open_hdfs": growth("session_open", 170, provider="hdfs"),
     "growth_dedup_new_keys_hdfs": growth("dedup_new_keys", 240, provider="hdfs"),
+    **{
+        f"growth_{query}": growth(query, SECONDS_SCALA.get(query, SECONDS[shape.bounded]), scala=True)
+        for query, shape in SCALA_SHAPES.items()
+    },
+    "growth_fmgws_collect_fixed_keys_hdfs": growth(
+        "fmgws_collect_fixed_keys", SECONDS_SCALA["fmgws_collect_fixed_keys"], provider="hdfs", scala=True
+    ),
 }
 
 

@@ -31,18 +31,40 @@ DOWNTIME_SECONDS = 5
 
 
 def restore(
-    query: str, keys: int, rows_per_batch: int, fanout: int, provider: str = "rocksdb", batches: tuple[int, int] = (5, 4)
+    query: str,
+    keys: int,
+    rows_per_batch: int,
+    fanout: int,
+    provider: str = "rocksdb",
+    batches: tuple[int, int] = (5, 4),
+    scala: bool = False,
 ) -> Callable[[Recorder], dict[str, Any]]:
-    """Two runs of ``restore_<query>`` on one checkpoint; the second restores ``keys`` entries per operator."""
+    """Two runs of ``restore_<query>`` on one checkpoint; the second restores ``keys`` entries per operator
+    (``scala``: a query of ``scripts/scala_job.py``, Spark's Scala API, in its ``spark-shell``)."""
 
     def scenario(rec: Recorder) -> dict[str, Any]:
-        common = ["--query", f"restore_{query}", "--keys", str(keys), "--option", f"rows_per_batch={rows_per_batch}"]
-        common += ["--option", f"fanout={fanout}", "--provider", provider, "--name", rec.name, "--batches-timeout", "1200"]
-        # a busy machine starts Python workers slowly: Spark's 15 s for one to connect back failed the first tries
-        common += ["--conf", "spark.python.authenticate.socketTimeout=120s"]
-        first = rec.run("--batches", str(batches[0]), *common)
+        common = [
+            "--query",
+            f"restore_{query}",
+            "--keys",
+            str(keys),
+            "--provider",
+            provider,
+            "--name",
+            rec.name,
+            "--batches-timeout",
+            "1200",
+        ]
+        if scala:
+            common += ["--checkpoint", rec.checkpoint, "--event-log", "--rows-per-batch", str(rows_per_batch), "--fanout", str(fanout)]
+        else:
+            common += ["--option", f"rows_per_batch={rows_per_batch}", "--option", f"fanout={fanout}"]
+            # a busy machine starts Python workers slowly: Spark's 15 s for one to connect back failed the first tries
+            common += ["--conf", "spark.python.authenticate.socketTimeout=120s"]
+        script = "scala_job.py" if scala else "scenario_job.py"
+        first = rec.run("--batches", str(batches[0]), *common, script=script)
         time.sleep(DOWNTIME_SECONDS)
-        second = rec.run("--batches", str(batches[1]), *common)
+        second = rec.run("--batches", str(batches[1]), *common, script=script)
         for facts in rec.runs:
             slim_event_log(os.path.join(rec.target, facts["run_dir"], "eventlog"))
         with open(os.path.join(rec.target, second["run_dir"], "progress.jsonl")) as f:
@@ -78,6 +100,9 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
     "restore_join": restore("join", 0, 500, 100),
     "restore_pandas_state": restore("pandas_state", 50_000, 100, 100),
     "restore_tws": restore("tws", 50_000, 100, 100),
+    # the operators only Spark's Scala API has: (flatMap|map)GroupsWithState and Scala's transformWithState
+    "restore_fmgws": restore("fmgws", 300_000, 600, 100, scala=True),
+    "restore_tws_scala": restore("tws_scala", 300_000, 600, 100, scala=True),
 }
 
 

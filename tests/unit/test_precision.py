@@ -102,6 +102,9 @@ RESTORES = {
     # restore_pandas_state_40's 50,000 keys restored without a visible cost (its first batch's slowest task was faster)
     "restore_dedup_40": "dedupe",
     "restore_tws_40": "transformWithStateInPandasExec",
+    # Spark's Scala API in PySpark 4.3's spark-shell (scripts/scala_job.py): (flatMap|map)GroupsWithState, transformWithState
+    "restore_fmgws": "flatMapGroupsWithState",
+    "restore_tws_scala": "transformWithStateExec",
 }
 INCIDENT_KINDS_NEVER_FALSE = (
     kinds.STORE_RELOAD,
