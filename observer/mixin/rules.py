@@ -228,8 +228,9 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
             "SparkStateUnbounded",
             f"max by ({op}) ({p.sel(catalog.STATE_UNBOUNDED)}) == 1",
             f"State of query {q} keeps growing.",
-            f"Operator {o} of query {q} has state rows (or bytes) that kept rising over the growth window, evicting or not; "
-            "the state_unbounded signal carries the evidence (rows at the window's start and end, rate, evictions, watermark).",
+            f"Operator {o} of query {q} has state rows (or bytes) that kept rising over the growth window, evicting or not, "
+            "or rows flat and a size that kept rising (values growing); "
+            "the state_unbounded signal carries the evidence (rows or size at the window's start and end, rate, evictions, watermark).",
         ),
         a(
             "SparkStateBudgetExhaustionForecast",

@@ -29,6 +29,8 @@ ROCKSDB_LOAD_MS = "rocksdbLoadLatencyMs"
 ROCKSDB_REPLAY_MS = "rocksdbReplayChangeLogLatencyMs"
 ROCKSDB_REPLAY_FILES = "rocksdbNumReplayChangelogFiles"
 ROCKSDB_LOADED_FROM_DFS = "rocksdbNumLoadedFromDfs"
+ROCKSDB_SST_BYTES = "rocksdbSstFileSize"  # the store's SST files on the executor's disk (live and not yet compacted)
+ROCKSDB_COMPACTION_WRITTEN = "rocksdbTotalBytesWrittenByCompaction"  # in the batch: a compaction ran
 # HDFS-backed provider custom metrics
 HDFS_CACHE_MISSES = "loadedMapCacheMissCount"
 HDFS_CURRENT_VERSION_SIZE = "stateOnCurrentVersionSizeBytes"

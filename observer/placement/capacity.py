@@ -15,10 +15,10 @@ from observer.metrics import catalog
 from observer.metrics.updates import Labels, Update
 from observer.model.capacity import StateConf, bounded_bytes, instance_bytes, read_conf, stores_per_operator
 from observer.model.events import QueryProgress
+from observer.model.fields import ROCKSDB_SST_BYTES
 from observer.placement.tracker import OperatorBatch
 
 TOTAL = "total"
-SST_KEY = "rocksdbSstFileSize"
 
 
 class ExecutorCapacity:
@@ -36,7 +36,7 @@ class ExecutorCapacity:
         for op in p.operators:
             key = (p.query_id, op.index)
             self._provider[key] = op.provider
-            sst = op.custom.get(SST_KEY)
+            sst = op.custom.get(ROCKSDB_SST_BYTES)
             if sst is not None:
                 self._sst[key] = sst
             if op.shuffle_partitions and op.store_instances:

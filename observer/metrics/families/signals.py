@@ -229,7 +229,7 @@ STATE_UNBOUNDED = signal_metric(
     "spark_state_unbounded",
     GAUGE,
     "",
-    "1 when the state's rows (or bytes) kept rising over the growth window; 0 when flat (bounded); absent until judged.",
+    "1 when the state's rows (or bytes) kept rising over the growth window, or its size did with its rows flat; 0 when flat (bounded); absent until judged.",
     "operator",
 )
 ROWS_BUDGET_ETA = signal_metric(
