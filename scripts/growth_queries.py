@@ -22,6 +22,7 @@ class Shape:
 
     bounded: bool  # for every stateful operator of the pipeline
     why: str
+    grows_in: str = "rows"  # what grows when unbounded: "rows" (keys), or "size" (fixed keys whose values grow)
 
 
 def _rate(ctx: Context) -> Any:

@@ -61,7 +61,9 @@ def growth(query: str, seconds: int, provider: str = "rocksdb", scala: bool = Fa
             "provider": provider,
             "rows_per_second": ROWS_PER_SECOND,
             "duration_seconds": facts["process_ended"] - facts["process_started"],
-            "growth": [{"operator": op, "bounded": shape.bounded, "from": facts["process_started"]} for op in operators],
+            "growth": [
+                {"operator": op, "bounded": shape.bounded, "from": facts["process_started"], "grows_in": shape.grows_in} for op in operators
+            ],
             "why": shape.why,
             "kept": "progress lines only (zstd)",
         }
@@ -69,6 +71,10 @@ def growth(query: str, seconds: int, provider: str = "rocksdb", scala: bool = Fa
             ["state_bounded on every operator, never state_unbounded"]
             if shape.bounded
             else ["state_unbounded on every operator once the growth window shows it"]
+            if shape.grows_in == "rows"
+            else [
+                "state_bounded on the rows first (100 keys, flat), then state_unbounded on the size once it has risen for a second window"
+            ]
         )
         return truth
 
