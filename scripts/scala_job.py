@@ -9,7 +9,7 @@ Some of Spark's stateful operators exist only in its Scala API: ``flatMapGroupsW
 ``transformWithStateExec``, operators no PySpark pipeline produces. The PySpark package ships ``spark-shell`` and
 the Scala compiler, so each query below is a Scala script run by it (``-i``; the script exits the shell).
 
-Writes into ``--out``: ``progress.jsonl`` (each ``StreamingQueryProgress.json`` of the run, as
+Writes into ``--out`` (the Scala script too while it runs): ``progress.jsonl`` (each ``StreamingQueryProgress.json`` of the run, as
 ``scenario_job.py`` writes ``query.recentProgress``), ``run.json`` (the same facts ``scenario_job.py`` writes:
 ``process_started`` before the shell starts, ``process_ended`` when the query's time is over, before it is stopped),
 an empty ``signals.jsonl`` (no Python listener runs in a Scala driver; the recordings are judged by replay) and
@@ -219,6 +219,7 @@ def main() -> int:
     started = time.time()
     # stdin closed: the shell never waits at its prompt; Spark's log goes to this process's stderr
     done = subprocess.run(cmd, env=dict(os.environ, SPARK_HOME=home), stdin=subprocess.DEVNULL, stdout=sys.stderr)
+    os.remove(source)  # made from this file's QUERIES: the run's facts name the query
     facts_path = os.path.join(out, "scala_facts.json")
     if done.returncode != 0 or not os.path.exists(facts_path):
         raise SystemExit(f"spark-shell ended with {done.returncode}: the query did not run its time (Spark's log above)")
@@ -243,6 +244,7 @@ def main() -> int:
         "exception": None,
         "injected_at": None,
         "language": "scala",
+        "scala_query": args.query,  # scripts/scala_job.py's QUERIES
     }
     with open(os.path.join(out, "run.json"), "w") as f:
         json.dump(facts, f, indent=1)
