@@ -73,7 +73,7 @@ def test_a_growing_lag_reads_as_such_while_its_run_is_open(tmp_path, share: floa
 
 
 @pytest.mark.parametrize(
-    "scenario", ["kafka_steady_rate_limited", "kafka_steady_transactional", "kafka_steady_rate_limited_40", "kafka_steady_transactional_40"]
+    "scenario", [f"kafka_steady_{kind}{suffix}" for suffix in ("", "_40", "_35") for kind in ("rate_limited", "transactional")]
 )
 def test_a_query_that_keeps_up_with_its_topic_has_no_lag_verdict(tmp_path, scenario: str) -> None:
     facts = facts_after(tmp_path, recorded_progress(scenario))
