@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetch the real Kafka parts the tests and the demo use from Maven Central (Maven's own client), into a cache:
 #   $DIR/broker-<kafka version>/*.jar        a KRaft broker:  java -cp "$DIR/broker-V/*" kafka.Kafka server.properties
-#   $DIR/connector-<pyspark version>/*.jar   Spark's Kafka source for the installed PySpark, for spark.jars (no Ivy at run time)
+#   $DIR/connector-<pyspark version>/*.jar   Spark's Kafka source for the installed PySpark, for spark.jars (no Ivy at run time);
+#                                            its Scala binary version from PySpark's (3.x: _2.12, 4.x: _2.13)
 # Each folder gets a manifest.json (versions, jar list) written last: a folder with one is complete and is skipped.
 #
 # Environment: SPARK_STATE_OBSERVER_KAFKA_DIR (default ~/.cache/spark-state-observer/kafka),
@@ -21,6 +22,11 @@ if ! PYSPARK_VERSION="$("$PYTHON" -c 'import pyspark; print(pyspark.__version__)
   echo "fetch_kafka.sh: $PYTHON cannot import pyspark; install the package first (pip install -e .): the connector must match its version" >&2
   exit 1
 fi
+# Spark's Scala binary version: 3.x is built for Scala 2.12 (its PyPI jars are _2.12), 4.x for 2.13 only
+case "$PYSPARK_VERSION" in
+  3.*) SCALA_BINARY=2.12 ;;
+  *) SCALA_BINARY=2.13 ;;
+esac
 MVN=(mvn -q -B -Dstyle.color=never -s "$HERE/kafka/settings.xml" -f "$HERE/kafka/pom.xml")
 mvn_q() { "${MVN[@]}" "$@" 2>&1 | sed 's/\x1b\[[0-9;]*m//g'; }  # quiet Maven still writes colour resets
 mkdir -p "$DIR"
@@ -68,14 +74,14 @@ connector="$DIR/connector-$PYSPARK_VERSION"
 if [ -f "$connector/manifest.json" ]; then
   echo "spark kafka connector for pyspark $PYSPARK_VERSION: present in $connector"
 else
-  sql_kafka="$(nearest spark-sql-kafka-0-10_2.13)"
-  token="$(nearest spark-token-provider-kafka-0-10_2.13)"
+  sql_kafka="$(nearest "spark-sql-kafka-0-10_$SCALA_BINARY")"
+  token="$(nearest "spark-token-provider-kafka-0-10_$SCALA_BINARY")"
   if [ "$sql_kafka" != "$PYSPARK_VERSION" ] || [ "$token" != "$PYSPARK_VERSION" ]; then
     echo "warning: Maven Central has no $PYSPARK_VERSION connector; using spark-sql-kafka $sql_kafka, token provider $token" >&2
   fi
   rm -rf "$connector.part"
-  mvn_q -Pconnector -Dspark.version="$sql_kafka" -Dspark.token.version="$token" dependency:copy-dependencies -DoutputDirectory="$connector.part"
-  manifest "$connector.part" pyspark="$PYSPARK_VERSION" spark_sql_kafka="$sql_kafka" spark_token_provider="$token"
+  mvn_q -Pconnector -Dspark.version="$sql_kafka" -Dspark.token.version="$token" -Dscala.binary.version="$SCALA_BINARY" dependency:copy-dependencies -DoutputDirectory="$connector.part"
+  manifest "$connector.part" pyspark="$PYSPARK_VERSION" scala="$SCALA_BINARY" spark_sql_kafka="$sql_kafka" spark_token_provider="$token"
   rm -rf "$connector" && mv "$connector.part" "$connector"
   echo "spark kafka connector for pyspark $PYSPARK_VERSION: fetched into $connector: $(ls "$connector" | grep '\.jar$' | tr '\n' ' ')"
 fi

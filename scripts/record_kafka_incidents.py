@@ -1,6 +1,8 @@
 """Record Kafka incidents from a real broker, a real producer and real Spark: the Kafka signals' ground truth.
 
     bash scripts/fetch_kafka.sh && python scripts/record_kafka_incidents.py [NAME ...] [--list]
+    PYTHON=/work/venvs/ps40/bin/python bash scripts/fetch_kafka.sh     # an older PySpark's connector, then
+    python scripts/record_kafka_incidents.py --python /work/venvs/ps40/bin/python --suffix _40 [NAME ...]
 
 Each scenario starts a KRaft broker on loopback, a 3-partition topic and ``BurstProducer`` (records in
 flushed bursts every 0.5 s, round robin over the partitions), runs ``scripts/scenario_job.py --source kafka``
@@ -14,8 +16,10 @@ due in), from the producer's and the broker's own figures, never from the observ
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -27,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from record_incidents import Recorder, record_scenarios, restart_facts  # noqa: E402
+from record_incidents import SLIMMED_EVENTS, Recorder, compress_progress, record_scenarios, restart_facts, slim_event_log  # noqa: E402
 
 from observer.offline.kafka_local import BurstProducer, KafkaBroker, connector_jars  # noqa: E402
 
@@ -51,6 +55,14 @@ def kafka(rate: float, transactional: bool = False) -> Iterator[tuple[KafkaBroke
             producer.stop()
 
 
+@functools.cache
+def job_connector(python: str) -> str:
+    """Spark's Kafka connector jars for the PySpark of ``python``, the interpreter that runs the jobs
+    (``--python``): an older PySpark needs its own connector (Spark and Scala version), not this one's."""
+    version = subprocess.run([python, "-c", "import pyspark; print(pyspark.__version__)"], check=True, capture_output=True, text=True)
+    return ",".join(connector_jars(version.stdout.strip()))
+
+
 def job_args(rec: Recorder, broker: KafkaBroker, *extra: str, limit: int = 0, options: dict[str, str] | None = None) -> list[str]:
     args = [
         "--source",
@@ -60,7 +72,7 @@ def job_args(rec: Recorder, broker: KafkaBroker, *extra: str, limit: int = 0, op
         "--topic",
         TOPIC,
         "--kafka-jars",
-        ",".join(connector_jars()),
+        job_connector(rec.python),
         "--trigger-seconds",
         str(TRIGGER_SECONDS),
         "--partitions",
@@ -341,6 +353,27 @@ def topic_recreated(seconds: float, after: float, fail_on_data_loss: bool) -> Ca
     return scenario
 
 
+def slimmed(scenario: Callable[[Recorder], dict[str, Any]]) -> Callable[[Recorder], dict[str, Any]]:
+    """``scenario``, its runs kept small as the other recordings are: the event log of each run that did not fail
+    without ``SLIMMED_EVENTS`` and stateless task ends (``slim_event_log``: Spark 3.5 and 4.0 log two to three
+    times what 4.3 does), the progress lines compressed. A failed run keeps its whole log (its task failures)."""
+
+    def scenario_slimmed(rec: Recorder) -> dict[str, Any]:
+        truth = scenario(rec)
+        for facts in rec.runs:
+            run_dir = os.path.join(rec.target, facts["run_dir"])
+            if not facts.get("exception"):
+                slim_event_log(os.path.join(run_dir, "eventlog"))
+            compress_progress(run_dir)
+        truth["kept"] = (
+            f"progress lines (zstd); the event log without {', '.join(sorted(SLIMMED_EVENTS))} and stateless task ends,"
+            " but a failed run's whole"
+        )
+        return truth
+
+    return scenario_slimmed
+
+
 SCENARIOS = {
     "kafka_steady_rate_limited": steady(300, rate=20.0, limit=50),
     "kafka_steady_transactional": steady(180, rate=20.0, limit=0, transactional=True),
@@ -355,7 +388,11 @@ SCENARIOS = {
 
 
 def main() -> int:
-    return record_scenarios(SCENARIOS, recorded_by="scripts/record_kafka_incidents.py", errors=(TimeoutError, RuntimeError))
+    return record_scenarios(
+        {name: slimmed(scenario) for name, scenario in SCENARIOS.items()},
+        recorded_by="scripts/record_kafka_incidents.py",
+        errors=(TimeoutError, RuntimeError),
+    )
 
 
 if __name__ == "__main__":

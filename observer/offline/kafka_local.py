@@ -48,13 +48,17 @@ def broker_dir() -> str:
     return found
 
 
-def connector_jars() -> list[str]:
-    """Local paths of Spark's Kafka connector for the installed PySpark, for ``spark.jars``."""
-    import pyspark
+def connector_jars(pyspark_version: str | None = None) -> list[str]:
+    """Local paths of Spark's Kafka connector for ``pyspark_version`` (default: the installed PySpark), for
+    ``spark.jars``: a job run by another interpreter (``--python`` of the record scripts, an older PySpark)
+    needs the connector of its own Spark and Scala version (``fetch_kafka.sh`` with ``PYTHON`` set to it)."""
+    if pyspark_version is None:
+        import pyspark
 
-    folder = os.path.join(KAFKA_DIR, f"connector-{pyspark.__version__}")
+        pyspark_version = pyspark.__version__
+    folder = os.path.join(KAFKA_DIR, f"connector-{pyspark_version}")
     if not os.path.isfile(os.path.join(folder, "manifest.json")):
-        raise MissingKafka(f"no Spark Kafka connector for PySpark {pyspark.__version__} under {KAFKA_DIR}; run {FETCH}")
+        raise MissingKafka(f"no Spark Kafka connector for PySpark {pyspark_version} under {KAFKA_DIR}; run PYTHON=<its python> {FETCH}")
     with open(os.path.join(folder, "manifest.json")) as f:
         return [os.path.join(folder, name) for name in json.load(f)["jars"]]
 

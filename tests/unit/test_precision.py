@@ -76,9 +76,13 @@ CLEAN = [
     "clean_busy_90s_35",
     "late_within_delay_35",
     "pace_steady_9s_of_10s_35",
+    "kafka_steady_rate_limited_35",
+    "kafka_steady_transactional_35",
     # and with PySpark 4.0.5 (--suffix _40)
     "clean_busy_90s_40",
     "pace_steady_9s_of_10s_40",
+    "kafka_steady_rate_limited_40",
+    "kafka_steady_transactional_40",
 ]
 # a restore this long (the restart batch's extra task time) is one a user sees; the observer's figure within
 # this ratio of it (measured or estimated alike)

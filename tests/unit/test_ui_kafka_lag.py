@@ -72,7 +72,9 @@ def test_a_growing_lag_reads_as_such_while_its_run_is_open(tmp_path, share: floa
     assert top.level == "warning" and top.anchor == ANCHORS["kafka_lag"] == "sparkstreamingkafkalaggrowing"
 
 
-@pytest.mark.parametrize("scenario", ["kafka_steady_rate_limited", "kafka_steady_transactional"])
+@pytest.mark.parametrize(
+    "scenario", [f"kafka_steady_{kind}{suffix}" for suffix in ("", "_40", "_35") for kind in ("rate_limited", "transactional")]
+)
 def test_a_query_that_keeps_up_with_its_topic_has_no_lag_verdict(tmp_path, scenario: str) -> None:
     facts = facts_after(tmp_path, recorded_progress(scenario))
     assert facts.kafka_lag == {"events": 0.0}

@@ -15,6 +15,8 @@ import json
 import os
 from typing import Any
 
+import pytest
+
 from bench import precision
 from bench.eventlog_writer import ProgressiveLog, recorded_lines
 from observer.fleet.runtime import FleetObserver, WatchOptions
@@ -25,18 +27,24 @@ from observer.settings import Settings
 
 SCENARIO = os.path.join(precision.INCIDENTS, "restart_fail_at_start")
 SCHEDULED = os.path.join(precision.INCIDENTS, "scheduled_available_now")  # five availableNow runs, each ending cleanly
-# a Kafka query stopped, the records it had not read deleted, restarted with failOnDataLoss=false
+# a Kafka query stopped, the records it had not read deleted, restarted with failOnDataLoss=false (and the same
+# recorded with PySpark 4.0.5 and 3.5.8: scripts/record_kafka_incidents.py --suffix)
 KAFKA_LOSS = os.path.join(precision.INCIDENTS, "kafka_records_deleted_tolerated")
 LINKING = (kinds.QUERY_RESTARTED, kinds.CRASH_LOOP, kinds.QUERY_TERMINATED)
 
 
 def applications(scenario: str = SCENARIO) -> list[tuple[str, list[bytes], str]]:
-    """Each run's application id, event-log lines and log folder, in the order the runs happened."""
+    """Each run's application id, event-log lines and log folder, in the order the runs happened: a rolling log
+    (Spark 4's default) or one file (3.5's)."""
     out = []
     for run in precision.run_dirs(scenario):
         folder = os.path.join(run, "eventlog")
-        (rolling,) = glob.glob(os.path.join(folder, "eventlog_v2_*"))
-        files = sorted(glob.glob(os.path.join(rolling, "events_*")), key=lambda p: int(os.path.basename(p).split("_")[1]))
+        rolling = glob.glob(os.path.join(folder, "eventlog_v2_*"))
+        if rolling:
+            (where,) = rolling
+            files = sorted(glob.glob(os.path.join(where, "events_*")), key=lambda p: int(os.path.basename(p).split("_")[1]))
+        else:
+            files = glob.glob(os.path.join(folder, "*"))
         lines = [line for path in files for line in recorded_lines(path)]
         start = next(json.loads(line) for line in lines if line.startswith(b'{"Event":"SparkListenerApplicationStart"'))
         out.append((start["App ID"], lines, folder))
@@ -56,8 +64,9 @@ def watcher(tmp_path: Any) -> FleetObserver:
 
 def write_while_following(tmp_path: Any, apps: list[tuple[str, list[bytes], str]], fleet: FleetObserver) -> None:
     """Write each application's log flush group by flush group, the watcher polling after every append."""
-    for app_id, lines, _ in apps:
-        log = ProgressiveLog(str(tmp_path / "logs"), app_id, "zstd")
+    for app_id, lines, folder in apps:
+        rolling = bool(glob.glob(os.path.join(folder, "eventlog_v2_*")))  # written as Spark wrote it
+        log = ProgressiveLog(str(tmp_path / "logs"), app_id, "zstd", rolling=rolling)
         for _ in log.steps(lines):
             fleet.poll_once()
         log.finish()
@@ -125,16 +134,19 @@ def test_scheduled_runs_that_each_stop_cleanly_are_restarts_not_a_crash_loop(tmp
     assert kinds.CRASH_LOOP not in [kind for kind, _, _ in said]
 
 
-def test_kafka_records_lost_across_a_restart_as_a_new_application_are_found_live_as_in_replay(tmp_path: Any) -> None:
+@pytest.mark.parametrize("suffix", ["", "_40", "_35"])
+def test_kafka_records_lost_across_a_restart_as_a_new_application_are_found_live_as_in_replay(tmp_path: Any, suffix: str) -> None:
     """The restarted application's first batches read fewer records than their offsets span: the watcher,
-    itself restarted between the two applications, tells the same offsets skipped as replay, in the second run."""
-    follow_with_a_watcher_restart(tmp_path, applications(KAFKA_LOSS), 1)
+    itself restarted between the two applications, tells the same offsets skipped as replay, in the second run
+    (recorded with PySpark 4.3, 4.0.5 and 3.5.8)."""
+    loss = KAFKA_LOSS + suffix
+    follow_with_a_watcher_restart(tmp_path, applications(loss), 1)
 
     def skipped(events: list[tuple[str, str | None, dict[str, Any]]]) -> list[tuple[str | None, Any, Any]]:
         return [(run_id, a["partitions"], a["records"]) for kind, run_id, a in events if kind == kinds.KAFKA_OFFSETS_SKIPPED]
 
-    with open(os.path.join(KAFKA_LOSS, "truth.json")) as f:
+    with open(os.path.join(loss, "truth.json")) as f:
         (restart,) = json.load(f)["restarts"]
     live = skipped(from_history(tmp_path))
-    assert live == skipped(replayed(KAFKA_LOSS))
+    assert live == skipped(replayed(loss))
     assert live and {run_id for run_id, _, _ in live} == {restart["run_id"]}
