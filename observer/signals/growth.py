@@ -24,7 +24,7 @@ little; RocksDB's SST bytes (``rocksdbSstFileSize``) only in a batch that compac
 set of keys updated each batch piles up SST files, then a compaction drops them: 7 KB to 12 KB in 14 s with the
 rows flat, ``kafka_restart``), after one they are close to the live data. A state whose rows are flat and whose
 size has risen for a second whole window is unbounded on its size (``basis=size``), and stays so until its size
-is flat again. A RocksDB store that compacts less than a few times a window is not judged on its size.
+is flat again. A RocksDB store that compacts less than three times a window is not judged on its size.
 
 The verdict has hysteresis: it changes only when the evidence does (a rising window turns it unbounded, a
 flat one bounded, anything in between keeps it), so it never flips back and forth. Each verdict carries
@@ -59,6 +59,9 @@ from observer.signals.facts import SignalFacts
 RISING, FLAT = "rising", "flat"
 SIZE = "size"  # the basis of a verdict on the state's own size in bytes, its rows flat
 SIZE_EVERY = 1.0 / 24  # of the growth window: the size window's points are at least this far apart (5 s of 120 s)
+# points a size trend needs, one a third: RocksDB's come at compactions, every 4 snapshots (40 batches at Spark's
+# default of a snapshot every 10)
+SIZE_MIN_POINTS = 3
 
 
 class Trend(NamedTuple):
@@ -597,7 +600,7 @@ class Growth:
             return None
         window = state.size
         if window is None:
-            window = state.size = GrowthWindow(self.s.growth_window_seconds, self.s.growth_min_batches)
+            window = state.size = GrowthWindow(self.s.growth_window_seconds, SIZE_MIN_POINTS)
         points = window.points
         if sampled and points and ts - points[-1][0] < self.s.growth_window_seconds * SIZE_EVERY:
             return None  # judged when a point is added
