@@ -117,6 +117,7 @@ def test_a_job_writing_through_s3a_is_followed_from_s3_and_its_checkpoint_inspec
     remote, mine = cli(["inspect", "--json", url]), cli(["inspect", "--json", str(local)])
     assert remote.returncode == 0 and mine.returncode == 0, (remote.stderr, mine.stderr)
     assert json.loads(remote.stdout) == json.loads(mine.stdout.replace(str(local), url))
-    assert json.loads(remote.stdout)["last_committed_batch"] == progress[-1]["batchId"]
+    # a stop can fall between a batch's commit and its progress report: the checkpoint may hold that one batch more
+    assert json.loads(remote.stdout)["last_committed_batch"] in (progress[-1]["batchId"], progress[-1]["batchId"] + 1)
     text = cli(["inspect", url])
     assert text.returncode == 0 and text.stdout == cli(["inspect", str(local)]).stdout.replace(str(local), url)
