@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 
 from observer.history.loaders import load_queries
 from observer.offline.replay import replay
+from ui_text import as_shown
 
 APP = os.path.join(ROOT, "streamlit_app", "app.py")
 RESTART = fixture_runs("rocksdb_restart")
@@ -57,13 +58,6 @@ def app(
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["page"] == page
     return at
-
-
-def as_shown(markdown: object) -> str:
-    """The text a markdown source shows: code spans without their fences, backslash escapes resolved (the
-    pages escape every text that comes from data, see ``streamlit_app.fmt``)."""
-    text = re.sub(r"(`+) (.*?) \1", lambda m: m.group(2), str(markdown))
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
 
 
 def texts(at: AppTest) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import statistics
 import time
@@ -9,8 +10,9 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import eventlog_dir, fixture_runs, progress_lines
+from conftest import ROOT, eventlog_dir, fixture_runs, progress_lines
 from incident_truth import expected, runbook_anchors, screenshots_module
+from ui_text import as_shown
 
 pytest.importorskip("streamlit")
 
@@ -475,6 +477,59 @@ def test_each_recorded_incident_gets_its_verdict_root_cause_and_runbook(incident
         assert want.root_cause in attributes["root_cause"]
         shown = root_cause({"root_cause": attributes["root_cause"]})  # one line, at most MAX_CHARS
         assert shown is not None and top.root_cause == shown and shown in top.text
+
+
+# Every page of a query, for every recorded incident, rendered by Streamlit's own script runner (the same
+# app.py the server runs): the headless-Chromium walk (tests/integration/test_ui_browser.py) opens one incident
+# of each verdict's shape; this one opens every incident and every query page, so a value that only one
+# recording holds cannot break a page unseen.
+QUERY_PAGES = ("Query drilldown", "Runs", "Restores", "Partitions", "Placement")
+ALERTS = ("error", "warning", "info", "success")
+
+
+@pytest.fixture(scope="module")
+def incident_app(incidents_db):
+    """One script runner over the incidents' history, run page after page (a new runner scans every installed
+    package for Streamlit components first: ~0.7 s each, most of a page's time)."""
+    from streamlit.testing.v1 import AppTest
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SPARK_STATE_OBSERVER_UI_HISTORY", incidents_db)
+        env.setenv("SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS", "")
+        yield AppTest.from_file(os.path.join(ROOT, "streamlit_app", "app.py"), default_timeout=120)
+
+
+def shown(at, kinds: tuple[str, ...]) -> list[str]:
+    """The values of the page's elements of these kinds, in page order."""
+    return [str(e.value) for kind in kinds for e in at.get(kind)]
+
+
+@pytest.mark.parametrize("scenario", sorted(TRUTHS))
+def test_every_query_page_of_each_recorded_incident_renders_with_its_verdict(incident_app, scenario) -> None:
+    want = expected(scenario, TRUTHS[scenario])
+    at = incident_app
+    for page in QUERY_PAGES:
+        at.query_params.clear()
+        at.query_params["page"] = page  # the older ?page=Title link form, redirected to the page's path
+        at.query_params["query"] = want.query_id
+        at.run()
+        assert not at.exception, (scenario, page, [e.value for e in at.exception])
+        assert at.session_state["page"] == page, scenario
+        text = as_shown("\n".join(shown(at, ALERTS + ("markdown", "caption", "header", "subheader"))))
+        assert "Traceback" not in text and "StreamlitAPIException" not in text, (scenario, page)
+        if want.batches and page in ("Query drilldown", "Runs", "Restores"):
+            assert "no batches" not in text.lower(), (scenario, page)
+        if page != "Query drilldown":
+            continue
+        alerts = [as_shown(a) for a in shown(at, ALERTS)]
+        if want.kind is not None and not want.at_end:
+            banner = next((a for a in alerts if all(p in a for p in want.phrases)), None)
+            assert banner is not None, (scenario, alerts, want.phrases)
+            assert "[runbook](" in banner, (scenario, banner)
+        if want.among is not None:
+            assert all(p in text for p in want.among_phrases), (scenario, want.among_phrases)
+        if not want.alarming:
+            assert not at.error and not at.warning, (scenario, alerts)
 
 
 def test_an_old_history_without_the_root_cause_attribute_falls_back_to_the_exception_text(incidents_db, tmp_path) -> None:
