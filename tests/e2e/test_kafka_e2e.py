@@ -4,7 +4,8 @@ The lag the observer computes from the query's progress (``observer.signals.kafk
 broker holds: per partition, exactly, in records, at every batch, against one of the latest offsets the broker
 showed while the batch ran (read with the client ten times a second; Spark reads them at one unknown moment of
 the batch, so a burst written meanwhile leaves two or three candidates); within one trigger interval, in seconds,
-of the age the producer stamped on the oldest unread record.
+of the age the producer stamped on the oldest unread record (an age extrapolated beyond the lag's history: within a
+trigger plus 5 % of it).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from observer.model import signal_kinds as kinds
 from observer.model.parse import parse_timestamp
 from observer.signals.kafka_lag import (
     CAUGHT_UP,
+    EXTRAPOLATED,
     LOWER_BOUND,
     KafkaLagTracker,
     kafka_sources,
@@ -46,6 +48,7 @@ from observer.signals.kafka_lag import (
 __all__ = ["kafka_broker"]  # the fixture, used by name below
 
 TRIGGER = 2.0
+EXTRAPOLATION_ERROR = 0.05  # of an extrapolated age
 
 
 @pytest.mark.slow
@@ -119,7 +122,11 @@ def test_lag_matches_the_broker(kafka_broker: KafkaBroker, tmp_path: object) -> 
                 continue
             written = record_timestamp(producer.bursts, row.partition, row.end)
             assert written is not None and row.seconds is not None
-            assert abs(row.seconds - (t - written)) <= TRIGGER, (progress["batchId"], row)
+            # known to within a trigger where the history holds the end offset's time; older ends are extrapolated
+            # back at the rate of the history's two oldest points, and the producer's bursts (one a second) drift
+            # on a loaded host: a share of the age extrapolated is the estimate's own error (CI: 2.06 s at 51 s)
+            allowed = TRIGGER + (EXTRAPOLATION_ERROR * (t - written) if row.seconds_kind == EXTRAPOLATED else 0.0)
+            assert abs(row.seconds - (t - written)) <= allowed, (progress["batchId"], row)
             behind += 1
     assert checked == len(progress_lines(out)) and behind >= 3, (checked, behind)
     print(f"batches whose lag is the broker's: {checked}, of which with one possible broker state: {exact}")
