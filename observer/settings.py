@@ -203,7 +203,7 @@ class Settings:
     late_rows_share: float = field(
         default=0.01,
         metadata={
-            "doc": "Share of the input rows the watermark must drop over `late_rows_window_seconds` for `late_rows_dropped` (an aggregation counts late groups: also when most of its arriving groups are late, or the watermark stands ahead of the trigger time)."
+            "doc": "Share of the input rows (or of the rows reaching a deduplication or join) the watermark must drop over `late_rows_window_seconds` for `late_rows_dropped` (an aggregation counts late groups: also when most of its arriving groups are late, or the watermark stands ahead of the trigger time)."
         },
     )
     late_rows_min: float = field(

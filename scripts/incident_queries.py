@@ -309,23 +309,29 @@ def late_future_inject(ctx: Context) -> None:
         json.dump({"written_at": written_at, "event_time": event_time, "event_time_text": stamp, "file": "future-0000.json"}, f)
 
 
-def _lagging_rows(ctx: Context) -> Any:
+# the lagging ``rate`` source of a query with two (a join): its description in the progress names this many
+# partitions (the other's says ``default``; local[2]'s default is 2 as well), so the truth can tell which is which
+LAGGING_PARTITIONS = 2
+# the clicks of ``late_lagging_join``: the rate source's values ``value % CLICK_EVERY == 0`` (a third, as in ``join``)
+CLICK_EVERY = 3
+
+
+def _lagging_rows(ctx: Context, marked: bool = False) -> Any:
     """A ``rate`` source whose rows with ``value % every == 0`` (``every`` 20: 5 %) come from a lagging producer:
-    their event time is the timestamp minus ``lag_seconds``, the others' the timestamp itself."""
+    their event time is the timestamp minus ``lag_seconds``, the others' the timestamp itself. ``marked``: with
+    ``numPartitions`` set (``LAGGING_PARTITIONS``), to be told from another rate source in the progress."""
     from pyspark.sql import functions as F
 
     every = int(ctx.options.get("every", "20"))
     lag = int(ctx.options["lag_seconds"])
-    return (
-        ctx.spark.readStream.format("rate")
-        .option("rowsPerSecond", ctx.rows_per_second)
-        .load()
-        .select(
-            "value",
-            F.when(F.col("value") % every == 0, F.col("timestamp") - F.expr(f"INTERVAL {lag} SECONDS"))
-            .otherwise(F.col("timestamp"))
-            .alias("event_time"),
-        )
+    rate = ctx.spark.readStream.format("rate").option("rowsPerSecond", ctx.rows_per_second)
+    if marked:
+        rate = rate.option("numPartitions", LAGGING_PARTITIONS)
+    return rate.load().select(
+        "value",
+        F.when(F.col("value") % every == 0, F.col("timestamp") - F.expr(f"INTERVAL {lag} SECONDS"))
+        .otherwise(F.col("timestamp"))
+        .alias("event_time"),
     )
 
 
@@ -350,6 +356,50 @@ def late_lagging_window(ctx: Context) -> Any:
     return noop_sink(counts, ctx)
 
 
+def late_lagging_join(ctx: Context) -> Any:
+    """The stream-stream inner join of ``join`` (impressions with their clicks, a 10 s watermark on each side, a
+    click within 20 s of its impression) whose impressions come from the lagging producer (``_lagging_rows``,
+    marked): the join drops each late impression that reaches it before it joins or enters the state, and counts
+    it, a row. The query's watermark is the minimum of the two inputs' (``multipleWatermarkPolicy=min``), both on
+    time but for the lagging share. ``numInputRows`` counts both sources' rows before any filter, and Spark copies
+    the clicks' filter to the impressions through the key's equality: a third of each side reaches the join."""
+    from pyspark.sql import functions as F
+
+    impressions = (
+        _lagging_rows(ctx, marked=True)
+        .select(F.col("value").alias("ad_id"), F.col("event_time").alias("shown_at"))
+        .withWatermark("shown_at", "10 seconds")
+    )
+    clicks = (
+        ctx.spark.readStream.format("rate")
+        .option("rowsPerSecond", ctx.rows_per_second)
+        .load()
+        .where(F.col("value") % CLICK_EVERY == 0)
+        .select(F.col("value").alias("click_ad_id"), F.col("timestamp").alias("clicked_at"))
+        .withWatermark("clicked_at", "10 seconds")
+    )
+    joined = impressions.join(clicks, F.expr("click_ad_id = ad_id AND clicked_at BETWEEN shown_at AND shown_at + interval 20 seconds"))
+    return noop_sink(joined, ctx, mode="append")
+
+
+def late_lagging_session(ctx: Context) -> Any:
+    """A count per session (``session_window``, gap ``gap_seconds``, 5 s) and key (``value % keys``; watermark 10 s,
+    append mode: Spark refuses update for a session window) over the lagging producer's rows (``_lagging_rows``). Spark merges each task's rows of a key into
+    partial sessions before the state, so what it counts late is sessions, not rows. With ``keys`` a multiple of
+    ``every`` the lagging producer owns whole keys (``every`` 20, ``keys`` 100: keys 0, 20, .., 80, each sent
+    only late rows, two a second)."""
+    from pyspark.sql import functions as F
+
+    gap = int(ctx.options.get("gap_seconds", "5"))
+    counts = (
+        _lagging_rows(ctx)
+        .withWatermark("event_time", "10 seconds")
+        .groupBy(F.session_window("event_time", f"{gap} seconds"), (F.col("value") % ctx.keys).alias("key"))
+        .count()
+    )
+    return noop_sink(counts, ctx, mode="append")
+
+
 PIPELINES = {
     "scheduled_counts": scheduled_counts,
     "unbounded": unbounded,
@@ -364,6 +414,8 @@ PIPELINES = {
     "late_future": late_future,
     "late_lagging": late_lagging,
     "late_lagging_window": late_lagging_window,
+    "late_lagging_join": late_lagging_join,
+    "late_lagging_session": late_lagging_session,
 }
 INJECTIONS = {"file_sink": file_sink_inject, "file_source": file_source_inject, "late_future": late_future_inject}
 

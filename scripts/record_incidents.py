@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -504,29 +505,49 @@ def _multiples(start: int, end: int, every: int) -> int:
     return (end - 1) // every - (start - 1) // every
 
 
-def late_batches(progress: list[dict[str, Any]], every: int, rows_per_second: int) -> list[dict[str, Any]]:
+def late_batches(progress: list[dict[str, Any]], every: int, rows_per_second: int, join_every: int = 0) -> list[dict[str, Any]]:
     """Per batch: its input rows, the rows the lagging producer sent late (the ``rate`` source's values
     ``value % every == 0`` within the batch's offsets: second ``s`` holds values ``s * rows_per_second`` on),
-    what the operators counted dropped, and an aggregation's late groups and updated groups (``numRowsUpdated``)."""
+    what the operators counted dropped and stored (``numRowsUpdated``: a join's rows added to its state, a
+    deduplication's new rows, an aggregation's updated groups), and an aggregation's late groups and updated
+    groups. A query over two ``rate`` sources (a join) has its lagging one marked (``incident_queries``
+    ``LAGGING_PARTITIONS``) and its input rows are both sources'; with ``join_every`` the late rows that can
+    reach the join are those of values ``value % lcm(every, join_every) == 0`` (a filter on the other side's key,
+    copied to the lagging side through the join's equality)."""
+    from incident_queries import LAGGING_PARTITIONS
+
     from observer.model.spark_events import AGGREGATING_OPERATOR_NAMES
 
     batches = []
     for p in progress:
-        (rate,) = [s for s in p.get("sources", []) if str(s.get("description", "")).startswith("RateStream")]
-        start, end = int(rate.get("startOffset") or 0) * rows_per_second, int(rate["endOffset"]) * rows_per_second
-        if end - start != p["numInputRows"]:
-            raise ValueError(f"batch {p['batchId']}: the rate offsets say {end - start} rows, the progress {p['numInputRows']}")
+        rates = [s for s in p.get("sources", []) if str(s.get("description", "")).startswith("RateStream")]
+        if len(rates) > 1:
+            (rate,) = [s for s in rates if f"numPartitions={LAGGING_PARTITIONS}" in s["description"]]
+        else:
+            (rate,) = rates
+
+        def rows(s: dict[str, Any]) -> tuple[int, int]:
+            return int(s.get("startOffset") or 0) * rows_per_second, int(s["endOffset"]) * rows_per_second
+
+        start, end = rows(rate)
+        if sum(b - a for a, b in map(rows, rates)) != p["numInputRows"]:
+            raise ValueError(
+                f"batch {p['batchId']}: the rate offsets say {sum(b - a for a, b in map(rows, rates))} rows, the progress {p['numInputRows']}"
+            )
         aggregations = [op for op in p.get("stateOperators", []) if op["operatorName"] in AGGREGATING_OPERATOR_NAMES]
-        batches.append(
-            {
-                "batch_id": p["batchId"],
-                "input_rows": p["numInputRows"],
-                "late_input_rows": _multiples(start, end, every),
-                "dropped": sum(dropped_by_watermark(p).values()),
-                "late_groups": sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in aggregations),
-                "updated_groups": sum(int(op.get("numRowsUpdated", 0)) for op in aggregations),
-            }
-        )
+        batch = {
+            "batch_id": p["batchId"],
+            "input_rows": p["numInputRows"],
+            "lagging_source_rows": end - start,
+            "late_input_rows": _multiples(start, end, every),
+            "dropped": sum(dropped_by_watermark(p).values()),
+            "stored": sum(int(op.get("numRowsUpdated", 0)) for op in p.get("stateOperators", [])),
+            "late_groups": sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in aggregations),
+            "updated_groups": sum(int(op.get("numRowsUpdated", 0)) for op in aggregations),
+        }
+        if join_every:
+            batch["late_rows_reaching_the_join"] = _multiples(start, end, math.lcm(every, join_every))
+        batches.append(batch)
     return batches
 
 
@@ -566,17 +587,19 @@ def late_rows(
     inject_after: int = 0,
     rows_per_second: int = 200,
     trickle: bool = False,
+    keys: int = 10,
     **options: str,
 ) -> Callable[[Recorder], dict[str, Any]]:
     """One run of ``incident_queries.<query>`` (2 partitions, RocksDB, ``rows_per_second``, 1 s trigger) for
     ``seconds`` (after ``inject_after`` batches and the injection, when there is one); its truth read from the
     late rows the progress reported, and refused (ValueError) when the run does not show what the truth would
     claim. A clean run drops nothing, unless it is a ``trickle``: a few late rows, the watermark doing its job
-    (refused when nothing was dropped, or when the median batch dropped more than ``TRICKLE_MAX_SHARE``)."""
+    (refused when nothing was dropped, or when the median batch dropped more than ``TRICKLE_MAX_SHARE``).
+    ``keys``: the job's ``--keys`` (a windowed count's or a session window's ``value % keys``)."""
 
     def scenario(rec: Recorder) -> dict[str, Any]:
         args = ["--query", query, "--duration", str(seconds), "--partitions", "2", "--rows-per-second", str(rows_per_second)]
-        args += ["--name", rec.name]
+        args += ["--name", rec.name, "--keys", str(keys)]
         args += ["--inject-after", str(inject_after)] if inject_after else []
         for key, value in options.items():
             args += ["--option", f"{key}={value.replace('{scratch}', rec.tmp)}"]
@@ -601,9 +624,27 @@ def late_rows(
         }
         aggregation = query == "late_lagging_window"
         if aggregation:
-            truth["keys"] = 10
+            truth["keys"] = keys
             truth["window_seconds"] = 5
-        batches = late_batches(progress, int(options.get("every", "20")), rows_per_second) if "every" in options else []
+        session = query == "late_lagging_session"
+        if session:
+            truth["keys"] = keys
+            truth["session_gap_seconds"] = int(options.get("gap_seconds", "5"))
+            truth["output_mode"] = "append"
+        join = query == "late_lagging_join"
+        join_every = 0
+        if join:
+            from incident_queries import CLICK_EVERY
+
+            join_every = CLICK_EVERY
+            truth["join"] = {
+                "lagging_side": "impressions (left): the rate source marked numPartitions=2",
+                "other_side": f"clicks (right): value % {CLICK_EVERY} == 0, on time",
+                "condition": "click_ad_id = ad_id AND clicked_at BETWEEN shown_at AND shown_at + interval 20 seconds",
+                "watermark_policy": "min (Spark's default)",
+            }
+        every = int(options.get("every", "20"))
+        batches = late_batches(progress, every, rows_per_second, join_every) if "every" in options else []
         if clean_run and trickle:
             if not all(p.get("stateOperators") for p in progress):
                 raise ValueError("a batch without its stateful operator: nothing to say what it dropped")
@@ -700,6 +741,24 @@ def late_rows(
             if batches:
                 since = [b for b in batches if b["batch_id"] >= facts_late["first_batch_id"]]
                 facts_late["late_input_rows_from_first_drop"] = sum(b["late_input_rows"] for b in since)
+                if join or session:
+                    # what Spark counted against the rows: the input (both sources'), the rows reaching the
+                    # operator (dropped + stored: a join stores every row it does not drop), the late rows sent
+                    arriving = [b["dropped"] + b["stored"] for b in since]
+                    facts_late.update(
+                        stored_from_first_drop=sum(b["stored"] for b in since),
+                        dropped_share_of_input_rows=_spread([b["dropped"] / b["input_rows"] for b in since if b["input_rows"]]),
+                        dropped_share_of_dropped_and_stored=_spread([b["dropped"] / n for b, n in zip(since, arriving, strict=True) if n]),
+                        per_batch=batches,
+                    )
+                if join:
+                    reaching = sum(b["late_rows_reaching_the_join"] for b in since)
+                    facts_late["late_rows_reaching_the_join_from_first_drop"] = reaching
+                    exact = sum(1 for b in since if b["dropped"] == b["late_rows_reaching_the_join"])
+                    facts_late["batches_dropping_exactly_the_late_rows_reaching_the_join"] = exact
+                if session:
+                    exact = sum(1 for b in since if b["dropped"] == b["late_input_rows"])
+                    facts_late["batches_dropping_exactly_the_late_rows_sent"] = exact
                 if aggregation:
                     arriving = [b["late_groups"] + b["updated_groups"] for b in since]
                     facts_late.update(
@@ -823,6 +882,27 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
     "late_trickle_aggregation": late_rows(
         "late_lagging_window", 100, clean_run=True, rows_per_second=2000, trickle=True, every="500", lag_seconds="60"
     ),
+    # the same lag into a stream-stream join (the impressions' producer lags; both sides have a watermark, the
+    # query's is their minimum) and into a session window (per key of 100: the lagging producer owns 5 keys)
+    "late_lagging_join": late_rows(
+        "late_lagging_join",
+        100,
+        clean_run=False,
+        why="5 % of a join's impressions arrive 60 s late against a 10 s delay on both sides",
+        every="20",
+        lag_seconds="60",
+    ),
+    "late_within_delay_join": late_rows("late_lagging_join", 100, clean_run=True, every="20", lag_seconds="5"),
+    "late_lagging_session": late_rows(
+        "late_lagging_session",
+        100,
+        clean_run=False,
+        why="5 % of a session window's rows (5 of its 100 keys) arrive 60 s late against a 10 s delay",
+        keys=100,
+        every="20",
+        lag_seconds="60",
+    ),
+    "late_within_delay_session": late_rows("late_lagging_session", 100, clean_run=True, keys=100, every="20", lag_seconds="5"),
 }
 # recordings made with another PySpark: the interpreter of its virtualenv (bash scripts/pyspark_venv.sh VERSION
 # /work/venvs/psNN); any scenario of any recording script can also be recorded so with --python and --suffix

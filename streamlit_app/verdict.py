@@ -372,6 +372,8 @@ def late_rows(f: Facts) -> Verdict | None:
         text += f"; the watermark stood {fmt.duration(ahead)} ahead of the trigger time: a record from the future moved it, every older row is lost"
     elif a.get("cause") == "most_groups_late" and isinstance(groups, (int, float)) and math.isfinite(groups):
         text += f" ({float(groups):.0%} of the groups reaching the aggregation were late)"
+    elif a.get("cause") == "operator_share" and isinstance(reached := a.get("operator_share"), (int, float)) and math.isfinite(reached):
+        text += f" ({float(reached):.1%} of the rows reaching it when it began)"
     elif isinstance(share, (int, float)) and math.isfinite(share):
         text += f" (at least {float(share):.1%} of the input rows when it began)"
     return Verdict("late_rows", text, signal["ts"], run_id=signal.get("run_id"))

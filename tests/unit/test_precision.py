@@ -72,6 +72,8 @@ CLEAN = [
     "kafka_steady_transactional",
     "late_within_delay",
     "late_trickle_aggregation",
+    "late_within_delay_join",
+    "late_within_delay_session",
     # the same clean runs recorded with PySpark 3.5.8 (scripts/record_*.py --suffix _35)
     "clean_busy_90s_35",
     "late_within_delay_35",

@@ -382,9 +382,12 @@ def watermark_lag() -> None:
 
 # --- rows dropped by the watermark ---------------------------------------------------------------------
 def _late(batch_id: int, t: float, dropped: float, watermark: float | None = None, rows: int = 1000) -> dict[str, Any]:
-    """The recorded batch with ``rows`` input rows, its dedupe dropping ``dropped`` of them, the watermark 10 s behind."""
+    """The recorded batch with ``rows`` input rows, its dedupe dropping ``dropped`` of them and storing the others (every
+    input row reaches it, none a duplicate), the watermark 10 s behind."""
     p = batch(batch_id, t, numInputRows=rows, eventTime={"watermark": iso(T0 - 10 if watermark is None else watermark)})
-    return with_operator(p, "dedupe", numRowsDroppedByWatermark=dropped)
+    return with_operator(
+        p, "dedupe", numRowsDroppedByWatermark=dropped, numRowsUpdated=max(0, rows - dropped), customMetrics={"numDroppedDuplicateRows": 0}
+    )
 
 
 def _feed_late(p: Pipeline, payload: dict[str, Any]) -> list[str]:

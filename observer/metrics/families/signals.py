@@ -97,7 +97,8 @@ LATE_ROWS_SHARE = signal_metric(
     GAUGE,
     "ratio",
     "Rows the watermark dropped as too late over late_rows_window_seconds of batches, as a share of the input rows "
-    "then (an aggregation counts its rows after partial aggregation: a lower bound).",
+    "then (an aggregation counts its rows after partial aggregation: a lower bound), or of the rows that reached "
+    "a deduplication or stream-stream join where that is larger (a filter before it, another source).",
     "query",
 )
 LATE_ROWS_DROPPING = signal_metric(
