@@ -215,10 +215,20 @@ def main() -> int:
     cmd = [os.path.join(home, "bin", "spark-shell"), "--master", "local[2]", "--name", args.name]
     for key, value in conf.items():
         cmd += ["--conf", f"{key}={value}"]
-    cmd += ["-i", source]
+    # Spark 4.0's shell (Scala 2.13) ignores -i, which 3.5's (2.12) and 4.1's on read (SPARK-52587): it is given what
+    # -i does there, a :paste of the script, on its input, which then ends as -i's closed stdin does
+    pastes = pyspark.__version__.startswith("4.0.")
+    if not pastes:
+        cmd += ["-i", source]
     started = time.time()
-    # stdin closed: the shell never waits at its prompt; Spark's log goes to this process's stderr
-    done = subprocess.run(cmd, env=dict(os.environ, SPARK_HOME=home), stdin=subprocess.DEVNULL, stdout=sys.stderr)
+    # stdin closed (after the :paste): the shell never waits at its prompt; Spark's log goes to this process's stderr
+    done = subprocess.run(
+        cmd,
+        env=dict(os.environ, SPARK_HOME=home),
+        input=f":paste {source}\n".encode() if pastes else None,
+        stdin=None if pastes else subprocess.DEVNULL,
+        stdout=sys.stderr,
+    )
     os.remove(source)  # made from this file's QUERIES: the run's facts name the query
     facts_path = os.path.join(out, "scala_facts.json")
     if done.returncode != 0 or not os.path.exists(facts_path):
