@@ -7,7 +7,9 @@ Some of Spark's stateful operators exist only in its Scala API: ``flatMapGroupsW
 ``mapGroupsWithState`` (``GroupState``, with or without a timeout) and Scala's ``transformWithState``
 (``StatefulProcessor``, Spark 4.0+). Their progress names them ``flatMapGroupsWithState`` and
 ``transformWithStateExec``, operators no PySpark pipeline produces. The PySpark package ships ``spark-shell`` and
-the Scala compiler, so each query below is a Scala script run by it (``-i``; the script exits the shell).
+the Scala compiler, so each query below is a Scala script run by it (``-i``, on 4.0 a ``:paste`` on its input; the
+script exits the shell). The same scripts run on PySpark 3.5 (Scala 2.12; no ``transformWithState``: only the
+``flatMapGroupsWithState`` queries), 4.0 and 4.1+ (Scala 2.13): they use no API whose Scala versions differ.
 
 Writes into ``--out`` (the Scala script too while it runs): ``progress.jsonl`` (each ``StreamingQueryProgress.json`` of the run, as
 ``scenario_job.py`` writes ``query.recentProgress``), ``run.json`` (the same facts ``scenario_job.py`` writes:
