@@ -67,18 +67,19 @@ def growth(query: str, seconds: int, provider: str = "rocksdb", scala: bool = Fa
             "why": shape.why,
             "kept": "progress lines only (zstd)",
         }
-        truth["expected_events"] = (
-            ["state_bounded on every operator, never state_unbounded"]
-            if shape.bounded
-            else ["state_unbounded on every operator once the growth window shows it"]
-            if shape.grows_in == "rows"
-            else [
-                "state_bounded on the rows first (100 keys, flat), then state_unbounded on the size once it has risen for a second window"
-            ]
-        )
+        truth["expected_events"] = expected_events(shape)
         return truth
 
     return scenario
+
+
+def expected_events(shape: Shape) -> list[str]:
+    """What the observer must say of a run of ``shape``: the truth's ``expected_events``."""
+    if shape.bounded:
+        return ["state_bounded on every operator, never state_unbounded"]
+    if shape.grows_in == "rows":
+        return ["state_unbounded on every operator once the growth window shows it"]
+    return ["state_bounded on the rows first (100 keys, flat), then state_unbounded on the size once it has risen for a second window"]
 
 
 def keep_progress_only(run_dir: str) -> None:
@@ -103,10 +104,10 @@ SCALA_SHAPES = {
     "tws_scala_no_ttl": Shape(False, "Scala transformWithState without a TTL: a new key per 10 rows, kept for ever"),
     # 100 keys: the rows stay at 100 while each key's value holds every row it saw (its bytes grow for ever)
     "fmgws_collect_fixed_keys": Shape(
-        False, "flatMapGroupsWithState keeping every row of 100 fixed keys in a list: 100 rows, values growing"
+        False, "flatMapGroupsWithState keeping every row of 100 fixed keys in a list: 100 rows, values growing", grows_in="size"
     ),
     "tws_scala_list_fixed_keys": Shape(
-        False, "Scala transformWithState appending every row of 100 fixed keys to a ListState: 100 rows, lists growing"
+        False, "Scala transformWithState appending every row of 100 fixed keys to a ListState: 100 rows, lists growing", grows_in="size"
     ),
 }
 

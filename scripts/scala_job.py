@@ -7,7 +7,9 @@ Some of Spark's stateful operators exist only in its Scala API: ``flatMapGroupsW
 ``mapGroupsWithState`` (``GroupState``, with or without a timeout) and Scala's ``transformWithState``
 (``StatefulProcessor``, Spark 4.0+). Their progress names them ``flatMapGroupsWithState`` and
 ``transformWithStateExec``, operators no PySpark pipeline produces. The PySpark package ships ``spark-shell`` and
-the Scala compiler, so each query below is a Scala script run by it (``-i``; the script exits the shell).
+the Scala compiler, so each query below is a Scala script run by it (``-i``, on 4.0 a ``:paste`` on its input; the
+script exits the shell). The same scripts run on PySpark 3.5 (Scala 2.12; no ``transformWithState``: only the
+``flatMapGroupsWithState`` queries), 4.0 and 4.1+ (Scala 2.13): they use no API whose Scala versions differ.
 
 Writes into ``--out`` (the Scala script too while it runs): ``progress.jsonl`` (each ``StreamingQueryProgress.json`` of the run, as
 ``scenario_job.py`` writes ``query.recentProgress``), ``run.json`` (the same facts ``scenario_job.py`` writes:
@@ -215,10 +217,20 @@ def main() -> int:
     cmd = [os.path.join(home, "bin", "spark-shell"), "--master", "local[2]", "--name", args.name]
     for key, value in conf.items():
         cmd += ["--conf", f"{key}={value}"]
-    cmd += ["-i", source]
+    # Spark 4.0's shell (Scala 2.13) ignores -i, which 3.5's (2.12) and 4.1's on read (SPARK-52587): it is given what
+    # -i does there, a :paste of the script, on its input, which then ends as -i's closed stdin does
+    pastes = pyspark.__version__.startswith("4.0.")
+    if not pastes:
+        cmd += ["-i", source]
     started = time.time()
-    # stdin closed: the shell never waits at its prompt; Spark's log goes to this process's stderr
-    done = subprocess.run(cmd, env=dict(os.environ, SPARK_HOME=home), stdin=subprocess.DEVNULL, stdout=sys.stderr)
+    # stdin closed (after the :paste): the shell never waits at its prompt; Spark's log goes to this process's stderr
+    done = subprocess.run(
+        cmd,
+        env=dict(os.environ, SPARK_HOME=home),
+        input=f":paste {source}\n".encode() if pastes else None,
+        stdin=None if pastes else subprocess.DEVNULL,
+        stdout=sys.stderr,
+    )
     os.remove(source)  # made from this file's QUERIES: the run's facts name the query
     facts_path = os.path.join(out, "scala_facts.json")
     if done.returncode != 0 or not os.path.exists(facts_path):

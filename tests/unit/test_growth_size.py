@@ -27,7 +27,17 @@ from observer.settings import Settings
 from observer.signals.facts import SignalFacts
 from observer.signals.growth import SIZE, Growth
 
-GROWING_VALUES = ("growth_fmgws_collect_fixed_keys", "growth_fmgws_collect_fixed_keys_hdfs", "growth_tws_scala_list_fixed_keys")
+GROWING_VALUES = (
+    "growth_fmgws_collect_fixed_keys",
+    "growth_fmgws_collect_fixed_keys_hdfs",
+    "growth_tws_scala_list_fixed_keys",
+    # recorded with PySpark 3.5.8 (--suffix _35: no transformWithState before 4.0) and 4.0.5 (--suffix _40)
+    "growth_fmgws_collect_fixed_keys_35",
+    "growth_fmgws_collect_fixed_keys_hdfs_35",
+    "growth_fmgws_collect_fixed_keys_40",
+    "growth_fmgws_collect_fixed_keys_hdfs_40",
+    "growth_tws_scala_list_fixed_keys_40",
+)
 
 
 def progress_of(path: str) -> list[QueryProgress]:

@@ -111,6 +111,10 @@ RESTORES = {
     # Spark's Scala API in PySpark 4.3's spark-shell (scripts/scala_job.py): (flatMap|map)GroupsWithState, transformWithState
     "restore_fmgws": "flatMapGroupsWithState",
     "restore_tws_scala": "transformWithStateExec",
+    # and in PySpark 3.5.8's (Scala 2.12; no transformWithState before 4.0) and 4.0.5's
+    "restore_fmgws_35": "flatMapGroupsWithState",
+    "restore_fmgws_40": "flatMapGroupsWithState",
+    "restore_tws_scala_40": "transformWithStateExec",
 }
 INCIDENT_KINDS_NEVER_FALSE = (
     kinds.STORE_RELOAD,
