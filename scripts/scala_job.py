@@ -217,8 +217,8 @@ def main() -> int:
     cmd = [os.path.join(home, "bin", "spark-shell"), "--master", "local[2]", "--name", args.name]
     for key, value in conf.items():
         cmd += ["--conf", f"{key}={value}"]
-    # Spark 4.0's shell (Scala 2.13) ignores -i, which 3.5's (2.12) and 4.1's on read (SPARK-52587): it is given what
-    # -i does there, a :paste of the script, on its input, which then ends as -i's closed stdin does
+    # Spark 4.0's shell (Scala 2.13) ignores -i, which the shells of 3.5 (2.12) and 4.1+ follow (SPARK-52587): 4.0 is
+    # given what -i does there, a :paste of the script, on its input, which then ends as -i's closed stdin does
     pastes = pyspark.__version__.startswith("4.0.")
     if not pastes:
         cmd += ["-i", source]
