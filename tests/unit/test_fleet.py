@@ -137,8 +137,13 @@ def test_watch_serves_every_application_with_its_identity(tmp_path, watches: lis
     _write(str(logs), "rocksdb_restart", "orders", "app-orders-1", finish=False)
     _write(str(logs), "hdfs", "payments", "app-payments-1", codec="lz4")
     expected = {"orders": _batches("rocksdb_restart"), "payments": _batches("hdfs")}
+    # the finished log's end is read in a poll of its own once its batches are (CI under load: batches, then the end)
     series = w.wait(
-        "both applications' batches", lambda s: all(value(s, "spark_streaming_batches_total", app=app) == n for app, n in expected.items())
+        "both applications' batches and the finished one's end",
+        lambda s: (
+            all(value(s, "spark_streaming_batches_total", app=app) == n for app, n in expected.items())
+            and value(s, "spark_state_observer_watch_applications", status="finished") == 1
+        ),
     )
 
     for name, labels in series:
