@@ -165,7 +165,10 @@ class Settings:
         default=120.0,
         metadata={
             "doc": "Window over which state growth and eviction are judged; a verdict needs half of it, and with a watermark "
-            "and nothing evicted yet its delay plus all of it: keep it above the longest window or session gap."
+            "and nothing evicted yet its delay plus all of it. Where the event log's plans show a state the watermark evicts "
+            "by key (windows, sessions, a deduplication on the event time: `watch` and `replay` with placement on), it is "
+            "bounded while the watermark keeps pace, however long its windows; elsewhere keep this above the longest window "
+            "or session gap."
         },
     )
     growth_min_batches: int = field(

@@ -23,6 +23,10 @@ class Shape:
     bounded: bool  # for every stateful operator of the pipeline
     why: str
     grows_in: str = "rows"  # what grows when unbounded: "rows" (keys), or "size" (fixed keys whose values grow)
+    # keep the (slimmed) event log: the verdict reads the plan's state keys from it, not only the progress
+    event_log: bool = False
+    # bounded at first, by construction, then unbounded once what bounded it stops (a watermark that stops)
+    bounded_first: bool = False
 
 
 def _rate(ctx: Context) -> Any:
@@ -80,6 +84,45 @@ def tumbling(ctx: Context) -> Any:
     return noop_sink(df.groupBy("key", F.window("timestamp", "5 seconds")).count(), ctx)
 
 
+def _long_windows(df: Any, ctx: Context) -> Any:
+    """A count per ``value`` (a new key per row) and 30-minute tumbling window starting when the query does (a count
+    per user and half hour): a window's keys pile up until the watermark passes its end, which no run here reaches."""
+    import time
+
+    from pyspark.sql import functions as F
+
+    start = f"{int(time.time()) % 1800} seconds"
+    return noop_sink(df.groupBy(F.col("value").alias("key"), F.window("timestamp", "30 minutes", "30 minutes", start)).count(), ctx)
+
+
+def tumbling_long(ctx: Context) -> Any:
+    """``_long_windows`` with a 10 s watermark that keeps pace with the input: bounded, nothing evicted yet."""
+    return _long_windows(_rate(ctx).withWatermark("timestamp", "10 seconds"), ctx)
+
+
+def tumbling_long_stuck(ctx: Context) -> Any:
+    """``_long_windows`` over two inputs, one of which goes quiet 40 s after the query starts: the global watermark
+    (the min of the inputs') stops there, so no window can ever close and the keys pile up for ever (the quiet
+    input is cut on its event time below its ``withWatermark``, as in ``join_idle_side``)."""
+    import time
+
+    from pyspark.sql import functions as F
+
+    cutoff = F.timestamp_seconds(F.lit(time.time() + 40.0))
+    busy = _rate(ctx).withWatermark("timestamp", "10 seconds")
+    quiet = _rate(ctx).where(F.col("timestamp") < cutoff).withWatermark("timestamp", "10 seconds")
+    return _long_windows(busy.unionByName(quiet), ctx)
+
+
+def count_new_keys_watermark(ctx: Context) -> Any:
+    """A count per distinct value with a 10 s watermark that cannot evict: the key does not hold the event time, so
+    Spark keeps every key for ever (update mode; the watermark only drops late rows)."""
+    from pyspark.sql import functions as F
+
+    df = _rate(ctx).withWatermark("timestamp", "10 seconds")
+    return noop_sink(df.groupBy(F.col("value").alias("key")).agg(F.max("timestamp").alias("last")), ctx)
+
+
 def sliding(ctx: Context) -> Any:
     """10 s windows sliding by 5 s over 20 keys, 5 s watermark."""
     from pyspark.sql import functions as F
@@ -128,6 +171,16 @@ def join_cleanup(ctx: Context) -> Any:
 
     left, right = _sides(ctx, watermark=True)
     cond = F.expr("click_ad_id = ad_id AND clicked_at BETWEEN shown_at AND shown_at + interval 10 seconds")
+    return noop_sink(left.join(right, cond), ctx, mode="append")
+
+
+def join_long_range(ctx: Context) -> Any:
+    """``join_cleanup`` whose clicks may come up to 30 minutes after the impression: each side keeps half an hour of
+    rows before the watermark lets it drop them, longer than any run here (bounded, nothing evicted yet)."""
+    from pyspark.sql import functions as F
+
+    left, right = _sides(ctx, watermark=True)
+    cond = F.expr("click_ad_id = ad_id AND clicked_at BETWEEN shown_at AND shown_at + interval 30 minutes")
     return noop_sink(left.join(right, cond), ctx, mode="append")
 
 
@@ -268,12 +321,16 @@ PIPELINES = {
     "count_new_keys": count_new_keys,
     "tumbling": tumbling,
     "sliding": sliding,
+    "tumbling_long": tumbling_long,
+    "tumbling_long_stuck": tumbling_long_stuck,
+    "count_new_keys_watermark": count_new_keys_watermark,
     "dedup_watermark": dedup_watermark,
     "dedup_new_keys": dedup_new_keys,
     "dedup_fixed_keys": dedup_fixed_keys,
     "dedup_within": dedup_within,
     "join_cleanup": join_cleanup,
     "outer_join_cleanup": outer_join_cleanup,
+    "join_long_range": join_long_range,
     "join_idle_side": join_idle_side,
     "join_no_cleanup": join_no_cleanup,
     "pandas_state_timeout": pandas_state_timeout,
@@ -290,12 +347,21 @@ SHAPES = {
     "count_new_keys": Shape(False, "a new key per row, no watermark: nothing is ever evicted"),
     "tumbling": Shape(True, "tumbling windows closed by the watermark are evicted"),
     "sliding": Shape(True, "sliding windows closed by the watermark are evicted"),
+    "tumbling_long": Shape(True, "a 30-minute window's new keys pile up until the watermark passes its end, then are evicted", event_log=True),
+    "tumbling_long_stuck": Shape(
+        False,
+        "one input goes quiet: the watermark (min of the inputs') stops, no window ever closes",
+        event_log=True,
+        bounded_first=True,
+    ),
+    "count_new_keys_watermark": Shape(False, "a watermark, but the key holds no event time: Spark never evicts a key", event_log=True),
     "dedup_watermark": Shape(True, "keys older than the watermark are evicted"),
     "dedup_new_keys": Shape(False, "every value kept for ever: no watermark"),
     "dedup_fixed_keys": Shape(True, "100 keys, no watermark: flat"),
     "dedup_within": Shape(True, "each key expires once the watermark passes its time plus the delay"),
     "join_cleanup": Shape(True, "watermarks and a time range: both sides are cleaned"),
     "outer_join_cleanup": Shape(True, "watermarks and a time range: unmatched rows are emitted and cleaned"),
+    "join_long_range": Shape(True, "a 30-minute time range: each side's rows are kept half an hour, then cleaned", event_log=True),
     "join_idle_side": Shape(
         False,
         "the right input goes quiet after 40 s: the global watermark (min of the inputs) stops, nothing is evicted, the left side's rows pile up",

@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from growth_queries import SHAPES, Shape  # noqa: E402
-from record_incidents import Recorder, record_scenarios  # noqa: E402
+from record_incidents import Recorder, record_scenarios, slim_event_log  # noqa: E402
 
 ROWS_PER_SECOND = 50  # session_open needs every one of its 50 keys each second
 
@@ -54,7 +54,7 @@ def growth(query: str, seconds: int, provider: str = "rocksdb", scala: bool = Fa
         with open(progress) as f:
             lines = [json.loads(line) for line in f]
         operators = sorted({op["operatorName"] for p in lines for op in p.get("stateOperators", [])})
-        keep_progress_only(run_dir)
+        keep_progress_only(run_dir, keep_event_log=shape.event_log)
         truth: dict[str, Any] = {
             "clean": shape.bounded,
             "query": query,
@@ -62,10 +62,10 @@ def growth(query: str, seconds: int, provider: str = "rocksdb", scala: bool = Fa
             "rows_per_second": ROWS_PER_SECOND,
             "duration_seconds": facts["process_ended"] - facts["process_started"],
             "growth": [
-                {"operator": op, "bounded": shape.bounded, "from": facts["process_started"], "grows_in": shape.grows_in} for op in operators
+                growth_entry(shape, op, facts["process_started"]) for op in operators
             ],
             "why": shape.why,
-            "kept": "progress lines only (zstd)",
+            "kept": "progress lines (zstd) and the slimmed event log" if shape.event_log else "progress lines only (zstd)",
         }
         truth["expected_events"] = expected_events(shape)
         return truth
@@ -73,22 +73,37 @@ def growth(query: str, seconds: int, provider: str = "rocksdb", scala: bool = Fa
     return scenario
 
 
+def growth_entry(shape: Shape, operator: str, started: float) -> dict[str, Any]:
+    """One operator's line of the truth's ``growth``: bounded or not, and how it grows (``bounded_first``: the verdict
+    test expects bounded, then unbounded)."""
+    entry: dict[str, Any] = {"operator": operator, "bounded": shape.bounded, "from": started, "grows_in": shape.grows_in}
+    if shape.bounded_first:
+        entry["bounded_first"] = True
+    return entry
+
+
 def expected_events(shape: Shape) -> list[str]:
     """What the observer must say of a run of ``shape``: the truth's ``expected_events``."""
     if shape.bounded:
         return ["state_bounded on every operator, never state_unbounded"]
+    if shape.bounded_first:
+        return ["state_bounded while the watermark keeps pace, then state_unbounded once it stops and the rows keep rising"]
     if shape.grows_in == "rows":
         return ["state_unbounded on every operator once the growth window shows it"]
     return ["state_bounded on the rows first (100 keys, flat), then state_unbounded on the size once it has risen for a second window"]
 
 
-def keep_progress_only(run_dir: str) -> None:
-    """Drop the event log and compress the progress lines (replay reads ``.zstd`` as Spark's zstd logs)."""
+def keep_progress_only(run_dir: str, keep_event_log: bool = False) -> None:
+    """Drop the event log (``keep_event_log``: slim it, ``record_incidents.slim_event_log``) and compress the
+    progress lines (replay reads ``.zstd`` as Spark's zstd logs)."""
     import shutil
 
     import zstandard
 
-    shutil.rmtree(os.path.join(run_dir, "eventlog"), ignore_errors=True)
+    if keep_event_log:
+        slim_event_log(os.path.join(run_dir, "eventlog"))
+    else:
+        shutil.rmtree(os.path.join(run_dir, "eventlog"), ignore_errors=True)
     path = os.path.join(run_dir, "progress.jsonl")
     with open(path, "rb") as src, open(path + ".zstd", "wb") as dst:
         dst.write(zstandard.ZstdCompressor(level=19).compress(src.read()))

@@ -75,6 +75,7 @@ from observer.model.checkpoint_work import expected_work_hook
 from observer.model.events import Event
 from observer.model.identity import AppContext, Pairs
 from observer.model.plan_checkpoint import PlanCheckpoints
+from observer.model.plan_eviction import PlanEviction
 from observer.model.signal_kinds import SignalEvent
 from observer.model.spark_events import (
     APP_END,
@@ -221,6 +222,7 @@ class _AppPipeline:
     executors: LoggedExecutors = field(default_factory=LoggedExecutors)
     placement: EventLogSource | None = None  # the application's task events, when placement is followed
     checkpoints: PlanCheckpoints = field(default_factory=PlanCheckpoints)  # run id -> checkpoint root, from its plans
+    eviction: PlanEviction = field(default_factory=PlanEviction)  # which states the watermark evicts by key, from its plans
     log_name: str = ""
     replaying: bool = False
     last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
@@ -515,7 +517,7 @@ class FleetObserver:
         while len(self._query_lives) > self.options.max_apps:  # bounded: the queries seen first go first
             del self._query_lives[next(iter(self._query_lives))]
         holder: list[_AppPipeline] = []
-        checkpoints = PlanCheckpoints()
+        checkpoints, eviction = PlanCheckpoints(), PlanEviction()
         observer = Observer(
             self.settings,
             live=True,
@@ -525,10 +527,15 @@ class FleetObserver:
             self_metrics=self.self_metrics,
             query_lives=self._query_lives,
             checkpoint=checkpoints,
+            eviction=eviction,
         )
         observer.set_spark_conf(dict(identity.spark_conf))
         pipeline = _AppPipeline(
-            observer, self._executors.pop(identity.log_name, LoggedExecutors()), log_name=identity.log_name, checkpoints=checkpoints
+            observer,
+            self._executors.pop(identity.log_name, LoggedExecutors()),
+            log_name=identity.log_name,
+            checkpoints=checkpoints,
+            eviction=eviction,
         )
         if self.settings.placement != "off":
             pipeline.placement = follow_event_log(observer)
@@ -566,6 +573,7 @@ class FleetObserver:
                 pipeline.placement.feed_line(event.line or b"", app=pipeline.log_name)
             elif event.line is not None:  # task, job and SQL events come unparsed: placement decodes what it reads
                 pipeline.checkpoints.feed_line(event.line)
+                pipeline.eviction.feed_line(event.line)
                 pipeline.placement.feed_line(event.line, app=pipeline.log_name, wanted=True)  # the watcher's raw_keep kept it
                 return 0
             else:

@@ -15,6 +15,7 @@ from collections import OrderedDict
 
 SQL_START_PREFIX = b'{"Event":"org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"'
 _MARKER = b"state info [ checkpoint = "
+_PLAN_INFO = b'"sparkPlanInfo"'
 _STATE_INFO = re.compile(rb"state info \[ checkpoint = ([^,\s\]\\\"]{1,4096})/state, runId = ([0-9a-f-]{36})")
 MAX_RUNS = 1024  # runs remembered, the oldest forgotten first
 
@@ -29,7 +30,9 @@ class PlanCheckpoints:
         """One raw event-log line; anything but a SQL execution start with a stateful plan is ignored."""
         if not line.startswith(SQL_START_PREFIX):
             return
-        at = line.find(_MARKER)
+        # the plan's tree (``sparkPlanInfo``) names the query's run; its description before it names a run id of its
+        # own on Spark 3.5 and 4.0 (and ``checkpoint = <unknown>``)
+        at = line.find(_MARKER, max(0, line.find(_PLAN_INFO)))
         if at < 0:
             return
         m = _STATE_INFO.match(line, at)

@@ -17,6 +17,7 @@ from observer.model.checkpoint_work import expected_work_hook
 from observer.model.decode import stamp_fields
 from observer.model.parse import parse_timestamp, parse_timestamp_memo
 from observer.model.plan_checkpoint import PlanCheckpoints
+from observer.model.plan_eviction import PlanEviction
 from observer.model.signal_kinds import SignalEvent
 from observer.model.spark_events import LOG_START, line_prefix
 from observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EXECUTOR_PREFIX, RECORD_EXECUTOR_ADDED, EventLogError, read_records
@@ -72,10 +73,13 @@ def replay(
         return executors.current() if executors.seen else None
 
     identity = application_of(paths, base.static_labels, max_line_bytes)  # the recorded application's, as a live observer has it
+    eviction = PlanEviction()  # which states the watermark evicts by key, from the plans (read with the task events)
     if clock is None:
-        observer = Observer(base, live=False, executor_ids=executor_ids, identity=identity, checkpoint=checkpoint)
+        observer = Observer(base, live=False, executor_ids=executor_ids, identity=identity, checkpoint=checkpoint, eviction=eviction)
     else:
-        observer = Observer(base, live=True, executor_ids=executor_ids, clock=clock, identity=identity, checkpoint=checkpoint)
+        observer = Observer(
+            base, live=True, executor_ids=executor_ids, clock=clock, identity=identity, checkpoint=checkpoint, eviction=eviction
+        )
     if on_signal is not None:
         observer.on("*", on_signal)
     sink = None
@@ -108,6 +112,7 @@ def replay(
                     version = None
                 feed.restore_progress.spark_version = clean_identity(version) or None
             plans.feed_line(line)
+            eviction.feed_line(line)
             tasks.feed_line(line)
 
     last_ts = 0.0  # events without a time of their own (terminated) are placed at the last known time

@@ -29,6 +29,7 @@ from observer.model.capacity import read_conf, relevant
 from observer.model.events import Event, QueryProgress, QueryStarted, QueryTerminated
 from observer.model.identity import AppContext
 from observer.model.parse import MalformedEvent, parse_event
+from observer.model.plan_eviction import EvictionLocator
 from observer.model.signal_kinds import SignalEvent
 from observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink
 from observer.placement.feed import PlacementFeed, PlacementSource
@@ -64,6 +65,7 @@ class Observer:
         self_metrics: SelfMetrics | None = None,
         query_lives: dict[str, RunState] | None = None,
         checkpoint: CheckpointLocator | None = None,
+        eviction: EvictionLocator | None = None,
     ) -> None:
         self.settings = settings or Settings.from_env()
         # whose events these are: every series, signal and sink call carries it (the static labels alone when
@@ -89,6 +91,7 @@ class Observer:
             last_alive_hint=last_alive_hint,
             query_lives=query_lives,
             checkpoint=checkpoint,
+            eviction=eviction,
         )
         self.signals = SignalBus(on_callback_failure=lambda: self.self_metrics.incr("callback_failures"))
         self._sinks: list[Sink] = []

@@ -21,6 +21,7 @@ from observer.metrics import catalog
 from observer.metrics.tracker import QueryRecord, operator_labels
 from observer.model.checkpoint_listing import last_commit_before
 from observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
+from observer.model.plan_eviction import EvictionLocator
 from observer.settings import Settings
 from observer.signals.capacity import MemoryPlausibility
 from observer.signals.executors import Executors, Partitions
@@ -56,6 +57,7 @@ class SignalEngine:
         last_alive_hint: LastAliveHint | None = None,
         query_lives: dict[str, RunState] | None = None,
         checkpoint: CheckpointLocator | None = None,
+        eviction: EvictionLocator | None = None,
     ) -> None:
         self.s = settings
         self.clock = clock
@@ -68,7 +70,7 @@ class SignalEngine:
             last_alive_hint = self._last_commit
         self._checkpoint = checkpoint
         self.lifecycle = Lifecycle(settings, self._new_run, live=live, last_alive_hint=last_alive_hint, queries=query_lives)
-        self.growth = Growth(settings)
+        self.growth = Growth(settings, eviction)  # which states the watermark evicts by key: the event log's plans
         self.partitions = Partitions(checkpoint)  # a restart as a new application: the partitions before, from the checkpoint
         self.executors = Executors()
         self.kafka = KafkaSources(settings)

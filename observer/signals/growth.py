@@ -53,10 +53,12 @@ from observer.metrics.updates import Labels
 from observer.model import signal_kinds as kinds
 from observer.model.events import OperatorProgress, QueryProgress
 from observer.model.fields import HDFS_CURRENT_VERSION_SIZE, ROCKSDB_COMPACTION_WRITTEN, ROCKSDB_SST_BYTES
+from observer.model.plan_eviction import EvictionLocator
 from observer.settings import Settings
 from observer.signals.facts import SignalFacts
 
 RISING, FLAT = "rising", "flat"
+WATERMARK = "watermark"  # ``evicted_by`` of a verdict on a state the plan says the watermark evicts by key
 SIZE = "size"  # the basis of a verdict on the state's own size in bytes, its rows flat
 SIZE_EVERY = 1.0 / 24  # of the growth window: the size window's points are at least this far apart (5 s of 120 s)
 # points a size trend needs, one a third: RocksDB's come at compactions, every 4 snapshots (40 batches at Spark's
@@ -429,6 +431,8 @@ def describe(attributes: Mapping[str, Any]) -> str:
         if delay is not None
         else ("watermark" if attributes.get("watermark") else "no watermark")
     )
+    if attributes.get("evicted_by") == WATERMARK:  # the plan's state key holds the watermarked event time
+        watermark += ", which evicts its state by the event time (the plan says so) and keeps pace"
     return f"{moved}, {evicted}, {watermark}; confidence {attributes.get('confidence', 'medium')}"
 
 
@@ -442,7 +446,19 @@ OperatorKey = tuple[str, int, str]  # query id, operator index, operator name
 class _Operator:
     """One operator's window, verdict so far, and what its watermark and evictions showed since it was first seen."""
 
-    __slots__ = ("ever_evicted", "first_seen", "labels", "on_size", "rising_since", "size", "size_rising_since", "unbounded", "window")
+    __slots__ = (
+        "delay",
+        "ever_evicted",
+        "first_seen",
+        "labels",
+        "least_delay",
+        "on_size",
+        "rising_since",
+        "size",
+        "size_rising_since",
+        "unbounded",
+        "window",
+    )
 
     def __init__(self, window: GrowthWindow, first_seen: float, labels: Labels) -> None:
         self.window = window
@@ -454,13 +470,32 @@ class _Operator:
         self.size: GrowthWindow | None = None  # the state's own size in bytes, sampled (``SIZE_EVERY``), where Spark reports it
         self.size_rising_since: float | None = None  # since when every size window has shown a rise
         self.on_size = False  # the verdict is unbounded on the size, the rows flat
+        self.delay: float | None = None  # the watermark's distance behind the newest event, latest batch that had both
+        self.least_delay: float | None = None  # its least since first seen: the ``withWatermark`` delay, or near it
+
+    def watch_delay(self, delay: float | None) -> None:
+        if delay is not None:
+            self.delay = delay
+            self.least_delay = delay if self.least_delay is None else min(self.least_delay, delay)
+
+    def keeps_pace(self, slack: float) -> bool:
+        """The watermark follows the newest events as closely as it ever did, within ``slack`` seconds: a state
+        evicted by it holds a bounded span of event time. A watermark that stopped (an input gone quiet, under
+        ``multipleWatermarkPolicy=min``) or falls behind draws away from the newest events."""
+        return self.delay is not None and self.least_delay is not None and self.delay - self.least_delay <= slack
 
 
 class Growth:
-    """Per operator: growth rates, eviction ratio, budget forecasts and the unbounded/bounded verdict."""
+    """Per operator: growth rates, eviction ratio, budget forecasts and the unbounded/bounded verdict.
 
-    def __init__(self, settings: Settings) -> None:
+    ``eviction`` (the event log's plans, ``observer.model.plan_eviction``) tells an operator whose state the
+    watermark evicts by its key: while that watermark keeps pace, neither its rows nor its size rising is growth
+    (its windows or session gaps may be longer than the growth window: a count per user and hour fills for an
+    hour). Without it (a listener, progress lines alone) every operator is judged on its trend alone."""
+
+    def __init__(self, settings: Settings, eviction: EvictionLocator | None = None) -> None:
         self.s = settings
+        self.eviction = eviction
         self._operators: dict[OperatorKey, _Operator] = {}
         # per query, its operators' states as shared with the runs before and after (``RunState.carried``)
         self._carried: dict[str, dict[tuple[int, str], _Operator]] = {}
@@ -515,6 +550,7 @@ class Growth:
             ),
         )
         watermark, delay = p.watermark is not None, _watermark_delay(p)
+        state.watch_delay(delay)
         trend: Trend | None = None
         if state.unbounded is False:
             # a bounded state changes only on a rising window, and flat or in between reads alike below (falsy,
@@ -525,7 +561,19 @@ class Growth:
             unbounded = None if trend is None or trend.shape is None else trend.shape == RISING
         state.rising_since = (ts if state.rising_since is None else state.rising_since) if unbounded else None
         rising_for = 0.0 if state.rising_since is None else ts - state.rising_since
-        if unbounded and watermark and not state.ever_evicted and ts - state.first_seen < (delay or 0.0) + self.s.growth_window_seconds:
+        by_watermark = watermark and self._evicted_by_watermark(state, p, op)
+        if by_watermark:
+            # bounded by construction while the watermark keeps pace, however long its windows (sessions) fill: said
+            # once the window can tell anything, whatever its trend
+            if state.unbounded is not False and trend is None:
+                trend = window.trend()
+            unbounded = False if trend is not None else None
+        elif (
+            unbounded
+            and watermark
+            and not state.ever_evicted
+            and ts - state.first_seen < (state.least_delay or 0.0) + self.s.growth_window_seconds
+        ):
             unbounded = None  # a watermarked state still filling its first windows: too early to tell
         elif unbounded and state.ever_evicted and rising_for < self.s.growth_window_seconds:
             # a state that evicts (a watermark, a TTL, a timeout) swells while batches slow down (the watermark
@@ -533,7 +581,7 @@ class Growth:
             # second whole window
             unbounded = None
         size_trend = self._size(state, op, ts)
-        if unbounded is not True and (state.unbounded is False or unbounded is False or state.on_size):
+        if unbounded is not True and not by_watermark and (state.unbounded is False or unbounded is False or state.on_size):
             # rows flat (or a bounded verdict that no rising window changed): the size decides while it rises, for a
             # second whole window (SST files come and go with compactions)
             rising_for = ts - state.size_rising_since if state.size_rising_since is not None else 0.0
@@ -570,6 +618,8 @@ class Growth:
             "watermark_delay_seconds": None if delay is None else round(delay, 1),
             "confidence": self._confidence(trend),
         }
+        if by_watermark:
+            evidence["evicted_by"] = WATERMARK
         if trend.basis == SIZE:
             evidence.update(
                 size_at_start=trend.start,
@@ -587,6 +637,13 @@ class Growth:
             **evidence,
             evidence=describe(evidence),
         )
+
+    def _evicted_by_watermark(self, state: _Operator, p: QueryProgress, op: OperatorProgress) -> bool:
+        """The plan says the watermark evicts this operator's state by its key, and the watermark keeps pace (within
+        half a growth window of the least delay it had)."""
+        if self.eviction is None or not self.eviction(p.run_id, op.index, op.name):
+            return False
+        return state.keeps_pace(self.s.growth_window_seconds / 2)
 
     def _size(self, state: _Operator, op: OperatorProgress, ts: float) -> Trend | None:
         """The state's size window, fed a point when one is due: its trend (basis ``size``), or None where Spark

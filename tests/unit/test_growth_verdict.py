@@ -65,8 +65,9 @@ def test_every_verdict_matches_the_truth(recordings: list[precision.Replayed]) -
     for rec in recordings:
         for g in entries(rec):
             said = [e.kind for e in precision.growth_verdicts(rec, g["operator"])]
-            if g.get("grows_in", "rows") == "size":
-                # fixed keys whose values grow: flat rows say bounded first, the size once it has shown its rise
+            if g.get("grows_in", "rows") == "size" or g.get("bounded_first"):
+                # fixed keys whose values grow: flat rows say bounded first, the size once it has shown its rise; a
+                # state the watermark evicts: bounded while it keeps pace, unbounded once it stops
                 expected = [kinds.STATE_BOUNDED, kinds.STATE_UNBOUNDED]
             else:
                 expected = [kinds.STATE_BOUNDED if g["bounded"] else kinds.STATE_UNBOUNDED]
@@ -115,3 +116,32 @@ def test_signal_gauge_and_browser_say_the_same(recordings: list[precision.Replay
         assert labels == operator_labels(last.attributes["operator_index"], g["operator"])
         assert record.signal_gauges[(catalog.STATE_UNBOUNDED, labels)] == (1.0 if last.kind == kinds.STATE_UNBOUNDED else 0.0)
         assert browser is not None and last.attributes["evidence"] in browser.text
+
+
+def test_windows_longer_than_the_growth_window_are_bounded_by_their_watermark(recordings: list[precision.Replayed]) -> None:
+    """A count per key and 30-minute window (``growth_tumbling_long``): its keys pile up for the whole window, which
+    the progress cannot tell from a state growing for ever, so by the rows alone it was called unbounded (as a
+    listener, or a replay without the log's plans, still does). The plan says its key holds the watermarked event
+    time: bounded while the watermark keeps pace. When the watermark stops (``growth_tumbling_long_stuck``: one of
+    two inputs goes quiet under the min policy) nothing can close a window any more: unbounded. A watermark that
+    is not in the key (``growth_count_new_keys_watermark``) evicts nothing: unbounded, the plan says so too."""
+    by_name = {r.name: r for r in recordings}
+    window = Settings().growth_window_seconds
+
+    (long,) = precision.growth_verdicts(by_name["growth_tumbling_long"], "stateStoreSave")
+    assert long.kind == kinds.STATE_BOUNDED and long.attributes["evicted_by"] == "watermark" and long.attributes["rows_removed"] == 0
+    assert long.attributes["rows_at_end"] > long.attributes["rows_at_start"]  # still filling its first window
+    assert "evicts its state by the event time" in long.attributes["evidence"]
+    without_plans = precision.load(os.path.join(precision.INCIDENTS, "growth_tumbling_long"), Settings(http_enabled=False, placement="off"))
+    assert [e.kind for e in precision.growth_verdicts(without_plans, "stateStoreSave")] == [kinds.STATE_UNBOUNDED]
+
+    bounded, unbounded = precision.growth_verdicts(by_name["growth_tumbling_long_stuck"], "stateStoreSave")
+    assert bounded.attributes["evicted_by"] == "watermark" and "evicted_by" not in unbounded.attributes
+    assert unbounded.kind == kinds.STATE_UNBOUNDED and unbounded.attributes["watermark_delay_seconds"] > window / 2
+
+    # a join keeping half an hour of impressions for their clicks: its state cleanup is by the watermark
+    (join,) = precision.growth_verdicts(by_name["growth_join_long_range"], "symmetricHashJoin")
+    assert join.kind == kinds.STATE_BOUNDED and join.attributes["evicted_by"] == "watermark"
+
+    (kept,) = precision.growth_verdicts(by_name["growth_count_new_keys_watermark"], "stateStoreSave")
+    assert kept.kind == kinds.STATE_UNBOUNDED and kept.attributes["watermark"] is True and "evicted_by" not in kept.attributes
