@@ -166,7 +166,8 @@ class Settings:
         metadata={
             "doc": "Window over which state growth and eviction are judged; a verdict needs half of it, and with a watermark "
             "and nothing evicted yet its delay plus all of it. Where the event log's plans show a state the watermark evicts "
-            "by key (windows, sessions, a deduplication on the event time: `watch` and `replay` with placement on), it is "
+            "by key (windows, sessions, a deduplication on the event time, a join cleaning both sides: `watch` and `replay` with "
+            "placement on, and the listener outside Spark Connect), it is "
             "bounded while the watermark keeps pace, however long its windows; elsewhere keep this above the longest window "
             "or session gap."
         },

@@ -14,6 +14,7 @@ from observer.model.capacity import SESSION_KEYS, relevant
 from observer.model.checkpoint_listing import last_commit_before
 from observer.model.checkpoint_work import expected_work_hook
 from observer.model.identity import AppContext
+from observer.model.plan_eviction import EvictionLocator, PlanEviction
 from observer.model.signal_kinds import SignalEvent
 from observer.pipeline.runtime import Observer
 from observer.settings import Settings
@@ -90,6 +91,7 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
         last_alive_hint=_checkpoint_last_commit(spark),
         identity=app_context(spark, resolved),
         checkpoint=_checkpoint_location(spark),
+        eviction=_plan_eviction(spark),
     )
     _add_placement(observer, spark, resolved)
     observer.set_spark_conf(_spark_conf(spark))
@@ -293,6 +295,34 @@ def _checkpoint_location(spark: Any) -> Callable[[str, str | None], str | None] 
         return None if query is None else str(query.streamingQuery().resolvedCheckpointRoot())
 
     return location
+
+
+def _plan_eviction(spark: Any) -> EvictionLocator | None:
+    """Which state operators the watermark evicts by key, from a live run's executed plan (``lastExecution``: one
+    JVM call per run, on the worker thread, once its first batch has run), as the event log's plans tell it to
+    ``watch`` and ``replay`` (``observer.model.plan_eviction``). None under Spark Connect."""
+    try:
+        jss = None if is_connect(spark) else spark._jsparkSession
+    except Exception:  # no JVM on this side
+        jss = None
+    if jss is None:
+        return None
+    plans = PlanEviction()
+
+    def evicts(query_id: str, run_id: str | None, operator_index: int, operator_name: str) -> bool | None:
+        if run_id is not None and not plans.knows(run_id):
+            try:
+                query = jss.streams().get(query_id)
+                execution = None if query is None else query.streamingQuery().lastExecution()
+                if execution is None:
+                    return None  # no batch has run yet: asked again at the next
+                plans.feed_tree(run_id, str(execution.executedPlan().treeString()))
+            except Exception as exc:  # a JVM that cannot tell costs only the plan's view of this run
+                log.debug("spark-state-observer: the plan of run %s not read: %r", run_id, exc)
+                plans.feed_tree(run_id, "")
+        return plans(query_id, run_id, operator_index, operator_name)
+
+    return evicts
 
 
 def _checkpoint_last_commit(spark: Any) -> Callable[[str, float], float | None] | None:

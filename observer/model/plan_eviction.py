@@ -7,18 +7,21 @@ still rise for a whole window first (a count per user and hour piles up keys for
 alone cannot tell from a state that grows for ever: the window's length is in no progress event. A state whose
 key holds no event time (a count per key with a watermark) is never evicted by it, whatever the watermark does.
 
-The plan of every micro-batch (``SparkListenerSQLExecutionStart``) says so: a writer's node of its tree
-(``sparkPlanInfo``, ``simpleString``) lists its key (``StateStoreSave [window#8-T10000ms, key#2L], state info
-[ ... runId = <run id>, opId = 0 ...], Update, ...``) and Spark marks an attribute carrying a watermark with
-``-T<delay>ms``; a session window is closed and evicted by the watermark (Spark accepts it in append mode only
-with one); an aggregation in complete mode keeps every key whatever its key holds. (The plan's description,
-``physicalPlanDescription``, names a run id of its own on Spark 3.5 and 4.0, not the query's: only the tree is read.) ``PlanEviction`` keeps, per run id and operator id, whether the watermark evicts that
-operator's state; a run's plan repeats every batch, so once a run is known its lines are not searched again.
-A stream-stream join evicts each side's rows once the watermark passes what its condition lets it match
-(``state cleanup [ left value predicate: ..., right value predicate: ... ]``; ``null`` for a side it cannot clean):
-bounded while the watermark keeps pace when both sides are cleaned, a time range of an hour or not. Operators
-whose state is evicted otherwise (``GroupState`` and ``transformWithState``, by timeouts and TTLs) are not read
-here: unknown, as everything is without an event log.
+The plan of every micro-batch says so: a writer's node (its ``simpleString``) lists its key (``StateStoreSave
+[window#8-T10000ms, key#2L], state info [ ... runId = <run id>, opId = 0 ...], Update, ...``) and Spark marks an
+attribute carrying a watermark with ``-T<delay>ms``; a session window is closed and evicted by the watermark
+(Spark accepts it in append mode only with one); an aggregation in complete mode keeps every key whatever its
+key holds; a stream-stream join evicts each side's rows once the watermark passes what its condition lets it
+match (``state cleanup [ left value predicate: ..., right value predicate: ... ]``; ``null`` for a side it
+cannot clean), so with both sides cleaned it is bounded while the watermark keeps pace, a time range of an hour
+or not. Operators whose state is evicted otherwise (``GroupState`` and ``transformWithState``, by timeouts and
+TTLs) are not read here: unknown, as everything is without a plan.
+
+``PlanEviction`` keeps, per run id and operator id, whether the watermark evicts that operator's state. It reads
+an event log's ``SparkListenerSQLExecutionStart`` lines (the tree, ``sparkPlanInfo``: the plan's description,
+``physicalPlanDescription``, names a run id of its own on Spark 3.5 and 4.0, not the query's), or a live run's
+executed plan as its tree string (the listener, ``observer.embedded.attach``). A run's plan repeats every batch,
+so once a run is known its lines are not searched again.
 """
 
 from __future__ import annotations
@@ -33,17 +36,23 @@ from observer.model.spark_events import WRITER_OPERATOR_NAMES
 _PLAN_INFO = b'"sparkPlanInfo"'  # the plan as a tree of nodes, after its description in the line
 _MARKER = b"state info [ checkpoint = "
 _RUN = re.compile(rb"state info \[ checkpoint = [^,\\\"]{0,4096}, runId = ([0-9a-f-]{36})")
-# a writer node of the plan's tree (``simpleString``, one JSON string): its key list, what follows it (a session
-# window's window), its run and operator id, and the rest (the output mode among it)
-_WRITER = re.compile(
-    rb'"simpleString":"(StateStoreSave|StreamingDeduplicate|SessionWindowStateStoreSave) \[([^\]\\"]{0,8192})\]([^\[\\"]{0,512}?), '
-    rb"state info \[ checkpoint = [^,\\\"]{0,4096}, runId = ([0-9a-f-]{36}), opId = (\d{1,9})[^\]\\\"]{0,512}\]([^\\\"]{0,512})\""
+_STATE_INFO = rb"state info \[ checkpoint = [^,\\\"\n]{0,4096}, runId = ([0-9a-f-]{36}), opId = (\d{1,9})[^\]\\\"\n]{0,512}\]"
+# a writer node (its ``simpleString``: in a log, one JSON string of the plan's tree; live, a line of its tree
+# string): its key list, what follows it (a session window's window), its run and operator id, and the rest of
+# it (the output mode among it)
+_WRITER_NODE = (
+    rb"(StateStoreSave|StreamingDeduplicate|SessionWindowStateStoreSave) \[([^\]\\\"\n]{0,8192})\]([^\[\\\"\n]{0,512}?), "
+    + _STATE_INFO
+    + rb"([^\\\"\n]{0,512})"
 )
 # a stream-stream join's node: its run and operator id and its state cleanup, one predicate (or null) per side
-_JOIN = re.compile(
-    rb'"simpleString":"StreamingSymmetricHashJoin [^"\\]{0,65536}?state info \[ checkpoint = [^,\\"]{0,4096}, runId = ([0-9a-f-]{36}), '
-    rb'opId = (\d{1,9})[^\]\\"]{0,512}\][^"\\]{0,512}?state cleanup \[ ([^\]"\\]{0,16384}) \]'
+_JOIN_NODE = (
+    rb"StreamingSymmetricHashJoin [^\\\"\n]{0,65536}?" + _STATE_INFO + rb"[^\\\"\n]{0,512}?state cleanup \[ ([^\]\\\"\n]{0,16384}) \]"
 )
+_WRITER = re.compile(rb'"simpleString":"' + _WRITER_NODE + rb'"')
+_JOIN = re.compile(rb'"simpleString":"' + _JOIN_NODE)
+_WRITER_LINE = re.compile(_WRITER_NODE + rb"$", re.MULTILINE)
+_JOIN_LINE = re.compile(_JOIN_NODE)
 _WATERMARKED = re.compile(rb"#\d+-T\d+ms")  # an attribute carrying a watermark (its delay in ms)
 _COMPLETE = re.compile(rb"(?:^|, )Complete(?:,|$)")
 # what progress events call these writers on 3.5 too (its session window's writer has no short name of its own)
@@ -53,8 +62,9 @@ _PROGRESS_NAMES = {
 }
 MAX_RUNS = 1024  # runs remembered, the oldest forgotten first
 
-# (run id, operator index, the operator's name in progress) -> whether the watermark evicts its state by key; None: not known
-EvictionLocator = Callable[[str | None, int, str], bool | None]
+# (query id, run id, operator index, the operator's name in progress) -> whether the watermark evicts its state by
+# key; None: not known
+EvictionLocator = Callable[[str, str | None, int, str], bool | None]
 
 
 def watermark_evicts(node: str, keys: bytes, rest: bytes) -> bool:
@@ -97,20 +107,24 @@ class PlanEviction:
         run = _RUN.match(line, at)
         if run is None or run[1].decode("ascii") in self._runs:
             return
-        operators: dict[int, tuple[str, bool]] = {}
-        for m in _WRITER.finditer(line, tree):
-            if m[4] == run[1]:
-                node = m[1].decode("ascii")
-                operators[int(m[5])] = (node, watermark_evicts(node, m[2], m[6]))
-        if b'"simpleString":"StreamingSymmetricHashJoin ' in line:
-            for m in _JOIN.finditer(line, tree):
-                if m[1] == run[1]:
-                    operators[int(m[2])] = ("StreamingSymmetricHashJoin", join_evicts(m[3]))
-        self._runs[run[1].decode("ascii")] = operators
+        joins = _JOIN if b'"simpleString":"StreamingSymmetricHashJoin ' in line else None
+        self._keep(run[1].decode("ascii"), _operators(line, tree, run[1], _WRITER, joins))
+
+    def feed_tree(self, run_id: str, tree: str) -> None:
+        """A live run's executed plan as its tree string (``executedPlan.treeString``): what the log's plans say."""
+        text = tree.encode("utf-8", "replace")
+        self._keep(run_id, _operators(text, 0, run_id.encode("ascii", "replace"), _WRITER_LINE, _JOIN_LINE))
+
+    def knows(self, run_id: str) -> bool:
+        """Whether a plan of this run was read (whatever it held)."""
+        return run_id in self._runs
+
+    def _keep(self, run_id: str, operators: dict[int, tuple[str, bool]]) -> None:
+        self._runs[run_id] = operators
         while len(self._runs) > MAX_RUNS:
             self._runs.popitem(last=False)
 
-    def __call__(self, run_id: str | None, operator_index: int, operator_name: str) -> bool | None:
+    def __call__(self, query_id: str, run_id: str | None, operator_index: int, operator_name: str) -> bool | None:
         """Whether the watermark evicts this operator's state by key; None when its run's plan was not seen or the
         plan's operator of that id is not the one progress names so."""
         known = self._runs.get(run_id) if run_id else None
@@ -118,3 +132,18 @@ class PlanEviction:
         if found is None or operator_name not in _PROGRESS_NAMES.get(found[0], ()):
             return None
         return found[1]
+
+
+def _operators(
+    text: bytes, start: int, run: bytes, writers: re.Pattern[bytes], joins: re.Pattern[bytes] | None
+) -> dict[int, tuple[str, bool]]:
+    """operator id -> (plan node, evicted by the watermark) of run ``run``'s writer nodes in ``text`` from ``start``."""
+    operators: dict[int, tuple[str, bool]] = {}
+    for m in writers.finditer(text, start):
+        if m[4] == run:
+            node = m[1].decode("ascii")
+            operators[int(m[5])] = (node, watermark_evicts(node, m[2], m[6]))
+    for m in joins.finditer(text, start) if joins is not None else ():
+        if m[1] == run:
+            operators[int(m[2])] = ("StreamingSymmetricHashJoin", join_evicts(m[3]))
+    return operators

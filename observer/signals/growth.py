@@ -641,7 +641,7 @@ class Growth:
     def _evicted_by_watermark(self, state: _Operator, p: QueryProgress, op: OperatorProgress) -> bool:
         """The plan says the watermark evicts this operator's state by its key, and the watermark keeps pace (within
         half a growth window of the least delay it had)."""
-        if self.eviction is None or not self.eviction(p.run_id, op.index, op.name):
+        if self.eviction is None or not self.eviction(p.query_id, p.run_id, op.index, op.name):
             return False
         return state.keeps_pace(self.s.growth_window_seconds / 2)
 

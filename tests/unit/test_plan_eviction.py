@@ -70,16 +70,16 @@ def fed(scenario: str) -> tuple[PlanEviction, dict[str, list[tuple[int, str]]]]:
 def test_every_run_of_a_recording_reads_as_spark_evicts_it(scenario: str, evicted: dict[str, bool | None]) -> None:
     plans, runs = fed(scenario)
     for run_id, operators in runs.items():
-        assert {name: plans(run_id, index, name) for index, name in operators} == evicted, run_id
+        assert {name: plans("q", run_id, index, name) for index, name in operators} == evicted, run_id
 
 
 def test_an_operator_the_plan_names_otherwise_is_unknown() -> None:
     """Progress and plan disagree on what operator ``index`` is (another Spark's numbering): no answer, not a wrong one."""
     plans, runs = fed("dedup_agg_restart_43")
     run_id = next(iter(runs))
-    assert plans(run_id, 0, "stateStoreSave") is True
-    assert plans(run_id, 0, "dedupe") is None and plans(run_id, 7, "stateStoreSave") is None
-    assert plans("not-a-run", 0, "stateStoreSave") is None and plans(None, 0, "stateStoreSave") is None
+    assert plans("q", run_id, 0, "stateStoreSave") is True
+    assert plans("q", run_id, 0, "dedupe") is None and plans("q", run_id, 7, "stateStoreSave") is None
+    assert plans("q", "not-a-run", 0, "stateStoreSave") is None and plans("q", None, 0, "stateStoreSave") is None
 
 
 def test_complete_mode_evicts_nothing_whatever_its_key() -> None:
@@ -90,7 +90,7 @@ def test_complete_mode_evicts_nothing_whatever_its_key() -> None:
     assert line.count(b", Update, ") == 2  # the plan's description and its tree
     plans = PlanEviction()
     plans.feed_line(line.replace(b", Update, ", b", Complete, "))
-    assert plans(run_id, 0, "stateStoreSave") is False
+    assert plans("q", run_id, 0, "stateStoreSave") is False
 
 
 def test_a_run_is_read_once_and_runs_are_bounded() -> None:
@@ -99,11 +99,11 @@ def test_a_run_is_read_once_and_runs_are_bounded() -> None:
     plans = PlanEviction()
     plans.feed_line(line)
     plans.feed_line(line.replace(b", Update, ", b", Complete, "))  # the same run again: its first plan stands
-    assert plans(run_id, 0, "stateStoreSave") is True
+    assert plans("q", run_id, 0, "stateStoreSave") is True
     for n in range(MAX_RUNS + 5):
         plans.feed_line(line.replace(run_id.encode(), f"{n:08d}-0000-0000-0000-000000000000".encode()))
-    assert plans(run_id, 0, "stateStoreSave") is None  # the oldest run forgotten first
-    assert plans(f"{MAX_RUNS + 4:08d}-0000-0000-0000-000000000000", 0, "stateStoreSave") is True
+    assert plans("q", run_id, 0, "stateStoreSave") is None  # the oldest run forgotten first
+    assert plans("q", f"{MAX_RUNS + 4:08d}-0000-0000-0000-000000000000", 0, "stateStoreSave") is True
 
 
 def test_torn_and_hostile_lines_are_ignored() -> None:
