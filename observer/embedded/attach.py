@@ -280,13 +280,18 @@ def _executor_ids(spark: Any) -> Callable[[], set[str]] | None:
     return poll
 
 
+def _jss(spark: Any) -> Any:
+    """The session's JVM side (its streams and their runs), or None under Spark Connect or without a JVM here."""
+    try:
+        return None if is_connect(spark) else spark._jsparkSession
+    except Exception:  # no JVM on this side
+        return None
+
+
 def _checkpoint_location(spark: Any) -> Callable[[str, str | None], str | None] | None:
     """Query id -> the checkpoint root of an active query (one JVM call, on the worker thread); for the
     snapshot state of every store instance (``observer.signals.snapshots``). None under Spark Connect."""
-    try:
-        jss = None if is_connect(spark) else spark._jsparkSession
-    except Exception:  # no JVM on this side
-        jss = None
+    jss = _jss(spark)
     if jss is None:
         return None
 
@@ -301,10 +306,7 @@ def _plan_eviction(spark: Any) -> EvictionLocator | None:
     """Which state operators the watermark evicts by key, from a live run's executed plan (``lastExecution``: one
     JVM call per run, on the worker thread, once its first batch has run), as the event log's plans tell it to
     ``watch`` and ``replay`` (``observer.model.plan_eviction``). None under Spark Connect."""
-    try:
-        jss = None if is_connect(spark) else spark._jsparkSession
-    except Exception:  # no JVM on this side
-        jss = None
+    jss = _jss(spark)
     if jss is None:
         return None
     plans = PlanEviction()
@@ -331,10 +333,7 @@ def _checkpoint_last_commit(spark: Any) -> Callable[[str, float], float | None] 
     Reads the modification time of the newest ``commits/`` file of a local checkpoint (on the worker
     thread, never the callback). Returns None for remote checkpoints or when anything is missing.
     """
-    try:
-        jss = None if is_connect(spark) else spark._jsparkSession
-    except Exception:  # no JVM on this side
-        jss = None
+    jss = _jss(spark)
     if jss is None:
         return None
 
