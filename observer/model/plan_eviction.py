@@ -61,6 +61,7 @@ _PROGRESS_NAMES = {
     for node, name in WRITER_OPERATOR_NAMES.items()
 }
 MAX_RUNS = 1024  # runs remembered, the oldest forgotten first
+MAX_OPERATORS = 256  # state operators kept per run (a real plan has a few; a hostile line is not kept whole)
 
 # (query id, run id, operator index, the operator's name in progress) -> whether the watermark evicts its state by
 # key; None: not known
@@ -140,10 +141,14 @@ def _operators(
     """operator id -> (plan node, evicted by the watermark) of run ``run``'s writer nodes in ``text`` from ``start``."""
     operators: dict[int, tuple[str, bool]] = {}
     for m in writers.finditer(text, start):
+        if len(operators) >= MAX_OPERATORS:
+            return operators
         if m[4] == run:
             node = m[1].decode("ascii")
             operators[int(m[5])] = (node, watermark_evicts(node, m[2], m[6]))
     for m in joins.finditer(text, start) if joins is not None else ():
+        if len(operators) >= MAX_OPERATORS:
+            break
         if m[1] == run:
             operators[int(m[2])] = ("StreamingSymmetricHashJoin", join_evicts(m[3]))
     return operators

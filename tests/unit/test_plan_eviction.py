@@ -15,7 +15,7 @@ import pytest
 
 from bench import precision
 from observer.model.plan_checkpoint import SQL_START_PREFIX, PlanCheckpoints
-from observer.model.plan_eviction import MAX_RUNS, PlanEviction
+from observer.model.plan_eviction import MAX_OPERATORS, MAX_RUNS, PlanEviction
 from observer.model.spark_events import QUERY_PROGRESS, line_prefix
 from observer.offline.eventlog import expand, open_decompressed
 
@@ -104,6 +104,19 @@ def test_a_run_is_read_once_and_runs_are_bounded() -> None:
         plans.feed_line(line.replace(run_id.encode(), f"{n:08d}-0000-0000-0000-000000000000".encode()))
     assert plans("q", run_id, 0, "stateStoreSave") is None  # the oldest run forgotten first
     assert plans("q", f"{MAX_RUNS + 4:08d}-0000-0000-0000-000000000000", 0, "stateStoreSave") is True
+
+
+def test_a_plan_of_endless_operators_is_kept_bounded() -> None:
+    """A line repeating a recorded writer node under ever new operator ids: at most ``MAX_OPERATORS`` are kept."""
+    starts, runs = logged("growth_tumbling_long")
+    line, run_id = starts[-1], next(iter(runs))
+    node = line[line.index(b'"simpleString":"StateStoreSave [') :]
+    node = node[: node.index(b'",') + 1]
+    flood = b"".join(node.replace(b"opId = 0,", f"opId = {n},".encode()) for n in range(MAX_OPERATORS * 4))
+    plans = PlanEviction()
+    plans.feed_line(line[: line.index(b'"sparkPlanInfo"')] + b'"sparkPlanInfo":' + flood)
+    kept = [n for n in range(MAX_OPERATORS * 4) if plans("q", run_id, n, "stateStoreSave") is not None]
+    assert kept == list(range(MAX_OPERATORS))
 
 
 def test_torn_and_hostile_lines_are_ignored() -> None:
