@@ -347,7 +347,9 @@ SHAPES = {
     "count_new_keys": Shape(False, "a new key per row, no watermark: nothing is ever evicted"),
     "tumbling": Shape(True, "tumbling windows closed by the watermark are evicted"),
     "sliding": Shape(True, "sliding windows closed by the watermark are evicted"),
-    "tumbling_long": Shape(True, "a 30-minute window's new keys pile up until the watermark passes its end, then are evicted", event_log=True),
+    "tumbling_long": Shape(
+        True, "a 30-minute window's new keys pile up until the watermark passes its end, then are evicted", event_log=True
+    ),
     "tumbling_long_stuck": Shape(
         False,
         "one input goes quiet: the watermark (min of the inputs') stops, no window ever closes",

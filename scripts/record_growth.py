@@ -61,9 +61,7 @@ def growth(query: str, seconds: int, provider: str = "rocksdb", scala: bool = Fa
             "provider": provider,
             "rows_per_second": ROWS_PER_SECOND,
             "duration_seconds": facts["process_ended"] - facts["process_started"],
-            "growth": [
-                growth_entry(shape, op, facts["process_started"]) for op in operators
-            ],
+            "growth": [growth_entry(shape, op, facts["process_started"]) for op in operators],
             "why": shape.why,
             "kept": "progress lines (zstd) and the slimmed event log" if shape.event_log else "progress lines only (zstd)",
         }
