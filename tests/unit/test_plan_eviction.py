@@ -10,14 +10,20 @@ import functools
 import glob
 import json
 import os
+from typing import Any
 
 import pytest
 
 from bench import precision
+from bench.eventlog_writer import ProgressiveLog, recorded_lines
+from observer.fleet.runtime import FleetObserver, WatchOptions
+from observer.history.loaders import load_events
+from observer.model import signal_kinds as kinds
 from observer.model.plan_checkpoint import SQL_START_PREFIX, PlanCheckpoints
 from observer.model.plan_eviction import MAX_OPERATORS, MAX_RUNS, PlanEviction
 from observer.model.spark_events import QUERY_PROGRESS, line_prefix
 from observer.offline.eventlog import expand, open_decompressed
+from observer.settings import Settings
 
 PROGRESS_PREFIX = line_prefix(QUERY_PROGRESS)
 
@@ -139,3 +145,23 @@ def test_every_run_names_its_checkpoint_on_every_spark(scenario: str) -> None:
         checkpoints.feed_line(line)
     roots = {run_id: checkpoints("q", run_id) for run_id in runs}
     assert all(root is not None and root.startswith("file:/") and root.endswith("/checkpoint") for root in roots.values()), roots
+
+
+def test_the_watcher_reads_the_plans_as_replay_does(tmp_path: Any) -> None:
+    """``growth_tumbling_long``'s log written as Spark wrote it while ``watch`` follows it (placement on, the
+    default): the 30-minute windows are bounded by their watermark live too, not unbounded as by the rows alone."""
+    (folder,) = glob.glob(os.path.join(precision.INCIDENTS, "growth_tumbling_long", "run1", "eventlog", "eventlog_v2_*"))
+    files = sorted(glob.glob(os.path.join(folder, "events_*")), key=lambda p: int(os.path.basename(p).split("_")[1]))
+    lines = [line for path in files for line in recorded_lines(path)]
+    app_id = next(json.loads(line)["App ID"] for line in lines if line.startswith(b'{"Event":"SparkListenerApplicationStart"'))
+    (tmp_path / "logs").mkdir()
+    settings = Settings(http_enabled=False, history_path=str(tmp_path / "history.db"))
+    fleet = FleetObserver([str(tmp_path / "logs")], settings, WatchOptions(history=True), serve=False)
+    log = ProgressiveLog(str(tmp_path / "logs"), app_id, "zstd", rolling=True)
+    for _ in log.steps(lines):
+        fleet.poll_once()
+    log.finish()
+    fleet.poll_once()
+    fleet.stop()
+    said = [(row.kind, row.attributes.get("evicted_by")) for row in load_events(str(tmp_path / "history.db")).itertuples()]
+    assert [s for s in said if s[0] in (kinds.STATE_BOUNDED, kinds.STATE_UNBOUNDED)] == [(kinds.STATE_BOUNDED, "watermark")]
