@@ -54,6 +54,20 @@ def session_closing(ctx: Context) -> Any:
     return noop_sink(df.groupBy("key", F.session_window("timestamp", "3 seconds")).count(), ctx, mode="append")
 
 
+def session_long_gap(ctx: Context) -> Any:
+    """``session_closing`` with a 30-minute gap: every key's session stays open longer than any run here, so the
+    sessions of ever-new keys pile up until the watermark passes their end (bounded, nothing evicted yet)."""
+    from pyspark.sql import functions as F
+
+    df = (
+        _rate(ctx)
+        .withColumn("key", F.col("value") / 10)
+        .withColumn("key", F.col("key").cast("long"))
+        .withWatermark("timestamp", "5 seconds")
+    )
+    return noop_sink(df.groupBy("key", F.session_window("timestamp", "30 minutes")).count(), ctx, mode="append")
+
+
 def session_no_watermark(ctx: Context) -> Any:
     """Session windows over ever-new keys without a watermark (complete mode): no session is ever closed."""
     from pyspark.sql import functions as F
@@ -317,6 +331,7 @@ PIPELINES = {
     "session_open": session_open,
     "session_closing": session_closing,
     "session_no_watermark": session_no_watermark,
+    "session_long_gap": session_long_gap,
     "count_fixed_keys": count_fixed_keys,
     "count_new_keys": count_new_keys,
     "tumbling": tumbling,
@@ -342,6 +357,7 @@ PIPELINES = {
 SHAPES = {
     "session_open": Shape(True, "50 keys each seen every second within a 10 s gap: 50 open sessions, flat"),
     "session_closing": Shape(True, "sessions of ever-new keys close after the gap and the watermark evicts them"),
+    "session_long_gap": Shape(True, "a 30-minute gap: sessions of ever-new keys stay open, then the watermark closes them", event_log=True),
     "session_no_watermark": Shape(False, "no watermark: sessions of ever-new keys are never closed"),
     "count_fixed_keys": Shape(True, "100 fixed keys, no watermark: 100 rows, flat"),
     "count_new_keys": Shape(False, "a new key per row, no watermark: nothing is ever evicted"),

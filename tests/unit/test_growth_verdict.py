@@ -139,6 +139,10 @@ def test_windows_longer_than_the_growth_window_are_bounded_by_their_watermark(re
     assert bounded.attributes["evicted_by"] == "watermark" and "evicted_by" not in unbounded.attributes
     assert unbounded.kind == kinds.STATE_UNBOUNDED and unbounded.attributes["watermark_delay_seconds"] > window / 2
 
+    # sessions with a 30-minute gap: open for longer than the run, closed by the watermark once it passes their end
+    (sessions,) = precision.growth_verdicts(by_name["growth_session_long_gap"], "sessionWindowStateStoreSaveExec")
+    assert sessions.kind == kinds.STATE_BOUNDED and sessions.attributes["evicted_by"] == "watermark"
+
     # a join keeping half an hour of impressions for their clicks: its state cleanup is by the watermark
     (join,) = precision.growth_verdicts(by_name["growth_join_long_range"], "symmetricHashJoin")
     assert join.kind == kinds.STATE_BOUNDED and join.attributes["evicted_by"] == "watermark"

@@ -65,6 +65,7 @@ def fed(scenario: str) -> tuple[PlanEviction, dict[str, list[tuple[int, str]]]]:
         ("unbounded_growth", {"stateStoreSave": False}),  # a count per value: the key holds no event time
         ("growth_tumbling_long", {"stateStoreSave": True}),  # 30-minute windows: evicted once the watermark passes them
         ("growth_count_new_keys_watermark", {"stateStoreSave": False}),  # a watermark, but not in the key
+        ("growth_session_long_gap", {"sessionWindowStateStoreSaveExec": True}),  # 30-minute sessions, append mode
         # a join cleaning both sides by the watermark through its time range (4.3), and one without a watermark (3.5)
         ("join_restart", {"symmetricHashJoin": True}),
         ("restore_join_35", {"symmetricHashJoin": False}),
