@@ -41,31 +41,23 @@ def session_open(ctx: Context) -> Any:
     return noop_sink(df.groupBy("key", F.session_window("timestamp", "10 seconds")).count(), ctx, mode="append")
 
 
-def session_closing(ctx: Context) -> Any:
-    """Session windows over ever-new keys (a key per 10 rows), 3 s gap, 5 s watermark: sessions close and go."""
+def _sessions_of_new_keys(ctx: Context, gap: str) -> Any:
+    """A count per session window of ``gap`` over ever-new keys (a key per 10 rows), 5 s watermark, append mode."""
     from pyspark.sql import functions as F
 
-    df = (
-        _rate(ctx)
-        .withColumn("key", F.col("value") / 10)
-        .withColumn("key", F.col("key").cast("long"))
-        .withWatermark("timestamp", "5 seconds")
-    )
-    return noop_sink(df.groupBy("key", F.session_window("timestamp", "3 seconds")).count(), ctx, mode="append")
+    df = _rate(ctx).withColumn("key", (F.col("value") / 10).cast("long")).withWatermark("timestamp", "5 seconds")
+    return noop_sink(df.groupBy("key", F.session_window("timestamp", gap)).count(), ctx, mode="append")
+
+
+def session_closing(ctx: Context) -> Any:
+    """Session windows over ever-new keys (a key per 10 rows), 3 s gap, 5 s watermark: sessions close and go."""
+    return _sessions_of_new_keys(ctx, "3 seconds")
 
 
 def session_long_gap(ctx: Context) -> Any:
     """``session_closing`` with a 30-minute gap: every key's session stays open longer than any run here, so the
     sessions of ever-new keys pile up until the watermark passes their end (bounded, nothing evicted yet)."""
-    from pyspark.sql import functions as F
-
-    df = (
-        _rate(ctx)
-        .withColumn("key", F.col("value") / 10)
-        .withColumn("key", F.col("key").cast("long"))
-        .withWatermark("timestamp", "5 seconds")
-    )
-    return noop_sink(df.groupBy("key", F.session_window("timestamp", "30 minutes")).count(), ctx, mode="append")
+    return _sessions_of_new_keys(ctx, "30 minutes")
 
 
 def session_no_watermark(ctx: Context) -> Any:
