@@ -488,10 +488,11 @@ class _Operator:
 class Growth:
     """Per operator: growth rates, eviction ratio, budget forecasts and the unbounded/bounded verdict.
 
-    ``eviction`` (the event log's plans, ``observer.model.plan_eviction``) tells an operator whose state the
-    watermark evicts by its key: while that watermark keeps pace, neither its rows nor its size rising is growth
-    (its windows or session gaps may be longer than the growth window: a count per user and hour fills for an
-    hour). Without it (a listener, progress lines alone) every operator is judged on its trend alone."""
+    ``eviction`` (the plans, ``observer.model.plan_eviction``: the event log's, or the live run's for the listener)
+    tells an operator whose state the watermark evicts by its key: while that watermark keeps pace, neither its rows
+    nor its size rising is growth (its windows or session gaps may be longer than the growth window: a count per
+    user and hour fills for an hour). Without it (Spark Connect, progress lines alone, placement off) every operator
+    is judged on its trend alone."""
 
     def __init__(self, settings: Settings, eviction: EvictionLocator | None = None) -> None:
         self.s = settings
