@@ -20,6 +20,17 @@ _STATE_INFO = re.compile(rb"state info \[ checkpoint = ([^,\s\]\\\"]{1,4096})/st
 MAX_RUNS = 1024  # runs remembered, the oldest forgotten first
 
 
+def tree_state_info(line: bytes) -> tuple[int, int]:
+    """Where a SQL execution start's plan tree (``sparkPlanInfo``) begins and where its first ``state info [`` is,
+    ``(tree, -1)`` in a line without one (or not a SQL execution start). The tree names the query's run; the plan's
+    description before it names a run id of its own on Spark 3.5 and 4.0 (and ``checkpoint = <unknown>``). Both
+    readers of the plans (``PlanCheckpoints``, ``observer.model.plan_eviction``) start from here."""
+    if not line.startswith(SQL_START_PREFIX):
+        return 0, -1
+    tree = max(0, line.find(_PLAN_INFO))
+    return tree, line.find(_MARKER, tree)
+
+
 class PlanCheckpoints:
     """run id -> checkpoint root, from the stateful plans of SQL executions; bounded to ``MAX_RUNS``."""
 
@@ -28,11 +39,7 @@ class PlanCheckpoints:
 
     def feed_line(self, line: bytes) -> None:
         """One raw event-log line; anything but a SQL execution start with a stateful plan is ignored."""
-        if not line.startswith(SQL_START_PREFIX):
-            return
-        # the plan's tree (``sparkPlanInfo``) names the query's run; its description before it names a run id of its
-        # own on Spark 3.5 and 4.0 (and ``checkpoint = <unknown>``)
-        at = line.find(_MARKER, max(0, line.find(_PLAN_INFO)))
+        _, at = tree_state_info(line)
         if at < 0:
             return
         m = _STATE_INFO.match(line, at)

@@ -30,11 +30,9 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable
 
-from observer.model.plan_checkpoint import SQL_START_PREFIX
+from observer.model.plan_checkpoint import tree_state_info
 from observer.model.spark_events import WRITER_OPERATOR_NAMES
 
-_PLAN_INFO = b'"sparkPlanInfo"'  # the plan as a tree of nodes, after its description in the line
-_MARKER = b"state info [ checkpoint = "
 _RUN = re.compile(rb"state info \[ checkpoint = [^,\\\"]{0,4096}, runId = ([0-9a-f-]{36})")
 _STATE_INFO = rb"state info \[ checkpoint = [^,\\\"\n]{0,4096}, runId = ([0-9a-f-]{36}), opId = (\d{1,9})[^\]\\\"\n]{0,512}\]"
 # a writer node (its ``simpleString``: in a log, one JSON string of the plan's tree; live, a line of its tree
@@ -99,10 +97,7 @@ class PlanEviction:
 
     def feed_line(self, line: bytes) -> None:
         """One raw event-log line; anything but a SQL execution start with a stateful plan is ignored."""
-        if not line.startswith(SQL_START_PREFIX):
-            return
-        tree = max(0, line.find(_PLAN_INFO))
-        at = line.find(_MARKER, tree)
+        tree, at = tree_state_info(line)
         if at < 0:
             return
         run = _RUN.match(line, at)
