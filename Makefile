@@ -1,6 +1,6 @@
 # Tasks: make test | test-fast | test-unit | test-integration | test-e2e | lint | format | typecheck | generate | check-generated
 PYTHON ?= python
-GENERATED = README.md docs/reference.md dashboards alerts deploy/prometheus-operator deploy/grafana observer/mixin/bundled streamlit_app/static
+GENERATED = README.md docs/reference.md dashboards alerts deploy/prometheus-operator deploy/grafana spark_state_observer/mixin/bundled spark_state_observer/browser/static
 
 .PHONY: test test-fast test-unit test-integration test-e2e lint format typecheck generate check-generated
 

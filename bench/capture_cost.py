@@ -63,10 +63,10 @@ class TimingBridge:
 def measure(partitions: int, events: int) -> dict[str, list[float]]:
     from pyspark.java_gateway import ensure_callback_server_started
 
-    from observer.capture.listener import _JsonBridge
-    from observer.cli.demo import dedup_window_query, spark_session
-    from observer.embedded.prometheus_observer import PrometheusObserver
-    from observer.settings import Settings
+    from spark_state_observer.capture.listener import _JsonBridge
+    from spark_state_observer.cli.demo import dedup_window_query, spark_session
+    from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+    from spark_state_observer.settings import Settings
 
     spark = spark_session(extra={"spark.sql.shuffle.partitions": str(partitions)})
     spark.sparkContext.setLogLevel("ERROR")

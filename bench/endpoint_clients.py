@@ -3,7 +3,7 @@
     PYTHONPATH=. python bench/endpoint_clients.py [--body-mb 2] [--gets 200] [--seconds 20] [--tricklers 20]
 
 Serves a synthetic exposition of ``--body-mb`` MB (text format lines, gzipped by the endpoint as for
-Prometheus) with ``observer.exporters.http.MetricsServer`` in this process on 127.0.0.1, then GETs it
+Prometheus) with ``spark_state_observer.exporters.http.MetricsServer`` in this process on 127.0.0.1, then GETs it
 (``Accept-Encoding: gzip``, a new connection each, as Prometheus does with keep-alive off):
 
 - quiet: ``--gets`` GETs back to back, nothing else connected;
@@ -25,7 +25,7 @@ import time
 
 from prometheus_client import CollectorRegistry
 
-from observer.exporters.http import MetricsServer
+from spark_state_observer.exporters.http import MetricsServer
 
 
 def _body(megabytes: float) -> bytes:

@@ -15,7 +15,7 @@ import os
 import struct
 from collections.abc import Iterator
 
-from observer.capture.codecs import open_decompressed
+from spark_state_observer.capture.codecs import open_decompressed
 
 # task-level events are logged without a flush (EventLoggingListener: onTaskStart/End, onTaskGettingResult, ...)
 _NOT_FLUSHED = (

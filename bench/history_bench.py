@@ -33,7 +33,7 @@ START_TS = 1.8e9
 def bench_events(queries: int = 10, first_query: int = 0) -> list:
     """One parsed event per query, as the live path gets it (from JSON text); ``ingest`` re-stamps them."""
     from bench.common import derived, recorded_progress
-    from observer.model.parse import parse_progress
+    from spark_state_observer.model.parse import parse_progress
 
     base = recorded_progress()[-1]
     events = []
@@ -76,8 +76,8 @@ def _waited_for_cpu() -> float:
 
 def worker(batches: int) -> dict:
     """One round in this process (``observer`` from the first entry of sys.path): ingest, then the reads."""
-    from observer.history import loaders
-    from observer.history.store import HistoryStore
+    from spark_state_observer.history import loaders
+    from spark_state_observer.history.store import HistoryStore
 
     events = bench_events()
     with tempfile.TemporaryDirectory() as tmp:

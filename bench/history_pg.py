@@ -38,12 +38,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.environ.get("HISTORY_BENCH_CODE", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")))
 
 from bench.history_bench import bench_events, ingest
-from observer.history.backend import open_backend
-from observer.history.store import HistoryStore
-from observer.history.writer import BackgroundWriter
+from spark_state_observer.history.backend import open_backend
+from spark_state_observer.history.store import HistoryStore
+from spark_state_observer.history.writer import BackgroundWriter
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-SINK_FLUSH_ROWS = 2000  # observer.history.sink.FLUSH_ROWS
+SINK_FLUSH_ROWS = 2000  # spark_state_observer.history.sink.FLUSH_ROWS
 
 
 def _store(location: str) -> HistoryStore:

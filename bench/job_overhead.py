@@ -155,7 +155,7 @@ class Attached:
     """The observer attached as a user would, plus an external scraper standing in for Prometheus."""
 
     def __init__(self, spark: Any, tmp: str, scrape: float, otlp: str | None) -> None:
-        import observer
+        import spark_state_observer as observer
 
         settings: dict[str, Any] = {"http_port": 0, "history_path": os.path.join(tmp, "history.db")}
         if otlp:
@@ -220,7 +220,7 @@ def main() -> int:
     ap.add_argument("--scrape", type=float, default=1.0, help="seconds between scrapes of /metrics (0: none)")
     ap.add_argument("--otlp-endpoint", default=None)
     args = ap.parse_args()
-    from observer.cli.demo import dedup_window_query, spark_session
+    from spark_state_observer.cli.demo import dedup_window_query, spark_session
 
     spark = spark_session()
     spark.sparkContext.setLogLevel("ERROR")

@@ -31,7 +31,7 @@ from typing import Any, Callable
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from bench.replay_rate import _before, build_log
-from observer.offline.replay import replay
+from spark_state_observer.offline.replay import replay
 
 
 def _process_cpu(pid: int) -> float:
@@ -112,7 +112,7 @@ def main() -> int:
                 runs["ours_cpu"].append(cpu)
                 if args.before:
                     runs["before"].append(_before(args.before, path))
-            from observer.capture.codecs import open_decompressed
+            from spark_state_observer.capture.codecs import open_decompressed
 
             with open_decompressed(path) as f:
                 data = f.read()

@@ -3,7 +3,7 @@
     python bench/placement_poll.py [--partitions 200] [--batches 6]
 
 A real stateful query (rate -> groupBy count, RocksDB, ``--partitions`` shuffle partitions, local[2], UI on)
-runs with attach()'s placement polling (``observer.placement.task_poll.PollingSource``), so every progress event makes the
+runs with attach()'s placement polling (``spark_state_observer.placement.task_poll.PollingSource``), so every progress event makes the
 observer's worker read that batch's stateful tasks from the driver's REST API. Reported, per batch:
 
   live   - wall time of each poll on the worker thread while the query runs (the driver is busy)
@@ -51,9 +51,9 @@ def main() -> int:
 
     from pyspark.sql import functions as F
 
-    import observer
-    from observer.cli.demo import spark_session
-    from observer.placement.task_poll import RestSource, TaskPoller
+    import spark_state_observer as observer
+    from spark_state_observer.cli.demo import spark_session
+    from spark_state_observer.placement.task_poll import RestSource, TaskPoller
 
     spark = spark_session(
         extra={

@@ -13,8 +13,8 @@ import glob
 import statistics
 import time
 
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 LOGS = sorted(glob.glob("tests/fixtures/*/run*/eventlog")) + [
     "tests/fixtures/placement/kill/eventlog",

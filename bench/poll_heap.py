@@ -1,7 +1,7 @@
 """The watcher's line filter on one recorded micro-batch, with a poll's lines held, with and without ``keep_freed_heap``.
 
     python bench/poll_heap.py            # glibc's defaults
-    python bench/poll_heap.py --keep     # after observer.fleet.heap.keep_freed_heap(), as the watch command runs
+    python bench/poll_heap.py --keep     # after spark_state_observer.fleet.heap.keep_freed_heap(), as the watch command runs
 
 One batch of the recorded ``rocksdb_restart`` log (``bench/watch_scale.py``'s) goes through ``LineFilter.feed`` as a
 fresh decoded piece, as ``codec_tail`` joins one per application and poll; the handler keeps the wanted lines and
@@ -22,10 +22,10 @@ import timeit
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from bench.watch_scale import recorded
-from observer.fleet.app_events import PLACEMENT_EVENTS
-from observer.fleet.heap import keep_freed_heap
-from observer.fleet.line_filter import LineFilter, line_pattern
-from observer.model.spark_events import APP_END, APP_START, ENVIRONMENT, LOG_START, STREAMING_EVENTS
+from spark_state_observer.fleet.app_events import PLACEMENT_EVENTS
+from spark_state_observer.fleet.heap import keep_freed_heap
+from spark_state_observer.fleet.line_filter import LineFilter, line_pattern
+from spark_state_observer.model.spark_events import APP_END, APP_START, ENVIRONMENT, LOG_START, STREAMING_EVENTS
 
 APPS = 200
 

@@ -31,14 +31,14 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from observer.model import kinds as event_kinds
-from observer.model import signal_kinds as kinds
-from observer.model.parse import parse_timestamp
-from observer.model.signal_kinds import SignalEvent
-from observer.offline.eventlog import read_records
-from observer.offline.replay import replay
-from observer.pipeline.runtime import Observer
-from observer.settings import Settings
+from spark_state_observer.model import kinds as event_kinds
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.parse import parse_timestamp
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.offline.eventlog import read_records
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.pipeline.runtime import Observer
+from spark_state_observer.settings import Settings
 
 INCIDENTS = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "incidents")
 INFORMATIONAL = frozenset(
@@ -435,7 +435,7 @@ def slowest_state_tasks(eventlog: str) -> dict[str, dict[int, float]]:
     A task belongs to an operator when it updates one of the accumulators of that operator's plan node
     (``STATE_NODES``, from the SQL plans the log records); its batch is the ``streaming.sql.batchId`` of
     the job that ran its stage."""
-    from observer.offline.eventlog import expand, open_decompressed
+    from spark_state_observer.offline.eventlog import expand, open_decompressed
 
     node_of: dict[int, str] = {}  # accumulator id -> operator
     batch_of: dict[int, int] = {}  # stage id -> batch id

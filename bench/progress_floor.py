@@ -7,7 +7,7 @@ partitions, ~40 custom metrics each), it times stages that any design of the rep
 the leanest Python can do, and each stage's time includes the ones before it:
 
 1. **read**: ``read_records`` as replay calls it (zstd, lines, the record) and nothing else;
-2. **+ decode**: msgspec's typed decode of each progress line into the structs ``observer.model.decode`` uses
+2. **+ decode**: msgspec's typed decode of each progress line into the structs ``spark_state_observer.model.decode`` uses
    (C; every field the exporters and rules read, no model objects built);
 3. **+ counters**: every per-batch amount of the event (the event's, each phase's, each operator's fields and
    custom metrics: ~90) added to one list of running totals in bulk C loops (``map(operator.add, ...)``), the
@@ -32,9 +32,9 @@ import tempfile
 _LOOP = """
 import operator, sys, time
 sys.path.insert(0, sys.argv[1])
-from observer.model import decode
-from observer.offline.eventlog import read_records
-from observer.offline.replay import replay
+from spark_state_observer.model import decode
+from spark_state_observer.offline.eventlog import read_records
+from spark_state_observer.offline.replay import replay
 
 stage = sys.argv[3]
 RULES = 9

@@ -4,7 +4,7 @@
 
 On ``bench/replay_rate.py``'s progress-only log, each progress line goes the replay's way through the parts
 issue 32 measured as "decode, read and tap": ``read_records`` (decompression, lines, the record), placement's
-ids of the line as the tap (``observer.model.decode.event_progress_ids``), the replay clock's stamp
+ids of the line as the tap (``spark_state_observer.model.decode.event_progress_ids``), the replay clock's stamp
 (``stamp_fields`` and the memoized time) and ``parse_event`` into the model; no tracker, signals or placement
 state. With ``--before DIR`` the same loop runs on the ``observer`` package of DIR (an older tree) in a
 subprocess, interleaved. Medians with min-max of CPU µs per progress event.
@@ -22,9 +22,9 @@ import tempfile
 _LOOP = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from observer.model import decode
-from observer.model.parse import parse_event, parse_timestamp_memo
-from observer.offline.eventlog import read_records
+from spark_state_observer.model import decode
+from spark_state_observer.model.parse import parse_event, parse_timestamp_memo
+from spark_state_observer.offline.eventlog import read_records
 
 def once(path):
     n = 0

@@ -47,12 +47,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from prometheus_client import generate_latest
 
 from bench.common import derived, recorded_progress
-from observer.capture.queue import CapturedEvent
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.exporters.http import MetricsServer
-from observer.exporters.latest import AGE_HEADER, Rendered
-from observer.offline.prometheus_server import PrometheusServer
-from observer.settings import Settings
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.exporters.http import MetricsServer
+from spark_state_observer.exporters.latest import AGE_HEADER, Rendered
+from spark_state_observer.offline.prometheus_server import PrometheusServer
+from spark_state_observer.settings import Settings
 
 
 class Workload:
@@ -156,7 +156,7 @@ def _span(values: list[float], scale: float = 1000.0) -> str:
 
 FLEET_MODES = {
     "before": "rendered and gzipped in the request (the endpoint before issue 17 goal 3)",
-    "after": "newest rendering, rendered ahead of the scrapes (observer.exporters.latest)",
+    "after": "newest rendering, rendered ahead of the scrapes (spark_state_observer.exporters.latest)",
 }
 
 

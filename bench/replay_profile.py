@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from bench.common import ROOT
 from bench.replay_rate import build_log
-from observer.offline.replay import replay
+from spark_state_observer.offline.replay import replay
 
 Where = tuple[str, str]
 

@@ -9,8 +9,8 @@ The log is generated from a recorded real event log (tests/fixtures/<source>/eve
 repeated with batch ids shifted (the progress events' and the job starts' that map stages to batches), zstd-compressed as Spark writes it. Baselines in the same run, each
 repeated: decompress and ``json.loads`` every line; ``json.loads`` of the progress lines alone (already
 decompressed: the strictest yardstick); the pipeline with the fast decoder switched off (the
-reference parser, ``observer.model.parse``, as before issue 17); placement's task, job and SQL lines read
-with ``json.loads`` instead of their typed decode (``observer.placement.task_decode``, as before it); and the
+reference parser, ``spark_state_observer.model.parse``, as before issue 17); placement's task, job and SQL lines read
+with ``json.loads`` instead of their typed decode (``spark_state_observer.placement.task_decode``, as before it); and the
 replay with placement off (the pipeline alone on the same log). With ``--before DIR`` also the replay of
 the ``observer`` package in DIR (a git worktree of an earlier commit: ``git worktree add DIR <rev>``) on
 the same log, in a subprocess timing itself, interleaved with the rest. Medians with min-max of CPU
@@ -36,12 +36,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import zstandard
 
 from bench.common import ROOT
-from observer.capture.codecs import open_decompressed
-from observer.model import decode
-from observer.model.parse import parse_timestamp
-from observer.offline.replay import replay
-from observer.placement.tasks import TaskEventReader
-from observer.settings import Settings
+from spark_state_observer.capture.codecs import open_decompressed
+from spark_state_observer.model import decode
+from spark_state_observer.model.parse import parse_timestamp
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.placement.tasks import TaskEventReader
+from spark_state_observer.settings import Settings
 
 
 def build_log(path: str, copies: int, source: str = "rocksdb_restart/run1", progress_only: bool = False) -> int:
@@ -98,7 +98,7 @@ def _loads_each(lines: list[bytes]) -> None:
 _TIMED_REPLAY = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from observer.offline.replay import replay
+from spark_state_observer.offline.replay import replay
 replay([sys.argv[2]])  # warm: imports, caches
 t = time.process_time()
 replay([sys.argv[2]])

@@ -27,10 +27,10 @@ import sys
 from collections import defaultdict
 from typing import Any
 
-from observer.model import signal_kinds as kinds
-from observer.model.signal_kinds import SignalEvent
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 RECORDINGS = [

@@ -5,7 +5,7 @@
 A real restart: ``scripts/record_restore.py --phase build`` writes a checkpoint (a dedupe then a count per key,
 RocksDB, ``--partitions`` shuffle partitions, no snapshot, ``--batches`` batches) in a process of its own; this
 process restarts the query from it (local[2], UI on, its REST API answering first) with ``attach()``, whose
-worker polls the restoring batch's stateful tasks (``observer.placement.restore_poll``) once a second.
+worker polls the restoring batch's stateful tasks (``spark_state_observer.placement.restore_poll``) once a second.
 
 Reported for the live restore: polls, requests and answer bytes per poll (the task lists dominate), the
 worker's wall and CPU time per poll. Then the driver JVM's CPU per poll, measured once the query stopped by
@@ -53,7 +53,7 @@ class Poll:
 
 def instrument(poller: Any) -> list[Poll]:
     """Record every restore poll of ``poller`` (``RestorePoller``): its requests, their answers' sizes, its time."""
-    from observer.placement.task_poll import _decode_tasks
+    from spark_state_observer.placement.task_poll import _decode_tasks
 
     polls: list[Poll] = []
     current: list[Poll | None] = [None]
@@ -134,7 +134,7 @@ def task_lists(polls: list[list[str]]) -> list[list[str]]:
 def replay_round(source: Any, polls: list[list[str]], pid: int, passes: int) -> tuple[float, float, int, float]:
     """Send every poll's requests ``passes`` times, then stay idle as long: (JVM CPU busy, JVM CPU idle, bytes, Python
     CPU), per pass. /proc counts CPU in clock ticks (10 ms): a round must last many of them."""
-    from observer.placement.task_poll import _decode_tasks
+    from spark_state_observer.placement.task_poll import _decode_tasks
 
     size, cpu = 0, 0.0
     start_cpu, t = jvm_seconds(pid) or 0.0, time.perf_counter()
@@ -170,8 +170,8 @@ def main() -> int:
     from record_restore import session, start
     from scenario_job import wait_batches, wait_rest
 
-    import observer
-    from observer.placement.task_poll import RestSource
+    import spark_state_observer as observer
+    from spark_state_observer.placement.task_poll import RestSource
 
     checkpoint = args.checkpoint or os.path.join(tempfile.mkdtemp(prefix="bench-restore-poll-"), "checkpoint")
     if not args.checkpoint:

@@ -23,9 +23,9 @@ import time
 
 def time_rules(path: str) -> tuple[float, int]:
     """CPU seconds inside ``SignalEngine.on_event`` over one replay of ``path``, and the progress events replayed."""
-    from observer.model.events import QueryProgress
-    from observer.offline.replay import replay
-    from observer.signals.engine import SignalEngine
+    from spark_state_observer.model.events import QueryProgress
+    from spark_state_observer.offline.replay import replay
+    from spark_state_observer.signals.engine import SignalEngine
 
     on_event = SignalEngine.on_event
     spent = [0.0]
@@ -57,7 +57,7 @@ def main() -> int:
     ap.add_argument("--log", help=argparse.SUPPRESS)  # internal: time one replay of this log and print the result
     args = ap.parse_args()
     if args.log:  # the tree on PYTHONPATH (the one --before named), not this one
-        import observer
+        import spark_state_observer as observer
 
         assert os.path.abspath(observer.__file__).startswith(os.path.abspath(os.getcwd())), observer.__file__
         print(repr(time_rules(args.log)))

@@ -4,7 +4,7 @@
 
 A checkpoint laid out as RocksDB with changelog checkpointing leaves it (``--operators`` x ``--partitions``
 store folders, each with ``--versions`` changelog files, a snapshot zip every 10 versions, an ``SSTs/``
-folder), written to a temporary folder as empty files, is listed by ``observer.model.checkpoint_listing``
+folder), written to a temporary folder as empty files, is listed by ``spark_state_observer.model.checkpoint_listing``
 as the live observer does every ``snapshot_scan_seconds`` on its worker: wall time per listing (median and
 min-max of ``--repeats``). Then the pure-Python CRC32C that ``inspect --verify-checksums`` runs: MB/s over
 a 4 MB buffer.
@@ -44,8 +44,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=15)
     args = ap.parse_args()
 
-    from observer.model.checkpoint_listing import list_snapshots
-    from observer.offline.checkpoint.checksums import crc32c
+    from spark_state_observer.model.checkpoint_listing import list_snapshots
+    from spark_state_observer.offline.checkpoint.checksums import crc32c
 
     with tempfile.TemporaryDirectory() as tmp:
         files = build(tmp, args.operators, args.partitions, args.versions)

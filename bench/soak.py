@@ -26,10 +26,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from prometheus_client import generate_latest
 
 from bench.common import derived, recorded_progress
-from observer.capture.queue import CapturedEvent
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.history.sink import HistorySink
-from observer.settings import Settings
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.history.sink import HistorySink
+from spark_state_observer.settings import Settings
 
 
 def rss_mb() -> float:

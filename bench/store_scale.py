@@ -5,7 +5,7 @@
 A real S3-compatible server (s3proxy, as in the tests: bash scripts/fetch_s3proxy.sh) holds ``--apps``
 rolling event logs under one prefix, each an ``appstatus_<app>.inprogress`` marker and its first part: a
 real recorded log (tests/fixtures, RocksDB) rolled into ~16 KiB zstd parts, as s3a makes them visible. The
-watcher's store mirror (``observer.fleet.store_mirror``) and folder watcher follow the prefix as ``watch``
+watcher's store mirror (``spark_state_observer.fleet.store_mirror``) and folder watcher follow the prefix as ``watch``
 does, shard K of ``--shards`` (shard 0 is measured; every shard lists the whole prefix). An uploader thread
 (another S3 client, not counted) adds the next part of random applications at ``--parts-per-second``; the
 poll loop syncs and polls every ``--poll`` seconds. Reported per poll cycle over the steady cycles:
@@ -35,9 +35,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "suppo
 
 from bench.common import ROOT
 from bench.eventlog_writer import ProgressiveLog, recorded_lines
-from observer.fleet.eventlog_watch import EventLogWatcher
-from observer.fleet.log_names import in_shard
-from observer.fleet.store_mirror import StoreMirror
+from spark_state_observer.fleet.eventlog_watch import EventLogWatcher
+from spark_state_observer.fleet.log_names import in_shard
+from spark_state_observer.fleet.store_mirror import StoreMirror
 
 
 def template(folder: str) -> list[tuple[str, bytes]]:

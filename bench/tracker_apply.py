@@ -23,8 +23,8 @@ import time
 def record(path: str, copies: int, source: str) -> list[tuple[str, object]]:
     """What one replay hands the tracker, in order: ("apply", event) and ("updates", [Update, ...])."""
     from bench.replay_rate import build_log
-    from observer.metrics.tracker import QueryTracker
-    from observer.offline.replay import replay
+    from spark_state_observer.metrics.tracker import QueryTracker
+    from spark_state_observer.offline.replay import replay
 
     build_log(path, copies, source, True)
     calls: list[tuple[str, object]] = []
@@ -49,7 +49,7 @@ def record(path: str, copies: int, source: str) -> list[tuple[str, object]]:
 
 def time_calls(calls: list[tuple[str, object]], repeat: int) -> list[float]:
     """CPU seconds of ``repeat`` fresh trackers each fed ``calls``."""
-    from observer.metrics.tracker import QueryTracker
+    from spark_state_observer.metrics.tracker import QueryTracker
 
     times = []
     for _ in range(repeat):
@@ -74,7 +74,7 @@ def main() -> int:
     ap.add_argument("--calls", help=argparse.SUPPRESS)  # internal: time a pickled sequence and print the times
     args = ap.parse_args()
     if args.calls:  # the tree on PYTHONPATH (the one --before named), not this one
-        import observer
+        import spark_state_observer as observer
 
         assert os.path.abspath(observer.__file__).startswith(os.path.abspath(os.getcwd())), observer.__file__
         with open(args.calls, "rb") as f:

@@ -38,7 +38,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from observer.offline.replay import replay  # noqa: E402
+from spark_state_observer.offline.replay import replay  # noqa: E402
 
 PAGES = ("Applications", "Queries", "Query drilldown", "Restores", "Partitions", "Placement", "Runs", "Checkpoint", "State contents")
 
@@ -131,7 +131,7 @@ def first_paint(db: str, page: str, repeat: int) -> list[float]:
     times = []
     query_id = biggest_query(db)
     for _ in range(repeat):
-        at = AppTest.from_file(os.path.join(ROOT, "streamlit_app", "app.py"), default_timeout=120)
+        at = AppTest.from_file(os.path.join(ROOT, "spark_state_observer", "browser", "app.py"), default_timeout=120)
         at.query_params["page"] = page  # the page's old-style link (AppTest has no URL path)
         at.query_params["query"] = query_id
         started = time.perf_counter()
@@ -159,7 +159,7 @@ def full_paint(db: str, page: str, repeat: int) -> list[float]:
     a fresh server per run, the Queries page opened first."""
     from playwright.sync_api import sync_playwright
 
-    from streamlit_app import nav
+    from spark_state_observer.browser import nav
 
     shots = _screenshots()
     query_id = biggest_query(db)

@@ -30,8 +30,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from observer.fleet.runtime import FleetObserver, WatchOptions
-from observer.settings import Settings
+from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+from spark_state_observer.settings import Settings
 
 _WANTED = ("spark_streaming_batch_id", "spark_streaming_last_progress_timestamp_seconds", "spark_streaming_batch_duration_seconds")
 
@@ -49,7 +49,7 @@ def _scrape(url: str) -> dict[str, float]:
 
 def child(args: argparse.Namespace) -> None:
     """The Spark application: the demo pipeline with its event log, until SIGTERM."""
-    from observer.cli.demo import dedup_window_query, spark_session
+    from spark_state_observer.cli.demo import dedup_window_query, spark_session
 
     stopped = []
     signal.signal(signal.SIGTERM, lambda signum, frame: stopped.append(signum))

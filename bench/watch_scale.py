@@ -61,13 +61,13 @@ import msgspec
 
 from bench.common import ROOT
 from bench.eventlog_writer import ProgressiveLog, StreamEncoder, flush_groups, recorded_lines, renamed
-from observer.fleet.app_events import AppEvents
-from observer.fleet.eventlog_watch import EventLogWatcher
-from observer.fleet.runtime import FleetObserver, WatchOptions
-from observer.model.parse import parse_timestamp
-from observer.model.spark_events import QUERY_PROGRESS
-from observer.offline.eventlog import read_records
-from observer.settings import Settings
+from spark_state_observer.fleet.app_events import AppEvents
+from spark_state_observer.fleet.eventlog_watch import EventLogWatcher
+from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+from spark_state_observer.model.parse import parse_timestamp
+from spark_state_observer.model.spark_events import QUERY_PROGRESS
+from spark_state_observer.offline.eventlog import read_records
+from spark_state_observer.settings import Settings
 
 _PROGRESS = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"'
 _STARTED = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"'

@@ -47,8 +47,8 @@ def main() -> int:
     import incident_queries
     from scenario_job import drain, record_signals, write_jsonl
 
-    import observer
-    from observer.cli.demo import spark_session
+    import spark_state_observer as observer
+    from spark_state_observer.cli.demo import spark_session
 
     os.makedirs(args.out, exist_ok=True)
     started = time.time()

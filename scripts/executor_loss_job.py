@@ -70,8 +70,8 @@ def run(
 
     Returns what was done to the cluster: the killed executor's id, pid and time (None in a clean run).
     """
-    import observer
-    from observer.cli.demo import dedup_window_query, spark_session
+    import spark_state_observer as observer
+    from spark_state_observer.cli.demo import dedup_window_query, spark_session
 
     os.makedirs(args.out, exist_ok=True)
     started = time.time()

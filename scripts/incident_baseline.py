@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from observer.offline.replay import replay
+from spark_state_observer.offline.replay import replay
 
 INCIDENTS = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "incidents")
 # events that state a fact rather than an incident: not counted as false in a clean run

@@ -44,8 +44,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    import observer
-    from observer.cli.demo import dedup_window_query, spark_session
+    import spark_state_observer as observer
+    from spark_state_observer.cli.demo import dedup_window_query, spark_session
 
     os.makedirs(os.path.join(args.out, "progress"), exist_ok=True)
     spark = spark_session(master="local-cluster[2,1,1024]", extra={"spark.sql.shuffle.partitions": "1"})

@@ -82,8 +82,8 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=2, help="spark.sql.shuffle.partitions")
     args = ap.parse_args()
 
-    import observer
-    from observer.cli.demo import spark_session
+    import spark_state_observer as observer
+    from spark_state_observer.cli.demo import spark_session
 
     os.makedirs(args.out, exist_ok=True)
     started = time.time()

@@ -55,8 +55,8 @@ def record(name: str) -> None:
 
 def table() -> str:
     """Estimate against measure per recorded run and executor (Markdown): each fixture replayed, its capacity series read."""
-    from observer.metrics import catalog
-    from observer.offline.replay import replay
+    from spark_state_observer.metrics import catalog
+    from spark_state_observer.offline.replay import replay
 
     columns = (
         catalog.EXECUTOR_STORE_INSTANCES,

@@ -49,8 +49,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from record_incidents import INCIDENTS, Recorder, record_scenarios, restart_facts  # noqa: E402
 
-from observer.capture.codecs import EventLogError, open_decompressed  # noqa: E402
-from observer.offline.eventlog import expand  # noqa: E402
+from spark_state_observer.capture.codecs import EventLogError, open_decompressed  # noqa: E402
+from spark_state_observer.offline.eventlog import expand  # noqa: E402
 
 PROGRESS_EVENTS = 5  # progress events a run has logged before it is signalled
 START_TIMEOUT = 300.0  # seconds a run may take to log them (a busy machine starts a JVM slowly)

@@ -175,8 +175,8 @@ def slim_event_log(folder: str) -> None:
     line is Spark's own, unchanged: replay, placement and the restore's task figures read the same events."""
     import zstandard
 
-    from observer.offline.eventlog import expand, open_decompressed
-    from observer.placement.tasks import STATE_METRICS
+    from spark_state_observer.offline.eventlog import expand, open_decompressed
+    from spark_state_observer.placement.tasks import STATE_METRICS
 
     state_names = tuple(name.encode() for name in STATE_METRICS)  # what makes a task end one of a state operator
     for path in expand([folder]):
@@ -243,8 +243,8 @@ def task_placement(eventlog: str) -> dict[str, Any]:
     executor than in the previous batch had to load its store again; failed attempts are retried tasks.
     """
     sys.path.insert(0, os.path.join(HERE, ".."))
-    from observer.capture.codecs import open_decompressed
-    from observer.offline.eventlog import expand
+    from spark_state_observer.capture.codecs import open_decompressed
+    from spark_state_observer.offline.eventlog import expand
 
     batch_of_stage: dict[int, int] = {}
     placed: dict[tuple[int, int], dict[int, str]] = {}  # (batch, stage) -> partition -> executor
@@ -516,7 +516,7 @@ def late_batches(progress: list[dict[str, Any]], every: int, rows_per_second: in
     copied to the lagging side through the join's equality)."""
     from incident_queries import LAGGING_PARTITIONS
 
-    from observer.model.spark_events import AGGREGATING_OPERATOR_NAMES
+    from spark_state_observer.model.spark_events import AGGREGATING_OPERATOR_NAMES
 
     batches = []
     for p in progress:

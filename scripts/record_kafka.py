@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from observer.offline.kafka_local import BurstProducer, KafkaBroker, connector_jars, manifests  # noqa: E402
+from spark_state_observer.offline.kafka_local import BurstProducer, KafkaBroker, connector_jars, manifests  # noqa: E402
 
 
 def run_job(checkpoint: str, out: str, bootstrap: str, topic: str, args: argparse.Namespace, *extra: str) -> dict[str, float]:

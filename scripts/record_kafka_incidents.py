@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from record_incidents import SLIMMED_EVENTS, Recorder, compress_progress, record_scenarios, restart_facts, slim_event_log  # noqa: E402
 
-from observer.offline.kafka_local import BurstProducer, KafkaBroker, connector_jars  # noqa: E402
+from spark_state_observer.offline.kafka_local import BurstProducer, KafkaBroker, connector_jars  # noqa: E402
 
 TOPIC = "events"
 PARTITIONS = 3

@@ -7,7 +7,7 @@ RocksDB with changelog checkpointing, 4 shuffle partitions) in a fresh process w
 keeps the full event log plus ``truth.json``: what was done (the killed executor and when) and, read from
 the live driver's REST API while the application still runs, which executor ran every task of every
 stage of every batch. That is independent of the event log the tests replay: the tests compare the two.
-``truth.json`` also keeps, verbatim, the REST answers the live poller (``observer.placement.task_poll``) reads
+``truth.json`` also keeps, verbatim, the REST answers the live poller (``spark_state_observer.placement.task_poll``) reads
 for three batches around the kill, so a fast test can run the poller on them.
 
 Scenarios: ``kill`` (executor 1 SIGKILLed 0.7 s after 5 batches; meant to land inside the next batch, it
@@ -166,7 +166,7 @@ class RecordingSource:
 
 def rest_answers(spark: Any, query_id: str, batches: range) -> dict[str, str | None]:
     """The REST answers the live poller reads for ``batches`` (and the executor list), verbatim."""
-    from observer.placement.task_poll import RestSource, TaskPoller
+    from spark_state_observer.placement.task_poll import RestSource, TaskPoller
 
     source = RecordingSource(RestSource(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId, timeout=30))
     poller = TaskPoller(source)  # type: ignore[arg-type]
@@ -207,7 +207,7 @@ def live_check(out: str) -> None:
     """
     import executor_loss_job
 
-    from observer.placement.task_poll import PollingSource
+    from spark_state_observer.placement.task_poll import PollingSource
 
     args = executor_loss_job.parser().parse_args(["--out", out, *SCENARIOS["kill"]])
     feeds: list = []

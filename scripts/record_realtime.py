@@ -35,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from observer.offline.kafka_local import BurstProducer, KafkaBroker, connector_jars, manifests  # noqa: E402
+from spark_state_observer.offline.kafka_local import BurstProducer, KafkaBroker, connector_jars, manifests  # noqa: E402
 
 # scenario -> (query, query name, trigger interval (None: --interval), batches (None: --batches))
 QUERIES: dict[str, tuple[str, str, float | None, int | None]] = {

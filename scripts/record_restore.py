@@ -48,7 +48,7 @@ KILL_WAIT_SECONDS = 900.0  # the restoring batch's stage must come by then, or t
 
 
 def session(master: str, partitions: int, ui: bool, event_log: str | None):  # type: ignore[no-untyped-def]
-    from observer.cli.demo import spark_session
+    from spark_state_observer.cli.demo import spark_session
 
     extra = {
         "spark.sql.shuffle.partitions": str(partitions),
@@ -91,7 +91,7 @@ def build(args: argparse.Namespace) -> None:
 def restart(args: argparse.Namespace) -> None:
     from scenario_job import wait_batches, write_jsonl
 
-    import observer
+    import spark_state_observer as observer
 
     os.makedirs(args.out, exist_ok=True)
     master = "local-cluster[2,1,1024]" if args.kill else "local[2]"
@@ -136,7 +136,7 @@ def kill_mid_restore(spark, partitions: int, killed: dict[str, Any], lock: threa
     is the run's first (the lowest batch id among the stages seen)."""
     from executor_loss_job import executor_pid
 
-    from observer.placement.task_poll import _batch_key
+    from spark_state_observer.placement.task_poll import _batch_key
 
     base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
     deadline = time.monotonic() + KILL_WAIT_SECONDS

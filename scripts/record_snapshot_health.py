@@ -67,7 +67,7 @@ REPARTITION_BEFORE_RUN = {"repartition": (2, 8)}  # before run 2: to 8 partition
 _REPARTITION = """
 import sys
 sys.path.insert(0, sys.argv[3])
-from observer.cli.demo import spark_session
+from spark_state_observer.cli.demo import spark_session
 spark = spark_session()
 # the first run was stopped mid-batch (its last batch planned, not committed): the noop sink may skip it
 spark._streamingCheckpointManager.repartition(sys.argv[1], int(sys.argv[2]), enforce_exactly_once_sink=False)

@@ -77,8 +77,8 @@ def table(recording: str) -> str:
 
 def stage_times(eventlog: str) -> dict[int, list[tuple[int, float, dict[str, float]]]]:
     """batch -> [(stateful stage order, slowest task run ms, {plan node: load ms summed over tasks})]."""
-    from observer.capture.codecs import open_decompressed
-    from observer.offline.eventlog import expand
+    from spark_state_observer.capture.codecs import open_decompressed
+    from spark_state_observer.offline.eventlog import expand
 
     load_metric: dict[int, str] = {}  # accumulator id -> plan node, for "load - time taken to load the store"
     batch_of_stage: dict[int, int] = {}

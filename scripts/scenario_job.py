@@ -56,7 +56,7 @@ def record_restore_listener(handle) -> list[dict]:  # type: ignore[no-untyped-de
     """The calls of a restore listener object (``handle.add_restore_listener``), with the thread that made each."""
     import threading
 
-    from observer.signals.restore_listener import RestoreListener, RestoreUpdate
+    from spark_state_observer.signals.restore_listener import RestoreListener, RestoreUpdate
 
     calls: list[dict] = []
 
@@ -286,8 +286,8 @@ def main() -> int:
     ap.add_argument("--ui", action="store_true", help="the driver's UI on, its REST API answering before the query starts")
     args = ap.parse_args()
 
-    import observer
-    from observer.cli.demo import dedup_window_query, spark_session
+    import spark_state_observer as observer
+    from spark_state_observer.cli.demo import dedup_window_query, spark_session
 
     os.makedirs(args.out, exist_ok=True)
     extra = {
@@ -355,7 +355,7 @@ def main() -> int:
         )
         failure = wait_failure(query, timeout=120)
     elif args.source == "kafka":
-        from observer.cli.kafka_demo import kafka_window_query
+        from spark_state_observer.cli.kafka_demo import kafka_window_query
 
         options = dict(o.split("=", 1) for o in args.kafka_option)
         query = kafka_window_query(

@@ -64,7 +64,7 @@ INCIDENTS = os.path.join(ROOT, "tests", "fixtures", "incidents")
 
 def _keep_everything() -> Any:
     """Settings whose retention keeps recordings of any age (the corpus is older than a week soon)."""
-    from observer.settings import Settings
+    from spark_state_observer.settings import Settings
 
     return Settings.from_env(history_max_age_seconds=10 * 365 * 86400.0, history_max_bytes=float(1 << 40))
 
@@ -97,7 +97,7 @@ def incident_recordings(scenario: str) -> list[str]:
 def replay_incidents(db: str) -> dict[str, dict]:
     """Replay every recorded incident into the history, one scenario at a time (its runs together, so a
     restart follows its previous run); returns the scenarios' truths."""
-    from observer.offline.replay import replay
+    from spark_state_observer.offline.replay import replay
 
     truths = incident_truths()
     for scenario in truths:
@@ -137,7 +137,7 @@ def build_history(db: str, batches: int) -> None:
     """The synthetic history plus every recorded fixture and incident, in one file."""
     import importlib.util
 
-    from observer.offline.replay import replay
+    from spark_state_observer.offline.replay import replay
 
     spec = importlib.util.spec_from_file_location("synthetic_history", os.path.join(ROOT, "scripts", "synthetic_history.py"))
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
@@ -165,7 +165,7 @@ def serve(history: str, roots: tuple[str, ...] = ()) -> Iterator[str]:
     """``spark-state-observer ui`` on a free loopback port; yields its base URL; stopped by its pid."""
     port = free_port()
     cli = shutil.which("spark-state-observer")
-    command = [cli] if cli else [sys.executable, "-m", "observer.cli"]
+    command = [cli] if cli else [sys.executable, "-m", "spark_state_observer.cli"]
     command += ["ui", "--history", history, "--port", str(port)]
     for root in roots:
         command += ["--checkpoint-root", root]

@@ -35,7 +35,7 @@ from typing import Any, Iterator
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from observer.offline.eventlog import read_records  # noqa: E402
+from spark_state_observer.offline.eventlog import read_records  # noqa: E402
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 PARTITIONS = 200
@@ -195,8 +195,8 @@ def write_log(folder: str, batches: int) -> str:
 
 
 def build(db: str, batches: int, keep_log: str | None = None) -> None:
-    from observer.offline.replay import replay
-    from observer.settings import Settings
+    from spark_state_observer.offline.replay import replay
+    from spark_state_observer.settings import Settings
 
     folder = keep_log or tempfile.mkdtemp(prefix="sso-synthetic-")
     try:

@@ -16,8 +16,8 @@ from collections import Counter
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from observer.metrics.catalog import CATALOG, SCOPE_LABELS, reference_table
-from observer.settings import ENV_PREFIX, Settings, settings_table
+from spark_state_observer.metrics.catalog import CATALOG, SCOPE_LABELS, reference_table
+from spark_state_observer.settings import ENV_PREFIX, Settings, settings_table
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 README = os.path.join(ROOT, "README.md")

@@ -43,7 +43,7 @@ def need(binary: str) -> str:
 
 def free_port() -> int:
     """A loopback port free now, outside the range outgoing connections take theirs from (as the tools pick)."""
-    from observer.offline.local_process import free_port as pick
+    from spark_state_observer.offline.local_process import free_port as pick
 
     return pick()
 
@@ -128,7 +128,7 @@ def spark() -> Iterator[object]:
         if REQUIRE_REAL:
             pytest.fail("Java is not installed")
         pytest.skip("Java is not installed")
-    from observer.cli.demo import spark_session
+    from spark_state_observer.cli.demo import spark_session
 
     session = spark_session()
     session.sparkContext.setLogLevel("ERROR")
@@ -155,8 +155,8 @@ def restarted_run(tmp_path_factory: Any) -> dict[str, Any]:
     The restart test, the watcher's restart test and the Restores page test read the same two runs: each run
     is a new JVM and a query, half a minute apiece on a busy 2-core machine, so the suite makes them once."""
     need_java()
-    from observer.fleet.runtime import FleetObserver, WatchOptions
-    from observer.settings import Settings
+    from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+    from spark_state_observer.settings import Settings
 
     work = tmp_path_factory.mktemp("restarted")
     root = str(work / "checkpoints")

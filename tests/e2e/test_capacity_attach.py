@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from observer.model.capacity import MIB, ROCKSDB_PREFIX
+from spark_state_observer.model.capacity import MIB, ROCKSDB_PREFIX
 
 
 @pytest.mark.slow
 def test_attach_reads_the_session_conf(spark) -> None:
-    import observer
+    import spark_state_observer as observer
 
     spark.conf.set(ROCKSDB_PREFIX + "blockCacheSizeMB", "16")
     try:
@@ -30,8 +30,8 @@ def test_attach_names_the_application_as_its_event_log_does(spark) -> None:
     the listener keeps the application's name and id (the ones its event log, and so the watcher, carry)."""
     from pyspark.sql import SparkSession
 
-    import observer
-    from observer.embedded.attach import spark_resource_attributes
+    import spark_state_observer as observer
+    from spark_state_observer.embedded.attach import spark_resource_attributes
 
     app_name, app_id = spark.sparkContext.appName, spark.sparkContext.applicationId
     SparkSession.builder.appName("renamed-by-a-later-builder").getOrCreate()

@@ -9,13 +9,13 @@ import pytest
 from test_checkpoint_v2 import CHECKPOINT, V2
 
 from conftest import progress_lines
-from observer.offline.checkpoint import inspect_checkpoint
+from spark_state_observer.offline.checkpoint import inspect_checkpoint
 
 
 @pytest.mark.slow
 def test_the_state_readers_read_a_v2_checkpoint(spark, tmp_path) -> None:
     """Spark's readers look for v1 file names unless the session says v2; the reader sets it for the read only."""
-    from observer.offline import state_reader
+    from spark_state_observer.offline import state_reader
 
     root = str(tmp_path / "ck")
     shutil.copytree(CHECKPOINT, root)

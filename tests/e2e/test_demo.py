@@ -20,7 +20,7 @@ def test_the_demo_serves_metrics_and_stops_cleanly_on_ctrl_c(tmp_path) -> None:
     port = free_port()
     env = dict(os.environ, SPARK_STATE_OBSERVER_HISTORY_PATH=str(tmp_path / "history.db"), PYTHONPATH=ROOT)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "observer.cli", "demo", "--port", str(port), "--duration", "600"],
+        [sys.executable, "-m", "spark_state_observer.cli", "demo", "--port", str(port), "--duration", "600"],
         cwd=str(tmp_path),
         env=env,
         stdout=subprocess.PIPE,

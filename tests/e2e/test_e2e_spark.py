@@ -11,16 +11,16 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-import observer
+import spark_state_observer as observer
 from checks import assert_matches_progress
 from conftest import ROOT, eventlog_dir, run_script
 from inspect_checks import assert_inspector_matches_files
-from observer.cli.demo import HDFS, ROCKSDB, dedup_window_query, unbounded_query
-from observer.history.loaders import load_batches
-from observer.offline import state_reader
-from observer.offline.checkpoint import inspect_checkpoint
-from observer.offline.checkpoint.restore import DEFAULT_BYTES_PER_SECOND, DEFAULT_SECONDS_PER_FILE, DEFAULT_SECONDS_PER_STORE
-from observer.offline.replay import replay
+from spark_state_observer.cli.demo import HDFS, ROCKSDB, dedup_window_query, unbounded_query
+from spark_state_observer.history.loaders import load_batches
+from spark_state_observer.offline import state_reader
+from spark_state_observer.offline.checkpoint import inspect_checkpoint
+from spark_state_observer.offline.checkpoint.restore import DEFAULT_BYTES_PER_SECOND, DEFAULT_SECONDS_PER_FILE, DEFAULT_SECONDS_PER_STORE
+from spark_state_observer.offline.replay import replay
 
 pytestmark = pytest.mark.slow
 
@@ -192,8 +192,8 @@ def test_a_watcher_following_the_restart_live_says_what_replay_says(restarted_ru
     from test_fleet import parse, value
     from test_watch_restart_costs import placements, signals
 
-    from observer.settings import Settings
-    from streamlit_app import data
+    from spark_state_observer.browser import data
+    from spark_state_observer.settings import Settings
 
     replayed_history = str(tmp_path / "replay.db")
     result = replay([eventlog_dir(run) for run in restarted_run["runs"]], Settings(http_enabled=False), history=replayed_history)
@@ -223,8 +223,8 @@ def test_a_watcher_that_never_saw_the_first_run_gives_the_listeners_downtime(res
     then the listener's in that process, from the checkpoint's last commit (its plans name the checkpoint)."""
     from test_fleet import parse, value
 
-    from observer.fleet.runtime import FleetObserver, WatchOptions
-    from observer.settings import Settings
+    from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+    from spark_state_observer.settings import Settings
 
     run2 = restarted_run["runs"][1]
     fleet = FleetObserver([eventlog_dir(run2)], Settings(http_enabled=False), WatchOptions(read_finished_at_start=True), serve=False)
@@ -357,7 +357,7 @@ def test_incompatible_state_schema_on_restart_is_classified(spark, tmp_path) -> 
             in text
         )
         assert 'spark_streaming_query_status{app="spark-state-observer-demo",query="e2e_schema"' in text
-        # the listener's lifecycle state, by the rule replay and the watcher use (observer.model.query_lifecycle)
+        # the listener's lifecycle state, by the rule replay and the watcher use (spark_state_observer.model.query_lifecycle)
         lifecycle = {
             s.labels["state"]: s.value
             for f in text_string_to_metric_families(text)

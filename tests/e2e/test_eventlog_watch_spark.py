@@ -14,11 +14,11 @@ import time
 import pytest
 
 from conftest import REQUIRE_REAL, ROOT
-from observer.fleet.app_events import AppEvents
-from observer.fleet.eventlog_watch import EventLogWatcher
-from observer.model.parse import parse_timestamp
-from observer.model.spark_events import QUERY_PROGRESS
-from observer.offline.eventlog import Record, read_records
+from spark_state_observer.fleet.app_events import AppEvents
+from spark_state_observer.fleet.eventlog_watch import EventLogWatcher
+from spark_state_observer.model.parse import parse_timestamp
+from spark_state_observer.model.spark_events import QUERY_PROGRESS
+from spark_state_observer.offline.eventlog import Record, read_records
 
 
 @pytest.mark.slow

@@ -18,10 +18,10 @@ import pytest
 from test_fleet import parse
 
 from conftest import run_script
-from observer.fleet.runtime import FleetObserver, WatchOptions
-from observer.metrics import catalog
-from observer.metrics.catalog import CAPACITY_METRICS, PLACEMENT_METRICS
-from observer.settings import Settings
+from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.catalog import CAPACITY_METRICS, PLACEMENT_METRICS
+from spark_state_observer.settings import Settings
 
 # documented differences: the observer's own series, the seconds since progress (the listener's clock runs on), and
 # placement, which the watcher reads from the log's task events while this job's listener runs with Spark's UI off
@@ -103,7 +103,7 @@ def test_demo_watch_shows_two_applications_and_stops_cleanly(tmp_path) -> None:
 
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "observer.cli", "demo", "--watch", "--port", str(port)],
+        [sys.executable, "-m", "spark_state_observer.cli", "demo", "--watch", "--port", str(port)],
         cwd=str(tmp_path),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -9,15 +9,15 @@ import pytest
 from pg_server import PASSWORD_USER
 from test_history_postgres import _wait
 
-from observer.history.loaders import load_batches, load_runs
+from spark_state_observer.history.loaders import load_batches, load_runs
 
 
 @pytest.mark.slow
 def test_a_spark_job_writes_its_history_to_postgresql(spark, postgres, tmp_path) -> None:
     """The listener on a real query, with the history on the server: every batch, stamped with the
     application's name and id, and nothing dropped."""
-    import observer
-    from observer.cli.demo import HDFS, dedup_window_query
+    import spark_state_observer as observer
+    from spark_state_observer.cli.demo import HDFS, dedup_window_query
 
     url = postgres.create_database(f"t_{uuid.uuid4().hex[:16]}", owner=PASSWORD_USER)
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", HDFS)

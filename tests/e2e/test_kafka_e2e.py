@@ -1,6 +1,6 @@
 """End to end: a real KRaft broker, a producer at a known rate, Spark's Kafka source with a stateful query.
 
-The lag the observer computes from the query's progress (``observer.signals.kafka_lag``) must equal what the
+The lag the observer computes from the query's progress (``spark_state_observer.signals.kafka_lag``) must equal what the
 broker holds: per partition, exactly, in records, at every batch, against one of the latest offsets the broker
 showed while the batch ran (read with the client ten times a second; Spark reads them at one unknown moment of
 the batch, so a burst written meanwhile leaves two or three candidates); within one trigger interval, in seconds,
@@ -32,10 +32,10 @@ from kafka_broker import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import ROOT, progress_lines, run_script
-from observer.metrics import catalog
-from observer.model import signal_kinds as kinds
-from observer.model.parse import parse_timestamp
-from observer.signals.kafka_lag import (
+from spark_state_observer.metrics import catalog
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.parse import parse_timestamp
+from spark_state_observer.signals.kafka_lag import (
     CAUGHT_UP,
     EXTRAPOLATED,
     LOWER_BOUND,
@@ -202,7 +202,7 @@ def test_restart_exported_lag_and_catch_up_forecasts_match_the_broker(kafka_brok
             [
                 sys.executable,
                 "-m",
-                "observer.cli",
+                "spark_state_observer.cli",
                 "inspect",
                 checkpoint,
                 "--kafka-bootstrap",
@@ -226,7 +226,17 @@ def test_restart_exported_lag_and_catch_up_forecasts_match_the_broker(kafka_brok
             silent.listen(8)
             bootstrap = f"127.0.0.1:{silent.getsockname()[1]}"
             unanswered = subprocess.run(
-                [sys.executable, "-m", "observer.cli", "inspect", checkpoint, "--kafka-bootstrap", bootstrap, "--kafka-timeout", "2"],
+                [
+                    sys.executable,
+                    "-m",
+                    "spark_state_observer.cli",
+                    "inspect",
+                    checkpoint,
+                    "--kafka-bootstrap",
+                    bootstrap,
+                    "--kafka-timeout",
+                    "2",
+                ],
                 capture_output=True,
                 text=True,
                 cwd=ROOT,

@@ -37,8 +37,8 @@ def check_against_progress(server, progress: list[dict], query_id: str, app: str
 
 @pytest.mark.slow
 def test_end_to_end_with_real_spark(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import observer
-    from observer.cli.demo import dedup_window_query
+    import spark_state_observer as observer
+    from spark_state_observer.cli.demo import dedup_window_query
 
     server = GrpcReceiver()
     try:

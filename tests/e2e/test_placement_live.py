@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from observer.offline.task_events import replay_placement
-from observer.placement.tracker import CAUSE_EXECUTOR_REMOVED as EXECUTOR_REMOVED
+from spark_state_observer.offline.task_events import replay_placement
+from spark_state_observer.placement.tracker import CAUSE_EXECUTOR_REMOVED as EXECUTOR_REMOVED
 
 
 @pytest.mark.slow
@@ -32,7 +32,7 @@ def test_live_placement_equals_the_replayed_placement_of_the_same_run(executor_l
     moved = [m for row in live["batches"] for m in row["migrations"]]
     assert moved and all(m[1] == live["killed"]["executor_id"] and m[3] == EXECUTOR_REMOVED for m in moved)
     # attach() polled on its own (placement=auto, UI on): its partition_migrated signals are the product replay's
-    from observer.offline.replay import replay
+    from spark_state_observer.offline.replay import replay
 
     replayed_signals: list = []
     replay([os.path.join(out, "eventlog")], on_signal=replayed_signals.append)

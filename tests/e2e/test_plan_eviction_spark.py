@@ -32,7 +32,7 @@ def test_the_listener_reads_the_watermark_eviction_from_the_live_plan(spark: Any
     (the watermark is not in the key: never evicted), each asked as the growth rule asks, by the progress's ids."""
     from pyspark.sql import functions as F
 
-    import observer
+    import spark_state_observer as observer
 
     handle = observer.attach(spark, http_enabled=False, history_enabled=False, snapshot_scan_seconds=0)
     try:

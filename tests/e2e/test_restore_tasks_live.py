@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from conftest import REQUIRE_REAL, ROOT, eventlog_dir, run_script
-from observer.model import signal_kinds as kinds
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 
 @pytest.mark.slow

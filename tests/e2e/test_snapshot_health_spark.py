@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from observer.metrics import catalog
+from spark_state_observer.metrics import catalog
 
 
 @pytest.mark.slow
@@ -12,8 +12,8 @@ def test_the_listener_lists_a_live_query_checkpoint(spark, tmp_path) -> None:
     """A real query that never uploads a snapshot, 8 partitions: Spark reports 5 instances, the listener knows all 8."""
     import time
 
-    import observer
-    from observer.cli.demo import dedup_window_query
+    import spark_state_observer as observer
+    from spark_state_observer.cli.demo import dedup_window_query
 
     confs = {
         "spark.sql.shuffle.partitions": "8",

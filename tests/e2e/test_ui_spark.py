@@ -8,7 +8,7 @@ import os
 import pytest
 from test_ui import app, as_shown, fmt_duration, frames, restart_db, texts  # noqa: F401  (restart_db: the module's fixture)
 
-from observer.history.loaders import load_queries
+from spark_state_observer.history.loaders import load_queries
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +78,9 @@ def test_restores_page_sets_the_inspectors_prediction_next_to_the_measured_resto
     figures; the prediction is not calibrated on the restore it is compared with."""
     import dataclasses
 
-    from observer.history.loaders import load_events
-    from observer.offline.checkpoint import inspect_checkpoint
-    from observer.offline.checkpoint.restore import estimate_restore
+    from spark_state_observer.history.loaders import load_events
+    from spark_state_observer.offline.checkpoint import inspect_checkpoint
+    from spark_state_observer.offline.checkpoint.restore import estimate_restore
 
     history, root = restarted_run["history"], restarted_run["root"]
     queries = load_queries(history)

@@ -18,9 +18,9 @@ import pytest
 from test_zerocode import OUR_LINE, job_env
 
 from conftest import REQUIRE_REAL, ROOT, free_port, need
-from observer.cli.run import with_boot_path
-from observer.zerocode import boot_path
 from otlp_receiver import HttpReceiver
+from spark_state_observer.cli.run import with_boot_path
+from spark_state_observer.zerocode import boot_path
 
 APP_NAME, QUERY_NAME = "zerocode-job", "zerocode_counts"  # as tests/support/zerocode_job.py names them
 JOB = os.path.join(ROOT, "tests", "support", "zerocode_job.py")
@@ -89,7 +89,7 @@ def test_run_and_pythonpath_alone_serve_the_query_while_it_runs_and_leak_nothing
     need("java")
     ports = {"run": free_port(), "env": free_port(), "connect": free_port()}
     done = {name: tmp_path / f"done-{name}" for name in ports}
-    run_prefix = [sys.executable, "-m", "observer.cli", "run", "--"]
+    run_prefix = [sys.executable, "-m", "spark_state_observer.cli", "run", "--"]
     procs = {
         "run": submit(
             run_prefix,
@@ -155,8 +155,8 @@ def test_run_and_pythonpath_alone_serve_the_query_while_it_runs_and_leak_nothing
 @pytest.mark.slow
 def test_a_job_that_also_calls_attach_is_observed_once(spark, monkeypatch) -> None:
     """On the shared session: zero-code attach first, then the job's own ``observer.attach``, then ``stop()``'s detach."""
-    import observer
-    from observer.zerocode import sessions
+    import spark_state_observer as observer
+    from spark_state_observer.zerocode import sessions
 
     monkeypatch.setenv("SPARK_STATE_OBSERVER_HTTP_PORT", "0")
     listeners = spark._jsparkSession.streams().listListeners
@@ -185,7 +185,7 @@ def test_stop_right_after_the_query_stops_still_delivers_its_termination(spark, 
     (registered first, called first): the detach lets the bus deliver it before the listener goes."""
     from pyspark.sql.streaming import StreamingQueryListener
 
-    from observer.zerocode import sessions
+    from spark_state_observer.zerocode import sessions
 
     class Slow(StreamingQueryListener):  # type: ignore[misc]
         def onQueryStarted(self, event: Any) -> None: ...  # noqa: N802 (Spark's names)
@@ -219,7 +219,7 @@ def instrumentor_installed() -> None:
     """``opentelemetry-instrument`` finds the instrumentor through the installed package's entry points."""
     need("opentelemetry-instrument")
     names = {ep.value for ep in entry_points(group="opentelemetry_instrumentor")}
-    if "observer.zerocode.instrumentor:SparkStateObserverInstrumentor" not in names:
+    if "spark_state_observer.zerocode.instrumentor:SparkStateObserverInstrumentor" not in names:
         message = "the installed spark-state-observer has no opentelemetry_instrumentor entry point (pip install -e '.[test]' again)"
         if REQUIRE_REAL:
             pytest.fail(message)
@@ -238,7 +238,7 @@ def test_opentelemetry_instrument_delivers_otlp_and_failures_leave_the_job_alone
     taken_port = taken.getsockname()[1]
     bare = tmp_path / "bare-venv"  # a Python without the package: PySpark comes from spark-submit's own zip
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
-    run_prefix = [sys.executable, "-m", "observer.cli", "run", "--"]
+    run_prefix = [sys.executable, "-m", "spark_state_observer.cli", "run", "--"]
     procs = {
         "otlp": submit(
             ["opentelemetry-instrument", "--"],  # "--": its own options would take spark-submit's --conf

@@ -12,10 +12,10 @@ import yaml
 from test_alerts import CONFIGS, CUSTOM, exported, rules_of  # noqa: F401  (exported: the module's fixture)
 
 from conftest import ROOT, need
-from observer.mixin.config import MixinConfig, config_from_mapping, load_config
-from observer.mixin.export import artefacts, write
-from observer.mixin.rule_tests import build_cases, case_document
-from observer.mixin.rules import alerting_rules
+from spark_state_observer.mixin.config import MixinConfig, config_from_mapping, load_config
+from spark_state_observer.mixin.export import artefacts, write
+from spark_state_observer.mixin.rule_tests import build_cases, case_document
+from spark_state_observer.mixin.rules import alerting_rules
 
 # alerts whose series values follow a threshold that mixin-custom.yaml moves
 MOVED = {

@@ -11,8 +11,8 @@ import pytest
 from test_backtest import RULES, _logs
 
 from conftest import FIXTURES, ROOT, need
-from observer.offline import backtest as bt
-from observer.offline.backtest import formats
+from spark_state_observer.offline import backtest as bt
+from spark_state_observer.offline.backtest import formats
 
 
 # --- real Prometheus and promtool -------------------------------------------------------------------
@@ -98,7 +98,7 @@ def test_formats(tools, tmp_path) -> None:
 
 @pytest.mark.slow
 def test_the_backtest_command_writes_a_report(tools, tmp_path) -> None:
-    from observer.cli.main import main
+    from spark_state_observer.cli.main import main
 
     out = tmp_path / "report.json"
     assert (
@@ -122,8 +122,8 @@ def _incident_logs(name: str) -> list[str]:
 
 def _mixin_rules(tmp_path, *overrides: str) -> list[str]:
     """The rule files the mixin generates for the default configuration changed by ``overrides``."""
-    from observer.mixin.config import load_config
-    from observer.mixin.rules import rule_files
+    from spark_state_observer.mixin.config import load_config
+    from spark_state_observer.mixin.rules import rule_files
 
     paths = []
     for name, text in rule_files(load_config(None, overrides)).items():
@@ -218,7 +218,7 @@ def test_a_configuration_that_selects_its_job_still_sees_the_recording(tools, tm
     crash loop fires as it does under the defaults (it used to fire nothing: every series had the default job)."""
     import json
 
-    from observer.cli.main import main
+    from spark_state_observer.cli.main import main
 
     out = tmp_path / "report.json"
     args = ["--config", CUSTOM, "--scrape-interval", "15", "--eval-interval", "15", "--format", "json", "--out", str(out)]
@@ -251,8 +251,8 @@ def _app_of_run(name: str, run: str) -> str:
 def test_the_alert_history_across_applications_follows_the_recorded_fleet(tools, tmp_path) -> None:
     """Three recorded jobs (two crash loops, one clean restart), each run a new application, given newest
     first: the history says which application each fire, resolve and re-fire happened in."""
-    from observer.mixin.config import MixinConfig
-    from observer.offline.backtest.history import CONTINUED, FIRED, GAP, REFIRED, RESOLVED, alert_history
+    from spark_state_observer.mixin.config import MixinConfig
+    from spark_state_observer.offline.backtest.history import CONTINUED, FIRED, GAP, REFIRED, RESOLVED, alert_history
 
     logs = [path for name in reversed(FLEET) for path in _incident_logs(name)]  # not in time order: the backtest orders them
     report = bt.run_backtest(

@@ -41,8 +41,8 @@ NO_DATA_IN_FIXTURES = {
 # --- every query against a real Prometheus --------------------------------------------------------------
 def recorded_event_groups() -> list[list]:
     """The recorded event logs as CapturedEvents, one list per recorded job (runs of a job in order)."""
-    from observer.capture.queue import CapturedEvent
-    from observer.offline.eventlog import EventLogError, read_records
+    from spark_state_observer.capture.queue import CapturedEvent
+    from spark_state_observer.offline.eventlog import EventLogError, read_records
 
     groups = []
     # the top-level jobs and the real-time-mode recordings (their panels read only real-time series)
@@ -65,9 +65,9 @@ def placement_events() -> tuple[list, object]:
     The source hands each progress event only its own batch (``EventLogSource.take``), so feeding it the
     whole log first gives the worker the same batches, batch by batch, as replay does.
     """
-    from observer.capture.queue import CapturedEvent
-    from observer.offline.eventlog import EventLogError, read_records
-    from observer.placement.task_log import EventLogSource
+    from spark_state_observer.capture.queue import CapturedEvent
+    from spark_state_observer.offline.eventlog import EventLogError, read_records
+    from spark_state_observer.placement.task_log import EventLogSource
 
     source = EventLogSource()
     events = []
@@ -125,8 +125,8 @@ def substitute(expr: str, query_names: str) -> str:
 
 
 def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path) -> None:
-    from observer.embedded.prometheus_observer import PrometheusObserver
-    from observer.settings import Settings
+    from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+    from spark_state_observer.settings import Settings
 
     groups = recorded_event_groups()
     placement, source = placement_events()

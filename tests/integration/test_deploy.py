@@ -16,8 +16,8 @@ import yaml
 from crd_schema import errors as crd_errors
 
 from conftest import REQUIRE_REAL, ROOT, need
-from observer.mixin.config import MixinConfig
-from observer.mixin.prometheus_operator import service_monitor
+from spark_state_observer.mixin.config import MixinConfig
+from spark_state_observer.mixin.prometheus_operator import service_monitor
 
 BASE = os.path.join(ROOT, "deploy", "kubernetes")
 KUBERNETES_VERSION = "1.32"

@@ -11,9 +11,9 @@ import pytest
 from test_exporter import PROGRESS
 
 from conftest import Server, free_port, need, prom_query, start_prometheus
-from observer.capture.queue import CapturedEvent
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.settings import Settings
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.settings import Settings
 
 
 @pytest.mark.slow

@@ -9,9 +9,9 @@ import uuid
 from test_fleet import Watch, _batches, _lines, _write, value, watches  # noqa: F401  (watches: the module's fixture)
 
 from bench.eventlog_writer import ProgressiveLog, renamed
-from observer.fleet.runtime import FleetObserver, WatchOptions
-from observer.history.loaders import load_batches, load_queries
-from observer.settings import Settings
+from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+from spark_state_observer.history.loaders import load_batches, load_queries
+from spark_state_observer.settings import Settings
 
 
 def test_a_watcher_killed_while_postgresql_holds_its_rows_loses_none(tmp_path, watches: list[Watch], postgres) -> None:

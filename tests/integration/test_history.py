@@ -18,18 +18,26 @@ import uuid
 import pytest
 
 from conftest import REQUIRE_REAL, eventlog_dir, fixture_runs, progress_lines
-from observer.capture.queue import CapturedEvent
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.history.loaders import load_batch, load_batches, load_events, load_operators, load_partitions, load_queries, load_runs
-from observer.history.retention import RetentionPolicy
-from observer.history.rows import APP_COLUMNS, COLUMNS, RowBuilder
-from observer.history.schema import MIGRATIONS, POSTGRES_TYPES, SQLITE_TYPES, render
-from observer.history.sink import HistorySink
-from observer.history.store import HistoryError, HistoryStore
-from observer.model.identity import AppContext
-from observer.model.parse import parse_event
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.history.loaders import (
+    load_batch,
+    load_batches,
+    load_events,
+    load_operators,
+    load_partitions,
+    load_queries,
+    load_runs,
+)
+from spark_state_observer.history.retention import RetentionPolicy
+from spark_state_observer.history.rows import APP_COLUMNS, COLUMNS, RowBuilder
+from spark_state_observer.history.schema import MIGRATIONS, POSTGRES_TYPES, SQLITE_TYPES, render
+from spark_state_observer.history.sink import HistorySink
+from spark_state_observer.history.store import HistoryError, HistoryStore
+from spark_state_observer.model.identity import AppContext
+from spark_state_observer.model.parse import parse_event
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 RESTART = fixture_runs("rocksdb_restart")
 
@@ -405,8 +413,8 @@ def test_rows_committed_before_a_kill_are_kept_though_not_checkpointed(tmp_path)
     progress = progress_lines(RESTART[0])
     script = f"""
 import json, os, signal, sys, time
-from observer.history.store import HistoryStore
-from observer.model.parse import parse_event
+from spark_state_observer.history.store import HistoryStore
+from spark_state_observer.model.parse import parse_event
 store = HistoryStore({db!r})
 for line in json.loads(sys.stdin.read()):
     store.add_event(parse_event("progress", json.dumps(line)), time.time())

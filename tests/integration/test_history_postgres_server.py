@@ -17,13 +17,13 @@ from pg_server import PASSWORD, PASSWORD_USER, new_server
 from test_history_postgres import PROGRESS, RESTART, Fed, _wait
 
 from conftest import ROOT, eventlog_dir
-from observer.history.loaders import load_batches, load_events, load_operators, load_queries, load_runs
-from observer.history.store import HistoryStore
-from observer.history.url import redact
-from observer.model.identity import AppContext
-from observer.model.parse import parse_event
-from observer.offline.checkpoint.restore import rates_from_history
-from observer.offline.replay import replay
+from spark_state_observer.history.loaders import load_batches, load_events, load_operators, load_queries, load_runs
+from spark_state_observer.history.store import HistoryStore
+from spark_state_observer.history.url import redact
+from spark_state_observer.model.identity import AppContext
+from spark_state_observer.model.parse import parse_event
+from spark_state_observer.offline.checkpoint.restore import rates_from_history
+from spark_state_observer.offline.replay import replay
 
 
 def _series(n: int, query: str = "0001", run: str = "0001") -> list[dict]:
@@ -136,7 +136,7 @@ def test_server_stopped_mid_run_loses_nothing_within_the_buffer() -> None:
 def test_wrong_password_is_reported_counted_and_never_raised(postgres, caplog) -> None:
     wrong = "not-the-Pa55word"
     url = postgres.url(PASSWORD_USER, wrong)
-    caplog.set_level(logging.WARNING, logger="observer")
+    caplog.set_level(logging.WARNING, logger="spark_state_observer")
     fed = Fed(url)
     fed.feed(PROGRESS[:4])  # no exception reaches the caller
     writer = fed.sink.writer
@@ -160,7 +160,7 @@ def test_wrong_password_is_reported_counted_and_never_raised(postgres, caplog) -
 def test_replay_and_inspect_rates_through_the_cli_on_postgresql(postgres) -> None:
     url = postgres.create_database(f"t_{uuid.uuid4().hex[:16]}", owner=PASSWORD_USER)  # written with a password
     proc = subprocess.run(
-        [sys.executable, "-m", "observer.cli", "replay", *[eventlog_dir(r) for r in RESTART], "--history", url],
+        [sys.executable, "-m", "spark_state_observer.cli", "replay", *[eventlog_dir(r) for r in RESTART], "--history", url],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -182,14 +182,14 @@ def test_browser_pages_read_a_postgresql_history(postgres, monkeypatch) -> None:
     pytest.importorskip("streamlit")
     from streamlit.testing.v1 import AppTest
 
-    from streamlit_app import fmt
+    from spark_state_observer.browser import fmt
 
     url = postgres.create_database(f"t_{uuid.uuid4().hex[:16]}", owner=PASSWORD_USER)
     replay([eventlog_dir(r) for r in RESTART], history=url)
     monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_HISTORY", url)
     monkeypatch.setenv("SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS", "")
     for page in ("Queries", "Query drilldown", "Runs", "Partitions"):
-        at = AppTest.from_file(os.path.join(ROOT, "streamlit_app", "app.py"), default_timeout=120)
+        at = AppTest.from_file(os.path.join(ROOT, "spark_state_observer", "browser", "app.py"), default_timeout=120)
         at.query_params["page"] = page
         at.query_params["query"] = PROGRESS[0]["id"]
         at.run()
@@ -204,7 +204,7 @@ def test_browser_pages_read_a_postgresql_history(postgres, monkeypatch) -> None:
 def test_a_large_buffer_is_written_in_parts(postgres, monkeypatch) -> None:
     """After an outage the buffer may hold more than one write takes: it goes in several transactions,
     a batch's operator rows possibly after the batch row, and every row arrives once."""
-    monkeypatch.setattr("observer.history.writer.MAX_ROWS_PER_WRITE", 25)
+    monkeypatch.setattr("spark_state_observer.history.writer.MAX_ROWS_PER_WRITE", 25)
     url = _database(postgres)
     fed = Fed(url)
     progress = _series(40)

@@ -15,11 +15,11 @@ import yaml
 from test_hostile_offline import DURATIONS, _load, _log_with_gap, _write, selector_cases
 
 from conftest import REQUIRE_REAL, need
-from observer.mixin.config import MixinConfig, MixinConfigError, load_config
-from observer.mixin.prometheus_text import MAX_DURATION_MS
-from observer.mixin.rules import rule_files
-from observer.offline import backtest as bt
-from observer.offline.backtest import formats, settings
+from spark_state_observer.mixin.config import MixinConfig, MixinConfigError, load_config
+from spark_state_observer.mixin.prometheus_text import MAX_DURATION_MS
+from spark_state_observer.mixin.rules import rule_files
+from spark_state_observer.offline import backtest as bt
+from spark_state_observer.offline.backtest import formats, settings
 
 
 def _rules_out(config: MixinConfig, out: str) -> list[str]:

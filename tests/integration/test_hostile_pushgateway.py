@@ -8,8 +8,8 @@ import urllib.request
 import pytest
 
 from conftest import Server, free_port, need
-from observer.exporters.http import Pusher
-from observer.settings import Settings
+from spark_state_observer.exporters.http import Pusher
+from spark_state_observer.settings import Settings
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ import pytest
 from test_fleet import _batches, _write, parse, value
 
 from conftest import REQUIRE_REAL, ROOT, free_port, need, wait_http
-from observer.history.loaders import load_batches, load_queries
+from spark_state_observer.history.loaders import load_batches, load_queries
 
 pytestmark = pytest.mark.slow
 

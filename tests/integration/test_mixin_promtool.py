@@ -8,9 +8,9 @@ import yaml
 from test_mixin import CUSTOM
 
 from conftest import need
-from observer.mixin.config import load_config
-from observer.mixin.prometheus_operator import objects
-from observer.mixin.rules import rule_documents
+from spark_state_observer.mixin.config import load_config
+from spark_state_observer.mixin.prometheus_operator import objects
+from spark_state_observer.mixin.rules import rule_documents
 
 
 def test_prometheus_rule_carries_the_rule_files_and_passes_promtool(tmp_path) -> None:

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, Server, free_port, need
-from observer.mixin.config import DEFAULT_RUNBOOK_URL, MixinConfig, load_config
-from observer.mixin.rule_tests import build_cases, case_document
-from observer.mixin.rules import alerting_rules, rule_files
+from spark_state_observer.mixin.config import DEFAULT_RUNBOOK_URL, MixinConfig, load_config
+from spark_state_observer.mixin.rule_tests import build_cases, case_document
+from spark_state_observer.mixin.rules import alerting_rules, rule_files
 
 
 def _promtool_down_test(config: MixinConfig, tmp_path, name: str) -> subprocess.CompletedProcess[str]:
@@ -49,7 +49,7 @@ def test_the_default_runbook_link_opens_in_the_state_browser(tmp_path) -> None:
     port = free_port()
     url = DEFAULT_RUNBOOK_URL.replace(":8501/", f":{port}/")
     assert url != DEFAULT_RUNBOOK_URL
-    args = [sys.executable, "-m", "observer.cli", "ui", "--port", str(port), "--history", str(tmp_path / "h.db")]
+    args = [sys.executable, "-m", "spark_state_observer.cli", "ui", "--port", str(port), "--history", str(tmp_path / "h.db")]
     server = Server(args, url, cwd=ROOT)
     try:
         with urllib.request.urlopen(url, timeout=10) as response:

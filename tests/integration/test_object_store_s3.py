@@ -15,9 +15,9 @@ from test_inspector import ROCKSDB, checkpoint, operator_metadata, rocksdb_zip
 from test_object_store import bucket, cli, written_log
 
 from conftest import FIXTURES
-from observer.capture.storage import StorageError, staged
-from observer.offline.checkpoint import inspect_checkpoint
-from observer.offline.checkpoint.store_layout import StageCost, staged_checkpoint
+from spark_state_observer.capture.storage import StorageError, staged
+from spark_state_observer.offline.checkpoint import inspect_checkpoint
+from spark_state_observer.offline.checkpoint.store_layout import StageCost, staged_checkpoint
 
 
 @pytest.mark.slow
@@ -97,8 +97,8 @@ def test_store_failures_are_one_clear_line_without_secrets(s3_server: Any, monke
 def test_watch_follows_a_rolling_log_in_s3_part_by_part(s3_server: Any, tmp_path: Path) -> None:
     from test_eventlog_watch import Collector, _expected
 
-    from observer.fleet.eventlog_watch import EventLogWatcher
-    from observer.fleet.store_mirror import StoreMirror
+    from spark_state_observer.fleet.eventlog_watch import EventLogWatcher
+    from spark_state_observer.fleet.store_mirror import StoreMirror
 
     app = "local-s3follow"
     folder = written_log(tmp_path, app)
@@ -226,7 +226,7 @@ class _AnsweringErrors:
 def test_an_overwritten_part_a_vanished_bucket_and_error_answers_are_counted_and_never_read(
     s3_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from observer.fleet.store_mirror import StoreMirror
+    from spark_state_observer.fleet.store_mirror import StoreMirror
 
     app = "local-s3faults"
     parts = sorted(written_log(tmp_path, app).glob("events_*"), key=lambda p: int(p.name.split("_")[1]))

@@ -11,10 +11,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_otel import _FAILED, APP, PROGRESS, QUERY_ID, feed, key, make_observer
 
 from conftest import free_port
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.exporters.otel.events import PHASES
-from observer.exporters.otel.naming import COUNTER, METRICS
 from otlp_receiver import GrpcReceiver, HttpReceiver
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.exporters.otel.events import PHASES
+from spark_state_observer.exporters.otel.naming import COUNTER, METRICS
 
 CUMULATIVE = 2  # AggregationTemporality.CUMULATIVE in the OTLP protobuf
 

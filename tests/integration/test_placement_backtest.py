@@ -11,9 +11,9 @@ def test_backtest_fires_partitions_migrating_where_state_keeps_moving(tmp_path) 
     """The alert through a real Prometheus on the recorded runs: state moving in two batches of a short run fires it
     (threshold lowered to 2 batches, no ``for``); one executor loss (one batch with moves) does not."""
     from conftest import need
-    from observer.mixin.config import load_config
-    from observer.mixin.rules import rule_files
-    from observer.offline import backtest as bt
+    from spark_state_observer.mixin.config import load_config
+    from spark_state_observer.mixin.rules import rule_files
+    from spark_state_observer.offline import backtest as bt
 
     need("prometheus")
     config = load_config(None, ["thresholds.partition_migration_batches=2", "for_durations.SparkStatePartitionsMigrating=0m"])

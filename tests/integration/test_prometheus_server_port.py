@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from conftest import need
-from observer.offline import prometheus_server
-from observer.offline.local_process import free_port
-from observer.offline.prometheus_server import PrometheusServer
+from spark_state_observer.offline import prometheus_server
+from spark_state_observer.offline.local_process import free_port
+from spark_state_observer.offline.prometheus_server import PrometheusServer
 
 
 @pytest.mark.slow

@@ -13,8 +13,8 @@ import pytest
 from test_query_lifecycle import QUERY, follow, states, watcher
 from test_watch_restarts import applications
 
-from observer.cli.main import main
-from observer.model import query_lifecycle as life
+from spark_state_observer.cli.main import main
+from spark_state_observer.model import query_lifecycle as life
 
 pytestmark = pytest.mark.slow
 

@@ -17,9 +17,9 @@ from test_query_lifecycle import follow, watcher
 from test_watch_restarts import applications
 
 from conftest import need
-from observer.mixin.config import MixinConfig
-from observer.mixin.rules import alerting_rules
-from observer.offline.prometheus_server import PrometheusServer
+from spark_state_observer.mixin.config import MixinConfig
+from spark_state_observer.mixin.rules import alerting_rules
+from spark_state_observer.offline.prometheus_server import PrometheusServer
 
 QUERY = "restart_fail_at_start"
 

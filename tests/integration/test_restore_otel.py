@@ -10,12 +10,12 @@ from typing import Any
 
 from test_restore_progress import LARGE, log_truth
 
-from observer.exporters.otel.sink import OtelSink
-from observer.model.signal_kinds import RESTORE_FINISHED, SignalEvent
-from observer.offline.replay import replay
-from observer.pipeline.runtime import Observer
-from observer.settings import Settings
 from otlp_receiver import HttpReceiver
+from spark_state_observer.exporters.otel.sink import OtelSink
+from spark_state_observer.model.signal_kinds import RESTORE_FINISHED, SignalEvent
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.pipeline.runtime import Observer
+from spark_state_observer.settings import Settings
 
 
 def test_a_restore_is_a_span_with_its_partitions() -> None:

@@ -10,7 +10,7 @@ import pytest
 from test_snapshot_health import HERE, NEVER, NORMAL, _truth
 
 from conftest import eventlog_dir, need, progress_lines
-from observer.offline import backtest as bt
+from spark_state_observer.offline import backtest as bt
 
 
 @pytest.mark.slow
@@ -18,8 +18,8 @@ def test_the_snapshot_alert_fires_on_never_uploaded_and_not_on_a_normal_run(tmp_
     """Through a real Prometheus (backtest) and promtool, with the threshold below the recordings' 40 batches."""
     need("prometheus")
     need("promtool")
-    from observer.mixin.config import load_config
-    from observer.mixin.rules import rule_files
+    from spark_state_observer.mixin.config import load_config
+    from spark_state_observer.mixin.rules import rule_files
 
     rules = []
     overrides = ("thresholds.snapshot_lag_batches=30", "for_durations.SparkStateSnapshotUploadLagging=0m")

@@ -65,7 +65,7 @@ def settle(page, heading: str) -> None:
 
 def link(base: str, name: str, query_id: str | None = None) -> str:
     """The page's address: its path, the query in the query string."""
-    from streamlit_app import nav
+    from spark_state_observer.browser import nav
 
     return f"{base}/{nav.BY_TITLE[name].path}" + (f"?{urllib.parse.urlencode({'query': query_id})}" if query_id else "")
 
@@ -143,7 +143,7 @@ def test_an_old_page_link_opens_its_page_by_path(browser_page, large_history) ->
 def test_applications_shows_every_querys_whole_verdict(browser_page, large_history) -> None:
     """One row per query with its own verdict, and the crash loop's long root cause is all there, in a cell
     that is not cut (no hidden overflow, no ellipsis); its query links to the drilldown."""
-    from streamlit_app import data
+    from spark_state_observer.browser import data
 
     base, page = browser_page
     ids = shots.query_ids(large_history)

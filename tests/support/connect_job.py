@@ -13,9 +13,9 @@ import time
 
 from pyspark.sql import SparkSession
 
-import observer
-from observer.cli.demo import dedup_window_query
-from observer.embedded.attach import _checkpoint_last_commit, _executor_ids, is_connect
+import spark_state_observer as observer
+from spark_state_observer.cli.demo import dedup_window_query
+from spark_state_observer.embedded.attach import _checkpoint_last_commit, _executor_ids, is_connect
 
 
 def main(endpoint: str, checkpoint: str) -> None:

@@ -23,8 +23,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=6)
     args = parser.parse_args()
 
-    import observer
-    from observer.cli.demo import dedup_window_query, spark_session
+    import spark_state_observer as observer
+    from spark_state_observer.cli.demo import dedup_window_query, spark_session
 
     spark = spark_session(event_log_dir=args.event_log_dir, extra={"spark.app.name": "fleet-equivalence"})
     spark.sparkContext.setLogLevel("ERROR")

@@ -16,8 +16,8 @@ from typing import Any
 
 import zstandard
 
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "incidents")
 HOSTILE_HOST = "127.0.0.1:9"

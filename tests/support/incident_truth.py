@@ -130,6 +130,6 @@ def slug(heading: str) -> str:
 
 
 def runbook_anchors() -> set[str]:
-    """The anchors of the generated runbook (alerts/runbook.md, written from observer/mixin/runbook.md)."""
+    """The anchors of the generated runbook (alerts/runbook.md, written from spark_state_observer/mixin/runbook.md)."""
     with open(os.path.join(ROOT, "alerts", "runbook.md")) as f:
         return {slug(line[3:]) for line in f if line.startswith("## ")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from observer.offline.checkpoint import inspect_checkpoint
+from spark_state_observer.offline.checkpoint import inspect_checkpoint
 
 _FILE = re.compile(r"^\d+(_[0-9a-f-]{36})?\.(delta|snapshot|zip|changelog)$")
 

@@ -1,4 +1,4 @@
-"""Test helpers around the local Kafka broker (``observer.offline.kafka_local``): the producer's truth and a fixture.
+"""Test helpers around the local Kafka broker (``spark_state_observer.offline.kafka_local``): the producer's truth and a fixture.
 
 Without the jars the ``kafka_broker`` fixture skips, or fails when ``SPARK_STATE_OBSERVER_REQUIRE_REAL=1``.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from observer.offline.kafka_local import (  # noqa: F401 - re-exported for the tests and scripts/record_kafka.py
+from spark_state_observer.offline.kafka_local import (  # noqa: F401 - re-exported for the tests and scripts/record_kafka.py
     FETCH,
     KAFKA_DIR,
     BurstProducer,

@@ -7,8 +7,8 @@ import glob
 import json
 import os
 
-from observer.model.events import QueryProgress
-from observer.model.parse import parse_progress
+from spark_state_observer.model.events import QueryProgress
+from spark_state_observer.model.parse import parse_progress
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
 

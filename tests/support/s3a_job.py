@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--padding-bytes", type=int, default=2_000_000)
     args = parser.parse_args()
 
-    from observer.cli.demo import dedup_window_query, spark_session
+    from spark_state_observer.cli.demo import dedup_window_query, spark_session
 
     endpoint = os.environ["AWS_ENDPOINT_URL"]
     s3a = {

@@ -1,5 +1,5 @@
 """The text a person sees of the state browser's markdown (the pages escape every text that comes from data,
-``streamlit_app.fmt``), for tests that read Streamlit's elements rather than a browser's."""
+``spark_state_observer.browser.fmt``), for tests that read Streamlit's elements rather than a browser's."""
 
 from __future__ import annotations
 

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from observer.mixin.config import MixinConfig, load_config
-from observer.mixin.export import artefacts, write
-from observer.mixin.promql import metric
-from observer.mixin.rules import rule_documents
+from spark_state_observer.mixin.config import MixinConfig, load_config
+from spark_state_observer.mixin.export import artefacts, write
+from spark_state_observer.mixin.promql import metric
+from spark_state_observer.mixin.rules import rule_documents
 
 CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
 CONFIGS = ["default", "custom"]

@@ -8,8 +8,8 @@ import os
 import pytest
 
 from conftest import FIXTURES, ROOT
-from observer.offline import backtest as bt
-from observer.offline.backtest import evaluation, promtool_test, recording, rules
+from spark_state_observer.offline import backtest as bt
+from spark_state_observer.offline.backtest import evaluation, promtool_test, recording, rules
 
 RULES = [
     os.path.join(os.path.dirname(__file__), "..", "..", "alerts", "recording.yml"),
@@ -81,7 +81,7 @@ def test_scrapes_carry_the_original_timestamps_and_the_target_labels(tmp_path) -
     assert recorder.first <= times[0] and times[-1] == recorder.last and all(b - a == 5.0 for a, b in zip(times, times[1:]))
     # the counter counts the batches seen by each scrape time: it never goes down and ends at the log's count
     values = [points[t] for t in times]
-    from observer.offline.eventlog import read_records
+    from spark_state_observer.offline.eventlog import read_records
 
     batches = sum(1 for r in read_records(logs) if getattr(r, "kind", None) == "progress")
     assert values == sorted(values) and values[-1] == batches
@@ -94,7 +94,7 @@ CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
 
 def test_scrapes_are_labelled_as_the_configuration_selects() -> None:
     """The scrape target's labels satisfy the configured selectors; the default keeps the observer's job."""
-    from observer.mixin.config import MixinConfig, MixinConfigError, load_config
+    from spark_state_observer.mixin.config import MixinConfig, MixinConfigError, load_config
 
     assert recording.target_labels(MixinConfig()) == recording.TARGET_LABELS
     custom = load_config(CUSTOM)  # selector job=~"spark-.*" with test_labels.job
@@ -107,8 +107,8 @@ def test_scrapes_are_labelled_as_the_configuration_selects() -> None:
 
 def test_the_history_tells_a_re_fire_from_an_instance_cut_by_an_idle_gap() -> None:
     """Resolved then active again is a re-fire; cut by an idle gap and active where the data resumes is the same instance."""
-    from observer.offline.backtest.history import CONTINUED, FIRED, GAP, REFIRED, RESOLVED, alert_history
-    from observer.offline.backtest.report import BacktestReport, Firing, QueryRun
+    from spark_state_observer.offline.backtest.history import CONTINUED, FIRED, GAP, REFIRED, RESOLVED, alert_history
+    from spark_state_observer.offline.backtest.report import BacktestReport, Firing, QueryRun
 
     def firing(pending: float, fired: float, resolved: float | None) -> Firing:
         return Firing("X", {"query_id": "q"}, "critical", "", "", pending, fired, resolved)

@@ -1,10 +1,10 @@
-"""The RocksDB capacity estimate (observer.model.capacity): Spark's defaults, units, bad input, bounded mode."""
+"""The RocksDB capacity estimate (spark_state_observer.model.capacity): Spark's defaults, units, bad input, bounded mode."""
 
 from __future__ import annotations
 
 import pytest
 
-from observer.model.capacity import (
+from spark_state_observer.model.capacity import (
     MIB,
     PROVIDER_CONF,
     ROCKSDB_PREFIX,

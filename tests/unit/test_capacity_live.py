@@ -9,11 +9,11 @@ import shutil
 import pytest
 
 from conftest import FIXTURES, eventlog_dir, fixture_runs
-from observer.fleet.eventlog_watch import EventLogWatcher
-from observer.metrics import catalog
-from observer.model import signal_kinds as kinds
-from observer.model.capacity import CONF_PREFIXES, MIB, PROVIDER_CONF, ROCKSDB_PROVIDER
-from observer.offline.replay import replay
+from spark_state_observer.fleet.eventlog_watch import EventLogWatcher
+from spark_state_observer.metrics import catalog
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.capacity import CONF_PREFIXES, MIB, PROVIDER_CONF, ROCKSDB_PROVIDER
+from spark_state_observer.offline.replay import replay
 
 CAPACITY = os.path.join(FIXTURES, "capacity")
 PER_EXECUTOR = (

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from observer.cli.main import main
-from observer.model.capacity import MIB
+from spark_state_observer.cli.main import main
+from spark_state_observer.model.capacity import MIB
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures")
 EXECUTOR_LOSS = os.path.join(FIXTURES, "incidents", "executor_loss", "run1")

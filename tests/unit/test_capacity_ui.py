@@ -10,7 +10,7 @@ from test_inspector import ROCKSDB, checkpoint, operator_metadata, rocksdb_zip, 
 from test_ui import app, frames, texts
 
 from conftest import FIXTURES
-from observer.offline.replay import replay
+from spark_state_observer.offline.replay import replay
 
 RUN = os.path.join(FIXTURES, "capacity", "e2_p8")
 

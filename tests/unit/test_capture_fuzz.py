@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import fixture_runs, progress_lines
-from observer.capture.listener import _JsonBridge
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.settings import Settings
+from spark_state_observer.capture.listener import _JsonBridge
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.settings import Settings
 
 REAL = [json.dumps(p) for run in fixture_runs() for p in progress_lines(run)]
 

@@ -16,10 +16,10 @@ import re
 import shutil
 
 from conftest import FIXTURES, progress_lines
-from observer.cli.main import main
-from observer.model.checkpoint_listing import list_snapshots
-from observer.offline.checkpoint import inspect_checkpoint, verify_checksums
-from observer.offline.checkpoint.changelog_lineage import changelog_lineage
+from spark_state_observer.cli.main import main
+from spark_state_observer.model.checkpoint_listing import list_snapshots
+from spark_state_observer.offline.checkpoint import inspect_checkpoint, verify_checksums
+from spark_state_observer.offline.checkpoint.changelog_lineage import changelog_lineage
 
 V2 = os.path.join(FIXTURES, "snapshot_health", "format_v2")
 CHECKPOINT = os.path.join(V2, "checkpoint")

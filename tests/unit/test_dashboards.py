@@ -14,9 +14,9 @@ import warnings
 import pytest
 
 from conftest import REQUIRE_REAL, ROOT
-from observer.mixin.config import MixinConfig, load_config
-from observer.mixin.export import DASHBOARD_NAMES
-from observer.mixin.promql import metric
+from spark_state_observer.mixin.config import MixinConfig, load_config
+from spark_state_observer.mixin.export import DASHBOARD_NAMES
+from spark_state_observer.mixin.promql import metric
 
 SCHEMAS = os.path.join(ROOT, "..", "shared", "grafana-schemas")
 DASHBOARD_FILES = sorted(DASHBOARD_NAMES)
@@ -36,7 +36,7 @@ def panels(dashboard: dict) -> list[dict]:
 def rendered(config: MixinConfig) -> dict[str, dict]:
     with warnings.catch_warnings():  # the SDK warns at import that classic dashboards have a v2 successor
         warnings.simplefilter("ignore", DeprecationWarning)
-        from observer.mixin.dashboards import render
+        from spark_state_observer.mixin.dashboards import render
 
         return {name: json.loads(text) for name, text in render(config).items()}
 

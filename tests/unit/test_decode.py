@@ -1,4 +1,4 @@
-"""The fast progress decoder (``observer.model.decode``) against the reference parser, on every recorded event and on hostile input.
+"""The fast progress decoder (``spark_state_observer.model.decode``) against the reference parser, on every recorded event and on hostile input.
 
 The fast path may decline (the reference then reads the input), but whatever it returns must be exactly
 what the reference returns, problems included (none).
@@ -17,9 +17,9 @@ import pytest
 from test_hostile import BASE, PROGRESS_EVENT, all_mutations, as_text, mutate, special_payloads
 
 from conftest import FIXTURES
-from observer.model import decode, kinds
-from observer.model.events import InstanceMetric, QueryProgress, assemble
-from observer.model.parse import (
+from spark_state_observer.model import decode, kinds
+from spark_state_observer.model.events import InstanceMetric, QueryProgress, assemble
+from spark_state_observer.model.parse import (
     _FAST_RULES,
     MalformedEvent,
     _rate,
@@ -29,8 +29,8 @@ from observer.model.parse import (
     parse_timestamp,
     parse_timestamp_memo,
 )
-from observer.offline.eventlog import EventLogError, Record, read_records
-from observer.signals.kafka_lag import KAFKA_PREFIX, kafka_sources
+from spark_state_observer.offline.eventlog import EventLogError, Record, read_records
+from spark_state_observer.signals.kafka_lag import KAFKA_PREFIX, kafka_sources
 
 
 def _recorded_texts() -> list[str]:
@@ -313,7 +313,7 @@ def test_an_event_log_line_of_millions_of_items_is_refused_with_progress_as_byte
 
 
 def _placement_view(obj: Any) -> Any:
-    """What placement's reader (``observer.placement.tasks``) reads of a parsed progress line."""
+    """What placement's reader (``spark_state_observer.placement.tasks``) reads of a parsed progress line."""
     progress = obj.get("progress")
     if not isinstance(progress, dict):
         return obj.get("Event"), progress

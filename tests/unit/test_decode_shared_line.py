@@ -1,4 +1,4 @@
-"""The shared reading of a progress line (``observer.model.decode``'s one envelope and one typed pass per line) against
+"""The shared reading of a progress line (``spark_state_observer.model.decode``'s one envelope and one typed pass per line) against
 the reference readings, on every progress line of every recorded event log and on variants of the last one.
 
 A replay hands each progress line to placement's ids (``event_progress_ids``), the record reader
@@ -20,9 +20,9 @@ from test_decode import _placement_view
 from test_hostile import PROGRESS_EVENT
 
 from conftest import FIXTURES
-from observer.capture.codecs import open_decompressed
-from observer.model import decode
-from observer.model.parse import _FAST_RULES, parse_progress
+from spark_state_observer.capture.codecs import open_decompressed
+from spark_state_observer.model import decode
+from spark_state_observer.model.parse import _FAST_RULES, parse_progress
 
 
 def _recorded_lines() -> list[bytes]:

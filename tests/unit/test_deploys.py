@@ -17,11 +17,11 @@ import pytest
 from test_watch_restarts import applications, follow_with_a_watcher_restart, from_history, linked, replayed
 
 from bench import precision
-from observer.metrics import catalog
-from observer.model import query_lifecycle as life
-from observer.model import signal_kinds as kinds
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.metrics import catalog
+from spark_state_observer.model import query_lifecycle as life
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 SIGTERM = os.path.join(precision.INCIDENTS, "deploy_sigterm")
 SIGKILL = os.path.join(precision.INCIDENTS, "deploy_sigkill")
@@ -112,7 +112,7 @@ def test_the_browser_says_the_last_deploy_stopped_the_query_with_its_application
     not ``query.stop()``), and no crash loop; the killed drivers' recording reads as a crash loop."""
     from test_ui_verdict import facts_of
 
-    from streamlit_app.verdict import verdicts
+    from spark_state_observer.browser.verdict import verdicts
 
     for scenario, kind in ((SIGTERM, "stopped"), (SIGKILL, "crash_loop")):
         db = str(tmp_path / f"{os.path.basename(scenario)}.db")

@@ -11,7 +11,7 @@ import pytest
 import zstandard
 
 from conftest import FIXTURES, eventlog_dir, progress_lines
-from observer.offline.eventlog import EventLogError, Record, expand, read_records
+from spark_state_observer.offline.eventlog import EventLogError, Record, expand, read_records
 
 
 def _event_files(scenario: str) -> list[str]:
@@ -103,7 +103,7 @@ def test_missing_path_is_an_error() -> None:
 
 def test_a_termination_takes_the_time_of_the_events_before_it_and_never_precedes_its_run() -> None:
     """Spark's QueryTerminatedEvent has no time; a run must never end before it started (issue 12)."""
-    from observer.model.parse import parse_timestamp as _ts
+    from spark_state_observer.model.parse import parse_timestamp as _ts
 
     logs = sorted(glob.glob(os.path.join(FIXTURES, "schema_failure", "run*", "eventlog", "*")))
     started: list[float] = []
@@ -121,7 +121,7 @@ def test_a_termination_takes_the_time_of_the_events_before_it_and_never_precedes
 
 
 def test_time_before_reads_spark_times_and_progress_ends() -> None:
-    from observer.offline.eventlog import time_before
+    from spark_state_observer.offline.eventlog import time_before
 
     lines = [
         b'{"Event":"SparkListenerJobEnd","Job ID":3,"Completion Time":1795309223565,"Job Result":{}}\n',

@@ -14,11 +14,11 @@ import pytest
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
 from conftest import FIXTURES, progress_lines
-from observer.fleet.app_events import AppEvents
-from observer.fleet.clock_skew import event_time
-from observer.fleet.eventlog_watch import EventLogWatcher
-from observer.fleet.log_names import in_shard, log_name
-from observer.model.spark_events import QUERY_PROGRESS, TASK_END
+from spark_state_observer.fleet.app_events import AppEvents
+from spark_state_observer.fleet.clock_skew import event_time
+from spark_state_observer.fleet.eventlog_watch import EventLogWatcher
+from spark_state_observer.fleet.log_names import in_shard, log_name
+from spark_state_observer.model.spark_events import QUERY_PROGRESS, TASK_END
 
 CODECS = [("rocksdb_restart", "zstd"), ("hdfs", "lz4"), ("rocksdb_nochangelog_snappy", "snappy"), ("rocksdb_plain_log", None)]
 
@@ -521,8 +521,8 @@ def test_bytes_not_yet_visible_are_read_again_not_reported(tmp_path) -> None:
 
 def test_raw_events_are_delivered_unparsed_and_filtered(tmp_path) -> None:
     """``raw_events`` types come as their logged lines (those ``raw_keep`` accepts), in order among the parsed ones."""
-    from observer.model.spark_events import JOB_START
-    from observer.placement.tasks import wanted_line
+    from spark_state_observer.model.spark_events import JOB_START
+    from spark_state_observer.placement.tasks import wanted_line
 
     _write_whole(str(tmp_path), "local-raw", "rocksdb_restart", "zstd")
     lines = recorded_lines(_source("rocksdb_restart"))

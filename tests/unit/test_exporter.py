@@ -14,10 +14,10 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import fixture_runs, progress_lines
-from observer.capture.queue import CapturedEvent
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.exporters.http import ExporterError
-from observer.settings import Settings
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.exporters.http import ExporterError
+from spark_state_observer.settings import Settings
 
 RUN = fixture_runs("rocksdb_restart")[0]
 PROGRESS = progress_lines(RUN)

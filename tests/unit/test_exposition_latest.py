@@ -11,16 +11,16 @@ import urllib.request
 import pytest
 
 from conftest import fixture_runs, progress_lines
-from observer.capture.queue import CapturedEvent
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.exporters.exposition import Families, QueryLines, family
-from observer.exporters.http import MetricsServer
-from observer.exporters.latest import AGE_HEADER, LatestExposition, Rendered
-from observer.exporters.prometheus import histogram_text
-from observer.exporters.samples import render_self
-from observer.metrics import catalog
-from observer.metrics.updates import Update
-from observer.settings import Settings
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.exporters.exposition import Families, QueryLines, family
+from spark_state_observer.exporters.http import MetricsServer
+from spark_state_observer.exporters.latest import AGE_HEADER, LatestExposition, Rendered
+from spark_state_observer.exporters.prometheus import histogram_text
+from spark_state_observer.exporters.samples import render_self
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.updates import Update
+from spark_state_observer.settings import Settings
 
 RUNS = {run.split("/fixtures/")[1]: progress_lines(run) for run in fixture_runs() if progress_lines(run)}  # runs with batches
 

@@ -26,11 +26,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
 from conftest import FIXTURES, ROOT, free_port, progress_lines
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.fleet.runtime import FleetObserver, WatchOptions
-from observer.history.loaders import load_batches, load_queries
-from observer.model.identity import AppContext, LabelsError, parse_labels
-from observer.settings import Settings, SettingsError
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+from spark_state_observer.history.loaders import load_batches, load_queries
+from spark_state_observer.model.identity import AppContext, LabelsError, parse_labels
+from spark_state_observer.settings import Settings, SettingsError
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -67,7 +67,7 @@ class Watch:
     def __init__(self, tmp: str, dirs: list[str], *extra: str, drop_root_powers: bool = False) -> None:
         self.port = free_port()
         self.err_path = os.path.join(tmp, f"watch-{self.port}.err")
-        cmd = [sys.executable, "-m", "observer.cli", "watch", *dirs, "--port", str(self.port), "--poll-interval", "0.3", *extra]
+        cmd = [sys.executable, "-m", "spark_state_observer.cli", "watch", *dirs, "--port", str(self.port), "--poll-interval", "0.3", *extra]
         if drop_root_powers and os.getuid() == 0:
             # root reads any file whatever its mode: without these capabilities it is held to the mode bits like any user
             cmd = ["setpriv", "--inh-caps=-dac_override,-dac_read_search", "--bounding-set=-dac_override,-dac_read_search", *cmd]
@@ -359,11 +359,11 @@ def test_static_labels_are_parsed_and_checked() -> None:
 
 def test_the_listener_side_carries_the_same_identity() -> None:
     """An PrometheusObserver told its application puts it on every series, the info series, and every signal."""
-    from observer.capture.queue import CapturedEvent
+    from spark_state_observer.capture.queue import CapturedEvent
 
     identity = AppContext("orders", (("cluster", "a"),), "local-1", "", "local-1")
     observer = PrometheusObserver(Settings.from_env(labels="cluster=a"), serve=False, live=False, identity=identity)
-    from observer.offline.eventlog import Record, read_records
+    from spark_state_observer.offline.eventlog import Record, read_records
 
     progress = progress_lines(os.path.join(FIXTURES, "rocksdb_restart", "run1"))
     signals = []

@@ -1,4 +1,4 @@
-"""``observer.fleet.heap``: after ``keep_freed_heap`` a poll's freed pieces stay in the process's heap for the next
+"""``spark_state_observer.fleet.heap``: after ``keep_freed_heap`` a poll's freed pieces stay in the process's heap for the next
 poll, where glibc's defaults hand them back to the kernel (mapped and unmapped one by one, or trimmed)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from conftest import ROOT
 
 _PROBE = """
 import ctypes, sys
-from observer.fleet.heap import keep_freed_heap
+from spark_state_observer.fleet.heap import keep_freed_heap
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from observer.offline.local_process import PRIVATE_FLOOR, _ephemeral_low, free_port
+from spark_state_observer.offline.local_process import PRIVATE_FLOOR, _ephemeral_low, free_port
 
 
 def test_ports_are_free_and_below_the_ephemeral_range() -> None:

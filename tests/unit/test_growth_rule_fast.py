@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 from recorded_progress import recorded_runs
 
-from observer.metrics import catalog
-from observer.metrics.tracker import QueryRecord, operator_labels
-from observer.model import signal_kinds as kinds
-from observer.model.events import OperatorProgress, QueryProgress
-from observer.settings import Settings
-from observer.signals.facts import SignalFacts
-from observer.signals.growth import RISING, Growth, GrowthWindow, _Operator, _watermark_delay, describe
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.tracker import QueryRecord, operator_labels
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.events import OperatorProgress, QueryProgress
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.facts import SignalFacts
+from spark_state_observer.signals.growth import RISING, Growth, GrowthWindow, _Operator, _watermark_delay, describe
 
 
 class _Reference(Growth):

@@ -1,4 +1,4 @@
-"""A state whose rows stay flat while its values grow (observer.signals.growth, ``basis=size``), on real runs.
+"""A state whose rows stay flat while its values grow (spark_state_observer.signals.growth, ``basis=size``), on real runs.
 
 ``scripts/record_growth.py`` recorded Scala queries over 100 fixed keys whose state keeps every row a key saw
 (``flatMapGroupsWithState`` with a list in its ``GroupState``, on RocksDB and on the HDFS-backed provider;
@@ -17,15 +17,15 @@ import os
 import pytest
 
 from conftest import FIXTURES
-from observer.capture.codecs import open_decompressed
-from observer.metrics.tracker import QueryRecord
-from observer.model import signal_kinds as kinds
-from observer.model.events import QueryProgress
-from observer.model.parse import parse_progress
-from observer.model.signal_kinds import SignalEvent
-from observer.settings import Settings
-from observer.signals.facts import SignalFacts
-from observer.signals.growth import SIZE, Growth
+from spark_state_observer.capture.codecs import open_decompressed
+from spark_state_observer.metrics.tracker import QueryRecord
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.events import QueryProgress
+from spark_state_observer.model.parse import parse_progress
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.facts import SignalFacts
+from spark_state_observer.signals.growth import SIZE, Growth
 
 GROWING_VALUES = (
     "growth_fmgws_collect_fixed_keys",

@@ -16,12 +16,12 @@ import os
 import pytest
 
 from bench import precision
-from observer.metrics import catalog
-from observer.metrics.tracker import operator_labels
-from observer.model import signal_kinds as kinds
-from observer.offline.replay import replay
-from observer.settings import Settings
-from observer.signals.growth import SIZE, describe
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.tracker import operator_labels
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.growth import SIZE, describe
 
 GROWTH = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(precision.INCIDENTS, "growth_*", "truth.json")))
 # operators whose state cannot be made unbounded: dropDuplicatesWithinWatermark needs a watermark and expires
@@ -102,7 +102,7 @@ def test_unbounded_verdicts_carry_their_evidence(recordings: list[precision.Repl
 def test_signal_gauge_and_browser_say_the_same(recordings: list[precision.Replayed]) -> None:
     """The alert fires on the gauge; the browser reads the signals: both come from the one verdict."""
     pytest.importorskip("streamlit")
-    from streamlit_app.verdict import Facts, state_unbounded
+    from spark_state_observer.browser.verdict import Facts, state_unbounded
 
     rec = next(r for r in recordings if not r.clean)
     seen: list = []

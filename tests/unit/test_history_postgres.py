@@ -13,12 +13,12 @@ import time
 import pytest
 
 from conftest import fixture_runs, progress_lines
-from observer.capture.queue import CapturedEvent
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.history.sink import HistorySink
-from observer.history.url import HistoryURLError, parse, redact, scrub
-from observer.model.identity import AppContext
-from observer.settings import Settings
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.history.sink import HistorySink
+from spark_state_observer.history.url import HistoryURLError, parse, redact, scrub
+from spark_state_observer.model.identity import AppContext
+from spark_state_observer.settings import Settings
 
 RESTART = fixture_runs("rocksdb_restart")
 PROGRESS = progress_lines(RESTART[0]) + progress_lines(RESTART[1])

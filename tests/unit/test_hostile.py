@@ -41,22 +41,22 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_inspector import ROCKSDB, checkpoint, operator_metadata, rocksdb_zip, write
 
 from conftest import REQUIRE_REAL, ROOT, eventlog_dir, fixture_runs, free_port, progress_lines
-from observer.capture.codecs import _snappy_chunks
-from observer.capture.listener import _JsonBridge
-from observer.capture.queue import CapturedEvent
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.history.loaders import load_batches, load_queries
-from observer.history.sink import HistorySink
-from observer.history.store import HistoryStore, connect
-from observer.metrics import catalog
-from observer.metrics.labels import DEFAULT_LIMITS
-from observer.model.events import QueryProgress
-from observer.model.parse import MalformedEvent, parse_event
-from observer.offline.checkpoint import inspect_checkpoint
-from observer.offline.checkpoint.render import render_text
-from observer.offline.eventlog import EventLogError, Record, read_records
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.capture.codecs import _snappy_chunks
+from spark_state_observer.capture.listener import _JsonBridge
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.history.loaders import load_batches, load_queries
+from spark_state_observer.history.sink import HistorySink
+from spark_state_observer.history.store import HistoryStore, connect
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.labels import DEFAULT_LIMITS
+from spark_state_observer.model.events import QueryProgress
+from spark_state_observer.model.parse import MalformedEvent, parse_event
+from spark_state_observer.offline.checkpoint import inspect_checkpoint
+from spark_state_observer.offline.checkpoint.render import render_text
+from spark_state_observer.offline.eventlog import EventLogError, Record, read_records
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 REAL: list[dict[str, Any]] = [p for run in fixture_runs("rocksdb_restart") for p in progress_lines(run)]
 BASE = REAL[-1]
@@ -325,7 +325,7 @@ def test_lone_surrogates_keep_scrapes_otlp_and_history_whole(tmp_path: Path, raw
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from observer.exporters.otel.metrics import TrackerInstruments
+    from spark_state_observer.exporters.otel.metrics import TrackerInstruments
 
     observer = quiet_observer()
     db = str(tmp_path / "h.db")
@@ -467,7 +467,7 @@ def unprivileged(args: list[str]) -> list[str]:
 def cli(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": ROOT}
     return subprocess.run(
-        unprivileged([sys.executable, "-m", "observer.cli", *args]),
+        unprivileged([sys.executable, "-m", "spark_state_observer.cli", *args]),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -751,7 +751,7 @@ def test_a_locked_history_is_retried_and_else_reported_with_a_non_zero_exit(tmp_
         result = replay([eventlog_dir(run)], history=db2)
         assert result.history_rows_dropped > 0 and any("locked" in e for e in result.errors)
         proc = subprocess.run(
-            [sys.executable, "-m", "observer.cli", "replay", eventlog_dir(run), "--history", db2],
+            [sys.executable, "-m", "spark_state_observer.cli", "replay", eventlog_dir(run), "--history", db2],
             capture_output=True,
             text=True,
             cwd=ROOT,
@@ -1028,11 +1028,11 @@ def hwm():
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 
-from observer.offline.replay import replay
-from observer.offline.checkpoint import inspect_checkpoint
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.settings import Settings
-from observer.capture.queue import CapturedEvent
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.offline.checkpoint import inspect_checkpoint
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.settings import Settings
+from spark_state_observer.capture.queue import CapturedEvent
 kind, path, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
 baseline = hwm()
 if kind == "replay":

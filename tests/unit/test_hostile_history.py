@@ -25,13 +25,13 @@ from typing import Any
 import pytest
 
 from conftest import fixture_runs, progress_lines
-from observer.history.backend import open_backend
-from observer.history.sink import HistorySink
-from observer.metrics.selfmetrics import SelfMetrics
-from observer.model.identity import AppContext
-from observer.model.parse import parse_event
-from observer.model.signal_kinds import SignalEvent
-from observer.settings import Settings
+from spark_state_observer.history.backend import open_backend
+from spark_state_observer.history.sink import HistorySink
+from spark_state_observer.metrics.selfmetrics import SelfMetrics
+from spark_state_observer.model.identity import AppContext
+from spark_state_observer.model.parse import parse_event
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.settings import Settings
 
 CASES = 320
 # pieces of hostile strings: what a driver or a database cannot hold, what looks like SQL, markup, format
@@ -260,7 +260,7 @@ ODD_LOCATIONS = [
 @pytest.mark.parametrize("location", ODD_LOCATIONS)
 def test_odd_bytes_in_a_history_location_give_a_message(location: str, tmp_path, monkeypatch) -> None:
     """Before: ``%00`` in a history URL raised ValueError from deep in a driver."""
-    from observer.history.backend import HistoryError
+    from spark_state_observer.history.backend import HistoryError
 
     monkeypatch.chdir(tmp_path)  # a relative location that a driver creates before refusing stays out of the checkout
 
@@ -281,7 +281,7 @@ def test_odd_history_location_on_the_command_line_is_said_not_raised(tmp_path) -
     from conftest import ROOT, eventlog_dir
 
     proc = subprocess.run(
-        [sys.executable, "-m", "observer.cli", "replay", eventlog_dir(RUN), "--history", "sqlite:///x%00.db"],
+        [sys.executable, "-m", "spark_state_observer.cli", "replay", eventlog_dir(RUN), "--history", "sqlite:///x%00.db"],
         capture_output=True,
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": ROOT},

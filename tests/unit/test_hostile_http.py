@@ -33,12 +33,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from conftest import FIXTURES, ROOT, eventlog_dir
-from observer.cli.main import main as cli_main
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.exporters import http as http_exporter
-from observer.exporters.http import MetricsServer
-from observer.metrics import catalog
-from observer.settings import Settings, SettingsError
+from spark_state_observer.cli.main import main as cli_main
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.exporters import http as http_exporter
+from spark_state_observer.exporters.http import MetricsServer
+from spark_state_observer.metrics import catalog
+from spark_state_observer.settings import Settings, SettingsError
 
 BODY = b"# HELP hostile_probe A probe.\n# TYPE hostile_probe gauge\nhostile_probe 1\n" * 50
 ALLOWED = {200, 400, 401, 405, 408, 429, 431, 503, 505}
@@ -237,7 +237,7 @@ def check_answer(case: Case, answer: bytes | None, auth: bool, body: bytes | Non
 
 @pytest.fixture
 def quiet_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    with caplog.at_level(logging.DEBUG, logger="observer"):
+    with caplog.at_level(logging.DEBUG, logger="spark_state_observer"):
         yield caplog
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], [r.getMessage() for r in caplog.records][:5]
     assert "Traceback" not in caplog.text
@@ -504,7 +504,7 @@ def test_watch_refuses_durations_and_bounds_it_cannot_use(capsys: pytest.Capture
 
 def test_a_short_command_still_ends_quietly_on_a_closed_pipe() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "observer.cli", "metrics"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=_env()
+        [sys.executable, "-m", "spark_state_observer.cli", "metrics"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=_env()
     )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.read(10)
@@ -530,7 +530,7 @@ def test_watch_survives_clients_that_hang_up_and_the_corpus(tmp_path) -> None:
         [
             sys.executable,
             "-m",
-            "observer.cli",
+            "spark_state_observer.cli",
             "watch",
             str(logs),
             "--read-finished",

@@ -26,12 +26,12 @@ from typing import Any
 import pytest
 
 from conftest import FIXTURES, REQUIRE_REAL
-from observer.mixin.config import MixinConfig, MixinConfigError, Thresholds, load_config
-from observer.offline import backtest as bt
-from observer.offline.backtest import recording, settings
-from streamlit_app import fmt
-from streamlit_app.parts import verdicts as verdict_view
-from streamlit_app.verdict import Verdict
+from spark_state_observer.browser import fmt
+from spark_state_observer.browser.parts import verdicts as verdict_view
+from spark_state_observer.browser.verdict import Verdict
+from spark_state_observer.mixin.config import MixinConfig, MixinConfigError, Thresholds, load_config
+from spark_state_observer.offline import backtest as bt
+from spark_state_observer.offline.backtest import recording, settings
 
 MESSAGE_LIMIT = 600  # characters: an error message names the key and shows a bounded excerpt
 

@@ -34,13 +34,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.eventlog_writer import StreamEncoder, recorded_lines, renamed
 from conftest import FIXTURES
-from observer.fleet.app_events import AppEvents
-from observer.fleet.clock_skew import event_time
-from observer.fleet.eventlog_watch import EventLogWatcher
-from observer.fleet.log_names import in_shard
-from observer.fleet.runtime import FleetObserver, WatchOptions
-from observer.model.spark_events import QUERY_PROGRESS
-from observer.settings import Settings
+from spark_state_observer.fleet.app_events import AppEvents
+from spark_state_observer.fleet.clock_skew import event_time
+from spark_state_observer.fleet.eventlog_watch import EventLogWatcher
+from spark_state_observer.fleet.log_names import in_shard
+from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+from spark_state_observer.model.spark_events import QUERY_PROGRESS
+from spark_state_observer.settings import Settings
 
 CASES: Counter[str] = Counter()  # cases run per group; the module's teardown prints and checks the total
 PEAKS: dict[str, int] = {}  # peak of Python allocations while the watcher read a group's cases (tracemalloc)
@@ -448,7 +448,7 @@ def test_hostile_event_lines_in_every_codec_are_skipped_and_counted_and_spacing_
 
 def test_spaced_event_lines_are_read_as_replay_reads_them(tmp_path) -> None:
     """Every progress event written with JSON spacing (``{"Event" : ...``): watch delivers each batch, as replay does."""
-    from observer.offline.eventlog import read_records
+    from spark_state_observer.offline.eventlog import read_records
 
     folder = tmp_path / "logs"
     folder.mkdir()

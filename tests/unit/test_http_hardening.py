@@ -16,10 +16,10 @@ import time
 import urllib.error
 import urllib.request
 
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.exporters import http as http_exporter
-from observer.exporters.http import Pusher, split_credentials
-from observer.settings import Settings, redact_url
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.exporters import http as http_exporter
+from spark_state_observer.exporters.http import Pusher, split_credentials
+from spark_state_observer.settings import Settings, redact_url
 
 
 def _scrape(url: str, context: ssl.SSLContext | None = None, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
@@ -139,7 +139,7 @@ def test_pushgateway_credentials_in_the_url_become_basic_auth_and_never_reach_th
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     failures: list[int] = []
-    with caplog.at_level(logging.INFO, logger="observer"):
+    with caplog.at_level(logging.INFO, logger="spark_state_observer"):
         pusher = Pusher(lambda: b"", f"http://bob:s3cret@127.0.0.1:{port}", "job", 3600, 2, None, {}, lambda: failures.append(1))
         assert pusher.push_once() is False
         pusher._stop.set()

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from conftest import FIXTURES
-from observer.capture.codecs import open_decompressed
-from observer.offline.eventlog import expand, read_records
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.capture.codecs import open_decompressed
+from spark_state_observer.offline.eventlog import expand, read_records
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 INCIDENTS = os.path.join(FIXTURES, "incidents")
 SCENARIOS = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(INCIDENTS, "*", "truth.json")))

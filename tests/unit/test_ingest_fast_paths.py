@@ -18,10 +18,10 @@ import pytest
 from recorded_progress import recorded_runs
 from test_tracker_accumulate import _changing_names, _reference
 
-from observer.metrics import tracker as tracker_module
-from observer.metrics.labels import LabelBudget
-from observer.metrics.tracker import QueryTracker
-from observer.model.events import QueryProgress
+from spark_state_observer.metrics import tracker as tracker_module
+from spark_state_observer.metrics.labels import LabelBudget
+from spark_state_observer.metrics.tracker import QueryTracker
+from spark_state_observer.model.events import QueryProgress
 
 
 def _odd(events: list[QueryProgress]) -> list[QueryProgress]:

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from observer.history.store import HistoryStore
-from observer.model.signal_kinds import RESTORE
-from observer.offline.checkpoint import inspect_checkpoint
-from observer.offline.checkpoint.render import render_text
-from observer.offline.checkpoint.report import CheckpointError
-from observer.offline.checkpoint.restore import (
+from spark_state_observer.history.store import HistoryStore
+from spark_state_observer.model.signal_kinds import RESTORE
+from spark_state_observer.offline.checkpoint import inspect_checkpoint
+from spark_state_observer.offline.checkpoint.render import render_text
+from spark_state_observer.offline.checkpoint.report import CheckpointError
+from spark_state_observer.offline.checkpoint.restore import (
     DEFAULT_BYTES_PER_SECOND,
     DEFAULT_REPLAY_BYTES_PER_SECOND,
     DEFAULT_SECONDS_PER_FILE,
@@ -203,7 +203,7 @@ def test_inspect_with_history_works_without_pandas(tmp_path: Path) -> None:
     _history_with_restores(db)
     script = (
         "import sys\nsys.modules['pandas'] = None\n"  # a plain install: any import of pandas fails
-        "from observer.cli import main\n"
+        "from spark_state_observer.cli import main\n"
         f"sys.exit(main(['inspect', {str(root)!r}, '--history', {db!r}, '--json']))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -241,7 +241,7 @@ def test_disk_forecast_from_the_recorded_growth(tmp_path: Path, capsys: pytest.C
     """A recorded query whose state only grows (groupBy without watermark), replayed into a history."""
     from datetime import datetime
 
-    from observer.cli.main import main
+    from spark_state_observer.cli.main import main
 
     run = Path(ROOT) / "tests" / "fixtures" / "incidents" / "unbounded_growth" / "run1"
     progress = [json.loads(line) for line in (run / "progress.jsonl").read_text().splitlines() if line.strip()]

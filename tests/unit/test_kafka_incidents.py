@@ -18,12 +18,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench import precision
-from observer.model import signal_kinds as kinds
-from observer.model.signal_kinds import SignalEvent
-from observer.offline.kafka_local import new_cluster_id
-from observer.offline.replay import replay
-from observer.settings import Settings
-from observer.signals.kafka_lag import UNREAD_GAPPED_TOPIC_SHARE, kafka_sources, parse_offsets, progress_time
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.offline.kafka_local import new_cluster_id
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.kafka_lag import UNREAD_GAPPED_TOPIC_SHARE, kafka_sources, parse_offsets, progress_time
 
 INCIDENTS = precision.INCIDENTS
 # each scenario recorded again with the older Sparks the package supports (record_kafka_incidents.py --python of

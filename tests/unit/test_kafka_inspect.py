@@ -11,10 +11,10 @@ import socket
 import pytest
 
 from conftest import FIXTURES, REQUIRE_REAL, eventlog_dir, progress_lines
-from observer.offline.checkpoint.kafka import read_rate_from_history
-from observer.offline.replay import replay
-from observer.settings import Settings
-from observer.signals.kafka_lag import catch_up_seconds
+from spark_state_observer.offline.checkpoint.kafka import read_rate_from_history
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.kafka_lag import catch_up_seconds
 
 SCENARIO = os.path.join(FIXTURES, "kafka_restart")
 
@@ -59,8 +59,8 @@ def test_an_unanswering_broker_is_one_clear_line_and_no_client_log(listening: bo
     bootstrap and the timeout, and nothing of librdkafka's retry log on the terminal."""
     if not REQUIRE_REAL:
         pytest.importorskip("confluent_kafka")
-    from observer.offline.checkpoint.kafka import admin_latest
-    from observer.offline.checkpoint.report import CheckpointError
+    from spark_state_observer.offline.checkpoint.kafka import admin_latest
+    from spark_state_observer.offline.checkpoint.report import CheckpointError
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))

@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from kafka_broker import record_timestamp, truth_at
 
 from conftest import FIXTURES, eventlog_dir, progress_lines
-from observer.metrics.catalog import COUNTER, KAFKA_METRICS, MetricSpec
-from observer.model.parse import parse_timestamp
-from observer.offline.eventlog import Record, read_records
-from observer.signals.kafka_lag import (
+from spark_state_observer.metrics.catalog import COUNTER, KAFKA_METRICS, MetricSpec
+from spark_state_observer.model.parse import parse_timestamp
+from spark_state_observer.offline.eventlog import Record, read_records
+from spark_state_observer.signals.kafka_lag import (
     CAUGHT_UP,
     EXTRAPOLATED,
     INTERPOLATED,

@@ -20,18 +20,18 @@ from kafka_broker import record_timestamp, truth_at
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import FIXTURES, eventlog_dir, progress_lines
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.metrics import catalog
-from observer.metrics.catalog import MetricSpec
-from observer.metrics.tracker import QueryTracker
-from observer.model import signal_kinds as kinds
-from observer.model.identity import APP_LABEL
-from observer.model.parse import parse_event, parse_timestamp
-from observer.model.signal_kinds import SignalEvent
-from observer.offline.replay import replay
-from observer.settings import Settings
-from observer.signals.engine import SignalEngine
-from observer.signals.kafka_lag import KafkaLagTracker, kafka_sources, parse_offsets, progress_time
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.catalog import MetricSpec
+from spark_state_observer.metrics.tracker import QueryTracker
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.identity import APP_LABEL
+from spark_state_observer.model.parse import parse_event, parse_timestamp
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.engine import SignalEngine
+from spark_state_observer.signals.kafka_lag import KafkaLagTracker, kafka_sources, parse_offsets, progress_time
 
 SCENARIO = os.path.join(FIXTURES, "kafka_restart")
 SOURCE = (("source_index", "0"), ("source", "KafkaV2"))

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from bench import precision
-from observer.capture.codecs import open_decompressed
-from observer.metrics import catalog
-from observer.model import signal_kinds as kinds
-from observer.model.parse import parse_timestamp
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.capture.codecs import open_decompressed
+from spark_state_observer.metrics import catalog
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.parse import parse_timestamp
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 FUTURE = os.path.join(precision.INCIDENTS, "late_future_record")
 LAGGING = os.path.join(precision.INCIDENTS, "late_lagging_producer")

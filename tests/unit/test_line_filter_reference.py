@@ -18,9 +18,9 @@ import random
 import pytest
 
 from conftest import FIXTURES
-from observer.capture.codecs import open_decompressed
-from observer.fleet.app_events import DEFAULT_WANTED_EVENTS
-from observer.fleet.line_filter import LineFilter, line_pattern
+from spark_state_observer.capture.codecs import open_decompressed
+from spark_state_observer.fleet.app_events import DEFAULT_WANTED_EVENTS
+from spark_state_observer.fleet.line_filter import LineFilter, line_pattern
 
 PATTERNS = {line_pattern(kind): kind for kind in DEFAULT_WANTED_EVENTS}
 HEAD = 1 << 18  # bytes of each log read (whole lines): start-up, batches, tasks, plans; all logs in a few seconds

@@ -16,10 +16,10 @@ import yaml
 from crd_schema import errors as crd_errors
 
 from conftest import ROOT
-from observer.cli import main
-from observer.mixin import export
-from observer.mixin.config import MixinConfig, MixinConfigError, config_from_mapping, documented_defaults, load_config
-from observer.mixin.prometheus_operator import objects
+from spark_state_observer.cli import main
+from spark_state_observer.mixin import export
+from spark_state_observer.mixin.config import MixinConfig, MixinConfigError, config_from_mapping, documented_defaults, load_config
+from spark_state_observer.mixin.prometheus_operator import objects
 
 CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
 
@@ -33,7 +33,7 @@ def test_committed_artefacts_are_the_default_export() -> None:
 
 
 def test_bundled_dashboards_are_the_rendered_defaults() -> None:
-    from observer.mixin.dashboards import render
+    from spark_state_observer.mixin.dashboards import render
 
     assert export.bundled_dashboards() == render(MixinConfig()), "run: python scripts/update_mixin.py"
 

@@ -11,11 +11,11 @@ import argparse
 
 import pytest
 
-from observer.cli import watch
-from observer.fleet.runtime import WatchOptions
-from observer.mixin.config import AFTER_END_ALERTS, LASTING_ALERTS, MixinConfig, MixinConfigError, load_config
-from observer.mixin.export import artefacts
-from observer.settings import Settings
+from spark_state_observer.cli import watch
+from spark_state_observer.fleet.runtime import WatchOptions
+from spark_state_observer.mixin.config import AFTER_END_ALERTS, LASTING_ALERTS, MixinConfig, MixinConfigError, load_config
+from spark_state_observer.mixin.export import artefacts
+from spark_state_observer.settings import Settings
 
 
 def _watch_defaults() -> argparse.Namespace:

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import fixture_runs, progress_lines
-from observer.capture.queue import CapturedEvent
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.metrics import catalog
-from observer.model.parse import MalformedEvent, parse_event, parse_progress
-from observer.settings import Settings
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.metrics import catalog
+from spark_state_observer.model.parse import MalformedEvent, parse_event, parse_progress
+from spark_state_observer.settings import Settings
 
 RECORDED = [p for run in fixture_runs() for p in progress_lines(run)]
 KNOWN_OPERATORS = {

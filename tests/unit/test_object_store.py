@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from conftest import ROOT
-from observer.capture.storage import StorageError, filesystem, local_name, redact, staged
+from spark_state_observer.capture.storage import StorageError, filesystem, local_name, redact, staged
 
 
 def cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "observer.cli", *args],
+        [sys.executable, "-m", "spark_state_observer.cli", *args],
         capture_output=True,
         text=True,
         timeout=180,
@@ -111,7 +111,7 @@ def test_gs_abfs_and_hdfs_urls_are_mirrored_in_order_with_ranged_reads_of_append
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """URL handling and the mirror on stores whose files grow (HDFS, ADLS appends); untested against the real services."""
-    from observer.fleet.store_mirror import StoreMirror
+    from spark_state_observer.fleet.store_mirror import StoreMirror
 
     registry = importlib.import_module("fsspec.registry")  # the module (``fsspec.registry`` is also a read-only view)
     memory = _StoreInMemory.make()
@@ -141,8 +141,8 @@ def test_gs_abfs_and_hdfs_urls_are_mirrored_in_order_with_ranged_reads_of_append
 
 
 def test_the_mirror_splits_shards_and_a_refused_name_harms_no_other_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from observer.fleet.log_names import in_shard
-    from observer.fleet.store_mirror import StoreMirror
+    from spark_state_observer.fleet.log_names import in_shard
+    from spark_state_observer.fleet.store_mirror import StoreMirror
 
     registry = importlib.import_module("fsspec.registry")
     monkeypatch.setitem(registry._registry, "gs", _StoreInMemory.make())
@@ -170,7 +170,7 @@ def test_the_mirror_splits_shards_and_a_refused_name_harms_no_other_log(tmp_path
 
 
 def test_a_single_file_log_renamed_at_its_end_stays_one_log_read_on_where_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from observer.fleet.store_mirror import StoreMirror
+    from spark_state_observer.fleet.store_mirror import StoreMirror
 
     registry = importlib.import_module("fsspec.registry")
     monkeypatch.setitem(registry._registry, "hdfs", _StoreInMemory.make())
@@ -193,9 +193,9 @@ def test_the_mirror_stays_bounded_as_applications_come_and_go_and_loses_no_batch
     fetched again); what the store deletes leaves it too. Every batch is delivered once."""
     from test_eventlog_watch import Collector, _expected
 
-    from observer.fleet.runtime import FleetObserver, WatchOptions
-    from observer.fleet.store_mirror import StoreMirror
-    from observer.settings import Settings
+    from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+    from spark_state_observer.fleet.store_mirror import StoreMirror
+    from spark_state_observer.settings import Settings
 
     registry = importlib.import_module("fsspec.registry")
     monkeypatch.setitem(registry._registry, "gs", _StoreInMemory.make())
@@ -249,7 +249,7 @@ def test_the_mirror_stays_bounded_as_applications_come_and_go_and_loses_no_batch
 def test_a_damaged_mirror_state_is_a_counted_problem_and_the_mirror_goes_on(
     saved: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from observer.fleet.store_mirror import STATE_NAME, StoreMirror
+    from spark_state_observer.fleet.store_mirror import STATE_NAME, StoreMirror
 
     registry = importlib.import_module("fsspec.registry")
     monkeypatch.setitem(registry._registry, "gs", _StoreInMemory.make())

@@ -8,9 +8,9 @@ import json
 
 from recorded_progress import recorded_runs
 
-from observer.model.events import OperatorProgress
-from observer.model.fields import HDFS_CACHE_MISSES, HDFS_CURRENT_VERSION_SIZE, ROCKSDB_PREFIX
-from observer.model.parse import parse_event
+from spark_state_observer.model.events import OperatorProgress
+from spark_state_observer.model.fields import HDFS_CACHE_MISSES, HDFS_CURRENT_VERSION_SIZE, ROCKSDB_PREFIX
+from spark_state_observer.model.parse import parse_event
 
 
 def _named(custom: dict[str, float]) -> str:

@@ -12,14 +12,14 @@ import time
 import pytest
 
 from conftest import ROOT, eventlog_dir, fixture_runs, progress_lines
-from observer.capture.queue import CapturedEvent
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.exporters.otel import config as otel_config
-from observer.exporters.otel.naming import COUNTER, METRICS, attributes, otel_metric
-from observer.exporters.otel.sink import OtelSink
-from observer.metrics import catalog
-from observer.offline.eventlog import EventLogError, read_records
-from observer.settings import Settings, SettingsError
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.exporters.otel import config as otel_config
+from spark_state_observer.exporters.otel.naming import COUNTER, METRICS, attributes, otel_metric
+from spark_state_observer.exporters.otel.sink import OtelSink
+from spark_state_observer.metrics import catalog
+from spark_state_observer.offline.eventlog import EventLogError, read_records
+from spark_state_observer.settings import Settings, SettingsError
 
 RUNS = fixture_runs("rocksdb_restart")  # two runs of one query: a restart and two restores
 PROGRESS = [p for run in RUNS for p in progress_lines(run)]
@@ -102,12 +102,12 @@ def test_package_works_without_opentelemetry() -> None:
     script = (
         "import sys, json\n"
         "sys.modules['opentelemetry'] = None\n"  # any import of it fails
-        "import observer\n"
-        "from observer.embedded.attach import _otel_sink\n"
-        "from observer.exporters.http import ExporterError\n"
-        "from observer.capture.queue import CapturedEvent\n"
-        "from observer.embedded.prometheus_observer import PrometheusObserver\n"
-        "from observer.settings import Settings\n"
+        "import spark_state_observer as observer\n"
+        "from spark_state_observer.embedded.attach import _otel_sink\n"
+        "from spark_state_observer.exporters.http import ExporterError\n"
+        "from spark_state_observer.capture.queue import CapturedEvent\n"
+        "from spark_state_observer.embedded.prometheus_observer import PrometheusObserver\n"
+        "from spark_state_observer.settings import Settings\n"
         "obs = PrometheusObserver(Settings(http_enabled=False, history_enabled=False, otlp_endpoint='http://127.0.0.1:1'), serve=False, live=False)\n"
         f"obs.process(CapturedEvent('progress', {json.dumps(PROGRESS[0])!r}, 0.0, 0.0))\n"
         "assert obs.tracker.snapshot()[0].last_progress is not None\n"

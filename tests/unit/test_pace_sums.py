@@ -19,10 +19,10 @@ import pytest
 
 from bench.precision import recording, run_dirs
 from conftest import FIXTURES
-from observer.offline.replay import replay
-from observer.settings import Settings
-from observer.signals import pace
-from observer.signals.pace import Pace, _Pace
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals import pace
+from spark_state_observer.signals.pace import Pace, _Pace
 
 FOLDERS = sorted(
     {

@@ -9,14 +9,14 @@ from typing import Any, Sequence
 import pytest
 
 from conftest import fixture_runs, progress_lines
-from observer.capture.queue import CapturedEvent, CaptureQueue
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.metrics import catalog
-from observer.model.events import Event, QueryProgress, QueryStarted
-from observer.model.signal_kinds import QUERY_RESTARTED, QUERY_STARTED, RESTORE, SignalEvent
-from observer.pipeline.sink import Sink
-from observer.settings import Settings
-from observer.signals.growth import FLAT, RISING, GrowthWindow
+from spark_state_observer.capture.queue import CapturedEvent, CaptureQueue
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.metrics import catalog
+from spark_state_observer.model.events import Event, QueryProgress, QueryStarted
+from spark_state_observer.model.signal_kinds import QUERY_RESTARTED, QUERY_STARTED, RESTORE, SignalEvent
+from spark_state_observer.pipeline.sink import Sink
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.growth import FLAT, RISING, GrowthWindow
 
 RESTART = fixture_runs("rocksdb_restart")
 
@@ -131,8 +131,8 @@ def test_pushgateway_replay_and_endpoint_share_one_exposition(tmp_path: Any) -> 
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from observer.exporters.http import Pusher
-    from observer.offline.replay import replay
+    from spark_state_observer.exporters.http import Pusher
+    from spark_state_observer.offline.replay import replay
 
     received: list[tuple[str, bytes]] = []
 

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from conftest import FIXTURES
-from observer.metrics.catalog import COUNTER
-from observer.offline.task_events import read_events, replay_placement
-from observer.placement.tasks import BatchTasks, TaskEventReader
-from observer.placement.tracker import CAUSE_EXECUTOR_REMOVED as EXECUTOR_REMOVED
-from observer.placement.tracker import (
+from spark_state_observer.metrics.catalog import COUNTER
+from spark_state_observer.offline.task_events import read_events, replay_placement
+from spark_state_observer.placement.tasks import BatchTasks, TaskEventReader
+from spark_state_observer.placement.tracker import CAUSE_EXECUTOR_REMOVED as EXECUTOR_REMOVED
+from spark_state_observer.placement.tracker import (
     CAUSES,
     COSTLIEST,
     LOCALITY_FALLBACK,
@@ -369,7 +369,7 @@ class RecordedSource:
 
 def test_the_poller_on_recorded_rest_answers_sees_the_replayed_placement() -> None:
     """The live path's parsing (SQL nodes -> stateful stages -> taskList) on the kill run's real REST answers."""
-    from observer.placement.task_poll import TaskPoller
+    from spark_state_observer.placement.task_poll import TaskPoller
 
     truth, eventlog = scenario("kill")
     first, end = truth["rest_batches"]
@@ -427,10 +427,10 @@ def _progress_events(eventlog: str, batches: range) -> list[dict]:
 @pytest.mark.parametrize("hint", [True, False])
 def test_polling_every_other_batch_still_sees_the_kill(hint: bool) -> None:
     """every=2: batch 5 (odd) is polled only because its progress shows stores loaded from the checkpoint."""
-    from observer.model.parse import parse_event
-    from observer.placement.feed import PlacementFeed
-    from observer.placement.task_poll import PollingSource, TaskPoller
-    from observer.signals.facts import SignalFacts as Facts
+    from spark_state_observer.model.parse import parse_event
+    from spark_state_observer.placement.feed import PlacementFeed
+    from spark_state_observer.placement.task_poll import PollingSource, TaskPoller
+    from spark_state_observer.signals.facts import SignalFacts as Facts
 
     truth, eventlog = scenario("kill")
     first, end = truth["rest_batches"]

@@ -13,8 +13,8 @@ from test_inspector import ROCKSDB, checkpoint, rocksdb_zip, write
 from test_placement import scenario
 
 from conftest import ROOT
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 
 def _history(tmp_path: Path) -> tuple[str, dict]:
@@ -63,7 +63,7 @@ def test_inspect_with_history_gives_partition_advice_marked_as_estimate(tmp_path
     root = _checkpoint_of(tmp_path, truth["query_id"])
     script = (
         "import sys\nsys.modules['pandas'] = None\n"  # a plain install: the advice needs no pandas either
-        "from observer.cli import main\n"
+        "from spark_state_observer.cli import main\n"
         f"sys.exit(main(['inspect', {str(root)!r}, '--history', {db!r}, '--restore-target', '0.5', '--spark-version', '4.3.0', '--json']))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -87,7 +87,11 @@ def test_inspect_with_history_gives_partition_advice_marked_as_estimate(tmp_path
     assert dedupe["caveat"] is None and "understate" in advice["stateStoreSave"]["caveat"]  # the aggregation's double load
 
     text = subprocess.run(
-        [sys.executable, "-m", "observer.cli", "inspect", str(root), "--history", db], capture_output=True, text=True, cwd=ROOT, timeout=120
+        [sys.executable, "-m", "spark_state_observer.cli", "inspect", str(root), "--history", db],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
     )
     assert text.returncode == 0, text.stderr
     assert "placement advice (Estimate" in text.stdout and "operator 1 dedupe: 4 partitions measured" in text.stdout

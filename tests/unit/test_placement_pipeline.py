@@ -12,18 +12,18 @@ import shutil
 import pytest
 from test_placement import replayed, scenario, truth_placement
 
-from observer.capture.queue import CapturedEvent
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.fleet.eventlog_watch import EventLogWatcher
-from observer.metrics import catalog
-from observer.model import kinds
-from observer.model.signal_kinds import PARTITION_MIGRATED, SIGNAL_KINDS, SignalEvent
-from observer.model.spark_events import STREAMING_EVENTS
-from observer.offline.replay import replay
-from observer.placement.task_log import follow_event_log
-from observer.placement.tracker import CAUSE_EXECUTOR_REMOVED as EXECUTOR_REMOVED
-from observer.placement.tracker import LOCALITY_FALLBACK
-from observer.settings import Settings
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.fleet.eventlog_watch import EventLogWatcher
+from spark_state_observer.metrics import catalog
+from spark_state_observer.model import kinds
+from spark_state_observer.model.signal_kinds import PARTITION_MIGRATED, SIGNAL_KINDS, SignalEvent
+from spark_state_observer.model.spark_events import STREAMING_EVENTS
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.placement.task_log import follow_event_log
+from spark_state_observer.placement.tracker import CAUSE_EXECUTOR_REMOVED as EXECUTOR_REMOVED
+from spark_state_observer.placement.tracker import LOCALITY_FALLBACK
+from spark_state_observer.settings import Settings
 
 
 def _replay(name: str, **settings: object) -> tuple[list[SignalEvent], PrometheusObserver, str]:
@@ -177,7 +177,7 @@ def test_two_applications_fed_event_by_event_keep_their_placements_apart() -> No
     (as a watcher following two live jobs may deliver them), the kill run's moves stay its own next to the clean run."""
     from itertools import zip_longest
 
-    from observer.offline.task_events import read_events
+    from spark_state_observer.offline.task_events import read_events
 
     replay_signals, _, _ = _replay("kill")
     observer = PrometheusObserver(Settings.from_env({}), serve=False, live=False)
@@ -194,7 +194,10 @@ def test_two_applications_fed_event_by_event_keep_their_placements_apart() -> No
                 observer.process(CapturedEvent(kinds.PROGRESS, event["progress"], 0.0, 0.0))
     observer.stop()
     assert observer.placement is not None
-    assert {ob.query_id for ob in observer.placement.batches} == {scenario("kill")[0]["query_id"], scenario("clean")[0]["query_id"]}
+    assert {ob.query_id for ob in observer.placement.batches} == {
+        scenario("kill")[0]["query_id"],
+        scenario("clean")[0]["query_id"],
+    }
     keys = ("batch_id", "operator_id", "migrated", "partitions", "causes", "from_executors", "to_executors", "load_seconds")
     moved = [{k: s.attributes[k] for k in keys} for s in signals if s.kind == PARTITION_MIGRATED]
     assert moved == [{k: s.attributes[k] for k in keys} for s in replay_signals if s.kind == PARTITION_MIGRATED]
@@ -202,7 +205,7 @@ def test_two_applications_fed_event_by_event_keep_their_placements_apart() -> No
 
 def test_the_watch_command_follows_placement_as_replay_does(tmp_path) -> None:
     """``watch`` (FleetObserver) over the recorded kill run: the same migrations as replay of its log."""
-    from observer.fleet.runtime import FleetObserver, WatchOptions
+    from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
 
     _, eventlog = scenario("kill")
     folder = tmp_path / "logs"

@@ -10,8 +10,8 @@ import pytest
 from test_placement import scenario
 from test_ui import app, chart_titles, frames, texts
 
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 
 @pytest.fixture(scope="module")

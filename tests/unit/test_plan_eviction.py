@@ -16,14 +16,14 @@ import pytest
 
 from bench import precision
 from bench.eventlog_writer import ProgressiveLog, recorded_lines
-from observer.fleet.runtime import FleetObserver, WatchOptions
-from observer.history.loaders import load_events
-from observer.model import signal_kinds as kinds
-from observer.model.plan_checkpoint import SQL_START_PREFIX, PlanCheckpoints
-from observer.model.plan_eviction import MAX_OPERATORS, MAX_RUNS, PlanEviction
-from observer.model.spark_events import QUERY_PROGRESS, line_prefix
-from observer.offline.eventlog import expand, open_decompressed
-from observer.settings import Settings
+from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+from spark_state_observer.history.loaders import load_events
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.plan_checkpoint import SQL_START_PREFIX, PlanCheckpoints
+from spark_state_observer.model.plan_eviction import MAX_OPERATORS, MAX_RUNS, PlanEviction
+from spark_state_observer.model.spark_events import QUERY_PROGRESS, line_prefix
+from spark_state_observer.offline.eventlog import expand, open_decompressed
+from spark_state_observer.settings import Settings
 
 PROGRESS_PREFIX = line_prefix(QUERY_PROGRESS)
 

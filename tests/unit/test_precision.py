@@ -19,12 +19,12 @@ import pytest
 
 from bench import precision
 from incident_truth import UNSEEN
-from observer.model import signal_kinds as kinds
-from observer.model.signal_kinds import SignalEvent
-from observer.offline.replay import replay
-from observer.settings import Settings
-from observer.signals import lifecycle
-from observer.signals.classify import HEAD_CHARS, TAIL_CHARS
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals import lifecycle
+from spark_state_observer.signals.classify import HEAD_CHARS, TAIL_CHARS
 
 INCIDENTS = precision.INCIDENTS
 RESTARTS = ["dedup_agg_restart_43", "dedup_agg_restart_41", "dedup_agg_restart_40", "dedup_agg_restart_35"]
@@ -390,7 +390,7 @@ def test_exception_text_keeps_head_and_tail(corpus: dict[str, precision.Replayed
 
 
 def test_the_vocabulary_is_one_list() -> None:
-    from observer.metrics import catalog
+    from spark_state_observer.metrics import catalog
 
     assert set(kinds.EXCEPTION_CLASSES) == {
         "user_code",

@@ -19,11 +19,11 @@ import pytest
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines
 from conftest import FIXTURES
-from observer.fleet.app_events import AppEvents
-from observer.fleet.clock_skew import event_time
-from observer.fleet.event_lines import progress_fields
-from observer.fleet.eventlog_watch import EventLogWatcher
-from observer.model.spark_events import QUERY_PROGRESS, line_prefix
+from spark_state_observer.fleet.app_events import AppEvents
+from spark_state_observer.fleet.clock_skew import event_time
+from spark_state_observer.fleet.event_lines import progress_fields
+from spark_state_observer.fleet.eventlog_watch import EventLogWatcher
+from spark_state_observer.model.spark_events import QUERY_PROGRESS, line_prefix
 
 LOGS = sorted(glob.glob(os.path.join(FIXTURES, "**", "eventlog_v2_*", "events_*"), recursive=True))
 PREFIX = line_prefix(QUERY_PROGRESS)

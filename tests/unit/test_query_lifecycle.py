@@ -1,6 +1,6 @@
 """A query's lifecycle across applications (issue 26 point 1), on recorded incidents.
 
-Replay and the watcher derive one state per query (``observer.model.query_lifecycle``) from the recorded event
+Replay and the watcher derive one state per query (``spark_state_observer.model.query_lifecycle``) from the recorded event
 logs of real jobs (``tests/fixtures/incidents``); the watcher keeps a failed or crash-looping query after its
 application is forgotten, a watcher started again on the same history restores it, and only a later run of the
 query or ``spark-state-observer retire`` ends it. The lasting states stay bounded (a cap and a retention).
@@ -18,17 +18,17 @@ from test_watch_restarts import applications
 
 from bench import precision
 from bench.eventlog_writer import ProgressiveLog
-from observer.cli.main import main
-from observer.fleet.query_statuses import QueryStatuses
-from observer.fleet.runtime import FleetObserver, WatchOptions
-from observer.history import query_status
-from observer.history.backend import open_backend
-from observer.metrics import catalog
-from observer.metrics.tracker import QueryLife
-from observer.model import query_lifecycle as life
-from observer.model.identity import AppContext
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.cli.main import main
+from spark_state_observer.fleet.query_statuses import QueryStatuses
+from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+from spark_state_observer.history import query_status
+from spark_state_observer.history.backend import open_backend
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.tracker import QueryLife
+from spark_state_observer.model import query_lifecycle as life
+from spark_state_observer.model.identity import AppContext
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 LIFECYCLE = "spark_streaming_query_lifecycle"
 

@@ -14,11 +14,11 @@ import os
 from typing import Any
 
 from conftest import FIXTURES, eventlog_dir, progress_lines
-from observer.metrics import catalog
-from observer.model import signal_kinds as kinds
-from observer.model.signal_kinds import SignalEvent
-from observer.offline.replay import ReplayResult, replay
-from observer.settings import Settings
+from spark_state_observer.metrics import catalog
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.offline.replay import ReplayResult, replay
+from spark_state_observer.settings import Settings
 
 HERE = os.path.join(FIXTURES, "realtime")
 CLEAN, RESTART, SLOW, LONG = (os.path.join(HERE, s) for s in ("clean", "restart", "slow", "long_interval"))

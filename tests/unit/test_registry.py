@@ -16,13 +16,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import FIXTURES, ROOT, eventlog_dir
-from observer.exporters.exposition import family
-from observer.metrics import catalog
-from observer.metrics.catalog import CATALOG, GAUGE, MetricSpec, UnknownMetricError
-from observer.model.identity import APP_LABEL
-from observer.model.signal_kinds import SIGNAL_KINDS
-from observer.offline.replay import replay
-from observer.settings import Settings, settings_table
+from spark_state_observer.exporters.exposition import family
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.catalog import CATALOG, GAUGE, MetricSpec, UnknownMetricError
+from spark_state_observer.model.identity import APP_LABEL
+from spark_state_observer.model.signal_kinds import SIGNAL_KINDS
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings, settings_table
 
 HISTOGRAM_SAMPLE_LABELS = {"le"}
 
@@ -118,7 +118,9 @@ def test_a_setting_outside_every_area_stops_the_generator(monkeypatch: pytest.Mo
 
 
 def test_metrics_command_prints_the_whole_catalog() -> None:
-    out = subprocess.run([sys.executable, "-m", "observer.cli", "metrics"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "spark_state_observer.cli", "metrics"], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     printed = re.findall(r"^\| `([a-z0-9_]+)` \|", out.stdout, re.M)
     assert printed == [s.prometheus_name for s in CATALOG]
@@ -162,7 +164,7 @@ def test_every_metric_a_replay_of_every_fixture_exports_is_in_the_catalog_with_i
 def test_no_metric_name_literal_outside_the_catalog() -> None:
     """Emitters refer to catalog specs: a ``"spark_..."`` string in the package (docstrings aside) is a name written twice.
 
-    Names are written in the metric families the catalog assembles (``observer/metrics/families``), nowhere else."""
+    Names are written in the metric families the catalog assembles (``spark_state_observer/metrics/families``), nowhere else."""
     families = os.path.join(ROOT, "observer", "metrics", "families")
     allowed = {os.path.relpath(path, ROOT) for path in glob.glob(os.path.join(families, "*.py"))}
     not_metric_names = {"spark_state_observer", "spark_version"}  # the Pushgateway job's default name; a key of the watcher's state file
@@ -197,7 +199,7 @@ def test_the_catalog_refuses_a_name_twice_and_a_family_spec_left_out() -> None:
 
 
 def test_importing_the_catalog_needs_no_pyspark() -> None:
-    script = "import sys, observer.metrics, observer.metrics.catalog; print(sorted(m for m in sys.modules if m.startswith('pyspark')))"
+    script = "import sys, spark_state_observer.metrics, spark_state_observer.metrics.catalog; print(sorted(m for m in sys.modules if m.startswith('pyspark')))"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from checks import assert_matches_progress, samples
 from conftest import FIXTURES, ROOT, eventlog_dir, fixture_runs, progress_lines
-from observer.metrics import catalog
-from observer.metrics.catalog import PLACEMENT_METRICS
-from observer.offline.replay import replay
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.catalog import PLACEMENT_METRICS
+from spark_state_observer.offline.replay import replay
 
 EXECUTOR_CAPACITY = tuple(s for s in catalog.CAPACITY_METRICS if s.scope == "app")
 WITH_BATCHES = [r for r in fixture_runs() if progress_lines(r)]  # the failed restart has none
@@ -124,7 +124,7 @@ def test_a_restart_the_checkpoint_refuses_is_a_classified_failure_live_and_in_re
 def test_cli_replay_prints_prometheus_text() -> None:
     run = fixture_runs("hdfs")[0]
     out = subprocess.run(
-        [sys.executable, "-m", "observer.cli", "replay", eventlog_dir(run), "--format", "prometheus"],
+        [sys.executable, "-m", "spark_state_observer.cli", "replay", eventlog_dir(run), "--format", "prometheus"],
         check=True,
         capture_output=True,
         text=True,
@@ -137,7 +137,7 @@ def test_cli_replay_prints_prometheus_text() -> None:
 def test_cli_replay_of_garbage_fails_clearly(tmp_path) -> None:
     bad = tmp_path / "garbage.jsonl"
     bad.write_text("this is not json\n")
-    proc = subprocess.run([sys.executable, "-m", "observer.cli", "replay", str(bad)], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-m", "spark_state_observer.cli", "replay", str(bad)], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 1 and "not valid JSON" in proc.stderr
 
 
@@ -145,7 +145,7 @@ def test_replay_events_format_is_one_json_object_per_signal(capsys) -> None:
     """``replay --format events``: machine-readable signals with kind, time, query, ids and attributes."""
     import json as _json
 
-    from observer.cli.main import main
+    from spark_state_observer.cli.main import main
 
     runs = sorted(glob.glob(os.path.join(FIXTURES, "schema_failure", "run*", "eventlog", "*")))
     assert main(["replay", "--format", "events", *runs]) == 0

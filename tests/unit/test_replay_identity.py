@@ -10,21 +10,21 @@ import re
 from typing import Any
 
 from conftest import FIXTURES, ROOT
-from observer.mixin.prometheus_text import render_template
-from observer.model.signal_kinds import SignalEvent
-from observer.offline.backtest.recording import record_series
-from observer.offline.backtest.rules import load_rules
-from observer.offline.eventlog import expand
-from observer.offline.log_identity import application_of
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.mixin.prometheus_text import render_template
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.offline.backtest.recording import record_series
+from spark_state_observer.offline.backtest.rules import load_rules
+from spark_state_observer.offline.eventlog import expand
+from spark_state_observer.offline.log_identity import application_of
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 RUNS = sorted(glob.glob(os.path.join(FIXTURES, "schema_failure", "run*", "eventlog")))
 
 
 def recorded_app_name() -> str:
     """What Spark wrote in the first log's application start."""
-    from observer.capture.codecs import open_decompressed
+    from spark_state_observer.capture.codecs import open_decompressed
 
     with open_decompressed(expand(RUNS[:1])[0]) as stream:
         return next(json.loads(line)["App Name"] for line in stream if b"SparkListenerApplicationStart" in line)

@@ -1,4 +1,4 @@
-"""The restore ETA calibrated from the checkpoint (observer.model.checkpoint_work, observer.placement.restore_progress).
+"""The restore ETA calibrated from the checkpoint (spark_state_observer.model.checkpoint_work, spark_state_observer.placement.restore_progress).
 
 tests/fixtures/restore_progress/checkpointed is a real restart (Spark 4.3, local[2], a dedupe then a count per
 key, 16 partitions, 40 batches of changelog files and no snapshot) with the files its restore loaded: replayed
@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from observer.model import checkpoint_work
-from observer.model import signal_kinds as kinds
-from observer.model.checkpoint_work import ExpectedWork, expected_work
-from observer.model.signal_kinds import SignalEvent
-from observer.offline.replay import replay
-from observer.placement.restore_progress import BASIS_BLEND, BASIS_ESTIMATE, BASIS_OBSERVED, RestoreProgress, eta
-from observer.settings import Settings
+from spark_state_observer.model import checkpoint_work
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.checkpoint_work import ExpectedWork, expected_work
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.placement.restore_progress import BASIS_BLEND, BASIS_ESTIMATE, BASIS_OBSERVED, RestoreProgress, eta
+from spark_state_observer.settings import Settings
 
 FOLDER = os.path.join(FIXTURES, "restore_progress", "checkpointed")
 CHECKPOINT = os.path.join(FOLDER, "checkpoint")
@@ -172,7 +172,7 @@ def test_the_live_listing_prices_as_the_inspector(tmp_path: Path) -> None:
     what ``inspect`` says a restart loads, at the same price per store."""
     from test_inspector import HDFS, checkpoint, operator_metadata, write
 
-    from observer.offline.checkpoint import inspect_checkpoint
+    from spark_state_observer.offline.checkpoint import inspect_checkpoint
 
     root = checkpoint(tmp_path / "ck", HDFS, committed=4, planned=5)
     operator_metadata(root, 0, "stateStoreSave", ["default"])

@@ -24,8 +24,8 @@ import pytest
 from test_restore_progress import replayed
 
 from conftest import FIXTURES
-from observer.model import signal_kinds as kinds
-from observer.offline.eventlog import expand, open_decompressed
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.offline.eventlog import expand, open_decompressed
 
 FOLDER = os.path.join(FIXTURES, "restore_progress", "kill_mid_restore")
 EVENTLOG = os.path.join(FOLDER, "eventlog")

@@ -1,4 +1,4 @@
-"""The restore listener object (observer.signals.restore_listener) on recorded restarts.
+"""The restore listener object (spark_state_observer.signals.restore_listener) on recorded restarts.
 
 The restore events are those replay derives from real Spark event logs (tests/fixtures/rocksdb_restart:
 Spark 4.3, two runs on one checkpoint; tests/fixtures/restore_progress/large: 16 partitions); they go
@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 
 from conftest import FIXTURES
-from observer.model import signal_kinds as kinds
-from observer.model.signal_kinds import SignalEvent
-from observer.offline.replay import replay
-from observer.settings import Settings
-from observer.signals.bus import SignalBus
-from observer.signals.restore_listener import RestoreListener, RestoreUpdate, subscribe_restore_listener
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.bus import SignalBus
+from spark_state_observer.signals.restore_listener import RestoreListener, RestoreUpdate, subscribe_restore_listener
 
 RESTART = [os.path.join(FIXTURES, "rocksdb_restart", run, "eventlog") for run in ("run1", "run2")]
 LARGE = [os.path.join(FIXTURES, "restore_progress", "large", "eventlog")]

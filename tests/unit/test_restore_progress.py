@@ -1,4 +1,4 @@
-"""A restore while it runs (observer.placement.restore_progress), replayed from recorded restarts and a recorded kill.
+"""A restore while it runs (spark_state_observer.placement.restore_progress), replayed from recorded restarts and a recorded kill.
 
 The recordings keep real Spark event logs: tests/fixtures/rocksdb_restart (Spark 4.3, two runs on one
 checkpoint), tests/fixtures/incidents/dedup_agg_restart_35 (Spark 3.5) and tests/fixtures/placement/kill
@@ -18,16 +18,16 @@ from typing import Any
 import pytest
 
 from conftest import FIXTURES
-from observer.metrics import catalog
-from observer.model import signal_kinds as kinds
-from observer.model.signal_kinds import SignalEvent
-from observer.offline.eventlog import expand, open_decompressed
-from observer.offline.replay import replay
-from observer.placement.feed import PlacementFeed
-from observer.placement.restore_progress import MAX_NOTES, MAX_RESTORES, STEPS, RestoreProgress, eta
-from observer.placement.task_log import EventLogSource
-from observer.settings import Settings
-from observer.signals.facts import SignalFacts
+from spark_state_observer.metrics import catalog
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.offline.eventlog import expand, open_decompressed
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.placement.feed import PlacementFeed
+from spark_state_observer.placement.restore_progress import MAX_NOTES, MAX_RESTORES, STEPS, RestoreProgress, eta
+from spark_state_observer.placement.task_log import EventLogSource
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.facts import SignalFacts
 
 RESTART = [os.path.join(FIXTURES, "rocksdb_restart", run, "eventlog") for run in ("run1", "run2")]
 RESTART_35 = [os.path.join(FIXTURES, "incidents", "dedup_agg_restart_35", "run2", "eventlog")]  # the restart's log alone

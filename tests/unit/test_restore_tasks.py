@@ -1,4 +1,4 @@
-"""Restores measured from task times (observer.placement.restores) against the recorded restarts.
+"""Restores measured from task times (spark_state_observer.placement.restores) against the recorded restarts.
 
 The recordings (tests/fixtures/incidents/dedup_agg_restart_{43,41,40,35}, made by scripts/record_incidents.py)
 keep the event logs of both runs. The truth a ``task_times`` figure is judged against is computed here from
@@ -19,16 +19,16 @@ from typing import Any
 import pytest
 
 from bench import precision
-from observer.capture.queue import CapturedEvent
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.model import signal_kinds as kinds
-from observer.model.events import QueryProgress
-from observer.model.signal_kinds import SignalEvent
-from observer.offline.eventlog import expand, open_decompressed, read_records
-from observer.placement.task_log import EventLogSource
-from observer.placement.tasks import BatchTasks, ExecutorChange
-from observer.settings import Settings
-from observer.signals import restore
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.events import QueryProgress
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.offline.eventlog import expand, open_decompressed, read_records
+from spark_state_observer.placement.task_log import EventLogSource
+from spark_state_observer.placement.tasks import BatchTasks, ExecutorChange
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals import restore
 
 INCIDENTS = precision.INCIDENTS
 RESTARTS = ["dedup_agg_restart_43", "dedup_agg_restart_41", "dedup_agg_restart_40", "dedup_agg_restart_35"]

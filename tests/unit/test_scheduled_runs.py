@@ -21,9 +21,9 @@ from test_signals import KILLED_LEAVE_OUT
 
 from bench import precision
 from bench.eventlog_writer import recorded_lines
-from observer.metrics import catalog
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.metrics import catalog
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 SCHEDULED = os.path.join(precision.INCIDENTS, "scheduled_available_now")
 _MS_KEYS = ("Timestamp", "Submission Time", "Completion Time", "Launch Time", "Finish Time", "time")

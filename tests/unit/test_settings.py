@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from observer.settings import ENV_PREFIX, Settings, SettingsError
+from spark_state_observer.settings import ENV_PREFIX, Settings, SettingsError
 
 
 def test_environment_then_keywords() -> None:

@@ -20,16 +20,16 @@ from test_kafka_signals import KAFKA_SCENARIOS
 from test_restore_progress import RESTORE_PROGRESS_SCENARIOS
 
 from conftest import FIXTURES, fixture_runs, progress_lines
-from observer.metrics import catalog
-from observer.metrics.catalog import MetricSpec
-from observer.metrics.tracker import QueryTracker, operator_labels
-from observer.model import signal_kinds as kinds
-from observer.model.events import QueryProgress
-from observer.model.parse import parse_event
-from observer.model.signal_kinds import SIGNAL_KINDS, SignalEvent
-from observer.placement.feed import PlacementFeed
-from observer.settings import Settings
-from observer.signals.engine import SignalEngine
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.catalog import MetricSpec
+from spark_state_observer.metrics.tracker import QueryTracker, operator_labels
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.events import QueryProgress
+from spark_state_observer.model.parse import parse_event
+from spark_state_observer.model.signal_kinds import SIGNAL_KINDS, SignalEvent
+from spark_state_observer.placement.feed import PlacementFeed
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.engine import SignalEngine
 
 RECORDED = progress_lines(fixture_runs("rocksdb_restart")[0])[-1]  # a real batch: dedupe + stateStoreSave on RocksDB
 QUERY_ID = RECORDED["id"]
@@ -533,8 +533,8 @@ class _RecordedBatches:
     name = "recorded"
 
     def __init__(self) -> None:
-        from observer.offline.task_events import read_events
-        from observer.placement.tasks import BatchTasks, TaskEventReader
+        from spark_state_observer.offline.task_events import read_events
+        from spark_state_observer.placement.tasks import BatchTasks, TaskEventReader
 
         reader = TaskEventReader()
         self.items: dict[int, list[Any]] = {}  # batch id -> the executor changes before it, then the batch
@@ -576,7 +576,7 @@ def partition_migrated() -> Pipeline:
 
 def rocksdb_memory_implausible() -> Pipeline:
     """The recorded batch with the two bad reports Spark is known for, then bounded memory (SPARK-53002)."""
-    from observer.model.capacity import ROCKSDB_PREFIX, read_conf
+    from spark_state_observer.model.capacity import ROCKSDB_PREFIX, read_conf
 
     p = Pipeline()
     p.feed("started", lifecycle("run-1", T0))

@@ -6,13 +6,13 @@ import json
 import os
 
 from conftest import eventlog_dir, fixture_runs, progress_lines
-from observer.capture.codecs import open_decompressed
-from observer.capture.queue import CapturedEvent
-from observer.embedded.prometheus_observer import PrometheusObserver
-from observer.metrics import catalog
-from observer.offline.replay import replay
-from observer.settings import Settings
-from observer.signals.classify import classify_exception
+from spark_state_observer.capture.codecs import open_decompressed
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.metrics import catalog
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.classify import classify_exception
 
 RESTART = fixture_runs("rocksdb_restart")
 
@@ -77,7 +77,7 @@ def test_watermark_lag_and_growth_gauges_come_from_the_batches() -> None:
     obs = replay([run + "/progress.jsonl"]).observer
     record = obs.tracker.snapshot()[0]
     last = progress[-1]
-    from observer.model.parse import parse_timestamp
+    from spark_state_observer.model.parse import parse_timestamp
 
     lag = parse_timestamp(last["timestamp"]) - parse_timestamp(last["eventTime"]["watermark"])
     assert record.signal_gauges[(catalog.WATERMARK_LAG, ())] == lag

@@ -18,13 +18,13 @@ import pytest
 
 from checks import samples
 from conftest import FIXTURES, eventlog_dir, progress_lines
-from observer.fleet.runtime import FleetObserver, WatchOptions
-from observer.metrics import catalog
-from observer.model.checkpoint_listing import list_snapshots
-from observer.model.plan_checkpoint import PlanCheckpoints
-from observer.model.signal_kinds import SNAPSHOT_LAGGING, SignalEvent
-from observer.offline.replay import ReplayResult, replay
-from observer.settings import Settings
+from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+from spark_state_observer.metrics import catalog
+from spark_state_observer.model.checkpoint_listing import list_snapshots
+from spark_state_observer.model.plan_checkpoint import PlanCheckpoints
+from spark_state_observer.model.signal_kinds import SNAPSHOT_LAGGING, SignalEvent
+from spark_state_observer.offline.replay import ReplayResult, replay
+from spark_state_observer.settings import Settings
 
 HERE = os.path.join(FIXTURES, "snapshot_health")
 NEVER, NORMAL = os.path.join(HERE, "never_uploaded"), os.path.join(HERE, "normal")
@@ -140,7 +140,7 @@ def test_a_normal_run_gives_no_signal(with_checkpoint: bool) -> None:
 
 
 def test_the_maintenance_interval_is_read_as_spark_reads_a_time_conf() -> None:
-    from observer.signals.snapshots import DEFAULT_MAINTENANCE_SECONDS, maintenance_seconds
+    from spark_state_observer.signals.snapshots import DEFAULT_MAINTENANCE_SECONDS, maintenance_seconds
 
     key = "spark.sql.streaming.stateStore.maintenanceInterval"
     assert [maintenance_seconds({key: v}) for v in ("5s", "500ms", "2m", "1500")] == [5.0, 0.5, 120.0, 1.5]

@@ -21,15 +21,15 @@ import pytest
 from recorded_progress import recorded_runs
 
 from conftest import FIXTURES
-from observer.metrics import catalog
-from observer.metrics.tracker import QueryRecord, operator_labels
-from observer.metrics.updates import Labels
-from observer.model.events import OperatorProgress, QueryProgress
-from observer.model.fields import SNAPSHOT_LAST_UPLOADED
-from observer.model.signal_kinds import SNAPSHOT_LAGGING
-from observer.settings import Settings
-from observer.signals.facts import SignalFacts
-from observer.signals.snapshots import (
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.tracker import QueryRecord, operator_labels
+from spark_state_observer.metrics.updates import Labels
+from spark_state_observer.model.events import OperatorProgress, QueryProgress
+from spark_state_observer.model.fields import SNAPSHOT_LAST_UPLOADED
+from spark_state_observer.model.signal_kinds import SNAPSHOT_LAGGING
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.facts import SignalFacts
+from spark_state_observer.signals.snapshots import (
     CHECKPOINT,
     MAX_INSTANCES,
     MAX_PARTITIONS_TOLD,

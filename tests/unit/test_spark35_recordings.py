@@ -15,15 +15,15 @@ from typing import Any
 
 from bench import precision
 from conftest import eventlog_dir
-from observer.capture.codecs import open_decompressed
-from observer.metrics import catalog
-from observer.model.signal_kinds import SNAPSHOT_LAGGING, SignalEvent
-from observer.offline.replay import ReplayResult, replay
-from observer.settings import Settings
+from spark_state_observer.capture.codecs import open_decompressed
+from spark_state_observer.metrics import catalog
+from spark_state_observer.model.signal_kinds import SNAPSHOT_LAGGING, SignalEvent
+from spark_state_observer.offline.replay import ReplayResult, replay
+from spark_state_observer.settings import Settings
 
 WITHIN = os.path.join(precision.INCIDENTS, "late_within_delay_35")
 SESSION = os.path.join(precision.INCIDENTS, "restore_session_35")
-# what the recorded jobs ran with (observer.cli.demo.spark_session): a snapshot every 5 deltas, maintenance every 5 s
+# what the recorded jobs ran with (spark_state_observer.cli.demo.spark_session): a snapshot every 5 deltas, maintenance every 5 s
 MAINTENANCE = {"spark.sql.streaming.stateStore.maintenanceInterval": "5s"}
 
 

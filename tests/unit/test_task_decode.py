@@ -1,4 +1,4 @@
-"""The typed decode of task-level lines (``observer.placement.task_decode`` through ``TaskEventReader.feed_line``) gives
+"""The typed decode of task-level lines (``spark_state_observer.placement.task_decode`` through ``TaskEventReader.feed_line``) gives
 exactly what the reference (``json.loads`` then ``TaskEventReader.feed``) gives: the same closed batches, executor
 changes and problems, on every recorded event log with task events and on hostile variants of recorded lines."""
 
@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from conftest import FIXTURES
-from observer.capture.codecs import open_decompressed
-from observer.model.spark_events import SQL_ADAPTIVE, SQL_START
-from observer.offline.eventlog import expand
-from observer.placement.task_log import EventLogSource
-from observer.placement.tasks import TaskEventReader, wanted_line
+from spark_state_observer.capture.codecs import open_decompressed
+from spark_state_observer.model.spark_events import SQL_ADAPTIVE, SQL_START
+from spark_state_observer.offline.eventlog import expand
+from spark_state_observer.placement.task_log import EventLogSource
+from spark_state_observer.placement.tasks import TaskEventReader, wanted_line
 
 EVENTLOGS = sorted(glob.glob(os.path.join(FIXTURES, "**", "eventlog"), recursive=True))
 TYPED = (b'{"Event":"SparkListenerTaskEnd"', b'{"Event":"SparkListenerJobStart"', b'{"Event":"org.apache.spark.sql.execution.ui.')
@@ -144,7 +144,7 @@ def _drop(path: tuple[Any, ...]) -> Callable[[Any], Any]:
 
 
 def _state_acc(obj: Any) -> int:
-    from observer.placement.tasks import STATE_METRICS
+    from spark_state_observer.placement.tasks import STATE_METRICS
 
     return next(i for i, a in enumerate(obj["Task Info"]["Accumulables"]) if a.get("Name") in STATE_METRICS)
 

@@ -11,14 +11,14 @@ import os
 import pytest
 
 from conftest import FIXTURES
-from observer.metrics import catalog
-from observer.metrics import tracker as tracker_module
-from observer.metrics.catalog import COUNTER
-from observer.metrics.labels import DEFAULT_LIMITS, OPERATOR, PHASE, SOURCE
-from observer.metrics.tracker import QueryRecord, QueryTracker, operator_labels, source_labels
-from observer.model.events import QueryProgress
-from observer.model.fields import OPERATOR_FIELDS
-from observer.model.parse import parse_progress
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics import tracker as tracker_module
+from spark_state_observer.metrics.catalog import COUNTER
+from spark_state_observer.metrics.labels import DEFAULT_LIMITS, OPERATOR, PHASE, SOURCE
+from spark_state_observer.metrics.tracker import QueryRecord, QueryTracker, operator_labels, source_labels
+from spark_state_observer.model.events import QueryProgress
+from spark_state_observer.model.fields import OPERATOR_FIELDS
+from spark_state_observer.model.parse import parse_progress
 
 
 def _reference(record: QueryRecord, p: QueryProgress) -> None:

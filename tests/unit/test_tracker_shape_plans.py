@@ -12,10 +12,10 @@ import os
 from test_tracker_accumulate import _reference
 
 from conftest import FIXTURES
-from observer.metrics import tracker as tracker_module
-from observer.metrics.tracker import QueryRecord, QueryTracker
-from observer.model.events import QueryProgress
-from observer.model.parse import parse_progress
+from spark_state_observer.metrics import tracker as tracker_module
+from spark_state_observer.metrics.tracker import QueryRecord, QueryTracker
+from spark_state_observer.model.events import QueryProgress
+from spark_state_observer.model.parse import parse_progress
 
 
 def _recorded() -> list[QueryProgress]:

@@ -8,10 +8,10 @@ import json
 import os
 
 from conftest import FIXTURES
-from observer.metrics import catalog
-from observer.metrics.tracker import QueryTracker
-from observer.metrics.updates import Update
-from observer.model.parse import parse_progress
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.tracker import QueryTracker
+from spark_state_observer.metrics.updates import Update
+from spark_state_observer.model.parse import parse_progress
 
 
 def _tracker() -> tuple[QueryTracker, str, str]:

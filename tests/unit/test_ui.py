@@ -19,11 +19,11 @@ from conftest import (
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from observer.history.loaders import load_queries
-from observer.offline.replay import replay
+from spark_state_observer.history.loaders import load_queries
+from spark_state_observer.offline.replay import replay
 from ui_text import as_shown
 
-APP = os.path.join(ROOT, "streamlit_app", "app.py")
+APP = os.path.join(ROOT, "spark_state_observer", "browser", "app.py")
 RESTART = fixture_runs("rocksdb_restart")
 FAILED_QUERY = progress_lines(fixture_runs("schema_failure")[0])[0]["id"]
 
@@ -147,7 +147,7 @@ def test_unknown_query_is_reported(monkeypatch, restart_db) -> None:
 
 
 def test_empty_and_missing_history_are_explained(monkeypatch, tmp_path) -> None:
-    from observer.history.store import HistoryStore
+    from spark_state_observer.history.store import HistoryStore
 
     empty = str(tmp_path / "empty.db")
     HistoryStore(empty).close()
@@ -330,7 +330,7 @@ def test_query_that_never_completed_a_batch_gets_the_cause_not_range_advice(monk
 def test_restores_page_shows_each_restart_and_operator(monkeypatch, restart_db) -> None:
     at = app(monkeypatch, restart_db, page="Restores")
     metrics = {m.label: m.value for m in at.metric}
-    from observer.history.loaders import load_events
+    from spark_state_observer.history.loaders import load_events
 
     events = load_events(restart_db, progress_lines(RESTART[0])[0]["id"])
     restores = [{"attributes": a} for a in events[events.kind == "restore"].attributes]
@@ -352,7 +352,7 @@ def test_restores_page_shows_each_restart_and_operator(monkeypatch, restart_db) 
 
 
 def fmt_duration(seconds: float) -> str:
-    from streamlit_app.fmt import duration
+    from spark_state_observer.browser.fmt import duration
 
     return duration(seconds)
 
@@ -380,8 +380,8 @@ def test_url_holds_the_view_and_a_changed_url_wins(monkeypatch, all_db) -> None:
 
 def recorded_app_name(eventlog: str) -> str:
     """What Spark wrote in a recorded event log's application start (``spark.app.name``)."""
-    from observer.capture.codecs import open_decompressed
-    from observer.offline.eventlog import expand
+    from spark_state_observer.capture.codecs import open_decompressed
+    from spark_state_observer.offline.eventlog import expand
 
     with open_decompressed(expand([eventlog])[0]) as stream:
         return next(json.loads(line)["App Name"] for line in stream if b"SparkListenerApplicationStart" in line)
@@ -389,14 +389,14 @@ def recorded_app_name(eventlog: str) -> str:
 
 def test_pages_have_paths_and_views_read_only_through_the_data_layer() -> None:
     """One URL path per page; a view imports no other view and loads nothing itself (no cache, database or
-    file reader of its own): ``streamlit_app.data`` is the one place that loads and caches."""
+    file reader of its own): ``spark_state_observer.browser.data`` is the one place that loads and caches."""
     import ast
 
-    from streamlit_app import nav
-    from streamlit_app.views import RENDER
+    from spark_state_observer.browser import nav
+    from spark_state_observer.browser.views import RENDER
 
     assert len({r.path for r in nav.ROUTES}) == len(nav.ROUTES) == len(RENDER) and set(RENDER) == set(nav.BY_PATH)
-    views = os.path.join(ROOT, "streamlit_app", "views")
+    views = os.path.join(ROOT, "spark_state_observer", "browser", "views")
     for name in sorted(os.listdir(views)):
         if not name.endswith(".py") or name == "__init__.py":
             continue
@@ -406,8 +406,13 @@ def test_pages_have_paths_and_views_read_only_through_the_data_layer() -> None:
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
             a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
         }
-        assert not any(m and m.startswith("streamlit_app.views") for m in imported), (name, imported)
-        assert not imported & {"sqlite3", "observer.history.loaders", "observer.history.browse", "observer.offline.state_reader"}, name
+        assert not any(m and m.startswith("spark_state_observer.browser.views") for m in imported), (name, imported)
+        assert not imported & {
+            "sqlite3",
+            "spark_state_observer.history.loaders",
+            "spark_state_observer.history.browse",
+            "spark_state_observer.offline.state_reader",
+        }, name
         assert "cache_data" not in source and "cache_resource" not in source and "open(" not in source, name
 
 
@@ -490,7 +495,7 @@ def test_applications_page_has_one_row_per_query_with_its_whole_verdict(monkeypa
     """One row per query, each with its own verdict, most severe first, shown whole (a static table that
     wraps: the root cause is not cut to 'org.apa…'); a query links to its drilldown, an application to its
     queries; filters and the application picker scope the pages."""
-    from streamlit_app import data
+    from spark_state_observer.browser import data
 
     at = app(monkeypatch, all_db, page="Applications")
     fleet = at.table[0].value

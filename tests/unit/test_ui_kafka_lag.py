@@ -16,12 +16,12 @@ import pytest
 pytest.importorskip("streamlit")
 
 from bench import precision
-from observer.capture.codecs import open_decompressed
-from observer.history.browse import load_recent_events, load_run_stats
-from observer.history.loaders import load_batch_series, load_progress_tail
-from observer.offline.replay import replay
-from streamlit_app.health import typical_interval
-from streamlit_app.verdict import ANCHORS, SEVERITY, Facts, Verdict, kafka_lag_of, verdicts
+from spark_state_observer.browser.health import typical_interval
+from spark_state_observer.browser.verdict import ANCHORS, SEVERITY, Facts, Verdict, kafka_lag_of, verdicts
+from spark_state_observer.capture.codecs import open_decompressed
+from spark_state_observer.history.browse import load_recent_events, load_run_stats
+from spark_state_observer.history.loaders import load_batch_series, load_progress_tail
+from spark_state_observer.offline.replay import replay
 
 
 def recorded_progress(scenario: str) -> list[str]:

@@ -16,18 +16,18 @@ from ui_text import as_shown
 
 pytest.importorskip("streamlit")
 
-from observer.history.browse import UNKNOWN_APP, load_query_apps, load_recent_events, load_run_stats
-from observer.history.loaders import load_batch_series, load_operator_series, load_partition_lag, load_span
-from observer.model.signal_kinds import SIGNAL_KINDS
-from observer.offline.replay import replay
-from observer.settings import DEFAULT_CRASH_LOOP_RESTARTS as CRASH_LOOP_RESTARTS
-from observer.settings import DEFAULT_CRASH_LOOP_WINDOW_SECONDS as CRASH_LOOP_WINDOW_SECONDS
-from observer.settings import Settings
-from streamlit_app import charts, fmt
-from streamlit_app.config import DEFAULT_RUNBOOK_URL
-from streamlit_app.health import typical_interval
-from streamlit_app.rootcause import TRACEBACK_HEADER, from_text, root_cause
-from streamlit_app.verdict import ANCHORS, ATTENTION_UP_TO, ICONS, NO_RUNBOOK, SEVERITY, Facts, Verdict, verdict, verdicts
+from spark_state_observer.browser import charts, fmt
+from spark_state_observer.browser.config import DEFAULT_RUNBOOK_URL
+from spark_state_observer.browser.health import typical_interval
+from spark_state_observer.browser.rootcause import TRACEBACK_HEADER, from_text, root_cause
+from spark_state_observer.browser.verdict import ANCHORS, ATTENTION_UP_TO, ICONS, NO_RUNBOOK, SEVERITY, Facts, Verdict, verdict, verdicts
+from spark_state_observer.history.browse import UNKNOWN_APP, load_query_apps, load_recent_events, load_run_stats
+from spark_state_observer.history.loaders import load_batch_series, load_operator_series, load_partition_lag, load_span
+from spark_state_observer.model.signal_kinds import SIGNAL_KINDS
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import DEFAULT_CRASH_LOOP_RESTARTS as CRASH_LOOP_RESTARTS
+from spark_state_observer.settings import DEFAULT_CRASH_LOOP_WINDOW_SECONDS as CRASH_LOOP_WINDOW_SECONDS
+from spark_state_observer.settings import Settings
 
 RESTART = fixture_runs("rocksdb_restart")
 FAILURE = fixture_runs("schema_failure")
@@ -35,7 +35,7 @@ FAILURE = fixture_runs("schema_failure")
 
 def recorded_exception() -> str:
     """The exception text Spark wrote for the recorded failed restart."""
-    from observer.offline.eventlog import read_records
+    from spark_state_observer.offline.eventlog import read_records
 
     return next(
         r.payload["exception"]
@@ -496,7 +496,7 @@ def incident_app(incidents_db):
     with pytest.MonkeyPatch.context() as env:
         env.setenv("SPARK_STATE_OBSERVER_UI_HISTORY", incidents_db)
         env.setenv("SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS", "")
-        yield AppTest.from_file(os.path.join(ROOT, "streamlit_app", "app.py"), default_timeout=120)
+        yield AppTest.from_file(os.path.join(ROOT, "spark_state_observer", "browser", "app.py"), default_timeout=120)
 
 
 def shown(at, kinds: tuple[str, ...]) -> list[str]:

@@ -1,4 +1,4 @@
-"""``wanted_line`` (observer.placement.tasks), placement's filter before any parse, against the filter it replaced:
+"""``wanted_line`` (spark_state_observer.placement.tasks), placement's filter before any parse, against the filter it replaced:
 one search per state metric name and per lost reason anywhere in the line. Equal on every line of every recorded
 event log, and on lines made to sit at its edges."""
 
@@ -9,9 +9,9 @@ import os
 import pytest
 
 from conftest import FIXTURES
-from observer.offline.eventlog import open_decompressed
-from observer.placement import tasks
-from observer.placement.tasks import LINE_PREFIXES, STATE_METRICS, wanted_line
+from spark_state_observer.offline.eventlog import open_decompressed
+from spark_state_observer.placement import tasks
+from spark_state_observer.placement.tasks import LINE_PREFIXES, STATE_METRICS, wanted_line
 
 _LOST = tuple(f'"Reason":"{r}"'.encode() for r in sorted(tasks.LOST_REASONS))
 _NAMES = tuple(name.encode() for name in STATE_METRICS)

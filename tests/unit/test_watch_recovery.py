@@ -242,8 +242,8 @@ def test_events_dropped_before_saved_positions_are_kept_in_the_state_file(tmp_pa
     """A history locked by another process (the test) while more than its buffer arrives: the overflow is dropped
     and counted; once writes succeed the positions are saved past it, and the state file keeps how many
     events the history misses, which the next start reports."""
-    from observer.fleet.runtime import HISTORY_DROPPED_KEY, FleetObserver, WatchOptions
-    from observer.settings import Settings
+    from spark_state_observer.fleet.runtime import HISTORY_DROPPED_KEY, FleetObserver, WatchOptions
+    from spark_state_observer.settings import Settings
 
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -282,7 +282,7 @@ def test_events_dropped_before_saved_positions_are_kept_in_the_state_file(tmp_pa
     assert stored[:5] == list(range(5)) and len(stored) < 35  # what did not fit the buffer is not there
     fleet.stop()
 
-    with caplog.at_level("WARNING", logger="observer"):
+    with caplog.at_level("WARNING", logger="spark_state_observer"):
         again = FleetObserver([str(logs)], settings, options, serve=False)
     assert f"the history misses {saved[HISTORY_DROPPED_KEY]} events" in caplog.text
     again.stop()
@@ -292,14 +292,14 @@ def test_events_dropped_before_saved_positions_are_kept_in_the_state_file(tmp_pa
 
 def test_a_history_that_cannot_be_opened_keeps_the_saved_positions(tmp_path, caplog) -> None:
     """History off for the run (here a location with %00): nothing is written, so no position moves either."""
-    from observer.fleet.runtime import FleetObserver, WatchOptions
-    from observer.settings import Settings
+    from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+    from spark_state_observer.settings import Settings
 
     logs = tmp_path / "logs"
     logs.mkdir()
     state = tmp_path / "state.json"
     GrowingLog(str(logs)).grow(5)
-    with caplog.at_level("WARNING", logger="observer"):
+    with caplog.at_level("WARNING", logger="spark_state_observer"):
         fleet = FleetObserver(
             [str(logs)], Settings.from_env(history_path="sqlite:///x%00.db"), WatchOptions(state_path=str(state), history=True), serve=False
         )

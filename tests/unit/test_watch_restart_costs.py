@@ -22,12 +22,12 @@ from test_fleet import parse, value
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines
 from conftest import FIXTURES
-from observer.fleet.runtime import FleetObserver, WatchOptions
-from observer.history.loaders import load_events
-from observer.metrics import catalog
-from observer.model import signal_kinds as kinds
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+from spark_state_observer.history.loaders import load_events
+from spark_state_observer.metrics import catalog
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 TERMINATED = b'{"Event":"org.apache.spark.sql.streaming.StreamingQueryListener$QueryTerminatedEvent"'
 

@@ -19,11 +19,11 @@ import pytest
 
 from bench import precision
 from bench.eventlog_writer import ProgressiveLog, recorded_lines
-from observer.fleet.runtime import FleetObserver, WatchOptions
-from observer.history.loaders import load_events
-from observer.model import signal_kinds as kinds
-from observer.offline.replay import replay
-from observer.settings import Settings
+from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+from spark_state_observer.history.loaders import load_events
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.offline.replay import replay
+from spark_state_observer.settings import Settings
 
 SCENARIO = os.path.join(precision.INCIDENTS, "restart_fail_at_start")
 SCHEDULED = os.path.join(precision.INCIDENTS, "scheduled_available_now")  # five availableNow runs, each ending cleanly

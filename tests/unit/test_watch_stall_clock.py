@@ -21,10 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.eventlog_writer import ProgressiveLog, recorded_lines, renamed
 from conftest import FIXTURES
-from observer.fleet.clock_skew import event_time
-from observer.fleet.runtime import FleetObserver, WatchOptions
-from observer.model.spark_events import QUERY_PROGRESS
-from observer.settings import Settings
+from spark_state_observer.fleet.clock_skew import event_time
+from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+from spark_state_observer.model.spark_events import QUERY_PROGRESS
+from spark_state_observer.settings import Settings
 
 SOURCE = glob.glob(os.path.join(FIXTURES, "rocksdb_restart", "run1", "eventlog", "*", "events_*"))[0]
 APP, APP_ID = "old", "app-old-1"

@@ -16,8 +16,8 @@ import sys
 import pytest
 
 from conftest import ROOT, fixture_runs, progress_lines
-from observer.mixin.config import MixinConfig
-from observer.mixin.export import artefacts
+from spark_state_observer.mixin.config import MixinConfig
+from spark_state_observer.mixin.export import artefacts
 
 pytestmark = pytest.mark.slow
 QUERY_ID = "0c5b3a1e-1111-4222-8333-944445555666"
@@ -60,7 +60,7 @@ def venv(tmp_path_factory) -> tuple[str, dict[str, str]]:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(os.path.join(ROOT, name), source / name)
-    for package in ("observer", "streamlit_app"):
+    for package in ("spark_state_observer",):
         shutil.copytree(os.path.join(ROOT, package), source / package, ignore=shutil.ignore_patterns("__pycache__"))
     built = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(source)])
     assert built.returncode == 0, built.stderr[-3000:]
@@ -84,7 +84,7 @@ def venv(tmp_path_factory) -> tuple[str, dict[str, str]]:
 def test_the_wheel_has_no_extras_and_its_own_version(venv) -> None:
     bin_dir, env = venv
     code = (
-        "import importlib.util, importlib.metadata, observer; "
+        "import importlib.util, importlib.metadata, spark_state_observer as observer; "
         "print(importlib.util.find_spec('grafana_foundation_sdk') is None, importlib.util.find_spec('streamlit') is None, "
         "importlib.metadata.version('spark-state-observer') == observer.__version__, observer.__file__)"
     )
@@ -152,15 +152,15 @@ def test_inspect_from_the_wheel(venv, tmp_path) -> None:
 def test_the_wheel_ships_zero_code_attach(venv) -> None:
     """The boot folder is package data (not a package), and the instrumentor is declared for opentelemetry-instrument."""
     bin_dir, env = venv
-    printed = run([os.path.join(bin_dir, "python"), "-m", "observer.zerocode", "path"], env=env, cwd="/")
+    printed = run([os.path.join(bin_dir, "python"), "-m", "spark_state_observer.zerocode", "path"], env=env, cwd="/")
     assert printed.returncode == 0, printed.stderr
     boot = printed.stdout.strip()
     assert "site-packages" in boot and os.path.isfile(os.path.join(boot, "sitecustomize.py"))
     code = (
-        "import sys, importlib.metadata as m; from observer.zerocode import hook; "
+        "import sys, importlib.metadata as m; from spark_state_observer.zerocode import hook; "
         "print('pyspark' in sys.modules, any(getattr(f, hook.MARK, False) for f in sys.meta_path), "
         "[e.value for e in m.entry_points(group='opentelemetry_instrumentor')])"
     )
     probe = run([os.path.join(bin_dir, "python"), "-c", code], env={**env, "PYTHONPATH": boot}, cwd="/")
     assert probe.returncode == 0 and probe.stderr == "", probe.stderr
-    assert probe.stdout.strip() == "False True ['observer.zerocode.instrumentor:SparkStateObserverInstrumentor']"
+    assert probe.stdout.strip() == "False True ['spark_state_observer.zerocode.instrumentor:SparkStateObserverInstrumentor']"

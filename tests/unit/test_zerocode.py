@@ -13,9 +13,9 @@ import subprocess
 import sys
 
 from conftest import ROOT
-from observer.cli.run import with_boot_path
-from observer.zerocode import boot_path
-from observer.zerocode.sessions import otlp_overrides
+from spark_state_observer.cli.run import with_boot_path
+from spark_state_observer.zerocode import boot_path
+from spark_state_observer.zerocode.sessions import otlp_overrides
 
 OUR_LINE = "spark-state-observer:"
 
@@ -35,7 +35,7 @@ def test_boot_folder_hooks_without_importing_pyspark_and_chains_the_next_sitecus
     other.mkdir()
     (other / "sitecustomize.py").write_text("import os\nos.environ['OTHER_SITECUSTOMIZE'] = 'ran'\n")
     printed = subprocess.run(
-        [sys.executable, "-m", "observer.zerocode", "path", "--pythonpath"],
+        [sys.executable, "-m", "spark_state_observer.zerocode", "path", "--pythonpath"],
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(other), ROOT])},
         capture_output=True,
         text=True,
@@ -44,7 +44,7 @@ def test_boot_folder_hooks_without_importing_pyspark_and_chains_the_next_sitecus
     assert printed.split(os.pathsep) == [boot_path(), str(other), ROOT]
     assert os.listdir(boot_path()) == ["sitecustomize.py"] or set(os.listdir(boot_path())) == {"sitecustomize.py", "__pycache__"}
     code = (
-        "import os, sys; from observer.zerocode import hook; "
+        "import os, sys; from spark_state_observer.zerocode import hook; "
         "print(os.environ.get('OTHER_SITECUSTOMIZE'), 'pyspark' in sys.modules, "
         "sum(1 for f in sys.meta_path if getattr(f, hook.MARK, False)))"
     )
@@ -56,11 +56,11 @@ def test_boot_folder_hooks_without_importing_pyspark_and_chains_the_next_sitecus
 
 def test_run_says_what_is_wrong_with_its_command() -> None:
     missing = subprocess.run(
-        [sys.executable, "-m", "observer.cli", "run", "--", "no-such-command-zc"], env=job_env(), capture_output=True, text=True
+        [sys.executable, "-m", "spark_state_observer.cli", "run", "--", "no-such-command-zc"], env=job_env(), capture_output=True, text=True
     )
     assert missing.returncode == 127 and missing.stderr.strip() == f"{OUR_LINE} run: command not found: no-such-command-zc"
     ran = subprocess.run(
-        [sys.executable, "-m", "observer.cli", "run", "--", sys.executable, "-c", "import os; print(os.environ['PYTHONPATH'])"],
+        [sys.executable, "-m", "spark_state_observer.cli", "run", "--", sys.executable, "-c", "import os; print(os.environ['PYTHONPATH'])"],
         env=job_env(),
         capture_output=True,
         text=True,

@@ -1,5 +1,0 @@
-"""The ``spark-state-observer`` command (``main``) and the demo job it runs."""
-
-from observer.cli.main import main
-
-__all__ = ["main"]

@@ -1,0 +1,594 @@
+"""A verdict per query: what is wrong, in one sentence, with the time it started and its runbook.
+
+Pure functions over what the history already holds (the query's signal events, its runs, its newest
+batch figures), so the Queries page and the drilldown say the same thing and the rules are tested
+without a browser. The rules name an incident only from signals the observer emits; they invent no
+threshold of their own: the stall rule is the live rule's (``health``), the overdue and crash-loop rules their
+alerts' (``spark_state_observer.settings``).
+
+Order is severity: a query that cannot run (crash loop, failed at start, failed) comes before one that
+runs badly or not when due (stalled, a scheduled run overdue, late rows dropped, state unbounded, falling behind, a
+Kafka lag growing), which comes
+before one that recovered from an incident (executor lost and restored, restarted with a restore).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import AbstractSet, Any, Iterable, Mapping, Sequence
+
+from spark_state_observer.browser import fmt
+from spark_state_observer.browser.health import STALL_FACTOR, STALL_MIN_SECONDS
+from spark_state_observer.browser.rootcause import root_cause
+from spark_state_observer.model import signal_kinds as k
+from spark_state_observer.settings import DEFAULT_CRASH_LOOP_RESTARTS as CRASH_LOOP_RESTARTS
+from spark_state_observer.settings import DEFAULT_CRASH_LOOP_WINDOW_SECONDS as CRASH_LOOP_WINDOW_SECONDS
+from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS as SCHEDULE_LATE_MIN_SECONDS
+from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_SHARE as SCHEDULE_LATE_SHARE
+from spark_state_observer.signals.kafka_lag import kafka_sources, lag_records, parse_offsets, topic_totals
+
+# runbook anchors (GitHub's heading slugs in alerts/runbook.md): the alert names of alerts/rules.yml,
+# lower-cased, and the one section with no alert of its own, "Executor lost"
+ANCHORS = {
+    "crash_loop": "sparkstreamingquerycrashlooping",
+    "failed_at_start": "sparkstreamingqueryfailed",
+    "failed": "sparkstreamingqueryfailed",
+    "kafka_data_loss": "sparkstreamingkafkadatalossrisk",
+    "stalled": "sparkstreamingquerystalled",
+    "overdue": "sparkstreamingscheduledrunoverdue",
+    "late_rows": "sparkstreaminglaterowsdropped",
+    "kafka_lag": "sparkstreamingkafkalaggrowing",
+    "state_unbounded": "sparkstateunbounded",
+    "falling_behind": "sparkstreamingqueryfallingbehind",
+    "executor_lost": "executor-lost",
+    "restarted": "sparkstaterestoretoolong",
+    "stopped": "sparkstreamingquerydown",
+}
+SEVERITY = {
+    "crash_loop": 0,
+    "failed_at_start": 1,
+    "failed": 2,
+    "kafka_data_loss": 3,
+    "stalled": 4,
+    "overdue": 5,
+    "late_rows": 6,
+    "state_unbounded": 7,
+    "falling_behind": 8,
+    "kafka_lag": 9,
+    "executor_lost": 10,
+    "restarted": 11,
+    "stopped": 12,
+    "healthy": 13,
+    "no_data": 14,
+}
+# how a verdict is shown: the most severe one up to each of these is an error (the query cannot run, or lost
+# input), a warning (it runs badly, or its scheduled run is overdue), an information (it recovered, or stopped);
+# the rest are fine
+LEVELS = (("error", SEVERITY["kafka_data_loss"]), ("warning", SEVERITY["kafka_lag"]), ("info", SEVERITY["stopped"]))
+ATTENTION_UP_TO = SEVERITY["restarted"]  # up to here a query is in the Queries page's attention list
+NO_RUNBOOK = ("healthy", "no_data")  # nothing to do, so nothing to link
+# Streamlit's bundled Material icons (emoji need a colour-emoji font the viewer may not have)
+ICONS = {
+    0: ":material/error:",  # crash_loop
+    1: ":material/error:",  # failed_at_start
+    2: ":material/error:",  # failed
+    3: ":material/error:",  # kafka_data_loss
+    4: ":material/warning:",  # stalled
+    5: ":material/warning:",  # overdue
+    6: ":material/warning:",  # late_rows
+    7: ":material/warning:",  # state_unbounded
+    8: ":material/warning:",  # falling_behind
+    9: ":material/warning:",  # kafka_lag
+    10: ":material/info:",  # executor_lost
+    11: ":material/info:",  # restarted
+    12: ":material/stop_circle:",  # stopped
+    13: ":material/check_circle:",  # healthy
+    14: ":material/help:",  # no_data
+}
+# the Kafka findings that say input was lost or read twice, and how the verdict tells each
+KAFKA_DATA_LOSS = {
+    k.KAFKA_OFFSETS_SKIPPED: "Kafka input lost: records not read",
+    k.KAFKA_LATEST_WENT_BACK: "Kafka input lost: latest offsets went back",
+    k.KAFKA_OFFSETS_REWOUND: "Kafka input read twice: offsets rewound",
+}
+RESTORE_WINDOW_SECONDS = 900.0  # a restore this long after an executor loss is taken as its consequence
+# The driver reports a lost executor when it notices: at once for a process that died, after
+# spark.network.timeout (120 s by default) for a silent one. The batch that reloads the lost stores may
+# start before that report (the recorded executor_loss reloads 0.5 s before it), so reloads this long
+# before the report count as its consequence too.
+LOSS_NOTICE_SECONDS = 120.0
+MAX_LOSSES_SHOWN = 5  # executor losses with a verdict of their own, the latest (dynamic allocation removes many)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str
+    text: str  # the sentence, e.g. "Crash loop: 4 restarts in 2 min; last error RuntimeError: ..."
+    since: float | None = None  # when the incident started (epoch seconds)
+    root_cause: str | None = None
+    trace: str | None = None  # the full exception text, for an expander
+    run_id: str | None = None
+
+    @property
+    def severity(self) -> int:
+        return SEVERITY[self.kind]
+
+    @property
+    def level(self) -> str:
+        """error, warning, info or success (``LEVELS``): the banner it is shown in."""
+        return next((name for name, up_to in LEVELS if self.severity <= up_to), "success")
+
+    @property
+    def icon(self) -> str:
+        return ICONS[self.severity]
+
+    @property
+    def anchor(self) -> str | None:
+        return ANCHORS.get(self.kind)
+
+    def runbook(self, base_url: str) -> str | None:
+        return f"{base_url}#{self.anchor}" if self.anchor else None
+
+
+@dataclass
+class Facts:
+    """What the rules read, in plain Python: events and runs oldest first."""
+
+    events: Sequence[Mapping[str, Any]]  # kind, ts, run_id, attributes (dict)
+    runs: Sequence[Mapping[str, Any]]  # run_id, started, ended, outcome, exception, batches (count in the history)
+    last_batch_ts: float | None = None
+    interval: float | None = None  # typical seconds between batches
+    now: float | None = None
+    kafka_lag: Mapping[str, float] = field(default_factory=dict)  # records behind the latest per topic, newest batch
+
+
+def _last(events: Iterable[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
+    found = None
+    for e in events:
+        if e["kind"] == kind:
+            found = e
+    return found
+
+
+def _outcome(run: Mapping[str, Any]) -> str | None:
+    value = run.get("outcome")
+    return None if fmt.missing(value) else str(value)
+
+
+def _failure(f: Facts, run: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(root cause, full trace) of a failed run, from its terminated event and its stored exception."""
+    event = next(
+        (
+            e
+            for e in reversed(f.events)
+            if e["kind"] == k.QUERY_TERMINATED
+            and e.get("run_id") == run["run_id"]
+            and (e.get("attributes") or {}).get("outcome") == "exception"
+        ),
+        None,
+    )
+    trace = None if fmt.missing(run.get("exception")) else str(run.get("exception")) or None
+    return root_cause((event or {}).get("attributes"), trace), trace
+
+
+def _ended_as(f: Facts) -> dict[Any, str | None]:
+    """How each run ended, by run id: its ``query_terminated`` event's ``outcome`` (clean, or exception; a run that
+    ended with its application is clean for exit code 0 or none, failed for another), else the run's stored
+    outcome; a run missing here was never seen ending (a driver killed, a process that died without a word)."""
+    ended: dict[Any, str | None] = {r["run_id"]: _outcome(r) for r in f.runs}
+    for e in f.events:
+        outcome = (e.get("attributes") or {}).get("outcome") if e["kind"] == k.QUERY_TERMINATED else None
+        if outcome in ("clean", "exception"):
+            ended[e.get("run_id")] = outcome
+    return ended
+
+
+def _counted_restarts(f: Facts) -> list[tuple[float, float]]:
+    """(restart time, time it is counted at) of each restart the lifecycle rule counts toward a crash loop
+    (``spark_state_observer.signals.lifecycle``): one after a run that crashed (ended with an exception, or its end was never
+    seen) counts when it happens; one after a clean stop (``query.stop()``, a SIGTERM deploy ending the run with its
+    application, a scheduled run's end) only once the run it starts crashes, counted when that run fails."""
+    ended = _ended_as(f)
+    order = [r["run_id"] for r in f.runs]
+    place = {run_id: i for i, run_id in enumerate(order)}
+    stops = {r["run_id"]: r.get("ended") for r in f.runs}
+    counted = []
+    for e in f.events:
+        if e["kind"] != k.QUERY_RESTARTED:
+            continue
+        i = place.get(e.get("run_id"))
+        before = ended.get(order[i - 1]) if i else None  # no run before it in the history: a restart from a checkpoint
+        if before != "clean":
+            counted.append((float(e["ts"]), float(e["ts"])))
+        elif ended.get(e.get("run_id")) == "exception":
+            end = stops.get(e.get("run_id"))
+            counted.append((float(e["ts"]), float(e["ts"]) if fmt.missing(end) else max(float(end), float(e["ts"]))))
+    return counted
+
+
+def _now(f: Facts) -> float | None:
+    """The verdicts' "now": the page's clock, else the newest time in the history (a batch, an event)."""
+    if f.now is not None:
+        return f.now
+    times = [float(e["ts"]) for e in f.events] + ([f.last_batch_ts] if f.last_batch_ts is not None else [])
+    return max(times) if times else None
+
+
+def _positive(value: object, default: float) -> float:
+    """A setting carried in a signal's attributes (history data): a positive number, else the default."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf"):
+        return float(value)
+    return default
+
+
+def _within(counted: Sequence[tuple[float, float]], at: float, window: float) -> list[float]:
+    """The counted restarts that lie within ``window`` seconds before ``at`` (counted by then)."""
+    return [ts for ts, counted_at in counted if counted_at <= at and at - ts <= window]
+
+
+def crash_loop(f: Facts) -> Verdict | None:
+    """A crash loop as the lifecycle rule, its gauge and SparkStreamingQueryCrashLooping define it: at least
+    the observer's ``crash_loop_restarts`` counted restarts (``_counted_restarts``) within its window before now
+    (the crash_loop signal's ``min_restarts`` and ``window_seconds``; the defaults for a signal without them, as
+    an older history keeps). Only for a query the observer saw loop (a crash_loop signal). Once the window has passed
+    with the newest run up, the loop is over and the other rules say what the query does. A loop whose newest run
+    failed, or has not completed a batch yet, lasts as the lifecycle's ``crash_looping`` state does
+    (``spark_state_observer.model.query_lifecycle``): judged at that run's restart (or its failure), until a run runs."""
+    signal = _last(f.events, k.CRASH_LOOP)
+    now = _now(f)
+    if signal is None or now is None:
+        return None
+    attributes = signal.get("attributes") or {}
+    window = _positive(attributes.get("window_seconds"), CRASH_LOOP_WINDOW_SECONDS)
+    least = int(_positive(attributes.get("min_restarts"), CRASH_LOOP_RESTARTS))
+    counted = _counted_restarts(f)
+    restarts = _within(counted, now, window)
+    newest = f.runs[-1] if f.runs else None
+    outcome = _outcome(newest) if newest is not None else None
+    if len(restarts) < least and newest is not None and (outcome == "exception" or (outcome is None and not newest.get("batches"))):
+        # lasting: the loop held when the newest run was last judged, and that run never ran
+        into = [c for c in counted if c[0] >= float(newest.get("started") or 0.0)]
+        judged = max([c[1] for c in into], default=float(newest.get("started") or 0.0))
+        restarts = _within(counted, judged, window)
+    if len(restarts) < least:
+        return None
+    first, last = restarts[0], restarts[-1]
+    failed = next((r for r in reversed(f.runs) if _outcome(r) == "exception"), None)
+    cause, trace = _failure(f, failed) if failed else (None, None)
+    text = f"Crash loop: {fmt.plural(len(restarts), 'restart')} in {fmt.duration(max(last - first, 0.0))}"
+    if cause:
+        text += f"; last error {cause}"
+    elif failed is None:
+        text += "; no run ended with an exception: the runs before the restarts were never seen ending (a driver killed, as the OOM killer does)"
+    if newest is not None and outcome is None and newest.get("batches") and not fmt.missing(newest.get("started")):
+        up = max(now - float(newest["started"]), 0.0)
+        text += f"; the newest run has been up {fmt.duration(up)} ({fmt.plural(int(newest['batches']), 'batch', 'batches')})"
+    return Verdict("crash_loop", text, first, cause, trace, failed["run_id"] if failed else None)
+
+
+def failed(f: Facts) -> Verdict | None:
+    """The newest run ended with an exception: at start (no batch in that run) or later."""
+    if not f.runs or _outcome(f.runs[-1]) != "exception":
+        return None
+    run = f.runs[-1]
+    cause, trace = _failure(f, run)
+    at_start = not run.get("batches")
+    kind = "failed_at_start" if at_start else "failed"
+    head = "Failed at start" if at_start else "Failed"
+    end = run.get("ended") if not fmt.missing(run.get("ended")) and (run.get("ended") or 0) >= (run.get("started") or 0) else None
+    when = end or run.get("started")
+    text = f"{head} at {fmt.clock(when)}: {cause or 'no exception text in the history'}"
+    return Verdict(kind, text, run.get("started"), cause, trace, run["run_id"])
+
+
+def stalled(f: Facts) -> Verdict | None:
+    """No batch for many typical intervals while the newest run is still open (the live rule's limits)."""
+    signal = _last(f.events, k.STALLED)
+    recovered = _last(f.events, k.STALL_RECOVERED)
+    open_run = bool(f.runs) and _outcome(f.runs[-1]) is None
+    if (
+        signal is not None
+        and (recovered is None or recovered["ts"] < signal["ts"])
+        and open_run
+        and (f.last_batch_ts is None or signal["ts"] >= f.last_batch_ts)
+    ):
+        seconds = (signal.get("attributes") or {}).get("seconds_without_progress")
+        return Verdict(
+            "stalled",
+            f"Stalled: no batch for {fmt.duration(seconds)} (since {fmt.clock(f.last_batch_ts)})",
+            f.last_batch_ts or signal["ts"],
+        )
+    if open_run and f.now is not None and f.last_batch_ts is not None:
+        quiet = f.now - f.last_batch_ts
+        limit = max(STALL_MIN_SECONDS, STALL_FACTOR * (f.interval or 0.0))
+        if quiet > limit and quiet < 7 * 86400:  # a week-old history is not a stall, it is an old file
+            return Verdict(
+                "stalled", f"Stalled: no batch for {fmt.duration(quiet)} (usually every {fmt.duration(f.interval)})", f.last_batch_ts
+            )
+    return None
+
+
+def state_unbounded(f: Facts) -> Verdict | None:
+    """Operators whose newest growth verdict is 'unbounded' (state_unbounded not followed by state_bounded)."""
+    open_: dict[Any, Mapping[str, Any]] = {}
+    for e in f.events:
+        if e["kind"] in ("state_unbounded", "state_bounded"):
+            a = e.get("attributes") or {}
+            key = (a.get("operator_index"), a.get("operator"))
+            if e["kind"] == k.STATE_UNBOUNDED:
+                open_[key] = e
+            else:
+                open_.pop(key, None)
+    if not open_:
+        return None
+    parts = []
+    for (_, name), e in sorted(open_.items(), key=lambda kv: -float((kv[1].get("attributes") or {}).get("rows_per_second") or 0)):
+        a = e.get("attributes") or {}
+        if a.get("evidence"):  # the signal's own words (spark_state_observer.signals.growth.describe): browser and signal agree
+            parts.append(f"{name or 'operator'} {a['evidence']}")
+            continue
+        ratio = a.get("eviction_ratio")  # a history written before the verdict carried its evidence
+        evictions = "no evictions" if not ratio else f"evicting {float(ratio):.0%} of additions"
+        parts.append(f"{name or 'operator'} +{fmt.number(a.get('rows_per_second'))} rows/s, {evictions}")
+    since = min(e["ts"] for e in open_.values())
+    return Verdict("state_unbounded", "State unbounded: " + "; ".join(parts), since)
+
+
+def falling_behind(f: Facts) -> Verdict | None:
+    signal = _last(f.events, k.FALLING_BEHIND)
+    back = _last(f.events, k.CAUGHT_UP)
+    if signal is None or (back is not None and back["ts"] >= signal["ts"]):
+        return None
+    a = signal.get("attributes") or {}
+    return Verdict(
+        "falling_behind",
+        f"Falling behind: input {fmt.number(a.get('input_rows_per_second'))} rows/s, processed "
+        f"{fmt.number(a.get('processed_rows_per_second'))} rows/s",
+        signal["ts"],
+    )
+
+
+def late_rows(f: Facts) -> Verdict | None:
+    """The watermark drops a share of the input (a ``late_rows_dropped`` episode not stopped): those rows are missing from
+    the output, whatever the query does next, so a query that stopped since says what it dropped until then. An episode
+    spans restarts (the checkpoint keeps the watermark)."""
+    signal = _last(f.events, k.LATE_ROWS_DROPPED)
+    stopped_at = _last(f.events, k.LATE_ROWS_STOPPED)
+    if signal is None or (stopped_at is not None and stopped_at["ts"] >= signal["ts"]):
+        return None
+    a = signal.get("attributes") or {}
+    share = a.get("share")
+    operators = a.get("operators")
+    by = f" by {', '.join(map(str, operators))}" if isinstance(operators, list) and operators else ""
+    ended = f.runs[-1].get("ended") if f.runs and _outcome(f.runs[-1]) is not None else None
+    if ended is None:
+        text = f"Dropping late rows: the watermark drops input{by} as too late since {fmt.clock(signal['ts'])}"
+    else:
+        text = f"Dropped late rows: from {fmt.clock(signal['ts'])} the watermark dropped input{by} as too late; the query stopped at {fmt.clock(ended)}"
+    ahead = a.get("watermark_ahead_seconds")
+    groups = a.get("late_groups_share")
+    if isinstance(ahead, (int, float)) and math.isfinite(ahead) and ahead > 0 and a.get("cause") == "watermark_ahead":
+        text += f"; the watermark stood {fmt.duration(ahead)} ahead of the trigger time: a record from the future moved it, every older row is lost"
+    elif a.get("cause") == "most_groups_late" and isinstance(groups, (int, float)) and math.isfinite(groups):
+        text += f" ({float(groups):.0%} of the groups reaching the aggregation were late)"
+    elif a.get("cause") == "operator_share" and isinstance(reached := a.get("operator_share"), (int, float)) and math.isfinite(reached):
+        text += f" ({float(reached):.1%} of the rows reaching it when it began)"
+    elif isinstance(share, (int, float)) and math.isfinite(share):
+        text += f" (at least {float(share):.1%} of the input rows when it began)"
+    return Verdict("late_rows", text, signal["ts"], run_id=signal.get("run_id"))
+
+
+def kafka_lag_of(progress: Mapping[str, Any] | None) -> dict[str, float]:
+    """Records behind the latest per topic at a batch (``latestOffset`` minus ``endOffset`` over its Kafka sources'
+    partitions), as the observer's lag gauges read it; empty without a Kafka source or offsets."""
+    out: dict[str, float] = {}
+    for _, source in kafka_sources(progress):
+        totals = topic_totals(lag_records(parse_offsets(source.get("endOffset")), parse_offsets(source.get("latestOffset"))))
+        for topic, lag in totals.items():
+            out[topic] = out.get(topic, 0.0) + float(lag)
+    return out
+
+
+def kafka_lag(f: Facts) -> Verdict | None:
+    """The newest ``kafka_lag_growing`` of the running newest run, while its newest batch is still at least as far
+    behind as when the lag began to grow (SparkStreamingKafkaLagGrowing's state); a lag read back below it is over."""
+    if not f.runs or _outcome(f.runs[-1]) is not None:
+        return None
+    newest_run = f.runs[-1]["run_id"]
+    found = [e for e in f.events if e["kind"] == k.KAFKA_LAG_GROWING and e.get("run_id") == newest_run]
+    if not found:
+        return None
+    signal = found[-1]
+    a = signal.get("attributes") or {}
+    topic, then = a.get("topic"), a.get("lag_records")
+    now = f.kafka_lag.get(topic) if isinstance(topic, str) else None
+    if now is None or not isinstance(then, (int, float)) or not math.isfinite(then) or now < then:
+        return None
+    text = f"Kafka lag growing: {topic} {fmt.number(now)} records behind the latest ({fmt.number(then)} when it began to grow at {fmt.clock(signal['ts'])}"
+    rate = a.get("records_per_second")
+    if isinstance(rate, (int, float)) and math.isfinite(rate):
+        text += f", growing {float(rate):,.1f} records/s then"
+    return Verdict("kafka_lag", text + ")", signal["ts"], run_id=newest_run)
+
+
+def kafka_data_loss(f: Facts) -> Verdict | None:
+    """The newest Kafka finding of lost (or twice read) input in the query's newest run: the records are gone
+    whatever the query does next, so the verdict stays for as long as that run is the newest."""
+    newest_run = f.runs[-1]["run_id"] if f.runs else None
+    found = [e for e in f.events if e["kind"] in KAFKA_DATA_LOSS and (newest_run is None or e.get("run_id") == newest_run)]
+    if not found:
+        return None
+    signal = found[-1]
+    a = signal.get("attributes") or {}
+    where = f"{a.get('topic')}" + (f" partitions {', '.join(map(str, a['partitions']))}" if a.get("partitions") else "")
+    text = f"{KAFKA_DATA_LOSS[signal['kind']]} on {where} at {fmt.clock(signal['ts'])}"
+    if signal["kind"] == k.KAFKA_OFFSETS_SKIPPED and a.get("records") is not None:
+        text += f", {fmt.number(a['records'])} records (deleted before the query read them)"
+    elif signal["kind"] == k.KAFKA_OFFSETS_REWOUND and a.get("records") is not None:
+        text += f", {fmt.number(a['records'])} records (an older checkpoint, or offsets set back)"
+    elif signal["kind"] == k.KAFKA_LATEST_WENT_BACK:
+        text += " (the topic deleted and made again, or truncated)"
+    if len(found) > 1:
+        text += f"; {len(found)} such findings in this run"
+    return Verdict("kafka_data_loss", text, found[0]["ts"], run_id=signal.get("run_id"))
+
+
+def _restore_total(
+    f: Facts,
+    after: float,
+    run_id: str | None = None,
+    order: tuple[str, ...] = ("restore", "store_reload"),
+    taken: AbstractSet[float] = frozenset(),
+) -> tuple[float | None, float | None]:
+    """(seconds summed over operators, time) of the first restore (or reload; ``order`` says which is
+    looked for first) at or after ``after``, leaving out those at the times in ``taken`` (another incident's).
+    The seconds are None when none of them carries a time (a reload told from task placement)."""
+    for kinds in ((kind,) for kind in order):
+        candidates = [
+            e
+            for e in f.events
+            if e["kind"] in kinds
+            and e["ts"] >= after
+            and e["ts"] - after <= RESTORE_WINDOW_SECONDS
+            and e["ts"] not in taken
+            and (run_id is None or e.get("run_id") == run_id)
+        ]
+        if candidates:
+            first = candidates[0]["ts"]
+            same = [e for e in candidates if e["ts"] == first]
+            key = "duration_seconds" if kinds == ("restore",) else "load_seconds"
+            values = [(e.get("attributes") or {}).get(key) for e in same]
+            measured = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+            # a reload Spark measured no time of (before 4.1, told from the tasks' placement): found, time unknown
+            return (sum(measured) if measured else None), first
+    return None, None
+
+
+def executor_lost(f: Facts) -> list[Verdict]:
+    """One verdict per executor lost (the latest ``MAX_LOSSES_SHOWN``), each at its own time with its own cost: the
+    first reload (or restore) of its notice window that no earlier loss took. Two losses a few seconds apart
+    each name their executor and what reloading after it cost, not one of them with the other's reload."""
+    found: list[Verdict] = []
+    taken: set[float] = set()
+    for signal in (e for e in f.events if e["kind"] == k.EXECUTOR_REMOVED):
+        executor = (signal.get("attributes") or {}).get("executor_id")
+        seconds, at = _restore_total(f, signal["ts"] - LOSS_NOTICE_SECONDS, order=("store_reload", "restore"), taken=taken)
+        if at is not None:
+            taken.add(at)
+        text = f"Executor {executor} lost at {fmt.clock(signal['ts'])}"
+        if seconds is not None:
+            text += f"; restore {fmt.duration(seconds)}"
+        elif at is not None:
+            text += "; its state stores reloaded on other executors (this Spark reports no load time)"
+        else:
+            text += "; no restore seen after it"
+        found.append(Verdict("executor_lost", text, signal["ts"]))
+    return found[-MAX_LOSSES_SHOWN:]
+
+
+def _scheduled_start(signal: Mapping[str, Any] | None) -> bool:
+    """Whether a restart signal is the next run of a schedule (availableNow, once), as the observer judged it."""
+    return signal is not None and (signal.get("attributes") or {}).get("scheduled") is True
+
+
+def _on_schedule(f: Facts) -> bool:
+    return _scheduled_start(_last(f.events, k.QUERY_RESTARTED))
+
+
+def restarted(f: Facts) -> Verdict | None:
+    signal = _last(f.events, k.QUERY_RESTARTED)
+    if signal is None or _scheduled_start(signal):
+        return None  # a scheduled run's start is no incident (``stopped`` and ``healthy`` say it is on a schedule)
+    down = (signal.get("attributes") or {}).get("downtime_seconds")
+    seconds, _ = _restore_total(f, signal["ts"], signal.get("run_id"))
+    text = f"Restarted at {fmt.clock(signal['ts'])}"
+    if down is not None:
+        text += f" after {fmt.duration(down)} down"
+    if seconds is not None:
+        text += f"; restore {fmt.duration(seconds)}"
+    return Verdict("restarted", text, signal["ts"])
+
+
+def _schedule_interval(signal: Mapping[str, Any] | None) -> float | None:
+    """A scheduled restart's interval (``schedule_interval_seconds``, seconds from start to start), or None: not
+    scheduled, or a history written before the signal carried it."""
+    if signal is None or not _scheduled_start(signal):
+        return None
+    value = (signal.get("attributes") or {}).get("schedule_interval_seconds")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
+
+
+def overdue(f: Facts) -> Verdict | None:
+    """A query on a schedule whose next run is late: its newest run stopped cleanly, and no run has started
+    by that run's start + the interval + max(interval * SCHEDULE_LATE_SHARE, SCHEDULE_LATE_MIN_SECONDS)
+    (the SparkStreamingScheduledRunOverdue alert's rule). Since: when the next run was due (start + interval)."""
+    if not f.runs or _outcome(f.runs[-1]) != "clean" or f.now is None:
+        return None
+    every = _schedule_interval(_last(f.events, k.QUERY_RESTARTED))
+    run = f.runs[-1]
+    started = run.get("started")
+    if every is None or fmt.missing(started):
+        return None
+    due = float(started) + every
+    if f.now <= due + max(every * SCHEDULE_LATE_SHARE, SCHEDULE_LATE_MIN_SECONDS):
+        return None
+    end = run.get("ended") if not fmt.missing(run.get("ended")) else run.get("last_seen")
+    text = (
+        f"Overdue: a run every {fmt.duration(every)} was due at {fmt.clock(due)}, none has started in the "
+        f"{fmt.duration(f.now - due)} since (its last run stopped cleanly at {fmt.clock(end)})"
+    )
+    return Verdict("overdue", text, due)
+
+
+def stopped(f: Facts) -> Verdict | None:
+    if not f.runs or _outcome(f.runs[-1]) != "clean":
+        return None
+    run = f.runs[-1]
+    end = run.get("ended") if not fmt.missing(run.get("ended")) else run.get("last_seen")
+    if _on_schedule(f):
+        return Verdict("stopped", f"On a schedule: its last run stopped cleanly at {fmt.when(end)}", end)
+    if _ended_with_application(f, run["run_id"]):
+        return Verdict(
+            "stopped",
+            f"Stopped with its application at {fmt.when(end)} (no query stop logged: a SIGTERM, as a deploy sends, or an exit)",
+            end,
+        )
+    return Verdict("stopped", f"Stopped cleanly at {fmt.when(end)}", end)
+
+
+def _ended_with_application(f: Facts, run_id: str) -> bool:
+    """Whether the run's termination is the observer's, at its application's end (Spark logged none for the query)."""
+    return any(
+        e["kind"] == k.QUERY_TERMINATED and e.get("run_id") == run_id and (e.get("attributes") or {}).get("ended_with_application") is True
+        for e in f.events
+    )
+
+
+RULES = (crash_loop, failed, kafka_data_loss, stalled, overdue, late_rows, state_unbounded, falling_behind, kafka_lag, restarted)
+
+
+def verdicts(f: Facts) -> list[Verdict]:
+    """Every incident that applies, most severe first; ``healthy`` (or ``stopped``) when none does. A query on a
+    schedule between runs is ``stopped`` until its next run is overdue, then ``overdue`` (and not ``stopped``)."""
+    found = [v for v in (rule(f) for rule in RULES) if v is not None] + executor_lost(f)
+    if any(v.kind == "crash_loop" for v in found):
+        found = [v for v in found if v.kind not in ("failed", "failed_at_start", "restarted")]
+    if not found or all(v.severity >= SEVERITY["executor_lost"] or v.kind == "late_rows" for v in found):  # rows lost before a stop
+        end = stopped(f)
+        if end is not None:
+            found.append(end)
+        elif not f.runs and f.last_batch_ts is None:
+            found.append(Verdict("no_data", "No batch and no run in the history yet"))
+        elif not found:
+            every = f" (a batch every {fmt.duration(f.interval)})" if f.interval else ""
+            running = "a scheduled run" if _on_schedule(f) else "running"
+            found.append(Verdict("healthy", f"Healthy: {running}{every}", f.last_batch_ts))
+    return sorted(found, key=lambda v: v.severity)
+
+
+def verdict(f: Facts) -> Verdict:
+    """The most severe verdict."""
+    return verdicts(f)[0]

@@ -1,0 +1,51 @@
+"""``PrometheusObserver``: an ``Observer`` with its Prometheus exporter, as a job (and ``observer.Observer``) has it.
+
+The pipeline builds no exporter (``spark_state_observer.pipeline.runtime``); this composition root builds the
+Prometheus sink over the observer's metric view and passes it in, first of its sinks, and opens its
+endpoint and Pushgateway when the observer starts. ``attach()`` and ``StateObserverListener`` use it, and
+it stays the public ``observer.Observer``, so ``exposition()``, ``server`` and ``http_port`` read as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_state_observer.exporters.http import MetricsServer
+from spark_state_observer.exporters.prometheus import PrometheusSink
+from spark_state_observer.pipeline.runtime import Observer
+from spark_state_observer.settings import Settings
+
+
+class PrometheusObserver(Observer):
+    """An ``Observer`` whose first sink is ``prometheus`` (it serves when ``serve``, default ``http_enabled``;
+    it pushes when a Pushgateway is set); other keyword arguments are the ``Observer``'s."""
+
+    def __init__(self, settings: Settings | None = None, *, serve: bool | None = None, **kwargs: Any) -> None:
+        super().__init__(settings, **kwargs)
+        self.prometheus = PrometheusSink(
+            self.view,
+            self.settings,
+            lambda: self.self_metrics.count("export_failures", "pushgateway"),
+            lambda reason: self.self_metrics.count("http_refused", reason),
+        )
+        self.add_sink(self.prometheus)
+        self._serve = self.settings.http_enabled if serve is None else serve
+
+    def start(self) -> PrometheusObserver:
+        """Open the endpoint and the Pushgateway, then start the worker. Raises ``ExporterError`` if the port is taken."""
+        self.prometheus.start(self._serve)
+        super().start()
+        return self
+
+    @property
+    def server(self) -> MetricsServer | None:
+        """The /metrics endpoint, while it serves."""
+        return self.prometheus.server
+
+    @property
+    def http_port(self) -> int | None:
+        return self.server.port if self.server else None
+
+    def exposition(self) -> bytes:
+        """The Prometheus text of the current state: what the endpoint serves and the Pushgateway gets."""
+        return self.prometheus.exposition()

@@ -1,0 +1,95 @@
+"""Lifecycle: an application is running, finished (read to its end after an end marker or event), lost (no
+growth without an end) or forgotten (a grace period later, or its log gone or replaced); the gauges by status.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+
+from spark_state_observer.fleet.app_events import StatusChange
+from spark_state_observer.fleet.followed_app import FollowedApp
+from spark_state_observer.fleet.watcher_core import WatcherCore, log
+from spark_state_observer.model.bounded import clean_text
+
+
+class AppLifecycle(WatcherCore):
+    """Lifecycle of the ``EventLogWatcher``'s applications."""
+
+    def _lifecycle(self, app: FollowedApp, now: float) -> None:
+        tail = app.tail
+        sig = (
+            app.listing.path,
+            app.listing.mtime_ns,
+            tuple(sorted(app.files)),
+            tail.index if tail else None,
+            tail.size if tail else None,
+            app.marker_final,
+        )
+        if sig != app.growth_sig:
+            app.growth_sig, app.last_growth = sig, now
+        ended = app.marker_final or app.end_seen or (app.listing.kind == "single" and app.listing.finished)
+        read_all = tail is None or tail.broken or (tail.size >= 0 and tail.raw >= tail.size)
+        if (
+            ended
+            and read_all
+            and tail is not None
+            and not tail.broken
+            and tail.partial
+            and app.status == "running"
+            and (app.marker_final or app.listing.finished)
+        ):
+            self._truncated(app, tail, "though the application ended")
+        drained = read_all and (tail is None or tail.broken or not tail.partial)
+        if app.status in ("running", "lost") and ended and drained and self._next_index(app, tail.index if tail else -1) is None:
+            if app.identity is None:
+                self._fallback_identity(app, "the log ended without an application-start event")
+            how = "end marker" if app.marker_final or app.listing.finished else "application-end event"
+            self._set_status(app, "finished", f"{app.name}: finished ({how}), read to its end", now)
+        elif app.status == "running" and now - app.last_growth > self.lost_after_seconds:
+            if app.identity is None and app.held:
+                self._fallback_identity(app, "the log stopped growing before an application-start event")
+            self._set_status(
+                app,
+                "lost",
+                f"{app.name}: no growth for {now - app.last_growth:.0f} s and no end marker (a killed driver leaves its log like this)",
+                now,
+            )
+        elif app.status == "lost" and app.last_growth >= app.status_since:
+            self._set_status(app, "running", f"{app.name}: growing again", now)
+
+    def _set_status(self, app: FollowedApp, status: str, message: str, now: float) -> None:
+        message = clean_text(message, 2000)
+        app.status, app.status_since = status, now
+        app.report().status_changes.append(StatusChange(status, message, time.time()))
+        self._dirty = True
+        if status != "running":
+            log.info("%s", message)
+
+    def _forget(self, now: float) -> None:
+        for app in list(self._apps.values()):
+            if app.status in ("finished", "lost") and now - app.status_since >= self.grace_seconds:
+                self._drop(app, "forgotten", f"{app.name}: forgotten {self.grace_seconds:.0f} s after it was {app.status}")
+
+    def _drop(self, app: FollowedApp, status: str, message: str, done: bool = True) -> None:
+        """Forget ``app``; ``done``: its log, if still there, is not read again (``False``: found again as a new log)."""
+        report = app.report()
+        report.identity = app.identity
+        report.status_changes.append(StatusChange(status, message, time.time()))
+        self._apps.pop(app.name, None)
+        app.dropped = True
+        if done and app.listing.path and os.path.lexists(app.listing.path):
+            self._done.add(app.name)
+        self.counts.apps_forgotten += 1
+        self._forgotten.append(app)
+        self._dirty = True
+
+    def _update_gauges(self) -> None:
+        self.counts.clock_skew_seconds = max((app.clock_skew for app in self._apps.values()), key=abs, default=0.0)
+        statuses = Counter(app.status for app in self._apps.values())
+        self.counts.apps_running, self.counts.apps_finished, self.counts.apps_lost = (
+            statuses["running"],
+            statuses["finished"],
+            statuses["lost"],
+        )

@@ -1,0 +1,700 @@
+"""The watcher's runtime: every application found in event-log folders, through the listener's pipeline.
+
+``EventLogWatcher`` (``spark_state_observer.fleet.eventlog_watch``) captures: per application its identity and raw
+events. This module turns them into what a listener's ``Observer`` produces, for all applications at
+once behind one ``/metrics`` endpoint:
+
+- **One pipeline per application.** Each followed application gets an ``spark_state_observer.pipeline.runtime.Observer`` of
+  its own (no thread, no endpoint: the watcher's thread calls ``process`` and ``tick``), whose identity
+  is the application's (``AppContext``: ``app`` = its name, the configured static labels, and the id,
+  attempt and log name for the info series). Tracker, signal state and executors are then per
+  application exactly as in a listener, and dropping an application (``forgotten``) drops all of it:
+  memory follows the applications followed, not the ones ever seen.
+- **Shared around them**: the observer's own figures (one ``SelfMetrics``), the history sink (one
+  database; each event reaches it through ``AppAwareSink.on_app_event`` with its application) and the
+  endpoint and Pushgateway, which join every application's cached query lines with the watcher's own
+  series (``spark_state_observer_watch_*``, from ``WatchCounts`` as of the end of the last round, so an
+  application shows finished only once its events are in its series).
+- **Restart**: the watcher runs with ``replay_on_resume``: after a restart it reads each followed log
+  again from its start so the in-memory state (counters, signal state) is rebuilt, and
+  ``spark_streaming_batches_total`` equals the log's progress events; events delivered before the
+  restart (``RawEvent.replayed``) go through metrics and signals but not again into the history or
+  OTLP logs.
+- **Times**: an event is processed at its own time where Spark logged one (a progress's trigger time plus
+  its duration, when the listener would have received it; a started or idle event's time; a termination,
+  logged without one, at the latest time of the lines before it, as replay places it), else at the time
+  the watcher read it; executors come from the log's executor events, the driver excluded, at the times
+  Spark logged them (``LoggedExecutors``, as replay keeps them).
+- **Across applications**: what the rules know of a query's runs (``RunState``: its last progress and
+  termination, and the other rules' state carried with it: the restore's baseline, the growth windows, the
+  Kafka offsets and read rate) is shared by query id, so a restart as a new application gives the downtime, restore, Kafka
+  backlog and catch-up forecast a replay of both logs gives; a new run after a driver killed without a
+  word (its log still in progress) takes the query over too (``spark_state_observer.signals.lifecycle``).
+
+Data flows one way: capture (the watcher) → model → signals → sinks; nothing here is called back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
+
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.exporters.endpoint import Endpoint, open_endpoint
+from spark_state_observer.exporters.exposition import Families, QueryLines, join_parts
+from spark_state_observer.exporters.http import MetricsServer, Pusher
+from spark_state_observer.exporters.otel.config import otlp_enabled
+from spark_state_observer.exporters.prometheus import StateCollector, histogram_text
+from spark_state_observer.exporters.samples import SampleSink, labelled, render_lasting, render_self
+from spark_state_observer.fleet.app_events import (
+    PIPELINE_EVENTS,
+    PLACEMENT_EVENTS,
+    PROBLEM_KINDS,
+    AppEvents,
+    LoggedApp,
+    RawEvent,
+    WatchCounts,
+)
+from spark_state_observer.fleet.clock_skew import event_time
+from spark_state_observer.fleet.eventlog_watch import EventLogWatcher
+from spark_state_observer.fleet.heap import keep_freed_heap
+from spark_state_observer.fleet.query_statuses import EXPORTER as QUERY_STATUS_EXPORTER
+from spark_state_observer.fleet.query_statuses import QueryStatuses
+from spark_state_observer.fleet.store_mirror import PROBLEM_KINDS as STORE_PROBLEM_KINDS
+from spark_state_observer.fleet.store_mirror import REQUEST_KINDS, StoreMirror
+from spark_state_observer.fleet.watch_positions import SavedPositions
+from spark_state_observer.fleet.watch_state import StateFileError, load_state
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.selfmetrics import SelfMetrics
+from spark_state_observer.model import kinds
+from spark_state_observer.model.bounded import clean_identity
+from spark_state_observer.model.checkpoint_work import expected_work_hook
+from spark_state_observer.model.events import Event
+from spark_state_observer.model.identity import AppContext, Pairs
+from spark_state_observer.model.plan_checkpoint import PlanCheckpoints
+from spark_state_observer.model.plan_eviction import PlanEviction
+from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.model.spark_events import (
+    APP_END,
+    EXECUTOR_ADDED,
+    EXECUTOR_REMOVED,
+    QUERY_IDLE,
+    QUERY_PROGRESS,
+    QUERY_STARTED,
+    QUERY_TERMINATED,
+    executor_change,
+)
+from spark_state_observer.pipeline.runtime import Observer
+from spark_state_observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink
+from spark_state_observer.placement.feed import PlacementFeed
+from spark_state_observer.placement.task_log import EventLogSource, follow_event_log
+from spark_state_observer.placement.tasks import wanted_line
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.executors import ExecutorSet, LoggedExecutors
+from spark_state_observer.signals.lifecycle import RunState
+
+if TYPE_CHECKING:
+    from spark_state_observer.history.sink import HistorySink
+
+log = logging.getLogger("spark_state_observer")
+HISTORY_DROPPED_KEY = "history_dropped_events"  # in the state file: events dropped before its positions, never to be written
+MAX_UNSAVED = 64  # position snapshots waiting for the history writer (a long outage: the newest replaces the last)
+
+_KIND_OF = {
+    QUERY_STARTED: kinds.STARTED,
+    QUERY_PROGRESS: kinds.PROGRESS,
+    QUERY_IDLE: kinds.IDLE,
+    QUERY_TERMINATED: kinds.TERMINATED,
+    APP_END: kinds.APPLICATION_END,  # the runs it still had end with it, as in replay
+}
+_WATCH_COUNTERS = (
+    (catalog.WATCH_APPLICATIONS_DISCOVERED, "apps_discovered"),
+    (catalog.WATCH_APPLICATIONS_FORGOTTEN, "apps_forgotten"),
+    (catalog.WATCH_READ_BYTES, "read_bytes"),
+    (catalog.WATCH_DECODED_BYTES, "decoded_bytes"),
+    (catalog.WATCH_LINES, "lines"),
+    (catalog.WATCH_EVENTS_PARSED, "events_parsed"),
+    (catalog.WATCH_EVENTS_DELIVERED, "events_delivered"),
+    (catalog.WATCH_EVENTS_DUPLICATE, "events_duplicate"),
+)
+
+
+PRERENDER_SECONDS = 10.0
+"""How often the watcher renders its changed queries' ``/metrics`` lines ahead of a scrape. A rendering
+refreshes whatever changed since the last, and a scrape's own rendering refreshes the rest, so a scrape never
+reads stale lines: this only decides how much rendering the polls do. Rendering after every 1 s poll was a third
+of the watcher's CPU with 200 applications writing a batch a second, for scrapes that come every 10-60 s."""
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """How the watcher follows its folders (the ``watch`` command's flags)."""
+
+    poll_interval: float = 2.0
+    shard: tuple[int, int] | None = None
+    state_path: str | None = None  # positions saved here (a restart resumes); None: nothing saved
+    grace_seconds: float = 300.0  # a finished or lost application is forgotten this long after
+    lost_after_seconds: float = 600.0  # a log that does not grow for this long without an end is lost
+    read_finished_at_start: bool = False  # also read logs already finished when the watcher starts
+    follow_symlinks: bool = False  # follow links out of the watched folders too
+    max_apps: int = 10_000
+    history: bool = False  # write the shared history (settings.history_path)
+
+
+def render_watch(f: SampleSink, counts: WatchCounts) -> None:
+    """The watcher's own series (``catalog.WATCH_METRICS``) from its running totals."""
+    for status, n in (("running", counts.apps_running), ("finished", counts.apps_finished), ("lost", counts.apps_lost)):
+        f.add(catalog.WATCH_APPLICATIONS, (("status", status),), n)
+    for spec, attr in _WATCH_COUNTERS:
+        f.add(spec, (), getattr(counts, attr))
+    for kind in PROBLEM_KINDS:
+        f.add(catalog.WATCH_PROBLEMS, (("kind", kind),), counts.problems.get(kind, 0))
+    f.add(catalog.WATCH_CLOCK_SKEW, (), counts.clock_skew_seconds)
+
+
+def render_store(f: SampleSink, mirrors: Sequence[StoreMirror]) -> None:
+    """The object-store series (requests and problems by kind), summed over the watched URLs; none without URLs."""
+    if not mirrors:
+        return
+    for kind in REQUEST_KINDS:
+        f.add(catalog.WATCH_STORE_REQUESTS, (("kind", kind),), sum(m.requests.get(kind, 0) for m in mirrors))
+    for kind in STORE_PROBLEM_KINDS:
+        f.add(catalog.WATCH_STORE_PROBLEMS, (("kind", kind),), sum(m.problems.get(kind, 0) for m in mirrors))
+
+
+def app_context(identity: LoggedApp, static: Pairs) -> AppContext:
+    """The pipeline's identity of an application the watcher found."""
+    # the log name is the file's name (surrogate escapes where it is not UTF-8): cleaned as the other identity strings were
+    return AppContext(identity.name, static, identity.app_id, identity.attempt_id or "", clean_identity(identity.log_name))
+
+
+class _Replayable:
+    """Wraps a per-application sink that writes durably (history, OTLP logs): skips events delivered before a restart.
+
+    It is also where a shared sink that records placement (the history: ``PlacementAwareSink``) is handed the
+    feed of the application whose event it is given: one history follows every application's placement, as
+    a listener's follows its own (the Placement page reads it)."""
+
+    def __init__(self, inner: Sink, pipeline: _AppPipeline, owned: bool) -> None:
+        self.inner, self.name, self._pipeline, self._owned = inner, inner.name, pipeline, owned
+        self._placement: PlacementFeed | None = None
+        self._app_aware = isinstance(inner, AppAwareSink)  # asked once: a runtime-checkable protocol's isinstance is slow
+
+    def follow_placement(self, feed: PlacementFeed) -> None:
+        """This application's placement feed, handed to the inner sink with each of its events when it records placement."""
+        self._placement = feed if isinstance(self.inner, PlacementAwareSink) else None
+
+    def on_app_event(self, app: AppContext, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
+        if self._pipeline.replaying:
+            return
+        if self._placement is not None:
+            cast(PlacementAwareSink, self.inner).follow_placement(self._placement)
+        if self._app_aware:
+            cast(AppAwareSink, self.inner).on_app_event(app, event, signals, received_at)
+        else:
+            self.inner.on_event(event, signals, received_at)
+
+    def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
+        self.on_app_event(self._pipeline.observer.identity, event, signals, received_at)
+
+    # a shared sink is ticked, flushed and closed once by the runtime, an owned one with its application
+    def tick(self, processed: int) -> None:
+        if self._owned:
+            self.inner.tick(processed)
+
+    def flush(self) -> None:
+        if self._owned:
+            self.inner.flush()
+
+    def close(self) -> None:
+        if self._owned:
+            self.inner.close()
+
+
+@dataclass
+class _AppPipeline:
+    """One followed application: its observer and what the watcher knows of its executors."""
+
+    observer: Observer
+    executors: LoggedExecutors = field(default_factory=LoggedExecutors)
+    placement: EventLogSource | None = None  # the application's task events, when placement is followed
+    checkpoints: PlanCheckpoints = field(default_factory=PlanCheckpoints)  # run id -> checkpoint root, from its plans
+    eviction: PlanEviction = field(default_factory=PlanEviction)  # which states the watermark evicts by key, from its plans
+    log_name: str = ""
+    replaying: bool = False
+    last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
+    clock_skew: float = 0.0  # seconds the application's clock is behind the watcher's (``AppEvents.clock_skew``)
+    clock_known: bool = False  # the skew is settled (``AppEvents.clock_known``): only then are ages and stalls judged
+    # the application's Prometheus lines over its observer's view (built here: the pipeline builds no exporter);
+    # the watcher's one endpoint joins those of every application
+    collector: StateCollector = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.collector = StateCollector(self.observer.view)
+
+    def clock(self) -> float:
+        """Now on the application's clock: its ages and stalls compare its own event times with this."""
+        return time.time() - self.clock_skew
+
+    def executor_ids(self) -> ExecutorSet:
+        return self.executors.current()
+
+
+class _TextCollector(Collector):
+    """The endpoint's fallback (``name[]`` filters, other formats): the same text, parsed back into families."""
+
+    def __init__(self, render: Callable[[], bytes]) -> None:
+        self._render = render
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(list(text_string_to_metric_families(self._render().decode())))
+
+
+class FleetObserver:
+    """Every application in event-log folders through the listener's pipeline, behind one endpoint.
+
+    ``start()`` opens the endpoint (settings ``http_host``/``http_port``, TLS and basic auth as for a
+    listener), starts pushing when a Pushgateway is set, and runs the watcher on a thread; ``stop()``
+    stops it and saves the positions. ``poll_once()`` does one round on the calling thread (tests,
+    benchmarks).
+    """
+
+    def __init__(
+        self,
+        dirs: Sequence[str],
+        settings: Settings | None = None,
+        options: WatchOptions | None = None,
+        *,
+        serve: bool = True,
+        mirrors: Sequence[StoreMirror] = (),
+    ) -> None:
+        """``mirrors``: object-store URLs mirrored into some of ``dirs``, synced before each poll (``spark_state_observer.fleet.store_mirror``)."""
+        self.mirrors = list(mirrors)
+        self.settings = settings or Settings.from_env()
+        self.options = options or WatchOptions()
+        self.static = self.settings.static_labels
+        self.self_metrics = SelfMetrics()
+        o = self.options
+        # placement needs the task, job and SQL events: parsed only for streaming applications, and only when followed
+        wanted = PIPELINE_EVENTS | PLACEMENT_EVENTS if self.settings.placement != "off" else PIPELINE_EVENTS
+        self.watcher = EventLogWatcher(
+            dirs,
+            poll_interval=o.poll_interval,
+            wanted_events=wanted,
+            shard=o.shard,
+            state_path=o.state_path,
+            grace_seconds=o.grace_seconds,
+            lost_after_seconds=o.lost_after_seconds,
+            read_finished_at_start=o.read_finished_at_start,
+            follow_symlinks=o.follow_symlinks,
+            replay_on_resume=True,
+            max_apps=o.max_apps,
+            raw_events=PLACEMENT_EVENTS,  # placement decodes the few fields it reads, of the lines that matter to it
+            raw_keep=wanted_line,
+            progress_as_bytes=True,  # the pipeline decodes the progress object's JSON itself (spark_state_observer.model.decode)
+        )
+        self._apps: dict[str, _AppPipeline] = {}
+        # what every application's rules know of each query's runs, by query id: a job restarted as a new
+        # application (same query id and checkpoint) is a restart, and its restarts a crash loop, even when
+        # it failed before its first batch (issue 25); rebuilt by the replay of the logs after a restart
+        self._query_lives: dict[str, RunState] = {}
+        self._lock = threading.Lock()  # the watcher thread changes ``_apps`` while scrapes read it
+        self._shared: list[Sink] = []
+        self._history: HistorySink | None = None
+        # positions waiting for their rows to be written, with the history's drops counted when they were taken
+        self._unsaved: deque[tuple[SavedPositions, int, int]] = deque()
+        self._dropped_before = 0  # history events earlier runs dropped and saved positions past (the state file says so)
+        if o.history:
+            from spark_state_observer.history.sink import HistorySink
+
+            self._dropped_before = _history_dropped(o.state_path)
+            if self._dropped_before:
+                log.warning(
+                    "spark-state-observer: the history misses %d events that earlier runs of this watcher dropped "
+                    '(counted then in %s_total{reason="history"}; %s keeps the count)',
+                    self._dropped_before,
+                    catalog.EVENTS_DROPPED.name,
+                    o.state_path,
+                )
+
+            # a writer thread for SQLite too: positions are then saved only as far as rows are written (a full
+            # disk holds them back instead of skipping the rows it refused)
+            self._history = HistorySink(self.settings.history_path, self.self_metrics, self.settings, background=True)
+            self._shared.append(self._history)
+            if self._history.store is None and o.state_path:
+                log.warning(
+                    "spark-state-observer: without its history this run saves no read positions: %s stays as it is, "
+                    "and a start with a usable history writes what this one reads",
+                    o.state_path,
+                )
+        # failed and crash-looping queries outlive their applications; restored from the history first
+        self.statuses = QueryStatuses(
+            self.settings.query_status_retention_days * 86400.0,
+            self.settings.query_status_max_queries,
+            history=self.settings.history_path if o.history else None,
+            on_failure=lambda: self.self_metrics.count("export_failures", QUERY_STATUS_EXPORTER),
+        )
+        self.statuses.restore()
+        self._otlp = otlp_enabled(self.settings)
+        # executors of applications not (yet) streaming: a batch application costs this small set, no pipeline
+        self._executors: dict[str, LoggedExecutors] = {}
+        self._serve = serve
+        self._endpoint = Endpoint()
+        self.server: MetricsServer | None = None
+        self.pusher: Pusher | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.rounds = 0  # polls done (tests wait on it)
+        self._prerendered_at = float("-inf")  # monotonic time of the last pre-rendering round
+        # the watcher's own figures as of the end of the last round: what the endpoint shows (``_publish_counts``)
+        self._counts = _copy_counts(self.watcher.counts)
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+    def start(self, follow: bool = True) -> FleetObserver:
+        """Open the endpoint and start following; raises ``ExporterError`` when the port is taken.
+
+        ``follow=False`` opens the endpoint only: the caller drives ``poll_once`` (benchmarks).
+        """
+        keep_freed_heap()  # the polls' pieces and lines reuse warm memory (spark_state_observer.fleet.heap)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_TextCollector(self.exposition))
+        # one push of every application; the grouping key holds the static labels, the series their app
+        self._endpoint = open_endpoint(
+            self.settings,
+            self.exposition,
+            registry,
+            serve=self._serve,
+            grouping=dict(self.static),
+            render_parts=self.exposition_parts,
+            on_push_failure=lambda: self.self_metrics.count("export_failures", "pushgateway"),
+            on_refused=lambda reason: self.self_metrics.count("http_refused", reason),
+        )
+        self.server, self.pusher = self._endpoint.server, self._endpoint.pusher
+        if self.server is not None:
+            log.info("spark-state-observer: watching %s; metrics at %s", ", ".join(self.watcher.dirs), self.server.url)
+        if follow:
+            self._thread = threading.Thread(target=self._run, name="spark-state-observer-watch", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Finish the current round, save the positions, flush and close every sink, close the endpoint."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        with self._lock:
+            pipelines = list(self._apps.values())
+        for pipeline in pipelines:
+            pipeline.observer.stop(1.0)
+        for sink in self._shared:
+            self._guarded(sink, sink.close)  # writes what it can: positions are saved only as far as that
+        self.statuses.close()
+        self._save_written_positions()
+        self._publish_counts()  # a last push shows them
+        self._endpoint.stop()
+
+    @property
+    def http_port(self) -> int | None:
+        return self.server.port if self.server is not None else None
+
+    def _run(self) -> None:
+        interval = self.options.poll_interval
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.poll_once()
+            if not self.watcher.backlog:
+                self._stop.wait(max(0.0, interval - (time.monotonic() - started)))
+
+    # --- one round --------------------------------------------------------------------------------------
+    def poll_once(self, on_found: Callable[[list[AppEvents]], None] | None = None) -> None:
+        """Poll the folders, feed what was found through each application's pipeline, tick, save positions.
+
+        ``on_found`` sees what the poll found before it is processed (benchmarks measure delivery with it).
+        """
+        for mirror in self.mirrors:  # new parts in object stores land in the folders first
+            mirror.sync()
+        found = self.watcher.poll()
+        if self.mirrors:
+            finished = self.watcher.finished_logs()
+            for mirror in self.mirrors:  # what the watcher is done with leaves the mirrors: their disk stays bounded
+                mirror.prune(finished)
+        if on_found is not None:
+            on_found(found)
+        processed = 0
+        # applications that started earlier first: the folders list in no order, and a query's runs in several
+        # applications found in one poll (logs read again after a restart of the watcher, drivers killed without an
+        # end still "running") link in the order they ran
+        for app in sorted(found, key=_started_first):
+            try:
+                processed += self.handle(app)
+            except Exception:  # one application's trouble never stops the others
+                self.self_metrics.incr("failed")
+                log.exception("spark-state-observer: watcher pipeline failed on %s", app.log_name)
+        with self._lock:
+            pipelines = list(self._apps.values())
+        prerender = bool(processed) and self.server is not None and time.monotonic() - self._prerendered_at >= PRERENDER_SECONDS
+        if prerender:
+            self._prerendered_at = time.monotonic()
+        for pipeline in pipelines:
+            if pipeline.clock_known:  # before, a driver's skew (days, for an old log copied in now) reads as a stall
+                pipeline.observer.tick()
+            if prerender:
+                pipeline.collector.prerender()  # render changed queries off the scrape path
+        self.statuses.round()
+        for sink in self._shared:
+            self._guarded(sink, lambda sink=sink: sink.tick(processed))  # type: ignore[misc]
+            if processed:
+                self._guarded(sink, sink.flush)
+        self._save_written_positions()
+        self._publish_counts()
+        self.rounds += 1
+
+    def _publish_counts(self) -> None:
+        """Show the watcher's figures of this round only now that its events are in the applications' series.
+
+        The watcher updates its counts (an application finished, events delivered) inside ``poll``, before the
+        pipelines have processed what that poll found; a scrape in between saw an application finished while
+        its counters still lacked the batches read with its end (a restarted watcher replays a whole log in
+        one poll, so the gap was most of it). The endpoint shows this copy, taken once the round is done.
+        """
+        self._counts = _copy_counts(self.watcher.counts)
+
+    def _save_written_positions(self) -> None:
+        """Save the newest read positions whose events the history has written (or counted dropped).
+
+        The history's background writer (SQLite and PostgreSQL alike) settles rows later, so a snapshot waits
+        for its mark (at most ``MAX_UNSAVED`` kept: the newest replaces the last). A full disk, a database
+        away or a kill in between: a restart re-reads what was not written yet instead of losing it. A
+        snapshot that cannot be saved (the state file's own disk full) is tried again first next round.
+        """
+        history = self._history
+        positions = self.watcher.snapshot()
+        if positions is not None:
+            entry = (positions, *((history.written_mark(), history.dropped_rows) if history is not None else (0, 0)))
+            if len(self._unsaved) >= MAX_UNSAVED:
+                self._unsaved[-1] = entry
+            else:
+                self._unsaved.append(entry)
+        ready = None
+        while self._unsaved and (history is None or history.is_written(self._unsaved[0][1])):
+            ready = self._unsaved.popleft()
+        if ready is None:
+            return
+        # the events dropped before these positions stay dropped once they are saved: the state file says how many
+        extra = {HISTORY_DROPPED_KEY: self._dropped_before + ready[2]} if history is not None else None
+        if not self.watcher.save(ready[0], extra):
+            self._unsaved.appendleft(ready)
+
+    def handle(self, found: AppEvents) -> int:
+        """Apply what one poll found for one application; returns the number of events processed."""
+        pipeline = self._apps.get(found.log_name)
+        if pipeline is None and found.identity is not None and _streaming(found):
+            pipeline = self._admit(found.identity)
+        if pipeline is not None:
+            pipeline.clock_skew, pipeline.clock_known = found.clock_skew, found.clock_known
+        done = 0
+        for event in found.events:
+            if pipeline is not None:
+                done += self._apply(pipeline, event)
+            elif event.event_type in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
+                _executor_change(self._executors.setdefault(found.log_name, LoggedExecutors()), event)
+        for change in found.status_changes:
+            if pipeline is not None and change.status in ("finished", "lost", "forgotten"):
+                pipeline.observer.engine.lifecycle.release()  # a restart as a new application may continue its queries
+            if change.status == "lost":
+                log.warning("spark-state-observer: %s", change.message)
+            elif change.status == "forgotten":
+                self._forget(found.log_name)
+        if pipeline is not None and done:
+            self.statuses.observe(pipeline.observer.identity, pipeline.observer.view.lifecycles())
+        return done
+
+    def _admit(self, identity: LoggedApp) -> _AppPipeline:
+        context = app_context(identity, self.static)
+        while len(self._query_lives) > self.options.max_apps:  # bounded: the queries seen first go first
+            del self._query_lives[next(iter(self._query_lives))]
+        holder: list[_AppPipeline] = []
+        checkpoints, eviction = PlanCheckpoints(), PlanEviction()
+        observer = Observer(
+            self.settings,
+            live=True,
+            clock=lambda: holder[0].clock(),
+            executor_ids=lambda: holder[0].executor_ids(),
+            identity=context,
+            self_metrics=self.self_metrics,
+            query_lives=self._query_lives,
+            checkpoint=checkpoints,
+            eviction=eviction,
+        )
+        observer.set_spark_conf(dict(identity.spark_conf))
+        pipeline = _AppPipeline(
+            observer,
+            self._executors.pop(identity.log_name, LoggedExecutors()),
+            log_name=identity.log_name,
+            checkpoints=checkpoints,
+            eviction=eviction,
+        )
+        if self.settings.placement != "off":
+            pipeline.placement = follow_event_log(observer)
+            if observer.placement is not None:  # a restore's ETA starts from the work in the checkpoint its plans name
+                restores = observer.placement.restore_progress
+                restores.expected_work = expected_work_hook(checkpoints)
+                restores.spark_version = identity.spark_version  # a restore names its operators as this Spark's progress does
+                for executor, cores in pipeline.executors.cores.items():  # came before the application was admitted
+                    restores.on_executor_cores(executor, cores)
+        holder.append(pipeline)
+        for shared in self._shared:
+            observer.add_sink(_Replayable(shared, pipeline, owned=False))
+        if self._otlp:
+            from spark_state_observer.exporters.otel.sink import OtelSink
+
+            otel = OtelSink(
+                observer.view, self.settings, lambda: self.self_metrics.count("export_failures", OtelSink.name), context.attributes()
+            )
+            observer.add_sink(_Replayable(otel, pipeline, owned=True))
+        with self._lock:
+            self._apps[identity.log_name] = pipeline
+        log.info("spark-state-observer: observing %s (%s)", context.name, context.log_name)
+        return pipeline
+
+    def _forget(self, log_name: str) -> None:
+        self._executors.pop(log_name, None)
+        with self._lock:
+            pipeline = self._apps.pop(log_name, None)
+        if pipeline is not None:
+            pipeline.observer.stop(1.0)  # closes its own sinks (OTLP); its series go with it
+
+    def _apply(self, pipeline: _AppPipeline, event: RawEvent) -> int:
+        if pipeline.placement is not None:  # every event, in the log's order, before a progress event is processed
+            if event.progress is not None:  # a progress as bytes: placement reads its ids from the line, as in replay
+                pipeline.placement.feed_line(event.line or b"", app=pipeline.log_name)
+            elif event.line is not None:  # task, job and SQL events come unparsed: placement decodes what it reads
+                pipeline.checkpoints.feed_line(event.line)
+                pipeline.eviction.feed_line(event.line)
+                pipeline.placement.feed_line(event.line, app=pipeline.log_name, wanted=True)  # the watcher's raw_keep kept it
+                return 0
+            else:
+                pipeline.placement.feed(event.data, app=pipeline.log_name)
+        if event.event_type in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
+            _executor_change(pipeline.executors, event)
+            return 0
+        kind = _KIND_OF.get(event.event_type)
+        if kind is None:  # application start: the identity comes from the watcher
+            return 0
+        at = event_time(event.event_type, event.data) or event.logged_at  # a termination: the lines before it, as in replay
+        if at is None:
+            at = pipeline.last_time if event.replayed and pipeline.last_time else pipeline.clock()
+        pipeline.last_time = max(pipeline.last_time, at)
+        payload: Any = (
+            event.data if kind != kinds.PROGRESS else event.progress if event.progress is not None else event.data.get("progress")
+        )
+        pipeline.replaying = event.replayed
+        try:
+            pipeline.observer.process(CapturedEvent(kind, payload, at, 0.0))
+        finally:
+            pipeline.replaying = False
+        return 1
+
+    # --- exposition ---------------------------------------------------------------------------------------
+    def exposition(self) -> bytes:
+        """Every application's series, then the observer's own and the watcher's, in text format 0.0.4."""
+        return b"".join(self.exposition_parts())
+
+    def exposition_parts(self) -> Iterator[bytes]:
+        """``exposition()`` one metric family at a time (the endpoint compresses them as they come).
+
+        Two applications with the same name (a job restarted while its previous run is still within its
+        grace period, or two running at once: a counted ``duplicate_name`` problem) would write the same
+        series: the newest one's are kept, per query id for query series and for the application-wide
+        ones (executors); every application keeps its info series, which its application id tells apart.
+        """
+        with self._lock:
+            pipelines = list(self._apps.values())
+        queries: list[QueryLines] = []
+        rest: QueryLines = []
+        count = 0
+        seen_queries: set[tuple[str, str]] = set()
+        live: set[str] = set()  # query ids some followed application exports: their lifecycle is its own
+        seen_apps: set[str] = set()
+        for pipeline in reversed(pipelines):  # newest first
+            name = pipeline.observer.identity.name
+            keyed, app = pipeline.collector.application_lines()
+            for query_id, lines in keyed:
+                live.add(query_id)
+                if (name, query_id) not in seen_queries:
+                    seen_queries.add((name, query_id))
+                    queries.append(lines)
+            rest.extend(app if name not in seen_apps else [(spec, text) for spec, text in app if spec is catalog.APPLICATION_INFO])
+            seen_apps.add(name)
+            count += pipeline.observer.view.query_count()
+        lasting = Families()
+        for row in self.statuses.exported:
+            if row.query_id not in live:  # its application forgotten: the state lasts
+                query = (("query", row.name or row.query_id), ("query_id", row.query_id))
+                render_lasting(lasting, AppContext(row.app, row.static).labels + query, row.status, row.run_start, row.schedule_seconds)
+        queries.append(lasting.lines())
+        own = Families()
+        snapshot = self.self_metrics.snapshot(0, count)
+        render_self(own, snapshot, self.static)
+        render_watch(labelled(own, self.static), self._counts)
+        render_store(labelled(own, self.static), self.mirrors)
+        yield from join_parts(queries, rest + own.lines())
+        yield histogram_text(snapshot, self.static)
+
+    def applications(self) -> dict[str, AppContext]:
+        """The applications observed now, by log name."""
+        with self._lock:
+            return {name: p.observer.identity for name, p in self._apps.items()}
+
+    def _guarded(self, sink: Sink, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except Exception as exc:
+            self.self_metrics.count("export_failures", sink.name)
+            log.warning("spark-state-observer: %s failed: %r", sink.name, exc)
+
+
+def _history_dropped(state_path: str | None) -> int:
+    """History events earlier runs dropped (``HISTORY_DROPPED_KEY`` of the state file); 0 without one. The
+    watcher itself reports a state file it cannot read."""
+    if not state_path:
+        return 0
+    try:
+        state = load_state(state_path)
+    except StateFileError:
+        return 0
+    dropped = state.get(HISTORY_DROPPED_KEY) if state else None
+    return dropped if type(dropped) is int and dropped > 0 else 0
+
+
+def _copy_counts(counts: WatchCounts) -> WatchCounts:
+    return dataclasses.replace(counts, problems=counts.problems.copy())
+
+
+def _started_first(found: AppEvents) -> tuple[float, str]:
+    """The order in which a poll's applications are processed: by their start time (unknown last), then name."""
+    start = found.identity.start_time_ms if found.identity is not None else None
+    return (float("inf") if start is None else float(start), found.log_name)
+
+
+def _streaming(found: AppEvents) -> bool:
+    return any(e.event_type in _KIND_OF for e in found.events)
+
+
+def _executor_change(executors: LoggedExecutors, event: RawEvent) -> None:
+    """Apply an executor added or removed event, at the time Spark recorded it (as replay does)."""
+    executor, at = executor_change(event.data)
+    info = event.data.get("Executor Info")
+    cores = info.get("Total Cores") if isinstance(info, dict) else None
+    executors.change(executor, event.event_type == EXECUTOR_ADDED, at, cores if type(cores) is int else None)

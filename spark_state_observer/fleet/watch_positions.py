@@ -1,0 +1,123 @@
+"""Positions: what the state file holds (per application the current file, a raw offset a fresh decoder can start
+at, what was delivered after it, the last batch per query run), saved atomically and restored after a restart.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from spark_state_observer.fleet.app_events import LoggedApp
+from spark_state_observer.fleet.event_lines import MAX_RUNS
+from spark_state_observer.fleet.followed_app import FollowedApp
+from spark_state_observer.fleet.log_names import EVENTS_FILE
+from spark_state_observer.fleet.watch_state import save_state
+from spark_state_observer.fleet.watcher_core import WatcherCore
+from spark_state_observer.model.bounded import clean_identity, clean_text
+
+
+@dataclass(frozen=True)
+class SavedPositions:
+    """What the state file holds: each followed log's position, and the logs finished for good."""
+
+    apps: dict[str, Any]
+    done: list[str]
+
+
+class WatchPositions(WatcherCore):
+    """Saved positions of the ``EventLogWatcher``."""
+
+    def snapshot(self) -> SavedPositions | None:
+        """The positions of everything delivered so far, to save now or later (``save``); None if nothing moved.
+
+        A caller whose events reach a database asynchronously saves a snapshot only once what was delivered
+        before it is written: a kill in between then re-reads those events instead of losing them.
+        """
+        if not self.state_path or not self._dirty:
+            return None
+        apps = {name: pos for name, app in self._apps.items() if (pos := self._position(app)) is not None}
+        for name, saved in self._saved.items():  # resumable logs not seen again yet (a folder briefly unreadable)
+            apps.setdefault(name, saved)
+        self._dirty = False
+        return SavedPositions(apps, sorted(self._done))
+
+    def save(self, positions: SavedPositions, extra: dict[str, Any] | None = None) -> bool:
+        """Persist ``positions`` (and ``extra``, kept beside them) atomically; a failure is a problem counted and False returned.
+
+        A caller saving snapshots of its own (positions whose events are written) tries that snapshot
+        again: saving newer positions instead would skip events not written yet."""
+        if not self.state_path:
+            return True
+        try:
+            save_state(self.state_path, positions.apps, positions.done, extra)
+        except OSError as exc:
+            self._problem(None, "state_file", f"{self.state_path}: cannot save the watcher state: {exc}")
+            return False
+        return True
+
+    def commit(self) -> None:
+        """Persist the positions of everything delivered so far (atomically); a no-op without a state path.
+        A failure leaves them to save at the next commit."""
+        positions = self.snapshot()
+        if positions is not None and not self.save(positions):
+            self._dirty = True
+
+    def _position(self, app: FollowedApp) -> dict[str, Any] | None:
+        if app.identity is None or app.tail is None:
+            return None  # nothing delivered yet: a restart reads it from the start
+        ident = app.identity
+        return {
+            "tail": app.tail.position(),
+            "identity": {
+                "name": ident.name,
+                "app_id": ident.app_id,
+                "attempt_id": ident.attempt_id,
+                "spark_version": ident.spark_version,
+                "start_time_ms": ident.start_time_ms,
+                "properties": dict(ident.properties),
+            },
+            "streaming": app.streaming,
+            "end_seen": app.end_seen,
+            "status": app.status,
+            "runs": [[q, r, b] for (q, r), b in app.runs.items()],
+        }
+
+    def _restore(self, app: FollowedApp, saved: dict[str, Any]) -> None:
+        try:
+            pos = saved["tail"]
+            ident = saved["identity"]
+            if app.listing.kind == "rolling":
+                # a state file is input too: only a part's own name, never a path out of the log's folder
+                if not isinstance(pos["file"], str) or not EVENTS_FILE.match(pos["file"]):
+                    raise ValueError(f"{clean_text(repr(pos['file']), 80)} is not an event-log part's name")
+                path = os.path.join(app.listing.path, pos["file"])
+            else:
+                path = app.listing.path
+            if not all(type(pos[k]) is int and 0 <= pos[k] < 1 << 62 for k in ("raw", "decoded", "consumed", "lines", "index")):
+                raise ValueError("offsets are not non-negative integers")
+            start = ident.get("start_time_ms")
+            properties = ident.get("properties") or {}
+            app.identity = LoggedApp(
+                app.name,
+                clean_identity(ident["name"]) or clean_identity(app.name),
+                clean_identity(ident["app_id"]) or clean_identity(app.name),
+                clean_identity(ident.get("attempt_id")) or None,
+                clean_identity(ident.get("spark_version")) or None,
+                start if type(start) is int else None,
+                tuple(sorted((clean_identity(k), clean_identity(v)) for k, v in list(properties.items())[:100])),
+            )
+            app.streaming = bool(saved.get("streaming")) and not self.replay_on_resume  # a replay reads as the first pass did
+            app.end_seen = bool(saved.get("end_seen"))
+            for q, r, b in list(saved.get("runs", []))[-MAX_RUNS:]:
+                app.runs[(clean_identity(q), clean_identity(r))] = int(b)  # keyed as ``_new_batch`` keys them
+            if self.replay_on_resume:
+                app.replay_until = (int(pos["index"]), int(pos["lines"]))
+                if app.listing.kind == "single":
+                    app.tail = self._new_tail(app, path, 0)
+                return  # a rolling log starts again from its first file at the next listing
+            app.tail = self._new_tail(app, path, int(pos["index"]), pos)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            self._problem(app, "state_file", f"{app.name}: saved position unusable ({str(exc)[:200]}); reading its log from the start")
+            app.identity, app.tail, app.replay_until = None, None, None
+            app.runs.clear()

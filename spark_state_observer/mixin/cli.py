@@ -1,0 +1,41 @@
+"""The ``spark-state-observer mixin`` subcommands: ``export`` writes the dashboards, rules, their tests and
+the deploy objects for a configuration; ``config`` prints the default configuration, documented."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``mixin export`` and ``mixin config`` on the top-level command's subparsers."""
+    mixin = subparsers.add_parser("mixin", help="export Grafana dashboards, Prometheus rules and deploy objects")
+    sub = mixin.add_subparsers(dest="mixin_command", required=True)
+    export = sub.add_parser("export", help="write dashboards, rules, promtool tests, Prometheus Operator and Grafana provisioning files")
+    export.add_argument("--out", required=True, help="directory to write into (created if missing; files are overwritten)")
+    export.add_argument("--config", default=None, help="YAML or JSON file overriding the defaults (see: mixin config)")
+    sub.add_parser("config", help="print the default configuration with every key documented (YAML)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a ``mixin`` subcommand; 2 with a message on stderr for a bad configuration or a missing extra."""
+    from spark_state_observer.mixin.config import MixinConfigError, documented_defaults, load_config
+
+    if args.mixin_command == "config":
+        sys.stdout.write(documented_defaults())
+        return 0
+    from spark_state_observer.mixin.export import MixinExportError, artefacts, write
+
+    try:
+        files = artefacts(load_config(args.config))
+    except (MixinConfigError, MixinExportError) as exc:
+        print(f"spark-state-observer: {exc}", file=sys.stderr)
+        return 2
+    try:
+        written = write(args.out, files)
+    except OSError as exc:
+        print(f"spark-state-observer: cannot write to {args.out}: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {len(written)} files under {args.out}")
+    return 0

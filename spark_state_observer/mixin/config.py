@@ -1,0 +1,840 @@
+"""The mixin's one configuration: selectors and identity labels, thresholds, ``for`` durations, severities,
+runbook address, datasource, dashboard folder and the Prometheus Operator objects' placement.
+
+Dashboards and alerts are generated from the same ``MixinConfig`` (as the kubernetes-mixin's ``_config``
+is shared by its dashboards and alerts), so a panel selects and aggregates exactly the series an alert
+does, and draws the alert's threshold as its red line. A configuration file (YAML or JSON) overrides any
+subset of the defaults; a key the defaults do not have is an error naming it, never silently ignored.
+``spark-state-observer mixin config`` prints the defaults with every key documented.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import reprlib
+import typing
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_state_observer.mixin.prometheus_text import DurationError, format_duration, parse_duration
+from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS, DEFAULT_SCHEDULE_LATE_SHARE
+
+# Every alert the mixin defines, with its default ``for`` duration and severity (the rules live in
+# ``spark_state_observer.mixin.rules``; a test checks both lists name the same alerts).
+ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
+    "SparkStreamingQueryFailed": ("0m", "critical"),
+    "SparkStreamingQueryDown": ("2m", "warning"),
+    "SparkStreamingQueryCrashLooping": ("0m", "critical"),
+    "SparkStreamingScheduledRunOverdue": ("2m", "warning"),
+    "SparkStreamingQueryStalled": ("1m", "critical"),
+    "SparkStreamingQueryFallingBehind": ("10m", "warning"),
+    "SparkStreamingKafkaLagGrowing": ("15m", "warning"),
+    "SparkStreamingKafkaLagSecondsHigh": ("5m", "warning"),
+    "SparkStreamingKafkaPartitionStuck": ("5m", "warning"),
+    "SparkStreamingKafkaDataLossRisk": ("0m", "critical"),
+    "SparkStreamingWatermarkLagHigh": ("15m", "warning"),
+    "SparkStreamingLateRowsDropped": ("0m", "warning"),
+    "SparkStateRestoreTooLong": ("0m", "warning"),
+    "SparkStateRestoreSlow": ("0m", "warning"),
+    "SparkStateUnbounded": ("30m", "warning"),
+    "SparkStateBudgetExhaustionForecast": ("15m", "warning"),
+    "SparkStateMemoryNearBudget": ("15m", "warning"),
+    "SparkStateCommitLatencyHigh": ("10m", "warning"),
+    "SparkStateRocksDBWriteStalls": ("10m", "warning"),
+    "SparkStateSnapshotUploadLagging": ("15m", "warning"),
+    "SparkStateSnapshotAutoRepaired": ("0m", "warning"),
+    "SparkStatePartitionsMigrating": ("10m", "warning"),
+    "SparkStateRocksDBMemoryNearBudget": ("15m", "warning"),
+    "SparkStateObserverDown": ("5m", "warning"),
+    "SparkStateObserverDroppingEvents": ("0m", "warning"),
+    "SparkStateObserverFailing": ("0m", "warning"),
+}
+SEVERITIES = ("critical", "warning", "info")
+# Alerts about a query that no longer runs: in fleet mode their series outlive the application only by the
+# watcher's grace (then the watcher forgets it and the series go stale), so each must fire within it.
+AFTER_END_ALERTS = ("SparkStreamingQueryDown",)
+# Alerts that read the lasting lifecycle state (spark_streaming_query_lifecycle): the watcher keeps a failed or
+# crash-looping query's series after it forgets the application, and a scheduled one's between its runs, for
+# query_status_retention_days at most.
+LASTING_ALERTS = ("SparkStreamingQueryFailed", "SparkStreamingQueryCrashLooping", "SparkStreamingScheduledRunOverdue")
+# Runbook addresses nobody can open: the repository the early defaults named (it does not exist), reserved
+# example hosts (RFC 2606), and template markers left in
+PLACEHOLDER_RUNBOOK = re.compile(
+    r"github\.com/spark-state-observer/spark-state-observer|//(?:[^/]*\.)?example\.(?:com|net|org)(?:[:/]|$)"
+    r"|//[^/]*\.(?:example|invalid)(?:[:/]|$)|[<>]|\b(?:TODO|CHANGEME|CHANGE-ME|REPLACE-?ME)\b",
+    re.IGNORECASE,
+)
+DEFAULT_RUNBOOK_URL = "http://127.0.0.1:8501/app/static/runbook.md"
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# a PromQL double-quoted string's body: no raw control character, only the escapes PromQL's lexer knows
+_ESCAPE = r'\\(?:[abfnrtv\\"]|[0-7]{3}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})'
+MATCHER = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*(=~|!~|!=|=)[ \t]*"((?:[^"\\\x00-\x1f\x7f]|' + _ESCAPE + r')*)"[ \t]*')
+_ESCAPES = re.compile(_ESCAPE)
+_SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"'}
+# Kubernetes: label keys ([prefix/]name), label values, namespaces
+K8S_NAME = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
+K8S_PREFIX = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+K8S_NAMESPACE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+# Bounds of a configuration file: a small file must not expand into a large value (YAML aliases)
+MAX_CONFIG_BYTES = 256 * 1024
+MAX_ALIASES = 100
+MAX_DEPTH = 32
+MAX_NODES = 100_000
+MAX_STRING = 4096
+# thresholds: finite, and no larger than PromQL and the generated tests write as plain numbers
+MAX_THRESHOLD = 1e15
+MAX_WINDOW_MINUTES = 10 * 525600
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+class MixinConfigError(ValueError):
+    """A configuration file or value that cannot be used; the message names the key."""
+
+
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel, _SHOW.maxdict, _SHOW.maxlist, _SHOW.maxtuple, _SHOW.maxset = 2, 4, 4, 4, 4
+_SHOW.maxstring, _SHOW.maxother, _SHOW.maxlong = 60, 60, 40
+
+
+def show(value: Any) -> str:
+    """``value`` for an error message, bounded: a value is never formatted whole (an alias bomb would
+    expand to gigabytes, a long string would flood the terminal)."""
+    try:
+        text = _SHOW.repr(value)
+    except ValueError:  # an integer beyond Python's digit limit for str()
+        text = f"<{type(value).__name__} too long to show>"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def show_key(key: Any) -> str:
+    """A key for an error message: as written when it is a plain name, else bounded like a value."""
+    return key if isinstance(key, str) and re.fullmatch(r"[\w.-]{1,60}", key) else show(key)
+
+
+def quote(value: str) -> str:
+    """A PromQL double-quoted string for ``value`` (JSON's escapes are all PromQL escapes)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _doc(text: str) -> dict[str, str]:
+    return {"doc": text}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Levels at which alerts fire; the dashboards draw the same values as their warning and red lines."""
+
+    crash_loop_restarts: float = field(
+        default=3,
+        metadata=_doc(
+            "Query starts within crash_loop_window_minutes, beyond the clean stops within it, that make a crash loop (the observer's own "
+            "crash-loop flag also fires)."
+        ),
+    )
+    crash_loop_window_minutes: float = field(default=15, metadata=_doc("Window of the crash-loop rule."))
+    schedule_late_share: float = field(
+        default=DEFAULT_SCHEDULE_LATE_SHARE,
+        metadata=_doc(
+            "A query on a schedule whose next run is later than this share of its interval (and schedule_late_min_minutes) "
+            "past its due time is overdue (the browser judges alike)."
+        ),
+    )
+    schedule_late_min_minutes: float = field(
+        default=DEFAULT_SCHEDULE_LATE_MIN_SECONDS / 60,
+        metadata=_doc(
+            "The least lateness of a scheduled run that is overdue, whatever its interval (a start-up's time, a scheduler's jitter)."
+        ),
+    )
+    falling_behind_ratio: float = field(
+        default=1.1,
+        metadata=_doc("Input rate above processing rate by this factor (averaged over falling_behind_window_minutes) is falling behind."),
+    )
+    falling_behind_window_minutes: float = field(default=10, metadata=_doc("Averaging window of the input and processing rates."))
+    kafka_lag_offsets: float = field(
+        default=10000, metadata=_doc("Kafka records behind the latest, summed over a topic's partitions, above which a growing lag alerts.")
+    )
+    kafka_lag_window_minutes: float = field(default=15, metadata=_doc("Window over which the Kafka lag must have grown."))
+    kafka_lag_seconds_slo: float = field(
+        default=300,
+        metadata=_doc(
+            "Freshness SLO: age of the oldest unread Kafka record (max over a topic's partitions) above which SparkStreamingKafkaLagSecondsHigh fires."
+        ),
+    )
+    kafka_anomaly_window_minutes: float = field(
+        default=10, metadata=_doc("Window in which offsets that went backwards or skipped raise SparkStreamingKafkaDataLossRisk.")
+    )
+    restore_seconds: float = field(
+        default=300,
+        metadata=_doc("A state restore after a restart slower than this alerts; a running one whose elapsed time plus ETA passes it, too."),
+    )
+    budget_eta_hours: float = field(
+        default=6, metadata=_doc("Forecast time to the observer's rows or memory budget below which an alert fires.")
+    )
+    state_memory_budget_bytes: float = field(
+        default=8 * 1024**3,
+        metadata=_doc(
+            "State memory budget per operator, summed over partitions (RocksDB maxMemoryUsage x partitions, or your executors' share)."
+        ),
+    )
+    state_memory_budget_ratio: float = field(default=0.8, metadata=_doc("Alert above this share of state_memory_budget_bytes."))
+    rocksdb_memory_budget_ratio: float = field(
+        default=0.8,
+        metadata=_doc(
+            "Share of an executor's RocksDB budget (its memoryOverhead) above which its estimated or reported RocksDB memory alerts."
+        ),
+    )
+    commit_seconds_per_instance: float = field(
+        default=1.0, metadata=_doc("Mean state-store commit time per store instance per batch above which commits are slow.")
+    )
+    write_stall_seconds_per_batch: float = field(
+        default=0.0, metadata=_doc("RocksDB write-stall time per batch above which writes stall (0: any sustained stall).")
+    )
+    snapshot_lag_batches: float = field(
+        default=100, metadata=_doc("Batches since a store instance last uploaded a snapshot above which uploads lag.")
+    )
+    snapshot_repair_window_minutes: float = field(
+        default=60,
+        metadata=_doc(
+            "Window in which a state snapshot Spark found corrupt and skipped (auto-repair, 4.2+) keeps SparkStateSnapshotAutoRepaired firing."
+        ),
+    )
+    partition_migration_batches: float = field(
+        default=3,
+        metadata=_doc(
+            "Batches with state partitions running on another executor than before, within partition_migration_window_minutes, from which state is moving all the time (one executor loss moves state in one batch)."
+        ),
+    )
+    partition_migration_window_minutes: float = field(default=15, metadata=_doc("Window over which migrating batches are counted."))
+    watermark_lag_seconds: float = field(
+        default=2 * 3600,
+        metadata=_doc("Trigger time minus watermark above which the watermark lags; set it above your withWatermark delay."),
+    )
+    batch_duration_seconds: float = field(
+        default=60, metadata=_doc("Mean batch duration drawn as the dashboards' red line (no alert: stalls cover it).")
+    )
+
+
+@dataclass(frozen=True)
+class Datasource:
+    """The Prometheus datasource the dashboards default to and the provisioning file declares."""
+
+    name: str = field(default="Prometheus", metadata=_doc("Datasource name in Grafana."))
+    uid: str = field(default="prometheus", metadata=_doc("Datasource uid; the dashboards' $datasource variable defaults to it."))
+    url: str = field(default="http://prometheus:9090", metadata=_doc("Prometheus URL written into the datasource provisioning file."))
+
+
+@dataclass(frozen=True)
+class Kubernetes:
+    """Where the Prometheus Operator objects go and what they select."""
+
+    namespace: str = field(default="monitoring", metadata=_doc("Namespace of the PrometheusRule, ServiceMonitor and PodMonitor."))
+    labels: dict[str, str] = field(
+        default_factory=lambda: {"app.kubernetes.io/part-of": "spark-state-observer"},
+        metadata=_doc("Labels on those objects; match your Prometheus' ruleSelector / serviceMonitorSelector / podMonitorSelector."),
+    )
+    watcher_selector: dict[str, str] = field(
+        default_factory=lambda: {"app.kubernetes.io/name": "spark-state-observer"},
+        metadata=_doc("ServiceMonitor: labels of the event-log watcher's Service (deploy/kubernetes uses these)."),
+    )
+    watcher_namespaces: list[str] = field(
+        default_factory=list, metadata=_doc("ServiceMonitor: namespaces to look for the Service in; empty: the object's own namespace.")
+    )
+    driver_selector: dict[str, str] = field(
+        default_factory=lambda: {"spark-role": "driver"},
+        metadata=_doc("PodMonitor: labels of the Spark driver pods running the listener (Spark on Kubernetes sets spark-role=driver)."),
+    )
+    driver_namespaces: list[str] = field(
+        default_factory=list, metadata=_doc("PodMonitor: namespaces of the driver pods; empty: any namespace.")
+    )
+    port: str = field(default="metrics", metadata=_doc("Name of the container / Service port serving /metrics."))
+    scrape_interval: str = field(default="30s", metadata=_doc("Scrape interval of both monitors."))
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """How the watcher and the history are deployed, as far as alert timing depends on it: the export
+    refuses ``for`` durations that could never fire under these values."""
+
+    grace_seconds: float = field(
+        default=300.0,
+        metadata=_doc(
+            "The watcher's --grace-seconds: a finished or lost application's series stay exported this long, then go. "
+            "SparkStreamingQueryDown must fire within it."
+        ),
+    )
+    history_max_age_seconds: float = field(
+        default=7 * 86400.0,
+        metadata=_doc("The history's retention (setting history_max_age_seconds): nothing about an ended query is kept longer."),
+    )
+    query_status_retention_days: float = field(
+        default=7.0,
+        metadata=_doc(
+            "The watcher's setting query_status_retention_days: a failed or crash-looping query's lasting state is exported "
+            "this long at most. SparkStreamingQueryFailed and -CrashLooping must fire within it, and the history must keep "
+            "the failure's runs and events (history_max_age_seconds) at least as long."
+        ),
+    )
+    evaluation_interval: str = field(
+        default="1m", metadata=_doc("Prometheus' rule evaluation interval (global evaluation_interval; Prometheus' default is 1m).")
+    )
+
+
+@dataclass(frozen=True)
+class Alertmanager:
+    """The Alertmanager route example."""
+
+    critical_receiver: str = field(default="streaming-pager", metadata=_doc("Receiver of critical alerts."))
+    warning_receiver: str = field(default="streaming-chat", metadata=_doc("Receiver of warning and info alerts."))
+
+
+@dataclass(frozen=True)
+class MixinConfig:
+    """Everything the generated dashboards, rules and objects depend on."""
+
+    app_label: str = field(
+        default="app",
+        metadata=_doc(
+            "Label carrying the Spark application's stable identity (its name). Alerts aggregate by it and dashboards get a variable for it."
+        ),
+    )
+    static_labels: list[str] = field(
+        default_factory=lambda: ["cluster", "namespace"],
+        metadata=_doc(
+            "Static identity labels put on every series (by the observer's static labels or by Prometheus relabelling), outermost first, e.g. [cluster, namespace, env]. Alerts aggregate by them and dashboards get a variable for each."
+        ),
+    )
+    selector: str = field(
+        default="",
+        metadata=_doc("Extra label matchers put into every selector of every rule and panel, e.g. 'job=~\"spark-.*\"' or 'env=\"prod\"'."),
+    )
+    observer_selector: str = field(
+        default='job="spark_state_observer"',
+        metadata=_doc("Matchers of the observer endpoints' `up` series (scrape job of drivers and watchers) for SparkStateObserverDown."),
+    )
+    test_labels: dict[str, str] = field(
+        default_factory=dict,
+        metadata=_doc(
+            "Labels the generated promtool tests put on their series so they match `selector` and `observer_selector`; only needed for regex or negative matchers (equality matchers are taken as they are)."
+        ),
+    )
+    thresholds: Thresholds = field(default_factory=Thresholds, metadata=_doc("Alert levels (also the dashboards' lines)."))
+    for_durations: dict[str, str] = field(
+        default_factory=lambda: {k: v[0] for k, v in ALERT_DEFAULTS.items()},
+        metadata=_doc("`for` duration of each alert (Prometheus duration: 0m, 30s, 10m, 1h)."),
+    )
+    severities: dict[str, str] = field(
+        default_factory=lambda: {k: v[1] for k, v in ALERT_DEFAULTS.items()},
+        metadata=_doc("`severity` label of each alert: critical, warning or info."),
+    )
+    runbook_base_url: str = field(
+        default=DEFAULT_RUNBOOK_URL,
+        metadata=_doc(
+            "Each alert's runbook_url is this plus '#' and the alert name in lower case. The default is the runbook the state "
+            "browser (`spark-state-observer ui`, default address) serves; point it at your browser's address or your own copy "
+            "of alerts/runbook.md. Placeholders (example hosts, <...>, TODO) are refused."
+        ),
+    )
+    rule_group_prefix: str = field(default="spark-state-observer", metadata=_doc("Prefix of the rule group names."))
+    datasource: Datasource = field(
+        default_factory=Datasource, metadata=_doc("Prometheus datasource of the dashboards and the provisioning file.")
+    )
+    dashboard_folder: str = field(default="Spark state", metadata=_doc("Grafana folder the provisioned dashboards go into."))
+    dashboard_path: str = field(
+        default="/var/lib/grafana/dashboards/spark-state-observer",
+        metadata=_doc("Directory the dashboard provider reads the JSON files from."),
+    )
+    dashboard_uid_prefix: str = field(
+        default="spark-state", metadata=_doc("Prefix of the dashboards' uids (keep it stable: links and bookmarks use it).")
+    )
+    dashboard_refresh: str = field(default="30s", metadata=_doc("Auto-refresh of the dashboards."))
+    fleet: Fleet = field(
+        default_factory=Fleet, metadata=_doc("The watcher's grace, the history's retention and the rule evaluation interval, as deployed.")
+    )
+    kubernetes: Kubernetes = field(default_factory=Kubernetes, metadata=_doc("Prometheus Operator objects."))
+    alertmanager: Alertmanager = field(default_factory=Alertmanager, metadata=_doc("Alertmanager route example."))
+
+    @property
+    def identity_labels(self) -> list[str]:
+        """Static labels then the app label: what every alert and panel groups by, outermost first."""
+        return [*self.static_labels, self.app_label]
+
+    def for_minutes(self, alert: str) -> float:
+        """The ``for`` duration of an alert in minutes (for test generation)."""
+        return duration_seconds(self.for_durations[alert]) / 60
+
+    def validate(self) -> None:
+        """Reject a configuration that would generate invalid or misleading rules, naming the key."""
+        for name in self.identity_labels:
+            if not LABEL_NAME.fullmatch(name):
+                raise MixinConfigError(f"app_label / static_labels: {show(name)} is not a Prometheus label name")
+        reserved = {"query", "query_id", "operator", "operator_index", "job", "instance", "severity"}
+        if reserved & set(self.identity_labels):
+            raise MixinConfigError(
+                f"static_labels / app_label must not use the observer's own labels {sorted(reserved & set(self.identity_labels))}"
+            )
+        if len(set(self.identity_labels)) != len(self.identity_labels):
+            raise MixinConfigError("app_label and static_labels repeat a label")
+        parse_matchers(self.selector, "selector")
+        if not parse_matchers(self.observer_selector, "observer_selector"):
+            raise MixinConfigError('observer_selector: at least one matcher is needed, e.g. job="spark_state_observer"')
+        for name in self.test_labels:
+            if not LABEL_NAME.fullmatch(name):
+                raise MixinConfigError(f"test_labels: {show(name)} is not a Prometheus label name")
+        for key in ("for_durations", "severities"):
+            missing = set(ALERT_DEFAULTS) - set(getattr(self, key))
+            if missing:
+                raise MixinConfigError(f"{key}: missing alert(s) {', '.join(sorted(missing))}")
+        for alert, value in self.for_durations.items():
+            duration_seconds(value, f"for_durations.{alert}")
+        duration_seconds(self.kubernetes.scrape_interval, "kubernetes.scrape_interval")
+        for alert, value in self.severities.items():
+            if value not in SEVERITIES:
+                raise MixinConfigError(f"severities.{alert}: {show(value)} is not one of {', '.join(SEVERITIES)}")
+        if "{{" in self.runbook_base_url or "}}" in self.runbook_base_url:
+            raise MixinConfigError("runbook_base_url: must not contain {{ or }} (Prometheus reads annotations as templates)")
+        if not re.match(r"https?://[^/\s]+", self.runbook_base_url) or PLACEHOLDER_RUNBOOK.search(self.runbook_base_url):
+            raise MixinConfigError(
+                f"runbook_base_url: {show(self.runbook_base_url)} is a placeholder or not an http(s) address; "
+                f"set it to where your runbook opens (default: the state browser's, {DEFAULT_RUNBOOK_URL})"
+            )
+        if not self.rule_group_prefix.strip():
+            raise MixinConfigError("rule_group_prefix: must not be empty")
+        self._validate_kubernetes()
+        self._validate_thresholds()
+        self._validate_fleet_timing()
+
+    def _validate_kubernetes(self) -> None:
+        k = self.kubernetes
+        for key, labels in (("labels", k.labels), ("watcher_selector", k.watcher_selector), ("driver_selector", k.driver_selector)):
+            for name, value in labels.items():
+                prefix, _, base = name.rpartition("/")
+                if not K8S_NAME.fullmatch(base) or (prefix and (len(prefix) > 253 or not K8S_PREFIX.fullmatch(prefix))):
+                    raise MixinConfigError(f"kubernetes.{key}: {show(name)} is not a Kubernetes label key")
+                if value and not K8S_NAME.fullmatch(value):
+                    raise MixinConfigError(
+                        f"kubernetes.{key}.{name}: {show(value)} is not a Kubernetes label value "
+                        "(at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+                    )
+        for key, names in (
+            ("namespace", [k.namespace]),
+            ("watcher_namespaces", k.watcher_namespaces),
+            ("driver_namespaces", k.driver_namespaces),
+        ):
+            for name in names:
+                if not K8S_NAMESPACE.fullmatch(name):
+                    raise MixinConfigError(f"kubernetes.{key}: {show(name)} is not a Kubernetes namespace name")
+
+    def _validate_fleet_timing(self) -> None:
+        """Refuse ``for`` durations that cannot fire for a query whose application ended: its series live
+        ``fleet.grace_seconds`` after the end (never longer than the history keeps it), the lasting state that
+        SparkStreamingQueryFailed and -CrashLooping read ``fleet.query_status_retention_days`` (which the history
+        must keep the failure's runs and events for: a longer retention is refused too). In the worst case the
+        ended status reaches Prometheus one scrape later, the alert is pending one evaluation after that,
+        and firing at the first evaluation its ``for`` has elapsed."""
+        f = self.fleet
+        retention = f.query_status_retention_days * 86400.0
+        for key, value in (("grace_seconds", f.grace_seconds), ("history_max_age_seconds", f.history_max_age_seconds)):
+            if not 0 <= value <= MAX_THRESHOLD:
+                raise MixinConfigError(f"fleet.{key} must be between 0 and {MAX_THRESHOLD:g} seconds, got {show(value)}")
+        if not 0 < retention <= MAX_THRESHOLD:
+            raise MixinConfigError(
+                f"fleet.query_status_retention_days must be above 0 and at most {MAX_THRESHOLD / 86400:g}, got {show(f.query_status_retention_days)}"
+            )
+        if retention > f.history_max_age_seconds:
+            raise MixinConfigError(
+                f"fleet.query_status_retention_days: a failed query stays failed {f.query_status_retention_days:g} days, but the "
+                f"history deletes its runs and events after {f.history_max_age_seconds:g} s (fleet.history_max_age_seconds): the "
+                f"alert would show a failure whose cause is gone; raise fleet.history_max_age_seconds (and the deployment's "
+                f"history_max_age_seconds) to at least {math.ceil(retention)} or lower the retention"
+            )
+        evaluation = duration_seconds(f.evaluation_interval, "fleet.evaluation_interval")
+        if evaluation <= 0:
+            raise MixinConfigError("fleet.evaluation_interval must be longer than 0s")
+        lag = duration_seconds(self.kubernetes.scrape_interval, "kubernetes.scrape_interval") + evaluation
+        ended = min((f.grace_seconds, "fleet.grace_seconds"), (f.history_max_age_seconds, "fleet.history_max_age_seconds"))
+        lasting = (retention, "fleet.query_status_retention_days")
+        for alert, (bound, key) in [*((a, ended) for a in AFTER_END_ALERTS), *((a, lasting) for a in LASTING_ALERTS)]:
+            needed = lag + math.ceil(duration_seconds(self.for_durations[alert]) / evaluation) * evaluation
+            if needed > bound:
+                longest = math.floor((bound - lag) / evaluation) * evaluation
+                shorter = f"shorten it to at most {format_duration(longest)} or " if longest >= 0 else ""
+                minimum = f"{needed / 86400:.4g} (days)" if key == lasting[1] else f"{math.ceil(needed)}"
+                raise MixinConfigError(
+                    f"for_durations.{alert}: {self.for_durations[alert]} can never fire for an application that ended: its series "
+                    f"are gone {bound:g} s after the end ({key}: the watcher's --grace-seconds, the history's retention or the "
+                    f"lasting state's retention) and the "
+                    f"alert needs up to {format_duration(needed)} (a scrape, an evaluation, then its for in whole evaluations); "
+                    f"{shorter}raise {key} (and the deployment's value) to at least {minimum}"
+                )
+
+    def _validate_thresholds(self) -> None:
+        t = self.thresholds
+        for name, value in dataclasses.asdict(t).items():
+            if not math.isfinite(value):
+                raise MixinConfigError(f"thresholds.{name} must be a finite number, got {show(value)}")
+            if not 0 <= value <= MAX_THRESHOLD:
+                raise MixinConfigError(f"thresholds.{name} must be between 0 and {MAX_THRESHOLD:g}, got {show(value)}")
+        if t.crash_loop_restarts < 1 or t.state_memory_budget_bytes <= 0 or not 0 < t.state_memory_budget_ratio <= 1:
+            raise MixinConfigError(
+                "thresholds: crash_loop_restarts must be >= 1, state_memory_budget_bytes > 0, state_memory_budget_ratio in (0, 1]"
+            )
+        for name in (
+            "crash_loop_window_minutes",
+            "falling_behind_window_minutes",
+            "kafka_lag_window_minutes",
+            "kafka_anomaly_window_minutes",
+            "partition_migration_window_minutes",
+            "snapshot_repair_window_minutes",
+        ):
+            value = getattr(t, name)
+            if not (1 <= value <= MAX_WINDOW_MINUTES and value == int(value)):
+                raise MixinConfigError(
+                    f"thresholds.{name} must be a whole number of minutes from 1 to {MAX_WINDOW_MINUTES} (a PromQL range), got {show(value)}"
+                )
+
+
+def duration_seconds(text: str, key: str = "duration") -> float:
+    """Seconds of a Prometheus duration such as ``1h30m``; a ``MixinConfigError`` naming ``key`` for text
+    Prometheus would refuse (units out of order or repeated, or longer than its ~292 years)."""
+    try:
+        return parse_duration(text)
+    except DurationError as exc:
+        raise MixinConfigError(f"{key}: {show(text)} is {exc}") from None
+
+
+def _unescape(body: str) -> str:
+    """The value of a PromQL string body whose escapes ``MATCHER`` accepted."""
+
+    def one(m: re.Match[str]) -> str:
+        code = m.group(0)[1:]
+        if code in _SIMPLE_ESCAPES:
+            return _SIMPLE_ESCAPES[code]
+        number = int(code, 8) if code[0].isdigit() else int(code[1:], 16)
+        if number > 0x10FFFF or 0xD800 <= number <= 0xDFFF or (code[0] in "x01234567" and number > 0x7F):
+            raise ValueError(code)
+        return chr(number)
+
+    return _ESCAPES.sub(one, body)
+
+
+def parse_matchers(text: str, key: str) -> list[tuple[str, str, str]]:
+    """``label op "value"`` triples of a comma-separated matcher list; a clear error naming ``key`` otherwise
+    (a raw newline or an escape PromQL does not know, a regular expression that does not compile)."""
+    out: list[tuple[str, str, str]] = []
+    if not text.strip():
+        return out
+    for part in _split_matchers(text):
+        m = MATCHER.fullmatch(part)
+        if m is None:
+            raise MixinConfigError(
+                f'{key}: cannot read matcher {show(part.strip())} (expected label="value", label=~"regex", != or !~; '
+                'no raw control characters; escapes as in PromQL: \\\\ \\" \\n \\t \\uXXXX)'
+            )
+        try:
+            value = _unescape(m.group(3))
+        except ValueError:
+            raise MixinConfigError(f"{key}: matcher {show(part.strip())} escapes a byte that is not a character; use \\uXXXX") from None
+        if m.group(1).startswith("__"):
+            raise MixinConfigError(
+                f"{key}: matcher {show(part.strip())}: labels starting with __ are Prometheus' own (the rules set the metric name)"
+            )
+        if m.group(2) in ("=~", "!~"):
+            _check_regex(value, f"{key}: matcher {show(part.strip())}")
+        out.append((m.group(1), m.group(2), value))
+    return out
+
+
+def labels_satisfying(matchers: list[tuple[str, str, str]], given: Mapping[str, str], key: str) -> dict[str, str]:
+    """Labels a series needs to be selected by ``matchers``: equality matchers as they are, the rest from
+    ``given`` (``test_labels``); a ``MixinConfigError`` naming ``key`` when ``given`` has no fitting value.
+    The generated promtool tests and the backtest's scrapes label their series with them."""
+    labels = {name: value for name, op, value in matchers if op == "="}
+    for name, value in given.items():
+        labels.setdefault(name, value)
+    for name, op, value in matchers:
+        actual = labels.get(name, "")
+        ok = {
+            "=": actual == value,
+            "!=": actual != value,
+            "=~": re.fullmatch(value, actual) is not None,
+            "!~": re.fullmatch(value, actual) is None,
+        }[op]
+        if not ok:
+            raise MixinConfigError(
+                f"{key}: the generated tests need a value for label {name} matching {name}{op}{show(value)}; set test_labels.{name}"
+            )
+    return labels
+
+
+def _check_regex(value: str, where: str) -> None:
+    """Refuse a regular expression that neither Python nor RE2 (Prometheus') would compile the same way."""
+    if re.search(r"\(\?[=!<]|\\[1-9]|[*+?}]\+", value):
+        raise MixinConfigError(f"{where}: Prometheus' regular expressions (RE2) have no lookaround, backreference or possessive form")
+    try:
+        with warnings.catch_warnings():  # Python's hints about its own future syntax ([[ ...) are not the user's business
+            warnings.simplefilter("ignore")
+            re.compile(value)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise MixinConfigError(f"{where}: not a regular expression ({str(exc)[:80]})") from None
+
+
+def _split_matchers(text: str) -> list[str]:
+    parts, current, quoted, escaped = [], "", False, False
+    for ch in text:
+        if ch == "," and not quoted:
+            parts.append(current)
+            current = ""
+            continue
+        current += ch
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == '"':
+            quoted = not quoted
+    parts.append(current)
+    return parts
+
+
+# --- reading a configuration file ------------------------------------------------------------------------
+def load_config(path: str | None, overrides: Sequence[str] = ()) -> MixinConfig:
+    """The defaults, overridden by the YAML or JSON file at ``path`` (``None``: the defaults), then by
+    ``overrides``: ``KEY=VALUE`` strings with dotted keys (``thresholds.restore_seconds=120``,
+    ``for_durations.SparkStateUnbounded=5m``), the value read as YAML, so a threshold can be tried from
+    the command line (``backtest --set``) without writing a file."""
+    if path is None and not overrides:
+        config = MixinConfig()
+        config.validate()
+        return config
+    data = _read_mapping(path) if path is not None else {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise MixinConfigError(f"--set {show(item)}: expected KEY=VALUE, e.g. thresholds.restore_seconds=120")
+        *parents, leaf = key.strip().split(".")
+        node = data
+        for part in parents:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise MixinConfigError(f"--set {show(item)}: {show(part)} is not a section")
+            node = child
+        try:
+            node[leaf] = bounded_yaml(raw) if raw.strip() else ""
+        except ValueError as exc:
+            raise MixinConfigError(f"--set {show(item)}: the value is not valid YAML: {str(exc)[:300]}") from None
+    return config_from_mapping(data)
+
+
+def _read_mapping(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise MixinConfigError(f"cannot read the configuration file {path}: {exc.strerror}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise MixinConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes; a mixin configuration is a few kilobytes")
+    kind = "JSON" if path.endswith(".json") else "YAML"
+    try:
+        text = raw.decode("utf-8")
+        data = json.loads(text) if kind == "JSON" else bounded_yaml(text)
+    except UnicodeDecodeError as exc:
+        raise MixinConfigError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:300]
+        raise MixinConfigError(f"{path} is not valid {kind}: {reason}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise MixinConfigError(f"{path}: the configuration must be a mapping of keys to values")
+    return data
+
+
+def bounded_yaml(text: str, max_bytes: int = MAX_CONFIG_BYTES, max_nodes: int = MAX_NODES) -> Any:
+    """``yaml.safe_load`` bounded: at most ``max_bytes``, ``MAX_ALIASES`` aliases, ``MAX_DEPTH`` levels and
+    ``max_nodes`` values once aliases are expanded (a 485-byte alias bomb stands for billions of values),
+    no recursion; ``ValueError`` saying which bound, else."""
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        aliases = 0
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_ALIASES:
+                    raise ValueError(f"more than {MAX_ALIASES} aliases")
+            self.depth += 1
+            try:
+                if self.depth > MAX_DEPTH:
+                    raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    if len(text) > max_bytes:
+        raise ValueError(f"larger than {max_bytes} characters")
+    try:
+        loader = BoundedLoader(text)
+    except yaml.YAMLError as exc:  # the reader refuses control characters before any parsing
+        raise ValueError(str(exc)[:300]) from None
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _count_nodes(node, {}, set(), max_nodes)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc)[:300]) from None
+    finally:
+        loader.dispose()
+
+
+def _count_nodes(node: Any, sizes: dict[int, int], open_nodes: set[int], limit: int) -> int:
+    """Values ``node`` stands for with its aliases expanded; ``ValueError`` beyond ``limit`` or on a cycle."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_nodes:
+        raise ValueError("an alias refers to a value containing it (recursive)")
+    open_nodes.add(key)
+    children: list[Any] = []
+    if isinstance(node.value, list):
+        for item in node.value:
+            children.extend(item if isinstance(item, tuple) else (item,))
+    size = 1 + sum(_count_nodes(child, sizes, open_nodes, limit) for child in children)
+    open_nodes.discard(key)
+    if size > limit:
+        raise ValueError(f"more than {limit} values once aliases are expanded")
+    sizes[key] = size
+    return size
+
+
+def config_from_mapping(data: Mapping[str, Any]) -> MixinConfig:
+    """Defaults overridden by ``data``; dictionaries of alerts are merged key by key, others replaced."""
+    config: MixinConfig = _build(MixinConfig, data, "")
+    config.validate()
+    return config
+
+
+def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise MixinConfigError(f"{prefix.rstrip('.') or 'configuration'}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        raise MixinConfigError(
+            f"unknown key(s) {', '.join(prefix + show_key(k) for k in unknown[:5])}{' ...' if len(unknown) > 5 else ''}; "
+            f"known keys: {', '.join(prefix + k for k in fields)}"
+        )
+    default = cls()
+    values: dict[str, Any] = {}
+    for name, raw in data.items():
+        values[name] = _value(hints[name], raw, getattr(default, name), prefix + name)
+    return dataclasses.replace(default, **values)
+
+
+def _text(raw: str, key: str) -> str:
+    """A configuration string: bounded, printable (no newline or control character), encodable as UTF-8."""
+    if len(raw) > MAX_STRING:
+        raise MixinConfigError(f"{key}: longer than {MAX_STRING} characters")
+    if CONTROL.search(raw):
+        raise MixinConfigError(f"{key}: {show(raw)} contains a newline or control character")
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MixinConfigError(f"{key}: {show(raw)} is not valid Unicode (a lone surrogate)") from None
+    return raw
+
+
+def _number_text(value: float, key: str) -> str:
+    try:
+        return str(value)
+    except ValueError:  # beyond Python's digit limit
+        raise MixinConfigError(f"{key}: a number too long to use") from None
+
+
+def _value(hint: Any, raw: Any, default: Any, key: str) -> Any:
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _build(hint, raw, key + ".")
+    origin = typing.get_origin(hint)
+    if origin is dict:
+        if not isinstance(raw, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool) for k, v in raw.items()
+        ):
+            raise MixinConfigError(f"{key}: expected a mapping of names to strings")
+        values = {_text(k, key): _text(v if isinstance(v, str) else _number_text(v, f"{key}.{k}"), f"{key}.{k}") for k, v in raw.items()}
+        if key in ("for_durations", "severities"):
+            unknown = [k for k in values if k not in ALERT_DEFAULTS]
+            if unknown:
+                raise MixinConfigError(
+                    f"unknown alert(s) in {key}: {', '.join(show_key(k) for k in unknown[:5])}; known alerts: {', '.join(ALERT_DEFAULTS)}"
+                )
+            return {**default, **values}
+        return values
+    if origin is list:
+        if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+            raise MixinConfigError(f"{key}: expected a list of strings")
+        return [_text(v, key) for v in raw]
+    if hint is float:
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            raise MixinConfigError(f"{key}: expected a number, got {show(raw)}")
+        try:
+            number = float(raw)
+        except OverflowError:
+            raise MixinConfigError(f"{key}: {show(raw)} is too large") from None
+        if not math.isfinite(number):
+            raise MixinConfigError(f"{key}: must be a finite number, got {show(raw)}")
+        return number
+    if hint is str:
+        if not isinstance(raw, str):
+            raise MixinConfigError(f"{key}: expected a string, got {show(raw)}")
+        return _text(raw, key)
+    raise MixinConfigError(f"{key}: unsupported type {hint}")  # pragma: no cover - every field type is handled above
+
+
+# --- printing the documented defaults --------------------------------------------------------------------
+def documented_defaults() -> str:
+    """The default configuration as YAML, every key preceded by a comment saying what it does."""
+    lines = [
+        "# spark-state-observer mixin configuration (defaults). Keep only the keys you change;",
+        "# pass the file to: spark-state-observer mixin export --out DIR --config FILE",
+        "",
+    ]
+    _document(MixinConfig(), 0, lines)
+    return "\n".join(lines) + "\n"
+
+
+def _document(obj: Any, indent: int, lines: list[str]) -> None:
+    pad = "  " * indent
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        lines.append(f"{pad}# {f.metadata.get('doc', '')}")
+        if dataclasses.is_dataclass(value):
+            lines.append(f"{pad}{f.name}:")
+            _document(value, indent + 1, lines)
+        elif isinstance(value, dict):
+            if not value:
+                lines.append(f"{pad}{f.name}: {{}}")
+            else:
+                lines.append(f"{pad}{f.name}:")
+                lines.extend(f"{pad}  {_scalar(k)}: {_scalar(v)}" for k, v in value.items())
+        else:
+            lines.append(f"{pad}{f.name}: {_scalar(value)}")
+
+
+def _scalar(value: Any) -> str:
+    """A YAML scalar (or flow list) that reads back as the same value; JSON strings are valid YAML."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_scalar(v) for v in value) + "]"
+    if isinstance(value, float):
+        return str(int(value)) if value == int(value) else repr(value)
+    if isinstance(value, str) and '"' in value and "'" not in value and "\\" not in value:
+        return f"'{value}'"  # PromQL matchers read better single-quoted
+    return json.dumps(value)

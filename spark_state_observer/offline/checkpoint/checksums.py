@@ -1,0 +1,118 @@
+"""Verifying the checksum files Spark writes beside state files (4.1+, checkpoint format v2).
+
+With ``spark.sql.streaming.checkpoint.fileChecksum.enabled`` (on by default, applied with checkpoint format
+v2) every state file ``F`` gets ``F.crc`` beside it: ``{"algorithm":"CRC32C","value":<signed int>,
+"mainFileSize":<bytes>,...}``. (Hadoop's own ``.F.crc`` files, hidden, are another thing and not read.) The
+inspector verifies them only when asked (``inspect --verify-checksums``): every state file is read whole,
+which costs what a restore's reads cost. Checksum files are never counted as state bytes
+(``spark_state_observer.offline.checkpoint.layout`` only counts state files).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from spark_state_observer.offline.checkpoint.files import UnreadableFile, is_dir, list_dir, read_text, regular_size
+
+MAX_FILES = 100_000  # checksum files verified per checkpoint
+MAX_PROBLEMS = 100  # mismatches and unreadable files named in the report
+CHUNK = 1 << 20
+SUFFIX = ".crc"
+
+
+def _crc32c_table() -> list[int]:
+    poly = 0x82F63B78  # Castagnoli, reflected
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ poly if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes, crc: int = 0) -> int:
+    """CRC32C (Castagnoli) of ``data``, continuing ``crc``; what Spark's checksum files hold (as a signed int)."""
+    crc ^= 0xFFFFFFFF
+    table = _TABLE
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+@dataclass
+class ChecksumReport:
+    """What ``verify`` found: files checked, and the ones that do not match or cannot be checked."""
+
+    checked: int = 0
+    mismatches: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    truncated: bool = False  # more than MAX_FILES checksum files: the rest not verified
+
+
+def verify(root: str) -> ChecksumReport:
+    """Verify every Spark checksum file under ``root/state`` against the file it describes."""
+    report = ChecksumReport()
+    state = os.path.join(root, "state")
+    stack = [state] if is_dir(state) else []
+    while stack:
+        folder = stack.pop()
+        try:
+            names = sorted(list_dir(folder))
+        except UnreadableFile as exc:
+            _note(report.unreadable, str(exc))
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            if is_dir(path):
+                if not os.path.islink(path):
+                    stack.append(path)
+                continue
+            if not name.endswith(SUFFIX) or name.startswith("."):
+                continue
+            if report.checked >= MAX_FILES:
+                report.truncated = True
+                return report
+            report.checked += 1
+            problem = _check(path, path[: -len(SUFFIX)])
+            if problem is not None:
+                kind, text = problem
+                _note(report.mismatches if kind == "mismatch" else report.unreadable, text)
+    return report
+
+
+def _note(into: list[str], text: str) -> None:
+    if len(into) < MAX_PROBLEMS:
+        into.append(text)
+
+
+def _check(checksum_path: str, main: str) -> tuple[str, str] | None:
+    try:
+        meta = json.loads(read_text(checksum_path, limit=64 << 10))
+        algorithm, expected, size = meta["algorithm"], meta["value"], meta["mainFileSize"]
+    except UnreadableFile as exc:
+        return "unreadable", str(exc)
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        return "unreadable", f"{checksum_path}: not a checksum file ({type(exc).__name__})"
+    if algorithm != "CRC32C" or type(expected) is not int or type(size) is not int:
+        return "unreadable", f"{checksum_path}: algorithm {str(algorithm)[:40]!r} or its fields are not what this inspector verifies"
+    try:
+        actual_size = regular_size(main)
+        if actual_size != size:
+            return "mismatch", f"{main}: {actual_size} bytes, its checksum file says {size}"
+        crc = 0
+        with open(main, "rb") as f:
+            while chunk := f.read(CHUNK):
+                crc = crc32c(chunk, crc)
+    except UnreadableFile as exc:
+        return "unreadable", str(exc)
+    except OSError as exc:
+        return "unreadable", f"{main}: cannot be read ({exc.strerror or exc})"
+    if crc != expected & 0xFFFFFFFF:
+        return "mismatch", f"{main}: CRC32C {crc:#010x}, its checksum file says {expected & 0xFFFFFFFF:#010x}"
+    return None

@@ -1,0 +1,182 @@
+"""Derive the events an operator of a stateful stream cares about, live and in replay.
+
+The engine runs each rule on every event, in order, on the worker thread, and returns what the event
+implies as ``SignalFacts``: the signals it caused and the metric values they carry. It writes nowhere itself;
+the runtime applies the values to the tracker and hands the signals to the bus and the sinks. The rules
+live in one module each: ``lifecycle`` (starts, restarts, crash loops, idleness, terminations, stalls),
+``restore`` (restores and reloads), ``pace`` (watermark lag, falling behind), ``late_rows`` (rows the
+watermark dropped as too late), ``growth`` (state growth,
+eviction, budgets), ``executors`` (executors and partition layout), ``kafka`` (Kafka lag, source health,
+catch-up forecast), ``real_time`` (real-time-mode runs: their checkpoint interval, the pause at each batch
+boundary, the backlog the falling-behind rule judges them by) and ``capacity`` (RocksDB memory reports that cannot be right).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Set
+from typing import Callable
+
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.tracker import QueryRecord, operator_labels
+from spark_state_observer.model.checkpoint_listing import last_commit_before
+from spark_state_observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
+from spark_state_observer.model.plan_eviction import EvictionLocator
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.capacity import MemoryPlausibility
+from spark_state_observer.signals.executors import Executors, Partitions
+from spark_state_observer.signals.facts import SignalFacts
+from spark_state_observer.signals.growth import Growth
+from spark_state_observer.signals.kafka import KafkaSources
+from spark_state_observer.signals.late_rows import LateRows
+from spark_state_observer.signals.lifecycle import LastAliveHint, Lifecycle, RunState
+from spark_state_observer.signals.pace import Pace
+from spark_state_observer.signals.real_time import RealTime
+from spark_state_observer.signals.restore import Restores
+from spark_state_observer.signals.snapshots import CheckpointLocator, SnapshotHealth
+
+# counters every operator exports from 0, so increase() sees the first real one
+_OPERATOR_COUNTERS = (
+    catalog.STATE_RESTORES,
+    catalog.STATE_STORE_RELOADS,
+    catalog.PARTITION_CHANGES,
+    catalog.STATE_TASK_RETRIES,
+    catalog.LOAD_LATENCY_ANOMALIES,
+)
+
+
+class SignalEngine:
+    """Consumes model events in order (one thread) and returns, per event, the ``SignalFacts`` it implies."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        lookup: Callable[[str], QueryRecord | None],
+        clock: Callable[[], float] = time.time,
+        live: bool = True,
+        last_alive_hint: LastAliveHint | None = None,
+        query_lives: dict[str, RunState] | None = None,
+        checkpoint: CheckpointLocator | None = None,
+        eviction: EvictionLocator | None = None,
+    ) -> None:
+        self.s = settings
+        self.clock = clock
+        self.live = live
+        self._lookup = lookup  # the tracker's current record of a query (read only)
+        self.restores = Restores(settings)
+        self.pace = Pace(settings)
+        self.late_rows = LateRows(settings)
+        if last_alive_hint is None and checkpoint is not None:  # the watcher's: its checkpoint as the plans name it
+            last_alive_hint = self._last_commit
+        self._checkpoint = checkpoint
+        self.lifecycle = Lifecycle(settings, self._new_run, live=live, last_alive_hint=last_alive_hint, queries=query_lives)
+        self.growth = Growth(settings, eviction)  # which states the watermark evicts by key: the event log's plans
+        self.partitions = Partitions(checkpoint)  # a restart as a new application: the partitions before, from the checkpoint
+        self.executors = Executors()
+        self.kafka = KafkaSources(settings)
+        self.real_time = RealTime()
+        self.capacity = MemoryPlausibility()  # its conf: Observer.set_spark_conf
+        self.snapshots = SnapshotHealth(settings, checkpoint)  # its conf (maintenance interval): Observer.set_spark_conf
+        self._operators: dict[str, set[tuple[int, str]]] = {}
+        self._removals_seen: dict[str, int] = {}  # executor removals counted at each query's previous batch
+
+    def _last_commit(self, query_id: str, before: float) -> float | None:
+        """When the query's checkpoint (where its current run keeps it) last committed before ``before``: the
+        previous run's last sign of life when this observer did not see it (a watcher started after it ended)."""
+        state = self.lifecycle.queries.get(query_id)
+        location = self._checkpoint(query_id, state.run_id) if self._checkpoint is not None and state is not None else None
+        return last_commit_before(location, before) if location else None
+
+    def _new_run(self, query_id: str) -> None:
+        carried = self.lifecycle.state(query_id).carried  # shared with the runs before, in other applications too
+        self.restores.carry(query_id, carried)
+        self.kafka.carry(query_id, carried)
+        self.growth.carry(query_id, carried)
+        self.restores.new_run(query_id)
+        self.pace.new_run(query_id)
+
+    def on_event(
+        self, event: Event, record: QueryRecord, received_at: float | None = None, executors: Set[str] | None = None
+    ) -> SignalFacts:
+        """The facts ``event`` implies; ``record`` is its query's record after the event was applied.
+
+        ``executors`` (polled with a progress event) are judged first: an executor removed during the
+        batch explains the reloads the batch shows."""
+        facts = SignalFacts()
+        now = received_at if received_at is not None else self.clock()
+        if record.query_id not in self._operators:
+            self._operators[record.query_id] = set()
+            facts.add(record, catalog.QUERY_RESTARTS, (), 0.0)
+        if len(self._operators) > self.s.max_queries:
+            self._forget_evicted()
+        if executors is not None:
+            self.executors.observe(record, executors, now, facts)
+        if isinstance(event, QueryStarted):
+            self.lifecycle.started(record, event, now, facts)
+        elif isinstance(event, QueryProgress):
+            self._on_progress(record, event, now, facts)
+        elif isinstance(event, QueryIdle):
+            self.lifecycle.idle(record, event, now, facts)
+        elif isinstance(event, QueryTerminated):
+            self.lifecycle.terminated(record, event, now, facts)
+        return facts
+
+    def _on_progress(self, record: QueryRecord, p: QueryProgress, now: float, facts: SignalFacts) -> None:
+        ts = p.timestamp or now
+        batch = self.lifecycle.progress(record, p, now, facts)
+        self.restores.batch(record, p, batch.first_of_run, batch.restore_due, p.timestamp or self.clock(), facts)
+        removed = self.executors.removals > self._removals_seen.get(record.query_id, self.executors.removals)
+        self._removals_seen[record.query_id] = self.executors.removals
+        self.restores.operators(record, p, ts, batch.first_of_run, removed, facts)
+        self.snapshots.batch(record, p, ts, batch.first_of_run)
+        seen = self._operators[record.query_id]
+        allows = record.labels.allows
+        for op in p.operators:
+            labels = operator_labels(op.index, op.name)
+            if not allows(labels):
+                continue  # beyond the query's label budget (spark_state_observer.metrics.labels): no series, no memory
+            if (op.index, op.name) not in seen:
+                seen.add((op.index, op.name))
+                for counter in _OPERATOR_COUNTERS:
+                    facts.add(record, counter, labels, 0.0)
+            self.partitions.operator(record, p, op, ts, facts)
+            self.growth.operator(record, p, op, ts, facts)
+            self.capacity.operator(record, p, op, ts, facts)
+            self.snapshots.operator(record, p, op, ts, facts)
+        real_time = self.real_time.batch(record, p, batch.first_of_run, facts)
+        self.lifecycle.state(record.query_id).real_time_first_batch = real_time.first_batch if real_time else None
+        self.pace.batch(record, p, ts, facts, real_time)
+        self.late_rows.batch(record, p, ts, facts)
+        self.kafka.batch(record, p, ts, batch.first_of_run, facts)
+        for index, name in [k for k in seen if not allows(operator_labels(*k))]:
+            seen.discard((index, name))  # dropped from the budget: the rules forget it too
+            for rule in (self.restores, self.partitions, self.growth):
+                rule.forget_operator((record.query_id, index, name))
+
+    def tick(self) -> SignalFacts:
+        """Called about once a second by the live worker: stalls need time to pass, not events."""
+        facts = SignalFacts()
+        if not self.live:
+            return facts
+        now = self.clock()
+        for query_id in list(self._operators):
+            record = self._lookup(query_id)
+            if record is not None:
+                self.lifecycle.tick(record, now, facts)
+        return facts
+
+    def _forget_evicted(self) -> None:
+        """Drop the rules' memory of queries the tracker has forgotten, so both stay bounded alike."""
+        for query_id in [k for k in self._operators if self._lookup(k) is None]:
+            del self._operators[query_id]
+            self._removals_seen.pop(query_id, None)
+            self.lifecycle.release(query_id)
+            self.lifecycle.queries.pop(query_id, None)
+            self.restores.forget(query_id)
+            self.pace.forget(query_id)
+            self.late_rows.forget(query_id)
+            self.growth.forget(query_id)
+            self.partitions.forget(query_id)
+            self.kafka.forget(query_id)
+            self.real_time.forget(query_id)
+            self.snapshots.forget(query_id)

@@ -1,0 +1,370 @@
+"""A query's life: starts, restarts (with downtime), crash loops, idleness, terminations and stalls.
+
+- restart: the same query id with a new run id, or a first run seen at a batch id above 0 (a restart
+  from a checkpoint in a new process). Two figures, named apart: ``gap_since_previous_run_seconds``
+  (the previous run's end, its termination, to this start: how long the query was down) and
+  ``since_last_progress_seconds`` (the previous run's last progress, or for a process that never saw
+  it the checkpoint's last commit through ``last_alive_hint``, to this start: it also counts the time
+  a failing run spent before it ended). The downtime gauge is the gap when known. In the watcher, a query's
+  ``RunState`` is shared by query id across the applications it follows, so a restart as a new application
+  continues the runs before it (and carries the other rules' state with it: ``RunState.carried``); a new run
+  that starts after the last sign of life of a run another application still holds (a killed driver's log
+  stays in progress until the watcher calls it lost) takes it over.
+- crash loop: ``crash_loop_restarts`` restarts within ``crash_loop_window_seconds`` that crashing runs
+  surround: a restart counts when the run before it crashed (it terminated with an exception, or its end
+  was never seen: a driver killed, a process that died without a word) or when the run it starts crashes
+  (counted when that run terminates with an exception, or when the next run starts and its end was not seen).
+  A run still open when its application ended (an event log's application end, ``kinds.APPLICATION_END``: the
+  shutdown hook a SIGTERM runs logs no query termination) ended with it, cleanly unless the exit code says not.
+  Restarts between runs that all ended cleanly are no loop: each run was stopped on purpose (``query.stop()``,
+  a deploy) or finished its work, as every run of a job scheduled with ``Trigger.AvailableNow`` or
+  ``Trigger.Once`` does, every few minutes for ever. They are still restarts (the signal, the counter, the
+  restore each brings). A deploy after a clean stop whose new code then fails at every start is a loop from
+  that first restart on.
+- scheduled: a query whose last ``SCHEDULE_CYCLES`` runs each stopped cleanly (its query terminated, not its
+  application under it) and paused longer than it ran before the next started (a job run every few minutes or
+  hours with ``Trigger.AvailableNow`` or ``Once``) is on a schedule (``spark_streaming_query_scheduled``): stopped between its runs, not down. A
+  stream stopped cleanly for a deploy ran for hours and paused for a minute; a crash ends the schedule.
+  A scheduled query's interval (``spark_streaming_query_schedule_interval_seconds``: the median start-to-start
+  time of its last ``SCHEDULE_RUNS_KEPT`` clean runs) and its latest start
+  (``spark_streaming_query_last_start_timestamp_seconds``) say when its next run is due; between runs its
+  lifecycle state is ``scheduled`` (``spark_state_observer.model.query_lifecycle``), which the watcher keeps after the
+  application is forgotten, so a run that does not come is seen (``SparkStreamingScheduledRunOverdue``).
+- stall: a non-idle query without progress for ``stall_factor`` x its usual batch interval (at least
+  ``stall_min_seconds``, and at least ``DURATION_FACTOR`` x the longest of its recent batches, a run's
+  first left out while later ones are known: on a busy machine a trigger can run for 89 s after batches
+  of 2 s, and a running trigger is not a stall); judged by the clock (``tick``), so only live. A batch
+  that overran its trigger is followed at once by one holding every row that arrived meanwhile: at the
+  last batch's input over processing rate that one takes ``ratio`` x as long (a query falling behind has
+  batches that grow by that ratio, each one no stall), so the longest batch counts that many times over.
+  Before a run's second progress there is no interval to take the median of: ``trigger_interval_seconds``
+  stands in, except for a real-time run (``spark_state_observer.signals.real_time``), whose first batch lasted at least
+  its checkpoint interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
+
+from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.tracker import QueryRecord
+from spark_state_observer.model import kinds as event_kinds
+from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.events import QueryIdle, QueryProgress, QueryStarted, QueryTerminated
+from spark_state_observer.settings import Settings
+from spark_state_observer.signals.classify import bounded_text, cause_error_class, classify_exception, root_cause
+from spark_state_observer.signals.facts import SignalFacts
+
+log = logging.getLogger("spark_state_observer")
+DURATION_FACTOR = 3.0  # a batch this many times the longest recent one is no longer just a slow batch
+MAX_GROWTH = 10.0  # the most the next batch is expected to outgrow the last (input over processing rate)
+SCHEDULE_CYCLES = 2  # clean runs, each followed by a longer pause, that make a schedule
+SCHEDULE_RUNS_KEPT = 8  # start-to-start intervals of clean runs whose median is a schedule's interval
+LastAliveHint = Callable[[str, float], "float | None"]
+
+
+@dataclass
+class RunState:
+    """What the lifecycle rules remember of one query."""
+
+    run_id: str | None = None
+    progress_run: str | None = None
+    run_start: float | None = None
+    previous_run_start: float | None = None  # when the run before this one started
+    last_alive: float | None = None
+    last_progress: float | None = None  # when the latest batch ended (any run)
+    run_end: float | None = None  # when this run terminated
+    run_outcome: str | None = None  # how it terminated (event_kinds.CLEAN or EXCEPTION; None: not seen)
+    previous_run_outcome: str | None = None  # how the run before this one terminated (None: not seen ending)
+    ended_with_app: bool = False  # this run ended with its application (no termination logged: a SIGTERM, an exit)
+    previous_ended_with_app: bool = False
+    restart_after_clean: float | None = None  # this run's restart, after a clean run: a crash loop's only if this run crashes
+    cycles: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=SCHEDULE_CYCLES))  # clean runs: (ran, paused) seconds
+    intervals: deque[float] = field(default_factory=lambda: deque(maxlen=SCHEDULE_RUNS_KEPT))  # start to start, clean runs
+    previous_run_end: float | None = None  # when the run before this one terminated (None: not seen ending)
+    restart_pending: bool = False
+    first_seen: bool = True
+    progress_at: deque[float] = field(default_factory=lambda: deque(maxlen=20))
+    durations: deque[float] = field(default_factory=lambda: deque(maxlen=20))  # recent batch durations, seconds
+    first_duration: float = 0.0  # the run's first batch: how long a batch may take until later ones are known
+    growth: float = 1.0  # the last batch's input over processing rate (at least 1): how much longer the next may take
+    stalled: bool = False
+    restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
+    crash_loop: bool = False
+    holder: object | None = None  # the Lifecycle whose application runs the query now (None: no run live)
+    # what other rules keep of the query across its runs (the restore's baseline, growth, the Kafka offsets), by rule:
+    # taken over with this state, so a restart as a new application is judged against the runs before it
+    carried: dict[str, Any] = field(default_factory=dict)
+    real_time_first_batch: float | None = None  # a real-time run's first batch, seconds (set by the engine)
+
+
+class BatchStart(NamedTuple):  # one per progress event: a tuple is built faster than a frozen dataclass
+    """How a progress event stands in its query's life."""
+
+    first_of_run: bool  # the first batch of a run seen
+    restore_due: bool  # ...of a restarted run: the batch that restores the state
+
+
+class Lifecycle:
+    def __init__(
+        self,
+        settings: Settings,
+        on_new_run: Callable[[str], None],
+        live: bool = True,
+        last_alive_hint: LastAliveHint | None = None,
+        queries: dict[str, RunState] | None = None,
+    ) -> None:
+        self.s = settings
+        self.live = live
+        self.last_alive_hint = last_alive_hint
+        self._on_new_run = on_new_run
+        self.queries: dict[str, RunState] = {}  # this application's, by query id
+        # by query id, shared with the watcher's other applications: a restart as a new application continues
+        # the runs before it. Only a run no other application holds live is taken over: the same query id live
+        # in two applications at once (a copied checkpoint, a recording replayed under many names) is two
+        # queries whose batches, clocks and stalls must not mix.
+        self._shared = queries
+
+    def state(self, query_id: str, run_id: str | None = None, at: float | None = None) -> RunState:
+        """``query_id``'s state here; ``run_id`` and ``at``: the run an event of this application shows, and when."""
+        q = self.queries.get(query_id)
+        if q is not None and q.holder is not None and q.holder is not self:
+            # a later run in another application took the query over (``_take_over``): this application's
+            # run, if it goes on after all, is judged apart from now on
+            q = self.queries[query_id] = RunState(holder=self)
+        if q is None:
+            q = self.queries[query_id] = self._take_over(query_id, run_id, at)
+        return q
+
+    def _take_over(self, query_id: str, run_id: str | None, at: float | None) -> RunState:
+        if self._shared is None:
+            return RunState(holder=self)
+        q = self._shared.get(query_id)
+        if q is None:
+            q = self._shared[query_id] = RunState()
+        elif q.holder is not None and q.holder is not self and not _succeeds(q, run_id, at):
+            return RunState(holder=self)  # live in another application: judged apart, not shared
+        q.holder = self
+        return q
+
+    def release(self, query_id: str | None = None) -> None:
+        """Let another application continue ``query_id``'s runs (every query's when ``None``): this one's run
+        ended, its application finished, was lost or forgotten, or the query was evicted here."""
+        for qid in list(self.queries) if query_id is None else [query_id]:
+            q = self.queries.get(qid)
+            if q is not None and q.holder is self:
+                q.holder = None
+
+    def started(self, record: QueryRecord, e: QueryStarted, now: float, facts: SignalFacts) -> None:
+        ts = e.timestamp or now
+        q = self.state(record.query_id, e.run_id, ts)
+        known_before = q.run_id is not None and q.run_id != e.run_id
+        self._new_run(record.query_id, q, e.run_id, ts)
+        facts.set(record, catalog.QUERY_LAST_START, (), ts)
+        facts.signal(kinds.QUERY_STARTED, record, e.run_id, ts)
+        if known_before:
+            self._restart(q, record, e.run_id, ts, facts)
+
+    def progress(self, record: QueryRecord, p: QueryProgress, now: float, facts: SignalFacts) -> BatchStart:
+        """Restarts a batch reveals, the end of a stall, and the batch's place in its run."""
+        ts = p.timestamp or now
+        q = self.state(record.query_id, p.run_id, ts)
+        first_of_run = q.progress_run != p.run_id
+        if first_of_run:
+            if q.run_id != p.run_id:  # no started event seen for this run (late attach, partial log)
+                had_run = q.run_id is not None
+                self._new_run(record.query_id, q, p.run_id, ts)
+                facts.set(record, catalog.QUERY_LAST_START, (), ts)
+                if had_run:
+                    self._restart(q, record, p.run_id, ts, facts)
+            if q.first_seen and p.batch_id > 0 and not q.restart_pending:
+                self._restart(q, record, p.run_id, q.run_start or ts, facts)  # restarted from a checkpoint
+            q.first_seen = False
+            q.progress_run = p.run_id
+        if q.stalled:
+            self._set_stalled(q, record, False, now, facts)
+        if q.crash_loop:  # a loop ends once its restarts have left the window while batches come: the gauge follows
+            self._judge_loop(q, record, p.run_id, ts, facts)
+        facts.set(record, catalog.QUERY_STALLED, (), 0.0)
+        q.progress_at.append(now)
+        if p.batch_duration_ms is not None and not first_of_run:  # a run's first batch (warm-up, restore) says nothing of later ones
+            q.durations.append(p.batch_duration_ms / 1000.0)
+        elif p.batch_duration_ms is not None:
+            q.first_duration = p.batch_duration_ms / 1000.0
+        inp, proc = p.input_rows_per_second, p.processed_rows_per_second
+        q.growth = min(MAX_GROWTH, max(1.0, inp / proc)) if inp and proc and inp > 0 and proc > 0 else 1.0
+        restore_due = first_of_run and q.restart_pending
+        q.restart_pending = q.restart_pending and not restore_due
+        q.last_alive = ts + (p.batch_duration_ms or 0) / 1000.0
+        q.last_progress = q.last_alive
+        return BatchStart(first_of_run, restore_due)
+
+    def idle(self, record: QueryRecord, e: QueryIdle, now: float, facts: SignalFacts) -> None:
+        self.state(record.query_id).last_alive = e.timestamp or now
+        facts.signal(kinds.QUERY_IDLE, record, e.run_id, e.timestamp or now)
+
+    def terminated(self, record: QueryRecord, e: QueryTerminated, now: float, facts: SignalFacts) -> None:
+        q = self.state(record.query_id)
+        # live: when the event arrived; replayed: the time the event log places it at (the events just
+        # before it). A run never ends before it started, nor before its last sign of life.
+        q.last_alive = max(t for t in (now, q.run_start, q.last_alive) if t is not None)
+        q.run_end = q.last_alive
+        q.run_outcome = event_kinds.EXCEPTION if e.exception else event_kinds.CLEAN
+        q.ended_with_app = e.with_application
+        self._set_stalled(q, record, False, now, facts)
+        self.release(record.query_id)
+        attrs: dict[str, Any] = {"outcome": q.run_outcome}
+        if e.with_application:  # no termination logged: the run ended with its application (a SIGTERM, an exit)
+            attrs.update(ended_with_application=True, exit_code=e.exit_code)
+        if e.exception:
+            cause = root_cause(e.error_class, e.exception)
+            cls = classify_exception(e.error_class, e.exception, cause)
+            attrs.update(
+                exception_class=cls,
+                error_class=e.error_class,
+                cause_error_class=cause_error_class(e.exception),
+                root_cause=cause,
+                message=e.exception.splitlines()[0][:300] if e.exception.strip() else "",
+                exception=bounded_text(e.exception),
+            )
+            facts.add(record, catalog.QUERY_TERMINATIONS_BY_CLASS, (("exception_class", cls),))
+        facts.signal(kinds.QUERY_TERMINATED, record, e.run_id, q.last_alive, **attrs)
+        if e.exception and q.restart_after_clean is not None:  # this run crashed: the restart into it is the loop's
+            q.restarts.append(q.restart_after_clean)
+            self._judge_loop(q, record, e.run_id, q.last_alive, facts)
+        q.restart_after_clean = None
+
+    def tick(self, record: QueryRecord, now: float, facts: SignalFacts) -> None:
+        """Judge ``record``'s query for a stall at ``now`` (live only: stalls need time to pass, not events)."""
+        q = self.queries.get(record.query_id)
+        if q is None or not q.progress_at:
+            return
+        since = now - q.progress_at[-1]
+        if record.status != event_kinds.ACTIVE:
+            if q.stalled:
+                self._set_stalled(q, record, False, now, facts)
+            return
+        facts.set(record, catalog.QUERY_SECONDS_SINCE_PROGRESS, (), since)
+        stamps = list(q.progress_at)
+        gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+        interval = statistics.median(gaps) if gaps else self.s.trigger_interval_seconds
+        if not gaps and q.real_time_first_batch is not None:  # real-time: the next batch ends an interval after this one
+            interval = max(interval, q.real_time_first_batch)
+        longest = max(q.durations) if q.durations else q.first_duration
+        limit = max(self.s.stall_min_seconds, self.s.stall_factor * interval, DURATION_FACTOR * longest * q.growth)
+        if since > limit and not q.stalled:
+            self._set_stalled(
+                q,
+                record,
+                True,
+                now,
+                facts,
+                seconds_without_progress=round(since, 1),
+                limit_seconds=round(limit, 1),
+                longest_recent_batch_seconds=round(longest, 1),
+                next_batch_growth=round(q.growth, 2),
+            )
+
+    def _new_run(self, query_id: str, q: RunState, run_id: str, ts: float) -> None:
+        if q.holder is None:  # a run again in this application after its last ended
+            q.holder = self
+        q.previous_run_start, q.run_id, q.run_start = q.run_start, run_id, ts
+        q.previous_run_end, q.run_end = q.run_end, None
+        if q.run_outcome is None and q.restart_after_clean is not None:  # that run's end was never seen: a crash
+            q.restarts.append(q.restart_after_clean)
+        q.previous_run_outcome, q.run_outcome = q.run_outcome, None
+        q.previous_ended_with_app, q.ended_with_app = q.ended_with_app, False
+        q.restart_after_clean = None
+        q.progress_at.clear()
+        q.durations.clear()
+        q.real_time_first_batch = None
+        q.first_duration, q.growth = 0.0, 1.0
+        self._on_new_run(query_id)
+
+    def _restart(self, q: RunState, record: QueryRecord, run_id: str, ts: float, facts: SignalFacts) -> None:
+        last_alive = q.last_progress
+        if last_alive is None and self.last_alive_hint is not None:
+            try:
+                last_alive = self.last_alive_hint(record.query_id, q.run_start or ts)
+            except Exception as exc:  # an unreadable checkpoint only costs the downtime figure
+                log.debug("spark-state-observer: no downtime for %s: %r", record.label, exc)
+        since_progress = max(0.0, ts - last_alive) if last_alive is not None else None
+        gap = max(0.0, ts - q.previous_run_end) if q.previous_run_end is not None else None
+        downtime = gap if gap is not None else since_progress
+        q.restart_pending = True
+        if q.previous_run_outcome == event_kinds.CLEAN:
+            q.restart_after_clean = ts  # counted when this run crashes (``terminated``)
+            if q.previous_ended_with_app:  # stopped from outside (a deploy, a probe's kill): no run of a schedule
+                q.cycles.clear()
+                q.intervals.clear()
+            elif q.previous_run_start is not None and q.previous_run_end is not None and gap is not None:
+                q.cycles.append((q.previous_run_end - q.previous_run_start, gap))
+                q.intervals.append(ts - q.previous_run_start)
+        else:
+            q.restarts.append(ts)  # after a crash: an exception, or an end never seen
+            q.cycles.clear()
+            q.intervals.clear()
+        scheduled = len(q.cycles) == SCHEDULE_CYCLES and all(ran < paused for ran, paused in q.cycles)
+        # the schedule's interval: the median start-to-start time of its recent clean runs (a cron job's is its
+        # period; a loop that runs and then sleeps has the run's time in it too); its next run is due that long
+        # after this start (``spark_streaming_query_schedule_interval_seconds``, the overdue alert)
+        interval = statistics.median(q.intervals) if scheduled and q.intervals else None
+        facts.add(record, catalog.QUERY_RESTARTS, ())
+        if downtime is not None:
+            facts.set(record, catalog.QUERY_LAST_DOWNTIME, (), downtime)
+        facts.set(record, catalog.QUERY_SCHEDULED, (), 1.0 if scheduled else 0.0)
+        facts.set(record, catalog.QUERY_SCHEDULE_INTERVAL, (), interval)
+        facts.signal(
+            kinds.QUERY_RESTARTED,
+            record,
+            run_id,
+            ts,
+            downtime_seconds=_round(downtime),
+            gap_since_previous_run_seconds=_round(gap),
+            since_last_progress_seconds=_round(since_progress),
+            scheduled=scheduled,
+            schedule_interval_seconds=_round(interval),
+        )
+        self._judge_loop(q, record, run_id, ts, facts)
+
+    def _judge_loop(self, q: RunState, record: QueryRecord, run_id: str | None, ts: float, facts: SignalFacts) -> None:
+        """The crash-loop verdict at ``ts``: the counted restarts within the window, the signal when it begins."""
+        while q.restarts and ts - q.restarts[0] > self.s.crash_loop_window_seconds:
+            q.restarts.popleft()
+        looping = len(q.restarts) >= self.s.crash_loop_restarts
+        if looping and not q.crash_loop:
+            facts.signal(
+                kinds.CRASH_LOOP,
+                record,
+                run_id,
+                ts,
+                restarts=len(q.restarts),
+                min_restarts=self.s.crash_loop_restarts,
+                window_seconds=self.s.crash_loop_window_seconds,
+            )
+        q.crash_loop = looping
+        facts.set(record, catalog.QUERY_CRASH_LOOP, (), 1.0 if looping else 0.0)
+
+    def _set_stalled(self, q: RunState, record: QueryRecord, stalled: bool, now: float, facts: SignalFacts, **attrs: Any) -> None:
+        if stalled == q.stalled:
+            return
+        q.stalled = stalled
+        facts.set(record, catalog.QUERY_STALLED, (), 1.0 if stalled else 0.0)
+        facts.signal(kinds.STALLED if stalled else kinds.STALL_RECOVERED, record, q.run_id, now, **attrs)
+
+
+def _succeeds(q: RunState, run_id: str | None, at: float | None) -> bool:
+    """Whether a run ``run_id`` starting at ``at`` in another application follows ``q``'s held run: a new run
+    that starts after that run's last sign of life. A driver killed without a word (no termination, its log
+    left in progress until the watcher calls it lost, minutes later) still holds its run; its successor on
+    the same checkpoint continues the query, as a listener in the new process and a replay of both logs do.
+    The same run in two applications (one recording under many names) is two queries, not a succession."""
+    return run_id is not None and at is not None and run_id != q.run_id and (q.last_alive is None or at >= q.last_alive)
+
+
+def _round(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
