@@ -46,6 +46,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def with_boot_path(pythonpath: str) -> str:
-    """``PYTHONPATH`` with the boot folder first (once: a nested ``run`` does not add it twice)."""
-    rest = [p for p in pythonpath.split(os.pathsep) if p and os.path.abspath(p) != boot_path()]
+    """``PYTHONPATH`` with the boot folder first (once: a nested ``run`` does not add it twice).
+
+    Every other entry stays as it was, empty ones too: an empty entry means the current folder, and a job may
+    rely on it. An unset or empty ``PYTHONPATH`` has no entries, so it gains none.
+    """
+    if not pythonpath:
+        return boot_path()
+    rest = [p for p in pythonpath.split(os.pathsep) if not (p and os.path.abspath(p) == boot_path())]
     return os.pathsep.join([boot_path(), *rest])

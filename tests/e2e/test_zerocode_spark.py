@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from spark_state_observer.zerocode import boot_path
 
 APP_NAME, QUERY_NAME = "zerocode-job", "zerocode_counts"  # as tests/support/zerocode_job.py names them
 JOB = os.path.join(ROOT, "tests", "support", "zerocode_job.py")
+SHADOW_JOB = os.path.join(ROOT, "tests", "support", "shadow_job")  # a job folder with its own observer.py
 
 
 def spark_submit() -> str:
@@ -54,28 +56,30 @@ def scrape(port: int) -> str:
     return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
 
 
-def state_rows(text: str) -> list[tuple[str, float]]:
+def state_rows(text: str, query: str = QUERY_NAME, app: str = APP_NAME) -> list[tuple[str, float]]:
     """The ``spark_state_rows`` samples of the job's query (labels text, value)."""
     out = []
     for line in text.splitlines():
         match = re.match(r"spark_state_rows\{(.*)\} (\S+)$", line)
-        if match and f'query="{QUERY_NAME}"' in match[1] and f'app="{APP_NAME}"' in match[1]:
+        if match and f'query="{query}"' in match[1] and f'app="{app}"' in match[1]:
             out.append((match[1], float(match[2])))
     return out
 
 
-def wait_for_state(port: int, proc: subprocess.Popen[str], timeout: float = 240) -> list[tuple[str, float]]:
+def wait_for_state(
+    port: int, proc: subprocess.Popen[str], timeout: float = 240, query: str = QUERY_NAME, app: str = APP_NAME
+) -> list[tuple[str, float]]:
     """Scrape while the job runs until its query's state series shows all 5 keys."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            rows = state_rows(scrape(port))
+            rows = state_rows(scrape(port), query, app)
         except OSError:
             rows = []
         if rows and all(v == 5 for _, v in rows):
             return rows
         time.sleep(1)
-    pytest.fail(f"no spark_state_rows of {QUERY_NAME} = 5 on port {port} (job exited: {proc.poll()})")
+    pytest.fail(f"no spark_state_rows of {query} = 5 on port {port} (job exited: {proc.poll()})")
 
 
 def observer_threads(names: list[str]) -> list[str]:
@@ -150,6 +154,43 @@ def test_run_and_pythonpath_alone_serve_the_query_while_it_runs_and_leak_nothing
     # one listener on the JVM's bus, whether getOrCreate was called once or twice, in each new application
     assert results["run"][0]["listeners"] == [1, 1, 1] and results["env"][0]["listeners"] == [1]
     assert results["connect"][0]["listeners"] == [None, None]  # the Connect client has no JVM; its scrape above shows the attach
+
+
+@pytest.mark.slow
+def test_a_job_with_its_own_observer_and_streamlit_app_modules_runs_and_is_observed(tmp_path) -> None:
+    """Issue 48: ``python job.py`` beside its own ``observer.py`` and ``streamlit_app.py`` (the names this package's
+    import and browser once took), through ``run``: the job imports its modules in the driver and, in a UDF of
+    its stateful query, in Spark's Python workers; the observer serves the query and no worker attaches."""
+    need("java")
+    folder = tmp_path / "job"
+    shutil.copytree(SHADOW_JOB, folder)
+    port, done = free_port(), tmp_path / "done"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spark_state_observer.cli", "run", "--", sys.executable, "job.py", str(tmp_path / "cp"), str(done)],
+        env=job_env(SPARK_STATE_OBSERVER_HTTP_PORT=str(port)),
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        rows = wait_for_state(port, proc, query="shadow_counts", app="shadow-job")
+        assert len(rows) == 1 and 'operator="stateStoreSave"' in rows[0][0], rows
+        done.touch()
+        result, ours = finish(proc)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    assert ours == [] and result["state_rows"] == 5, (ours, result)
+    ours_file, ours_app = str(folder / "observer.py"), str(folder / "streamlit_app.py")
+    assert result["driver"] == [ours_file, "the job", ours_app, "the job's app"]
+    worker_pid, key, worker_observer, worker_app, attached = result["worker"]
+    assert worker_pid != result["driver_pid"] and key == "bucket-0"  # a Python worker ran the job's own function
+    assert os.path.realpath(worker_observer) == os.path.realpath(ours_file)
+    assert os.path.realpath(worker_app) == os.path.realpath(ours_app)
+    assert attached is False  # the boot hook is in the worker too, and attaches nothing there
 
 
 @pytest.mark.slow

@@ -54,6 +54,28 @@ def test_boot_folder_hooks_without_importing_pyspark_and_chains_the_next_sitecus
     assert with_boot_path(with_boot_path("/a")) == os.pathsep.join([boot_path(), "/a"])  # a nested run adds it once
 
 
+def test_run_keeps_empty_pythonpath_entries_which_mean_the_current_folder(tmp_path) -> None:
+    """Issue 48: ``PYTHONPATH=":/a"`` lets a job import from the folder it starts in; ``run`` must keep that."""
+    sep = os.pathsep
+    assert with_boot_path("") == boot_path()  # no entries: none gained (an empty one would add the current folder)
+    assert with_boot_path(f"{sep}/a") == sep.join([boot_path(), "", "/a"])
+    assert with_boot_path(f"/a{sep}{sep}/b{sep}") == sep.join([boot_path(), "/a", "", "/b", ""])
+    assert with_boot_path(with_boot_path(f"{sep}/a")) == sep.join([boot_path(), "", "/a"])
+    work, scripts = tmp_path / "work", tmp_path / "scripts"
+    work.mkdir(), scripts.mkdir()
+    (work / "here_only_zc.py").write_text("WHERE = 'the current folder'\n")
+    # a script's own folder comes first on sys.path, not the current one
+    (scripts / "probe.py").write_text("import here_only_zc\nprint(here_only_zc.WHERE)\n")
+    ran = subprocess.run(
+        [sys.executable, "-m", "spark_state_observer.cli", "run", "--", sys.executable, str(scripts / "probe.py")],
+        env=job_env(PYTHONPATH=f"{ROOT}{sep}"),
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert ran.returncode == 0 and ran.stdout.strip() == "the current folder", ran.stderr
+
+
 def test_run_says_what_is_wrong_with_its_command() -> None:
     missing = subprocess.run(
         [sys.executable, "-m", "spark_state_observer.cli", "run", "--", "no-such-command-zc"], env=job_env(), capture_output=True, text=True
