@@ -4,15 +4,19 @@ The endpoint binds to loopback unless told otherwise, optionally wraps its socke
 certificate checks) and optionally requires HTTP basic auth. A port already in use is reported as an
 ``ExporterError`` that names the address, never as a bare ``OSError`` from deep inside the job.
 
-Serving never depends on the good behaviour of a client. One thread accepts connections and reads
-their request headers without blocking (TLS handshakes too), each connection with a deadline for its
-whole header: a client that trickles a byte every few seconds is cut when the deadline passes, and while
-it trickles it holds no thread. Only a complete request header goes to one of a bounded set of worker
-threads, which writes the answer within a deadline of its own. Connections still sending their header
-are bounded too: past the bound the oldest is cut, so a flood cannot lock scrapes out. A malformed request
-gets a 4xx, a client that hangs up ends its connection only (writes never raise SIGPIPE on plain sockets),
-and nothing a client does writes a traceback to the job's stderr. Every refusal is counted by reason
-(``REFUSAL_REASONS``), for the observer's self-metric.
+Serving never depends on the good behaviour of a client. One thread accepts connections, reads their
+request headers and writes their answers without blocking (TLS handshakes too), each connection with a
+deadline for its whole header and then one for its whole answer: a client that trickles a byte every few
+seconds, or never reads, is cut when its deadline passes, and meanwhile it holds no thread. Only a
+complete request header goes to one of a bounded set of worker threads, which makes the answer and hands
+it back; a plain-text answer is decompressed from the gzipped rendering as the client reads, so a client
+that does not read holds no copy of the text. Connections still sending their header, answers being
+written and workers are each bounded, and where room runs out the client address holding the most gives
+way first (for headers: a connection that has sent nothing before one that has sent part of its request),
+so a flood from one client cannot lock another's scrapes out. A malformed request gets a 4xx, a client
+that hangs up ends its connection only (writes never raise SIGPIPE on plain sockets), and nothing a client
+does writes a traceback to the job's stderr. Every refusal is counted by reason (``REFUSAL_REASONS``),
+for the observer's self-metric.
 
 Both send the text format 0.0.4 from one render function (the collector's cached ``exposition()``):
 the endpoint whatever the client's Accept header asks for (Prometheus accepts it; OpenMetrics is not
@@ -37,8 +41,8 @@ import socket
 import ssl
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
@@ -63,10 +67,17 @@ class ExporterError(RuntimeError):
 HEADER_DEADLINE_SECONDS = 10.0
 # and then have taken the whole answer within this long (a client that does not read is cut)
 RESPONSE_DEADLINE_SECONDS = 30.0
-# requests answered at once (worker threads); a complete request past them gets a 503
+# requests whose answer is being made at once (worker threads); a complete request past them gets a 503
 MAX_CONNECTIONS = 16
-# connections still sending their header; past this the oldest is cut for the newest
-MAX_PENDING = 64
+# of which one client address may hold this many (a 503 past them): one client cannot take every worker
+MAX_CONNECTIONS_PER_CLIENT = 8
+# answers being written by the serving thread, as fast as each client takes them; past this, one of the
+# client address writing the most (its oldest) is cut for the newest
+MAX_WRITING = 128
+# connections still sending their header; past this one is cut for the newest (see _BoundedServer._make_room)
+MAX_PENDING = 256
+# a plain (not gzipped) answer is decompressed from the rendering this many bytes at a time, as the client reads
+PIECE_BYTES = 64 * 1024
 # request line plus headers; past this a 431
 MAX_HEADER_BYTES = 64 * 1024
 # basic auth: wrong credentials one client address may send per window before it gets 429s until the window ends
@@ -117,6 +128,7 @@ class _Pending:
 
     sock: socket.socket
     address: Any
+    client: str  # the client's address without its port: what fairness between clients counts by
     deadline: float
     handshaking: bool
     head: bytearray = field(default_factory=bytearray)
@@ -128,32 +140,72 @@ class _Request:
 
     sock: socket.socket
     head: bytes
-    deadline: float
+    client: str
 
 
-class _DeadlineWriter(io.RawIOBase):
-    """The response stream: every byte must be taken by ``deadline``, however slowly the client reads."""
+class _Streamed:
+    """A body made as the client takes it: ``_ServerHandler`` leaves it to the serving thread, a piece at a time."""
 
-    def __init__(self, sock: socket.socket, deadline: float) -> None:
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        self._pieces = pieces
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._pieces
+
+    def close(self) -> None:
+        close = getattr(self._pieces, "close", None)
+        if close is not None:
+            close()
+
+
+@dataclass
+class _Answer:
+    """An answer the serving thread writes as fast as its client takes it: what is made (the status line,
+    headers, a body held anyway) and, for a streamed body, the rest, made a piece at a time."""
+
+    sock: socket.socket
+    client: str
+    made: deque[bytes]
+    rest: Iterator[bytes] | None
+    deadline: float = 0.0
+    current: memoryview = field(default_factory=lambda: memoryview(b""))
+    waiting_for: int = 0  # the selector events it is registered for; 0: not registered
+
+    def load(self) -> bool:
+        """Make ``current`` the next bytes to send; False when everything is sent."""
+        while not self.current:
+            if self.made:
+                self.current = memoryview(self.made.popleft())
+            elif self.rest is not None:
+                piece = next(self.rest, None)
+                if piece is None:
+                    self.rest = None
+                else:
+                    self.current = memoryview(piece)
+            else:
+                return False
+        return True
+
+    def close(self) -> None:
+        close = getattr(self.rest, "close", None)
+        if close is not None:
+            close()
+        self.rest = None
+
+
+class _Collector(io.RawIOBase):
+    """The handler's output stream: what it writes is kept (bytes by reference) for the serving thread to send."""
+
+    def __init__(self) -> None:
         super().__init__()
-        self._sock = sock
-        self._deadline = deadline
-        self._flags = 0 if isinstance(sock, ssl.SSLSocket) else _NOSIGNAL  # a hang-up is an error here, never SIGPIPE
+        self.made: deque[bytes] = deque()
 
     def writable(self) -> bool:
         return True
 
     def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")
-        total = len(view)
-        while view:
-            remaining = self._deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("the client did not take the answer in time")
-            self._sock.settimeout(remaining)
-            sent = self._sock.send(view, self._flags) if self._flags else self._sock.send(view)
-            view = view[sent:]
-        return total
+        self.made.append(bytes(data))  # bytes as they are; a mutable buffer is copied
+        return len(self.made[-1])
 
 
 def _request_complete(head: bytes | bytearray, scanned: int) -> bool:
@@ -196,20 +248,38 @@ def _lingering_close(sock: socket.socket) -> None:
     _close(sock)
 
 
+class _ServerHandler(ServerHandler):
+    """wsgiref's handler, except that a streamed body (``_Streamed``) is not pulled here: after the status line
+    and headers, the serving thread pulls it as the client reads."""
+
+    rest: Iterator[bytes] | None = None
+
+    def finish_response(self) -> None:
+        result = getattr(self, "result", None)  # wsgiref's attributes, untyped in typeshed
+        if not isinstance(result, _Streamed):
+            super().finish_response()
+            return
+        if not getattr(self, "headers_sent", False):
+            self.send_headers()
+        self.rest = iter(result)
+
+
 class _Handler(WSGIRequestHandler):
-    """One request, from a header the server has already read in full, answered within its deadline."""
+    """One request, from a header the server has already read in full. It runs the app and keeps the answer
+    (``wfile``, ``rest``): the serving thread writes it, so a client that does not read holds no worker."""
 
     request: _Request
     server: _BoundedServer
     default_request_version = "HTTP/1.0"  # every answer, errors found before the version too, has a status line
+    rest: Iterator[bytes] | None = None
 
     def setup(self) -> None:
         self.connection = self.request.sock
         self.rfile = io.BytesIO(self.request.head)
-        self.wfile = _DeadlineWriter(self.request.sock, self.request.deadline)  # type: ignore[assignment]
+        self.wfile = _Collector()  # type: ignore[assignment]
 
     def finish(self) -> None:
-        """Nothing is buffered: every write went to the socket."""
+        """Nothing was written: the answer is handed to the serving thread."""
 
     def handle(self) -> None:
         self.raw_requestline = self.rfile.readline(MAX_HEADER_BYTES + 1)
@@ -225,9 +295,13 @@ class _Handler(WSGIRequestHandler):
         app = self.server.get_app()
         if app is None:
             return
-        handler = ServerHandler(self.rfile, self.wfile, self.get_stderr(), self.get_environ(), multithread=False)  # type: ignore[arg-type]
+        handler = _ServerHandler(self.rfile, self.wfile, self.get_stderr(), self.get_environ(), multithread=False)  # type: ignore[arg-type]
         handler.request_handler = self  # type: ignore[attr-defined]  # wsgiref logs through it
         handler.run(app)
+        self.rest = handler.rest
+
+    def answer(self) -> _Answer:
+        return _Answer(self.request.sock, self.request.client, self.wfile.made, self.rest)  # type: ignore[attr-defined]
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         self.server.refusals("malformed")
@@ -242,12 +316,20 @@ class _Handler(WSGIRequestHandler):
         return _LogStream()
 
 
+def _client_of(address: Any) -> str:
+    """The client's address without its port (IPv4 and IPv6 alike)."""
+    return str(address[0]) if isinstance(address, tuple) and address else str(address)
+
+
 class _BoundedServer(WSGIServer):
-    """Accepts and reads request headers on one thread without blocking; answers on at most ``MAX_CONNECTIONS`` threads.
+    """One serving thread accepts, handshakes, reads request headers and writes answers without blocking; at
+    most ``MAX_CONNECTIONS`` worker threads run the app, and then only that: none waits on a client.
 
     ``ThreadingMixIn`` starts a thread per connection, a thread waits on a client as long as the client
-    likes to trickle, and ``ssl`` wrapping of the listening socket runs each handshake inside ``accept()``:
-    each lets a few slow clients stop every scrape.
+    likes to trickle or not read, and ``ssl`` wrapping of the listening socket runs each handshake inside
+    ``accept()``: each lets a few slow clients stop every scrape. Where room runs out (connections still
+    sending their header, answers being written, workers), the client address holding the most gives way
+    first, so that one client's flood does not push out another's scrape.
     """
 
     request_queue_size = 128
@@ -262,11 +344,17 @@ class _BoundedServer(WSGIServer):
         self._wake_read, self._wake_write = socket.socketpair()
         self._wake_read.setblocking(False)
         self._pending: OrderedDict[int, _Pending] = OrderedDict()  # oldest first: deadlines in this order too
+        self._pending_by_client: dict[str, OrderedDict[int, _Pending]] = {}
+        self._writing: OrderedDict[int, _Answer] = OrderedDict()  # oldest first: deadlines in this order too
+        self._writing_by_client: Counter[str] = Counter()
+        self._lock = threading.Lock()  # what the workers share with the serving thread:
+        self._working: Counter[str] = Counter()  # workers per client address
+        self._handed: deque[_Answer] = deque()  # answers made by the workers, for the serving thread to write
         self._serving = True
 
     # --- the serving thread ---------------------------------------------------------------------------
     def serve(self) -> None:
-        """Accept, handshake and read headers until ``stop_serving``; nothing a client does ends this loop."""
+        """Accept, handshake, read headers and write answers until ``stop_serving``; nothing a client does ends this loop."""
         self._selector.register(self.socket, selectors.EVENT_READ, "accept")
         self._selector.register(self._wake_read, selectors.EVENT_READ, "wake")
         while self._serving:
@@ -275,6 +363,11 @@ class _BoundedServer(WSGIServer):
             except Exception:  # a bug of ours: say it once per round, keep serving
                 log.warning("spark-state-observer: /metrics serving loop failed; continuing", exc_info=True)
                 time.sleep(0.1)
+        with self._lock:
+            handed, self._handed = list(self._handed), deque()
+        for answer in handed + list(self._writing.values()):
+            answer.close()
+            _close(answer.sock)
         for pending in list(self._pending.values()):
             self._drop(pending)
         self._selector.close()
@@ -283,32 +376,41 @@ class _BoundedServer(WSGIServer):
 
     def _serve_round(self) -> None:
         timeout = 1.0
-        if self._pending:
-            oldest = next(iter(self._pending.values()))
-            timeout = min(timeout, max(0.0, oldest.deadline - time.monotonic()))
+        for oldest in (next(iter(self._pending.values()), None), next(iter(self._writing.values()), None)):
+            if oldest is not None:
+                timeout = min(timeout, max(0.0, oldest.deadline - time.monotonic()))
+        accept = False
         for key, _ in self._selector.select(timeout):
             if key.data == "accept":
-                self._accept()
+                accept = True  # after the others: a request already sent is read before anyone makes room
             elif key.data == "wake":
                 try:
                     self._wake_read.recv(64)
                 except OSError:
                     pass
+            elif isinstance(key.data, _Answer):
+                if self._writing.get(key.data.sock.fileno()) is key.data:  # not cut earlier in this round
+                    self._write(key.data)
             else:
                 pending: _Pending = key.data
-                if self._pending.get(pending.sock.fileno()) is not pending:  # cut earlier in this round
-                    continue
-                try:
-                    self._advance(pending)
-                except Exception as exc:  # whatever a connection does, it ends that connection only
-                    log.debug("spark-state-observer: /metrics connection from %s failed: %r", pending.address, exc)
-                    self._drop(pending)
-        now = time.monotonic()
+                if self._pending.get(pending.sock.fileno()) is pending:  # not cut earlier in this round
+                    self._advance_guarded(pending)
+        self._take_handed()
+        if accept:
+            self._accept()
+        self._expire(time.monotonic())
+
+    def _expire(self, now: float) -> None:
         while self._pending:
             oldest = next(iter(self._pending.values()))
             if oldest.deadline > now:
                 break
             self._drop(oldest, "timeout", _plain_answer("408 Request Timeout", "request header not complete in time"))
+        while self._writing:
+            answer = next(iter(self._writing.values()))
+            if answer.deadline > now:
+                break
+            self._cut(answer, "timeout")
 
     def _accept(self) -> None:
         for _ in range(64):  # at most this many per round: pending connections get their turn
@@ -320,22 +422,48 @@ class _BoundedServer(WSGIServer):
                 log.debug("spark-state-observer: /metrics accept failed: %r", exc)
                 if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
                     if self._pending:
-                        self._drop(next(iter(self._pending.values())), "busy")
+                        self._make_room()
                     else:  # the workers hold them: the listening socket stays readable, so don't spin
                         time.sleep(0.05)
                 return
             sock.setblocking(False)
             if len(self._pending) >= MAX_PENDING:
-                self._drop(next(iter(self._pending.values())), "busy")
+                self._make_room()
             if self.tls_context is not None:
                 try:
                     sock = self.tls_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
                 except (OSError, ValueError):
                     _close(sock)
                     continue
-            pending = _Pending(sock, address, time.monotonic() + HEADER_DEADLINE_SECONDS, self.tls_context is not None)
+            client = _client_of(address)
+            pending = _Pending(sock, address, client, time.monotonic() + HEADER_DEADLINE_SECONDS, self.tls_context is not None)
             self._pending[sock.fileno()] = pending
+            self._pending_by_client.setdefault(client, OrderedDict())[sock.fileno()] = pending
             self._selector.register(sock, selectors.EVENT_READ, pending)
+
+    def _make_room(self) -> None:
+        """Cut one connection still sending its header: of the client address with the most, the oldest that has
+        sent nothing; one that has sent part of its request goes only when that client has no empty one. A
+        connection about to go is read once more first: a request that has arrived in the meantime is served."""
+        for _ in range(4):
+            crowd = max(self._pending_by_client.values(), key=len, default=None)
+            if not crowd:
+                return
+            victim = next((p for p in crowd.values() if not p.head), None) or next(iter(crowd.values()))
+            if not victim.head:
+                before = len(self._pending)
+                self._advance_guarded(victim)
+                if len(self._pending) < before or victim.head:  # dispatched, gone, or sending after all
+                    continue
+            self._drop(victim, "busy")
+            return
+
+    def _advance_guarded(self, pending: _Pending) -> None:
+        try:
+            self._advance(pending)
+        except Exception as exc:  # whatever a connection does, it ends that connection only
+            log.debug("spark-state-observer: /metrics connection from %s failed: %r", pending.address, exc)
+            self._drop(pending)
 
     def _advance(self, pending: _Pending) -> None:
         sock = pending.sock
@@ -379,23 +507,36 @@ class _BoundedServer(WSGIServer):
 
     def _dispatch(self, pending: _Pending) -> None:
         self._forget(pending)
-        if not self._slots.acquire(blocking=False):
+        client = pending.client
+        with self._lock:
+            fair = self._working[client] < MAX_CONNECTIONS_PER_CLIENT
+            if fair:
+                self._working[client] += 1
+        if not fair or not self._slots.acquire(blocking=False):
+            if fair:
+                self._release(client, slot=False)
             self._answer_and_close(pending.sock, _plain_answer("503 Service Unavailable", "busy, try again", "Retry-After: 1\r\n"))
             self.refusals("busy")
             return
-        request = _Request(pending.sock, bytes(pending.head), time.monotonic() + RESPONSE_DEADLINE_SECONDS)
+        request = _Request(pending.sock, bytes(pending.head), client)
         worker = threading.Thread(
             target=self._serve_one, args=(request, pending.address), daemon=True, name="spark-state-observer-http-conn"
         )
         try:
             worker.start()
         except RuntimeError:  # cannot start a thread: drop this connection, keep serving
-            self._slots.release()
+            self._release(client)
             _close(pending.sock)
             self.refusals("busy")
 
     def _forget(self, pending: _Pending) -> None:
-        self._pending.pop(pending.sock.fileno(), None)
+        fd = pending.sock.fileno()
+        self._pending.pop(fd, None)
+        same = self._pending_by_client.get(pending.client)
+        if same is not None:
+            same.pop(fd, None)
+            if not same:
+                del self._pending_by_client[pending.client]
         try:
             self._selector.unregister(pending.sock)
         except (KeyError, ValueError):
@@ -423,8 +564,82 @@ class _BoundedServer(WSGIServer):
             pass
         _lingering_close(sock)
 
+    # --- answers, written by the serving thread -------------------------------------------------------
+    def _take_handed(self) -> None:
+        """Start writing the answers the workers made; past ``MAX_WRITING`` one being written is cut for each."""
+        while True:
+            with self._lock:
+                if not self._handed:
+                    return
+                answer = self._handed.popleft()
+            if len(self._writing) >= MAX_WRITING:
+                client = self._writing_by_client.most_common(1)[0][0]
+                self._cut(next(a for a in self._writing.values() if a.client == client), "busy")
+            answer.deadline = time.monotonic() + RESPONSE_DEADLINE_SECONDS
+            self._writing[answer.sock.fileno()] = answer
+            self._writing_by_client[answer.client] += 1
+            self._write(answer)  # most answers go out at once
+
+    def _write(self, answer: _Answer) -> None:
+        """Send what the socket takes now (a bounded number of pieces: other clients get their turn), then wait for it."""
+        sock, tls = answer.sock, isinstance(answer.sock, ssl.SSLSocket)
+        for _ in range(64):
+            try:
+                if not answer.load():
+                    self._done(answer)
+                    return
+                # TLS: at most one record at a time, and the same bytes again after a want-write
+                sent = sock.send(answer.current[:16384]) if tls else sock.send(answer.current, _NOSIGNAL)
+            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError):
+                self._wait_for(answer, selectors.EVENT_WRITE)
+                return
+            except ssl.SSLWantReadError:
+                self._wait_for(answer, selectors.EVENT_READ)
+                return
+            except Exception as exc:  # the client hung up or reset; or making the body failed
+                log.debug("spark-state-observer: /metrics answer to %s ended: %r", answer.client, exc)
+                self._cut(answer)
+                return
+            answer.current = answer.current[sent:]
+        self._wait_for(answer, selectors.EVENT_WRITE)
+
+    def _wait_for(self, answer: _Answer, events: int) -> None:
+        if answer.waiting_for == events:
+            return
+        if answer.waiting_for:
+            self._selector.modify(answer.sock, events, answer)
+        else:
+            self._selector.register(answer.sock, events, answer)
+        answer.waiting_for = events
+
+    def _end(self, answer: _Answer) -> None:
+        self._writing.pop(answer.sock.fileno(), None)
+        self._writing_by_client[answer.client] -= 1
+        if self._writing_by_client[answer.client] <= 0:
+            del self._writing_by_client[answer.client]
+        if answer.waiting_for:
+            try:
+                self._selector.unregister(answer.sock)
+            except (KeyError, ValueError):
+                pass
+        answer.close()
+
+    def _done(self, answer: _Answer) -> None:
+        self._end(answer)
+        _lingering_close(answer.sock)
+
+    def _cut(self, answer: _Answer, reason: str = "") -> None:
+        """End an answer before its end: the client did not take it in time, room was needed, or it hung up."""
+        self._end(answer)
+        _close(answer.sock)
+        if reason:
+            self.refusals(reason)
+
     def stop_serving(self) -> None:
         self._serving = False
+        self._wake()
+
+    def _wake(self) -> None:
         try:
             self._wake_write.send(b"x")
         except OSError:
@@ -432,14 +647,30 @@ class _BoundedServer(WSGIServer):
 
     # --- the worker threads ---------------------------------------------------------------------------
     def _serve_one(self, request: _Request, client_address: Any) -> None:
+        """Run the app for one request and hand its answer to the serving thread; never waits on the client."""
+        answer = None
         try:
-            self.finish_request(request, client_address)  # type: ignore[arg-type]  # our handler takes a _Request
-        except TimeoutError:
-            self.refusals("timeout")
-        except Exception as exc:  # a client that hangs up mid-answer
-            log.debug("spark-state-observer: /metrics connection from %s ended: %r", client_address, exc)
+            handler = self.RequestHandlerClass(request, client_address, self)  # type: ignore[arg-type]  # our handler takes a _Request
+            answer = handler.answer()  # type: ignore[attr-defined]
+        except Exception as exc:
+            log.debug("spark-state-observer: /metrics request from %s failed: %r", client_address, exc)
         finally:
-            _lingering_close(request.sock)
+            self._release(request.client)
+        with self._lock:
+            handed = answer is not None and self._serving
+            if handed:
+                self._handed.append(answer)  # type: ignore[arg-type]
+        if handed:
+            self._wake()
+        else:
+            _close(request.sock)
+
+    def _release(self, client: str, slot: bool = True) -> None:
+        with self._lock:
+            self._working[client] -= 1
+            if self._working[client] <= 0:
+                del self._working[client]
+        if slot:
             self._slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -505,8 +736,9 @@ def _text_app(render: Callable[[], bytes] | LatestExposition, registry: Collecto
             if accepts_gzip(environ.get("HTTP_ACCEPT_ENCODING", "")):
                 body = rendered.gzipped
                 headers.append(("Content-Encoding", "gzip"))
-            else:
-                body = rendered.text()
+            else:  # decompressed as the client reads: a client that does not read holds no copy of the text
+                start_response(status, headers + [("Content-Length", str(rendered.size))])
+                return [b""] if method == "HEAD" else _Streamed(rendered.text_pieces(PIECE_BYTES))
         start_response(status, headers + [("Content-Length", str(len(body)))])
         return [b"" if method == "HEAD" else body]
 

@@ -34,7 +34,7 @@ import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -68,6 +68,22 @@ class Rendered:
     def text(self) -> bytes:
         """The text itself, for a client that does not accept gzip."""
         return zlib.decompress(self.gzipped, 31)
+
+    def text_pieces(self, piece: int) -> Iterator[bytes]:
+        """The text in pieces of at most ``piece`` bytes, decompressed as they are asked for: a client that does
+        not accept gzip, and reads slowly or not at all, holds one piece and the decompressor, not the text."""
+        inflate = zlib.decompressobj(31)
+        view = memoryview(self.gzipped)
+        for start in range(0, len(view), 16384):  # fed in slices: a leftover input is copied, so it stays small
+            data: bytes | memoryview = view[start : start + 16384]
+            while data:
+                out = inflate.decompress(data, piece)
+                data = inflate.unconsumed_tail
+                if out:
+                    yield out
+        tail = inflate.flush()
+        if tail:
+            yield tail
 
 
 def render_gzipped(render: Callable[[], Iterable[bytes]]) -> Rendered:

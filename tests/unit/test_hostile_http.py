@@ -1,11 +1,12 @@
-"""The /metrics endpoint and the long-running command against hostile and unlucky clients (issue 23).
+"""The /metrics endpoint and the long-running command against hostile and unlucky clients (issues 23 and 48).
 
 A corpus of generated requests (seeded: the same cases every run) over methods, paths, versions, headers,
 line endings, pipelining and hang-up points goes to the exporters' real HTTP server in-process, plain and
 with basic auth; a share of it, and a few hundred clients that hang up mid-answer, go to a real
 ``spark-state-observer watch`` process. After every batch the server must still be up, answer a clean
-scrape, have written no traceback anywhere, and have kept its threads bounded. Slow clients, gzip
-negotiation, the failure budget of basic auth and static labels have their own tests.
+scrape, have written no traceback anywhere, and have kept its threads bounded. Slow clients, clients that
+never read, floods of empty connects, one address asking for every worker, gzip negotiation, the failure
+budget of basic auth and static labels have their own tests.
 """
 
 from __future__ import annotations
@@ -411,8 +412,9 @@ def test_hostile_clients_over_tls(tls_files, monkeypatch: pytest.MonkeyPatch, qu
 
 
 def test_a_flood_of_idle_connections_does_not_lock_scrapes_out() -> None:
-    """Past ``MAX_PENDING`` connections still sending their header, the oldest is cut for the newest: a scrape
-    arriving in a flood is answered at once, not after the flood's deadlines."""
+    """Past ``MAX_PENDING`` connections still sending their header, one that has sent nothing is cut for the newest
+    (the oldest of the address holding the most): a scrape arriving in a flood is answered at once, not after the
+    flood's deadlines."""
     server, refused = _serve()
     flood = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(3 * http_exporter.MAX_PENDING)]
     try:
@@ -578,3 +580,185 @@ def test_watch_survives_clients_that_hang_up_and_the_corpus(tmp_path) -> None:
     assert code == 0, err
     assert "positions saved" in err and state.stat().st_size > 0
     assert "Traceback" not in err
+
+
+# --- clients that hold answers or crowd out scrapers (issue 48) -----------------------------------------
+BIG_BODY = b"# HELP hostile_big A probe.\n# TYPE hostile_big gauge\n" + b"".join(b'hostile_big{n="%d"} 1\n' % i for i in range(400_000))
+
+
+def _non_reader(port: int, request: bytes) -> socket.socket:
+    """A client that sends ``request`` and never reads (a small receive window: the answer backs up at once),
+    returned once its answer has begun to arrive (peeked at, not read)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(5)
+    s.connect(("127.0.0.1", port))
+    s.sendall(request)
+    assert s.recv(12, socket.MSG_PEEK) == b"HTTP/1.0 200"
+    return s
+
+
+def test_clients_that_never_read_hold_no_answer_slot(monkeypatch: pytest.MonkeyPatch, quiet_log: pytest.LogCaptureFixture) -> None:
+    """Twice ``MAX_CONNECTIONS`` clients ask for a large plain answer and never read it: scrapes meanwhile are all
+    answered (the answers are written by the serving thread as clients take them, not by a worker each), the
+    threads stay bounded, and each non-reader is cut at the answer deadline and counted."""
+    monkeypatch.setattr(http_exporter, "RESPONSE_DEADLINE_SECONDS", 3.0)
+    refused: dict[str, int] = {}
+    server = MetricsServer(
+        lambda: BIG_BODY, CollectorRegistry(), "127.0.0.1", 0, on_refused=lambda r: refused.__setitem__(r, refused.get(r, 0) + 1)
+    )
+    server.latest.ahead_after = 0.0  # every GET within max_age is served this one rendering, as a fleet's are
+    assert _clean_scrape(server.port) == BIG_BODY
+    baseline = threading.active_count()
+    holders = [_non_reader(server.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n") for _ in range(2 * http_exporter.MAX_CONNECTIONS)]
+    try:
+        began = time.monotonic()
+        with ThreadWatch() as threads:
+            statuses = []
+            for _ in range(30):  # while every holder is still within its deadline
+                statuses.append(
+                    _status(run_case(server.port, Case((b"GET /metrics HTTP/1.1\r\nAccept-Encoding: gzip\r\n\r\n",), "", True)) or b"")
+                )
+            scraped_within = time.monotonic() - began
+        deadline = time.monotonic() + http_exporter.RESPONSE_DEADLINE_SECONDS + 5
+        while refused.get("timeout", 0) < len(holders) and time.monotonic() < deadline:  # none has read a byte yet
+            time.sleep(0.1)
+        cut = 0
+        for s in holders:  # each was closed by the server: what it had taken, then the end
+            try:
+                while s.recv(1 << 20):
+                    pass
+                cut += 1
+            except ConnectionResetError:
+                cut += 1
+    finally:
+        for s in holders:
+            s.close()
+        server.stop()
+    assert statuses == [200] * 30, statuses
+    assert scraped_within < http_exporter.RESPONSE_DEADLINE_SECONDS  # answered while the holders were all connected
+    assert threads.most <= baseline + http_exporter.MAX_CONNECTIONS + 1
+    assert cut == len(holders) and refused.get("timeout", 0) == len(holders), refused
+
+
+def test_a_client_address_cannot_take_every_answer_slot() -> None:
+    """Requests waiting on a slow rendering from one address get 503s past their share; another address is answered."""
+    release = threading.Event()
+
+    def slow() -> bytes:
+        release.wait(10)
+        return BODY
+
+    server, refused = _serve_with(slow)
+    request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+    flood = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(http_exporter.MAX_CONNECTIONS)]
+    try:
+        for s in flood:
+            s.sendall(request)
+        deadline = time.monotonic() + 10
+        while (
+            refused.get("busy", 0) < http_exporter.MAX_CONNECTIONS - http_exporter.MAX_CONNECTIONS_PER_CLIENT
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        other: list[bytes | None] = []
+        asker = threading.Thread(target=lambda: other.append(run_case(server.port, Case((request,), "", True), "127.0.0.2")))
+        asker.start()
+        time.sleep(0.5)
+        release.set()
+        asker.join(10)
+        answers = [s.recv(1 << 16) for s in flood]
+    finally:
+        release.set()
+        for s in flood:
+            s.close()
+        server.stop()
+    assert other and other[0] is not None and _status(other[0]) == 200
+    statuses = sorted(_status(a) for a in answers)
+    assert statuses.count(200) == http_exporter.MAX_CONNECTIONS_PER_CLIENT and statuses.count(503) == len(flood) - statuses.count(200)
+
+
+def _serve_with(render) -> tuple[MetricsServer, dict[str, int]]:
+    refused: dict[str, int] = {}
+    server = MetricsServer(render, CollectorRegistry(), "127.0.0.1", 0, on_refused=lambda r: refused.__setitem__(r, refused.get(r, 0) + 1))
+    return server, refused
+
+
+FLOOD = """
+import socket, sys, threading
+port, made, held, done = int(sys.argv[1]), 0, [], threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+while not done.is_set():
+    try:
+        held.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+        made += 1
+    except OSError:
+        pass
+    if len(held) > 600:  # long cut by the server by then: let go of the oldest
+        held.pop(0).close()
+print(made)
+"""
+
+
+class _Flood:
+    """Empty connects from 127.0.0.1 as fast as a process of its own makes them, each held until the server cuts it."""
+
+    def __init__(self, port: int) -> None:
+        self.made = 0
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", FLOOD, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True
+        )
+
+    def __enter__(self) -> _Flood:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            out, _ = self._proc.communicate("", timeout=20)  # stdin closed: it stops and says how many it made
+            self.made = int(out.strip() or 0)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def _late_scrape(port: int, source: str, first: bytes, rest: bytes, delay: float = 0.1) -> int:
+    """A scraper that sends ``first`` at once and ``rest`` ``delay`` seconds later, then reads its answer."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0)) as s:
+            if first:
+                s.sendall(first)
+            time.sleep(delay)
+            s.sendall(rest)
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+    except OSError:  # cut before it could send or read
+        return 0
+    return _status(answer) if answer else 0
+
+
+def test_a_flood_of_empty_connects_does_not_evict_scrapers() -> None:
+    """Empty connects as fast as a thread makes them (the issue saw ~1,000 a second) while scrapers take 100 ms to send
+    their header: from another address, the flood's own connections make room, never the scraper's; from the same
+    address, one that has sent part of its request is kept before the flood's empty ones."""
+    server, refused = _serve()
+    request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+    try:
+        with _Flood(server.port) as flood:
+            deadline = time.monotonic() + 30
+            while refused.get("busy", 0) < http_exporter.MAX_PENDING and time.monotonic() < deadline:
+                time.sleep(0.01)  # until the pending connections are full and turning over
+            began, busy = time.monotonic(), refused.get("busy", 0)
+            elsewhere = [_late_scrape(server.port, "127.0.0.2", b"", request) for _ in range(20)]
+            started = [_late_scrape(server.port, "127.0.0.1", request[:10], request[10:]) for _ in range(20)]
+            same = [_late_scrape(server.port, "127.0.0.1", b"", request) for _ in range(20)]  # for the record only
+            rate = (refused.get("busy", 0) - busy) / (time.monotonic() - began)
+    finally:
+        server.stop()
+    print(
+        f"flood of {flood.made} empty connects, {rate:.0f} a second cut while scraping: "
+        f"scrapes from elsewhere {sorted(elsewhere)}, from the same address with part of the request sent {sorted(started)}, "
+        f"with nothing sent for 100 ms {sorted(same)}; refused {refused}"
+    )
+    assert rate > 0  # the flood went on turning over the pending connections while the scrapers waited
+    assert elsewhere == [200] * 20 and started == [200] * 20
