@@ -351,6 +351,40 @@ def test_restores_page_shows_each_restart_and_operator(monkeypatch, restart_db) 
     assert len(bars) == 2 and bars == expected, bars
 
 
+RESTORE_REASONS = [
+    "![x](http://127.0.0.1:1/x.png) [link](http://evil)",
+    '<img src="http://127.0.0.1:1/y.png" onerror="alert(1)"> <a href="http://evil">a</a> **bold** :red[x]',
+]
+
+
+@pytest.mark.parametrize("reason", RESTORE_REASONS, ids=["markdown", "html"])
+def test_restores_page_shows_a_written_reason_as_text_not_markup(monkeypatch, restart_db, tmp_path, reason: str) -> None:
+    """Issue 48: any writer to a shared history can put markup in a restore's ``reason``; the page shows it literally."""
+    import shutil
+    import sqlite3
+
+    from markdown_it import MarkdownIt
+
+    db = str(tmp_path / "shared.db")
+    shutil.copy(restart_db, db)
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT id, attributes FROM events WHERE kind IN ('restore_started', 'restore_progress', 'restore_finished')")
+        changed = [(json.dumps({**json.loads(a), "reason": reason}), i) for i, a in rows.fetchall()]
+        con.executemany("UPDATE events SET attributes = ? WHERE id = ?", changed)
+    assert changed
+    at = app(monkeypatch, db, page="Restores")
+    said = [c.value for c in at.caption if "From the restoring batch's tasks" in c.value]
+    assert len(said) == 1
+    assert f"as they end ({reason});" in as_shown(said[0])  # the literal, as a person reads it
+    markdown = MarkdownIt("commonmark", {"html": True}).enable(["linkify", "strikethrough"])
+    html = markdown.render(said[0])
+    assert "<img" not in html and "<a " not in html and "<strong>" not in html, html  # no element made of it
+    shown = [e.value for kind in ("caption", "markdown", "header", "subheader", "info", "warning", "error") for e in at.get(kind)]
+    shown += [b.proto.text for b in at.get("progress")]
+    made = [h for h in map(markdown.render, shown) if re.search(r"<(img|a)\b[^>]*(127\.0\.0\.1:1|evil)", h)]
+    assert not made, made  # nor anywhere else on the page
+
+
 def fmt_duration(seconds: float) -> str:
     from spark_state_observer.browser.fmt import duration
 

@@ -108,7 +108,7 @@ def render(ctx: Context) -> None:
     )
     for op_index, op in frame.groupby("op_index"):
         name = names.get(int(op_index), "?")
-        st.subheader(f"Operator {op_index} {fmt.md(name)}")
+        st.subheader(f"Operator {fmt.md(op_index)} {fmt.md(name)}")
         newest = sorted(op.batch_id.unique())[-MAX_BATCHES:]
         shown = op[op.batch_id.isin(newest)]
         note = f" (newest {MAX_BATCHES} batches)" if op.batch_id.nunique() > MAX_BATCHES else ""

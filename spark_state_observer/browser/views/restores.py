@@ -89,7 +89,7 @@ def show_course(table: pd.DataFrame) -> None:
             text = f"{r.operator}: {r.done} of {total or '?'} partitions, {fmt.duration(r.elapsed)} elapsed, {eta}"
         st.progress(min(1.0, r.done / total) if total else 0.0, text=fmt.md(text))
     st.caption(
-        f"From the restoring batch's tasks as they end ({table.reason.iloc[0]}); where the observer follows tasks "
+        f"From the restoring batch's tasks as they end ({fmt.md(table.reason.iloc[0])}); where the observer follows tasks "
         "(event logs, or a job with its UI on). Partitions and ETA only: Spark 3.5 and 4.0 report no load per task."
     )
 
