@@ -80,7 +80,7 @@ def retire(path: str, query_id: str) -> bool:
 
     def write(location: str) -> bool:
         with closing(open_backend(location)) as backend:
-            return bool(query_status.retire(backend, query_id))
+            return bool(query_status.retire(backend, query_id).retired)
 
     done = bool(_guard(write, path))
     lasting_states.clear()

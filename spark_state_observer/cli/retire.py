@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -23,7 +25,8 @@ def add_parser(sub: Any) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, clock: Callable[[], float] = time.time) -> int:
+    """Retire and say what the history now holds: a row a watcher wrote again meanwhile is not said retired (exit 1)."""
     from spark_state_observer.history import query_status
     from spark_state_observer.history.backend import HistoryError, open_backend
     from spark_state_observer.model.bounded import clean_text
@@ -31,20 +34,27 @@ def run(args: argparse.Namespace) -> int:
     backend = None
     try:
         backend = open_backend(args.history)
-        retired = query_status.retire(backend, args.query)
+        done = query_status.retire(backend, args.query, now=clock())
     except HistoryError as exc:
         print(f"spark-state-observer retire: {exc}", file=sys.stderr)
         return 2
     finally:
         if backend is not None:
             backend.close()
-    if not retired:
+    if not done.retired and not done.overtaken:
         print(
             f"spark-state-observer retire: no failed, crash-looping or scheduled query {clean_text(args.query, 200)!r} in the history",
             file=sys.stderr,
         )
         return 1
-    for row in retired:
+    for row in done.retired:
         name = clean_text(row.name or row.query_id, 200)
         print(f"retired {name} ({row.query_id}) of {clean_text(row.app, 200) or 'an unnamed application'}: it was {row.status}")
-    return 0
+    for row in done.overtaken:
+        name = clean_text(row.name or row.query_id, 200)
+        print(
+            f"spark-state-observer retire: not retired {name} ({row.query_id}): a watcher wrote a newer state of it meanwhile; "
+            "run retire again if it should still go",
+            file=sys.stderr,
+        )
+    return 1 if done.overtaken else 0

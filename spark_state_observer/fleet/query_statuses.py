@@ -67,8 +67,9 @@ class QueryStatuses:
         except HistoryError as exc:
             self._failed(exc)
             return
-        cutoff = self._clock() - self.retention
-        for row in rows:
+        now = self._clock()
+        cutoff = now - self.retention
+        for row in query_status.bring_back(rows, now):
             if row.since >= cutoff and (row.status in LASTING or row.status == RETIRED):
                 self._entries[row.query_id] = row
         self._bound()
@@ -119,7 +120,7 @@ class QueryStatuses:
             cutoff = now - self.retention
             for query_id in [q for q, r in self._entries.items() if r.since < cutoff]:
                 del self._entries[query_id]
-            self._sync(cutoff)
+            self._sync(now, cutoff)
         elif self._unsaved:
             self._write()
         self.publish()
@@ -153,7 +154,9 @@ class QueryStatuses:
                 over,
             )
 
-    def _sync(self, cutoff: float) -> None:
+    def _sync(self, now: float, cutoff: float) -> None:
+        """Write, forget the history's expired rows, take retirements. A row whose ``since`` is ahead of this clock (a
+        writer whose clock runs fast) is written back with ``since`` now, so that it expires too."""
         if self._history is None:
             self._unsaved.clear()
             return
@@ -162,10 +165,12 @@ class QueryStatuses:
         try:
             backend = self._open()
             query_status.delete_before(backend, cutoff)
-            for row in query_status.load(backend):
+            rows = query_status.load(backend)
+            query_status.save(backend, [r for r in query_status.bring_back(rows, now) if r not in rows])
+            for row in query_status.bring_back(rows, now):
                 known = self._entries.get(row.query_id)
                 retired = row.status == RETIRED and known is not None and known.status in LASTING and row.retired_run == known.run_id
-                if retired and known is not None and row.updated > known.updated:
+                if retired and known is not None and row.updated >= known.updated:
                     self._entries[row.query_id] = row  # retired by `spark-state-observer retire`
         except HistoryError as exc:
             self._failed(exc)

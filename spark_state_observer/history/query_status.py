@@ -77,12 +77,39 @@ def delete_before(backend: Backend, cutoff: float) -> None:
     backend.execute([("DELETE FROM query_status WHERE since < ?", (cutoff,))])
 
 
-def retire(backend: Backend, query: str, now: float | None = None) -> list[QueryStatusRow]:
-    """Retire the lasting queries whose id or name is ``query``; returns their rows as they were (none: nothing to retire)."""
+def bring_back(rows: list[QueryStatusRow], now: float) -> list[QueryStatusRow]:
+    """``rows`` with a ``since`` ahead of ``now`` (written by a process whose clock runs fast) set to ``now``: a state
+    is never younger than the reader's clock says, so it expires one retention from now instead of never."""
+    return [r._replace(since=now) if r.since > now else r for r in rows]
+
+
+class Retirement(NamedTuple):
+    """What ``retire`` did: the rows it retired (as they were), and those a newer state overtook meanwhile."""
+
+    retired: list[QueryStatusRow]
+    overtaken: list[QueryStatusRow]
+
+
+def retire(backend: Backend, query: str, now: float | None = None) -> Retirement:
+    """Retire the lasting queries whose id or name is ``query`` (none found: nothing to retire), and read back which
+    retirements the history holds.
+
+    A retirement is newer than the row it retires even when that row's ``updated`` is ahead of ``now`` (a watcher
+    whose clock runs fast): the upsert keeps the newer row, so an older retirement would leave the state as it was.
+    A row written again between the read and the write (a watcher's newer state) stays, and is reported overtaken.
+    """
     now = time.time() if now is None else now
     found = [r for r in load(backend) if r.status in LASTING and query in (r.query_id, r.name)]
-    save(backend, [r._replace(status=RETIRED, since=now, updated=now, retired_run=r.run_id) for r in found])
-    return found
+    save(backend, [r._replace(status=RETIRED, since=now, updated=_after(r.updated, now), retired_run=r.run_id) for r in found])
+    held = {r.query_id: (r.status, r.retired_run) for r in load(backend)} if found else {}
+    done = [r for r in found if held.get(r.query_id) == (RETIRED, r.run_id)]
+    return Retirement(done, [r for r in found if held.get(r.query_id) != (RETIRED, r.run_id)])
+
+
+def _after(updated: float, now: float) -> float:
+    """A time later than ``updated`` and not before ``now`` (``updated`` itself at the end of the float range)."""
+    later = math.nextafter(updated, math.inf)
+    return max(now, later if math.isfinite(later) else updated)
 
 
 def _params(row: QueryStatusRow) -> tuple[object, ...]:

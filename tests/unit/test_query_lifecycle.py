@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -145,6 +147,52 @@ def test_retire_ends_the_lasting_state_of_a_running_watcher_and_of_the_history(t
     finally:
         backend.close()
     assert (row.status, row.retired_run) == (life.RETIRED, truth("restart_fail_at_start")["run_facts"][-1]["run_id"])
+
+
+def test_retire_wins_over_a_state_written_by_a_watcher_whose_clock_runs_fast(tmp_path: Any, capsys: Any) -> None:
+    """Issue 48: the failed row's ``updated`` is an hour ahead of the command's clock. The retirement is written as
+    newer than it, the command says so only once the history holds it, and that watcher stops exporting the query."""
+    db = str(tmp_path / "history.db")
+    fast = QueryStatuses(retention_seconds=86400, max_queries=10, history=db, clock=lambda: time.time() + 3600)
+    fast.observe(AppContext("nightly", (), "app-1"), [QueryLife("q-fast", "fast query", "run-1", life.FAILED)])
+    fast.round()
+    assert [r.query_id for r in fast.exported] == ["q-fast"]
+    assert main(["retire", "fast query", "--history", db]) == 0
+    assert "retired fast query (q-fast) of nightly: it was failed" in capsys.readouterr().out
+    with closing(open_backend(db)) as backend:
+        (row,) = query_status.load(backend)
+    assert (row.status, row.retired_run) == (life.RETIRED, "run-1")
+    fast.sync_seconds = 0
+    fast.round()
+    assert fast.exported == ()  # the fast watcher took the retirement
+    fast.close()
+    assert main(["retire", "q-fast", "--history", db]) == 1  # nothing lasting left
+
+
+def test_a_state_whose_since_is_in_the_future_still_expires(tmp_path: Any) -> None:
+    """Issue 48: a writer whose clock is far ahead wrote ``since``; a watcher takes it as its own now, so the state
+    expires one retention later, in its memory and in the history, instead of never."""
+    db = str(tmp_path / "history.db")
+    ahead = QueryStatuses(retention_seconds=3600, max_queries=10, history=db, clock=lambda: 1e12)
+    ahead.observe(AppContext("nightly", (), "app-1"), [QueryLife("q-ahead", "ahead", "run-1", life.FAILED)])
+    ahead.close()
+    now = [1000.0]
+    book = QueryStatuses(retention_seconds=3600, max_queries=10, history=db, clock=lambda: now[0])
+    book.sync_seconds = 0  # every round syncs (and expires)
+    book.restore()
+    book.round()
+    assert [(r.query_id, r.since) for r in book.exported] == [("q-ahead", 1000.0)]
+    with closing(open_backend(db)) as backend:
+        assert [r.since for r in query_status.load(backend)] == [1000.0]  # written back: any reader expires it now
+    now[0] += 3599
+    book.round()
+    assert [r.query_id for r in book.exported] == ["q-ahead"]
+    now[0] += 2
+    book.round()
+    assert book.exported == ()
+    with closing(open_backend(db)) as backend:
+        assert query_status.load(backend) == []
+    book.close()
 
 
 def test_the_browser_reads_the_lasting_state_and_retires_it(tmp_path: Any, monkeypatch: Any) -> None:
