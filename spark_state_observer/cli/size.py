@@ -4,8 +4,42 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from collections.abc import Callable
 from typing import Any
+
+# the bounds of the numeric flags: Spark's own sensible counts (as ``read_conf`` takes them), a state far past
+# any cluster's, and a row under Spark's 2 GiB limit; past them a figure is a typo, and the arithmetic overflows
+MAX_COUNT = 1_000_000
+MAX_ROWS = 10**15
+MAX_BYTES_PER_ROW = float(2**31)
+
+
+def _whole(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number in ``low..high``, else a clear error (exit 2, never a traceback)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is outside {low:,}..{high:,}")
+        return value
+
+    return parse
+
+
+def _bytes_per_row(text: str) -> float:
+    """An argparse type: a finite number of bytes in ``0..MAX_BYTES_PER_ROW``."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+    if not math.isfinite(value) or not 0 <= value <= MAX_BYTES_PER_ROW:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a finite number of bytes in 0..{MAX_BYTES_PER_ROW:,.0f}")
+    return value
 
 
 def add_parser(sub: Any) -> None:
@@ -14,18 +48,29 @@ def add_parser(sub: Any) -> None:
         help="what-if: RocksDB state store instances, memory and disk per executor, and restore time, from a shape or a real application",
     )
     size.add_argument(
-        "--partitions", type=int, default=None, help="state partitions (default: the application's, else spark.sql.shuffle.partitions)"
+        "--partitions",
+        type=_whole(0, MAX_COUNT),
+        default=None,
+        help="state partitions (default: the application's, else spark.sql.shuffle.partitions)",
     )
-    size.add_argument("--operators", type=int, default=None, help="stateful operators (default: the application's, else 1)")
     size.add_argument(
-        "--stores-per-operator", type=int, default=None, help="stores each partition of an operator opens (a stream-stream join has 4)"
+        "--operators", type=_whole(0, MAX_COUNT), default=None, help="stateful operators (default: the application's, else 1)"
     )
     size.add_argument(
-        "--executors", type=int, default=None, help="executors the instances spread over (default: the application's, else 1)"
+        "--stores-per-operator",
+        type=_whole(0, MAX_COUNT),
+        default=None,
+        help="stores each partition of an operator opens (a stream-stream join has 4)",
     )
-    size.add_argument("--rows", type=int, default=None, help="state rows over all partitions and operators")
     size.add_argument(
-        "--bytes-per-row", type=float, default=None, help="SST bytes per state row (default: the application's SST bytes / rows)"
+        "--executors",
+        type=_whole(1, MAX_COUNT),
+        default=None,
+        help="executors the instances spread over (default: the application's, else 1)",
+    )
+    size.add_argument("--rows", type=_whole(0, MAX_ROWS), default=None, help="state rows over all partitions and operators")
+    size.add_argument(
+        "--bytes-per-row", type=_bytes_per_row, default=None, help="SST bytes per state row (default: the application's SST bytes / rows)"
     )
     size.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark configuration value, over the application's (repeatable)"
@@ -58,14 +103,6 @@ def run(args: argparse.Namespace) -> int:
     conf = {PROVIDER_CONF: ROCKSDB_PROVIDER} if seen is None else {}  # a what-if sizes RocksDB unless told otherwise
     conf.update(seen.conf if seen is not None else {})
     conf.update(flags)
-    for value, name in (
-        (args.partitions, "--partitions"),
-        (args.operators, "--operators"),
-        (args.stores_per_operator, "--stores-per-operator"),
-    ):
-        if value is not None and value < 0:
-            print(f"spark-state-observer: {name} must be 0 or more", file=sys.stderr)
-            return 2
     state = read_conf(conf)
     origin = seen if seen is not None else sizing.Observed()
     origin.problems[:0] = problems

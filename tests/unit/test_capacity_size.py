@@ -74,7 +74,9 @@ def test_odd_input_is_marked_not_fatal(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["size", "--partitions", "4", "--conf", "spark.executor.memory=2x"]) == 0
     out = capsys.readouterr().out
     assert "ESTIMATE MARKED AS ASSUMED" in out and "spark.executor.memory" in out
-    assert main(["size", "--partitions", "-1"]) == 2
+    with pytest.raises(SystemExit) as refused:
+        main(["size", "--partitions", "-1"])
+    assert refused.value.code == 2
 
 
 def test_from_a_recorded_event_log(capsys: pytest.CaptureFixture[str]) -> None:
@@ -108,3 +110,42 @@ def test_from_a_history(tmp_path: os.PathLike, capsys: pytest.CaptureFixture[str
     assert doc["measured"] == from_log["measured"]
     assert main(["size", "--from-history", db, "--query", "no-such-query"]) == 0
     assert "holds no batch of query no-such-query" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--bytes-per-row", "1e308"),
+        ("--bytes-per-row", "inf"),
+        ("--bytes-per-row", "nan"),
+        ("--bytes-per-row", "-1"),
+        ("--bytes-per-row", "lots"),
+        ("--rows", "1e9"),
+        ("--rows", "9" * 30),
+        ("--rows", "-5"),
+        ("--partitions", "10000001"),
+        ("--operators", "-1"),
+        ("--stores-per-operator", "2.5"),
+        ("--executors", "0"),
+        ("--executors", "9" * 5000),
+    ],
+)
+def test_every_numeric_flag_is_checked_before_the_estimate(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 48: ``--bytes-per-row 1e308`` ended in an OverflowError traceback; each flag out of its range is a
+    usage error naming the flag (exit 2), and the largest values in range still give an estimate."""
+    with pytest.raises(SystemExit) as refused:
+        main(["size", "--rows", "10", flag, value])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and f"argument {flag}:" in err and "Traceback" not in err, err
+
+
+def test_the_largest_values_in_range_still_give_an_estimate(capsys: pytest.CaptureFixture[str]) -> None:
+    from spark_state_observer.cli import size
+
+    top = str(size.MAX_COUNT)
+    doc = run_json(
+        capsys,
+        *("--partitions", top, "--operators", top, "--stores-per-operator", top, "--executors", "1"),
+        *("--rows", str(size.MAX_ROWS), "--bytes-per-row", f"{size.MAX_BYTES_PER_ROW:.0f}"),
+    )
+    assert doc["instances"] == size.MAX_COUNT**3 and doc["sst_bytes"] > 0
