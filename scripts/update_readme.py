@@ -28,7 +28,7 @@ REFERENCE = os.path.join(ROOT, "docs", "reference.md")
 SETTING_AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("identity", ("labels",)),
     ("the `/metrics` endpoint", ("http_", "tls_", "basic_auth_")),
-    ("Pushgateway", ("pushgateway_", "push_")),
+    ("Pushgateway", ("pushgateway_", "push_", "stop_flush_seconds")),
     ("history", ("history_",)),
     ("capture and memory bounds", ("queue_size", "fast_path", "max_queries", "partition_top_k")),
     (

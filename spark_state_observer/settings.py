@@ -77,6 +77,13 @@ class Settings:
     push_timeout_seconds: float = field(
         default=5.0, metadata={"doc": "Timeout of one push; a failed push is counted, never retried in a loop."}
     )
+    stop_flush_seconds: float = field(
+        default=1.0,
+        metadata={
+            "doc": "How long stop() waits, at most, for each exporter's last export (the last push, the last OTLP export); "
+            "one not done by then is given up and counted as a failed export."
+        },
+    )
     # History store
     history_enabled: bool = field(
         default=True, metadata={"doc": "Write every batch, operator figure and event to the history (the browser reads it)."}
@@ -325,6 +332,8 @@ class Settings:
             raise SettingsError(f"otlp_protocol must be http/protobuf or grpc, got {self.otlp_protocol!r}")
         if self.otlp_interval_seconds < 0 or self.otlp_timeout_seconds < 0 or self.otlp_queue_size < 1:
             raise SettingsError("otlp_interval_seconds and otlp_timeout_seconds must be >= 0, otlp_queue_size >= 1")
+        if not 0 <= self.stop_flush_seconds <= 300:  # NaN fails the comparison too
+            raise SettingsError(f"stop_flush_seconds must be in [0, 300], got {self.stop_flush_seconds}")
 
 
 def _coerce(name: str, source: str, raw: Any, ftype: Any) -> Any:

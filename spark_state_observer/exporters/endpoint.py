@@ -74,5 +74,6 @@ def open_endpoint(
             auth,
             grouping,
             on_push_failure,
+            stop_seconds=s.stop_flush_seconds,
         )
     return endpoint

@@ -51,6 +51,7 @@ from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer,
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import basic_auth_handler, default_handler
 
+from spark_state_observer.exporters.last_export import within
 from spark_state_observer.exporters.latest import AGE_HEADER, LatestExposition
 from spark_state_observer.settings import redact_url
 
@@ -918,7 +919,9 @@ class Pusher:
     """PUTs ``render()`` to a Pushgateway every ``interval`` seconds, and once more on ``stop()``.
 
     Failures are counted through ``on_failure`` and logged once per streak; the next push simply tries
-    again, so a gateway that comes back is used again without anyone intervening.
+    again, so a gateway that comes back is used again without anyone intervening. ``stop()`` waits
+    ``stop_seconds`` at most for a push under way and the last one (``spark_state_observer.exporters.last_export``):
+    a last push not done by then is given up and counted once.
     """
 
     def __init__(
@@ -931,12 +934,14 @@ class Pusher:
         basic_auth: tuple[str, str] | None,
         grouping_key: dict[str, str],
         on_failure: Callable[[], None],
+        stop_seconds: float = 1.0,
     ) -> None:
         url, url_auth = split_credentials(url)
         self._render, self._url = render, url
         self._target = push_url(url, job, grouping_key)
-        self._interval, self._timeout = interval, timeout
+        self._interval, self._timeout, self._stop_seconds = interval, timeout, stop_seconds
         self._on_failure = on_failure
+        self._given_up = threading.Event()  # the last push was counted as failed when given up: it is not counted again
         self._auth = basic_auth or url_auth
         self._stop = threading.Event()
         self._failing = False
@@ -955,7 +960,8 @@ class Pusher:
         try:
             self._send(self._render())
         except Exception as exc:  # any network or HTTP error: count it, keep the job running
-            self._on_failure()
+            if not self._given_up.is_set():
+                self._on_failure()
             if not self._failing:
                 log.warning(
                     "spark-state-observer: push to %s failed: %s (will retry every %.0fs)", self._url, redact_url(str(exc)), self._interval
@@ -972,6 +978,14 @@ class Pusher:
             self.push_once()
 
     def stop(self) -> None:
+        """The last push, within ``stop_seconds`` (a push under way included); given up and counted after that."""
+        began = time.monotonic()
         self._stop.set()
-        self._thread.join(timeout=self._timeout + 1)
-        self.push_once()
+        self._thread.join(timeout=self._stop_seconds)
+        left = self._stop_seconds - (time.monotonic() - began)
+        if not within(left, self.push_once, "push"):
+            self._given_up.set()
+            self._on_failure()
+            log.warning(
+                "spark-state-observer: last push to %s not done within %.1fs (stop_flush_seconds): given up", self._url, self._stop_seconds
+            )

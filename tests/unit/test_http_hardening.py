@@ -145,3 +145,26 @@ def test_pushgateway_credentials_in_the_url_become_basic_auth_and_never_reach_th
         pusher._stop.set()
     assert failures and "s3cret" not in caplog.text
     assert pusher._auth == ("bob", "s3cret")
+
+
+def test_stop_gives_up_the_last_push_to_a_gateway_that_never_answers() -> None:
+    """Issue 48: the last push held ``stop()`` for the push timeout (5 s). Now it gets ``stop_flush_seconds``: given up
+    then, and counted as one failed push."""
+    with socket.socket() as blackhole:  # accepts connections in the kernel, never reads or answers
+        blackhole.bind(("127.0.0.1", 0))
+        blackhole.listen(64)
+        settings = Settings(
+            http_enabled=False,
+            history_enabled=False,
+            pushgateway_url=f"http://127.0.0.1:{blackhole.getsockname()[1]}",
+            push_interval_seconds=3600.0,
+            push_timeout_seconds=30.0,
+            stop_flush_seconds=0.5,
+        )
+        obs = PrometheusObserver(settings).start()
+        began = time.monotonic()
+        obs.stop()
+        took = time.monotonic() - began
+        failures = obs.self_metrics.export_failures["pushgateway"]
+    assert failures == 1  # given up and counted: the push itself could not have failed before its 30 s timeout
+    assert took < 30.0  # so stop() returned before it

@@ -134,3 +134,20 @@ def test_a_collector_that_never_answers_does_not_slow_processing() -> None:
         sink.close()
         assert time.perf_counter() - closing < 15.0
         assert obs.self_metrics.export_failures["otlp"] >= 1
+
+
+def test_stop_gives_up_the_last_export_to_a_collector_that_never_answers() -> None:
+    """Issue 48: the SDK's shutdown export held ``stop()`` (and so the job's ``spark.stop()``) for the export timeout.
+    Now the last export gets ``stop_flush_seconds``: given up then, and counted as one failed export."""
+    with socket.socket() as blackhole:  # accepts connections in the kernel, never reads or answers
+        blackhole.bind(("127.0.0.1", 0))
+        blackhole.listen(64)
+        obs, _ = make_observer(f"http://127.0.0.1:{blackhole.getsockname()[1]}", otlp_timeout_seconds=30.0, stop_flush_seconds=0.5)
+        obs.start()
+        feed(obs, PROGRESS)
+        began = time.monotonic()
+        obs.stop()
+        took = time.monotonic() - began
+        failures = obs.self_metrics.export_failures["otlp"]
+    assert failures == 1  # given up and counted: the export itself could not have failed before its 30 s timeout
+    assert took < 30.0  # so stop() returned before it

@@ -8,6 +8,8 @@ counted; when the collector comes back the next export carries the cumulative va
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any, Callable, Mapping, Sequence
 
 from opentelemetry.sdk._logs import LoggerProvider
@@ -18,6 +20,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from spark_state_observer.exporters.last_export import within
 from spark_state_observer.exporters.otel.config import OtlpConfig, resolve
 from spark_state_observer.exporters.otel.events import emit_signal, record_batch, record_restore
 from spark_state_observer.exporters.otel.metrics import TrackerInstruments
@@ -27,6 +30,7 @@ from spark_state_observer.model.events import Event, QueryProgress
 from spark_state_observer.model.signal_kinds import SignalEvent
 from spark_state_observer.settings import Settings
 
+log = logging.getLogger(__name__)
 SCOPE = "spark-state-observer"
 DEFAULT_SERVICE_NAME = "spark-state-observer"
 MAX_SPAN_ATTRIBUTES = 1024  # a batch span carries ~60 figures per state operator
@@ -63,8 +67,11 @@ class OtelSink:
         config: OtlpConfig | None = None,
     ) -> None:
         self.config = config or resolve(settings)
+        self._stop_seconds = settings.stop_flush_seconds
+        self._on_failure = on_failure
+        self._given_up = threading.Event()  # the last export was counted as failed when given up: not counted again
         resource = build_resource(resource_attributes)
-        metric_exporter, log_exporter, span_exporter = build_exporters(self.config, on_failure)
+        metric_exporter, log_exporter, span_exporter = build_exporters(self.config, self._count_failure)
         interval_ms = None if self.config.interval_seconds is None else self.config.interval_seconds * 1000.0
         timeout_ms = None if self.config.timeout_seconds is None else self.config.timeout_seconds * 1000.0
         self._reader = PeriodicExportingMetricReader(metric_exporter, export_interval_millis=interval_ms, export_timeout_millis=timeout_ms)
@@ -107,9 +114,20 @@ class OtelSink:
         self.meter_provider.force_flush(ms)
 
     def close(self) -> None:
-        """Export what is left once (bounded by the export timeout) and stop the SDK's threads."""
+        """Export what is left once and stop the SDK's threads, within ``stop_flush_seconds``
+        (``spark_state_observer.exporters.last_export``): a last export not done by then is given up and counted once."""
+        if not within(self._stop_seconds, self._shutdown, "otlp"):
+            self._given_up.set()
+            self._on_failure()
+            log.warning("spark-state-observer: last OTLP export not done within %.1fs (stop_flush_seconds): given up", self._stop_seconds)
+
+    def _shutdown(self) -> None:
         timeout_ms = int((self.config.timeout_seconds or 10.0) * 1000) + 1000
         if self.tracer_provider is not None:
             self.tracer_provider.shutdown()
         self.logger_provider.shutdown()
         self.meter_provider.shutdown(timeout_millis=timeout_ms)
+
+    def _count_failure(self) -> None:
+        if not self._given_up.is_set():
+            self._on_failure()
