@@ -1,5 +1,5 @@
 """Zero-code attach on real Spark: spark-submit with run or PYTHONPATH alone, a job that also calls attach,
-and opentelemetry-instrument."""
+a job with its own ``observer.py`` and ``streamlit_app.py``, and opentelemetry-instrument."""
 
 from __future__ import annotations
 
