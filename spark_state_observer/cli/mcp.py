@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 from contextlib import closing
 from typing import Any
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
         print("spark-state-observer: the MCP server is not installed (pip install 'spark-state-observer[mcp]')", file=sys.stderr)
         return 2
     from spark_state_observer.history.backend import HistoryError, open_backend
-    from spark_state_observer.history.url import redact
+    from spark_state_observer.history.url import parse, redact
     from spark_state_observer.mcp.serve import ServeError, serve_http, serve_stdio
     from spark_state_observer.mcp.server import build
     from spark_state_observer.settings import Settings, SettingsError
@@ -40,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     history = args.history or settings.history_path
     try:
+        target = parse(history)
+        if target.kind == "sqlite" and not os.path.isfile(target.location):
+            print(f"spark-state-observer mcp: no history at {redact(history)} (give --history, or run the observer first)", file=sys.stderr)
+            return 2
         with closing(open_backend(history, readonly=True)):
             pass
     except HistoryError as exc:

@@ -185,10 +185,12 @@ def test_a_restore_in_progress_is_told_with_its_eta(tmp_path, roots) -> None:
     got = result.structured_content
     assert got["in_progress"] == 1, text(result)
     restore = got["restores"][0]
-    newest = told[told.kind == "restore_progress"].attributes.iloc[-1]
-    assert restore["in_progress"] and restore["eta_seconds"] == pytest.approx(newest["eta_seconds"])
-    op = restore["operators"][0]
-    assert (op["partitions_done"], op["partitions_total"]) == (newest["partitions_done"], 16) and not op["finished"]
+    latest = {a["operator_index"]: a for a in told[told.kind == "restore_progress"].attributes}  # each operator's newest word
+    assert restore["in_progress"] and restore["eta_seconds"] == pytest.approx(max(a["eta_seconds"] for a in latest.values()))
+    by_operator = {int(op["operator"].split()[0]): op for op in restore["operators"]}
+    for index, a in latest.items():
+        op = by_operator[index]
+        assert (op["partitions_done"], op["partitions_total"], op["finished"]) == (a["partitions_done"], 16, False)
     assert "1 restore(s) in progress" in text(result) and "ETA" in text(result)
 
 
@@ -271,7 +273,9 @@ def raw_stdio(db: str, root: str, calls: list[tuple[str, str]]) -> dict[int, dic
         lines = [json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})]
         lines.append(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         for n, (tool, arguments) in enumerate(calls, start=1):
-            lines.append(f'{{"jsonrpc": "2.0", "id": {n}, "method": "tools/call", "params": {{"name": "{tool}", "arguments": {arguments}}}}}')
+            lines.append(
+                f'{{"jsonrpc": "2.0", "id": {n}, "method": "tools/call", "params": {{"name": "{tool}", "arguments": {arguments}}}}}'
+            )
         answers: dict[int, dict[str, Any]] = {}
         for line in lines:
             proc.stdin.write(line + "\n")
@@ -348,7 +352,12 @@ def test_a_query_named_with_control_characters_and_markup_is_quoted_in_the_answe
 
 def test_a_missing_history_is_one_line_and_no_server(tmp_path) -> None:
     proc = subprocess.run(
-        [sys.executable, *command(str(tmp_path / "absent" / "h.db"))], capture_output=True, text=True, timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL
+        [sys.executable, *command(str(tmp_path / "absent" / "h.db"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
 
@@ -417,7 +426,10 @@ def test_over_https_with_basic_auth_the_same_answers_and_a_wrong_password_is_ref
     assert not listed.is_error and listed.structured_content["queries"][0]["verdict"]["level"] == "error"
     qid = listed.structured_content["queries"][0]["query_id"]
     top = data.query_verdicts(incidents_db, data.token(incidents_db), qid, explained.structured_content["as_of"])[0]
-    assert explained.structured_content["verdict"]["kind"] == top.kind and explained.structured_content["verdict"]["root_cause"] == top.root_cause
+    assert (
+        explained.structured_content["verdict"]["kind"] == top.kind
+        and explained.structured_content["verdict"]["root_cause"] == top.root_cause
+    )
 
 
 def test_plain_http_to_the_tls_port_gets_no_answer(http_server) -> None:
