@@ -33,6 +33,7 @@ from spark_state_observer.model.signal_kinds import RESTORE_FINISHED, RESTORE_PR
 MAX_LIMIT = 200  # items per page of any list
 DEFAULT_LIMIT = 50
 MAX_FLEET = 2000  # queries judged per answer (newest seen first)
+JUDGE_SECONDS = 30.0  # an answer over the fleet stops judging after this long and says how far it got
 MAX_SIGNALS = 20  # recent signals in an explanation
 MAX_RUNS = 5  # newest runs in an explanation
 MAX_TRACE_CHARS = 4000
@@ -263,9 +264,11 @@ def list_queries(
     now = at_time(at)
     queries, total = fleet(history)
     rows = []
-    for q in queries:
-        if app is not None and q.app != app:
-            continue
+    began, judged, wanted = time.monotonic(), 0, [q for q in queries if app is None or q.app == app]
+    for q in wanted:
+        if time.monotonic() - began > JUDGE_SECONDS:
+            break
+        judged += 1
         top = verdicts(facts(history, q.query_id, now))[0]
         if state is not None and top.kind != state:
             continue
@@ -294,6 +297,11 @@ def list_queries(
     ]
     if total > MAX_FLEET:
         lines.append(f"Only the {MAX_FLEET} queries seen most recently were judged.")
+    if judged < len(wanted):
+        lines.append(
+            f"Only {judged} of the {len(wanted)} queries were judged within {JUDGE_SECONDS:.0f} s (newest seen first); "
+            "filter by application to judge the rest."
+        )
     counts: dict[str, int] = {}
     for v, _ in rows:
         counts[v.level] = counts.get(v.level, 0) + 1
@@ -309,6 +317,8 @@ def list_queries(
         "limit": limit,
         "next_offset": offset + len(shown) if offset + len(shown) < len(rows) else None,
         "as_of": now,
+        "judged": judged,
+        "complete": judged == len(wanted) and total <= MAX_FLEET,
         "queries": items,
     }
     return Answer(bounded("\n".join(lines)), data)

@@ -83,6 +83,8 @@ class FleetAnswer(BaseModel):
     limit: int
     next_offset: int | None
     as_of: float
+    judged: int = Field(description="queries judged: all that match, unless the answer ran out of time or the fleet is larger than its cap")
+    complete: bool
     queries: list[QueryRow]
 
 
