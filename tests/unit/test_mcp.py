@@ -24,6 +24,7 @@ pytest.importorskip("streamlit")
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from pg_server import PASSWORD, PASSWORD_USER
 
 from conftest import FIXTURES, ROOT, eventlog_dir, fixture_runs
 from incident_truth import expected, screenshots_module
@@ -219,6 +220,35 @@ def test_a_checkpoint_under_a_root_is_inspected_and_a_sizing_what_if_answers(inc
     sized = got["size"].structured_content
     assert sized["instances"] == 200 and sized["instances_per_executor"] == 50 and "state store instances" in text(got["size"])
     assert not got["from"].is_error, text(got["from"])
+
+
+def test_a_postgresql_history_is_explained_as_the_browser_judges_it(postgres, roots) -> None:
+    """A few recorded incidents replayed into PostgreSQL; the URL with its password given through the
+    environment (not the process list), as docs/mcp.md advises."""
+    url = postgres.create_database("mcp_incidents", owner=PASSWORD_USER)
+    assert PASSWORD in url
+    chosen = [s for s in sorted(TRUTHS) if expected(s, TRUTHS[s]).kind is not None][:4]
+    for scenario in chosen:
+        result = replay(SHOTS.incident_recordings(scenario), history=url)
+        assert not result.errors, (scenario, result.errors[:3])
+    now = time.time()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "spark_state_observer.cli", "mcp", "--checkpoint-root", roots[0]],
+        env={**os.environ, "SPARK_STATE_OBSERVER_HISTORY_PATH": url},
+        cwd=ROOT,
+    )
+
+    async def main() -> dict[str, Any]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return {s: await session.call_tool("explain_query", {"query": expected(s, TRUTHS[s]).query_id, "at": now}) for s in chosen}
+
+    for scenario, result in anyio.run(main).items():
+        assert not result.is_error, (scenario, text(result))
+        top = data.query_verdicts(url, data.token(url), expected(scenario, TRUTHS[scenario]).query_id, now)[0]
+        got = result.structured_content["verdict"]
+        assert (got["kind"], got["text"], got["root_cause"]) == (top.kind, top.text, top.root_cause), scenario
 
 
 # --- hostile arguments -------------------------------------------------------------------------------------------
