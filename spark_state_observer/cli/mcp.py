@@ -45,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
         if target.kind == "sqlite" and not os.path.isfile(target.location):
             print(f"spark-state-observer mcp: no history at {redact(history)} (give --history, or run the observer first)", file=sys.stderr)
             return 2
-        with closing(open_backend(history, readonly=True)):
-            pass
+        with closing(open_backend(history, readonly=True)) as backend:
+            backend.rows("SELECT query_id FROM queries LIMIT 1")  # a history, not any database
     except HistoryError as exc:
         print(f"spark-state-observer mcp: {exc}", file=sys.stderr)
         return 2

@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+import pandas as pd
+
 from spark_state_observer.browser.health import typical_interval
 from spark_state_observer.browser.paths import PathRefused, list_checkpoints, resolve_under_roots
 from spark_state_observer.browser.verdict import SEVERITY, Facts, Verdict, kafka_lag_of, verdicts
@@ -143,12 +145,8 @@ def _read(fn: Callable[..., Any], history: str, *args: Any) -> Any:
         return fn(history, *args)
     except HistoryError as exc:
         raise AnswerError(f"the history cannot be read: {exc}") from None
-    except (sqlite3.Error, OSError) as exc:
+    except (sqlite3.Error, pd.errors.DatabaseError, OSError) as exc:  # the PostgreSQL backend says its errors as HistoryError
         raise AnswerError(f"the history cannot be read ({type(exc).__name__}: {exc}); is it a spark-state-observer history?") from None
-    except Exception as exc:  # a backend's own error (psycopg, pandas), said in one line
-        if type(exc).__module__.split(".")[0] in ("psycopg", "pandas"):
-            raise AnswerError(f"the history cannot be read ({type(exc).__name__}: {exc})") from None
-        raise
 
 
 def _records(frame: Any) -> list[dict[str, Any]]:

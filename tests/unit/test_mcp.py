@@ -380,16 +380,21 @@ def test_a_query_named_with_control_characters_and_markup_is_quoted_in_the_answe
     assert listed.structured_content["queries"][0]["name"] == name
 
 
-def test_a_missing_history_is_one_line_and_no_server(tmp_path) -> None:
+@pytest.mark.parametrize("what", ["missing", "not a database", "another database"])
+def test_a_history_that_is_not_there_is_one_line_and_no_server(tmp_path, what) -> None:
+    path = tmp_path / "h.db"
+    if what == "not a database":
+        path.write_text("not a database\n")
+    elif what == "another database":
+        import sqlite3
+
+        with sqlite3.connect(path) as con:
+            con.execute("CREATE TABLE notes (text TEXT)")
     proc = subprocess.run(
-        [sys.executable, *command(str(tmp_path / "absent" / "h.db"))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
+        [sys.executable, *command(str(path))], capture_output=True, text=True, timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert str(path) in proc.stderr
 
 
 # --- streamable HTTP, with TLS and basic auth ---------------------------------------------------------------------
