@@ -272,3 +272,24 @@ def test_schema_validation_rejects_a_broken_dashboard() -> None:
     assert any("templating" in e for e in errors)
     assert any("timeseries.jsonschema.json" in e and "sideways" in e for e in errors)
     assert any("prometheus.jsonschema.json" in e and "graph" in e for e in errors)
+
+
+def test_export_writes_v2_dashboards_only_when_asked_and_nothing_else_changes(tmp_path) -> None:
+    pytest.importorskip("grafana_foundation_sdk")
+    from spark_state_observer.cli import main
+
+    assert main(["mixin", "export", "--out", str(tmp_path / "classic")]) == 0
+    assert main(["mixin", "export", "--out", str(tmp_path / "v2"), "--dashboard-schema", "v2"]) == 0
+    classic = {os.path.relpath(p, tmp_path / "classic") for p in glob.glob(str(tmp_path / "classic" / "**" / "*"), recursive=True)}
+    v2 = {os.path.relpath(p, tmp_path / "v2") for p in glob.glob(str(tmp_path / "v2" / "**" / "*"), recursive=True)}
+    assert classic == v2
+    for rel in sorted(classic):
+        path = tmp_path / "classic" / rel
+        if path.is_dir():
+            continue
+        other = (tmp_path / "v2" / rel).read_text()
+        if rel.startswith("dashboards/"):
+            assert json.loads(path.read_text()) == load(os.path.basename(rel))  # classic stays the default
+            assert json.loads(other)["apiVersion"] == "dashboard.grafana.app/v2"
+        else:
+            assert other == path.read_text(), rel
