@@ -531,6 +531,8 @@ def restores(history: str, application: str | None = None, include_finished: boo
 def checkpoint_path(path: str, roots: tuple[str, ...]) -> str:
     """The real path of ``path`` if it lies under a configured root (symlinks and ``..`` resolved first)."""
     text = argument(path, "path")
+    if not roots:
+        raise AnswerError("no checkpoint root is configured: start the server with --checkpoint-root DIR to inspect checkpoints")
     if not text:
         raise AnswerError("path is empty: give a checkpoint folder under a configured root (list_checkpoints gives them)")
     if "://" in text and not text.startswith("file:"):

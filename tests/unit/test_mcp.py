@@ -478,3 +478,16 @@ def test_plain_http_to_the_tls_port_gets_no_answer(http_server) -> None:
     with pytest.raises(Exception) as caught:
         anyio.run(main)
     assert "httpx2" in type(caught.value).__module__ or isinstance(caught.value, OSError)
+
+
+def test_without_checkpoint_roots_no_checkpoint_is_read(incidents_db) -> None:
+    from mcp import Client
+
+    from spark_state_observer.mcp.server import build
+
+    async def main() -> list[Any]:
+        async with Client(build(incidents_db)) as client:
+            return [await client.call_tool("inspect_checkpoint", {"path": "/"}), await client.call_tool("list_checkpoints", {})]
+
+    for result in anyio.run(main):
+        assert result.is_error and "no checkpoint root is configured" in text(result), text(result)
