@@ -143,6 +143,8 @@ def run_demo(
             print(f"state browser: http://127.0.0.1:{ui_port}/", flush=True)
         else:
             print(f"history: {history}   (browse: {' '.join(ui_command)}, or run the demo with --ui)", flush=True)
+        print(f"assistant (MCP): spark-state-observer mcp --history {history} --checkpoint-root {checkpoint}", flush=True)
+    print("Grafana 13 (v2 dashboards): spark-state-observer mixin export --out DIR --dashboard-schema v2", flush=True)
     otlp = handle.observer.settings.otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if otlp:
         print(f"OTLP export to {otlp} (every OTEL_METRIC_EXPORT_INTERVAL ms, 60 s by default, and on stop)", flush=True)

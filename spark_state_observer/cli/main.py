@@ -15,7 +15,7 @@ from spark_state_observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES
 
 # commands that serve clients until stopped: they keep Python's SIGPIPE handling (ignored, so a client that
 # hangs up mid-response is an error on that connection), where a short command dies quietly of a closed pipe
-SERVING_COMMANDS = frozenset({"watch", "demo", "ui"})
+SERVING_COMMANDS = frozenset({"watch", "demo", "ui", "mcp"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,13 +116,14 @@ def main(argv: list[str] | None = None) -> int:
         "--watch", action="store_true", help="run two small applications writing event logs and the event-log watcher following both"
     )
 
-    from spark_state_observer.cli import backtest, retire, run, size, watch
+    from spark_state_observer.cli import backtest, mcp, retire, run, size, watch
 
     backtest.add_parser(sub)
     size.add_parser(sub)
     watch.add_parser(sub)
     run.add_parser(sub)
     retire.add_parser(sub)
+    mcp.add_parser(sub)
 
     sub.add_parser("metrics", help="print the metric reference (Markdown)")
     sub.add_parser("settings", help="print the settings reference (Markdown)")
@@ -154,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         return size.run(args)
     if args.command == "retire":
         return retire.run(args)
+    if args.command == "mcp":
+        return mcp.run(args)
     if args.command == "mixin":
         return mixin_cli.run(args)
     if args.command == "metrics":

@@ -15,6 +15,12 @@ def add_parser(subparsers: Any) -> None:
     export = sub.add_parser("export", help="write dashboards, rules, promtool tests, Prometheus Operator and Grafana provisioning files")
     export.add_argument("--out", required=True, help="directory to write into (created if missing; files are overwritten)")
     export.add_argument("--config", default=None, help="YAML or JSON file overriding the defaults (see: mixin config)")
+    export.add_argument(
+        "--dashboard-schema",
+        choices=("classic", "v2"),
+        default="classic",
+        help="classic dashboard JSON (default), or Grafana 13's v2 resources (dashboard.grafana.app/v2; needs the mixin extra)",
+    )
     sub.add_parser("config", help="print the default configuration with every key documented (YAML)")
 
 
@@ -28,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from spark_state_observer.mixin.export import MixinExportError, artefacts, write
 
     try:
-        files = artefacts(load_config(args.config))
+        files = artefacts(load_config(args.config), args.dashboard_schema)
     except (MixinConfigError, MixinExportError) as exc:
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2

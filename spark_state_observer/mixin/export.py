@@ -3,7 +3,8 @@
 Layout (the repository's ``alerts/``, ``dashboards/`` and ``deploy/`` folders are this output for the
 default configuration, kept current by a test):
 
-- ``dashboards/*.json``: Grafana dashboards (classic JSON), variables for the identity labels;
+- ``dashboards/*.json``: Grafana dashboards (classic JSON, or with ``--dashboard-schema v2`` Grafana 13's v2
+  resources), variables for the identity labels;
 - ``alerts/rules.yml``, ``alerts/recording.yml``: Prometheus alert and recording rules;
 - ``alerts/tests/*.yml``: their promtool unit tests (``cd alerts && promtool test rules tests/*.yml``);
 - ``alerts/runbook.md``: one section per alert; ``alerts/alertmanager.example.yml``: a route example;
@@ -49,12 +50,17 @@ def _dashboard_inputs(config: MixinConfig) -> tuple[Any, ...]:
     )
 
 
-def dashboards(config: MixinConfig) -> dict[str, str]:
-    """File name -> dashboard JSON, rendered with the SDK when installed, else the bundled defaults."""
+def dashboards(config: MixinConfig, schema: str = "classic") -> dict[str, str]:
+    """File name -> dashboard JSON, rendered with the SDK when installed, else the bundled defaults (classic
+    only: the v2 resources are always rendered)."""
+    if schema not in ("classic", "v2"):
+        raise MixinExportError(f"dashboard schema {schema!r} is not one of classic, v2")
     if importlib.util.find_spec("grafana_foundation_sdk") is not None:
         from spark_state_observer.mixin.dashboards import render
 
-        return render(config)
+        return render(config, schema)
+    if schema == "v2":
+        raise MixinExportError("v2 dashboards are rendered with grafana-foundation-sdk: pip install 'spark-state-observer[mixin]'")
     if _dashboard_inputs(config) != _dashboard_inputs(MixinConfig()):
         raise MixinExportError(
             "this configuration changes the dashboards, and rendering them needs grafana-foundation-sdk: "
@@ -73,11 +79,11 @@ def runbook() -> str:
     return (importlib.resources.files("spark_state_observer.mixin") / "runbook.md").read_text(encoding="utf-8")
 
 
-def artefacts(config: MixinConfig) -> dict[str, str]:
+def artefacts(config: MixinConfig, dashboard_schema: str = "classic") -> dict[str, str]:
     """Relative path -> text of every exported file, for a configuration that passes ``validate`` (timing
     and runbook address included: an export never ships an alert that cannot fire or a dead runbook link)."""
     config.validate()
-    files = {f"dashboards/{name}": text for name, text in dashboards(config).items()}
+    files = {f"dashboards/{name}": text for name, text in dashboards(config, dashboard_schema).items()}
     files.update({f"alerts/{name}": text for name, text in rule_files(config).items()})
     files.update({f"alerts/tests/{name}": text for name, text in rule_test_files(config).items()})
     files["alerts/runbook.md"] = (

@@ -7,9 +7,19 @@ import json
 import os
 import time
 
-from test_dashboards import DASHBOARD_FILES, RECORDING_RULES, annotation_expressions, load, panels
+from test_dashboards import (
+    DASHBOARD_FILES,
+    DASHBOARD_SCHEMAS,
+    RECORDING_RULES,
+    annotation_expressions,
+    load,
+    panel_queries,
+    rendered,
+    v2_annotation_expressions,
+)
 
 from conftest import FIXTURES, Server, fixture_runs, free_port, need, progress_lines, prom_query
+from spark_state_observer.mixin.config import MixinConfig
 
 # static identity labels given at scrape time, as docs/deploy.md shows for observers that do not set them
 STATIC_LABELS = {"cluster": "test-cluster", "namespace": "test-namespace"}
@@ -153,18 +163,22 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path) -> None
                 e.payload["name"] for g in groups for e in g if e.kind == "progress"
             }
             assert names == sorted(recorded)  # every recorded query
-            empty, checked = [], 0
-            for name in DASHBOARD_FILES:
-                dashboard = load(name)
-                for p in panels(dashboard):
-                    for t in p["targets"]:
-                        result = prom_query(prom, substitute(t["expr"], "|".join(names)))  # asserts status success
-                        checked += 1
-                        if not result and (name, p["title"]) not in NO_DATA_IN_FIXTURES:
-                            empty.append(f"{name} / {p['title']} / {t['refId']}: {t['expr']}")
-                for expr in annotation_expressions(dashboard):  # a mark only where a run starts: valid is enough
-                    prom_query(prom, substitute(expr, "|".join(names)))
-            assert checked > 60
+            empty, checked = [], dict.fromkeys(DASHBOARD_SCHEMAS, 0)
+            for schema in DASHBOARD_SCHEMAS:  # the classic files and the v2 resources, against the same Prometheus
+                for name in DASHBOARD_FILES:
+                    for title, ref, expr in panel_queries(name, schema):
+                        result = prom_query(prom, substitute(expr, "|".join(names)))  # asserts status success
+                        checked[schema] += 1
+                        if not result and (name, title) not in NO_DATA_IN_FIXTURES:
+                            empty.append(f"{schema} {name} / {title} / {ref}: {expr}")
+                    marks = (
+                        annotation_expressions(load(name))
+                        if schema == "classic"
+                        else v2_annotation_expressions(rendered(MixinConfig(), "v2")[name])
+                    )
+                    for expr in marks:  # a mark only where a run starts: valid is enough
+                        prom_query(prom, substitute(expr, "|".join(names)))
+            assert checked["classic"] > 60 and checked["v2"] == checked["classic"]
             assert empty == [], "panel queries without data:\n" + "\n".join(empty)
         finally:
             prom.stop()

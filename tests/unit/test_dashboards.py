@@ -18,7 +18,7 @@ from spark_state_observer.mixin.config import MixinConfig, load_config
 from spark_state_observer.mixin.export import DASHBOARD_NAMES
 from spark_state_observer.mixin.promql import metric
 
-SCHEMAS = os.path.join(ROOT, "..", "shared", "grafana-schemas")
+SCHEMAS = os.environ.get("GRAFANA_SCHEMAS") or os.path.join(ROOT, "..", "shared", "grafana-schemas")  # beside the checkout
 DASHBOARD_FILES = sorted(DASHBOARD_NAMES)
 CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")
 RECORDING_RULES = os.path.join(ROOT, "alerts", "recording.yml")
@@ -33,12 +33,33 @@ def panels(dashboard: dict) -> list[dict]:
     return [p for p in dashboard["panels"] if p["type"] != "row"]
 
 
-def rendered(config: MixinConfig) -> dict[str, dict]:
+def rendered(config: MixinConfig, schema: str = "classic") -> dict[str, dict]:
     with warnings.catch_warnings():  # the SDK warns at import that classic dashboards have a v2 successor
         warnings.simplefilter("ignore", DeprecationWarning)
         from spark_state_observer.mixin.dashboards import render
 
-        return {name: json.loads(text) for name, text in render(config).items()}
+        return {name: json.loads(text) for name, text in render(config, schema).items()}
+
+
+DASHBOARD_SCHEMAS = ("classic", "v2")
+
+
+def panel_queries(name: str, schema: str) -> list[tuple[str, str, str]]:
+    """(panel title, refId, PromQL) of every panel query of a default dashboard: the committed classic file, or
+    the v2 resource ``mixin export --dashboard-schema v2`` writes."""
+    if schema == "classic":
+        return [(p["title"], t["refId"], t["expr"]) for p in panels(load(name)) for t in p["targets"]]
+    pytest.importorskip("grafana_foundation_sdk")
+    spec = rendered(MixinConfig(), "v2")[name]["spec"]
+    return [
+        (e["spec"]["title"], q["spec"]["refId"], q["spec"]["query"]["spec"]["expr"])
+        for e in spec["elements"].values()
+        for q in e["spec"]["data"]["spec"]["queries"]
+    ]
+
+
+def v2_annotation_expressions(resource: dict) -> list[str]:
+    return [a["spec"]["query"]["spec"]["expr"] for a in resource["spec"]["annotations"]]
 
 
 def check_variables_and_selectors(dashboards: dict[str, dict], config: MixinConfig) -> None:
@@ -184,6 +205,62 @@ def test_dashboard_validates_against_grafana_schemas(name: str) -> None:
     assert schema_errors(load(name), schema_validator()) == []
 
 
+def v2_schema_errors(resource: dict, validate) -> list[str]:  # type: ignore[no-untyped-def]
+    """The v2 resource's spec against dashboardv2's Dashboard, each element's options and custom field config
+    against its panel type's schema, and each query's spec against Prometheus's."""
+    assert (resource["apiVersion"], resource["kind"]) == ("dashboard.grafana.app/v2", "Dashboard")
+    errors = validate("dashboardv2.jsonschema.json#/definitions/Dashboard", resource["spec"])
+    for element in resource["spec"]["elements"].values():
+        viz = element["spec"]["vizConfig"]
+        schema = f"{viz['group']}.jsonschema.json"
+        errors += validate(schema + "#/definitions/Options", viz["spec"]["options"])
+        custom = viz["spec"]["fieldConfig"]["defaults"].get("custom")
+        if custom is not None:
+            errors += validate(schema + "#/definitions/FieldConfig", custom)
+        for q in element["spec"]["data"]["spec"]["queries"]:
+            errors += validate("prometheus.jsonschema.json", q["spec"]["query"]["spec"])
+    return errors
+
+
+@pytest.mark.parametrize("config", ["default", "custom"])
+def test_v2_dashboards_validate_and_hold_the_classic_panels(config: str) -> None:
+    """``--dashboard-schema v2``: the same four dashboards, each panel with its classic title, queries, options and
+    place, valid against Grafana's v2 schema (the default configuration and a custom one)."""
+    pytest.importorskip("grafana_foundation_sdk")
+    validate = schema_validator()
+    chosen = MixinConfig() if config == "default" else load_config(CUSTOM)
+    classic, v2 = rendered(chosen), rendered(chosen, "v2")
+    assert sorted(v2) == DASHBOARD_FILES
+    for name, resource in v2.items():
+        assert v2_schema_errors(resource, validate) == [], name
+        old = {p["id"]: p for p in panels(classic[name])}
+        new = {int(e["spec"]["id"]): e["spec"] for e in resource["spec"]["elements"].values()}
+        assert sorted(old) == sorted(new), name
+        for pid, p in old.items():
+            spec = new[pid]
+            assert (spec["title"], spec["description"], spec["vizConfig"]["group"]) == (p["title"], p["description"], p["type"])
+            assert [q["spec"]["query"]["spec"]["expr"] for q in spec["data"]["spec"]["queries"]] == [t["expr"] for t in p["targets"]]
+            assert spec["vizConfig"]["spec"]["options"] == p["options"]
+            assert spec["vizConfig"]["spec"]["fieldConfig"]["defaults"]["unit"] == p["fieldConfig"]["defaults"]["unit"]
+        placed = [i["spec"] for row in resource["spec"]["layout"]["spec"]["rows"] for i in row["spec"]["layout"]["spec"]["items"]]
+        assert sorted(int(i["element"]["name"].split("-")[1]) for i in placed) == sorted(old), name
+        rows = [p["title"] for p in sorted(classic[name]["panels"], key=lambda p: p["gridPos"]["y"]) if p["type"] == "row"]
+        assert [r["spec"]["title"] for r in resource["spec"]["layout"]["spec"]["rows"]] == rows
+        assert [v["spec"]["name"] for v in resource["spec"]["variables"]] == [v["name"] for v in classic[name]["templating"]["list"]]
+
+
+def test_v2_schema_validation_rejects_a_broken_dashboard() -> None:
+    pytest.importorskip("grafana_foundation_sdk")
+    validate = schema_validator()
+    broken = rendered(MixinConfig(), "v2")["overview.json"]
+    broken["spec"]["cursorSync"] = "Sometimes"
+    element = next(e for e in broken["spec"]["elements"].values() if e["spec"]["vizConfig"]["group"] == "timeseries")
+    element["spec"]["vizConfig"]["spec"]["options"]["legend"]["displayMode"] = "sideways"
+    errors = v2_schema_errors(broken, validate)
+    assert any("dashboardv2" in e and "Sometimes" in e for e in errors)
+    assert any("timeseries.jsonschema.json" in e and "sideways" in e for e in errors)
+
+
 def test_schema_validation_rejects_a_broken_dashboard() -> None:
     validate = schema_validator()
     broken = load("overview.json")
@@ -195,3 +272,24 @@ def test_schema_validation_rejects_a_broken_dashboard() -> None:
     assert any("templating" in e for e in errors)
     assert any("timeseries.jsonschema.json" in e and "sideways" in e for e in errors)
     assert any("prometheus.jsonschema.json" in e and "graph" in e for e in errors)
+
+
+def test_export_writes_v2_dashboards_only_when_asked_and_nothing_else_changes(tmp_path) -> None:
+    pytest.importorskip("grafana_foundation_sdk")
+    from spark_state_observer.cli import main
+
+    assert main(["mixin", "export", "--out", str(tmp_path / "classic")]) == 0
+    assert main(["mixin", "export", "--out", str(tmp_path / "v2"), "--dashboard-schema", "v2"]) == 0
+    classic = {os.path.relpath(p, tmp_path / "classic") for p in glob.glob(str(tmp_path / "classic" / "**" / "*"), recursive=True)}
+    v2 = {os.path.relpath(p, tmp_path / "v2") for p in glob.glob(str(tmp_path / "v2" / "**" / "*"), recursive=True)}
+    assert classic == v2
+    for rel in sorted(classic):
+        path = tmp_path / "classic" / rel
+        if path.is_dir():
+            continue
+        other = (tmp_path / "v2" / rel).read_text()
+        if rel.startswith("dashboards/"):
+            assert json.loads(path.read_text()) == load(os.path.basename(rel))  # classic stays the default
+            assert json.loads(other)["apiVersion"] == "dashboard.grafana.app/v2"
+        else:
+            assert other == path.read_text(), rel

@@ -26,8 +26,12 @@ def _builders() -> dict[str, Callable[..., Any]]:
     }
 
 
-def render(config: MixinConfig) -> dict[str, str]:
-    """File name -> JSON text of every dashboard for ``config``."""
+SCHEMAS = ("classic", "v2")
+
+
+def render(config: MixinConfig, schema: str = "classic") -> dict[str, str]:
+    """File name -> JSON text of every dashboard for ``config``: classic JSON, or Grafana's v2 resources
+    (``spark_state_observer.mixin.dashboards.v2``: the same panels)."""
     with warnings.catch_warnings():  # the SDK points classic dashboards at its v2 API; Grafana 10-12 import classic JSON
         warnings.simplefilter("ignore", DeprecationWarning)
         from grafana_foundation_sdk.cog.encoder import JSONEncoder
@@ -41,4 +45,10 @@ def render(config: MixinConfig) -> dict[str, str]:
             for number, panel in enumerate(model["panels"], start=1):
                 panel["id"] = number
             out[name] = json.dumps(model, indent=2, sort_keys=True) + "\n"
+        if schema == "v2":
+            from spark_state_observer.mixin.dashboards.v2 import to_v2
+
+            out = {
+                name: json.dumps(to_v2(json.loads(text)), cls=JSONEncoder, indent=2, sort_keys=True) + "\n" for name, text in out.items()
+            }
         return out
