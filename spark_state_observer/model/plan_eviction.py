@@ -190,10 +190,13 @@ def _joins(text: bytes, pos: int, run: bytes, name: bytes) -> Iterator[tuple[int
     not depend on the join, so each is tried once (``tried``); one that fails was decided at or after the end of
     its checkpoint path, which every state info before that end shares."""
     tried = pos
+    stop = -1  # where the current node's text ends: searched again only past it
     while (j := text.find(name, pos)) >= 0:
         body = j + len(name)
-        end = _STOP.search(text, body)
-        limit = min(body + _JOIN_WINDOW + len(_MARKER), end.start() if end is not None else len(text))
+        if stop < body:
+            end = _STOP.search(text, body)
+            stop = end.start() if end is not None else len(text)
+        limit = min(body + _JOIN_WINDOW + len(_MARKER), stop)
         found = None
         m = text.find(_MARKER, max(body, tried), limit)
         while m >= 0:
@@ -201,8 +204,9 @@ def _joins(text: bytes, pos: int, run: bytes, name: bytes) -> Iterator[tuple[int
             if found is not None:
                 break
             path_end = _PATH_END.search(text, m + len(_MARKER))
-            stop = path_end.start() if path_end is not None else len(text)
-            tried = stop if stop - m <= _CHECKPOINT_MAX + len(_MARKER) else max(m + 1, stop - _CHECKPOINT_MAX - len(_MARKER))
+            path_stop = path_end.start() if path_end is not None else len(text)
+            fits = path_stop - m <= _CHECKPOINT_MAX + len(_MARKER)
+            tried = path_stop if fits else max(m + 1, path_stop - _CHECKPOINT_MAX - len(_MARKER))
             m = text.find(_MARKER, tried, limit)
         if found is None:
             tried, pos = max(tried, limit - len(_MARKER) + 1), body
