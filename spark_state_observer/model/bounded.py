@@ -155,7 +155,7 @@ class Decoder(Generic[T]):
 
     __slots__ = ("_decoder", "max_items")
 
-    def __init__(self, kind: type[T] | Any, max_items: int = MAX_JSON_ITEMS) -> None:
+    def __init__(self, kind: type[T], max_items: int = MAX_JSON_ITEMS) -> None:
         self._decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(kind)
         self.max_items = max_items
 
