@@ -151,14 +151,25 @@ class Decoder(Generic[T]):
 
     A typed decode skips the fields it does not read, but builds whatever a field typed ``Any`` (or a list
     of structs) holds: a 30 MB ``[{},{},...]`` there is ten million objects. Raises ``JsonTooLarge`` (a
-    ``msgspec.DecodeError``) before decoding such text."""
+    ``msgspec.DecodeError``) before decoding such text.
 
-    __slots__ = ("_decoder", "max_items")
+    ``marker``: for a list of structs that each require that key (``b'"taskId"'``) and hold scalars only, what
+    the decode builds is one struct per marker, whatever else the text holds (the decode skips it unbuilt):
+    the markers are counted against ``max_items`` instead of every item."""
 
-    def __init__(self, kind: type[T], max_items: int = MAX_JSON_ITEMS) -> None:
+    __slots__ = ("_decoder", "marker", "max_items")
+
+    def __init__(self, kind: type[T], max_items: int = MAX_JSON_ITEMS, marker: bytes | None = None) -> None:
         self._decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(kind)
         self.max_items = max_items
+        self.marker = marker
 
     def decode(self, data: bytes | bytearray | memoryview | str) -> T:
-        check_items(data, self.max_items)
+        if self.marker is None:
+            check_items(data, self.max_items)
+        else:
+            text = bytes(data) if isinstance(data, memoryview) else data
+            found = text.count(self.marker.decode()) if isinstance(text, str) else text.count(self.marker)
+            if found > self.max_items:
+                raise JsonTooLarge(f"JSON with {found:,} structs (more than {self.max_items:,}) refused before parsing")
         return self._decoder.decode(data)

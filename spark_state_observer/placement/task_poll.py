@@ -40,24 +40,33 @@ if TYPE_CHECKING:
     from spark_state_observer.placement.restore_poll import RestorePoller
 
 
+Scalar = int | float | str | bool | None
+
+
 class _Task(msgspec.Struct, rename="camel"):
     """The fields of the REST API's TaskData that placement uses; the rest (task metrics) is skipped unparsed.
 
-    Decoding only these is several times faster than ``json.loads`` of whole task lists."""
+    Decoding only these is several times faster than ``json.loads`` of whole task lists. Each field is any JSON
+    scalar, as the readers judge it, never a list or an object (which a bomb would fill); ``taskId``, which every
+    TaskData has, is required, so an element without it fails the decode rather than becoming a struct."""
 
-    index: Any = None
-    attempt: Any = None
-    partition_id: Any = None
-    launch_time: Any = None
-    duration: Any = None
-    executor_id: Any = None
-    host: Any = None
-    status: Any = None
-    speculative: Any = None
-    error_message: Any = None
+    task_id: int
+    index: Scalar = None
+    attempt: Scalar = None
+    partition_id: Scalar = None
+    launch_time: Scalar = None
+    duration: Scalar = None
+    executor_id: Scalar = None
+    host: Scalar = None
+    status: Scalar = None
+    speculative: Scalar = None
+    error_message: Scalar = None
 
 
-_TASKS = Decoder(list[_Task])  # bounded: an answer of ``[{},{},...]`` would be a struct per two bytes
+MAX_TASK_STRUCTS = 100_000  # tasks of one taskList answer (the most either poller asks for)
+# bounded by its tasks, not its items: a real task has ~120 items (~1.9 KB, its metrics skipped unbuilt), so an
+# item bound would refuse a stage of 8,000 tasks; each struct needs its ``taskId`` and holds scalars only
+_TASKS = Decoder(list[_Task], MAX_TASK_STRUCTS, marker=b'"taskId"')
 _TASK_FIELDS = {f: "".join(w.capitalize() if i else w for i, w in enumerate(f.split("_"))) for f in _Task.__struct_fields__}
 
 

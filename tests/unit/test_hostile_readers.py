@@ -27,7 +27,7 @@ from collections.abc import Iterator
 import pytest
 
 import spark_state_observer
-from spark_state_observer.model.bounded import MAX_JSON_ITEMS, Decoder, JsonTooLarge, loads
+from spark_state_observer.model.bounded import MAX_JSON_ITEMS, Decoder, JsonTooLarge, json_items, loads
 from spark_state_observer.offline.checkpoint.changelog_lineage import LZ4_MAGIC, NoLineage, changelog_lineage
 from spark_state_observer.offline.checkpoint.layout import MAX_COMMIT_BYTES, scan
 from spark_state_observer.placement.task_decode import plan, task_end
@@ -260,6 +260,24 @@ def test_a_dripping_rest_answer_ends_at_the_deadline(hostile_server, mode: str) 
     with pytest.raises(OSError):
         source.get_bytes("/jobs")
     assert source._conn is None  # closed: the next request starts afresh
+
+
+def test_a_task_list_is_bounded_by_its_tasks_not_refused_for_its_metrics() -> None:
+    from spark_state_observer.placement.task_poll import MAX_TASK_STRUCTS, _decode_tasks
+
+    metrics = {"taskMetrics": {f"m{i}": {"a": [1, 2, {"b": 3}]} for i in range(30)}}  # ~150 items a task, skipped unbuilt
+    tasks = [{"taskId": i, "index": i, "executorId": "1", "host": "h", "status": "SUCCESS", **metrics} for i in range(9000)]
+    body = json.dumps(tasks).encode()
+    assert json_items(body) > MAX_JSON_ITEMS  # an item bound would refuse this real-sized stage
+    assert len(_decode_tasks(body)) == 9000
+    bombs = [
+        b"[" + b'{"taskId":1},' * MAX_TASK_STRUCTS + b'{"taskId":1}]',  # more tasks than asked for
+        b'[{"taskId":1,"host":' + BOMB + b"}]",  # a structure where a scalar belongs
+        BOMB,  # elements that are no tasks
+    ]
+    for bomb in bombs:
+        peak = _peak(lambda bomb=bomb: _decode_tasks(bomb))
+        assert peak < 8 * MB
 
 
 # --- checkpoint readers -----------------------------------------------------------------------------------
