@@ -113,6 +113,29 @@ def test_an_item_bomb_on_a_placement_line_is_refused_and_counted(line: bytes) ->
     assert peak < len(line) + 8 * MB  # at most a copy of the line (a progress object cut out); parsed, it was 1-4 GB
 
 
+def test_replay_reads_a_recorded_log_with_a_task_bomb_and_says_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The recorded placement run with a 30 MB task end inserted: the same batches, the bomb one counted line."""
+    import glob
+
+    import zstandard
+
+    from conftest import FIXTURES
+    from spark_state_observer.offline.replay import replay
+
+    (part,) = glob.glob(os.path.join(FIXTURES, "placement", "clean", "eventlog", "*", "events_1_*.zstd"))
+    with open(part, "rb") as f:
+        lines = zstandard.ZstdDecompressor().stream_reader(f).read().split(b"\n")
+    bomb = b'{"Event":"SparkListenerTaskEnd","Stage ID":1,"Task Info":{"Accumulables":[{"Name":"memory used by state","Update":'
+    plain, bombed = tmp_path / "plain.log", tmp_path / "bombed.log"
+    plain.write_bytes(b"\n".join(lines))
+    bombed.write_bytes(b"\n".join([*lines[:40], bomb + BOMB + b"}]}}", *lines[40:]]))
+    before, after = replay([str(plain)]), replay([str(bombed)])
+    assert after.events == before.events
+    assert [e for e in after.errors if e not in before.errors] == [
+        "1 task, job or plan line(s) not readable JSON or too large: placement skipped them"
+    ]
+
+
 def test_typed_decoders_refuse_the_bomb_as_a_decode_error() -> None:
     assert (
         task_end(b'{"Event":"SparkListenerTaskEnd","Stage ID":1,"Task Info":{"Executor ID":"1","Accumulables":[{"Update":' + BOMB + b"}]}}")
