@@ -390,3 +390,20 @@ def test_a_deeply_nested_lineage_header_is_a_problem_of_that_file(tmp_path) -> N
     path.write_bytes(_lz4_block(_write_utf(b"v4") + _write_utf(nested)))
     with pytest.raises(NoLineage, match=r"nested too deep|not JSON"):
         changelog_lineage(str(path))
+
+
+def test_a_deeply_nested_lineage_header_leaves_its_operator_in_the_report(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Before, the RecursionError escaped to the operator's reader and operator 0 was dropped whole."""
+    root = _checkpoint(tmp_path / "cp")
+    (root / "offsets" / "2").write_text("v1\n{}\n")
+    (root / "commits" / "2").write_text("v2\n{}\n")
+    uid = "0123abcd-0000-0000-0000-000000000000"
+    for op, lineage in ((0, b"[" * 30_000 + b"]" * 30_000), (1, b'[{"version":2,"checkpointUniqueId":"x"}]')):
+        folder = root / "state" / str(op) / "0"
+        folder.mkdir(parents=True)
+        (folder / f"3_{uid}.changelog").write_bytes(_lz4_block(_write_utf(b"v4") + _write_utf(lineage)))
+    report = scan(str(root))
+    assert [o.operator_id for o in report.operators] == [0, 1]
+    assert [p for p in report.problems if "lineage" in p] == [
+        f"{root}/state/0/0/3_{uid}.changelog: lineage is not JSON (or nested too deep)"
+    ]
