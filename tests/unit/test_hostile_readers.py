@@ -404,6 +404,6 @@ def test_a_deeply_nested_lineage_header_leaves_its_operator_in_the_report(tmp_pa
         (folder / f"3_{uid}.changelog").write_bytes(_lz4_block(_write_utf(b"v4") + _write_utf(lineage)))
     report = scan(str(root))
     assert [o.operator_id for o in report.operators] == [0, 1]
-    assert [p for p in report.problems if "lineage" in p] == [
+    assert [p for p in report.problems if "lineage is" in p] == [
         f"{root}/state/0/0/3_{uid}.changelog: lineage is not JSON (or nested too deep)"
     ]
