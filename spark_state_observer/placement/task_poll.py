@@ -108,10 +108,15 @@ def read_answer(resp: http.client.HTTPResponse, path: str, limit: int, deadline:
     parts: list[bytes] = []
     size = 0
     while True:
+        if resp.length == 0:  # a body of known length read whole: ``read`` ends the response, so the connection serves the next
+            resp.read()
+            return b"".join(parts)
         if time.monotonic() > deadline:
             raise AnswerRefused(f"GET {path}: no whole answer within the deadline")
         part = resp.read1(_READ)
         if not part:
+            if resp.length:  # ``read1`` ends a body cut short quietly, where ``read`` raised
+                raise AnswerRefused(f"GET {path}: answer cut short ({resp.length:,} bytes missing)")
             return b"".join(parts)
         size += len(part)
         if size > limit:

@@ -233,6 +233,15 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # http.server's name
         try:
+            if self.mode in ("whole", "short"):
+                body = b'[{"id": 1}]'
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body) + (100 if self.mode == "short" else 0)))
+                self.end_headers()
+                self.wfile.write(body)
+                if self.mode == "short":
+                    self.close_connection = True
+                return
             if self.mode == "drip-headers":
                 self.wfile.write(b"HTTP/1.1 200 OK\r\n")
                 for _ in range(600):
@@ -313,6 +322,19 @@ def test_a_task_list_is_bounded_by_its_tasks_not_refused_for_its_metrics() -> No
     for bomb in bombs:
         peak = _peak(lambda bomb=bomb: _decode_tasks(bomb))
         assert peak < 8 * MB
+
+
+def test_whole_rest_answers_keep_the_connection_and_short_ones_are_refused(hostile_server) -> None:  # type: ignore[no-untyped-def]
+    url, handler = hostile_server
+    handler.mode = "whole"
+    source = RestSource(url, "app")
+    assert source.get("/allexecutors") == [{"id": 1}]
+    conn = source._conn
+    assert source.get("/allexecutors") == [{"id": 1}]
+    assert source._conn is conn and source.requests == 2  # kept alive: the body was read to its end
+    handler.mode = "short"
+    with pytest.raises(OSError, match="cut short"):
+        source.get_bytes("/allexecutors")
 
 
 # --- checkpoint readers -----------------------------------------------------------------------------------
