@@ -6,7 +6,6 @@ checkpoint of another query is shown only with a warning naming that query.
 
 from __future__ import annotations
 
-import json
 import os
 
 import pandas as pd
@@ -15,6 +14,7 @@ import streamlit as st
 from spark_state_observer.browser import data, fmt
 from spark_state_observer.browser.config import AppConfig
 from spark_state_observer.browser.paths import PathRefused, resolve_under_roots
+from spark_state_observer.model.bounded import loads
 from spark_state_observer.offline.checkpoint.files import read_text
 
 OTHER = "other path..."
@@ -23,7 +23,7 @@ OTHER = "other path..."
 def query_id_of(checkpoint: str) -> str | None:
     """The query id a checkpoint's ``metadata`` file names."""
     try:
-        meta = json.loads(read_text(os.path.join(checkpoint, "metadata")).split("\n", 1)[0])
+        meta = loads(read_text(os.path.join(checkpoint, "metadata")).split("\n", 1)[0])
     except (OSError, ValueError, RecursionError):  # a FIFO or a huge file is refused by read_text, not waited on
         return None
     value = meta.get("id") if isinstance(meta, dict) else None

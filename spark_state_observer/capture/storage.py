@@ -35,7 +35,7 @@ SCHEMES: dict[str, tuple[str, str]] = {
     "file": ("file", ""),
 }
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s:]*:[^/@\s]*@")
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/@\s:]*:[^/@\s]*@")  # bounded scheme: linear in the text
 # S3 client timeouts and retries: a dead endpoint is a clear message within a minute, not a hang; the
 # client's own 3 attempts only (s3fs would retry each failed call 5 times more with back-off: a store answering
 # errors would hold the watcher's poll for minutes; its next poll is the retry)

@@ -8,11 +8,11 @@ without the machinery that finds it.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from spark_state_observer.model.bounded import loads
 from spark_state_observer.model.spark_events import (
     APP_END,
     APP_START,
@@ -75,7 +75,7 @@ class RawEvent(NamedTuple):
         """A progress event's ``progress`` object, parsed from ``progress`` if it came as bytes: for readers off
         the pipeline's path (tests, benches, tools), which want the object however the watcher delivered it."""
         if self.progress is not None:
-            return json.loads(self.progress)
+            return loads(self.progress)
         return self.data.get("progress")
 
 

@@ -20,7 +20,7 @@ from spark_state_observer.fleet.clock_skew import event_time, progress_time
 from spark_state_observer.fleet.file_tail import FileTail
 from spark_state_observer.fleet.followed_app import FollowedApp
 from spark_state_observer.fleet.watcher_core import WatcherCore
-from spark_state_observer.model.bounded import MAX_JSON_ITEMS, JsonTooLarge, clean_identity, loads
+from spark_state_observer.model.bounded import MAX_JSON_ITEMS, Decoder, JsonTooLarge, clean_identity, loads
 from spark_state_observer.model.capacity import relevant
 from spark_state_observer.model.log_time import time_before
 from spark_state_observer.model.spark_events import (
@@ -51,8 +51,8 @@ class _Guard(msgspec.Struct):
     batchDuration: Any = None  # noqa: N815
 
 
-_LINE = msgspec.json.Decoder(_ProgressLine)
-_GUARD = msgspec.json.Decoder(_Guard)
+_LINE = Decoder(_ProgressLine)
+_GUARD = Decoder(_Guard)
 
 
 def progress_fields(line: bytes) -> tuple[bytes, _Guard] | None:

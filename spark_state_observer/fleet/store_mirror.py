@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 from spark_state_observer.capture.storage import StorageError, failure, filesystem, redact
 from spark_state_observer.fleet.log_names import in_shard, log_name
+from spark_state_observer.model.bounded import loads
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ _INPROGRESS = ".inprogress"
 _MAX_REPORTED = 10_000
 _PREFETCH_BYTES = 32 << 20  # new objects fetched concurrently: at most this much held at once (one larger part alone)
 STATE_NAME = ".store-mirror.json"  # a dot name: the watcher never follows it
+MAX_STATE_BYTES = 256 << 20  # the saved state: a few names and ETags per log (a cut file fails to parse)
 # S3 API operations by request kind (what the endpoint counts)
 _S3_KINDS = {"ListObjectsV2": "list", "ListObjects": "list", "GetObject": "get", "HeadObject": "head"}
 REQUEST_KINDS = ("list", "get", "head", "other")
@@ -94,7 +96,7 @@ class StoreMirror:
         self._first = True
         try:
             with open(self._state_path, encoding="utf-8") as f:
-                state = json.load(f)
+                state = loads(f.read(MAX_STATE_BYTES + 1))  # bounded: the mirror's own file, but on a shared disk
             if not isinstance(state, dict):
                 raise ValueError("not a JSON object")
             self._skipped = {s for s in state.get("skipped", []) if isinstance(s, str)}
@@ -104,7 +106,7 @@ class StoreMirror:
             self._first = False
         except FileNotFoundError:
             pass
-        except (OSError, ValueError, TypeError, AttributeError) as exc:  # not JSON, or not the shape saved
+        except (OSError, ValueError, TypeError, AttributeError, RecursionError) as exc:  # not JSON, or not the shape saved
             self._skipped, self._pruned, self._etags = set(), set(), {}
             self._problem("state_file", f"{self._state_path}: unreadable mirror state ({exc}); starting afresh")
 

@@ -16,7 +16,7 @@ import time
 from typing import NamedTuple
 
 from spark_state_observer.history.backend import Backend
-from spark_state_observer.model.bounded import clean_identity
+from spark_state_observer.model.bounded import clean_identity, loads
 from spark_state_observer.model.identity import Pairs
 from spark_state_observer.model.query_lifecycle import LASTING, RETIRED
 
@@ -125,8 +125,8 @@ def _row(values: tuple[object, ...]) -> QueryStatusRow | None:
     if not (math.isfinite(since) and math.isfinite(updated)):
         return None
     try:
-        static = tuple((str(k), str(v)) for k, v in json.loads(str(labels or "[]")))
-    except (ValueError, TypeError):  # a row written by hand or damaged: the labels are lost, not the state
+        static = tuple((str(k), str(v)) for k, v in loads(str(labels or "[]")))
+    except (ValueError, TypeError, RecursionError):  # a row written by hand or damaged: the labels are lost, not the state
         static = ()
     # what the table says ends on series and in the browser: cleaned as identity is (a row written by anyone)
     return QueryStatusRow(

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_state_observer.mixin.prometheus_text import DurationError, format_duration, parse_duration
+from spark_state_observer.model.bounded import loads
 from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS, DEFAULT_SCHEDULE_LATE_SHARE
 
 # Every alert the mixin defines, with its default ``for`` duration and severity (the rules live in
@@ -641,7 +642,7 @@ def _read_mapping(path: str) -> dict[str, Any]:
     kind = "JSON" if path.endswith(".json") else "YAML"
     try:
         text = raw.decode("utf-8")
-        data = json.loads(text) if kind == "JSON" else bounded_yaml(text)
+        data = loads(text) if kind == "JSON" else bounded_yaml(text)
     except UnicodeDecodeError as exc:
         raise MixinConfigError(f"{path} is not UTF-8 text (byte {exc.start})") from None
     except (ValueError, RecursionError) as exc:

@@ -6,6 +6,10 @@ py4j passed through breaks each of them later, far from the cause, and for every
 scrape renders all queries). So strings are cleaned once, here, where the event is built. Likewise a
 number is a finite float or nothing, a time is a time a datetime can hold, and JSON text is refused
 before parsing when it would expand into more Python objects than any real Spark event has.
+
+Every JSON read of the package goes through ``loads`` or ``Decoder`` here, whatever it reads (event lines,
+plans, checkpoint metadata and commits, lineage headers, REST answers): ``tests/unit/test_hostile_readers.py``
+fails on a raw ``json.loads`` or msgspec decoder elsewhere.
 """
 
 from __future__ import annotations
@@ -13,7 +17,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+T = TypeVar("T")
 
 REPLACEMENT = "\ufffd"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -26,8 +34,11 @@ MAX_EPOCH_SECONDS = 253402300799.0
 MAX_JSON_ITEMS = 1_000_000
 
 
-class JsonTooLarge(ValueError):
-    """JSON text whose parsed form would be far larger than any real event's."""
+class JsonTooLarge(msgspec.DecodeError):
+    """JSON text whose parsed form would be far larger than any real event's.
+
+    A ``ValueError`` (as ``json.loads``'s errors are) and a ``msgspec.DecodeError`` (as a typed decode's are), so
+    every reader's existing ``except`` for bad JSON counts it too."""
 
 
 def clean_text(value: str, limit: int) -> str:
@@ -114,13 +125,51 @@ def json_items(text: str | bytes | bytearray) -> int:
     return text.count(b"{") + text.count(b"[") + text.count(b",") + text.count(b":")
 
 
+def check_items(text: str | bytes | bytearray | memoryview, max_items: int = MAX_JSON_ITEMS) -> None:
+    """Raise ``JsonTooLarge`` when ``text`` could parse into more than ``max_items`` items.
+
+    Every item takes at least one character, so text no longer than ``max_items`` is not even counted."""
+    if len(text) <= max_items:
+        return
+    items = json_items(bytes(text) if isinstance(text, memoryview) else text)
+    if items > max_items:
+        raise JsonTooLarge(f"JSON with ~{items:,} items (more than {max_items:,}) refused before parsing")
+
+
 def loads(text: str | bytes | bytearray, max_items: int = MAX_JSON_ITEMS) -> Any:
     """``json.loads``, refusing text whose parsed form would be out of proportion to any real event.
 
     A 32 MB line of ``[{},{},...]`` is 11 million dicts (~900 MB); this refuses it after counting.
     Raises ``JsonTooLarge``, ``ValueError`` (not JSON) or ``RecursionError`` (nested too deep).
     """
-    items = json_items(text)
-    if items > max_items:
-        raise JsonTooLarge(f"JSON with ~{items:,} items (more than {max_items:,}) refused before parsing")
+    check_items(text, max_items)
     return json.loads(text)
+
+
+class Decoder(Generic[T]):
+    """``msgspec.json.Decoder(kind)`` that refuses, as ``loads`` does, text of more than ``max_items`` items.
+
+    A typed decode skips the fields it does not read, but builds whatever a field typed ``Any`` (or a list
+    of structs) holds: a 30 MB ``[{},{},...]`` there is ten million objects. Raises ``JsonTooLarge`` (a
+    ``msgspec.DecodeError``) before decoding such text.
+
+    ``marker``: for a list of structs that each require that key (``b'"taskId"'``) and hold scalars only, what
+    the decode builds is one struct per marker, whatever else the text holds (the decode skips it unbuilt):
+    the markers are counted against ``max_items`` instead of every item."""
+
+    __slots__ = ("_decoder", "marker", "max_items")
+
+    def __init__(self, kind: type[T], max_items: int = MAX_JSON_ITEMS, marker: bytes | None = None) -> None:
+        self._decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(kind)
+        self.max_items = max_items
+        self.marker = marker
+
+    def decode(self, data: bytes | bytearray | memoryview | str) -> T:
+        if self.marker is None:
+            check_items(data, self.max_items)
+        else:
+            text = bytes(data) if isinstance(data, memoryview) else data
+            found = text.count(self.marker.decode()) if isinstance(text, str) else text.count(self.marker)
+            if found > self.max_items:
+                raise JsonTooLarge(f"JSON with {found:,} structs (more than {self.max_items:,}) refused before parsing")
+        return self._decoder.decode(data)

@@ -13,8 +13,9 @@ Standard library only, so the signal rules use it below the composition roots th
 
 from __future__ import annotations
 
-import json
 import os
+
+from spark_state_observer.model.bounded import loads
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 MAX_ENTRY_BYTES = 1 << 20  # an offset log entry: a conf of a few dozen keys and one line per source
@@ -29,10 +30,10 @@ def batch_partitions(root: str, batch: int) -> int | None:
         lines = head.decode("utf-8", errors="replace").split("\n")
         if len(lines) < 2 or not lines[0].startswith("v"):
             return None
-        conf = json.loads(lines[1]).get("conf")
+        conf = loads(lines[1]).get("conf")
         value = conf.get(SHUFFLE_PARTITIONS) if isinstance(conf, dict) else None
         count = int(value) if isinstance(value, str) and value.isdigit() else None
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     return count if count is not None and 0 < count < 1 << 31 else None
 

@@ -22,7 +22,6 @@ spare the conversion the dict would need.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 import sys
@@ -34,7 +33,7 @@ from typing import Annotated, Any
 import msgspec
 
 from spark_state_observer.model import kinds, spark_events
-from spark_state_observer.model.bounded import MAX_JSON_ITEMS, clean_label, finite, json_items
+from spark_state_observer.model.bounded import MAX_JSON_ITEMS, Decoder, clean_label, finite, json_items, loads
 from spark_state_observer.model.events import InstanceMetric, OperatorProgress, QueryProgress, SinkProgress, SourceProgress, assemble
 from spark_state_observer.model.phases import TRIGGER_EXECUTION
 
@@ -120,10 +119,10 @@ class _Stamp(msgspec.Struct):
     batchDuration: Any = None  # noqa: N815
 
 
-_PROGRESS = msgspec.json.Decoder(_Progress)
-_LINE = msgspec.json.Decoder(_Line)
-_STAMP = msgspec.json.Decoder(_Stamp)
-_IDS = msgspec.json.Decoder(_Ids)
+_PROGRESS = Decoder(_Progress)
+_LINE = Decoder(_Line)
+_STAMP = Decoder(_Stamp)
+_IDS = Decoder(_Ids)
 
 
 class _Shared(threading.local):
@@ -280,7 +279,7 @@ class LazyJson(Mapping[str, Any]):
 
     def _loaded(self) -> dict[str, Any]:
         if self._obj is None:
-            obj = json.loads(self._text)
+            obj = loads(self._text)
             self._obj = obj if isinstance(obj, dict) else {}
         return self._obj
 

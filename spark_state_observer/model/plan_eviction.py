@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from spark_state_observer.model.plan_checkpoint import tree_state_info
 from spark_state_observer.model.spark_events import WRITER_OPERATOR_NAMES
@@ -43,14 +43,27 @@ _WRITER_NODE = (
     + _STATE_INFO
     + rb"([^\\\"\n]{0,512})"
 )
-# a stream-stream join's node: its run and operator id and its state cleanup, one predicate (or null) per side
-_JOIN_NODE = (
-    rb"StreamingSymmetricHashJoin [^\\\"\n]{0,65536}?" + _STATE_INFO + rb"[^\\\"\n]{0,512}?state cleanup \[ ([^\]\\\"\n]{0,16384}) \]"
-)
 _WRITER = re.compile(rb'"simpleString":"' + _WRITER_NODE + rb'"')
-_JOIN = re.compile(rb'"simpleString":"' + _JOIN_NODE)
 _WRITER_LINE = re.compile(_WRITER_NODE + rb"$", re.MULTILINE)
-_JOIN_LINE = re.compile(_JOIN_NODE)
+# where a writer or a join node may start: the regexes above are tried only there (see ``_operators``)
+_WRITER_NAMES = rb"(?:StateStoreSave|StreamingDeduplicate|SessionWindowStateStoreSave) \["
+_WRITER_AT = re.compile(rb'"simpleString":"' + _WRITER_NAMES)
+_WRITER_LINE_AT = re.compile(_WRITER_NAMES)
+# a stream-stream join's node: its run and operator id (its state info) and its state cleanup, one predicate (or null)
+# per side (``_joins``)
+_JOIN_AT = b'"simpleString":"StreamingSymmetricHashJoin '
+_JOIN_LINE_AT = b"StreamingSymmetricHashJoin "
+_JOIN_WINDOW = 65_536  # characters from a join's name to its state info
+_STATE = re.compile(_STATE_INFO)
+_MARKER = b"state info [ checkpoint = "
+_CHECKPOINT_MAX = 4096  # characters of a checkpoint path in a state info
+_KEYS_MAX = 8192  # characters of a writer's key list
+_STOP = re.compile(rb'[\\"\n]')  # what ends a node's text: the end of its JSON string, or of its line
+_KEYS_END = re.compile(rb'[\]\\"\n]')
+_PATH_END = re.compile(rb'[,\\"\n]')
+_CLEANUP = b"state cleanup [ "
+_CLEANUP_BODY = re.compile(rb"([^\]\\\"\n]{0,16384}) \]")
+_CLEANUP_WINDOW = 512  # characters from a join's state info to its state cleanup
 _WATERMARKED = re.compile(rb"#\d+-T\d+ms")  # an attribute carrying a watermark (its delay in ms)
 _COMPLETE = re.compile(rb"(?:^|, )Complete(?:,|$)")
 # what progress events call these writers on 3.5 too (its session window's writer has no short name of its own)
@@ -103,13 +116,13 @@ class PlanEviction:
         run = _RUN.match(line, at)
         if run is None or run[1].decode("ascii") in self._runs:
             return
-        joins = _JOIN if b'"simpleString":"StreamingSymmetricHashJoin ' in line else None
+        joins = _JOIN_AT if _JOIN_AT in line else None
         self._keep(run[1].decode("ascii"), _operators(line, tree, run[1], _WRITER, joins))
 
     def feed_tree(self, run_id: str, tree: str) -> None:
         """A live run's executed plan as its tree string (``executedPlan.treeString``): what the log's plans say."""
         text = tree.encode("utf-8", "replace")
-        self._keep(run_id, _operators(text, 0, run_id.encode("ascii", "replace"), _WRITER_LINE, _JOIN_LINE))
+        self._keep(run_id, _operators(text, 0, run_id.encode("ascii", "replace"), _WRITER_LINE, _JOIN_LINE_AT))
 
     def knows(self, run_id: str) -> bool:
         """Whether a plan of this run was read (whatever it held)."""
@@ -130,20 +143,90 @@ class PlanEviction:
         return found[1]
 
 
-def _operators(
-    text: bytes, start: int, run: bytes, writers: re.Pattern[bytes], joins: re.Pattern[bytes] | None
-) -> dict[int, tuple[str, bool]]:
-    """operator id -> (plan node, evicted by the watermark) of run ``run``'s writer nodes in ``text`` from ``start``."""
+def _operators(text: bytes, start: int, run: bytes, writers: re.Pattern[bytes], joins: bytes | None) -> dict[int, tuple[str, bool]]:
+    """operator id -> (plan node, evicted by the watermark) of run ``run``'s writer and join nodes in ``text`` from ``start``.
+
+    In time linear in ``text``, whatever it holds (a SQL string literal reaches the plan's text): a node is
+    tried only where its name is, and a try that fails tells where the next one can succeed, so no stretch of
+    text is read by more than a few tries. A lazy search of up to 64 KiB for a join's state info, with a 4 KiB
+    search for the checkpoint path at each of its positions, took 3.5 s of CPU per MB of hostile plan text."""
     operators: dict[int, tuple[str, bool]] = {}
-    for m in writers.finditer(text, start):
+    for m in _writers(text, start, writers):
         if len(operators) >= MAX_OPERATORS:
             return operators
         if m[4] == run:
             node = m[1].decode("ascii")
             operators[int(m[5])] = (node, watermark_evicts(node, m[2], m[6]))
-    for m in joins.finditer(text, start) if joins is not None else ():
+    for op, cleanup in _joins(text, start, run, joins) if joins is not None else ():
         if len(operators) >= MAX_OPERATORS:
             break
-        if m[1] == run:
-            operators[int(m[2])] = ("StreamingSymmetricHashJoin", join_evicts(m[3]))
+        operators[op] = ("StreamingSymmetricHashJoin", join_evicts(cleanup))
     return operators
+
+
+def _writers(text: bytes, pos: int, writers: re.Pattern[bytes]) -> Iterator[re.Match[bytes]]:
+    """The writer nodes of ``text`` from ``pos``, as ``writers.finditer`` would find them, in linear time.
+
+    A try is made only where a writer's name starts. One that fails was decided at or after the end of its key
+    list (the first ``]``, quote, backslash or newline), which every name before that end shares: the next try
+    starts there (or where a key list of ``_KEYS_MAX`` could still end there)."""
+    at = _WRITER_AT if writers is _WRITER else _WRITER_LINE_AT
+    while (found := at.search(text, pos)) is not None:
+        m = writers.match(text, found.start())
+        if m is not None:
+            yield m
+            pos = m.end()
+            continue
+        end = _KEYS_END.search(text, found.end())
+        stop = end.start() if end is not None else len(text)
+        pos = stop if stop - found.start() <= _KEYS_MAX + 64 else max(found.start() + 1, stop - _KEYS_MAX - 64)
+
+
+def _joins(text: bytes, pos: int, run: bytes, name: bytes) -> Iterator[tuple[int, bytes]]:
+    """(operator id, state cleanup) of run ``run``'s stream-stream join nodes in ``text`` from ``pos``, in linear time.
+
+    A join's state info is the first state info within ``_JOIN_WINDOW`` of its name (before the end of its node's
+    text) that is followed, within ``_CLEANUP_WINDOW``, by a state cleanup. Whether a state info qualifies does
+    not depend on the join, so each is tried once (``tried``); one that fails was decided at or after the end of
+    its checkpoint path, which every state info before that end shares."""
+    tried = pos
+    stop = -1  # where the current node's text ends: searched again only past it
+    while (j := text.find(name, pos)) >= 0:
+        body = j + len(name)
+        if stop < body:
+            end = _STOP.search(text, body)
+            stop = end.start() if end is not None else len(text)
+        limit = min(body + _JOIN_WINDOW + len(_MARKER), stop)
+        found = None
+        m = text.find(_MARKER, max(body, tried), limit)
+        while m >= 0:
+            found = _join_tail(text, m)
+            if found is not None:
+                break
+            path_end = _PATH_END.search(text, m + len(_MARKER))
+            path_stop = path_end.start() if path_end is not None else len(text)
+            fits = path_stop - m <= _CHECKPOINT_MAX + len(_MARKER)
+            tried = path_stop if fits else max(m + 1, path_stop - _CHECKPOINT_MAX - len(_MARKER))
+            m = text.find(_MARKER, tried, limit)
+        if found is None:
+            tried, pos = max(tried, limit - len(_MARKER) + 1), body
+            continue
+        op_run, op, cleanup, pos = found
+        tried = pos
+        if op_run == run:
+            yield op, cleanup
+
+
+def _join_tail(text: bytes, at: int) -> tuple[bytes, int, bytes, int] | None:
+    """The state info at ``at`` and the state cleanup after it: (run id, operator id, cleanup, end), or None."""
+    info = _STATE.match(text, at)
+    if info is None:
+        return None
+    window_end = info.end() + _CLEANUP_WINDOW + len(_CLEANUP)
+    cut = text.find(_CLEANUP, info.end(), window_end)
+    if cut < 0 or _STOP.search(text, info.end(), cut) is not None:
+        return None
+    body = _CLEANUP_BODY.match(text, cut + len(_CLEANUP))
+    if body is None:
+        return None
+    return info[1], int(info[2]), body[1], body.end()

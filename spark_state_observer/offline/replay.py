@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -11,7 +10,7 @@ from typing import Any, Callable, TextIO
 from spark_state_observer.capture.queue import CapturedEvent
 from spark_state_observer.exporters.prometheus import StateCollector
 from spark_state_observer.model import kinds
-from spark_state_observer.model.bounded import clean_identity
+from spark_state_observer.model.bounded import clean_identity, loads
 from spark_state_observer.model.capacity import ENVIRONMENT_PREFIX, spark_properties
 from spark_state_observer.model.checkpoint_work import expected_work_hook
 from spark_state_observer.model.decode import stamp_fields
@@ -107,13 +106,13 @@ def replay(
     def tap(line: bytes) -> None:
         if line.startswith(ENVIRONMENT_PREFIX):  # the application's conf: the RocksDB capacity estimate reads it
             try:
-                observer.set_spark_conf(spark_properties(json.loads(line)))
+                observer.set_spark_conf(spark_properties(loads(line)))
             except (ValueError, RecursionError):
                 result.errors.append("the environment event is not readable JSON: Spark's defaults assumed for the capacity estimate")
         if tasks is not None:
             if line.startswith(_LOG_START_LINE):  # the application's Spark: a restore names its operators as that Spark's progress does
                 try:
-                    version = json.loads(line).get("Spark Version")
+                    version = loads(line).get("Spark Version")
                 except (ValueError, RecursionError, AttributeError):
                     version = None
                 feed.restore_progress.spark_version = clean_identity(version) or None
@@ -144,6 +143,8 @@ def replay(
         if progress is not None and result.events % 500 == 0:
             progress(result.events)
     observer.stop()  # flushes the sinks; the tracker and registry stay readable
+    if tasks is not None and tasks.bad_lines:  # the record reader skips these lines unparsed: only placement saw them
+        result.errors.append(f"{tasks.bad_lines} task, job or plan line(s) not readable JSON or too large: placement skipped them")
     if sink is not None and (sink.dropped_rows or sink.store is None):
         result.history_rows_dropped = sink.dropped_rows
         reason = sink.last_failure or sink.error or "unknown"

@@ -11,13 +11,13 @@ estimate itself is ``spark_state_observer.model.capacity``; the restore time use
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Iterable, Mapping
 from contextlib import closing
 from typing import Any
 
 from spark_state_observer.model import kinds
+from spark_state_observer.model.bounded import loads
 from spark_state_observer.model.capacity import ENVIRONMENT_PREFIX, Estimate, StateConf, Workload, spark_properties
 from spark_state_observer.offline.checkpoint.restore import DEFAULT_BYTES_PER_SECOND, DEFAULT_SECONDS_PER_FILE, DEFAULT_SECONDS_PER_STORE
 from spark_state_observer.offline.eventlog import RECORD_EXECUTOR_ADDED, RECORD_EXECUTOR_REMOVED, EventLogError, read_records
@@ -77,8 +77,8 @@ def from_event_log(paths: list[str]) -> Observed:
     def tap(line: bytes) -> None:
         if line.startswith(ENVIRONMENT_PREFIX):
             try:
-                event = json.loads(line)
-            except ValueError as exc:
+                event = loads(line)
+            except (ValueError, RecursionError) as exc:
                 seen.problems.append(f"environment event unreadable: {str(exc)[:80]}")
                 return
             if isinstance(event, dict):
@@ -115,8 +115,8 @@ def from_history(location: str, query_id: str | None = None) -> Observed:
             return seen
         qid, run_id, batch_id, text = rows[0]
         try:
-            progress = json.loads(text) if text else None
-        except ValueError:
+            progress = loads(text) if text else None
+        except (ValueError, RecursionError):
             progress = None
         if isinstance(progress, dict):
             seen.take_progress({qid: progress})

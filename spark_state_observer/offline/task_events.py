@@ -7,11 +7,11 @@ every codec, bounded line length) and the same promise: problems are reported, n
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from spark_state_observer.capture.codecs import open_decompressed
+from spark_state_observer.model.bounded import loads
 from spark_state_observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EventLogError, bounded_lines, expand
 from spark_state_observer.placement.tasks import TaskEventReader, wanted_line
 from spark_state_observer.placement.tracker import OperatorBatch, PlacementTracker
@@ -31,7 +31,7 @@ def read_events(paths: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) 
 def _parsed(where: str, line: bytes) -> dict[str, Any] | EventLogError | None:
     """A wanted line as its JSON object (None: not an object)."""
     try:
-        obj = json.loads(line)
+        obj = loads(line)  # bounded: an item bomb is refused before parsing
     except (ValueError, RecursionError) as exc:
         return EventLogError(f"{where}: not valid JSON ({str(exc)[:80]})")
     return obj if isinstance(obj, dict) else None

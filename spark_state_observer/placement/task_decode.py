@@ -24,6 +24,8 @@ from typing import Any
 
 import msgspec
 
+from spark_state_observer.model.bounded import Decoder
+
 _UNSET = msgspec.UNSET
 OptInt = int | msgspec.UnsetType
 
@@ -110,9 +112,10 @@ class JobStart(msgspec.Struct, gc=False):
     submitted: Any = msgspec.field(default=None, name="Submission Time")
 
 
-_TASK_END = msgspec.json.Decoder(TaskEnd)
-_PLAN = msgspec.json.Decoder(Plan)
-_JOB_START = msgspec.json.Decoder(JobStart)
+# bounded: a field typed ``Any`` (an accumulable's update, the properties) would build a 30 MB ``[{},{},...]`` whole
+_TASK_END = Decoder(TaskEnd)
+_PLAN = Decoder(Plan)
+_JOB_START = Decoder(JobStart)
 
 
 def task_end(line: bytes) -> TaskEnd | None:

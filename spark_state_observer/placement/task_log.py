@@ -24,12 +24,12 @@ Memory is bounded: the reader's own bounds, and at most ``max_pending`` closed i
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from spark_state_observer.model import decode
+from spark_state_observer.model.bounded import loads
 from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.model.spark_events import QUERY_PROGRESS, line_prefix
 from spark_state_observer.placement.restore_progress import RestoreProgress
@@ -104,9 +104,9 @@ class EventLogSource:
         obj = decode.event_progress_ids(line) if line.startswith(_PROGRESS_LINE) else None
         if obj is None or obj["Event"] != QUERY_PROGRESS:  # not that shape (or a second "Event" key): the whole line
             try:
-                obj = json.loads(line)
+                obj = loads(line)  # bounded: a 30 MB ``[{},{},...]`` is refused, counted as a bad line
             except (ValueError, RecursionError):
-                self.bad_lines += 1  # the replay reports the line itself; here it only goes uncounted for placement
+                self.bad_lines += 1  # replay reports the count (the record reader skips these lines unparsed)
                 return
         if isinstance(obj, dict):
             self.feed(obj, app)

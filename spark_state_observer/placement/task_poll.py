@@ -19,8 +19,8 @@ placement and attempts, not per-partition load times or sizes: those come from e
 from __future__ import annotations
 
 import http.client
-import json
 import re
+import socket
 import threading
 import time
 import urllib.parse
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from spark_state_observer.model.bounded import Decoder, loads
 from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.placement.restore_progress import RestoreProgress
 from spark_state_observer.placement.tasks import BatchTasks, ExecutorChange, PartitionRun
@@ -39,24 +40,33 @@ if TYPE_CHECKING:
     from spark_state_observer.placement.restore_poll import RestorePoller
 
 
+Scalar = int | float | str | bool | None
+
+
 class _Task(msgspec.Struct, rename="camel"):
     """The fields of the REST API's TaskData that placement uses; the rest (task metrics) is skipped unparsed.
 
-    Decoding only these is several times faster than ``json.loads`` of whole task lists."""
+    Decoding only these is several times faster than ``json.loads`` of whole task lists. Each field is any JSON
+    scalar, as the readers judge it, never a list or an object (which a bomb would fill); ``taskId``, which every
+    TaskData has, is required, so an element without it fails the decode rather than becoming a struct."""
 
-    index: Any = None
-    attempt: Any = None
-    partition_id: Any = None
-    launch_time: Any = None
-    duration: Any = None
-    executor_id: Any = None
-    host: Any = None
-    status: Any = None
-    speculative: Any = None
-    error_message: Any = None
+    task_id: int
+    index: Scalar = None
+    attempt: Scalar = None
+    partition_id: Scalar = None
+    launch_time: Scalar = None
+    duration: Scalar = None
+    executor_id: Scalar = None
+    host: Scalar = None
+    status: Scalar = None
+    speculative: Scalar = None
+    error_message: Scalar = None
 
 
-_TASKS = msgspec.json.Decoder(list[_Task])
+MAX_TASK_STRUCTS = 100_000  # tasks of one taskList answer (the most either poller asks for)
+# bounded by its tasks, not its items: a real task has ~120 items (~1.9 KB, its metrics skipped unbuilt), so an
+# item bound would refuse a stage of 8,000 tasks; each struct needs its ``taskId`` and holds scalars only
+_TASKS = Decoder(list[_Task], MAX_TASK_STRUCTS, marker=b'"taskId"')
 _TASK_FIELDS = {f: "".join(w.capitalize() if i else w for i, w in enumerate(f.split("_"))) for f in _Task.__struct_fields__}
 
 
@@ -78,40 +88,107 @@ MAX_PENDING = 8  # batches whose execution the status store did not show yet, re
 MAX_KNOWN = 256  # executions of other batches remembered for their own poll
 
 
-class RestSource:
-    """GETs against the driver's REST API over one persistent HTTP/1.1 connection."""
+MAX_ANSWER_BYTES = 64 << 20  # one REST answer: a taskList of 20,000 tasks with their metrics is ~40 MB
+ANSWER_SECONDS = 10.0  # one REST answer, headers to last byte: the socket timeout bounds each wait, not a drip
+_READ = 64 << 10
 
-    def __init__(self, ui_url: str, app_id: str, timeout: float = 2.0) -> None:
+
+class AnswerRefused(OSError):
+    """A REST answer larger than the cap, or not whole within the deadline: the rest of it is not read."""
+
+
+def read_answer(resp: http.client.HTTPResponse, path: str, limit: int, deadline: float) -> bytes:
+    """The body of ``resp``, refused (``AnswerRefused``) past ``limit`` bytes or past ``deadline`` (monotonic).
+
+    ``read1`` returns what one receive (or one chunk) brings, so a drip is checked between its bytes, where
+    ``read()`` would wait for the whole answer however slowly it came and hold however much it grew to."""
+    declared = resp.getheader("Content-Length")
+    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+        raise AnswerRefused(f"GET {path}: answer of {int(declared):,} bytes (more than {limit:,}) refused")
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        if resp.length == 0:  # a body of known length read whole: ``read`` ends the response, so the connection serves the next
+            resp.read()
+            return b"".join(parts)
+        if time.monotonic() > deadline:
+            raise AnswerRefused(f"GET {path}: no whole answer within the deadline")
+        part = resp.read1(_READ)
+        if not part:
+            if resp.length:  # ``read1`` ends a body cut short quietly, where ``read`` raised
+                raise AnswerRefused(f"GET {path}: answer cut short ({resp.length:,} bytes missing)")
+            return b"".join(parts)
+        size += len(part)
+        if size > limit:
+            raise AnswerRefused(f"GET {path}: answer larger than {limit:,} bytes refused")
+        parts.append(part)
+
+
+def _cut(conn: http.client.HTTPConnection) -> None:
+    """Wake a read blocked on ``conn`` (a watchdog's action at the deadline): the connection is closed after."""
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class RestSource:
+    """GETs against the driver's REST API over one persistent HTTP/1.1 connection.
+
+    Every answer is bounded: at most ``max_bytes`` (an endless chunked answer grew the user's driver by
+    2.7 GB in 2 s) and whole within ``deadline`` seconds from the request (a drip of one byte per second,
+    each within the socket timeout, held the worker for minutes). A watchdog cuts the socket at the deadline,
+    so a drip in the status line or the headers ends too."""
+
+    def __init__(
+        self,
+        ui_url: str,
+        app_id: str,
+        timeout: float = 2.0,
+        max_bytes: int = MAX_ANSWER_BYTES,
+        deadline: float = ANSWER_SECONDS,
+    ) -> None:
         parsed = urllib.parse.urlsplit(ui_url)
         self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 4040
         self.base = f"/api/v1/applications/{urllib.parse.quote(app_id)}"
         self.timeout = timeout
+        self.max_bytes = max_bytes
+        self.deadline = deadline
         self.requests = 0
         self._conn: http.client.HTTPConnection | None = None
 
     def get(self, path: str) -> Any:
         """The decoded JSON of ``path`` under the application, or None for a 404 (not there, or not yet)."""
         body = self.get_bytes(path)
-        return None if body is None else json.loads(body)
+        return None if body is None else loads(body)
 
     def get_bytes(self, path: str) -> bytes | None:
-        """The raw answer to ``path``, or None for a 404."""
+        """The raw answer to ``path``, or None for a 404; ``OSError`` (``AnswerRefused`` for one too large or too slow)."""
         for retry in (False, True):
             if self._conn is None:
                 self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            conn = self._conn
+            deadline = time.monotonic() + self.deadline
+            watchdog = threading.Timer(self.deadline, _cut, (conn,))
+            watchdog.daemon = True
+            watchdog.start()
             try:
                 self.requests += 1
-                self._conn.request("GET", self.base + path)
-                resp = self._conn.getresponse()
-                body = resp.read()
-            except (ConnectionError, http.client.RemoteDisconnected) as exc:
+                conn.request("GET", self.base + path)
+                resp = conn.getresponse()
+                body = read_answer(resp, path, self.max_bytes, deadline)
+            except (ConnectionError, http.client.RemoteDisconnected, http.client.IncompleteRead) as exc:
                 self.close()
-                if retry:
-                    raise OSError(f"GET {path}: {exc!r}") from exc
+                if retry or time.monotonic() > deadline:  # cut by the watchdog: no second wait
+                    raise AnswerRefused(f"GET {path}: no whole answer ({exc!r})") from exc
                 continue  # a kept-alive connection the server closed: once more on a new one
             except (OSError, http.client.HTTPException):
                 self.close()  # a timeout: the driver is busy; no retry, the worker thread must not wait longer
                 raise
+            finally:
+                watchdog.cancel()
             if resp.status == 404:
                 return None
             if resp.status != 200:
@@ -133,7 +210,7 @@ class RestSource:
             conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
             try:
                 conn.request("GET", self.base + "/jobs?status=running")
-                conn.getresponse().read()
+                read_answer(conn.getresponse(), "/jobs", self.max_bytes, time.monotonic() + timeout)
             except (OSError, http.client.HTTPException):
                 pass  # the worker's own requests count their errors
             finally:

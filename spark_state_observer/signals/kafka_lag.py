@@ -29,7 +29,6 @@ nothing here raises on bad input: garbage yields fewer partitions, never an exce
 from __future__ import annotations
 
 import bisect
-import json
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -39,6 +38,7 @@ from typing import Any
 from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.catalog import MetricSpec
 from spark_state_observer.metrics.updates import Labels
+from spark_state_observer.model.bounded import loads
 from spark_state_observer.model.parse import parse_timestamp
 
 Offsets = dict[str, dict[int, int]]
@@ -96,7 +96,7 @@ def parse_offsets(value: Any, max_partitions: int = DEFAULT_MAX_PARTITIONS) -> O
         if len(value) > MAX_JSON_CHARS:
             return {}
         try:
-            value = json.loads(value)
+            value = loads(value)
         except (ValueError, RecursionError):
             return {}
     out: Offsets = {}

@@ -11,10 +11,10 @@ read (a ``writeUTF`` string is at most 65,535 bytes), each bounded as the event-
 
 from __future__ import annotations
 
-import json
 import struct
 
 from spark_state_observer.capture.codecs import decode_lz4_block
+from spark_state_observer.model.bounded import loads
 from spark_state_observer.offline.checkpoint.files import read_head
 
 LZ4_MAGIC = b"LZ4Block"
@@ -75,9 +75,9 @@ def changelog_lineage(path: str) -> dict[int, str]:
         raise NoLineage(f"{path}: changelog format {fmt[:8]!r} carries no lineage")
     text, _ = _utf(data, at, path)
     try:
-        entries = json.loads(text)
-    except ValueError:
-        raise NoLineage(f"{path}: lineage is not JSON") from None
+        entries = loads(text)  # at most 65,535 bytes, but ``[[[...]]]`` nests past Python's recursion limit
+    except (ValueError, RecursionError):
+        raise NoLineage(f"{path}: lineage is not JSON (or nested too deep)") from None
     lineage: dict[int, str] = {}
     for e in entries[:100_000] if isinstance(entries, list) else []:
         version = e.get("version") if isinstance(e, dict) else None

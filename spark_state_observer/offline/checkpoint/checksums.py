@@ -10,10 +10,10 @@ which costs what a restore's reads cost. Checksum files are never counted as sta
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 
+from spark_state_observer.model.bounded import loads
 from spark_state_observer.offline.checkpoint.files import UnreadableFile, is_dir, list_dir, read_text, regular_size
 
 MAX_FILES = 100_000  # checksum files verified per checkpoint
@@ -93,7 +93,7 @@ def _note(into: list[str], text: str) -> None:
 
 def _check(checksum_path: str, main: str) -> tuple[str, str] | None:
     try:
-        meta = json.loads(read_text(checksum_path, limit=64 << 10))
+        meta = loads(read_text(checksum_path, limit=64 << 10))
         algorithm, expected, size = meta["algorithm"], meta["value"], meta["mainFileSize"]
     except UnreadableFile as exc:
         return "unreadable", str(exc)

@@ -10,12 +10,12 @@ the report, and the rest of the checkpoint is still read.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Any
 from urllib.parse import urlparse
 
+from spark_state_observer.model.bounded import loads
 from spark_state_observer.model.fields import OPERATOR_NAME
 from spark_state_observer.offline.checkpoint.files import UnreadableFile, is_dir, list_dir, read_text, regular_size
 from spark_state_observer.offline.checkpoint.report import CheckpointError, CheckpointReport, OperatorState, PartitionState, StateFile
@@ -69,7 +69,7 @@ def scan(path: str) -> CheckpointReport:
     query_id = None
     if has["metadata"]:
         try:
-            meta = json.loads(read_text(os.path.join(root, "metadata")).split("\n", 1)[0])
+            meta = loads(read_text(os.path.join(root, "metadata")).split("\n", 1)[0], MAX_ENTRY_ITEMS)
             query_id = meta.get("id") if isinstance(meta, dict) and isinstance(meta.get("id"), str) else None
             if query_id is None:
                 problems.append("metadata names no query id")
@@ -87,7 +87,7 @@ def scan(path: str) -> CheckpointReport:
     if planned is not None:
         try:
             lines = _read_log_entry(os.path.join(root, "offsets", str(planned)))
-            meta = json.loads(lines[1])
+            meta = loads(lines[1], MAX_ENTRY_ITEMS)
             watermark, timestamp = _long(meta.get("batchWatermarkMs")), _long(meta.get("batchTimestampMs"))
             conf = meta.get("conf") or {}
             provider_class = conf.get("spark.sql.streaming.stateStore.providerClass", "")
@@ -125,6 +125,11 @@ def _long(value: Any) -> int | None:
 
 
 MAX_COMMITS_READ = 1000  # commit log entries read for the lineage (Spark keeps minBatchesToRetain, 100)
+# JSON items of one log entry (metadata, offsets, a commit): a v2 commit names a unique id per store, ~2 items each,
+# so 200,000 holds 8 operators x 5,000 partitions x 2 stores; a 4 MB ``[{},{},...]`` (1.4 million) is refused
+MAX_ENTRY_ITEMS = 200_000
+MAX_COMMIT_BYTES = 64 << 20  # commit log bytes read in all, newest first: twelve 4 MB entries held 1.25 GB once parsed
+MAX_LINEAGE_IDS = 1_000_000  # (store, version) unique ids kept from the commit log, ~100 bytes each
 Lineage = dict[tuple[int, int, int], dict[int, str]]
 """(operator id, partition, store index) -> state version -> the unique id the commit log names (format v2)."""
 
@@ -146,20 +151,30 @@ def _commit_lineage(folder: str, commits: list[int], problems: list[str]) -> tup
     unique id each committed batch gave every store: batch ``b`` wrote version ``b + 1``."""
     lineage: Lineage = {}
     version = None
-    for batch in commits[-MAX_COMMITS_READ:]:
+    budget, kept = MAX_COMMIT_BYTES, 0
+    for batch in reversed(commits[-MAX_COMMITS_READ:]):  # newest first: the budgets leave out the oldest
+        path = os.path.join(folder, str(batch))
         try:
-            lines = _read_log_entry(os.path.join(folder, str(batch)))
+            budget -= regular_size(path)
+            if budget < 0:
+                problems.append(f"commits: more than {MAX_COMMIT_BYTES >> 20} MB; entries up to commits/{batch} not read")
+                break
+            lines = _read_log_entry(path)
             head = lines[0].strip() if lines else ""
-            if head in ("v1", "v2"):
+            if version is None and head in ("v1", "v2"):
                 version = int(head[1])
             if head != "v2" or len(lines) < 2:
                 continue
-            ids = json.loads(lines[1]).get("stateUniqueIds") or {}
+            ids = loads(lines[1], MAX_ENTRY_ITEMS).get("stateUniqueIds") or {}
             for op, partitions in list(ids.items())[:1000]:
                 for part, stores in enumerate(partitions[:100_000]):
                     for index, uid in enumerate(stores[:16]):
                         if isinstance(uid, str) and _NUMBER.fullmatch(op):
                             lineage.setdefault((int(op), part, index), {})[batch + 1] = uid[:64]
+                            kept += 1
+            if kept > MAX_LINEAGE_IDS:
+                problems.append(f"commits: more than {MAX_LINEAGE_IDS:,} store versions named; entries before commits/{batch} not read")
+                break
         except _PROBLEMS as exc:
             problems.append(f"commits/{batch} unreadable: {_message(exc)}")
     return version, lineage
@@ -183,7 +198,7 @@ def _operator(op_path: str, op_id: int, committed: int | None, problems: list[st
     meta_file = os.path.join(op_path, "_metadata", "metadata")
     if os.path.lexists(meta_file):
         try:
-            meta = json.loads(_read_log_entry(meta_file)[1])
+            meta = loads(_read_log_entry(meta_file)[1], MAX_ENTRY_ITEMS)
             raw_name = meta["operatorInfo"][OPERATOR_NAME]
             name = raw_name[:100] if isinstance(raw_name, str) else None
             raw_infos = meta.get("stateStoreInfo", [])[:1000]

@@ -9,12 +9,12 @@ read with the standard library (``sqlite3``), so ``inspect --history`` works on 
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 from contextlib import closing
 
 from spark_state_observer.model import checkpoint_work
+from spark_state_observer.model.bounded import loads
 from spark_state_observer.model.signal_kinds import RESTORE
 from spark_state_observer.offline.checkpoint.changelog_lineage import NoLineage, changelog_lineage
 from spark_state_observer.offline.checkpoint.files import UnreadableFile, zip_member
@@ -105,7 +105,7 @@ def _zip_sst_bytes(folder: str, snap: StateFile, problems: list[str]) -> int:
     path = os.path.join(folder, name)
     try:
         text = zip_member(path, "metadata").decode("utf-8", errors="replace")
-        meta = json.loads(text.split("\n", 1)[1])
+        meta = loads(text.split("\n", 1)[1])  # bounded: 16 MB of ``[{},{},...]`` is 5 million objects
         listed = meta.get("sstFiles", [])
         sizes = [n for f in listed if isinstance(f, dict) and type(n := f.get("sizeBytes", 0)) is int and 0 <= n < 2**63]
         if len(sizes) != len(listed):
@@ -154,6 +154,14 @@ def estimate_restore(report: CheckpointReport, rates: dict[str, float] | None = 
     )
 
 
+def _attributes(text: str) -> object:
+    """A history event's attributes (written by any watcher of a shared history): None when not readable JSON."""
+    try:
+        return loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def rates_from_history(history_path: str, query_id: str) -> dict[str, float] | None:
     """Per-store restore cost observed in the history (restores measured by Spark's load metrics).
 
@@ -165,7 +173,7 @@ def rates_from_history(history_path: str, query_id: str) -> dict[str, float] | N
         _, rows = backend.rows("SELECT attributes FROM events WHERE query_id = ? AND kind = ?", (query_id, RESTORE))
     loads = [
         a
-        for a in (json.loads(text) for (text,) in rows if text)
+        for a in (_attributes(text) for (text,) in rows if text)
         if isinstance(a, dict) and a.get("method") == "load_metrics" and a.get("stores")
     ]
     if not loads:
