@@ -30,6 +30,11 @@ def run(args: argparse.Namespace) -> int:
 
     backend = None
     try:
+        reader = open_backend(args.history, readonly=True)
+        try:
+            reader.rows("SELECT 1")  # a history that is not there is said, not created empty
+        finally:
+            reader.close()
         backend = open_backend(args.history)
         retired = query_status.retire(backend, args.query)
     except HistoryError as exc:

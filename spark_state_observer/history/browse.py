@@ -7,7 +7,6 @@ read time, and a history without them reads as one unknown application.
 
 from __future__ import annotations
 
-import json
 from contextlib import closing
 from typing import Any
 
@@ -15,6 +14,7 @@ import pandas as pd
 
 from spark_state_observer.history import query_status
 from spark_state_observer.history.backend import HistoryError, open_backend
+from spark_state_observer.model.bounded import stored_json
 from spark_state_observer.model.query_lifecycle import LASTING, RETIRED
 
 UNKNOWN_APP = "unknown application"
@@ -27,7 +27,7 @@ def _frame(path: str, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
 
 
 def _attributes(frame: pd.DataFrame) -> pd.DataFrame:
-    frame["attributes"] = frame["attributes"].map(lambda s: json.loads(s) if isinstance(s, str) else {})
+    frame["attributes"] = frame["attributes"].map(lambda s: stored_json(s, {}))
     return frame
 
 
@@ -63,12 +63,7 @@ def load_lasting_states(path: str) -> dict[str, str]:
 
 
 def _labels(text: Any) -> dict[str, str]:
-    if not isinstance(text, str) or not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
+    value = stored_json(text, {})
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 

@@ -10,13 +10,13 @@ they differ (JSON fields, time buckets) come from the backend.
 
 from __future__ import annotations
 
-import json
 from contextlib import closing
 from typing import Any
 
 import pandas as pd
 
 from spark_state_observer.history.backend import Backend, open_backend
+from spark_state_observer.model.bounded import stored_json
 
 
 def _frame(path: str, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
@@ -86,14 +86,14 @@ def load_batches(
         "processed_rps, watermark, state_rows, state_memory_bytes, durations"
     )
     frame = _frame(path, f"SELECT {columns} FROM batches WHERE {where} ORDER BY ts", params)
-    frame["durations"] = frame["durations"].map(lambda s: json.loads(s) if isinstance(s, str) else {})
+    frame["durations"] = frame["durations"].map(lambda s: stored_json(s, {}))
     return frame
 
 
 def load_batch(path: str, query_id: str, run_id: str, batch_id: int) -> dict[str, Any] | None:
     """The full progress JSON of one batch."""
     frame = _frame(path, "SELECT progress FROM batches WHERE query_id = ? AND run_id = ? AND batch_id = ?", (query_id, run_id, batch_id))
-    return json.loads(frame["progress"].iloc[0]) if len(frame) else None
+    return stored_json(frame["progress"].iloc[0], None) if len(frame) else None
 
 
 def load_operators(
@@ -134,7 +134,7 @@ def load_events(path: str, query_id: str | None = None, since: float | None = No
     else:
         where, params = _range(query_id, since, until, None)
         frame = _frame(path, f"SELECT * FROM events WHERE {where} ORDER BY ts", params)
-    frame["attributes"] = frame["attributes"].map(lambda s: json.loads(s) if isinstance(s, str) else {})
+    frame["attributes"] = frame["attributes"].map(lambda s: stored_json(s, {}))
     return frame
 
 
@@ -241,7 +241,7 @@ def load_progress_tail(path: str, query_id: str, until: float | None = None, lim
         "SELECT progress FROM batches WHERE query_id = ? AND ts <= ? ORDER BY ts DESC LIMIT ?",
         (query_id, until if until is not None else 1e18, limit),
     )
-    return [json.loads(s) for s in reversed(frame["progress"].tolist()) if isinstance(s, str)]
+    return [p for p in (stored_json(s, None) for s in reversed(frame["progress"].tolist())) if p is not None]
 
 
 def load_recent_runs(path: str, query_id: str, limit: int = 500) -> pd.DataFrame:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spark_state_observer.model.bounded import stored_json
 from spark_state_observer.offline.checkpoint.report import CheckpointReport
 
 SNAPSHOT_KINDS = ("snapshot", "zip")
@@ -94,7 +95,6 @@ MAX_FORECAST_BATCHES = 500  # the newest batches read (each row holds a progress
 def disk_forecast(report: CheckpointReport, history_path: str, budget_bytes: int) -> DiskForecast:
     """Forecast from the query's ``rocksdbSstFileSize`` over time (its state's live size, which the checkpoint's
     SSTs follow); raises ``HistoryError`` when the history cannot be read."""
-    import json
     from contextlib import closing
 
     from spark_state_observer.history.backend import open_backend
@@ -107,10 +107,7 @@ def disk_forecast(report: CheckpointReport, history_path: str, budget_bytes: int
                 "SELECT ts, progress FROM batches WHERE query_id = ? ORDER BY ts DESC LIMIT ?", (report.query_id, MAX_FORECAST_BATCHES)
             )
         for ts, text in rows:
-            try:
-                progress = json.loads(text) if text else None
-            except ValueError:
-                continue
+            progress = stored_json(text, None)
             ops = progress.get("stateOperators") if isinstance(progress, dict) else None
             sizes = [
                 o["customMetrics"].get("rocksdbSstFileSize")

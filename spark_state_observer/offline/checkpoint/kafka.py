@@ -17,7 +17,6 @@ read about as much as the run's largest ones (capped by ``maxOffsetsPerTrigger``
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import logging
 import os
 import time
@@ -26,6 +25,7 @@ from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from spark_state_observer.model.bounded import stored_json
 from spark_state_observer.offline.checkpoint.report import CheckpointError, CheckpointReport
 from spark_state_observer.signals.kafka_lag import Offsets, catch_up_seconds, parse_offsets
 
@@ -169,7 +169,7 @@ def read_rate_from_history(history_path: str, query_id: str) -> tuple[float | No
             "SELECT attributes FROM events WHERE query_id = ? AND kind = ? ORDER BY ts", (query_id, KAFKA_CATCH_UP_FORECAST)
         ).fetchall()
         batches = conn.execute("SELECT run_id, ts, input_rows FROM batches WHERE query_id = ? ORDER BY run_id, ts", (query_id,)).fetchall()
-    attributes = [json.loads(text) for (text,) in events if text]
+    attributes = [stored_json(text, None) for (text,) in events]
     measured = [
         float(r)
         for r in (a.get("read_records_per_second") for a in attributes if isinstance(a, dict))
