@@ -14,6 +14,7 @@ import pandas as pd
 
 from spark_state_observer.history import query_status
 from spark_state_observer.history.backend import HistoryError, open_backend
+from spark_state_observer.history.loaders import frame_of
 from spark_state_observer.model.bounded import stored_json
 from spark_state_observer.model.query_lifecycle import LASTING, RETIRED
 
@@ -23,7 +24,7 @@ UNKNOWN_APP = "unknown application"
 def _frame(path: str, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
     with closing(open_backend(path, readonly=True)) as backend:
         names, rows = backend.rows(sql, params)
-    return pd.DataFrame.from_records(rows, columns=names, coerce_float=True)
+    return frame_of(names, rows)
 
 
 def _attributes(frame: pd.DataFrame) -> pd.DataFrame:

@@ -18,11 +18,26 @@ import pandas as pd
 from spark_state_observer.history.backend import Backend, open_backend
 from spark_state_observer.model.bounded import stored_json
 
+TIME_COLUMNS = ("ts", "started", "ended", "last_seen")
+
+
+def frame_of(columns: list[str], rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    """Rows as a frame whose times are numbers: a history is shared, and SQLite keeps text in any column, so a
+    time that is not a number (a row written by hand or another tool) becomes missing, and a row without its
+    ``ts`` is left out, rather than breaking every page that computes with the column."""
+    frame = pd.DataFrame.from_records(rows, columns=columns, coerce_float=True)
+    for column in TIME_COLUMNS:
+        if column in frame.columns and frame[column].dtype == object:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    if "ts" in frame.columns and frame["ts"].isna().any():
+        frame = frame[frame["ts"].notna()].reset_index(drop=True)
+    return frame
+
 
 def _frame(path: str, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
     with closing(open_backend(path, readonly=True)) as backend:
         columns, rows = backend.rows(sql, params)
-    return pd.DataFrame.from_records(rows, columns=columns, coerce_float=True)
+    return frame_of(columns, rows)
 
 
 def _dialect(path: str) -> Backend:

@@ -810,7 +810,7 @@ NO_DATA_LOADERS = {
         "save": "writes the lasting statuses (the writer's own tests)",
         "delete_before": "writes: deletes expired statuses",
     },
-    "spark_state_observer.history.loaders": {},
+    "spark_state_observer.history.loaders": {"frame_of": "makes a frame of rows it is given; reads nothing itself"},
     "spark_state_observer.history.browse": {},
 }
 
