@@ -196,6 +196,14 @@ def _odd(kind: str) -> Callable[[Path], Path]:
     return build
 
 
+def _inprogress(root: Path) -> Path:
+    """A log still being written: ``.inprogress``, its last zstd frame cut short."""
+    path = root / f"{_app('inprogress-cut')}.zstd.inprogress"
+    data = encode(renamed(LINES, "inprogress-cut", _app("inprogress-cut")), "zstd")
+    path.write_bytes(data[: len(data) - 100])
+    return path
+
+
 LINES = _recorded()
 
 
@@ -217,6 +225,11 @@ def event_log_cases() -> list[Case]:
                 _single(f"{t}-lying", codec, lambda ls, c=codec: encode(ls, "zstd") if c is None else LYING),
                 "lying",
             ),
+            Case(
+                f"{t}-other-codec",  # a real log of another codec under this one's name
+                _single(f"{t}-other-codec", codec, lambda ls, c=codec: encode(ls, CODECS[CODECS.index(c) - 1])),
+                "other-codec",
+            ),
             Case(f"{t}-empty", _single(f"{t}-empty", codec, lambda ls: b""), None),
             Case(f"{t}-directory", _directory(f"{t}-directory", codec), None),
             Case(f"{t}-unreadable", _single(f"{t}-unreadable", codec, lambda ls, c=codec: encode(ls, c), mode=0), "unreadable"),
@@ -228,6 +241,7 @@ def event_log_cases() -> list[Case]:
                 f"zstd-rolling-{bad}-part", _rolling(f"zstd-rolling-{bad}-part", "zstd", bad), None if bad == "empty" else "events_2_", True
             )
         )
+    cases.append(Case("zstd-inprogress-cut", _inprogress, "inprogress-cut", True))
     for kind in ("missing", "fifo", "dangling-link", "unsupported-codec", "nul-bytes", "rolling-empty-folder", "rolling-unreadable-folder"):
         cases.append(Case(kind, _odd(kind), None if kind == "rolling-empty-folder" else _app(kind)))
     return cases
@@ -534,9 +548,17 @@ def _event_log_readers() -> dict[str, Callable[[str], Any]]:
     }
 
 
+def _quiet_streamlit() -> None:
+    """Streamlit warns, once per cached loader, that it runs without its server: true here, and noise."""
+    import streamlit.logger
+
+    streamlit.logger.set_log_level("error")
+
+
 def _history_readers(query_id: str, checkpoint: str) -> dict[str, Callable[[str], Any]]:
     from contextlib import closing
 
+    _quiet_streamlit()
     from spark_state_observer.browser import data
     from spark_state_observer.history import browse, loaders, query_status
     from spark_state_observer.history.backend import open_backend
@@ -607,6 +629,7 @@ def _history_readers(query_id: str, checkpoint: str) -> dict[str, Callable[[str]
 
 
 def _checkpoint_readers(good_history: str) -> dict[str, Callable[[str], Any]]:
+    _quiet_streamlit()
     from spark_state_observer.browser import data
 
     return {
@@ -856,4 +879,5 @@ def test_corpus_size_per_entry_point(capsys: pytest.CaptureFixture[str]) -> None
     with capsys.disabled():
         print("\nhostile corpus per entry point: " + ", ".join(f"{k} {v}" for k, v in sizes.items()) + f"; total {sum(sizes.values())}")
     for codec in CODECS:
-        assert {f"{tag(codec)}-{k}" for k in ("truncated", "corrupt", "lying", "empty", "directory", "unreadable")} <= set(EVENT_LOG_CASES)
+        kinds = ("truncated", "corrupt", "lying", "other-codec", "empty", "directory", "unreadable", "rolling-corrupt-part")
+        assert {f"{tag(codec)}-{k}" for k in kinds} <= set(EVENT_LOG_CASES)
