@@ -53,7 +53,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MEMORY_LIMIT = 1 << 30  # address space of each command run (the interpreter, pandas and the readers take ~500 MiB)
 LYING = b"this is not zstd at all\n" * 200
 CODECS: tuple[str | None, ...] = (None, "zstd", "lz4", "snappy")
-QUERY_ID_PLACEHOLDER = "00000000-0000-4000-8000-000000000000"
 
 
 # --- the event-log corpus ---------------------------------------------------------------------------------
@@ -204,6 +203,20 @@ def _inprogress(root: Path) -> Path:
     return path
 
 
+def _deep_lines(root: Path) -> Path:
+    """A log whose environment, plan and task lines (each read by a tap of its own) are nested 100,000 deep."""
+    app = _app("deep-lines")
+    deep = "[" * 100_000 + "]" * 100_000
+    taps = (b"SparkListenerEnvironmentUpdate", b"SparkListenerLogStart", b"SparkListenerSQLExecutionStart", b"SparkListenerTaskEnd")
+    lines = []
+    for line in renamed(LINES, "deep-lines", app):
+        event = line[10 : line.index(b'"', 10)]
+        lines.append(b'{"Event":"%s","x":%s}\n' % (event, deep.encode()) if event.endswith(taps) else line)
+    path = root / app
+    path.write_bytes(encode(lines, None))
+    return path
+
+
 LINES = _recorded()
 
 
@@ -242,6 +255,7 @@ def event_log_cases() -> list[Case]:
             )
         )
     cases.append(Case("zstd-inprogress-cut", _inprogress, "inprogress-cut", True))
+    cases.append(Case("plain-deep-lines", _deep_lines, None, True))
     for kind in ("missing", "fifo", "dangling-link", "unsupported-codec", "nul-bytes", "rolling-empty-folder", "rolling-unreadable-folder"):
         cases.append(Case(kind, _odd(kind), None if kind == "rolling-empty-folder" else _app(kind)))
     return cases
@@ -420,6 +434,7 @@ HISTORY_CASES: dict[str, str | None] = {  # case -> what a clear message names (
     "unreadable": "unreadable",
     "foreign-sqlite": "foreign-sqlite",
     "hostile-rows": None,  # the right tables holding values of the wrong kinds: read as far as they go
+    "newer-schema": None,  # written by a later observer: read as far as its tables go; retire says to upgrade
 }
 
 
@@ -447,6 +462,7 @@ def build_histories(folder: Path, good: str) -> dict[str, Path]:
             "unreadable": data,
             "foreign-sqlite": b"",
             "hostile-rows": data,
+            "newer-schema": data,
         }[case]
         path.write_bytes(payload)
         if case == "unreadable":
@@ -457,6 +473,9 @@ def build_histories(folder: Path, good: str) -> dict[str, Path]:
                 conn.execute("INSERT INTO batches VALUES (x'00ff')")
         elif case == "hostile-rows":
             hostile_rows(path)
+        elif case == "newer-schema":
+            with sqlite3.connect(path) as conn:
+                conn.execute("PRAGMA user_version = 999")
     return out
 
 
@@ -780,6 +799,9 @@ def test_watch_follows_the_good_and_counts_the_hostile(corpus: Any) -> None:
         series = scrape_until(port, proc, err_path, lambda s: True)
         problems = {dict(labels)["kind"]: v for (name, labels), v in series.items() if name == "spark_state_observer_watch_problems_total"}
         assert sum(problems.values()) >= 10 and {"corrupt", "unreadable"} <= set(problems), problems
+        with open(f"/proc/{proc.pid}/status") as f:  # the watcher itself: unshare and prlimit exec into it
+            peak = next(int(line.split()[1]) << 10 for line in f if line.startswith("VmHWM:"))
+        print(f"\nwatch over the corpus: problems {problems}, peak RSS {peak / (1 << 20):.0f} MiB")
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(60)
     finally:
