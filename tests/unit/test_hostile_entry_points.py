@@ -17,9 +17,9 @@ its kind of input:
   (``spark_state_observer.history.loaders``, ``browse``, ``query_status``) and the browser's loaders
   (``spark_state_observer.browser.data``).
 
-A command ends with one of its documented exit codes (docs/replay.md, "Hostile input"), never a traceback, and
-says what it could not read, naming the file; a library reader returns or raises its documented error. And
-``test_every_entry_point_that_reads_data_is_in_the_corpus`` fails when a command or a public loader is added
+A command ends with one of its documented exit codes (the table in docs/replay.md), never a traceback,
+and says what it could not read, naming the file; a library reader returns or raises its documented error.
+And ``test_every_entry_point_that_reads_data_is_in_the_corpus`` fails when a command or a public loader is added
 without joining the registry below (or the commented list of those that read no data).
 """
 
