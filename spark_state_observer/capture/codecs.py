@@ -8,7 +8,9 @@ nothing of the project's, so the watcher never reaches into ``spark_state_observ
 
 Memory is bounded however hostile the input: no lz4 block or snappy chunk may declare more than
 ``max_chunk_bytes`` (at most ``MAX_BLOCK_BYTES``) before anything is allocated, and zstd input goes in
-256-byte pieces with a bounded window.
+256-byte pieces with a bounded window. Whatever the bytes, a reader gets its content or an
+``EventLogError`` that names the file: a codec library's own error (a file named ``.zstd`` that is not
+zstd, a corrupt lz4 block or snappy chunk) never reaches a caller.
 """
 
 from __future__ import annotations
@@ -119,7 +121,10 @@ def _zstd_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
         while pos < len(view):
             piece = view[pos : pos + 256]
             pos += len(piece)
-            out = dobj.decompress(piece)
+            try:
+                out = dobj.decompress(piece)
+            except zstandard.ZstdError as exc:  # not zstd (a file named .zstd that is not), or corrupt
+                raise EventLogError(f"{path}: not zstd data, or corrupt ({exc})") from None
             fed = True
             if out:
                 yield out
@@ -144,7 +149,12 @@ def _lz4_blocks(raw: IO[bytes], path: str, max_chunk_bytes: int = MAX_BLOCK_BYTE
             raise EventLogError(f"{path}: implausible lz4 block sizes {clen}/{dlen} (at most {max_chunk_bytes} bytes)")
         if dlen == 0:
             continue  # end mark of one stream; another may follow
-        yield decode_lz4_block(token, _read_exact(raw, clen, path, "lz4 block"), dlen)
+        data = _read_exact(raw, clen, path, "lz4 block")
+        try:
+            block = decode_lz4_block(token, data, dlen)
+        except Exception as exc:  # lz4's LZ4BlockError: corrupt data behind a valid header
+            raise EventLogError(f"{path}: corrupt lz4 block ({type(exc).__name__}: {str(exc)[:200]})") from None
+        yield block
 
 
 def decode_lz4_block(token: int, data: bytes, dlen: int) -> bytes:
@@ -179,7 +189,10 @@ def decode_snappy_chunk(chunk: bytes, path: str, max_chunk_bytes: int = MAX_BLOC
     declared = _snappy_length(chunk, path)
     if declared > max_chunk_bytes:
         raise EventLogError(f"{path}: a snappy chunk declares {declared} bytes (at most {max_chunk_bytes})")
-    return bytes(cramjam.snappy.decompress_raw(chunk))
+    try:
+        return bytes(cramjam.snappy.decompress_raw(chunk))
+    except cramjam.DecompressionError as exc:  # corrupt data behind a valid length header
+        raise EventLogError(f"{path}: corrupt snappy chunk ({str(exc)[:200]})") from None
 
 
 def _snappy_length(chunk: bytes, path: str) -> int:

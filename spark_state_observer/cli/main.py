@@ -18,7 +18,8 @@ from spark_state_observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES
 SERVING_COMMANDS = frozenset({"watch", "demo", "ui", "mcp"})
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: every subcommand and its options (the hostile corpus enumerates the subcommands from it)."""
     parser = argparse.ArgumentParser(prog="spark-state-observer", description="Observe the state of Spark Structured Streaming jobs.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -128,8 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("metrics", help="print the metric reference (Markdown)")
     sub.add_parser("settings", help="print the settings reference (Markdown)")
     mixin_cli.add_parser(sub)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    from spark_state_observer.cli import backtest, mcp, retire, run, size, watch
+
+    args = build_parser().parse_args(argv)
     if hasattr(signal, "SIGPIPE") and argv is None and args.command not in SERVING_COMMANDS:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `replay ... | head` ends quietly, as other command-line tools do
     logging.basicConfig(level=logging.WARNING, format="%(message)s")

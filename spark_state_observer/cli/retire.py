@@ -33,6 +33,11 @@ def run(args: argparse.Namespace, clock: Callable[[], float] = time.time) -> int
 
     backend = None
     try:
+        reader = open_backend(args.history, readonly=True)
+        try:
+            reader.rows("SELECT 1")  # a history that is not there is said, not created empty
+        finally:
+            reader.close()
         backend = open_backend(args.history)
         done = query_status.retire(backend, args.query, now=clock())
     except HistoryError as exc:

@@ -196,12 +196,10 @@ class SnappyTailDecoder(_BlockTailDecoder):
         end = pos + 4 + size
         if len(buf) < end:
             return None
-        import cramjam
-
         try:
             return decode_snappy_chunk(bytes(buf[pos + 4 : end]), self.path), end
-        except cramjam.DecompressionError as exc:
-            raise EventLogError(f"{self.path}: corrupt snappy chunk at raw offset {raw}: {exc}") from None
+        except EventLogError as exc:  # corrupt, or declaring more than the bound
+            raise EventLogError(f"{exc} at raw offset {raw}") from None
 
 
 def tail_decoder(path: str, codec: str | None, raw_pos: int = 0) -> TailDecoder:

@@ -14,7 +14,8 @@ import pandas as pd
 
 from spark_state_observer.history import query_status
 from spark_state_observer.history.backend import HistoryError, open_backend
-from spark_state_observer.model.bounded import loads
+from spark_state_observer.history.loaders import frame_of
+from spark_state_observer.model.bounded import stored_json
 from spark_state_observer.model.query_lifecycle import LASTING, RETIRED
 
 UNKNOWN_APP = "unknown application"
@@ -23,11 +24,11 @@ UNKNOWN_APP = "unknown application"
 def _frame(path: str, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
     with closing(open_backend(path, readonly=True)) as backend:
         names, rows = backend.rows(sql, params)
-    return pd.DataFrame.from_records(rows, columns=names, coerce_float=True)
+    return frame_of(names, rows)
 
 
 def _attributes(frame: pd.DataFrame) -> pd.DataFrame:
-    frame["attributes"] = frame["attributes"].map(lambda s: loads(s) if isinstance(s, str) else {})
+    frame["attributes"] = frame["attributes"].map(lambda s: stored_json(s, {}))
     return frame
 
 
@@ -63,12 +64,7 @@ def load_lasting_states(path: str) -> dict[str, str]:
 
 
 def _labels(text: Any) -> dict[str, str]:
-    if not isinstance(text, str) or not text:
-        return {}
-    try:
-        value = loads(text)
-    except (ValueError, RecursionError):
-        return {}
+    value = stored_json(text, {})
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 

@@ -16,13 +16,28 @@ from typing import Any
 import pandas as pd
 
 from spark_state_observer.history.backend import Backend, open_backend
-from spark_state_observer.model.bounded import loads
+from spark_state_observer.model.bounded import stored_json
+
+TIME_COLUMNS = ("ts", "started", "ended", "last_seen")
+
+
+def frame_of(columns: list[str], rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    """Rows as a frame whose times are numbers: a history is shared, and SQLite keeps text in any column, so a
+    time that is not a number (a row written by hand or another tool) becomes missing, and a row without its
+    ``ts`` is left out, rather than breaking every page that computes with the column."""
+    frame = pd.DataFrame.from_records(rows, columns=columns, coerce_float=True)
+    for column in TIME_COLUMNS:
+        if column in frame.columns and frame[column].dtype == object:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    if "ts" in frame.columns and frame["ts"].isna().any():
+        frame = frame[frame["ts"].notna()].reset_index(drop=True)
+    return frame
 
 
 def _frame(path: str, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
     with closing(open_backend(path, readonly=True)) as backend:
         columns, rows = backend.rows(sql, params)
-    return pd.DataFrame.from_records(rows, columns=columns, coerce_float=True)
+    return frame_of(columns, rows)
 
 
 def _dialect(path: str) -> Backend:
@@ -86,14 +101,14 @@ def load_batches(
         "processed_rps, watermark, state_rows, state_memory_bytes, durations"
     )
     frame = _frame(path, f"SELECT {columns} FROM batches WHERE {where} ORDER BY ts", params)
-    frame["durations"] = frame["durations"].map(lambda s: loads(s) if isinstance(s, str) else {})
+    frame["durations"] = frame["durations"].map(lambda s: stored_json(s, {}))
     return frame
 
 
 def load_batch(path: str, query_id: str, run_id: str, batch_id: int) -> dict[str, Any] | None:
     """The full progress JSON of one batch."""
     frame = _frame(path, "SELECT progress FROM batches WHERE query_id = ? AND run_id = ? AND batch_id = ?", (query_id, run_id, batch_id))
-    return loads(frame["progress"].iloc[0]) if len(frame) else None
+    return stored_json(frame["progress"].iloc[0], None) if len(frame) else None
 
 
 def load_operators(
@@ -134,7 +149,7 @@ def load_events(path: str, query_id: str | None = None, since: float | None = No
     else:
         where, params = _range(query_id, since, until, None)
         frame = _frame(path, f"SELECT * FROM events WHERE {where} ORDER BY ts", params)
-    frame["attributes"] = frame["attributes"].map(lambda s: loads(s) if isinstance(s, str) else {})
+    frame["attributes"] = frame["attributes"].map(lambda s: stored_json(s, {}))
     return frame
 
 
@@ -241,7 +256,7 @@ def load_progress_tail(path: str, query_id: str, until: float | None = None, lim
         "SELECT progress FROM batches WHERE query_id = ? AND ts <= ? ORDER BY ts DESC LIMIT ?",
         (query_id, until if until is not None else 1e18, limit),
     )
-    return [loads(s) for s in reversed(frame["progress"].tolist()) if isinstance(s, str)]
+    return [p for p in (stored_json(s, None) for s in reversed(frame["progress"].tolist())) if p is not None]
 
 
 def load_recent_runs(path: str, query_id: str, limit: int = 500) -> pd.DataFrame:

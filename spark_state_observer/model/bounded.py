@@ -173,3 +173,15 @@ class Decoder(Generic[T]):
             if found > self.max_items:
                 raise JsonTooLarge(f"JSON with {found:,} structs (more than {self.max_items:,}) refused before parsing")
         return self._decoder.decode(data)
+
+
+def stored_json(text: Any, default: Any) -> Any:
+    """The value of a JSON text stored in a history (a batch's progress, a signal's attributes), or ``default``
+    when it is not text, not JSON, nested too deep or out of proportion: a history is shared, and a row written
+    by hand or by another tool costs its own value, never the page or the command that reads it."""
+    if not isinstance(text, (str, bytes, bytearray)) or not text:
+        return default
+    try:
+        return loads(text)
+    except (ValueError, RecursionError):
+        return default

@@ -60,11 +60,20 @@ def expand(paths: list[str], problems: list[EventLogError] | None = None) -> lis
     given path that is not a regular file) is added to ``problems`` and skipped.
     """
     files: list[str] = []
-    _expand(paths, files, [] if problems is None else problems, set(), 0)
+    problems = [] if problems is None else problems
+    visited: set[tuple[int, int]] = set()
+    for path in paths:
+        before = (len(files), len(problems))
+        _expand([path], files, problems, visited, 0)
+        if (len(files), len(problems)) == before and os.path.isdir(path):  # a typo'd folder, a log that is a folder: said
+            problems.append(EventLogError(f"{path}: a folder holding no event log"))
     return files
 
 
-def _expand(paths: list[str], files: list[str], problems: list[EventLogError], visited: set[tuple[int, int]], depth: int) -> None:
+def _expand(
+    paths: list[str], files: list[str], problems: list[EventLogError], visited: set[tuple[int, int]], depth: int, parts: bool = False
+) -> None:
+    """``parts``: ``paths`` are the parts of one rolling log (a folder among them is where a part should be)."""
     for path in paths:
         try:
             info = os.stat(path)  # follows symlinks: a dangling one or a loop raises here
@@ -77,6 +86,8 @@ def _expand(paths: list[str], files: list[str], problems: list[EventLogError], v
             files.append(path)
         elif not stat.S_ISDIR(info.st_mode):
             problems.append(EventLogError(f"{path}: skipped, not a regular file (a FIFO, socket or device is never opened)"))
+        elif parts:
+            problems.append(EventLogError(f"{path}: skipped, a folder where a part of the rolling log should be"))
         elif (info.st_dev, info.st_ino) in visited or depth >= MAX_DEPTH:
             problems.append(EventLogError(f"{path}: skipped, a folder already read (symlink loop) or nested deeper than {MAX_DEPTH}"))
         else:
@@ -88,7 +99,7 @@ def _expand(paths: list[str], files: list[str], problems: list[EventLogError], v
                 continue
             rolling = sorted((int(m.group(1)), n) for n in names if (m := _ROLLING_FILE.match(n)))
             chosen = [n for _, n in rolling] if rolling else sorted(names)
-            _expand([os.path.join(path, n) for n in chosen], files, problems, visited, depth + 1)
+            _expand([os.path.join(path, n) for n in chosen], files, problems, visited, depth + 1, parts=bool(rolling))
 
 
 def read_records(

@@ -138,7 +138,10 @@ def replay(
         at = item.timestamp or last_ts or time.time()
         if before_event is not None:
             before_event(observer, at)
+        dropped = observer.self_metrics.dropped.get("malformed", 0)
         observer.process(CapturedEvent(item.kind, item.payload, at, 0.0))
+        if observer.self_metrics.dropped.get("malformed", 0) != dropped:  # refused by the model (bad UTF-8, odd values): said where
+            result.errors.append(f"{item.source}: a malformed {item.kind} event, dropped")
         result.events += 1
         if progress is not None and result.events % 500 == 0:
             progress(result.events)

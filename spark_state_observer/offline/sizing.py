@@ -17,7 +17,7 @@ from contextlib import closing
 from typing import Any
 
 from spark_state_observer.model import kinds
-from spark_state_observer.model.bounded import loads
+from spark_state_observer.model.bounded import loads, stored_json
 from spark_state_observer.model.capacity import ENVIRONMENT_PREFIX, Estimate, StateConf, Workload, spark_properties
 from spark_state_observer.offline.checkpoint.restore import DEFAULT_BYTES_PER_SECOND, DEFAULT_SECONDS_PER_FILE, DEFAULT_SECONDS_PER_STORE
 from spark_state_observer.offline.eventlog import RECORD_EXECUTOR_ADDED, RECORD_EXECUTOR_REMOVED, EventLogError, read_records
@@ -77,9 +77,9 @@ def from_event_log(paths: list[str]) -> Observed:
     def tap(line: bytes) -> None:
         if line.startswith(ENVIRONMENT_PREFIX):
             try:
-                event = loads(line)
+                event = loads(line)  # counted before parsed: an item bomb in the line is refused
             except (ValueError, RecursionError) as exc:
-                seen.problems.append(f"environment event unreadable: {str(exc)[:80]}")
+                seen.problems.append(f"environment event unreadable: {type(exc).__name__}: {str(exc)[:80]}")
                 return
             if isinstance(event, dict):
                 seen.conf.update(spark_properties(event))
@@ -114,10 +114,7 @@ def from_history(location: str, query_id: str | None = None) -> Observed:
             seen.problems.append("the history holds no batch" + (f" of query {query_id}" if query_id else ""))
             return seen
         qid, run_id, batch_id, text = rows[0]
-        try:
-            progress = loads(text) if text else None
-        except (ValueError, RecursionError):
-            progress = None
+        progress = stored_json(text, None)
         if isinstance(progress, dict):
             seen.take_progress({qid: progress})
         else:

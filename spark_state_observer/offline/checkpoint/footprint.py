@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_state_observer.model.bounded import loads
+from spark_state_observer.model.bounded import stored_json
 from spark_state_observer.offline.checkpoint.report import CheckpointReport
 
 SNAPSHOT_KINDS = ("snapshot", "zip")
@@ -107,10 +107,7 @@ def disk_forecast(report: CheckpointReport, history_path: str, budget_bytes: int
                 "SELECT ts, progress FROM batches WHERE query_id = ? ORDER BY ts DESC LIMIT ?", (report.query_id, MAX_FORECAST_BATCHES)
             )
         for ts, text in rows:
-            try:
-                progress = loads(text) if text else None
-            except (ValueError, RecursionError):
-                continue
+            progress = stored_json(text, None)
             ops = progress.get("stateOperators") if isinstance(progress, dict) else None
             sizes = [
                 o["customMetrics"].get("rocksdbSstFileSize")

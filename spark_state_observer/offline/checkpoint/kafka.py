@@ -25,7 +25,7 @@ from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from spark_state_observer.model.bounded import loads
+from spark_state_observer.model.bounded import stored_json
 from spark_state_observer.offline.checkpoint.report import CheckpointError, CheckpointReport
 from spark_state_observer.signals.kafka_lag import Offsets, catch_up_seconds, parse_offsets
 
@@ -159,14 +159,6 @@ def _reason(exc: BaseException) -> str:
     return _one_line(str(exc)) or type(exc).__name__
 
 
-def _attributes(text: str) -> Any:
-    """A history event's attributes (written by any watcher of a shared history): None when not readable JSON."""
-    try:
-        return loads(text)
-    except (ValueError, RecursionError):
-        return None
-
-
 def read_rate_from_history(history_path: str, query_id: str) -> tuple[float | None, str]:
     """The query's read rate (records/s) observed in a history, and how it was obtained."""
     from spark_state_observer.history.store import connect
@@ -177,7 +169,7 @@ def read_rate_from_history(history_path: str, query_id: str) -> tuple[float | No
             "SELECT attributes FROM events WHERE query_id = ? AND kind = ? ORDER BY ts", (query_id, KAFKA_CATCH_UP_FORECAST)
         ).fetchall()
         batches = conn.execute("SELECT run_id, ts, input_rows FROM batches WHERE query_id = ? ORDER BY run_id, ts", (query_id,)).fetchall()
-    attributes = [_attributes(text) for (text,) in events if text]
+    attributes = [stored_json(text, None) for (text,) in events]
     measured = [
         float(r)
         for r in (a.get("read_records_per_second") for a in attributes if isinstance(a, dict))

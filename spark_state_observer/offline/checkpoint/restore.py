@@ -14,7 +14,7 @@ import statistics
 from contextlib import closing
 
 from spark_state_observer.model import checkpoint_work
-from spark_state_observer.model.bounded import loads
+from spark_state_observer.model.bounded import loads, stored_json
 from spark_state_observer.model.signal_kinds import RESTORE
 from spark_state_observer.offline.checkpoint.changelog_lineage import NoLineage, changelog_lineage
 from spark_state_observer.offline.checkpoint.files import UnreadableFile, zip_member
@@ -154,12 +154,11 @@ def estimate_restore(report: CheckpointReport, rates: dict[str, float] | None = 
     )
 
 
-def _attributes(text: str) -> object:
-    """A history event's attributes (written by any watcher of a shared history): None when not readable JSON."""
-    try:
-        return loads(text)
-    except (ValueError, RecursionError):
-        return None
+def _number(value: object) -> float:
+    """A stored attribute as a finite number; -1 when it is none."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf"):
+        return float(value)
+    return -1.0
 
 
 def rates_from_history(history_path: str, query_id: str) -> dict[str, float] | None:
@@ -173,8 +172,11 @@ def rates_from_history(history_path: str, query_id: str) -> dict[str, float] | N
         _, rows = backend.rows("SELECT attributes FROM events WHERE query_id = ? AND kind = ?", (query_id, RESTORE))
     loads = [
         a
-        for a in (_attributes(text) for (text,) in rows if text)
-        if isinstance(a, dict) and a.get("method") == "load_metrics" and a.get("stores")
+        for a in (stored_json(text, None) for (text,) in rows)  # a row that is not an observer's is skipped
+        if isinstance(a, dict)
+        and a.get("method") == "load_metrics"
+        and _number(a.get("stores")) > 0
+        and _number(a.get("duration_seconds")) >= 0
     ]
     if not loads:
         return None
