@@ -573,6 +573,7 @@ class FleetObserver:
         with self._lock:
             pipeline = self._apps.pop(log_name, None)
         if pipeline is not None:
+            pipeline.observer.engine.lifecycle.detach()  # its queries' totals stay, for a later application of them
             pipeline.observer.stop(1.0)  # closes its own sinks (OTLP); its series go with it
 
     def _apply(self, pipeline: _AppPipeline, event: RawEvent) -> int:

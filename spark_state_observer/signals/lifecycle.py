@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
 from spark_state_observer.metrics import catalog
-from spark_state_observer.metrics.tracker import QueryRecord
+from spark_state_observer.metrics.tracker import QueryRecord, QueryTotals, QueryTracker
 from spark_state_observer.model import kinds as event_kinds
 from spark_state_observer.model import signal_kinds as kinds
 from spark_state_observer.model.events import QueryIdle, QueryProgress, QueryStarted, QueryTerminated
@@ -96,6 +96,10 @@ class RunState:
     restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     crash_loop: bool = False
     holder: object | None = None  # the Lifecycle whose application runs the query now (None: no run live)
+    # the Lifecycle whose application ran the query last (its counters are where the next application's go on
+    # from), and those counters once that application is forgotten (``Lifecycle.detach``)
+    last_holder: Lifecycle | None = None
+    totals: QueryTotals | None = None
     # what other rules keep of the query across its runs (the restore's baseline, growth, the Kafka offsets), by rule:
     # taken over with this state, so a restart as a new application is judged against the runs before it
     carried: dict[str, Any] = field(default_factory=dict)
@@ -117,8 +121,12 @@ class Lifecycle:
         live: bool = True,
         last_alive_hint: LastAliveHint | None = None,
         queries: dict[str, RunState] | None = None,
+        counters: QueryTracker | None = None,
     ) -> None:
+        """``counters``: this application's tracker, whose totals of a query taken over from another application
+        go on from that application's (``QueryTracker.inherit``)."""
         self.s = settings
+        self._counters = counters
         self.live = live
         self.last_alive_hint = last_alive_hint
         self._on_new_run = on_new_run
@@ -148,8 +156,25 @@ class Lifecycle:
             q = self._shared[query_id] = RunState()
         elif q.holder is not None and q.holder is not self and not _succeeds(q, run_id, at):
             return RunState(holder=self)  # live in another application: judged apart, not shared
-        q.holder = self
+        before = q.last_holder
+        base = before.totals(query_id) if before is not None and before is not self else q.totals
+        if base is not None and self._counters is not None:  # the counters go on from the applications before
+            self._counters.inherit(query_id, base)
+        q.holder = q.last_holder = self
+        q.totals = None
         return q
+
+    def totals(self, query_id: str) -> QueryTotals | None:
+        """This application's running totals of ``query_id`` (None: no tracker, or the query is not kept)."""
+        return self._counters.totals(query_id) if self._counters is not None else None
+
+    def detach(self) -> None:
+        """This application is forgotten: the queries it ran last keep its totals, for the next application."""
+        for query_id, q in self.queries.items():
+            if q.last_holder is self:
+                q.totals, q.last_holder = self.totals(query_id), None
+            if q.holder is self:
+                q.holder = None
 
     def release(self, query_id: str | None = None) -> None:
         """Let another application continue ``query_id``'s runs (every query's when ``None``): this one's run
@@ -271,7 +296,7 @@ class Lifecycle:
 
     def _new_run(self, query_id: str, q: RunState, run_id: str, ts: float) -> None:
         if q.holder is None:  # a run again in this application after its last ended
-            q.holder = self
+            q.holder = q.last_holder = self
         q.previous_run_start, q.run_id, q.run_start = q.run_start, run_id, ts
         q.previous_run_end, q.run_end = q.run_end, None
         if q.run_outcome is None and q.restart_after_clean is not None:  # that run's end was never seen: a crash
