@@ -97,7 +97,8 @@ class QueryRecord:
         gauges = self.signal_gauges
         crash_loop = gauges.get((catalog.QUERY_CRASH_LOOP, ()), 0.0) == 1.0
         scheduled = gauges.get((catalog.QUERY_SCHEDULED, ()), 0.0) == 1.0
-        return query_lifecycle.state_of(self.status, crash_loop, self.run_batches, scheduled)
+        lost = gauges.get((catalog.QUERY_LOST, ()), 0.0) == 1.0
+        return query_lifecycle.state_of(self.status, crash_loop, self.run_batches, scheduled, lost)
 
     @property
     def life(self) -> QueryLife:
