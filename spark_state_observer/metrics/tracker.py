@@ -28,6 +28,8 @@ from spark_state_observer.model.fields import OPERATOR_FIELDS
 __all__ = ["Labels", "QueryLife", "QueryRecord", "QueryTotals", "QueryTracker", "operator_labels", "source_labels"]
 
 SeriesKey = tuple[MetricSpec, Labels]
+# the signal gauges ``QueryRecord.lifecycle`` reads: a change re-renders the query's lifecycle series
+_LIFECYCLE_GAUGES = frozenset({catalog.QUERY_CRASH_LOOP, catalog.QUERY_SCHEDULED, catalog.QUERY_LOST})
 
 
 class QueryLife(NamedTuple):
@@ -243,6 +245,8 @@ class QueryTracker:
                     gauges[key] = value
                 if before != value or type(before) is not type(value):  # ticks mostly re-set the same value: nothing to re-render then
                     changed = True
+                    # a verdict the lifecycle state reads (a tick may set one: a driver lost): the state's series too
+                    state_changed = state_changed or spec in _LIFECYCLE_GAUGES
             if changed:
                 self._new_version(record, state_changed)  # type: ignore[arg-type]
 
