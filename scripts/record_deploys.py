@@ -343,7 +343,9 @@ def killed(rolling: bool) -> Callable[[Recorder], dict[str, Any]]:
     def scenario(rec: Recorder) -> dict[str, Any]:
         facts = signalled_run(rec, signal.SIGKILL, () if rolling else ("spark.eventLog.rolling.enabled=false",))
         if facts["app_end"] or facts["query_terminated"]:
-            raise RuntimeError(f"a killed driver's log with an end: app_end {facts['app_end']}, query_terminated {facts['query_terminated']}")
+            raise RuntimeError(
+                f"a killed driver's log with an end: app_end {facts['app_end']}, query_terminated {facts['query_terminated']}"
+            )
         return {
             "clean": False,
             "signal": "SIGKILL",

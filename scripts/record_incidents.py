@@ -137,7 +137,9 @@ def idle(seconds: int) -> Callable[[Recorder], dict[str, Any]]:
 
     def scenario(rec: Recorder) -> dict[str, Any]:
         path = os.path.join(rec.tmp, "input")
-        facts = rec.run("--query", "file_source", "--option", f"path={path}", "--duration", str(seconds), "--partitions", "4", "--name", rec.name)
+        facts = rec.run(
+            "--query", "file_source", "--option", f"path={path}", "--duration", str(seconds), "--partitions", "4", "--name", rec.name
+        )
         slim_event_log(os.path.join(rec.target, "run1", "eventlog"))
         return {
             "kept": f"progress lines and event logs without {', '.join(sorted(SLIMMED_EVENTS))} and stateless task ends",

@@ -38,7 +38,9 @@ def example(config: MixinConfig) -> dict[str, Any]:
         },
         "inhibit_rules": [
             {
-                "source_matchers": ['alertname=~"SparkStreamingQueryFailed|SparkStreamingQueryDown|SparkStreamingQueryCrashLooping|SparkStreamingQueryLost"'],
+                "source_matchers": [
+                    'alertname=~"SparkStreamingQueryFailed|SparkStreamingQueryDown|SparkStreamingQueryCrashLooping|SparkStreamingQueryLost"'
+                ],
                 "target_matchers": [EXPLAINED],
                 "equal": [*identity, "query_id"],
             },

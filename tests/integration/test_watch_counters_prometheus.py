@@ -51,7 +51,9 @@ def test_increase_over_a_crash_loop_of_applications_counts_every_restart(tmp_pat
             restarts = now(f"spark_streaming_query_restarts_total{{{QUERY}}}")
             increase = now(f"increase(spark_streaming_query_restarts_total{{{QUERY}}}[{window}])")
             starts = now(f"increase(spark_streaming_query_starts_total{{{QUERY}}}[{window}])")
-            resets = now(f"resets(spark_streaming_query_restarts_total{{{QUERY}}}[{window}]) + resets(spark_streaming_query_starts_total{{{QUERY}}}[{window}])")
+            resets = now(
+                f"resets(spark_streaming_query_restarts_total{{{QUERY}}}[{window}]) + resets(spark_streaming_query_starts_total{{{QUERY}}}[{window}])"
+            )
     finally:
         fleet.stop()
     assert restarts == [len(apps) - 1.0]

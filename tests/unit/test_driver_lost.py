@@ -14,12 +14,12 @@ import sqlite3
 from typing import Any
 
 import pytest
+from test_watch_stall_clock import values
 
 from bench import precision
 from bench.watch_paced import Log, PacedWatch
 from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
 from spark_state_observer.settings import Settings
-from test_watch_stall_clock import values
 
 KILLED = ["driver_killed", "driver_killed_single_file"]
 STEP = 2.0  # the watcher's default poll interval

@@ -15,13 +15,13 @@ import os
 from typing import Any
 
 import pytest
+from test_watch_restarts import applications, write_while_following
+from test_watch_stall_clock import values
 
 from bench import precision
 from bench.eventlog_writer import ProgressiveLog
 from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
 from spark_state_observer.settings import Settings
-from test_watch_restarts import applications, write_while_following
-from test_watch_stall_clock import values
 
 SCENARIO = os.path.join(precision.INCIDENTS, "crash_loop_503")
 
