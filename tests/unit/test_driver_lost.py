@@ -46,16 +46,32 @@ def lifecycle(fleet: FleetObserver, query: str) -> dict[str, float]:
     return {s: v for s in states for v in values(series, "spark_streaming_query_lifecycle", query=query, state=s) if v}
 
 
+def browser_verdicts(tmp_path: Any, query_id: str, now: float) -> list[Any]:
+    """The state browser's verdicts on the query, from the watcher's history (as ``test_ui_verdict.facts_of``)."""
+    pytest.importorskip("streamlit")
+    from test_ui_verdict import facts_of
+
+    from spark_state_observer.browser.verdict import verdicts
+
+    return verdicts(facts_of(str(tmp_path / "history.db"), query_id, now=now))
+
+
 def signals(tmp_path: Any) -> list[tuple[str, str, dict[str, Any]]]:
     with sqlite3.connect(tmp_path / "history.db") as conn:
         rows = conn.execute("SELECT kind, run_id, attributes FROM events ORDER BY ts").fetchall()
     return [(kind, run_id, json.loads(attrs or "{}")) for kind, run_id, attrs in rows]
 
 
-@pytest.mark.parametrize("name", KILLED)
-def test_a_killed_driver_never_restarted_is_lost_within_two_minutes_of_its_log_s_last_write(tmp_path: Any, name: str) -> None:
-    log = Log.of(os.path.join(precision.INCIDENTS, name, "run1", "eventlog"), paced=False)
-    watch = paced_watch(tmp_path, log.end - 10)
+@pytest.mark.parametrize(
+    ("name", "paced"),
+    [("driver_killed", False), ("driver_killed_single_file", False), ("driver_killed", True)],
+    ids=["as_left", "single_file", "paced"],
+)
+def test_a_killed_driver_never_restarted_is_lost_within_two_minutes_of_its_log_s_last_write(tmp_path: Any, name: str, paced: bool) -> None:
+    """The log as the killed driver left it (its last zstd frame cut short), copied in at once; or written at the
+    pace the driver wrote it, the watcher following it live from its first line until the kill and after."""
+    log = Log.of(os.path.join(precision.INCIDENTS, name, "run1", "eventlog"), paced=paced)
+    watch = paced_watch(tmp_path, (log.start if paced else log.end) - 10)
     watch.add(log)
     states: list[tuple[float, dict[str, float]]] = []
     watch.run(log.end + 240, lambda now: states.append((now - log.end, lifecycle(watch.fleet, name))))
@@ -70,6 +86,26 @@ def test_a_killed_driver_never_restarted_is_lost_within_two_minutes_of_its_log_s
     found = [(kind, attrs) for kind, run_id, attrs in signals(tmp_path) if kind == "query_lost"]
     assert len(found) == 1 and found[0][1]["limit_seconds"] == 120.0 and found[0][1]["seconds_silent"] > 120.0, found
     assert not [k for k, _, _ in signals(tmp_path) if k in ("stall_recovered", "query_terminated")]
+    # the browser, reading the watcher's history: the driver lost, not a stall, with its runbook section
+    found = browser_verdicts(tmp_path, truth(name)["run_facts"][0]["query_id"], log.end + 240)
+    assert found[0].kind == "lost" and found[0].text.startswith("Driver lost at "), found
+    assert found[0].runbook("runbook.md") == "runbook.md#sparkstreamingquerylost"
+    assert "stalled" not in [v.kind for v in found]
+
+
+def test_a_live_idle_query_is_never_lost(tmp_path: Any) -> None:
+    """A real idle query (two batches, then no input for over two minutes: an idle event every 10 s), its log
+    written at its pace: idle, never lost, then stopped; and the watcher keeps following it 3 minutes after its end."""
+    log = Log.of(os.path.join(precision.INCIDENTS, "idle_query", "run1", "eventlog"), paced=True)
+    watch = paced_watch(tmp_path, log.start - 10)
+    watch.add(log)
+    states: list[tuple[float, dict[str, float]]] = []
+    watch.run(log.end + 180, lambda now: states.append((now, lifecycle(watch.fleet, "idle_query"))))
+    watch.fleet.stop()
+    idle = [t for t, s in states if s == {"idle": 1.0}]
+    assert idle and max(idle) - min(idle) > 120.0, states  # idle for longer than the lost limit
+    assert not [s for _, s in states if "lost" in s]
+    assert not [k for k, _, _ in signals(tmp_path) if k in ("query_lost", "stalled")]
 
 
 def test_a_lost_query_lasts_after_its_application_is_forgotten(tmp_path: Any) -> None:
