@@ -30,6 +30,15 @@ once behind one ``/metrics`` endpoint:
   Kafka offsets and read rate) is shared by query id, so a restart as a new application gives the downtime, restore, Kafka
   backlog and catch-up forecast a replay of both logs gives; a new run after a driver killed without a
   word (its log still in progress) takes the query over too (``spark_state_observer.signals.lifecycle``).
+- **Counters across applications**: a query's series carry no application id (``spark_state_observer.model.identity``),
+  so each application of it writes the same series; its running totals (starts, restarts, terminations, batches,
+  rows and every other ``_total`` it carries) go on from the application before (``QueryTracker.inherit``, when
+  the lifecycle takes the query over), as Prometheus expects of a counter: ``increase()`` over a crash loop of
+  many applications counts every restart. No label is added. What a watcher restart re-reads it counts again the
+  same way; logs it no longer reads (finished and forgotten before the restart) are not counted again.
+- **A driver gone**: the watcher tells each application's lifecycle how long its log has been silent
+  (``EventLogWatcher.silence``, on its own clock); a run still open past its query's cadence is ``lost``
+  (``spark_state_observer.signals.lifecycle``), a lasting state kept after the application is forgotten.
 
 Data flows one way: capture (the watcher) → model → signals → sinks; nothing here is called back.
 """
