@@ -696,7 +696,9 @@ def lost_table(folders: list[str] | None = None) -> tuple[str, list[LostTally]]:
     ]
     for t in tallies:
         delay = ", ".join(f"{d:.0f} s" for d in t.delays) or "-"
-        lines.append(f"| {t.name} | {t.found} / {t.present} | {delay} | {t.false}, {_per_hour(t.false, t.hours)} ({t.hours * 60:.1f} min) |")
+        lines.append(
+            f"| {t.name} | {t.found} / {t.present} | {delay} | {t.false}, {_per_hour(t.false, t.hours)} ({t.hours * 60:.1f} min) |"
+        )
     found, present, false = sum(t.found for t in tallies), sum(t.present for t in tallies), sum(t.false for t in tallies)
     hours = sum(t.hours for t in tallies)
     lines.append(f"| all | {found} / {present} | | {false}, {_per_hour(false, hours)} ({hours * 60:.1f} min) |")

@@ -8,9 +8,10 @@ A recording's log reaches the watched folder as the driver wrote it:
 - ``paced``: a finished log is written flush group by flush group (``bench.eventlog_writer``) when the clock reaches
   the group's time (the latest time its lines carry, ``spark_state_observer.model.log_time``), so a live idle query
   writes its idle events every 10 s as it did;
-- ``as_left``: a killed driver's log is copied byte for byte as it was left (a zstd frame cut short, the rolling
-  folder's ``appstatus_<appId>.inprogress`` marker put back, which the recording does not keep), when the clock
-  reaches its last event: from then on it never grows.
+- ``as_left``: a killed driver's log is copied byte for byte as it was left (the rolling folder's
+  ``appstatus_<appId>.inprogress`` marker put back, which the recording does not keep), when the clock reaches its
+  last event: from then on it never grows. ``cut`` bytes less at its end: a driver killed while it wrote a zstd
+  frame (the recorded kills fell between Spark's flushes: whole frames, the unflushed task ends lost).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Log:
     end: float = 0.0  # its last event's time
     app_id: str = ""
     rolling: bool = True
+    cut: int = 0  # as left: bytes taken off the end of its last file (half a frame)
 
     @classmethod
     def of(cls, folder: str, paced: bool) -> Log:
@@ -105,11 +107,17 @@ class PacedWatch:
 
 
 def _copy_as_left(log: Log, folder: str) -> None:
-    """A killed driver's log, byte for byte, with the in-progress marker a rolling folder had."""
+    """A killed driver's log, byte for byte, with the in-progress marker a rolling folder had (``cut`` bytes less)."""
     for name in os.listdir(log.folder):
         source = os.path.join(log.folder, name)
         if os.path.isdir(source):
             shutil.copytree(source, os.path.join(folder, name))
             open(os.path.join(folder, name, f"appstatus_{log.app_id}.inprogress"), "wb").close()
+            files = sorted(glob.glob(os.path.join(folder, name, "events_*")), key=lambda p: int(os.path.basename(p).split("_")[1]))
+            last = files[-1]
         else:
-            shutil.copyfile(source, os.path.join(folder, name))
+            last = os.path.join(folder, name)
+            shutil.copyfile(source, last)
+    if log.cut:
+        with open(last, "r+b") as f:
+            f.truncate(max(0, os.path.getsize(last) - log.cut))

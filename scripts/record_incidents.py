@@ -150,6 +150,7 @@ def idle(seconds: int) -> Callable[[Recorder], dict[str, Any]]:
             "master": "local[2]",
             "provider": "rocksdb",
             "expected_events": [],
+            "idle": "two batches, then no input until the stop: idle events every 10 s",
             "note": f"two batches, then {seconds} s without input while the driver lives: idle, never lost",
         }
 

@@ -1,8 +1,9 @@
 """A driver killed without a word is ``lost`` within the query's cadence, never a live idle query (issue 50 item 1).
 
 The recordings are real (``scripts/record_deploys.py``, ``scripts/record_incidents.py``): drivers SIGKILLed as the
-OOM killer kills them and never started again, their logs left as Spark left them (a rolling folder whose zstd
-file ends inside a frame, and a single ``.inprogress`` file), and a restart after such a kill. The watcher follows
+OOM killer kills them and never started again, their logs left as Spark left them (a rolling folder and a single
+``.inprogress`` file, both zstd; also cut inside the last frame, as a kill during a write leaves it), and a restart
+after such a kill. The watcher follows
 them on a simulated clock (``bench.watch_paced``), so minutes of silence take no minutes here.
 """
 
@@ -63,14 +64,17 @@ def signals(tmp_path: Any) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 @pytest.mark.parametrize(
-    ("name", "paced"),
-    [("driver_killed", False), ("driver_killed_single_file", False), ("driver_killed", True)],
-    ids=["as_left", "single_file", "paced"],
+    ("name", "paced", "cut"),
+    [("driver_killed", False, 0), ("driver_killed_single_file", False, 0), ("driver_killed", False, 40), ("driver_killed", True, 0)],
+    ids=["as_left", "single_file", "mid_frame", "paced"],
 )
-def test_a_killed_driver_never_restarted_is_lost_within_two_minutes_of_its_log_s_last_write(tmp_path: Any, name: str, paced: bool) -> None:
-    """The log as the killed driver left it (its last zstd frame cut short), copied in at once; or written at the
-    pace the driver wrote it, the watcher following it live from its first line until the kill and after."""
+def test_a_killed_driver_never_restarted_is_lost_within_two_minutes_of_its_log_s_last_write(
+    tmp_path: Any, name: str, paced: bool, cut: int
+) -> None:
+    """The log as the killed driver left it, copied in at once (also with its last frame cut: killed while it wrote);
+    or written at the pace the driver wrote it, the watcher following it live from its first line until the kill."""
     log = Log.of(os.path.join(precision.INCIDENTS, name, "run1", "eventlog"), paced=paced)
+    log.cut = cut
     watch = paced_watch(tmp_path, (log.start if paced else log.end) - 10)
     watch.add(log)
     states: list[tuple[float, dict[str, float]]] = []
