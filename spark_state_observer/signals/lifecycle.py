@@ -44,9 +44,10 @@
   its own clock, so no clock skew between driver and watcher moves it): a run still open (no termination, no
   application end) whose log stayed silent beyond ``lost_limit`` is lost, its driver gone without a word (SIGKILL by
   the OOM killer, a node lost). A live driver is never silent that long: an idle query logs an idle event every
-  ``spark.sql.streaming.noDataProgressEventInterval`` (``NO_DATA_PROGRESS_SECONDS``), a running one its progress
-  each trigger and its tasks' ends during a batch. The limit is the query's own cadence: ``LOST_INTERVALS`` x the
-  larger of its usual interval and the no-data interval, at least ``DURATION_FACTOR`` x its longest recent batch
+  ``spark.sql.streaming.noDataProgressEventInterval`` (``NO_DATA_PROGRESS_SECONDS``) or each trigger if that is
+  longer, a running one its progress each trigger and its tasks' ends during a batch. The limit is the query's own
+  cadence: ``LOST_INTERVALS`` x the larger of its usual interval (between its progress and idle events;
+  ``trigger_interval_seconds`` before two are seen: set it for triggers over 20 s) and the no-data interval, at least ``DURATION_FACTOR`` x its longest recent batch
   (grown as for the stall), and at least ``lost_min_seconds`` (2 minutes). What it cannot tell from a dead driver: a
   driver alive but hung so fully that it logs nothing at all, not even a task's end, for that long. A lost run is
   no stall (its ``stalled`` gauge drops, with no ``stall_recovered``); its query is released, so a later
@@ -108,6 +109,7 @@ class RunState:
     growth: float = 1.0  # the last batch's input over processing rate (at least 1): how much longer the next may take
     stalled: bool = False
     lost: bool = False  # the run's driver is judged gone (``Lifecycle.tick``: its log silent, no end)
+    beats: deque[float] = field(default_factory=lambda: deque(maxlen=20))  # the run's progress and idle events: its cadence
     restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     crash_loop: bool = False
     holder: object | None = None  # the Lifecycle whose application runs the query now (None: no run live)
@@ -247,12 +249,14 @@ class Lifecycle:
         q.restart_pending = q.restart_pending and not restore_due
         q.last_alive = ts + (p.batch_duration_ms or 0) / 1000.0
         q.last_progress = q.last_alive
+        q.beats.append(q.last_alive)
         return BatchStart(first_of_run, restore_due)
 
     def idle(self, record: QueryRecord, e: QueryIdle, now: float, facts: SignalFacts) -> None:
         q = self.state(record.query_id)
         self._set_lost(q, record, False, now, facts)
         q.last_alive = e.timestamp or now
+        q.beats.append(q.last_alive)
         facts.signal(kinds.QUERY_IDLE, record, e.run_id, e.timestamp or now)
 
     def terminated(self, record: QueryRecord, e: QueryTerminated, now: float, facts: SignalFacts) -> None:
@@ -322,8 +326,8 @@ class Lifecycle:
 
     def lost_limit(self, q: RunState) -> float:
         """How long ``q``'s application log may stay silent before its driver is judged gone (see the module's docstring)."""
-        stamps = list(q.progress_at)
-        gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+        stamps = list(q.beats)  # progress and idle events: a query with a 5-minute trigger idles at that pace
+        gaps = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
         interval = statistics.median(gaps) if gaps else self.s.trigger_interval_seconds
         longest = max(q.durations) if q.durations else q.first_duration
         return max(self.s.lost_min_seconds, LOST_INTERVALS * max(interval, NO_DATA_PROGRESS_SECONDS), DURATION_FACTOR * longest * q.growth)
@@ -380,6 +384,7 @@ class Lifecycle:
         q.previous_ended_with_app, q.ended_with_app = q.ended_with_app, False
         q.restart_after_clean = None
         q.progress_at.clear()
+        q.beats.clear()
         q.durations.clear()
         q.real_time_first_batch = None
         q.first_duration, q.growth = 0.0, 1.0

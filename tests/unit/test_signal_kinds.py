@@ -222,6 +222,22 @@ def query_lost() -> Pipeline:
     return p
 
 
+def not_lost_between_the_idle_events_of_a_long_trigger() -> None:
+    """A live query on a 5-minute trigger with no input logs an idle event each trigger: its log is silent 5 minutes
+    at a time, and the limit follows its cadence (6 of them), not the 2-minute floor."""
+    p = Pipeline(live=True)
+    silence = [0.0]
+    p.engine.lifecycle.silence = lambda: silence[0]
+    p.feed("progress", batch(0, T0))
+    for i in range(1, 4):
+        p.feed("idle", lifecycle("run-1", T0 + 300 * i))
+    assert p.engine.lifecycle.lost_limit(p.engine.lifecycle.state(QUERY_ID)) == 1800.0
+    silence[0] = 299.0
+    assert kinds.QUERY_LOST not in p.tick(T0 + 1199)
+    silence[0] = 1801.0
+    assert kinds.QUERY_LOST in p.tick(T0 + 2701)
+
+
 def not_stalled_when_idle_or_replayed() -> None:
     p = Pipeline(live=True, stall_min_seconds=1, stall_factor=1)
     p.feed("progress", batch(0, T0))
@@ -694,6 +710,7 @@ def test_signal_kind(kind: str) -> None:
     [
         restarted_from_a_checkpoint,
         not_stalled_when_idle_or_replayed,
+        not_lost_between_the_idle_events_of_a_long_trigger,
         reload_by_load_latency_and_snapshot_reset,
         watermark_lag,
         budgets,
