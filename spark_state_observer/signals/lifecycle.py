@@ -179,7 +179,9 @@ class Lifecycle:
             return RunState(holder=self)  # live in another application: judged apart, not shared
         before = q.last_holder
         base = before.totals(query_id) if before is not None and before is not self else q.totals
-        if base is not None and self._counters is not None:  # the counters go on from the applications before
+        if base is not None and self._counters is not None and run_id is not None and run_id != q.run_id:
+            # a new run in this application: the counters go on from the applications before (the same run logged by
+            # two applications, one recording under two names, is not counted twice)
             self._counters.inherit(query_id, base)
         q.holder = q.last_holder = self
         q.totals = None
