@@ -608,6 +608,103 @@ def table(recordings: list[Replayed]) -> tuple[str, dict[str, Tally]]:
     return "\n".join(lines), totals
 
 
+# ``query_lost`` is the watcher's verdict (a log silent without an end), which a listener in the driver never gives:
+# judged on these recordings followed by ``watch`` at their pace on a simulated clock (``bench.watch_paced``): drivers
+# killed and never restarted (rolling and single-file logs), killed and restarted within seconds, stopped by a deploy,
+# a query idle for minutes and a busy clean run
+WATCHED = (
+    "driver_killed",
+    "driver_killed_single_file",
+    "deploy_sigkill",
+    "deploy_sigterm",
+    "idle_query",
+    "clean_busy_90s",
+)
+LOST_AFTER_SECONDS = 240.0  # how long the watcher follows on after a recording's last write
+LOST_STEP_SECONDS = 2.0  # the watcher's default poll interval
+
+
+@dataclass
+class LostTally:
+    """``query_lost`` on one recording followed by ``watch``."""
+
+    name: str
+    present: int = 0  # drivers killed and never started again
+    found: int = 0
+    false: int = 0  # query_lost for a run whose driver lived or came back
+    hours: float = 0.0  # recorded run time, first write to last
+    delays: list[float] = field(default_factory=list)  # seconds from the log's last write to the verdict
+
+
+def lost_drivers(truth: dict[str, Any]) -> list[str]:
+    """Run ids whose driver was killed and never started again: a recording's ``drivers_lost``, or the last run of
+    drivers killed one after the other (``scripts/record_deploys.py``, SIGKILL: each restart came seconds later)."""
+    lost = [d["run_id"] for d in truth.get("drivers_lost", [])]
+    facts = truth.get("run_facts", [])
+    if not lost and truth.get("signal") == "SIGKILL" and facts:
+        lost = [facts[-1]["run_id"]]
+    return lost
+
+
+def judge_lost(folder: str) -> LostTally:
+    """Follow one recording's runs with ``watch`` at their pace and judge its ``query_lost`` verdicts."""
+    import sqlite3
+    import tempfile
+
+    from bench.watch_paced import Log, PacedWatch
+    from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+
+    with open(os.path.join(folder, "truth.json")) as f:
+        truth = json.load(f)
+    tally = LostTally(os.path.basename(os.path.normpath(folder)))
+    wanted = lost_drivers(truth)
+    tally.present = len(wanted)
+    logs = [Log.of(recording(run), paced=True) for run in run_dirs(folder)]
+    with tempfile.TemporaryDirectory() as tmp:
+        watched = os.path.join(tmp, "logs")
+        os.mkdir(watched)
+        settings = Settings(http_enabled=False, placement="off", history_path=os.path.join(tmp, "history.db"))
+
+        def make(clock: Any) -> FleetObserver:
+            return FleetObserver([watched], settings, WatchOptions(history=True), serve=False, clock=clock)
+
+        start, end = min(log.start for log in logs), max(log.end for log in logs)
+        watch = PacedWatch(watched, make, start - 10, LOST_STEP_SECONDS)
+        for log in logs:
+            watch.add(log)
+        watch.run(end + LOST_AFTER_SECONDS)
+        watch.fleet.stop()
+        with sqlite3.connect(os.path.join(tmp, "history.db")) as conn:
+            events = conn.execute("SELECT run_id, ts FROM events WHERE kind = ?", (kinds.QUERY_LOST,)).fetchall()
+    last_write = {f.get("run_id"): log.end for f, log in zip(truth.get("run_facts", []), logs)}
+    for run_id, ts in events:
+        if run_id in wanted:
+            tally.found += 1
+            tally.delays.append(ts - last_write.get(run_id, ts))
+        else:
+            tally.false += 1
+    tally.hours = (end - start) / 3600.0
+    return tally
+
+
+def lost_table(folders: list[str] | None = None) -> tuple[str, list[LostTally]]:
+    """The Markdown table of ``query_lost`` per recording followed by ``watch`` (``WATCHED``)."""
+    tallies = [judge_lost(f) for f in folders or [os.path.join(INCIDENTS, name) for name in WATCHED]]
+    lines = [
+        "| recording | lost drivers found / present | verdict after the log's last write | false `query_lost`: count, per hour |",
+        "|---|---|---|---|",
+    ]
+    for t in tallies:
+        delay = ", ".join(f"{d:.0f} s" for d in t.delays) or "-"
+        lines.append(
+            f"| {t.name} | {t.found} / {t.present} | {delay} | {t.false}, {_per_hour(t.false, t.hours)} ({t.hours * 60:.1f} min) |"
+        )
+    found, present, false = sum(t.found for t in tallies), sum(t.present for t in tallies), sum(t.false for t in tallies)
+    hours = sum(t.hours for t in tallies)
+    lines.append(f"| all | {found} / {present} | | {false}, {_per_hour(false, hours)} ({hours * 60:.1f} min) |")
+    return "\n".join(lines), tallies
+
+
 def _per_hour(count: int, hours: float) -> str:
     return f"{count / hours:.1f}/h" if hours > 0 else "-"
 
@@ -619,6 +716,8 @@ def main(argv: list[str]) -> int:
     print("\n" + growth_table(recordings)[0])
     print("\n" + paging_table(recordings))
     print("\n" + restore_table(recordings)[0])
+    if not argv:
+        print("\n" + lost_table()[0])
     for rec in recordings:
         if rec.clean and rec.seconds >= 3600:
             count, rate = false_per_hour(rec)

@@ -152,12 +152,13 @@ def log_facts(eventlog: str) -> dict[str, Any]:
     }
 
 
-def signalled_run(rec: Recorder, sig: signal.Signals) -> dict[str, Any]:
-    """One run through spark-submit, signalled once it logged ``PROGRESS_EVENTS`` progress events; its facts."""
+def signalled_run(rec: Recorder, sig: signal.Signals, conf: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One run through spark-submit, signalled once it logged ``PROGRESS_EVENTS`` progress events; its facts.
+    ``conf``: ``key=value`` Spark settings of the job (a single-file event log)."""
     out = os.path.join(rec.target, f"run{len(rec.runs) + 1}")
     eventlog = os.path.join(out, "eventlog")
     cmd = [spark_submit(rec.python), os.path.join(HERE, "scenario_job.py"), "--out", out, "--checkpoint", rec.checkpoint, "--event-log"]
-    cmd += [*JOB, "--name", rec.name]
+    cmd += [*JOB, "--name", rec.name, *(a for c in conf for a in ("--conf", c))]
     print("+", " ".join(cmd), flush=True)
     env = dict(os.environ, PYTHONPATH=os.path.join(HERE, ".."), PYSPARK_PYTHON=rec.python, PYSPARK_DRIVER_PYTHON=rec.python)
     stderr_path = os.path.join(rec.tmp, f"{os.path.basename(out)}.stderr")
@@ -334,7 +335,39 @@ def deploys(sig: signal.Signals, race: bool = False) -> Callable[[Recorder], dic
     return scenario
 
 
+def killed(rolling: bool) -> Callable[[Recorder], dict[str, Any]]:
+    """One run SIGKILLed as the OOM killer kills a driver, never started again: its log stops without an end
+    (no ``ApplicationEnd``, no ``QueryTerminatedEvent``) and stays so. ``rolling``: Spark 4's default
+    ``eventlog_v2_`` folder; else one file (``spark.eventLog.rolling.enabled=false``), left ``.inprogress``."""
+
+    def scenario(rec: Recorder) -> dict[str, Any]:
+        facts = signalled_run(rec, signal.SIGKILL, () if rolling else ("spark.eventLog.rolling.enabled=false",))
+        if facts["app_end"] or facts["query_terminated"]:
+            raise RuntimeError(
+                f"a killed driver's log with an end: app_end {facts['app_end']}, query_terminated {facts['query_terminated']}"
+            )
+        return {
+            "clean": False,
+            "signal": "SIGKILL",
+            "submitted_with": "pyspark/bin/spark-submit (it execs the JVM: the process signalled; the Python driver is its child)",
+            "master": "local[2]",
+            "partitions": 4,
+            "rows_per_second": 200,
+            "provider": "rocksdb",
+            "rolling": rolling,
+            "kept": "the event log only: the Python driver dies with its JVM before it writes anything",
+            "restarts": [],
+            "drivers_lost": [{"run": facts["run_dir"], "run_id": facts["run_id"], "killed_at": facts["signalled_at"]}],
+            "expected_events": ["query_lost: the driver is gone, its log silent without an end, nothing started again"],
+            "note": "a driver killed without a word and never restarted: the log stops mid-stream and is left in progress",
+        }
+
+    return scenario
+
+
 SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
+    "driver_killed": killed(rolling=True),
+    "driver_killed_single_file": killed(rolling=False),
     "deploy_sigterm": deploys(signal.SIGTERM),
     "deploy_sigkill": deploys(signal.SIGKILL),
     "deploy_sigterm_late_termination": deploys(signal.SIGTERM, race=True),

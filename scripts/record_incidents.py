@@ -129,6 +129,34 @@ def clean(seconds: int, keep_eventlog_below: int | None = None) -> Callable[[Rec
     return scenario
 
 
+def idle(seconds: int) -> Callable[[Recorder], dict[str, Any]]:
+    """A live query with nothing to read: a parquet file source given two files, read in its first two batches,
+    then no new file for ``seconds`` while the driver runs (Spark writes an idle event every
+    ``spark.sql.streaming.noDataProgressEventInterval``, 10 s); stopped cleanly at the end. Nothing may fire:
+    a silent but live query is no lost driver."""
+
+    def scenario(rec: Recorder) -> dict[str, Any]:
+        path = os.path.join(rec.tmp, "input")
+        facts = rec.run(
+            "--query", "file_source", "--option", f"path={path}", "--duration", str(seconds), "--partitions", "4", "--name", rec.name
+        )
+        slim_event_log(os.path.join(rec.target, "run1", "eventlog"))
+        return {
+            "kept": f"progress lines and event logs without {', '.join(sorted(SLIMMED_EVENTS))} and stateless task ends",
+            "clean": True,
+            "duration_seconds": facts["process_ended"] - facts["process_started"],
+            "partitions": 4,
+            "trigger_seconds": 1,
+            "master": "local[2]",
+            "provider": "rocksdb",
+            "expected_events": [],
+            "idle": "two batches, then no input until the stop: idle events every 10 s",
+            "note": f"two batches, then {seconds} s without input while the driver lives: idle, never lost",
+        }
+
+    return scenario
+
+
 def restart(
     query: str, runs: tuple[int, int], downtime: float, keep_eventlog_below: int | None = None
 ) -> Callable[[Recorder], dict[str, Any]]:
@@ -783,6 +811,7 @@ SCENARIOS: dict[str, Callable[[Recorder], dict[str, Any]]] = {
     "unbounded_growth": unbounded_growth(240),
     "clean_busy_90s": clean(90, keep_eventlog_below=1024 * 1024),
     "clean_busy_30min": clean(1800),
+    "idle_query": idle(180),
     "dedup_agg_restart_43": restart("dedup_window", (8, 6), downtime=20),
     "dedup_agg_restart_41": restart("dedup_window", (8, 6), downtime=20),
     "dedup_agg_restart_40": restart("dedup_window", (8, 6), downtime=20, keep_eventlog_below=300 * 1024),

@@ -36,6 +36,7 @@ SETTING_AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "trigger_interval_seconds",
             "stall_",
+            "lost_",
             "crash_loop_",
             "query_status_",
             "growth_",

@@ -22,6 +22,7 @@ ENV_PREFIX = "SPARK_STATE_OBSERVER_"
 DEFAULT_HISTORY_PATH = "spark-state-observer-history.db"
 DEFAULT_STALL_FACTOR = 6.0
 DEFAULT_STALL_MIN_SECONDS = 30.0
+DEFAULT_LOST_MIN_SECONDS = 120.0
 # a scheduled query's next run is overdue once it is this share of its interval late, and at least this many
 # seconds (the mixin's SparkStreamingScheduledRunOverdue and the browser's verdict judge alike)
 DEFAULT_SCHEDULE_LATE_SHARE = 0.25
@@ -150,6 +151,12 @@ class Settings:
     )
     stall_min_seconds: float = field(
         default=DEFAULT_STALL_MIN_SECONDS, metadata={"doc": "Never call a query stalled before this many seconds without progress."}
+    )
+    lost_min_seconds: float = field(
+        default=DEFAULT_LOST_MIN_SECONDS,
+        metadata={
+            "doc": "Watcher: a running query whose event log has not grown for this long (or longer, as its trigger interval and batches require) without an end is lost: its driver is gone."
+        },
     )
     crash_loop_restarts: int = field(
         default=DEFAULT_CRASH_LOOP_RESTARTS,

@@ -31,6 +31,7 @@ EVENT_COLORS = {
     k.STORE_RELOAD: "#8c564b",
     k.STALLED: "#e6550d",
     k.STALL_RECOVERED: "#17becf",
+    k.QUERY_LOST: "#67000d",
     k.EXECUTOR_ADDED: "#bcbd22",
     k.EXECUTOR_REMOVED: "#e377c2",
     k.QUERY_IDLE: "#c7c7c7",

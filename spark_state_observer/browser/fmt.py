@@ -24,6 +24,7 @@ KIND_LABELS = {
     k.STORE_RELOAD: "state reload",
     k.STALLED: "stalled",
     k.STALL_RECOVERED: "stall over",
+    k.QUERY_LOST: "driver lost",
     k.EXECUTOR_ADDED: "executor added",
     k.EXECUTOR_REMOVED: "executor lost",
     k.QUERY_IDLE: "idle",

@@ -34,6 +34,7 @@ ANCHORS = {
     "crash_loop": "sparkstreamingquerycrashlooping",
     "failed_at_start": "sparkstreamingqueryfailed",
     "failed": "sparkstreamingqueryfailed",
+    "lost": "sparkstreamingquerylost",
     "kafka_data_loss": "sparkstreamingkafkadatalossrisk",
     "stalled": "sparkstreamingquerystalled",
     "overdue": "sparkstreamingscheduledrunoverdue",
@@ -49,18 +50,19 @@ SEVERITY = {
     "crash_loop": 0,
     "failed_at_start": 1,
     "failed": 2,
-    "kafka_data_loss": 3,
-    "stalled": 4,
-    "overdue": 5,
-    "late_rows": 6,
-    "state_unbounded": 7,
-    "falling_behind": 8,
-    "kafka_lag": 9,
-    "executor_lost": 10,
-    "restarted": 11,
-    "stopped": 12,
-    "healthy": 13,
-    "no_data": 14,
+    "lost": 3,
+    "kafka_data_loss": 4,
+    "stalled": 5,
+    "overdue": 6,
+    "late_rows": 7,
+    "state_unbounded": 8,
+    "falling_behind": 9,
+    "kafka_lag": 10,
+    "executor_lost": 11,
+    "restarted": 12,
+    "stopped": 13,
+    "healthy": 14,
+    "no_data": 15,
 }
 # how a verdict is shown: the most severe one up to each of these is an error (the query cannot run, or lost
 # input), a warning (it runs badly, or its scheduled run is overdue), an information (it recovered, or stopped);
@@ -73,18 +75,19 @@ ICONS = {
     0: ":material/error:",  # crash_loop
     1: ":material/error:",  # failed_at_start
     2: ":material/error:",  # failed
-    3: ":material/error:",  # kafka_data_loss
-    4: ":material/warning:",  # stalled
-    5: ":material/warning:",  # overdue
-    6: ":material/warning:",  # late_rows
-    7: ":material/warning:",  # state_unbounded
-    8: ":material/warning:",  # falling_behind
-    9: ":material/warning:",  # kafka_lag
-    10: ":material/info:",  # executor_lost
-    11: ":material/info:",  # restarted
-    12: ":material/stop_circle:",  # stopped
-    13: ":material/check_circle:",  # healthy
-    14: ":material/help:",  # no_data
+    3: ":material/error:",  # lost
+    4: ":material/error:",  # kafka_data_loss
+    5: ":material/warning:",  # stalled
+    6: ":material/warning:",  # overdue
+    7: ":material/warning:",  # late_rows
+    8: ":material/warning:",  # state_unbounded
+    9: ":material/warning:",  # falling_behind
+    10: ":material/warning:",  # kafka_lag
+    11: ":material/info:",  # executor_lost
+    12: ":material/info:",  # restarted
+    13: ":material/stop_circle:",  # stopped
+    14: ":material/check_circle:",  # healthy
+    15: ":material/help:",  # no_data
 }
 # the Kafka findings that say input was lost or read twice, and how the verdict tells each
 KAFKA_DATA_LOSS = {
@@ -280,6 +283,23 @@ def failed(f: Facts) -> Verdict | None:
     when = end or run.get("started")
     text = f"{head} at {fmt.clock(when)}: {cause or 'no exception text in the history'}"
     return Verdict(kind, text, run.get("started"), cause, trace, run["run_id"])
+
+
+def lost(f: Facts) -> Verdict | None:
+    """The newest run is open and the watcher judged its driver gone (its ``query_lost`` event, no batch after it):
+    the driver died without a word, which no exception explains (``spark_state_observer.signals.lifecycle``)."""
+    if not f.runs or _outcome(f.runs[-1]) is not None:
+        return None
+    run = f.runs[-1]
+    signal = next((e for e in reversed(f.events) if e["kind"] == k.QUERY_LOST and e.get("run_id") == run["run_id"]), None)
+    if signal is None or (f.last_batch_ts is not None and f.last_batch_ts > float(signal["ts"])):
+        return None
+    silent = (signal.get("attributes") or {}).get("seconds_silent")
+    text = (
+        f"Driver lost at {fmt.clock(signal['ts'])}: its event log silent for {fmt.duration(silent)} without an end "
+        f"(killed for memory? node lost?); last batch at {fmt.clock(f.last_batch_ts)}"
+    )
+    return Verdict("lost", text, f.last_batch_ts or float(signal["ts"]), run_id=run["run_id"])
 
 
 def stalled(f: Facts) -> Verdict | None:
@@ -567,7 +587,7 @@ def _ended_with_application(f: Facts, run_id: str) -> bool:
     )
 
 
-RULES = (crash_loop, failed, kafka_data_loss, stalled, overdue, late_rows, state_unbounded, falling_behind, kafka_lag, restarted)
+RULES = (crash_loop, failed, lost, kafka_data_loss, stalled, overdue, late_rows, state_unbounded, falling_behind, kafka_lag, restarted)
 
 
 def verdicts(f: Facts) -> list[Verdict]:
@@ -576,6 +596,8 @@ def verdicts(f: Facts) -> list[Verdict]:
     found = [v for v in (rule(f) for rule in RULES) if v is not None] + executor_lost(f)
     if any(v.kind == "crash_loop" for v in found):
         found = [v for v in found if v.kind not in ("failed", "failed_at_start", "restarted")]
+    if any(v.kind == "lost" for v in found):  # a dead driver is no stall: another action
+        found = [v for v in found if v.kind != "stalled"]
     if not found or all(v.severity >= SEVERITY["executor_lost"] or v.kind == "late_rows" for v in found):  # rows lost before a stop
         end = stopped(f)
         if end is not None:

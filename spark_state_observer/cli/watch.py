@@ -70,7 +70,8 @@ def add_parser(sub: Any) -> None:
         "--lost-after-seconds",
         type=float,
         default=600.0,
-        help="an application whose log stops growing without an end for this long is lost (default 600)",
+        help="an application whose log stops growing without an end for this long is lost (default 600); its running "
+        "queries are lost sooner, by their own cadence (setting lost_min_seconds, 120 s at least)",
     )
     w.add_argument("--read-finished", action="store_true", help="also read logs already finished when the watcher starts")
     w.add_argument(

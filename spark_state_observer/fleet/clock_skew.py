@@ -4,7 +4,6 @@ reads that follow a read to the file's end (see ``spark_state_observer.fleet.eve
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from spark_state_observer.fleet.followed_app import FollowedApp
@@ -51,7 +50,7 @@ class ClockSkew(WatcherCore):
         """The file is read to its end: measure the clock skew from this poll's newest event (see ``_SKEW_MIN_SAMPLES``)."""
         newest, app.newest_event = app.newest_event, None
         if newest is not None and app.caught_up:
-            app.skew_samples.append(time.time() - newest)
+            app.skew_samples.append(self.wall_clock() - newest)
             if len(app.skew_samples) >= _SKEW_MIN_SAMPLES:
                 skew = min(app.skew_samples)
                 tolerance = _SKEW_TOLERANCE_SECONDS + self.poll_interval

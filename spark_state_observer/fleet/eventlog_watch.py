@@ -123,6 +123,7 @@ class EventLogWatcher(LogListing, LogTailing, EventLines, Identification, ClockS
         max_apps: int = 10_000,
         max_decoded_bytes_per_poll: int = 16 << 20,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
         raw_events: Iterable[str] = (),
         raw_keep: Callable[[bytes], bool] | None = None,
         follow_symlinks: bool = False,
@@ -160,6 +161,7 @@ class EventLogWatcher(LogListing, LogTailing, EventLines, Identification, ClockS
         self.max_apps = max_apps
         self.max_decoded_bytes_per_poll = max_decoded_bytes_per_poll
         self.clock = clock
+        self.wall_clock = wall_clock  # what event times are compared with (the clock skew)
         self.counts = WatchCounts()
         self.backlog = False  # the last poll left bytes unread (budget): poll again without waiting
         # the environment (one line per application) gives the identity properties and the capacity estimate's conf
@@ -218,6 +220,16 @@ class EventLogWatcher(LogListing, LogTailing, EventLines, Identification, ClockS
             if not self.backlog:
                 stop_event.wait(max(0.0, self.poll_interval - (self.clock() - started)))
         self.commit()
+
+    def silence(self, log_name: str) -> float | None:
+        """Seconds (on ``clock``) since ``log_name``'s log last grew, while it is followed without an end: how long
+        its driver has said nothing (None: not followed, or ended). Measured by this watcher from the file's size
+        and the listing, not from the file's modification time nor its event times: both come from other clocks (a
+        file server's, the driver's), and a log read for the first time counts from then."""
+        app = self._apps.get(log_name)
+        if app is None or app.status == "finished" or app.end_seen or app.marker_final:
+            return None
+        return self.clock() - app.last_growth
 
     def app_problems(self) -> dict[str, dict[str, int]]:
         """Problems counted per followed application (log name -> kind -> count)."""

@@ -30,6 +30,15 @@ once behind one ``/metrics`` endpoint:
   Kafka offsets and read rate) is shared by query id, so a restart as a new application gives the downtime, restore, Kafka
   backlog and catch-up forecast a replay of both logs gives; a new run after a driver killed without a
   word (its log still in progress) takes the query over too (``spark_state_observer.signals.lifecycle``).
+- **Counters across applications**: a query's series carry no application id (``spark_state_observer.model.identity``),
+  so each application of it writes the same series; its running totals (starts, restarts, terminations, batches,
+  rows and every other ``_total`` it carries) go on from the application before (``QueryTracker.inherit``, when
+  the lifecycle takes the query over), as Prometheus expects of a counter: ``increase()`` over a crash loop of
+  many applications counts every restart. No label is added. What a watcher restart re-reads it counts again the
+  same way; logs it no longer reads (finished and forgotten before the restart) are not counted again.
+- **A driver gone**: the watcher tells each application's lifecycle how long its log has been silent
+  (``EventLogWatcher.silence``, on its own clock); a run still open past its query's cadence is ``lost``
+  (``spark_state_observer.signals.lifecycle``), a lasting state kept after the application is forgotten.
 
 Data flows one way: capture (the watcher) → model → signals → sinks; nothing here is called back.
 """
@@ -236,6 +245,7 @@ class _AppPipeline:
     last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
     clock_skew: float = 0.0  # seconds the application's clock is behind the watcher's (``AppEvents.clock_skew``)
     clock_known: bool = False  # the skew is settled (``AppEvents.clock_known``): only then are ages and stalls judged
+    wall: Callable[[], float] = time.time  # the watcher's wall clock (a test's simulated one)
     # the application's Prometheus lines over its observer's view (built here: the pipeline builds no exporter);
     # the watcher's one endpoint joins those of every application
     collector: StateCollector = field(init=False)
@@ -245,7 +255,7 @@ class _AppPipeline:
 
     def clock(self) -> float:
         """Now on the application's clock: its ages and stalls compare its own event times with this."""
-        return time.time() - self.clock_skew
+        return self.wall() - self.clock_skew
 
     def executor_ids(self) -> ExecutorSet:
         return self.executors.current()
@@ -278,8 +288,14 @@ class FleetObserver:
         *,
         serve: bool = True,
         mirrors: Sequence[StoreMirror] = (),
+        clock: Callable[[], float] | None = None,
     ) -> None:
-        """``mirrors``: object-store URLs mirrored into some of ``dirs``, synced before each poll (``spark_state_observer.fleet.store_mirror``)."""
+        """``mirrors``: object-store URLs mirrored into some of ``dirs``, synced before each poll (``spark_state_observer.fleet.store_mirror``).
+
+        ``clock``: the wall clock everything time-dependent reads (timeouts, silences, ages and stalls), for tests
+        and benchmarks that replay a recorded log and move time on instead of waiting; by default the system's
+        (the watcher's timeouts then run on the monotonic clock)."""
+        self.wall: Callable[[], float] = clock or time.time
         self.mirrors = list(mirrors)
         self.settings = settings or Settings.from_env()
         self.options = options or WatchOptions()
@@ -303,6 +319,8 @@ class FleetObserver:
             raw_events=PLACEMENT_EVENTS,  # placement decodes the few fields it reads, of the lines that matter to it
             raw_keep=wanted_line,
             progress_as_bytes=True,  # the pipeline decodes the progress object's JSON itself (spark_state_observer.model.decode)
+            clock=clock or time.monotonic,
+            wall_clock=self.wall,
         )
         self._apps: dict[str, _AppPipeline] = {}
         # what every application's rules know of each query's runs, by query id: a job restarted as a new
@@ -344,6 +362,7 @@ class FleetObserver:
             self.settings.query_status_max_queries,
             history=self.settings.history_path if o.history else None,
             on_failure=lambda: self.self_metrics.count("export_failures", QUERY_STATUS_EXPORTER),
+            clock=self.wall,
         )
         self.statuses.restore()
         self._otlp = otlp_enabled(self.settings)
@@ -448,7 +467,11 @@ class FleetObserver:
             self._prerendered_at = time.monotonic()
         for pipeline in pipelines:
             if pipeline.clock_known:  # before, a driver's skew (days, for an old log copied in now) reads as a stall
+                lifecycle = pipeline.observer.engine.lifecycle
+                verdicts = lifecycle.verdicts
                 pipeline.observer.tick()
+                if lifecycle.verdicts != verdicts:  # a query lost (or back): its lasting state now, not at its next event
+                    self.statuses.observe(pipeline.observer.identity, pipeline.observer.view.lifecycles())
             if prerender:
                 pipeline.collector.prerender()  # render changed queries off the scrape path
         self.statuses.round()
@@ -544,7 +567,10 @@ class FleetObserver:
             log_name=identity.log_name,
             checkpoints=checkpoints,
             eviction=eviction,
+            wall=self.wall,
         )
+        # how long its log has said nothing, as the watcher saw it grow: a driver gone without a word is lost
+        observer.engine.lifecycle.silence = lambda: self.watcher.silence(identity.log_name)
         if self.settings.placement != "off":
             pipeline.placement = follow_event_log(observer)
             if observer.placement is not None:  # a restore's ETA starts from the work in the checkpoint its plans name
@@ -573,6 +599,7 @@ class FleetObserver:
         with self._lock:
             pipeline = self._apps.pop(log_name, None)
         if pipeline is not None:
+            pipeline.observer.engine.lifecycle.detach()  # its queries' totals stay, for a later application of them
             pipeline.observer.stop(1.0)  # closes its own sinks (OTLP); its series go with it
 
     def _apply(self, pipeline: _AppPipeline, event: RawEvent) -> int:

@@ -45,6 +45,7 @@ class WatcherCore(abc.ABC):
     max_apps: int
     max_decoded_bytes_per_poll: int
     clock: Callable[[], float]
+    wall_clock: Callable[[], float]
     counts: WatchCounts
     backlog: bool
     _patterns: dict[bytes, str]

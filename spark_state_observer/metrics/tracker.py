@@ -25,9 +25,11 @@ from spark_state_observer.model import kinds, query_lifecycle
 from spark_state_observer.model.events import Event, OperatorProgress, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from spark_state_observer.model.fields import OPERATOR_FIELDS
 
-__all__ = ["Labels", "QueryLife", "QueryRecord", "QueryTracker", "operator_labels", "source_labels"]
+__all__ = ["Labels", "QueryLife", "QueryRecord", "QueryTotals", "QueryTracker", "operator_labels", "source_labels"]
 
 SeriesKey = tuple[MetricSpec, Labels]
+# the signal gauges ``QueryRecord.lifecycle`` reads: a change re-renders the query's lifecycle series
+_LIFECYCLE_GAUGES = frozenset({catalog.QUERY_CRASH_LOOP, catalog.QUERY_SCHEDULED, catalog.QUERY_LOST})
 
 
 class QueryLife(NamedTuple):
@@ -39,6 +41,15 @@ class QueryLife(NamedTuple):
     state: str  # spark_state_observer.model.query_lifecycle
     run_start: float | None = None  # when its latest run started (spark_streaming_query_last_start_timestamp_seconds)
     schedule_seconds: float | None = None  # a scheduled query's interval (spark_streaming_query_schedule_interval_seconds)
+
+
+class QueryTotals(NamedTuple):
+    """A query's running totals (every ``_total`` series it carries), as one application counted them: what the
+    next application of the query continues from under the watcher (``QueryTracker.inherit``)."""
+
+    starts: int
+    terminations: dict[str, int]
+    counters: dict[SeriesKey, float]
 
 
 @dataclass
@@ -88,7 +99,8 @@ class QueryRecord:
         gauges = self.signal_gauges
         crash_loop = gauges.get((catalog.QUERY_CRASH_LOOP, ()), 0.0) == 1.0
         scheduled = gauges.get((catalog.QUERY_SCHEDULED, ()), 0.0) == 1.0
-        return query_lifecycle.state_of(self.status, crash_loop, self.run_batches, scheduled)
+        lost = gauges.get((catalog.QUERY_LOST, ()), 0.0) == 1.0
+        return query_lifecycle.state_of(self.status, crash_loop, self.run_batches, scheduled, lost)
 
     @property
     def life(self) -> QueryLife:
@@ -233,6 +245,8 @@ class QueryTracker:
                     gauges[key] = value
                 if before != value or type(before) is not type(value):  # ticks mostly re-set the same value: nothing to re-render then
                     changed = True
+                    # a verdict the lifecycle state reads (a tick may set one: a driver lost): the state's series too
+                    state_changed = state_changed or spec in _LIFECYCLE_GAUGES
             if changed:
                 self._new_version(record, state_changed)  # type: ignore[arg-type]
 
@@ -299,6 +313,29 @@ class QueryTracker:
         """Every query's lifecycle state, without copying records (the watcher reads it after each round)."""
         with self._lock:
             return [r.life for r in self._queries.values()]
+
+    def totals(self, query_id: str) -> QueryTotals | None:
+        """A copy of ``query_id``'s running totals (None: not kept here)."""
+        with self._lock:
+            r = self._queries.get(query_id)
+            return None if r is None else QueryTotals(r.starts, dict(r.terminations), dict(r.counters))
+
+    def inherit(self, query_id: str, base: QueryTotals) -> None:
+        """Add ``base`` (the totals of the applications that ran the query before this one) to ``query_id``'s
+        totals, so that its counters go on from there instead of starting again: a series without the application
+        id (``spark_state_observer.model.identity``) that read 1 in each new application made ``increase()`` over a
+        crash loop of many applications see one restart."""
+        with self._lock:
+            r = self._queries.get(query_id)
+            if r is None:
+                return
+            r.starts += base.starts
+            for outcome, n in base.terminations.items():
+                r.terminations[outcome] = r.terminations.get(outcome, 0) + n
+            r._settle()
+            for key, value in base.counters.items():
+                r._counters[key] = r._counters.get(key, 0.0) + value
+            self._new_version(r, True)
 
     def app_values(self) -> list[tuple[MetricSpec, Labels, float]]:
         """The application-wide series (executors), which belong to no query."""

@@ -12,7 +12,7 @@ from typing import Any
 from spark_state_observer.mixin.config import MixinConfig
 
 SPARK = 'alertname=~"Spark(Streaming|State).*"'
-# what a failed, stopped or crash-looping query explains
+# what a failed, stopped, lost or crash-looping query explains
 EXPLAINED = (
     'alertname=~"SparkStreamingQueryStalled|SparkStreamingQueryFallingBehind|SparkStreamingKafkaLagGrowing|'
     'SparkStreamingWatermarkLagHigh|SparkStateRestoreTooLong|SparkStateRestoreSlow"'
@@ -38,7 +38,9 @@ def example(config: MixinConfig) -> dict[str, Any]:
         },
         "inhibit_rules": [
             {
-                "source_matchers": ['alertname=~"SparkStreamingQueryFailed|SparkStreamingQueryDown|SparkStreamingQueryCrashLooping"'],
+                "source_matchers": [
+                    'alertname=~"SparkStreamingQueryFailed|SparkStreamingQueryDown|SparkStreamingQueryCrashLooping|SparkStreamingQueryLost"'
+                ],
                 "target_matchers": [EXPLAINED],
                 "equal": [*identity, "query_id"],
             },

@@ -31,6 +31,7 @@ ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
     "SparkStreamingQueryFailed": ("0m", "critical"),
     "SparkStreamingQueryDown": ("2m", "warning"),
     "SparkStreamingQueryCrashLooping": ("0m", "critical"),
+    "SparkStreamingQueryLost": ("0m", "critical"),
     "SparkStreamingScheduledRunOverdue": ("2m", "warning"),
     "SparkStreamingQueryStalled": ("1m", "critical"),
     "SparkStreamingQueryFallingBehind": ("10m", "warning"),
@@ -62,7 +63,12 @@ AFTER_END_ALERTS = ("SparkStreamingQueryDown",)
 # Alerts that read the lasting lifecycle state (spark_streaming_query_lifecycle): the watcher keeps a failed or
 # crash-looping query's series after it forgets the application, and a scheduled one's between its runs, for
 # query_status_retention_days at most.
-LASTING_ALERTS = ("SparkStreamingQueryFailed", "SparkStreamingQueryCrashLooping", "SparkStreamingScheduledRunOverdue")
+LASTING_ALERTS = (
+    "SparkStreamingQueryFailed",
+    "SparkStreamingQueryCrashLooping",
+    "SparkStreamingQueryLost",
+    "SparkStreamingScheduledRunOverdue",
+)
 # Runbook addresses nobody can open: the repository the early defaults named (it does not exist), reserved
 # example hosts (RFC 2606), and template markers left in
 PLACEHOLDER_RUNBOOK = re.compile(

@@ -183,6 +183,17 @@ def _query_failed(c: CaseInputs) -> Case:
     return case
 
 
+def _query_lost(c: CaseInputs) -> Case:
+    """A lost query's lasting state (its driver gone without a word), kept past the application's grace as a
+    failed one's is; the healthy query's state is 0 throughout."""
+    alert = "SparkStreamingQueryLost"
+    case = c.flag(alert, catalog.QUERY_LIFECYCLE, c.ls.query, c.by_query, {"state": "lost"})
+    case.fire_at = max(case.fire_at, math.ceil(c.config.fleet.grace_seconds / 60) + 5)
+    n = _samples(case.fire_at + 10)
+    case.series = [(name, labels, f"{values.split('x')[0]}x{n}") for name, labels, values in case.series]
+    return case
+
+
 def _query_down(c: CaseInputs) -> Case:
     """As ``_after_end``, and a third query stopped as long that runs on a schedule (availableNow): never fires."""
     case = _after_end(c, "SparkStreamingQueryDown", "terminated")
@@ -580,6 +591,7 @@ def _observer_failing(c: CaseInputs) -> Case:
 
 CASE_BUILDERS: tuple[Callable[[CaseInputs], Case], ...] = (
     _query_failed,
+    _query_lost,
     _query_down,
     _scheduled_run_overdue,
     _crash_looping,

@@ -97,6 +97,7 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     # the lasting state: the watcher keeps exporting it after it forgets the application (spark_state_observer.fleet.query_statuses)
     failed = p.sel(catalog.QUERY_LIFECYCLE, extra='state="failed"')
     crash_looping = p.sel(catalog.QUERY_LIFECYCLE, extra='state="crash_looping"')
+    lost = p.sel(catalog.QUERY_LIFECYCLE, extra='state="lost"')
     clean_stops = p.sel(catalog.QUERY_TERMINATIONS, extra='outcome="clean"')
     terminated = p.sel(catalog.QUERY_STATUS, extra='status="terminated"')
     scheduled = p.sel(catalog.QUERY_SCHEDULED)  # stopped between the runs of its schedule (availableNow, once): not down
@@ -149,6 +150,15 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
             f"Streaming query {q} is restarting in a loop.",
             f"Query {q} failed and restarted at least {number(t.crash_loop_restarts)} times within {window_cl}; every restart restores "
             "its state again. Restarts after runs that stopped cleanly (a scheduled availableNow job) are not counted.",
+        ),
+        a(
+            "SparkStreamingQueryLost",
+            # the watcher's verdict (spark_state_observer.signals.lifecycle): a run still open whose event log went silent
+            f"max by ({query}) ({lost}) == 1",
+            f"The driver of streaming query {q} is gone.",
+            f"Query {q} ({{{{ $labels.query_id }}}}) was running, but its driver's event log stopped without an end (no query "
+            "termination, no application end) for longer than the query's cadence allows: the driver died without a word "
+            "(killed for memory, its node lost). Nothing is processed until it is started again.",
         ),
         a(
             "SparkStreamingQueryStalled",

@@ -17,6 +17,7 @@ QUERY_IDLE = "query_idle"
 CRASH_LOOP = "crash_loop"
 STALLED = "stalled"
 STALL_RECOVERED = "stall_recovered"
+QUERY_LOST = "query_lost"  # the query's driver is gone without a word: its log silent, no end (the watcher's verdict)
 RESTORE = "restore"
 STORE_RELOAD = "store_reload"
 EXECUTOR_ADDED = "executor_added"
@@ -73,6 +74,7 @@ SIGNAL_KINDS = (
     CRASH_LOOP,
     STALLED,
     STALL_RECOVERED,
+    QUERY_LOST,
     RESTORE,
     STORE_RELOAD,
     EXECUTOR_ADDED,
@@ -95,7 +97,7 @@ SIGNAL_KINDS = (
 ALL = "*"
 """Subscribe to every kind."""
 
-LIFECYCLE_KINDS = (QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE, CRASH_LOOP, STALLED, STALL_RECOVERED)
+LIFECYCLE_KINDS = (QUERY_STARTED, QUERY_RESTARTED, QUERY_TERMINATED, QUERY_IDLE, CRASH_LOOP, STALLED, STALL_RECOVERED, QUERY_LOST)
 """The kinds that change a query's health (running, idle, stalled, failed, stopped)."""
 
 WARNING_KINDS = (
@@ -104,6 +106,7 @@ WARNING_KINDS = (
             QUERY_RESTARTED,
             CRASH_LOOP,
             STALLED,
+            QUERY_LOST,
             STORE_RELOAD,
             EXECUTOR_REMOVED,
             STATE_UNBOUNDED,

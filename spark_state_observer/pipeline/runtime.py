@@ -82,7 +82,8 @@ class Observer:
             identity=self.identity,
         )
         # ``query_lives``: the watcher's applications share what they know of each query's runs, so a restart
-        # as a new application is linked to the runs before it by query id, whether or not it reached a batch
+        # as a new application is linked to the runs before it by query id, whether or not it reached a batch,
+        # and its counters go on from the runs before
         self.engine = SignalEngine(
             self.settings,
             self.tracker.get,
@@ -92,6 +93,7 @@ class Observer:
             query_lives=query_lives,
             checkpoint=checkpoint,
             eviction=eviction,
+            counters=self.tracker if query_lives is not None else None,  # counters go on across the applications
         )
         self.signals = SignalBus(on_callback_failure=lambda: self.self_metrics.incr("callback_failures"))
         self._sinks: list[Sink] = []

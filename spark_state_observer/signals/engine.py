@@ -18,7 +18,7 @@ from collections.abc import Set
 from typing import Callable
 
 from spark_state_observer.metrics import catalog
-from spark_state_observer.metrics.tracker import QueryRecord, operator_labels
+from spark_state_observer.metrics.tracker import QueryRecord, QueryTracker, operator_labels
 from spark_state_observer.model.checkpoint_listing import last_commit_before
 from spark_state_observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from spark_state_observer.model.plan_eviction import EvictionLocator
@@ -58,7 +58,10 @@ class SignalEngine:
         query_lives: dict[str, RunState] | None = None,
         checkpoint: CheckpointLocator | None = None,
         eviction: EvictionLocator | None = None,
+        counters: QueryTracker | None = None,
     ) -> None:
+        """``counters``: the tracker whose totals of a query continue another application's (the watcher's,
+        with ``query_lives``: ``Lifecycle``)."""
         self.s = settings
         self.clock = clock
         self.live = live
@@ -69,7 +72,9 @@ class SignalEngine:
         if last_alive_hint is None and checkpoint is not None:  # the watcher's: its checkpoint as the plans name it
             last_alive_hint = self._last_commit
         self._checkpoint = checkpoint
-        self.lifecycle = Lifecycle(settings, self._new_run, live=live, last_alive_hint=last_alive_hint, queries=query_lives)
+        self.lifecycle = Lifecycle(
+            settings, self._new_run, live=live, last_alive_hint=last_alive_hint, queries=query_lives, counters=counters
+        )
         self.growth = Growth(settings, eviction)  # which states the watermark evicts by key: the event log's plans
         self.partitions = Partitions(checkpoint)  # a restart as a new application: the partitions before, from the checkpoint
         self.executors = Executors()

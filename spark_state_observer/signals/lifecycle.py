@@ -40,6 +40,19 @@
   Before a run's second progress there is no interval to take the median of: ``trigger_interval_seconds``
   stands in, except for a real-time run (``spark_state_observer.signals.real_time``), whose first batch lasted at least
   its checkpoint interval.
+- lost (the watcher only: ``silence``, how long the application's event log has not grown, as the watcher saw it on
+  its own clock, so no clock skew between driver and watcher moves it): a run still open (no termination, no
+  application end) whose log stayed silent beyond ``lost_limit`` is lost, its driver gone without a word (SIGKILL by
+  the OOM killer, a node lost). A live driver is never silent that long: an idle query logs an idle event every
+  ``spark.sql.streaming.noDataProgressEventInterval`` (``NO_DATA_PROGRESS_SECONDS``) or each trigger if that is
+  longer, a running one its progress each trigger and its tasks' ends during a batch. The limit is the query's own
+  cadence: ``LOST_INTERVALS`` x the larger of its usual interval (between its progress and idle events;
+  ``trigger_interval_seconds`` before two are seen: set it for triggers over 20 s) and the no-data interval, at least ``DURATION_FACTOR`` x its longest recent batch
+  (grown as for the stall), and at least ``lost_min_seconds`` (2 minutes). What it cannot tell from a dead driver: a
+  driver alive but hung so fully that it logs nothing at all, not even a task's end, for that long. A lost run is
+  no stall (its ``stalled`` gauge drops, with no ``stall_recovered``); its query is released, so a later
+  application of it takes it over as a restart after a crash, with its downtime; its log growing again (a driver
+  paused, a file system back) takes the verdict back.
 """
 
 from __future__ import annotations
@@ -51,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
 from spark_state_observer.metrics import catalog
-from spark_state_observer.metrics.tracker import QueryRecord
+from spark_state_observer.metrics.tracker import QueryRecord, QueryTotals, QueryTracker
 from spark_state_observer.model import kinds as event_kinds
 from spark_state_observer.model import signal_kinds as kinds
 from spark_state_observer.model.events import QueryIdle, QueryProgress, QueryStarted, QueryTerminated
@@ -64,6 +77,8 @@ DURATION_FACTOR = 3.0  # a batch this many times the longest recent one is no lo
 MAX_GROWTH = 10.0  # the most the next batch is expected to outgrow the last (input over processing rate)
 SCHEDULE_CYCLES = 2  # clean runs, each followed by a longer pause, that make a schedule
 SCHEDULE_RUNS_KEPT = 8  # start-to-start intervals of clean runs whose median is a schedule's interval
+NO_DATA_PROGRESS_SECONDS = 10.0  # spark.sql.streaming.noDataProgressEventInterval's default: a live idle query's beat
+LOST_INTERVALS = 6.0  # a log silent for this many of the query's intervals (and lost_min_seconds) is a driver gone
 LastAliveHint = Callable[[str, float], "float | None"]
 
 
@@ -93,9 +108,15 @@ class RunState:
     first_duration: float = 0.0  # the run's first batch: how long a batch may take until later ones are known
     growth: float = 1.0  # the last batch's input over processing rate (at least 1): how much longer the next may take
     stalled: bool = False
+    lost: bool = False  # the run's driver is judged gone (``Lifecycle.tick``: its log silent, no end)
+    beats: deque[float] = field(default_factory=lambda: deque(maxlen=20))  # the run's progress and idle events: its cadence
     restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     crash_loop: bool = False
     holder: object | None = None  # the Lifecycle whose application runs the query now (None: no run live)
+    # the Lifecycle whose application ran the query last (its counters are where the next application's go on
+    # from), and those counters once that application is forgotten (``Lifecycle.detach``)
+    last_holder: Lifecycle | None = None
+    totals: QueryTotals | None = None
     # what other rules keep of the query across its runs (the restore's baseline, growth, the Kafka offsets), by rule:
     # taken over with this state, so a restart as a new application is judged against the runs before it
     carried: dict[str, Any] = field(default_factory=dict)
@@ -117,8 +138,16 @@ class Lifecycle:
         live: bool = True,
         last_alive_hint: LastAliveHint | None = None,
         queries: dict[str, RunState] | None = None,
+        counters: QueryTracker | None = None,
     ) -> None:
+        """``counters``: this application's tracker, whose totals of a query taken over from another application
+        go on from that application's (``QueryTracker.inherit``)."""
         self.s = settings
+        self._counters = counters
+        # seconds since this application's event log last grew (the watcher sets it; None: not known, a listener
+        # inside the driver, which dies with it): what the lost verdict reads
+        self.silence: Callable[[], float | None] | None = None
+        self.verdicts = 0  # lost verdicts given or taken back: the watcher publishes lasting states after a tick that moved it
         self.live = live
         self.last_alive_hint = last_alive_hint
         self._on_new_run = on_new_run
@@ -148,8 +177,27 @@ class Lifecycle:
             q = self._shared[query_id] = RunState()
         elif q.holder is not None and q.holder is not self and not _succeeds(q, run_id, at):
             return RunState(holder=self)  # live in another application: judged apart, not shared
-        q.holder = self
+        before = q.last_holder
+        base = before.totals(query_id) if before is not None and before is not self else q.totals
+        if base is not None and self._counters is not None and run_id is not None and run_id != q.run_id:
+            # a new run in this application: the counters go on from the applications before (the same run logged by
+            # two applications, one recording under two names, is not counted twice)
+            self._counters.inherit(query_id, base)
+        q.holder = q.last_holder = self
+        q.totals = None
         return q
+
+    def totals(self, query_id: str) -> QueryTotals | None:
+        """This application's running totals of ``query_id`` (None: no tracker, or the query is not kept)."""
+        return self._counters.totals(query_id) if self._counters is not None else None
+
+    def detach(self) -> None:
+        """This application is forgotten: the queries it ran last keep its totals, for the next application."""
+        for query_id, q in self.queries.items():
+            if q.last_holder is self:
+                q.totals, q.last_holder = self.totals(query_id), None
+            if q.holder is self:
+                q.holder = None
 
     def release(self, query_id: str | None = None) -> None:
         """Let another application continue ``query_id``'s runs (every query's when ``None``): this one's run
@@ -162,6 +210,7 @@ class Lifecycle:
     def started(self, record: QueryRecord, e: QueryStarted, now: float, facts: SignalFacts) -> None:
         ts = e.timestamp or now
         q = self.state(record.query_id, e.run_id, ts)
+        self._set_lost(q, record, False, now, facts)
         known_before = q.run_id is not None and q.run_id != e.run_id
         self._new_run(record.query_id, q, e.run_id, ts)
         facts.set(record, catalog.QUERY_LAST_START, (), ts)
@@ -173,6 +222,7 @@ class Lifecycle:
         """Restarts a batch reveals, the end of a stall, and the batch's place in its run."""
         ts = p.timestamp or now
         q = self.state(record.query_id, p.run_id, ts)
+        self._set_lost(q, record, False, now, facts)
         first_of_run = q.progress_run != p.run_id
         if first_of_run:
             if q.run_id != p.run_id:  # no started event seen for this run (late attach, partial log)
@@ -201,10 +251,14 @@ class Lifecycle:
         q.restart_pending = q.restart_pending and not restore_due
         q.last_alive = ts + (p.batch_duration_ms or 0) / 1000.0
         q.last_progress = q.last_alive
+        q.beats.append(q.last_alive)
         return BatchStart(first_of_run, restore_due)
 
     def idle(self, record: QueryRecord, e: QueryIdle, now: float, facts: SignalFacts) -> None:
-        self.state(record.query_id).last_alive = e.timestamp or now
+        q = self.state(record.query_id)
+        self._set_lost(q, record, False, now, facts)
+        q.last_alive = e.timestamp or now
+        q.beats.append(q.last_alive)
         facts.signal(kinds.QUERY_IDLE, record, e.run_id, e.timestamp or now)
 
     def terminated(self, record: QueryRecord, e: QueryTerminated, now: float, facts: SignalFacts) -> None:
@@ -216,6 +270,7 @@ class Lifecycle:
         q.run_outcome = event_kinds.EXCEPTION if e.exception else event_kinds.CLEAN
         q.ended_with_app = e.with_application
         self._set_stalled(q, record, False, now, facts)
+        self._set_lost(q, record, False, now, facts)
         self.release(record.query_id)
         attrs: dict[str, Any] = {"outcome": q.run_outcome}
         if e.with_application:  # no termination logged: the run ended with its application (a SIGTERM, an exit)
@@ -241,7 +296,9 @@ class Lifecycle:
     def tick(self, record: QueryRecord, now: float, facts: SignalFacts) -> None:
         """Judge ``record``'s query for a stall at ``now`` (live only: stalls need time to pass, not events)."""
         q = self.queries.get(record.query_id)
-        if q is None or not q.progress_at:
+        if q is None or (q.holder is not None and q.holder is not self):
+            return  # a later run in another application took the query over: this one's verdicts stay as they were
+        if self._judge_lost(q, record, now, facts) or not q.progress_at:
             return
         since = now - q.progress_at[-1]
         if record.status != event_kinds.ACTIVE:
@@ -269,9 +326,58 @@ class Lifecycle:
                 next_batch_growth=round(q.growth, 2),
             )
 
+    def lost_limit(self, q: RunState) -> float:
+        """How long ``q``'s application log may stay silent before its driver is judged gone (see the module's docstring)."""
+        stamps = list(q.beats)  # progress and idle events: a query with a 5-minute trigger idles at that pace
+        gaps = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
+        interval = statistics.median(gaps) if gaps else self.s.trigger_interval_seconds
+        longest = max(q.durations) if q.durations else q.first_duration
+        return max(self.s.lost_min_seconds, LOST_INTERVALS * max(interval, NO_DATA_PROGRESS_SECONDS), DURATION_FACTOR * longest * q.growth)
+
+    def _judge_lost(self, q: RunState, record: QueryRecord, now: float, facts: SignalFacts) -> bool:
+        """The lost verdict on an open run at ``now``; whether the query is lost (then no stall is judged)."""
+        if self.silence is None or record.status not in (event_kinds.ACTIVE, event_kinds.IDLE):
+            return False
+        silent = self.silence()
+        if silent is None:
+            return q.lost
+        limit = self.lost_limit(q)
+        if silent <= limit:
+            self._set_lost(q, record, False, now, facts)  # the log grew again: the driver lives
+            return False
+        if not q.lost:
+            was_stalled = q.stalled
+            if q.stalled:  # no stall: a hung batch and a dead driver call for different actions
+                q.stalled = False
+                facts.set(record, catalog.QUERY_STALLED, (), 0.0)
+            self._set_lost(
+                q,
+                record,
+                True,
+                now,
+                facts,
+                seconds_silent=round(silent, 1),
+                limit_seconds=round(limit, 1),
+                seconds_since_progress=_round(now - q.last_progress) if q.last_progress is not None else None,
+                was_stalled=was_stalled,
+            )
+            self.release(record.query_id)  # a later application of the query takes it over (a restart after a crash)
+        return True
+
+    def _set_lost(self, q: RunState, record: QueryRecord, lost: bool, now: float, facts: SignalFacts, **attrs: Any) -> None:
+        if lost == q.lost:
+            return
+        q.lost = lost
+        self.verdicts += 1
+        if q.holder is None and not lost:  # its driver lives after all: the run is this application's again
+            q.holder = q.last_holder = self
+        facts.set(record, catalog.QUERY_LOST, (), 1.0 if lost else 0.0)
+        if lost:
+            facts.signal(kinds.QUERY_LOST, record, q.run_id, now, **attrs)
+
     def _new_run(self, query_id: str, q: RunState, run_id: str, ts: float) -> None:
         if q.holder is None:  # a run again in this application after its last ended
-            q.holder = self
+            q.holder = q.last_holder = self
         q.previous_run_start, q.run_id, q.run_start = q.run_start, run_id, ts
         q.previous_run_end, q.run_end = q.run_end, None
         if q.run_outcome is None and q.restart_after_clean is not None:  # that run's end was never seen: a crash
@@ -280,6 +386,7 @@ class Lifecycle:
         q.previous_ended_with_app, q.ended_with_app = q.ended_with_app, False
         q.restart_after_clean = None
         q.progress_at.clear()
+        q.beats.clear()
         q.durations.clear()
         q.real_time_first_batch = None
         q.first_duration, q.growth = 0.0, 1.0

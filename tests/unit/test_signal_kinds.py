@@ -199,6 +199,45 @@ def stall_recovered() -> Pipeline:
     return p
 
 
+def query_lost() -> Pipeline:
+    """The watcher's verdict: a run whose log (``silence``, seconds since it grew) says nothing past the limit; the
+    recordings of killed drivers and a live idle query are in tests/unit/test_driver_lost.py."""
+    p = Pipeline(live=True)
+    silence = [0.0]
+    p.engine.lifecycle.silence = lambda: silence[0]
+    for i in range(4):
+        p.feed("progress", batch(i, T0 + 10 * i))  # every 10 s: 6 intervals are 60 s, below the 2-minute floor
+    assert p.engine.lifecycle.lost_limit(p.engine.lifecycle.state(QUERY_ID)) == 120.0
+    silence[0] = 110.0
+    assert kinds.QUERY_LOST not in p.tick(T0 + 150)  # a stall perhaps, not lost yet
+    silence[0] = 121.0
+    assert p.tick(T0 + 161) == [kinds.QUERY_LOST]
+    assert p.value(catalog.QUERY_LOST) == 1.0 and p.value(catalog.QUERY_STALLED) == 0.0  # a dead driver is no stall
+    assert p.tracker.get(QUERY_ID).lifecycle == "lost"  # type: ignore[union-attr]
+    assert p.last(kinds.QUERY_LOST).attributes["limit_seconds"] == 120.0
+    assert p.tick(T0 + 170) == []  # said once
+    silence[0] = 1.0  # the log grew again: the driver lives, without progress: a stall
+    assert p.tick(T0 + 171) == [kinds.STALLED] and p.value(catalog.QUERY_LOST) == 0.0
+    silence[0] = 121.0
+    return p
+
+
+def not_lost_between_the_idle_events_of_a_long_trigger() -> None:
+    """A live query on a 5-minute trigger with no input logs an idle event each trigger: its log is silent 5 minutes
+    at a time, and the limit follows its cadence (6 of them), not the 2-minute floor."""
+    p = Pipeline(live=True)
+    silence = [0.0]
+    p.engine.lifecycle.silence = lambda: silence[0]
+    p.feed("progress", batch(0, T0))
+    for i in range(1, 4):
+        p.feed("idle", lifecycle("run-1", T0 + 300 * i))
+    assert p.engine.lifecycle.lost_limit(p.engine.lifecycle.state(QUERY_ID)) == 1800.0
+    silence[0] = 299.0
+    assert kinds.QUERY_LOST not in p.tick(T0 + 1199)
+    silence[0] = 1801.0
+    assert kinds.QUERY_LOST in p.tick(T0 + 2701)
+
+
 def not_stalled_when_idle_or_replayed() -> None:
     p = Pipeline(live=True, stall_min_seconds=1, stall_factor=1)
     p.feed("progress", batch(0, T0))
@@ -633,6 +672,7 @@ SCENARIOS: dict[str, Callable[[], Any]] = {
     kinds.CRASH_LOOP: crash_loop,
     kinds.STALLED: stalled,
     kinds.STALL_RECOVERED: stall_recovered,
+    kinds.QUERY_LOST: query_lost,
     kinds.RESTORE: restore,
     kinds.STORE_RELOAD: store_reload,
     kinds.EXECUTOR_ADDED: executor_added,
@@ -670,6 +710,7 @@ def test_signal_kind(kind: str) -> None:
     [
         restarted_from_a_checkpoint,
         not_stalled_when_idle_or_replayed,
+        not_lost_between_the_idle_events_of_a_long_trigger,
         reload_by_load_latency_and_snapshot_reset,
         watermark_lag,
         budgets,

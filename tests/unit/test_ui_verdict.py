@@ -612,7 +612,7 @@ def test_each_verdict_is_shown_at_its_level() -> None:
     """The banner of the most severe verdict: lost input is an error like a failure, a bad run a warning, a
     recovery or a stop information, a healthy query none of these."""
     level = {kind: Verdict(kind, "").level for kind in SEVERITY}
-    assert {k for k, v in level.items() if v == "error"} == {"crash_loop", "failed_at_start", "failed", "kafka_data_loss"}
+    assert {k for k, v in level.items() if v == "error"} == {"crash_loop", "failed_at_start", "failed", "lost", "kafka_data_loss"}
     assert {k for k, v in level.items() if v == "warning"} == {
         "stalled",
         "overdue",

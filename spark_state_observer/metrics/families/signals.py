@@ -59,6 +59,15 @@ QUERY_CRASH_LOOP = signal_metric(
     "(restarts between cleanly stopped runs, as a scheduled availableNow job makes, do not count).",
     "query",
 )
+QUERY_LOST = signal_metric(
+    "spark_streaming_query_lost",
+    GAUGE,
+    "",
+    "Watcher: 1 while the query's driver is judged gone: its run is open but its event log has not grown for longer "
+    "than the query's cadence allows (lost_min_seconds at least; a live idle query still writes an idle event every "
+    "10 s). Absent outside the watcher.",
+    "query",
+)
 QUERY_STALLED = signal_metric(
     "spark_streaming_query_stalled",
     GAUGE,
@@ -285,6 +294,7 @@ SIGNAL_METRICS: tuple[MetricSpec, ...] = (
     QUERY_LAST_START,
     QUERY_SCHEDULE_INTERVAL,
     QUERY_CRASH_LOOP,
+    QUERY_LOST,
     QUERY_STALLED,
     QUERY_SECONDS_SINCE_PROGRESS,
     QUERY_TERMINATIONS_BY_CLASS,
