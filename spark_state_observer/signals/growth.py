@@ -35,7 +35,7 @@ come from it.
 The rates keep running sums, so the fit costs O(1) per batch; so do the trend's thirds (running totals,
 ``GrowthWindow``), and the window's points (a few hundred at most) are read only when the state's scatter
 decides the verdict. A window stays in time order whatever the order of the times it is given (a point
-earlier than the newest drops the points after it), so this holds for logs concatenated or replayed twice
+earlier than the newest drops the points at or after its time), so this holds for logs concatenated or replayed twice
 and for a clock stepped back too; a rise or a first sighting said to be later than the newest batch then
 counts from that batch.
 """
@@ -90,12 +90,14 @@ def _exact(value: float) -> bool:
 class GrowthWindow:
     """Bounded history of (time, rows, bytes, added, removed) for one operator, with running sums.
 
-    The window is the ``window_seconds`` up to its newest point, and it is kept in time order: a point
-    earlier than the newest (a driver clock stepped back, logs concatenated, a log replayed twice into one
-    run, a restart that repeats the times of the run before) drops the points later than it first. Those
-    points are no longer within the window that ends at it, and a window of two timelines interleaved
-    fits no trend: a log replayed twice shows each state twice at each time. So every point enters and
-    leaves once, and the window holds at most ``max_points`` whatever the order of the times.
+    The window is the ``window_seconds`` up to its newest point, and it is kept in time order with one point
+    a time: a point earlier than the newest (a driver clock stepped back, logs concatenated, a log replayed
+    twice into one run, a restart that repeats the times of the run before) drops the points at or after its
+    time first, and a point at the newest's time takes its place. The points after it are no longer within
+    the window that ends at it, and a window of two timelines interleaved fits no trend: a log replayed twice
+    shows each state twice at each time, a restart repeating the times would add one more point at its first
+    time each time. So every point enters and leaves once, and the window holds no more points than the times
+    of one pass over the window, and at most ``max_points``, whatever the order of the times.
 
     The trend's thirds are read from running totals too: in time order each third is a run of points found
     by bisection, and its sum a difference of two running totals, exact (the same float as adding the third
@@ -115,7 +117,7 @@ class GrowthWindow:
         self._added = self._removed = 0.0
         self._adds = 0
         self._totals: deque[tuple[float, float, int]] = deque()  # per point: rows, bytes and points with rows > 0, up to it
-        self.stepped_back = 0  # points earlier than the newest before them: each dropped the points later than it
+        self.stepped_back = 0  # points earlier than the newest before them: each dropped the points at or after its time
         self._inexact = 0  # points whose rows or bytes are not integers below _EXACT
 
     def _apply(self, point: tuple[float, float, float, float, float], sign: float) -> None:
@@ -135,9 +137,9 @@ class GrowthWindow:
         points = self.points
         if self._t0 is None:
             self._t0 = t
-        if points and t < points[-1][0]:
-            self.stepped_back += 1
-            while points and t < points[-1][0]:
+        if points and t <= points[-1][0]:  # not after the newest: it takes the place of the points at or after its time
+            self.stepped_back += t < points[-1][0]
+            while points and t <= points[-1][0]:
                 self._drop_newest()
         if len(points) == points.maxlen:
             self._drop_oldest()
@@ -187,7 +189,7 @@ class GrowthWindow:
             self._removed -= self.points[0][4]
 
     def _drop_newest(self) -> None:
-        """The newest point leaves (a point earlier than it came): ``_drop_oldest`` from the other end."""
+        """The newest point leaves (a point not after it came): ``_drop_oldest`` from the other end."""
         old = self.points.pop()
         self._totals.pop()  # the totals up to the points before it never held it
         if not (_exact(old[1]) and _exact(old[2])):

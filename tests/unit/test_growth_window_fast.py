@@ -58,10 +58,11 @@ def _odd(series: Series) -> Series:
     take: a fractional amount, a NaN, a huge one."""
     out = list(series)
     t, rows, memory, updated, removed = out[1]
+    gap = (out[2][0] - t) / 4.0  # the odd points between the second and third, one a time
     out.insert(2, (t - 1.0, rows, memory, updated, removed))
-    out.insert(3, (t, rows + 0.5, memory, updated, removed))
-    out.insert(4, (t, rows, math.nan, updated, removed))
-    out.insert(5, (t, 2.0**45, memory, updated, removed))
+    out.insert(3, (t + gap, rows + 0.5, memory, updated, removed))
+    out.insert(4, (t + 2 * gap, rows, math.nan, updated, removed))
+    out.insert(5, (t + 3 * gap, 2.0**45, memory, updated, removed))
     return out
 
 
@@ -181,13 +182,13 @@ def test_thirds_found_on_the_times_are_the_keyed_bisections_on_every_recorded_wi
 
 class _ReferenceAdd(GrowthWindow):
     """``add``, ``_drop_oldest`` and ``rates`` as they were before issue 32's session 9: the sums through ``_apply``
-    (sign 1.0 or -1.0), ``_eta`` a function; with the later points leaving at a step back in time (issue 47)."""
+    (sign 1.0 or -1.0), ``_eta`` a function; with the points at or after a point's time leaving when it is not after the newest (issue 47)."""
 
     def add(self, t: float, rows: float, memory: float, added: float, removed: float) -> None:
         if self._t0 is None:
             self._t0 = t
         self.stepped_back += bool(self.points) and t < self.points[-1][0]
-        while self.points and t < self.points[-1][0]:  # a step back in time: the later points leave, newest first
+        while self.points and t <= self.points[-1][0]:  # not after the newest: the points at or after its time leave
             newest = self.points.pop()
             self._totals.pop()
             if not (_exact(newest[1]) and _exact(newest[2])):
