@@ -21,7 +21,6 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -69,9 +68,10 @@ def build_log(path: str, restarts: int, source: str, back: bool) -> int:
     return n
 
 
-def _cpu(fn: Callable[[], object]) -> float:
+def _replay_cpu(path: str) -> float:
+    """CPU seconds of one replay of ``path`` (single-threaded: what one core carries, whatever the machine's load)."""
     t = time.process_time()
-    fn()
+    replay([path])
     return time.process_time() - t
 
 
@@ -102,7 +102,7 @@ def main() -> int:
         runs: dict[str, list[float]] = {f"{kind} {order}": [] for kind in ("replay", "rules") for order in logs}
         for _ in range(args.repeat):  # interleaved, so load on the machine weighs on both alike
             for order, path in logs.items():
-                runs[f"replay {order}"].append(_cpu(lambda: replay([path])))
+                runs[f"replay {order}"].append(_replay_cpu(path))
                 runs[f"rules {order}"].append(time_rules(path)[0])
         points = {order: _most_points(path) for order, path in logs.items()}
     print(
