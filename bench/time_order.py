@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import sys
@@ -93,6 +94,7 @@ def main() -> int:
     ap.add_argument("--source", default="incidents/clean_busy_90s/run1", help="a recorded run under tests/fixtures with an eventlog folder")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
+    logging.getLogger("spark_state_observer").setLevel(logging.ERROR)  # the log "went back in time" once per replay
     with tempfile.TemporaryDirectory() as tmp:
         logs = {}
         for order in ("forward", "back"):

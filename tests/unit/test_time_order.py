@@ -69,14 +69,12 @@ def test_a_growth_window_fed_the_same_times_again_keeps_no_more_than_one_pass(wi
 def _restarts(events: list[QueryProgress], restarts: int, back: bool) -> Iterator[QueryProgress]:
     """``events`` (one recorded run) as ``restarts`` runs of the query: each at the recorded times again (``back``) or
     after the one before; run ids new, batch ids going on."""
-    events = [p for p in events if p.timestamp is not None]
-    span = events[-1].timestamp - events[0].timestamp + 1.0  # type: ignore[operator]
+    timed = [(p, p.timestamp) for p in events if p.timestamp is not None]
+    span = timed[-1][1] - timed[0][1] + 1.0
     for c in range(restarts):
         shift = 0.0 if back else c * span
-        for p in events:
-            yield dataclasses.replace(
-                p, run_id=f"run-{c}", batch_id=p.batch_id + c * len(events), timestamp=p.timestamp + shift  # type: ignore[operator]
-            )
+        for p, ts in timed:
+            yield dataclasses.replace(p, run_id=f"run-{c}", batch_id=p.batch_id + c * len(timed), timestamp=ts + shift)
 
 
 def _kept(engine: SignalEngine) -> dict[str, int]:
