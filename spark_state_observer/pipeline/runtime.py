@@ -301,6 +301,14 @@ class Observer:
             if self._executor_ids is not None and item.kind == kinds.PROGRESS:
                 executors = self._guarded("executors", self._executor_ids)
             facts = self.engine.on_event(event, record, received_at=item.received_at, executors=executors)
+            if facts.problems:
+                metrics.incr("problems", facts.problems)
+                self._log_once(
+                    "time_back",
+                    "spark-state-observer: progress of query %s went back in time (logs concatenated or replayed twice, "
+                    "a clock stepped back); its windows start again from there",
+                    event.query_id,
+                )
             if self.placement is not None and isinstance(event, QueryProgress):
                 self._guarded(
                     "placement", partial(self.placement.on_progress, event, facts, self._label, event.timestamp or item.received_at)

@@ -84,6 +84,7 @@ class SignalEngine:
         self.snapshots = SnapshotHealth(settings, checkpoint)  # its conf (maintenance interval): Observer.set_spark_conf
         self._operators: dict[str, set[tuple[int, str]]] = {}
         self._removals_seen: dict[str, int] = {}  # executor removals counted at each query's previous batch
+        self._latest: dict[str, float] = {}  # each query's previous progress time: a progress before it is a problem
 
     def _last_commit(self, query_id: str, before: float) -> float | None:
         """When the query's checkpoint (where its current run keeps it) last committed before ``before``: the
@@ -128,6 +129,12 @@ class SignalEngine:
 
     def _on_progress(self, record: QueryRecord, p: QueryProgress, now: float, facts: SignalFacts) -> None:
         ts = p.timestamp or now
+        latest = self._latest.get(record.query_id)
+        if latest is not None and ts < latest:
+            # time went back (logs concatenated, a log replayed twice into one run, a restart repeating the times of
+            # the run before, a driver clock stepped back): the rules' windows start again from here (``growth``)
+            facts.problems += 1
+        self._latest[record.query_id] = ts
         batch = self.lifecycle.progress(record, p, now, facts)
         self.restores.batch(record, p, batch.first_of_run, batch.restore_due, p.timestamp or self.clock(), facts)
         removed = self.executors.removals > self._removals_seen.get(record.query_id, self.executors.removals)
@@ -175,6 +182,7 @@ class SignalEngine:
         for query_id in [k for k in self._operators if self._lookup(k) is None]:
             del self._operators[query_id]
             self._removals_seen.pop(query_id, None)
+            self._latest.pop(query_id, None)
             self.lifecycle.release(query_id)
             self.lifecycle.queries.pop(query_id, None)
             self.restores.forget(query_id)

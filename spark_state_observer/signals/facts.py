@@ -22,6 +22,7 @@ _update = tuple.__new__  # ``Update(...)`` without its generated ``__new__``: ~1
 class SignalFacts:
     signals: list[SignalEvent] = field(default_factory=list)
     updates: list[Update] = field(default_factory=list)
+    problems: int = 0  # what the event had wrong that the rules worked around (the runtime counts them)
 
     def signal(self, kind: str, record: QueryRecord, run_id: str | None, ts: float, **attributes: Any) -> None:
         """A signal about ``record``'s query."""

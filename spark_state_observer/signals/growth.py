@@ -34,7 +34,10 @@ come from it.
 
 The rates keep running sums, so the fit costs O(1) per batch; so do the trend's thirds (running totals,
 ``GrowthWindow``), and the window's points (a few hundred at most) are read only when the state's scatter
-decides the verdict.
+decides the verdict. A window stays in time order whatever the order of the times it is given (a point
+earlier than the newest drops the points at or after its time), so this holds for logs concatenated or replayed twice
+and for a clock stepped back too; a rise or a first sighting said to be later than the newest batch then
+counts from that batch.
 """
 
 from __future__ import annotations
@@ -87,11 +90,20 @@ def _exact(value: float) -> bool:
 class GrowthWindow:
     """Bounded history of (time, rows, bytes, added, removed) for one operator, with running sums.
 
-    The trend's thirds are read from running totals too: in time order (as Spark's batches come) each
-    third is a run of points found by bisection, and its sum a difference of two running totals, exact
-    (the same float as adding the third point by point) while the amounts are integers, as Spark's
-    counts of rows and bytes are. A window with a point out of time order or an amount that is not such
-    an integer is read point by point (``_shape_listed``, the reference the running totals are tested against).
+    The window is the ``window_seconds`` up to its newest point, and it is kept in time order with one point
+    a time: a point earlier than the newest (a driver clock stepped back, logs concatenated, a log replayed
+    twice into one run, a restart that repeats the times of the run before) drops the points at or after its
+    time first, and a point at the newest's time takes its place. The points after it are no longer within
+    the window that ends at it, and a window of two timelines interleaved fits no trend: a log replayed twice
+    shows each state twice at each time, a restart repeating the times would add one more point at its first
+    time each time. So every point enters and leaves once, and the window holds no more points than the times
+    of one pass over the window, and at most ``max_points``, whatever the order of the times.
+
+    The trend's thirds are read from running totals too: in time order each third is a run of points found
+    by bisection, and its sum a difference of two running totals, exact (the same float as adding the third
+    point by point) while the amounts are integers, as Spark's counts of rows and bytes are. A window with an
+    amount that is not such an integer is read point by point (``_shape_listed``, the reference the running
+    totals are tested against), at most ``max_points`` of them.
     """
 
     _RESUM_EVERY = 1000  # recompute the sums from the points now and then, so rounding cannot drift
@@ -105,7 +117,7 @@ class GrowthWindow:
         self._added = self._removed = 0.0
         self._adds = 0
         self._totals: deque[tuple[float, float, int]] = deque()  # per point: rows, bytes and points with rows > 0, up to it
-        self._descents = 0  # points earlier than the point before them
+        self.stepped_back = 0  # points earlier than the newest before them: each dropped the points at or after its time
         self._inexact = 0  # points whose rows or bytes are not integers below _EXACT
 
     def _apply(self, point: tuple[float, float, float, float, float], sign: float) -> None:
@@ -125,10 +137,12 @@ class GrowthWindow:
         points = self.points
         if self._t0 is None:
             self._t0 = t
+        if points and t <= points[-1][0]:  # not after the newest: it takes the place of the points at or after its time
+            self.stepped_back += t < points[-1][0]
+            while points and t <= points[-1][0]:
+                self._drop_newest()
         if len(points) == points.maxlen:
             self._drop_oldest()
-        if points and t < points[-1][0]:
-            self._descents += 1
         if not (-_EXACT < rows < _EXACT and rows == rows // 1 and -_EXACT < memory < _EXACT and memory == memory // 1):
             self._inexact += 1  # ``_exact(rows) and _exact(memory)``, inlined
         points.append((t, rows, memory, added, removed))
@@ -155,8 +169,6 @@ class GrowthWindow:
             self._resum()
 
     def _drop_oldest(self) -> None:
-        if len(self.points) > 1 and self.points[1][0] < self.points[0][0]:
-            self._descents -= 1
         old = self.points.popleft()
         self._totals.popleft()
         if not (_exact(old[1]) and _exact(old[2])):
@@ -175,6 +187,27 @@ class GrowthWindow:
         if self.points:  # the new first point no longer counts as inside the window
             self._added -= self.points[0][3]
             self._removed -= self.points[0][4]
+
+    def _drop_newest(self) -> None:
+        """The newest point leaves (a point not after it came): ``_drop_oldest`` from the other end."""
+        old = self.points.pop()
+        self._totals.pop()  # the totals up to the points before it never held it
+        if not (_exact(old[1]) and _exact(old[2])):
+            self._inexact -= 1
+            if not self._inexact:
+                self._retotal()  # an inexact point that left from the other end may still be in the totals
+        x = old[0] - (self._t0 or 0.0)
+        sums = self._sums
+        sums[0] -= 1.0
+        sums[1] -= x
+        sums[2] -= x * x
+        sums[3] -= old[1]
+        sums[4] -= x * old[1]
+        sums[5] -= old[2]
+        sums[6] -= x * old[2]
+        if self.points:  # it counted as inside the window, as every point but the first does
+            self._added -= old[3]
+            self._removed -= old[4]
 
     def _retotal(self) -> None:
         self._totals.clear()
@@ -199,7 +232,7 @@ class GrowthWindow:
         Rising is judged on the whole window; flat (the last third not above the first two) on the whole
         window, or else on its second half alone: a state that filled up early and stays flat (100 keys
         all seen in the first seconds) is bounded half a window after it stopped rising."""
-        if self._descents or self._inexact:
+        if self._inexact:
             return self.trend_listed()
         whole = self._shape_from(0, self.window * 0.5)
         if whole is not None and whole.shape is not None:
@@ -209,7 +242,7 @@ class GrowthWindow:
         return half if half is not None and half.shape == FLAT else whole
 
     def trend_listed(self) -> Trend | None:
-        """``trend`` read point by point: any window (out of time order, any amounts), the reference."""
+        """``trend`` read point by point: any window (any amounts, even out of time order), the reference."""
         pts = list(self.points)
         whole = self._shape_listed(pts, self.window * 0.5)
         if whole is not None and whole.shape is not None:
@@ -277,7 +310,7 @@ class GrowthWindow:
         so a window that is not asks for no scatter and no second half; ``_rises`` answers that alone, with no
         ``Trend`` built. Held equal to ``trend().shape == RISING`` after every batch of every recorded operator
         (``tests/unit/test_growth_window_fast.py``)."""
-        if self._descents or self._inexact:
+        if self._inexact:
             whole = self.trend_listed()
             return whole is not None and whole.shape == RISING
         return self._rises(self.window * 0.5)
@@ -535,6 +568,10 @@ class Growth:
             if shared is not None:
                 shared[(op.index, op.name)] = state
         state.window.add(ts, op.rows_total, op.memory_bytes or 0.0, op.rows_updated or 0.0, op.rows_removed or 0.0)
+        if ts < state.first_seen or (state.rising_since is not None and ts < state.rising_since):
+            # time went back (the window dropped what came after): the state was seen, and rose, from here on
+            state.first_seen = min(state.first_seen, ts)
+            state.rising_since = None if state.rising_since is None else ts
         state.ever_evicted = state.ever_evicted or bool(op.rows_removed)
         window = state.window
         rows_rate, bytes_rate, ratio, rows_eta, bytes_eta = window.rates(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
@@ -660,9 +697,11 @@ class Growth:
         if window is None:
             window = state.size = GrowthWindow(self.s.growth_window_seconds, SIZE_MIN_POINTS)
         points = window.points
-        if sampled and points and ts - points[-1][0] < self.s.growth_window_seconds * SIZE_EVERY:
-            return None  # judged when a point is added
+        if sampled and points and 0.0 <= ts - points[-1][0] < self.s.growth_window_seconds * SIZE_EVERY:
+            return None  # judged when a point is added (at once when time went back: the window drops what came after)
         window.add(ts, float(size), 0.0, 0.0, 0.0)
+        if state.size_rising_since is not None and ts < state.size_rising_since:
+            state.size_rising_since = ts
         trend = window.trend()
         if trend is None:
             return None

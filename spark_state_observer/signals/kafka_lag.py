@@ -629,8 +629,10 @@ class KafkaLagTracker:
                 if len(self._window) >= self.max_partitions:
                     continue
                 window = self._window[topic] = deque(maxlen=self._max_window_points)
-            if window and t < window[-1][0]:
-                continue
+            while window and t <= window[-1][0]:
+                # not after the newest (logs concatenated or replayed twice, a clock stepped back): the window ends
+                # here, in time order, as ``growth``'s windows do; the points at or after it leave
+                window.pop()
             window.append((t, float(total)))
             while window and window[0][0] < t - self.growth_window:
                 window.popleft()

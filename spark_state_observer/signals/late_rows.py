@@ -96,6 +96,16 @@ class _Window:
         entry = self.batches.popleft()
         self.sums = [t - v for t, v in zip(self.sums, entry[1:-1], strict=True)]
 
+    def back_to(self, ts: float) -> None:
+        """A batch at ``ts``, not after the newest (logs concatenated or replayed twice, a restart repeating the times
+        before it, a clock stepped back): the batches at or after it leave, newest first, so the window stays the
+        seconds up to its newest batch in time order (as ``growth``'s windows do) rather than hold every copy."""
+        while self.batches and ts <= self.batches[-1][0]:
+            entry = self.batches.pop()
+            self.sums = [t - v for t, v in zip(self.sums, entry[1:-1], strict=True)]
+        if self.since is not None and ts < self.since:
+            self.since = ts
+
     def share(self) -> float:
         """Dropped over input rows, over the batches whose input count is known (0 when none is)."""
         known, rows = self.sums[1], self.sums[2]
@@ -162,6 +172,8 @@ class LateRows:
                 if len(names) < _MAX_OPERATORS:
                     names.append(op.name)
         rows = _count(p.input_rows)
+        if q.batches and ts <= q.batches[-1][0]:
+            q.back_to(ts)
         # rows were dropped, so rows came in: an input count of 0 is no count (Spark 3.5 gives up counting a
         # query whose sources' plans it cannot match, a union of a rate and a file source on 105 of 108 batches
         # recorded) and the batch stays out of the share rather than make it 100 %

@@ -289,7 +289,7 @@ class Lifecycle:
             facts.add(record, catalog.QUERY_TERMINATIONS_BY_CLASS, (("exception_class", cls),))
         facts.signal(kinds.QUERY_TERMINATED, record, e.run_id, q.last_alive, **attrs)
         if e.exception and q.restart_after_clean is not None:  # this run crashed: the restart into it is the loop's
-            q.restarts.append(q.restart_after_clean)
+            _count_restart(q, q.restart_after_clean)
             self._judge_loop(q, record, e.run_id, q.last_alive, facts)
         q.restart_after_clean = None
 
@@ -381,7 +381,7 @@ class Lifecycle:
         q.previous_run_start, q.run_id, q.run_start = q.run_start, run_id, ts
         q.previous_run_end, q.run_end = q.run_end, None
         if q.run_outcome is None and q.restart_after_clean is not None:  # that run's end was never seen: a crash
-            q.restarts.append(q.restart_after_clean)
+            _count_restart(q, q.restart_after_clean)
         q.previous_run_outcome, q.run_outcome = q.run_outcome, None
         q.previous_ended_with_app, q.ended_with_app = q.ended_with_app, False
         q.restart_after_clean = None
@@ -412,7 +412,7 @@ class Lifecycle:
                 q.cycles.append((q.previous_run_end - q.previous_run_start, gap))
                 q.intervals.append(ts - q.previous_run_start)
         else:
-            q.restarts.append(ts)  # after a crash: an exception, or an end never seen
+            _count_restart(q, ts)  # after a crash: an exception, or an end never seen
             q.cycles.clear()
             q.intervals.clear()
         scheduled = len(q.cycles) == SCHEDULE_CYCLES and all(ran < paused for ran, paused in q.cycles)
@@ -462,6 +462,15 @@ class Lifecycle:
         q.stalled = stalled
         facts.set(record, catalog.QUERY_STALLED, (), 1.0 if stalled else 0.0)
         facts.signal(kinds.STALLED if stalled else kinds.STALL_RECOVERED, record, q.run_id, now, **attrs)
+
+
+def _count_restart(q: RunState, ts: float) -> None:
+    """A restart the crash loop counts. One not after the newest counted (logs concatenated or replayed twice, a
+    restart repeating the times of the runs before, a clock stepped back) ends the window there: the restarts at or
+    after its time leave, as the growth windows' points do, so a log replayed twice is not twice the restarts."""
+    while q.restarts and ts <= q.restarts[-1]:
+        q.restarts.pop()
+    q.restarts.append(ts)
 
 
 def _succeeds(q: RunState, run_id: str | None, at: float | None) -> bool:

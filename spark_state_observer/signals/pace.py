@@ -69,6 +69,20 @@ class _Pace:
         sums[1] -= batch[5]
         sums[2] -= batch[6]
 
+    def back_to(self, start: float) -> None:
+        """A batch that starts at ``start``, not after the newest: the batches at or after it leave, newest first, so
+        the window stays the seconds up to its newest batch in time order (as ``growth``'s windows do)."""
+        batches, sums = self.batches, self.sums
+        while batches and start <= batches[-1][0]:
+            batch = batches.pop()
+            sums[0] -= batch[4]
+            sums[1] -= batch[5]
+            sums[2] -= batch[6]
+        if self.first_at is not None and start < self.first_at:
+            self.first_at = start
+        if self.above_since is not None and start < self.above_since:
+            self.above_since = start
+
 
 class Pace:
     def __init__(self, settings: Settings) -> None:
@@ -93,6 +107,8 @@ class Pace:
             self._real_time(record, p, q, real_time, ts, facts)
             return
         rows, inp, proc = float(p.input_rows or 0), p.input_rows_per_second, p.processed_rows_per_second
+        if q.batches and ts <= q.batches[-1][0]:  # time went back (a clock stepped back): the window ends here
+            q.back_to(ts)
         if rows > 0 and inp and proc and inp > 0 and proc > 0:
             q.push(ts, rows, rows / inp, rows / proc)
             q.first_at = ts if q.first_at is None else q.first_at

@@ -3,8 +3,9 @@
 ``GrowthWindow.trend`` finds the window's thirds by bisection and sums them as differences of running
 totals; ``trend_listed`` reads every point as the trend did before. They must agree after every batch of
 every recorded operator, over windows short enough to slide, and also around points the running totals
-cannot take (out of time order, a fractional, huge or NaN amount): read point by point while such a point
-is in the window, from the totals again once it has left. The running totals' path reads the scatter through
+cannot take (a fractional, huge or NaN amount): read point by point while such a point is in the window,
+from the totals again once it has left. Times that go back (each run repeated at the same times, a clock
+stepped back) keep the window in time order (the later points leave), so the totals are read there too. The running totals' path reads the scatter through
 ``_scatter_mapped`` (C loops), the reference through ``_scatter``: the same float, bit for bit; and finds
 each third's first point by a bisection on the times (``_third_start``), the index the bisection keyed by
 the point's third finds.
@@ -53,14 +54,24 @@ RECORDED = _recorded()
 
 
 def _odd(series: Series) -> Series:
-    """The series with points the totals cannot take early on: a fractional amount, a NaN, a huge one, a step back in time."""
+    """The series with a step back in time early on (the point before it leaves), then points the totals cannot
+    take: a fractional amount, a NaN, a huge one."""
     out = list(series)
     t, rows, memory, updated, removed = out[1]
-    out.insert(2, (t, rows + 0.5, memory, updated, removed))
-    out.insert(3, (t, rows, math.nan, updated, removed))
-    out.insert(4, (t, 2.0**45, memory, updated, removed))
-    out.insert(5, (t - 1.0, rows, memory, updated, removed))
+    gap = (out[2][0] - t) / 4.0  # the odd points between the second and third, one a time
+    out.insert(2, (t - 1.0, rows, memory, updated, removed))
+    out.insert(3, (t + gap, rows + 0.5, memory, updated, removed))
+    out.insert(4, (t + 2 * gap, rows, math.nan, updated, removed))
+    out.insert(5, (t + 3 * gap, 2.0**45, memory, updated, removed))
     return out
+
+
+def _restarted(series: Series, copies: int = 3) -> Series:
+    """The series ``copies`` times at the same times (logs concatenated, a log replayed twice into one run, restarts
+    that repeat the times of the run before), then once more with the clock stepped back 30 s halfway."""
+    half = len(series) // 2
+    stepped = series[:half] + [(p[0] - 30.0, *p[1:]) for p in series[half:]]
+    return series * copies + stepped
 
 
 def _compare(series: Series, window_seconds: float) -> int:
@@ -72,7 +83,7 @@ def _compare(series: Series, window_seconds: float) -> int:
         trend = w.trend()
         assert trend == w.trend_listed()
         assert w.rising() == (trend is not None and trend.shape == "rising")
-        fast += not (w._descents or w._inexact)
+        fast += not w._inexact
     return fast
 
 
@@ -82,6 +93,7 @@ def test_running_totals_equal_the_reference_on_every_recorded_operator(window_se
     fast = 0
     for _name, series in RECORDED:
         fast += _compare(series, window_seconds)
+        fast += _compare(_restarted(series), window_seconds)
         w = GrowthWindow(window_seconds, min_points=3)
         for point in series:
             w.add(*point)
@@ -104,7 +116,7 @@ def test_points_the_totals_cannot_take_are_read_one_by_one_until_they_leave() ->
             trend = w.trend()
             assert trend == w.trend_listed(), name
             assert w.rising() == (trend is not None and trend.shape == "rising"), name
-        leaves += not (w._descents or w._inexact)
+        leaves += not w._inexact
     assert leaves  # the odd points left some windows, which were read from their totals again
 
 
@@ -170,16 +182,26 @@ def test_thirds_found_on_the_times_are_the_keyed_bisections_on_every_recorded_wi
 
 class _ReferenceAdd(GrowthWindow):
     """``add``, ``_drop_oldest`` and ``rates`` as they were before issue 32's session 9: the sums through ``_apply``
-    (sign 1.0 or -1.0), ``_eta`` a function."""
+    (sign 1.0 or -1.0), ``_eta`` a function; with the points at or after a point's time leaving when it is not after the newest (issue 47)."""
 
     def add(self, t: float, rows: float, memory: float, added: float, removed: float) -> None:
         if self._t0 is None:
             self._t0 = t
+        self.stepped_back += bool(self.points) and t < self.points[-1][0]
+        while self.points and t <= self.points[-1][0]:  # not after the newest: the points at or after its time leave
+            newest = self.points.pop()
+            self._totals.pop()
+            if not (_exact(newest[1]) and _exact(newest[2])):
+                self._inexact -= 1
+                if not self._inexact:
+                    self._retotal()
+            self._apply(newest, -1.0)
+            if self.points:
+                self._added -= newest[3]
+                self._removed -= newest[4]
         if len(self.points) == self.points.maxlen:
             self._drop_oldest()
         point = (t, rows, memory, added, removed)
-        if self.points and t < self.points[-1][0]:
-            self._descents += 1
         if not (_exact(rows) and _exact(memory)):
             self._inexact += 1
         self.points.append(point)
@@ -196,8 +218,6 @@ class _ReferenceAdd(GrowthWindow):
             self._resum()
 
     def _drop_oldest(self) -> None:
-        if len(self.points) > 1 and self.points[1][0] < self.points[0][0]:
-            self._descents -= 1
         old = self.points.popleft()
         self._totals.popleft()
         if not (_exact(old[1]) and _exact(old[2])):
@@ -240,14 +260,14 @@ def test_inlined_add_and_rates_equal_the_reference_on_every_recorded_operator(wi
     every recorded operator (and its odd variant), with and without budgets, and over 2,500 points (re-summed twice)."""
     many = [(t * 0.5, 1e9 + (t % 7) * 3.0 + t, 7.0 * t, 3.0, float(t % 2)) for t in range(2500)]
     compared = 0
-    for series in [s for _, s in RECORDED] + [_odd(s) for _, s in RECORDED[:20]] + [many]:
+    for series in [s for _, s in RECORDED] + [_odd(s) for _, s in RECORDED[:20]] + [_restarted(s) for _, s in RECORDED[:20]] + [many]:
         fast, reference = GrowthWindow(window_seconds, 3, max_points=50), _ReferenceAdd(window_seconds, 3, max_points=50)
         for point in series:
             fast.add(*point)
             reference.add(*point)
-            state = (fast._sums, list(fast._totals), list(fast.points), fast._added, fast._removed, fast._descents, fast._inexact)
+            state = (fast._sums, list(fast._totals), list(fast.points), fast._added, fast._removed, fast.stepped_back, fast._inexact)
             want = (reference._sums, list(reference._totals), list(reference.points))
-            assert _same(state, want + (reference._added, reference._removed, reference._descents, reference._inexact))
+            assert _same(state, want + (reference._added, reference._removed, reference.stepped_back, reference._inexact))
             for budgets in ((0.0, 0.0), (1e6, 1e9), (1.0, 1.0)):
                 assert _same(fast.rates(*budgets), reference.rates(*budgets))
             compared += 1

@@ -30,7 +30,8 @@ EVENT_PROBLEMS = _o(
     "spark_state_observer_event_problems",
     COUNTER,
     "",
-    "Fields ignored in otherwise usable events (wrong type, non-finite, truncated maps).",
+    "Problems worked around in otherwise usable events: fields ignored (wrong type, non-finite, truncated maps), "
+    "label values beyond a query's budget, a progress earlier than its query's previous one (its windows start again there).",
 )
 QUEUE_EVENTS = _o("spark_state_observer_queue_events", GAUGE, "", "Events waiting between the Spark callback and the worker.")
 QUERIES = _o("spark_state_observer_queries", GAUGE, "", "Queries the observer currently keeps in memory.")
