@@ -16,6 +16,7 @@ import time
 import uuid
 
 import pytest
+from recorded_progress import recorded_at
 
 from conftest import REQUIRE_REAL, eventlog_dir, fixture_runs, progress_lines
 from spark_state_observer.capture.queue import CapturedEvent
@@ -239,7 +240,7 @@ def test_rows_carry_the_application_identity(history) -> None:
     )
     obs, sink = _observer_with_history(history, app=app)
     _feed(obs, progress)
-    sink.store.add_signal("stalled", progress[0]["id"], progress[0]["runId"], time.time(), {})
+    sink.store.add_signal("stalled", progress[0]["id"], progress[0]["runId"], recorded_at(progress[-1]), {})  # at the recording's time
     _close(obs, sink)
     qid = progress[0]["id"]
     queries = load_queries(history)
