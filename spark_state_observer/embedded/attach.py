@@ -255,9 +255,7 @@ def _otel_sink(observer: Observer, spark: Any) -> Any:
             f"OTLP export is configured but OpenTelemetry is not installed ({exc}); pip install 'spark-state-observer[otel]'"
         ) from exc
     attributes = {**observer.identity.attributes(), **spark_resource_attributes(spark)}
-    return OtelSink(
-        observer.view, observer.settings, lambda: observer.self_metrics.count("export_failures", OtelSink.name), attributes
-    )
+    return OtelSink(observer.view, observer.settings, lambda: observer.self_metrics.count("export_failures", OtelSink.name), attributes)
 
 
 def _jsc(spark: Any) -> Any:
