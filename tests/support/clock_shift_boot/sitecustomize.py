@@ -2,26 +2,16 @@
 
 The plugin puts this folder first on ``PYTHONPATH`` when ``SPARK_STATE_OBSERVER_TEST_CLOCK_SHIFT_DAYS`` is
 set; Python imports ``sitecustomize`` at start-up, so every such process moves its wall clock as many days
-ahead, then runs the ``sitecustomize`` this one hides (a distribution's, the zero-code attach's), as
-Python would have. Nothing here may stop Python from starting: a problem is one line on stderr.
+ahead (``shifted_clock``), then runs the ``sitecustomize`` this one hides (a distribution's, the zero-code
+attach's), as Python would have. Nothing here may stop Python from starting: a problem is one line on stderr.
 """
 
 import importlib.machinery
 import importlib.util
 import os
 import sys
-import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _shift() -> None:
-    days = float(os.environ.get("SPARK_STATE_OBSERVER_TEST_CLOCK_SHIFT_DAYS", "") or 0)
-    if days:
-        import time_machine
-
-        time_machine.travel(time.time() + days * 86400.0, tick=True).start()
-        time.time()  # time-machine's clock ticks from its first reading: this one, so the shift stays exact
 
 
 def _chain() -> None:
@@ -36,7 +26,9 @@ def _chain() -> None:
 
 
 try:
-    _shift()
+    import shifted_clock
+
+    shifted_clock.start()
 except Exception as _exc:
     sys.stderr.write(f"tests: the wall clock is not moved in this process ({type(_exc).__name__}: {_exc})\n")
 _chain()
