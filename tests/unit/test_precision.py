@@ -404,7 +404,7 @@ def test_the_vocabulary_is_one_list() -> None:
         "other",
     }
     assert all(c in catalog.QUERY_TERMINATIONS_BY_CLASS.help for c in kinds.EXCEPTION_CLASSES)
-    with open(os.path.join(os.path.dirname(__file__), "..", "..", "observer", "mixin", "runbook.md")) as f:
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "spark_state_observer", "mixin", "runbook.md")) as f:
         runbook = f.read()
     assert all(f"`{c}`" in runbook for c in kinds.EXCEPTION_CLASSES)
 

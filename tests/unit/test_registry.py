@@ -165,11 +165,11 @@ def test_no_metric_name_literal_outside_the_catalog() -> None:
     """Emitters refer to catalog specs: a ``"spark_..."`` string in the package (docstrings aside) is a name written twice.
 
     Names are written in the metric families the catalog assembles (``spark_state_observer/metrics/families``), nowhere else."""
-    families = os.path.join(ROOT, "observer", "metrics", "families")
+    families = os.path.join(ROOT, "spark_state_observer", "metrics", "families")
     allowed = {os.path.relpath(path, ROOT) for path in glob.glob(os.path.join(families, "*.py"))}
     not_metric_names = {"spark_state_observer", "spark_version"}  # the Pushgateway job's default name; a key of the watcher's state file
     found = []
-    for path in glob.glob(os.path.join(ROOT, "observer", "**", "*.py"), recursive=True):
+    for path in glob.glob(os.path.join(ROOT, "spark_state_observer", "**", "*.py"), recursive=True):
         relative = os.path.relpath(path, ROOT)
         if relative in allowed:
             continue
