@@ -23,6 +23,9 @@ import pytest
 from pg_server import postgres  # noqa: F401  (the session's PostgreSQL server fixture)
 from s3_server import s3_server  # noqa: F401  (the session's S3-compatible server fixture)
 
+# SPARK_STATE_OBSERVER_TEST_CLOCK_SHIFT_DAYS moves the wall clock ahead in every test process (.ci/run: 60 days)
+pytest_plugins = ("clock_shift",)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 REQUIRE_REAL = os.environ.get("SPARK_STATE_OBSERVER_REQUIRE_REAL") == "1"

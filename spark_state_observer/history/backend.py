@@ -8,7 +8,6 @@ its dialect's few differences and its connection handling.
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -114,9 +113,11 @@ class Backend(ABC):
         """Release the connection; safe to call twice."""
 
     # --- retention (shared) ---------------------------------------------------------------------------
-    def enforce_retention(self, policy: RetentionPolicy, max_bytes: float, now: float | None = None) -> None:
-        """Delete rows older than their query's age (``policy``), then the oldest while over ``max_bytes``."""
-        now = time.time() if now is None else now
+    def enforce_retention(self, policy: RetentionPolicy, max_bytes: float, now: float) -> None:
+        """Delete rows older than their query's age (``policy``) before ``now``, then the oldest while over ``max_bytes``.
+
+        ``now`` is where the window ends (``store.window_end``: the newest data written, at most the clock),
+        never read from the wall clock here."""
         with self.retention_turn() as mine:
             if not mine:
                 return

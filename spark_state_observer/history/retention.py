@@ -5,6 +5,8 @@ noisy test job 1 day). ``history_retention`` lists the exceptions as ``app:NAME=
 ``query:NAME_OR_ID=SECONDS``, comma-separated; a query's own entry wins over its application's, which
 wins over ``history_max_age_seconds``. Every writer to one database should be given the same policy:
 any of them may enforce it (one at a time).
+
+The ages count back from where the window ends (``window_end``), not from the wall clock.
 """
 
 from __future__ import annotations
@@ -63,3 +65,22 @@ class RetentionPolicy:
             if age != self.default_seconds:
                 out.setdefault(now - age, []).append(query_id)
         return out
+
+
+def window_end(newest: float | None, now: float) -> float:
+    """Where the retention window ends: the newest data time a writer has written, or ``now`` if earlier.
+
+    The data's own time, not the day it is written, because of what a user expects of "keep a week":
+
+    - a live job writes data of now, so its window ends now;
+    - a replay of an event log a month old keeps that log's last week, instead of deleting every row the
+      moment it is written (an old log is replayed to be looked at);
+    - a time ahead of ``now`` (a driver's clock ahead, a hostile timestamp in the year 9999) cannot move
+      the window past now and delete today's rows;
+    - a history that a live writer shares holds one window, the newest: replayed rows older than the live
+      window go at the live writer's next retention pass.
+
+    ``now`` comes from the writer's injectable clock (``time.time`` unless a test pins it); ``newest`` is
+    None until something is written, and then the window ends at ``now``.
+    """
+    return now if newest is None else min(now, newest)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 from spark_state_observer.history.backend import open_backend
 from spark_state_observer.history.isolate import PartlyWritten
@@ -45,6 +45,9 @@ class HistorySink:
     Drops are counted in events (progress events and signals) under ``events_dropped_total{reason="history"}``;
     failed writes under ``export_failures_total{exporter="history"}``. If a SQLite file cannot even be
     opened, the sink stays off: the message is logged once and every event is counted as dropped.
+
+    ``clock`` is where the retention window ends at the latest (``retention.window_end``): the wall clock
+    unless a test pins it.
     """
 
     name = "history"
@@ -56,6 +59,7 @@ class HistorySink:
         settings: Settings | None = None,
         app: AppContext | None = None,
         background: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         settings = settings or Settings()
         self.path = path
@@ -75,7 +79,13 @@ class HistorySink:
             retention = RetentionPolicy.parse(settings.history_max_age_seconds, settings.history_retention)
             backend = open_backend(path)
             self.store = HistoryStore(
-                path, settings.history_max_age_seconds, settings.history_max_bytes, app=app, retention=retention, backend=backend
+                path,
+                settings.history_max_age_seconds,
+                settings.history_max_bytes,
+                app=app,
+                retention=retention,
+                backend=backend,
+                clock=clock,
             )
             if backend.kind != "sqlite" or background:
                 self.writer = BackgroundWriter(
@@ -85,6 +95,7 @@ class HistorySink:
                     on_failure=lambda: self._metrics.count("export_failures", "history"),
                     retention=retention,
                     max_bytes=settings.history_max_bytes,
+                    clock=clock,
                 )
         except (HistoryError, RetentionError) as exc:
             self.store, self.error = None, str(exc)
@@ -115,7 +126,7 @@ class HistorySink:
         if event is not None:
             self.store.add_event(event, received_at)
             if self.placement is not None and isinstance(event, QueryProgress):
-                self._add_placement(event, self.placement.last)
+                self._add_placement(event, self.placement.last, received_at)
         for signal in signals:
             self.store.add_signal(signal.kind, signal.query_id, signal.run_id, signal.timestamp, signal.attributes)
         self._maybe_flush()
@@ -135,9 +146,9 @@ class HistorySink:
         """Also write where each state partition ran (``placements``), from the feed the observer runs."""
         self.placement = feed
 
-    def _add_placement(self, progress: QueryProgress, batches: Sequence[OperatorBatch]) -> None:
+    def _add_placement(self, progress: QueryProgress, batches: Sequence[OperatorBatch], received_at: float) -> None:
         assert self.store is not None
-        ts = progress.timestamp or time.time()
+        ts = progress.timestamp or received_at  # as its batch row (``rows.RowBuilder``)
         for ob in batches:
             moved = {m.partition: m for m in ob.migrations}
             for r in ob.runs:

@@ -6,10 +6,8 @@ path or ``sqlite:///`` URL, PostgreSQL for a ``postgresql://`` URL. Every failur
 rows already committed stay where they are. The live sink (``spark_state_observer.history.sink``) puts a
 background writer in front of PostgreSQL so that the network never blocks the observer.
 
-Retention is relative to the newest data this store has written, not to the clock: ``max_age`` is how
-much of a job's own past is kept. A live job writes data of now, so nothing changes there; a replay of
-event logs older than ``max_age`` keeps its last ``max_age`` of them instead of deleting everything right
-after writing it.
+Retention keeps a window of ``max_age`` ending at the newest data time written, at most ``clock()``
+(``retention.window_end`` says why): a replay of a month-old log keeps its rows.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from typing import Any, Callable
 
 from spark_state_observer.history.backend import Backend, HistoryDataError, HistoryError, open_backend
 from spark_state_observer.history.isolate import PartlyWritten, write_isolating
-from spark_state_observer.history.retention import RetentionPolicy
+from spark_state_observer.history.retention import RetentionPolicy, window_end
 from spark_state_observer.history.rows import PendingRows, RowBuilder
 from spark_state_observer.history.sqlite import connect, explain
 from spark_state_observer.model.events import Event
@@ -39,8 +37,10 @@ class HistoryStore:
         app: AppContext | None = None,
         retention: RetentionPolicy | None = None,
         backend: Backend | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = path
+        self.clock = clock
         self.max_age = max_age_seconds
         self.max_bytes = max_bytes
         self.retention = retention or RetentionPolicy(max_age_seconds)
@@ -105,10 +105,9 @@ class HistoryStore:
             self.newest = max(times if self.newest is None else [*times, self.newest])
 
     def enforce_retention(self, now: float | None = None) -> None:
-        """Delete what is older than its query's age before the newest data written (or ``now``, if earlier),
-        then the oldest batches while over ``max_bytes``."""
-        now = time.time() if now is None else now
-        self.backend.enforce_retention(self.retention, self.max_bytes, now if self.newest is None else min(now, self.newest))
+        """Delete what is older than its query's age before the newest data written (or ``now``, default
+        ``clock()``, if earlier), then the oldest batches while over ``max_bytes``."""
+        self.backend.enforce_retention(self.retention, self.max_bytes, window_end(self.newest, self.clock() if now is None else now))
 
     def close(self) -> None:
         self.backend.close()

@@ -21,7 +21,7 @@ from typing import Callable
 
 from spark_state_observer.history.backend import Backend, HistoryDataError, HistoryError
 from spark_state_observer.history.isolate import PartlyWritten, write_isolating
-from spark_state_observer.history.retention import RetentionPolicy
+from spark_state_observer.history.retention import RetentionPolicy, window_end
 from spark_state_observer.history.rows import PendingRows
 
 log = logging.getLogger("spark_state_observer")
@@ -43,8 +43,10 @@ class BackgroundWriter:
         retention: RetentionPolicy | None = None,
         max_bytes: float = float("inf"),
         name: str = "spark-state-observer-history",
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.backend = backend
+        self._clock = clock  # where the retention window may end at the latest (``retention.window_end``)
         self.capacity = max(1, capacity_rows)
         self._on_dropped = on_dropped
         self._on_failure = on_failure
@@ -225,6 +227,6 @@ class BackgroundWriter:
         self._last_retention = now
         try:
             # relative to the newest data written, as ``HistoryStore.enforce_retention``: old logs read now keep their last max_age
-            self.backend.enforce_retention(self._retention, self._max_bytes, now=min(time.time(), self.newest or time.time()))
+            self.backend.enforce_retention(self._retention, self._max_bytes, window_end(self.newest, self._clock()))
         except HistoryError as exc:
             log.warning("spark-state-observer: history retention: %s", exc)

@@ -18,6 +18,13 @@ recorded runs showed: ``docs/findings/restore-metrics.md``):
   4-10x the aggregation stage's real extra time). No restore exceeds its batch, nor does their sum.
   Where the observer follows tasks (placement), ``spark_state_observer.placement.restores`` holds the residual
   back (``defer``) and replaces it with the stateful stage's task times (``method=task_times``).
+  What a figure of 0 would mean differs, so it is never told as a duration of 0 s: Spark's load metric is
+  whole milliseconds summed over the stores, and only a load above 0 ms is taken as the restore (a 0 ms load
+  is a store already open, or empty); an estimate (``residual_estimate``, ``task_times``) is a difference of
+  two wall times clamped at 0, and 0 means the restart batch was no slower than the steady ones (the busy
+  machine's noise hid the restore: recorded in incidents/restore_pandas_state_40, where the restart batch's
+  slowest task took 10.9 s and the steady ones 16.5 s). Such a restore is told with ``duration_seconds``
+  None and ``duration_unknown`` saying why; the evidence (the excess, the task times) is in its attributes.
 - store reload within a run (an executor lost, a task moved): evidence that a store came from the
   checkpoint (loads from DFS, changelog files replayed, HDFS cache misses, a ``SnapshotLastUploaded``
   version going back). A double-load operator cannot show it in its own metrics: it is reported
@@ -73,6 +80,9 @@ EVIDENCE_DFS, EVIDENCE_CHANGELOG, EVIDENCE_HDFS, EVIDENCE_SNAPSHOT = (
 )
 EVIDENCE_LATENCY, EVIDENCE_EXECUTOR, EVIDENCE_SIBLING = "load_latency", "executor_removed", "sibling_reload"
 EVIDENCE_MIGRATED = "partition_migrated"  # placement: its partitions ran elsewhere, their executor removed
+# an estimate that found no extra time: Spark measured nothing for the operator, so its restore took an unknown
+# time hidden in the batch's noise (a busy machine's steady batches as slow as the restart's), not 0 s
+NOT_VISIBLE = "Spark measures no load time for this operator and the restart batch took no visible extra time"
 _RELOADS_KEPT = 64  # per query: (batch, operator) reloads remembered, so placement does not tell one twice
 
 
@@ -177,10 +187,11 @@ class Restores:
         """The restore of ``op`` in ``p`` (a restarted run's first batch): its signal, counter and gauges."""
         files = op.custom.get(ROCKSDB_REPLAY_FILES)
         labels = operator_labels(op.index, op.name)
+        seconds = figure.seconds if figure.seconds > 0 or figure.method == METHOD_LOAD_METRICS else None
+        unknown = {} if seconds is not None else {"duration_unknown": NOT_VISIBLE}
         facts.add(record, catalog.STATE_RESTORES, labels)
-        facts.set(
-            record, catalog.LAST_RESTORE_DURATION, labels + (("method", figure.method), ("confidence", figure.confidence)), figure.seconds
-        )
+        # an unknown duration removes the series: a gauge left at the previous restore's figure would be told as this one's
+        facts.set(record, catalog.LAST_RESTORE_DURATION, labels + (("method", figure.method), ("confidence", figure.confidence)), seconds)
         if files is not None:
             facts.set(record, catalog.LAST_RESTORE_CHANGELOG_FILES, labels, files)
         facts.signal(
@@ -193,11 +204,12 @@ class Restores:
             batch_id=p.batch_id,
             provider=op.provider,
             stores=op.store_instances,
-            duration_seconds=round(figure.seconds, 3),
+            duration_seconds=None if seconds is None else round(seconds, 3),
             method=figure.method,
             confidence=figure.confidence,
             changelog_files=files,
             **figure.detail,
+            **unknown,
         )
 
     def operators(

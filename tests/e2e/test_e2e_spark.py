@@ -247,7 +247,13 @@ def test_restart_in_a_new_process(restarted_run) -> None:
     restart = next(s for s in live if s["kind"] == "query_restarted")
     assert restart["attributes"]["downtime_seconds"] > 0
     restores = [s for s in live if s["kind"] == "restore"]
-    assert restores and all(r["attributes"]["duration_seconds"] > 0 for r in restores)
+    assert restores
+    for r in restores:
+        a = r["attributes"]
+        if a["method"] == "load_metrics":  # Spark's own load time, taken only above 0 ms
+            assert a["duration_seconds"] > 0
+        else:  # an estimate: above 0, or (the restart batch no slower than the next, on a busy machine) unknown and said so
+            assert a["duration_seconds"] > 0 if a["duration_seconds"] is not None else a["duration_unknown"], a
     replayed = replay([eventlog_dir(run1), eventlog_dir(run2)]).observer.signals.recent
     assert [e.kind for e in replayed if e.kind in ("query_restarted", "restore")] == ["query_restarted", "restore", "restore"]
     # the inspector's restore estimate, made before the restart, against the restore Spark measured

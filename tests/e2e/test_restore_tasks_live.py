@@ -51,5 +51,9 @@ def test_live_restart_with_placement_polling(tmp_path: Any) -> None:
     }
     save = live["stateStoreSave"]
     assert (save["method"], save["batch_id"]) == ("task_times", replayed["stateStoreSave"]["batch_id"])
+    if save["duration_seconds"] is None:  # a busy machine hid the restore (signals.restore.NOT_VISIBLE): replay sees the same tasks
+        assert replayed["stateStoreSave"]["duration_seconds"] is None and save["duration_unknown"]
+        assert save["first_batch_task_seconds"] <= save["steady_task_seconds"]
+        return
     assert save["duration_seconds"] == pytest.approx(replayed["stateStoreSave"]["duration_seconds"], abs=0.05)
     assert save["duration_seconds"] < save["residual_estimate_seconds"]

@@ -16,6 +16,7 @@ import time
 import uuid
 
 import pytest
+from recorded_progress import recorded_at
 
 from conftest import REQUIRE_REAL, eventlog_dir, fixture_runs, progress_lines
 from spark_state_observer.capture.queue import CapturedEvent
@@ -174,6 +175,25 @@ def test_retention_by_age(history) -> None:
     store.close()
 
 
+@pytest.mark.parametrize("case", ["read a month later", "clock behind the data"])
+def test_retention_counts_back_from_the_newest_data_at_most_the_clock(history, case: str) -> None:
+    """A log read a month after it was written keeps its last ``max_age``, not nothing; a clock behind the data
+    (a driver's clock ahead, a hostile future time) ends the window at the clock. On any day: the clock is injected."""
+    progress = progress_lines(RESTART[0]) + progress_lines(RESTART[1])
+    ts = [recorded_at(p) for p in progress]
+    now = ts[-1] + 30 * 86400.0 if case == "read a month later" else ts[6]
+    age = ts[-1] - ts[4]
+    store = HistoryStore(history, max_age_seconds=age, clock=lambda: now)
+    for p in progress:
+        store.add_event(parse_event("progress", json.dumps(p)), now)
+    store.flush()
+    store.enforce_retention()
+    store.close()
+    kept = load_batches(history, progress[0]["id"]).ts.tolist()
+    assert kept == [t for t in ts if t >= min(now, ts[-1]) - age]
+    assert kept[0] == ts[4] if case == "read a month later" else kept[0] < ts[4]
+
+
 def _mount_tmpfs(path: str, size: str) -> bool:
     os.makedirs(path, exist_ok=True)
     result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path], capture_output=True)
@@ -239,7 +259,7 @@ def test_rows_carry_the_application_identity(history) -> None:
     )
     obs, sink = _observer_with_history(history, app=app)
     _feed(obs, progress)
-    sink.store.add_signal("stalled", progress[0]["id"], progress[0]["runId"], time.time(), {})
+    sink.store.add_signal("stalled", progress[0]["id"], progress[0]["runId"], recorded_at(progress[-1]), {})  # at the recording's time
     _close(obs, sink)
     qid = progress[0]["id"]
     queries = load_queries(history)

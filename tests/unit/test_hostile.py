@@ -38,6 +38,7 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
+from recorded_progress import recorded_at
 from test_inspector import ROCKSDB, checkpoint, operator_metadata, rocksdb_zip, write
 
 from conftest import REQUIRE_REAL, ROOT, eventlog_dir, fixture_runs, free_port, progress_lines
@@ -60,6 +61,7 @@ from spark_state_observer.settings import Settings
 
 REAL: list[dict[str, Any]] = [p for run in fixture_runs("rocksdb_restart") for p in progress_lines(run)]
 BASE = REAL[-1]
+AT = recorded_at(BASE)  # "now" for the events played back live: the recording's time, not today's
 PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 MiB = 1 << 20
 LINE_LIMIT = 64 * MiB  # the configured line limit (the default) for the memory figures
@@ -329,16 +331,14 @@ def test_lone_surrogates_keep_scrapes_otlp_and_history_whole(tmp_path: Path, raw
 
     observer = quiet_observer()
     db = str(tmp_path / "h.db")
-    sink = HistorySink(db, observer.self_metrics)
+    sink = HistorySink(db, observer.self_metrics, clock=lambda: AT)
     observer.add_sink(sink)
     good = sentinel(1)
-    observer.process(CapturedEvent("progress", json.dumps(good), time.time(), 0.0))
+    observer.process(CapturedEvent("progress", json.dumps(good), AT, 0.0))
     for batch in range(3):
-        observer.process(CapturedEvent("progress", as_text(surrogate_event(batch), raw_unicode), time.time(), 0.0))
+        observer.process(CapturedEvent("progress", as_text(surrogate_event(batch), raw_unicode), AT, 0.0))
     observer.process(
-        CapturedEvent(
-            "terminated", as_text({"id": BASE["id"], "runId": BASE["runId"], "exception": "E\ud800"}, raw_unicode), time.time(), 0.0
-        )
+        CapturedEvent("terminated", as_text({"id": BASE["id"], "runId": BASE["runId"], "exception": "E\ud800"}, raw_unicode), AT, 0.0)
     )
     observer.stop()
     text = observer.exposition().decode("utf-8")
@@ -1000,11 +1000,11 @@ def test_corpus_history(tmp_path: Path) -> None:
     """1,000 hostile events into a history after a valid one: the valid rows stay, no flush is lost."""
     db = str(tmp_path / "h.db")
     observer = quiet_observer()
-    sink = HistorySink(db, observer.self_metrics)
+    sink = HistorySink(db, observer.self_metrics, clock=lambda: AT)
     observer.add_sink(sink)
-    observer.process(CapturedEvent("progress", json.dumps(sentinel(1)), time.time(), 0.0))
+    observer.process(CapturedEvent("progress", json.dumps(sentinel(1)), AT, 0.0))
     for text in sample_mutations(1000, seed=7):
-        observer.process(CapturedEvent("progress", text, time.time(), 0.0))
+        observer.process(CapturedEvent("progress", text, AT, 0.0))
         count("history", 1)
     observer.stop()
     assert sink.dropped_rows == 0 and observer.self_metrics.export_failures == {} and observer.self_metrics.failed == 0

@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import random
 import re
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from recorded_progress import recorded_at
 
 from conftest import fixture_runs, progress_lines
 from spark_state_observer.history.backend import open_backend
@@ -137,7 +137,7 @@ def feed(sink: HistorySink, all_cases: list[Case]) -> dict[int, tuple[float | No
     each batch's duration and input rows as the model made them of the hostile numbers."""
     numbers = {}
     base = progress_lines(RUN)[0]
-    now = time.time()
+    now = recorded_at(base)  # the time a live watcher read it: rows of today next to the recording's would be weeks apart
     for case in all_cases:
         app = AppContext(case.app, (("cluster", case.label),), case.app_id, "1", f"log-{case.n}")
         started = parse_event("started", json.dumps({"id": case.query_id, "runId": case.run_id, "name": case.query, "timestamp": None}))

@@ -21,10 +21,12 @@ import pytest
 from bench import precision
 from spark_state_observer.capture.queue import CapturedEvent
 from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.exporters.prometheus import StateCollector
 from spark_state_observer.model import signal_kinds as kinds
 from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.model.signal_kinds import SignalEvent
 from spark_state_observer.offline.eventlog import expand, open_decompressed, read_records
+from spark_state_observer.offline.replay import replay
 from spark_state_observer.placement.task_log import EventLogSource
 from spark_state_observer.placement.tasks import BatchTasks, ExecutorChange
 from spark_state_observer.settings import Settings
@@ -223,3 +225,17 @@ def test_tasks_that_come_late_still_measure_the_restore() -> None:
     (late,) = [e.attributes for e in seen if e.kind == kinds.RESTORE and e.attributes["operator"] == "stateStoreSave"]
     assert (late["method"], late["confidence"]) == ("task_times", "estimated")
     assert late["duration_seconds"] == on_time["duration_seconds"]
+
+
+def test_a_restore_the_busy_machine_hid_has_no_duration() -> None:
+    """restore_pandas_state_40 (Spark 4.0: no load metric): the restart batch's slowest task was faster than
+    the next batches' (a busy machine), so the task-time figure, a difference clamped at 0, saw no extra time.
+    Spark measured nothing for the restore: it is told with its evidence and no duration, never as 0 s, and the
+    last-restore gauge holds no figure for it."""
+    runs = precision.run_dirs(os.path.join(INCIDENTS, "restore_pandas_state_40"))
+    result = replay([precision.recording(r) for r in runs])
+    (told,) = [e.attributes for e in result.observer.signals.recent if e.kind == kinds.RESTORE]
+    assert (told["method"], told["duration_seconds"], told["duration_unknown"]) == ("task_times", None, restore.NOT_VISIBLE)
+    assert told["first_batch_task_seconds"] < told["steady_task_seconds"]  # the evidence: no extra time to see
+    text = StateCollector(result.observer.view).exposition().decode()
+    assert "spark_state_restores_total{" in text and "spark_state_last_restore_duration_seconds{" not in text

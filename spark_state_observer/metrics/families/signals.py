@@ -175,7 +175,7 @@ LAST_RESTORE_DURATION = signal_metric(
     "spark_state_last_restore_duration_seconds",
     GAUGE,
     "seconds",
-    "Duration of the operator's latest restore (label method: load_metrics, measured by Spark; task_times, the extra time of the stateful stage's slowest task in the restart batch over its next batches, where tasks are followed; or residual_estimate, what remains of the batch's excess over the usual once other operators' restores and the backlog are taken out; label confidence: measured, estimated or low).",
+    "Duration of the operator's latest restore (label method: load_metrics, measured by Spark; task_times, the extra time of the stateful stage's slowest task in the restart batch over its next batches, where tasks are followed; or residual_estimate, what remains of the batch's excess over the usual once other operators' restores and the backlog are taken out; label confidence: measured, estimated or low). Absent after a restore whose estimate saw no extra time: its restore event says so (duration_unknown).",
     "operator",
     ("method", "confidence"),
 )
