@@ -1,6 +1,6 @@
 """Record a large restore from a real restart: the fixture of tests/fixtures/restore_progress and the live measurement.
 
-    python scripts/record_restore.py [--out DIR] [--partitions 16] [--batches 80] [--kill]
+    python scripts/record_restore.py [--out DIR] [--partitions 16] [--batches 80] [--kill] [--burners N] [--keep-checkpoint]
 
 Two processes on one checkpoint, each a fresh JVM:
 
@@ -17,6 +17,12 @@ Two processes on one checkpoint, each a fresh JVM:
    partitions) has finished a partition and runs tasks on executor 1, as the driver's REST API says
    (``/stages?status=active`` and the stage's running ``taskList``); the rest of the restore and the lost
    tasks' retries run on executor 0 (the standalone worker starts a new executor later).
+
+``--burners N`` runs N CPU burners (``nice -n 5``, a Python busy loop each) through the restart: a restore on a
+loaded machine, the case where the checkpoint's rates (one machine's, at one load) are furthest off.
+``--keep-checkpoint`` keeps in ``OUT/checkpoint`` what the restore loaded (metadata, offsets and commits up to
+the restored version, every ``state/<op>/_metadata`` and the changelog files of versions 1 to ``--batches``,
+no ``.crc``), so the ETA with the checkpoint's prior can be replayed.
 
 ``truth.json``: what was done (partitions, batches, changelog files written, Spark version, the kill: which
 stage attempt, its partitions done and those running on executor 1 when it died).
@@ -100,6 +106,9 @@ def restart(args: argparse.Namespace) -> None:
         deadline = time.monotonic() + 120
         while spark.sparkContext._jsc.sc().getExecutorIds().size() < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
+    burners = [
+        subprocess.Popen(["nice", "-n", "5", sys.executable, "-c", "while True: pass"]) for _ in range(args.burners)
+    ]  # fmt: skip
     handle = observer.attach(spark, http_port=0)
     events: list[dict] = []
     killed: dict[str, Any] = {}
@@ -121,6 +130,9 @@ def restart(args: argparse.Namespace) -> None:
     if args.kill and not killed:
         raise SystemExit("executor 1 was never seen running a task of the restoring batch's stateful stage: nothing killed")
     version = spark.version
+    for burner in burners:
+        burner.kill()
+        burner.wait()
     query.stop()
     handle.flush()
     handle.stop()
@@ -188,6 +200,8 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=16)
     ap.add_argument("--batches", type=int, default=80)
     ap.add_argument("--kill", action="store_true", help="restart on local-cluster[2,1,1024] and kill executor 1 mid-restore")
+    ap.add_argument("--burners", type=int, default=0, help="CPU burners (niced busy loops) running through the restart")
+    ap.add_argument("--keep-checkpoint", action="store_true", help="keep what the restore loaded in OUT/checkpoint")
     args = ap.parse_args()
     if args.phase == "build":
         build(args)
@@ -204,8 +218,14 @@ def main() -> int:
     files = len(glob.glob(os.path.join(checkpoint, "state", "*", "*", "*.changelog")))
     shutil.rmtree(args.out, ignore_errors=True)
     live = os.path.join(work, "restart")
-    subprocess.run([sys.executable, __file__, "--phase", "restart", "--out", live, *common, *(["--kill"] if args.kill else [])], check=True)
+    kept = os.path.join(work, "kept")
+    if args.keep_checkpoint:  # before the restart writes its own batches
+        shutil.copytree(checkpoint, kept, ignore=shutil.ignore_patterns("*.crc", ".*.crc"))
+    flags = [*(["--kill"] if args.kill else []), "--burners", str(args.burners)]
+    subprocess.run([sys.executable, __file__, "--phase", "restart", "--out", live, *common, *flags], check=True)
     os.makedirs(args.out, exist_ok=True)
+    if args.keep_checkpoint:
+        shutil.copytree(kept, os.path.join(args.out, "checkpoint"))
     shutil.copytree(os.path.join(live, "eventlog"), os.path.join(args.out, "eventlog"))
     shutil.copy(os.path.join(live, "live_events.jsonl"), args.out)
     with open(os.path.join(live, "restart.json")) as f:
@@ -217,6 +237,8 @@ def main() -> int:
         "rows_per_batch": ROWS_PER_BATCH,
         "changelog_files": files,
         "build_seconds": round(built - started, 1),
+        "burners": args.burners,
+        "load_average_after_restart": round(os.getloadavg()[0], 1),
         **restart_facts,
     }
     with open(os.path.join(args.out, "truth.json"), "w") as f:

@@ -138,7 +138,7 @@ def test_a_failing_hook_costs_the_estimate_only() -> None:
     notes = model.take()
     assert model.estimate_failures == 1
     assert "eta_seconds" not in notes[0].attributes
-    assert notes[1].attributes["eta_seconds"] == eta(4, 1, 101.0, 102.0) and notes[1].attributes["eta_basis"] == BASIS_OBSERVED
+    assert notes[1].attributes["eta_seconds"] == eta(4, 1, 101.0, 102.0, slots=2) and notes[1].attributes["eta_basis"] == BASIS_OBSERVED
 
 
 def test_loads_from_the_checkpoint_are_summed_where_spark_counts_them() -> None:
