@@ -1,6 +1,6 @@
 """Record a large restore from a real restart: the fixture of tests/fixtures/restore_progress and the live measurement.
 
-    python scripts/record_restore.py [--out DIR] [--partitions 16] [--batches 80] [--kill] [--burners N] [--keep-checkpoint]
+    python scripts/record_restore.py [--out DIR] [--partitions 16] [--batches 80] [--kill] [--burners N]
 
 Two processes on one checkpoint, each a fresh JVM:
 
@@ -20,9 +20,8 @@ Two processes on one checkpoint, each a fresh JVM:
 
 ``--burners N`` runs N CPU burners (``nice -n 5``, a Python busy loop each) through the restart: a restore on a
 loaded machine, the case where the checkpoint's rates (one machine's, at one load) are furthest off.
-``--keep-checkpoint`` keeps in ``OUT/checkpoint`` what the restore loaded (metadata, offsets and commits up to
-the restored version, every ``state/<op>/_metadata`` and the changelog files of versions 1 to ``--batches``,
-no ``.crc``), so the ETA with the checkpoint's prior can be replayed.
+To keep a checkpoint for a replay with its prior, run the phases by hand (``--phase build --checkpoint CK``,
+then ``--phase restart --checkpoint`` on a copy of CK), as for ``restore_progress/restart_24``.
 
 ``truth.json``: what was done (partitions, batches, changelog files written, Spark version, the kill: which
 stage attempt, its partitions done and those running on executor 1 when it died).
@@ -95,10 +94,6 @@ def build(args: argparse.Namespace) -> None:
 
 
 def restart(args: argparse.Namespace) -> None:
-    from scenario_job import wait_batches, write_jsonl
-
-    import spark_state_observer as observer
-
     os.makedirs(args.out, exist_ok=True)
     master = "local-cluster[2,1,1024]" if args.kill else "local[2]"
     spark = session(master, args.partitions, ui=True, event_log=os.path.join(args.out, "eventlog"))
@@ -106,9 +101,21 @@ def restart(args: argparse.Namespace) -> None:
         deadline = time.monotonic() + 120
         while spark.sparkContext._jsc.sc().getExecutorIds().size() < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
-    burners = [
-        subprocess.Popen(["nice", "-n", "5", sys.executable, "-c", "while True: pass"]) for _ in range(args.burners)
-    ]  # fmt: skip
+    burners = [subprocess.Popen(["nice", "-n", "5", sys.executable, "-c", "while True: pass"]) for _ in range(args.burners)]
+    try:
+        _restart(spark, args, master)
+    finally:  # a failed recording leaves no busy loop behind
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+def _restart(spark, args: argparse.Namespace, master: str) -> None:  # type: ignore[no-untyped-def]
+    """The restart proper: the observer attached, the query run 3 batches from the checkpoint, its events written."""
+    from scenario_job import wait_batches, write_jsonl
+
+    import spark_state_observer as observer
+
     handle = observer.attach(spark, http_port=0)
     events: list[dict] = []
     killed: dict[str, Any] = {}
@@ -130,9 +137,6 @@ def restart(args: argparse.Namespace) -> None:
     if args.kill and not killed:
         raise SystemExit("executor 1 was never seen running a task of the restoring batch's stateful stage: nothing killed")
     version = spark.version
-    for burner in burners:
-        burner.kill()
-        burner.wait()
     query.stop()
     handle.flush()
     handle.stop()
@@ -201,7 +205,6 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=80)
     ap.add_argument("--kill", action="store_true", help="restart on local-cluster[2,1,1024] and kill executor 1 mid-restore")
     ap.add_argument("--burners", type=int, default=0, help="CPU burners (niced busy loops) running through the restart")
-    ap.add_argument("--keep-checkpoint", action="store_true", help="keep what the restore loaded in OUT/checkpoint")
     args = ap.parse_args()
     if args.phase == "build":
         build(args)
@@ -218,14 +221,9 @@ def main() -> int:
     files = len(glob.glob(os.path.join(checkpoint, "state", "*", "*", "*.changelog")))
     shutil.rmtree(args.out, ignore_errors=True)
     live = os.path.join(work, "restart")
-    kept = os.path.join(work, "kept")
-    if args.keep_checkpoint:  # before the restart writes its own batches
-        shutil.copytree(checkpoint, kept, ignore=shutil.ignore_patterns("*.crc", ".*.crc"))
     flags = [*(["--kill"] if args.kill else []), "--burners", str(args.burners)]
     subprocess.run([sys.executable, __file__, "--phase", "restart", "--out", live, *common, *flags], check=True)
     os.makedirs(args.out, exist_ok=True)
-    if args.keep_checkpoint:
-        shutil.copytree(kept, os.path.join(args.out, "checkpoint"))
     shutil.copytree(os.path.join(live, "eventlog"), os.path.join(args.out, "eventlog"))
     shutil.copy(os.path.join(live, "live_events.jsonl"), args.out)
     with open(os.path.join(live, "restart.json")) as f:
