@@ -38,12 +38,18 @@ RECORDINGS = [
     "tests/fixtures/restore_progress/large_kill",
     "tests/fixtures/restore_progress/checkpointed",
     "tests/fixtures/restore_progress/live_estimate",
+    "tests/fixtures/restore_progress/restart_24",
+    "tests/fixtures/restore_progress/restart_24_loaded",
     "tests/fixtures/restore_progress/kill_mid_restore",
     "tests/fixtures/placement/kill",
     "tests/fixtures/incidents/dedup_agg_restart_43/run2",
     "tests/fixtures/incidents/dedup_agg_restart_35/run2",
 ]
-CHECKPOINTED = {"tests/fixtures/restore_progress/checkpointed": "tests/fixtures/restore_progress/checkpointed/checkpoint"}
+CHECKPOINTED = {
+    "tests/fixtures/restore_progress/checkpointed": "tests/fixtures/restore_progress/checkpointed/checkpoint",
+    "tests/fixtures/restore_progress/restart_24": "tests/fixtures/restore_progress/restart_24/checkpoint",
+    "tests/fixtures/restore_progress/restart_24_loaded": "tests/fixtures/restore_progress/restart_24/checkpoint",
+}
 POINTS = (0.0, 0.25, 0.5, 0.75)
 
 

@@ -1,6 +1,6 @@
 """Record a large restore from a real restart: the fixture of tests/fixtures/restore_progress and the live measurement.
 
-    python scripts/record_restore.py [--out DIR] [--partitions 16] [--batches 80] [--kill]
+    python scripts/record_restore.py [--out DIR] [--partitions 16] [--batches 80] [--kill] [--burners N]
 
 Two processes on one checkpoint, each a fresh JVM:
 
@@ -17,6 +17,11 @@ Two processes on one checkpoint, each a fresh JVM:
    partitions) has finished a partition and runs tasks on executor 1, as the driver's REST API says
    (``/stages?status=active`` and the stage's running ``taskList``); the rest of the restore and the lost
    tasks' retries run on executor 0 (the standalone worker starts a new executor later).
+
+``--burners N`` runs N CPU burners (``nice -n 5``, a Python busy loop each) through the restart: a restore on a
+loaded machine, the case where the checkpoint's rates (one machine's, at one load) are furthest off.
+To keep a checkpoint for a replay with its prior, run the phases by hand (``--phase build --checkpoint CK``,
+then ``--phase restart --checkpoint`` on a copy of CK), as for ``restore_progress/restart_24``.
 
 ``truth.json``: what was done (partitions, batches, changelog files written, Spark version, the kill: which
 stage attempt, its partitions done and those running on executor 1 when it died).
@@ -89,10 +94,6 @@ def build(args: argparse.Namespace) -> None:
 
 
 def restart(args: argparse.Namespace) -> None:
-    from scenario_job import wait_batches, write_jsonl
-
-    import spark_state_observer as observer
-
     os.makedirs(args.out, exist_ok=True)
     master = "local-cluster[2,1,1024]" if args.kill else "local[2]"
     spark = session(master, args.partitions, ui=True, event_log=os.path.join(args.out, "eventlog"))
@@ -100,6 +101,21 @@ def restart(args: argparse.Namespace) -> None:
         deadline = time.monotonic() + 120
         while spark.sparkContext._jsc.sc().getExecutorIds().size() < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
+    burners = [subprocess.Popen(["nice", "-n", "5", sys.executable, "-c", "while True: pass"]) for _ in range(args.burners)]
+    try:
+        _restart(spark, args, master)
+    finally:  # a failed recording leaves no busy loop behind
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+def _restart(spark, args: argparse.Namespace, master: str) -> None:  # type: ignore[no-untyped-def]
+    """The restart proper: the observer attached, the query run 3 batches from the checkpoint, its events written."""
+    from scenario_job import wait_batches, write_jsonl
+
+    import spark_state_observer as observer
+
     handle = observer.attach(spark, http_port=0)
     events: list[dict] = []
     killed: dict[str, Any] = {}
@@ -188,6 +204,7 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=16)
     ap.add_argument("--batches", type=int, default=80)
     ap.add_argument("--kill", action="store_true", help="restart on local-cluster[2,1,1024] and kill executor 1 mid-restore")
+    ap.add_argument("--burners", type=int, default=0, help="CPU burners (niced busy loops) running through the restart")
     args = ap.parse_args()
     if args.phase == "build":
         build(args)
@@ -204,7 +221,8 @@ def main() -> int:
     files = len(glob.glob(os.path.join(checkpoint, "state", "*", "*", "*.changelog")))
     shutil.rmtree(args.out, ignore_errors=True)
     live = os.path.join(work, "restart")
-    subprocess.run([sys.executable, __file__, "--phase", "restart", "--out", live, *common, *(["--kill"] if args.kill else [])], check=True)
+    flags = [*(["--kill"] if args.kill else []), "--burners", str(args.burners)]
+    subprocess.run([sys.executable, __file__, "--phase", "restart", "--out", live, *common, *flags], check=True)
     os.makedirs(args.out, exist_ok=True)
     shutil.copytree(os.path.join(live, "eventlog"), os.path.join(args.out, "eventlog"))
     shutil.copy(os.path.join(live, "live_events.jsonl"), args.out)
@@ -217,6 +235,8 @@ def main() -> int:
         "rows_per_batch": ROWS_PER_BATCH,
         "changelog_files": files,
         "build_seconds": round(built - started, 1),
+        "burners": args.burners,
+        "load_average_after_restart": round(os.getloadavg()[0], 1),
         **restart_facts,
     }
     with open(os.path.join(args.out, "truth.json"), "w") as f:

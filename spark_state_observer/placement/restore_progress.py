@@ -35,13 +35,14 @@ the inspector's rates) gives the work before anything finishes, and ``restore_st
 (``estimate``): that work over the task slots (the executors' cores). An operator's partitions end only once
 the stores below it in the plan are loaded too (their tasks come first, in an earlier stage or in the same
 task), so an operator's remaining work counts theirs. As partitions finish, the speed the machine shows (work
-done per second since the first of those tasks was launched, over the slots) corrects the rates' scale: the
+done per second over the slots, read from each stage's later waves once one finished: a stage's first wave pays
+its start and ran 1.5-2x slower a task on every recording) corrects the rates' scale: the
 prior weighs as much as one partition of mean work, the observed speed as much as the work done, and an
 operator whose stage starts after others' corrects that speed by its own stage's (``blend``, ``blended_eta``).
 The prior's rates are one machine's; its shape (which partitions and operators hold more) is the
 checkpoint's, which is why it is kept for the remaining work and only its scale is learned. Without a
-readable checkpoint the ETA is the observed rate (finished partitions per second since the first was
-launched, ``observed``) and absent before the first partition finishes. What a task reports of its load
+readable checkpoint the ETA is the observed rate (finished partitions per second, from the later waves once
+one finished, the tasks in flight counted half done, ``observed``) and absent before the first partition finishes. What a task reports of its load
 (changelog files replayed, load time) is summed where Spark reports it (RocksDB, Spark 4.1+; 3.5 and 4.0
 report nothing, and an aggregation's first load, in ``StateStoreRestore``, is never measured: its
 partition counts once it is saved).
@@ -430,8 +431,9 @@ class RestoreProgress:
 
     def _eta(self, restore: _Restore, index: int, op: _Operator, now: float) -> Eta:
         """The operator's ETA: the checkpoint's remaining work at the speed learned so far, else the observed rate."""
-        observed = eta(op.total, len(op.done), op.first_launch, now)
         slots = self._slots(restore)
+        own_since, own_steady = steady(op.done)
+        observed = eta(op.total, len(op.done), op.first_launch, now, slots, (own_since, len(own_steady)) if own_steady else None)
         expected = restore.expected.operators if restore.expected is not None else {}
         if slots is None or index not in expected:
             return Eta(observed, BASIS_OBSERVED if observed is not None else None)
@@ -442,13 +444,32 @@ class RestoreProgress:
         launches = [o.first_launch for _, o in chain if o is not None and o.first_launch is not None]
         partitions = sum(len(w) for w, _ in chain)
         left = sum(1 for w, o in chain for p in w if o is None or p not in o.done)
-        own = op.first_launch
-        # the work of the chain finished since this operator's own tasks began (its stage's, or its stage's and those
-        # sharing it): the speed of its stage, which may differ from the stages before it
-        recent = (
-            0.0 if own is None else sum(s for w, o in chain if o is not None for p, s in w.items() if p in o.done and o.done[p][1] >= own)
-        )
-        return Eta(*blended_eta(total, done, partitions, left, slots, min(launches) if launches else None, now, own, recent))
+        # the speed is read from each stage's later waves where they ran (``steady``): a stage's first wave pays its
+        # start (JIT, the state store's native library, the shuffle's first fetches) and ran 1.5-2x slower a task
+        since: list[float] = []
+        observed_work = 0.0
+        for w, o in chain:
+            if o is None:
+                continue
+            first, later = steady(o.done)
+            if later:
+                since.append(first)
+                observed_work += sum(seconds for p, seconds in w.items() if p in later)
+        if observed_work <= 0:
+            since, observed_work = launches, done
+        own = own_since if own_steady else op.first_launch
+        # the work of the chain done since this operator's own tasks began (its stage's, or its stage's and those
+        # sharing it): the speed of its stage, which may differ from the stages before it. Once its later waves ran,
+        # the tasks launched since they began; before, those finished since its first launch
+        recent = 0.0
+        for w, o in chain:
+            if own is None or o is None:
+                continue
+            for p, (launched, finished) in o.done.items():
+                mark = launched if own_steady else finished
+                if mark is not None and mark >= own:
+                    recent += w.get(p, 0.0)
+        return Eta(*blended_eta(total, done, partitions, left, slots, min(since) if since else None, now, own, recent, observed_work))
 
     def _note(self, kind: str, restore: _Restore, ts: float, attrs: dict[str, Any]) -> None:
         if len(self.notes) >= MAX_NOTES:
@@ -457,11 +478,41 @@ class RestoreProgress:
         self.notes.append(RestoreNote(kind, restore.query_id, restore.run_id, ts, attrs))
 
 
-def eta(total: int | None, done: int, first_launch: float | None, now: float) -> float | None:
-    """Seconds left at the rate observed since the first partition's task was launched; None without a rate."""
-    if total is None or done <= 0 or first_launch is None or now <= first_launch:
+def steady(done: dict[int, tuple[float | None, float]]) -> tuple[float, set[int]]:
+    """The partitions whose task was launched as the first of ``done`` finished or later (the stage's later waves; a
+    slot's next task is launched a few milliseconds before the driver stamps the previous one's end, so: past
+    half the first task's span), and the earliest of their launches; (0.0, empty) while only the first wave has
+    finished."""
+    launches = [s for s, _ in done.values() if s is not None]
+    if not launches:
+        return 0.0, set()
+    first_launch, first_finish = min(launches), min(f for _, f in done.values())
+    cut = first_launch + (first_finish - first_launch) / 2
+    later = {p: s for p, (s, _) in done.items() if s is not None and s >= cut and s > first_launch}
+    return (min(later.values()), set(later)) if later else (0.0, set())
+
+
+def eta(
+    total: int | None,
+    done: int,
+    first_launch: float | None,
+    now: float,
+    slots: int | None = None,
+    later: tuple[float, int] | None = None,
+) -> float | None:
+    """Seconds left at the rate observed since the first partition's task was launched; None without a rate.
+
+    With ``slots`` the tasks in flight on the other slots (half done on average at a finish) count as done work.
+    With ``later`` (the earliest launch and the count of the tasks launched after the first finish, ``steady``)
+    the rate is theirs: the first wave's start costs are not the pace of the rest."""
+    if total is None or done <= 0 or first_launch is None:
         return None
-    return round((now - first_launch) * max(0, total - done) / done, 3)
+    since, count = later if later is not None else (first_launch, done)
+    if now <= since or count <= 0:
+        return None
+    left = max(0, total - done)
+    in_flight = min(slots - 1, left) / 2 if slots is not None and slots > 1 else 0.0
+    return round((now - since) * (left - in_flight) / (count + in_flight), 3)
 
 
 def blended_eta(
@@ -474,26 +525,29 @@ def blended_eta(
     now: float,
     own_launch: float | None = None,
     recent: float = 0.0,
+    observed: float | None = None,
 ) -> tuple[float, str]:
     """Seconds left for ``total - done`` seconds of one-core work over ``partitions`` (``left`` of them not done) on
-    ``slots`` slots, and the basis.
+        ``slots`` slots, and the basis.
 
-    The speed (wall seconds per second of expected work on one slot) starts at the rates' 1.0 and moves to the
-    one observed since ``first_launch``: all slots busy since then (more partitions than slots until the last
-    wave), on the work done plus the tasks in flight (at a finish, the other slots' tasks, half done on
-    average: leaving them out is what kept a rate from finished partitions alone pessimistic). The rates' scale
-    is one machine's at one load (the same restore ran 5-8x slower per file at a load of 33 on 2 cores than at
-    3-13), so the prior weighs as one partition of mean work, the observation as the work done: at the first
-    finish they count alike, at a quarter of 16 partitions the observation four times more. An operator whose
-    tasks began after others' (``own_launch``: its stage follows theirs) then corrects that speed by its own
-    stage's, the ``recent`` work finished since, the same way: the rates' shape between operators (a dedupe's
-    put per record, an aggregation's read and write) is less sure than within one."""
+        The speed (wall seconds per second of expected work on one slot) starts at the rates' 1.0 and moves to the
+        one observed since ``first_launch`` over the ``observed`` work (default: all done; the caller passes the
+        stages' later waves, ``steady``): all slots busy since then (more partitions than slots until the last
+        wave), on that work plus the tasks in flight (at a finish, the other slots' tasks, half done on
+        average: leaving them out is what kept a rate from finished partitions alone pessimistic). The rates' scale
+        is one machine's at one load (the same restore ran 5-8x slower per file at a load of 33 on 2 cores than at
+        3-13), so the prior weighs as one partition of mean work, the observation as all the work done (each finished
+    partition tells the machine's pace, the first wave's included, though the speed is read from the later waves). An
+        operator whose tasks began after others' (``own_launch``: its stage follows theirs) then corrects that speed
+        by its own stage's, the ``recent`` work finished since, the same way: the rates' shape between operators
+        (a dedupe's put per record, an aggregation's read and write) is less sure than within one."""
     remaining = max(0.0, total - done)
-    if done <= 0 or first_launch is None or now <= first_launch:
+    seen = done if observed is None else observed
+    if done <= 0 or seen <= 0 or first_launch is None or now <= first_launch:
         return round(remaining / slots, 3), BASIS_ESTIMATE
     mean = total / max(1, partitions)
     in_flight = min(remaining, max(0, min(slots - 1, left)) * mean / 2)
-    observed_speed = (now - first_launch) * slots / (done + in_flight)
+    observed_speed = (now - first_launch) * slots / (seen + in_flight)
     speed = (mean + done * observed_speed) / (mean + done)
     if own_launch is not None and first_launch < own_launch < now and recent > 0:
         stage_speed = (now - own_launch) * slots / (recent + in_flight)
