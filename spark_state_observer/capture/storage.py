@@ -40,14 +40,14 @@ SCHEMES: dict[str, tuple[str, str]] = {
     "file": ("file", ""),
 }
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-# S3 client timeouts and retries: a dead endpoint is a clear message within a minute, not a hang; the
-# client's own 3 attempts only (s3fs would retry each failed call 5 times more with back-off: a store answering
-# errors would hold the watcher's poll for minutes; its next poll is the retry)
+# S3 client timeouts and retries: a dead endpoint is a clear message within ~20 s, not a hang; the client's own
+# 2 attempts in all, each at most 5 s to connect and 10 s without a byte (an endpoint that accepts and never
+# answers took 127 s before); s3fs would retry each failed call 5 times more with back-off: a store answering
+# errors would hold a sync for minutes; the next sync is the retry
 # (a fresh client each time: credentials and endpoint are read from the environment as it is now)
-# (a blackholed endpoint, one that accepts and never answers: 2 attempts of 5 s connect or 15 s read, not 127 s)
 _S3_OPTIONS: dict[str, Any] = {
     "skip_instance_cache": True,
-    "config_kwargs": {"connect_timeout": 5, "read_timeout": 15, "retries": {"max_attempts": 2, "mode": "standard"}},
+    "config_kwargs": {"connect_timeout": 5, "read_timeout": 10, "retries": {"total_max_attempts": 2, "mode": "standard"}},
 }
 
 
