@@ -129,6 +129,40 @@ def local_name(root: str, relative: str) -> str | None:
     return os.path.join(root, *parts)
 
 
+MAX_LISTED = 500_000  # objects one listing of a one-shot command holds: a listing that goes on beyond is refused
+
+
+def find(fs: Any, path: str, limit: int = MAX_LISTED) -> dict[str, dict[str, Any]]:
+    """Every object (and folder marker) under ``path`` as ``fs.find(path, detail=True)`` gives them, at most ``limit``.
+
+    On S3 the listing is read page by page, so one that never ends (a broken or hostile server) is a
+    ``StorageError`` once ``limit`` keys were read, not memory that grows until the process dies."""
+    protocol = fs.protocol
+    if "s3" not in ((protocol,) if isinstance(protocol, str) else tuple(protocol)):
+        return dict(fs.find(path, detail=True))
+    bucket, _, prefix = path.strip("/").partition("/")
+    if prefix:  # a single object at ``path``, as fs.find gives it
+        try:
+            info = fs.info(path)
+        except FileNotFoundError:
+            info = None
+        if info is not None and info.get("type") == "file":
+            return {path: info}
+    request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix + "/" if prefix else "", "MaxKeys": 1000}
+    found: dict[str, dict[str, Any]] = {}
+    while True:
+        page = fs.call_s3("list_objects_v2", **request)
+        for item in page.get("Contents") or []:
+            key = f"{bucket}/{item.get('Key', '')}"
+            found[key] = {"name": key, "size": int(item.get("Size") or 0), "ETag": item.get("ETag"), "type": "file"}
+        if len(found) > limit:
+            raise StorageError(f"{path}: more than {limit} objects under the prefix; name a narrower one", "listing")
+        token = page.get("NextContinuationToken")
+        if not page.get("IsTruncated") or not token:
+            return found
+        request["ContinuationToken"] = token
+
+
 _EVENTS_PART = re.compile(r"^events_(\d+)_")
 _MAX_DEPTH = 8  # as deep as the event-log reader goes (``spark_state_observer.offline.eventlog.MAX_DEPTH``)
 MAX_NOTES = 20  # skipped keys named; the rest counted
@@ -164,7 +198,7 @@ def copy_tree(url: str, into: str, event_logs_only: bool = False, notes: list[st
     local_root = os.path.join(into, base)
     skipped = 0
     try:
-        found = fs.find(path, detail=True)
+        found = find(fs, path)
         if not found:
             raise FileNotFoundError(path)
         if list(found) == [path] and found[path].get("type") == "file":

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from spark_state_observer.capture.storage import StorageError, failure, filesystem, is_url, local_name, redact
+from spark_state_observer.capture.storage import StorageError, failure, filesystem, find, is_url, local_name, redact
 from spark_state_observer.offline.checkpoint import files
 from spark_state_observer.offline.checkpoint.files import MAX_LOG_ENTRY_BYTES, MAX_ZIP_DIRECTORY_BYTES, MAX_ZIP_METADATA_BYTES
 from spark_state_observer.offline.checkpoint.layout import MAX_COMMITS_READ
@@ -96,7 +96,7 @@ class _Stage:
 
     def build(self) -> str:
         try:
-            found = self.fs.find(self.path, detail=True)
+            found = find(self.fs, self.path)
         except Exception as exc:
             raise failure(self.url, exc) from None
         if not found:
