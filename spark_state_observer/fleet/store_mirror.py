@@ -146,6 +146,9 @@ class StoreMirror:
         self._list_at = 0.0  # monotonic time before which a many-page prefix is not listed again
         self._ends_at = float("inf")  # this sync's deadline (monotonic)
         self._started_listing = 0.0
+        self._full = True  # the listing being read covers the whole prefix (else: from ``_floor`` on)
+        self._followed: set[str] = set()  # top-level store names of the logs still followed (the last sync's)
+        self._names_seen: tuple[str, str] | None = None  # the smallest and greatest top-level names of the last full listing
         self._last_problem: str | None = None
         self._reported: set[str] = set()  # lasting problems already counted
         os.makedirs(local_dir, exist_ok=True)
@@ -231,12 +234,14 @@ class StoreMirror:
                 for key, info in found.items()
                 if info.get("type") == "file" and len(key) > base and not key.endswith("/")  # a folder marker is no object
             }, True
-        if self._after is None and time.monotonic() < self._list_at:
-            return None
-        if self._after is None:
-            self._started_listing = time.monotonic()
         bucket, _, prefix = self._path.partition("/")
         prefix = prefix + "/" if prefix else ""
+        if self._after is None:  # a new listing: the whole prefix when due, else only from the first log followed on
+            self._started_listing = time.monotonic()
+            self._full = self._first or self._names_seen is None or time.monotonic() >= self._list_at
+            if not self._full:
+                floor = min(self._followed) if self._followed else self._names_seen[1]  # type: ignore[index]
+                self._after = prefix + floor[:-1]  # (just before the log's own keys: "app-1" as well as "app-1.inprogress")
         for _ in range(LIST_PAGES):
             request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": 1000}
             if self._after is not None:
@@ -259,11 +264,18 @@ class StoreMirror:
                 self._problem("listing", f"{self.url}: {why}; the listing is cut there and read again", once=True)
             self._after = last
             if not page.get("IsTruncated") or cut or stuck:
-                keys, pages = self._partial, self._pages
+                keys, pages, full = self._partial, self._pages, self._full
                 self._partial, self._after, self._pages = {}, None, 0
-                if pages > _PACED_PAGES:  # a large prefix: listed again after ten times what this listing took
-                    self._list_at = time.monotonic() + LIST_COST_FACTOR * (time.monotonic() - self._started_listing)
-                return keys, not (cut or stuck)
+                if full:
+                    names = [key.split("/", 1)[0] for key in keys]
+                    self._names_seen = (min(names), max(names)) if names else None
+                    # a prefix of many pages: listed whole again after ten times what this listing took; meanwhile
+                    # only from the first log followed on (new logs of names that sort later: application ids with
+                    # their start time in them, as standalone, local and YARN name them)
+                    self._list_at = time.monotonic() + (
+                        LIST_COST_FACTOR * (time.monotonic() - self._started_listing) if pages > _PACED_PAGES else 0
+                    )
+                return keys, full and not (cut or stuck)
             if time.monotonic() > self._ends_at:
                 break
         return None  # the rest of the listing at the next sync, from where it stopped
@@ -359,9 +371,20 @@ class StoreMirror:
                 self._run(chunk, wanted)
             if complete:
                 self._forget_gone(listing)
+            self._followed = self._still_followed([*singles, *rolling])
             return
         if chunk:
             self._run(chunk, wanted)
+        self._followed = self._still_followed([*singles, *rolling])
+
+    def _still_followed(self, logs: list[str]) -> set[str]:
+        """The top-level names of the logs this mirror follows: not finished before it came, not pruned, its shard's."""
+        followed = set()
+        for top in logs:
+            local = local_component(top)
+            if local not in self._skipped and local.removesuffix(_INPROGRESS) not in self._pruned and in_shard(log_name(local), self.shard):
+                followed.add(top)
+        return followed
 
     def _run(self, chunk: list[tuple[str, Callable[..., None], tuple[Any, ...]]], wanted: dict[str, int]) -> None:
         """GET the chunk's small new objects concurrently, then mirror its logs one by one, in order."""

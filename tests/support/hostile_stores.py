@@ -4,6 +4,7 @@
   that drops replies): a client waits for its read timeout.
 - ``EndlessListing``: answers every S3 ``ListObjectsV2`` with a full page of new keys and ``IsTruncated``
   true, forever (a broken or hostile S3-compatible server); other requests are 404.
+  ``pages`` counts the pages served.
 
 Each is stopped by ``stop``; threads are daemons.
 """
@@ -72,6 +73,11 @@ class EndlessListing:
                     f"<IsTruncated>true</IsTruncated><NextContinuationToken>t{n}</NextContinuationToken>{keys}</ListBucketResult>"
                 ).encode()
                 self._answer(200, body)
+
+            def do_HEAD(self) -> None:  # noqa: N802  (no single object here)
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
 
             def _answer(self, status: int, body: bytes) -> None:
                 self.send_response(status)
