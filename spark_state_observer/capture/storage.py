@@ -100,7 +100,7 @@ def filesystem(url: str) -> tuple[Any, str]:
 def failure(url: str, exc: BaseException) -> StorageError:
     """A store's exception as a clear, credential-free ``StorageError``: what failed, where, and its kind."""
     name = type(exc).__name__
-    text = redact(str(exc))[:200]
+    text = redact(str(exc)[:2000])[:200]
     if isinstance(exc, StorageError):
         return exc
     if isinstance(exc, FileNotFoundError):

@@ -408,11 +408,13 @@ class StoreMirror:
         return {key: bytes(data) for key, data in zip(keys, got) if isinstance(data, (bytes, bytearray))}
 
     def _local(self, *parts: str) -> str:
-        """Where the object (or folder) of these key parts is mirrored; a shortened name is counted once."""
+        """Where the object (or folder) of these key parts is mirrored; a log with a shortened name is counted once."""
         names = [local_component(p) for p in parts]
         if names != list(parts):
             self._problem(
-                "long_name", f"{self.url}/{'/'.join(parts)[:300]}: a name too long for the local disk, mirrored as {names[-1]}", once=True
+                "long_name",
+                f"{self.url}/{parts[0][:120]}...: names too long for the local disk; the log is mirrored as {names[0]}",
+                once=True,
             )
         return os.path.join(self.local_dir, *names)
 

@@ -16,10 +16,12 @@ _SCHEME = r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,30}://"
 # a user part: with a password in any URL; without one except in Azure's, where it is the container
 _USERINFO = re.compile(rf"({_SCHEME})[^\s/?#@:\"'<>]*:[^\s/?#@\"'<>]*@")
 _USER = re.compile(rf"((?!(?:abfss?|wasbs?)://){_SCHEME})[^\s/?#@\"'<>]*@")
-_QUERY = re.compile(rf"({_SCHEME}[^\s?#\"'<>]*)([?#])[^\s\"'<>]*")
+# a query or fragment, percent-encoded too (a client that took "?token=" for part of the key sends "%3Ftoken%3D")
+# (the query is optional, so a URL without one matches as it is and the scan goes on after it: linear)
+_QUERY = re.compile(rf"({_SCHEME}[^\s?#\"'<>%]*(?:%(?!3[fF]|23)[^\s?#\"'<>%]*)*)(?:(\?|#|%3[fF]|%23)(?!<redacted>)[^\s\"'<>]*)?")
 _PARAM = re.compile(
     r"(?i)\b(x-amz-security-token|x-amz-signature|x-amz-credential|security[-_]?token|session[-_]?token|access[-_]?token"
-    r"|client[-_]?secret|secret|password|passwd|token|signature|sig|api[-_]?key|key|code)=[^\s&\"'#<>]+"
+    r"|client[-_]?secret|secret|password|passwd|token|signature|sig|api[-_]?key|key|code)(=|%3[dD])(?!<redacted>)[^\s&\"'#<>%]+"
 )
 REDACTED = "<redacted>"
 
@@ -27,5 +29,5 @@ REDACTED = "<redacted>"
 def redact(text: str) -> str:
     """``text`` with every URL's user part, query and fragment, and every secret-named parameter's value removed."""
     text = _USER.sub(r"\1", _USERINFO.sub(r"\1", text))
-    text = _QUERY.sub(lambda m: f"{m[1]}{m[2]}{REDACTED}", text)
-    return _PARAM.sub(lambda m: f"{m[1]}={REDACTED}", text)
+    text = _QUERY.sub(lambda m: f"{m[1]}{m[2]}{REDACTED}" if m[2] else m[0], text)
+    return _PARAM.sub(lambda m: f"{m[1]}{m[2]}{REDACTED}", text)
