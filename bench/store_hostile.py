@@ -115,7 +115,9 @@ def blackhole() -> None:
         for run in ("run1", "run2"):
             shutil.copytree(os.path.join(FIXTURE, run, "eventlog"), local, dirs_exist_ok=True)
         seen, at = _watch_until(local, ["s3://bkt/logs"], _env(hole.url), tmp, alone)
-        print(f"blackhole: the local folder alone: {alone:.0f} batches after {alone_at:.1f} s; beside a blackholed store: {seen:.0f} after {at:.1f} s")
+        print(
+            f"blackhole: the local folder alone: {alone:.0f} batches after {alone_at:.1f} s; beside a blackholed store: {seen:.0f} after {at:.1f} s"
+        )
         code = (
             "import tempfile,time;from spark_state_observer.fleet.store_mirror import StoreMirror;"
             "m=StoreMirror('s3://bkt/logs',tempfile.mkdtemp());t=time.monotonic();m.sync();print(f'{time.monotonic()-t:.1f}',dict(m.problems))"
@@ -240,7 +242,14 @@ def keys() -> None:
             "while time.monotonic()-t0<30:\n s=time.monotonic();m.sync();time.sleep(max(0,1-(time.monotonic()-s)))\n"
             "r=resource.getrusage(resource.RUSAGE_SELF);print(f'{(r.ru_utime+r.ru_stime-c0)/(time.monotonic()-t0):.3f} cores, {m.requests[\"list\"]-l0} LIST pages in 30 s')"
         )
-        out = subprocess.run([sys.executable, "-c", code, os.path.join(root, "mirror")], env=_env(endpoint), capture_output=True, text=True, timeout=600, cwd=root)
+        out = subprocess.run(
+            [sys.executable, "-c", code, os.path.join(root, "mirror")],
+            env=_env(endpoint),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=root,
+        )
         print(f"keys: 20,000 keys synced every second for 30 s: {out.stdout.strip()} {out.stderr.strip()[-300:]}")
 
     _with_s3proxy(run)
@@ -253,7 +262,9 @@ def crc() -> None:
         "t=time.perf_counter();[c.crc32c(data) for _ in range(16)];fast=128/(time.perf_counter()-t)\n"
         "print(json.dumps({'python_mb_s':round(py,1),'crc32c_mb_s':round(fast,1),'c':getattr(c,'_c',None) is not None}))"
     )
-    out = subprocess.run([sys.executable, "-c", "import json\n" + code], env=_env(""), capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir())
+    out = subprocess.run(
+        [sys.executable, "-c", "import json\n" + code], env=_env(""), capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir()
+    )
     print(f"crc: {out.stdout.strip() or out.stderr.strip()[-300:]}")
 
 

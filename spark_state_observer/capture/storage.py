@@ -27,7 +27,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
-from spark_state_observer.model.redaction import redact
+from spark_state_observer.model.redaction import redact as redact  # messages of this module's callers pass through it
 
 # URL scheme -> (fsspec protocol, extra that installs its client; "" where nothing is needed)
 SCHEMES: dict[str, tuple[str, str]] = {

@@ -55,7 +55,7 @@ class EndlessListing:
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self) -> None:  # noqa: N802  (http.server's name)
+            def do_GET(self) -> None:
                 query = parse_qs(urlsplit(self.path).query)
                 if "list-type" not in query:
                     self._answer(404, b"<?xml version='1.0'?><Error><Code>NoSuchKey</Code><Message>no</Message></Error>")
@@ -64,7 +64,7 @@ class EndlessListing:
                 pages[0] += 1
                 n = pages[0]
                 keys = "".join(
-                    f"<Contents><Key>{prefix}junk/{n:09d}/{i:04d}-{'x' * 60}</Key><Size>10</Size><ETag>\"e\"</ETag></Contents>"
+                    f'<Contents><Key>{prefix}junk/{n:09d}/{i:04d}-{"x" * 60}</Key><Size>10</Size><ETag>"e"</ETag></Contents>'
                     for i in range(1000)
                 )
                 body = (
@@ -74,7 +74,7 @@ class EndlessListing:
                 ).encode()
                 self._answer(200, body)
 
-            def do_HEAD(self) -> None:  # noqa: N802  (no single object here)
+            def do_HEAD(self) -> None:
                 self.send_response(404)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

@@ -43,7 +43,14 @@ def test_what_is_no_secret_stays_readable() -> None:
 
 @pytest.mark.parametrize(
     "worst",
-    ["http://a/" + "%" * 200_000, "a" * 200_000 + "://", "token=" * 40_000, "http://x" * 25_000, "s3://" + "@" * 200_000, "http://a?" * 22_000],
+    [
+        "http://a/" + "%" * 200_000,
+        "a" * 200_000 + "://",
+        "token=" * 40_000,
+        "http://x" * 25_000,
+        "s3://" + "@" * 200_000,
+        "http://a?" * 22_000,
+    ],
 )
 def test_the_worst_inputs_end(worst: str) -> None:
     assert len(redact(worst)) <= 2 * len(worst)  # linear patterns end at once here; a quadratic one would run for hours

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 
 from spark_state_observer.offline.checkpoint.files import UnreadableFile, chunks, is_dir, list_dir, read_text, regular_size
 
+from types import ModuleType
+
+_c: ModuleType | None
 try:
     import google_crc32c as _c
 except ImportError:  # the [verify] extra is not installed: the table below
