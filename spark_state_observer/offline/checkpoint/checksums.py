@@ -15,10 +15,9 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from types import ModuleType
 
 from spark_state_observer.offline.checkpoint.files import UnreadableFile, chunks, is_dir, list_dir, read_text, regular_size
-
-from types import ModuleType
 
 _c: ModuleType | None
 try:
