@@ -83,7 +83,10 @@ def run(args: argparse.Namespace) -> int:
             print("spark-state-observer: --rules replaces the mixin's rules; --config and --set would be ignored", file=sys.stderr)
             return 2
         try:
-            with staged_all(args.paths) as (paths, original):  # URLs are read from a local copy
+            notes: list[str] = []
+            with staged_all(args.paths, notes) as (paths, original):  # URLs are read from a local copy
+                for note in notes:
+                    print(f"warning: {note}", file=sys.stderr)
                 try:
                     report = run_backtest(
                         paths,

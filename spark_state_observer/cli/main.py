@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument(
         "--verify-checksums",
         action="store_true",
-        help="verify the checksum files Spark writes beside state files (4.1+, checkpoint format v2); reads every state file; exit 1 on a mismatch",
+        help="verify the checksum files Spark writes beside state files (4.1+, checkpoint format v2); reads every state file; exit 1 on a mismatch or when a file could not be verified",
     )
     ins.add_argument(
         "--history", default=None, help="history database to take observed restore rates, per-partition sizes and Kafka read rates from"
@@ -214,8 +214,11 @@ def _replay(args: argparse.Namespace) -> int:
         print(json.dumps(event.to_json(), default=str), flush=False)
 
     on_signal = print_event if args.format == "events" else None
+    notes: list[str] = []
     try:
-        with staged_all(args.paths) as (paths, original):  # URLs are read from a local copy; messages name the URLs
+        with staged_all(args.paths, notes) as (paths, original):  # URLs are read from a local copy; messages name the URLs
+            for note in notes:
+                print(f"warning: {note}", file=sys.stderr)
             try:
                 result = replay(
                     paths, max_line_bytes=args.max_line_bytes, progress=terminal_progress(), history=args.history, on_signal=on_signal
@@ -313,11 +316,12 @@ def _inspect(args: argparse.Namespace) -> int:
     from spark_state_observer.offline.checkpoint.render import printable, render_text
     from spark_state_observer.offline.checkpoint.report import CheckpointError
     from spark_state_observer.offline.checkpoint.restore import rates_from_history
-    from spark_state_observer.offline.checkpoint.store_layout import staged_checkpoint
+    from spark_state_observer.offline.checkpoint.store_layout import StageCost, staged_checkpoint
 
     advice = None
+    cost = StageCost()
     try:
-        with staged_checkpoint(args.checkpoint) as local:  # in an object store: sizes listed, few bytes read
+        with staged_checkpoint(args.checkpoint, cost) as local:  # in an object store: sizes listed, few bytes read
             report = inspect_checkpoint(local)
             rates = None
             if args.history and report.query_id:
@@ -345,6 +349,11 @@ def _inspect(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    finally:
+        for note in cost.skipped:
+            print(f"warning: {printable(note)}", file=sys.stderr)
+        if cost.skipped_count > len(cost.skipped):
+            print(f"warning: ... and {cost.skipped_count - len(cost.skipped)} more objects not read", file=sys.stderr)
     if args.json:
         document = json.loads(report.to_json())
         if advice is not None:
@@ -365,7 +374,9 @@ def _inspect(args: argparse.Namespace) -> int:
             print(
                 f"disk: footprint {disk.footprint_bytes} B of a {disk.budget_bytes} B budget, growth {growth} ({disk.batches} batches): {disk.message}"
             )
-    return 1 if report.checksums is not None and report.checksums.mismatches else 0
+    if report.checksums is not None and not report.checksums.mismatches and not report.checksums.complete:
+        print(f"spark-state-observer: {report.checksums.unreadable_count} checksum file(s) could not be verified", file=sys.stderr)
+    return 1 if report.checksums is not None and (report.checksums.mismatches or not report.checksums.complete) else 0
 
 
 def _disk_forecast(args: argparse.Namespace, report: Any) -> Any:

@@ -82,6 +82,7 @@ from spark_state_observer.fleet.query_statuses import EXPORTER as QUERY_STATUS_E
 from spark_state_observer.fleet.query_statuses import QueryStatuses
 from spark_state_observer.fleet.store_mirror import PROBLEM_KINDS as STORE_PROBLEM_KINDS
 from spark_state_observer.fleet.store_mirror import REQUEST_KINDS, StoreMirror
+from spark_state_observer.fleet.store_sync import StoreSync
 from spark_state_observer.fleet.watch_positions import SavedPositions
 from spark_state_observer.fleet.watch_state import StateFileError, load_state
 from spark_state_observer.metrics import catalog
@@ -290,13 +291,15 @@ class FleetObserver:
         mirrors: Sequence[StoreMirror] = (),
         clock: Callable[[], float] | None = None,
     ) -> None:
-        """``mirrors``: object-store URLs mirrored into some of ``dirs``, synced before each poll (``spark_state_observer.fleet.store_mirror``).
+        """``mirrors``: object-store URLs mirrored into some of ``dirs`` (``spark_state_observer.fleet.store_mirror``):
+        synced in threads of their own once following (``store_sync``), before each poll when the caller drives ``poll_once``.
 
         ``clock``: the wall clock everything time-dependent reads (timeouts, silences, ages and stalls), for tests
         and benchmarks that replay a recorded log and move time on instead of waiting; by default the system's
         (the watcher's timeouts then run on the monotonic clock)."""
         self.wall: Callable[[], float] = clock or time.time
         self.mirrors = list(mirrors)
+        self._store_sync: StoreSync | None = None
         self.settings = settings or Settings.from_env()
         self.options = options or WatchOptions()
         self.static = self.settings.static_labels
@@ -403,6 +406,8 @@ class FleetObserver:
         if self.server is not None:
             log.info("spark-state-observer: watching %s; metrics at %s", ", ".join(self.watcher.dirs), self.server.url)
         if follow:
+            if self.mirrors:  # a store that hangs never holds the local folders' polls
+                self._store_sync = StoreSync(self.mirrors, self.options.poll_interval).start()
             self._thread = threading.Thread(target=self._run, name="spark-state-observer-watch", daemon=True)
             self._thread.start()
         return self
@@ -410,6 +415,8 @@ class FleetObserver:
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the current round, save the positions, flush and close every sink, close the endpoint."""
         self._stop.set()
+        if self._store_sync is not None:
+            self._store_sync.stop(min(timeout, 5.0))
         if self._thread is not None:
             self._thread.join(timeout)
         with self._lock:
@@ -441,8 +448,9 @@ class FleetObserver:
 
         ``on_found`` sees what the poll found before it is processed (benchmarks measure delivery with it).
         """
-        for mirror in self.mirrors:  # new parts in object stores land in the folders first
-            mirror.sync()
+        if self._store_sync is None:
+            for mirror in self.mirrors:  # driven by the caller: new parts in object stores land in the folders first
+                mirror.sync()
         found = self.watcher.poll()
         if self.mirrors:
             finished = self.watcher.finished_logs()

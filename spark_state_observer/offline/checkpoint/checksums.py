@@ -4,21 +4,29 @@ With ``spark.sql.streaming.checkpoint.fileChecksum.enabled`` (on by default, app
 v2) every state file ``F`` gets ``F.crc`` beside it: ``{"algorithm":"CRC32C","value":<signed int>,
 "mainFileSize":<bytes>,...}``. (Hadoop's own ``.F.crc`` files, hidden, are another thing and not read.) The
 inspector verifies them only when asked (``inspect --verify-checksums``): every state file is read whole,
-which costs what a restore's reads cost. Checksum files are never counted as state bytes
-(``spark_state_observer.offline.checkpoint.layout`` only counts state files).
+which costs what a restore's reads cost (in an object store, ranged GETs of ``files.CHUNK`` bytes: memory
+stays bounded). Checksum files are never counted as state bytes (``spark_state_observer.offline.checkpoint.layout``
+only counts state files). CRC32C runs in C with the ``[verify]`` extra (``google-crc32c``); without it, a
+pure-Python table at about 8 MB/s.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from types import ModuleType
 
 from spark_state_observer.model.bounded import loads
-from spark_state_observer.offline.checkpoint.files import UnreadableFile, is_dir, list_dir, read_text, regular_size
+from spark_state_observer.offline.checkpoint.files import UnreadableFile, chunks, is_dir, list_dir, read_text, regular_size
+
+_c: ModuleType | None
+try:
+    import google_crc32c as _c
+except ImportError:  # the [verify] extra is not installed: the table below
+    _c = None
 
 MAX_FILES = 100_000  # checksum files verified per checkpoint
 MAX_PROBLEMS = 100  # mismatches and unreadable files named in the report
-CHUNK = 1 << 20
 SUFFIX = ".crc"
 
 
@@ -38,6 +46,13 @@ _TABLE = _crc32c_table()
 
 def crc32c(data: bytes, crc: int = 0) -> int:
     """CRC32C (Castagnoli) of ``data``, continuing ``crc``; what Spark's checksum files hold (as a signed int)."""
+    if _c is not None:
+        return int(_c.extend(crc, data))
+    return crc32c_python(data, crc)
+
+
+def crc32c_python(data: bytes, crc: int = 0) -> int:
+    """``crc32c`` without the C extension (and its reference in the tests)."""
     crc ^= 0xFFFFFFFF
     table = _TABLE
     for byte in data:
@@ -53,6 +68,12 @@ class ChecksumReport:
     mismatches: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
     truncated: bool = False  # more than MAX_FILES checksum files: the rest not verified
+    unreadable_count: int = 0  # every file that could not be verified (``unreadable`` names the first MAX_PROBLEMS)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every checksum file was verified: none unreadable, none left out."""
+        return not self.unreadable_count and not self.truncated
 
 
 def verify(root: str) -> ChecksumReport:
@@ -66,6 +87,7 @@ def verify(root: str) -> ChecksumReport:
             names = sorted(list_dir(folder))
         except UnreadableFile as exc:
             _note(report.unreadable, str(exc))
+            report.unreadable_count += 1
             continue
         for name in names:
             path = os.path.join(folder, name)
@@ -83,6 +105,7 @@ def verify(root: str) -> ChecksumReport:
             if problem is not None:
                 kind, text = problem
                 _note(report.mismatches if kind == "mismatch" else report.unreadable, text)
+                report.unreadable_count += kind != "mismatch"
     return report
 
 
@@ -106,9 +129,8 @@ def _check(checksum_path: str, main: str) -> tuple[str, str] | None:
         if actual_size != size:
             return "mismatch", f"{main}: {actual_size} bytes, its checksum file says {size}"
         crc = 0
-        with open(main, "rb") as f:
-            while chunk := f.read(CHUNK):
-                crc = crc32c(chunk, crc)
+        for chunk in chunks(main):
+            crc = crc32c(chunk, crc)
     except UnreadableFile as exc:
         return "unreadable", str(exc)
     except OSError as exc:

@@ -4,6 +4,11 @@ A checkpoint folder may hold anything: a FIFO where ``metadata`` should be (open
 a symlink that dangles or loops, a folder without read permission, a directory where a file should
 be, or a 1.5 MB ``N.zip`` whose ``metadata`` member expands to 1.5 GB. Every function here either
 returns a bounded result or raises ``UnreadableFile`` with a message the report shows as a problem line.
+
+A checkpoint in an object store is laid out locally with sparse files
+(``spark_state_observer.offline.checkpoint.store_layout``): their sizes are right, most of their bytes are
+not there. Such a layout registers itself here (``remote``) so that a reader that needs a file's real bytes
+(a changelog's head, a checksum file, a whole state file to verify) gets them from the store, never zeros.
 """
 
 from __future__ import annotations
@@ -12,12 +17,43 @@ import os
 import stat
 import struct
 import zipfile
-from typing import BinaryIO
+from contextlib import contextmanager
+from typing import BinaryIO, Iterator, Protocol
 
 MAX_LOG_ENTRY_BYTES = 4 << 20  # an offsets/commits/metadata entry: a few KB in practice
 MAX_ZIP_METADATA_BYTES = 16 << 20  # a RocksDB snapshot's file list: ~150 bytes per SST file
 MAX_ZIP_DIRECTORY_BYTES = 4 << 20  # a snapshot zip lists a dozen files (metadata, OPTIONS, MANIFEST, logs)
 _EOCD = b"PK\x05\x06"
+CHUNK = 8 << 20  # bytes per read of a whole file (one ranged GET each from a store)
+
+
+class RemoteFiles(Protocol):
+    """Files of a local layout whose real bytes are in an object store (``store_layout``)."""
+
+    def remote(self, path: str) -> bool:
+        """Whether the local file at ``path`` lacks bytes that only the store has."""
+        ...
+
+    def read(self, path: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object laid out at ``path`` (``UnreadableFile`` if the store fails)."""
+        ...
+
+
+_REMOTES: list[RemoteFiles] = []
+
+
+@contextmanager
+def remote(files: RemoteFiles) -> Iterator[None]:
+    """While active, reads of the files ``files`` names come from the store (see the module docstring)."""
+    _REMOTES.append(files)
+    try:
+        yield
+    finally:
+        _REMOTES.remove(files)
+
+
+def _remote_of(path: str) -> RemoteFiles | None:
+    return next((r for r in _REMOTES if r.remote(path)), None)
 
 
 class UnreadableFile(OSError):
@@ -45,6 +81,12 @@ def read_text(path: str, limit: int = MAX_LOG_ENTRY_BYTES) -> str:
 
     Opened non-blocking and checked with ``fstat``, so a FIFO is refused rather than waited on.
     """
+    source = _remote_of(path)
+    if source is not None:
+        data = source.read(path, 0, min(regular_size(path), limit + 1))
+        if len(data) > limit:
+            raise UnreadableFile(f"{path}: larger than {limit} bytes, not a checkpoint log entry")
+        return data.decode("utf-8", errors="replace")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
@@ -65,6 +107,9 @@ def read_text(path: str, limit: int = MAX_LOG_ENTRY_BYTES) -> str:
 
 def read_head(path: str, limit: int) -> bytes:
     """The first ``limit`` bytes (or fewer) of a regular file, opened as ``read_text`` opens one."""
+    source = _remote_of(path)
+    if source is not None:
+        return source.read(path, 0, min(regular_size(path), limit))
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
@@ -76,6 +121,31 @@ def read_head(path: str, limit: int) -> bytes:
             return f.read(limit)
         except OSError as exc:
             raise UnreadableFile(f"{path}: cannot be read ({_describe(exc)})") from None
+
+
+def chunks(path: str) -> Iterator[bytes]:
+    """A regular file's bytes, ``CHUNK`` at a time: memory stays bounded whatever its size."""
+    size = regular_size(path)
+    source = _remote_of(path)
+    if source is not None:
+        for start in range(0, size, CHUNK):
+            yield source.read(path, start, min(size, start + CHUNK))
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise UnreadableFile(f"{path}: cannot be opened ({_describe(exc)})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnreadableFile(f"{path}: not a regular file where a file is expected")
+        while True:
+            try:
+                data = f.read(CHUNK)
+            except OSError as exc:
+                raise UnreadableFile(f"{path}: cannot be read ({_describe(exc)})") from None
+            if not data:
+                return
+            yield data
 
 
 def list_dir(path: str) -> list[str]:

@@ -46,7 +46,7 @@ def render_text(report: CheckpointReport) -> str:
     c = report.checksums
     if c is not None:
         lines.append(
-            f"  checksums: {c.checked} verified, {len(c.mismatches)} mismatched, {len(c.unreadable)} unreadable"
+            f"  checksums: {c.checked} verified, {len(c.mismatches)} mismatched, {c.unreadable_count} could not be verified"
             + (" (stopped: too many checksum files)" if c.truncated else "")
         )
         lines += [f"  checksum mismatch: {m}" for m in c.mismatches]

@@ -14,7 +14,10 @@ SST list it names). So one LIST of the prefix gives every object's size, and the
 - for every other object, a sparse file of its size (no GET at all).
 
 The inspector reads those files exactly as it reads a local checkpoint, so its report is the same; the
-disk used is the bytes read. Folder markers (keys ending in ``/``, as s3a writes them) become folders. An
+disk used is the bytes read. A reader that needs other bytes (a changelog's lineage header, a checksum file,
+every byte of a state file to verify) gets them from the store through ``files.remote``, ranged and bounded
+as its local read is, never the layout's zeros. A key the local disk cannot hold (a name too long, ``x``
+beside ``x/y``) is skipped and named in ``StageCost.skipped``, the rest laid out. Folder markers (keys ending in ``/``, as s3a writes them) become folders. An
 object that changes between the LIST and its GET (overwritten, deleted) or a store failure is a
 ``StorageError``: a clear message, never a report built from a mix of old and new bytes.
 """
@@ -27,10 +30,11 @@ import struct
 import tempfile
 import zipfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
-from spark_state_observer.capture.storage import StorageError, failure, filesystem, is_url, local_name, redact
+from spark_state_observer.capture.storage import StorageError, failure, filesystem, find, is_url, local_name, redact
+from spark_state_observer.offline.checkpoint import files
 from spark_state_observer.offline.checkpoint.files import MAX_LOG_ENTRY_BYTES, MAX_ZIP_DIRECTORY_BYTES, MAX_ZIP_METADATA_BYTES
 from spark_state_observer.offline.checkpoint.layout import MAX_COMMITS_READ
 
@@ -50,6 +54,11 @@ class StageCost:
     gets: int = 0
     bytes_read: int = 0
     bytes_listed: int = 0
+    skipped: list[str] = field(default_factory=list)  # keys not laid out (the local disk refuses them), the first MAX_SKIPPED
+    skipped_count: int = 0
+
+
+MAX_SKIPPED = 20
 
 
 class _Stage:
@@ -59,10 +68,35 @@ class _Stage:
         self.path = path.rstrip("/")
         self.root = os.path.join(into, os.path.basename(self.path) or "root")
         self.cost = StageCost()
+        self._remote: dict[str, str] = {}  # local path -> relative key, for files whose bytes are not all laid out
+
+    def remote(self, path: str) -> bool:
+        """Whether ``path`` is a laid-out file whose bytes are not all on disk (``files.RemoteFiles``)."""
+        return path in self._remote
+
+    def read(self, path: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object laid out at ``path``, from the store (``files.RemoteFiles``)."""
+        relative = self._remote[path]
+        if end <= start:
+            return b""
+        try:
+            data = self.fs.cat_file(f"{self.path}/{relative}", start=start, end=end)
+        except Exception as exc:
+            raise files.UnreadableFile(str(failure(f"{self.url}/{relative}", exc))) from None
+        self.cost.gets += 1
+        self.cost.bytes_read += len(data)
+        if len(data) != end - start:
+            raise files.UnreadableFile(f"{self.url}/{relative}: changed while being read (listed larger); inspect again")
+        return bytes(data)
+
+    def _skip(self, relative: str, exc: OSError) -> None:
+        self.cost.skipped_count += 1
+        if len(self.cost.skipped) < MAX_SKIPPED:
+            self.cost.skipped.append(f"{self.url}/{relative[:120]}: not read, the local disk cannot hold it ({exc.strerror or exc})")
 
     def build(self) -> str:
         try:
-            found = self.fs.find(self.path, detail=True)
+            found = find(self.fs, self.path)
         except Exception as exc:
             raise failure(self.url, exc) from None
         if not found:
@@ -75,7 +109,10 @@ class _Stage:
             if target is None:
                 continue
             if key.endswith("/") or info.get("type") == "directory":
-                os.makedirs(target, exist_ok=True)  # a folder marker
+                try:
+                    os.makedirs(target, exist_ok=True)  # a folder marker
+                except OSError as exc:
+                    self._skip(relative.strip("/"), exc)
                 continue
             objects[relative.strip("/")] = int(info.get("size") or 0)
         whole = _read_whole(objects)
@@ -85,9 +122,15 @@ class _Stage:
                 continue
             self.cost.objects += 1
             self.cost.bytes_listed += size
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as f:
-                f.truncate(size)  # sparse: the size the inspector sees, no bytes on disk
+            try:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "xb") as f:
+                    f.truncate(size)  # sparse: the size the inspector sees, no bytes on disk
+            except OSError as exc:  # a name too long, a key that is also a folder ("x" and "x/y"), a duplicate
+                self._skip(relative, exc)
+                continue
+            if not (relative in whole and size <= MAX_LOG_ENTRY_BYTES):
+                self._remote[target] = relative  # the rest of its bytes are read from the store when a reader needs them
             try:
                 if relative in whole:
                     self._fill(relative, target, 0, min(size, MAX_LOG_ENTRY_BYTES + 1), size)
@@ -128,7 +171,7 @@ class _Stage:
         if start < tail_start:
             self._fill(relative, target, start, tail_start, size)
         try:
-            with zipfile.ZipFile(target) as z:
+            with open(target, "rb") as raw, zipfile.ZipFile(raw) as z:  # the local layout's ranges, not the store's
                 info = z.getinfo("metadata")
         except Exception:
             return  # no metadata member, or a directory the inspector refuses the same way
@@ -171,6 +214,9 @@ def staged_checkpoint(location: str, cost: StageCost | None = None) -> Iterator[
     with tempfile.TemporaryDirectory(prefix="sso-checkpoint-") as tmp:
         stage = _Stage(location, tmp)
         root = stage.build()
-        if cost is not None:
-            cost.__dict__.update(stage.cost.__dict__)
-        yield root
+        try:
+            with files.remote(stage):
+                yield root
+        finally:
+            if cost is not None:
+                cost.__dict__.update(stage.cost.__dict__)
