@@ -3,14 +3,15 @@
     python scripts/record_skew.py [rows] [bytes] [even]     # writes tests/fixtures/skew/<name>/
 
 Each scenario runs in a fresh process on ``local[2]``: a rate source, a key per row, ``groupBy(key).max(value)``
-with the RocksDB state store over ``SHUFFLE_PARTITIONS`` partitions, a 2 s trigger, about a minute. The
+with the RocksDB state store (changelog checkpointing off, so each commit flushes) over ``SHUFFLE_PARTITIONS`` partitions, a 2 s trigger, about a minute. The
 key's state partition is ``pmod(hash(key), partitions)`` (Spark's hash partitioning of the aggregation's
 shuffle), which lets a scenario aim at one partition, ``HOT_PARTITION``:
 
-- ``rows``: every key of the hot partition, a tenth of the others' keys (about 10x the rows, and the bytes);
-- ``bytes``: every key everywhere with a short value, and a few keys of the hot partition with values of
-  tens of kilobytes (rows even, bytes skewed: one key holds most of the state);
-- ``even``: every key everywhere with a short value (nothing may fire).
+- ``rows``: every key of the hot partition, a tenth of the others' keys (about 10x the rows, and the bytes),
+  values of about 512 bytes;
+- ``bytes``: every key everywhere with a short value, and two keys of the hot partition with values of about
+  100 KB (rows even, bytes skewed: two keys hold most of the state);
+- ``even``: every key everywhere with a value of about 512 bytes (nothing may fire).
 
 Kept: the event log (task ends carry the per-partition state metrics, among them ``RocksDB: size of all SST
 files``) and ``truth.json`` (the scenario, the hot partition, the hot keys).
@@ -31,15 +32,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "tests", "fixtures", "skew")
 SHUFFLE_PARTITIONS = 8
 HOT_PARTITION = 5
-KEYS = 20_000
-ROWS_PER_SECOND = 2000
-HOT_KEYS = 3  # bytes scenario: keys of the hot partition with a big value
-BIG_VALUE_HASHES = 600  # 64 hex characters each: about 38 KB a value
+KEYS = 2000
+ROWS_PER_SECOND = 200
+HOT_KEYS = 2  # bytes scenario: keys of the hot partition with a big value
+BIG_VALUE_HASHES = 1600  # 64 hex characters each: about 100 KB a value
+VALUE_HASHES = 8  # rows and even scenarios: about 512 bytes a value
 SCENARIOS = ("rows", "bytes", "even")
 
 
 def child(name: str, out: str, seconds: float) -> None:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, SparkSession
     from pyspark.sql import functions as F
 
     logs = os.path.join(out, "eventlog")
@@ -52,7 +54,9 @@ def child(name: str, out: str, seconds: float) -> None:
         .config("spark.eventLog.dir", logs)
         .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
         .config("spark.sql.streaming.stateStore.providerClass", "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        # without changelog checkpointing every commit flushes the memtable: the tasks report SST sizes each batch
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.adaptive.enabled", "false")
         .getOrCreate()
     )
@@ -63,14 +67,15 @@ def child(name: str, out: str, seconds: float) -> None:
     ]
     rows = spark.readStream.format("rate").option("rowsPerSecond", ROWS_PER_SECOND).load().select(F.col("value").alias("id"))
     rows = rows.withColumn("k", F.col("id") % KEYS)
-    small = F.sha2(F.col("id").cast("string"), 256)
+    def hashes(n: int) -> Column:
+        return F.expr(f"concat_ws('', transform(sequence(1, {n}), i -> sha2(cast(id * 10000 + i as string), 256)))")
+
     if name == "rows":
-        rows = rows.where((part == HOT_PARTITION) | (F.col("k") % 10 == 0)).withColumn("v", small)
+        rows = rows.where((part == HOT_PARTITION) | (F.col("k") % 10 == 0)).withColumn("v", hashes(VALUE_HASHES))
     elif name == "bytes":
-        big = F.expr(f"concat_ws('', transform(sequence(1, {BIG_VALUE_HASHES}), i -> sha2(cast(id * 1000 + i as string), 256)))")
-        rows = rows.withColumn("v", F.when(F.col("k").isin(hot_keys), big).otherwise(small))
+        rows = rows.withColumn("v", F.when(F.col("k").isin(hot_keys), hashes(BIG_VALUE_HASHES)).otherwise(F.col("id").cast("string")))
     else:
-        rows = rows.withColumn("v", small)
+        rows = rows.withColumn("v", hashes(VALUE_HASHES))
     agg = rows.groupBy("k").agg(F.max("v").alias("v"))
     query = (
         agg.writeStream.outputMode("update")
