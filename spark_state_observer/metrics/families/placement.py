@@ -73,7 +73,7 @@ PARTITION_BYTES_SKEW = _p(
     "The state's size: memory is mostly fixed per store instance, rows do not weigh values.",
 )
 PARTITION_BYTES_MAX = _p(
-    "spark_state_partition_bytes_max",
+    "spark_state_partition_max_bytes",
     GAUGE,
     "bytes",
     "State bytes (RocksDB SST files) of the operator's largest partition, latest batch (event logs only).",
