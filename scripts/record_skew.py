@@ -67,6 +67,7 @@ def child(name: str, out: str, seconds: float) -> None:
     ]
     rows = spark.readStream.format("rate").option("rowsPerSecond", ROWS_PER_SECOND).load().select(F.col("value").alias("id"))
     rows = rows.withColumn("k", F.col("id") % KEYS)
+
     def hashes(n: int) -> Column:
         return F.expr(f"concat_ws('', transform(sequence(1, {n}), i -> sha2(cast(id * 10000 + i as string), 256)))")
 
