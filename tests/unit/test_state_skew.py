@@ -105,3 +105,22 @@ def skew_scenario() -> SimpleNamespace:
     signals, batches, _ = replayed("bytes")
     skewed = [s for s in signals if s.kind == kinds.STATE_SKEWED]
     return SimpleNamespace(signals=skewed, query_id=batches[-1].query_id, query="skew_bytes")  # the recording's query name
+
+
+def test_watch_exports_the_bytes_skew_as_replay_measures_it(tmp_path) -> None:
+    """``watch`` (FleetObserver) over the recorded bytes-skew log: the exported ratio is the one replay measured."""
+    import shutil
+
+    from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+
+    folder = tmp_path / "logs"
+    shutil.copytree(os.path.join(SKEW, "bytes", "eventlog"), folder)
+    fleet = FleetObserver(
+        [str(folder)], Settings.from_env({}), WatchOptions(grace_seconds=3600.0, read_finished_at_start=True), serve=False
+    )
+    for _ in range(20):
+        fleet.poll_once()
+    name = catalog.PARTITION_BYTES_SKEW.prometheus_name
+    exported = [float(line.rsplit(" ", 1)[1]) for line in fleet.exposition().decode().splitlines() if line.startswith(name + "{")]
+    _, batches, _ = replayed("bytes")
+    assert exported == [pytest.approx(batches[-1].bytes_skew)] and exported[0] >= RATIO
