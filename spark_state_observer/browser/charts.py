@@ -54,6 +54,7 @@ EVENT_COLORS = {
     k.KAFKA_CAUGHT_UP: "#8ca252",
     k.ROCKSDB_MEMORY_IMPLAUSIBLE: "#6b6ecf",
     k.SNAPSHOT_LAGGING: "#e7969c",
+    k.STATE_SKEWED: "#b5cf6b",
     k.LATE_ROWS_DROPPED: "#e6a532",
     k.LATE_ROWS_STOPPED: "#6baed6",
     k.RESTORE_STARTED: "#c5b0d5",

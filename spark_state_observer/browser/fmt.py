@@ -47,6 +47,7 @@ KIND_LABELS = {
     k.KAFKA_CAUGHT_UP: "Kafka backlog read",
     k.ROCKSDB_MEMORY_IMPLAUSIBLE: "RocksDB memory report implausible",
     k.SNAPSHOT_LAGGING: "State snapshots lagging",
+    k.STATE_SKEWED: "State skewed by key",
     k.LATE_ROWS_DROPPED: "Late rows dropped by the watermark",
     k.LATE_ROWS_STOPPED: "Late rows no longer dropped",
     k.RESTORE_STARTED: "State restore started",

@@ -118,6 +118,7 @@ COLUMNS = {
         "changelog_files",
         "moved_from",
         "cause",
+        "sst_bytes",
     )
     + APP_COLUMNS["placements"],
 }

@@ -125,6 +125,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE query_status ADD COLUMN run_start {real};
     ALTER TABLE query_status ADD COLUMN schedule_seconds {real};
     """,
+    # 7: each state partition's bytes (RocksDB SST files) beside its rows and memory: skew where the bytes are
+    """
+    ALTER TABLE placements ADD COLUMN sst_bytes {real};
+    """,
 )
 
 

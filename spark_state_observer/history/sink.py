@@ -173,6 +173,7 @@ class HistorySink:
                         r.changelog_files,
                         m.from_executor if m else None,
                         m.cause if m else None,
+                        r.sst_bytes,
                     ),
                 )
 

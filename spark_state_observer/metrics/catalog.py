@@ -84,6 +84,8 @@ from spark_state_observer.metrics.families.observer import WATCH_STORE_PROBLEMS 
 from spark_state_observer.metrics.families.observer import WATCH_STORE_REQUESTS as WATCH_STORE_REQUESTS
 from spark_state_observer.metrics.families.placement import EXECUTOR_STATE_MEMORY as EXECUTOR_STATE_MEMORY
 from spark_state_observer.metrics.families.placement import EXECUTOR_STATE_PARTITIONS as EXECUTOR_STATE_PARTITIONS
+from spark_state_observer.metrics.families.placement import PARTITION_BYTES_MAX as PARTITION_BYTES_MAX
+from spark_state_observer.metrics.families.placement import PARTITION_BYTES_SKEW as PARTITION_BYTES_SKEW
 from spark_state_observer.metrics.families.placement import PARTITION_MEMORY_SKEW as PARTITION_MEMORY_SKEW
 from spark_state_observer.metrics.families.placement import PARTITION_MIGRATION_BATCHES as PARTITION_MIGRATION_BATCHES
 from spark_state_observer.metrics.families.placement import PARTITION_MIGRATION_FILES as PARTITION_MIGRATION_FILES

@@ -33,6 +33,8 @@ PARTITION_MIGRATED = "partition_migrated"  # state partitions ran elsewhere than
 ROCKSDB_MEMORY_IMPLAUSIBLE = (
     "rocksdb_memory_implausible"  # Spark's RocksDB memory report cannot be right (spark_state_observer.signals.capacity)
 )
+# one state partition holds far more bytes than the others, batch after batch (spark_state_observer.signals.skew)
+STATE_SKEWED = "state_skewed"
 SNAPSHOT_LAGGING = "snapshot_lagging"  # store instances without a snapshot for longer than normal (spark_state_observer.signals.snapshots)
 # rows the event-time watermark dropped as too late, a share of the input (spark_state_observer.signals.late_rows)
 LATE_ROWS_DROPPED = "late_rows_dropped"
@@ -89,6 +91,7 @@ SIGNAL_KINDS = (
     PARTITION_MIGRATED,
     ROCKSDB_MEMORY_IMPLAUSIBLE,
     SNAPSHOT_LAGGING,
+    STATE_SKEWED,
     LATE_ROWS_DROPPED,
     LATE_ROWS_STOPPED,
     *RESTORE_PROGRESS_KINDS,
@@ -115,6 +118,7 @@ WARNING_KINDS = (
             PARTITION_MIGRATED,
             ROCKSDB_MEMORY_IMPLAUSIBLE,
             SNAPSHOT_LAGGING,
+            STATE_SKEWED,
             LATE_ROWS_DROPPED,
             KAFKA_LAG_GROWING,
             KAFKA_PARTITION_STUCK,

@@ -36,6 +36,7 @@ from spark_state_observer.placement.restores import TaskRestores
 from spark_state_observer.placement.tasks import BatchTasks, ExecutorChange
 from spark_state_observer.placement.tracker import OperatorBatch, PlacementTracker
 from spark_state_observer.signals.facts import SignalFacts
+from spark_state_observer.signals.skew import StateSkew
 
 _QUERY_LABELS = frozenset({"query", "query_id"})
 MAX_BATCHES = 2_000  # operator batches kept for readers (tests, the live check, the browser's recent view)
@@ -81,6 +82,7 @@ class PlacementFeed:
         self._shown: dict[str, dict[tuple[MetricSpec, Labels], float]] = {}  # query id -> series -> value handed on
         self.restores: TaskRestores | None = None  # restores measured from task times (Observer.set_placement)
         self.capacity = ExecutorCapacity(top_k=top_k)  # RocksDB memory per executor (its conf: Observer.set_spark_conf)
+        self.skew = StateSkew()  # state_skewed, from each operator batch's bytes per partition
         self.restore_progress = RestoreProgress()  # restores while they run, where the source sees tasks end
         # asked once: a runtime-checkable protocol's isinstance walks its members (~2 % of the watcher's CPU per tick)
         self._follows_restores = isinstance(source, FollowsRestores)
@@ -111,8 +113,20 @@ class PlacementFeed:
             self.restores.on_migrations(self.last, ts, facts)
         for fact in self.tracker.take_facts():
             facts.signals.append(dataclasses.replace(fact, query=label(fact.query_id), timestamp=ts))
+        self._skew(facts, label, ts)
         facts.updates.extend(self._updates())
         facts.updates.extend(self.capacity.updates(self.tracker.latest_batches()))
+
+    def _skew(self, facts: SignalFacts, label: Callable[[str], str], ts: float) -> None:
+        """Each operator batch placed now, with its partitions' SST bytes, to the skew rule."""
+        for ob in self.last:
+            if ob.bytes_total is None:
+                continue  # no SST sizes: not RocksDB, or live polling (no per-task SQL metrics)
+            sizes = {r.partition: r.sst_bytes or 0 for r in ob.runs}
+            run_id = ob.runs[0].run_id if ob.runs else None
+            event = self.skew.on_batch(ob.query_id, label(ob.query_id), run_id, ob.batch_id, ob.operator, ob.operator_name, sizes, ts)
+            if event is not None:
+                facts.signals.append(event)
 
     def on_started(self, query_id: str, run_id: str) -> None:
         """A run of the query started: a source that polls follows its first batch."""

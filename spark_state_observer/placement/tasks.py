@@ -52,6 +52,7 @@ STATE_METRICS: Mapping[str, str] = {
     "memory used by state": "memory_bytes",
     "number of state store instances": "store_instances",
     "count of cache miss on states cache in provider": "cache_misses",  # HDFS-backed provider
+    "RocksDB: size of all SST files": "sst_bytes",  # the state's bytes on local disk (RocksDB 3.5+)
 }
 # a plan node with one of these metrics writes state (StateStoreWriter); readers such as StateStoreRestore do not
 _WRITER_MARKERS = frozenset({"number of total state rows", "number of state store instances", "memory used by state"})
@@ -104,8 +105,8 @@ LOST_REASONS = frozenset({"ExecutorLostFailure", "Resubmitted"})
 _REASON = b'"Reason":"'
 _LOST_VALUES = tuple(f'{r}"'.encode() for r in sorted(LOST_REASONS))
 # every state metric name holds one of these (tests/unit/test_wanted_line.py): a line holding neither names no state metric
-_STATE_HINTS = (b"state", b"RocksDB: load")
-_COUNT_FIELDS = frozenset({"changelog_files", "loads_from_dfs", "rows_total", "store_instances", "cache_misses"})
+_STATE_HINTS = (b"state", b"RocksDB: ")
+_COUNT_FIELDS = frozenset({"changelog_files", "loads_from_dfs", "rows_total", "store_instances", "cache_misses", "sst_bytes"})
 MAX_EXECUTIONS = 32  # plans kept: a batch runs 1-2 executions, several queries may interleave
 MAX_STAGES = 512  # stage -> batch mappings kept
 MAX_OPEN_BATCHES = 16  # batches collected but not yet closed by their progress event, over all queries
@@ -146,6 +147,7 @@ class PartitionRun:
     memory_bytes: int | None = None
     store_instances: int | None = None
     cache_misses: int | None = None
+    sst_bytes: int | None = None  # RocksDB's SST files after the commit: the state's size, which memory does not follow
 
 
 @dataclass

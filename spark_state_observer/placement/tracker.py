@@ -10,7 +10,9 @@ the placement of every operator batch by batch and derives:
 - migrations with their cause and cost, aggregated per operator and batch into one ``partition_migrated``
   fact (a ``SignalEvent``);
 - stickiness: the share of partitions that stayed on their executor;
-- per-partition skew (largest against the median, rows and memory) and the state each executor holds;
+- per-partition skew (largest against the median, rows, memory and bytes) and the state each executor holds;
+  bytes are RocksDB's SST files after the commit, the state's real size: memory is mostly fixed per store
+  instance and rows weigh a one-kilobyte value like a one-megabyte one;
 - the metrics of ``PLACEMENT_METRICS`` with bounded cardinality (per operator, per executor, top-K partitions);
 - ``advise``: an estimate of whether more or fewer shuffle partitions would bring the worst restore under a target.
 
@@ -51,6 +53,8 @@ MIGRATION_FILES = catalog.PARTITION_MIGRATION_FILES
 STICKINESS = catalog.PARTITION_STICKINESS
 ROWS_SKEW = catalog.PARTITION_ROWS_SKEW
 MEMORY_SKEW = catalog.PARTITION_MEMORY_SKEW
+BYTES_SKEW = catalog.PARTITION_BYTES_SKEW
+PARTITION_BYTES_MAX = catalog.PARTITION_BYTES_MAX
 PARTITION_ROWS_MAX = catalog.PARTITION_ROWS_MAX
 EXECUTOR_MEMORY = catalog.EXECUTOR_STATE_MEMORY
 EXECUTOR_PARTITIONS = catalog.EXECUTOR_STATE_PARTITIONS
@@ -93,6 +97,15 @@ class OperatorBatch:
     executor_memory: dict[str, float]
     executor_partitions: dict[str, int]
     runs: tuple[PartitionRun, ...] = ()  # the partition runs themselves (sizes, load times), for the history
+    bytes_skew: float | None = None  # SST bytes: largest partition over the median (RocksDB only)
+    bytes_max: int | None = None
+    bytes_total: int | None = None
+    heaviest_partition: int | None = None  # by SST bytes
+
+    @property
+    def heaviest_share(self) -> float | None:
+        """The heaviest partition's share of the operator's SST bytes."""
+        return self.bytes_max / self.bytes_total if self.bytes_max is not None and self.bytes_total else None
 
     @property
     def stickiness(self) -> float | None:
@@ -297,7 +310,9 @@ class PlacementTracker:
                     (STICKINESS, latest.stickiness),
                     (ROWS_SKEW, latest.rows_skew),
                     (MEMORY_SKEW, latest.memory_skew),
+                    (BYTES_SKEW, latest.bytes_skew),
                     (PARTITION_ROWS_MAX, latest.rows_max),
+                    (PARTITION_BYTES_MAX, latest.bytes_max),
                 ):
                     if value is not None:
                         yield spec, labels, float(value)
@@ -325,6 +340,10 @@ def _operator_batch(
     rows = [r.rows_total or 0 for r in runs]
     have_rows = any(r.rows_total is not None for r in runs)  # Spark leaves a zero count out of the task's accumulables
     memory = [float(r.memory_bytes) for r in runs if r.memory_bytes is not None]
+    # Spark leaves a zero size out too: a partition without an SST file reports none, and holds no bytes on disk
+    have_bytes = any(r.sst_bytes is not None for r in runs)
+    sizes = {r.partition: r.sst_bytes or 0 for r in runs}
+    heaviest = max(sizes, key=lambda p: (sizes[p], -p)) if have_bytes else None
     executor_memory: dict[str, float] = {}
     executor_partitions: dict[str, int] = {}
     for r in runs:
@@ -345,6 +364,10 @@ def _operator_batch(
         executor_memory,
         executor_partitions,
         tuple(runs),
+        skew_ratio([float(v) for v in sizes.values()]) if have_bytes else None,
+        sizes[heaviest] if heaviest is not None else None,
+        sum(sizes.values()) if have_bytes else None,
+        heaviest,
     )
 
 

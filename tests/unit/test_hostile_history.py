@@ -153,7 +153,7 @@ def feed(sink: HistorySink, all_cases: list[Case]) -> dict[int, tuple[float | No
         sink.store.add_row(
             "placements",
             (progress.query_id, progress.run_id, case.n, progress.timestamp, 0, BIG if case.refused else 3)
-            + (case.executor, f"host-{case.executor}", 10.0, 20.0, None, None, None, None, None),
+            + (case.executor, f"host-{case.executor}", 10.0, 20.0, None, None, None, None, None, None),
         )
         terminated = parse_event("terminated", json.dumps({"id": case.query_id, "runId": case.run_id, "exception": case.exception}))
         sink.on_app_event(app, terminated, [], now)

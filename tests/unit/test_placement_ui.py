@@ -52,3 +52,30 @@ def test_placement_map_colours_executors_and_marks_the_kill(monkeypatch, kill_db
     assert len(moves) == 4 and set(moves["from"]) == {killed} and set(moves.cause) == {"its executor was removed"}
     assert {m.label: m.value for m in at.metric}["partition moves"] == "4"
     assert "Skew in batch" in texts(at)
+
+
+def test_placement_page_shows_state_bytes_per_partition(monkeypatch, tmp_path) -> None:
+    """The recorded bytes-skew run (tests/fixtures/skew/bytes): the bytes chart, its hot partition first, and the
+    bytes skew in the caption beside rows and memory."""
+    import os
+    import sqlite3
+
+    from conftest import FIXTURES
+
+    run = os.path.join(FIXTURES, "skew", "bytes")
+    with open(os.path.join(run, "truth.json")) as f:
+        hot = json.load(f)["hot_partition"]
+    db = str(tmp_path / "skew.db")
+    replay([os.path.join(run, "eventlog")], Settings.from_env({}), history=db)
+    with sqlite3.connect(db) as conn:
+        query_id, batch = conn.execute("SELECT query_id, MAX(batch_id) FROM placements").fetchone()
+        sizes = dict(conn.execute("SELECT partition, sst_bytes FROM placements WHERE batch_id = ?", (batch,)).fetchall())
+    assert max(sizes, key=lambda p: sizes[p] or 0) == hot
+    at = app(monkeypatch, db, page="Placement", query_id=query_id)
+    assert not at.exception
+    assert any(t.startswith("State bytes (SST) per partition") for t in chart_titles(at))
+    bars = [e for e in at.get("vega_lite_chart") if "State bytes (SST)" in e.proto.spec]
+    rows = [row for e in bars for d in e.proto.datasets for row in pa.ipc.open_stream(d.data.data).read_all().to_pylist()]
+    assert rows and rows[0]["partition"] == hot  # largest first
+    caption = next(line for line in texts(at).splitlines() if "Skew in batch" in line)
+    assert "the median by bytes" in caption

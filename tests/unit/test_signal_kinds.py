@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from test_kafka_signals import KAFKA_SCENARIOS
 from test_restore_progress import RESTORE_PROGRESS_SCENARIOS
+from test_state_skew import skew_scenario
 
 from conftest import FIXTURES, fixture_runs, progress_lines
 from spark_state_observer.metrics import catalog
@@ -694,6 +695,7 @@ SCENARIOS: dict[str, Callable[[], Any]] = {
     kinds.PARTITION_MIGRATED: partition_migrated,
     kinds.ROCKSDB_MEMORY_IMPLAUSIBLE: rocksdb_memory_implausible,
     kinds.SNAPSHOT_LAGGING: snapshot_lagging,
+    kinds.STATE_SKEWED: skew_scenario,  # replayed from the recorded bytes-skew run (tests/unit/test_state_skew.py)
     **RESTORE_PROGRESS_SCENARIOS,  # replayed from the recorded restart's event log (tests/unit/test_restore_progress.py)
 }
 
@@ -707,7 +709,9 @@ def test_every_kind_has_a_scenario() -> None:
 def test_signal_kind(kind: str) -> None:
     pipeline = SCENARIOS[kind]()
     emitted = [s for s in pipeline.signals if s.kind == kind]
-    assert emitted and all(s.query_id == QUERY_ID and s.query == RECORDED["name"] for s in emitted)
+    # a scenario replayed from a recording of its own names its query
+    query_id, query = getattr(pipeline, "query_id", QUERY_ID), getattr(pipeline, "query", RECORDED["name"])
+    assert emitted and all(s.query_id == query_id and s.query == query for s in emitted)
 
 
 @pytest.mark.parametrize(

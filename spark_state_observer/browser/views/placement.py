@@ -34,6 +34,7 @@ def placement_map(frame: pd.DataFrame, title: str) -> alt.LayerChart:
         moved=frame.moved_from.notna(),
         rows=frame.rows_total.map(fmt.number),
         memory=frame.memory_bytes.map(fmt.size),
+        sst=frame.sst_bytes.map(fmt.size),
         load=frame.load_seconds.map(lambda s: "-" if fmt.missing(s) else fmt.duration(float(s))),
         move=[f"from executor {m} ({CAUSES.get(c, c)})" if isinstance(m, str) else "stayed" for m, c in zip(frame.moved_from, frame.cause)],
     )
@@ -46,6 +47,7 @@ def placement_map(frame: pd.DataFrame, title: str) -> alt.LayerChart:
         alt.Tooltip("load:N", title="store load"),
         alt.Tooltip("rows:N", title="state rows"),
         alt.Tooltip("memory:N", title="state memory"),
+        alt.Tooltip("sst:N", title="state bytes (SST)"),
     ]
     rows = cells.partition.nunique()
     base = alt.Chart(cells).encode(
@@ -81,6 +83,8 @@ def render(ctx: Context) -> None:
     assert ctx.query_id is not None
     st.header(f"Placement of {fmt.md(label(ctx.all_queries, ctx.query_id))}")
     frame = data.placements(ctx.history, ctx.tok, ctx.query_id, ctx.since, ctx.until)
+    if "sst_bytes" not in frame.columns:  # a history written before the bytes were recorded (schema 6, read-only)
+        frame = frame.assign(sst_bytes=float("nan"))
     if frame.empty:
         st.info(
             "The history holds no per-partition placement for this query in this range. The observer records it when it "
@@ -116,12 +120,24 @@ def render(ctx: Context) -> None:
         latest = op[op.batch_id == op.batch_id.max()]
         rows_skew = skew_ratio([float(v) for v in latest.rows_total.fillna(0)]) if latest.rows_total.notna().any() else None
         memory_skew = skew_ratio([float(v) for v in latest.memory_bytes.dropna()])
+        have_bytes = latest.sst_bytes.notna().any()
+        bytes_skew = skew_ratio([float(v) for v in latest.sst_bytes.fillna(0)]) if have_bytes else None
+        measures = (("bytes", bytes_skew), ("rows", rows_skew), ("memory", memory_skew))
         st.caption(
             f"Skew in batch {int(latest.batch_id.max())}: largest partition "
-            + ", ".join(
-                f"{'-' if v is None else f'{v:.1f}x'} the median by {what}" for what, v in (("rows", rows_skew), ("memory", memory_skew))
-            )
+            + ", ".join(f"{'-' if v is None else f'{v:.1f}x'} the median by {what}" for what, v in measures)
+            + ". Bytes (RocksDB SST files) are the state's size; memory is mostly fixed per store instance."
         )
+        if have_bytes:
+            st.altair_chart(
+                skew_chart(
+                    latest.assign(sst_bytes=latest.sst_bytes.fillna(0)),
+                    "sst_bytes",
+                    f"State bytes (SST) per partition, batch {int(latest.batch_id.max())}",
+                    "bytes",
+                ),
+                width="stretch",
+            )
         if latest.memory_bytes.notna().any():
             st.altair_chart(
                 skew_chart(latest, "memory_bytes", f"State memory per partition, batch {int(latest.batch_id.max())}", "bytes"),
@@ -131,13 +147,16 @@ def render(ctx: Context) -> None:
             st.altair_chart(
                 skew_chart(latest, "rows_total", f"State rows per partition, batch {int(latest.batch_id.max())}", "rows"), width="stretch"
             )
-        per_executor = latest.groupby("executor", as_index=False).agg(partitions=("partition", "count"), memory=("memory_bytes", "sum"))
+        per_executor = latest.groupby("executor", as_index=False).agg(
+            partitions=("partition", "count"), memory=("memory_bytes", "sum"), sst=("sst_bytes", "sum")
+        )
         st.dataframe(
             pd.DataFrame(
                 {
                     "executor": per_executor.executor,
                     "partitions": per_executor.partitions,
                     "state memory": per_executor.memory.map(fmt.size),
+                    "state bytes (SST)": per_executor.sst.map(fmt.size) if have_bytes else "-",
                 }
             ),
             hide_index=True,

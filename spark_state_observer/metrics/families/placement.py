@@ -65,6 +65,19 @@ PARTITION_MEMORY_SKEW = _p(
     "ratio",
     "Largest partition's state memory over the median partition's, latest batch (event logs only).",
 )
+PARTITION_BYTES_SKEW = _p(
+    "spark_state_partition_bytes_skew_ratio",
+    GAUGE,
+    "ratio",
+    "Largest partition's state bytes (RocksDB SST files) over the median partition's, latest batch (1 = even; event logs only). "
+    "The state's size: memory is mostly fixed per store instance, rows do not weigh values.",
+)
+PARTITION_BYTES_MAX = _p(
+    "spark_state_partition_max_bytes",
+    GAUGE,
+    "bytes",
+    "State bytes (RocksDB SST files) of the operator's largest partition, latest batch (event logs only).",
+)
 PARTITION_ROWS_MAX = _p(
     "spark_state_partition_rows_max", GAUGE, "rows", "State rows of the operator's largest partition, latest batch (event logs only)."
 )
@@ -101,7 +114,9 @@ PLACEMENT_METRICS: tuple[MetricSpec, ...] = (
     PARTITION_STICKINESS,
     PARTITION_ROWS_SKEW,
     PARTITION_MEMORY_SKEW,
+    PARTITION_BYTES_SKEW,
     PARTITION_ROWS_MAX,
+    PARTITION_BYTES_MAX,
     EXECUTOR_STATE_MEMORY,
     EXECUTOR_STATE_PARTITIONS,
     PARTITION_MIGRATION_LAST_LOAD,

@@ -280,6 +280,19 @@ def build(ctx: Context) -> db.Dashboard:
         .with_panel(
             ts(
                 ctx,
+                "State bytes skew per operator",
+                "Largest partition's state bytes (RocksDB SST files) over the median partition's, with the largest partition's bytes (event logs only). The state's real size: a hot key with big values is one row, and RocksDB memory is mostly fixed per store instance. Bad: 4x and more on a partition of tens of kilobytes and up, batch after batch (the state_skewed signal).",
+                [
+                    (f"max by ({by_op}) ({p.sel(catalog.PARTITION_BYTES_SKEW, p.qo)})", "{{query}} / {{operator}} bytes skew"),
+                ],
+                "none",
+                [(None, OK), (4, WARN), (10, BAD)],
+                span=8,
+            )
+        )
+        .with_panel(
+            ts(
+                ctx,
                 "State per executor",
                 "State partitions and state memory each executor holds over the query's operators (top executors). Bad: one executor far above the others (its loss moves most of the state; RocksDB memory can kill it).",
                 [
