@@ -87,15 +87,7 @@ def read_text(path: str, limit: int = MAX_LOG_ENTRY_BYTES) -> str:
         if len(data) > limit:
             raise UnreadableFile(f"{path}: larger than {limit} bytes, not a checkpoint log entry")
         return data.decode("utf-8", errors="replace")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise UnreadableFile(f"{path}: cannot be opened ({_describe(exc)})") from None
-    with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-            raise UnreadableFile(f"{path}: {kind} where a file is expected")
+    with _open_regular(path) as f:
         try:
             data = f.read(limit + 1)
         except OSError as exc:
@@ -105,18 +97,27 @@ def read_text(path: str, limit: int = MAX_LOG_ENTRY_BYTES) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def read_head(path: str, limit: int) -> bytes:
-    """The first ``limit`` bytes (or fewer) of a regular file, opened as ``read_text`` opens one."""
-    source = _remote_of(path)
-    if source is not None:
-        return source.read(path, 0, min(regular_size(path), limit))
+@contextmanager
+def _open_regular(path: str) -> Iterator[BinaryIO]:
+    """A local regular file opened for reading without blocking on a FIFO; ``UnreadableFile`` for anything else."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise UnreadableFile(f"{path}: cannot be opened ({_describe(exc)})") from None
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnreadableFile(f"{path}: not a regular file where a file is expected")
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise UnreadableFile(f"{path}: {kind} where a file is expected")
+        yield f
+
+
+def read_head(path: str, limit: int) -> bytes:
+    """The first ``limit`` bytes (or fewer) of a regular file, opened as ``read_text`` opens one."""
+    source = _remote_of(path)
+    if source is not None:
+        return source.read(path, 0, min(regular_size(path), limit))
+    with _open_regular(path) as f:
         try:
             return f.read(limit)
         except OSError as exc:
@@ -131,13 +132,7 @@ def chunks(path: str) -> Iterator[bytes]:
         for start in range(0, size, CHUNK):
             yield source.read(path, start, min(size, start + CHUNK))
         return
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise UnreadableFile(f"{path}: cannot be opened ({_describe(exc)})") from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnreadableFile(f"{path}: not a regular file where a file is expected")
+    with _open_regular(path) as f:
         while True:
             try:
                 data = f.read(CHUNK)
