@@ -521,12 +521,14 @@ def restarted(f: Facts) -> Verdict | None:
     if signal is None or _scheduled_start(signal):
         return None  # a scheduled run's start is no incident (``stopped`` and ``healthy`` say it is on a schedule)
     down = (signal.get("attributes") or {}).get("downtime_seconds")
-    seconds, _ = _restore_total(f, signal["ts"], signal.get("run_id"))
+    seconds, at = _restore_total(f, signal["ts"], signal.get("run_id"))
     text = f"Restarted at {fmt.clock(signal['ts'])}"
     if down is not None:
         text += f" after {fmt.duration(down)} down"
     if seconds is not None:
         text += f"; restore {fmt.duration(seconds)}"
+    elif at is not None:  # restored, but Spark measured no load time and the tasks showed no extra time
+        text += "; restore time not measured"
     return Verdict("restarted", text, signal["ts"])
 
 

@@ -33,6 +33,7 @@ VerdictKind = Literal[
     "crash_loop",
     "failed_at_start",
     "failed",
+    "lost",
     "kafka_data_loss",
     "stalled",
     "overdue",

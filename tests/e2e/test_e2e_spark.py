@@ -370,7 +370,7 @@ def test_incompatible_state_schema_on_restart_is_classified(spark, tmp_path) -> 
             for s in f.samples
             if s.name == "spark_streaming_query_lifecycle" and s.labels["query"] == "e2e_schema"
         }
-        assert lifecycle == {"running": 0, "idle": 0, "stopped": 0, "scheduled": 0, "failed": 1, "crash_looping": 0}
+        assert lifecycle == {"running": 0, "idle": 0, "stopped": 0, "scheduled": 0, "failed": 1, "crash_looping": 0, "lost": 0}
     finally:
         handle.stop()
 

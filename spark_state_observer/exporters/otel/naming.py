@@ -6,6 +6,8 @@ OpenTelemetry conventions (https://opentelemetry.io/docs/specs/semconv/general/m
 - dots separate the name's components: ``spark_state_rows_updated`` -> ``spark.state.rows.updated``;
 - the unit moves to the unit field (UCUM): seconds -> ``s``, bytes -> ``By``, rows -> ``{row}``,
   files -> ``{file}``, a plain number or ratio -> ``1``; rates get ``/s``;
+- a unit word inside a name that is not its unit names the quantity: ``seconds`` -> ``time``,
+  ``bytes`` -> ``size`` (``spark_state_partition_bytes_skew_ratio`` -> ``spark.state.partition.size.skew.ratio``);
 - time spent (a counter in seconds) is a ``.duration``: ``spark_state_rocksdb_commit_flush_seconds_total``
   -> ``spark.state.rocksdb.commit.flush.duration``; a point in time keeps ``.timestamp``;
 - a gauge that would share its name with the counter summing the same figure per batch (the latest
@@ -74,6 +76,8 @@ def _base_name(spec: MetricSpec) -> str:
         words = words[:-2] + ["rate"]
     elif "seconds" in words and words[-1] != "seconds":  # e.g. seconds_since_progress
         words[words.index("seconds")] = "time"
+    elif "bytes" in words and words[-1] != "bytes":  # e.g. partition_bytes_skew_ratio: a ratio of sizes
+        words[words.index("bytes")] = "size"
     elif words[-1] in _UNIT_WORDS:
         words = words[:-1]
         if spec.unit == "seconds" and spec.kind == catalog.COUNTER and words[-1] != "duration":
