@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, ROOT, eventlog_dir, progress_lines
-from spark_state_observer.assembly import SINKS, SinkOptions, assemble, register_sink
+from spark_state_observer.assembly import SINKS, SinkOptions, assemble, register_sink, sinks
 from spark_state_observer.capture.queue import CapturedEvent
 from spark_state_observer.embedded.listener import StateObserverListener
 from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
@@ -187,3 +187,30 @@ def test_unknown_and_built_in_names_are_refused() -> None:
         register_sink("history", lambda context, options: Recorder(context, []))
     with pytest.raises(ValueError, match="cannot be shared"):
         SINKS["prometheus"](SinkContext(None, Settings(), None, None), SinkOptions())  # type: ignore[arg-type]
+
+
+def test_a_sink_declared_under_the_entry_point_group_is_built_for_every_observer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An installed package declares ``[spark_state_observer.sinks]``; a broken one is said and left out."""
+    (tmp_path / "recorder_plugin.py").write_text(
+        "from test_assembly import Recorder\nBUILT = []\n\ndef build(context, options):\n    return Recorder(context, BUILT)\n"
+    )
+    dist = tmp_path / "recorder_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: recorder-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[spark_state_observer.sinks]\nplugged = recorder_plugin:build\nbroken = recorder_plugin:missing\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sinks, "SINKS", dict(sinks.SINKS))  # what the group adds goes with the test
+    sinks._load_entry_points.cache_clear()
+    try:
+        result = replay([eventlog_dir(RUN)], Settings(http_enabled=False, history_enabled=False))
+    finally:
+        sinks._load_entry_points.cache_clear()
+    import recorder_plugin  # type: ignore[import-not-found]
+
+    (sink,) = recorder_plugin.BUILT
+    assert sink in result.observer.sinks and _progress(sink) == len(progress_lines(RUN))
+    assert "sink 'broken' from recorder_plugin:missing not loaded" in caplog.text
