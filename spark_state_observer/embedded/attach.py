@@ -6,9 +6,9 @@ import logging
 import sys
 from typing import Any, Callable, cast
 
+from spark_state_observer.assembly import SinkOptions, assemble
 from spark_state_observer.embedded.listener import StateObserverListener
 from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
-from spark_state_observer.exporters.http import ExporterError
 from spark_state_observer.exporters.otel.config import otlp_enabled
 from spark_state_observer.model.capacity import SESSION_KEYS, relevant
 from spark_state_observer.model.checkpoint_listing import last_commit_before
@@ -16,7 +16,6 @@ from spark_state_observer.model.checkpoint_work import expected_work_hook
 from spark_state_observer.model.identity import AppContext
 from spark_state_observer.model.plan_eviction import EvictionLocator, PlanEviction
 from spark_state_observer.model.signal_kinds import SignalEvent
-from spark_state_observer.pipeline.runtime import Observer
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.restore_listener import RestoreListener, subscribe_restore_listener
 
@@ -85,23 +84,21 @@ def attach(spark: Any, **settings: Any) -> ObserverHandle:
         )
         return cast(ObserverHandle, existing)
     resolved = Settings.from_env(**settings)
-    observer = PrometheusObserver(
+    identity = app_context(spark, resolved)
+    observer = assemble(
         resolved,
+        identity,
+        observer_type=PrometheusObserver,
+        sinks=[name for name, wanted in (("history", resolved.history_enabled), ("otel", otlp_enabled(resolved))) if wanted],
+        sink_options=SinkOptions(resource=spark_resource_attributes(spark) if otlp_enabled(resolved) else {}),
         executor_ids=_executor_ids(spark),
         last_alive_hint=_checkpoint_last_commit(spark),
-        identity=app_context(spark, resolved),
         checkpoint=_checkpoint_location(spark),
         eviction=_plan_eviction(spark),
+        spark_conf=_spark_conf(spark),
+        **_placement(spark, resolved),
     )
-    _add_placement(observer, spark, resolved)
-    observer.set_spark_conf(_spark_conf(spark))
-    if resolved.history_enabled:
-        from spark_state_observer.history.sink import HistorySink
-
-        observer.add_sink(HistorySink(resolved.history_path, observer.self_metrics, resolved, app=observer.identity))
     try:
-        if otlp_enabled(resolved):
-            observer.add_sink(_otel_sink(observer, spark))
         observer.start()
     except Exception:
         observer.stop()  # closes the sinks it already opened
@@ -138,28 +135,32 @@ def _spark_conf(spark: Any) -> dict[str, str]:
     return conf
 
 
-def _add_placement(observer: Observer, spark: Any, settings: Settings) -> None:
-    """Follow state partitions through the driver's REST API when Spark's UI is on (``placement`` auto|on|off).
+def _placement(spark: Any, settings: Settings) -> dict[str, Any]:
+    """Follow state partitions through the driver's REST API when Spark's UI is on (``placement`` auto|on|off):
+    ``assemble``'s ``placement``, ``expected_work`` and ``spark_version``, or nothing.
 
     The poll runs on the observer's worker at each progress event, never on Spark's listener thread;
     without a UI (or on Spark Connect) there is nothing to poll: ``on`` says so, ``auto`` stays quiet.
     """
     if settings.placement == "off":
-        return
+        return {}
     from spark_state_observer.placement.task_poll import polling_source
 
     source = None if is_connect(spark) else polling_source(spark, settings.placement_every)
     if source is not None:
-        feed = observer.set_placement(source)
-        feed.restore_progress.spark_version = _spark_version(spark)  # a restore names its operators as this Spark's progress does
         locate = _checkpoint_location(spark)
-        if locate is not None:  # a restore's ETA starts from its checkpoint's work (listed on the worker, bounded)
-            feed.restore_progress.expected_work = expected_work_hook(locate, _task_slots(spark), _estimate_problem)
-    elif settings.placement == "on":
+        return {
+            "placement": source,
+            # a restore's ETA starts from its checkpoint's work (listed on the worker, bounded)
+            "expected_work": None if locate is None else expected_work_hook(locate, _task_slots(spark), _estimate_problem),
+            "spark_version": _spark_version(spark),  # a restore names its operators as this Spark's progress does
+        }
+    if settings.placement == "on":
         log.warning(
             "spark-state-observer: placement=on but the driver has no UI to poll (spark.ui.enabled=false or Spark Connect); "
             "per-partition placement is available from event logs (replay, watch)"
         )
+    return {}
 
 
 def _spark_version(spark: Any) -> str | None:
@@ -245,17 +246,6 @@ def spark_resource_attributes(spark: Any) -> dict[str, str]:
         if value:
             out[attribute] = str(value)
     return out
-
-
-def _otel_sink(observer: Observer, spark: Any) -> Any:
-    try:
-        from spark_state_observer.exporters.otel.sink import OtelSink
-    except ImportError as exc:
-        raise ExporterError(
-            f"OTLP export is configured but OpenTelemetry is not installed ({exc}); pip install 'spark-state-observer[otel]'"
-        ) from exc
-    attributes = {**observer.identity.attributes(), **spark_resource_attributes(spark)}
-    return OtelSink(observer.view, observer.settings, lambda: observer.self_metrics.count("export_failures", OtelSink.name), attributes)
 
 
 def _jsc(spark: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spark_state_observer.assembly import assemble
 from spark_state_observer.capture.listener import QueryListener
 from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
 from spark_state_observer.pipeline.runtime import Observer
@@ -21,6 +22,6 @@ class StateObserverListener(QueryListener):
         if observer is None:
             from spark_state_observer.settings import Settings
 
-            observer = PrometheusObserver(Settings.from_env(**settings)).start()
+            observer = assemble(Settings.from_env(**settings), observer_type=PrometheusObserver).start()
         self.observer = observer
         super().__init__(observer.submit, fast_path=observer.settings.fast_path)

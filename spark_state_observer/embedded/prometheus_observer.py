@@ -1,18 +1,20 @@
 """``PrometheusObserver``: an ``Observer`` with its Prometheus exporter, as a job (and ``observer.Observer``) has it.
 
-The pipeline builds no exporter (``spark_state_observer.pipeline.runtime``); this composition root builds the
-Prometheus sink over the observer's metric view and passes it in, first of its sinks, and opens its
+The pipeline builds no exporter (``spark_state_observer.pipeline.runtime``); this composition root gives it the
+``prometheus`` sink of the one table (``spark_state_observer.assembly.sinks``), first of its sinks, and opens its
 endpoint and Pushgateway when the observer starts. ``attach()`` and ``StateObserverListener`` use it, and
 it stays the public ``observer.Observer``, so ``exposition()``, ``server`` and ``http_port`` read as before.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence, cast
 
+from spark_state_observer.assembly.sinks import sink_factory
 from spark_state_observer.exporters.http import MetricsServer
 from spark_state_observer.exporters.prometheus import PrometheusSink
 from spark_state_observer.pipeline.runtime import Observer
+from spark_state_observer.pipeline.sink import SinkFactory
 from spark_state_observer.settings import Settings
 
 
@@ -20,15 +22,11 @@ class PrometheusObserver(Observer):
     """An ``Observer`` whose first sink is ``prometheus`` (it serves when ``serve``, default ``http_enabled``;
     it pushes when a Pushgateway is set); other keyword arguments are the ``Observer``'s."""
 
-    def __init__(self, settings: Settings | None = None, *, serve: bool | None = None, **kwargs: Any) -> None:
-        super().__init__(settings, **kwargs)
-        self.prometheus = PrometheusSink(
-            self.view,
-            self.settings,
-            lambda: self.self_metrics.count("export_failures", "pushgateway"),
-            lambda reason: self.self_metrics.count("http_refused", reason),
-        )
-        self.add_sink(self.prometheus)
+    def __init__(
+        self, settings: Settings | None = None, *, serve: bool | None = None, sinks: Sequence[SinkFactory] = (), **kwargs: Any
+    ) -> None:
+        super().__init__(settings, sinks=[sink_factory("prometheus"), *sinks], **kwargs)
+        self.prometheus = cast(PrometheusSink, self._sinks[0])
         self._serve = self.settings.http_enabled if serve is None else serve
 
     def start(self) -> PrometheusObserver:

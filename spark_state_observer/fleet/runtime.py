@@ -59,6 +59,7 @@ from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from spark_state_observer.assembly import SinkOptions, assemble, sink_factory
 from spark_state_observer.capture.queue import CapturedEvent
 from spark_state_observer.exporters.endpoint import Endpoint, open_endpoint
 from spark_state_observer.exporters.exposition import Families, QueryLines, join_parts
@@ -106,9 +107,9 @@ from spark_state_observer.model.spark_events import (
     executor_change,
 )
 from spark_state_observer.pipeline.runtime import Observer
-from spark_state_observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink
+from spark_state_observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink, SinkContext, SinkFactory
 from spark_state_observer.placement.feed import PlacementFeed
-from spark_state_observer.placement.task_log import EventLogSource, follow_event_log
+from spark_state_observer.placement.task_log import EventLogSource
 from spark_state_observer.placement.tasks import wanted_line
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.executors import ExecutorSet, LoggedExecutors
@@ -196,8 +197,8 @@ class _Replayable:
     feed of the application whose event it is given: one history follows every application's placement, as
     a listener's follows its own (the Placement page reads it)."""
 
-    def __init__(self, inner: Sink, pipeline: _AppPipeline, owned: bool) -> None:
-        self.inner, self.name, self._pipeline, self._owned = inner, inner.name, pipeline, owned
+    def __init__(self, inner: Sink, side: _AppSide, identity: AppContext, owned: bool) -> None:
+        self.inner, self.name, self._side, self._identity, self._owned = inner, inner.name, side, identity, owned
         self._placement: PlacementFeed | None = None
         self._app_aware = isinstance(inner, AppAwareSink)  # asked once: a runtime-checkable protocol's isinstance is slow
 
@@ -206,7 +207,7 @@ class _Replayable:
         self._placement = feed if isinstance(self.inner, PlacementAwareSink) else None
 
     def on_app_event(self, app: AppContext, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
-        if self._pipeline.replaying:
+        if self._side.replaying:
             return
         if self._placement is not None:
             cast(PlacementAwareSink, self.inner).follow_placement(self._placement)
@@ -216,7 +217,7 @@ class _Replayable:
             self.inner.on_event(event, signals, received_at)
 
     def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
-        self.on_app_event(self._pipeline.observer.identity, event, signals, received_at)
+        self.on_app_event(self._identity, event, signals, received_at)
 
     # a shared sink is ticked, flushed and closed once by the runtime, an owned one with its application
     def tick(self, processed: int) -> None:
@@ -233,26 +234,15 @@ class _Replayable:
 
 
 @dataclass
-class _AppPipeline:
-    """One followed application: its observer and what the watcher knows of its executors."""
+class _AppSide:
+    """What the watcher tells one application's observer, made before it: the application's clock, its executors
+    as its log tells them, and whether the events now given are ones read again after a restart."""
 
-    observer: Observer
     executors: LoggedExecutors = field(default_factory=LoggedExecutors)
-    placement: EventLogSource | None = None  # the application's task events, when placement is followed
-    checkpoints: PlanCheckpoints = field(default_factory=PlanCheckpoints)  # run id -> checkpoint root, from its plans
-    eviction: PlanEviction = field(default_factory=PlanEviction)  # which states the watermark evicts by key, from its plans
-    log_name: str = ""
-    replaying: bool = False
-    last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
+    wall: Callable[[], float] = time.time  # the watcher's wall clock (a test's simulated one)
     clock_skew: float = 0.0  # seconds the application's clock is behind the watcher's (``AppEvents.clock_skew``)
     clock_known: bool = False  # the skew is settled (``AppEvents.clock_known``): only then are ages and stalls judged
-    wall: Callable[[], float] = time.time  # the watcher's wall clock (a test's simulated one)
-    # the application's Prometheus lines over its observer's view (built here: the pipeline builds no exporter);
-    # the watcher's one endpoint joins those of every application
-    collector: StateCollector = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.collector = StateCollector(self.observer.view)
+    replaying: bool = False
 
     def clock(self) -> float:
         """Now on the application's clock: its ages and stalls compare its own event times with this."""
@@ -260,6 +250,25 @@ class _AppPipeline:
 
     def executor_ids(self) -> ExecutorSet:
         return self.executors.current()
+
+
+@dataclass
+class _AppPipeline:
+    """One followed application: its observer, what the watcher tells it, and what its log's plans and tasks say."""
+
+    observer: Observer
+    side: _AppSide
+    placement: EventLogSource | None = None  # the application's task events, when placement is followed
+    checkpoints: PlanCheckpoints = field(default_factory=PlanCheckpoints)  # run id -> checkpoint root, from its plans
+    eviction: PlanEviction = field(default_factory=PlanEviction)  # which states the watermark evicts by key, from its plans
+    log_name: str = ""
+    last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
+    # the application's Prometheus lines over its observer's view (built here: the pipeline builds no exporter);
+    # the watcher's one endpoint joins those of every application
+    collector: StateCollector = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.collector = StateCollector(self.observer.view)
 
 
 class _TextCollector(Collector):
@@ -337,8 +346,6 @@ class FleetObserver:
         self._unsaved: deque[tuple[SavedPositions, int, int]] = deque()
         self._dropped_before = 0  # history events earlier runs dropped and saved positions past (the state file says so)
         if o.history:
-            from spark_state_observer.history.sink import HistorySink
-
             self._dropped_before = _history_dropped(o.state_path)
             if self._dropped_before:
                 log.warning(
@@ -350,8 +357,9 @@ class FleetObserver:
                 )
 
             # a writer thread for SQLite too: positions are then saved only as far as rows are written (a full
-            # disk holds them back instead of skipping the rows it refused)
-            self._history = HistorySink(self.settings.history_path, self.self_metrics, self.settings, background=True)
+            # disk holds them back instead of skipping the rows it refused); one database for every application
+            shared = SinkContext(None, self.settings, self.self_metrics, AppContext(static=self.static))
+            self._history = cast("HistorySink", sink_factory("history", SinkOptions(background=True))(shared))
             self._shared.append(self._history)
             if self._history.store is None and o.state_path:
                 log.warning(
@@ -474,7 +482,7 @@ class FleetObserver:
         if prerender:
             self._prerendered_at = time.monotonic()
         for pipeline in pipelines:
-            if pipeline.clock_known:  # before, a driver's skew (days, for an old log copied in now) reads as a stall
+            if pipeline.side.clock_known:  # before, a driver's skew (days, for an old log copied in now) reads as a stall
                 lifecycle = pipeline.observer.engine.lifecycle
                 verdicts = lifecycle.verdicts
                 pipeline.observer.tick()
@@ -533,7 +541,7 @@ class FleetObserver:
         if pipeline is None and found.identity is not None and _streaming(found):
             pipeline = self._admit(found.identity)
         if pipeline is not None:
-            pipeline.clock_skew, pipeline.clock_known = found.clock_skew, found.clock_known
+            pipeline.side.clock_skew, pipeline.side.clock_known = found.clock_skew, found.clock_known
         done = 0
         for event in found.events:
             if pipeline is not None:
@@ -555,48 +563,35 @@ class FleetObserver:
         context = app_context(identity, self.static)
         while len(self._query_lives) > self.options.max_apps:  # bounded: the queries seen first go first
             del self._query_lives[next(iter(self._query_lives))]
-        holder: list[_AppPipeline] = []
         checkpoints, eviction = PlanCheckpoints(), PlanEviction()
-        observer = Observer(
+        side = _AppSide(self._executors.pop(identity.log_name, LoggedExecutors()), self.wall)
+        placement = EventLogSource() if self.settings.placement != "off" else None
+        observer: Observer = assemble(
             self.settings,
+            context,
+            # the shared sinks (the history) first, then the application's own (OTLP): neither takes events read again
+            sinks=[*(_shared_sink(sink, side, context) for sink in self._shared), *(["otel"] if self._otlp else [])],
+            wrap=lambda sink: _Replayable(sink, side, context, owned=True),
             live=True,
-            clock=lambda: holder[0].clock(),
-            executor_ids=lambda: holder[0].executor_ids(),
-            identity=context,
+            clock=side.clock,
+            executor_ids=side.executor_ids,
             self_metrics=self.self_metrics,
             query_lives=self._query_lives,
             checkpoint=checkpoints,
             eviction=eviction,
+            # how long its log has said nothing, as the watcher saw it grow: a driver gone without a word is lost
+            silence=lambda: self.watcher.silence(identity.log_name),
+            spark_conf=dict(identity.spark_conf),
+            placement=placement,
+            # a restore's ETA starts from the work in the checkpoint its plans name; its operators are named as
+            # this Spark's progress names them
+            expected_work=expected_work_hook(checkpoints) if placement is not None else None,
+            spark_version=identity.spark_version if placement is not None else None,
         )
-        observer.set_spark_conf(dict(identity.spark_conf))
-        pipeline = _AppPipeline(
-            observer,
-            self._executors.pop(identity.log_name, LoggedExecutors()),
-            log_name=identity.log_name,
-            checkpoints=checkpoints,
-            eviction=eviction,
-            wall=self.wall,
-        )
-        # how long its log has said nothing, as the watcher saw it grow: a driver gone without a word is lost
-        observer.engine.lifecycle.silence = lambda: self.watcher.silence(identity.log_name)
-        if self.settings.placement != "off":
-            pipeline.placement = follow_event_log(observer)
-            if observer.placement is not None:  # a restore's ETA starts from the work in the checkpoint its plans name
-                restores = observer.placement.restore_progress
-                restores.expected_work = expected_work_hook(checkpoints)
-                restores.spark_version = identity.spark_version  # a restore names its operators as this Spark's progress does
-                for executor, cores in pipeline.executors.cores.items():  # came before the application was admitted
-                    restores.on_executor_cores(executor, cores)
-        holder.append(pipeline)
-        for shared in self._shared:
-            observer.add_sink(_Replayable(shared, pipeline, owned=False))
-        if self._otlp:
-            from spark_state_observer.exporters.otel.sink import OtelSink
-
-            otel = OtelSink(
-                observer.view, self.settings, lambda: self.self_metrics.count("export_failures", OtelSink.name), context.attributes()
-            )
-            observer.add_sink(_Replayable(otel, pipeline, owned=True))
+        if observer.placement is not None:
+            for executor, cores in side.executors.cores.items():  # came before the application was admitted
+                observer.placement.restore_progress.on_executor_cores(executor, cores)
+        pipeline = _AppPipeline(observer, side, placement, checkpoints, eviction, log_name=identity.log_name)
         with self._lock:
             self._apps[identity.log_name] = pipeline
         log.info("spark-state-observer: observing %s (%s)", context.name, context.log_name)
@@ -622,23 +617,23 @@ class FleetObserver:
             else:
                 pipeline.placement.feed(event.data, app=pipeline.log_name)
         if event.event_type in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
-            _executor_change(pipeline.executors, event)
+            _executor_change(pipeline.side.executors, event)
             return 0
         kind = _KIND_OF.get(event.event_type)
         if kind is None:  # application start: the identity comes from the watcher
             return 0
         at = event_time(event.event_type, event.data) or event.logged_at  # a termination: the lines before it, as in replay
         if at is None:
-            at = pipeline.last_time if event.replayed and pipeline.last_time else pipeline.clock()
+            at = pipeline.last_time if event.replayed and pipeline.last_time else pipeline.side.clock()
         pipeline.last_time = max(pipeline.last_time, at)
         payload: Any = (
             event.data if kind != kinds.PROGRESS else event.progress if event.progress is not None else event.data.get("progress")
         )
-        pipeline.replaying = event.replayed
+        pipeline.side.replaying = event.replayed
         try:
             pipeline.observer.process(CapturedEvent(kind, payload, at, 0.0))
         finally:
-            pipeline.replaying = False
+            pipeline.side.replaying = False
         return 1
 
     # --- exposition ---------------------------------------------------------------------------------------
@@ -698,6 +693,11 @@ class FleetObserver:
         except Exception as exc:
             self.self_metrics.count("export_failures", sink.name)
             log.warning("spark-state-observer: %s failed: %r", sink.name, exc)
+
+
+def _shared_sink(sink: Sink, side: _AppSide, identity: AppContext) -> SinkFactory:
+    """A sink every application shares (the history), as one application's observer is handed it."""
+    return lambda context: _Replayable(sink, side, identity, owned=False)
 
 
 def _history_dropped(state_path: str | None) -> int:

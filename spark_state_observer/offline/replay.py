@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO, cast
 
+from spark_state_observer.assembly import SinkOptions, assemble
 from spark_state_observer.capture.queue import CapturedEvent
 from spark_state_observer.exporters.prometheus import StateCollector
 from spark_state_observer.model import kinds
@@ -32,6 +33,9 @@ from spark_state_observer.placement.task_log import EventLogSource
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.executors import ExecutorSet, LoggedExecutors
 from spark_state_observer.signals.snapshots import CheckpointLocator
+
+if TYPE_CHECKING:
+    from spark_state_observer.history.sink import HistorySink
 
 _LOG_START_LINE = line_prefix(LOG_START)
 
@@ -79,29 +83,27 @@ def replay(
 
     identity = application_of(paths, base.static_labels, max_line_bytes)  # the recorded application's, as a live observer has it
     eviction = PlanEviction()  # which states the watermark evicts by key, from the plans (read with the task events)
-    if clock is None:
-        observer = Observer(base, live=False, executor_ids=executor_ids, identity=identity, checkpoint=checkpoint, eviction=eviction)
-    else:
-        observer = Observer(
-            base, live=True, executor_ids=executor_ids, clock=clock, identity=identity, checkpoint=checkpoint, eviction=eviction
-        )
-    if on_signal is not None:
-        observer.on("*", on_signal)
-    sink = None
-    if history:
-        from spark_state_observer.history.sink import HistorySink
-
-        sink = HistorySink(history, observer.self_metrics, base)
-        observer.add_sink(sink)
-    result = ReplayResult(observer, StateCollector(observer.view))
-    tasks: EventLogSource | None = None
+    tasks = EventLogSource() if base.placement != "off" else None  # per-partition placement from the task events the record reader skips
     plans = PlanCheckpoints()
-    if base.placement != "off":  # per-partition placement from the task events the record reader skips
-        tasks = EventLogSource()
-        feed = observer.set_placement(tasks)
+    observer: Observer = assemble(
+        base,
+        identity,
+        sinks=["history"] if history else [],
+        sink_options=SinkOptions(history_path=history),
+        live=clock is not None,
+        clock=clock or time.time,
+        executor_ids=executor_ids,
+        checkpoint=checkpoint,
+        eviction=eviction,
+        placement=tasks,
         # a restore's expected work from its checkpoint: the one given, else where the log's plans keep it (the
         # restoring batch's version is named, so a checkpoint that moved on since still tells it while Spark keeps it)
-        feed.restore_progress.expected_work = expected_work_hook(checkpoint or plans)
+        expected_work=expected_work_hook(checkpoint or plans) if tasks is not None else None,
+    )
+    if on_signal is not None:
+        observer.on("*", on_signal)
+    sink = cast("HistorySink | None", next((s for s in observer.sinks if s.name == "history"), None))
+    result = ReplayResult(observer, StateCollector(observer.view))
 
     def tap(line: bytes) -> None:
         if line.startswith(ENVIRONMENT_PREFIX):  # the application's conf: the RocksDB capacity estimate reads it
@@ -115,7 +117,7 @@ def replay(
                     version = loads(line).get("Spark Version")
                 except (ValueError, RecursionError, AttributeError):
                     version = None
-                feed.restore_progress.spark_version = clean_identity(version) or None
+                observer.set_spark_version(clean_identity(version) or None)
             plans.feed_line(line)
             eviction.feed_line(line)
             tasks.feed_line(line)

@@ -4,11 +4,11 @@ Data flows one way (``docs/architecture.md``): capture (``spark_state_observer.c
 → model (``spark_state_observer.model.parse``) → tracker (``spark_state_observer.metrics``) → signals (``spark_state_observer.signals``, which
 return facts: the tracker applies their values, the bus calls the callbacks) → sinks (Prometheus,
 OpenTelemetry, history), each given the event and then the signals it caused. The pipeline builds no
-exporter: its composition roots (``spark_state_observer.embedded``, ``spark_state_observer.fleet``, ``spark_state_observer.offline``) build
-them over ``Observer.view`` and pass them in with ``add_sink``, so this package never imports
-``spark_state_observer.exporters`` (the import contract in ``pyproject.toml`` keeps it so). ``attach()`` builds one
-of these; ``replay`` uses the same ``process`` synchronously, so live and replayed runs give the same
-metrics.
+exporter of its own choice: ``spark_state_observer.assembly`` hands the constructor sink factories, which it
+calls over ``Observer.view``, so this package never imports ``spark_state_observer.exporters`` (the import
+contract in ``pyproject.toml`` keeps it so). ``attach()``, ``watch``, ``replay`` and ``backtest`` all build one
+through ``assemble``; ``replay`` uses the same ``process`` synchronously, so live and replayed runs give the
+same metrics.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from spark_state_observer.model.identity import AppContext
 from spark_state_observer.model.parse import MalformedEvent, parse_event
 from spark_state_observer.model.plan_eviction import EvictionLocator
 from spark_state_observer.model.signal_kinds import SignalEvent
-from spark_state_observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink
+from spark_state_observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink, SinkContext, SinkFactory
 from spark_state_observer.placement.feed import PlacementFeed, PlacementSource
+from spark_state_observer.placement.restore_progress import ExpectedWorkHook
 from spark_state_observer.placement.restores import TaskRestores
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.bus import SignalBus
@@ -49,8 +50,8 @@ TICK_SECONDS = 1.0
 class Observer:
     """Owns the queue, the metric state, the signals and the sinks of one attached listener.
 
-    Sinks (Prometheus, OpenTelemetry, history) are built by the caller over ``view`` and added with
-    ``add_sink``; ``spark_state_observer.embedded.prometheus_observer.PrometheusObserver`` is this with its Prometheus sink.
+    Sinks (Prometheus, OpenTelemetry, history) come in as factories, built over ``view`` in the constructor;
+    ``spark_state_observer.embedded.prometheus_observer.PrometheusObserver`` is this with its Prometheus sink.
     """
 
     def __init__(
@@ -66,7 +67,21 @@ class Observer:
         query_lives: dict[str, RunState] | None = None,
         checkpoint: CheckpointLocator | None = None,
         eviction: EvictionLocator | None = None,
+        silence: Callable[[], float | None] | None = None,
+        spark_conf: Mapping[str, str] | None = None,
+        placement: PlacementSource | None = None,
+        expected_work: ExpectedWorkHook | None = None,
+        spark_version: str | None = None,
+        sinks: Sequence[SinkFactory] = (),
     ) -> None:
+        """Every collaborator comes in here; ``spark_state_observer.assembly.assemble`` is the one caller that chooses them.
+
+        ``silence``: how long the application's event log has said nothing (the watcher's; a run open past its
+        cadence is then lost). ``spark_conf``: the application's configuration as known at the start.
+        ``placement``: where state partitions run, with what a running restore's ETA reads (``expected_work``,
+        ``spark_version``). ``sinks``: built here, in order, over this observer's view; if one fails, those
+        already built are closed and the error raised.
+        """
         self.settings = settings or Settings.from_env()
         # whose events these are: every series, signal and sink call carries it (the static labels alone when
         # the application is unknown, e.g. a replay of progress JSON lines)
@@ -111,8 +126,20 @@ class Observer:
         # runs that ended with their application: a termination Spark logs for one after the application's end is
         # the stop's own echo (its query thread failing under the stopped context), not a crash; the latest only
         self._ended_with_app: dict[tuple[str, str], None] = {}
+        self.engine.lifecycle.silence = silence
         self.placement: PlacementFeed | None = None  # where state partitions run (set_placement)
         self.capacity_conf = read_conf({})  # the application's RocksDB and executor memory settings (set_spark_conf)
+        if spark_conf is not None:
+            self.set_spark_conf(spark_conf)
+        if placement is not None:
+            self.set_placement(placement, expected_work, spark_version)
+        context = SinkContext(self.view, self.settings, self.self_metrics, self.identity)
+        try:
+            for build in sinks:
+                self.add_sink(build(context))
+        except BaseException:
+            self._close_sinks()
+            raise
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> Observer:
@@ -130,6 +157,9 @@ class Observer:
             self._worker.join(timeout)
         if self.placement is not None and (self._worker is None or not self._worker.is_alive()):
             self._guarded("placement", self._finish_placement)  # the worker is gone: this thread may touch its state
+        self._close_sinks()
+
+    def _close_sinks(self) -> None:
         for sink in self._sinks:
             self._guarded_sink(sink, sink.close)
         if self.placement is not None:
@@ -150,20 +180,39 @@ class Observer:
         if self.placement is not None:
             _follow(sink, self.placement)
 
-    def set_placement(self, source: PlacementSource) -> PlacementFeed:
+    def set_placement(
+        self, source: PlacementSource, expected_work: ExpectedWorkHook | None = None, spark_version: str | None = None
+    ) -> PlacementFeed:
         """Follow where state partitions run, from ``source`` (live REST polling, or an event log's task events).
 
         At each progress event the worker takes the batches the source completed; their migrations become
         ``partition_migrated`` signals and their figures placement metrics, delivered with that event. The
         same tasks measure the restores Spark reports no figure for (``spark_state_observer.placement.restores``).
         """
-        self.placement = PlacementFeed(source, top_k=self.settings.partition_top_k)
-        self.placement.restores = TaskRestores(self.engine.restores, source.name)
-        self.placement.restores.attach()
-        self.placement.capacity.conf = self.capacity_conf
+        restores = TaskRestores(self.engine.restores, source.name)
+        restores.attach()
+        self.placement = PlacementFeed(
+            source,
+            top_k=self.settings.partition_top_k,
+            restores=restores,
+            conf=self.capacity_conf,
+            expected_work=expected_work,
+            spark_version=spark_version,
+        )
         for sink in self._sinks:
             _follow(sink, self.placement)
         return self.placement
+
+    @property
+    def sinks(self) -> tuple[Sink, ...]:
+        """The sinks every event is handed to, in order."""
+        return tuple(self._sinks)
+
+    def set_spark_version(self, version: str | None) -> None:
+        """The application's Spark version, once known (a replayed log's start): a running restore names its
+        operators as that Spark's progress does."""
+        if self.placement is not None:
+            self.placement.restore_progress.spark_version = version
 
     def set_spark_conf(self, conf: Mapping[str, str]) -> None:
         """The application's Spark configuration (``spark.conf``, or the log's ``SparkListenerEnvironmentUpdate``):

@@ -20,16 +20,24 @@ per application (the history) takes the identity from there.
 Where state partitions ran: a sink that also has ``follow_placement`` (``PlacementAwareSink``) is handed the
 observer's ``spark_state_observer.placement.feed.PlacementFeed`` when the observer follows placement (or when the sink is
 added to one that does), and reads the batches' partition runs from it at each progress event.
+
+How a sink is built: the observer calls each ``SinkFactory`` it is given once, in its constructor, with a
+``SinkContext`` (its metric view, settings, own figures and application). Which factories an observer gets is
+decided in one place, ``spark_state_observer.assembly``.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
+from spark_state_observer.metrics.selfmetrics import SelfMetrics
+from spark_state_observer.metrics.view import MetricsView
 from spark_state_observer.model.events import Event
 from spark_state_observer.model.identity import AppContext
 from spark_state_observer.model.signal_kinds import SignalEvent
 from spark_state_observer.placement.feed import PlacementFeed
+from spark_state_observer.settings import Settings
 
 
 @runtime_checkable
@@ -64,3 +72,20 @@ class PlacementAwareSink(Sink, Protocol):
     def follow_placement(self, feed: PlacementFeed) -> None:
         """Read the partition runs from ``feed`` from now on (called before the feed's first progress event; the
         watcher's one history, fed by every application, is handed each application's feed with its events)."""
+
+
+@dataclass(frozen=True)
+class SinkContext:
+    """What a sink may be built over: the observer's metric view, its settings, its own figures and its application.
+
+    ``view`` is None for a sink one watcher shares among its applications (its history): it has no one view.
+    """
+
+    view: MetricsView | None
+    settings: Settings
+    self_metrics: SelfMetrics
+    identity: AppContext
+
+
+SinkFactory = Callable[[SinkContext], Sink]
+"""Builds one sink; an observer calls it once, in its constructor."""

@@ -28,10 +28,11 @@ from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.catalog import COUNTER, MetricSpec
 from spark_state_observer.metrics.tracker import operator_labels
 from spark_state_observer.metrics.updates import Labels, Update
+from spark_state_observer.model.capacity import StateConf
 from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.model.signal_kinds import RESTORE_FINISHED, SignalEvent
 from spark_state_observer.placement.capacity import ExecutorCapacity
-from spark_state_observer.placement.restore_progress import RestoreProgress
+from spark_state_observer.placement.restore_progress import ExpectedWorkHook, RestoreProgress
 from spark_state_observer.placement.restores import TaskRestores
 from spark_state_observer.placement.tasks import BatchTasks, ExecutorChange
 from spark_state_observer.placement.tracker import OperatorBatch, PlacementTracker
@@ -74,16 +75,29 @@ class FollowsRestores(Protocol):
 class PlacementFeed:
     """One source, one tracker; thread-confined to the observer's worker (or a replay loop)."""
 
-    def __init__(self, source: PlacementSource, top_k: int = 10, max_batches: int = MAX_BATCHES) -> None:
+    def __init__(
+        self,
+        source: PlacementSource,
+        top_k: int = 10,
+        max_batches: int = MAX_BATCHES,
+        *,
+        restores: TaskRestores | None = None,
+        conf: StateConf | None = None,
+        expected_work: ExpectedWorkHook | None = None,
+        spark_version: str | None = None,
+    ) -> None:
+        """``restores``: the restores measured from task times; ``conf``: the application's RocksDB settings (for
+        the memory per executor); ``expected_work`` and ``spark_version``: what a running restore's ETA reads."""
         self.source = source
         self.tracker = PlacementTracker(top_k=max(1, top_k))
         self.batches: deque[OperatorBatch] = deque(maxlen=max_batches)  # recent ones, without their partition runs
         self.last: list[OperatorBatch] = []  # those of the latest progress event, with their runs (the history writes them)
         self._shown: dict[str, dict[tuple[MetricSpec, Labels], float]] = {}  # query id -> series -> value handed on
-        self.restores: TaskRestores | None = None  # restores measured from task times (Observer.set_placement)
-        self.capacity = ExecutorCapacity(top_k=top_k)  # RocksDB memory per executor (its conf: Observer.set_spark_conf)
+        self.restores = restores
+        self.capacity = ExecutorCapacity(conf, top_k=top_k)  # RocksDB memory per executor (its conf: Observer.set_spark_conf)
         self.skew = StateSkew()  # state_skewed, from each operator batch's bytes per partition
-        self.restore_progress = RestoreProgress()  # restores while they run, where the source sees tasks end
+        self.restore_progress = RestoreProgress(expected_work=expected_work)  # restores while they run, where the source sees tasks end
+        self.restore_progress.spark_version = spark_version  # a restore names its operators as this Spark's progress does
         # asked once: a runtime-checkable protocol's isinstance walks its members (~2 % of the watcher's CPU per tick)
         self._follows_restores = isinstance(source, FollowsRestores)
         if self._follows_restores:

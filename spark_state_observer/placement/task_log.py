@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from spark_state_observer.model import decode
 from spark_state_observer.model.bounded import loads
@@ -38,12 +38,6 @@ from spark_state_observer.placement.tasks import BatchTasks, ExecutorChange, Tas
 _PROGRESS_LINE = line_prefix(QUERY_PROGRESS)
 MAX_PENDING = 4096
 MAX_APPS = 1024  # applications followed by one source (watch); the least recently fed is forgotten first
-
-
-class FollowsPlacement(Protocol):
-    """What ``follow_event_log`` needs of an observer (``spark_state_observer.pipeline.runtime.Observer`` is one)."""
-
-    def set_placement(self, source: EventLogSource) -> object: ...
 
 
 class EventLogSource:
@@ -142,19 +136,3 @@ class EventLogSource:
     def close(self) -> None:
         """Batches still open at the end had no progress event: they never completed, and are dropped."""
         self._pending.clear()
-
-
-def follow_event_log(observer: FollowsPlacement) -> EventLogSource:
-    """Give ``observer`` placement from an event log it is fed from (``watch``; replay does this itself).
-
-    The caller then hands the returned source every raw event of each application, in the log's order,
-    with ``feed_line(raw.line, app=app_events.log_name)`` when the watcher delivered it unparsed, else
-    ``feed(raw.data, app=...)`` (``RawEvent`` of ``spark_state_observer.fleet.app_events``; stage ids are per
-    application, so each gets its own reader), and processes the streaming events as
-    usual, each progress event *after* it was fed: its batch's migrations come out as ``partition_migrated``
-    signals and placement metrics of that progress event, exactly as in replay. ``forget(app)`` when the
-    watcher forgets an application.
-    """
-    source = EventLogSource()
-    observer.set_placement(source)
-    return source

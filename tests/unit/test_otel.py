@@ -103,7 +103,7 @@ def test_package_works_without_opentelemetry() -> None:
         "import sys, json\n"
         "sys.modules['opentelemetry'] = None\n"  # any import of it fails
         "import spark_state_observer as observer\n"
-        "from spark_state_observer.embedded.attach import _otel_sink\n"
+        "from spark_state_observer.assembly import assemble\n"
         "from spark_state_observer.exporters.http import ExporterError\n"
         "from spark_state_observer.capture.queue import CapturedEvent\n"
         "from spark_state_observer.embedded.prometheus_observer import PrometheusObserver\n"
@@ -111,7 +111,7 @@ def test_package_works_without_opentelemetry() -> None:
         "obs = PrometheusObserver(Settings(http_enabled=False, history_enabled=False, otlp_endpoint='http://127.0.0.1:1'), serve=False, live=False)\n"
         f"obs.process(CapturedEvent('progress', {json.dumps(PROGRESS[0])!r}, 0.0, 0.0))\n"
         "assert obs.tracker.snapshot()[0].last_progress is not None\n"
-        "try:\n    _otel_sink(obs, None)\nexcept ExporterError as e:\n    print('clear error:', e)\n"
+        "try:\n    assemble(obs.settings, sinks=['otel'])\nexcept ExporterError as e:\n    print('clear error:', e)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -20,7 +20,7 @@ from spark_state_observer.model import kinds
 from spark_state_observer.model.signal_kinds import PARTITION_MIGRATED, SIGNAL_KINDS, SignalEvent
 from spark_state_observer.model.spark_events import STREAMING_EVENTS
 from spark_state_observer.offline.replay import replay
-from spark_state_observer.placement.task_log import follow_event_log
+from spark_state_observer.placement.task_log import EventLogSource
 from spark_state_observer.placement.tracker import CAUSE_EXECUTOR_REMOVED as EXECUTOR_REMOVED
 from spark_state_observer.placement.tracker import LOCALITY_FALLBACK
 from spark_state_observer.settings import Settings
@@ -133,10 +133,10 @@ def _watched(tmp_path, names: tuple[str, ...] = ("kill",)) -> tuple[list[SignalE
         _, eventlog = scenario(name)
         shutil.copytree(eventlog, folder, dirs_exist_ok=True)
     watcher = EventLogWatcher([str(folder)], read_finished_at_start=True, max_decoded_bytes_per_poll=64 << 20)
-    observer = PrometheusObserver(Settings.from_env({}), serve=False, live=False)
+    source = EventLogSource()  # as the watcher gives each application's observer
+    observer = PrometheusObserver(Settings.from_env({}), serve=False, live=False, placement=source)
     signals: list[SignalEvent] = []
     observer.on("*", signals.append)
-    source = follow_event_log(observer)
     kind_of = {
         "QueryStartedEvent": kinds.STARTED,
         "QueryProgressEvent": kinds.PROGRESS,
@@ -180,10 +180,10 @@ def test_two_applications_fed_event_by_event_keep_their_placements_apart() -> No
     from spark_state_observer.offline.task_events import read_events
 
     replay_signals, _, _ = _replay("kill")
-    observer = PrometheusObserver(Settings.from_env({}), serve=False, live=False)
+    source = EventLogSource()  # as the watcher gives each application's observer
+    observer = PrometheusObserver(Settings.from_env({}), serve=False, live=False, placement=source)
     signals: list[SignalEvent] = []
     observer.on("*", signals.append)
-    source = follow_event_log(observer)
     logs = {name: list(read_events([scenario(name)[1]])) for name in ("kill", "clean")}
     for pair in zip_longest(logs["kill"], logs["clean"]):
         for app, event in zip(("kill", "clean"), pair):
