@@ -19,7 +19,6 @@ the work finished, and a stage that ran corrects the chain's speed by its own.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left
 from dataclasses import dataclass
 
 TaskTimes = dict[int, tuple[float | None, float]]  # partition -> its finished task's (launch, finish)
@@ -110,21 +109,18 @@ def speed(stages: list[Stage], prior: float | None) -> list[float | None]:
 
 def _in_flight(stage: Stage, slots: int, begin: float) -> list[float]:
     """The launch times of the stage's tasks still running: a stage's first ``slots`` tasks launch at its start,
-    then one at each finish while partitions are left; those the finished tasks account for are taken out."""
-    events = sorted([begin] * slots + [f for _, f in stage.done.values()])[: len(stage.work)]
-    for launch in sorted(s for s, _ in stage.done.values() if s is not None):
-        if not events:
-            break
-        i = bisect_left(events, launch)
-        nearest = min((j for j in (i - 1, i) if 0 <= j < len(events)), key=lambda j: abs(events[j] - launch))
-        events.pop(nearest)
-    return events[: max(0, len(stage.work) - len(stage.done))]
+    then one at each finish while partitions are left, and the running ones are the latest launched (a task that
+    ended before one launched earlier makes that one look younger: a slightly later ETA)."""
+    slots = min(slots, len(stage.work))
+    launched = sorted([begin] * slots + [f for _, f in stage.done.values()])[: len(stage.work)]
+    running = max(0, len(launched) - len(stage.done))
+    return launched[len(launched) - running :] if running else []
 
 
 def _play(durations: list[float], busy: list[float], slots: int) -> float:
     """When the last task ends: ``busy`` slots free after their seconds, the others now, ``durations`` queued in
     order, each to the slot that frees first."""
-    free = sorted(busy)[:slots] + [0.0] * max(0, slots - len(busy))
+    free = sorted(busy)[:slots] + [0.0] * min(max(0, slots - len(busy)), len(durations))
     heapq.heapify(free)
     end = max(free, default=0.0)
     for d in durations:
@@ -137,6 +133,7 @@ def _play(durations: list[float], busy: list[float], slots: int) -> float:
 def remaining_seconds(stages: list[Stage], slots: int, started: float, now: float, prior: float | None) -> float | None:
     """Seconds until the last stage's last task ends, the stages run one after the other (``stages`` bottom first);
     None without a speed (no prior and nothing finished)."""
+    slots = max(1, slots)
     speeds = speed(stages, prior)
     total: float | None = None  # seconds until the stages played so far end
     begin = started  # when the first stage not done began: the restore's start, or the stage below's last finish
