@@ -148,10 +148,10 @@ def remaining_seconds(stages: list[Stage], slots: int, started: float, now: floa
             total += _play([stage.work[p] * pace for p in left], [], slots)
             continue
         launched = [s for s, _ in stage.done.values() if s is not None]
-        launches = _in_flight(stage, slots, min(launched) if launched else begin)
+        launches = _in_flight(stage, slots, min(launched) if launched else begin)[: len(left)]
         running, queued = left[: len(launches)], left[len(launches) :]
         busy = []
-        for p, launch in zip(running, launches, strict=True):
+        for p, launch in zip(running, launches):  # as long as each other (launches cut to the partitions left)
             expected = stage.work[p] * pace
             busy.append(max(expected - max(0.0, now - launch), OVERDUE * expected))
         total = _play([stage.work[p] * pace for p in queued], busy, slots)
