@@ -705,6 +705,61 @@ def lost_table(folders: list[str] | None = None) -> tuple[str, list[LostTally]]:
     return "\n".join(lines), tallies
 
 
+# ``state_skewed`` is judged on recordings made for it (``scripts/record_skew.py``, one operator each): rows skewed to
+# one partition, bytes skewed to one partition (a few keys with big values, the rows even), and an even state
+SKEW = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "skew")
+SKEWED = ("rows", "bytes", "even")
+
+
+@dataclass
+class SkewTally:
+    """``state_skewed`` on one recording: the hot partition found, and any other verdict counted as false."""
+
+    name: str
+    present: int = 0  # 1 where the truth names a hot partition
+    found: int = 0
+    false: int = 0  # state_skewed naming another partition, or any on the even run
+    hours: float = 0.0
+    partitions: list[int] = field(default_factory=list)  # the partitions the verdicts named
+
+
+def judge_skew(folder: str) -> SkewTally:
+    """Replay one skew recording as a live observer and judge its ``state_skewed`` verdicts against its truth."""
+    with open(os.path.join(folder, "truth.json")) as f:
+        truth = json.load(f)
+    signals, seconds = replay_live([os.path.join(folder, "eventlog")])
+    tally = SkewTally(os.path.basename(os.path.normpath(folder)), hours=seconds / 3600.0)
+    hot = truth.get("hot_partition")
+    tally.present = int(hot is not None)
+    for e in signals:
+        if e.kind != kinds.STATE_SKEWED:
+            continue
+        tally.partitions.append(e.attributes.get("partition"))
+        if hot is not None and e.attributes.get("partition") == hot and not tally.found:
+            tally.found = 1
+        else:
+            tally.false += 1
+    return tally
+
+
+def skew_table(folders: list[str] | None = None) -> tuple[str, list[SkewTally]]:
+    """The Markdown table of ``state_skewed`` per skew recording (``SKEWED``)."""
+    tallies = [judge_skew(f) for f in folders or [os.path.join(SKEW, name) for name in SKEWED]]
+    lines = [
+        "| recording | skewed operators found / present | partitions named | false `state_skewed`: count, per hour |",
+        "|---|---|---|---|",
+    ]
+    for t in tallies:
+        named = ", ".join(str(p) for p in t.partitions) or "-"
+        lines.append(
+            f"| {t.name} | {t.found} / {t.present} | {named} | {t.false}, {_per_hour(t.false, t.hours)} ({t.hours * 60:.1f} min) |"
+        )
+    found, present, false = sum(t.found for t in tallies), sum(t.present for t in tallies), sum(t.false for t in tallies)
+    hours = sum(t.hours for t in tallies)
+    lines.append(f"| all | {found} / {present} | | {false}, {_per_hour(false, hours)} ({hours * 60:.1f} min) |")
+    return "\n".join(lines), tallies
+
+
 def _per_hour(count: int, hours: float) -> str:
     return f"{count / hours:.1f}/h" if hours > 0 else "-"
 
@@ -717,6 +772,7 @@ def main(argv: list[str]) -> int:
     print("\n" + paging_table(recordings))
     print("\n" + restore_table(recordings)[0])
     if not argv:
+        print("\n" + skew_table()[0])
         print("\n" + lost_table()[0])
     for rec in recordings:
         if rec.clean and rec.seconds >= 3600:

@@ -204,7 +204,7 @@ def slim_event_log(folder: str) -> None:
     import zstandard
 
     from spark_state_observer.offline.eventlog import expand, open_decompressed
-    from spark_state_observer.placement.tasks import STATE_METRICS
+    from spark_state_observer.placement.task_lines import STATE_METRICS
 
     state_names = tuple(name.encode() for name in STATE_METRICS)  # what makes a task end one of a state operator
     for path in expand([folder]):

@@ -13,7 +13,7 @@ query with irregular batches took the browser seconds to draw.)
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Literal, Sequence
 
 import altair as alt
 import pandas as pd
@@ -117,7 +117,7 @@ def _x(dom: list[str] | None) -> alt.X:
     return alt.X("time:T", axis=axis, scale=alt.Scale(type="utc", domain=dom) if dom else alt.Scale(type="utc"))
 
 
-def _y(field: str, title: str, stack: str | None = None, peak: float = 0.0) -> alt.Y:
+def _y(field: str, title: str, stack: Literal["zero", "center", "normalize"] | None = None, peak: float = 0.0) -> alt.Y:
     """A y axis of the shared width; large counts in SI form (12k, 3.4M), small values with decimals."""
     number_format = "~s" if peak >= 10_000 else ",.2~f"
     return alt.Y(field, title=title, stack=stack, axis=alt.Axis(minExtent=Y_AXIS_WIDTH, maxExtent=Y_AXIS_WIDTH, format=number_format))

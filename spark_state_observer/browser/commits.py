@@ -44,13 +44,13 @@ def _sum(values: list[float | None]) -> float | None:
     return sum(present) if present else None
 
 
-def per_batch(progress: Sequence[dict]) -> pd.DataFrame:
+def per_batch(progress: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """One row per batch (oldest first): its run, id, time and every FIGURES column (None when not reported)."""
     rows = []
     for p in progress:
         ops = [op for op in p.get("stateOperators") or [] if isinstance(op, dict)]
-        custom = [op.get("customMetrics") if isinstance(op.get("customMetrics"), dict) else {} for op in ops]
-        durations = p.get("durationMs") if isinstance(p.get("durationMs"), dict) else {}
+        custom: list[dict[str, Any]] = [c if isinstance(c := op.get("customMetrics"), dict) else {} for op in ops]
+        durations: dict[str, Any] = d if isinstance(d := p.get("durationMs"), dict) else {}
         rows.append(
             {
                 "run_id": p.get("runId"),

@@ -18,6 +18,7 @@ import streamlit as st
 
 from spark_state_observer.browser import data, fmt
 from spark_state_observer.browser.config import AppConfig
+from spark_state_observer.history import browse
 from spark_state_observer.history.url import redact
 
 RANGES = {
@@ -37,7 +38,7 @@ URL_KEYS = {"app": "app", "query": "query_id", "run": "batch_run", "batch": "bat
 @dataclass
 class Context:
     config: AppConfig
-    tok: tuple
+    tok: tuple[Any, ...]
     page: str = ""  # the page's path (``spark_state_observer.browser.nav``)
     queries: pd.DataFrame | None = None  # the queries of the chosen application
     all_queries: pd.DataFrame | None = None
@@ -45,7 +46,7 @@ class Context:
     query_id: str | None = None
     since: float | None = None
     until: float | None = None
-    span: dict | None = None
+    span: dict[str, Any] | None = None
 
     def fresh(self) -> Context:
         """The same selection over the history as it is now (auto-refresh reruns only the page)."""
@@ -106,7 +107,7 @@ def flush_url() -> None:
     if st.session_state.pop("_url_load_run", False):
         return
     current = {name: st.query_params.get(name) for name in st.query_params}
-    desired = dict(current)
+    desired: dict[str, str] = {name: value for name, value in current.items() if value is not None}
     for name, value in pending.items():
         if value is None:
             desired.pop(name, None)
@@ -148,7 +149,7 @@ def history_queries(ctx: Context) -> pd.DataFrame | None:
             "the observer attached (or replay event logs with `--history`), then press Refresh."
         )
         return None
-    return frame.merge(apps, on="query_id", how="left").assign(app=lambda f: f.app.fillna(data.browse.UNKNOWN_APP))
+    return frame.merge(apps, on="query_id", how="left").assign(app=lambda f: f.app.fillna(browse.UNKNOWN_APP))
 
 
 def _label(query_id: str, name: object) -> str:
@@ -204,7 +205,7 @@ def select_query(ctx: Context, frame: pd.DataFrame) -> str | None:
     return chosen
 
 
-def select_range(ctx: Context, query_id: str) -> tuple[float | None, float | None, dict]:
+def select_range(ctx: Context, query_id: str) -> tuple[float | None, float | None, dict[str, Any]]:
     """(since, until) measured back from the query's newest batch, so a replayed history reads like a live one."""
     span = data.span(ctx.history, ctx.tok, query_id)
     if st.session_state.get("range") not in RANGES:

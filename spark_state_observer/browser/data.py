@@ -39,14 +39,14 @@ class HistoryUnavailable(RuntimeError):
     """The history cannot be read; the message says why and what to do."""
 
 
-def token(path: str) -> tuple:
+def token(path: str) -> tuple[Any, ...]:
     """Changes whenever the writer commits (WAL mode appends to ``-wal`` until a checkpoint); for a
     PostgreSQL history (many writers, no file to look at) every ``SERVER_TOKEN_SECONDS``."""
     if "://" in path and not path.startswith("sqlite:"):
         return ("server", int(time.time() // SERVER_TOKEN_SECONDS))
     if path.startswith("sqlite:"):
         path = parse(path).location
-    parts = []
+    parts: list[tuple[int, int] | None] = []
     for name in (path, path + "-wal"):
         try:
             st_ = os.stat(name)
@@ -66,12 +66,12 @@ def _guard(fn: Callable[..., Any], path: str, *args: Any, **kwargs: Any) -> Any:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def queries(path: str, tok: tuple) -> pd.DataFrame:
+def queries(path: str, tok: tuple[Any, ...]) -> pd.DataFrame:
     return _guard(loaders.load_queries, path)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def lasting_states(path: str, tok: tuple) -> dict[str, str]:
+def lasting_states(path: str, tok: tuple[Any, ...]) -> dict[str, str]:
     return _guard(browse.load_lasting_states, path)
 
 
@@ -88,82 +88,96 @@ def retire(path: str, query_id: str) -> bool:
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def runs(path: str, tok: tuple, query_id: str, limit: int = 500) -> pd.DataFrame:
+def runs(path: str, tok: tuple[Any, ...], query_id: str, limit: int = 500) -> pd.DataFrame:
     """The newest ``limit`` runs: enough to choose from, bounded for a crash-looping query."""
     return _guard(loaders.load_recent_runs, path, query_id, limit)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def span(path: str, tok: tuple, query_id: str) -> dict:
+def span(path: str, tok: tuple[Any, ...], query_id: str) -> dict[str, Any]:
     return _guard(loaders.load_span, path, query_id)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def recent_batches(path: str, tok: tuple, query_id: str, limit: int = 120) -> pd.DataFrame:
+def recent_batches(path: str, tok: tuple[Any, ...], query_id: str, limit: int = 120) -> pd.DataFrame:
     return _guard(loaders.load_recent_batches, path, query_id, limit)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def batch_series(
-    path: str, tok: tuple, query_id: str, since: float | None, until: float | None, run_id: str | None = None, max_points: int = 2000
+    path: str,
+    tok: tuple[Any, ...],
+    query_id: str,
+    since: float | None,
+    until: float | None,
+    run_id: str | None = None,
+    max_points: int = 2000,
 ) -> pd.DataFrame:
     return _guard(loaders.load_batch_series, path, query_id, since, until, run_id, max_points)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def operator_series(
-    path: str, tok: tuple, query_id: str, since: float | None, until: float | None, run_id: str | None = None, max_points: int = 2000
+    path: str,
+    tok: tuple[Any, ...],
+    query_id: str,
+    since: float | None,
+    until: float | None,
+    run_id: str | None = None,
+    max_points: int = 2000,
 ) -> pd.DataFrame:
     return _guard(loaders.load_operator_series, path, query_id, since, until, run_id, max_points)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def partition_lag(path: str, tok: tuple, query_id: str, since: float | None, until: float | None, buckets: int = 60) -> pd.DataFrame:
+def partition_lag(
+    path: str, tok: tuple[Any, ...], query_id: str, since: float | None, until: float | None, buckets: int = 60
+) -> pd.DataFrame:
     return _guard(loaders.load_partition_lag, path, query_id, since, until, None, buckets)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def placements(path: str, tok: tuple, query_id: str, since: float | None, until: float | None) -> pd.DataFrame:
+def placements(path: str, tok: tuple[Any, ...], query_id: str, since: float | None, until: float | None) -> pd.DataFrame:
     return _guard(loaders.load_placements, path, query_id, since, until)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def events(path: str, tok: tuple, query_id: str, since: float | None, until: float | None) -> pd.DataFrame:
+def events(path: str, tok: tuple[Any, ...], query_id: str, since: float | None, until: float | None) -> pd.DataFrame:
     return _guard(loaders.load_events, path, query_id, since, until)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def progress_tail(path: str, tok: tuple, query_id: str, until: float | None, limit: int = 300) -> list[dict]:
+def progress_tail(path: str, tok: tuple[Any, ...], query_id: str, until: float | None, limit: int = 300) -> list[dict[str, Any]]:
     return _guard(loaders.load_progress_tail, path, query_id, until, limit)
 
 
-def batch(path: str, query_id: str, run_id: str, batch_id: int) -> dict | None:
+def batch(path: str, query_id: str, run_id: str, batch_id: int) -> dict[str, Any] | None:
     """One batch's full progress (not cached: it is read once, on demand)."""
     return _guard(loaders.load_batch, path, query_id, run_id, batch_id)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def query_apps(path: str, tok: tuple) -> pd.DataFrame:
+def query_apps(path: str, tok: tuple[Any, ...]) -> pd.DataFrame:
     return _guard(browse.load_query_apps, path)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def run_stats(path: str, tok: tuple, query_id: str, limit: int = 500) -> pd.DataFrame:
+def run_stats(path: str, tok: tuple[Any, ...], query_id: str, limit: int = 500) -> pd.DataFrame:
     return _guard(browse.load_run_stats, path, query_id, limit)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def recent_events(path: str, tok: tuple, query_id: str, limit: int = 2000) -> pd.DataFrame:
+def recent_events(path: str, tok: tuple[Any, ...], query_id: str, limit: int = 2000) -> pd.DataFrame:
     return _guard(browse.load_recent_events, path, query_id, limit)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def events_of(path: str, tok: tuple, query_id: str, kinds: tuple[str, ...]) -> pd.DataFrame:
+def events_of(path: str, tok: tuple[Any, ...], query_id: str, kinds: tuple[str, ...]) -> pd.DataFrame:
     return _guard(browse.load_events_of, path, query_id, kinds)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def newest_kafka_lag(path: str, tok: tuple, query_id: str) -> dict[str, float]:
+def newest_kafka_lag(path: str, tok: tuple[Any, ...], query_id: str) -> dict[str, float]:
     """Records behind the latest per topic at the query's newest batch (none without a Kafka source)."""
     try:
         tail = _guard(loaders.load_progress_tail, path, query_id, None, 1)
@@ -172,7 +186,7 @@ def newest_kafka_lag(path: str, tok: tuple, query_id: str) -> dict[str, float]:
     return kafka_lag_of(tail[-1]) if tail and isinstance(tail[-1], dict) else {}
 
 
-def facts(path: str, tok: tuple, query_id: str, now: float) -> Facts:
+def facts(path: str, tok: tuple[Any, ...], query_id: str, now: float) -> Facts:
     """What the verdict rules read about one query (each part cached on its own)."""
     recent = recent_batches(path, tok, query_id)
     events = recent_events(path, tok, query_id)
@@ -187,7 +201,7 @@ def facts(path: str, tok: tuple, query_id: str, now: float) -> Facts:
     )
 
 
-def query_verdicts(path: str, tok: tuple, query_id: str, now: float | None = None) -> list[Verdict]:
+def query_verdicts(path: str, tok: tuple[Any, ...], query_id: str, now: float | None = None) -> list[Verdict]:
     """Every verdict of the query, most severe first (the rules are cheap; their inputs are cached)."""
     return verdicts(facts(path, tok, query_id, time.time() if now is None else now))
 
@@ -207,7 +221,7 @@ def checkpoint_version(path: str) -> float:
 
 
 @st.cache_data(max_entries=16, show_spinner="Inspecting the checkpoint...")
-def checkpoint_report(path: str, version: float, history: str, tok: tuple) -> CheckpointReport:
+def checkpoint_report(path: str, version: float, history: str, tok: tuple[Any, ...]) -> CheckpointReport:
     """The inspector's report, its restore estimated with the history's observed rates when it has some
     (raises the inspector's errors; nothing is cached for them)."""
     report = inspect_checkpoint(path)
@@ -243,7 +257,7 @@ def spark_session() -> Any:
 
 
 @st.cache_data(max_entries=32, show_spinner="Reading state metadata...")
-def state_operators(path: str, version: float) -> list[dict]:
+def state_operators(path: str, version: float) -> list[dict[str, Any]]:
     return state_reader.operators(spark_session(), path)
 
 
@@ -258,7 +272,9 @@ def state_rows(path: str, version: float, operator_id: int, store: str) -> dict[
 
 
 @st.cache_data(max_entries=64, show_spinner="Reading a page of state rows...")
-def state_sample(path: str, version: float, operator_id: int, store: str, key: str, partition: int | None, page: int) -> list[dict]:
+def state_sample(
+    path: str, version: float, operator_id: int, store: str, key: str, partition: int | None, page: int
+) -> list[dict[str, Any]]:
     return state_reader.sample(
         spark_session(),
         path,

@@ -22,20 +22,20 @@ PROVIDERS = {"rocksdb": "RocksDB (RocksDBStateStoreProvider)", "hdfs": "HDFS-bac
 SNAPSHOT_PREFIX = "SnapshotLastUploaded"
 
 
-def _ops(progress: Sequence[dict]) -> list[dict]:
+def _ops(progress: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [op for p in progress for op in (p.get("stateOperators") or []) if isinstance(op, dict)]
 
 
-def _custom(op: dict) -> dict[str, Any]:
+def _custom(op: dict[str, Any]) -> dict[str, Any]:
     custom = op.get("customMetrics")
     return custom if isinstance(custom, dict) else {}
 
 
-def _positive(ops: list[dict], metric: str) -> bool:
+def _positive(ops: list[dict[str, Any]], metric: str) -> bool:
     return any(isinstance(_custom(op).get(metric), (int, float)) and _custom(op)[metric] > 0 for op in ops)
 
 
-def provider(ops: list[dict]) -> str | None:
+def provider(ops: list[dict[str, Any]]) -> str | None:
     """rocksdb, hdfs or None, by the operators' metric names (``OperatorProgress.provider``'s rule)."""
     names = {k for op in ops for k in _custom(op)}
     if any(k.startswith("rocksdb") for k in names):
@@ -45,7 +45,7 @@ def provider(ops: list[dict]) -> str | None:
     return None
 
 
-def changelog(ops: list[dict], store: str | None) -> tuple[str, str]:
+def changelog(ops: list[dict[str, Any]], store: str | None) -> tuple[str, str]:
     """(value, evidence) of changelog checkpointing: only RocksDB has it."""
     if store == "hdfs":
         return "not applicable", "the HDFS-backed store always writes delta files"
@@ -58,7 +58,7 @@ def changelog(ops: list[dict], store: str | None) -> tuple[str, str]:
     return UNKNOWN, "no commit in the progress took measurable time"
 
 
-def snapshots(newest: dict) -> tuple[str, str]:
+def snapshots(newest: dict[str, Any]) -> tuple[str, str]:
     """(value, evidence) of snapshot uploads in the newest batch: the versions last uploaded per instance."""
     uploaded = [
         float(v)
@@ -78,19 +78,19 @@ def snapshots(newest: dict) -> tuple[str, str]:
     return text, f"batch {newest.get('batchId')}: SnapshotLastUploaded per instance (minDeltasForSnapshot itself is not reported)"
 
 
-def _number(ops: list[dict], key: str) -> float | None:
-    values = [op.get(key) for op in ops if isinstance(op.get(key), (int, float))]
+def _number(ops: list[dict[str, Any]], key: str) -> float | None:
+    values = [v for op in ops if isinstance(v := op.get(key), (int, float))]
     return max(values) if values else None
 
 
-def interval(progress: Sequence[dict]) -> float | None:
+def interval(progress: Sequence[dict[str, Any]]) -> float | None:
     """Median seconds between consecutive batch starts of the run."""
     times = sorted(pd.Timestamp(p["timestamp"]).timestamp() for p in progress if p.get("timestamp"))
     steps = [b - a for a, b in zip(times, times[1:]) if b > a]
     return statistics.median(steps) if steps else None
 
 
-def effective_config(progress: Sequence[dict]) -> pd.DataFrame:
+def effective_config(progress: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """One row per setting (``setting``, ``value``, ``from``) for the newest run in ``progress`` (oldest
     first): provider, changelog checkpointing, snapshots, shuffle partitions, state store instances, the
     trigger, the observed batch interval, sources and sink."""

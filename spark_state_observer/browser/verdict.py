@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import AbstractSet, Any, Iterable, Mapping, Sequence
+from typing import AbstractSet, Any, Iterable, Mapping, Sequence, cast
 
 from spark_state_observer.browser import fmt
 from spark_state_observer.browser.health import STALL_FACTOR, STALL_MIN_SECONDS
@@ -206,7 +206,7 @@ def _counted_restarts(f: Facts) -> list[tuple[float, float]]:
             counted.append((float(e["ts"]), float(e["ts"])))
         elif ended.get(e.get("run_id")) == "exception":
             end = stops.get(e.get("run_id"))
-            counted.append((float(e["ts"]), float(e["ts"]) if fmt.missing(end) else max(float(end), float(e["ts"]))))
+            counted.append((float(e["ts"]), float(e["ts"]) if fmt.missing(end) else max(float(cast(float, end)), float(e["ts"]))))
     return counted
 
 
@@ -554,7 +554,7 @@ def overdue(f: Facts) -> Verdict | None:
     started = run.get("started")
     if every is None or fmt.missing(started):
         return None
-    due = float(started) + every
+    due = float(cast(float, started)) + every
     if f.now <= due + max(every * SCHEDULE_LATE_SHARE, SCHEDULE_LATE_MIN_SECONDS):
         return None
     end = run.get("ended") if not fmt.missing(run.get("ended")) else run.get("last_seen")

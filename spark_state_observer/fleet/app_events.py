@@ -20,7 +20,7 @@ from spark_state_observer.model.spark_events import (
     EXECUTOR_REMOVED,
     STREAMING_EVENTS,
 )
-from spark_state_observer.placement.tasks import TASK_EVENT_TYPES
+from spark_state_observer.placement.task_lines import TASK_EVENT_TYPES
 
 # what the pipeline uses today
 PIPELINE_EVENTS = STREAMING_EVENTS | {APP_START, APP_END, EXECUTOR_ADDED, EXECUTOR_REMOVED}

@@ -109,8 +109,8 @@ from spark_state_observer.model.spark_events import (
 from spark_state_observer.pipeline.runtime import Observer
 from spark_state_observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink, SinkContext, SinkFactory
 from spark_state_observer.placement.feed import PlacementFeed
+from spark_state_observer.placement.task_lines import wanted_line
 from spark_state_observer.placement.task_log import EventLogSource
-from spark_state_observer.placement.tasks import wanted_line
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.executors import ExecutorSet, LoggedExecutors
 from spark_state_observer.signals.lifecycle import RunState

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import sqlite3
 import time
@@ -26,7 +25,6 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from spark_state_observer.browser.health import typical_interval
-from spark_state_observer.browser.paths import PathRefused, list_checkpoints, resolve_under_roots
 from spark_state_observer.browser.verdict import SEVERITY, Facts, Verdict, kafka_lag_of, verdicts
 from spark_state_observer.history import browse, loaders
 from spark_state_observer.history.store import HistoryError
@@ -139,7 +137,7 @@ def bounded(text: str) -> str:
 # --- the history ---------------------------------------------------------------------------------------
 
 
-def _read(fn: Callable[..., Any], history: str, *args: Any) -> Any:
+def read_history(fn: Callable[..., Any], history: str, *args: Any) -> Any:
     """A reader's result, its failures said as an ``AnswerError`` (never a traceback)."""
     try:
         return fn(history, *args)
@@ -155,9 +153,9 @@ def _records(frame: Any) -> list[dict[str, Any]]:
 
 def facts(history: str, query_id: str, now: float) -> Facts:
     """What the verdict rules read about one query, read as the browser reads it (``browser.data.facts``)."""
-    recent = _read(loaders.load_recent_batches, history, query_id)
-    events = _read(browse.load_recent_events, history, query_id)
-    runs = _read(browse.load_run_stats, history, query_id)
+    recent = read_history(loaders.load_recent_batches, history, query_id)
+    events = read_history(browse.load_recent_events, history, query_id)
+    runs = read_history(browse.load_run_stats, history, query_id)
     return Facts(
         events=_records(events),
         runs=_records(runs),
@@ -170,7 +168,7 @@ def facts(history: str, query_id: str, now: float) -> Facts:
 
 def newest_kafka_lag(history: str, query_id: str) -> dict[str, float]:
     try:
-        tail = _read(loaders.load_progress_tail, history, query_id, None, 1)
+        tail = read_history(loaders.load_progress_tail, history, query_id, None, 1)
     except (ValueError, RecursionError):  # a stored progress that is not JSON: no lag, not a failed answer
         return {}
     return kafka_lag_of(tail[-1]) if tail and isinstance(tail[-1], dict) else {}
@@ -187,8 +185,8 @@ class Query:
 
 def fleet(history: str) -> tuple[list[Query], int]:
     """The newest ``MAX_FLEET`` queries (newest seen first), and how many the history holds."""
-    frame = _read(loaders.load_queries, history)
-    apps = _read(browse.load_query_apps, history)
+    frame = read_history(loaders.load_queries, history)
+    apps = read_history(browse.load_query_apps, history)
     app_of = {r["query_id"]: (r["app"], r["labels"]) for r in _records(apps)}
     found = []
     for r in _records(frame)[:MAX_FLEET]:
@@ -472,14 +470,14 @@ def restores(history: str, application: str | None = None, include_finished: boo
     each with its ETA; with ``include_finished``, each query's latest restore as it went as well."""
     _, limit = page(0, limit)
     app = argument(application, "application") if application is not None else None
-    frame = _read(loaders.load_queries, history)
+    frame = read_history(loaders.load_queries, history)
     last = {str(r["query_id"]): (r.get("last_run_id"), plain(r.get("last_outcome"))) for r in _records(frame)[:MAX_FLEET]}
     queries, _ = fleet(history)
     found = []
     for q in queries:
         if app is not None and q.app != app:
             continue
-        events = _read(browse.load_events_of, history, q.query_id, RESTORE_PROGRESS_KINDS, RESTORE_EVENTS_READ)
+        events = read_history(browse.load_events_of, history, q.query_id, RESTORE_PROGRESS_KINDS, RESTORE_EVENTS_READ)
         batch, operators = restore_course(_records(events))
         if batch is None:
             continue
@@ -523,97 +521,3 @@ def restores(history: str, application: str | None = None, include_finished: boo
     if len(found) > limit:
         lines.append(f"{len(found) - limit} more not shown (raise limit, at most {MAX_LIMIT}).")
     return Answer(bounded("\n".join(lines)), {"in_progress": len(running), "restores": shown})
-
-
-# --- checkpoints ---------------------------------------------------------------------------------------
-
-
-def checkpoint_path(path: str, roots: tuple[str, ...]) -> str:
-    """The real path of ``path`` if it lies under a configured root (symlinks and ``..`` resolved first)."""
-    text = argument(path, "path")
-    if not roots:
-        raise AnswerError("no checkpoint root is configured: start the server with --checkpoint-root DIR to inspect checkpoints")
-    if not text:
-        raise AnswerError("path is empty: give a checkpoint folder under a configured root (list_checkpoints gives them)")
-    if "://" in text and not text.startswith("file:"):
-        raise AnswerError(f"{quoted(text)} is a URL; only local checkpoints under the configured roots are read")
-    try:
-        real = resolve_under_roots(text, roots)
-    except PathRefused as exc:
-        raise AnswerError(safe_text(str(exc))) from None
-    except (ValueError, OSError) as exc:
-        raise AnswerError(f"path {quoted(text)} cannot be resolved: {safe_text(str(exc))}") from None
-    if not os.path.isdir(real):
-        raise AnswerError(f"{quoted(text)} is not a folder under the configured roots")
-    return real
-
-
-def checkpoints(roots: tuple[str, ...], offset: int = 0, limit: int = DEFAULT_LIMIT) -> Answer:
-    if not roots:
-        raise AnswerError("no checkpoint root is configured: start the server with --checkpoint-root DIR")
-    offset, limit = page(offset, limit)
-    found = list_checkpoints(roots)
-    shown = found[offset : offset + limit]
-    lines = [f"{len(found)} checkpoint(s) under {len(roots)} root(s); showing {len(shown)} from {offset}."]
-    lines += [f"- {quoted(p, 500)}" for p in shown]
-    return Answer(bounded("\n".join(lines)), {"total": len(found), "offset": offset, "checkpoints": [safe_text(p) for p in shown]})
-
-
-def inspect(path: str, roots: tuple[str, ...], history: str | None) -> Answer:
-    """The inspector's report of a checkpoint under the roots, its restore estimated with the history's rates."""
-    from spark_state_observer.offline.checkpoint import inspect_checkpoint
-    from spark_state_observer.offline.checkpoint.render import render_text
-    from spark_state_observer.offline.checkpoint.report import CheckpointError
-    from spark_state_observer.offline.checkpoint.restore import rates_from_history
-
-    real = checkpoint_path(path, roots)
-    try:
-        report = inspect_checkpoint(real)
-        if history and report.query_id:
-            try:
-                rates = rates_from_history(history, report.query_id)
-            except HistoryError:
-                rates = None
-            if rates:
-                report = inspect_checkpoint(real, rates)
-    except CheckpointError as exc:
-        raise AnswerError(f"{quoted(path)} cannot be inspected: {safe_text(str(exc))}") from None
-    return Answer(bounded(safe_text(render_text(report), MAX_ANSWER_CHARS)), plain(json.loads(report.to_json())))
-
-
-# --- sizing --------------------------------------------------------------------------------------------
-
-
-def size(
-    history: str | None,
-    partitions: int | None = None,
-    operators: int | None = None,
-    stores_per_operator: int | None = None,
-    executors: int | None = None,
-    rows: int | None = None,
-    bytes_per_row: float | None = None,
-    conf: Mapping[str, str] | None = None,
-    from_query: str | None = None,
-) -> Answer:
-    """``spark-state-observer size``'s what-if: RocksDB instances, memory and disk per executor, and restore time."""
-    from spark_state_observer.model.capacity import PROVIDER_CONF, ROCKSDB_PROVIDER, estimate, read_conf
-    from spark_state_observer.offline import sizing
-
-    seen = None
-    if from_query is not None:
-        if not history:
-            raise AnswerError("from_query needs a history")
-        q = find_query(history, from_query)
-        seen = _read(sizing.from_history, history, q.query_id)
-    given = {argument(str(k), "conf key"): argument(str(v), "conf value") for k, v in list((conf or {}).items())[:MAX_ITEMS]}
-    merged = {PROVIDER_CONF: ROCKSDB_PROVIDER} if seen is None else {}
-    merged.update(seen.conf if seen is not None else {})
-    merged.update(given)
-    state = read_conf(merged)
-    origin = seen if seen is not None else sizing.Observed()
-    load = sizing.workload(partitions, operators, stores_per_operator, executors, rows, bytes_per_row, origin, state)
-    est = estimate(state, load)
-    restore = sizing.restore_time(est, merged, origin.rates)
-    return Answer(
-        bounded(safe_text(sizing.render_text(est, restore, origin), MAX_ANSWER_CHARS)), plain(sizing.to_json(est, restore, origin))
-    )

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from spark_state_observer._version import __version__
 from spark_state_observer.browser.verdict import SEVERITY
-from spark_state_observer.mcp import answers
+from spark_state_observer.mcp import answers, checkpoint_answers
 
 RUNBOOK_URI = "spark-state-observer://runbook"
 METRICS_URI = "spark-state-observer://metrics"
@@ -198,14 +198,14 @@ def build(history: str, roots: tuple[str, ...] = (), runbook: str | None = None)
     @server.tool(annotations=READ_ONLY)
     def list_checkpoints(offset: Offset = 0, limit: Limit = answers.DEFAULT_LIMIT) -> Annotated[CallToolResult, CheckpointList]:
         """The streaming checkpoints under the configured checkpoint roots."""
-        return _answer(answers.checkpoints, roots, offset, limit)
+        return _answer(checkpoint_answers.checkpoints, roots, offset, limit)
 
     @server.tool(annotations=READ_ONLY)
     def inspect_checkpoint(
         path: Annotated[Name, Field(description="a checkpoint folder under a configured root (relative to the first root, or absolute)")],
     ) -> Annotated[CallToolResult, Loose]:
         """A checkpoint inspected: offsets, commits, state files, and the restore time estimate (read-only)."""
-        return _answer(answers.inspect, path, roots, history)
+        return _answer(checkpoint_answers.inspect, path, roots, history)
 
     @server.tool(annotations=READ_ONLY)
     def size_state(
@@ -221,7 +221,9 @@ def build(history: str, roots: tuple[str, ...] = (), runbook: str | None = None)
         from_query: Annotated[Name | None, Field(description="start from this query's newest batch in the history (id or name)")] = None,
     ) -> Annotated[CallToolResult, Loose]:
         """A sizing what-if (``spark-state-observer size``): RocksDB instances, memory and disk per executor, restore time."""
-        return _answer(answers.size, history, partitions, operators, stores_per_operator, executors, rows, bytes_per_row, conf, from_query)
+        return _answer(
+            checkpoint_answers.size, history, partitions, operators, stores_per_operator, executors, rows, bytes_per_row, conf, from_query
+        )
 
     @server.resource(RUNBOOK_URI, name="runbook", mime_type="text/markdown", description="What each alert and verdict means and what to do")
     def runbook_resource() -> str:

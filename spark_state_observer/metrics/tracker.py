@@ -10,24 +10,36 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
-import math
 import operator
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, NamedTuple
+from typing import Iterable, NamedTuple
 
 from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.batch_plan import (
+    BULK_SPECS,
+    FIELDS,
+    MAX_SHAPES,
+    BatchPlan,
+    OperatorBlock,
+    OperatorNames,
+    SeriesKey,
+    add_amount,
+    add_amounts,
+    addable,
+    batch_plan,
+    operator_labels,
+    phase_plan,
+)
 from spark_state_observer.metrics.catalog import COUNTER, MetricSpec
 from spark_state_observer.metrics.labels import METRIC, OPERATOR, PHASE, SOURCE, LabelBudget
 from spark_state_observer.metrics.updates import Labels, Update
 from spark_state_observer.model import kinds, query_lifecycle
 from spark_state_observer.model.events import Event, OperatorProgress, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
-from spark_state_observer.model.fields import OPERATOR_FIELDS
 
 __all__ = ["Labels", "QueryLife", "QueryRecord", "QueryTotals", "QueryTracker", "operator_labels", "source_labels"]
 
-SeriesKey = tuple[MetricSpec, Labels]
 # the signal gauges ``QueryRecord.lifecycle`` reads: a change re-renders the query's lifecycle series
 _LIFECYCLE_GAUGES = frozenset({catalog.QUERY_CRASH_LOOP, catalog.QUERY_SCHEDULED, catalog.QUERY_LOST})
 
@@ -78,12 +90,12 @@ class QueryRecord:
     # The totals of the operators' counters while ``_accumulate`` adds to them in bulk, in the order of the
     # block's keys: those series' values in ``_counters`` are stale until written back, which every read of
     # ``counters`` (and every copy) does. One block at most (the latest operators'), a key in it once.
-    _blocks: dict[_OperatorBlock, list[float]] = field(default_factory=dict, repr=False)
-    # The batch plans per phase and operator names (``_batch_plan``), while the label budget's generation
+    _blocks: dict[OperatorBlock, list[float]] = field(default_factory=dict, repr=False)
+    # The batch plans per phase and operator names (``batch_plan``), while the label budget's generation
     # is ``_plans_generation``: what a new label value changes is decided again after it.
-    _plans: dict[tuple[tuple[str, ...], _OperatorNames], _BatchPlan] = field(default_factory=dict, repr=False)
+    _plans: dict[tuple[tuple[str, ...], OperatorNames], BatchPlan] = field(default_factory=dict, repr=False)
     _plans_generation: int = -1
-    _plan: tuple[_Names, _BatchPlan] | None = field(default=None, repr=False)  # the latest batch's
+    _plan: tuple[_Names, BatchPlan] | None = field(default=None, repr=False)  # the latest batch's
     # The names the latest batch carried (``_names``) and the label values they use (``_uses``): a batch
     # with the same names (the common case) uses the same list, which the budget then sees is a repeat.
     _uses: tuple[_Names, list[tuple[str, str]]] | None = field(default=None, repr=False)
@@ -141,12 +153,6 @@ class QueryRecord:
 
 
 @functools.lru_cache(maxsize=4096)  # every rule asks for them per operator and batch; names come from the job: bounded
-def operator_labels(index: int, name: str) -> Labels:
-    """An operator's labels, one tuple per operator: every rule sets its series, and the tracker checks an
-    update's labels against the budget once while they are the same object (``apply_updates``)."""
-    return (("operator_index", str(index)), ("operator", name))
-
-
 def source_labels(index: int, description: str) -> Labels:
     """Source labels: its position and a short description (Spark's can be long and carry options)."""
     short = description.split("[", 1)[0] if description else "unknown"
@@ -231,7 +237,7 @@ class QueryTracker:
                 key = (spec, labels)
                 if spec.kind == COUNTER:
                     amount = value or 0.0
-                    if spec in _BULK_SPECS:  # never so far: the signals count in series of their own
+                    if spec in BULK_SPECS:  # never so far: the signals count in series of their own
                         record._settle()
                     counters = record._counters
                     if key not in counters or amount:
@@ -354,8 +360,7 @@ class QueryTracker:
         return len(self._queries)
 
 
-_OperatorNames = tuple[tuple[int, str, tuple[str, ...], tuple[str, ...]], ...]  # index, name, custom metric keys, instance prefixes
-_Names = tuple[tuple[str, ...], tuple[tuple[int, str, tuple[str, ...]], ...], _OperatorNames]
+_Names = tuple[tuple[str, ...], tuple[tuple[int, str, tuple[str, ...]], ...], OperatorNames]
 
 
 def _names(p: QueryProgress) -> _Names:
@@ -399,13 +404,13 @@ def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
     operators' series keys, scales and value getters come from one plan per batch shape (``_plan_of``: by
     the names object while the names repeat), and their amounts are added to one block of bulk totals in
     one step when every one is addable; else (a new shape, a None or negative amount) phase by phase and
-    operator by operator (``_add_many``), where a zero is added only where it creates the series.
+    operator by operator (``add_amounts``), where a zero is added only where it creates the series.
     """
     counters = record._counters
-    _add(counters, _BATCHES_KEY, 1.0)
+    add_amount(counters, _BATCHES_KEY, 1.0)
     if p.batch_duration_ms is not None:
-        _add(counters, _BATCH_SECONDS_KEY, p.batch_duration_ms * catalog.BATCH_SECONDS.scale)
-    _add(counters, _INPUT_ROWS_KEY, p.input_rows)
+        add_amount(counters, _BATCH_SECONDS_KEY, p.batch_duration_ms * catalog.BATCH_SECONDS.scale)
+    add_amount(counters, _INPUT_ROWS_KEY, p.input_rows)
     allows = record.labels.allows  # the query's label budget: a value it dropped or refused makes no series
     plan = _plan_of(record, record._uses[0] if record._uses is not None else _names(p))  # _admit_labels named p
     block = plan.block
@@ -416,32 +421,32 @@ def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
         operators = p.operators
         for position, keys in zip(plan.positions, block.custom_keys):
             op = operators[position]
-            values += _FIELDS(op)
+            values += FIELDS(op)
             values += map(op.custom.__getitem__, keys)
-        if _addable(values):
-            totals[:] = map(operator.add, totals, map(operator.mul, values, block.scales))  # no None: _addable
+        if addable(values):
+            totals[:] = map(operator.add, totals, map(operator.mul, values, block.scales))  # no None: addable
             bulk = True
     if not bulk:
         record._settle()  # a new plan (first batch, other names), or values to take one by one
     if p.duration_ms and not (bulk and plan.phases):
-        phase_keys, phase_labels, phase_scales = _phase_plan(tuple(p.duration_ms))
+        phase_keys, phase_labels, phase_scales = phase_plan(tuple(p.duration_ms))
         if all(map(allows, phase_labels)):
-            _add_many(counters, phase_keys, list(p.duration_ms.values()), phase_scales)
+            add_amounts(counters, phase_keys, list(p.duration_ms.values()), phase_scales)
         else:
             for key, ms in zip(phase_keys, p.duration_ms.values()):
                 if allows(key[1]):
-                    _add(counters, key, ms * catalog.PHASE_SECONDS.scale)
+                    add_amount(counters, key, ms * catalog.PHASE_SECONDS.scale)
     for src in p.sources:
         labels = source_labels(src.index, src.description)
         if allows(labels):
-            _add(counters, (catalog.SOURCE_INPUT_ROWS, labels), src.input_rows)
+            add_amount(counters, (catalog.SOURCE_INPUT_ROWS, labels), src.input_rows)
     if p.sink is not None:
-        _add(counters, _SINK_OUTPUT_ROWS_KEY, p.sink.output_rows)
+        add_amount(counters, _SINK_OUTPUT_ROWS_KEY, p.sink.output_rows)
     if not bulk:
         _add_operators(record, p.operators, plan)
 
 
-def _plan_of(record: QueryRecord, names: _Names) -> _BatchPlan:
+def _plan_of(record: QueryRecord, names: _Names) -> BatchPlan:
     """The plan of a batch named ``names``: the latest batch's when its names are the same object (the label
     uses' memo keeps them while they repeat), else from the query's plans, decided again whenever the label
     budget's values change (``LabelBudget.generation``)."""
@@ -455,66 +460,29 @@ def _plan_of(record: QueryRecord, names: _Names) -> _BatchPlan:
     plans = record._plans
     found = plans.get(shape)
     if found is None:
-        if len(plans) >= _MAX_SHAPES:  # names that change every batch: start over rather than grow
+        if len(plans) >= MAX_SHAPES:  # names that change every batch: start over rather than grow
             plans.clear()
-        found = plans[shape] = _batch_plan(names[0], names[2], budget.allows)
+        found = plans[shape] = batch_plan(names[0], names[2], budget.allows)
     record._plan = (names, found)
     return found
 
 
-def _add_operators(record: QueryRecord, operators: tuple[OperatorProgress, ...], plan: _BatchPlan) -> None:
-    """The operators' counters one operator at a time (``_add_many``, in the event's order of custom metrics),
+def _add_operators(record: QueryRecord, operators: tuple[OperatorProgress, ...], plan: BatchPlan) -> None:
+    """The operators' counters one operator at a time (``add_amounts``, in the event's order of custom metrics),
     after which the batch's block holds the bulk totals, when every series of it exists.
 
     The bulk path (``_accumulate``) adds every phase's and allowed operator's amounts in one step when all
-    are addable: what ``_add_many`` adds per phase and operator, since each series is in the block once."""
+    are addable: what ``add_amounts`` adds per phase and operator, since each series is in the block once."""
     counters = record._counters
     for position, op_plan in zip(plan.positions, plan.ops):
         op = operators[position]
         custom = op.custom
-        _add_many(counters, op_plan.keys, [*op_plan.fields(op), *map(custom.__getitem__, op_plan.custom_keys)], op_plan.scales)
+        add_amounts(counters, op_plan.keys, [*op_plan.fields(op), *map(custom.__getitem__, op_plan.custom_keys)], op_plan.scales)
     block = plan.block
     if block.unique and all(map(counters.__contains__, block.keys)):
         record._blocks[block] = list(map(counters.__getitem__, block.keys))
 
 
-def _add(counters: dict[SeriesKey, float], key: SeriesKey, value: float | None) -> None:
-    """``QueryRecord.add`` for a key already built."""
-    if value is not None and value >= 0 and (value or key not in counters):
-        counters[key] = counters.get(key, 0.0) + value
-
-
-def _add_many(counters: dict[SeriesKey, float], keys: tuple[SeriesKey, ...], values: list[float | None], scales: tuple[float, ...]) -> None:
-    """``_add(counters, key, value * scale)`` for each key, value and scale, in that order.
-
-    In bulk (each step a C loop) when every series exists and every value is a finite number >= 0, where
-    adding a zero changes nothing, so adding every amount gives what adding the positive ones gives; else
-    value by value. Either way each total is ``total + value * scale``, the same float operations.
-    """
-    if _addable(values):
-        try:
-            totals = list(map(counters.__getitem__, keys))  # all of them before any is written
-        except KeyError:
-            pass  # a series to create: value by value, in order, as the reference does
-        else:
-            counters.update(zip(keys, map(operator.add, totals, map(operator.mul, values, scales))))
-            return
-    for key, value, scale in zip(keys, values, scales):
-        if value is not None:
-            _add(counters, key, value * scale)
-
-
-def _addable(values: list[float | None]) -> bool:
-    """Whether adding ``value * scale`` for every value gives what ``_add`` gives for each: no None, nothing
-    negative, NaN or infinite (then a zero amount adds nothing to an existing total). C loops only."""
-    try:
-        return min(values, default=0.0) >= 0 and math.isfinite(sum(values))  # type: ignore[type-var,operator,arg-type]
-    except TypeError:  # a None among them (compared with a number, or alone)
-        return False
-
-
-_OPERATOR_COUNTERS = tuple((OPERATOR_FIELDS[s.key], s) for s in catalog.OPERATOR_METRICS if s.kind == COUNTER)
-_CUSTOM_COUNTERS = {s.key: s for s in catalog.CUSTOM_METRICS if s.kind == COUNTER}
 _BATCHES_KEY: SeriesKey = (catalog.BATCHES, ())
 _BATCH_SECONDS_KEY: SeriesKey = (catalog.BATCH_SECONDS, ())
 _INPUT_ROWS_KEY: SeriesKey = (catalog.INPUT_ROWS, ())
@@ -525,101 +493,3 @@ _SINK_OUTPUT_ROWS_KEY: SeriesKey = (catalog.SINK_OUTPUT_ROWS, ())
 def _unknown_custom(custom: tuple[str, ...]) -> list[tuple[str, str]]:
     """The label values an operator's custom metrics named ``custom`` use: the keys the catalog does not know."""
     return [(METRIC, key) for key in custom if key not in catalog.CUSTOM_BY_KEY]
-
-
-@functools.lru_cache(maxsize=256)
-def _phase_key(phase: str) -> SeriesKey:
-    return (catalog.PHASE_SECONDS, ((PHASE, phase),))
-
-
-@functools.lru_cache(maxsize=256)
-def _phase_plan(phases: tuple[str, ...]) -> tuple[tuple[SeriesKey, ...], tuple[Labels, ...], tuple[float, ...]]:
-    """The series keys of a batch's phases, in order, their labels and scales."""
-    keys = tuple(_phase_key(phase) for phase in phases)
-    return keys, tuple(key[1] for key in keys), (catalog.PHASE_SECONDS.scale,) * len(keys)
-
-
-@dataclass(frozen=True, eq=False)  # identity: plans are cached, and a block is found by its plan on the hot path
-class _OperatorPlan:
-    """Where an operator's counters go: its labels, and per counter (fields first, then its custom metrics
-    in the event's order) the series key and scale; ``fields`` reads the fields' values off the operator."""
-
-    labels: Labels
-    keys: tuple[SeriesKey, ...]
-    scales: tuple[float, ...]
-    fields: Callable[[OperatorProgress], tuple[float | None, ...]]
-    custom_keys: tuple[str, ...]  # the custom metrics that are counters, in the event's order
-
-
-_BULK_SPECS = frozenset(spec for _, spec in _OPERATOR_COUNTERS) | frozenset(_CUSTOM_COUNTERS.values())
-_FIELDS = operator.attrgetter(*(attr for attr, _ in _OPERATOR_COUNTERS))
-
-
-@functools.lru_cache(maxsize=1024)  # keyed by every metric name of an operator (~4 kB an entry): bounded, names come from the job
-def _operator_plans(index: int, name: str, custom: tuple[str, ...]) -> tuple[_OperatorPlan, _OperatorPlan]:
-    """The plans of an operator whose custom metrics are named ``custom``: in their order (series are created
-    in it), and in sorted order for the bulk totals. Spark sends the same names every batch, but not always in
-    the same order (a recorded busy run reordered them every other batch): the bulk totals are one block still."""
-    counters = tuple(key for key in custom if key in _CUSTOM_COUNTERS)
-    return _operator_plan(index, name, counters), _operator_plan(index, name, tuple(sorted(counters)))
-
-
-@dataclass(frozen=True, eq=False)  # identity: cached per set of operator plans, found by it on the hot path
-class _OperatorBlock:
-    """The bulk totals of several operators in one list: their sorted plans' keys and scales end to end."""
-
-    keys: tuple[SeriesKey, ...]
-    scales: tuple[float, ...]
-    custom_keys: tuple[tuple[str, ...], ...]  # per operator, its custom counters in the sorted plan's order
-    unique: bool  # no series twice (two operators of the same index and name): else no block, add one by one
-
-
-@dataclass(frozen=True)
-class _BatchPlan:
-    """Where a batch of one shape adds its phases' and operators' counters: whether its phases are in the
-    block (all of them allowed), the allowed operators' positions in the event and their plans (in the
-    event's order of custom metrics), and the block their bulk totals share."""
-
-    phases: bool
-    positions: tuple[int, ...]
-    ops: tuple[_OperatorPlan, ...]
-    block: _OperatorBlock
-
-
-_MAX_SHAPES = 16  # per query: Spark sends one shape of names, or two (custom metrics in two orders)
-
-
-def _batch_plan(phases: tuple[str, ...], shape: _OperatorNames, allows: Callable[[Labels], bool]) -> _BatchPlan:
-    """The plan of a batch with ``phases`` and operators named as in ``shape`` under ``allows``."""
-    phase_keys, phase_labels, _ = _phase_plan(phases)
-    in_block = bool(phases) and all(map(allows, phase_labels))
-    positions, ops, bulks = [], [], []
-    for position, (index, name, custom, _) in enumerate(shape):
-        plan, bulk = _operator_plans(index, name, custom)
-        if allows(plan.labels):
-            positions.append(position)
-            ops.append(plan)
-            bulks.append(bulk)
-    return _BatchPlan(in_block, tuple(positions), tuple(ops), _operator_block(phase_keys if in_block else (), tuple(bulks)))
-
-
-@functools.lru_cache(maxsize=1024)  # keyed by phase keys and plans (identity), which are cached themselves: bounded
-def _operator_block(phase_keys: tuple[SeriesKey, ...], bulks: tuple[_OperatorPlan, ...]) -> _OperatorBlock:
-    """One block for the phases' series ``phase_keys`` and the bulk plans ``bulks``: shared by every shape
-    with the same phases and operators and names in any order, so custom metrics that Spark reorders every
-    other batch keep one block."""
-    keys = phase_keys + tuple(key for bulk in bulks for key in bulk.keys)
-    return _OperatorBlock(
-        keys,
-        (catalog.PHASE_SECONDS.scale,) * len(phase_keys) + tuple(scale for bulk in bulks for scale in bulk.scales),
-        tuple(bulk.custom_keys for bulk in bulks),
-        len(set(keys)) == len(keys),
-    )
-
-
-@functools.lru_cache(maxsize=1024)
-def _operator_plan(index: int, name: str, counters: tuple[str, ...]) -> _OperatorPlan:
-    """The plan of an operator whose custom metrics that are counters are named ``counters``, in that order."""
-    labels = operator_labels(index, name)
-    specs = [spec for _, spec in _OPERATOR_COUNTERS] + [_CUSTOM_COUNTERS[key] for key in counters]
-    return _OperatorPlan(labels, tuple((spec, labels) for spec in specs), tuple(spec.scale for spec in specs), _FIELDS, counters)

@@ -13,7 +13,8 @@ from typing import Any
 from spark_state_observer.capture.codecs import open_decompressed
 from spark_state_observer.model.bounded import loads
 from spark_state_observer.offline.eventlog import DEFAULT_MAX_LINE_BYTES, EventLogError, bounded_lines, expand
-from spark_state_observer.placement.tasks import TaskEventReader, wanted_line
+from spark_state_observer.placement.task_lines import wanted_line
+from spark_state_observer.placement.tasks import TaskEventReader
 from spark_state_observer.placement.tracker import OperatorBatch, PlacementTracker
 
 

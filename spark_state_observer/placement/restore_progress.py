@@ -29,20 +29,19 @@ map stage is ``Resubmitted``, its output gone), so they load again, elsewhere. T
 partition the restore finished on the lost executor was not run again (a result stage's: its store is gone
 with the executor and loads in the next batch); otherwise the batch that ran took the loss in.
 
-ETA (``eta_basis`` says which): where the checkpoint can be read, the composition root's ``expected_work`` hook
-(``spark_state_observer.model.checkpoint_work``: per operator and partition, the files and bytes the batch loads, priced at
-the inspector's rates) gives the work before anything finishes, and ``restore_started`` carries an ETA
-(``estimate``): that work over the task slots (the executors' cores). An operator's partitions end only once
-the stores below it in the plan are loaded too (their tasks come first, in an earlier stage or in the same
-task), so an operator's remaining work counts theirs. As partitions finish, the speed the machine shows (work
-done per second over the slots, read from each stage's later waves once one finished: a stage's first wave pays
-its start and ran 1.5-2x slower a task on every recording) corrects the rates' scale: the
-prior weighs as much as one partition of mean work, the observed speed as much as the work done, and an
-operator whose stage starts after others' corrects that speed by its own stage's (``blend``, ``blended_eta``).
-The prior's rates are one machine's; its shape (which partitions and operators hold more) is the
-checkpoint's, which is why it is kept for the remaining work and only its scale is learned. Without a
-readable checkpoint the ETA is the observed rate (finished partitions per second, from the later waves once
-one finished, the tasks in flight counted half done, ``observed``) and absent before the first partition finishes. What a task reports of its load
+ETA (``eta_basis`` says which): the restore's stages played forward as Spark schedules them
+(``spark_state_observer.placement.restore_eta``): tasks in partition order on the task slots (the executors'
+cores), the tasks in flight finishing first, an operator's stage after the stages below it in the plan (their
+tasks come first, in an earlier stage or in the same task, so an operator's remaining work counts theirs). Where
+the checkpoint can be read, the composition root's ``expected_work`` hook (``spark_state_observer.model.checkpoint_work``:
+per operator and partition, the files and bytes the batch loads, priced at the inspector's rates) gives each
+partition's work before anything finishes, and ``restore_started`` carries an ETA (``estimate``). As partitions
+finish, their tasks' times over their work give the machine's speed (from each stage's later waves once one
+finished: a stage's first wave pays its start and ran 1.5-2x slower a task on every recording), the rates' scale
+weighing as one partition (``blend``). The prior's rates are one machine's; its shape (which partitions and
+operators hold more) is the checkpoint's, which is why it is kept for the remaining work and only its scale is
+learned. Without a readable checkpoint each partition counts as one unit of work (``observed``), and there is no
+ETA before the first partition finishes. What a task reports of its load
 (changelog files replayed, load time) is summed where Spark reports it (RocksDB, Spark 4.1+; 3.5 and 4.0
 report nothing, and an aggregation's first load, in ``StateStoreRestore``, is never measured: its
 partition counts once it is saved).
@@ -61,6 +60,7 @@ from typing import Any
 from spark_state_observer.model import spark_events
 from spark_state_observer.model.checkpoint_work import ExpectedWork
 from spark_state_observer.model.signal_kinds import RESTORE_FINISHED, RESTORE_PROGRESS, RESTORE_STARTED
+from spark_state_observer.placement.restore_eta import Stage, TaskTimes, eta, remaining_seconds, steady
 
 REASON_RESTART = "restart"
 REASON_EXECUTOR_LOST = "executor_lost"
@@ -430,46 +430,32 @@ class RestoreProgress:
         return restore.expected.slots if restore.expected is not None else None
 
     def _eta(self, restore: _Restore, index: int, op: _Operator, now: float) -> Eta:
-        """The operator's ETA: the checkpoint's remaining work at the speed learned so far, else the observed rate."""
+        """The operator's ETA: its stages' schedule played forward (``restore_eta``) at the speed learned so far,
+        from the checkpoint's work where it is known, else from finished partitions alone."""
         slots = self._slots(restore)
-        own_since, own_steady = steady(op.done)
-        observed = eta(op.total, len(op.done), op.first_launch, now, slots, (own_since, len(own_steady)) if own_steady else None)
         expected = restore.expected.operators if restore.expected is not None else {}
-        if slots is None or index not in expected:
+        if slots is None:  # no schedule to play: the rate of finished partitions
+            since, later = steady(op.done)
+            observed = eta(op.total, len(op.done), op.first_launch, now, None, (since, len(later)) if later else None)
             return Eta(observed, BASIS_OBSERVED if observed is not None else None)
-        # itself and the stores below it in the plan (higher ids), whether or not their stage was seen yet
-        chain = [(work.seconds, restore.operators.get(i)) for i, work in expected.items() if i >= index]
-        total = sum(sum(w.values()) for w, _ in chain)
-        done = sum(seconds for w, o in chain if o is not None for p, seconds in w.items() if p in o.done)
-        launches = [o.first_launch for _, o in chain if o is not None and o.first_launch is not None]
-        partitions = sum(len(w) for w, _ in chain)
-        left = sum(1 for w, o in chain for p in w if o is None or p not in o.done)
-        # the speed is read from each stage's later waves where they ran (``steady``): a stage's first wave pays its
-        # start (JIT, the state store's native library, the shuffle's first fetches) and ran 1.5-2x slower a task
-        since: list[float] = []
-        observed_work = 0.0
-        for w, o in chain:
-            if o is None:
-                continue
-            first, later = steady(o.done)
-            if later:
-                since.append(first)
-                observed_work += sum(seconds for p, seconds in w.items() if p in later)
-        if observed_work <= 0:
-            since, observed_work = launches, done
-        own = own_since if own_steady else op.first_launch
-        # the work of the chain done since this operator's own tasks began (its stage's, or its stage's and those
-        # sharing it): the speed of its stage, which may differ from the stages before it. Once its later waves ran,
-        # the tasks launched since they began; before, those finished since its first launch
-        recent = 0.0
-        for w, o in chain:
-            if own is None or o is None:
-                continue
-            for p, (launched, finished) in o.done.items():
-                mark = launched if own_steady else finished
-                if mark is not None and mark >= own:
-                    recent += w.get(p, 0.0)
-        return Eta(*blended_eta(total, done, partitions, left, slots, min(since) if since else None, now, own, recent, observed_work))
+        if index not in expected:
+            if op.total is None or not op.done:
+                return Eta(None, None)
+            seconds = remaining_seconds([Stage(dict.fromkeys(range(op.total), 1.0), op.done)], slots, restore.started, now, None)
+            return Eta(seconds, BASIS_OBSERVED if seconds is not None else None)
+        # itself and the stores below it in the plan (higher ids), bottom first, whether or not their stage was seen yet
+        stages: list[Stage] = []
+        for i in sorted((i for i in expected if i >= index), reverse=True):
+            known = restore.operators.get(i)
+            done = known.done if known is not None else {}
+            work = expected[i].seconds
+            if stages and done and same_tasks(stages[-1].done, done):  # stores loaded by one task: one stage
+                below = stages.pop()
+                work = {p: below.work.get(p, 0.0) + work.get(p, 0.0) for p in below.work.keys() | work.keys()}
+            stages.append(Stage(work, done))
+        seconds = remaining_seconds(stages, slots, restore.started, now, 1.0)
+        finished = any(s is not None for stage in stages for s, _ in stage.done.values())
+        return Eta(seconds, BASIS_BLEND if finished else BASIS_ESTIMATE)
 
     def _note(self, kind: str, restore: _Restore, ts: float, attrs: dict[str, Any]) -> None:
         if len(self.notes) >= MAX_NOTES:
@@ -478,78 +464,6 @@ class RestoreProgress:
         self.notes.append(RestoreNote(kind, restore.query_id, restore.run_id, ts, attrs))
 
 
-def steady(done: dict[int, tuple[float | None, float]]) -> tuple[float, set[int]]:
-    """The partitions whose task was launched as the first of ``done`` finished or later (the stage's later waves; a
-    slot's next task is launched a few milliseconds before the driver stamps the previous one's end, so: past
-    half the first task's span), and the earliest of their launches; (0.0, empty) while only the first wave has
-    finished."""
-    launches = [s for s, _ in done.values() if s is not None]
-    if not launches:
-        return 0.0, set()
-    first_launch, first_finish = min(launches), min(f for _, f in done.values())
-    cut = first_launch + (first_finish - first_launch) / 2
-    later = {p: s for p, (s, _) in done.items() if s is not None and s >= cut and s > first_launch}
-    return (min(later.values()), set(later)) if later else (0.0, set())
-
-
-def eta(
-    total: int | None,
-    done: int,
-    first_launch: float | None,
-    now: float,
-    slots: int | None = None,
-    later: tuple[float, int] | None = None,
-) -> float | None:
-    """Seconds left at the rate observed since the first partition's task was launched; None without a rate.
-
-    With ``slots`` the tasks in flight on the other slots (half done on average at a finish) count as done work.
-    With ``later`` (the earliest launch and the count of the tasks launched after the first finish, ``steady``)
-    the rate is theirs: the first wave's start costs are not the pace of the rest."""
-    if total is None or done <= 0 or first_launch is None:
-        return None
-    since, count = later if later is not None else (first_launch, done)
-    if now <= since or count <= 0:
-        return None
-    left = max(0, total - done)
-    in_flight = min(slots - 1, left) / 2 if slots is not None and slots > 1 else 0.0
-    return round((now - since) * (left - in_flight) / (count + in_flight), 3)
-
-
-def blended_eta(
-    total: float,
-    done: float,
-    partitions: int,
-    left: int,
-    slots: int,
-    first_launch: float | None,
-    now: float,
-    own_launch: float | None = None,
-    recent: float = 0.0,
-    observed: float | None = None,
-) -> tuple[float, str]:
-    """Seconds left for ``total - done`` seconds of one-core work over ``partitions`` (``left`` of them not done) on
-        ``slots`` slots, and the basis.
-
-        The speed (wall seconds per second of expected work on one slot) starts at the rates' 1.0 and moves to the
-        one observed since ``first_launch`` over the ``observed`` work (default: all done; the caller passes the
-        stages' later waves, ``steady``): all slots busy since then (more partitions than slots until the last
-        wave), on that work plus the tasks in flight (at a finish, the other slots' tasks, half done on
-        average: leaving them out is what kept a rate from finished partitions alone pessimistic). The rates' scale
-        is one machine's at one load (the same restore ran 5-8x slower per file at a load of 33 on 2 cores than at
-        3-13), so the prior weighs as one partition of mean work, the observation as all the work done (each finished
-    partition tells the machine's pace, the first wave's included, though the speed is read from the later waves). An
-        operator whose tasks began after others' (``own_launch``: its stage follows theirs) then corrects that speed
-        by its own stage's, the ``recent`` work finished since, the same way: the rates' shape between operators
-        (a dedupe's put per record, an aggregation's read and write) is less sure than within one."""
-    remaining = max(0.0, total - done)
-    seen = done if observed is None else observed
-    if done <= 0 or seen <= 0 or first_launch is None or now <= first_launch:
-        return round(remaining / slots, 3), BASIS_ESTIMATE
-    mean = total / max(1, partitions)
-    in_flight = min(remaining, max(0, min(slots - 1, left)) * mean / 2)
-    observed_speed = (now - first_launch) * slots / (seen + in_flight)
-    speed = (mean + done * observed_speed) / (mean + done)
-    if own_launch is not None and first_launch < own_launch < now and recent > 0:
-        stage_speed = (now - own_launch) * slots / (recent + in_flight)
-        speed = (mean * speed + recent * stage_speed) / (mean + recent)
-    return round((remaining - in_flight) * speed / slots, 3), BASIS_BLEND
+def same_tasks(a: TaskTimes, b: TaskTimes) -> bool:
+    """Two operators whose partitions ended in the same tasks (the same launch and finish): one stage loads both."""
+    return any(b.get(p) == times for p, times in a.items())

@@ -33,7 +33,8 @@ from spark_state_observer.model.bounded import loads
 from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.model.spark_events import QUERY_PROGRESS, line_prefix
 from spark_state_observer.placement.restore_progress import RestoreProgress
-from spark_state_observer.placement.tasks import BatchTasks, ExecutorChange, TaskEventReader, wanted_line
+from spark_state_observer.placement.task_lines import wanted_line
+from spark_state_observer.placement.tasks import BatchTasks, ExecutorChange, TaskEventReader
 
 _PROGRESS_LINE = line_prefix(QUERY_PROGRESS)
 MAX_PENDING = 4096

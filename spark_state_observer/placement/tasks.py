@@ -36,76 +36,11 @@ from spark_state_observer.model.spark_events import (
     SQL_ADAPTIVE,
     SQL_START,
     TASK_END,
-    line_prefix,
 )
 from spark_state_observer.placement import task_decode
 from spark_state_observer.placement.restore_progress import RestoreProgress
+from spark_state_observer.placement.task_lines import JOB_START_LINE, LOST_REASONS, PLAN_LINES, STATE_METRICS, TASK_END_LINE, WRITER_MARKERS
 
-# accumulable name (as Spark 3.5 - 4.3 write it) -> PartitionRun field; see docs/findings/placement.md
-STATE_METRICS: Mapping[str, str] = {
-    "RocksDB: load - time taken to load the store": "load_ms",
-    "RocksDB: load - time taken to replay the change log": "replay_ms",
-    "RocksDB: load - number of change log files replayed": "changelog_files",
-    "RocksDB: load from snapshot - time taken to load the store from snapshot": "snapshot_load_ms",
-    "RocksDB: load - number of state loads from external storage": "loads_from_dfs",  # 4.2+
-    "number of total state rows": "rows_total",
-    "memory used by state": "memory_bytes",
-    "number of state store instances": "store_instances",
-    "count of cache miss on states cache in provider": "cache_misses",  # HDFS-backed provider
-    "RocksDB: size of all SST files": "sst_bytes",  # the state's bytes on local disk (RocksDB 3.5+)
-}
-# a plan node with one of these metrics writes state (StateStoreWriter); readers such as StateStoreRestore do not
-_WRITER_MARKERS = frozenset({"number of total state rows", "number of state store instances", "memory used by state"})
-# the event types the reader uses, the one list of them: replay's tap and the watcher's line filter
-# (``spark_state_observer.fleet.app_events.PLACEMENT_EVENTS``) decide from it, by a line's first bytes, which lines to parse at all
-TASK_EVENT_TYPES = (
-    TASK_END,
-    JOB_START,
-    EXECUTOR_ADDED,
-    EXECUTOR_REMOVED,
-    SQL_START,
-    SQL_ADAPTIVE,
-    QUERY_PROGRESS,
-    QUERY_STARTED,
-)
-LINE_PREFIXES = tuple(line_prefix(name) for name in TASK_EVENT_TYPES)
-# task ends and plans (the big, numerous lines) matter only when they name a state metric: the reader ignores
-# the rest, so they are not even parsed (a substring test per name instead of json.loads of kilobytes)
-_STATEFUL_ONLY = tuple(line_prefix(name) for name in (TASK_END, SQL_START, SQL_ADAPTIVE))
-# the names every state-writing operator reports (memory: every provider, every writer) first, so that a stateful
-# line usually stops at the first search
-_STATE_NAMES = tuple(name.encode() for name in sorted(STATE_METRICS, key=lambda n: (n != "memory used by state", n not in _WRITER_MARKERS)))
-_TASK_END_LINE = line_prefix(TASK_END)
-_JOB_START_LINE = line_prefix(JOB_START)
-_PLAN_LINES = (line_prefix(SQL_START), line_prefix(SQL_ADAPTIVE))
-
-
-def wanted_line(line: bytes) -> bool:
-    """Whether a raw event-log line can matter to ``TaskEventReader``: the one filter both task-event readers
-    (``spark_state_observer.placement.task_log``, ``spark_state_observer.offline.task_events``) apply before parsing, since most lines
-    of a log are task events of stateless stages.
-
-    A stateless task end (kilobytes, most of a log's lines) is refused after two searches, not one per state
-    metric name: every name holds one of ``_STATE_HINTS``. Its end reason is read where Spark writes it, the first
-    ``"Reason"`` of the line (before any name or value a job sets)."""
-    if not line.startswith(LINE_PREFIXES):
-        return False
-    if not line.startswith(_STATEFUL_ONLY):
-        return True
-    if any(hint in line for hint in _STATE_HINTS) and any(name in line for name in _STATE_NAMES):
-        return True
-    if not line.startswith(_TASK_END_LINE):
-        return False
-    at = line.find(_REASON)
-    return at >= 0 and line.startswith(_LOST_VALUES, at + len(_REASON))  # a restore's partition to load again
-
-
-# task ends of a task lost with its executor: no state figures, but a restore loads that partition again
-LOST_REASONS = frozenset({"ExecutorLostFailure", "Resubmitted"})
-_REASON = b'"Reason":"'
-_LOST_VALUES = tuple(f'{r}"'.encode() for r in sorted(LOST_REASONS))
-# every state metric name holds one of these (tests/unit/test_wanted_line.py): a line holding neither names no state metric
-_STATE_HINTS = (b"state", b"RocksDB: ")
 _COUNT_FIELDS = frozenset({"changelog_files", "loads_from_dfs", "rows_total", "store_instances", "cache_misses", "sst_bytes"})
 MAX_EXECUTIONS = 32  # plans kept: a batch runs 1-2 executions, several queries may interleave
 MAX_STAGES = 512  # stage -> batch mappings kept
@@ -262,19 +197,19 @@ class TaskEventReader:
         """Apply one raw event-log line of a task end, job start or SQL plan through the typed decode
         (``spark_state_observer.placement.task_decode``); ``None`` when it declines: then ``feed(json.loads(line))``. Never raises."""
         try:
-            if line.startswith(_TASK_END_LINE):
+            if line.startswith(TASK_END_LINE):
                 task = task_decode.task_end(line)
                 if task is None or task.event != TASK_END:
                     return None
                 return self._typed_task_end(task)
-            if line.startswith(_JOB_START_LINE):
+            if line.startswith(JOB_START_LINE):
                 job = task_decode.job_start(line)
                 if job is None or job.Event != JOB_START:
                     return None
                 p = job.properties
                 self._job(p.query_id, p.batch_id, p.job_group, p.execution_id, job.stage_ids, job.submitted, p.shuffle_partitions)
                 return []
-            if line.startswith(_PLAN_LINES):
+            if line.startswith(PLAN_LINES):
                 plan = task_decode.plan(line)
                 if plan is None or plan.Event not in (SQL_START, SQL_ADAPTIVE):
                     return None
@@ -308,7 +243,7 @@ class TaskEventReader:
             raw_metrics = node.get("metrics")
             metrics: list[Any] = raw_metrics if isinstance(raw_metrics, list) else []
             names = {m.get("name") for m in metrics if isinstance(m, Mapping)}
-            if names & _WRITER_MARKERS:
+            if names & WRITER_MARKERS:
                 op = _Operator(index, str(node.get("nodeName", "?")))
                 index += 1
                 for m in metrics:
@@ -330,7 +265,7 @@ class TaskEventReader:
             depth += 1
             node = stack.pop()
             metrics = node.metrics
-            if metrics and not _WRITER_MARKERS.isdisjoint([m.name for m in metrics]):
+            if metrics and not WRITER_MARKERS.isdisjoint([m.name for m in metrics]):
                 op = _Operator(index, node.nodeName)
                 index += 1
                 for m in metrics:

@@ -522,7 +522,7 @@ def test_bytes_not_yet_visible_are_read_again_not_reported(tmp_path) -> None:
 def test_raw_events_are_delivered_unparsed_and_filtered(tmp_path) -> None:
     """``raw_events`` types come as their logged lines (those ``raw_keep`` accepts), in order among the parsed ones."""
     from spark_state_observer.model.spark_events import JOB_START
-    from spark_state_observer.placement.tasks import wanted_line
+    from spark_state_observer.placement.task_lines import wanted_line
 
     _write_whole(str(tmp_path), "local-raw", "rocksdb_restart", "zstd")
     lines = recorded_lines(_source("rocksdb_restart"))

@@ -24,7 +24,8 @@ from spark_state_observer.model.signal_kinds import SignalEvent
 from spark_state_observer.offline.eventlog import expand, open_decompressed
 from spark_state_observer.offline.replay import replay
 from spark_state_observer.placement.feed import PlacementFeed
-from spark_state_observer.placement.restore_progress import MAX_NOTES, MAX_RESTORES, STEPS, RestoreProgress, eta
+from spark_state_observer.placement.restore_eta import eta
+from spark_state_observer.placement.restore_progress import MAX_NOTES, MAX_RESTORES, STEPS, RestoreProgress
 from spark_state_observer.placement.task_log import EventLogSource
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.facts import SignalFacts

@@ -17,8 +17,9 @@ from conftest import FIXTURES
 from spark_state_observer.capture.codecs import open_decompressed
 from spark_state_observer.model.spark_events import SQL_ADAPTIVE, SQL_START
 from spark_state_observer.offline.eventlog import expand
+from spark_state_observer.placement.task_lines import wanted_line
 from spark_state_observer.placement.task_log import EventLogSource
-from spark_state_observer.placement.tasks import TaskEventReader, wanted_line
+from spark_state_observer.placement.tasks import TaskEventReader
 
 EVENTLOGS = sorted(glob.glob(os.path.join(FIXTURES, "**", "eventlog"), recursive=True))
 TYPED = (b'{"Event":"SparkListenerTaskEnd"', b'{"Event":"SparkListenerJobStart"', b'{"Event":"org.apache.spark.sql.execution.ui.')
@@ -144,7 +145,7 @@ def _drop(path: tuple[Any, ...]) -> Callable[[Any], Any]:
 
 
 def _state_acc(obj: Any) -> int:
-    from spark_state_observer.placement.tasks import STATE_METRICS
+    from spark_state_observer.placement.task_lines import STATE_METRICS
 
     return next(i for i, a in enumerate(obj["Task Info"]["Accumulables"]) if a.get("Name") in STATE_METRICS)
 

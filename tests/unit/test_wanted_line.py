@@ -1,4 +1,4 @@
-"""``wanted_line`` (spark_state_observer.placement.tasks), placement's filter before any parse, against the filter it replaced:
+"""``wanted_line`` (spark_state_observer.placement.task_lines), placement's filter before any parse, against the filter it replaced:
 one search per state metric name and per lost reason anywhere in the line. Equal on every line of every recorded
 event log, and on lines made to sit at its edges."""
 
@@ -10,12 +10,12 @@ import pytest
 
 from conftest import FIXTURES
 from spark_state_observer.offline.eventlog import open_decompressed
-from spark_state_observer.placement import tasks
-from spark_state_observer.placement.tasks import LINE_PREFIXES, STATE_METRICS, wanted_line
+from spark_state_observer.placement import task_lines
+from spark_state_observer.placement.task_lines import LINE_PREFIXES, STATE_METRICS, wanted_line
 
-_LOST = tuple(f'"Reason":"{r}"'.encode() for r in sorted(tasks.LOST_REASONS))
+_LOST = tuple(f'"Reason":"{r}"'.encode() for r in sorted(task_lines.LOST_REASONS))
 _NAMES = tuple(name.encode() for name in STATE_METRICS)
-_STATEFUL_ONLY = tasks._STATEFUL_ONLY
+_STATEFUL_ONLY = task_lines._STATEFUL_ONLY
 
 
 def reference(line: bytes) -> bool:
@@ -24,7 +24,7 @@ def reference(line: bytes) -> bool:
         return False
     if not line.startswith(_STATEFUL_ONLY) or any(name in line for name in _NAMES):
         return True
-    return line.startswith(tasks._TASK_END_LINE) and any(reason in line for reason in _LOST)
+    return line.startswith(task_lines.TASK_END_LINE) and any(reason in line for reason in _LOST)
 
 
 def recorded_lines() -> list[bytes]:
@@ -41,12 +41,12 @@ def recorded_lines() -> list[bytes]:
 
 
 def test_every_state_metric_name_holds_a_hint() -> None:
-    assert all(any(hint in name for hint in tasks._STATE_HINTS) for name in _NAMES)
+    assert all(any(hint in name for hint in task_lines._STATE_HINTS) for name in _NAMES)
 
 
 def test_equal_to_the_reference_on_every_recorded_line() -> None:
     lines = recorded_lines()
-    task_ends = [line for line in lines if line.startswith(tasks._TASK_END_LINE)]
+    task_ends = [line for line in lines if line.startswith(task_lines.TASK_END_LINE)]
     assert len(task_ends) > 10_000 and any(not reference(line) for line in task_ends)
     assert any(reference(line) for line in task_ends if any(reason in line for reason in _LOST))  # lost tasks recorded
     differ = [line[:200] for line in lines if wanted_line(line) != reference(line)]

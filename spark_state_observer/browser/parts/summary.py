@@ -3,6 +3,8 @@ sparklines and last restart and restore, read from the data layer."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from spark_state_observer.browser import data, fmt
@@ -45,7 +47,7 @@ def restart_text(events: pd.DataFrame) -> str:
     return fmt.when(restarts.ts.iloc[-1]) + (f" ({fmt.duration(down)} down)" if down is not None else "")
 
 
-def summary_row(ctx: Context, q: pd.Series, now: float, found: list[Verdict]) -> dict:
+def summary_row(ctx: Context, q: pd.Series, now: float, found: list[Verdict]) -> dict[str, Any]:
     """One line of the table: verdict (``found``, most severe first), health, newest figures, sparklines,
     last restart and restore."""
     recent = data.recent_batches(ctx.history, ctx.tok, q.query_id)

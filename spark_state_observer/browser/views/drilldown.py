@@ -8,6 +8,8 @@ once opened (each chart costs the server its spec and the browser a Vega compile
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -40,7 +42,7 @@ def event_table(events: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def rocksdb_commit(progress: list[dict]) -> pd.DataFrame:
+def rocksdb_commit(progress: list[dict[str, Any]]) -> pd.DataFrame:
     """Commit latency breakdown per batch and operator, from the raw progress (only RocksDB reports it)."""
     rows = []
     for p in progress:
@@ -53,6 +55,7 @@ def rocksdb_commit(progress: list[dict]) -> pd.DataFrame:
 
 
 def render(ctx: Context) -> None:
+    assert ctx.query_id is not None  # a query's page: app.py renders it only with a query chosen
     qid = ctx.query_id
     st.header(f"Query {fmt.md(label(ctx.all_queries, qid))}")
     runs = data.run_stats(ctx.history, ctx.tok, qid)
@@ -147,6 +150,7 @@ def render(ctx: Context) -> None:
 
 def state_charts(ctx: Context, dom: list[str] | None, events: pd.DataFrame) -> None:
     """State rows, memory and churn per operator (read and drawn only while their expander is open)."""
+    assert ctx.query_id is not None  # a query's page: app.py renders it only with a query chosen
     ops = charts.with_time(data.operator_series(ctx.history, ctx.tok, ctx.query_id, ctx.since, ctx.until, max_points=CHART_POINTS))
     if ops.empty:
         st.caption("No stateful operator reported in this range.")
@@ -166,7 +170,7 @@ def state_charts(ctx: Context, dom: list[str] | None, events: pd.DataFrame) -> N
     )
 
 
-def lag_charts(batches: pd.DataFrame, progress: list[dict], dom: list[str] | None, events: pd.DataFrame) -> None:
+def lag_charts(batches: pd.DataFrame, progress: list[dict[str, Any]], dom: list[str] | None, events: pd.DataFrame) -> None:
     """Watermark lag and the RocksDB commit latency breakdown (drawn only while their expander is open)."""
     lagged = batches[batches.watermark.fillna(0) > 0]
     commit = rocksdb_commit(progress)
@@ -202,7 +206,7 @@ def lag_charts(batches: pd.DataFrame, progress: list[dict], dom: list[str] | Non
         )
 
 
-def config_panel(progress: list[dict]) -> None:
+def config_panel(progress: list[dict[str, Any]]) -> None:
     """The effective state configuration of the newest run, each value with where it was read."""
     with st.expander("Effective configuration", expanded=True):
         if not progress:
@@ -211,7 +215,7 @@ def config_panel(progress: list[dict]) -> None:
         st.table(effective.effective_config(progress).map(fmt.md), hide_index=True)
 
 
-def commit_history(progress: list[dict]) -> None:
+def commit_history(progress: list[dict[str, Any]]) -> None:
     """Every batch is a commit: min / avg / max of its figures, then per window of batches (newest first)."""
     batches = commits.per_batch(progress)
     st.subheader("Commits")
@@ -244,6 +248,7 @@ def _event_target(runs: pd.DataFrame) -> tuple[str, int] | None:
 
 def batch_detail(ctx: Context) -> None:
     """The full progress JSON of one batch (``load_batch``); the newest run's newest batch by default."""
+    assert ctx.query_id is not None  # a query's page: app.py renders it only with a query chosen
     st.subheader("Batch progress")
     runs = data.run_stats(ctx.history, ctx.tok, ctx.query_id)
     with_batches = runs[runs.batches > 0].iloc[::-1]

@@ -25,6 +25,7 @@ def columns(frame: pd.DataFrame, count: int = BUCKETS) -> pd.DataFrame:
 
 
 def render(ctx: Context) -> None:
+    assert ctx.query_id is not None  # a query's page: app.py renders it only with a query chosen
     st.header(f"Partitions of {fmt.md(label(ctx.all_queries, ctx.query_id))}")
     lag = data.partition_lag(ctx.history, ctx.tok, ctx.query_id, ctx.since, ctx.until, BUCKETS)
     if lag.empty:

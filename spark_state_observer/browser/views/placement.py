@@ -22,13 +22,14 @@ CAUSES = {
 
 
 def _op_names(ctx: Context) -> dict[int, str]:
+    assert ctx.query_id is not None  # a query's page: app.py renders it only with a query chosen
     ops = data.operator_series(ctx.history, ctx.tok, ctx.query_id, ctx.since, ctx.until)
     if ops.empty:
         return {}
     return {int(i): str(n) for i, n in zip(ops.op_index, ops.op_name.fillna("?"))}
 
 
-def placement_map(frame: pd.DataFrame, title: str) -> alt.LayerChart:
+def placement_map(frame: pd.DataFrame, title: str) -> alt.LayerChart | alt.FacetChart:
     """Partitions x batches coloured by executor; migrated cells carry a mark; hover for size and cost."""
     cells = frame.assign(
         moved=frame.moved_from.notna(),

@@ -27,6 +27,7 @@ COLUMNS = {
 
 
 def render(ctx: Context) -> None:
+    assert ctx.queries is not None  # app.py renders a page only once the history has queries
     scope = ctx.app or "all applications"
     st.header("Queries")
     now = time.time()

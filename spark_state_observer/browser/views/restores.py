@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from typing import Any, Sequence
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from spark_state_observer.browser import charts, checkpoints, data, fmt
 from spark_state_observer.browser.context import Context, label
@@ -54,7 +56,7 @@ def course(events: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     newest = told[told.ts == told.ts.max()].iloc[0]
     batch = (newest.run_id, newest.attributes.get("batch_id"))
-    rows: dict[object, dict] = {}
+    rows: dict[object, dict[str, Any]] = {}
     for e in told.sort_values("ts").itertuples():
         a = e.attributes
         if (e.run_id, a.get("batch_id")) != batch:
@@ -170,6 +172,7 @@ def shown(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def render(ctx: Context) -> None:
+    assert ctx.query_id is not None  # a query's page: app.py renders it only with a query chosen
     qid = ctx.query_id
     st.header(f"Restores and reloads of {fmt.md(label(ctx.all_queries, qid))}")
     events = data.events_of(ctx.history, ctx.tok, qid, KINDS)
@@ -180,7 +183,7 @@ def render(ctx: Context) -> None:
         last = found[found.what == "restore"]
         last = last[last.ts == last.ts.max()]
         measured = float(last.seconds.sum())
-    cols = st.columns(4)
+    cols: Sequence[DeltaGenerator] = st.columns(4)  # then 3: one name for both rows of figures
     cols[0].metric("restarts", f"{len(restarts):,}")
     cols[1].metric("restores measured", f"{int((found.what == 'restore').sum()) if len(found) else 0:,}")
     cols[2].metric("reloads within runs", f"{int((found.what == 'reload').sum()) if len(found) else 0:,}")

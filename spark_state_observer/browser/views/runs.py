@@ -3,6 +3,8 @@ side by side (before/after a restart or a config change)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -26,7 +28,7 @@ def run_list(runs: pd.DataFrame, terminations: pd.DataFrame) -> pd.DataFrame:
     """One row per run, newest first: start, end, batches, outcome and the root-cause line."""
     rows = []
     for run in runs.iloc[::-1].itertuples():
-        attrs = next(
+        attrs: dict[str, Any] = next(
             (a for rid, a in zip(terminations.run_id, terminations.attributes) if rid == run.run_id and a.get("outcome") == "exception"), {}
         )
         exception = None if fmt.missing(run.exception) else run.exception
@@ -46,19 +48,20 @@ def run_list(runs: pd.DataFrame, terminations: pd.DataFrame) -> pd.DataFrame:
                 "ended": fmt.when(_end(run)),
                 "run id": run.run_id,
             }
-        )  # type: ignore[arg-type]
+        )
     return pd.DataFrame(rows)
 
 
-def run_summary(ctx: Context, run: pd.Series, events: pd.DataFrame) -> dict:
+def run_summary(ctx: Context, run: pd.Series, events: pd.DataFrame) -> dict[str, Any]:
     """The figures to compare: duration, rates, state size, restore and restart of the run."""
+    assert ctx.query_id is not None  # a query's page: app.py renders it only with a query chosen
     batches = data.batch_series(ctx.history, ctx.tok, ctx.query_id, None, None, run.run_id)
     mine = events[events.run_id == run.run_id]
     restores = mine[mine.kind == RESTORE].attributes.tolist()
     restart = mine[mine.kind == QUERY_RESTARTED].attributes.tolist()
-    weights = batches.batches if len(batches) else None
+    weights: Any = batches.batches if len(batches) else None
     exception = None if fmt.missing(run.exception) else run.exception
-    ended = next((a for a in mine[mine.kind == "query_terminated"].attributes if a.get("outcome") == "exception"), {})
+    ended: dict[str, Any] = next((a for a in mine[mine.kind == "query_terminated"].attributes if a.get("outcome") == "exception"), {})
     return {
         "started": fmt.when(run.started),
         "ended": fmt.when(_end(run)),
@@ -79,6 +82,7 @@ def run_summary(ctx: Context, run: pd.Series, events: pd.DataFrame) -> dict:
 
 
 def render(ctx: Context) -> None:
+    assert ctx.query_id is not None  # a query's page: app.py renders it only with a query chosen
     st.header(f"Runs of {fmt.md(label(ctx.all_queries, ctx.query_id))}")
     runs = data.run_stats(ctx.history, ctx.tok, ctx.query_id)
     terminations = data.events_of(ctx.history, ctx.tok, ctx.query_id, ("query_terminated",))
