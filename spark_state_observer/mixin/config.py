@@ -527,7 +527,7 @@ def _refusal(problem: DecodeProblem, data: Any) -> str:
     key = ".".join(problem.path)
     raw = value_at(data, problem.path)
     hint = field_hint(MixinConfig, problem.path)
-    if problem.unknown_key:
+    if problem.unknown_key or (dataclasses.is_dataclass(hint) and isinstance(raw, Mapping)):  # a key no field has, or not text
         prefix = key + "." if key else ""
         unknown = [k for k in raw if k not in {f.name for f in dataclasses.fields(hint)}]
         return (

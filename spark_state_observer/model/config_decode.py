@@ -42,7 +42,7 @@ def decode(cls: type[T], data: Any, default: T | None = None, strict: bool = Tru
         given = msgspec.convert(data, _schema(typing.cast(type, cls)), strict=strict)
     except msgspec.ValidationError as exc:
         raise _problem(cls, str(exc)) from None
-    return _merge(cls, given, cls() if default is None else default)
+    return _merge(cls, given, cls() if default is None else default, ())
 
 
 def field_hint(cls: type, path: tuple[str, ...]) -> Any:
@@ -81,16 +81,16 @@ def _loose(hint: Any) -> Any:
     return hint
 
 
-def _merge(cls: type[T], given: msgspec.Struct, default: T) -> T:
+def _merge(cls: type[T], given: msgspec.Struct, default: T, path: tuple[str, ...]) -> T:
     values: dict[str, Any] = {}
     for name, hint in _hints(cls).items():
         value = getattr(given, name)
         if value is msgspec.UNSET:
             continue
         if dataclasses.is_dataclass(hint):
-            value = _merge(typing.cast(type, hint), value, getattr(default, name))
+            value = _merge(typing.cast(type, hint), value, getattr(default, name), (*path, name))
         elif isinstance(value, dict):
-            value = {k: v if isinstance(v, str) else _number_text(v, (name, k)) for k, v in value.items()}
+            value = {k: v if isinstance(v, str) else _number_text(v, (*path, name)) for k, v in value.items()}
         values[name] = value
     return dataclasses.replace(default, **values)  # type: ignore[type-var]
 
