@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_state_observer.metrics.catalog import RESERVED_LABELS
+from spark_state_observer.model.config_decode import DecodeProblem, decode
 from spark_state_observer.model.identity import LabelsError, Pairs, parse_labels
 
 ENV_PREFIX = "SPARK_STATE_OBSERVER_"
@@ -292,20 +293,29 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Build settings from ``SPARK_STATE_OBSERVER_*`` variables, then apply keyword overrides."""
+        """Build settings from ``SPARK_STATE_OBSERVER_*`` variables, then apply keyword overrides.
+
+        Both are read by the one typed decoder (``spark_state_observer.model.config_decode``): text becomes the
+        field's type, an unknown keyword is refused."""
         env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            key = ENV_PREFIX + f.name.upper()
-            if key in env:
-                values[f.name] = _coerce(f.name, key, env[key], f.type)
-        unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
+        types = {f.name: f.type for f in dataclasses.fields(cls)}
+        unknown = set(overrides) - set(types)
         if unknown:
             raise SettingsError(f"unknown observer setting(s): {', '.join(sorted(unknown))}")
+        given: dict[str, tuple[str, Any]] = {}  # field: (where it came from, value)
+        for name, ftype in types.items():
+            key = ENV_PREFIX + name.upper()
+            if key in env:
+                given[name] = (key, _text(env[key], ftype))
         for name, value in overrides.items():
-            ftype = next(f.type for f in dataclasses.fields(cls) if f.name == name)
-            values[name] = _coerce(name, "keyword argument", value, ftype) if isinstance(value, str) and ftype != "str" else value
-        settings = cls(**values)
+            text = isinstance(value, str) and types[name] != "str"
+            given[name] = ("keyword argument", _text(value, types[name]) if text else value)
+        try:
+            settings = decode(cls, {name: value for name, (_, value) in given.items()}, strict=False)
+        except DecodeProblem as exc:
+            name = exc.path[0] if exc.path else ""
+            source, value = given.get(name, ("", ""))
+            raise SettingsError(f"setting {name} from {source}: cannot read {str(value).strip()!r} as {types.get(name)}") from None
         settings.validate()
         return settings
 
@@ -345,23 +355,16 @@ class Settings:
             raise SettingsError(f"stop_flush_seconds must be in [0, 300], got {self.stop_flush_seconds}")
 
 
-def _coerce(name: str, source: str, raw: Any, ftype: Any) -> Any:
+def _text(raw: Any, ftype: Any) -> Any:
+    """A setting given as text, for the decoder: stripped, and the environment's ways of saying yes and no as booleans."""
     text = str(raw).strip()
-    try:
-        if ftype in (bool, "bool"):
-            lowered = text.lower()
-            if lowered in ("1", "true", "yes", "on"):
-                return True
-            if lowered in ("0", "false", "no", "off", ""):
-                return False
-            raise ValueError(text)
-        if ftype in (int, "int"):
-            return int(text)
-        if ftype in (float, "float"):
-            return float(text)
-        return text
-    except ValueError:
-        raise SettingsError(f"setting {name} from {source}: cannot read {text!r} as {ftype}") from None
+    if ftype in (bool, "bool"):
+        lowered = text.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off", ""):
+            return False
+    return text
 
 
 def settings_table() -> str:

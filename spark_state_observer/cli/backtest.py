@@ -53,6 +53,7 @@ def add_parser(sub: Any) -> None:
     )
     bt.add_argument("--prometheus", default=None, help="prometheus binary (default: from PATH)")
     bt.add_argument("--promtool", default=None, help="promtool binary (default: from PATH)")
+    bt.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

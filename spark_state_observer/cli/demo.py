@@ -1,4 +1,4 @@
-"""The embedded demo: a local Spark running a stateful pipeline with the observer attached.
+"""``spark-state-observer demo``: a local Spark running a stateful pipeline with the observer attached.
 
 Pipeline (one query, two state operators): a rate source, streaming deduplication with a watermark,
 then a tumbling-window count per key. RocksDB with changelog checkpointing by default, or the
@@ -8,7 +8,9 @@ the demo is what the tests check.
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 import tempfile
 from typing import Any
 
@@ -16,6 +18,74 @@ from spark_state_observer.model import kinds
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def add_parser(sub: Any) -> None:
+    demo = sub.add_parser("demo", help="run a local stateful pipeline with the observer attached")
+    demo.add_argument("--provider", choices=("rocksdb", "hdfs"), default="rocksdb")
+    demo.add_argument(
+        "--source",
+        choices=("rate", "kafka"),
+        default="rate",
+        help="rate: Spark's rate source; kafka: a local Kafka broker and producer (needs `bash scripts/fetch_kafka.sh`)",
+    )
+    demo.add_argument("--rows-per-second", type=int, default=50)
+    demo.add_argument("--duration", type=float, default=None, help="seconds to run (default: until Ctrl-C)")
+    demo.add_argument("--port", type=int, default=None, help="metrics port (default: setting http_port, 9108)")
+    demo.add_argument("--host", default=None, help="metrics bind address (default: 127.0.0.1)")
+    demo.add_argument("--checkpoint", default=None, help="checkpoint folder (default: a new temporary one)")
+    demo.add_argument(
+        "--ui",
+        nargs="?",
+        type=int,
+        const=8501,
+        default=None,
+        metavar="PORT",
+        help="also serve the state browser over the demo's history (default port 8501)",
+    )
+    demo.add_argument("--otlp-endpoint", default=None, help="also export over OTLP to this collector, e.g. http://127.0.0.1:4318")
+    demo.add_argument("--otlp-protocol", choices=("http/protobuf", "grpc"), default=None, help="OTLP protocol (default: http/protobuf)")
+    demo.add_argument(
+        "--watch", action="store_true", help="run two small applications writing event logs and the event-log watcher following both"
+    )
+    demo.set_defaults(run=run, serving=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``demo --watch`` is the watcher's demo (``spark_state_observer.cli.demo_watch``); without it, the embedded one."""
+    if args.watch:
+        from spark_state_observer.cli import demo_watch
+
+        return demo_watch.run(args)
+    return _embedded(args)
+
+
+def _embedded(args: argparse.Namespace) -> int:
+    """The demo with the observer attached in the driver (a rate source, or a local Kafka broker)."""
+    from spark_state_observer.exporters.http import ExporterError
+
+    options = (
+        ("http_port", args.port),
+        ("http_host", args.host),
+        ("otlp_endpoint", args.otlp_endpoint),
+        ("otlp_protocol", args.otlp_protocol),
+    )
+    overrides = {k: v for k, v in options if v is not None}
+    try:
+        if args.source == "kafka":
+            from spark_state_observer.cli.kafka_demo import missing_parts, run_kafka_demo
+
+            missing = missing_parts()
+            if missing is not None:
+                print(f"spark-state-observer: the Kafka demo needs a local broker and Spark's Kafka connector: {missing}", file=sys.stderr)
+                return 2
+            run_kafka_demo(args.rows_per_second, args.duration, args.checkpoint, **overrides)
+        else:
+            run_demo(args.provider, args.rows_per_second, args.duration, args.checkpoint, ui_port=args.ui, **overrides)
+    except ExporterError as exc:
+        print(f"spark-state-observer: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def spark_session(

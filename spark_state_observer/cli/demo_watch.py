@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from types import FrameType
+from typing import Any
 
 APPS = ("demo-orders", "demo-payments")
 DEFAULT_LABELS = "cluster=demo,namespace=local"
@@ -29,14 +30,17 @@ DEFAULT_LABELS = "cluster=demo,namespace=local"
 
 def run(args: argparse.Namespace) -> int:
     """The parent: start both applications, watch their folder, stop everything in order."""
-    from spark_state_observer.cli.watch import watcher_settings
     from spark_state_observer.exporters.http import ExporterError
     from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
     from spark_state_observer.offline.local_process import stop_process
+    from spark_state_observer.settings import Settings, SettingsError
 
     labels = None if os.environ.get("SPARK_STATE_OBSERVER_LABELS") else DEFAULT_LABELS
-    settings = watcher_settings(args.port, args.host, labels)
-    if settings is None:
+    given: dict[str, Any] = {"http_port": args.port, "http_host": args.host, "labels": labels}
+    try:
+        settings = Settings.from_env(**{k: v for k, v in given.items() if v is not None})
+    except SettingsError as exc:
+        print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
     root = tempfile.mkdtemp(prefix="spark-state-observer-demo-watch-")
     logs = os.path.join(root, "eventlogs")

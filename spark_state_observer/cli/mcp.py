@@ -22,6 +22,7 @@ def add_parser(sub: Any) -> None:
     mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or streamable HTTP")
     mcp.add_argument("--host", default=None, help="HTTP bind address (default: setting http_host, 127.0.0.1)")
     mcp.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765; 0 picks a free one)")
+    mcp.set_defaults(run=run, serving=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ def add_parser(sub: Any) -> None:
     retire.add_argument(
         "--history", required=True, metavar="URL", help="the watcher's history: a path, sqlite:///path or postgresql://user@host/db"
     )
+    retire.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, clock: Callable[[], float] = time.time) -> int:

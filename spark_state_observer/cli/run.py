@@ -26,6 +26,7 @@ def add_parser(sub: Any) -> None:
         "SPARK_STATE_OBSERVER_* and OTEL_* environment variables; nothing in the job changes.",
     )
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command and its arguments, after --")
+    r.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

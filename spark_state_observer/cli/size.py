@@ -82,6 +82,7 @@ def add_parser(sub: Any) -> None:
     origin.add_argument("--from-history", default=None, metavar="URL", help="start from a query in a history database (its newest batch)")
     size.add_argument("--query", default=None, help="with --from-history: the query id (default: the newest batch's query)")
     size.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    size.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ def add_parser(subparsers: Any) -> None:
         help="classic dashboard JSON (default), or Grafana 13's v2 resources (dashboard.grafana.app/v2; needs the mixin extra)",
     )
     sub.add_parser("config", help="print the default configuration with every key documented (YAML)")
+    mixin.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -45,7 +45,7 @@ BOMB = b"[" + b"{}," * (10 * MB) + b"{}]"
 ALLOWED = {
     ("model/bounded.py", "json.loads"): "the bounded parser itself, after counting",
     ("model/bounded.py", "msgspec.json.Decoder"): "the bounded typed decoder, which counts first",
-    ("cli/main.py", "json.loads"): "the report's own JSON (report.to_json()), read back to add sections",
+    ("cli/inspect.py", "json.loads"): "the report's own JSON (report.to_json()), read back to add sections",
     ("mcp/checkpoint_answers.py", "json.loads"): "the inspector report's own JSON (report.to_json()), read back as structured data",
     ("mixin/dashboards/__init__.py", "json.loads"): "a dashboard this package built, round-tripped to plain types",
     ("offline/kafka_local.py", "json.load"): "manifests scripts/fetch_kafka.py wrote for the tests' local Kafka",
