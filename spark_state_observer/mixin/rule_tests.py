@@ -197,17 +197,24 @@ def _query_down(c: CaseInputs) -> Case:
     query waiting for its next scheduled run, and a query not expected to run that stopped (a planned stop), stay silent."""
     alert = "SparkStreamingQueryDown"
     expected = parse_matchers(c.config.expected_running_selector, "expected_running_selector")
-    wanted = labels_satisfying(expected, c.config.test_labels, "expected_running_selector")
+
+    def expected_query(role: int, **extra: str) -> Labels:
+        """The role's query labels, made to match the selector (from ``test_labels``) when they do not already."""
+        labels = c.ls.query(role)
+        if not _matches(labels, expected):
+            labels = {**labels, **labels_satisfying(expected, c.config.test_labels, "expected_running_selector")}
+        return {**labels, **extra}
+
     n = _samples(c.for_(alert) + 10)
     last = math.floor(c.config.fleet.grace_seconds / 60) - 1  # the last one-minute scrape before the watcher forgets
-    bad = c.ls.query(0, **wanted)
+    bad = expected_query(0)
     values, fire_at, quiet = f"1x{n}", c.for_(alert) + 2, c.quiet_before(alert)
     if last < n:
         values, fire_at, quiet = f"1x{max(last, 0)} stale", min(fire_at, last), [*quiet, last + 2]
     series: list[tuple[MetricSpec | str, Labels, str]] = [
         (catalog.QUERY_LIFECYCLE, {**bad, "state": "stopped"}, values),
-        (catalog.QUERY_LIFECYCLE, c.ls.query(1, **wanted, state="scheduled"), f"1x{n}"),
-        (catalog.QUERY_LIFECYCLE, c.ls.query(1, **wanted, state="stopped"), f"0x{n}"),
+        (catalog.QUERY_LIFECYCLE, expected_query(1, state="scheduled"), f"1x{n}"),
+        (catalog.QUERY_LIFECYCLE, expected_query(1, state="stopped"), f"0x{n}"),
     ]
     if not _matches(c.ls.query(2), expected):
         series.append((catalog.QUERY_LIFECYCLE, c.ls.query(2, state="stopped"), f"1x{n}"))
