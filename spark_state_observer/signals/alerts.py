@@ -204,8 +204,8 @@ ALERTS: tuple[AlertSpec, ...] = (
         "SparkStateSnapshotUploadLagging",
         "state",
         # the signal judges the lag (snapshot_lag_batches plus a maintenance interval's batches); the alert reads its
-        # judgement, so both fire at the same lag
-        "5m",
+        # judgement, so both fire at the same lag; a minute rides out a scrape that saw it alone
+        "1m",
         WARNING,
         (k.SNAPSHOT_LAGGING,),
         ("snapshot_lagging",),
@@ -231,7 +231,7 @@ ALERTS: tuple[AlertSpec, ...] = (
     AlertSpec(
         "SparkStateSkewed",
         "state",
-        "5m",
+        "1m",  # the gauges hold batch after batch; the signal asks three in a row
         WARNING,
         (k.STATE_SKEWED,),
         ("state_skewed",),

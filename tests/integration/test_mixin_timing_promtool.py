@@ -16,7 +16,6 @@ from spark_state_observer.mixin.config import MixinConfig, load_config
 from spark_state_observer.mixin.rule_tests import build_cases, case_document
 from spark_state_observer.mixin.rules import alerting_rules, rule_files
 
-
 EXPECTED = """expected_running_selector='query="orders"'"""  # SparkStreamingQueryDown is exported for the queries expected to run
 
 
