@@ -44,11 +44,13 @@ def sections(text: str) -> tuple[str, list[tuple[str, str, str]]]:
 
 
 def _scroll_to(anchor: str) -> None:
-    """Scroll the page to the element with id ``anchor`` once Streamlit has drawn it (the component runs in a
-    same-origin frame; it retries for a few seconds while the page is being drawn)."""
+    """Scroll the page to the element with id ``anchor`` (or, when empty, the address's ``#anchor``) once Streamlit
+    has drawn it: the component runs in a same-origin frame and retries for a few seconds while the page is drawn."""
     components.html(
-        "<script>(function(){var id=" + json.dumps(anchor) + ",n=0;function go(){var d=window.parent.document,"
-        "e=d.getElementById(id);if(e){e.scrollIntoView({block:'start'});return;}if(++n<100)setTimeout(go,100);}go();})();</script>",
+        "<script>(function(){var p=window.parent,id="
+        + json.dumps(anchor)
+        + "||decodeURIComponent(p.location.hash.slice(1)),n=0;if(!id)return;function go(){var e=p.document.getElementById(id);"
+        "if(e){e.scrollIntoView({block:'start'});return;}if(++n<100)setTimeout(go,100);}go();})();</script>",
         height=0,
     )
 
@@ -64,7 +66,7 @@ def render(ctx: Context) -> None:
             st.caption(f"severity {spec.severity}, for {spec.for_} by default")
         st.markdown(body)
     wanted = st.query_params.get(SECTION_PARAM)
-    if wanted and ANCHOR.fullmatch(wanted) and any(anchor == wanted for anchor, _, _ in parts):
-        _scroll_to(wanted)
-    elif wanted:
+    known = bool(wanted and ANCHOR.fullmatch(wanted) and any(anchor == wanted for anchor, _, _ in parts))
+    if wanted and not known:
         st.warning("No runbook section by that name; the sections are listed at the top.")
+    _scroll_to(wanted if known and wanted else "")
