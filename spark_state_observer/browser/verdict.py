@@ -378,9 +378,10 @@ def _count(value: object) -> float | None:
 
 
 def snapshot_lagging(f: Facts) -> Verdict | None:
-    """Store instances of the newest run past the normal snapshot lag (the ``snapshot_lagging`` signal, which
-    SparkStateSnapshotUploadLagging reads): a restart would replay that many changelog files."""
-    signal = _in_newest_run(f, k.SNAPSHOT_LAGGING)
+    """Store instances past the normal snapshot lag (the newest ``snapshot_lagging`` signal, which
+    SparkStateSnapshotUploadLagging reads): a restart would replay that many changelog files. Of any run: the lag is
+    the checkpoint's, so it outlives a restart, and the signal is raised once until the lag comes back within normal."""
+    signal = _last(f.events, k.SNAPSHOT_LAGGING)
     if signal is None:
         return None
     a = signal.get("attributes") or {}
