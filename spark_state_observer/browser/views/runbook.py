@@ -49,7 +49,8 @@ def _scroll_to(anchor: str) -> None:
     components.html(
         "<script>(function(){var p=window.parent,id="
         + json.dumps(anchor)
-        + "||decodeURIComponent(p.location.hash.slice(1)),n=0;if(!id)return;function go(){var e=p.document.getElementById(id);"
+        + ",n=0;if(!id){try{id=decodeURIComponent(p.location.hash.slice(1));}catch(x){return;}}"
+        "if(!id)return;function go(){var e=p.document.getElementById(id);"
         "if(e){e.scrollIntoView({block:'start'});return;}if(++n<100)setTimeout(go,100);}go();})();</script>",
         height=0,
     )
