@@ -1,6 +1,6 @@
 """Regenerate the committed mixin artefacts (alerts/, dashboards/, deploy/prometheus-operator/,
 deploy/grafana/), the dashboards bundled in the package (spark_state_observer/mixin/bundled/) and the runbook the state
-browser serves (spark_state_observer/browser/static/runbook.md, the default runbook_base_url) from the default
+browser serves as a file (spark_state_observer/browser/static/runbook.md: links written before its /runbook page) from the default
 configuration. Needs the ``mixin`` extra (grafana-foundation-sdk). tests/unit/test_mixin.py fails when
 either is stale."""
 

@@ -76,14 +76,14 @@ refresh, every = st.sidebar.columns(2)
 refresh.button("Refresh", help="read the history again (new batches appear as the job writes them)")
 auto["every"] = every.selectbox("Auto", ["off", "5 s", "15 s", "60 s"], key="auto_refresh", help="auto-refresh interval")
 
-if everything is None and route.scope != nav.CHECKPOINT:
+if everything is None and route.scope not in (nav.CHECKPOINT, nav.DOC):
     flush_url()
     st.stop()
 if everything is not None:
     ctx.all_queries = everything
     ctx.app = select_app(ctx, everything)
     ctx.queries = everything if ctx.app is None else everything[everything.app == ctx.app].reset_index(drop=True)
-    if route.scope != nav.FLEET:
+    if route.scope not in (nav.FLEET, nav.DOC):
         ctx.query_id = select_query(ctx, ctx.queries)
         if ctx.query_id is None and route.scope == nav.QUERY:
             write_url(app=ctx.app)

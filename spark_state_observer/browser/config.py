@@ -19,7 +19,7 @@ ENV_HISTORY = "SPARK_STATE_OBSERVER_UI_HISTORY"
 ENV_ROOTS = "SPARK_STATE_OBSERVER_UI_CHECKPOINT_ROOTS"  # os.pathsep-separated
 DEFAULT_HISTORY = DEFAULT_HISTORY_PATH
 ENV_RUNBOOK = "SPARK_STATE_OBSERVER_UI_RUNBOOK_URL"
-# the runbook the alerts link to: the mixin's default configuration is the one place it is written
+# where the verdicts' runbook links go: empty (the mixin's default) is the browser's own /runbook page
 DEFAULT_RUNBOOK_URL = MixinConfig().runbook_base_url
 
 
@@ -27,7 +27,7 @@ DEFAULT_RUNBOOK_URL = MixinConfig().runbook_base_url
 class AppConfig:
     history: str
     checkpoint_roots: tuple[str, ...]
-    runbook_url: str = DEFAULT_RUNBOOK_URL  # the verdicts link to its sections (#alertname in lower case)
+    runbook_url: str = DEFAULT_RUNBOOK_URL  # a runbook of your own (its sections #alertname in lower case), or "": /runbook
 
 
 def parser() -> argparse.ArgumentParser:

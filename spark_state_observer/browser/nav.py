@@ -23,11 +23,13 @@ PLACEMENT = "placement"
 RUNS = "runs"
 CHECKPOINTS = "checkpoints"
 STATE = "state"
+RUNBOOK = "runbook"  # the verdicts' runbook links (spark_state_observer.browser.verdict.RUNBOOK_PAGE)
 
 FLEET = "fleet"  # no query chosen: the fleet's pages
 LIST = "list"  # the queries of the chosen application; a query may be chosen
 QUERY = "query"  # one query and a time range
 CHECKPOINT = "checkpoint"  # a checkpoint under the roots (works without a history)
+DOC = "doc"  # a page of text: no selection, works without a history
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ ROUTES = (
     Route(RUNS, "Runs", QUERY, ":material/history:"),
     Route(CHECKPOINTS, "Checkpoint", CHECKPOINT, ":material/folder_open:"),
     Route(STATE, "State contents", CHECKPOINT, ":material/table_view:"),
+    Route(RUNBOOK, "Runbook", DOC, ":material/menu_book:"),
 )
 BY_PATH = {r.path: r for r in ROUTES}
 BY_TITLE = {r.title: r for r in ROUTES}

@@ -26,69 +26,50 @@ from spark_state_observer.settings import DEFAULT_CRASH_LOOP_RESTARTS as CRASH_L
 from spark_state_observer.settings import DEFAULT_CRASH_LOOP_WINDOW_SECONDS as CRASH_LOOP_WINDOW_SECONDS
 from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS as SCHEDULE_LATE_MIN_SECONDS
 from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_SHARE as SCHEDULE_LATE_SHARE
+from spark_state_observer.signals.alerts import verdict_anchors
 from spark_state_observer.signals.kafka_lag import kafka_sources, lag_records, parse_offsets, topic_totals
 
-# runbook anchors (GitHub's heading slugs in alerts/runbook.md): the alert names of alerts/rules.yml,
-# lower-cased, and the one section with no alert of its own, "Executor lost"
-ANCHORS = {
-    "crash_loop": "sparkstreamingquerycrashlooping",
-    "failed_at_start": "sparkstreamingqueryfailed",
-    "failed": "sparkstreamingqueryfailed",
-    "lost": "sparkstreamingquerylost",
-    "kafka_data_loss": "sparkstreamingkafkadatalossrisk",
-    "stalled": "sparkstreamingquerystalled",
-    "overdue": "sparkstreamingscheduledrunoverdue",
-    "late_rows": "sparkstreaminglaterowsdropped",
-    "kafka_lag": "sparkstreamingkafkalaggrowing",
-    "state_unbounded": "sparkstateunbounded",
-    "falling_behind": "sparkstreamingqueryfallingbehind",
-    "executor_lost": "executor-lost",
-    "restarted": "sparkstaterestoretoolong",
-    "stopped": "sparkstreamingquerydown",
-}
-SEVERITY = {
-    "crash_loop": 0,
-    "failed_at_start": 1,
-    "failed": 2,
-    "lost": 3,
-    "kafka_data_loss": 4,
-    "stalled": 5,
-    "overdue": 6,
-    "late_rows": 7,
-    "state_unbounded": 8,
-    "falling_behind": 9,
-    "kafka_lag": 10,
-    "executor_lost": 11,
-    "restarted": 12,
-    "stopped": 13,
-    "healthy": 14,
-    "no_data": 15,
-}
+# the runbook section that holds each verdict's fix: declared with the alerts (spark_state_observer.signals.alerts)
+ANCHORS = verdict_anchors()
+ORDER = (
+    "crash_loop",
+    "failed_at_start",
+    "failed",
+    "lost",
+    "kafka_data_loss",
+    "stalled",
+    "overdue",
+    "late_rows",
+    "state_unbounded",
+    "falling_behind",
+    "kafka_lag",
+    "snapshot_lagging",
+    "state_skewed",
+    "executor_lost",
+    "restarted",
+    "stopped",
+    "healthy",
+    "no_data",
+)
+SEVERITY = {kind: i for i, kind in enumerate(ORDER)}
 # how a verdict is shown: the most severe one up to each of these is an error (the query cannot run, or lost
 # input), a warning (it runs badly, or its scheduled run is overdue), an information (it recovered, or stopped);
 # the rest are fine
-LEVELS = (("error", SEVERITY["kafka_data_loss"]), ("warning", SEVERITY["kafka_lag"]), ("info", SEVERITY["stopped"]))
+LEVELS = (("error", SEVERITY["kafka_data_loss"]), ("warning", SEVERITY["state_skewed"]), ("info", SEVERITY["stopped"]))
 ATTENTION_UP_TO = SEVERITY["restarted"]  # up to here a query is in the Queries page's attention list
 NO_RUNBOOK = ("healthy", "no_data")  # nothing to do, so nothing to link
-# Streamlit's bundled Material icons (emoji need a colour-emoji font the viewer may not have)
-ICONS = {
-    0: ":material/error:",  # crash_loop
-    1: ":material/error:",  # failed_at_start
-    2: ":material/error:",  # failed
-    3: ":material/error:",  # lost
-    4: ":material/error:",  # kafka_data_loss
-    5: ":material/warning:",  # stalled
-    6: ":material/warning:",  # overdue
-    7: ":material/warning:",  # late_rows
-    8: ":material/warning:",  # state_unbounded
-    9: ":material/warning:",  # falling_behind
-    10: ":material/warning:",  # kafka_lag
-    11: ":material/info:",  # executor_lost
-    12: ":material/info:",  # restarted
-    13: ":material/stop_circle:",  # stopped
-    14: ":material/check_circle:",  # healthy
-    15: ":material/help:",  # no_data
+# verdicts that stay worth reading after the query stopped (rows lost, a restart that will replay many files):
+# the stop is said next to them
+BEFORE_A_STOP = ("late_rows", "snapshot_lagging", "state_skewed")
+RUNBOOK_PAGE = "runbook"  # the browser's own rendered runbook (spark_state_observer.browser.views.runbook)
+# Streamlit's bundled Material icons (emoji need a colour-emoji font the viewer may not have), by level
+LEVEL_ICONS = {
+    "error": ":material/error:",
+    "warning": ":material/warning:",
+    "info": ":material/info:",
+    "success": ":material/check_circle:",
 }
+KIND_ICONS = {"stopped": ":material/stop_circle:", "no_data": ":material/help:"}
 # the Kafka findings that say input was lost or read twice, and how the verdict tells each
 KAFKA_DATA_LOSS = {
     k.KAFKA_OFFSETS_SKIPPED: "Kafka input lost: records not read",
@@ -112,6 +93,7 @@ class Verdict:
     root_cause: str | None = None
     trace: str | None = None  # the full exception text, for an expander
     run_id: str | None = None
+    section: str | None = None  # a runbook anchor other than the kind's (a crash loop whose fix is by its failure)
 
     @property
     def severity(self) -> int:
@@ -124,14 +106,18 @@ class Verdict:
 
     @property
     def icon(self) -> str:
-        return ICONS[self.severity]
+        return KIND_ICONS.get(self.kind) or LEVEL_ICONS[self.level]
 
     @property
     def anchor(self) -> str | None:
-        return ANCHORS.get(self.kind)
+        return None if self.kind in NO_RUNBOOK else self.section or ANCHORS.get(self.kind)
 
-    def runbook(self, base_url: str) -> str | None:
-        return f"{base_url}#{self.anchor}" if self.anchor else None
+    def runbook(self, base_url: str = "") -> str | None:
+        """The link to the section holding this verdict's fix: under ``base_url`` when one is set (a runbook of
+        your own), else the browser's own runbook page, which scrolls to the section."""
+        if not self.anchor:
+            return None
+        return f"{base_url}#{self.anchor}" if base_url else f"./{RUNBOOK_PAGE}?section={self.anchor}"
 
 
 @dataclass
@@ -267,7 +253,18 @@ def crash_loop(f: Facts) -> Verdict | None:
     if newest is not None and outcome is None and newest.get("batches") and not fmt.missing(newest.get("started")):
         up = max(now - float(newest["started"]), 0.0)
         text += f"; the newest run has been up {fmt.duration(up)} ({fmt.plural(int(newest['batches']), 'batch', 'batches')})"
-    return Verdict("crash_loop", text, first, cause, trace, failed["run_id"] if failed else None)
+    # the fix is by the failure's class (a state schema change, a checkpoint error, ...): SparkStreamingQueryFailed's section
+    section = ANCHORS["failed"] if failed is not None and _exception_class(f, failed) else None
+    return Verdict("crash_loop", text, first, cause, trace, failed["run_id"] if failed else None, section)
+
+
+def _exception_class(f: Facts, run: Mapping[str, Any]) -> str | None:
+    """The class the observer gave a failed run's exception (``exception_class`` of its termination), if any."""
+    for e in reversed(f.events):
+        if e["kind"] == k.QUERY_TERMINATED and e.get("run_id") == run["run_id"]:
+            value = (e.get("attributes") or {}).get("exception_class")
+            return value if isinstance(value, str) and value else None
+    return None
 
 
 def failed(f: Facts) -> Verdict | None:
@@ -367,6 +364,56 @@ def falling_behind(f: Facts) -> Verdict | None:
         f"{fmt.number(a.get('processed_rows_per_second'))} rows/s",
         signal["ts"],
     )
+
+
+def _in_newest_run(f: Facts, kind: str) -> Mapping[str, Any] | None:
+    """The newest signal of ``kind`` in the query's newest run (any run when the history has none)."""
+    newest_run = f.runs[-1]["run_id"] if f.runs else None
+    found = [e for e in f.events if e["kind"] == kind and (newest_run is None or e.get("run_id") == newest_run)]
+    return found[-1] if found else None
+
+
+def _count(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
+def snapshot_lagging(f: Facts) -> Verdict | None:
+    """Store instances past the normal snapshot lag (the newest ``snapshot_lagging`` signal, which
+    SparkStateSnapshotUploadLagging reads): a restart would replay that many changelog files. Of any run: the lag is
+    the checkpoint's, so it outlives a restart, and the signal is raised once until the lag comes back within normal."""
+    signal = _last(f.events, k.SNAPSHOT_LAGGING)
+    if signal is None:
+        return None
+    a = signal.get("attributes") or {}
+    lag, allowed = _count(a.get("max_lag_batches")), _count(a.get("allowed_lag_batches"))
+    lagging, total = _count(a.get("instances_lagging")), _count(a.get("instances"))
+    text = f"Snapshots lagging: {a.get('operator_name') or 'operator'} at {fmt.clock(signal['ts'])}"
+    if lag is not None:
+        text += f", {fmt.number(lag)} versions without an uploaded snapshot"
+        text += f" (normal up to {fmt.number(allowed)})" if allowed is not None else ""
+    if lagging is not None and total:
+        text += f"; {fmt.number(lagging)} of {fmt.number(total)} store instances"
+    replay = _count(a.get("replay_files"))
+    text += f"; a restart would replay {fmt.number(replay)} files" if replay else "; a restart would replay that many changelog files"
+    return Verdict("snapshot_lagging", text, signal["ts"], run_id=signal.get("run_id"))
+
+
+def state_skewed(f: Facts) -> Verdict | None:
+    """One partition of an operator holds far more of the state's bytes than the others (the ``state_skewed``
+    signal of the newest run, which SparkStateSkewed reads as its gauges): a hot key."""
+    signal = _in_newest_run(f, k.STATE_SKEWED)
+    if signal is None:
+        return None
+    a = signal.get("attributes") or {}
+    text = f"State skewed by key: {a.get('operator_name') or 'operator'} partition {a.get('partition')}"
+    share, ratio, size = _count(a.get("share")), _count(a.get("ratio")), _count(a.get("partition_bytes"))
+    if share is not None:
+        text += f" holds {share:.0%} of the state's bytes"
+    if ratio is not None:
+        text += f", {ratio:,.1f} x the median partition"
+    if size is not None:
+        text += f" ({fmt.size(size)})"
+    return Verdict("state_skewed", text + f" since {fmt.clock(signal['ts'])}", signal["ts"], run_id=signal.get("run_id"))
 
 
 def late_rows(f: Facts) -> Verdict | None:
@@ -589,7 +636,21 @@ def _ended_with_application(f: Facts, run_id: str) -> bool:
     )
 
 
-RULES = (crash_loop, failed, lost, kafka_data_loss, stalled, overdue, late_rows, state_unbounded, falling_behind, kafka_lag, restarted)
+RULES = (
+    crash_loop,
+    failed,
+    lost,
+    kafka_data_loss,
+    stalled,
+    overdue,
+    late_rows,
+    state_unbounded,
+    falling_behind,
+    kafka_lag,
+    snapshot_lagging,
+    state_skewed,
+    restarted,
+)
 
 
 def verdicts(f: Facts) -> list[Verdict]:
@@ -600,7 +661,7 @@ def verdicts(f: Facts) -> list[Verdict]:
         found = [v for v in found if v.kind not in ("failed", "failed_at_start", "restarted")]
     if any(v.kind == "lost" for v in found):  # a dead driver is no stall: another action
         found = [v for v in found if v.kind != "stalled"]
-    if not found or all(v.severity >= SEVERITY["executor_lost"] or v.kind == "late_rows" for v in found):  # rows lost before a stop
+    if not found or all(v.severity >= SEVERITY["executor_lost"] or v.kind in BEFORE_A_STOP for v in found):
         end = stopped(f)
         if end is not None:
             found.append(end)

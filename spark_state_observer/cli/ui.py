@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         "false",
         "--client.toolbarMode",
         "viewer",
-        "--server.enableStaticServing",  # the runbook at /app/static/runbook.md: the alerts' default runbook_url
+        "--server.enableStaticServing",  # the runbook file at /app/static/runbook.md, for links written before /runbook
         "true",
         "--",
     ]

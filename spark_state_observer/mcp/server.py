@@ -41,6 +41,8 @@ VerdictKind = Literal[
     "state_unbounded",
     "falling_behind",
     "kafka_lag",
+    "snapshot_lagging",
+    "state_skewed",
     "executor_lost",
     "restarted",
     "stopped",

@@ -35,10 +35,18 @@ def run(args: argparse.Namespace) -> int:
     from spark_state_observer.mixin.export import MixinExportError, artefacts, write
 
     try:
-        files = artefacts(load_config(args.config), args.dashboard_schema)
+        config = load_config(args.config)
+        files = artefacts(config, args.dashboard_schema)
     except (MixinConfigError, MixinExportError) as exc:
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
+    if not config.runbook_base_url:
+        print(
+            "spark-state-observer: warning: runbook_base_url is unset: each alert's runbook_url is relative (runbook.md#...), "
+            "which Alertmanager cannot open; set it to your state browser's runbook page (https://HOST/runbook) or your copy "
+            "of alerts/runbook.md",
+            file=sys.stderr,
+        )
     try:
         written = write(args.out, files)
     except OSError as exc:

@@ -28,39 +28,13 @@ from spark_state_observer.mixin.config_text import parse_matchers as parse_match
 from spark_state_observer.mixin.config_text import quote as quote
 from spark_state_observer.mixin.prometheus_text import format_duration
 from spark_state_observer.model.config_decode import DecodeProblem, decode, field_hint, value_at
-from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS, DEFAULT_SCHEDULE_LATE_SHARE
+from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS, DEFAULT_SCHEDULE_LATE_SHARE, Settings
+from spark_state_observer.signals import skew
+from spark_state_observer.signals.alerts import ALERTS
 
-# Every alert the mixin defines, with its default ``for`` duration and severity (the rules live in
-# ``spark_state_observer.mixin.rules``; a test checks both lists name the same alerts).
-ALERT_DEFAULTS: dict[str, tuple[str, str]] = {
-    "SparkStreamingQueryFailed": ("0m", "critical"),
-    "SparkStreamingQueryDown": ("2m", "warning"),
-    "SparkStreamingQueryCrashLooping": ("0m", "critical"),
-    "SparkStreamingQueryLost": ("0m", "critical"),
-    "SparkStreamingScheduledRunOverdue": ("2m", "warning"),
-    "SparkStreamingQueryStalled": ("1m", "critical"),
-    "SparkStreamingQueryFallingBehind": ("10m", "warning"),
-    "SparkStreamingKafkaLagGrowing": ("15m", "warning"),
-    "SparkStreamingKafkaLagSecondsHigh": ("5m", "warning"),
-    "SparkStreamingKafkaPartitionStuck": ("5m", "warning"),
-    "SparkStreamingKafkaDataLossRisk": ("0m", "critical"),
-    "SparkStreamingWatermarkLagHigh": ("15m", "warning"),
-    "SparkStreamingLateRowsDropped": ("0m", "warning"),
-    "SparkStateRestoreTooLong": ("0m", "warning"),
-    "SparkStateRestoreSlow": ("0m", "warning"),
-    "SparkStateUnbounded": ("30m", "warning"),
-    "SparkStateBudgetExhaustionForecast": ("15m", "warning"),
-    "SparkStateMemoryNearBudget": ("15m", "warning"),
-    "SparkStateCommitLatencyHigh": ("10m", "warning"),
-    "SparkStateRocksDBWriteStalls": ("10m", "warning"),
-    "SparkStateSnapshotUploadLagging": ("15m", "warning"),
-    "SparkStateSnapshotAutoRepaired": ("0m", "warning"),
-    "SparkStatePartitionsMigrating": ("10m", "warning"),
-    "SparkStateRocksDBMemoryNearBudget": ("15m", "warning"),
-    "SparkStateObserverDown": ("5m", "warning"),
-    "SparkStateObserverDroppingEvents": ("0m", "warning"),
-    "SparkStateObserverFailing": ("0m", "warning"),
-}
+# Every alert the mixin defines, with its default ``for`` duration and severity: declared once in
+# ``spark_state_observer.signals.alerts`` (a test checks the rules name the same alerts).
+ALERT_DEFAULTS: dict[str, tuple[str, str]] = {a.name: (a.for_, a.severity) for a in ALERTS}
 SEVERITIES = ("critical", "warning", "info")
 # Alerts about a query that no longer runs: in fleet mode their series outlive the application only by the
 # watcher's grace (then the watcher forgets it and the series go stale), so each must fire within it.
@@ -81,7 +55,11 @@ PLACEHOLDER_RUNBOOK = re.compile(
     r"|//[^/]*\.(?:example|invalid)(?:[:/]|$)|[<>]|\b(?:TODO|CHANGEME|CHANGE-ME|REPLACE-?ME)\b",
     re.IGNORECASE,
 )
-DEFAULT_RUNBOOK_URL = "http://127.0.0.1:8501/app/static/runbook.md"
+# Unset: each alert links its section of the runbook exported next to the rules (relative), and `mixin export`
+# warns; a loopback address would be dead for everyone but the one who opened it.
+DEFAULT_RUNBOOK_URL = ""
+LOOPBACK = re.compile(r"https?://(?:localhost|127\.[0-9.]+|\[::1\]|0\.0\.0\.0)(?:[:/]|$)", re.IGNORECASE)
+RELATIVE_RUNBOOK = "runbook.md"
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # Kubernetes: label keys ([prefix/]name), label values, namespaces
 K8S_NAME = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
@@ -90,6 +68,10 @@ K8S_NAMESPACE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
 # thresholds: finite, and no larger than PromQL and the generated tests write as plain numbers
 MAX_THRESHOLD = 1e15
 MAX_WINDOW_MINUTES = 10 * 525600
+
+
+# the observer's snapshot_lag_batches default: the dashboards draw the lag the signal calls normal
+_SNAPSHOT_LAG_BATCHES = float(next(f.default for f in dataclasses.fields(Settings) if f.name == "snapshot_lag_batches"))  # type: ignore[arg-type]
 
 
 def _doc(text: str) -> dict[str, str]:
@@ -166,7 +148,12 @@ class Thresholds:
         default=0.0, metadata=_doc("RocksDB write-stall time per batch above which writes stall (0: any sustained stall).")
     )
     snapshot_lag_batches: float = field(
-        default=100, metadata=_doc("Batches since a store instance last uploaded a snapshot above which uploads lag.")
+        default=_SNAPSHOT_LAG_BATCHES,
+        metadata=_doc(
+            "Batches since a store instance last uploaded a snapshot drawn as the dashboards' red line: the observer's own "
+            "snapshot_lag_batches. SparkStateSnapshotUploadLagging reads the observer's judgement (this lag plus a "
+            "maintenance interval's batches), so the alert and the snapshot_lagging signal fire together."
+        ),
     )
     snapshot_repair_window_minutes: float = field(
         default=60,
@@ -181,6 +168,12 @@ class Thresholds:
         ),
     )
     partition_migration_window_minutes: float = field(default=15, metadata=_doc("Window over which migrating batches are counted."))
+    state_skew_ratio: float = field(
+        default=skew.RATIO, metadata=_doc("Largest partition's state bytes over the median partition's above which state is skewed.")
+    )
+    state_skew_min_bytes: float = field(
+        default=skew.MIN_BYTES, metadata=_doc("State bytes of the largest partition below which skew is not worth an alert.")
+    )
     watermark_lag_seconds: float = field(
         default=2 * 3600,
         metadata=_doc("Trigger time minus watermark above which the watermark lags; set it above your withWatermark delay."),
@@ -305,9 +298,18 @@ class MixinConfig:
     runbook_base_url: str = field(
         default=DEFAULT_RUNBOOK_URL,
         metadata=_doc(
-            "Each alert's runbook_url is this plus '#' and the alert name in lower case. The default is the runbook the state "
-            "browser (`spark-state-observer ui`, default address) serves; point it at your browser's address or your own copy "
-            "of alerts/runbook.md. Placeholders (example hosts, <...>, TODO) are refused."
+            "Where the runbook opens for whoever gets the alert, e.g. your state browser's runbook page "
+            "(https://HOST/runbook) or your own copy of alerts/runbook.md. Each alert's runbook_url is this plus '#' and "
+            "the alert name in lower case. Unset: a relative link to the runbook.md exported next to the rules, and "
+            "`mixin export` warns. Loopback addresses and placeholders (example hosts, <...>, TODO) are refused."
+        ),
+    )
+    expected_running_selector: str = field(
+        default="",
+        metadata=_doc(
+            "Label matchers of the queries expected to run all the time, e.g. 'query=~\"orders|payments\"'. "
+            "SparkStreamingQueryDown fires only for these when they stop cleanly and do not come back; a clean stop of "
+            "any other query is planned and never alerts. Unset: SparkStreamingQueryDown is not exported."
         ),
     )
     rule_group_prefix: str = field(default="spark-state-observer", metadata=_doc("Prefix of the rule group names."))
@@ -333,6 +335,11 @@ class MixinConfig:
     def identity_labels(self) -> list[str]:
         """Static labels then the app label: what every alert and panel groups by, outermost first."""
         return [*self.static_labels, self.app_label]
+
+    @property
+    def runbook_url(self) -> str:
+        """The address each alert's ``runbook_url`` starts with (then ``#`` and its anchor)."""
+        return self.runbook_base_url or RELATIVE_RUNBOOK
 
     def for_minutes(self, alert: str) -> float:
         """The ``for`` duration of an alert in minutes (for test generation)."""
@@ -368,11 +375,18 @@ class MixinConfig:
                 raise MixinConfigError(f"severities.{alert}: {show(value)} is not one of {', '.join(SEVERITIES)}")
         if "{{" in self.runbook_base_url or "}}" in self.runbook_base_url:
             raise MixinConfigError("runbook_base_url: must not contain {{ or }} (Prometheus reads annotations as templates)")
-        if not re.match(r"https?://[^/\s]+", self.runbook_base_url) or PLACEHOLDER_RUNBOOK.search(self.runbook_base_url):
+        if self.runbook_base_url and (
+            not re.match(r"https?://[^/\s]+", self.runbook_base_url)
+            or PLACEHOLDER_RUNBOOK.search(self.runbook_base_url)
+            or LOOPBACK.match(self.runbook_base_url)
+        ):
             raise MixinConfigError(
-                f"runbook_base_url: {show(self.runbook_base_url)} is a placeholder or not an http(s) address; "
-                f"set it to where your runbook opens (default: the state browser's, {DEFAULT_RUNBOOK_URL})"
+                f"runbook_base_url: {show(self.runbook_base_url)} is a placeholder, a loopback address or not an http(s) "
+                "address; set it to where your runbook opens for whoever gets the alert (e.g. https://HOST/runbook of the "
+                "state browser), or leave it unset for a relative link to the exported runbook.md"
             )
+        if self.expected_running_selector:
+            parse_matchers(self.expected_running_selector, "expected_running_selector")
         if not self.rule_group_prefix.strip():
             raise MixinConfigError("rule_group_prefix: must not be empty")
         self._validate_kubernetes()

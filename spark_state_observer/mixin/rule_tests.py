@@ -14,6 +14,7 @@ fires on. Each alert's case is built by a function of its own (``_crash_looping`
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,19 +157,15 @@ def _samples(minutes: float) -> int:
 
 
 # --- one case per alert ----------------------------------------------------------------------------------
-def _after_end(c: CaseInputs, alert: str, status: str) -> Case:
-    """A query that ended with its application: its status series lives ``fleet.grace_seconds`` (the
-    watcher then forgets the application and the series goes stale). The alert fires within that time
-    and resolves once the series is gone; the healthy query's status is 0 throughout."""
-    case = c.flag(alert, catalog.QUERY_STATUS, c.ls.query, c.by_query, {"status": status})
-    last = math.floor(c.config.fleet.grace_seconds / 60) - 1  # the last one-minute scrape before the watcher forgets
-    n = _samples(c.for_(alert) + 10)
-    if last < n:
-        (name, bad, _), ok = case.series
-        case.series = [(name, bad, f"1x{max(last, 0)} stale"), ok]
-        case.fire_at = min(case.fire_at, last)
-        case.quiet_at = [*case.quiet_at, last + 2]
-    return case
+def _matches(labels: Labels, matchers: list[tuple[str, str, str]]) -> bool:
+    """Whether a series with ``labels`` is selected by ``matchers`` (a missing label is the empty string)."""
+    tests = {"=": str.__eq__, "!=": str.__ne__}
+    for name, op, value in matchers:
+        actual = labels.get(name, "")
+        ok = tests[op](actual, value) if op in tests else (re.fullmatch(value, actual) is not None) == (op == "=~")
+        if not ok:
+            return False
+    return True
 
 
 def _query_failed(c: CaseInputs) -> Case:
@@ -195,15 +192,33 @@ def _query_lost(c: CaseInputs) -> Case:
 
 
 def _query_down(c: CaseInputs) -> Case:
-    """As ``_after_end``, and a third query stopped as long that runs on a schedule (availableNow): never fires."""
-    case = _after_end(c, "SparkStreamingQueryDown", "terminated")
-    values = case.series[0][2]
-    case.series = [
-        *case.series,
-        (catalog.QUERY_STATUS, c.ls.query(2, status="terminated"), values),
-        (catalog.QUERY_SCHEDULED, c.ls.query(2), values),
+    """A query expected to run (``expected_running_selector``) stopped cleanly: fires within the watcher's grace (its
+    application's series live that long after its end, then go stale, and the alert resolves). Another expected
+    query waiting for its next scheduled run, and a query not expected to run that stopped (a planned stop), stay silent."""
+    alert = "SparkStreamingQueryDown"
+    expected = parse_matchers(c.config.expected_running_selector, "expected_running_selector")
+
+    def expected_query(role: int, **extra: str) -> Labels:
+        """The role's query labels, made to match the selector (from ``test_labels``) when they do not already."""
+        labels = c.ls.query(role)
+        if not _matches(labels, expected):
+            labels = {**labels, **labels_satisfying(expected, c.config.test_labels, "expected_running_selector")}
+        return {**labels, **extra}
+
+    n = _samples(c.for_(alert) + 10)
+    last = math.floor(c.config.fleet.grace_seconds / 60) - 1  # the last one-minute scrape before the watcher forgets
+    bad = expected_query(0)
+    values, fire_at, quiet = f"1x{n}", c.for_(alert) + 2, c.quiet_before(alert)
+    if last < n:
+        values, fire_at, quiet = f"1x{max(last, 0)} stale", min(fire_at, last), [*quiet, last + 2]
+    series: list[tuple[MetricSpec | str, Labels, str]] = [
+        (catalog.QUERY_LIFECYCLE, {**bad, "state": "stopped"}, values),
+        (catalog.QUERY_LIFECYCLE, expected_query(1, state="scheduled"), f"1x{n}"),
+        (catalog.QUERY_LIFECYCLE, expected_query(1, state="stopped"), f"0x{n}"),
     ]
-    return case
+    if not _matches(c.ls.query(2), expected):
+        series.append((catalog.QUERY_LIFECYCLE, c.ls.query(2, state="stopped"), f"1x{n}"))
+    return Case(alert, series, fire_at, [(_keep(bad, c.by_query), 1.0)], quiet)
 
 
 def _scheduled_run_overdue(c: CaseInputs) -> Case:
@@ -467,16 +482,23 @@ def _rocksdb_write_stalls(c: CaseInputs) -> Case:
 
 
 def _snapshot_upload_lagging(c: CaseInputs) -> Case:
-    """The operator's largest snapshot lag (never-uploaded instances counted from the first version) past
-    1.5x the threshold on the bad operator, a twentieth of it on the healthy one."""
-    lagging = float(math.floor(1.5 * c.v.snapshot_lag_batches) + 1)
-    return c.level(
-        "SparkStateSnapshotUploadLagging",
-        catalog.SNAPSHOT_MAX_LAG_BATCHES,
-        lambda role: c.ls.operator(role),
-        c.by_op,
-        lagging,
-        float(math.floor(c.v.snapshot_lag_batches / 20)),
+    """The observer judged store instances of the bad operator past the normal lag (the snapshot_lagging signal's
+    gauge): fires with the operator's largest lag; the healthy operator lags as much but within its normal (its
+    batches are short beside the maintenance interval), no instance judged lagging: silent."""
+    alert = "SparkStateSnapshotUploadLagging"
+    n, ls = _samples(c.for_(alert) + 10), c.ls
+    lag = float(math.floor(1.5 * c.v.snapshot_lag_batches) + 1)
+    return Case(
+        alert,
+        [
+            (catalog.SNAPSHOT_MAX_LAG_BATCHES, ls.operator(0), f"{_n(lag)}x{n}"),
+            (catalog.SNAPSHOT_INSTANCES_LAGGING, ls.operator(0), f"2x{n}"),
+            (catalog.SNAPSHOT_MAX_LAG_BATCHES, ls.operator(1), f"{_n(lag)}x{n}"),
+            (catalog.SNAPSHOT_INSTANCES_LAGGING, ls.operator(1), f"0x{n}"),
+        ],
+        c.for_(alert) + 2,
+        [(_keep(ls.operator(0), c.by_op), lag)],
+        c.quiet_before(alert),
     )
 
 
@@ -501,21 +523,40 @@ def _snapshot_auto_repaired(c: CaseInputs) -> Case:
 
 
 def _partitions_migrating(c: CaseInputs) -> Case:
-    """One batch a minute: the bad operator moves state in 1.5x the threshold's batches per window, the
-    healthy one moved once (an executor loss)."""
+    """One batch a minute: the bad operator moves state (locality fallbacks) in 1.5x the threshold's batches per
+    window. Silent: one that lost executors as often (each move an executor loss: one verdict each, not state that
+    keeps moving), and a third moving as the bad one but whose query stopped (its application ended)."""
     alert = "SparkStatePartitionsMigrating"
     window = c.t.partition_migration_window_minutes
     at = window + c.for_(alert) + 2
     n, moving = _samples(at + 10), c.v.partition_migration_batches
-    return Case(
-        alert,
-        [
-            (catalog.PARTITION_MIGRATION_BATCHES, c.ls.operator(0), f"0+{_n(1.5 * moving / window)}x{n}"),
-            (catalog.PARTITION_MIGRATION_BATCHES, c.ls.operator(1), f"0x5 1x{n - 5}"),
-        ],
-        at,
-        [(_keep(c.ls.operator(0), c.by_op), 1.5 * moving)],
-    )
+    rate = _n(1.5 * moving / window)
+    series: list[tuple[MetricSpec | str, Labels, str]] = []
+    for role, cause, status in (
+        (0, "locality_fallback", "active"),
+        (1, "executor_removed", "active"),
+        (2, "locality_fallback", "terminated"),
+    ):
+        series += [
+            (catalog.PARTITION_MIGRATION_BATCHES, c.ls.operator(role), f"0+{rate}x{n}"),
+            (catalog.PARTITION_MIGRATIONS, c.ls.operator(role, cause=cause), f"0+{rate}x{n}"),
+            (catalog.QUERY_STATUS, c.ls.query(role, status=status), f"1x{n}"),
+        ]
+    return Case(alert, series, at, [(_keep(c.ls.operator(0), c.by_op), 1.5 * moving)])
+
+
+def _state_skewed(c: CaseInputs) -> Case:
+    """The bad operator's largest partition holds twice the ratio over the median, with bytes above the floor; the
+    healthy one is as skewed but small (a few SST kilobytes), a third is large but even: both silent."""
+    alert = "SparkStateSkewed"
+    n, ratio, floor, ls = _samples(c.for_(alert) + 10), c.v.state_skew_ratio, c.v.state_skew_min_bytes, c.ls
+    series: list[tuple[MetricSpec | str, Labels, str]] = []
+    for role, skew, top in ((0, 2 * ratio, 4 * floor), (1, 2 * ratio, floor / 4), (2, ratio / 2, 4 * floor)):
+        series += [
+            (catalog.PARTITION_BYTES_SKEW, ls.operator(role), f"{_n(skew)}x{n}"),
+            (catalog.PARTITION_BYTES_MAX, ls.operator(role), f"{_n(math.floor(top))}x{n}"),
+        ]
+    return Case(alert, series, c.for_(alert) + 2, [(_keep(ls.operator(0), c.by_op), 2 * ratio)], c.quiet_before(alert))
 
 
 def _rocksdb_memory_near_budget(c: CaseInputs) -> Case:
@@ -589,35 +630,36 @@ def _observer_failing(c: CaseInputs) -> Case:
     )
 
 
-CASE_BUILDERS: tuple[Callable[[CaseInputs], Case], ...] = (
-    _query_failed,
-    _query_lost,
-    _query_down,
-    _scheduled_run_overdue,
-    _crash_looping,
-    _stalled,
-    _falling_behind,
-    _kafka_lag_growing,
-    _kafka_lag_seconds_high,
-    _kafka_partition_stuck,
-    _kafka_data_loss_risk,
-    _watermark_lag_high,
-    _late_rows_dropped,
-    _restore_too_long,
-    _restore_slow,
-    _state_unbounded,
-    _budget_exhaustion_forecast,
-    _memory_near_budget,
-    _commit_latency_high,
-    _rocksdb_write_stalls,
-    _snapshot_upload_lagging,
-    _snapshot_auto_repaired,
-    _partitions_migrating,
-    _rocksdb_memory_near_budget,
-    _observer_down,
-    _observer_dropping_events,
-    _observer_failing,
-)
+CASE_BUILDERS: dict[str, Callable[[CaseInputs], Case]] = {  # alert name -> its case
+    "SparkStreamingQueryFailed": _query_failed,
+    "SparkStreamingQueryLost": _query_lost,
+    "SparkStreamingQueryDown": _query_down,
+    "SparkStreamingScheduledRunOverdue": _scheduled_run_overdue,
+    "SparkStreamingQueryCrashLooping": _crash_looping,
+    "SparkStreamingQueryStalled": _stalled,
+    "SparkStreamingQueryFallingBehind": _falling_behind,
+    "SparkStreamingKafkaLagGrowing": _kafka_lag_growing,
+    "SparkStreamingKafkaLagSecondsHigh": _kafka_lag_seconds_high,
+    "SparkStreamingKafkaPartitionStuck": _kafka_partition_stuck,
+    "SparkStreamingKafkaDataLossRisk": _kafka_data_loss_risk,
+    "SparkStreamingWatermarkLagHigh": _watermark_lag_high,
+    "SparkStreamingLateRowsDropped": _late_rows_dropped,
+    "SparkStateRestoreTooLong": _restore_too_long,
+    "SparkStateRestoreSlow": _restore_slow,
+    "SparkStateUnbounded": _state_unbounded,
+    "SparkStateBudgetExhaustionForecast": _budget_exhaustion_forecast,
+    "SparkStateMemoryNearBudget": _memory_near_budget,
+    "SparkStateCommitLatencyHigh": _commit_latency_high,
+    "SparkStateRocksDBWriteStalls": _rocksdb_write_stalls,
+    "SparkStateSnapshotUploadLagging": _snapshot_upload_lagging,
+    "SparkStateSnapshotAutoRepaired": _snapshot_auto_repaired,
+    "SparkStatePartitionsMigrating": _partitions_migrating,
+    "SparkStateSkewed": _state_skewed,
+    "SparkStateRocksDBMemoryNearBudget": _rocksdb_memory_near_budget,
+    "SparkStateObserverDown": _observer_down,
+    "SparkStateObserverDroppingEvents": _observer_dropping_events,
+    "SparkStateObserverFailing": _observer_failing,
+}
 
 
 def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[Case]:
@@ -627,7 +669,8 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
     are meaningful (the caller states what it expects).
     """
     inputs = CaseInputs(config, values or config.thresholds, LabelSets(config))
-    return [build(inputs) for build in CASE_BUILDERS]
+    exported = {r["alert"] for rules in alert_groups(config).values() for r in rules}
+    return [build(inputs) for alert, build in CASE_BUILDERS.items() if alert in exported]
 
 
 def _series(name: MetricSpec | str, labels: Labels) -> str:

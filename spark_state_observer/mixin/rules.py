@@ -15,6 +15,7 @@ import yaml
 from spark_state_observer.metrics import catalog
 from spark_state_observer.mixin.config import MixinConfig, Thresholds
 from spark_state_observer.mixin.promql import Metric, PromQL, number, recorded
+from spark_state_observer.signals import alerts
 
 # the recording rules' names, shared with the dashboards
 _HITS, _MISSES = catalog.by_key("rocksdbReadBlockCacheHitCount"), catalog.by_key("rocksdbReadBlockCacheMissCount")
@@ -64,13 +65,29 @@ def scheduled_overdue(p: PromQL, t: Thresholds) -> str:
 
 
 def _alert(config: MixinConfig, name: str, expr: str, summary: str, description: str) -> dict[str, Any]:
+    spec = alerts.BY_NAME[name]  # every alert is declared in spark_state_observer.signals.alerts
     return {
         "alert": name,
         "expr": expr,
         "for": config.for_durations[name],
         "labels": {"severity": config.severities[name]},
-        "annotations": {"summary": summary, "description": description, "runbook_url": f"{config.runbook_base_url}#{name.lower()}"},
+        "annotations": {"summary": summary, "description": description, "runbook_url": f"{config.runbook_url}#{spec.anchor}"},
     }
+
+
+def query_down(config: MixinConfig, p: PromQL, q: str) -> dict[str, Any]:
+    """A query expected to run (``expected_running_selector``) that stopped cleanly and has not come back: its
+    lifecycle state ``stopped`` (a failed or lost query has its own alert, a scheduled one between its runs is
+    ``scheduled``). A clean stop of any other query is planned: no alert."""
+    stopped = p.sel(catalog.QUERY_LIFECYCLE, extra=f'state="stopped", {config.expected_running_selector}')
+    return _alert(
+        config,
+        "SparkStreamingQueryDown",
+        f"max by ({p.query}) ({stopped}) == 1",
+        f"Streaming query {q} is stopped.",
+        f"Query {q}, expected to run all the time, stopped without an exception at least {config.for_durations['SparkStreamingQueryDown']} "
+        "ago and has not started again.",
+    )
 
 
 def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
@@ -99,8 +116,7 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     crash_looping = p.sel(catalog.QUERY_LIFECYCLE, extra='state="crash_looping"')
     lost = p.sel(catalog.QUERY_LIFECYCLE, extra='state="lost"')
     clean_stops = p.sel(catalog.QUERY_TERMINATIONS, extra='outcome="clean"')
-    terminated = p.sel(catalog.QUERY_STATUS, extra='status="terminated"')
-    scheduled = p.sel(catalog.QUERY_SCHEDULED)  # stopped between the runs of its schedule (availableNow, once): not down
+    moved_not_lost = p.sel(catalog.PARTITION_MIGRATIONS, extra='cause!="executor_removed"')
     eta = number(t.budget_eta_hours * 3600)
     memory = t.state_memory_budget_ratio * t.state_memory_budget_bytes
 
@@ -125,13 +141,7 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
             f"Query {q} ({{{{ $labels.query_id }}}}) failed and is not running; its state is not being updated. It stays failed "
             "until a later run of the query runs or it is retired (spark-state-observer retire).",
         ),
-        a(
-            "SparkStreamingQueryDown",
-            f"max by ({query}) ({terminated}) == 1 unless on ({query}) max by ({query}) ({scheduled}) == 1",
-            f"Streaming query {q} is stopped.",
-            f"Query {q} stopped without an exception at least {config.for_durations['SparkStreamingQueryDown']} ago and has not started again "
-            "(a query that runs on a schedule, with availableNow or once, is left alone between its runs).",
-        ),
+        *([] if not config.expected_running_selector else [query_down(config, p, q)]),
         a(
             "SparkStreamingScheduledRunOverdue",
             scheduled_overdue(p, t),
@@ -269,7 +279,8 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         ),
         a(
             "SparkStateSnapshotUploadLagging",
-            f"max by ({op}) ({p.sel(catalog.SNAPSHOT_MAX_LAG_BATCHES)}) > {number(t.snapshot_lag_batches)}",
+            # the snapshot_lagging signal's judgement (store instances past the normal lag): the alert and the signal agree
+            f"max by ({op}) ({p.sel(catalog.SNAPSHOT_MAX_LAG_BATCHES)}) and on ({op}) max by ({op}) ({p.sel(catalog.SNAPSHOT_INSTANCES_LAGGING)}) > 0",
             f"State snapshots of query {q} are not uploaded.",
             f"A store instance of operator {o} in query {q} has not uploaded a snapshot for {{{{ $value }}}} versions (never uploaded: counted from the first); "
             "a restart would replay that many changelog files.",
@@ -283,10 +294,25 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         ),
         a(
             "SparkStatePartitionsMigrating",
-            f"sum by ({op}) (increase({p.sel(catalog.PARTITION_MIGRATION_BATCHES)}[{window_mig}])) >= {number(t.partition_migration_batches)}",
+            # only while the query runs (its counters outlive the application by the watcher's grace), and only when
+            # some moves have another cause than a lost executor: each executor loss moves state once and is a
+            # verdict of its own, two of them are not state that keeps moving
+            p.running(
+                f"sum by ({op}) (increase({p.sel(catalog.PARTITION_MIGRATION_BATCHES)}[{window_mig}])) >= {number(t.partition_migration_batches)} "
+                f"and on ({op}) sum by ({op}) (increase({moved_not_lost}[{window_mig}])) > 0"
+            ),
             f"State partitions of query {q} keep moving between executors.",
             f"In {{{{ $value | humanize }}}} batches within {window_mig}, state partitions of operator {o} in query {q} ran on another executor than in their "
             "previous batch; each move reloads the store from the checkpoint (locality wait, dynamic allocation or decommissioning).",
+        ),
+        a(
+            "SparkStateSkewed",
+            f"max by ({op}) ({p.sel(catalog.PARTITION_BYTES_SKEW)}) >= {number(t.state_skew_ratio)} "
+            f"and on ({op}) max by ({op}) ({p.sel(catalog.PARTITION_BYTES_MAX)}) >= {number(t.state_skew_min_bytes)}",
+            f"State of query {q} is skewed by key.",
+            f"The largest state partition of operator {o} in query {q} holds {{{{ $value | humanize }}}} times the median "
+            f"partition's bytes (at least {number(t.state_skew_ratio)} x and {number(t.state_skew_min_bytes / 1024)} KiB): a hot key. "
+            "That partition is the slowest to load, snapshot and compact; the state_skewed signal names it.",
         ),
         a(
             "SparkStateRocksDBMemoryNearBudget",

@@ -30,7 +30,6 @@ MOVED = {
     "SparkStateMemoryNearBudget",
     "SparkStateCommitLatencyHigh",
     "SparkStateRocksDBWriteStalls",
-    "SparkStateSnapshotUploadLagging",
 }
 
 

@@ -188,25 +188,28 @@ def test_set_overrides_move_a_threshold_and_change_what_fires(tools, tmp_path) -
 
 @pytest.mark.slow
 def test_unbounded_state_fires_after_its_for_and_not_before(tools, tmp_path) -> None:
-    """A recorded run whose state only grows: SparkStateUnbounded fires once the observer's verdict has
-    held for the alert's ``for`` (shortened with --set so the 4-minute recording can show it)."""
+    """A recorded run whose state only grows: SparkStateUnbounded fires once the observer's verdict has held for
+    the alert's ``for``: at once by default (the verdict already asks for growth over its window), a minute later
+    with ``for: 1m``; the old default's 30m never fired on the 4-minute recording (issue 51)."""
     logs = _incident_logs("unbounded_growth")
-    (tmp_path / "d").mkdir()
-    default = bt.run_backtest(logs, _mixin_rules(tmp_path / "d"), scrape_interval=15, eval_interval=15, work_dir=str(tmp_path / "a"))
-    assert not [f for f in default.fired() if f.alert == "SparkStateUnbounded"]  # 30m: longer than the recording
-    assert [f for f in default.firings if f.alert == "SparkStateUnbounded"], "pending under the default 'for'"
-    (tmp_path / "s").mkdir()
-    short = bt.run_backtest(
-        logs,
-        _mixin_rules(tmp_path / "s", "for_durations.SparkStateUnbounded=1m"),
-        scrape_interval=15,
-        eval_interval=15,
-        work_dir=str(tmp_path / "b"),
-    )
-    fired = [f for f in short.fired() if f.alert == "SparkStateUnbounded"]
-    verdict = min(s["time"] for s in short.signals if s["kind"] == "state_unbounded")
-    assert len(fired) == 1 and fired[0].labels["operator"] == "stateStoreSave", formats.render_table(short)
-    assert verdict + 60 <= fired[0].firing_at <= verdict + 60 + short.scrape_interval + 2 * short.eval_interval
+    runs = {}
+    for name, overrides in (
+        ("default", ()),
+        ("short", ("for_durations.SparkStateUnbounded=1m",)),
+        ("old", ("for_durations.SparkStateUnbounded=30m",)),
+    ):
+        (tmp_path / name).mkdir()
+        runs[name] = bt.run_backtest(
+            logs, _mixin_rules(tmp_path / name, *overrides), scrape_interval=15, eval_interval=15, work_dir=str(tmp_path / f"{name}-bt")
+        )
+    old = runs["old"]
+    assert not [f for f in old.fired() if f.alert == "SparkStateUnbounded"] and [f for f in old.firings if f.alert == "SparkStateUnbounded"]
+    for name, delay in (("default", 0), ("short", 60)):
+        report = runs[name]
+        fired = [f for f in report.fired() if f.alert == "SparkStateUnbounded"]
+        verdict = min(s["time"] for s in report.signals if s["kind"] == "state_unbounded")
+        assert len(fired) == 1 and fired[0].labels["operator"] == "stateStoreSave", formats.render_table(report)
+        assert verdict + delay <= fired[0].firing_at <= verdict + delay + report.scrape_interval + 2 * report.eval_interval
 
 
 CUSTOM = os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")

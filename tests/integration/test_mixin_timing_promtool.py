@@ -12,9 +12,11 @@ import pytest
 import yaml
 
 from conftest import ROOT, Server, free_port, need
-from spark_state_observer.mixin.config import DEFAULT_RUNBOOK_URL, MixinConfig, load_config
+from spark_state_observer.mixin.config import MixinConfig, load_config
 from spark_state_observer.mixin.rule_tests import build_cases, case_document
 from spark_state_observer.mixin.rules import alerting_rules, rule_files
+
+EXPECTED = """expected_running_selector='query="orders"'"""  # SparkStreamingQueryDown is exported for the queries expected to run
 
 
 def _promtool_down_test(config: MixinConfig, tmp_path, name: str) -> subprocess.CompletedProcess[str]:
@@ -34,21 +36,22 @@ def _promtool_down_test(config: MixinConfig, tmp_path, name: str) -> subprocess.
 
 def test_promtool_agrees_with_the_refusal(tmp_path) -> None:
     """Series dropped at the grace: the longest accepted ``for`` fires before, the refused old default never does."""
-    longest = load_config(None, ["for_durations.SparkStreamingQueryDown=3m"])
+    longest = load_config(None, ["for_durations.SparkStreamingQueryDown=3m", EXPECTED])
     accepted = _promtool_down_test(longest, tmp_path, "accepted")
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
-    old = dataclasses.replace(MixinConfig(), for_durations={**MixinConfig().for_durations, "SparkStreamingQueryDown": "10m"})
+    old = dataclasses.replace(
+        load_config(None, [EXPECTED]), for_durations={**MixinConfig().for_durations, "SparkStreamingQueryDown": "10m"}
+    )
     refused = _promtool_down_test(old, tmp_path, "refused")
     assert refused.returncode != 0 and "SparkStreamingQueryDown" in refused.stdout + refused.stderr
 
 
 @pytest.mark.slow
-def test_the_default_runbook_link_opens_in_the_state_browser(tmp_path) -> None:
-    """The default runbook_base_url, on the browser started with its defaults but a free port: every
-    alert's section is there."""
+def test_the_runbook_file_opens_in_the_state_browser(tmp_path) -> None:
+    """The runbook as a file at the address links written before its /runbook page used: every alert's section
+    is there (the page itself is checked in a browser: tests/integration/test_ui_runbook.py)."""
     port = free_port()
-    url = DEFAULT_RUNBOOK_URL.replace(":8501/", f":{port}/")
-    assert url != DEFAULT_RUNBOOK_URL
+    url = f"http://127.0.0.1:{port}/app/static/runbook.md"
     args = [sys.executable, "-m", "spark_state_observer.cli", "ui", "--port", str(port), "--history", str(tmp_path / "h.db")]
     server = Server(args, url, cwd=ROOT)
     try:

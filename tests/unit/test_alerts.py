@@ -85,7 +85,7 @@ def test_alerts_follow_mixin_conventions_and_aggregate_by_identity(exported, whi
         assert set(rule["labels"]) == {"severity"} and rule["labels"]["severity"] == config.severities[name]
         annotations = rule["annotations"]
         assert set(annotations) == {"summary", "description", "runbook_url"} and all(annotations.values()), name
-        assert annotations["runbook_url"] == f"{config.runbook_base_url}#{name.lower()}"
+        assert annotations["runbook_url"] == f"{config.runbook_url}#{name.lower()}"
         assert name.lower() in sections, f"alerts/runbook.md has no section '## {name}'"
         assert rule["for"] == config.for_durations[name]
         if name != "SparkStateObserverDown":

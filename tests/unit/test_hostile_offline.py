@@ -243,6 +243,11 @@ def selector_cases() -> list[dict[str, Any]]:
     ]
     cases += [{"kubernetes": {"namespace": ns}} for ns in ("monitoring", "Mon", "a_b", "-a", "a" * 64, "")]
     cases += [{"runbook_base_url": url} for url in ("https://x/{{ .Foo }}", "https://x/\"<y>'", "https://x/\n")]
+    cases += [
+        {"expected_running_selector": m}
+        for m in ('query="orders"', 'query=~"orders|pay.*"', 'query=~"("', "x", "{{x}}", 'query="a\nb"', 'query=~"(?=x)"')
+    ]
+    cases += [{"runbook_base_url": url} for url in ("http://127.0.0.1:8501/runbook", "http://localhost/", "")]
     cases += [{"rule_group_prefix": p} for p in ("", "  ", 'a"b', "<x>", "名前")]
     cases += [{"app_label": label} for label in LABELS] + [{"static_labels": [label]} for label in LABELS]
     return cases

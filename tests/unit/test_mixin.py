@@ -68,7 +68,7 @@ def test_a_file_overrides_only_its_keys_and_merges_alert_maps(tmp_path) -> None:
         )
     )
     config = load_config(str(path))
-    assert config.thresholds.restore_seconds == 900 and config.thresholds.snapshot_lag_batches == 100
+    assert config.thresholds.restore_seconds == 900 and config.thresholds.snapshot_lag_batches == 20
     assert config.severities["SparkStateUnbounded"] == "critical" and config.severities["SparkStreamingQueryFailed"] == "critical"
     assert config.identity_labels == ["cluster", "namespace", "env", "app"]
     assert load_config(CUSTOM).kubernetes.labels == {"release": "kube-prometheus-stack"}

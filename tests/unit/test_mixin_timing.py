@@ -8,9 +8,11 @@ the generated test of exactly such a configuration and pass the longest ``for`` 
 from __future__ import annotations
 
 import argparse
+import os
 
 import pytest
 
+from conftest import ROOT
 from spark_state_observer.cli import watch
 from spark_state_observer.fleet.runtime import WatchOptions
 from spark_state_observer.mixin.config import AFTER_END_ALERTS, LASTING_ALERTS, MixinConfig, MixinConfigError, load_config
@@ -77,7 +79,9 @@ def test_the_lasting_alerts_are_checked_against_the_lasting_state_and_the_histor
         "https://wiki/TODO",
         "runbook.md",
         "file:///tmp/runbook.md",
-        "",
+        "http://127.0.0.1:8501/app/static/runbook.md",  # the old default: dead for everyone but its first viewer
+        "http://localhost:8501/runbook",
+        "http://[::1]:8501/runbook",
     ],
 )
 def test_a_placeholder_runbook_address_is_refused(url: str) -> None:
@@ -88,4 +92,19 @@ def test_a_placeholder_runbook_address_is_refused(url: str) -> None:
 def test_a_real_runbook_address_is_taken() -> None:
     config = load_config(None, ["runbook_base_url=https://wiki.acme.internal/spark/runbook"])
     rules = artefacts(config)["alerts/rules.yml"]
-    assert "https://wiki.acme.internal/spark/runbook#sparkstreamingquerydown" in rules
+    assert "https://wiki.acme.internal/spark/runbook#sparkstreamingqueryfailed" in rules
+
+
+def test_an_unset_runbook_address_links_the_exported_runbook_and_export_warns(tmp_path, capsys) -> None:
+    """No loopback default: unset, each alert links its section of the runbook.md written next to the rules, the
+    Kubernetes objects carry no address of one machine, and `mixin export` says so on standard error."""
+    from spark_state_observer.cli.main import main
+
+    files = artefacts(load_config(None, []))
+    assert "runbook_url: runbook.md#sparkstreamingqueryfailed" in files["alerts/rules.yml"]
+    runbook_lines = [line for text in files.values() for line in text.splitlines() if "runbook" in line.lower()]
+    assert runbook_lines and not any("127.0.0.1" in line or "localhost" in line for line in runbook_lines)
+    assert main(["mixin", "export", "--out", str(tmp_path / "out")]) == 0
+    assert "runbook_base_url is unset" in capsys.readouterr().err
+    main(["mixin", "export", "--out", str(tmp_path / "set"), "--config", os.path.join(ROOT, "tests", "data", "mixin-custom.yaml")])
+    assert "runbook_base_url" not in capsys.readouterr().err

@@ -277,7 +277,7 @@ def test_queries_page_puts_the_verdict_and_root_cause_first(monkeypatch, all_db)
     failed = table[table.health.str.endswith("failed")].iloc[0]
     assert failed.name == 0  # the most severe first
     assert failed.verdict.startswith("Failed at start at ") and "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in failed.verdict
-    assert failed.runbook.endswith("/runbook.md#sparkstreamingqueryfailed")
+    assert failed.runbook == "./runbook?section=sparkstreamingqueryfailed"  # the browser's own runbook page
     restarted = table[table.runs == 2].iloc[0] if (table.runs == 2).sum() == 1 else table[table.verdict.str.contains("Restarted")].iloc[0]
     assert "Restarted at" in restarted.verdict and "restore" in restarted.verdict
     assert "2 operators, slowest stateStoreSave" in restarted["last restore"]  # the larger operator is not hidden

@@ -20,7 +20,7 @@ from spark_state_observer.browser import charts, fmt
 from spark_state_observer.browser.config import DEFAULT_RUNBOOK_URL
 from spark_state_observer.browser.health import typical_interval
 from spark_state_observer.browser.rootcause import TRACEBACK_HEADER, from_text, root_cause
-from spark_state_observer.browser.verdict import ANCHORS, ATTENTION_UP_TO, ICONS, NO_RUNBOOK, SEVERITY, Facts, Verdict, verdict, verdicts
+from spark_state_observer.browser.verdict import ANCHORS, ATTENTION_UP_TO, NO_RUNBOOK, SEVERITY, Facts, Verdict, verdict, verdicts
 from spark_state_observer.history.browse import UNKNOWN_APP, load_query_apps, load_recent_events, load_run_stats
 from spark_state_observer.history.loaders import load_batch_series, load_operator_series, load_partition_lag, load_span
 from spark_state_observer.model.signal_kinds import SIGNAL_KINDS
@@ -110,7 +110,7 @@ def test_failed_restart_reads_failed_at_start_with_its_spark_error(db) -> None:
     assert v.text.startswith("Failed at start at ") and "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in v.text
     assert TRACEBACK_HEADER not in v.text
     assert v.trace and recorded_exception().startswith(v.trace)  # what the history keeps of it (the model caps the text)
-    assert v.runbook(DEFAULT_RUNBOOK_URL).endswith("runbook.md#sparkstreamingqueryfailed")
+    assert v.runbook(DEFAULT_RUNBOOK_URL) == "./runbook?section=sparkstreamingqueryfailed"  # the browser's own page
 
 
 def test_failed_at_start_with_no_batch_at_all(tmp_path) -> None:
@@ -186,7 +186,7 @@ def test_a_scheduled_run_is_overdue_once_its_interval_and_the_lateness_have_pass
         "(its last run stopped cleanly at 07:21:45)"
     )
     assert top.level == "warning" and top.severity <= ATTENTION_UP_TO and top.icon == ":material/warning:"
-    assert top.runbook(DEFAULT_RUNBOOK_URL).endswith("runbook.md#sparkstreamingscheduledrunoverdue")
+    assert top.runbook(DEFAULT_RUNBOOK_URL) == "./runbook?section=sparkstreamingscheduledrunoverdue"
     hours = verdict(facts_of(every, qid, now=due + 6 * 3600.0))
     assert hours.kind == "overdue" and "none has started in the 6.0 h since" in hours.text
 
@@ -620,6 +620,8 @@ def test_each_verdict_is_shown_at_its_level() -> None:
         "state_unbounded",
         "falling_behind",
         "kafka_lag",
+        "snapshot_lagging",
+        "state_skewed",
     }
     assert {k for k, v in level.items() if v == "info"} == {"executor_lost", "restarted", "stopped"}
     assert {k for k, v in level.items() if v == "success"} == {"healthy", "no_data"}
@@ -627,4 +629,4 @@ def test_each_verdict_is_shown_at_its_level() -> None:
         ":material/warning:"
     }
     assert (Verdict("executor_lost", "").icon, Verdict("stopped", "").icon) == (":material/info:", ":material/stop_circle:")
-    assert sorted(ICONS) == sorted(SEVERITY.values())  # one icon per severity
+    assert all(Verdict(kind, "").icon.startswith(":material/") for kind in SEVERITY)  # every kind has an icon

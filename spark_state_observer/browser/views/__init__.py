@@ -10,7 +10,7 @@ from typing import Callable
 
 from spark_state_observer.browser import nav
 from spark_state_observer.browser.context import Context
-from spark_state_observer.browser.views import apps, checkpoint, drilldown, partitions, placement, queries, restores, runs, state
+from spark_state_observer.browser.views import apps, checkpoint, drilldown, partitions, placement, queries, restores, runbook, runs, state
 
 RENDER: dict[str, Callable[[Context], None]] = {
     nav.APPLICATIONS: apps.render,
@@ -22,4 +22,5 @@ RENDER: dict[str, Callable[[Context], None]] = {
     nav.RUNS: runs.render,
     nav.CHECKPOINTS: checkpoint.render,
     nav.STATE: state.render,
+    nav.RUNBOOK: runbook.render,
 }
