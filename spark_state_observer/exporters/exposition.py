@@ -16,6 +16,7 @@ tests/unit/test_exposition.py checks that the two texts parse to the same sample
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache, partial
 from typing import Callable, Iterable, Iterator, cast
@@ -36,6 +37,8 @@ Samples = list[tuple[Labels, float]]
 _go_float = cast(Callable[[float], str], lru_cache(maxsize=4096)(floatToGoString))  # bounded: ~0.7 MB at most
 # one query's rendered samples: (family spec, its sample lines), families in order of first appearance
 QueryLines = list[tuple[MetricSpec, bytes]]
+# a counter series (its sample name, its labels sorted by name) -> when it was first rendered (Unix seconds)
+Created = dict[tuple[str, Labels], float]
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,14 @@ class Families:
         labels_text: dict[Labels, str] = {}
         return [(spec, family(spec).lines(samples, labels_text)) for spec, samples in self.samples.items()]
 
+    def counter_keys(self) -> Iterator[tuple[str, Labels]]:
+        """Each counter series as ``Created`` keys it (a repeated label name keeps its last value, as in the text)."""
+        for spec, samples in self.samples.items():
+            if spec.kind == COUNTER:
+                name = family(spec).name
+                for labels, _ in samples:
+                    yield name, tuple(sorted(dict(labels).items()))
+
 
 @dataclass(frozen=True)
 class _Entry:
@@ -133,12 +144,22 @@ class _Entry:
     totals: QueryLines
     gauges: QueryLines
     progress: QueryLines
+    created: Created  # its counter series, each with when it was first rendered
+
+
+def _families(render: Callable[[SampleSink], None], prefix: Labels = ()) -> Families:
+    families = Families()
+    render(labelled(families, prefix))
+    return families
 
 
 def _lines(render: Callable[[SampleSink], None], prefix: Labels = ()) -> QueryLines:
-    families = Families()
-    render(labelled(families, prefix))
-    return families.lines()
+    return _families(render, prefix).lines()
+
+
+def _created(before: Created, rendered: Iterable[Families], now: float) -> Created:
+    """The counter series of ``rendered``, each with its time in ``before`` or, new, ``now``."""
+    return {key: before.get(key, now) for families in rendered for key in families.counter_keys()}
 
 
 class QueryLinesCache:
@@ -147,6 +168,11 @@ class QueryLinesCache:
     Holds at most one entry per query the tracker keeps; a forgotten query's entry goes at the next
     ``refresh``. Only records whose version changed are copied out of the tracker and re-rendered, and
     of those whose ``state_version`` did not change (the tick rewrote a signal gauge) only the gauges.
+
+    Each entry also remembers when each of its counter series was first rendered: the series' creation
+    time in OpenMetrics (``_created``). The worker renders right after each round of events
+    (``StateCollector.prerender``), so a counter born at its final value between two scrapes gets a
+    creation time before the scrape that first shows it, and Prometheus can count its rise from zero.
     """
 
     def __init__(self, top_k: int) -> None:
@@ -171,16 +197,26 @@ class QueryLinesCache:
                 elif entry is not None and entry.state_version == record.state_version:
                     entry = replace(entry, version=record.version, gauges=_lines(partial(render_signal_gauges, record=record), prefix))
                 else:
+                    totals = _families(partial(render_totals, record=record), prefix)
+                    gauges = _families(partial(render_signal_gauges, record=record), prefix)
+                    progress = _families(partial(render_progress, record=record, top_k=self._top_k), prefix)
+                    before = entry.created if entry is not None else {}
                     entry = _Entry(
                         record.version,
                         record.state_version,
-                        _lines(partial(render_totals, record=record), prefix),
-                        _lines(partial(render_signal_gauges, record=record), prefix),
-                        _lines(partial(render_progress, record=record, top_k=self._top_k), prefix),
+                        totals.lines(),
+                        gauges.lines(),
+                        progress.lines(),
+                        _created(before, (totals, progress), time.time()),
                     )
                 entries[qid] = entry
             self._entries = entries
             return [(qid, e.totals + e.gauges + e.progress) for qid, e in entries.items()]
+
+    def created(self) -> Created:
+        """When each counter series of the queries rendered so far was first rendered (as of the last ``refresh``)."""
+        with self._lock:
+            return {key: at for entry in self._entries.values() for key, at in entry.created.items()}
 
 
 def join_parts(queries: Iterable[QueryLines], rest: QueryLines) -> Iterator[bytes]:

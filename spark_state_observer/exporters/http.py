@@ -19,8 +19,8 @@ does writes a traceback to the job's stderr. Every refusal is counted by reason 
 for the observer's self-metric.
 
 Both send the text format 0.0.4 from one render function (the collector's cached ``exposition()``):
-the endpoint whatever the client's Accept header asks for (Prometheus accepts it; OpenMetrics is not
-negotiated), from the newest rendering (``spark_state_observer.exporters.latest``: gzipped once per rendering, and
+the endpoint whatever the client's Accept header asks for (Prometheus accepts it), unless the URL asks for
+``format=openmetrics`` (``spark_state_observer.exporters.openmetrics``), from the newest rendering (``spark_state_observer.exporters.latest``: gzipped once per rendering, and
 rendered ahead of the scrapes when rendering is slow; its age in a response header); the pusher renders
 afresh for each PUT.
 """
@@ -41,6 +41,7 @@ import socket
 import ssl
 import threading
 import time
+import zlib
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -50,9 +51,11 @@ from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer,
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import basic_auth_handler, default_handler
+from prometheus_client.registry import Collector
 
 from spark_state_observer.exporters.last_export import within
-from spark_state_observer.exporters.latest import AGE_HEADER, LatestExposition
+from spark_state_observer.exporters.latest import AGE_HEADER, GZIP_LEVEL, LatestExposition
+from spark_state_observer.exporters.openmetrics import FORMAT_PARAMETER, negotiated
 from spark_state_observer.settings import redact_url
 
 log = logging.getLogger(__name__)
@@ -707,11 +710,14 @@ def accepts_gzip(header: str) -> bool:
     return gzip > 0.0 and gzip >= identity
 
 
-def _text_app(render: Callable[[], bytes] | LatestExposition, registry: CollectorRegistry) -> WsgiApp:
+def _text_app(
+    render: Callable[[], bytes] | LatestExposition, registry: CollectorRegistry, openmetrics: Callable[[], Collector] | None = None
+) -> WsgiApp:
     """A GET serves the newest rendering of ``render`` as text format 0.0.4, gzipped if the client accepts it.
 
     HEAD answers the same headers without a body, OPTIONS says what is served, other methods get a 405;
     /favicon.ico and ``name[]`` filters are prometheus-client's own app over ``registry`` (the same metrics).
+    ``?format=openmetrics`` with an Accept header that allows it gets ``openmetrics()``'s samples in OpenMetrics, for the request.
     """
     fallback = make_wsgi_app(registry, disable_compression=True)
     latest = render if isinstance(render, LatestExposition) else LatestExposition(_one_part(render))
@@ -728,8 +734,15 @@ def _text_app(render: Callable[[], bytes] | LatestExposition, registry: Collecto
                 [("Allow", ALLOWED_METHODS), ("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))],
             )
             return [body]
-        if environ.get("PATH_INFO") == "/favicon.ico" or "name[]" in parse_qs(environ.get("QUERY_STRING", "")):
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        if environ.get("PATH_INFO") == "/favicon.ico" or "name[]" in query:
             status, headers, body = _answer_of(fallback, {**environ, "REQUEST_METHOD": "GET"})
+        elif openmetrics is not None and (chosen := negotiated(query.get(FORMAT_PARAMETER, []), environ.get("HTTP_ACCEPT", ""))):
+            encoder, content_type = chosen
+            status, headers, body = "200 OK", [("Content-Type", content_type)], encoder(openmetrics())
+            if accepts_gzip(environ.get("HTTP_ACCEPT_ENCODING", "")):
+                body = zlib.compress(body, GZIP_LEVEL, 31)  # wbits 31: a gzip member
+                headers.append(("Content-Encoding", "gzip"))
         else:
             rendered = latest.get()
             status = "200 OK"
@@ -820,6 +833,7 @@ class MetricsServer:
 
     ``render_parts``, when given, renders the same text in parts (compressed as they come, so the whole
     text is never held); ``latest`` holds the newest rendering (``spark_state_observer.exporters.latest``).
+    ``openmetrics``, when given, collects the samples that ``?format=openmetrics`` gets in OpenMetrics.
     ``on_refused`` is told the reason (one of ``REFUSAL_REASONS``) of every refused request.
     """
 
@@ -836,10 +850,11 @@ class MetricsServer:
         basic_auth: tuple[str, str] | None = None,
         render_parts: Callable[[], Iterable[bytes]] | None = None,
         on_refused: Callable[[str], None] | None = None,
+        openmetrics: Callable[[], Collector] | None = None,
     ) -> None:
         self.latest = LatestExposition(render_parts or _one_part(render))
         self.refusals = Refusals(on_refused)
-        app = _text_app(self.latest, registry)
+        app = _text_app(self.latest, registry, openmetrics)
         if basic_auth:
             app = _BasicAuth(app, *basic_auth, self.refusals)
         try:

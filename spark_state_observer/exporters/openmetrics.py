@@ -1,0 +1,63 @@
+"""The exposition in OpenMetrics, with each counter's creation time (``_created``), written by prometheus-client.
+
+A watcher that catches up a log inside one scrape interval shows a counter for the first time at its
+final value. Prometheus then has no earlier sample, and ``increase()`` reads 0. OpenMetrics carries
+when each counter series was created; Prometheus run with
+``--enable-feature=created-timestamp-zero-ingestion`` stores a 0 at that time, so the rise is counted.
+
+The text format 0.0.4 stays the default and stays as it was: a client gets OpenMetrics only when it asks
+for ``format=openmetrics`` in the URL and accepts it (``choose_encoder``). The OpenMetrics text is
+made from the 0.0.4 text, parsed back, with the creation times added: the two agree on every sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+
+from spark_state_observer.exporters.exposition import Created
+from spark_state_observer.metrics.updates import Labels
+
+# the query parameter that asks for OpenMetrics (Prometheus: ``params: {format: [openmetrics]}`` in the scrape config)
+FORMAT_PARAMETER = "format"
+FORMAT_VALUE = "openmetrics"
+
+
+Encoder = Callable[[Collector], bytes]
+
+
+def negotiated(formats: list[str], accept: str) -> tuple[Encoder, str] | None:
+    """prometheus-client's OpenMetrics encoder and content type, when the URL names the format and Accept allows it."""
+    if FORMAT_VALUE not in formats:
+        return None
+    encoder, content_type = choose_encoder(accept)
+    return (encoder, content_type) if content_type.startswith("application/openmetrics-text") else None  # type: ignore[return-value]
+
+
+class _Parsed(Collector):
+    """The families of a text format 0.0.4 exposition, each counter sample followed by its ``_created`` sample."""
+
+    def __init__(self, text: bytes, created: Created) -> None:
+        self._text, self._created = text, created
+
+    def collect(self) -> Iterator:  # type: ignore[type-arg]  # prometheus-client's Metric
+        for metric in text_string_to_metric_families(self._text.decode()):
+            if metric.type == "counter":
+                samples: list[Sample] = []
+                for sample in metric.samples:
+                    samples.append(sample)
+                    key: tuple[str, Labels] = (sample.name, tuple(sorted(sample.labels.items())))
+                    at = self._created.get(key)
+                    if at is not None and sample.name.endswith("_total"):
+                        samples.append(Sample(sample.name[: -len("_total")] + "_created", sample.labels, at))
+                metric.samples = samples
+            yield metric
+
+
+def openmetrics_text(render: Callable[[], bytes], created: Callable[[], Created]) -> Callable[[], Collector]:
+    """A collector of ``render()``'s samples for an encoder, counters with the creation times of ``created()``."""
+    return lambda: _Parsed(render(), created())

@@ -1,0 +1,73 @@
+"""OpenMetrics on request: counters carry their creation time (``_created``); the text format 0.0.4 stays as it was."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import fixture_runs, progress_lines
+from spark_state_observer.capture.queue import CapturedEvent
+from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.settings import Settings
+
+# what Prometheus sends: OpenMetrics first
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+RUN = next(progress_lines(run) for run in fixture_runs() if run.endswith("rocksdb_restart/run1"))
+
+
+def _get(url: str, accept: str = PROMETHEUS_ACCEPT) -> tuple[str, bytes]:
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": accept}), timeout=10) as response:
+        return response.headers["Content-Type"], response.read()
+
+
+def _samples(families: object, drop_created: bool = False) -> set[tuple[str, tuple, str]]:
+    """The application's samples (the observer's own move between two GETs)."""
+    return {
+        (s.name, tuple(sorted(s.labels.items())), repr(s.value))
+        for f in families  # type: ignore[attr-defined]
+        if not f.name.startswith("spark_state_observer_")
+        for s in f.samples
+        if not (drop_created and s.name.endswith("_created"))
+    }
+
+
+def test_openmetrics_on_request_gives_counters_their_creation_time() -> None:
+    began = time.time()
+    obs = PrometheusObserver(Settings(http_port=0), live=False).start()
+    try:
+        for p in RUN[: len(RUN) // 2]:
+            obs.submit(CapturedEvent("progress", json.dumps(p), 0.0, 0.0))
+        assert obs.flush()
+        url = obs.server.url
+        # Prometheus's Accept header alone changes nothing: the text format 0.0.4, as before
+        kind, text = _get(url)
+        assert kind == "text/plain; version=0.0.4; charset=utf-8" and b"_created" not in text
+        assert _get(url + "?format=openmetrics", accept="text/plain")[0] == kind  # a client that does not accept it
+        kind, om = _get(url + "?format=openmetrics")
+        assert kind.startswith("application/openmetrics-text; version=1.0.0;") and om.endswith(b"# EOF\n")
+        families = list(openmetrics_families(om.decode()))  # the strict parser: valid OpenMetrics
+        assert _samples(families, drop_created=True) == _samples(text_string_to_metric_families(text.decode()))
+        created = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in families
+            if f.type == "counter"
+            for s in f.samples
+            if s.name.endswith("_created")
+        }
+        starts = [at for (name, _), at in created.items() if name == "spark_streaming_query_starts_created"]
+        assert starts and all(began <= at <= time.time() for at in created.values()), created
+        # later batches move the counters, not their creation times
+        for p in RUN[len(RUN) // 2 :]:
+            obs.submit(CapturedEvent("progress", json.dumps(p), 0.0, 0.0))
+        assert obs.flush()
+        later = list(openmetrics_families(_get(url + "?format=openmetrics")[1].decode()))
+        again = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in later for s in f.samples if s.name.endswith("_created")}
+        assert all(again[key] == at for key, at in created.items())
+    finally:
+        obs.stop()
