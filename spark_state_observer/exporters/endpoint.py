@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
-from spark_state_observer.exporters.http import MetricsServer, Pusher
+from spark_state_observer.exporters.http import MetricsServer
+from spark_state_observer.exporters.push import Pusher
 from spark_state_observer.settings import Settings
 
 

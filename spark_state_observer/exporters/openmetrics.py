@@ -35,7 +35,7 @@ def negotiated(formats: list[str], accept: str) -> tuple[Encoder, str] | None:
     if FORMAT_VALUE not in formats:
         return None
     encoder, content_type = choose_encoder(accept)
-    return (encoder, content_type) if content_type.startswith("application/openmetrics-text") else None  # type: ignore[return-value]
+    return (encoder, content_type) if content_type.startswith("application/openmetrics-text") else None
 
 
 class _Parsed(Collector):

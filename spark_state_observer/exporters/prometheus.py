@@ -19,8 +19,9 @@ from prometheus_client.registry import Collector
 
 from spark_state_observer.exporters.endpoint import Endpoint, open_endpoint
 from spark_state_observer.exporters.exposition import Created, Families, QueryLines, QueryLinesCache, family, join_parts
-from spark_state_observer.exporters.http import MetricsServer, Pusher
+from spark_state_observer.exporters.http import MetricsServer
 from spark_state_observer.exporters.openmetrics import openmetrics_text
+from spark_state_observer.exporters.push import Pusher
 from spark_state_observer.exporters.samples import render_app, render_self, render_state
 from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.selfmetrics import SelfSnapshot

@@ -62,10 +62,11 @@ from prometheus_client.registry import Collector
 from spark_state_observer.capture.queue import CapturedEvent
 from spark_state_observer.exporters.endpoint import Endpoint, open_endpoint
 from spark_state_observer.exporters.exposition import Created, Families, QueryLines, join_parts
-from spark_state_observer.exporters.http import MetricsServer, Pusher
+from spark_state_observer.exporters.http import MetricsServer
 from spark_state_observer.exporters.openmetrics import openmetrics_text
 from spark_state_observer.exporters.otel.config import otlp_enabled
 from spark_state_observer.exporters.prometheus import StateCollector, histogram_text
+from spark_state_observer.exporters.push import Pusher
 from spark_state_observer.exporters.samples import SampleSink, labelled, render_lasting, render_self
 from spark_state_observer.fleet.app_events import (
     PIPELINE_EVENTS,
