@@ -475,7 +475,7 @@ def test_basic_auth_takes_any_case_and_bounds_guesses(monkeypatch: pytest.Monkey
         assert [ask(b"Basic " + wrong) for _ in range(metrics_app.AUTH_FAILURES_PER_WINDOW)] == [401] * 10
         assert ask(b"Basic " + wrong) == 429 and ask(b"Basic " + token) == 429  # locked out: not even right ones are checked
         assert ask(b"Basic " + token, "127.0.0.3") == 200  # other clients are not
-        monkeypatch.setattr(http_exporter, "AUTH_WINDOW_SECONDS", 0.0)  # as if the window had passed
+        monkeypatch.setattr(metrics_app, "AUTH_WINDOW_SECONDS", 0.0)  # as if the window had passed
         assert ask(b"Basic " + token) == 200
     finally:
         server.stop()
