@@ -1,4 +1,6 @@
-"""Exposition of the metrics text: an HTTP(S) /metrics endpoint and a Pushgateway pusher.
+"""The HTTP(S) /metrics endpoint's server: its serving loop and its bounds.
+
+Why not waitress or cheroot: docs/architecture.md (the hostile corpus broke their guarantees).
 
 The endpoint binds to loopback unless told otherwise, optionally wraps its socket in TLS (with client
 certificate checks) and optionally requires HTTP basic auth. A port already in use is reported as an
@@ -15,14 +17,11 @@ written and workers are each bounded, and where room runs out the client address
 way first (for headers: a connection that has sent nothing before one that has sent part of its request),
 so a flood from one client cannot lock another's scrapes out. A malformed request gets a 4xx, a client
 that hangs up ends its connection only (writes never raise SIGPIPE on plain sockets), and nothing a client
-does writes a traceback to the job's stderr. Every refusal is counted by reason (``REFUSAL_REASONS``),
-for the observer's self-metric.
+does writes a traceback to the job's stderr. Every refusal is counted by reason
+(``metrics_app.REFUSAL_REASONS``), for the observer's self-metric.
 
-Both send the text format 0.0.4 from one render function (the collector's cached ``exposition()``):
-the endpoint whatever the client's Accept header asks for (Prometheus accepts it), unless the URL asks for
-``format=openmetrics`` (``spark_state_observer.exporters.openmetrics``), from the newest rendering (``spark_state_observer.exporters.latest``: gzipped once per rendering, and
-rendered ahead of the scrapes when rendering is slow; its age in a response header); the pusher renders
-afresh for each PUT.
+One connection's pieces are in ``http_request``; the answer (text format 0.0.4 from the newest rendering,
+OpenMetrics on request, basic auth) in ``metrics_app``; the Pushgateway pusher in ``push``.
 """
 
 from __future__ import annotations
@@ -445,7 +444,7 @@ class MetricsServer:
     ``render_parts``, when given, renders the same text in parts (compressed as they come, so the whole
     text is never held); ``latest`` holds the newest rendering (``spark_state_observer.exporters.latest``).
     ``openmetrics``, when given, collects the samples that ``?format=openmetrics`` gets in OpenMetrics.
-    ``on_refused`` is told the reason (one of ``REFUSAL_REASONS``) of every refused request.
+    ``on_refused`` is told the reason (one of ``metrics_app.REFUSAL_REASONS``) of every refused request.
     """
 
     def __init__(
