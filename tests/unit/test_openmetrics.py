@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import urllib.request
 
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import fixture_runs, progress_lines
+from conftest import eventlog_dir, fixture_runs, progress_lines
 from spark_state_observer.capture.queue import CapturedEvent
 from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
+from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
 from spark_state_observer.settings import Settings
 
 # what Prometheus sends: OpenMetrics first
 PROMETHEUS_ACCEPT = (
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
 )
-RUN = next(progress_lines(run) for run in fixture_runs() if run.endswith("rocksdb_restart/run1"))
+RUN_DIR = next(run for run in fixture_runs() if run.endswith("rocksdb_restart/run1"))
+RUN = progress_lines(RUN_DIR)
 
 
 def _get(url: str, accept: str = PROMETHEUS_ACCEPT) -> tuple[str, bytes]:
@@ -71,3 +74,25 @@ def test_openmetrics_on_request_gives_counters_their_creation_time() -> None:
         assert all(again[key] == at for key, at in created.items())
     finally:
         obs.stop()
+
+
+def test_the_watcher_serves_openmetrics_with_creation_times(tmp_path) -> None:
+    """A watcher catching up a finished log: each query counter gets a creation time, the samples are the text's."""
+    logs = tmp_path / "logs"
+    shutil.copytree(eventlog_dir(RUN_DIR), logs)
+    began = time.time()
+    fleet = FleetObserver([str(logs)], Settings(http_port=0), WatchOptions(read_finished_at_start=True))
+    fleet.start(follow=False)
+    try:
+        for _ in range(3):
+            fleet.poll_once()
+        assert fleet.server is not None
+        text = _get(fleet.server.url)[1]
+        assert b"spark_streaming_batches_total{" in text and b"_created" not in text
+        om = _get(fleet.server.url + "?format=openmetrics")[1]
+        families = list(openmetrics_families(om.decode()))
+        assert _samples(families, drop_created=True) == _samples(text_string_to_metric_families(text.decode()))
+        batches = [s.value for f in families for s in f.samples if s.name == "spark_streaming_batches_created"]
+        assert batches and all(began <= at <= time.time() for at in batches)
+    finally:
+        fleet.stop()
