@@ -37,7 +37,7 @@ Samples = list[tuple[Labels, float]]
 _go_float = cast(Callable[[float], str], lru_cache(maxsize=4096)(floatToGoString))  # bounded: ~0.7 MB at most
 # one query's rendered samples: (family spec, its sample lines), families in order of first appearance
 QueryLines = list[tuple[MetricSpec, bytes]]
-# a counter series (its sample name, its labels sorted by name) -> when it was first rendered (Unix seconds)
+# a counter series (its sample name, its labels as rendered) -> when it was first rendered (Unix seconds)
 Created = dict[tuple[str, Labels], float]
 
 
@@ -127,12 +127,12 @@ class Families:
         return [(spec, family(spec).lines(samples, labels_text)) for spec, samples in self.samples.items()]
 
     def counter_keys(self) -> Iterator[tuple[str, Labels]]:
-        """Each counter series as ``Created`` keys it (a repeated label name keeps its last value, as in the text)."""
+        """Each counter series as ``Created`` keys it: its sample name and its labels as rendered."""
         for spec, samples in self.samples.items():
             if spec.kind == COUNTER:
                 name = family(spec).name
                 for labels, _ in samples:
-                    yield name, tuple(sorted(dict(labels).items()))
+                    yield name, labels
 
 
 @dataclass(frozen=True)

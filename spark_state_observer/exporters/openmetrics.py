@@ -42,7 +42,9 @@ class _Parsed(Collector):
     """The families of a text format 0.0.4 exposition, each counter sample followed by its ``_created`` sample."""
 
     def __init__(self, text: bytes, created: Created) -> None:
-        self._text, self._created = text, created
+        self._text = text
+        # keyed as the parsed samples are: labels sorted, a repeated name keeping its last value (as the text does)
+        self._created = {(name, tuple(sorted(dict(labels).items()))): at for (name, labels), at in created.items()}
 
     def collect(self) -> Iterator:  # type: ignore[type-arg]  # prometheus-client's Metric
         for metric in text_string_to_metric_families(self._text.decode()):
