@@ -37,8 +37,8 @@ Samples = list[tuple[Labels, float]]
 _go_float = cast(Callable[[float], str], lru_cache(maxsize=4096)(floatToGoString))  # bounded: ~0.7 MB at most
 # one query's rendered samples: (family spec, its sample lines), families in order of first appearance
 QueryLines = list[tuple[MetricSpec, bytes]]
-# a counter series (its sample name, its labels as rendered) -> when it was first rendered (Unix seconds)
-Created = dict[tuple[str, Labels], float]
+# (a counter's sample name, a query id) -> when the query first rendered that counter (Unix seconds)
+Created = dict[tuple[str, str], float]
 
 
 @dataclass(frozen=True)
@@ -126,13 +126,9 @@ class Families:
         labels_text: dict[Labels, str] = {}
         return [(spec, family(spec).lines(samples, labels_text)) for spec, samples in self.samples.items()]
 
-    def counter_keys(self) -> Iterator[tuple[str, Labels]]:
-        """Each counter series as ``Created`` keys it: its sample name and its labels as rendered."""
-        for spec, samples in self.samples.items():
-            if spec.kind == COUNTER:
-                name = family(spec).name
-                for labels, _ in samples:
-                    yield name, labels
+    def counter_names(self) -> Iterator[str]:
+        """The sample names of the counters it holds."""
+        return (family(spec).name for spec in self.samples if spec.kind == COUNTER)
 
 
 @dataclass(frozen=True)
@@ -144,7 +140,7 @@ class _Entry:
     totals: QueryLines
     gauges: QueryLines
     progress: QueryLines
-    created: Created  # its counter series, each with when it was first rendered
+    created: dict[str, float]  # its counters by sample name, each with when the query first rendered it
 
 
 def _families(render: Callable[[SampleSink], None], prefix: Labels = ()) -> Families:
@@ -157,9 +153,9 @@ def _lines(render: Callable[[SampleSink], None], prefix: Labels = ()) -> QueryLi
     return _families(render, prefix).lines()
 
 
-def _created(before: Created, rendered: Iterable[Families], now: float) -> Created:
-    """The counter series of ``rendered``, each with its time in ``before`` or, new, ``now``."""
-    return {key: before.get(key, now) for families in rendered for key in families.counter_keys()}
+def _created(before: dict[str, float], rendered: Iterable[Families], now: float) -> dict[str, float]:
+    """The counters of ``rendered``, each with its time in ``before`` or, new, ``now``."""
+    return {name: before.get(name, now) for families in rendered for name in families.counter_names()}
 
 
 class QueryLinesCache:
@@ -169,8 +165,9 @@ class QueryLinesCache:
     ``refresh``. Only records whose version changed are copied out of the tracker and re-rendered, and
     of those whose ``state_version`` did not change (the tick rewrote a signal gauge) only the gauges.
 
-    Each entry also remembers when each of its counter series was first rendered: the series' creation
-    time in OpenMetrics (``_created``). The worker renders right after each round of events
+    Each entry also remembers when each of its counters was first rendered: the creation time of the
+    counter's series of that query in OpenMetrics (``_created``). One time per counter and query, not per
+    label set: a fleet's cache would otherwise grow by about a third. The worker renders right after each round of events
     (``StateCollector.prerender``), so a counter born at its final value between two scrapes gets a
     creation time before the scrape that first shows it, and Prometheus can count its rise from zero.
     """
@@ -214,9 +211,9 @@ class QueryLinesCache:
             return [(qid, e.totals + e.gauges + e.progress) for qid, e in entries.items()]
 
     def created(self) -> Created:
-        """When each counter series of the queries rendered so far was first rendered (as of the last ``refresh``)."""
+        """When each query rendered so far first rendered each of its counters (as of the last ``refresh``)."""
         with self._lock:
-            return {key: at for entry in self._entries.values() for key, at in entry.created.items()}
+            return {(name, qid): at for qid, entry in self._entries.items() for name, at in entry.created.items()}
 
 
 def join_parts(queries: Iterable[QueryLines], rest: QueryLines) -> Iterator[bytes]:

@@ -20,7 +20,6 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from spark_state_observer.exporters.exposition import Created
-from spark_state_observer.metrics.updates import Labels
 
 # the query parameter that asks for OpenMetrics (Prometheus: ``params: {format: [openmetrics]}`` in the scrape config)
 FORMAT_PARAMETER = "format"
@@ -39,12 +38,10 @@ def negotiated(formats: list[str], accept: str) -> tuple[Encoder, str] | None:
 
 
 class _Parsed(Collector):
-    """The families of a text format 0.0.4 exposition, each counter sample followed by its ``_created`` sample."""
+    """The families of a text format 0.0.4 exposition, each query counter sample followed by its ``_created`` sample."""
 
     def __init__(self, text: bytes, created: Created) -> None:
-        self._text = text
-        # keyed as the parsed samples are: labels sorted, a repeated name keeping its last value (as the text does)
-        self._created = {(name, tuple(sorted(dict(labels).items()))): at for (name, labels), at in created.items()}
+        self._text, self._created = text, created
 
     def collect(self) -> Iterator:  # type: ignore[type-arg]  # prometheus-client's Metric
         for metric in text_string_to_metric_families(self._text.decode()):
@@ -52,8 +49,7 @@ class _Parsed(Collector):
                 samples: list[Sample] = []
                 for sample in metric.samples:
                     samples.append(sample)
-                    key: tuple[str, Labels] = (sample.name, tuple(sorted(sample.labels.items())))
-                    at = self._created.get(key)
+                    at = self._created.get((sample.name, sample.labels.get("query_id", "")))
                     if at is not None and sample.name.endswith("_total"):
                         samples.append(Sample(sample.name[: -len("_total")] + "_created", sample.labels, at))
                 metric.samples = samples
