@@ -7,7 +7,8 @@ once as before (text format 0.0.4). Every progress event of a recorded run arriv
 time for the OpenMetrics job, and ``increase()`` sees the batches; for the text job it reads 0, as before.
 
 The feature reads created timestamps from OpenMetrics text since Prometheus 3; Debian 12's 2.42 does not
-have it. ``SPARK_STATE_OBSERVER_TEST_PROMETHEUS`` names a binary that does (else ``prometheus`` on the path).
+have it. ``SPARK_STATE_OBSERVER_TEST_PROMETHEUS`` names a binary that does (else ``prometheus`` on the path);
+``scripts/build_prometheus.sh`` builds one from its Go module.
 """
 
 from __future__ import annotations
