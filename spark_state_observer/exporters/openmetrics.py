@@ -13,13 +13,16 @@ made from the 0.0.4 text, parsed back, with the creation times added: the two ag
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
-from spark_state_observer.exporters.exposition import Created
+if TYPE_CHECKING:  # the endpoint's server imports this module: it stays free of the metric model
+    from spark_state_observer.exporters.exposition import Created
+
 
 # the query parameter that asks for OpenMetrics (Prometheus: ``params: {format: [openmetrics]}`` in the scrape config)
 FORMAT_PARAMETER = "format"
