@@ -12,6 +12,7 @@ made from the 0.0.4 text, parsed back, with the creation times added: the two ag
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -27,17 +28,27 @@ if TYPE_CHECKING:  # the endpoint's server imports this module: it stays free of
 # the query parameter that asks for OpenMetrics (Prometheus: ``params: {format: [openmetrics]}`` in the scrape config)
 FORMAT_PARAMETER = "format"
 FORMAT_VALUE = "openmetrics"
+_PLAIN_CONTENT_TYPE = re.compile(r"[A-Za-z0-9/.=;, _-]{1,200}")
 
 
 Encoder = Callable[[Collector], bytes]
 
 
 def negotiated(formats: list[str], accept: str) -> tuple[Encoder, str] | None:
-    """prometheus-client's OpenMetrics encoder and content type, when the URL names the format and Accept allows it."""
+    """prometheus-client's OpenMetrics encoder and content type, when the URL names the format and Accept allows it.
+
+    None otherwise, and for an Accept header prometheus-client cannot read: such a client gets the text format.
+    """
     if FORMAT_VALUE not in formats:
         return None
-    encoder, content_type = choose_encoder(accept)
-    return (encoder, content_type) if content_type.startswith("application/openmetrics-text") else None
+    try:
+        encoder, content_type = choose_encoder(accept)
+    except (TypeError, ValueError):  # a version it cannot compare (``version=\x7f``): the text format, as to anyone
+        return None
+    # prometheus-client echoes the asked version into the content type: only plain characters go back
+    if not content_type.startswith("application/openmetrics-text") or not _PLAIN_CONTENT_TYPE.fullmatch(content_type):
+        return None
+    return encoder, content_type
 
 
 class _Parsed(Collector):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import time
 import urllib.request
 
+import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -96,3 +98,26 @@ def test_the_watcher_serves_openmetrics_with_creation_times(tmp_path) -> None:
         assert batches and all(began <= at <= time.time() for at in batches)
     finally:
         fleet.stop()
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "application/openmetrics-text;version=\x7f\xff",
+        "application/openmetrics-text;version=" + "9" * 500,
+        "application/openmetrics-text;escaping=\x01",
+        "application/openmetrics-text;version=1.0.0;" + ";" * 5000,
+    ],
+)
+def test_hostile_accept_headers_get_an_answer_with_plain_headers(accept: str) -> None:
+    obs = PrometheusObserver(Settings(http_port=0), live=False).start()
+    try:
+        with socket.create_connection(("127.0.0.1", obs.http_port), timeout=10) as s:
+            s.sendall(b"GET /metrics?format=openmetrics HTTP/1.0\r\nAccept: " + accept.encode("latin-1") + b"\r\n\r\n")
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        head = answer.partition(b"\r\n\r\n")[0]
+        assert head.startswith(b"HTTP/1.0 200 ") and all(32 <= b < 127 for b in head.replace(b"\r\n", b"")), head[:300]
+    finally:
+        obs.stop()
