@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
 
-from spark_state_observer.exporters.http import MetricsServer, Pusher
+from spark_state_observer.exporters.http import MetricsServer
+from spark_state_observer.exporters.push import Pusher
 from spark_state_observer.settings import Settings
 
 
@@ -41,11 +43,13 @@ def open_endpoint(
     render_parts: Callable[[], Iterable[bytes]] | None,
     on_push_failure: Callable[[], None],
     on_refused: Callable[[str], None] | None,
+    openmetrics: Callable[[], Collector] | None = None,
 ) -> Endpoint:
     """Open the endpoint (``serve``) over ``render`` and start pushing it when a Pushgateway is set.
 
     ``registry`` answers what the text renderer does not (``name[]`` filters, other formats); ``grouping`` is the
-    Pushgateway grouping key (the identity labels, so concurrent pushers do not replace each other's metrics).
+    Pushgateway grouping key (the identity labels, so concurrent pushers do not replace each other's metrics);
+    ``openmetrics`` collects the samples in OpenMetrics, for a scrape that asks for it (``?format=openmetrics``).
     Raises ``ExporterError`` when the port is taken.
     """
     s = settings
@@ -63,6 +67,7 @@ def open_endpoint(
             basic_auth=auth,
             render_parts=render_parts,
             on_refused=on_refused,
+            openmetrics=openmetrics,
         )
     if s.pushgateway_url:
         endpoint.pusher = Pusher(

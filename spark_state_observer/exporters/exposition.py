@@ -16,6 +16,7 @@ tests/unit/test_exposition.py checks that the two texts parse to the same sample
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache, partial
 from typing import Callable, Iterable, Iterator, cast
@@ -36,6 +37,8 @@ Samples = list[tuple[Labels, float]]
 _go_float = cast(Callable[[float], str], lru_cache(maxsize=4096)(floatToGoString))  # bounded: ~0.7 MB at most
 # one query's rendered samples: (family spec, its sample lines), families in order of first appearance
 QueryLines = list[tuple[MetricSpec, bytes]]
+# (a counter's sample name, a query id) -> when the query first rendered that counter (Unix seconds)
+Created = dict[tuple[str, str], float]
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,10 @@ class Families:
         labels_text: dict[Labels, str] = {}
         return [(spec, family(spec).lines(samples, labels_text)) for spec, samples in self.samples.items()]
 
+    def counter_names(self) -> Iterator[str]:
+        """The sample names of the counters it holds."""
+        return (family(spec).name for spec in self.samples if spec.kind == COUNTER)
+
 
 @dataclass(frozen=True)
 class _Entry:
@@ -133,12 +140,22 @@ class _Entry:
     totals: QueryLines
     gauges: QueryLines
     progress: QueryLines
+    created: dict[str, float]  # its counters by sample name, each with when the query first rendered it
+
+
+def _families(render: Callable[[SampleSink], None], prefix: Labels = ()) -> Families:
+    families = Families()
+    render(labelled(families, prefix))
+    return families
 
 
 def _lines(render: Callable[[SampleSink], None], prefix: Labels = ()) -> QueryLines:
-    families = Families()
-    render(labelled(families, prefix))
-    return families.lines()
+    return _families(render, prefix).lines()
+
+
+def _created(before: dict[str, float], rendered: Iterable[Families], now: float) -> dict[str, float]:
+    """The counters of ``rendered``, each with its time in ``before`` or, new, ``now``."""
+    return {name: before.get(name, now) for families in rendered for name in families.counter_names()}
 
 
 class QueryLinesCache:
@@ -147,6 +164,12 @@ class QueryLinesCache:
     Holds at most one entry per query the tracker keeps; a forgotten query's entry goes at the next
     ``refresh``. Only records whose version changed are copied out of the tracker and re-rendered, and
     of those whose ``state_version`` did not change (the tick rewrote a signal gauge) only the gauges.
+
+    Each entry also remembers when each of its counters was first rendered: the creation time of the
+    counter's series of that query in OpenMetrics (``_created``). One time per counter and query, not per
+    label set: a fleet's cache would otherwise grow by about a third. The worker renders right after each round of events
+    (``StateCollector.prerender``), so a counter born at its final value between two scrapes gets a
+    creation time before the scrape that first shows it, and Prometheus can count its rise from zero.
     """
 
     def __init__(self, top_k: int) -> None:
@@ -171,16 +194,26 @@ class QueryLinesCache:
                 elif entry is not None and entry.state_version == record.state_version:
                     entry = replace(entry, version=record.version, gauges=_lines(partial(render_signal_gauges, record=record), prefix))
                 else:
+                    totals = _families(partial(render_totals, record=record), prefix)
+                    gauges = _families(partial(render_signal_gauges, record=record), prefix)
+                    progress = _families(partial(render_progress, record=record, top_k=self._top_k), prefix)
+                    before = entry.created if entry is not None else {}
                     entry = _Entry(
                         record.version,
                         record.state_version,
-                        _lines(partial(render_totals, record=record), prefix),
-                        _lines(partial(render_signal_gauges, record=record), prefix),
-                        _lines(partial(render_progress, record=record, top_k=self._top_k), prefix),
+                        totals.lines(),
+                        gauges.lines(),
+                        progress.lines(),
+                        _created(before, (totals, progress), time.time()),
                     )
                 entries[qid] = entry
             self._entries = entries
             return [(qid, e.totals + e.gauges + e.progress) for qid, e in entries.items()]
+
+    def created(self) -> Created:
+        """When each query rendered so far first rendered each of its counters (as of the last ``refresh``)."""
+        with self._lock:
+            return {(name, qid): at for qid, entry in self._entries.items() for name, at in entry.created.items()}
 
 
 def join_parts(queries: Iterable[QueryLines], rest: QueryLines) -> Iterator[bytes]:

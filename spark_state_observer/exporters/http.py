@@ -1,4 +1,6 @@
-"""Exposition of the metrics text: an HTTP(S) /metrics endpoint and a Pushgateway pusher.
+"""The HTTP(S) /metrics endpoint's server: its serving loop and its bounds.
+
+Why not waitress or cheroot: docs/architecture.md (the hostile corpus broke their guarantees).
 
 The endpoint binds to loopback unless told otherwise, optionally wraps its socket in TLS (with client
 certificate checks) and optionally requires HTTP basic auth. A port already in use is reported as an
@@ -15,45 +17,45 @@ written and workers are each bounded, and where room runs out the client address
 way first (for headers: a connection that has sent nothing before one that has sent part of its request),
 so a flood from one client cannot lock another's scrapes out. A malformed request gets a 4xx, a client
 that hangs up ends its connection only (writes never raise SIGPIPE on plain sockets), and nothing a client
-does writes a traceback to the job's stderr. Every refusal is counted by reason (``REFUSAL_REASONS``),
-for the observer's self-metric.
+does writes a traceback to the job's stderr. Every refusal is counted by reason
+(``metrics_app.REFUSAL_REASONS``), for the observer's self-metric.
 
-Both send the text format 0.0.4 from one render function (the collector's cached ``exposition()``):
-the endpoint whatever the client's Accept header asks for (Prometheus accepts it; OpenMetrics is not
-negotiated), from the newest rendering (``spark_state_observer.exporters.latest``: gzipped once per rendering, and
-rendered ahead of the scrapes when rendering is slow; its age in a response header); the pusher renders
-afresh for each PUT.
+One connection's pieces are in ``http_request``; the answer (text format 0.0.4 from the newest rendering,
+OpenMetrics on request, basic auth) in ``metrics_app``; the Pushgateway pusher in ``push``.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import errno
-import hashlib
-import hmac
-import io
 import logging
-import math
-import re
 import selectors
 import socket
 import ssl
 import threading
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
-from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import WSGIServer, make_server
 
-from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, make_wsgi_app
-from prometheus_client.exposition import basic_auth_handler, default_handler
+from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
 
-from spark_state_observer.exporters.last_export import within
-from spark_state_observer.exporters.latest import AGE_HEADER, LatestExposition
-from spark_state_observer.settings import redact_url
+from spark_state_observer.exporters.http_request import (
+    _NOSIGNAL,
+    MAX_HEADER_BYTES,
+    _Answer,
+    _client_of,
+    _close,
+    _Handler,
+    _lingering_close,
+    _Pending,
+    _plain_answer,
+    _Request,
+    _request_complete,
+)
+from spark_state_observer.exporters.latest import LatestExposition
+from spark_state_observer.exporters.metrics_app import Refusals, _BasicAuth, _one_part, _text_app
 
 log = logging.getLogger(__name__)
 StartResponse = Callable[..., Any]
@@ -77,249 +79,6 @@ MAX_CONNECTIONS_PER_CLIENT = 8
 MAX_WRITING = 128
 # connections still sending their header; past this one is cut for the newest (see _BoundedServer._make_room)
 MAX_PENDING = 256
-# a plain (not gzipped) answer is decompressed from the rendering this many bytes at a time, as the client reads
-PIECE_BYTES = 64 * 1024
-# request line plus headers; past this a 431
-MAX_HEADER_BYTES = 64 * 1024
-# basic auth: wrong credentials one client address may send per window before it gets 429s until the window ends
-AUTH_FAILURES_PER_WINDOW = 10
-AUTH_WINDOW_SECONDS = 60.0
-AUTH_TRACKED_CLIENTS = 4096
-# why a request was refused: at the connection limit, header (or answer) too slow, not HTTP we serve,
-# wrong credentials, and credentials not even checked because the client guessed too often
-REFUSAL_REASONS = ("busy", "timeout", "malformed", "unauthorized", "throttled")
-ALLOWED_METHODS = "GET, HEAD, OPTIONS"
-_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
-_BLANK_LINE = re.compile(rb"\n\r?\n")
-_PLAIN_PATH_VALUE = re.compile(r"[A-Za-z0-9_.:-]+")
-
-
-class Refusals:
-    """Refused requests by reason, kept here and handed to ``on_refused`` (the observer's self-metrics)."""
-
-    def __init__(self, on_refused: Callable[[str], None] | None = None) -> None:
-        self._lock = threading.Lock()
-        self.counts = dict.fromkeys(REFUSAL_REASONS, 0)
-        self._on_refused = on_refused
-
-    def __call__(self, reason: str) -> None:
-        with self._lock:
-            self.counts[reason] += 1
-        if self._on_refused is not None:
-            try:
-                self._on_refused(reason)
-            except Exception:  # counting must never end a connection's handling
-                log.debug("spark-state-observer: counting a refused request failed", exc_info=True)
-
-
-class _LogStream(io.StringIO):
-    """Where wsgiref writes an app's traceback: the observer's debug log, not the job's stderr."""
-
-    def flush(self) -> None:
-        text = self.getvalue()
-        if text.strip():
-            log.debug("spark-state-observer: /metrics request failed: %s", text.rstrip())
-        self.seek(0)
-        self.truncate()
-
-
-@dataclass
-class _Pending:
-    """A connection still handshaking or sending its request header."""
-
-    sock: socket.socket
-    address: Any
-    client: str  # the client's address without its port: what fairness between clients counts by
-    deadline: float
-    handshaking: bool
-    head: bytearray = field(default_factory=bytearray)
-
-
-@dataclass(frozen=True)
-class _Request:
-    """A complete request header, handed to a worker with the socket to answer on."""
-
-    sock: socket.socket
-    head: bytes
-    client: str
-
-
-class _Streamed:
-    """A body made as the client takes it: ``_ServerHandler`` leaves it to the serving thread, a piece at a time."""
-
-    def __init__(self, pieces: Iterator[bytes]) -> None:
-        self._pieces = pieces
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self._pieces
-
-    def close(self) -> None:
-        close = getattr(self._pieces, "close", None)
-        if close is not None:
-            close()
-
-
-@dataclass
-class _Answer:
-    """An answer the serving thread writes as fast as its client takes it: what is made (the status line,
-    headers, a body held anyway) and, for a streamed body, the rest, made a piece at a time."""
-
-    sock: socket.socket
-    client: str
-    made: deque[bytes]
-    rest: Iterator[bytes] | None
-    deadline: float = 0.0
-    current: memoryview = field(default_factory=lambda: memoryview(b""))
-    waiting_for: int = 0  # the selector events it is registered for; 0: not registered
-
-    def load(self) -> bool:
-        """Make ``current`` the next bytes to send; False when everything is sent."""
-        while not self.current:
-            if self.made:
-                self.current = memoryview(self.made.popleft())
-            elif self.rest is not None:
-                piece = next(self.rest, None)
-                if piece is None:
-                    self.rest = None
-                else:
-                    self.current = memoryview(piece)
-            else:
-                return False
-        return True
-
-    def close(self) -> None:
-        close = getattr(self.rest, "close", None)
-        if close is not None:
-            close()
-        self.rest = None
-
-
-class _Collector(io.RawIOBase):
-    """The handler's output stream: what it writes is kept (bytes by reference) for the serving thread to send."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.made: deque[bytes] = deque()
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        self.made.append(bytes(data))  # bytes as they are; a mutable buffer is copied
-        return len(self.made[-1])
-
-
-def _request_complete(head: bytes | bytearray, scanned: int) -> bool:
-    """Whether ``head`` holds a whole request header: a request line without a version (HTTP/0.9 or
-    garbage, answered 400) is complete by itself, others end at a blank line (searched from ``scanned``)."""
-    first = head.find(b"\n")
-    if first < 0:
-        return False
-    if len(head[:first].split()) < 3:
-        return True
-    return _BLANK_LINE.search(head, max(first, scanned - 3)) is not None
-
-
-def _plain_answer(status: str, text: str, extra: str = "") -> bytes:
-    body = (text + "\n").encode()
-    return (
-        f"HTTP/1.0 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n{extra}Connection: close\r\n\r\n"
-    ).encode() + body
-
-
-def _close(sock: socket.socket) -> None:
-    try:
-        sock.close()
-    except OSError:
-        pass
-
-
-def _lingering_close(sock: socket.socket) -> None:
-    """Close after the answer: first what the client sent beyond the header (a body, a pipelined request) is
-    read away, as far as it is already here; closing over unread bytes resets the connection, and the
-    client may then lose the end of its answer."""
-    try:
-        sock.shutdown(socket.SHUT_WR)
-        sock.setblocking(False)
-        for _ in range(16):
-            if not sock.recv(16384):
-                break
-    except (OSError, ValueError):
-        pass
-    _close(sock)
-
-
-class _ServerHandler(ServerHandler):
-    """wsgiref's handler, except that a streamed body (``_Streamed``) is not pulled here: after the status line
-    and headers, the serving thread pulls it as the client reads."""
-
-    rest: Iterator[bytes] | None = None
-
-    def finish_response(self) -> None:
-        result = getattr(self, "result", None)  # wsgiref's attributes, untyped in typeshed
-        if not isinstance(result, _Streamed):
-            super().finish_response()
-            return
-        if not getattr(self, "headers_sent", False):
-            self.send_headers()
-        self.rest = iter(result)
-
-
-class _Handler(WSGIRequestHandler):
-    """One request, from a header the server has already read in full. It runs the app and keeps the answer
-    (``wfile``, ``rest``): the serving thread writes it, so a client that does not read holds no worker."""
-
-    request: _Request
-    server: _BoundedServer
-    default_request_version = "HTTP/1.0"  # every answer, errors found before the version too, has a status line
-    rest: Iterator[bytes] | None = None
-
-    def setup(self) -> None:
-        self.connection = self.request.sock
-        self.rfile = io.BytesIO(self.request.head)
-        self.wfile = _Collector()  # type: ignore[assignment]
-
-    def finish(self) -> None:
-        """Nothing was written: the answer is handed to the serving thread."""
-
-    def handle(self) -> None:
-        self.raw_requestline = self.rfile.readline(MAX_HEADER_BYTES + 1)
-        if not self.raw_requestline.strip():
-            self.command, self.requestline, self.request_version = "", "", "HTTP/1.0"
-            self.send_error(400, "Empty request line")
-            return
-        if not self.parse_request():  # it has answered 4xx/5xx
-            return
-        if len(self.requestline.split()) < 3 or self.request_version.startswith("HTTP/0."):  # HTTP/0.9 (no version) or 0.x
-            self.send_error(400, "only HTTP/1.0 and HTTP/1.1 are served")
-            return
-        app = self.server.get_app()
-        if app is None:
-            return
-        handler = _ServerHandler(self.rfile, self.wfile, self.get_stderr(), self.get_environ(), multithread=False)  # type: ignore[arg-type]
-        handler.request_handler = self  # type: ignore[attr-defined]  # wsgiref logs through it
-        handler.run(app)
-        self.rest = handler.rest
-
-    def answer(self) -> _Answer:
-        return _Answer(self.request.sock, self.request.client, self.wfile.made, self.rest)  # type: ignore[attr-defined]
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        self.server.refusals("malformed")
-        if not self.request_version.startswith("HTTP/1."):
-            self.request_version = "HTTP/1.0"  # an HTTP/0.x answer would have no status line
-        super().send_error(code, message, explain)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Scrapes are routine; don't write a line per request to the job's stderr."""
-
-    def get_stderr(self) -> _LogStream:
-        return _LogStream()
-
-
-def _client_of(address: Any) -> str:
-    """The client's address without its port (IPv4 and IPv6 alike)."""
-    return str(address[0]) if isinstance(address, tuple) and address else str(address)
 
 
 class _BoundedServer(WSGIServer):
@@ -679,148 +438,13 @@ class _BoundedServer(WSGIServer):
         log.debug("spark-state-observer: /metrics request from %s failed", client_address)
 
 
-def accepts_gzip(header: str) -> bool:
-    """Whether an Accept-Encoding header lets the answer be gzipped, q-values and all (RFC 9110 12.5.3).
-
-    ``gzip;q=0`` and ``*;q=0`` refuse it; gzip is chosen when its weight is above 0 and not below identity's.
-    """
-    weights: dict[str, float] = {}
-    for item in header.split(","):
-        coding, *params = item.split(";")
-        coding = coding.strip().lower()
-        if not coding:
-            continue
-        weight = 1.0
-        for param in params:
-            name, _, value = param.partition("=")
-            if name.strip().lower() == "q":
-                try:
-                    weight = float(value.strip())
-                except ValueError:
-                    weight = 0.0
-                if not math.isfinite(weight) or not 0.0 <= weight <= 1.0:
-                    weight = 0.0
-        coding = "gzip" if coding == "x-gzip" else coding
-        weights[coding] = max(weight, weights.get(coding, 0.0))
-    gzip = weights.get("gzip", weights.get("*", 0.0))
-    identity = weights.get("identity", weights.get("*", 1.0))
-    return gzip > 0.0 and gzip >= identity
-
-
-def _text_app(render: Callable[[], bytes] | LatestExposition, registry: CollectorRegistry) -> WsgiApp:
-    """A GET serves the newest rendering of ``render`` as text format 0.0.4, gzipped if the client accepts it.
-
-    HEAD answers the same headers without a body, OPTIONS says what is served, other methods get a 405;
-    /favicon.ico and ``name[]`` filters are prometheus-client's own app over ``registry`` (the same metrics).
-    """
-    fallback = make_wsgi_app(registry, disable_compression=True)
-    latest = render if isinstance(render, LatestExposition) else LatestExposition(_one_part(render))
-
-    def app(environ: dict[str, Any], start_response: StartResponse) -> Any:
-        method = environ["REQUEST_METHOD"]
-        if method == "OPTIONS":
-            start_response("200 OK", [("Allow", ALLOWED_METHODS), ("Content-Length", "0")])
-            return [b""]
-        if method not in ("GET", "HEAD"):
-            body = b"only GET, HEAD and OPTIONS are served here\n"
-            start_response(
-                "405 Method Not Allowed",
-                [("Allow", ALLOWED_METHODS), ("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))],
-            )
-            return [body]
-        if environ.get("PATH_INFO") == "/favicon.ico" or "name[]" in parse_qs(environ.get("QUERY_STRING", "")):
-            status, headers, body = _answer_of(fallback, {**environ, "REQUEST_METHOD": "GET"})
-        else:
-            rendered = latest.get()
-            status = "200 OK"
-            headers = [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4), (AGE_HEADER, f"{max(0.0, time.monotonic() - rendered.began):.3f}")]
-            if accepts_gzip(environ.get("HTTP_ACCEPT_ENCODING", "")):
-                body = rendered.gzipped
-                headers.append(("Content-Encoding", "gzip"))
-            else:  # decompressed as the client reads: a client that does not read holds no copy of the text
-                start_response(status, headers + [("Content-Length", str(rendered.size))])
-                return [b""] if method == "HEAD" else _Streamed(rendered.text_pieces(PIECE_BYTES))
-        start_response(status, headers + [("Content-Length", str(len(body)))])
-        return [b"" if method == "HEAD" else body]
-
-    return app
-
-
-def _answer_of(app: WsgiApp, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
-    answer: list[Any] = []
-    body = b"".join(app(environ, lambda status, headers, *_: answer.extend((status, list(headers)))))
-    return answer[0], answer[1], body
-
-
-def _one_part(render: Callable[[], bytes]) -> Callable[[], Iterable[bytes]]:
-    return lambda: (render(),)
-
-
-def _given_credentials(header: str) -> bytes | None:
-    """The ``user:password`` bytes of an Authorization header of the Basic scheme (any case), else None."""
-    scheme, _, token = header.strip().partition(" ")
-    if scheme.lower() != "basic":
-        return None
-    try:
-        return base64.b64decode(token.strip(), validate=True)
-    except (binascii.Error, ValueError):  # not base64, or not ASCII
-        return None
-
-
-class _BasicAuth:
-    """Basic auth in front of ``app``, with a budget of wrong guesses per client address.
-
-    Credentials are compared as SHA-256 digests with ``hmac.compare_digest``: the time taken says nothing
-    of how much of a guess was right, not even its length. A client address that sent
-    ``AUTH_FAILURES_PER_WINDOW`` wrong ones gets a 429 (its credentials unchecked) until its window ends;
-    the addresses remembered are bounded.
-    """
-
-    def __init__(self, app: WsgiApp, user: str, password: str, refusals: Refusals) -> None:
-        self._app = app
-        self._expected = hashlib.sha256(f"{user}:{password}".encode()).digest()
-        self._refusals = refusals
-        self._lock = threading.Lock()
-        self._failures: OrderedDict[str, tuple[float, int]] = OrderedDict()  # address -> (window start, failures)
-
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Any:
-        client = str(environ.get("REMOTE_ADDR", ""))
-        now = time.monotonic()
-        with self._lock:
-            began, failures = self._failures.get(client, (now, 0))
-            if now - began >= AUTH_WINDOW_SECONDS:
-                began, failures = now, 0
-        if failures >= AUTH_FAILURES_PER_WINDOW:
-            self._refusals("throttled")
-            retry = max(1, math.ceil(began + AUTH_WINDOW_SECONDS - now))
-            start_response(
-                "429 Too Many Requests",
-                [("Retry-After", str(retry)), ("Content-Type", "text/plain; charset=utf-8")],
-            )
-            return [b"too many failed logins, try again later\n"]
-        given = _given_credentials(str(environ.get("HTTP_AUTHORIZATION", "")))
-        digest = hashlib.sha256(given if given is not None else b"\0").digest()
-        if given is not None and hmac.compare_digest(digest, self._expected):
-            return self._app(environ, start_response)
-        self._failed(client, began, failures + 1)
-        self._refusals("unauthorized")
-        start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="spark-state-observer"'), ("Content-Type", "text/plain")])
-        return [b"authentication required\n"]
-
-    def _failed(self, client: str, began: float, failures: int) -> None:
-        with self._lock:
-            self._failures.pop(client, None)
-            self._failures[client] = (began, failures)
-            while len(self._failures) > AUTH_TRACKED_CLIENTS:
-                self._failures.popitem(last=False)  # the longest unchanged first
-
-
 class MetricsServer:
     """Serves ``render()`` on http(s)://host:port/metrics in a daemon thread (see ``_text_app``).
 
     ``render_parts``, when given, renders the same text in parts (compressed as they come, so the whole
     text is never held); ``latest`` holds the newest rendering (``spark_state_observer.exporters.latest``).
-    ``on_refused`` is told the reason (one of ``REFUSAL_REASONS``) of every refused request.
+    ``openmetrics``, when given, collects the samples that ``?format=openmetrics`` gets in OpenMetrics.
+    ``on_refused`` is told the reason (one of ``metrics_app.REFUSAL_REASONS``) of every refused request.
     """
 
     def __init__(
@@ -836,10 +460,11 @@ class MetricsServer:
         basic_auth: tuple[str, str] | None = None,
         render_parts: Callable[[], Iterable[bytes]] | None = None,
         on_refused: Callable[[str], None] | None = None,
+        openmetrics: Callable[[], Collector] | None = None,
     ) -> None:
         self.latest = LatestExposition(render_parts or _one_part(render))
         self.refusals = Refusals(on_refused)
-        app = _text_app(self.latest, registry)
+        app = _text_app(self.latest, registry, openmetrics)
         if basic_auth:
             app = _BasicAuth(app, *basic_auth, self.refusals)
         try:
@@ -884,108 +509,3 @@ class MetricsServer:
         self._thread.join(timeout=5)
         self._httpd.server_close()
         self.latest.close()
-
-
-def push_url(gateway: str, job: str, grouping_key: dict[str, str]) -> str:
-    """The Pushgateway URL of a job and grouping key, escaped as the Pushgateway's API wants."""
-    if not gateway.startswith(("http://", "https://")):
-        gateway = "http://" + gateway
-    parts = [_path_pair("job", job)] + [_path_pair(k, v) for k, v in sorted(grouping_key.items())]
-    return f"{gateway.rstrip('/')}/metrics/{'/'.join(parts)}"
-
-
-def _path_pair(name: str, value: str) -> str:
-    """One ``name/value`` path segment pair. Only plain values go as they are: any other (empty, a slash, a
-    space, ``%``, ``.`` or ``..``, which a server's path cleaning would change, non-ASCII) goes base64url
-    (``name@base64/...``), which the Pushgateway decodes to the value exactly."""
-    if not value:
-        return f"{name}@base64/="
-    if value in (".", "..") or not _PLAIN_PATH_VALUE.fullmatch(value):
-        return f"{name}@base64/{base64.urlsafe_b64encode(value.encode('utf-8', 'replace')).decode()}"
-    return f"{name}/{value}"
-
-
-def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
-    """``https://user:pass@host/`` -> (``https://host/``, (user, pass)); urllib would not send them itself."""
-    parts = urlsplit(url)
-    if parts.username is None:
-        return url, None
-    host = parts.hostname or ""
-    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc)), (unquote(parts.username), unquote(parts.password or ""))
-
-
-class Pusher:
-    """PUTs ``render()`` to a Pushgateway every ``interval`` seconds, and once more on ``stop()``.
-
-    Failures are counted through ``on_failure`` and logged once per streak; the next push simply tries
-    again, so a gateway that comes back is used again without anyone intervening. ``stop()`` waits
-    ``stop_seconds`` at most for a push under way and the last one (``spark_state_observer.exporters.last_export``):
-    a last push not done by then is given up and counted once.
-    """
-
-    def __init__(
-        self,
-        render: Callable[[], bytes],
-        url: str,
-        job: str,
-        interval: float,
-        timeout: float,
-        basic_auth: tuple[str, str] | None,
-        grouping_key: dict[str, str],
-        on_failure: Callable[[], None],
-        stop_seconds: float = 1.0,
-    ) -> None:
-        url, url_auth = split_credentials(url)
-        self._render, self._url = render, url
-        self._target = push_url(url, job, grouping_key)
-        self._interval, self._timeout, self._stop_seconds = interval, timeout, stop_seconds
-        self._on_failure = on_failure
-        self._given_up = threading.Event()  # the last push was counted as failed when given up: it is not counted again
-        self._auth = basic_auth or url_auth
-        self._stop = threading.Event()
-        self._failing = False
-        self._thread = threading.Thread(target=self._run, name="spark-state-observer-push", daemon=True)
-        self._thread.start()
-
-    def _send(self, body: bytes) -> None:
-        headers = [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4)]
-        if self._auth:
-            send = basic_auth_handler(self._target, "PUT", self._timeout, headers, body, self._auth[0], self._auth[1])
-        else:
-            send = default_handler(self._target, "PUT", self._timeout, headers, body)
-        send()
-
-    def push_once(self) -> bool:
-        try:
-            self._send(self._render())
-        except Exception as exc:  # any network or HTTP error: count it, keep the job running
-            if not self._given_up.is_set():
-                self._on_failure()
-            if not self._failing:
-                log.warning(
-                    "spark-state-observer: push to %s failed: %s (will retry every %.0fs)", self._url, redact_url(str(exc)), self._interval
-                )
-            self._failing = True
-            return False
-        if self._failing:
-            log.info("spark-state-observer: push to %s works again", self._url)
-        self._failing = False
-        return True
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            self.push_once()
-
-    def stop(self) -> None:
-        """The last push, within ``stop_seconds`` (a push under way included); given up and counted after that."""
-        began = time.monotonic()
-        self._stop.set()
-        self._thread.join(timeout=self._stop_seconds)
-        left = self._stop_seconds - (time.monotonic() - began)
-        if not within(left, self.push_once, "push"):
-            self._given_up.set()
-            self._on_failure()
-            log.warning(
-                "spark-state-observer: last push to %s not done within %.1fs (stop_flush_seconds): given up", self._url, self._stop_seconds
-            )

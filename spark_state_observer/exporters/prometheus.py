@@ -18,8 +18,10 @@ from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from spark_state_observer.exporters.endpoint import Endpoint, open_endpoint
-from spark_state_observer.exporters.exposition import Families, QueryLines, QueryLinesCache, family, join_parts
-from spark_state_observer.exporters.http import MetricsServer, Pusher
+from spark_state_observer.exporters.exposition import Created, Families, QueryLines, QueryLinesCache, family, join_parts
+from spark_state_observer.exporters.http import MetricsServer
+from spark_state_observer.exporters.openmetrics import openmetrics_text
+from spark_state_observer.exporters.push import Pusher
 from spark_state_observer.exporters.samples import render_app, render_self, render_state
 from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.selfmetrics import SelfSnapshot
@@ -85,6 +87,10 @@ class StateCollector(Collector):
         rest = Families()
         render_app(rest, self._view)
         return self._lines.refresh_keyed(self._view), rest.lines()
+
+    def created(self) -> Created:
+        """When each query counter series was first rendered: its creation time in OpenMetrics."""
+        return self._lines.created()
 
     @property
     def identity_labels(self) -> Labels:
@@ -159,6 +165,7 @@ class PrometheusSink:
             render_parts=self.collector.exposition_parts,
             on_push_failure=self._on_push_failure,
             on_refused=self._on_refused,
+            openmetrics=openmetrics_text(self.exposition, self.collector.created),
         )
         self.server, self.pusher = self._endpoint.server, self._endpoint.pusher
         if self.server is not None:

@@ -62,10 +62,12 @@ from prometheus_client.registry import Collector
 from spark_state_observer.assembly import SinkOptions, assemble, sink_factory
 from spark_state_observer.capture.queue import CapturedEvent
 from spark_state_observer.exporters.endpoint import Endpoint, open_endpoint
-from spark_state_observer.exporters.exposition import Families, QueryLines, join_parts
-from spark_state_observer.exporters.http import MetricsServer, Pusher
+from spark_state_observer.exporters.exposition import Created, Families, QueryLines, join_parts
+from spark_state_observer.exporters.http import MetricsServer
+from spark_state_observer.exporters.openmetrics import openmetrics_text
 from spark_state_observer.exporters.otel.config import otlp_enabled
 from spark_state_observer.exporters.prometheus import StateCollector, histogram_text
+from spark_state_observer.exporters.push import Pusher
 from spark_state_observer.exporters.samples import SampleSink, labelled, render_lasting, render_self
 from spark_state_observer.fleet.app_events import (
     PIPELINE_EVENTS,
@@ -409,6 +411,7 @@ class FleetObserver:
             render_parts=self.exposition_parts,
             on_push_failure=lambda: self.self_metrics.count("export_failures", "pushgateway"),
             on_refused=lambda reason: self.self_metrics.count("http_refused", reason),
+            openmetrics=openmetrics_text(self.exposition, self.created),
         )
         self.server, self.pusher = self._endpoint.server, self._endpoint.pusher
         if self.server is not None:
@@ -681,6 +684,12 @@ class FleetObserver:
         render_store(labelled(own, self.static), self.mirrors)
         yield from join_parts(queries, rest + own.lines())
         yield histogram_text(snapshot, self.static)
+
+    def created(self) -> Created:
+        """When each followed application's query counter series was first rendered (OpenMetrics ``_created``)."""
+        with self._lock:
+            pipelines = list(self._apps.values())
+        return {key: at for pipeline in pipelines for key, at in pipeline.collector.created().items()}
 
     def applications(self) -> dict[str, AppContext]:
         """The applications observed now, by log name."""

@@ -22,7 +22,7 @@ import time
 from collections import OrderedDict
 from typing import Any, Awaitable, Callable, MutableMapping
 
-from spark_state_observer.exporters.http import AUTH_FAILURES_PER_WINDOW, AUTH_TRACKED_CLIENTS, AUTH_WINDOW_SECONDS
+from spark_state_observer.exporters.metrics_app import AUTH_FAILURES_PER_WINDOW, AUTH_TRACKED_CLIENTS, AUTH_WINDOW_SECONDS
 from spark_state_observer.settings import Settings
 
 Scope = MutableMapping[str, Any]

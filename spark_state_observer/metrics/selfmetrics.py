@@ -44,7 +44,7 @@ class SelfMetrics:
         self.received: dict[str, int] = defaultdict(int)
         self.dropped: dict[str, int] = defaultdict(int)
         self.export_failures: dict[str, int] = defaultdict(int)
-        self.http_refused: dict[str, int] = defaultdict(int)  # by reason (spark_state_observer.exporters.http.REFUSAL_REASONS)
+        self.http_refused: dict[str, int] = defaultdict(int)  # by reason (spark_state_observer.exporters.metrics_app.REFUSAL_REASONS)
         self.failed = 0
         self.problems = 0
         self.callback_failures = 0

@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from conftest import Server, free_port, need
-from spark_state_observer.exporters.http import Pusher
+from spark_state_observer.exporters.push import Pusher
 from spark_state_observer.settings import Settings
 
 

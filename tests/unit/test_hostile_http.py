@@ -37,6 +37,7 @@ from conftest import FIXTURES, ROOT, eventlog_dir
 from spark_state_observer.cli.main import main as cli_main
 from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
 from spark_state_observer.exporters import http as http_exporter
+from spark_state_observer.exporters import metrics_app
 from spark_state_observer.exporters.http import MetricsServer
 from spark_state_observer.metrics import catalog
 from spark_state_observer.settings import Settings, SettingsError
@@ -313,7 +314,7 @@ def test_the_hostile_corpus_leaves_the_endpoint_serving(auth: tuple[str, str] | 
     if auth is None:
         assert statuses.get(200, 0) > 50 and statuses.get(405, 0) > 5
     else:  # credentials are checked before anything else, and the failure budget ends the guessing
-        assert refused["unauthorized"] == http_exporter.AUTH_FAILURES_PER_WINDOW and statuses.get(429, 0) > 50
+        assert refused["unauthorized"] == metrics_app.AUTH_FAILURES_PER_WINDOW and statuses.get(429, 0) > 50
     assert refused.get("malformed", 0) > 50 and (auth is None or refused.get("throttled", 0) > 50)
     assert "Traceback" not in capfd.readouterr().err
 
@@ -471,10 +472,10 @@ def test_basic_auth_takes_any_case_and_bounds_guesses(monkeypatch: pytest.Monkey
 
     try:
         assert [ask(scheme + b" " + token) for scheme in (b"Basic", b"basic", b"BASIC", b"bAsIc")] == [200] * 4
-        assert [ask(b"Basic " + wrong) for _ in range(http_exporter.AUTH_FAILURES_PER_WINDOW)] == [401] * 10
+        assert [ask(b"Basic " + wrong) for _ in range(metrics_app.AUTH_FAILURES_PER_WINDOW)] == [401] * 10
         assert ask(b"Basic " + wrong) == 429 and ask(b"Basic " + token) == 429  # locked out: not even right ones are checked
         assert ask(b"Basic " + token, "127.0.0.3") == 200  # other clients are not
-        monkeypatch.setattr(http_exporter, "AUTH_WINDOW_SECONDS", 0.0)  # as if the window had passed
+        monkeypatch.setattr(metrics_app, "AUTH_WINDOW_SECONDS", 0.0)  # as if the window had passed
         assert ask(b"Basic " + token) == 200
     finally:
         server.stop()

@@ -18,7 +18,8 @@ import urllib.request
 
 from spark_state_observer.embedded.prometheus_observer import PrometheusObserver
 from spark_state_observer.exporters import http as http_exporter
-from spark_state_observer.exporters.http import Pusher, split_credentials
+from spark_state_observer.exporters import metrics_app
+from spark_state_observer.exporters.push import Pusher, split_credentials
 from spark_state_observer.settings import Settings, redact_url
 
 
@@ -107,7 +108,7 @@ def test_a_request_the_app_fails_on_writes_no_traceback_to_stderr(capfd) -> None
         def broken() -> bytes:  # the renderer breaks
             raise ZeroDivisionError
 
-        obs.server._httpd.set_app(http_exporter._text_app(broken, obs.prometheus.registry))
+        obs.server._httpd.set_app(metrics_app._text_app(broken, obs.prometheus.registry))
         assert _scrape(obs.server.url)[0] == 500
     finally:
         obs.stop()

@@ -131,7 +131,7 @@ def test_pushgateway_replay_and_endpoint_share_one_exposition(tmp_path: Any) -> 
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from spark_state_observer.exporters.http import Pusher
+    from spark_state_observer.exporters.push import Pusher
     from spark_state_observer.offline.replay import replay
 
     received: list[tuple[str, bytes]] = []
