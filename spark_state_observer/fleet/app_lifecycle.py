@@ -9,6 +9,7 @@ import time
 from collections import Counter
 
 from spark_state_observer.fleet.app_events import StatusChange
+from spark_state_observer.fleet.clock_skew import SKEW_TOLERANCE_SECONDS
 from spark_state_observer.fleet.followed_app import FollowedApp
 from spark_state_observer.fleet.watcher_core import WatcherCore, log
 from spark_state_observer.model.bounded import clean_text
@@ -28,7 +29,12 @@ class AppLifecycle(WatcherCore):
             app.marker_final,
         )
         if sig != app.growth_sig:
-            app.growth_sig, app.last_growth = sig, now
+            # first seen: silent since its last sign of life, when that is clearly older (a log found long dead)
+            silent = self._silent_before(app) if not app.growth_sig else 0.0
+            app.last_growth = now - silent
+            if silent and app.quiet_since is None:
+                app.quiet_since = app.last_growth  # quiet for that long already: its clock is settled at the next read
+            app.growth_sig = sig
         ended = app.marker_final or app.end_seen or (app.listing.kind == "single" and app.listing.finished)
         read_all = tail is None or tail.broken or (tail.size >= 0 and tail.raw >= tail.size)
         if (
@@ -58,6 +64,21 @@ class AppLifecycle(WatcherCore):
             )
         elif app.status == "lost" and app.last_growth >= app.status_since:
             self._set_status(app, "running", f"{app.name}: growing again", now)
+
+    def _silent_before(self, app: FollowedApp) -> float:
+        """Seconds the log was silent before this watcher first read it: from the newer of its last event's time (the
+        driver's clock) and its file's modification time (the file server's) to now. Either is a sign of life, so a
+        clock off on one side makes the silence shorter, never longer; under the skew tolerance it counts as none."""
+        times = [app.last_event] if app.last_event is not None else []
+        if app.tail is not None:
+            try:
+                times.append(os.stat(app.tail.path).st_mtime)
+            except OSError:
+                pass
+        if not times:
+            return 0.0
+        silent = self.wall_clock() - max(times)
+        return silent if silent > SKEW_TOLERANCE_SECONDS + self.poll_interval else 0.0
 
     def _set_status(self, app: FollowedApp, status: str, message: str, now: float) -> None:
         message = clean_text(message, 2000)

@@ -15,7 +15,7 @@ from spark_state_observer.model.spark_events import APP_END, QUERY_IDLE, QUERY_P
 # the delivery delay is at most a poll); the smallest of the last samples (``FollowedApp.skew_samples``) is the skew,
 # acted on beyond tolerance
 _SKEW_MIN_SAMPLES = 3
-_SKEW_TOLERANCE_SECONDS = 30.0
+SKEW_TOLERANCE_SECONDS = 30.0
 
 
 def event_time(event_type: str, data: dict[str, Any]) -> float | None:
@@ -53,7 +53,7 @@ class ClockSkew(WatcherCore):
             app.skew_samples.append(self.wall_clock() - newest)
             if len(app.skew_samples) >= _SKEW_MIN_SAMPLES:
                 skew = min(app.skew_samples)
-                tolerance = _SKEW_TOLERANCE_SECONDS + self.poll_interval
+                tolerance = SKEW_TOLERANCE_SECONDS + self.poll_interval
                 app.clock_skew = skew if tolerance < abs(skew) else 0.0
                 app.clock_known = True
                 if app.clock_skew:
@@ -70,7 +70,7 @@ class ClockSkew(WatcherCore):
             now = self.clock()
             if app.quiet_since is None:
                 app.quiet_since = now
-            if now - app.quiet_since > _SKEW_TOLERANCE_SECONDS + self.poll_interval:
+            if now - app.quiet_since > SKEW_TOLERANCE_SECONDS + self.poll_interval:
                 app.clock_known = app.clock_news = True  # handed on in this poll, though the log says nothing new
                 app.report()
         if newest is not None:

@@ -32,6 +32,7 @@ from spark_state_observer.model.spark_events import (
     QUERY_TERMINATED,
     STREAMING_EVENTS,
 )
+from spark_state_observer.model.spark_time import NO_DATA_PROGRESS_CONF
 
 MAX_RUNS = 1_000  # query runs remembered per application for the duplicate guard
 
@@ -118,6 +119,8 @@ class EventLines(WatcherCore):
             if isinstance(props, dict):
                 app.properties = {k: clean_identity(props[k]) for k in self.identity_properties if k in props}
                 app.spark_conf = relevant(props)
+                if NO_DATA_PROGRESS_CONF in props:  # the lost verdict's cadence (spark_state_observer.signals.lifecycle)
+                    app.spark_conf[NO_DATA_PROGRESS_CONF] = clean_identity(props[NO_DATA_PROGRESS_CONF])
         elif event_type == APP_START:
             self._identify(app, obj)
         elif event_type == APP_END:
@@ -149,6 +152,8 @@ class EventLines(WatcherCore):
     def _newest(app: FollowedApp, at: float | None) -> None:
         if at is not None and (app.newest_event is None or at > app.newest_event):
             app.newest_event = at
+            if app.last_event is None or at > app.last_event:
+                app.last_event = at
 
     def _new_batch(self, app: FollowedApp, query_id: Any, run_id: Any, batch: Any, replayed: bool) -> bool:
         """False for a progress already delivered (by query run and batch id): dropped, counted as a duplicate."""

@@ -54,6 +54,7 @@ class FollowedApp:
         self.replay_until: tuple[int, int] | None = None  # (file index, line) delivered before a restart
         self.missing = 0  # consecutive listings without this log
         self.newest_event: float | None = None  # newest event time read in this poll
+        self.last_event: float | None = None  # newest event time read at all (the driver's clock): a sign of life
         self.caught_up = False  # the last read reached the end of the file
         self.skew_samples: deque[float] = deque(maxlen=SKEW_SAMPLES)
         self.clock_skew = 0.0  # acted on: 0 unless measured beyond tolerance

@@ -94,6 +94,7 @@ from spark_state_observer.model.events import Event
 from spark_state_observer.model.identity import AppContext, Pairs
 from spark_state_observer.model.plan_checkpoint import PlanCheckpoints
 from spark_state_observer.model.plan_eviction import PlanEviction
+from spark_state_observer.model.query_lifecycle import LOST
 from spark_state_observer.model.signal_kinds import SignalEvent
 from spark_state_observer.model.spark_events import (
     APP_END,
@@ -105,6 +106,7 @@ from spark_state_observer.model.spark_events import (
     QUERY_TERMINATED,
     executor_change,
 )
+from spark_state_observer.model.spark_time import no_data_progress_seconds
 from spark_state_observer.pipeline.runtime import Observer
 from spark_state_observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink
 from spark_state_observer.placement.feed import PlacementFeed
@@ -579,6 +581,7 @@ class FleetObserver:
         )
         # how long its log has said nothing, as the watcher saw it grow: a driver gone without a word is lost
         observer.engine.lifecycle.silence = lambda: self.watcher.silence(identity.log_name)
+        observer.engine.lifecycle.no_data_seconds = no_data_progress_seconds(dict(identity.spark_conf))
         if self.settings.placement != "off":
             pipeline.placement = follow_event_log(observer)
             if observer.placement is not None:  # a restore's ETA starts from the work in the checkpoint its plans name
@@ -677,7 +680,8 @@ class FleetObserver:
         for row in self.statuses.exported:
             if row.query_id not in live:  # its application forgotten: the state lasts
                 query = (("query", row.name or row.query_id), ("query_id", row.query_id))
-                render_lasting(lasting, AppContext(row.app, row.static).labels + query, row.status, row.run_start, row.schedule_seconds)
+                labels = AppContext(row.app, row.static).labels + query
+                render_lasting(lasting, labels, row.status, row.run_start, row.schedule_seconds, row.since if row.status == LOST else None)
         queries.append(lasting.lines())
         own = Families()
         snapshot = self.self_metrics.snapshot(0, count)
