@@ -1,4 +1,4 @@
-"""Discovery: from a listing (``spark_state_observer.fleet.log_listing``), follow the new logs of this shard, note
+"""Discovery: list the folders (``spark_state_observer.fleet.log_listing``), follow the new logs of this shard, note
 the ones finished before the watcher started, and forget those gone (once two listings agree).
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from spark_state_observer.fleet.app_events import StatusChange
 from spark_state_observer.fleet.followed_app import FollowedApp, FollowedApps
-from spark_state_observer.fleet.log_listing import Listed, finished_on_disk
+from spark_state_observer.fleet.log_listing import Listed, finished_on_disk, list_logs
 from spark_state_observer.fleet.log_names import in_shard
 from spark_state_observer.fleet.watch_problems import Problems
 
@@ -24,16 +24,39 @@ class Discovery:
         problems: Problems,
         restore: Callable[[FollowedApp, dict[str, Any]], None],
         *,
+        dirs: list[str],
+        skip: str | None,
+        link_inside: Callable[[str], bool],
         shard: tuple[int, int] | None,
         max_apps: int,
         read_finished_at_start: bool,
     ) -> None:
         """``restore``: resume an application at the position an earlier run saved
-        (``spark_state_observer.fleet.watch_positions``)."""
+        (``spark_state_observer.fleet.watch_positions``); ``skip``: the state file, never a log."""
         self.book, self.problems, self.restore = book, problems, restore
+        self.dirs, self.skip, self.link_inside = dirs, skip, link_inside
         self.shard, self.max_apps, self.read_finished_at_start = shard, max_apps, read_finished_at_start
+        self.listed_dirs: set[str] = set()  # folders listed successfully at least once
+
+    def round(self, now: float) -> None:
+        """List the folders (a problem of an entry reported once while it stays) and follow what is new."""
+        listed = list_logs(
+            self.dirs,
+            listed_before=self.listed_dirs,
+            skip=self.skip,
+            link_inside=self.link_inside,
+            stat_rolling=lambda name: name not in self.book.done and in_shard(name, self.shard),
+        )
+        for folder in listed.folders:
+            self.problems.cleared(folder)
+        self.listed_dirs.update(listed.folders)
+        for path, kind, message in listed.unusable:
+            self.problems.report_once(path, kind, message)
+        self.problems.keep_only(listed.entries | set(self.dirs))
+        self.discover(listed, now)
 
     def discover(self, listed: Listed, now: float) -> None:
+        """Follow the new logs of ``listed`` in this shard; forget those it lacks (when it is complete)."""
         book, counts = self.book, self.problems.counts
         other_shards = 0
         for name, item in listed.logs.items():

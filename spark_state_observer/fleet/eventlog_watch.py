@@ -98,8 +98,7 @@ from spark_state_observer.fleet.event_lines import EventReader
 from spark_state_observer.fleet.followed_app import FollowedApps
 from spark_state_observer.fleet.identification import IdentityResolver
 from spark_state_observer.fleet.line_filter import line_pattern
-from spark_state_observer.fleet.log_listing import link_inside, list_logs
-from spark_state_observer.fleet.log_names import in_shard
+from spark_state_observer.fleet.log_listing import link_inside
 from spark_state_observer.fleet.log_tailing import Tailer
 from spark_state_observer.fleet.watch_positions import PositionStore, SavedPositions
 from spark_state_observer.fleet.watch_problems import Problems, log
@@ -192,11 +191,19 @@ class EventLogWatcher:
         )
         self.positions = PositionStore(self.book, self.problems, self.tailer, state_path=state_path, replay_on_resume=replay_on_resume)
         self.discovery = Discovery(
-            self.book, self.problems, self.positions.restore, shard=shard, max_apps=max_apps, read_finished_at_start=read_finished_at_start
+            self.book,
+            self.problems,
+            self.positions.restore,
+            dirs=self.dirs,
+            skip=self.positions.state_path,
+            link_inside=self._link_inside,
+            shard=shard,
+            max_apps=max_apps,
+            read_finished_at_start=read_finished_at_start,
         )
+        if self.positions.load():  # a state means we watched before: every log not in it is new, not found at the start
+            self.discovery.listed_dirs = set(self.dirs)
         self._order = 0  # rotates which application reads first when the budget runs out
-        # folders listed successfully at least once; a state means we watched before: every log not in it is new
-        self._listed_dirs: set[str] = set(self.dirs) if self.positions.load() else set()
 
     # --- public -------------------------------------------------------------------------------------
 
@@ -256,33 +263,21 @@ class EventLogWatcher:
         """Problems counted per followed application (log name -> kind -> count)."""
         return {name: dict(app.problems) for name, app in self.book.apps.items() if app.problems}
 
-    # the settings callers and tests read or change after construction, kept where they act
+    # what callers and tests read or change after construction, kept by the part that acts on it
     backlog = property(lambda self: self.tailer.backlog, doc="The last poll left bytes unread (budget): poll again without waiting.")
     state_path = property(lambda self: self.positions.state_path)
     _apps = property(lambda self: self.book.apps)
     _done = property(lambda self: self.book.done)
-
-    @property
-    def lost_after_seconds(self) -> float:
-        return self.lifecycle.lost_after_seconds
-
-    @lost_after_seconds.setter
-    def lost_after_seconds(self, value: float) -> None:
-        self.lifecycle.lost_after_seconds = value
-
-    @property
-    def grace_seconds(self) -> float:
-        return self.lifecycle.grace_seconds
-
-    @grace_seconds.setter
-    def grace_seconds(self, value: float) -> None:
-        self.lifecycle.grace_seconds = value
+    lost_after_seconds = property(
+        lambda self: self.lifecycle.lost_after_seconds, lambda self, value: setattr(self.lifecycle, "lost_after_seconds", value)
+    )
+    grace_seconds = property(lambda self: self.lifecycle.grace_seconds, lambda self, value: setattr(self.lifecycle, "grace_seconds", value))
 
     # --- one poll -----------------------------------------------------------------------------------
 
     def _poll(self) -> list[AppEvents]:
         now = self.clock()
-        self._discover(now)
+        self.discovery.round(now)
         budget = self.max_decoded_bytes_per_poll
         self.tailer.backlog = False
         names = list(self.book.apps)
@@ -307,21 +302,3 @@ class EventLogWatcher:
             app.out, app.clock_news = None, False
         self.book.forgotten = []
         return out
-
-    def _discover(self, now: float) -> None:
-        """List the folders (problems of their entries reported once while they stay) and follow what is new."""
-        book = self.book
-        listed = list_logs(
-            self.dirs,
-            listed_before=self._listed_dirs,
-            skip=self.positions.state_path,
-            link_inside=self._link_inside,
-            stat_rolling=lambda name: name not in book.done and in_shard(name, self.shard),
-        )
-        for folder in listed.folders:
-            self.problems.cleared(folder)
-        self._listed_dirs.update(listed.folders)
-        for path, kind, message in listed.unusable:
-            self.problems.report_once(path, kind, message)
-        self.problems.keep_only(listed.entries | set(self.dirs))
-        self.discovery.discover(listed, now)

@@ -137,18 +137,26 @@ def test_discovery_follows_what_is_in_progress_leaves_what_finished_before_and_f
     parts = Parts()
     restored: list[str] = []
     discovery = Discovery(
-        parts.book, parts.problems, lambda app, saved: restored.append(app.name), shard=None, max_apps=10, read_finished_at_start=False
+        parts.book,
+        parts.problems,
+        lambda app, saved: restored.append(app.name),
+        dirs=[str(tmp_path)],
+        skip=None,
+        link_inside=lambda path: True,
+        shard=None,
+        max_apps=10,
+        read_finished_at_start=False,
     )
-    discovery.discover(list_logs([str(tmp_path)], listed_before=set()), 0.0)
+    discovery.round(0.0)
     assert list(parts.book.apps) == ["local-1796673351335"] and parts.book.done == {"local-1795809689585"}
     assert parts.counts.apps_discovered == 1 and not restored
     os.remove(single)
     for _ in range(2):  # a listing taken during a rename may miss it: the second one agrees
         assert "local-1796673351335" in parts.book.apps
-        discovery.discover(list_logs([str(tmp_path)], listed_before={str(tmp_path)}), 0.0)
+        discovery.round(0.0)
     assert not parts.book.apps and parts.counts.apps_forgotten == 1 and parts.counts.problems["vanished"] == 1
     os.remove(done)
-    discovery.discover(list_logs([str(tmp_path)], listed_before={str(tmp_path)}), 0.0)
+    discovery.round(0.0)
     assert parts.book.done == set()  # its log gone too: nothing left to remember
 
 
