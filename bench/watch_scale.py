@@ -286,9 +286,9 @@ def scale(args: argparse.Namespace) -> None:
         )
         watcher = fleet.watcher
         if args.tasks_parsed:  # as before the typed task decode: the watcher parses every task, job and SQL line whole
-            watcher.raw_events = frozenset()
+            watcher.reader.raw_events = frozenset()
         if args.progress_parsed:  # as before issue 32's session 7: progress lines parsed whole (json.loads)
-            watcher.progress_as_bytes = False
+            watcher.reader.progress_as_bytes = False
         if args.pipeline:
             fleet.start(follow=False)  # the endpoint (and its pre-rendering) as the command has it; polls are driven below
         # the fixed cost: the applications' start-up read, then polls of 200 logs that do not grow

@@ -117,10 +117,15 @@ def render_lifecycle(f: SampleSink, query: Labels, state: str) -> None:
         f.add(catalog.QUERY_LIFECYCLE, query + (("state", each),), 1.0 if state == each else 0.0)
 
 
-def render_lasting(f: SampleSink, query: Labels, state: str, run_start: float | None, schedule_seconds: float | None) -> None:
+def render_lasting(
+    f: SampleSink, query: Labels, state: str, run_start: float | None, schedule_seconds: float | None, lost_since: float | None = None
+) -> None:
     """What the watcher renders for a lasting query whose application it forgot: its lifecycle state and, for one
-    on a schedule, the latest start and the interval its application exported (the overdue alert reads them)."""
+    on a schedule, the latest start and the interval its application exported (the overdue alert reads them); for a
+    lost one, its driver's last sign of life (the lost alert pages only for a recent loss)."""
     render_lifecycle(f, query, state)
+    if lost_since is not None:
+        f.add(catalog.QUERY_LOST_SINCE, query, lost_since)
     if run_start is not None:
         f.add(catalog.QUERY_LAST_START, query, run_start)
     if schedule_seconds is not None:

@@ -1,5 +1,9 @@
-"""Lifecycle: an application is running, finished (read to its end after an end marker or event), lost (no
-growth without an end) or forgotten (a grace period later, or its log gone or replaced); the gauges by status.
+"""Lifecycle: an application is running, finished (read to its end after an end marker or event), lost (no growth
+without an end) or forgotten (a grace period later, or its log gone or replaced); the gauges by status.
+
+A log is silent from its last sign of life: when the watcher first reads it, the newer of its last event's time and
+its file's modification time (a log found long dead is silent since then, not since the watcher started); after
+that, from the last growth this watcher saw on its own clock.
 """
 
 from __future__ import annotations
@@ -7,17 +11,38 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from spark_state_observer.fleet.app_events import StatusChange
-from spark_state_observer.fleet.followed_app import FollowedApp
-from spark_state_observer.fleet.watcher_core import WatcherCore, log
+from spark_state_observer.fleet.clock_skew import SKEW_TOLERANCE_SECONDS
+from spark_state_observer.fleet.followed_app import FollowedApp, FollowedApps
+from spark_state_observer.fleet.identification import IdentityResolver
+from spark_state_observer.fleet.log_tailing import Tailer
+from spark_state_observer.fleet.watch_problems import Problems, log
 from spark_state_observer.model.bounded import clean_text
 
 
-class AppLifecycle(WatcherCore):
-    """Lifecycle of the ``EventLogWatcher``'s applications."""
+class LifecycleJudge:
+    """Judges each followed application's status after its read, and forgets the ended ones."""
 
-    def _lifecycle(self, app: FollowedApp, now: float) -> None:
+    def __init__(
+        self,
+        book: FollowedApps,
+        problems: Problems,
+        tailer: Tailer,
+        identity: IdentityResolver,
+        *,
+        grace_seconds: float,
+        lost_after_seconds: float,
+        wall_clock: Callable[[], float],
+        poll_interval: float,
+    ) -> None:
+        self.book, self.problems, self.tailer, self.identity = book, problems, tailer, identity
+        self.grace_seconds, self.lost_after_seconds = grace_seconds, lost_after_seconds
+        self.wall_clock, self.poll_interval = wall_clock, poll_interval
+
+    def judge(self, app: FollowedApp, now: float) -> None:
+        """``app``'s status at ``now`` (the watcher's clock), after this poll's read."""
         tail = app.tail
         sig = (
             app.listing.path,
@@ -28,7 +53,12 @@ class AppLifecycle(WatcherCore):
             app.marker_final,
         )
         if sig != app.growth_sig:
-            app.growth_sig, app.last_growth = sig, now
+            # first seen: silent since its last sign of life, when that is clearly older (a log found long dead)
+            silent = self.silent_before(app) if not app.growth_sig else 0.0
+            app.last_growth = now - silent
+            if silent and app.quiet_since is None:
+                app.quiet_since = app.last_growth  # quiet for that long already: its clock is settled at the next read
+            app.growth_sig = sig
         ended = app.marker_final or app.end_seen or (app.listing.kind == "single" and app.listing.finished)
         read_all = tail is None or tail.broken or (tail.size >= 0 and tail.raw >= tail.size)
         if (
@@ -40,56 +70,57 @@ class AppLifecycle(WatcherCore):
             and app.status == "running"
             and (app.marker_final or app.listing.finished)
         ):
-            self._truncated(app, tail, "though the application ended")
+            self.tailer.truncated(app, tail, "though the application ended")
         drained = read_all and (tail is None or tail.broken or not tail.partial)
-        if app.status in ("running", "lost") and ended and drained and self._next_index(app, tail.index if tail else -1) is None:
+        if app.status in ("running", "lost") and ended and drained and self.tailer.next_index(app, tail.index if tail else -1) is None:
             if app.identity is None:
-                self._fallback_identity(app, "the log ended without an application-start event")
+                self.identity.fallback(app, "the log ended without an application-start event")
             how = "end marker" if app.marker_final or app.listing.finished else "application-end event"
-            self._set_status(app, "finished", f"{app.name}: finished ({how}), read to its end", now)
+            self.set_status(app, "finished", f"{app.name}: finished ({how}), read to its end", now)
         elif app.status == "running" and now - app.last_growth > self.lost_after_seconds:
             if app.identity is None and app.held:
-                self._fallback_identity(app, "the log stopped growing before an application-start event")
-            self._set_status(
+                self.identity.fallback(app, "the log stopped growing before an application-start event")
+            self.set_status(
                 app,
                 "lost",
                 f"{app.name}: no growth for {now - app.last_growth:.0f} s and no end marker (a killed driver leaves its log like this)",
                 now,
             )
         elif app.status == "lost" and app.last_growth >= app.status_since:
-            self._set_status(app, "running", f"{app.name}: growing again", now)
+            self.set_status(app, "running", f"{app.name}: growing again", now)
 
-    def _set_status(self, app: FollowedApp, status: str, message: str, now: float) -> None:
+    def silent_before(self, app: FollowedApp) -> float:
+        """Seconds the log was silent before this watcher first read it: from the newer of its last event's time (the
+        driver's clock) and its file's modification time (the file server's) to now. Either is a sign of life, so a
+        clock off on one side makes the silence shorter, never longer; under the skew tolerance it counts as none."""
+        times = [app.last_event] if app.last_event is not None else []
+        if app.tail is not None:
+            try:
+                times.append(os.stat(app.tail.path).st_mtime)
+            except OSError:
+                pass
+        if not times:
+            return 0.0
+        silent = self.wall_clock() - max(times)
+        return silent if silent > SKEW_TOLERANCE_SECONDS + self.poll_interval else 0.0
+
+    def set_status(self, app: FollowedApp, status: str, message: str, now: float) -> None:
         message = clean_text(message, 2000)
         app.status, app.status_since = status, now
         app.report().status_changes.append(StatusChange(status, message, time.time()))
-        self._dirty = True
+        self.book.dirty = True
         if status != "running":
             log.info("%s", message)
 
-    def _forget(self, now: float) -> None:
-        for app in list(self._apps.values()):
+    def forget(self, now: float) -> None:
+        """Forget the applications ended (finished or lost) ``grace_seconds`` ago."""
+        for app in list(self.book.apps.values()):
             if app.status in ("finished", "lost") and now - app.status_since >= self.grace_seconds:
-                self._drop(app, "forgotten", f"{app.name}: forgotten {self.grace_seconds:.0f} s after it was {app.status}")
+                self.book.drop(app, "forgotten", f"{app.name}: forgotten {self.grace_seconds:.0f} s after it was {app.status}")
 
-    def _drop(self, app: FollowedApp, status: str, message: str, done: bool = True) -> None:
-        """Forget ``app``; ``done``: its log, if still there, is not read again (``False``: found again as a new log)."""
-        report = app.report()
-        report.identity = app.identity
-        report.status_changes.append(StatusChange(status, message, time.time()))
-        self._apps.pop(app.name, None)
-        app.dropped = True
-        if done and app.listing.path and os.path.lexists(app.listing.path):
-            self._done.add(app.name)
-        self.counts.apps_forgotten += 1
-        self._forgotten.append(app)
-        self._dirty = True
-
-    def _update_gauges(self) -> None:
-        self.counts.clock_skew_seconds = max((app.clock_skew for app in self._apps.values()), key=abs, default=0.0)
-        statuses = Counter(app.status for app in self._apps.values())
-        self.counts.apps_running, self.counts.apps_finished, self.counts.apps_lost = (
-            statuses["running"],
-            statuses["finished"],
-            statuses["lost"],
-        )
+    def update_gauges(self) -> None:
+        """The watcher's gauges by status, and the skew farthest from 0."""
+        apps, counts = self.book.apps.values(), self.problems.counts
+        counts.clock_skew_seconds = max((app.clock_skew for app in apps), key=abs, default=0.0)
+        statuses = Counter(app.status for app in apps)
+        counts.apps_running, counts.apps_finished, counts.apps_lost = statuses["running"], statuses["finished"], statuses["lost"]

@@ -4,10 +4,11 @@ reads that follow a read to the file's end (see ``spark_state_observer.fleet.eve
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from spark_state_observer.fleet.followed_app import FollowedApp
-from spark_state_observer.fleet.watcher_core import WatcherCore
+from spark_state_observer.fleet.watch_problems import Problems
 from spark_state_observer.model.parse import parse_timestamp
 from spark_state_observer.model.spark_events import APP_END, QUERY_IDLE, QUERY_PROGRESS, QUERY_STARTED, application_end
 
@@ -15,7 +16,7 @@ from spark_state_observer.model.spark_events import APP_END, QUERY_IDLE, QUERY_P
 # the delivery delay is at most a poll); the smallest of the last samples (``FollowedApp.skew_samples``) is the skew,
 # acted on beyond tolerance
 _SKEW_MIN_SAMPLES = 3
-_SKEW_TOLERANCE_SECONDS = 30.0
+SKEW_TOLERANCE_SECONDS = 30.0
 
 
 def event_time(event_type: str, data: dict[str, Any]) -> float | None:
@@ -43,21 +44,25 @@ def progress_time(timestamp: Any, duration: Any) -> float | None:
     return start
 
 
-class ClockSkew(WatcherCore):
-    """Clock-skew measurement of the ``EventLogWatcher``."""
+class SkewEstimator:
+    """Measures each followed application's clock skew from its reads to the file's end."""
 
-    def _caught_up(self, app: FollowedApp) -> None:
+    def __init__(self, problems: Problems, *, clock: Callable[[], float], wall_clock: Callable[[], float], poll_interval: float) -> None:
+        """``clock``: the watcher's timeouts (monotonic); ``wall_clock``: what event times are compared with."""
+        self.problems, self.clock, self.wall_clock, self.poll_interval = problems, clock, wall_clock, poll_interval
+
+    def caught_up(self, app: FollowedApp) -> None:
         """The file is read to its end: measure the clock skew from this poll's newest event (see ``_SKEW_MIN_SAMPLES``)."""
         newest, app.newest_event = app.newest_event, None
         if newest is not None and app.caught_up:
             app.skew_samples.append(self.wall_clock() - newest)
             if len(app.skew_samples) >= _SKEW_MIN_SAMPLES:
                 skew = min(app.skew_samples)
-                tolerance = _SKEW_TOLERANCE_SECONDS + self.poll_interval
+                tolerance = SKEW_TOLERANCE_SECONDS + self.poll_interval
                 app.clock_skew = skew if tolerance < abs(skew) else 0.0
                 app.clock_known = True
                 if app.clock_skew:
-                    self._problem(
+                    self.problems.report(
                         app,
                         "clock_skew",
                         f"{app.name}: its event times are {skew:.0f} s {'behind' if skew > 0 else 'ahead of'} this watcher's clock; "
@@ -70,7 +75,7 @@ class ClockSkew(WatcherCore):
             now = self.clock()
             if app.quiet_since is None:
                 app.quiet_since = now
-            if now - app.quiet_since > _SKEW_TOLERANCE_SECONDS + self.poll_interval:
+            if now - app.quiet_since > SKEW_TOLERANCE_SECONDS + self.poll_interval:
                 app.clock_known = app.clock_news = True  # handed on in this poll, though the log says nothing new
                 app.report()
         if newest is not None:

@@ -11,6 +11,7 @@ object) goes the ``json.loads`` way, which reports or delivers it as before.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -19,7 +20,8 @@ from spark_state_observer.fleet.app_events import RawEvent
 from spark_state_observer.fleet.clock_skew import event_time, progress_time
 from spark_state_observer.fleet.file_tail import FileTail
 from spark_state_observer.fleet.followed_app import FollowedApp
-from spark_state_observer.fleet.watcher_core import WatcherCore
+from spark_state_observer.fleet.identification import IdentityResolver
+from spark_state_observer.fleet.watch_problems import Problems
 from spark_state_observer.model.bounded import MAX_JSON_ITEMS, Decoder, JsonTooLarge, clean_identity, loads
 from spark_state_observer.model.capacity import relevant
 from spark_state_observer.model.log_time import time_before
@@ -32,6 +34,7 @@ from spark_state_observer.model.spark_events import (
     QUERY_TERMINATED,
     STREAMING_EVENTS,
 )
+from spark_state_observer.model.spark_time import NO_DATA_PROGRESS_CONF
 
 MAX_RUNS = 1_000  # query runs remembered per application for the duplicate guard
 
@@ -71,21 +74,39 @@ def progress_fields(line: bytes) -> tuple[bytes, _Guard] | None:
         return None
 
 
-class EventLines(WatcherCore):
-    """Line parsing and the duplicate guard of the ``EventLogWatcher``."""
+class EventReader:
+    """Parses the wanted lines of the followed logs, guards against duplicates and hands the events on."""
 
-    def _line(self, app: FollowedApp, tail: FileTail, line_no: int, event_type: str, line: bytes) -> bool:
+    def __init__(
+        self,
+        problems: Problems,
+        identity: IdentityResolver,
+        *,
+        wanted: frozenset[str],
+        raw_events: frozenset[str],
+        raw_keep: Callable[[bytes], bool] | None,
+        progress_as_bytes: bool,
+        identity_properties: tuple[str, ...],
+        patterns: dict[bytes, str],
+    ) -> None:
+        """``patterns``: every line type searched for once an application turned streaming (see the watcher's
+        constructor for the other settings)."""
+        self.problems, self.counts, self.identity = problems, problems.counts, identity
+        self.wanted, self.raw_events, self.raw_keep = wanted, raw_events, raw_keep
+        self.progress_as_bytes, self.identity_properties, self.patterns = progress_as_bytes, identity_properties, patterns
+
+    def line(self, app: FollowedApp, tail: FileTail, line_no: int, event_type: str, line: bytes) -> bool:
         """Parse and deliver one wanted line; True when the application turned out to be streaming (scan for more types)."""
         if event_type == ENVIRONMENT and app.identity is not None:
             return False
         turned_streaming = event_type in STREAMING_EVENTS and not app.streaming
         if turned_streaming:
             app.streaming = True
-            tail.filter.set_patterns(self._patterns)
+            tail.filter.set_patterns(self.patterns)
         if event_type in self.raw_events:
             if self.raw_keep is None or self.raw_keep(line):
                 replayed = app.replay_until is not None and (tail.index, line_no) <= app.replay_until
-                self._deliver(app, RawEvent(event_type, {}, f"{tail.path}:{line_no}", replayed, line))
+                self.identity.deliver(app, RawEvent(event_type, {}, f"{tail.path}:{line_no}", replayed, line))
             return turned_streaming
         if event_type == QUERY_PROGRESS and self.progress_as_bytes:
             fields = progress_fields(line)
@@ -96,15 +117,15 @@ class EventLines(WatcherCore):
         try:
             obj = loads(line)  # bounded: a short line of ``[{},{},...]`` would expand a hundredfold in memory
         except JsonTooLarge as exc:
-            self._problem(app, "line_too_long", f"{source}: {exc}; skipped")
+            self.problems.report(app, "line_too_long", f"{source}: {exc}; skipped")
             return turned_streaming
         except (ValueError, RecursionError) as exc:
             why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:80]
-            self._problem(app, "bad_json", f"{source}: not valid JSON ({why}); skipped")
+            self.problems.report(app, "bad_json", f"{source}: not valid JSON ({why}); skipped")
             return turned_streaming
         self.counts.events_parsed += 1
         if not isinstance(obj, dict):
-            self._problem(app, "bad_json", f"{source}: not a JSON object; skipped")
+            self.problems.report(app, "bad_json", f"{source}: not a JSON object; skipped")
             return turned_streaming
         replayed = app.replay_until is not None and (tail.index, line_no) <= app.replay_until
         if event_type in STREAMING_EVENTS:
@@ -118,8 +139,10 @@ class EventLines(WatcherCore):
             if isinstance(props, dict):
                 app.properties = {k: clean_identity(props[k]) for k in self.identity_properties if k in props}
                 app.spark_conf = relevant(props)
+                if NO_DATA_PROGRESS_CONF in props:  # the lost verdict's cadence (spark_state_observer.signals.lifecycle)
+                    app.spark_conf[NO_DATA_PROGRESS_CONF] = clean_identity(props[NO_DATA_PROGRESS_CONF])
         elif event_type == APP_START:
-            self._identify(app, obj)
+            self.identity.identify(app, obj)
         elif event_type == APP_END:
             app.end_seen = True
         elif event_type == QUERY_PROGRESS:
@@ -131,7 +154,7 @@ class EventLines(WatcherCore):
         if event_type in self.wanted:
             # a termination is placed as replay places it: at the latest time of the lines before it
             logged_at = time_before(tail.filter.lines_before()) if event_type == QUERY_TERMINATED else None
-            self._deliver(app, RawEvent(event_type, obj, source, replayed, logged_at=logged_at))
+            self.identity.deliver(app, RawEvent(event_type, obj, source, replayed, logged_at=logged_at))
         return turned_streaming
 
     def _progress_bytes(self, app: FollowedApp, tail: FileTail, line_no: int, line: bytes, progress: bytes, guard: _Guard) -> None:
@@ -143,12 +166,16 @@ class EventLines(WatcherCore):
         if not self._new_batch(app, guard.id, guard.runId, guard.batchId, replayed):
             return
         if QUERY_PROGRESS in self.wanted:
-            self._deliver(app, RawEvent(QUERY_PROGRESS, {}, f"{tail.path}:{line_no}", replayed, line, logged_at=at, progress=progress))
+            self.identity.deliver(
+                app, RawEvent(QUERY_PROGRESS, {}, f"{tail.path}:{line_no}", replayed, line, logged_at=at, progress=progress)
+            )
 
     @staticmethod
     def _newest(app: FollowedApp, at: float | None) -> None:
         if at is not None and (app.newest_event is None or at > app.newest_event):
             app.newest_event = at
+            if app.last_event is None or at > app.last_event:
+                app.last_event = at
 
     def _new_batch(self, app: FollowedApp, query_id: Any, run_id: Any, batch: Any, replayed: bool) -> bool:
         """False for a progress already delivered (by query run and batch id): dropped, counted as a duplicate."""

@@ -6,11 +6,14 @@ process following that folder observes all of them. This module only *captures*:
 it yields the application's identity and its raw events (``AppEvents``); the pipeline that turns them
 into metrics and signals is the one replay uses.
 
-This module holds the poll itself (``EventLogWatcher``: its settings, one round, the run loop); each job of
-the round is a module of its own (see ``spark_state_observer.fleet.watcher_core``): discovery in ``log_listing``, reading
-in ``log_tailing``, line parsing and the duplicate guard in ``event_lines``, identity in ``identification``,
-clock skew in ``clock_skew``, lifecycle in ``app_lifecycle``, restart positions in ``watch_positions``; what it
-hands over is in ``app_events``, log names and shards in ``log_names``.
+This module holds the coordinator (``EventLogWatcher``: its settings, one round, the run loop). The state of each
+application is data (``FollowedApp``, all of them in ``FollowedApps``: ``followed_app``); each job of the round is a
+small object of its own, given what it needs when it is built: the listing is a pure function (``log_listing``),
+what to follow of it ``discovery``, reading ``Tailer`` (``log_tailing``), line parsing and the duplicate guard
+``EventReader`` (``event_lines``), identity ``IdentityResolver`` (``identification``), clock skew ``SkewEstimator``
+(``clock_skew``), lifecycle ``LifecycleJudge`` (``app_lifecycle``), restart positions ``PositionStore``
+(``watch_positions``), problems ``Problems`` (``watch_problems``); what it hands over is in ``app_events``, log
+names and shards in ``log_names``.
 
 How it stays correct and cheap:
 
@@ -52,8 +55,8 @@ How it stays correct and cheap:
   in-memory pipeline can rebuild its state without counting them twice in a durable sink.
 - **Lifecycle**: an application finished (final ``appstatus`` marker, a log renamed from ``.inprogress``,
   or ``SparkListenerApplicationEnd``) and read to its end is forgotten ``grace_seconds`` later; one that
-  stops growing without an end is reported ``lost`` after ``lost_after_seconds`` and forgotten after a
-  further grace period. Logs already finished when the watcher first starts are not read (a History
+  stops growing without an end is reported ``lost`` after ``lost_after_seconds`` (counted from its last sign of
+  life: a log found long dead is lost at once) and forgotten after a further grace period. Logs already finished when the watcher first starts are not read (a History
   Server folder holds thousands) unless ``read_finished_at_start``. Memory is bounded: at most
   ``max_apps`` applications, per application a bounded partial line, a bounded set of query runs and
   a bounded backlog of events held until the identity is known; each poll decodes at most
@@ -88,22 +91,22 @@ from typing import Any
 
 from spark_state_observer.capture.codecs import DEFAULT_MAX_LINE_BYTES
 from spark_state_observer.fleet.app_events import DEFAULT_WANTED_EVENTS, STREAMING_ONLY_EVENTS, AppEvents, WatchCounts
-from spark_state_observer.fleet.app_lifecycle import AppLifecycle
-from spark_state_observer.fleet.clock_skew import ClockSkew
-from spark_state_observer.fleet.event_lines import EventLines
-from spark_state_observer.fleet.followed_app import FollowedApp
-from spark_state_observer.fleet.identification import Identification
+from spark_state_observer.fleet.app_lifecycle import LifecycleJudge
+from spark_state_observer.fleet.clock_skew import SkewEstimator
+from spark_state_observer.fleet.discovery import Discovery
+from spark_state_observer.fleet.event_lines import EventReader
+from spark_state_observer.fleet.followed_app import FollowedApps
+from spark_state_observer.fleet.identification import IdentityResolver
 from spark_state_observer.fleet.line_filter import line_pattern
-from spark_state_observer.fleet.log_listing import LogListing
-from spark_state_observer.fleet.log_tailing import LogTailing
-from spark_state_observer.fleet.watch_positions import WatchPositions
-from spark_state_observer.fleet.watch_state import StateFileError, load_state
-from spark_state_observer.fleet.watcher_core import log
+from spark_state_observer.fleet.log_listing import link_inside
+from spark_state_observer.fleet.log_tailing import Tailer
+from spark_state_observer.fleet.watch_positions import PositionStore, SavedPositions
+from spark_state_observer.fleet.watch_problems import Problems, log
 from spark_state_observer.model.bounded import clean_text
 from spark_state_observer.model.spark_events import APP_END, APP_START, ENVIRONMENT, LOG_START, QUERY_STARTED
 
 
-class EventLogWatcher(LogListing, LogTailing, EventLines, Identification, ClockSkew, AppLifecycle, WatchPositions):
+class EventLogWatcher:
     """Poll event-log folders and return, per application, its identity and new events."""
 
     def __init__(
@@ -143,51 +146,64 @@ class EventLogWatcher(LogListing, LogTailing, EventLines, Identification, ClockS
         if shard is not None and not (shard[1] >= 1 and 0 <= shard[0] < shard[1]):
             raise ValueError(f"shard {shard!r}: want (K, N) with 0 <= K < N")
         self.dirs = [os.path.abspath(d) for d in dirs]
-        self.follow_symlinks = follow_symlinks
-        self._roots = [os.path.realpath(d) for d in self.dirs]
-        self.poll_interval = poll_interval
-        self.wanted = frozenset(wanted_events)
-        self.raw_events = frozenset(raw_events) & self.wanted
-        self.raw_keep = raw_keep
-        self.progress_as_bytes = progress_as_bytes
-        self.shard = shard
-        self.state_path = os.path.abspath(state_path) if state_path else None
-        self.grace_seconds = grace_seconds
-        self.lost_after_seconds = lost_after_seconds
-        self.max_line_bytes = max_line_bytes
-        self.identity_properties = tuple(identity_properties)
-        self.read_finished_at_start = read_finished_at_start
-        self.replay_on_resume = replay_on_resume
-        self.max_apps = max_apps
+        self.poll_interval, self.shard, self.clock = poll_interval, shard, clock
         self.max_decoded_bytes_per_poll = max_decoded_bytes_per_poll
-        self.clock = clock
-        self.wall_clock = wall_clock  # what event times are compared with (the clock skew)
         self.counts = WatchCounts()
-        self.backlog = False  # the last poll left bytes unread (budget): poll again without waiting
+        self.problems = Problems(self.counts)
+        self.book = FollowedApps(self.counts)
+        wanted = frozenset(wanted_events)
         # the environment (one line per application) gives the identity properties and the capacity estimate's conf
-        scanned = set(self.wanted) | {APP_START, APP_END, LOG_START, QUERY_STARTED, ENVIRONMENT}
-        self._patterns = {line_pattern(t): t for t in sorted(scanned)}
-        # until an application shows a streaming query, its task and SQL events are not even searched for
-        self._patterns_batch = {p: t for p, t in self._patterns.items() if t not in STREAMING_ONLY_EVENTS}
-        self._apps: dict[str, FollowedApp] = {}
-        self._done: set[str] = set()  # finished or forgotten logs still in the folders: not read again
-        self._reported: set[str] = set()  # folder entries already reported as unusable
+        patterns = {line_pattern(t): t for t in sorted(set(wanted) | {APP_START, APP_END, LOG_START, QUERY_STARTED, ENVIRONMENT})}
+        roots = [os.path.realpath(d) for d in self.dirs]
+        self._link_inside: Callable[[str], bool] = lambda path: link_inside(path, roots, follow_symlinks)
+        self.identity = IdentityResolver(self.book, self.problems)
+        self.skew = SkewEstimator(self.problems, clock=clock, wall_clock=wall_clock, poll_interval=poll_interval)
+        self.reader = EventReader(
+            self.problems,
+            self.identity,
+            wanted=wanted,
+            raw_events=frozenset(raw_events) & wanted,
+            raw_keep=raw_keep,
+            progress_as_bytes=progress_as_bytes,
+            identity_properties=tuple(identity_properties),
+            patterns=patterns,
+        )
+        self.tailer = Tailer(
+            self.book,
+            self.problems,
+            patterns=patterns,
+            # until an application shows a streaming query, its task and SQL events are not even searched for
+            patterns_batch={p: t for p, t in patterns.items() if t not in STREAMING_ONLY_EVENTS},
+            max_line_bytes=max_line_bytes,
+            link_inside=self._link_inside,
+            on_line=self.reader.line,
+            on_caught_up=self.skew.caught_up,
+        )
+        self.lifecycle = LifecycleJudge(
+            self.book,
+            self.problems,
+            self.tailer,
+            self.identity,
+            grace_seconds=grace_seconds,
+            lost_after_seconds=lost_after_seconds,
+            wall_clock=wall_clock,
+            poll_interval=poll_interval,
+        )
+        self.positions = PositionStore(self.book, self.problems, self.tailer, state_path=state_path, replay_on_resume=replay_on_resume)
+        self.discovery = Discovery(
+            self.book,
+            self.problems,
+            self.positions.restore,
+            dirs=self.dirs,
+            skip=self.positions.state_path,
+            link_inside=self._link_inside,
+            shard=shard,
+            max_apps=max_apps,
+            read_finished_at_start=read_finished_at_start,
+        )
+        if self.positions.load():  # a state means we watched before: every log not in it is new, not found at the start
+            self.discovery.listed_dirs = set(self.dirs)
         self._order = 0  # rotates which application reads first when the budget runs out
-        self._listed_dirs: set[str] = set()  # folders listed successfully at least once
-        self._dirty = False
-        self._saved: dict[str, Any] = {}
-        self._forgotten: list[FollowedApp] = []  # dropped in this poll: their last report still goes out
-        if self.state_path:
-            try:
-                state = load_state(self.state_path)
-            except StateFileError as exc:
-                self._problem(None, "state_file", str(exc))
-                state = None
-            if state is not None:
-                self._saved = {k: v for k, v in state["apps"].items() if isinstance(v, dict)}
-                done = state.get("done")
-                self._done = {d for d in done if isinstance(d, str)} if isinstance(done, list) else set()
-                self._listed_dirs = set(self.dirs)  # a state means we watched before: every log not in it is new
 
     # --- public -------------------------------------------------------------------------------------
 
@@ -198,12 +214,8 @@ class EventLogWatcher(LogListing, LogTailing, EventLines, Identification, ClockS
             return self._poll()
         except Exception as exc:  # a bug must not stop the watcher: report it and go on next poll
             log.exception("event-log watcher poll failed")
-            self._problem(None, "unreadable", f"poll failed: {type(exc).__name__}: {exc}")
+            self.problems.report(None, "unreadable", f"poll failed: {type(exc).__name__}: {exc}")
             return []
-
-    def finished_logs(self) -> frozenset[str]:
-        """The names of the logs finished for good (not read again while they stay): a mirror may drop their copies."""
-        return frozenset(self._done)
 
     def run(self, callback: Callable[[list[AppEvents]], None], stop_event: threading.Event) -> None:
         """Poll until ``stop_event`` is set; ``callback`` gets each non-empty poll's result, then positions are saved."""
@@ -215,53 +227,78 @@ class EventLogWatcher(LogListing, LogTailing, EventLines, Identification, ClockS
                     callback(found)
                 except Exception as exc:
                     log.exception("event-log watcher callback failed")
-                    self._problem(None, "callback", f"callback failed: {type(exc).__name__}: {exc}")
+                    self.problems.report(None, "callback", f"callback failed: {type(exc).__name__}: {exc}")
             self.commit()
             if not self.backlog:
                 stop_event.wait(max(0.0, self.poll_interval - (self.clock() - started)))
         self.commit()
 
+    def snapshot(self) -> SavedPositions | None:
+        """The positions of everything delivered so far (``PositionStore.snapshot``); None if nothing moved."""
+        return self.positions.snapshot()
+
+    def save(self, positions: SavedPositions, extra: dict[str, Any] | None = None) -> bool:
+        """Persist ``positions`` (and ``extra``) atomically (``PositionStore.save``); False on a failure, counted."""
+        return self.positions.save(positions, extra)
+
+    def commit(self) -> None:
+        """Persist the positions of everything delivered so far; a no-op without a state path."""
+        self.positions.commit()
+
+    def finished_logs(self) -> frozenset[str]:
+        """The names of the logs finished for good (not read again while they stay): a mirror may drop their copies."""
+        return frozenset(self.book.done)
+
     def silence(self, log_name: str) -> float | None:
-        """Seconds (on ``clock``) since ``log_name``'s log last grew, while it is followed without an end: how long
-        its driver has said nothing (None: not followed, or ended). Measured by this watcher from the file's size
-        and the listing, not from the file's modification time nor its event times: both come from other clocks (a
-        file server's, the driver's), and a log read for the first time counts from then."""
-        app = self._apps.get(log_name)
+        """Seconds (on ``clock``) since ``log_name``'s log last showed life, while it is followed without an end: how
+        long its driver has said nothing (None: not followed, or ended). Measured on this watcher's clock from the
+        growth it saw; a log first read long after its last event and modification time counts from the newer of
+        them (``LifecycleJudge.silent_before``), so a driver dead for weeks is not taken for one that died now."""
+        app = self.book.apps.get(log_name)
         if app is None or app.status == "finished" or app.end_seen or app.marker_final:
             return None
         return self.clock() - app.last_growth
 
     def app_problems(self) -> dict[str, dict[str, int]]:
         """Problems counted per followed application (log name -> kind -> count)."""
-        return {name: dict(app.problems) for name, app in self._apps.items() if app.problems}
+        return {name: dict(app.problems) for name, app in self.book.apps.items() if app.problems}
+
+    # what callers and tests read or change after construction, kept by the part that acts on it
+    backlog = property(lambda self: self.tailer.backlog, doc="The last poll left bytes unread (budget): poll again without waiting.")
+    state_path = property(lambda self: self.positions.state_path)
+    _apps = property(lambda self: self.book.apps)
+    _done = property(lambda self: self.book.done)
+    lost_after_seconds = property(
+        lambda self: self.lifecycle.lost_after_seconds, lambda self, value: setattr(self.lifecycle, "lost_after_seconds", value)
+    )
+    grace_seconds = property(lambda self: self.lifecycle.grace_seconds, lambda self, value: setattr(self.lifecycle, "grace_seconds", value))
 
     # --- one poll -----------------------------------------------------------------------------------
 
     def _poll(self) -> list[AppEvents]:
         now = self.clock()
-        listed, complete = self._list()
-        self._discover(listed, complete, now)
+        self.discovery.round(now)
         budget = self.max_decoded_bytes_per_poll
-        self.backlog = False
-        names = list(self._apps)
+        self.tailer.backlog = False
+        names = list(self.book.apps)
         if names:
             self._order = (self._order + 1) % len(names)
             names = names[self._order :] + names[: self._order]
         for name in names:
-            app = self._apps[name]
+            app = self.book.apps[name]
             try:
-                budget = self._follow(app, budget, now)
+                budget = self.tailer.follow(app, budget)
             except Exception as exc:  # per application: the others go on
                 log.exception("event-log watcher failed on %s", clean_text(name, 300))
-                self._problem(app, "unreadable", f"{name}: {type(exc).__name__}: {exc}")
+                self.problems.report(app, "unreadable", f"{name}: {type(exc).__name__}: {exc}")
             if not app.dropped:
-                self._lifecycle(app, now)
-        self._forget(now)
-        self._update_gauges()
+                self.lifecycle.judge(app, now)
+        self.lifecycle.forget(now)
+        self.lifecycle.update_gauges()
         out = []
-        for app in list(self._apps.values()) + self._forgotten:
+        for app in list(self.book.apps.values()) + self.book.forgotten:
             if app.out is not None and (app.out.events or app.out.status_changes or app.out.problems or app.clock_news):
                 out.append(app.out)
             app.out, app.clock_news = None, False
-        self._forgotten = []
+        self.book.forgotten = []
         return out

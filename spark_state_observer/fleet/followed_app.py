@@ -1,14 +1,19 @@
-"""What the watcher keeps about one followed application (``FollowedApp``), and a log as a folder listing
-found it (``Listing``): small, whatever the log's size.
+"""What the watcher keeps about one followed application (``FollowedApp``), a log as a folder listing found it
+(``Listing``), and the book of them all (``FollowedApps``): small, whatever the logs' sizes.
+
+Why here: every part of the watcher reads and changes one application's state; the state is data, kept in one
+place, and each part is a small object that acts on it (see ``spark_state_observer.fleet.eventlog_watch``).
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections import Counter, OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from spark_state_observer.fleet.app_events import AppEvents, LoggedApp, RawEvent
+from spark_state_observer.fleet.app_events import AppEvents, LoggedApp, RawEvent, StatusChange, WatchCounts
 from spark_state_observer.fleet.file_tail import FileTail
 
 SKEW_SAMPLES = 16  # clock-skew samples kept per application: spark_state_observer.fleet.clock_skew acts on the smallest
@@ -54,6 +59,7 @@ class FollowedApp:
         self.replay_until: tuple[int, int] | None = None  # (file index, line) delivered before a restart
         self.missing = 0  # consecutive listings without this log
         self.newest_event: float | None = None  # newest event time read in this poll
+        self.last_event: float | None = None  # newest event time read at all (the driver's clock): a sign of life
         self.caught_up = False  # the last read reached the end of the file
         self.skew_samples: deque[float] = deque(maxlen=SKEW_SAMPLES)
         self.clock_skew = 0.0  # acted on: 0 unless measured beyond tolerance
@@ -66,3 +72,29 @@ class FollowedApp:
         if self.out is None:
             self.out = AppEvents(self.name, self.identity, clock_skew=self.clock_skew, clock_known=self.clock_known)
         return self.out
+
+
+@dataclass
+class FollowedApps:
+    """The applications followed, the logs done with, the positions saved by an earlier run not yet found again, and
+    those forgotten in this poll (their last report still goes out); ``dirty``: positions moved since the last save."""
+
+    counts: WatchCounts
+    apps: dict[str, FollowedApp] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)  # finished or forgotten logs still in the folders: not read again
+    saved: dict[str, Any] = field(default_factory=dict)
+    forgotten: list[FollowedApp] = field(default_factory=list)
+    dirty: bool = False
+
+    def drop(self, app: FollowedApp, status: str, message: str, done: bool = True) -> None:
+        """Forget ``app``; ``done``: its log, if still there, is not read again (``False``: found again as a new log)."""
+        report = app.report()
+        report.identity = app.identity
+        report.status_changes.append(StatusChange(status, message, time.time()))
+        self.apps.pop(app.name, None)
+        app.dropped = True
+        if done and app.listing.path and os.path.lexists(app.listing.path):
+            self.done.add(app.name)
+        self.counts.apps_forgotten += 1
+        self.forgotten.append(app)
+        self.dirty = True

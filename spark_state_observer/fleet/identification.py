@@ -7,17 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 from spark_state_observer.fleet.app_events import LoggedApp, RawEvent
-from spark_state_observer.fleet.followed_app import FollowedApp
-from spark_state_observer.fleet.watcher_core import WatcherCore
+from spark_state_observer.fleet.followed_app import FollowedApp, FollowedApps
+from spark_state_observer.fleet.watch_problems import Problems
 from spark_state_observer.model.bounded import clean_identity
 
 _MAX_HELD_EVENTS = 10_000  # events held while the application start is not yet known
 
 
-class Identification(WatcherCore):
-    """Identification of the ``EventLogWatcher``'s applications."""
+class IdentityResolver:
+    """Names the followed applications and holds their events until they are named."""
 
-    def _identify(self, app: FollowedApp, obj: dict[str, Any]) -> None:
+    def __init__(self, book: FollowedApps, problems: Problems) -> None:
+        self.book, self.problems, self.counts = book, problems, problems.counts
+
+    def identify(self, app: FollowedApp, obj: dict[str, Any]) -> None:
         # every identity string is cut and cleaned here, where it is taken (``clean_identity``): it ends on labels
         fallback = clean_identity(app.name)
         ts = obj.get("Timestamp")
@@ -36,27 +39,27 @@ class Identification(WatcherCore):
 
     def _check_duplicate_name(self, app: FollowedApp) -> None:
         assert app.identity is not None
-        for other in self._apps.values():
+        for other in self.book.apps.values():
             if other is app or other.identity is None or other.status != "running" or other.identity.name != app.identity.name:
                 continue
             message = (
                 f"two running applications are named {app.identity.name!r} ({other.identity.app_id} in {other.listing.path}, "
                 f"{app.identity.app_id} in {app.listing.path}); their series are told apart only by app id and query id"
             )
-            self._problem(app, "duplicate_name", message, once=True)
-            self._problem(other, "duplicate_name", message, once=True)
+            self.problems.report(app, "duplicate_name", message, once=True)
+            self.problems.report(other, "duplicate_name", message, once=True)
 
-    def _deliver(self, app: FollowedApp, event: RawEvent) -> None:
+    def deliver(self, app: FollowedApp, event: RawEvent) -> None:
         if app.identity is None:
             app.held.append(event)
             if len(app.held) >= _MAX_HELD_EVENTS:
-                self._fallback_identity(app, f"no application-start event in the first {_MAX_HELD_EVENTS} wanted events")
+                self.fallback(app, f"no application-start event in the first {_MAX_HELD_EVENTS} wanted events")
             return
         app.report().events.append(event)
         self.counts.events_delivered += 1
 
-    def _fallback_identity(self, app: FollowedApp, why: str) -> None:
-        self._problem(app, "no_app_start", f"{app.name}: {why}; named after its log")
+    def fallback(self, app: FollowedApp, why: str) -> None:
+        self.problems.report(app, "no_app_start", f"{app.name}: {why}; named after its log")
         name = clean_identity(app.name)
         app.identity = LoggedApp(app.name, name, name, None, app.spark_version, None, tuple(sorted(app.properties.items())))
         self._release_held(app)

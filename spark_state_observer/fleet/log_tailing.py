@@ -1,5 +1,9 @@
 """Tailing: read what each followed log grew by since the last poll, file after file of a rolling log, within the
 poll's decode budget; files opened non-blocking, checked, and found replaced when they are.
+
+The tailer knows bytes and files, not events: each wanted line goes to ``on_line``
+(``spark_state_observer.fleet.event_lines``), each read to a file's end to ``on_caught_up``
+(``spark_state_observer.fleet.clock_skew``).
 """
 
 from __future__ import annotations
@@ -8,14 +12,15 @@ import errno
 import os
 import stat
 import time
+from collections.abc import Callable
 from typing import Any
 
 from spark_state_observer.capture.codecs import CODECS, EventLogError
 from spark_state_observer.fleet.codec_tail import tail_decoder
 from spark_state_observer.fleet.file_tail import FileTail
-from spark_state_observer.fleet.followed_app import FollowedApp
+from spark_state_observer.fleet.followed_app import FollowedApp, FollowedApps
 from spark_state_observer.fleet.log_names import APPSTATUS, EVENTS_FILE, INPROGRESS
-from spark_state_observer.fleet.watcher_core import WatcherCore
+from spark_state_observer.fleet.watch_problems import Problems
 
 _READ_CHUNK = 1 << 20
 _FUTURE_SKEW_SECONDS = 300.0  # a file modified this far in the future means the clocks disagree
@@ -27,14 +32,34 @@ _MAX_INFLATION = 1000
 _INFLATION_ALLOWANCE = 64 << 20
 
 
-class LogTailing(WatcherCore):
-    """Incremental reading of the ``EventLogWatcher``."""
+class Tailer:
+    """Incremental reading of the followed logs."""
 
-    def _follow(self, app: FollowedApp, budget: int, now: float) -> int:
+    def __init__(
+        self,
+        book: FollowedApps,
+        problems: Problems,
+        *,
+        patterns: dict[bytes, str],
+        patterns_batch: dict[bytes, str],
+        max_line_bytes: int,
+        link_inside: Callable[[str], bool],
+        on_line: Callable[[FollowedApp, FileTail, int, str, bytes], bool],
+        on_caught_up: Callable[[FollowedApp], None],
+    ) -> None:
+        """``patterns``: the wanted lines' first bytes, by event type (``patterns_batch``: those searched for until an
+        application shows a streaming query); ``on_line`` returns True when the application turned streaming."""
+        self.book, self.problems, self.counts = book, problems, problems.counts
+        self.patterns, self.patterns_batch, self.max_line_bytes = patterns, patterns_batch, max_line_bytes
+        self.link_inside, self.on_line, self.on_caught_up = link_inside, on_line, on_caught_up
+        self.backlog = False  # a read stopped at the poll's budget: poll again without waiting
+
+    def follow(self, app: FollowedApp, budget: int) -> int:
+        """Read what ``app``'s log grew by, within ``budget`` decoded bytes; returns what is left of it."""
         if app.listing.kind == "rolling":
             self._relist(app)
         elif app.tail is None:
-            app.tail = self._new_tail(app, app.listing.path, 0)
+            app.tail = self.new_tail(app, app.listing.path, 0)
         while app.tail is not None:
             tail = app.tail
             if app.listing.kind == "single":
@@ -48,23 +73,23 @@ class LogTailing(WatcherCore):
                     return budget
                 if tail.size < 0 or tail.raw < tail.size:
                     break  # could not read it (reported): try again next poll
-            nxt = self._next_index(app, tail.index)
+            nxt = self.next_index(app, tail.index)
             if nxt is not None and nxt != tail.index + 1:
                 # parts are numbered 1, 2, 3...: a listing taken while Spark created them may show a later part
                 # and not yet the one before it; list again before moving past a gap (compaction leaves real ones)
                 self._relist(app, force=True)
-                nxt = self._next_index(app, tail.index)
+                nxt = self.next_index(app, tail.index)
             if nxt is None:
                 break
             # the next file exists, so Spark has closed this one (it closes before it opens the next)
             if not tail.broken and tail.partial:
-                self._truncated(app, tail, "though the log rolled on to the next file")
-            app.tail = self._new_tail(app, os.path.join(app.listing.path, app.files[nxt]), nxt)
+                self.truncated(app, tail, "though the log rolled on to the next file")
+            app.tail = self.new_tail(app, os.path.join(app.listing.path, app.files[nxt]), nxt)
         return budget
 
-    def _truncated(self, app: FollowedApp, tail: FileTail, why: str) -> None:
+    def truncated(self, app: FollowedApp, tail: FileTail, why: str) -> None:
         unit = "line" if tail.filter.partial else f"{tail.codec} unit"
-        self._problem(app, "truncated", f"{tail.path}: ends inside a {unit} {why}; the cut-off part is lost")
+        self.problems.report(app, "truncated", f"{tail.path}: ends inside a {unit} {why}; the cut-off part is lost")
         tail.broken, tail.decoder = True, None
 
     def _relist(self, app: FollowedApp, force: bool = False) -> None:
@@ -76,7 +101,7 @@ class LogTailing(WatcherCore):
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 return  # gone: the next listing of the parent forgets it
-            self._problem(app, "unreadable", f"{app.listing.path}: cannot list: {exc.strerror or exc}", once=True)
+            self.problems.report(app, "unreadable", f"{app.listing.path}: cannot list: {exc.strerror or exc}", once=True)
             return
         app.dir_mtime, app.polls_since_listing = app.listing.mtime_ns, 0
         files: dict[int, str] = {}
@@ -92,14 +117,14 @@ class LogTailing(WatcherCore):
             return
         if app.tail is None and files:
             first = min(files)
-            app.tail = self._new_tail(app, os.path.join(app.listing.path, files[first]), first)
+            app.tail = self.new_tail(app, os.path.join(app.listing.path, files[first]), first)
 
-    def _next_index(self, app: FollowedApp, index: int) -> int | None:
+    def next_index(self, app: FollowedApp, index: int) -> int | None:
         later = [i for i in app.files if i > index]
         return min(later) if later else None
 
-    def _new_tail(self, app: FollowedApp, path: str, index: int, pos: dict[str, Any] | None = None) -> FileTail:
-        patterns = self._patterns if app.streaming else self._patterns_batch
+    def new_tail(self, app: FollowedApp, path: str, index: int, pos: dict[str, Any] | None = None) -> FileTail:
+        patterns = self.patterns if app.streaming else self.patterns_batch
         if pos is None:
             return FileTail(path, index, patterns, self.max_line_bytes)
         return FileTail(
@@ -115,7 +140,7 @@ class LogTailing(WatcherCore):
 
     def _read(self, app: FollowedApp, tail: FileTail, budget: int) -> int:
         if tail.codec is not None and tail.codec not in CODECS:
-            self._problem(
+            self.problems.report(
                 app, "unreadable", f"{tail.path}: codec {tail.codec!r} is not supported (use zstd, lz4, snappy or none)", once=True
             )
             tail.broken = True
@@ -126,7 +151,7 @@ class LogTailing(WatcherCore):
             except OSError:
                 unchanged = False  # opening it says what is wrong
             if unchanged:  # not grown, moved, replaced or turned into a link since it was read to its end
-                self._caught_up(app)
+                self.on_caught_up(app)
                 return budget
             tail.seen = None
         fd = self._open(app, tail)
@@ -135,12 +160,12 @@ class LogTailing(WatcherCore):
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                self._problem(app, "not_regular", f"{tail.path}: not a regular file; never read", once=True)
+                self.problems.report(app, "not_regular", f"{tail.path}: not a regular file; never read", once=True)
                 tail.broken = True
                 return budget
             app.active_problems.discard("unreadable")
             if st.st_mtime - time.time() > _FUTURE_SKEW_SECONDS:
-                self._problem(
+                self.problems.report(
                     app,
                     "clock_skew",
                     f"{tail.path}: modified {st.st_mtime - time.time():.0f} s in the future; "
@@ -153,7 +178,7 @@ class LogTailing(WatcherCore):
                 return budget
             tail.size = st.st_size
             if st.st_size == tail.raw:
-                self._caught_up(app)
+                self.on_caught_up(app)
                 tail.seen = _stat_key(st)
                 return budget
             while tail.raw < st.st_size and budget > 0 and not tail.broken:
@@ -165,13 +190,13 @@ class LogTailing(WatcherCore):
                     tail.head += data[: _HEAD_BYTES - at]
                 budget -= self._decode(app, tail, data, budget)
             if tail.raw >= st.st_size:
-                self._caught_up(app)
+                self.on_caught_up(app)
                 if not tail.broken:
                     tail.seen = _stat_key(st)  # a symbolic link's lstat differs from its target's fstat: never skipped
             else:
                 app.caught_up = False
         except OSError as exc:
-            self._problem(app, "unreadable", f"{tail.path}: read failed: {exc.strerror or exc}", once=True)
+            self.problems.report(app, "unreadable", f"{tail.path}: read failed: {exc.strerror or exc}", once=True)
         except EventLogError as exc:
             if tail.failed_at != tail.resume_point()[0]:
                 # read once more from the last boundary: a network file system may have shown the new size
@@ -179,7 +204,7 @@ class LogTailing(WatcherCore):
                 tail.failed_at = tail.resume_point()[0]
                 tail.rewind()
             else:
-                self._problem(app, "corrupt", f"{exc}; the rest of this file is skipped")
+                self.problems.report(app, "corrupt", f"{exc}; the rest of this file is skipped")
                 tail.broken, tail.decoder = True, None
         finally:
             os.close(fd)
@@ -197,8 +222,8 @@ class LogTailing(WatcherCore):
                 if exc.errno != errno.ELOOP:
                     raise
             # a symbolic link (or a loop): followed only when its target stays inside a watched folder
-            if not self._link_inside(tail.path):
-                self._problem(app, "symlink", f"{tail.path}: a symbolic link out of the watched folders; not read", once=True)
+            if not self.link_inside(tail.path):
+                self.problems.report(app, "symlink", f"{tail.path}: a symbolic link out of the watched folders; not read", once=True)
                 tail.broken = True
                 return None
             return os.open(tail.path, flags)
@@ -206,7 +231,7 @@ class LogTailing(WatcherCore):
             if exc.errno == errno.ENOENT:
                 return None  # renamed or removed: the next listing says which
             why = "symbolic link loop" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
-            self._problem(app, "unreadable", f"{tail.path}: cannot open: {why}", once=True)
+            self.problems.report(app, "unreadable", f"{tail.path}: cannot open: {why}", once=True)
             return None
 
     @staticmethod
@@ -231,9 +256,9 @@ class LogTailing(WatcherCore):
     def _replaced(self, app: FollowedApp, tail: FileTail, why: str) -> None:
         """A log replaced or truncated under the watcher: what was read belongs to another file. The application is
         forgotten (its series go) and the log found again at the next listing, read from its start as a new one."""
-        self._problem(app, "replaced", f"{tail.path}: replaced or truncated ({why}); read again from its start as a new log")
+        self.problems.report(app, "replaced", f"{tail.path}: replaced or truncated ({why}); read again from its start as a new log")
         tail.broken, tail.decoder = True, None
-        self._drop(app, "forgotten", f"{app.name}: its log was replaced", done=False)
+        self.book.drop(app, "forgotten", f"{app.name}: its log was replaced", done=False)
 
     def _decode(self, app: FollowedApp, tail: FileTail, data: bytes, budget: int) -> int:
         """Decode one raw chunk and deliver its wanted lines, stopping once ``budget`` decoded bytes are spent
@@ -252,10 +277,10 @@ class LogTailing(WatcherCore):
                     tail.filter.consumed = tail.filter.decoded_pos
                     piece = piece[cut:]
                 before = tail.filter.lines
-                tail.filter.feed(piece, lambda line_no, event_type, line: self._line(app, tail, line_no, event_type, line))
+                tail.filter.feed(piece, lambda line_no, event_type, line: self.on_line(app, tail, line_no, event_type, line))
                 self.counts.lines += tail.filter.lines - before
                 for line_no in tail.filter.too_long:
-                    self._problem(
+                    self.problems.report(
                         app, "line_too_long", f"{tail.path}:{line_no}: a wanted event line longer than {self.max_line_bytes} bytes; skipped"
                     )
                 tail.filter.too_long.clear()
@@ -269,7 +294,7 @@ class LogTailing(WatcherCore):
         tail.raw = tail.decoder.raw_pos
         self.counts.decoded_bytes += decoded_total
         if decoded_total:
-            self._dirty = True
+            self.book.dirty = True
         return decoded_total
 
     def _inflated(self, app: FollowedApp, tail: FileTail) -> bool:
@@ -277,7 +302,7 @@ class LogTailing(WatcherCore):
         raw = tail.decoder.raw_pos if tail.decoder is not None else tail.raw
         if tail.codec is None or tail.filter.decoded_pos <= _MAX_INFLATION * raw + _INFLATION_ALLOWANCE:
             return False
-        self._problem(
+        self.problems.report(
             app,
             "inflated",
             f"{tail.path}: {raw} compressed bytes decode to over {tail.filter.decoded_pos} (a decompression bomb?); "

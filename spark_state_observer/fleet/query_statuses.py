@@ -25,7 +25,7 @@ from spark_state_observer.history.backend import Backend, HistoryError, open_bac
 from spark_state_observer.history.query_status import QueryStatusRow
 from spark_state_observer.metrics.tracker import QueryLife
 from spark_state_observer.model.identity import AppContext
-from spark_state_observer.model.query_lifecycle import LASTING, RETIRED, SCHEDULED
+from spark_state_observer.model.query_lifecycle import LASTING, LOST, RETIRED, SCHEDULED
 
 log = logging.getLogger("spark_state_observer")
 SYNC_SECONDS = 10.0  # how often retirements written by others are read, and expired states forgotten
@@ -95,7 +95,8 @@ class QueryStatuses:
                             app.static,
                             app.app_id,
                             life.state,
-                            now,
+                            # lost: since its driver's last sign of life (a log found long dead keeps its true time)
+                            life.lost_since if life.state == LOST and life.lost_since is not None else now,
                             now,
                             life.run_id,
                             None,

@@ -97,6 +97,7 @@ from spark_state_observer.model.events import Event
 from spark_state_observer.model.identity import AppContext, Pairs
 from spark_state_observer.model.plan_checkpoint import PlanCheckpoints
 from spark_state_observer.model.plan_eviction import PlanEviction
+from spark_state_observer.model.query_lifecycle import LOST
 from spark_state_observer.model.signal_kinds import SignalEvent
 from spark_state_observer.model.spark_events import (
     APP_END,
@@ -108,6 +109,7 @@ from spark_state_observer.model.spark_events import (
     QUERY_TERMINATED,
     executor_change,
 )
+from spark_state_observer.model.spark_time import no_data_progress_seconds
 from spark_state_observer.pipeline.runtime import Observer
 from spark_state_observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink, SinkContext, SinkFactory
 from spark_state_observer.placement.feed import PlacementFeed
@@ -591,6 +593,8 @@ class FleetObserver:
             expected_work=expected_work_hook(checkpoints) if placement is not None else None,
             spark_version=identity.spark_version if placement is not None else None,
         )
+        # the query's own cadence: a live driver logs at least every no-data progress interval
+        observer.engine.lifecycle.no_data_seconds = no_data_progress_seconds(dict(identity.spark_conf))
         if observer.placement is not None:
             for executor, cores in side.executors.cores.items():  # came before the application was admitted
                 observer.placement.restore_progress.on_executor_cores(executor, cores)
@@ -675,7 +679,8 @@ class FleetObserver:
         for row in self.statuses.exported:
             if row.query_id not in live:  # its application forgotten: the state lasts
                 query = (("query", row.name or row.query_id), ("query_id", row.query_id))
-                render_lasting(lasting, AppContext(row.app, row.static).labels + query, row.status, row.run_start, row.schedule_seconds)
+                labels = AppContext(row.app, row.static).labels + query
+                render_lasting(lasting, labels, row.status, row.run_start, row.schedule_seconds, row.since if row.status == LOST else None)
         queries.append(lasting.lines())
         own = Families()
         snapshot = self.self_metrics.snapshot(0, count)

@@ -10,10 +10,11 @@ from typing import Any
 
 from spark_state_observer.fleet.app_events import LoggedApp
 from spark_state_observer.fleet.event_lines import MAX_RUNS
-from spark_state_observer.fleet.followed_app import FollowedApp
+from spark_state_observer.fleet.followed_app import FollowedApp, FollowedApps
 from spark_state_observer.fleet.log_names import EVENTS_FILE
-from spark_state_observer.fleet.watch_state import save_state
-from spark_state_observer.fleet.watcher_core import WatcherCore
+from spark_state_observer.fleet.log_tailing import Tailer
+from spark_state_observer.fleet.watch_problems import Problems
+from spark_state_observer.fleet.watch_state import StateFileError, load_state, save_state
 from spark_state_observer.model.bounded import clean_identity, clean_text
 
 
@@ -25,8 +26,29 @@ class SavedPositions:
     done: list[str]
 
 
-class WatchPositions(WatcherCore):
-    """Saved positions of the ``EventLogWatcher``."""
+class PositionStore:
+    """The state file: positions loaded at the start, saved after each delivery, restored per application."""
+
+    def __init__(self, book: FollowedApps, problems: Problems, tailer: Tailer, *, state_path: str | None, replay_on_resume: bool) -> None:
+        self.book, self.problems, self.tailer = book, problems, tailer
+        self.state_path = os.path.abspath(state_path) if state_path else None
+        self.replay_on_resume = replay_on_resume
+
+    def load(self) -> bool:
+        """Take the positions and finished logs an earlier run saved into the book; whether there were any."""
+        if not self.state_path:
+            return False
+        try:
+            state = load_state(self.state_path)
+        except StateFileError as exc:
+            self.problems.report(None, "state_file", str(exc))
+            return False
+        if state is None:
+            return False
+        self.book.saved = {k: v for k, v in state["apps"].items() if isinstance(v, dict)}
+        done = state.get("done")
+        self.book.done = {d for d in done if isinstance(d, str)} if isinstance(done, list) else set()
+        return True
 
     def snapshot(self) -> SavedPositions | None:
         """The positions of everything delivered so far, to save now or later (``save``); None if nothing moved.
@@ -34,13 +56,13 @@ class WatchPositions(WatcherCore):
         A caller whose events reach a database asynchronously saves a snapshot only once what was delivered
         before it is written: a kill in between then re-reads those events instead of losing them.
         """
-        if not self.state_path or not self._dirty:
+        if not self.state_path or not self.book.dirty:
             return None
-        apps = {name: pos for name, app in self._apps.items() if (pos := self._position(app)) is not None}
-        for name, saved in self._saved.items():  # resumable logs not seen again yet (a folder briefly unreadable)
+        apps = {name: pos for name, app in self.book.apps.items() if (pos := self._position(app)) is not None}
+        for name, saved in self.book.saved.items():  # resumable logs not seen again yet (a folder briefly unreadable)
             apps.setdefault(name, saved)
-        self._dirty = False
-        return SavedPositions(apps, sorted(self._done))
+        self.book.dirty = False
+        return SavedPositions(apps, sorted(self.book.done))
 
     def save(self, positions: SavedPositions, extra: dict[str, Any] | None = None) -> bool:
         """Persist ``positions`` (and ``extra``, kept beside them) atomically; a failure is a problem counted and False returned.
@@ -52,7 +74,7 @@ class WatchPositions(WatcherCore):
         try:
             save_state(self.state_path, positions.apps, positions.done, extra)
         except OSError as exc:
-            self._problem(None, "state_file", f"{self.state_path}: cannot save the watcher state: {exc}")
+            self.problems.report(None, "state_file", f"{self.state_path}: cannot save the watcher state: {exc}")
             return False
         return True
 
@@ -61,7 +83,7 @@ class WatchPositions(WatcherCore):
         A failure leaves them to save at the next commit."""
         positions = self.snapshot()
         if positions is not None and not self.save(positions):
-            self._dirty = True
+            self.book.dirty = True
 
     def _position(self, app: FollowedApp) -> dict[str, Any] | None:
         if app.identity is None or app.tail is None:
@@ -83,7 +105,7 @@ class WatchPositions(WatcherCore):
             "runs": [[q, r, b] for (q, r), b in app.runs.items()],
         }
 
-    def _restore(self, app: FollowedApp, saved: dict[str, Any]) -> None:
+    def restore(self, app: FollowedApp, saved: dict[str, Any]) -> None:
         try:
             pos = saved["tail"]
             ident = saved["identity"]
@@ -114,10 +136,12 @@ class WatchPositions(WatcherCore):
             if self.replay_on_resume:
                 app.replay_until = (int(pos["index"]), int(pos["lines"]))
                 if app.listing.kind == "single":
-                    app.tail = self._new_tail(app, path, 0)
+                    app.tail = self.tailer.new_tail(app, path, 0)
                 return  # a rolling log starts again from its first file at the next listing
-            app.tail = self._new_tail(app, path, int(pos["index"]), pos)
+            app.tail = self.tailer.new_tail(app, path, int(pos["index"]), pos)
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
-            self._problem(app, "state_file", f"{app.name}: saved position unusable ({str(exc)[:200]}); reading its log from the start")
+            self.problems.report(
+                app, "state_file", f"{app.name}: saved position unusable ({str(exc)[:200]}); reading its log from the start"
+            )
             app.identity, app.tail, app.replay_until = None, None, None
             app.runs.clear()

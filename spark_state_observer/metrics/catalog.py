@@ -145,6 +145,7 @@ from spark_state_observer.metrics.families.signals import QUERY_CRASH_LOOP as QU
 from spark_state_observer.metrics.families.signals import QUERY_LAST_DOWNTIME as QUERY_LAST_DOWNTIME
 from spark_state_observer.metrics.families.signals import QUERY_LAST_START as QUERY_LAST_START
 from spark_state_observer.metrics.families.signals import QUERY_LOST as QUERY_LOST
+from spark_state_observer.metrics.families.signals import QUERY_LOST_SINCE as QUERY_LOST_SINCE
 from spark_state_observer.metrics.families.signals import QUERY_RESTARTS as QUERY_RESTARTS
 from spark_state_observer.metrics.families.signals import QUERY_SCHEDULE_INTERVAL as QUERY_SCHEDULE_INTERVAL
 from spark_state_observer.metrics.families.signals import QUERY_SCHEDULED as QUERY_SCHEDULED

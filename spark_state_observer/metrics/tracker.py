@@ -41,7 +41,7 @@ from spark_state_observer.model.events import Event, OperatorProgress, QueryIdle
 __all__ = ["Labels", "QueryLife", "QueryRecord", "QueryTotals", "QueryTracker", "operator_labels", "source_labels"]
 
 # the signal gauges ``QueryRecord.lifecycle`` reads: a change re-renders the query's lifecycle series
-_LIFECYCLE_GAUGES = frozenset({catalog.QUERY_CRASH_LOOP, catalog.QUERY_SCHEDULED, catalog.QUERY_LOST})
+_LIFECYCLE_GAUGES = frozenset({catalog.QUERY_CRASH_LOOP, catalog.QUERY_SCHEDULED, catalog.QUERY_LOST, catalog.QUERY_LOST_SINCE})
 
 
 class QueryLife(NamedTuple):
@@ -53,6 +53,7 @@ class QueryLife(NamedTuple):
     state: str  # spark_state_observer.model.query_lifecycle
     run_start: float | None = None  # when its latest run started (spark_streaming_query_last_start_timestamp_seconds)
     schedule_seconds: float | None = None  # a scheduled query's interval (spark_streaming_query_schedule_interval_seconds)
+    lost_since: float | None = None  # a lost query's last sign of life (spark_streaming_query_lost_since_timestamp_seconds)
 
 
 class QueryTotals(NamedTuple):
@@ -125,6 +126,7 @@ class QueryRecord:
             self.lifecycle,
             gauges.get((catalog.QUERY_LAST_START, ())),
             gauges.get((catalog.QUERY_SCHEDULE_INTERVAL, ())),
+            gauges.get((catalog.QUERY_LOST_SINCE, ())),
         )
 
     @property

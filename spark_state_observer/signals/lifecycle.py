@@ -147,6 +147,8 @@ class Lifecycle:
         # seconds since this application's event log last grew (the watcher sets it; None: not known, a listener
         # inside the driver, which dies with it): what the lost verdict reads
         self.silence: Callable[[], float | None] | None = None
+        # spark.sql.streaming.noDataProgressEventInterval of the application (the watcher reads its conf): a live idle query's beat
+        self.no_data_seconds = NO_DATA_PROGRESS_SECONDS
         self.verdicts = 0  # lost verdicts given or taken back: the watcher publishes lasting states after a tick that moved it
         self.live = live
         self.last_alive_hint = last_alive_hint
@@ -332,7 +334,7 @@ class Lifecycle:
         gaps = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
         interval = statistics.median(gaps) if gaps else self.s.trigger_interval_seconds
         longest = max(q.durations) if q.durations else q.first_duration
-        return max(self.s.lost_min_seconds, LOST_INTERVALS * max(interval, NO_DATA_PROGRESS_SECONDS), DURATION_FACTOR * longest * q.growth)
+        return max(self.s.lost_min_seconds, LOST_INTERVALS * max(interval, self.no_data_seconds), DURATION_FACTOR * longest * q.growth)
 
     def _judge_lost(self, q: RunState, record: QueryRecord, now: float, facts: SignalFacts) -> bool:
         """The lost verdict on an open run at ``now``; whether the query is lost (then no stall is judged)."""
@@ -360,6 +362,7 @@ class Lifecycle:
                 limit_seconds=round(limit, 1),
                 seconds_since_progress=_round(now - q.last_progress) if q.last_progress is not None else None,
                 was_stalled=was_stalled,
+                since=now - silent,
             )
             self.release(record.query_id)  # a later application of the query takes it over (a restart after a crash)
         return True
@@ -372,8 +375,12 @@ class Lifecycle:
         if q.holder is None and not lost:  # its driver lives after all: the run is this application's again
             q.holder = q.last_holder = self
         facts.set(record, catalog.QUERY_LOST, (), 1.0 if lost else 0.0)
-        if lost:
-            facts.signal(kinds.QUERY_LOST, record, q.run_id, now, **attrs)
+        if lost:  # dated at the driver's last sign of life, not when the watcher noticed (a log found long dead)
+            since = attrs.pop("since", now)
+            facts.set(record, catalog.QUERY_LOST_SINCE, (), since)
+            facts.signal(kinds.QUERY_LOST, record, q.run_id, since, **attrs)
+        else:
+            facts.set(record, catalog.QUERY_LOST_SINCE, (), None)
 
     def _new_run(self, query_id: str, q: RunState, run_id: str, ts: float) -> None:
         if q.holder is None:  # a run again in this application after its last ended

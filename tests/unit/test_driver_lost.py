@@ -18,8 +18,10 @@ import pytest
 from test_watch_stall_clock import values
 
 from bench import precision
-from bench.watch_paced import Log, PacedWatch
+from bench.watch_paced import Log, PacedWatch, _copy_as_left
 from spark_state_observer.fleet.runtime import FleetObserver, WatchOptions
+from spark_state_observer.mixin.rules import LOST_RECENT_SECONDS
+from spark_state_observer.model.spark_time import no_data_progress_seconds
 from spark_state_observer.settings import Settings
 
 KILLED = ["driver_killed", "driver_killed_single_file"]
@@ -146,3 +148,52 @@ def test_a_later_application_of_the_query_takes_a_lost_one_over_as_a_restart_wit
     # the downtime from the lost run's last batch to the new run's start, on the drivers' own clocks
     recorded = json.loads(open(os.path.join(precision.INCIDENTS, "deploy_sigkill", "truth.json")).read())["run_facts"]
     assert 0 < found[0]["downtime_seconds"] < recorded[1]["process_started"] - recorded[0]["signalled_at"] + 30
+
+
+MONTH = 30 * 86400.0
+
+
+@pytest.mark.parametrize("name", KILLED)
+def test_a_driver_killed_a_month_before_the_watcher_started_is_lost_since_its_last_event_and_pages_no_one(tmp_path: Any, name: str) -> None:
+    """The killed driver's log as it was left, its files dated at its last event, found by a watcher started 30 days
+    later: lost at once (no two minutes of pretended life), dated at the log's last sign of life, not at the
+    watcher's start; its since is what the lost alert reads to page only for a recent loss."""
+    log = Log.of(os.path.join(precision.INCIDENTS, name, "run1", "eventlog"), paced=False)
+    start = log.end + MONTH
+    watch = paced_watch(tmp_path, start)
+    _copy_as_left(log, str(tmp_path / "logs"))
+    for folder, _, files in os.walk(tmp_path / "logs"):
+        for f in files:
+            os.utime(os.path.join(folder, f), (log.end, log.end))  # as the killed driver left them
+    states: list[tuple[float, dict[str, float], list[float]]] = []
+
+    def seen(now: float) -> None:
+        series = watch.fleet.exposition()
+        since = values(series, "spark_streaming_query_lost_since_timestamp_seconds", query=name)
+        states.append((now - start, lifecycle(watch.fleet, name), since))
+
+    watch.run(start + 240, seen)
+    watch.fleet.stop()
+
+    lost = [t for t, s, _ in states if s == {"lost": 1.0}]
+    # lost at the second poll (its clock settled: quiet for a month), not after 2 minutes of pretended life
+    assert lost and min(lost) <= 2 * STEP and all(t in lost for t, _, _ in states if t >= min(lost)), states
+    found = [(run_id, attrs) for kind, run_id, attrs in signals(tmp_path) if kind == "query_lost"]
+    assert len(found) == 1 and found[0][1]["seconds_silent"] > MONTH, found
+    with sqlite3.connect(tmp_path / "history.db") as conn:
+        (ts,) = conn.execute("SELECT ts FROM events WHERE kind = 'query_lost'").fetchone()
+    assert log.end <= ts < log.end + 5.0, (ts, log.end)  # its last event, not the watcher's start
+    assert not [k for k, _, _ in signals(tmp_path) if k == "stalled"]
+    # the exported since is the same time, older than the alert's recent window: no fresh-loss condition
+    since = [v for _, s, v in states if s == {"lost": 1.0} and v]
+    assert since and all(v == [since[0][0]] and abs(v[0] - ts) < 1e-3 for v in since), since
+    assert since[0][0] < start - LOST_RECENT_SECONDS
+
+
+def test_the_no_data_interval_of_the_application_sets_the_lost_bound() -> None:
+    """Spark's time settings as its timeConf reads them: a bare number is milliseconds."""
+    assert no_data_progress_seconds({}) == 10.0
+    assert no_data_progress_seconds({"spark.sql.streaming.noDataProgressEventInterval": "90s"}) == 90.0
+    assert no_data_progress_seconds({"spark.sql.streaming.noDataProgressEventInterval": "120000"}) == 120.0
+    assert no_data_progress_seconds({"spark.sql.streaming.noDataProgressEventInterval": "2min"}) == 120.0
+    assert no_data_progress_seconds({"spark.sql.streaming.noDataProgressEventInterval": "soon"}) == 10.0

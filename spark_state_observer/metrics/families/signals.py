@@ -68,6 +68,14 @@ QUERY_LOST = signal_metric(
     "10 s). Absent outside the watcher.",
     "query",
 )
+QUERY_LOST_SINCE = signal_metric(
+    "spark_streaming_query_lost_since_timestamp_seconds",
+    GAUGE,
+    "seconds",
+    "Watcher: while the query is lost, its driver's last sign of life, Unix time (the newer of its log's last event "
+    "and modification time). A log found long dead when the watcher started keeps its true time here.",
+    "query",
+)
 QUERY_STALLED = signal_metric(
     "spark_streaming_query_stalled",
     GAUGE,
@@ -295,6 +303,7 @@ SIGNAL_METRICS: tuple[MetricSpec, ...] = (
     QUERY_SCHEDULE_INTERVAL,
     QUERY_CRASH_LOOP,
     QUERY_LOST,
+    QUERY_LOST_SINCE,
     QUERY_STALLED,
     QUERY_SECONDS_SINCE_PROGRESS,
     QUERY_TERMINATIONS_BY_CLASS,
