@@ -108,3 +108,9 @@ def load_events_of(path: str, query_id: str, kinds: tuple[str, ...], limit: int 
             (query_id, *kinds, limit),
         )
     )
+
+
+def load_run_progress(path: str, query_id: str, run_id: str, limit: int = 120) -> list[dict[str, Any]]:
+    """The raw progress of a run's first ``limit`` batches, oldest first: how a restart caught up (Kafka backlog)."""
+    frame = _frame(path, "SELECT progress FROM batches WHERE query_id = ? AND run_id = ? ORDER BY ts LIMIT ?", (query_id, run_id, limit))
+    return [p for p in (stored_json(s, None) for s in frame["progress"].tolist()) if isinstance(p, dict)]
