@@ -118,4 +118,4 @@ def test_restores_page_sets_the_inspectors_prediction_next_to_the_measured_resto
             compared.append((measured["duration_seconds"], estimate.seconds))
     assert compared, "Spark measured no operator's load time (load_metrics) in this restore"
     ratio = sum(m for m, _ in compared) / sum(e for _, e in compared)
-    assert metrics["outcome / prediction"] == f"{ratio:.1f}x the estimate"
+    assert metrics["outcome / prediction"] == f"{ratio:.1f}x the prediction"

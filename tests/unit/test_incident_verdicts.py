@@ -115,3 +115,24 @@ def test_two_executor_losses_each_name_their_own_time_and_reload(tmp_path) -> No
     at = app_page(db, "Queries", qid)
     shown = " ".join(str(t.value.to_string()) for t in at.table) + " ".join(str(d.value.to_string()) for d in at.dataframe)
     assert all(f"Executor {e} lost at" in shown for e in killed), shown[:2000]
+
+
+GROWN = sorted(glob.glob(os.path.join(FIXTURES, "kafka_restart_grown", "run*")))
+
+
+@pytest.mark.skipif(not GROWN, reason="tests/fixtures/kafka_restart_grown not recorded")
+def test_a_kafka_restart_onto_a_grown_topic_names_its_backlog_and_the_added_partitions(tmp_path) -> None:
+    """The topic grew from 4 to 6 partitions while the query was stopped (scripts/record_kafka.py --grow-to 6):
+    the restart's verdict names the backlog, new partitions' records included, and the partitions 4 -> 6."""
+    with open(os.path.join(FIXTURES, "kafka_restart_grown", "truth.json")) as f:
+        truth = json.load(f)
+    db = str(tmp_path / "h.db")
+    replay([eventlog_dir(r) for r in GROWN], history=db)
+    first = next(p for p in progress_lines(GROWN[1]) if p["sources"][0].get("latestOffset"))
+    start, latest = first["sources"][0]["startOffset"]["events"], first["sources"][0]["latestOffset"]["events"]
+    backlog = sum(o - start.get(p, 0) for p, o in latest.items())
+    assert (len(start), len(latest)) == (truth["partitions"], truth["grown"]["to"]) == (4, 6)
+    found = data.query_verdicts(db, (), query_of(GROWN[1]), now=time.time())
+    restart = next(v for v in found if v.kind == "restarted")
+    assert f"; Kafka backlog {backlog:,} records at restart" in restart.text, restart.text
+    assert "; events partitions 4 -> 6" in restart.text, restart.text
