@@ -23,7 +23,8 @@ from spark_state_observer.history.browse import load_recent_events
 from spark_state_observer.offline.replay import replay
 
 KAFKA = sorted(glob.glob(os.path.join(FIXTURES, "kafka_restart", "run*")))
-TWICE = sorted(glob.glob(os.path.join(FIXTURES, "executor_loss_twice", "run*")))
+ISSUE51 = os.path.join(FIXTURES, "issue51")  # beside, not among, the fixtures every replay test reads (FIXTURES/*/run*)
+TWICE = sorted(glob.glob(os.path.join(ISSUE51, "executor_loss_twice", "run*")))
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +84,7 @@ def test_the_drilldown_of_a_kafka_query_has_its_offsets_per_partition(kafka_db) 
     assert f"Kafka backlog {recorded_backlog(KAFKA[1]):,} records at restart" in caption
 
 
-@pytest.mark.skipif(not TWICE, reason="tests/fixtures/executor_loss_twice not recorded")
+@pytest.mark.skipif(not TWICE, reason="tests/fixtures/issue51/executor_loss_twice not recorded")
 def test_two_executor_losses_each_name_their_own_time_and_reload(tmp_path) -> None:
     run = TWICE[0]
     with open(os.path.join(run, "run.json")) as f:
@@ -117,14 +118,14 @@ def test_two_executor_losses_each_name_their_own_time_and_reload(tmp_path) -> No
     assert all(f"Executor {e} lost at" in shown for e in killed), shown[:2000]
 
 
-GROWN = sorted(glob.glob(os.path.join(FIXTURES, "kafka_restart_grown", "run*")))
+GROWN = sorted(glob.glob(os.path.join(ISSUE51, "kafka_restart_grown", "run*")))
 
 
-@pytest.mark.skipif(not GROWN, reason="tests/fixtures/kafka_restart_grown not recorded")
+@pytest.mark.skipif(not GROWN, reason="tests/fixtures/issue51/kafka_restart_grown not recorded")
 def test_a_kafka_restart_onto_a_grown_topic_names_its_backlog_and_the_added_partitions(tmp_path) -> None:
     """The topic grew from 4 to 6 partitions while the query was stopped (scripts/record_kafka.py --grow-to 6):
     the restart's verdict names the backlog, new partitions' records included, and the partitions 4 -> 6."""
-    with open(os.path.join(FIXTURES, "kafka_restart_grown", "truth.json")) as f:
+    with open(os.path.join(ISSUE51, "kafka_restart_grown", "truth.json")) as f:
         truth = json.load(f)
     db = str(tmp_path / "h.db")
     replay([eventlog_dir(r) for r in GROWN], history=db)
