@@ -3,7 +3,7 @@
 After a restart the on-call engineer asks how far behind the query came back and when it will have caught
 up. The answer is in the new run's first batches: the records between its offsets and the topic's latest
 (``latestOffset``; a batch planned by the run before has none, so the first batch that has one counts), then
-how that lag falls batch by batch. A topic that gained partitions while the query was down (4 -> 6) shows
+how that lag falls batch by batch. A topic that gained partitions while the query was down (4 → 6) shows
 more partitions in ``latestOffset`` than in ``startOffset``; the ``kafka_partitions_added`` signal names
 them when the observer saw them appear.
 """
@@ -76,7 +76,7 @@ def kafka_restart(progress: Sequence[Mapping[str, Any]]) -> KafkaRestart | None:
 
 
 def describe(restart: KafkaRestart, added: Mapping[str, Sequence[int]] | None = None) -> str:
-    """``; Kafka backlog 1,480 records at restart, caught up in 42 s; events partitions 4 -> 6 (3..5 added)``."""
+    """``; Kafka backlog 1,480 records at restart, caught up in 42 s; events partitions 4 → 6 (4, 5 new)``."""
     text = f"; Kafka backlog {restart.backlog:,.0f} records at restart"
     if restart.caught_up_after is not None:
         text += f", caught up in {restart.caught_up_after:,.0f} s"
@@ -89,7 +89,7 @@ def describe(restart: KafkaRestart, added: Mapping[str, Sequence[int]] | None = 
         before_now = restart.partitions.get(topic)
         new = sorted((added or {}).get(topic, ()))
         if before_now is not None:
-            text += f"; {topic} partitions {before_now[0]} -> {before_now[1]}"
+            text += f"; {topic} partitions {before_now[0]} → {before_now[1]}"
         else:
             text += f"; {topic} partitions added"
         if new:

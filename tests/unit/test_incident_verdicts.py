@@ -124,7 +124,7 @@ GROWN = sorted(glob.glob(os.path.join(ISSUE51, "kafka_restart_grown", "run*")))
 @pytest.mark.skipif(not GROWN, reason="tests/fixtures/issue51/kafka_restart_grown not recorded")
 def test_a_kafka_restart_onto_a_grown_topic_names_its_backlog_and_the_added_partitions(tmp_path) -> None:
     """The topic grew from 4 to 6 partitions while the query was stopped (scripts/record_kafka.py --grow-to 6):
-    the restart's verdict names the backlog, new partitions' records included, and the partitions 4 -> 6."""
+    the restart's verdict names the backlog, new partitions' records included, and the partitions 4 → 6."""
     with open(os.path.join(ISSUE51, "kafka_restart_grown", "truth.json")) as f:
         truth = json.load(f)
     db = str(tmp_path / "h.db")
@@ -136,4 +136,4 @@ def test_a_kafka_restart_onto_a_grown_topic_names_its_backlog_and_the_added_part
     found = data.query_verdicts(db, (), query_of(GROWN[1]), now=time.time())
     restart = next(v for v in found if v.kind == "restarted")
     assert f"; Kafka backlog {backlog:,} records at restart" in restart.text, restart.text
-    assert "; events partitions 4 -> 6" in restart.text, restart.text
+    assert "; events partitions 4 → 6" in restart.text, restart.text
