@@ -25,8 +25,24 @@ sys.path.insert(0, os.path.dirname(__file__))
 from scenario_job import record_signals, wait_batches, write_jsonl
 
 
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether process ``pid`` was started (through any chain) by ``ancestor``: another job's executor on this
+    machine may have the same id, and must not be killed."""
+    for _ in range(64):
+        if pid == ancestor:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid <= 1:
+            return False
+    return False
+
+
 def executor_pid(executor_id: str) -> int | None:
-    """The pid of the executor JVM with this id, from /proc (ps may cut long command lines)."""
+    """The pid of this job's executor JVM with this id, from /proc (ps may cut long command lines)."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -37,6 +53,7 @@ def executor_pid(executor_id: str) -> int | None:
             any(a.endswith(b"CoarseGrainedExecutorBackend") for a in args)
             and b"--executor-id" in args
             and args[args.index(b"--executor-id") + 1] == executor_id.encode()
+            and _descends_from(int(pid), os.getpid())
         ):
             return int(pid)
     return None
@@ -50,6 +67,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--batches-before", type=int, default=5, help="batches completed before the kill")
     ap.add_argument("--kill-delay", type=float, default=0.0, help="seconds to wait after those batches, to kill inside a batch")
     ap.add_argument("--batches-after", type=int, default=7, help="batches completed after the kill")
+    ap.add_argument("--second-kill", default=None, help="an executor to kill too, --batches-between batches after the first")
+    ap.add_argument("--batches-between", type=int, default=4, help="batches completed between the two kills")
     ap.add_argument("--shuffle-partitions", "--partitions", type=int, default=2, help="spark.sql.shuffle.partitions")
     ap.add_argument("--codec", default="zstd", help="event log codec")
     ap.add_argument("--name", default="demo_dedup_window", help="query name")
@@ -108,6 +127,21 @@ def run(
         signals.append(
             {"kind": "test_killed_executor", "timestamp": kill["timestamp"], "attributes": {"executor_id": args.kill_executor, "pid": pid}}
         )
+    if args.second_kill is not None and not args.no_kill:
+        wait_batches(query, args.batches_between)
+        second = executor_pid(args.second_kill)
+        if second is None:
+            raise SystemExit(f"no executor process with id {args.second_kill} found")
+        os.kill(second, signal.SIGKILL)
+        kill["second"] = {"executor_id": args.second_kill, "pid": second, "timestamp": time.time()}
+        kill["second"]["last_batch_before"] = query.lastProgress["batchId"] if query.lastProgress else None
+        signals.append(
+            {
+                "kind": "test_killed_executor",
+                "timestamp": kill["second"]["timestamp"],
+                "attributes": {"executor_id": args.second_kill, "pid": second},
+            }
+        )
     wait_batches(query, args.batches_after)
     if before_stop is not None:
         before_stop(spark, query, kill)
@@ -122,6 +156,7 @@ def run(
         "killed_pid": kill["pid"],
         "killed_at": kill["timestamp"],
         "last_batch_before_kill": kill["last_batch_before"],
+        "second_kill": kill.get("second"),
         "last_batch_id": query.lastProgress["batchId"],
     }
     query.stop()

@@ -82,6 +82,7 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=16, help="batches of the first run")
     ap.add_argument("--lead", type=float, default=4.0, help="seconds the producer writes before the query starts")
     ap.add_argument("--gap", type=float, default=20.0, help="seconds the query stays stopped while the producer goes on")
+    ap.add_argument("--grow-to", type=int, default=None, help="partitions the topic grows to while the query is stopped")
     args = ap.parse_args()
 
     shutil.rmtree(args.out, ignore_errors=True)
@@ -94,7 +95,19 @@ def main() -> int:
             time.sleep(args.lead)
             checkpoint = os.path.join(tmp, "checkpoint")
             runs = [run_job(checkpoint, os.path.join(args.out, "run1"), broker.bootstrap, args.topic, args, "--batches", str(args.batches))]
-            time.sleep(args.gap)
+            grown = None
+            if args.grow_to:
+                time.sleep(args.gap / 2)
+                from confluent_kafka.admin import NewPartitions  # type: ignore[attr-defined]
+
+                admin = broker.admin()  # held until the futures are done: a client collected early cancels them
+                for future in admin.create_partitions([NewPartitions(args.topic, args.grow_to)]).values():
+                    future.result(60)
+                producer.add_partitions(args.grow_to)
+                grown = time.time()
+                time.sleep(args.gap / 2)
+            else:
+                time.sleep(args.gap)
             runs.append(run_job(checkpoint, os.path.join(args.out, "run2"), broker.bootstrap, args.topic, args, "--until-caught-up"))
         finally:
             producer.stop()
@@ -110,6 +123,7 @@ def main() -> int:
             "trigger_seconds": args.trigger_seconds,
             "max_offsets_per_trigger": args.max_offsets_per_trigger,
             "runs": runs,
+            "grown": {"to": args.grow_to, "at": grown} if args.grow_to else None,
             "producer": {"started": producer_started, "stopped": producer_stopped, "bursts": producer.bursts},
             "broker_latest_at_end": {str(p): o for p, o in broker_latest.items()},
             "versions": manifests(),

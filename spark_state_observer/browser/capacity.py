@@ -12,6 +12,7 @@ import streamlit as st
 
 from spark_state_observer.browser import fmt
 from spark_state_observer.model.capacity import PROVIDER_CONF, ROCKSDB_PROVIDER, StateConf, Workload, estimate, instance_bytes, read_conf
+from spark_state_observer.offline.size_advice import rocksdb_advice
 
 CONF_HELP = (
     "One KEY=VALUE per line, e.g. spark.executor.memoryOverhead=2g or "
@@ -49,9 +50,16 @@ def what_if(key: str, partitions: int, operators: int, stores: int, executors: i
     cols[1].metric("memory per executor", fmt.size(est.memory_bound_bytes_per_executor if est.bounded else est.memory_bytes_per_executor))
     cols[2].metric("expected with this data", fmt.size(est.memory_expected_bytes_per_executor))
     share = est.budget_share
+    expected = est.memory_expected_bytes_per_executor / est.budget_bytes if est.budget_bytes > 0 else None
     cols[3].metric(
-        "budget (memoryOverhead)", fmt.size(est.budget_bytes), f"{share:.0%} held" if share is not None else None, delta_color="off"
+        "budget (memoryOverhead)",
+        fmt.size(est.budget_bytes),
+        f"{expected:.0%} expected, {share:.0%} at the ceiling" if share is not None and expected is not None else None,
+        delta_color="off",
+        help="the expected use (what this data fills) and the ceiling (every write buffer and cache full) as shares of the budget",
     )
+    if state.provider == "rocksdb":  # what to set, in words, as `spark-state-observer size` says it
+        st.markdown("\n".join(f"- {fmt.md(line)}" for line in rocksdb_advice(est, state)))
     st.caption(
         "Per instance: write buffers x their number (RocksDB's 64 MiB x 2 where Spark passes -1) + block cache (8 MiB) + index and "
         "filters; bounded mode caps the executor at maxMemoryUsageMB. Formula and sources: docs/capacity.md."

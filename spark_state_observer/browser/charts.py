@@ -267,6 +267,9 @@ def event_strip(events: pd.DataFrame, dom: list[str] | None) -> alt.Chart:
     )
 
 
+HEATMAP_PX, MIN_ROW_PX, MAX_ROW_PX = 900, 4, 24  # rows share about 900 px, each 4 to 24 px tall
+
+
 def heatmap(frame: pd.DataFrame, x: str, y: str, value: str, title: str, x_title: str, unit: str = "") -> alt.Chart:
     """Partitions x batches: skew and lag at a glance (a readable row height however many partitions)."""
     rows = frame[y].nunique()
@@ -286,8 +289,14 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, value: str, title: str, x_title
             color=alt.Color(f"{value}:Q", title=shown, scale=alt.Scale(scheme="orangered"), legend=alt.Legend(orient="bottom")),
             tooltip=[f"{x}:O", f"{y}:O", alt.Tooltip(f"{value}:Q", title=shown, format=",.1f")],
         )
-        .properties(title=title, height=int(min(900, max(160, 12 * rows))))
+        .properties(title=title, height=row_step(rows))
     )
+
+
+def row_step(rows: int) -> alt.Step:
+    """A heatmap's height as a height per row: a fixed height in pixels is the whole chart's in Streamlit, and
+    the axis, title and a bottom legend took all of it, collapsing every row into one line."""
+    return alt.Step(max(MIN_ROW_PX, min(MAX_ROW_PX, HEATMAP_PX // max(rows, 1))))
 
 
 def run_overlay(frame: pd.DataFrame, field: str, title: str, unit: str) -> alt.Chart:

@@ -20,6 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from spark_state_observer.browser.health import typical_interval
+from spark_state_observer.browser.kafka_restart import KafkaRestart, kafka_restart
 from spark_state_observer.browser.paths import list_checkpoints
 from spark_state_observer.browser.verdict import Facts, Verdict, kafka_lag_of, verdicts
 from spark_state_observer.history import browse, loaders, query_status
@@ -186,6 +187,15 @@ def newest_kafka_lag(path: str, tok: tuple[Any, ...], query_id: str) -> dict[str
     return kafka_lag_of(tail[-1]) if tail and isinstance(tail[-1], dict) else {}
 
 
+@st.cache_data(max_entries=256, show_spinner=False)
+def kafka_restart_of(path: str, tok: tuple[Any, ...], query_id: str, run_id: str) -> KafkaRestart | None:
+    """The Kafka backlog and catch-up of a restarted run (None without a Kafka source)."""
+    try:
+        return kafka_restart(_guard(browse.load_run_progress, path, query_id, run_id))
+    except (ValueError, RecursionError):  # a stored progress that is not JSON: no figures, not a broken page
+        return None
+
+
 def facts(path: str, tok: tuple[Any, ...], query_id: str, now: float) -> Facts:
     """What the verdict rules read about one query (each part cached on its own)."""
     recent = recent_batches(path, tok, query_id)
@@ -198,7 +208,15 @@ def facts(path: str, tok: tuple[Any, ...], query_id: str, now: float) -> Facts:
         interval=typical_interval(recent.ts.tolist()),
         now=now,
         kafka_lag=newest_kafka_lag(path, tok, query_id),
+        kafka_restart=kafka_restart_of(path, tok, query_id, restarted) if (restarted := restarted_run(events)) else None,
     )
+
+
+def restarted_run(events: pd.DataFrame) -> str | None:
+    """The run the newest restart started (None: never restarted)."""
+    restarts = events[events.kind == "query_restarted"] if len(events) else events
+    run = restarts.run_id.iloc[-1] if len(restarts) else None
+    return run if isinstance(run, str) and run else None
 
 
 def query_verdicts(path: str, tok: tuple[Any, ...], query_id: str, now: float | None = None) -> list[Verdict]:

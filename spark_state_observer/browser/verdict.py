@@ -20,6 +20,8 @@ from typing import AbstractSet, Any, Iterable, Mapping, Sequence, cast
 
 from spark_state_observer.browser import fmt
 from spark_state_observer.browser.health import STALL_FACTOR, STALL_MIN_SECONDS
+from spark_state_observer.browser.kafka_restart import KafkaRestart
+from spark_state_observer.browser.kafka_restart import describe as describe_kafka_restart
 from spark_state_observer.browser.rootcause import root_cause
 from spark_state_observer.model import signal_kinds as k
 from spark_state_observer.settings import DEFAULT_CRASH_LOOP_RESTARTS as CRASH_LOOP_RESTARTS
@@ -130,6 +132,7 @@ class Facts:
     interval: float | None = None  # typical seconds between batches
     now: float | None = None
     kafka_lag: Mapping[str, float] = field(default_factory=dict)  # records behind the latest per topic, newest batch
+    kafka_restart: KafkaRestart | None = None  # the newest restart's Kafka backlog and catch-up (``kafka_restart``)
 
 
 def _last(events: Iterable[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
@@ -576,6 +579,13 @@ def restarted(f: Facts) -> Verdict | None:
         text += f"; restore {fmt.duration(seconds)}"
     elif at is not None:  # restored, but Spark measured no load time and the tasks showed no extra time
         text += "; restore time not measured"
+    if f.kafka_restart is not None:
+        added: dict[str, list[int]] = {}
+        for e in f.events:
+            a = e.get("attributes") or {}
+            if e["kind"] == k.KAFKA_PARTITIONS_ADDED and e.get("run_id") == signal.get("run_id") and isinstance(a.get("topic"), str):
+                added.setdefault(a["topic"], []).extend(p for p in a.get("partitions") or [] if isinstance(p, int))
+        text += describe_kafka_restart(f.kafka_restart, added)
     return Verdict("restarted", text, signal["ts"])
 
 
@@ -672,6 +682,15 @@ def verdicts(f: Facts) -> list[Verdict]:
             running = "a scheduled run" if _on_schedule(f) else "running"
             found.append(Verdict("healthy", f"Healthy: {running}{every}", f.last_batch_ts))
     return sorted(found, key=lambda v: v.severity)
+
+
+def headline(found: Sequence[Verdict]) -> str:
+    """The text a one-line table shows for ``found`` (most severe first): the top verdict, and when it is an
+    executor loss, every loss with its own time and cost ("Executor 1 lost at ...; restore 600 ms · Executor 2 ...")."""
+    top = found[0]
+    if top.kind != "executor_lost":
+        return top.text
+    return " · ".join(v.text for v in sorted((v for v in found if v.kind == top.kind), key=lambda v: v.since or 0.0))
 
 
 def verdict(f: Facts) -> Verdict:

@@ -99,6 +99,9 @@ def spark_session(
     """A small local session tuned for stateful streaming on few cores (2 shuffle partitions, no UI)."""
     from pyspark.sql import SparkSession
 
+    from spark_state_observer.zerocode.hook import quiet_pandas_notice
+
+    quiet_pandas_notice()  # PySpark's pandas-3 notice at every start: why in ``quiet_pandas_notice``
     builder = (
         SparkSession.builder.master(master)
         .appName("spark-state-observer-demo")

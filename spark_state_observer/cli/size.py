@@ -7,7 +7,7 @@ import json
 import math
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 # the bounds of the numeric flags: Spark's own sensible counts (as ``read_conf`` takes them), a state far past
 # any cluster's, and a row under Spark's 2 GiB limit; past them a figure is a typo, and the arithmetic overflows
@@ -42,23 +42,30 @@ def _bytes_per_row(text: str) -> float:
     return value
 
 
+def _one_line_error(message: str) -> NoReturn:
+    """A bad flag as one line and exit 2 (argparse would print the whole usage first)."""
+    print(f"spark-state-observer size: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def add_parser(sub: Any) -> None:
     size = sub.add_parser(
         "size",
         help="what-if: RocksDB state store instances, memory and disk per executor, and restore time, from a shape or a real application",
     )
+    size.error = _one_line_error  # argparse would print its whole usage before the message
     size.add_argument(
         "--partitions",
-        type=_whole(0, MAX_COUNT),
+        type=_whole(1, MAX_COUNT),
         default=None,
         help="state partitions (default: the application's, else spark.sql.shuffle.partitions)",
     )
     size.add_argument(
-        "--operators", type=_whole(0, MAX_COUNT), default=None, help="stateful operators (default: the application's, else 1)"
+        "--operators", type=_whole(1, MAX_COUNT), default=None, help="stateful operators (default: the application's, else 1)"
     )
     size.add_argument(
         "--stores-per-operator",
-        type=_whole(0, MAX_COUNT),
+        type=_whole(1, MAX_COUNT),
         default=None,
         help="stores each partition of an operator opens (a stream-stream join has 4)",
     )
@@ -88,9 +95,11 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from spark_state_observer.history.store import HistoryError
     from spark_state_observer.model.capacity import PROVIDER_CONF, ROCKSDB_PROVIDER, estimate, read_conf
-    from spark_state_observer.offline import sizing
+    from spark_state_observer.offline import size_advice, sizing
     from spark_state_observer.offline.eventlog import EventLogError
 
+    if args.query is not None and not args.from_history:
+        return _one_line_error("--query needs --from-history")
     seen = None
     try:
         if args.from_log:
@@ -100,7 +109,11 @@ def run(args: argparse.Namespace) -> int:
     except (EventLogError, HistoryError) as exc:
         print(f"spark-state-observer: {exc}", file=sys.stderr)
         return 2
+    if args.from_history and seen is not None and seen.operators is None:  # an unknown --query, or no batch at all
+        return _one_line_error(seen.problems[0] if seen.problems else "the history holds no state to size")
     flags, problems = sizing.parse_conf_flags(args.conf)
+    if problems:
+        return _one_line_error(problems[0].removesuffix("; ignored"))
     conf = {PROVIDER_CONF: ROCKSDB_PROVIDER} if seen is None else {}  # a what-if sizes RocksDB unless told otherwise
     conf.update(seen.conf if seen is not None else {})
     conf.update(flags)
@@ -112,8 +125,30 @@ def run(args: argparse.Namespace) -> int:
     )
     est = estimate(state, load)
     restore = sizing.restore_time(est, conf, origin.rates)
-    if args.json:
-        print(json.dumps(sizing.to_json(est, restore, origin), indent=2))
+    heap = None
+    if state.provider == "hdfs":  # the state lives on the JVM heap: RocksDB's figures do not apply
+        shaped = args.rows is not None or args.bytes_per_row is not None
+        per_row = args.bytes_per_row if args.bytes_per_row is not None else _heap_bytes_per_row(origin)
+        heap = size_advice.heap_estimate(
+            conf,
+            load.executors,
+            load.rows if shaped else None,
+            per_row if shaped else None,
+            origin.version_bytes,
+            origin.memory_bytes,
+        )
+        advice = size_advice.hdfs_advice(heap, load.executors)
     else:
-        print(sizing.render_text(est, restore, origin))
+        advice = size_advice.rocksdb_advice(est, state)
+    if args.json:
+        print(json.dumps(sizing.to_json(est, restore, origin, advice, heap), indent=2))
+    elif heap is not None:
+        print(sizing.render_heap(heap, est, restore, origin, advice))
+    else:
+        print(sizing.render_text(est, restore, origin, advice))
     return 0
+
+
+def _heap_bytes_per_row(seen: Any) -> float | None:
+    """JVM bytes per state row of the current version, as Spark measured it."""
+    return seen.version_bytes / seen.rows if seen.version_bytes and seen.rows else None

@@ -40,11 +40,13 @@ def columns(path: str, table: str) -> set[str]:
 
 
 def load_query_apps(path: str) -> pd.DataFrame:
-    """query_id, app, labels (a dict): the application each query belongs to, or UNKNOWN_APP."""
+    """query_id, app, labels (a dict), app_id: the application each query belongs to (or UNKNOWN_APP) and
+    its latest application id ("" when not recorded), which tells two applications of one name apart."""
     have = columns(path, "queries")
     app = "COALESCE(app, '')" if "app" in have else "''"
     labels = "app_labels" if "app_labels" in have else "NULL"
-    frame = _frame(path, f"SELECT query_id, {app} AS app, {labels} AS app_labels FROM queries")
+    app_id = "COALESCE(app_id, '')" if "app_id" in have else "''"
+    frame = _frame(path, f"SELECT query_id, {app} AS app, {labels} AS app_labels, {app_id} AS app_id FROM queries")
     frame["app"] = frame["app"].map(lambda a: a or UNKNOWN_APP)
     frame["labels"] = frame.pop("app_labels").map(_labels)
     return frame
@@ -106,3 +108,9 @@ def load_events_of(path: str, query_id: str, kinds: tuple[str, ...], limit: int 
             (query_id, *kinds, limit),
         )
     )
+
+
+def load_run_progress(path: str, query_id: str, run_id: str, limit: int = 120) -> list[dict[str, Any]]:
+    """The raw progress of a run's first ``limit`` batches, oldest first: how a restart caught up (Kafka backlog)."""
+    frame = _frame(path, "SELECT progress FROM batches WHERE query_id = ? AND run_id = ? ORDER BY ts LIMIT ?", (query_id, run_id, limit))
+    return [p for p in (stored_json(s, None) for s in frame["progress"].tolist()) if isinstance(p, dict)]

@@ -73,6 +73,7 @@ class HistorySink:
         self.store: HistoryStore | None = None
         self._context: AppContext | None = None  # the application the rows are stamped with now (on_app_event)
         self._app = app or AppContext()  # the identity given here: rows of an unknown application keep it
+        self._stamped: AppContext | None = None  # set by ``stamp``: wins over what the observer says
         self.dropped_rows = 0  # rows (or, with the store off, events) never written: replay reports them
         self.last_failure: str | None = None
         try:
@@ -137,10 +138,20 @@ class HistorySink:
         An observer that knows nothing of its application (``app.known`` false) leaves the identity this
         sink was built with.
         """
-        if self.store is not None and app is not self._context:
+        if self.store is not None and self._stamped is None and app is not self._context:
             self._context = app
             self.store.rows.app = app if app.known else self._app
         self.on_event(event, signals, received_at)
+
+    def stamp(self, app: AppContext) -> None:
+        """Stamp the rows added from now on with ``app``, whatever the observer's identity.
+
+        A replay of several logs has one observer, whose identity is what the logs share (a name at best);
+        each log's rows still belong to its own application, with its id, so the history tells them apart.
+        """
+        self._stamped = app
+        if self.store is not None:
+            self.store.rows.app = app
 
     def follow_placement(self, feed: PlacementFeed) -> None:
         """Also write where each state partition ran (``placements``), from the feed the observer runs."""

@@ -140,6 +140,9 @@ TEMPLATE_FUNCTIONS: dict[str, Callable[[float], str]] = {
 }
 # {{ $labels.name }} or {{ $value }}, optionally piped to one function; spaces as Go's template lexer allows
 TEMPLATE = re.compile(r"{{\s*\$(?:labels\.([a-zA-Z_][a-zA-Z0-9_]*)|(value))(?:\s*\|\s*(\w+))?\s*}}")
+# {{ with $labels.name }}...{{ . }}...{{ end }}: the text only when the label is set (no nesting, as the rules use it)
+WITH_LABEL = re.compile(r"{{\s*with\s+\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)\s*}}(.*?){{\s*end\s*}}", re.S)
+DOT = re.compile(r"{{\s*\.\s*}}")
 
 
 def render_template(text: str, labels: Mapping[str, str], value: float | None) -> str:
@@ -156,4 +159,12 @@ def render_template(text: str, labels: Mapping[str, str], value: float | None) -
             return m.group(0)
         return TEMPLATE_FUNCTIONS[function](value) if function else go_value(value)
 
-    return TEMPLATE.sub(one, text)
+    out, at = [], 0  # each part rendered once: a label's value is never read as template code
+    for m in WITH_LABEL.finditer(text):
+        out.append(TEMPLATE.sub(one, text[at : m.start()]))
+        found = labels.get(m.group(1), "")
+        if found:
+            out.append(found.join(DOT.split(TEMPLATE.sub(one, m.group(2)))))
+        at = m.end()
+    out.append(TEMPLATE.sub(one, text[at:]))
+    return "".join(out)

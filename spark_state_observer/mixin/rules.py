@@ -96,8 +96,8 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     p = PromQL(config)
     t = config.thresholds
     query, op = p.query, p.operator
-    app = "{{ $labels." + config.app_label + " }}"
-    q = f"{{{{ $labels.query }}}} of {app}"
+    # "of <app>" only when the application is known: a replayed log without one reads "query q is stopped"
+    q = "{{ $labels.query }}{{ with $labels." + config.app_label + " }} of {{ . }}{{ end }}"
     o = "{{ $labels.operator }}"
     window_fb = f"{int(t.falling_behind_window_minutes)}m"
     window_cl = f"{int(t.crash_loop_window_minutes)}m"
@@ -322,8 +322,8 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
             "SparkStateRocksDBMemoryNearBudget",
             f"{rocksdb_share(catalog.EXECUTOR_ROCKSDB_MEMORY_ESTIMATE)} > {number(t.rocksdb_memory_budget_ratio)} or "
             f"{rocksdb_share(catalog.EXECUTOR_ROCKSDB_MEMORY_REPORTED)} > {number(t.rocksdb_memory_budget_ratio)}",
-            f"RocksDB state of {app} needs most of executor {{{{ $labels.executor }}}}'s memory overhead.",
-            f"The RocksDB state stores executor {{{{ $labels.executor }}}} of {app} holds need {{{{ $value | humanizePercentage }}}} of its "
+            f"RocksDB state{{{{ with $labels.{config.app_label} }}}} of {{{{ . }}}}{{{{ end }}}} needs most of executor {{{{ $labels.executor }}}}'s memory overhead.",
+            f"The RocksDB state stores executor {{{{ $labels.executor }}}}{{{{ with $labels.{config.app_label} }}}} of {{{{ . }}}}{{{{ end }}}} holds need {{{{ $value | humanizePercentage }}}} of its "
             f"memoryOverhead by the application's configuration and data (or by Spark's own report), above "
             f"{number(t.rocksdb_memory_budget_ratio * 100)}%: the container can be killed for exceeding its memory.",
         ),

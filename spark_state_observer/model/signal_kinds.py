@@ -168,7 +168,9 @@ class SignalEvent:
     app: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> str:
-        attrs = ", ".join(f"{k}={v}" for k, v in self.attributes.items())
+        """One line for people (the CLI, logs): each attribute's first line only, so a JVM stack trace in an
+        exception does not fill a terminal; ``to_json`` keeps the whole text."""
+        attrs = ", ".join(f"{k}={one_line(v)}" for k, v in self.attributes.items())
         where = dict(self.app).get("app")
         return f"{self.kind} {self.query}{f' of {where}' if where else ''} ({attrs})"
 
@@ -185,3 +187,15 @@ class SignalEvent:
             "attributes": self.attributes,
             **({"app": dict(self.app)} if self.app else {}),
         }
+
+
+ONE_LINE_CHARS = 300
+
+
+def one_line(value: Any) -> str:
+    """``value``'s first non-blank line, at most ``ONE_LINE_CHARS`` long; "…" marks what was left out."""
+    text = str(value)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else text.strip()
+    cut = len(first) > ONE_LINE_CHARS
+    return first[:ONE_LINE_CHARS] + (" …" if cut or len(lines) > 1 else "")

@@ -33,13 +33,19 @@ def application_of(paths: list[str], static: Pairs = (), max_line_bytes: int = D
     names = {clean_label(str(s.get("App Name") or ""), MAX_NAME_CHARS) for s in starts}
     if len(names) != 1 or not next(iter(names)):
         return AppContext(static=static)
-    single = len(starts) == 1
+    if len(starts) == 1:
+        return identity_of(starts[0], static, os.path.basename(paths[0].rstrip(os.sep)))
+    return AppContext(name=names.pop(), static=static)
+
+
+def identity_of(start: dict[str, Any], static: Pairs = (), log_name: str = "") -> AppContext:
+    """One ``SparkListenerApplicationStart`` event's application: its name, id and attempt."""
     return AppContext(
-        name=names.pop(),
+        name=clean_label(str(start.get("App Name") or ""), MAX_NAME_CHARS),
         static=static,
-        app_id=str(starts[0].get("App ID") or "") if single else "",
-        attempt_id=str(starts[0].get("App Attempt ID") or "") if single else "",
-        log_name=os.path.basename(paths[0].rstrip(os.sep)) if single else "",
+        app_id=clean_label(str(start.get("App ID") or ""), MAX_NAME_CHARS),
+        attempt_id=clean_label(str(start.get("App Attempt ID") or ""), MAX_NAME_CHARS),
+        log_name=log_name,
     )
 
 

@@ -19,7 +19,7 @@ from spark_state_observer.model.parse import parse_timestamp, parse_timestamp_me
 from spark_state_observer.model.plan_checkpoint import PlanCheckpoints
 from spark_state_observer.model.plan_eviction import PlanEviction
 from spark_state_observer.model.signal_kinds import SignalEvent
-from spark_state_observer.model.spark_events import LOG_START, line_prefix
+from spark_state_observer.model.spark_events import APP_START, LOG_START, line_prefix
 from spark_state_observer.offline.eventlog import (
     DEFAULT_MAX_LINE_BYTES,
     EXECUTOR_PREFIX,
@@ -27,7 +27,7 @@ from spark_state_observer.offline.eventlog import (
     EventLogError,
     read_records,
 )
-from spark_state_observer.offline.log_identity import application_of
+from spark_state_observer.offline.log_identity import application_of, identity_of
 from spark_state_observer.pipeline.runtime import Observer
 from spark_state_observer.placement.task_log import EventLogSource
 from spark_state_observer.settings import Settings
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from spark_state_observer.history.sink import HistorySink
 
 _LOG_START_LINE = line_prefix(LOG_START)
+_APP_START_LINE = line_prefix(APP_START)
 
 
 @dataclass
@@ -106,6 +107,10 @@ def replay(
     result = ReplayResult(observer, StateCollector(observer.view))
 
     def tap(line: bytes) -> None:
+        if sink is not None and line.startswith(_APP_START_LINE):  # each log's rows carry its own application
+            start = _json_object(line)
+            if start is not None:
+                sink.stamp(identity_of(start, base.static_labels))
         if line.startswith(ENVIRONMENT_PREFIX):  # the application's conf: the RocksDB capacity estimate reads it
             try:
                 observer.set_spark_conf(spark_properties(loads(line)))
@@ -155,6 +160,15 @@ def replay(
         reason = sink.last_failure or sink.error or "unknown"
         result.errors.append(f"history {history}: {sink.dropped_rows} rows not written: {reason}")
     return result
+
+
+def _json_object(line: bytes) -> dict[str, Any] | None:
+    """``line`` parsed as a JSON object (None: unreadable; the record reader reports the line)."""
+    try:
+        value = loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _batch_end(stamp: float | None, duration: Any, kind: str) -> float | None:

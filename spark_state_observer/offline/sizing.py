@@ -21,6 +21,7 @@ from spark_state_observer.model.bounded import loads, stored_json
 from spark_state_observer.model.capacity import ENVIRONMENT_PREFIX, Estimate, StateConf, Workload, spark_properties
 from spark_state_observer.offline.checkpoint.restore import DEFAULT_BYTES_PER_SECOND, DEFAULT_SECONDS_PER_FILE, DEFAULT_SECONDS_PER_STORE
 from spark_state_observer.offline.eventlog import RECORD_EXECUTOR_ADDED, RECORD_EXECUTOR_REMOVED, EventLogError, read_records
+from spark_state_observer.offline.size_advice import HeapEstimate
 
 CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 SNAPSHOT_EVERY_CONF = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
@@ -38,6 +39,7 @@ class Observed:
     rows: int | None = None
     sst_bytes: int | None = None
     memory_bytes: int | None = None  # Spark's memoryUsedBytes, summed over the operators
+    version_bytes: int | None = None  # HDFS: stateOnCurrentVersionSizeBytes, summed (memoryUsedBytes counts every loaded version)
     rates: dict[str, float] | None = None
     problems: list[str] = dataclasses.field(default_factory=list)
 
@@ -47,7 +49,7 @@ class Observed:
 
     def take_progress(self, newest: Mapping[str, Mapping[str, Any]]) -> None:
         """The state's shape and size from the newest progress of each query."""
-        partitions, instances, operators, rows, sst, memory = 0, 0, 0, 0, 0, 0
+        partitions, instances, operators, rows, sst, memory, version = 0, 0, 0, 0, 0, 0, 0
         for progress in newest.values():
             for op in progress.get("stateOperators") or []:
                 if not isinstance(op, Mapping):
@@ -59,9 +61,10 @@ class Observed:
                 memory += _int(op.get("memoryUsedBytes"))
                 custom = op.get("customMetrics")
                 sst += _int(custom.get("rocksdbSstFileSize")) if isinstance(custom, Mapping) else 0
+                version += _int(custom.get("stateOnCurrentVersionSizeBytes")) if isinstance(custom, Mapping) else 0
         if operators:
             self.partitions, self.instances, self.operators = partitions, instances, operators
-            self.rows, self.sst_bytes, self.memory_bytes = rows, sst, memory
+            self.rows, self.sst_bytes, self.memory_bytes, self.version_bytes = rows, sst, memory, version
 
 
 def _int(value: Any) -> int:
@@ -196,8 +199,11 @@ def workload(
     )
 
 
-def to_json(est: Estimate, restore: Restore, seen: Observed | None) -> dict[str, Any]:
-    """The ``--json`` document: the issue's fields first, then the rest of the estimate and what was measured."""
+def to_json(
+    est: Estimate, restore: Restore, seen: Observed | None, advice: list[str] | None = None, heap: HeapEstimate | None = None
+) -> dict[str, Any]:
+    """The ``--json`` document: the issue's fields first, then the rest of the estimate and what was measured;
+    ``advice`` in words, and for the HDFS provider its heap figures (``heap``), which replace RocksDB's."""
     document: dict[str, Any] = {
         "instances_per_executor": est.instances_per_executor,
         "memory_bytes_per_executor": est.memory_bytes_per_executor,
@@ -219,6 +225,9 @@ def to_json(est: Estimate, restore: Restore, seen: Observed | None) -> dict[str,
         "assumed": est.assumed,
         "notes": list(est.notes),
     }
+    document["advice"] = list(advice or [])
+    if heap is not None:
+        document["heap"] = dataclasses.asdict(heap)
     if seen is not None and seen.memory_bytes is not None:
         document["measured"] = {"memory_bytes": seen.memory_bytes, "sst_bytes": seen.sst_bytes, "rows": seen.rows}
     if seen is not None:
@@ -226,18 +235,40 @@ def to_json(est: Estimate, restore: Restore, seen: Observed | None) -> dict[str,
     return document
 
 
-def render_text(est: Estimate, restore: Restore, seen: Observed | None) -> str:
-    """The estimate as a table for people; notes say what was assumed."""
+def size(n: float | None) -> str:
+    """Bytes for people (binary units)."""
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n = n / 1024
+    return str(n)
 
-    def size(n: int | None) -> str:
-        if n is None:
-            return "-"
-        for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-            if abs(n) < 1024 or unit == "TiB":
-                return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-            n = n / 1024  # type: ignore[assignment]
-        return str(n)
 
+def render_heap(heap: HeapEstimate, est: Estimate, restore: Restore, seen: Observed | None, advice: list[str]) -> str:
+    """The HDFS provider's figures for people: its state on the JVM heap, then what to set."""
+    basis = "measured by Spark, newest batch" if heap.measured else "rows x bytes per row, per version"
+    lines = [
+        "provider                         HDFS (HDFSBackedStateStoreProvider): the state lives on the JVM heap",
+        f"state store instances            {est.instances} ({est.instances_per_executor} per executor)",
+        f"current version                  {size(heap.version_bytes)}",
+        f"loaded versions ({heap.versions})".ljust(33) + f"{size(heap.loaded_bytes)} "
+        f"({size(heap.loaded_bytes_per_executor)} per executor; {basis})",
+        f"budget (heap user memory)        {size(heap.budget_bytes)} per executor",
+        f"restore, whole state             {restore.seconds:.1f} s (rates: {restore.basis})",
+        f"restore, one executor lost       {restore.executor_loss_seconds:.1f} s",
+        "what to set:",
+        *(f"  {line}" for line in advice),
+    ]
+    lines += [f"note: {n}" for n in est.notes if "is not RocksDB" not in n]
+    if seen is not None:
+        lines += [f"warning: {p}" for p in seen.problems[:20]]
+    return "\n".join(lines)
+
+
+def render_text(est: Estimate, restore: Restore, seen: Observed | None, advice: list[str] | None = None) -> str:
+    """The estimate as a table for people, then ``advice`` (what to set); notes say what was assumed."""
     share = f"{est.budget_share:.0%}" if est.budget_share is not None else "-"
     lines = [
         f"state store instances            {est.instances} ({est.instances_per_executor} per executor)",
@@ -247,12 +278,14 @@ def render_text(est: Estimate, restore: Restore, seen: Observed | None) -> str:
         f"memory per executor, expected    {size(est.memory_expected_bytes_per_executor)}",
         f"memory per executor, bounded     {size(est.memory_bound_bytes_per_executor)}"
         + ("" if est.bounded else " (boundedMemoryUsage is off)"),
-        f"budget (memoryOverhead)          {size(est.budget_bytes)}, {share} held",
+        f"budget (memoryOverhead)          {size(est.budget_bytes)}; {share} held at the ceiling (all buffers and caches full)",
         f"SST bytes                        {size(est.sst_bytes)} ({size(est.sst_bytes_per_executor)} per executor)",
         f"DFS bytes (newest version)       {size(est.dfs_bytes)}",
         f"restore, whole state             {restore.seconds:.1f} s (rates: {restore.basis})",
         f"restore, one executor lost       {restore.executor_loss_seconds:.1f} s",
     ]
+    if advice:
+        lines += ["what to set:", *(f"  {line}" for line in advice)]
     if seen is not None and seen.memory_bytes is not None:
         lines.append(f"measured by Spark (newest batch) memory {size(seen.memory_bytes)}, SST {size(seen.sst_bytes)}, rows {seen.rows}")
     if est.assumed:

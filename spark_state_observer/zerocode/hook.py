@@ -17,6 +17,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
+import warnings
 from types import ModuleType
 from typing import Any, Callable, Sequence
 
@@ -43,8 +44,21 @@ def say_once(message: str) -> None:
         pass
 
 
+# PySpark 4.x warns at every SparkContext start when pandas 3 is installed (``require_minimum_pandas_version``,
+# reached through ``pyspark.testing``): it has not finished its pandas-3 support. The observer does not use
+# pandas with Spark (only the browser and the MCP server read histories with it), and a warning on every
+# start of every job it is attached to taught users to ignore warnings. Only that one message is silenced.
+PANDAS_NOTICE = r"PySpark does not yet fully support pandas >= 3"
+
+
+def quiet_pandas_notice() -> None:
+    """Silence PySpark's pandas-3 notice (only it) in this process."""
+    warnings.filterwarnings("ignore", message=PANDAS_NOTICE, category=FutureWarning)
+
+
 def install(otlp_default: bool = False) -> None:
     """Wrap PySpark's builders now if PySpark is imported, else as soon as it is; idempotent."""
+    quiet_pandas_notice()
     global _otlp_default
     _otlp_default = _otlp_default or otlp_default
     pending = [name for name in (CLASSIC, CONNECT) if not _patch_if_loaded(name)]

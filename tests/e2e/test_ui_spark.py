@@ -42,7 +42,7 @@ def test_checkpoint_and_state_pages_on_a_real_checkpoint(monkeypatch, restart_db
     root, checkpoint, keys = checkpoint_root
     at = app(monkeypatch, restart_db, roots=[root], page="Checkpoint")
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["last committed batch"] == "0" and "restore time" in metrics
+    assert metrics["last committed batch"] == "0" and "restore time (estimate)" in metrics
     parts = frames(at)[1]
     assert len(parts) == 2 and set(parts.partition) == {0, 1}  # the fixture session's shuffle partitions
     # the only checkpoint under the root is another query's: Partitions shows it with a warning naming that query
@@ -54,7 +54,7 @@ def test_checkpoint_and_state_pages_on_a_real_checkpoint(monkeypatch, restart_db
     assert "None of the checkpoints under the roots belongs to it" in warning
     at = app(monkeypatch, restart_db, roots=[root], page="Restores")  # prediction (inspector) next to the outcome (history)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["inspector's estimate"] != "-" and metrics["last measured restore"] != "-"
+    assert metrics["restore estimate"] != "-" and metrics["last measured restore"] != "-"
 
     at = app(monkeypatch, restart_db, roots=[root], page="State contents")
     at.toggle(key="state_enabled").set_value(True).run()
@@ -80,7 +80,7 @@ def test_restores_page_sets_the_inspectors_prediction_next_to_the_measured_resto
 
     from spark_state_observer.history.loaders import load_events
     from spark_state_observer.offline.checkpoint import inspect_checkpoint
-    from spark_state_observer.offline.checkpoint.restore import estimate_restore
+    from spark_state_observer.offline.checkpoint.restore import estimate_restore, rates_from_history
 
     history, root = restarted_run["history"], restarted_run["root"]
     queries = load_queries(history)
@@ -96,7 +96,10 @@ def test_restores_page_sets_the_inspectors_prediction_next_to_the_measured_resto
     at = app(monkeypatch, history, roots=[root], page="Restores")
     assert not any("belongs to query" in w.value for w in at.warning)  # the checkpoint is this query's
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["inspector's estimate"] == fmt_duration(report.estimate.seconds)
+    # the page's one estimate is the Checkpoint page's: the inspector's, refined by the restore the history measured
+    refined = inspect_checkpoint(checkpoint, rates_from_history(history, qid)).estimate
+    assert refined is not None and metrics["restore estimate"] == fmt_duration(refined.seconds)
+    assert f"The estimate is {refined.described()}" in texts(at)
     # an estimate that saw no extra time has no duration (signals.restore.NOT_VISIBLE): the others' sum
     assert metrics["last measured restore"] == fmt_duration(sum(a["duration_seconds"] or 0.0 for a in restores.attributes))
     table = frames(at)[-1].set_index("operator")
@@ -105,7 +108,7 @@ def test_restores_page_sets_the_inspectors_prediction_next_to_the_measured_resto
         row = table.loc[f"{op.operator_id} {op.name}"]
         estimate = estimate_restore(dataclasses.replace(report, operators=[op]), rates)
         measured = next(a for a in restores.attributes if a["operator_index"] == op.operator_id)
-        assert row["inspector's estimate"] == fmt_duration(estimate.seconds)
+        assert row["prediction"] == fmt_duration(estimate.seconds)
         assert row["last measured restore"] == fmt_duration(measured["duration_seconds"])
         assert row["measured by"] == f"{measured['method']} ({measured['confidence']})"
         if measured["confidence"] == "low" or measured["duration_seconds"] is None:
@@ -115,4 +118,4 @@ def test_restores_page_sets_the_inspectors_prediction_next_to_the_measured_resto
             compared.append((measured["duration_seconds"], estimate.seconds))
     assert compared, "Spark measured no operator's load time (load_metrics) in this restore"
     ratio = sum(m for m, _ in compared) / sum(e for _, e in compared)
-    assert metrics["outcome / prediction"] == f"{ratio:.1f}x the estimate"
+    assert metrics["outcome / prediction"] == f"{ratio:.1f}x the prediction"

@@ -92,7 +92,7 @@ def test_alerts_follow_mixin_conventions_and_aggregate_by_identity(exported, whi
             groupings = re.findall(r"\bby \(([^)]*)\)", rule["expr"])
             assert groupings and all(g.startswith(identity) for g in groupings), f"{name} does not aggregate by {identity}: {rule['expr']}"
         if not name.startswith("SparkStateObserver"):
-            assert "{{ $labels." + config.app_label + " }}" in annotations["summary"], name
+            assert "{{ with $labels." + config.app_label + " }}" in annotations["summary"], name  # named when known
 
 
 def test_every_metric_name_in_the_rules_is_in_the_registry() -> None:

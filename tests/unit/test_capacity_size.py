@@ -67,10 +67,11 @@ def test_changelog_replay_adds_restore_time(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_odd_input_is_marked_not_fatal(capsys: pytest.CaptureFixture[str]) -> None:
-    doc = run_json(
-        capsys, "--partitions", "4", "--conf", "spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB=lots", "--conf", "nonsense"
-    )
-    assert doc["assumed"] and "blockCacheSizeMB" in doc["notes"][0] and "nonsense" in doc["problems"][0]
+    doc = run_json(capsys, "--partitions", "4", "--conf", "spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB=lots")
+    assert doc["assumed"] and "blockCacheSizeMB" in doc["notes"][0]
+    with pytest.raises(SystemExit) as refused:  # a flag that is not KEY=VALUE is the user's typo: refused (issue 51)
+        main(["size", "--partitions", "4", "--conf", "nonsense"])
+    assert refused.value.code == 2 and "'nonsense' is not KEY=VALUE" in capsys.readouterr().err
     assert main(["size", "--partitions", "4", "--conf", "spark.executor.memory=2x"]) == 0
     out = capsys.readouterr().out
     assert "ESTIMATE MARKED AS ASSUMED" in out and "spark.executor.memory" in out
@@ -108,8 +109,9 @@ def test_from_a_history(tmp_path: os.PathLike, capsys: pytest.CaptureFixture[str
     assert doc["instances"] == from_log["instances"] and doc["sst_bytes"] == from_log["sst_bytes"]
     assert doc["instances_per_executor"] == from_log["instances_per_executor"]
     assert doc["measured"] == from_log["measured"]
-    assert main(["size", "--from-history", db, "--query", "no-such-query"]) == 0
-    assert "holds no batch of query no-such-query" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:  # an unknown query no longer falls back to defaults (issue 51)
+        main(["size", "--from-history", db, "--query", "no-such-query"])
+    assert refused.value.code == 2 and "holds no batch of query no-such-query" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

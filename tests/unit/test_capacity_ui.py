@@ -38,6 +38,8 @@ def test_placement_page_shows_rocksdb_memory_per_executor_and_the_what_if(monkey
     assert set(table["share of budget"]) == {"27%"} and "Not KEY=VALUE" in texts(at)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["instances per executor"] == "8"
+    # what to set, in words, against the expected use (issue 51): 8 x 136 MiB is far over 384 MiB of overhead
+    assert "Expected use: " in texts(at) and "boundedMemoryUsage=true" in texts(at) and "maxMemoryUsageMB=268" in texts(at)
     at.number_input(key="placement_whatif_executors").set_value(4).run()
     assert {m.label: m.value for m in at.metric}["instances per executor"] == "4"
     at.text_area(key="placement_whatif_conf").input("spark.sql.streaming.stateStore.rocksdb.writeBufferSizeMB=64m").run()

@@ -622,6 +622,7 @@ def _history_readers(query_id: str, checkpoint: str) -> dict[str, Callable[[str]
         "browse.load_recent_events": lambda p: browse.load_recent_events(p, q),
         "browse.load_run_stats": lambda p: browse.load_run_stats(p, q),
         "browse.load_events_of": lambda p: browse.load_events_of(p, q, ("restore", "query_terminated")),
+        "browse.load_run_progress": lambda p: browse.load_run_progress(p, q, "r"),
         "query_status.load": status(query_status.load),
         "query_status.retire": status(query_status.retire, q, readonly=False),
         "data.token": lambda p: data.token(p),
@@ -643,6 +644,7 @@ def _history_readers(query_id: str, checkpoint: str) -> dict[str, Callable[[str]
         "data.recent_events": browser(data.recent_events, q),
         "data.events_of": browser(data.events_of, q, ("restore",)),
         "data.newest_kafka_lag": browser(data.newest_kafka_lag, q),
+        "data.kafka_restart_of": browser(data.kafka_restart_of, q, "r"),
         "data.facts": browser(data.facts, q, 2e9),
         "data.query_verdicts": browser(data.query_verdicts, q, 2e9),
         "data.checkpoint_report[history]": lambda p: data.checkpoint_report(checkpoint, 0.0, p, data.token(p)),
@@ -859,6 +861,7 @@ NO_DATA_LOADERS = {
         "state_schema": "Spark's state reader",
         "state_rows": "Spark's state reader",
         "state_sample": "Spark's state reader",
+        "restarted_run": "a pure function over events already read (the newest restart's run); reads nothing",
     },
     "spark_state_observer.history.query_status": {
         "save": "writes the lasting statuses (the writer's own tests)",

@@ -191,8 +191,26 @@ def _history_with_restores(path: str) -> None:
 def test_history_rates_are_the_median_measured_restore_per_store(tmp_path: Path) -> None:
     db = str(tmp_path / "history.db")
     _history_with_restores(db)
-    assert rates_from_history(db, QUERY_ID) == {"seconds_per_store": pytest.approx(0.5)}
+    assert rates_from_history(db, QUERY_ID) == {"seconds_per_store": pytest.approx(0.5), "restores": 3.0}
     assert rates_from_history(db, "unknown") is None
+
+
+def test_one_estimate_per_checkpoint_says_whether_the_history_refined_it(tmp_path: Path) -> None:
+    """Issue 51: the inspector's estimate, the same with a history, and the measured restore read as three
+    estimates. The history refines the inspector's (its rate per store), and the estimate says which it is."""
+    root = checkpoint(tmp_path / "ck", HDFS, committed=1, planned=1)
+    for v in (1, 2):
+        write(root / "state" / "0" / "0" / f"{v}.delta", b"d" * 10)
+    db = str(tmp_path / "history.db")
+    _history_with_restores(db)
+    alone = inspect_checkpoint(str(root)).estimate
+    refined = inspect_checkpoint(str(root), rates_from_history(db, QUERY_ID)).estimate
+    assert alone is not None and refined is not None and alone.seconds != refined.seconds
+    assert alone.described().startswith("the inspector's estimate at its default rates")
+    assert refined.measured_restores == 3
+    assert refined.described() == (
+        "the inspector's estimate, refined by the history: its rate per store from 3 restores Spark measured for this query"
+    )
 
 
 def test_inspect_with_history_works_without_pandas(tmp_path: Path) -> None:

@@ -79,3 +79,15 @@ def test_placement_page_shows_state_bytes_per_partition(monkeypatch, tmp_path) -
     assert rows and rows[0]["partition"] == hot  # largest first
     caption = next(line for line in texts(at).splitlines() if "Skew in batch" in line)
     assert "the median by bytes" in caption
+
+
+def test_the_placement_map_has_one_row_per_partition(monkeypatch, kill_db) -> None:
+    """Issue 51: the map collapsed into one line. A fixed height is the whole chart's in Streamlit, and the axis
+    and legend took all of it; the rows now each get a height of their own (a Vega-Lite step), as many as partitions."""
+    truth, _ = scenario("kill")
+    at = app(monkeypatch, kill_db, page="Placement", query_id=truth["query_id"])
+    maps = [json.loads(e.proto.spec) for e in at.get("vega_lite_chart") if "layer" in json.loads(e.proto.spec)]
+    assert maps
+    for spec in maps:
+        assert spec["height"] == {"step": 24}  # 6 partitions: the tallest row
+        assert spec["layer"][0]["encoding"]["y"]["field"] == "partition"

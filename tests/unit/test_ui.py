@@ -571,3 +571,20 @@ def test_applications_page_has_one_row_per_query_with_its_whole_verdict(monkeypa
     at.button[0].click().run()
     assert at.session_state["page"] == "Queries"
     assert len(frames(at)[0]) == len(recorded) - 1 and "of orders" in texts(at)
+
+
+def test_partition_heatmaps_give_each_store_instance_a_row(monkeypatch, restart_db) -> None:
+    """Issue 51: the heatmaps collapsed into one line (a fixed height is the whole chart's in Streamlit, and its
+    axis and legend took it all). Each row now has a height of its own: one row per instance the history reports."""
+    import json
+
+    at = app(monkeypatch, restart_db, page="Partitions")
+    lag = frames(at)[0]
+    specs = [json.loads(e.proto.spec) for e in at.get("vega_lite_chart")]
+    heatmaps = [s for s in specs if s.get("mark", {}).get("type") == "rect"]
+    assert heatmaps
+    for spec in heatmaps:
+        op = int(spec["title"].split()[-1])
+        instances = len(lag[lag.operator == op][["partition", "store"]].drop_duplicates())
+        assert spec["encoding"]["y"]["field"] == "instance" and instances > 1
+        assert spec["height"] == {"step": 24}  # a few instances: each row at its tallest, never squeezed into one line

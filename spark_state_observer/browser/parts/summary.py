@@ -10,7 +10,7 @@ import pandas as pd
 from spark_state_observer.browser import data, fmt
 from spark_state_observer.browser.context import Context, label
 from spark_state_observer.browser.health import LIFECYCLE_KINDS, derive_health, typical_interval
-from spark_state_observer.browser.verdict import Verdict
+from spark_state_observer.browser.verdict import Verdict, headline
 from spark_state_observer.model.query_lifecycle import RETIRED, TROUBLE
 
 SPARK_POINTS = 60
@@ -76,7 +76,7 @@ def summary_row(ctx: Context, q: pd.Series, now: float, found: list[Verdict]) ->
 
     return {
         "query": label(ctx.all_queries, q.query_id),
-        "verdict": top.text,
+        "verdict": headline(found),
         "since": fmt.when(top.since) if top.kind not in ("healthy", "stopped") else "-",
         "runbook": top.runbook(ctx.config.runbook_url),
         "health": health,

@@ -1,4 +1,4 @@
-"""Applications: the fleet at a glance, one row per query with its application (name and static labels)
+"""Applications: the fleet at a glance, one row per query with its application (name, static labels and latest id: two applications of one name differ there)
 and its own verdict, most severe first. A fleet restarts queries as new applications and runs several
 queries per application: one verdict per application would hide all but one of them.
 
@@ -31,6 +31,7 @@ def fleet_table(ctx: Context, queries: pd.DataFrame, now: float) -> pd.DataFrame
         {
             "application": queries.app.tolist(),
             "labels": [", ".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or "-" for labels in queries.labels],
+            "application id": [a if isinstance(a, str) and a else "-" for a in queries.get("app_id", pd.Series("", index=queries.index))],
             "query": rows["query"],
             "verdict": rows["verdict"],
             "since": rows["since"],
@@ -53,6 +54,7 @@ def shown(table: pd.DataFrame) -> pd.DataFrame:
         {
             "application": [f"[{fmt.md(a)}]({nav.href(nav.QUERIES, app=a)})" for a in table.application],
             "labels": table.labels.map(fmt.md),
+            "application id": table["application id"].map(fmt.md),
             "query": [f"[{fmt.md(q)}]({nav.href(nav.DRILLDOWN, query=qid)})" for q, qid in zip(table["query"], table["query id"])],
             "verdict": [
                 f"{icon} {fmt.md(v)}" + (f" · [runbook]({link})" if isinstance(link, str) and link else "")
@@ -80,7 +82,7 @@ def render(ctx: Context) -> None:
     if text:
         needle = text.lower()
         hit = pd.Series(False, index=table.index)
-        for column in ("application", "labels", "query"):
+        for column in ("application", "labels", "application id", "query"):
             hit |= table[column].str.lower().str.contains(needle, regex=False)
         table = table[hit]
     if only:

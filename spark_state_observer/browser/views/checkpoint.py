@@ -29,11 +29,11 @@ def render(ctx: Context) -> None:
     if e:
         st.subheader("Restore estimate")
         cols = st.columns(4)
-        cols[0].metric("restore time", fmt.duration(e.seconds), help="summed over stores, as Spark's load metrics report it")
+        cols[0].metric("restore time (estimate)", fmt.duration(e.seconds), help="summed over stores, as Spark's load metrics report it")
         cols[1].metric("stores", f"{e.stores:,}")
         cols[2].metric("files / bytes", f"{e.files:,} / {fmt.size(e.bytes)}")
         cols[3].metric("skew (slowest / median)", f"{e.skew:.1f}x" if e.skew else "-")
-        st.caption(f"rates from {fmt.md(e.basis)}; slowest store instance {fmt.md(e.slowest_partition)}")
+        st.caption(f"This is {e.described()}. Slowest store instance {fmt.md(e.slowest_partition)}.")
     for problem in report.problems:
         st.warning(fmt.md(printable(problem)))
     st.subheader("Operators and stores")

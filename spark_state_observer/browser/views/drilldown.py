@@ -15,7 +15,7 @@ import streamlit as st
 
 from spark_state_observer.browser import charts, commits, data, effective, fmt, nav
 from spark_state_observer.browser.context import Context, clicked_row, label, write_url
-from spark_state_observer.browser.parts import lasting
+from spark_state_observer.browser.parts import kafka_offsets, lasting
 from spark_state_observer.browser.parts import verdicts as verdict_view
 from spark_state_observer.model.phases import PHASES
 from spark_state_observer.model.signal_kinds import PARTITION_MIGRATED
@@ -114,6 +114,8 @@ def render(ctx: Context) -> None:
         if box.open:
             lag_charts(batches, progress, dom, events)
     commit_history(progress)
+    restarted = data.restarted_run(data.recent_events(ctx.history, ctx.tok, qid))
+    kafka_offsets.show(progress, data.kafka_restart_of(ctx.history, ctx.tok, qid, restarted) if restarted else None)
     st.subheader("Events")
     if table.empty:
         st.caption("No events in this range.")

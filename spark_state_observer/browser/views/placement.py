@@ -59,7 +59,7 @@ def placement_map(frame: pd.DataFrame, title: str) -> alt.LayerChart | alt.Facet
     )
     grid = base.mark_rect().encode(color=alt.Color("executor:N", title="executor", legend=charts.LEGEND), tooltip=tooltip)
     marks = base.transform_filter(alt.datum.moved).mark_point(shape="diamond", filled=True, color="black", size=60).encode(tooltip=tooltip)
-    return alt.layer(grid, marks).properties(title=title, height=int(min(900, max(160, 14 * rows))))
+    return alt.layer(grid, marks).properties(title=title, height=charts.row_step(rows))
 
 
 def skew_chart(latest: pd.DataFrame, value: str, title: str, unit: str) -> alt.Chart:

@@ -4,6 +4,7 @@ query's drilldown."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import streamlit as st
@@ -12,7 +13,7 @@ from spark_state_observer.browser import data, fmt, nav
 from spark_state_observer.browser.context import Context, clicked_row, label
 from spark_state_observer.browser.parts import verdicts as verdict_view
 from spark_state_observer.browser.parts.summary import table_for
-from spark_state_observer.browser.verdict import ATTENTION_UP_TO
+from spark_state_observer.browser.verdict import ATTENTION_UP_TO, headline
 
 COLUMNS = {
     "verdict": st.column_config.TextColumn("verdict", width=520, help="what is wrong, from the observer's signals"),
@@ -41,7 +42,13 @@ def render(ctx: Context) -> None:
         + ", ".join(f"{n} {fmt.md(h)}" for h, n in counts.items())
         + ". Click a row to open its drilldown."
     )
-    attention = [(qid, v) for qid in table["query id"] for v in found[qid][:1] if v.severity <= ATTENTION_UP_TO]
+    # the top verdict, every executor loss in its line (``headline``): a second loss is not hidden behind the first
+    attention = [
+        (qid, dataclasses.replace(v, text=headline(found[qid])))
+        for qid in table["query id"]
+        for v in found[qid][:1]
+        if v.severity <= ATTENTION_UP_TO
+    ]
     if attention:
         st.subheader("Needs attention")
         for qid, v in attention:

@@ -162,7 +162,7 @@ def shown(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "operator": table.operator,
-            "inspector's estimate": table.estimate.map(fmt.duration),
+            "prediction": table.estimate.map(fmt.duration),
             "to load": table["to load"],
             "last measured restore": table.measured.map(fmt.duration),
             "measured by": table["measured by"],
@@ -206,9 +206,9 @@ def render(ctx: Context) -> None:
         show_course(progress)
     st.subheader("Prediction vs outcome")
     st.caption(
-        "The checkpoint inspector's estimate of a restore from this checkpoint as it is now, next to the last "
-        "restore measured for the query. The estimate's rates come from the restores measured before that one "
-        "(else the inspector's defaults), so the prediction does not know the outcome it is compared with."
+        "The restore estimate of this checkpoint as it is now (the one the Checkpoint page shows), next to the last "
+        "restore measured for the query. The outcome is compared with a prediction from the restores measured "
+        "before that one only (else the inspector's defaults), so the prediction does not know the outcome."
     )
     path = checkpoints.choose(ctx.config, "restores", qid, ctx.all_queries)
     if path is None:
@@ -223,14 +223,23 @@ def render(ctx: Context) -> None:
     basis = "restores measured before the last one" if rates else "the inspector's defaults (no earlier measured restore)"
     per_operator = prediction_table(report, rates, events)
     compared = per_operator[per_operator.comparable] if len(per_operator) else per_operator
+    shown_estimate = report.estimate or e  # the checkpoint's one estimate: the history refines the inspector's
     cols = st.columns(3)
-    cols[0].metric("inspector's estimate", fmt.duration(e.seconds), help=f"rates from {basis}; {e.stores} stores, {e.files} files")
+    cols[0].metric(
+        "restore estimate", fmt.duration(shown_estimate.seconds), help=f"{shown_estimate.stores} stores, {shown_estimate.files} files"
+    )
     cols[1].metric("last measured restore", fmt.duration(measured))
-    ratio = f"{compared.measured.sum() / compared.estimate.sum():.1f}x the estimate" if len(compared) and compared.estimate.sum() else "-"
-    cols[2].metric("outcome / prediction", ratio, help="over the operators whose restore was measured, not estimated with low confidence")
+    ratio = f"{compared.measured.sum() / compared.estimate.sum():.1f}x the prediction" if len(compared) and compared.estimate.sum() else "-"
+    cols[2].metric(
+        "outcome / prediction",
+        ratio,
+        help=f"the prediction ({fmt.duration(e.seconds)}) took its rates from {basis}; over the operators whose restore "
+        "was measured, not estimated with low confidence",
+    )
     st.caption(
-        f"{fmt.plural(e.stores, 'store')}, {fmt.plural(e.files, 'file')}, {fmt.size(e.bytes)} to load; rates from "
-        f"{basis}; slowest store instance {fmt.md(e.slowest_partition)}" + (f" ({e.skew:.1f}x the median)" if e.skew else "")
+        f"The estimate is {shown_estimate.described()}. {fmt.plural(shown_estimate.stores, 'store')}, "
+        f"{fmt.plural(shown_estimate.files, 'file')}, {fmt.size(shown_estimate.bytes)} to load; slowest store instance "
+        f"{fmt.md(shown_estimate.slowest_partition)}" + (f" ({shown_estimate.skew:.1f}x the median)" if shown_estimate.skew else "")
     )
     if not per_operator.empty:
         st.dataframe(shown(per_operator), hide_index=True, width="stretch")

@@ -68,6 +68,15 @@ class RestoreEstimate:
     basis: str  # "history" or "defaults"
     slowest_partition: str | None
     skew: float | None  # slowest partition's work over the median partition's
+    measured_restores: int = 0  # restores of the query Spark measured, whose rate refined the defaults (basis "history")
+
+    def described(self) -> str:
+        """Which estimate this is, for a page that shows it: the inspector's at its default rates, or that
+        estimate refined by the restores the history measured (one estimate per checkpoint, said which)."""
+        if self.basis == "history":
+            many = "a restore" if self.measured_restores == 1 else f"{self.measured_restores or 'the'} restores"
+            return f"the inspector's estimate, refined by the history: its rate per store from {many} Spark measured for this query"
+        return "the inspector's estimate at its default rates: the history holds no restore of this query that Spark measured"
 
 
 @dataclass

@@ -151,6 +151,7 @@ def estimate_restore(report: CheckpointReport, rates: dict[str, float] | None = 
         basis="history" if rates else "defaults",
         slowest_partition=slowest,
         skew=per_partition[slowest] / median if median > 0 else None,
+        measured_restores=int((rates or {}).get("restores", 0)),
     )
 
 
@@ -180,4 +181,5 @@ def rates_from_history(history_path: str, query_id: str) -> dict[str, float] | N
     ]
     if not loads:
         return None
-    return {"seconds_per_store": statistics.median(a["duration_seconds"] / a["stores"] for a in loads)}
+    # ``restores``: how many measured it, for the pages that say which estimate they show
+    return {"seconds_per_store": statistics.median(a["duration_seconds"] / a["stores"] for a in loads), "restores": float(len(loads))}
