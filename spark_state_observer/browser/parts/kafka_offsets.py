@@ -44,7 +44,7 @@ def offsets_table(progress: Mapping[str, Any] | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def show(progress: list[dict], restart: KafkaRestart | None) -> None:
+def show(progress: list[dict[str, Any]], restart: KafkaRestart | None) -> None:
     """The section, only for a query with a Kafka source."""
     newest = progress[-1] if progress else None
     table = offsets_table(newest)
