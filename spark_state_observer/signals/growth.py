@@ -59,6 +59,7 @@ from spark_state_observer.model.fields import HDFS_CURRENT_VERSION_SIZE, ROCKSDB
 from spark_state_observer.model.plan_eviction import EvictionLocator
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.facts import SignalFacts
+from spark_state_observer.signals.rule import Context, Rule
 
 RISING, FLAT = "rising", "flat"
 WATERMARK = "watermark"  # ``evicted_by`` of a verdict on a state the plan says the watermark evicts by key
@@ -518,7 +519,7 @@ class _Operator:
         return self.delay is not None and self.least_delay is not None and self.delay - self.least_delay <= slack
 
 
-class Growth:
+class Growth(Rule):
     """Per operator: growth rates, eviction ratio, budget forecasts and the unbounded/bounded verdict.
 
     ``eviction`` (the plans, ``spark_state_observer.model.plan_eviction``: the event log's, or the live run's for the listener)
@@ -543,6 +544,13 @@ class Growth:
         """An operator (name) the query's label budget dropped."""
         self._operators.pop(key, None)
         self._carried.get(key[0], {}).pop(key[1:], None)
+
+    def on_operator(self, ctx: Context, op: OperatorProgress, labels: Labels) -> None:
+        assert ctx.progress is not None
+        self.operator(ctx.record, ctx.progress, op, ctx.ts, ctx.facts)
+
+    def new_run(self, query_id: str, carried: dict[str, Any]) -> None:
+        self.carry(query_id, carried)
 
     def carry(self, query_id: str, carried: dict[str, Any]) -> None:
         """Keep ``query_id``'s operator states in ``carried`` (``RunState.carried``): a run in another application

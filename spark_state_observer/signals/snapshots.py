@@ -59,6 +59,7 @@ from spark_state_observer.model.fields import ROCKSDB_LOADED_FROM_DFS, ROCKSDB_R
 from spark_state_observer.model.signal_kinds import SNAPSHOT_LAGGING
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.facts import SignalFacts as Facts
+from spark_state_observer.signals.rule import Context, Rule
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class _Query:
     restored_base: dict[int, float] = field(default_factory=dict)  # per operator: the version its restore replayed from
 
 
-class SnapshotHealth:
+class SnapshotHealth(Rule):
     """Per operator of each progress: every instance's snapshot lag, the counts, the signal."""
 
     def __init__(self, settings: Settings, checkpoint: CheckpointLocator | None = None) -> None:
@@ -124,6 +125,14 @@ class SnapshotHealth:
 
     def forget(self, query_id: str) -> None:
         self._queries.pop(query_id, None)
+
+    def on_batch(self, ctx: Context) -> None:
+        assert ctx.progress is not None
+        self.batch(ctx.record, ctx.progress, ctx.ts, ctx.first_of_run)
+
+    def on_operator(self, ctx: Context, op: OperatorProgress, labels: Labels) -> None:
+        assert ctx.progress is not None
+        self.operator(ctx.record, ctx.progress, op, ctx.ts, ctx.facts)
 
     def batch(self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool) -> None:
         """Once per progress, before its operators: the run's base version, the batch period, the listing."""
