@@ -26,7 +26,7 @@ from spark_state_observer.settings import DEFAULT_CRASH_LOOP_RESTARTS as CRASH_L
 from spark_state_observer.settings import DEFAULT_CRASH_LOOP_WINDOW_SECONDS as CRASH_LOOP_WINDOW_SECONDS
 from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS as SCHEDULE_LATE_MIN_SECONDS
 from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_SHARE as SCHEDULE_LATE_SHARE
-from spark_state_observer.signals.kafka_lag import kafka_sources, lag_records, parse_offsets, topic_totals
+from spark_state_observer.signals.kafka_offsets import kafka_sources, lag_records, parse_offsets, topic_totals
 
 # runbook anchors (GitHub's heading slugs in alerts/runbook.md): the alert names of alerts/rules.yml,
 # lower-cased, and the one section with no alert of its own, "Executor lost"

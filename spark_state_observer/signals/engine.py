@@ -79,6 +79,7 @@ class SignalEngine:
         )
         self._on_batch_end, self._on_idle = hooks(rules, "on_batch_end"), hooks(rules, "on_idle")
         self._on_terminated, self._on_tick = hooks(rules, "on_terminated"), hooks(rules, "on_tick")
+        self._settle = hooks(rules, "settle")
         self._new_run_hooks, self._forget = hooks(rules, "new_run"), hooks(rules, "forget")
         self._forget_operator = hooks(rules, "forget_operator")
         # the rules the engine reads a batch's standing from, and those the runtime configures (conf, task times)
@@ -95,6 +96,8 @@ class SignalEngine:
         self._operators: dict[str, set[tuple[int, str]]] = {}
         self._removals_seen: dict[str, int] = {}  # executor removals counted at each query's previous batch
         self._latest: dict[str, float] = {}  # each query's previous progress time: a progress before it is a problem
+        self._evaluated: dict[str, float] = {}  # each query's last evaluation (``Context.evaluate``), event time
+        self._event: Context | None = None  # the event being taken, as a run's end sees it (``_new_run``)
 
     def _last_commit(self, query_id: str, before: float) -> float | None:
         """When the query's checkpoint (where its current run keeps it) last committed before ``before``: the
@@ -104,7 +107,12 @@ class SignalEngine:
         return last_commit_before(location, before) if location else None
 
     def _new_run(self, query_id: str, carried: dict[str, Any]) -> None:
-        """``carried``: shared with the runs before, in other applications too."""
+        """``carried``: shared with the runs before, in other applications too. The run before, if its end went
+        unseen (a driver killed), is judged first on what the cadence held back."""
+        if self._event is not None and self._event.record.query_id == query_id:
+            for hook in self._settle:
+                hook(self._event)
+        self._evaluated.pop(query_id, None)
         for hook in self._new_run_hooks:
             hook(query_id, carried)
 
@@ -117,6 +125,7 @@ class SignalEngine:
         batch explains the reloads the batch shows."""
         facts = SignalFacts()
         now = received_at if received_at is not None else self.clock()
+        self._event = Context(record, facts, now, now)
         if record.query_id not in self._operators:
             self._operators[record.query_id] = set()
             facts.add(record, catalog.QUERY_RESTARTS, (), 0.0)
@@ -136,8 +145,12 @@ class SignalEngine:
                 hook(ctx, event)
         elif isinstance(event, QueryTerminated):
             ctx = Context(record, facts, now, now)
+            for hook in self._settle:
+                hook(ctx)
+            self._evaluated.pop(record.query_id, None)
             for hook in self._on_terminated:
                 hook(ctx, event)
+        self._event = None
         return facts
 
     def _on_progress(self, record: QueryRecord, p: QueryProgress, now: float, facts: SignalFacts) -> None:
@@ -151,7 +164,11 @@ class SignalEngine:
         batch = self.lifecycle.progress(record, p, now, facts)
         removed = self.executors.removals > self._removals_seen.get(record.query_id, self.executors.removals)
         self._removals_seen[record.query_id] = self.executors.removals
-        ctx = Context(record, facts, now, ts, p, batch.first_of_run, batch.restore_due, removed)
+        evaluated = self._evaluated.get(record.query_id)
+        evaluate = batch.first_of_run or evaluated is None or not 0.0 <= ts - evaluated < self.s.evaluate_seconds
+        if evaluate:
+            self._evaluated[record.query_id] = ts
+        ctx = Context(record, facts, now, ts, p, batch.first_of_run, batch.restore_due, removed, None, evaluate)
         for hook in self._on_batch:
             hook(ctx)
         seen = self._operators[record.query_id]
@@ -168,7 +185,7 @@ class SignalEngine:
                 hook(ctx, op, labels)
         real_time = self.real_time.batch(record, p, batch.first_of_run, facts)
         if real_time is not None:
-            ctx = Context(record, facts, now, ts, p, batch.first_of_run, batch.restore_due, removed, real_time)
+            ctx = Context(record, facts, now, ts, p, batch.first_of_run, batch.restore_due, removed, real_time, evaluate)
         for hook in self._on_batch_end:
             hook(ctx)
         for index, name in [k for k in seen if not allows(operator_labels(*k))]:
@@ -190,11 +207,24 @@ class SignalEngine:
                     hook(ctx)
         return facts
 
+    def settle(self) -> SignalFacts:
+        """Judge now what every query's cadence holds back: the observer stops (a log ends without the query's end)."""
+        facts = SignalFacts()
+        now = self.clock()
+        for query_id in list(self._operators):
+            record = self._lookup(query_id)
+            if record is not None:
+                ctx = Context(record, facts, now, now)
+                for hook in self._settle:
+                    hook(ctx)
+        return facts
+
     def _forget_evicted(self) -> None:
         """Drop the rules' memory of queries the tracker has forgotten, so both stay bounded alike."""
         for query_id in [k for k in self._operators if self._lookup(k) is None]:
             del self._operators[query_id]
             self._removals_seen.pop(query_id, None)
             self._latest.pop(query_id, None)
+            self._evaluated.pop(query_id, None)
             for forget in self._forget:
                 forget(query_id)

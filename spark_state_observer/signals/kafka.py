@@ -31,14 +31,8 @@ from spark_state_observer.model.decode import sources_as_sent
 from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.facts import SignalFacts
-from spark_state_observer.signals.kafka_lag import (
-    KAFKA_PREFIX,
-    KafkaLagTracker,
-    KafkaSnapshot,
-    kafka_sources,
-    metric_samples,
-    progress_time,
-)
+from spark_state_observer.signals.kafka_lag import KafkaLagTracker, KafkaSnapshot, metric_samples
+from spark_state_observer.signals.kafka_offsets import KAFKA_PREFIX, kafka_sources, progress_time
 from spark_state_observer.signals.rule import Context, Rule
 
 ANOMALY_KINDS = ("rewound", "skipped", "latest_went_back")  # label values of spark_streaming_kafka_offset_anomalies_total

@@ -42,7 +42,7 @@ from spark_state_observer.metrics.tracker import QueryRecord
 from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.model.phases import ADD_BATCH, TRIGGER_EXECUTION
 from spark_state_observer.signals.facts import SignalFacts
-from spark_state_observer.signals.kafka_lag import KAFKA_PREFIX, kafka_sources, parse_offsets
+from spark_state_observer.signals.kafka_offsets import KAFKA_PREFIX, kafka_sources, parse_offsets
 from spark_state_observer.signals.rule import Rule
 
 _INTERVALS = 20  # batch durations kept per run for the median

@@ -40,7 +40,9 @@ class Context:
     restore_due: bool = False  # ...of a restarted run: the batch that restores the state
     executor_removed: bool = False  # an executor went away since the query's previous batch
     real_time: RealTimeBatch | None = None  # the batch's figures when its run is real-time
-    evaluate: bool = True  # the query's evaluation is due (``evaluate_seconds``): the costly judgements run
+    # the query's evaluation is due (every ``evaluate_seconds`` of its event time, and at a run's first batch):
+    # a rule takes every batch at a constant cost, and runs its costly judgements (trends) only then
+    evaluate: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,10 @@ class Rule(Protocol):
         """A progress event, after its operators."""
         return None
 
+    def settle(self, ctx: Context) -> None:
+        """The run ended: judge now what waits for the cadence (before the rules take the end)."""
+        return None
+
     def on_idle(self, ctx: Context, event: QueryIdle) -> None:
         """The query reported it is idle."""
         return None
@@ -108,6 +114,7 @@ HOOKS = (
     "on_batch",
     "on_operator",
     "on_batch_end",
+    "settle",
     "on_idle",
     "on_terminated",
     "on_tick",
