@@ -35,6 +35,7 @@ SETTING_AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "signals",
         (
             "trigger_interval_seconds",
+            "evaluate_seconds",
             "stall_",
             "lost_",
             "crash_loop_",

@@ -189,6 +189,13 @@ class Settings:
             "or session gap."
         },
     )
+    evaluate_seconds: float = field(
+        default=5.0,
+        metadata={
+            "doc": "How often, in a query's event time, the rules run their costly judgements (growth trends); every batch "
+            "still updates the windows. A verdict comes at most this much later; 0: at every batch."
+        },
+    )
     growth_min_batches: int = field(
         default=5, metadata={"doc": "Batches needed in the window before a growth verdict is given (at least one per third)."}
     )
@@ -339,6 +346,8 @@ class Settings:
             raise SettingsError(f"history_buffer_rows must be at least 1, got {self.history_buffer_rows}")
         if self.placement not in ("auto", "on", "off"):
             raise SettingsError(f"placement must be auto, on or off, got {self.placement!r}")
+        if self.evaluate_seconds < 0:
+            raise SettingsError("evaluate_seconds must be >= 0")
         if self.snapshot_lag_batches < 0 or self.snapshot_scan_seconds < 0:
             raise SettingsError("snapshot_lag_batches and snapshot_scan_seconds must be >= 0")
         if not 0 < self.query_status_retention_days <= 3650 or self.query_status_max_queries < 1:

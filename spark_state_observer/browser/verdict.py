@@ -29,7 +29,7 @@ from spark_state_observer.settings import DEFAULT_CRASH_LOOP_WINDOW_SECONDS as C
 from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS as SCHEDULE_LATE_MIN_SECONDS
 from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_SHARE as SCHEDULE_LATE_SHARE
 from spark_state_observer.signals.alerts import verdict_anchors
-from spark_state_observer.signals.kafka_lag import kafka_sources, lag_records, parse_offsets, topic_totals
+from spark_state_observer.signals.kafka_offsets import kafka_sources, lag_records, parse_offsets, topic_totals
 
 # the runbook section that holds each verdict's fix: declared with the alerts (spark_state_observer.signals.alerts)
 ANCHORS = verdict_anchors()

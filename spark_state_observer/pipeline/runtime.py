@@ -155,8 +155,10 @@ class Observer:
         self.queue.wake()
         if self._worker is not None:
             self._worker.join(timeout)
-        if self.placement is not None and (self._worker is None or not self._worker.is_alive()):
-            self._guarded("placement", self._finish_placement)  # the worker is gone: this thread may touch its state
+        if self._worker is None or not self._worker.is_alive():  # the worker is gone: this thread may touch its state
+            self._guarded("rules", self._settle_rules)
+            if self.placement is not None:
+                self._guarded("placement", self._finish_placement)
         self._close_sinks()
 
     def _close_sinks(self) -> None:
@@ -164,6 +166,12 @@ class Observer:
             self._guarded_sink(sink, sink.close)
         if self.placement is not None:
             self._guarded("placement", self.placement.close)
+
+    def _settle_rules(self) -> None:
+        """The verdicts the rules' cadence still holds back (a log that ends without the query's end)."""
+        facts = self.engine.settle()
+        if facts.signals or facts.updates:
+            self._deliver(None, facts, self.engine.clock())
 
     def _finish_placement(self) -> None:
         """Restores still waiting for later batches' task times (a log that ends without the query's end)."""

@@ -20,10 +20,12 @@ from collections import OrderedDict
 
 from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.tracker import QueryRecord, operator_labels
+from spark_state_observer.metrics.updates import Labels
 from spark_state_observer.model.capacity import StateConf, read_conf
 from spark_state_observer.model.events import OperatorProgress, QueryProgress
 from spark_state_observer.model.signal_kinds import ROCKSDB_MEMORY_IMPLAUSIBLE
 from spark_state_observer.signals.facts import SignalFacts
+from spark_state_observer.signals.rule import Context, Rule
 
 ABOVE_BUDGET = "above_budget"
 ZERO_WITH_ROWS = "zero_with_rows"
@@ -32,12 +34,16 @@ IMPLAUSIBLE_FACTOR = 100  # "orders of magnitude": no store instance can hold 10
 MAX_RUNS = 1024  # query runs remembered for the once-per-run bounded-division signal
 
 
-class MemoryPlausibility:
+class MemoryPlausibility(Rule):
     """Judges each RocksDB operator's reported memory; thread-confined to the worker like every rule."""
 
     def __init__(self, conf: StateConf | None = None) -> None:
         self.conf = conf or read_conf({})
         self._bounded_told: OrderedDict[tuple[str, str | None, int], None] = OrderedDict()
+
+    def on_operator(self, ctx: Context, op: OperatorProgress, labels: Labels) -> None:
+        assert ctx.progress is not None
+        self.operator(ctx.record, ctx.progress, op, ctx.ts, ctx.facts)
 
     def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: SignalFacts) -> None:
         if op.provider != "rocksdb" or op.memory_bytes is None:

@@ -1,21 +1,18 @@
 """Derive the events an operator of a stateful stream cares about, live and in replay.
 
-The engine runs each rule on every event, in order, on the worker thread, and returns what the event
-implies as ``SignalFacts``: the signals it caused and the metric values they carry. It writes nowhere itself;
-the runtime applies the values to the tracker and hands the signals to the bus and the sinks. The rules
-live in one module each: ``lifecycle`` (starts, restarts, crash loops, idleness, terminations, stalls),
-``restore`` (restores and reloads), ``pace`` (watermark lag, falling behind), ``late_rows`` (rows the
-watermark dropped as too late), ``growth`` (state growth,
-eviction, budgets), ``executors`` (executors and partition layout), ``kafka`` (Kafka lag, source health,
-catch-up forecast), ``real_time`` (real-time-mode runs: their checkpoint interval, the pause at each batch
-boundary, the backlog the falling-behind rule judges them by) and ``capacity`` (RocksDB memory reports that cannot be right).
+The engine runs the rules (``registry.RULES``, one module each) on every event, in order, on the worker
+thread, and returns what the event implies as ``SignalFacts``: the signals it caused and the metric values
+they carry. It writes nowhere itself; the runtime applies the values to the tracker and hands the signals to
+the bus and the sinks. The engine reads where a batch stands (its place in its run from ``lifecycle``, an
+executor lost from ``executors``, the real-time figures from ``real_time``) and gives it to every rule in one
+``Context`` (``rule``): no rule reads another's state.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Set
-from typing import Callable
+from typing import Any, Callable, cast
 
 from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.tracker import QueryRecord, QueryTracker, operator_labels
@@ -23,8 +20,9 @@ from spark_state_observer.model.checkpoint_listing import last_commit_before
 from spark_state_observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from spark_state_observer.model.plan_eviction import EvictionLocator
 from spark_state_observer.settings import Settings
+from spark_state_observer.signals import registry
 from spark_state_observer.signals.capacity import MemoryPlausibility
-from spark_state_observer.signals.executors import Executors, Partitions
+from spark_state_observer.signals.executors import Executors
 from spark_state_observer.signals.facts import SignalFacts
 from spark_state_observer.signals.growth import Growth
 from spark_state_observer.signals.kafka import KafkaSources
@@ -33,6 +31,7 @@ from spark_state_observer.signals.lifecycle import LastAliveHint, Lifecycle, Run
 from spark_state_observer.signals.pace import Pace
 from spark_state_observer.signals.real_time import RealTime
 from spark_state_observer.signals.restore import Restores
+from spark_state_observer.signals.rule import Context, Needs, hooks
 from spark_state_observer.signals.snapshots import CheckpointLocator, SnapshotHealth
 
 # counters every operator exports from 0, so increase() sees the first real one
@@ -61,30 +60,44 @@ class SignalEngine:
         counters: QueryTracker | None = None,
     ) -> None:
         """``counters``: the tracker whose totals of a query continue another application's (the watcher's,
-        with ``query_lives``: ``Lifecycle``)."""
+        with ``query_lives``: ``Lifecycle``). ``eviction``: which states the watermark evicts by key (the event
+        log's plans); ``checkpoint``: where a query keeps its state (a restart's partitions, snapshot listings)."""
         self.s = settings
         self.clock = clock
         self.live = live
         self._lookup = lookup  # the tracker's current record of a query (read only)
-        self.restores = Restores(settings)
-        self.pace = Pace(settings)
-        self.late_rows = LateRows(settings)
         if last_alive_hint is None and checkpoint is not None:  # the watcher's: its checkpoint as the plans name it
             last_alive_hint = self._last_commit
         self._checkpoint = checkpoint
-        self.lifecycle = Lifecycle(
-            settings, self._new_run, live=live, last_alive_hint=last_alive_hint, queries=query_lives, counters=counters
+        needs = Needs(settings, clock, live, self._new_run, last_alive_hint, query_lives, checkpoint, eviction, counters)
+        self.rules = registry.build(needs)
+        rules = list(self.rules.values())
+        self._on_started, self._on_batch, self._on_operator = (
+            hooks(rules, "on_started"),
+            hooks(rules, "on_batch"),
+            hooks(rules, "on_operator"),
         )
-        self.growth = Growth(settings, eviction)  # which states the watermark evicts by key: the event log's plans
-        self.partitions = Partitions(checkpoint)  # a restart as a new application: the partitions before, from the checkpoint
-        self.executors = Executors()
-        self.kafka = KafkaSources(settings)
-        self.real_time = RealTime()
-        self.capacity = MemoryPlausibility()  # its conf: Observer.set_spark_conf
-        self.snapshots = SnapshotHealth(settings, checkpoint)  # its conf (maintenance interval): Observer.set_spark_conf
+        self._on_batch_end, self._on_idle = hooks(rules, "on_batch_end"), hooks(rules, "on_idle")
+        self._on_terminated, self._on_tick = hooks(rules, "on_terminated"), hooks(rules, "on_tick")
+        self._settle = hooks(rules, "settle")
+        self._new_run_hooks, self._forget = hooks(rules, "new_run"), hooks(rules, "forget")
+        self._forget_operator = hooks(rules, "forget_operator")
+        # the rules the engine reads a batch's standing from, and those the runtime configures (conf, task times)
+        self.lifecycle = cast(Lifecycle, self.rules["lifecycle"])
+        self.executors = cast(Executors, self.rules["executors"])
+        self.real_time = cast(RealTime, self.rules["real_time"])
+        self.restores = cast(Restores, self.rules["restores"])
+        self.capacity = cast(MemoryPlausibility, self.rules["capacity"])  # its conf: Observer.set_spark_conf
+        self.snapshots = cast(SnapshotHealth, self.rules["snapshots"])  # its conf (maintenance interval): Observer.set_spark_conf
+        self.growth = cast(Growth, self.rules["growth"])
+        self.pace = cast(Pace, self.rules["pace"])
+        self.late_rows = cast(LateRows, self.rules["late_rows"])
+        self.kafka = cast(KafkaSources, self.rules["kafka"])
         self._operators: dict[str, set[tuple[int, str]]] = {}
         self._removals_seen: dict[str, int] = {}  # executor removals counted at each query's previous batch
         self._latest: dict[str, float] = {}  # each query's previous progress time: a progress before it is a problem
+        self._evaluated: dict[str, float] = {}  # each query's last evaluation (``Context.evaluate``), event time
+        self._event: Context | None = None  # the event being taken, as a run's end sees it (``_new_run``)
 
     def _last_commit(self, query_id: str, before: float) -> float | None:
         """When the query's checkpoint (where its current run keeps it) last committed before ``before``: the
@@ -93,13 +106,15 @@ class SignalEngine:
         location = self._checkpoint(query_id, state.run_id) if self._checkpoint is not None and state is not None else None
         return last_commit_before(location, before) if location else None
 
-    def _new_run(self, query_id: str) -> None:
-        carried = self.lifecycle.state(query_id).carried  # shared with the runs before, in other applications too
-        self.restores.carry(query_id, carried)
-        self.kafka.carry(query_id, carried)
-        self.growth.carry(query_id, carried)
-        self.restores.new_run(query_id)
-        self.pace.new_run(query_id)
+    def _new_run(self, query_id: str, carried: dict[str, Any]) -> None:
+        """``carried``: shared with the runs before, in other applications too. The run before, if its end went
+        unseen (a driver killed), is judged first on what the cadence held back."""
+        if self._event is not None and self._event.record.query_id == query_id:
+            for hook in self._settle:
+                hook(self._event)
+        self._evaluated.pop(query_id, None)
+        for hook in self._new_run_hooks:
+            hook(query_id, carried)
 
     def on_event(
         self, event: Event, record: QueryRecord, received_at: float | None = None, executors: Set[str] | None = None
@@ -110,6 +125,7 @@ class SignalEngine:
         batch explains the reloads the batch shows."""
         facts = SignalFacts()
         now = received_at if received_at is not None else self.clock()
+        self._event = Context(record, facts, now, now)
         if record.query_id not in self._operators:
             self._operators[record.query_id] = set()
             facts.add(record, catalog.QUERY_RESTARTS, (), 0.0)
@@ -117,14 +133,24 @@ class SignalEngine:
             self._forget_evicted()
         if executors is not None:
             self.executors.observe(record, executors, now, facts)
-        if isinstance(event, QueryStarted):
-            self.lifecycle.started(record, event, now, facts)
-        elif isinstance(event, QueryProgress):
+        if isinstance(event, QueryProgress):
             self._on_progress(record, event, now, facts)
+        elif isinstance(event, QueryStarted):
+            ctx = Context(record, facts, now, event.timestamp or now)
+            for hook in self._on_started:
+                hook(ctx, event)
         elif isinstance(event, QueryIdle):
-            self.lifecycle.idle(record, event, now, facts)
+            ctx = Context(record, facts, now, event.timestamp or now)
+            for hook in self._on_idle:
+                hook(ctx, event)
         elif isinstance(event, QueryTerminated):
-            self.lifecycle.terminated(record, event, now, facts)
+            ctx = Context(record, facts, now, now)
+            for hook in self._settle:
+                hook(ctx)
+            self._evaluated.pop(record.query_id, None)
+            for hook in self._on_terminated:
+                hook(ctx, event)
+        self._event = None
         return facts
 
     def _on_progress(self, record: QueryRecord, p: QueryProgress, now: float, facts: SignalFacts) -> None:
@@ -136,11 +162,15 @@ class SignalEngine:
             facts.problems += 1
         self._latest[record.query_id] = ts
         batch = self.lifecycle.progress(record, p, now, facts)
-        self.restores.batch(record, p, batch.first_of_run, batch.restore_due, p.timestamp or self.clock(), facts)
         removed = self.executors.removals > self._removals_seen.get(record.query_id, self.executors.removals)
         self._removals_seen[record.query_id] = self.executors.removals
-        self.restores.operators(record, p, ts, batch.first_of_run, removed, facts)
-        self.snapshots.batch(record, p, ts, batch.first_of_run)
+        evaluated = self._evaluated.get(record.query_id)
+        evaluate = batch.first_of_run or evaluated is None or not 0.0 <= ts - evaluated < self.s.evaluate_seconds
+        if evaluate:
+            self._evaluated[record.query_id] = ts
+        ctx = Context(record, facts, now, ts, p, batch.first_of_run, batch.restore_due, removed, None, evaluate)
+        for hook in self._on_batch:
+            hook(ctx)
         seen = self._operators[record.query_id]
         allows = record.labels.allows
         for op in p.operators:
@@ -151,19 +181,17 @@ class SignalEngine:
                 seen.add((op.index, op.name))
                 for counter in _OPERATOR_COUNTERS:
                     facts.add(record, counter, labels, 0.0)
-            self.partitions.operator(record, p, op, ts, facts)
-            self.growth.operator(record, p, op, ts, facts)
-            self.capacity.operator(record, p, op, ts, facts)
-            self.snapshots.operator(record, p, op, ts, facts)
+            for hook in self._on_operator:
+                hook(ctx, op, labels)
         real_time = self.real_time.batch(record, p, batch.first_of_run, facts)
-        self.lifecycle.state(record.query_id).real_time_first_batch = real_time.first_batch if real_time else None
-        self.pace.batch(record, p, ts, facts, real_time)
-        self.late_rows.batch(record, p, ts, facts)
-        self.kafka.batch(record, p, ts, batch.first_of_run, facts)
+        if real_time is not None:
+            ctx = Context(record, facts, now, ts, p, batch.first_of_run, batch.restore_due, removed, real_time, evaluate)
+        for hook in self._on_batch_end:
+            hook(ctx)
         for index, name in [k for k in seen if not allows(operator_labels(*k))]:
             seen.discard((index, name))  # dropped from the budget: the rules forget it too
-            for rule in (self.restores, self.partitions, self.growth):
-                rule.forget_operator((record.query_id, index, name))
+            for forget in self._forget_operator:
+                forget((record.query_id, index, name))
 
     def tick(self) -> SignalFacts:
         """Called about once a second by the live worker: stalls need time to pass, not events."""
@@ -174,7 +202,21 @@ class SignalEngine:
         for query_id in list(self._operators):
             record = self._lookup(query_id)
             if record is not None:
-                self.lifecycle.tick(record, now, facts)
+                ctx = Context(record, facts, now, now)
+                for hook in self._on_tick:
+                    hook(ctx)
+        return facts
+
+    def settle(self) -> SignalFacts:
+        """Judge now what every query's cadence holds back: the observer stops (a log ends without the query's end)."""
+        facts = SignalFacts()
+        now = self.clock()
+        for query_id in list(self._operators):
+            record = self._lookup(query_id)
+            if record is not None:
+                ctx = Context(record, facts, now, now)
+                for hook in self._settle:
+                    hook(ctx)
         return facts
 
     def _forget_evicted(self) -> None:
@@ -183,13 +225,6 @@ class SignalEngine:
             del self._operators[query_id]
             self._removals_seen.pop(query_id, None)
             self._latest.pop(query_id, None)
-            self.lifecycle.release(query_id)
-            self.lifecycle.queries.pop(query_id, None)
-            self.restores.forget(query_id)
-            self.pace.forget(query_id)
-            self.late_rows.forget(query_id)
-            self.growth.forget(query_id)
-            self.partitions.forget(query_id)
-            self.kafka.forget(query_id)
-            self.real_time.forget(query_id)
-            self.snapshots.forget(query_id)
+            self._evaluated.pop(query_id, None)
+            for forget in self._forget:
+                forget(query_id)

@@ -20,11 +20,13 @@ from typing import Any
 from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.catalog import MetricSpec
 from spark_state_observer.metrics.tracker import QueryRecord, operator_labels
+from spark_state_observer.metrics.updates import Labels
 from spark_state_observer.model import signal_kinds as kinds
 from spark_state_observer.model.checkpoint_listing import local_root
 from spark_state_observer.model.checkpoint_offsets import partitions_before
 from spark_state_observer.model.events import OperatorProgress, QueryProgress
 from spark_state_observer.signals.facts import SignalFacts
+from spark_state_observer.signals.rule import Context, Rule
 from spark_state_observer.signals.snapshots import CHECKPOINT, CheckpointLocator
 
 OperatorKey = tuple[str, int, str]  # query id, operator index, operator name
@@ -82,7 +84,7 @@ class LoggedExecutors:
         return ExecutorSet(self.ids, self.changed_at)
 
 
-class Executors:
+class Executors(Rule):
     """The application's executors: a gauge of how many, a counter and a signal per change."""
 
     def __init__(self) -> None:
@@ -129,7 +131,7 @@ OFFLINE_REPARTITION = "offline_repartition"
 UNEXPLAINED = "unexplained"
 
 
-class Partitions:
+class Partitions(Rule):
     """Each operator's shuffle partitions and usual store instances, to tell a repartitioning from a retry."""
 
     def __init__(self, checkpoint: CheckpointLocator | None = None) -> None:
@@ -164,6 +166,10 @@ class Partitions:
     def forget_operator(self, key: OperatorKey) -> None:
         """An operator (name) the query's label budget dropped."""
         self._layouts.pop(key, None)
+
+    def on_operator(self, ctx: Context, op: OperatorProgress, labels: Labels) -> None:
+        assert ctx.progress is not None
+        self.operator(ctx.record, ctx.progress, op, ctx.ts, ctx.facts)
 
     def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: SignalFacts) -> None:
         key = (record.query_id, op.index, op.name)

@@ -31,14 +31,9 @@ from spark_state_observer.model.decode import sources_as_sent
 from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.facts import SignalFacts
-from spark_state_observer.signals.kafka_lag import (
-    KAFKA_PREFIX,
-    KafkaLagTracker,
-    KafkaSnapshot,
-    kafka_sources,
-    metric_samples,
-    progress_time,
-)
+from spark_state_observer.signals.kafka_lag import KafkaLagTracker, KafkaSnapshot, metric_samples
+from spark_state_observer.signals.kafka_offsets import KAFKA_PREFIX, kafka_sources, progress_time
+from spark_state_observer.signals.rule import Context, Rule
 
 ANOMALY_KINDS = ("rewound", "skipped", "latest_went_back")  # label values of spark_streaming_kafka_offset_anomalies_total
 MAX_SOURCES_PER_QUERY = 16  # Kafka sources tracked per query (a union of more is rare; more are ignored)
@@ -65,7 +60,7 @@ class _Source:
     restart_pending: bool = False  # restarted, and no batch with a lag yet (a re-run batch reports none)
 
 
-class KafkaSources:
+class KafkaSources(Rule):
     """The Kafka rule family: called by the engine for every progress of every query."""
 
     def __init__(self, settings: Settings) -> None:
@@ -74,6 +69,13 @@ class KafkaSources:
 
     def forget(self, query_id: str) -> None:
         self._queries.pop(query_id, None)
+
+    def on_batch_end(self, ctx: Context) -> None:
+        assert ctx.progress is not None
+        self.batch(ctx.record, ctx.progress, ctx.ts, ctx.first_of_run, ctx.facts)
+
+    def new_run(self, query_id: str, carried: dict[str, Any]) -> None:
+        self.carry(query_id, carried)
 
     def carry(self, query_id: str, carried: dict[str, Any]) -> None:
         """Keep ``query_id``'s sources in ``carried`` (``RunState.carried``): a run in another application that

@@ -48,6 +48,7 @@ from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.model.spark_events import AGGREGATING_OPERATOR_NAMES, ROW_OPERATOR_NAMES
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.facts import SignalFacts
+from spark_state_observer.signals.rule import Context, Rule
 
 # a watermark this far ahead of the trigger time is an event from the future, not producers' clocks a little
 # ahead of the driver's (the watermark is the newest event time minus the delay, so it is ahead only when an
@@ -124,12 +125,16 @@ class _Window:
         return sorted({name for *_, names in self.batches for name in names})
 
 
-class LateRows:
+class LateRows(Rule):
     """Per query with a watermark: the share of its input the watermark dropped, and the episodes of dropping."""
 
     def __init__(self, settings: Settings) -> None:
         self.s = settings
         self._queries: dict[str, _Window] = {}
+
+    def on_batch_end(self, ctx: Context) -> None:
+        assert ctx.progress is not None
+        self.batch(ctx.record, ctx.progress, ctx.ts, ctx.facts)
 
     def forget(self, query_id: str) -> None:
         self._queries.pop(query_id, None)

@@ -71,6 +71,7 @@ from spark_state_observer.model.events import QueryIdle, QueryProgress, QuerySta
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.classify import bounded_text, cause_error_class, classify_exception, root_cause
 from spark_state_observer.signals.facts import SignalFacts
+from spark_state_observer.signals.rule import Context, Rule
 
 log = logging.getLogger("spark_state_observer")
 DURATION_FACTOR = 3.0  # a batch this many times the longest recent one is no longer just a slow batch
@@ -130,11 +131,11 @@ class BatchStart(NamedTuple):  # one per progress event: a tuple is built faster
     restore_due: bool  # ...of a restarted run: the batch that restores the state
 
 
-class Lifecycle:
+class Lifecycle(Rule):
     def __init__(
         self,
         settings: Settings,
-        on_new_run: Callable[[str], None],
+        on_new_run: Callable[[str, dict[str, Any]], None],
         live: bool = True,
         last_alive_hint: LastAliveHint | None = None,
         queries: dict[str, RunState] | None = None,
@@ -208,6 +209,26 @@ class Lifecycle:
             q = self.queries.get(qid)
             if q is not None and q.holder is self:
                 q.holder = None
+
+    def on_started(self, ctx: Context, event: QueryStarted) -> None:
+        self.started(ctx.record, event, ctx.now, ctx.facts)
+
+    def on_batch_end(self, ctx: Context) -> None:
+        """Keep a real-time run's first batch: the stall limit of its second reads it."""
+        self.state(ctx.record.query_id).real_time_first_batch = ctx.real_time.first_batch if ctx.real_time else None
+
+    def on_idle(self, ctx: Context, event: QueryIdle) -> None:
+        self.idle(ctx.record, event, ctx.now, ctx.facts)
+
+    def on_terminated(self, ctx: Context, event: QueryTerminated) -> None:
+        self.terminated(ctx.record, event, ctx.now, ctx.facts)
+
+    def on_tick(self, ctx: Context) -> None:
+        self.tick(ctx.record, ctx.now, ctx.facts)
+
+    def forget(self, query_id: str) -> None:
+        self.release(query_id)
+        self.queries.pop(query_id, None)
 
     def started(self, record: QueryRecord, e: QueryStarted, now: float, facts: SignalFacts) -> None:
         ts = e.timestamp or now
@@ -397,7 +418,7 @@ class Lifecycle:
         q.durations.clear()
         q.real_time_first_batch = None
         q.first_duration, q.growth = 0.0, 1.0
-        self._on_new_run(query_id)
+        self._on_new_run(query_id, q.carried)
 
     def _restart(self, q: RunState, record: QueryRecord, run_id: str, ts: float, facts: SignalFacts) -> None:
         last_alive = q.last_progress

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.tracker import QueryRecord
@@ -28,6 +29,7 @@ from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.facts import SignalFacts
 from spark_state_observer.signals.real_time import RealTimeBatch
+from spark_state_observer.signals.rule import Context, Rule
 
 _MAX_BATCHES = 1000  # per query: a window of fast batches is still bounded (then averaged over the latest 1000)
 _ULP_BITS = 1074  # every finite double is an integer multiple of 2**-1074
@@ -84,12 +86,16 @@ class _Pace:
             self.above_since = start
 
 
-class Pace:
+class Pace(Rule):
     def __init__(self, settings: Settings) -> None:
         self.s = settings
         self._queries: dict[str, _Pace] = {}
 
-    def new_run(self, query_id: str) -> None:
+    def on_batch_end(self, ctx: Context) -> None:
+        assert ctx.progress is not None
+        self.batch(ctx.record, ctx.progress, ctx.ts, ctx.facts, ctx.real_time)
+
+    def new_run(self, query_id: str, carried: dict[str, Any]) -> None:
         """A new run starts with a clean slate: Spark's rates restart with it."""
         self._queries[query_id] = _Pace()
 

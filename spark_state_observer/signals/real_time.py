@@ -42,7 +42,8 @@ from spark_state_observer.metrics.tracker import QueryRecord
 from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.model.phases import ADD_BATCH, TRIGGER_EXECUTION
 from spark_state_observer.signals.facts import SignalFacts
-from spark_state_observer.signals.kafka_lag import KAFKA_PREFIX, kafka_sources, parse_offsets
+from spark_state_observer.signals.kafka_offsets import KAFKA_PREFIX, kafka_sources, parse_offsets
+from spark_state_observer.signals.rule import Rule
 
 _INTERVALS = 20  # batch durations kept per run for the median
 
@@ -99,7 +100,7 @@ def boundary_backlog(progress: object) -> float | None:
     return total if seen else None
 
 
-class RealTime:
+class RealTime(Rule):
     """Per query, whether its current run is real-time, and that run's figures."""
 
     def __init__(self) -> None:

@@ -41,6 +41,7 @@ recorded runs showed: ``docs/findings/restore-metrics.md``):
 from __future__ import annotations
 
 import statistics
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -60,6 +61,7 @@ from spark_state_observer.model.fields import (
 from spark_state_observer.model.phases import ADD_BATCH
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.facts import SignalFacts
+from spark_state_observer.signals.rule import Context, Rule
 
 # these load their store twice per task, and the second (no-op) load is what their load metrics report
 DOUBLE_LOAD_OPERATORS = frozenset({"stateStoreSave", "sessionWindowStateStoreSaveExec"})
@@ -124,15 +126,26 @@ Defer = Callable[
 ]
 
 
-class Restores:
-    def __init__(self, settings: Settings) -> None:
+class Restores(Rule):
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         self.s = settings
+        self._clock = clock  # a progress without a time: the restore's
         self._queries: dict[str, _Batches] = {}
         self._operators: dict[OperatorKey, _Stores] = {}
         # set when task times follow (spark_state_observer.placement.restores): it holds the residual estimates back
         self.defer: Defer | None = None
 
-    def new_run(self, query_id: str) -> None:
+    def on_batch(self, ctx: Context) -> None:
+        p = ctx.progress
+        assert p is not None
+        self.batch(ctx.record, p, ctx.first_of_run, ctx.restore_due, p.timestamp or self._clock(), ctx.facts)
+        self.operators(ctx.record, p, ctx.ts, ctx.first_of_run, ctx.executor_removed, ctx.facts)
+
+    def new_run(self, query_id: str, carried: dict[str, Any]) -> None:
+        self.carry(query_id, carried)
+        self._start_run(query_id)
+
+    def _start_run(self, query_id: str) -> None:
         """A run starts: its first batch will be judged against the previous run's, loads start afresh."""
         q = self._queries.setdefault(query_id, _Batches())
         if q.batches:

@@ -59,6 +59,7 @@ from spark_state_observer.model.fields import ROCKSDB_LOADED_FROM_DFS, ROCKSDB_R
 from spark_state_observer.model.signal_kinds import SNAPSHOT_LAGGING
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.facts import SignalFacts as Facts
+from spark_state_observer.signals.rule import Context, Rule
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +107,12 @@ class _Query:
     shown: dict[int, set[Labels]] = field(default_factory=dict)  # per operator: the per-instance series exported last
     restart_batch: int | None = None  # a restarted run's first batch id, while its operators are judged
     restored_base: dict[int, float] = field(default_factory=dict)  # per operator: the version its restore replayed from
+    pending: dict[int, tuple[QueryProgress, OperatorProgress, float]] = field(
+        default_factory=dict
+    )  # per operator: its batch not judged yet
 
 
-class SnapshotHealth:
+class SnapshotHealth(Rule):
     """Per operator of each progress: every instance's snapshot lag, the counts, the signal."""
 
     def __init__(self, settings: Settings, checkpoint: CheckpointLocator | None = None) -> None:
@@ -125,6 +129,21 @@ class SnapshotHealth:
     def forget(self, query_id: str) -> None:
         self._queries.pop(query_id, None)
 
+    def on_batch(self, ctx: Context) -> None:
+        assert ctx.progress is not None
+        self.batch(ctx.record, ctx.progress, ctx.ts, ctx.first_of_run)
+
+    def on_operator(self, ctx: Context, op: OperatorProgress, labels: Labels) -> None:
+        assert ctx.progress is not None
+        self.operator(ctx.record, ctx.progress, op, ctx.ts, ctx.facts, ctx.evaluate)
+
+    def settle(self, ctx: Context) -> None:
+        """Judge the operators' latest batches the cadence held back (taking a batch twice changes nothing)."""
+        q = self._queries.get(ctx.record.query_id)
+        if q is not None:
+            for p, op, ts in list(q.pending.values()):
+                self.operator(ctx.record, p, op, ts, ctx.facts)
+
     def batch(self, record: QueryRecord, p: QueryProgress, ts: float, first_of_run: bool) -> None:
         """Once per progress, before its operators: the run's base version, the batch period, the listing."""
         q = self._queries.get(record.query_id)
@@ -135,6 +154,7 @@ class SnapshotHealth:
             q.last_ts = None
             q.uploaded.clear()
             q.restored_base.clear()
+            q.pending.clear()  # a run that ended unseen: its batches are not this run's
             q.restart_batch = p.batch_id if p.batch_id > 0 else None  # its operators' restores are judged once
         elif q.last_ts is not None and ts > q.last_ts:
             q.periods.append(ts - q.last_ts)
@@ -171,7 +191,9 @@ class SnapshotHealth:
             q.allowed = allowed
         return allowed
 
-    def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: Facts) -> None:
+    def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: Facts, evaluate: bool = True) -> None:
+        """Take one batch of ``op``: its instances' uploads at once; their lags, ranking and the signal when
+        ``evaluate`` (the cadence)."""
         q = self._queries.get(record.query_id)
         if q is None:
             return
@@ -190,6 +212,10 @@ class SnapshotHealth:
             key = (op.index, part, store)
             if key in q.uploaded or len(q.uploaded) < MAX_INSTANCES:
                 q.uploaded[key] = max(value, q.uploaded.get(key, value))
+        if not evaluate:
+            q.pending[op.index] = (p, op, ts)
+            return
+        q.pending.pop(op.index, None)
         if listed:
             source = CHECKPOINT
             if reported:

@@ -35,15 +35,8 @@ from conftest import ROOT, progress_lines, run_script
 from spark_state_observer.metrics import catalog
 from spark_state_observer.model import signal_kinds as kinds
 from spark_state_observer.model.parse import parse_timestamp
-from spark_state_observer.signals.kafka_lag import (
-    CAUGHT_UP,
-    EXTRAPOLATED,
-    LOWER_BOUND,
-    KafkaLagTracker,
-    kafka_sources,
-    parse_offsets,
-    progress_time,
-)
+from spark_state_observer.signals.kafka_lag import CAUGHT_UP, EXTRAPOLATED, LOWER_BOUND, KafkaLagTracker
+from spark_state_observer.signals.kafka_offsets import kafka_sources, parse_offsets, progress_time
 
 __all__ = ["kafka_broker"]  # the fixture, used by name below
 

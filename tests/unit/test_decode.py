@@ -30,7 +30,7 @@ from spark_state_observer.model.parse import (
     parse_timestamp_memo,
 )
 from spark_state_observer.offline.eventlog import EventLogError, Record, read_records
-from spark_state_observer.signals.kafka_lag import KAFKA_PREFIX, kafka_sources
+from spark_state_observer.signals.kafka_offsets import KAFKA_PREFIX, kafka_sources
 
 
 def _recorded_texts() -> list[str]:

@@ -25,7 +25,8 @@ from spark_state_observer.model import signal_kinds as kinds
 from spark_state_observer.model.events import OperatorProgress, QueryProgress
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.facts import SignalFacts
-from spark_state_observer.signals.growth import RISING, Growth, GrowthWindow, _Operator, _watermark_delay, describe
+from spark_state_observer.signals.growth import Growth, _Operator, _watermark_delay, describe
+from spark_state_observer.signals.growth_window import RISING, GrowthWindow
 
 
 class _Reference(Growth):

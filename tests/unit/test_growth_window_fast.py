@@ -25,7 +25,7 @@ import pytest
 
 from conftest import FIXTURES
 from spark_state_observer.model.parse import parse_progress
-from spark_state_observer.signals.growth import GrowthWindow, _exact, _scatter, _scatter_mapped, _third_start
+from spark_state_observer.signals.growth_window import GrowthWindow, _exact, _scatter, _scatter_mapped, _third_start
 
 Series = list[tuple[float, float, float, float, float]]
 

@@ -23,7 +23,8 @@ from spark_state_observer.model.signal_kinds import SignalEvent
 from spark_state_observer.offline.kafka_local import new_cluster_id
 from spark_state_observer.offline.replay import replay
 from spark_state_observer.settings import Settings
-from spark_state_observer.signals.kafka_lag import UNREAD_GAPPED_TOPIC_SHARE, kafka_sources, parse_offsets, progress_time
+from spark_state_observer.signals.kafka_lag import UNREAD_GAPPED_TOPIC_SHARE
+from spark_state_observer.signals.kafka_offsets import kafka_sources, parse_offsets, progress_time
 
 INCIDENTS = precision.INCIDENTS
 # each scenario recorded again with the older Sparks the package supports (record_kafka_incidents.py --python of

@@ -32,13 +32,9 @@ from spark_state_observer.signals.kafka_lag import (
     KafkaLagTracker,
     KafkaSnapshot,
     OffsetHistory,
-    kafka_sources,
-    lag_records,
     metric_samples,
-    parse_offsets,
-    progress_time,
-    topic_totals,
 )
+from spark_state_observer.signals.kafka_offsets import kafka_sources, lag_records, parse_offsets, progress_time, topic_totals
 
 SCENARIO = os.path.join(FIXTURES, "kafka_restart")
 

@@ -31,7 +31,8 @@ from spark_state_observer.model.signal_kinds import SignalEvent
 from spark_state_observer.offline.replay import replay
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.engine import SignalEngine
-from spark_state_observer.signals.kafka_lag import KafkaLagTracker, kafka_sources, parse_offsets, progress_time
+from spark_state_observer.signals.kafka_lag import KafkaLagTracker
+from spark_state_observer.signals.kafka_offsets import kafka_sources, parse_offsets, progress_time
 
 SCENARIO = os.path.join(FIXTURES, "kafka_restart")
 SOURCE = (("source_index", "0"), ("source", "KafkaV2"))

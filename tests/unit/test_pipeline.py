@@ -16,7 +16,7 @@ from spark_state_observer.model.events import Event, QueryProgress, QueryStarted
 from spark_state_observer.model.signal_kinds import QUERY_RESTARTED, QUERY_STARTED, RESTORE, SignalEvent
 from spark_state_observer.pipeline.sink import Sink
 from spark_state_observer.settings import Settings
-from spark_state_observer.signals.growth import FLAT, RISING, GrowthWindow
+from spark_state_observer.signals.growth_window import FLAT, RISING, GrowthWindow
 
 RESTART = fixture_runs("rocksdb_restart")
 

@@ -646,8 +646,8 @@ def rocksdb_memory_implausible() -> Pipeline:
 def snapshot_lagging() -> Pipeline:
     """The recorded 4.3 batch (no store has uploaded a snapshot: -1) as batches a second apart: normal is
     ``snapshot_lag_batches`` (20) plus a maintenance interval (60 s) of batches; beyond it, once per operator,
-    until an upload brings the lag back."""
-    p = Pipeline()
+    until an upload brings the lag back. Judged at every batch (``evaluate_seconds`` 0): the gauges follow each one."""
+    p = Pipeline(evaluate_seconds=0.0)
     p.feed("started", lifecycle("run-1", T0))
     for b in range(80):
         assert kinds.SNAPSHOT_LAGGING not in p.feed("progress", batch(b, T0 + b))
@@ -731,3 +731,18 @@ def test_signal_kind(kind: str) -> None:
 )
 def test_signal_rule(scenario: Callable[[], object]) -> None:
     scenario()
+
+
+def test_snapshot_lag_judged_on_the_cadence() -> None:
+    """With the default cadence (``evaluate_seconds``, 5 s of event time) the snapshot lag is judged at the run's
+    first batch, then at the first batch 5 s after the last judgement, and at the run's end."""
+    p = Pipeline()
+    p.feed("started", lifecycle("run-1", T0))
+    for b in range(83):
+        p.feed("progress", batch(b, T0 + b))
+    assert p.value(catalog.SNAPSHOT_MAX_LAG_BATCHES, DEDUPE) == 81  # judged at batch 80, 5 s after batch 75
+    assert p.feed("progress", batch(85, T0 + 85)) == [] and p.value(catalog.SNAPSHOT_MAX_LAG_BATCHES, DEDUPE) == 86
+    p.feed("progress", batch(86, T0 + 86))
+    assert p.value(catalog.SNAPSHOT_MAX_LAG_BATCHES, DEDUPE) == 86  # held back by the cadence
+    p.feed("terminated", {"id": QUERY_ID, "runId": "run-1"}, at=T0 + 87)
+    assert p.value(catalog.SNAPSHOT_MAX_LAG_BATCHES, DEDUPE) == 87  # the run's end judges what was held back

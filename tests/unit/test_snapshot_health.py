@@ -35,10 +35,12 @@ def _truth(scenario: str) -> dict:
         return json.load(f)
 
 
-def _replay(run: str, checkpoint: str | None = None) -> tuple[ReplayResult, list[SignalEvent]]:
+def _replay(run: str, checkpoint: str | None = None, evaluate_seconds: float = 5.0) -> tuple[ReplayResult, list[SignalEvent]]:
     got: list[SignalEvent] = []
     locate = (lambda _query_id, _run_id: checkpoint) if checkpoint else None
-    result = replay([eventlog_dir(run)], Settings(http_enabled=False), on_signal=got.append, checkpoint=locate)
+    result = replay(
+        [eventlog_dir(run)], Settings(http_enabled=False, evaluate_seconds=evaluate_seconds), on_signal=got.append, checkpoint=locate
+    )
     return result, got
 
 
@@ -58,7 +60,7 @@ def _instance_lags(result: ReplayResult) -> dict[tuple[str, str], float]:
 
 def test_never_uploaded_from_the_progress_alone_is_exact_where_it_can_be_and_says_what_it_cannot_know() -> None:
     truth = _truth(NEVER)
-    result, signals = _replay(os.path.join(NEVER, "run1"))
+    result, signals = _replay(os.path.join(NEVER, "run1"), evaluate_seconds=0.0)  # judged at every batch: the first beyond normal
     for op, parts in truth["operators"].items():
         # the most lagging instance is always reported: the largest lag is exact
         assert _operator_gauges(result, catalog.SNAPSHOT_MAX_LAG_BATCHES)[op] == max(p["last_version"] for p in parts.values())

@@ -21,7 +21,7 @@ from spark_state_observer.metrics.tracker import QueryTracker
 from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.engine import SignalEngine
-from spark_state_observer.signals.growth import GrowthWindow
+from spark_state_observer.signals.growth_window import GrowthWindow
 
 RECORDED = dict(recorded_runs())
 Point = tuple[float, float, float, float, float]

@@ -27,7 +27,8 @@ from typing import Any
 
 from spark_state_observer.model.bounded import stored_json
 from spark_state_observer.offline.checkpoint.report import CheckpointError, CheckpointReport
-from spark_state_observer.signals.kafka_lag import Offsets, catch_up_seconds, parse_offsets
+from spark_state_observer.signals.kafka_lag import catch_up_seconds
+from spark_state_observer.signals.kafka_offsets import Offsets, parse_offsets
 
 LatestReader = Callable[[Mapping[str, list[int]]], Offsets]
 """Reads the broker's latest offset of each (topic, partitions)."""
