@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_state_observer.model.parse import parse_timestamp
-from spark_state_observer.signals.kafka_lag import kafka_sources, lag_records, parse_offsets
+from spark_state_observer.signals.kafka_offsets import kafka_sources, lag_records, parse_offsets
 
 CAUGHT_UP_BATCHES = 1.0  # caught up once a batch ends less than one batch's input behind the latest
 

@@ -15,7 +15,7 @@ import streamlit as st
 
 from spark_state_observer.browser import fmt
 from spark_state_observer.browser.kafka_restart import KafkaRestart, describe
-from spark_state_observer.signals.kafka_lag import kafka_sources, parse_offsets
+from spark_state_observer.signals.kafka_offsets import kafka_sources, parse_offsets
 
 MAX_ROWS = 500  # partitions shown: a topic can have thousands
 
