@@ -58,7 +58,9 @@ def sentences(text: str) -> list[str]:
 
 
 def test_the_splitter_counts_prose_and_skips_code_and_tables() -> None:
-    text = "# Title\n\nOne two three. Four `a long code span` six.\n\n| a | b |\n|---|---|\n\n```sh\nnot prose here at all\n```\n- An item.\n"
+    text = (
+        "# Title\n\nOne two three. Four `a long code span` six.\n\n| a | b |\n|---|---|\n\n```sh\nnot prose here at all\n```\n- An item.\n"
+    )
     assert [len(s.split()) for s in sentences(text)] == [3, 3, 2]
 
 
