@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import AbstractSet, Any, Iterable, Mapping, Sequence, cast
+from typing import AbstractSet, Any, Iterable, Literal, Mapping, Sequence, cast, get_args
 
 from spark_state_observer.browser import fmt
 from spark_state_observer.browser.health import STALL_FACTOR, STALL_MIN_SECONDS
@@ -33,7 +33,8 @@ from spark_state_observer.signals.kafka_offsets import kafka_sources, lag_record
 
 # the runbook section that holds each verdict's fix: declared with the alerts (spark_state_observer.signals.alerts)
 ANCHORS = verdict_anchors()
-ORDER = (
+# the verdict kinds, most severe first (the MCP server's tools take and give them too)
+VerdictKind = Literal[
     "crash_loop",
     "failed_at_start",
     "failed",
@@ -52,7 +53,8 @@ ORDER = (
     "stopped",
     "healthy",
     "no_data",
-)
+]
+ORDER: tuple[str, ...] = get_args(VerdictKind)
 SEVERITY = {kind: i for i, kind in enumerate(ORDER)}
 # how a verdict is shown: the most severe one up to each of these is an error (the query cannot run, or lost
 # input), a warning (it runs badly, or its scheduled run is overdue), an information (it recovered, or stopped);
