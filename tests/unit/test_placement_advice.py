@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_inspector import ROCKSDB, checkpoint, rocksdb_zip, write
 from test_placement import scenario
 
