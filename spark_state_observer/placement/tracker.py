@@ -408,8 +408,8 @@ class Advice:
     message: str
     estimate: bool = True
     restore_seconds: float | None = None  # the operator's restore estimate, summed over its stores: the total the shares add up to
-    over_target: bool | None = None  # that total against the target: the verdict the advice gives
-    slots_needed: int | None = None  # task slots loading at once that bring waves of these stores under the target
+    over_target: bool | None = None  # the query's summed restore (all operators) against the target: the verdict given
+    slots_needed: int | None = None  # at least this many tasks loading at once for waves of the stores to meet the target
     measured_partition: int | None = None  # the partition with the slowest reload measured when it last moved
     measured_seconds: float | None = None
 
@@ -421,6 +421,7 @@ def advise(
     spark_version: str | None = None,
     skew_threshold: float = 2.0,
     restore_shares: Mapping[int, float] | None = None,
+    query_restore_seconds: float | None = None,
 ) -> Advice:
     """Estimate the worst partition's restore and the shuffle partitions that would bring it under the target.
 
@@ -430,8 +431,9 @@ def advise(
     (per partition, the estimate's own figures) or else by memory, else rows. The shares add up to the
     total and none is above it. A reload measured when a partition moved came
     from one executor under load, at another rate than the estimate's; it is reported beside the shares
-    and used only when there is no estimate. The verdict is the summed estimate against the target; when
-    only the sum is over, more task slots meet it, not more partitions. With N partitions and state spread
+    and used only when there is no estimate. The verdict is the summed estimate against the target: the
+    query's, ``query_restore_seconds``, when given, since its operators' stages load one after another.
+    When only the sum is over, more task slots meet it, not more partitions. With N partitions and state spread
     evenly, N' partitions scale each one by N/N'; a hot key stays in one partition whatever N' is, which is
     why a skewed operator gets that caveat rather than a bigger number.
     """
@@ -467,11 +469,14 @@ def advise(
     worst, worst_partition = max((r, p.partition) for r, p in zip(restore, partitions))
     # spread evenly, N' partitions each take total / N': the target needs N' >= total / target
     needed = max(1, math.ceil(max(total, 1e-9) / target_restore_seconds))
+    whole = max(query_restore_seconds, total) if query_restore_seconds is not None else total
     repartition = _repartition_text(spark_version)
     basis = "its share of the restore estimate" if restore_estimate_seconds is not None else "measured when it moved"
     text = (
         _skew_text(skewed, skew)
-        + f" Restore about {total:.2f}s summed over {n} partitions (target {target_restore_seconds:.2f}s);"
+        + f" Restore about {total:.2f}s summed over {n} partitions"
+        + (f", of {whole:.2f}s for the query's operators" if whole > total else "")
+        + f" (target {target_restore_seconds:.2f}s);"
         + f" worst partition {worst_partition}: about {worst:.2f}s, {basis}."
     )
     suggested: int | None = None
@@ -482,10 +487,10 @@ def advise(
         if skewed:
             text += " The state is skewed: a hot key stays in one partition however many there are; more partitions help the rest only."
         text += repartition
-    elif total > target_restore_seconds:
-        slots = needed
+    elif whole > target_restore_seconds:
+        slots = max(1, math.ceil(whole / target_restore_seconds))
         text += (
-            f" Over the target on one task slot: it meets it when at least {slots} tasks load at once."
+            f" Over the target on one task slot: meeting it needs at least {slots} tasks loading at once."
             " More partitions do not shorten the sum; more executor cores do."
         )
     elif needed < n // 2:
@@ -511,7 +516,7 @@ def advise(
         suggested,
         "Estimate. " + text,
         restore_seconds=total,
-        over_target=total > target_restore_seconds,
+        over_target=whole > target_restore_seconds,
         slots_needed=slots,
         measured_partition=measured_partition,
         measured_seconds=measured_worst,

@@ -113,7 +113,14 @@ def placement_advice(
                 op.name,
                 len(stats[index][1]),
                 seconds,
-                advise(stats[index][1], target_seconds, seconds, spark_version, restore_shares=shares),
+                advise(
+                    stats[index][1],
+                    target_seconds,
+                    seconds,
+                    spark_version,
+                    restore_shares=shares,
+                    query_restore_seconds=report.estimate.seconds if report.estimate is not None else None,
+                ),
                 caveat,
                 estimate.described() if estimate is not None else None,
             )
