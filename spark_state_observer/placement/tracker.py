@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -407,6 +407,11 @@ class Advice:
     suggested_partitions: int | None  # None: keep the current number
     message: str
     estimate: bool = True
+    restore_seconds: float | None = None  # the operator's restore estimate, summed over its stores: the total the shares add up to
+    over_target: bool | None = None  # the query's summed restore (all operators) against the target: the verdict given
+    slots_needed: int | None = None  # at least this many tasks loading at once for waves of the stores to meet the target
+    measured_partition: int | None = None  # the partition with the slowest reload measured when it last moved
+    measured_seconds: float | None = None
 
 
 def advise(
@@ -415,14 +420,22 @@ def advise(
     restore_estimate_seconds: float | None = None,
     spark_version: str | None = None,
     skew_threshold: float = 2.0,
+    restore_shares: Mapping[int, float] | None = None,
+    query_restore_seconds: float | None = None,
 ) -> Advice:
     """Estimate the worst partition's restore and the shuffle partitions that would bring it under the target.
 
-    Per partition, the restore time is its measured load time where there is one, otherwise its share (by
-    memory, else rows) of ``restore_estimate_seconds`` (the checkpoint inspector's estimate for the whole
-    operator). Stores restore in parallel, so the operator's restore is about its worst partition's. With
-    N partitions and state spread evenly, N' partitions scale each one by N/N'; a hot key stays in one
-    partition whatever N' is, which is why a skewed operator gets that caveat rather than a bigger number.
+    Spark loads a restart's stores in waves over the task slots: the restore takes at least the slowest
+    partition's load and at most the sum over the partitions (one slot). So each partition's restore is
+    its share of ``restore_estimate_seconds``, the same estimate as the report's total: ``restore_shares``
+    (per partition, the estimate's own figures) or else by memory, else rows. The shares add up to the
+    total and none is above it. A reload measured when a partition moved came
+    from one executor under load, at another rate than the estimate's; it is reported beside the shares
+    and used only when there is no estimate. The verdict is the summed estimate against the target: the
+    query's, ``query_restore_seconds``, when given, since its operators' stages load one after another.
+    When only the sum is over, more task slots meet it, not more partitions. With N partitions and state spread
+    evenly, N' partitions scale each one by N/N'; a hot key stays in one partition whatever N' is, which is
+    why a skewed operator gets that caveat rather than a bigger number.
     """
     n = len(partitions)
     if n == 0 or target_restore_seconds <= 0:
@@ -431,16 +444,18 @@ def advise(
     skew = skew_ratio(sizes)
     skewed = skew is not None and skew >= skew_threshold
     total_size = sum(sizes)
-    restore: list[float | None] = []
-    for p, size in zip(partitions, sizes):
-        if p.load_seconds is not None:
-            restore.append(p.load_seconds)
-        elif restore_estimate_seconds is not None and total_size > 0:
-            restore.append(restore_estimate_seconds * size / total_size)
-        else:
-            restore.append(None)
-    known = [(r, p.partition) for r, p in zip(restore, partitions) if r is not None]
-    if not known:
+    measured = [(p.load_seconds, p.partition) for p in partitions if p.load_seconds is not None]
+    measured_worst, measured_partition = max(measured) if measured else (None, None)
+    if restore_estimate_seconds is not None and restore_shares:
+        restore = [restore_shares.get(p.partition, 0.0) for p in partitions]
+        total = restore_estimate_seconds
+    elif restore_estimate_seconds is not None:
+        restore = [restore_estimate_seconds * (size / total_size if total_size > 0 else 1 / n) for size in sizes]
+        total = restore_estimate_seconds
+    elif measured:
+        restore = [p.load_seconds if p.load_seconds is not None else 0.0 for p in partitions]
+        total = sum(restore)
+    else:
         return Advice(
             skewed,
             skew,
@@ -451,22 +466,33 @@ def advise(
             None,
             _skew_text(skewed, skew) + " No load time or restore estimate: no restore advice.",
         )
-    worst, worst_partition = max(known)
-    mean_restore = sum(r for r, _ in known) / len(known)
-    # spread evenly, N partitions each taking mean_restore would need N * mean_restore / target to meet the target
-    needed = max(1, math.ceil(n * max(mean_restore, 1e-9) / target_restore_seconds))
+    worst, worst_partition = max((r, p.partition) for r, p in zip(restore, partitions))
+    # spread evenly, N' partitions each take total / N': the target needs N' >= total / target
+    needed = max(1, math.ceil(max(total, 1e-9) / target_restore_seconds))
+    whole = max(query_restore_seconds, total) if query_restore_seconds is not None else total
     repartition = _repartition_text(spark_version)
+    basis = "its share of the restore estimate" if restore_estimate_seconds is not None else "measured when it moved"
     text = (
         _skew_text(skewed, skew)
-        + f" Worst partition {worst_partition}: about {worst:.2f}s to restore (target {target_restore_seconds:.2f}s)."
+        + f" Restore about {total:.2f}s summed over {n} partitions"
+        + (f", of {whole:.2f}s for the query's operators" if whole > total else "")
+        + f" (target {target_restore_seconds:.2f}s);"
+        + f" worst partition {worst_partition}: about {worst:.2f}s, {basis}."
     )
     suggested: int | None = None
+    slots: int | None = None
     if worst > target_restore_seconds:
         suggested = max(needed, n + 1)
         text += f" About {suggested} shuffle partitions instead of {n} would bring an evenly spread restore under the target."
         if skewed:
             text += " The state is skewed: a hot key stays in one partition however many there are; more partitions help the rest only."
         text += repartition
+    elif whole > target_restore_seconds:
+        slots = max(1, math.ceil(whole / target_restore_seconds))
+        text += (
+            f" Over the target on one task slot: meeting it needs at least {slots} tasks loading at once."
+            " More partitions do not shorten the sum; more executor cores do."
+        )
     elif needed < n // 2:
         suggested = needed
         text += (
@@ -475,7 +501,26 @@ def advise(
         )
     else:
         text += " The current partition count meets the target."
-    return Advice(skewed, skew, worst_partition, worst, target_restore_seconds, n, suggested, "Estimate. " + text)
+    if measured_worst is not None and restore_estimate_seconds is not None:
+        text += (
+            f" Partition {measured_partition} took {measured_worst:.2f}s to reload when it last moved, on one executor under load;"
+            " the estimate's rate is used for the verdict."
+        )
+    return Advice(
+        skewed,
+        skew,
+        worst_partition,
+        worst,
+        target_restore_seconds,
+        n,
+        suggested,
+        "Estimate. " + text,
+        restore_seconds=total,
+        over_target=whole > target_restore_seconds,
+        slots_needed=slots,
+        measured_partition=measured_partition,
+        measured_seconds=measured_worst,
+    )
 
 
 def _skew_text(skewed: bool, skew: float | None) -> str:

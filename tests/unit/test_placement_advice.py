@@ -9,10 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_inspector import ROCKSDB, checkpoint, rocksdb_zip, write
 from test_placement import scenario
 
 from conftest import ROOT
+from spark_state_observer.offline.checkpoint import inspect_checkpoint
+from spark_state_observer.offline.checkpoint.advice import placement_advice
 from spark_state_observer.offline.replay import replay
 from spark_state_observer.settings import Settings
 
@@ -79,11 +82,11 @@ def test_inspect_with_history_gives_partition_advice_marked_as_estimate(tmp_path
         )
     dedupe = advice["dedupe"]
     assert dedupe["partitions"] == 4 and dedupe["restore_estimate_seconds"] > 0
-    # the measured reload of a moved dedup partition (about 1.2 s) is over the 0.5 s target: more partitions, and how
+    # the measured reload of a moved dedup partition (about 1.2 s) is said beside the estimate, not in its place
     worst = max(loads, key=lambda p: loads[p])
-    assert dedupe["advice"]["worst_partition"] == worst and dedupe["advice"]["worst_restore_seconds"] == loads[worst]
-    assert dedupe["advice"]["suggested_partitions"] > 4 and dedupe["advice"]["estimate"] is True
-    assert dedupe["advice"]["message"].startswith("Estimate.") and "repartition" in dedupe["advice"]["message"]
+    assert dedupe["advice"]["measured_partition"] == worst and dedupe["advice"]["measured_seconds"] == loads[worst]
+    assert dedupe["advice"]["estimate"] is True and dedupe["advice"]["message"].startswith("Estimate.")
+    assert "default rates" in dedupe["estimate_basis"]  # the history of this run holds no restore Spark measured
     assert dedupe["caveat"] is None and "understate" in advice["stateStoreSave"]["caveat"]  # the aggregation's double load
 
     text = subprocess.run(
@@ -95,3 +98,33 @@ def test_inspect_with_history_gives_partition_advice_marked_as_estimate(tmp_path
     )
     assert text.returncode == 0, text.stderr
     assert "placement advice (Estimate" in text.stdout and "operator 1 dedupe: 4 partitions measured" in text.stdout
+
+
+def test_partition_restores_agree_with_the_total_restore_estimate(tmp_path: Path) -> None:
+    """Spark loads a restart's stores in waves over the task slots: the restore takes at least the slowest
+    partition and at most the sum. The advice shares out the report's own estimate, so no partition's restore
+    is above the total, the shares add up to it, and its verdict is the total's against the target (1.0 s: each
+    operator's 0.66 s is under, the query's 1.33 s is not, and the advice says over), whatever
+    a partition's reload measured on a loaded executor when it moved (1.2 s here, against a 0.66 s estimate)."""
+    db, truth = _history(tmp_path)
+    root = _checkpoint_of(tmp_path, truth["query_id"])
+    report = inspect_checkpoint(str(root))
+    assert report.estimate is not None
+    for target in (0.1, 0.5, 1.0, 60.0):
+        advice = placement_advice(report, db, target)
+        assert {a.name for a in advice} == {"stateStoreSave", "dedupe"}
+        assert sum(a.restore_estimate_seconds or 0 for a in advice) == pytest.approx(report.estimate.seconds)
+        for a in advice:
+            verdict = a.advice
+            assert verdict.restore_seconds == a.restore_estimate_seconds
+            assert verdict.worst_restore_seconds is not None and verdict.worst_restore_seconds <= verdict.restore_seconds
+            assert verdict.over_target == (report.estimate.seconds > target)  # the stages of its operators load one after another
+            if not verdict.over_target:
+                assert "meet" in verdict.message and verdict.slots_needed is None
+            elif verdict.worst_restore_seconds <= target:  # only the sum is over: more slots, not more partitions
+                assert verdict.slots_needed is not None and verdict.suggested_partitions is None
+            else:
+                assert verdict.suggested_partitions is not None and verdict.suggested_partitions > verdict.current_partitions
+    dedupe = next(a for a in placement_advice(report, db, 0.5) if a.name == "dedupe")
+    assert dedupe.advice.measured_seconds is not None and dedupe.advice.measured_seconds > dedupe.advice.restore_seconds
+    assert f"{dedupe.advice.measured_seconds:.2f}s to reload when it last moved" in dedupe.advice.message

@@ -16,7 +16,7 @@ from contextlib import closing
 from dataclasses import dataclass
 
 from spark_state_observer.offline.checkpoint.report import CheckpointReport
-from spark_state_observer.offline.checkpoint.restore import estimate_restore
+from spark_state_observer.offline.checkpoint.restore import estimate_restore, store_seconds
 from spark_state_observer.placement.tracker import Advice, PartitionStat, advise
 
 DEFAULT_TARGET_SECONDS = 60.0
@@ -30,9 +30,10 @@ class OperatorAdvice:
     operator_id: int
     name: str | None
     partitions: int  # measured in the history
-    restore_estimate_seconds: float | None  # the inspector's estimate for this operator's stores
+    restore_estimate_seconds: float | None  # the checkpoint's estimate for this operator's stores, at the same rates
     advice: Advice
     caveat: str | None = None
+    estimate_basis: str | None = None  # which estimate: the inspector's at default rates, or refined by the history
 
 
 def partition_stats(history_path: str, query_id: str) -> dict[int, tuple[str | None, list[PartitionStat]]]:
@@ -93,8 +94,13 @@ def placement_advice(
         index = by_name.get(op.name, op.operator_id) if op.name else op.operator_id
         if index not in stats:
             continue
-        estimate = estimate_restore(dataclasses.replace(report, operators=[op]), rates)
+        # the report's estimate for this operator's stores alone: the same rates, so its per-store figures are the total's
+        alone = dataclasses.replace(report, operators=[op])
+        estimate = estimate_restore(alone, rates)
         seconds = estimate.seconds if estimate is not None else None
+        shares: dict[int, float] = {}
+        for (_, partition, _), store in store_seconds(alone, rates).items():
+            shares[partition] = shares.get(partition, 0.0) + store  # a partition's stores (a join's four) load in its one task
         caveat = None
         if (op.name or "").lower() == AGGREGATION and any(p.load_seconds is not None for p in stats[index][1]):
             caveat = (
@@ -107,8 +113,16 @@ def placement_advice(
                 op.name,
                 len(stats[index][1]),
                 seconds,
-                advise(stats[index][1], target_seconds, seconds, spark_version),
+                advise(
+                    stats[index][1],
+                    target_seconds,
+                    seconds,
+                    spark_version,
+                    restore_shares=shares,
+                    query_restore_seconds=report.estimate.seconds if report.estimate is not None else None,
+                ),
                 caveat,
+                estimate.described() if estimate is not None else None,
             )
         )
     return out
@@ -116,12 +130,14 @@ def placement_advice(
 
 def render_advice(advice: list[OperatorAdvice]) -> str:
     """The advice for a terminal, every line marked as an estimate."""
-    lines = ["  placement advice (Estimate, from the history's per-partition sizes and load times and the restore estimate above):"]
+    lines = ["  placement advice (Estimate: each partition's part of the restore estimate above; sizes and reloads from the history):"]
     if not advice:
         lines.append("    no per-partition placement in the history for this query (follow placement: replay or watch its event logs)")
     for a in advice:
         restore = f"{a.restore_estimate_seconds:.2f} s" if a.restore_estimate_seconds is not None else "-"
         lines.append(f"    operator {a.operator_id} {a.name or '?'}: {a.partitions} partitions measured, restore estimate {restore}")
+        if a.estimate_basis:
+            lines.append(f"      This is {a.estimate_basis}.")
         lines.append(f"      {a.advice.message}")
         if a.caveat:
             lines.append(f"      {a.caveat}")

@@ -118,11 +118,10 @@ def _zip_sst_bytes(folder: str, snap: StateFile, problems: list[str]) -> int:
     return 0
 
 
-def estimate_restore(report: CheckpointReport, rates: dict[str, float] | None = None) -> RestoreEstimate | None:
-    """Restore time summed over stores (what Spark's summed load metrics report), plus the skew."""
-    works = [(f"{op.operator_id}/{p.partition}/{p.store}", p.restore) for op in report.operators for p in op.partitions if p.restore]
-    if not works:
-        return None
+def store_seconds(report: CheckpointReport, rates: dict[str, float] | None = None) -> dict[tuple[int, int, str], float]:
+    """Per store instance (operator, partition, store): the seconds its restore would take at ``rates``.
+
+    The one per-store figure the estimate sums and the placement advice shares out, so the two agree."""
     r = {
         "seconds_per_store": DEFAULT_SECONDS_PER_STORE,
         "seconds_per_file": DEFAULT_SECONDS_PER_FILE,
@@ -140,13 +139,21 @@ def estimate_restore(report: CheckpointReport, rates: dict[str, float] | None = 
             + w.snapshot_bytes / r["bytes_per_second"]
         )
 
-    per_partition = {name: seconds(w) for name, w in works}
+    return {(op.operator_id, p.partition, p.store): seconds(p.restore) for op in report.operators for p in op.partitions if p.restore}
+
+
+def estimate_restore(report: CheckpointReport, rates: dict[str, float] | None = None) -> RestoreEstimate | None:
+    """Restore time summed over stores (what Spark's summed load metrics report), plus the skew."""
+    works = [p.restore for op in report.operators for p in op.partitions if p.restore]
+    if not works:
+        return None
+    per_partition = {f"{op}/{partition}/{store}": s for (op, partition, store), s in store_seconds(report, rates).items()}
     slowest = max(per_partition, key=lambda name: per_partition[name])
     median = statistics.median(per_partition.values())
     return RestoreEstimate(
         stores=len(works),
-        files=sum(w.replay_files + (1 if w.snapshot_version is not None else 0) for _, w in works),
-        bytes=sum(w.bytes for _, w in works),
+        files=sum(w.replay_files + (1 if w.snapshot_version is not None else 0) for w in works),
+        bytes=sum(w.bytes for w in works),
         seconds=sum(per_partition.values()),
         basis="history" if rates else "defaults",
         slowest_partition=slowest,
