@@ -109,7 +109,8 @@ class Thresholds:
     )
     falling_behind_window_minutes: float = field(default=10, metadata=_doc("Averaging window of the input and processing rates."))
     kafka_lag_offsets: float = field(
-        default=10000, metadata=_doc("Kafka records behind the latest (a topic's sum) drawn as the dashboards' red line; no alert reads it.")
+        default=10000,
+        metadata=_doc("Kafka records behind the latest (a topic's sum) drawn as the dashboards' red line; no alert reads it."),
     )
     kafka_lag_seconds_slo: float = field(
         default=300,
