@@ -48,6 +48,7 @@ from spark_state_observer.metrics.families.instances import SNAPSHOT_MAX_LAG_BAT
 from spark_state_observer.metrics.families.instances import SNAPSHOT_RESTORE_REPLAY_FILES as SNAPSHOT_RESTORE_REPLAY_FILES
 from spark_state_observer.metrics.families.instances import UNKNOWN_INSTANCE_METRIC as UNKNOWN_INSTANCE_METRIC
 from spark_state_observer.metrics.families.kafka import KAFKA_CATCH_UP_FORECAST as KAFKA_CATCH_UP_FORECAST
+from spark_state_observer.metrics.families.kafka import KAFKA_LAG_GROWING as KAFKA_LAG_GROWING
 from spark_state_observer.metrics.families.kafka import KAFKA_LAG_GROWTH as KAFKA_LAG_GROWTH
 from spark_state_observer.metrics.families.kafka import KAFKA_LAG_RECORDS as KAFKA_LAG_RECORDS
 from spark_state_observer.metrics.families.kafka import KAFKA_LAG_SECONDS as KAFKA_LAG_SECONDS

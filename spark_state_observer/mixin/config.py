@@ -109,9 +109,9 @@ class Thresholds:
     )
     falling_behind_window_minutes: float = field(default=10, metadata=_doc("Averaging window of the input and processing rates."))
     kafka_lag_offsets: float = field(
-        default=10000, metadata=_doc("Kafka records behind the latest, summed over a topic's partitions, above which a growing lag alerts.")
+        default=10000,
+        metadata=_doc("Kafka records behind the latest (a topic's sum) drawn as the dashboards' red line; no alert reads it."),
     )
-    kafka_lag_window_minutes: float = field(default=15, metadata=_doc("Window over which the Kafka lag must have grown."))
     kafka_lag_seconds_slo: float = field(
         default=300,
         metadata=_doc(
@@ -471,7 +471,6 @@ class MixinConfig:
         for name in (
             "crash_loop_window_minutes",
             "falling_behind_window_minutes",
-            "kafka_lag_window_minutes",
             "kafka_anomaly_window_minutes",
             "partition_migration_window_minutes",
             "snapshot_repair_window_minutes",

@@ -295,19 +295,21 @@ def _falling_behind(c: CaseInputs) -> Case:
 
 
 def _kafka_lag_growing(c: CaseInputs) -> Case:
-    """Lag above the threshold and growing; above it but flat; growing but below it."""
+    """The observer judged the bad topic's lag growing (the kafka_lag_growing signal's gauge): fires with its lag;
+    a topic as far behind but judged not growing (a backlog being read down) stays silent."""
     alert = "SparkStreamingKafkaLagGrowing"
-    at = c.t.kafka_lag_window_minutes + c.for_(alert) + 2
-    n, lag, ls = _samples(at + 10), c.v.kafka_lag_offsets, c.ls
+    n, lag, ls = _samples(c.for_(alert) + 10), c.v.kafka_lag_offsets, c.ls
     return Case(
         alert,
         [
-            (catalog.KAFKA_TOPIC_LAG_RECORDS, ls.query(0, **KAFKA_LABELS), f"{_n(2 * lag)}+{_n(lag / 10)}x{n}"),
-            (catalog.KAFKA_TOPIC_LAG_RECORDS, ls.query(1, **KAFKA_LABELS), f"{_n(2 * lag)}x{n}"),
-            (catalog.KAFKA_TOPIC_LAG_RECORDS, ls.query(2, **KAFKA_LABELS), f"0+{_n(lag / (4 * n))}x{n}"),
+            (catalog.KAFKA_TOPIC_LAG_RECORDS, ls.query(0, **KAFKA_LABELS), f"{_n(lag)}x{n}"),
+            (catalog.KAFKA_LAG_GROWING, ls.query(0, **KAFKA_LABELS), f"1x{n}"),
+            (catalog.KAFKA_TOPIC_LAG_RECORDS, ls.query(1, **KAFKA_LABELS), f"{_n(lag)}x{n}"),
+            (catalog.KAFKA_LAG_GROWING, ls.query(1, **KAFKA_LABELS), f"0x{n}"),
         ],
-        at,
-        [(_keep(ls.query(0, **KAFKA_LABELS), c.by_kafka), 2 * lag + lag / 10 * at)],
+        c.for_(alert) + 2,
+        [(_keep(ls.query(0, **KAFKA_LABELS), c.by_kafka), lag)],
+        c.quiet_before(alert),
     )
 
 

@@ -101,7 +101,6 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
     o = "{{ $labels.operator }}"
     window_fb = f"{int(t.falling_behind_window_minutes)}m"
     window_cl = f"{int(t.crash_loop_window_minutes)}m"
-    window_kl = f"{int(t.kafka_lag_window_minutes)}m"
     window_mig = f"{int(t.partition_migration_window_minutes)}m"
     window_rep = f"{int(t.snapshot_repair_window_minutes)}m"
     repaired = " or ".join(
@@ -193,9 +192,11 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
         ),
         a(
             "SparkStreamingKafkaLagGrowing",
-            f"max by ({kafka}) ({topic_lag}) > {number(t.kafka_lag_offsets)} and max by ({kafka}) (deriv({topic_lag}[{window_kl}])) > 0",
+            # the kafka_lag_growing signal's judgement (growing over its window and still growing, behind at each
+            # recent batch, by more than one batch reads): the alert and the signal agree
+            f"max by ({kafka}) ({topic_lag}) and on ({kafka}) max by ({kafka}) ({p.sel(catalog.KAFKA_LAG_GROWING)}) == 1",
             f"Kafka lag of streaming query {q} keeps growing.",
-            f"Topic {{{{ $labels.topic }}}} of query {q} is {{{{ $value | humanize }}}} records behind the latest and the lag grew over {window_kl}.",
+            f"Topic {{{{ $labels.topic }}}} of query {q} is {{{{ $value | humanize }}}} records behind the latest and the observer judges the lag growing.",
         ),
         a(
             "SparkStreamingKafkaLagSecondsHigh",

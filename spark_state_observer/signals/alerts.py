@@ -89,12 +89,11 @@ ALERTS: tuple[AlertSpec, ...] = (
     AlertSpec(
         "SparkStreamingKafkaLagGrowing",
         "queries",
-        "15m",
+        "1m",
         WARNING,
         (k.KAFKA_LAG_GROWING,),
         ("kafka_lag",),
-        ("kafka_lag_offsets", "kafka_lag_window_minutes"),
-        "Kafka lag is high and growing.",
+        summary="Kafka lag keeps growing: the query reads slower than the topic is written.",
     ),
     AlertSpec(
         "SparkStreamingKafkaLagSecondsHigh",

@@ -251,6 +251,7 @@ class KafkaSnapshot:
     catch_up: Mapping[str, float] = field(default_factory=dict)  # topic -> forecast seconds until its lag is read
     read_rate: Mapping[str, float] = field(default_factory=dict)  # topic -> records/s the query reads while behind
     produce_rate: Mapping[str, float] = field(default_factory=dict)  # topic -> records/s written to the topic
+    growing: frozenset[str] = frozenset()  # topics judged growing: from their lag_growing finding until growth stops
 
 
 class KafkaLagTracker:
@@ -376,6 +377,7 @@ class KafkaLagTracker:
             catch_up,
             read_rates,
             produce_rates,
+            frozenset(self._growing),
         )
 
     def _forecast(
@@ -570,6 +572,7 @@ def metric_samples(snapshot: KafkaSnapshot, tracker: KafkaLagTracker | None = No
         out.append((catalog.KAFKA_STUCK_PARTITIONS, t, float(sum(1 for k in snapshot.stuck if k[0] == topic))))
         if topic in snapshot.growth:
             out.append((catalog.KAFKA_LAG_GROWTH, t, snapshot.growth[topic]))
+        out.append((catalog.KAFKA_LAG_GROWING, t, 1.0 if topic in snapshot.growing else 0.0))
         forecast = snapshot.catch_up.get(topic)
         if forecast is not None:
             out.append((catalog.KAFKA_CATCH_UP_FORECAST, t, forecast))

@@ -21,14 +21,23 @@ INCIDENTS = {
     "SparkStreamingQueryStalled": "incidents/pace_stall",
     "SparkStreamingQueryFallingBehind": "incidents/pace_falling_behind",
     "SparkStreamingKafkaDataLossRisk": "incidents/kafka_records_deleted_tolerated",
+    "SparkStreamingKafkaLagGrowing": "incidents/kafka_lag_growing",
     "SparkStreamingLateRowsDropped": "incidents/late_future_record",
     "SparkStateUnbounded": "incidents/unbounded_growth",
     "SparkStateSnapshotUploadLagging": "snapshot_health/never_uploaded",
     "SparkStateSkewed": "skew/bytes",
 }
 # recordings on which no alert may fire: a clean run, a deploy (SIGTERM, the query back in the next run), two
-# executor kills (each one verdict: no state that keeps moving), a restart with its restore
-QUIET = ("incidents/clean_busy_90s", "incidents/deploy_sigterm", "placement/kill", "incidents/restore_aggregation")
+# executor kills (each one verdict: no state that keeps moving), a restart with its restore, and two Kafka
+# queries that keep up (one at its rate limit, one on a transactional topic)
+QUIET = (
+    "incidents/clean_busy_90s",
+    "incidents/deploy_sigterm",
+    "placement/kill",
+    "incidents/restore_aggregation",
+    "incidents/kafka_steady_rate_limited",
+    "incidents/kafka_steady_transactional",
+)
 
 
 def _logs(scenario: str) -> list[str]:

@@ -21,7 +21,6 @@ from spark_state_observer.mixin.rules import alerting_rules
 MOVED = {
     "SparkStreamingQueryCrashLooping",
     "SparkStreamingQueryFallingBehind",
-    "SparkStreamingKafkaLagGrowing",
     "SparkStreamingKafkaLagSecondsHigh",
     "SparkStreamingWatermarkLagHigh",
     "SparkStateRestoreTooLong",

@@ -18,12 +18,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench import precision
+from spark_state_observer.metrics import catalog
 from spark_state_observer.model import signal_kinds as kinds
 from spark_state_observer.model.signal_kinds import SignalEvent
 from spark_state_observer.offline.kafka_local import new_cluster_id
 from spark_state_observer.offline.replay import replay
 from spark_state_observer.settings import Settings
-from spark_state_observer.signals.kafka_lag import UNREAD_GAPPED_TOPIC_SHARE
+from spark_state_observer.signals.kafka_lag import UNREAD_GAPPED_TOPIC_SHARE, KafkaLagTracker, metric_samples
 from spark_state_observer.signals.kafka_offsets import kafka_sources, parse_offsets, progress_time
 
 INCIDENTS = precision.INCIDENTS
@@ -171,6 +172,47 @@ def test_a_late_batch_or_a_backlog_below_one_batch_is_no_lag_growing(tmp_path) -
     rising = [with_backlog(p, 14 * (i - index + 1)) if index <= i < index + 40 else p for i, p in enumerate(lines)]
     (found,) = growing(rising)
     assert progress_time(lines[index + 20]) <= found.timestamp <= progress_time(lines[index + 39])
+
+
+def _growing_gauge(lines: list[dict[str, Any]]) -> str:
+    """Per batch: the spark_streaming_kafka_lag_growing value, 'F' before it where lag_growing was found."""
+    tracker, told = KafkaLagTracker(growth_window_seconds=Settings().growth_window_seconds), ""
+    for p in lines:
+        ((_index, source),) = kafka_sources(p)
+        snap = tracker.update(source, progress_time(p) or 0.0)
+        if snap is not None:
+            told += "F" if any(f.kind == "lag_growing" for f in snap.findings) else ""
+            (value,) = [v for spec, _labels, v in metric_samples(snap) if spec is catalog.KAFKA_LAG_GROWING]
+            told += str(int(value))
+    return told
+
+
+@pytest.mark.parametrize(
+    "name", recordings("kafka_lag_growing") + recordings("kafka_steady_rate_limited") + recordings("kafka_steady_transactional")
+)
+def test_the_lag_growing_gauge_is_1_from_the_signal_on_and_0_on_queries_that_keep_up(name: str) -> None:
+    """SparkStreamingKafkaLagGrowing reads this gauge: 1 from the batch that found the growth for as long as the
+    lag grows (to the recording's end here), 0 before it and on the steady recordings, where no signal comes."""
+    told = _growing_gauge(_progress(name, "run1"))
+    if _truth(name)["clean"]:
+        assert set(told) == {"0"}, told
+    else:
+        assert re.fullmatch(r"0+F1+", told), told
+
+
+def test_the_lag_growing_gauge_returns_to_0_when_the_backlog_is_read() -> None:
+    """The steady rate-limited recording with a backlog grown for 80 s, then read (the latest offsets back to the
+    recorded ones): the gauge is 1 from the lag_growing finding, and 0 again once the lag stops growing."""
+    lines, index = _progress("kafka_steady_rate_limited", "run1"), 100
+
+    def raised(p: dict[str, Any], extra: int) -> dict[str, Any]:
+        sources = [dict(s) for s in p["sources"]]
+        latest = parse_offsets(sources[0]["latestOffset"])
+        sources[0]["latestOffset"] = {t: {str(q): o + extra for q, o in ps.items()} for t, ps in latest.items()}
+        return {**p, "sources": sources}
+
+    told = _growing_gauge([raised(p, 14 * (i - index + 1)) if index <= i < index + 40 else p for i, p in enumerate(lines)])
+    assert re.fullmatch(r"0+F1+0+", told), told
 
 
 @pytest.mark.parametrize("name", recordings("kafka_partitions_added"))

@@ -42,7 +42,8 @@ def test_replaying_the_event_log_gives_the_live_metrics(run: str) -> None:
 # their snapshot health (tested on tests/fixtures/snapshot_health), and before issue 26 added the lifecycle
 # state set (tested on tests/fixtures/incidents: test_query_lifecycle.py), and before session 11 set the schedule
 # gauge at every restart and session 13 the latest start at every start (tested on tests/fixtures/incidents:
-# test_scheduled_runs.py), and before session 14 followed the rows the watermark drops (test_late_rows.py);
+# test_scheduled_runs.py), and before session 14 followed the rows the watermark drops (test_late_rows.py),
+# and before the Kafka lag growth judgement became a gauge (test_alerts_backtest.py, test_kafka_incidents.py);
 # everything else must match exactly.
 _CHANGED_SINCE_RECORDING = {
     catalog.STATE_TASK_RETRIES.name + "_total",
@@ -59,6 +60,7 @@ _CHANGED_SINCE_RECORDING = {
     catalog.LATE_ROWS_SHARE.name,
     catalog.LATE_ROWS_DROPPING.name,
     catalog.WATERMARK_AHEAD.name,
+    catalog.KAFKA_LAG_GROWING.name,
 }
 _RENAMED_LABELS = {("exception_class", "state_schema"): ("exception_class", "state_schema_incompatible")}
 

@@ -61,6 +61,13 @@ KAFKA_LAG_GROWTH = _k(
     "Slope of the topic's lag over the growth window (least squares); positive while the query falls behind (label topic).",
     ("topic",),
 )
+KAFKA_LAG_GROWING = _k(
+    "spark_streaming_kafka_lag_growing",
+    GAUGE,
+    "",
+    "1 while the observer judges the topic's lag growing (its kafka_lag_growing signal), 0 once it is not: the judgement SparkStreamingKafkaLagGrowing reads (label topic).",
+    ("topic",),
+)
 KAFKA_CATCH_UP_FORECAST = _k(
     "spark_streaming_kafka_catch_up_forecast_seconds",
     GAUGE,
@@ -86,6 +93,7 @@ KAFKA_METRICS: tuple[MetricSpec, ...] = (
     KAFKA_PARTITIONS,
     KAFKA_STUCK_PARTITIONS,
     KAFKA_LAG_GROWTH,
+    KAFKA_LAG_GROWING,
     KAFKA_CATCH_UP_FORECAST,
     KAFKA_OFFSET_ANOMALIES,
     KAFKA_PARTITIONS_ADDED,
