@@ -10,76 +10,45 @@ Order is severity: a query that cannot run (crash loop, failed at start, failed)
 runs badly or not when due (stalled, a scheduled run overdue, late rows dropped, state unbounded, falling behind, a
 Kafka lag growing), which comes
 before one that recovered from an incident (executor lost and restored, restarted with a restore).
+
+The facts, the verdict and the kinds' order are in ``verdict_facts``; the Kafka rules in ``verdict_kafka``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import AbstractSet, Any, Iterable, Literal, Mapping, Sequence, cast, get_args
+from typing import AbstractSet, Any, Mapping, Sequence, cast
 
 from spark_state_observer.browser import fmt
 from spark_state_observer.browser.health import STALL_FACTOR, STALL_MIN_SECONDS
-from spark_state_observer.browser.kafka_restart import KafkaRestart
 from spark_state_observer.browser.kafka_restart import describe as describe_kafka_restart
 from spark_state_observer.browser.rootcause import root_cause
+from spark_state_observer.browser.verdict_facts import ANCHORS as ANCHORS
+from spark_state_observer.browser.verdict_facts import ATTENTION_UP_TO as ATTENTION_UP_TO
+from spark_state_observer.browser.verdict_facts import KIND_ICONS as KIND_ICONS
+from spark_state_observer.browser.verdict_facts import LEVEL_ICONS as LEVEL_ICONS
+from spark_state_observer.browser.verdict_facts import LEVELS as LEVELS
+from spark_state_observer.browser.verdict_facts import NO_RUNBOOK as NO_RUNBOOK
+from spark_state_observer.browser.verdict_facts import ORDER as ORDER
+from spark_state_observer.browser.verdict_facts import RUNBOOK_PAGE as RUNBOOK_PAGE
+from spark_state_observer.browser.verdict_facts import SEVERITY as SEVERITY
+from spark_state_observer.browser.verdict_facts import Facts as Facts
+from spark_state_observer.browser.verdict_facts import Verdict as Verdict
+from spark_state_observer.browser.verdict_facts import VerdictKind as VerdictKind
+from spark_state_observer.browser.verdict_facts import last_event, run_outcome
+from spark_state_observer.browser.verdict_kafka import KAFKA_DATA_LOSS as KAFKA_DATA_LOSS
+from spark_state_observer.browser.verdict_kafka import kafka_data_loss as kafka_data_loss
+from spark_state_observer.browser.verdict_kafka import kafka_lag as kafka_lag
+from spark_state_observer.browser.verdict_kafka import kafka_lag_of as kafka_lag_of
 from spark_state_observer.model import signal_kinds as k
 from spark_state_observer.settings import DEFAULT_CRASH_LOOP_RESTARTS as CRASH_LOOP_RESTARTS
 from spark_state_observer.settings import DEFAULT_CRASH_LOOP_WINDOW_SECONDS as CRASH_LOOP_WINDOW_SECONDS
 from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS as SCHEDULE_LATE_MIN_SECONDS
 from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_SHARE as SCHEDULE_LATE_SHARE
-from spark_state_observer.signals.alerts import verdict_anchors
-from spark_state_observer.signals.kafka_offsets import kafka_sources, lag_records, parse_offsets, topic_totals
 
-# the runbook section that holds each verdict's fix: declared with the alerts (spark_state_observer.signals.alerts)
-ANCHORS = verdict_anchors()
-# the verdict kinds, most severe first (the MCP server's tools take and give them too)
-VerdictKind = Literal[
-    "crash_loop",
-    "failed_at_start",
-    "failed",
-    "lost",
-    "kafka_data_loss",
-    "stalled",
-    "overdue",
-    "late_rows",
-    "state_unbounded",
-    "falling_behind",
-    "kafka_lag",
-    "snapshot_lagging",
-    "state_skewed",
-    "executor_lost",
-    "restarted",
-    "stopped",
-    "healthy",
-    "no_data",
-]
-ORDER: tuple[str, ...] = get_args(VerdictKind)
-SEVERITY = {kind: i for i, kind in enumerate(ORDER)}
-# how a verdict is shown: the most severe one up to each of these is an error (the query cannot run, or lost
-# input), a warning (it runs badly, or its scheduled run is overdue), an information (it recovered, or stopped);
-# the rest are fine
-LEVELS = (("error", SEVERITY["kafka_data_loss"]), ("warning", SEVERITY["state_skewed"]), ("info", SEVERITY["stopped"]))
-ATTENTION_UP_TO = SEVERITY["restarted"]  # up to here a query is in the Queries page's attention list
-NO_RUNBOOK = ("healthy", "no_data")  # nothing to do, so nothing to link
 # verdicts that stay worth reading after the query stopped (rows lost, a restart that will replay many files):
 # the stop is said next to them
 BEFORE_A_STOP = ("late_rows", "snapshot_lagging", "state_skewed")
-RUNBOOK_PAGE = "runbook"  # the browser's own rendered runbook (spark_state_observer.browser.views.runbook)
-# Streamlit's bundled Material icons (emoji need a colour-emoji font the viewer may not have), by level
-LEVEL_ICONS = {
-    "error": ":material/error:",
-    "warning": ":material/warning:",
-    "info": ":material/info:",
-    "success": ":material/check_circle:",
-}
-KIND_ICONS = {"stopped": ":material/stop_circle:", "no_data": ":material/help:"}
-# the Kafka findings that say input was lost or read twice, and how the verdict tells each
-KAFKA_DATA_LOSS = {
-    k.KAFKA_OFFSETS_SKIPPED: "Kafka input lost: records not read",
-    k.KAFKA_LATEST_WENT_BACK: "Kafka input lost: latest offsets went back",
-    k.KAFKA_OFFSETS_REWOUND: "Kafka input read twice: offsets rewound",
-}
 RESTORE_WINDOW_SECONDS = 900.0  # a restore this long after an executor loss is taken as its consequence
 # The driver reports a lost executor when it notices: at once for a process that died, after
 # spark.network.timeout (120 s by default) for a silent one. The batch that reloads the lost stores may
@@ -87,67 +56,6 @@ RESTORE_WINDOW_SECONDS = 900.0  # a restore this long after an executor loss is 
 # before the report count as its consequence too.
 LOSS_NOTICE_SECONDS = 120.0
 MAX_LOSSES_SHOWN = 5  # executor losses with a verdict of their own, the latest (dynamic allocation removes many)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    kind: str
-    text: str  # the sentence, e.g. "Crash loop: 4 restarts in 2 min; last error RuntimeError: ..."
-    since: float | None = None  # when the incident started (epoch seconds)
-    root_cause: str | None = None
-    trace: str | None = None  # the full exception text, for an expander
-    run_id: str | None = None
-    section: str | None = None  # a runbook anchor other than the kind's (a crash loop whose fix is by its failure)
-
-    @property
-    def severity(self) -> int:
-        return SEVERITY[self.kind]
-
-    @property
-    def level(self) -> str:
-        """error, warning, info or success (``LEVELS``): the banner it is shown in."""
-        return next((name for name, up_to in LEVELS if self.severity <= up_to), "success")
-
-    @property
-    def icon(self) -> str:
-        return KIND_ICONS.get(self.kind) or LEVEL_ICONS[self.level]
-
-    @property
-    def anchor(self) -> str | None:
-        return None if self.kind in NO_RUNBOOK else self.section or ANCHORS.get(self.kind)
-
-    def runbook(self, base_url: str = "") -> str | None:
-        """The link to the section holding this verdict's fix: under ``base_url`` when one is set (a runbook of
-        your own), else the browser's own runbook page, which scrolls to the section."""
-        if not self.anchor:
-            return None
-        return f"{base_url}#{self.anchor}" if base_url else f"./{RUNBOOK_PAGE}?section={self.anchor}"
-
-
-@dataclass
-class Facts:
-    """What the rules read, in plain Python: events and runs oldest first."""
-
-    events: Sequence[Mapping[str, Any]]  # kind, ts, run_id, attributes (dict)
-    runs: Sequence[Mapping[str, Any]]  # run_id, started, ended, outcome, exception, batches (count in the history)
-    last_batch_ts: float | None = None
-    interval: float | None = None  # typical seconds between batches
-    now: float | None = None
-    kafka_lag: Mapping[str, float] = field(default_factory=dict)  # records behind the latest per topic, newest batch
-    kafka_restart: KafkaRestart | None = None  # the newest restart's Kafka backlog and catch-up (``kafka_restart``)
-
-
-def _last(events: Iterable[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
-    found = None
-    for e in events:
-        if e["kind"] == kind:
-            found = e
-    return found
-
-
-def _outcome(run: Mapping[str, Any]) -> str | None:
-    value = run.get("outcome")
-    return None if fmt.missing(value) else str(value)
 
 
 def _failure(f: Facts, run: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -170,7 +78,7 @@ def _ended_as(f: Facts) -> dict[Any, str | None]:
     """How each run ended, by run id: its ``query_terminated`` event's ``outcome`` (clean, or exception; a run that
     ended with its application is clean for exit code 0 or none, failed for another), else the run's stored
     outcome; a run missing here was never seen ending (a driver killed, a process that died without a word)."""
-    ended: dict[Any, str | None] = {r["run_id"]: _outcome(r) for r in f.runs}
+    ended: dict[Any, str | None] = {r["run_id"]: run_outcome(r) for r in f.runs}
     for e in f.events:
         outcome = (e.get("attributes") or {}).get("outcome") if e["kind"] == k.QUERY_TERMINATED else None
         if outcome in ("clean", "exception"):
@@ -229,7 +137,7 @@ def crash_loop(f: Facts) -> Verdict | None:
     with the newest run up, the loop is over and the other rules say what the query does. A loop whose newest run
     failed, or has not completed a batch yet, lasts as the lifecycle's ``crash_looping`` state does
     (``spark_state_observer.model.query_lifecycle``): judged at that run's restart (or its failure), until a run runs."""
-    signal = _last(f.events, k.CRASH_LOOP)
+    signal = last_event(f.events, k.CRASH_LOOP)
     now = _now(f)
     if signal is None or now is None:
         return None
@@ -239,7 +147,7 @@ def crash_loop(f: Facts) -> Verdict | None:
     counted = _counted_restarts(f)
     restarts = _within(counted, now, window)
     newest = f.runs[-1] if f.runs else None
-    outcome = _outcome(newest) if newest is not None else None
+    outcome = run_outcome(newest) if newest is not None else None
     if len(restarts) < least and newest is not None and (outcome == "exception" or (outcome is None and not newest.get("batches"))):
         # lasting: the loop held when the newest run was last judged, and that run never ran
         into = [c for c in counted if c[0] >= float(newest.get("started") or 0.0)]
@@ -248,7 +156,7 @@ def crash_loop(f: Facts) -> Verdict | None:
     if len(restarts) < least:
         return None
     first, last = restarts[0], restarts[-1]
-    failed = next((r for r in reversed(f.runs) if _outcome(r) == "exception"), None)
+    failed = next((r for r in reversed(f.runs) if run_outcome(r) == "exception"), None)
     cause, trace = _failure(f, failed) if failed else (None, None)
     text = f"Crash loop: {fmt.plural(len(restarts), 'restart')} in {fmt.duration(max(last - first, 0.0))}"
     if cause:
@@ -274,7 +182,7 @@ def _exception_class(f: Facts, run: Mapping[str, Any]) -> str | None:
 
 def failed(f: Facts) -> Verdict | None:
     """The newest run ended with an exception: at start (no batch in that run) or later."""
-    if not f.runs or _outcome(f.runs[-1]) != "exception":
+    if not f.runs or run_outcome(f.runs[-1]) != "exception":
         return None
     run = f.runs[-1]
     cause, trace = _failure(f, run)
@@ -290,7 +198,7 @@ def failed(f: Facts) -> Verdict | None:
 def lost(f: Facts) -> Verdict | None:
     """The newest run is open and the watcher judged its driver gone (its ``query_lost`` event, no batch after it):
     the driver died without a word, which no exception explains (``spark_state_observer.signals.lifecycle``)."""
-    if not f.runs or _outcome(f.runs[-1]) is not None:
+    if not f.runs or run_outcome(f.runs[-1]) is not None:
         return None
     run = f.runs[-1]
     signal = next((e for e in reversed(f.events) if e["kind"] == k.QUERY_LOST and e.get("run_id") == run["run_id"]), None)
@@ -306,9 +214,9 @@ def lost(f: Facts) -> Verdict | None:
 
 def stalled(f: Facts) -> Verdict | None:
     """No batch for many typical intervals while the newest run is still open (the live rule's limits)."""
-    signal = _last(f.events, k.STALLED)
-    recovered = _last(f.events, k.STALL_RECOVERED)
-    open_run = bool(f.runs) and _outcome(f.runs[-1]) is None
+    signal = last_event(f.events, k.STALLED)
+    recovered = last_event(f.events, k.STALL_RECOVERED)
+    open_run = bool(f.runs) and run_outcome(f.runs[-1]) is None
     if (
         signal is not None
         and (recovered is None or recovered["ts"] < signal["ts"])
@@ -358,8 +266,8 @@ def state_unbounded(f: Facts) -> Verdict | None:
 
 
 def falling_behind(f: Facts) -> Verdict | None:
-    signal = _last(f.events, k.FALLING_BEHIND)
-    back = _last(f.events, k.CAUGHT_UP)
+    signal = last_event(f.events, k.FALLING_BEHIND)
+    back = last_event(f.events, k.CAUGHT_UP)
     if signal is None or (back is not None and back["ts"] >= signal["ts"]):
         return None
     a = signal.get("attributes") or {}
@@ -386,7 +294,7 @@ def snapshot_lagging(f: Facts) -> Verdict | None:
     """Store instances past the normal snapshot lag (the newest ``snapshot_lagging`` signal, which
     SparkStateSnapshotUploadLagging reads): a restart would replay that many changelog files. Of any run: the lag is
     the checkpoint's, so it outlives a restart, and the signal is raised once until the lag comes back within normal."""
-    signal = _last(f.events, k.SNAPSHOT_LAGGING)
+    signal = last_event(f.events, k.SNAPSHOT_LAGGING)
     if signal is None:
         return None
     a = signal.get("attributes") or {}
@@ -425,15 +333,15 @@ def late_rows(f: Facts) -> Verdict | None:
     """The watermark drops a share of the input (a ``late_rows_dropped`` episode not stopped): those rows are missing from
     the output, whatever the query does next, so a query that stopped since says what it dropped until then. An episode
     spans restarts (the checkpoint keeps the watermark)."""
-    signal = _last(f.events, k.LATE_ROWS_DROPPED)
-    stopped_at = _last(f.events, k.LATE_ROWS_STOPPED)
+    signal = last_event(f.events, k.LATE_ROWS_DROPPED)
+    stopped_at = last_event(f.events, k.LATE_ROWS_STOPPED)
     if signal is None or (stopped_at is not None and stopped_at["ts"] >= signal["ts"]):
         return None
     a = signal.get("attributes") or {}
     share = a.get("share")
     operators = a.get("operators")
     by = f" by {', '.join(map(str, operators))}" if isinstance(operators, list) and operators else ""
-    ended = f.runs[-1].get("ended") if f.runs and _outcome(f.runs[-1]) is not None else None
+    ended = f.runs[-1].get("ended") if f.runs and run_outcome(f.runs[-1]) is not None else None
     if ended is None:
         text = f"Dropping late rows: the watermark drops input{by} as too late since {fmt.clock(signal['ts'])}"
     else:
@@ -449,61 +357,6 @@ def late_rows(f: Facts) -> Verdict | None:
     elif isinstance(share, (int, float)) and math.isfinite(share):
         text += f" (at least {float(share):.1%} of the input rows when it began)"
     return Verdict("late_rows", text, signal["ts"], run_id=signal.get("run_id"))
-
-
-def kafka_lag_of(progress: Mapping[str, Any] | None) -> dict[str, float]:
-    """Records behind the latest per topic at a batch (``latestOffset`` minus ``endOffset`` over its Kafka sources'
-    partitions), as the observer's lag gauges read it; empty without a Kafka source or offsets."""
-    out: dict[str, float] = {}
-    for _, source in kafka_sources(progress):
-        totals = topic_totals(lag_records(parse_offsets(source.get("endOffset")), parse_offsets(source.get("latestOffset"))))
-        for topic, lag in totals.items():
-            out[topic] = out.get(topic, 0.0) + float(lag)
-    return out
-
-
-def kafka_lag(f: Facts) -> Verdict | None:
-    """The newest ``kafka_lag_growing`` of the running newest run, while its newest batch is still at least as far
-    behind as when the lag began to grow (SparkStreamingKafkaLagGrowing's state); a lag read back below it is over."""
-    if not f.runs or _outcome(f.runs[-1]) is not None:
-        return None
-    newest_run = f.runs[-1]["run_id"]
-    found = [e for e in f.events if e["kind"] == k.KAFKA_LAG_GROWING and e.get("run_id") == newest_run]
-    if not found:
-        return None
-    signal = found[-1]
-    a = signal.get("attributes") or {}
-    topic, then = a.get("topic"), a.get("lag_records")
-    now = f.kafka_lag.get(topic) if isinstance(topic, str) else None
-    if now is None or not isinstance(then, (int, float)) or not math.isfinite(then) or now < then:
-        return None
-    text = f"Kafka lag growing: {topic} {fmt.number(now)} records behind the latest ({fmt.number(then)} when it began to grow at {fmt.clock(signal['ts'])}"
-    rate = a.get("records_per_second")
-    if isinstance(rate, (int, float)) and math.isfinite(rate):
-        text += f", growing {float(rate):,.1f} records/s then"
-    return Verdict("kafka_lag", text + ")", signal["ts"], run_id=newest_run)
-
-
-def kafka_data_loss(f: Facts) -> Verdict | None:
-    """The newest Kafka finding of lost (or twice read) input in the query's newest run: the records are gone
-    whatever the query does next, so the verdict stays for as long as that run is the newest."""
-    newest_run = f.runs[-1]["run_id"] if f.runs else None
-    found = [e for e in f.events if e["kind"] in KAFKA_DATA_LOSS and (newest_run is None or e.get("run_id") == newest_run)]
-    if not found:
-        return None
-    signal = found[-1]
-    a = signal.get("attributes") or {}
-    where = f"{a.get('topic')}" + (f" partitions {', '.join(map(str, a['partitions']))}" if a.get("partitions") else "")
-    text = f"{KAFKA_DATA_LOSS[signal['kind']]} on {where} at {fmt.clock(signal['ts'])}"
-    if signal["kind"] == k.KAFKA_OFFSETS_SKIPPED and a.get("records") is not None:
-        text += f", {fmt.number(a['records'])} records (deleted before the query read them)"
-    elif signal["kind"] == k.KAFKA_OFFSETS_REWOUND and a.get("records") is not None:
-        text += f", {fmt.number(a['records'])} records (an older checkpoint, or offsets set back)"
-    elif signal["kind"] == k.KAFKA_LATEST_WENT_BACK:
-        text += " (the topic deleted and made again, or truncated)"
-    if len(found) > 1:
-        text += f"; {len(found)} such findings in this run"
-    return Verdict("kafka_data_loss", text, found[0]["ts"], run_id=signal.get("run_id"))
 
 
 def _restore_total(
@@ -565,11 +418,11 @@ def _scheduled_start(signal: Mapping[str, Any] | None) -> bool:
 
 
 def _on_schedule(f: Facts) -> bool:
-    return _scheduled_start(_last(f.events, k.QUERY_RESTARTED))
+    return _scheduled_start(last_event(f.events, k.QUERY_RESTARTED))
 
 
 def restarted(f: Facts) -> Verdict | None:
-    signal = _last(f.events, k.QUERY_RESTARTED)
+    signal = last_event(f.events, k.QUERY_RESTARTED)
     if signal is None or _scheduled_start(signal):
         return None  # a scheduled run's start is no incident (``stopped`` and ``healthy`` say it is on a schedule)
     down = (signal.get("attributes") or {}).get("downtime_seconds")
@@ -606,9 +459,9 @@ def overdue(f: Facts) -> Verdict | None:
     """A query on a schedule whose next run is late: its newest run stopped cleanly, and no run has started
     by that run's start + the interval + max(interval * SCHEDULE_LATE_SHARE, SCHEDULE_LATE_MIN_SECONDS)
     (the SparkStreamingScheduledRunOverdue alert's rule). Since: when the next run was due (start + interval)."""
-    if not f.runs or _outcome(f.runs[-1]) != "clean" or f.now is None:
+    if not f.runs or run_outcome(f.runs[-1]) != "clean" or f.now is None:
         return None
-    every = _schedule_interval(_last(f.events, k.QUERY_RESTARTED))
+    every = _schedule_interval(last_event(f.events, k.QUERY_RESTARTED))
     run = f.runs[-1]
     started = run.get("started")
     if every is None or fmt.missing(started):
@@ -625,7 +478,7 @@ def overdue(f: Facts) -> Verdict | None:
 
 
 def stopped(f: Facts) -> Verdict | None:
-    if not f.runs or _outcome(f.runs[-1]) != "clean":
+    if not f.runs or run_outcome(f.runs[-1]) != "clean":
         return None
     run = f.runs[-1]
     end = run.get("ended") if not fmt.missing(run.get("ended")) else run.get("last_seen")

@@ -83,7 +83,7 @@ class RawEvent(NamedTuple):
 class LoggedApp:
     """An application as its event log tells it (start event, environment, or the watcher's saved state).
 
-    Not the pipeline's identity (``spark_state_observer.model.identity.AppContext``, which ``spark_state_observer.fleet.runtime.app_context``
+    Not the pipeline's identity (``spark_state_observer.model.identity.AppContext``, which ``spark_state_observer.fleet.app_pipeline.app_context``
     derives from this): it also holds what only the watcher reads, to admit and configure the application (its Spark
     version, start time, properties and the conf the RocksDB estimate reads), and none of it labels a series or a row.
     ``name`` is the stable identity, ``app_id`` and ``attempt_id`` change per run.

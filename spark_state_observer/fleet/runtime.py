@@ -40,6 +40,9 @@ once behind one ``/metrics`` endpoint:
   (``EventLogWatcher.silence``, on its own clock); a run still open past its query's cadence is ``lost``
   (``spark_state_observer.signals.lifecycle``), a lasting state kept after the application is forgotten.
 
+One application's parts are in ``spark_state_observer.fleet.app_pipeline``; the watcher's own series in
+``spark_state_observer.fleet.watch_series``.
+
 Data flows one way: capture (the watcher) → model → signals → sinks; nothing here is called back.
 """
 
@@ -51,7 +54,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from prometheus_client import CollectorRegistry
@@ -60,63 +63,56 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from spark_state_observer.assembly import SinkOptions, assemble, sink_factory
-from spark_state_observer.capture.queue import CapturedEvent
 from spark_state_observer.exporters.endpoint import Endpoint, open_endpoint
 from spark_state_observer.exporters.exposition import Created, Families, QueryLines, join_parts
 from spark_state_observer.exporters.http import MetricsServer
 from spark_state_observer.exporters.openmetrics import openmetrics_text
 from spark_state_observer.exporters.otel.config import otlp_enabled
-from spark_state_observer.exporters.prometheus import StateCollector, histogram_text
+from spark_state_observer.exporters.prometheus import histogram_text
 from spark_state_observer.exporters.push import Pusher
-from spark_state_observer.exporters.samples import SampleSink, labelled, render_lasting, render_self
+from spark_state_observer.exporters.samples import labelled, render_lasting, render_self
 from spark_state_observer.fleet.app_events import (
     PIPELINE_EVENTS,
     PLACEMENT_EVENTS,
-    PROBLEM_KINDS,
     AppEvents,
     LoggedApp,
-    RawEvent,
     WatchCounts,
 )
-from spark_state_observer.fleet.clock_skew import event_time
+from spark_state_observer.fleet.app_pipeline import AppPipeline as _AppPipeline
+from spark_state_observer.fleet.app_pipeline import AppSide as _AppSide
+from spark_state_observer.fleet.app_pipeline import Replayable as _Replayable
+from spark_state_observer.fleet.app_pipeline import app_context as app_context
+from spark_state_observer.fleet.app_pipeline import apply_executor_change as _executor_change
+from spark_state_observer.fleet.app_pipeline import shared_sink as _shared_sink
+from spark_state_observer.fleet.app_pipeline import streaming as _streaming
 from spark_state_observer.fleet.eventlog_watch import EventLogWatcher
 from spark_state_observer.fleet.heap import keep_freed_heap
 from spark_state_observer.fleet.query_statuses import EXPORTER as QUERY_STATUS_EXPORTER
 from spark_state_observer.fleet.query_statuses import QueryStatuses
-from spark_state_observer.fleet.store_mirror import PROBLEM_KINDS as STORE_PROBLEM_KINDS
-from spark_state_observer.fleet.store_mirror import REQUEST_KINDS, StoreMirror
+from spark_state_observer.fleet.store_mirror import StoreMirror
 from spark_state_observer.fleet.store_sync import StoreSync
 from spark_state_observer.fleet.watch_positions import SavedPositions
+from spark_state_observer.fleet.watch_series import render_store as render_store
+from spark_state_observer.fleet.watch_series import render_watch as render_watch
 from spark_state_observer.fleet.watch_state import StateFileError, load_state
 from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.selfmetrics import SelfMetrics
-from spark_state_observer.model import kinds
-from spark_state_observer.model.bounded import clean_identity
 from spark_state_observer.model.checkpoint_work import expected_work_hook
-from spark_state_observer.model.events import Event
-from spark_state_observer.model.identity import AppContext, Pairs
+from spark_state_observer.model.identity import AppContext
 from spark_state_observer.model.plan_checkpoint import PlanCheckpoints
 from spark_state_observer.model.plan_eviction import PlanEviction
 from spark_state_observer.model.query_lifecycle import LOST
-from spark_state_observer.model.signal_kinds import SignalEvent
 from spark_state_observer.model.spark_events import (
-    APP_END,
     EXECUTOR_ADDED,
     EXECUTOR_REMOVED,
-    QUERY_IDLE,
-    QUERY_PROGRESS,
-    QUERY_STARTED,
-    QUERY_TERMINATED,
-    executor_change,
 )
 from spark_state_observer.model.spark_time import no_data_progress_seconds
 from spark_state_observer.pipeline.runtime import Observer
-from spark_state_observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink, SinkContext, SinkFactory
-from spark_state_observer.placement.feed import PlacementFeed
+from spark_state_observer.pipeline.sink import Sink, SinkContext
 from spark_state_observer.placement.task_lines import wanted_line
 from spark_state_observer.placement.task_log import EventLogSource
 from spark_state_observer.settings import Settings
-from spark_state_observer.signals.executors import ExecutorSet, LoggedExecutors
+from spark_state_observer.signals.executors import LoggedExecutors
 from spark_state_observer.signals.lifecycle import RunState
 
 if TYPE_CHECKING:
@@ -125,24 +121,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("spark_state_observer")
 HISTORY_DROPPED_KEY = "history_dropped_events"  # in the state file: events dropped before its positions, never to be written
 MAX_UNSAVED = 64  # position snapshots waiting for the history writer (a long outage: the newest replaces the last)
-
-_KIND_OF = {
-    QUERY_STARTED: kinds.STARTED,
-    QUERY_PROGRESS: kinds.PROGRESS,
-    QUERY_IDLE: kinds.IDLE,
-    QUERY_TERMINATED: kinds.TERMINATED,
-    APP_END: kinds.APPLICATION_END,  # the runs it still had end with it, as in replay
-}
-_WATCH_COUNTERS = (
-    (catalog.WATCH_APPLICATIONS_DISCOVERED, "apps_discovered"),
-    (catalog.WATCH_APPLICATIONS_FORGOTTEN, "apps_forgotten"),
-    (catalog.WATCH_READ_BYTES, "read_bytes"),
-    (catalog.WATCH_DECODED_BYTES, "decoded_bytes"),
-    (catalog.WATCH_LINES, "lines"),
-    (catalog.WATCH_EVENTS_PARSED, "events_parsed"),
-    (catalog.WATCH_EVENTS_DELIVERED, "events_delivered"),
-    (catalog.WATCH_EVENTS_DUPLICATE, "events_duplicate"),
-)
 
 
 PRERENDER_SECONDS = 10.0
@@ -165,114 +143,6 @@ class WatchOptions:
     follow_symlinks: bool = False  # follow links out of the watched folders too
     max_apps: int = 10_000
     history: bool = False  # write the shared history (settings.history_path)
-
-
-def render_watch(f: SampleSink, counts: WatchCounts) -> None:
-    """The watcher's own series (``catalog.WATCH_METRICS``) from its running totals."""
-    for status, n in (("running", counts.apps_running), ("finished", counts.apps_finished), ("lost", counts.apps_lost)):
-        f.add(catalog.WATCH_APPLICATIONS, (("status", status),), n)
-    for spec, attr in _WATCH_COUNTERS:
-        f.add(spec, (), getattr(counts, attr))
-    for kind in PROBLEM_KINDS:
-        f.add(catalog.WATCH_PROBLEMS, (("kind", kind),), counts.problems.get(kind, 0))
-    f.add(catalog.WATCH_CLOCK_SKEW, (), counts.clock_skew_seconds)
-
-
-def render_store(f: SampleSink, mirrors: Sequence[StoreMirror]) -> None:
-    """The object-store series (requests and problems by kind), summed over the watched URLs; none without URLs."""
-    if not mirrors:
-        return
-    for kind in REQUEST_KINDS:
-        f.add(catalog.WATCH_STORE_REQUESTS, (("kind", kind),), sum(m.requests.get(kind, 0) for m in mirrors))
-    for kind in STORE_PROBLEM_KINDS:
-        f.add(catalog.WATCH_STORE_PROBLEMS, (("kind", kind),), sum(m.problems.get(kind, 0) for m in mirrors))
-
-
-def app_context(identity: LoggedApp, static: Pairs) -> AppContext:
-    """The pipeline's identity of an application the watcher found."""
-    # the log name is the file's name (surrogate escapes where it is not UTF-8): cleaned as the other identity strings were
-    return AppContext(identity.name, static, identity.app_id, identity.attempt_id or "", clean_identity(identity.log_name))
-
-
-class _Replayable:
-    """Wraps a per-application sink that writes durably (history, OTLP logs): skips events delivered before a restart.
-
-    It is also where a shared sink that records placement (the history: ``PlacementAwareSink``) is handed the
-    feed of the application whose event it is given: one history follows every application's placement, as
-    a listener's follows its own (the Placement page reads it)."""
-
-    def __init__(self, inner: Sink, side: _AppSide, identity: AppContext, owned: bool) -> None:
-        self.inner, self.name, self._side, self._identity, self._owned = inner, inner.name, side, identity, owned
-        self._placement: PlacementFeed | None = None
-        self._app_aware = isinstance(inner, AppAwareSink)  # asked once: a runtime-checkable protocol's isinstance is slow
-
-    def follow_placement(self, feed: PlacementFeed) -> None:
-        """This application's placement feed, handed to the inner sink with each of its events when it records placement."""
-        self._placement = feed if isinstance(self.inner, PlacementAwareSink) else None
-
-    def on_app_event(self, app: AppContext, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
-        if self._side.replaying:
-            return
-        if self._placement is not None:
-            cast(PlacementAwareSink, self.inner).follow_placement(self._placement)
-        if self._app_aware:
-            cast(AppAwareSink, self.inner).on_app_event(app, event, signals, received_at)
-        else:
-            self.inner.on_event(event, signals, received_at)
-
-    def on_event(self, event: Event | None, signals: Sequence[SignalEvent], received_at: float) -> None:
-        self.on_app_event(self._identity, event, signals, received_at)
-
-    # a shared sink is ticked, flushed and closed once by the runtime, an owned one with its application
-    def tick(self, processed: int) -> None:
-        if self._owned:
-            self.inner.tick(processed)
-
-    def flush(self) -> None:
-        if self._owned:
-            self.inner.flush()
-
-    def close(self) -> None:
-        if self._owned:
-            self.inner.close()
-
-
-@dataclass
-class _AppSide:
-    """What the watcher tells one application's observer, made before it: the application's clock, its executors
-    as its log tells them, and whether the events now given are ones read again after a restart."""
-
-    executors: LoggedExecutors = field(default_factory=LoggedExecutors)
-    wall: Callable[[], float] = time.time  # the watcher's wall clock (a test's simulated one)
-    clock_skew: float = 0.0  # seconds the application's clock is behind the watcher's (``AppEvents.clock_skew``)
-    clock_known: bool = False  # the skew is settled (``AppEvents.clock_known``): only then are ages and stalls judged
-    replaying: bool = False
-
-    def clock(self) -> float:
-        """Now on the application's clock: its ages and stalls compare its own event times with this."""
-        return self.wall() - self.clock_skew
-
-    def executor_ids(self) -> ExecutorSet:
-        return self.executors.current()
-
-
-@dataclass
-class _AppPipeline:
-    """One followed application: its observer, what the watcher tells it, and what its log's plans and tasks say."""
-
-    observer: Observer
-    side: _AppSide
-    placement: EventLogSource | None = None  # the application's task events, when placement is followed
-    checkpoints: PlanCheckpoints = field(default_factory=PlanCheckpoints)  # run id -> checkpoint root, from its plans
-    eviction: PlanEviction = field(default_factory=PlanEviction)  # which states the watermark evicts by key, from its plans
-    log_name: str = ""
-    last_time: float = 0.0  # latest event time seen, for events that carry none (terminated)
-    # the application's Prometheus lines over its observer's view (built here: the pipeline builds no exporter);
-    # the watcher's one endpoint joins those of every application
-    collector: StateCollector = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.collector = StateCollector(self.observer.view)
 
 
 class _TextCollector(Collector):
@@ -550,7 +420,7 @@ class FleetObserver:
         done = 0
         for event in found.events:
             if pipeline is not None:
-                done += self._apply(pipeline, event)
+                done += pipeline.apply(event)
             elif event.event_type in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
                 _executor_change(self._executors.setdefault(found.log_name, LoggedExecutors()), event)
         for change in found.status_changes:
@@ -611,37 +481,6 @@ class FleetObserver:
         if pipeline is not None:
             pipeline.observer.engine.lifecycle.detach()  # its queries' totals stay, for a later application of them
             pipeline.observer.stop(1.0)  # closes its own sinks (OTLP); its series go with it
-
-    def _apply(self, pipeline: _AppPipeline, event: RawEvent) -> int:
-        if pipeline.placement is not None:  # every event, in the log's order, before a progress event is processed
-            if event.progress is not None:  # a progress as bytes: placement reads its ids from the line, as in replay
-                pipeline.placement.feed_line(event.line or b"", app=pipeline.log_name)
-            elif event.line is not None:  # task, job and SQL events come unparsed: placement decodes what it reads
-                pipeline.checkpoints.feed_line(event.line)
-                pipeline.eviction.feed_line(event.line)
-                pipeline.placement.feed_line(event.line, app=pipeline.log_name, wanted=True)  # the watcher's raw_keep kept it
-                return 0
-            else:
-                pipeline.placement.feed(event.data, app=pipeline.log_name)
-        if event.event_type in (EXECUTOR_ADDED, EXECUTOR_REMOVED):
-            _executor_change(pipeline.side.executors, event)
-            return 0
-        kind = _KIND_OF.get(event.event_type)
-        if kind is None:  # application start: the identity comes from the watcher
-            return 0
-        at = event_time(event.event_type, event.data) or event.logged_at  # a termination: the lines before it, as in replay
-        if at is None:
-            at = pipeline.last_time if event.replayed and pipeline.last_time else pipeline.side.clock()
-        pipeline.last_time = max(pipeline.last_time, at)
-        payload: Any = (
-            event.data if kind != kinds.PROGRESS else event.progress if event.progress is not None else event.data.get("progress")
-        )
-        pipeline.side.replaying = event.replayed
-        try:
-            pipeline.observer.process(CapturedEvent(kind, payload, at, 0.0))
-        finally:
-            pipeline.side.replaying = False
-        return 1
 
     # --- exposition ---------------------------------------------------------------------------------------
     def exposition(self) -> bytes:
@@ -709,11 +548,6 @@ class FleetObserver:
             log.warning("spark-state-observer: %s failed: %r", sink.name, exc)
 
 
-def _shared_sink(sink: Sink, side: _AppSide, identity: AppContext) -> SinkFactory:
-    """A sink every application shares (the history), as one application's observer is handed it."""
-    return lambda context: _Replayable(sink, side, identity, owned=False)
-
-
 def _history_dropped(state_path: str | None) -> int:
     """History events earlier runs dropped (``HISTORY_DROPPED_KEY`` of the state file); 0 without one. The
     watcher itself reports a state file it cannot read."""
@@ -735,15 +569,3 @@ def _started_first(found: AppEvents) -> tuple[float, str]:
     """The order in which a poll's applications are processed: by their start time (unknown last), then name."""
     start = found.identity.start_time_ms if found.identity is not None else None
     return (float("inf") if start is None else float(start), found.log_name)
-
-
-def _streaming(found: AppEvents) -> bool:
-    return any(e.event_type in _KIND_OF for e in found.events)
-
-
-def _executor_change(executors: LoggedExecutors, event: RawEvent) -> None:
-    """Apply an executor added or removed event, at the time Spark recorded it (as replay does)."""
-    executor, at = executor_change(event.data)
-    info = event.data.get("Executor Info")
-    cores = info.get("Total Cores") if isinstance(info, dict) else None
-    executors.change(executor, event.event_type == EXECUTOR_ADDED, at, cores if type(cores) is int else None)
