@@ -25,7 +25,6 @@ def test_no_module_over_the_limit() -> None:
     )
 
 
-
 def test_the_count_sees_every_module() -> None:
     """The walk finds the package's modules (a wrong root would pass the limit with nothing to count)."""
     counts = line_counts()
