@@ -53,11 +53,10 @@ class LifecycleJudge:
             app.marker_final,
         )
         if sig != app.growth_sig:
-            # first seen: silent since its last sign of life, when that is clearly older (a log found long dead)
-            silent = self.silent_before(app) if not app.growth_sig else 0.0
-            app.last_growth = now - silent
-            if silent and app.quiet_since is None:
-                app.quiet_since = app.last_growth  # quiet for that long already: its clock is settled at the next read
+            # first seen: how long it was silent before (a log found long dead) dates a loss, but the verdict waits for
+            # silence on this watcher's clock: a file server's or a driver's clock off by any amount cannot make it
+            app.dead_for = self.silent_before(app) if not app.growth_sig else 0.0
+            app.last_growth = now
             app.growth_sig = sig
         ended = app.marker_final or app.end_seen or (app.listing.kind == "single" and app.listing.finished)
         read_all = tail is None or tail.broken or (tail.size >= 0 and tail.raw >= tail.size)

@@ -259,6 +259,13 @@ class EventLogWatcher:
             return None
         return self.clock() - app.last_growth
 
+    def last_life(self, log_name: str) -> float | None:
+        """When (on ``clock``) ``log_name``'s log last showed life: its last growth this watcher saw, or for a log not
+        grown since it was first read, the newer of its last event's time and its modification time (a loss is dated
+        then, so a driver dead for weeks does not read as one that died now). None: not followed."""
+        app = self.book.apps.get(log_name)
+        return None if app is None else app.last_growth - app.dead_for
+
     def app_problems(self) -> dict[str, dict[str, int]]:
         """Problems counted per followed application (log name -> kind -> count)."""
         return {name: dict(app.problems) for name, app in self.book.apps.items() if app.problems}

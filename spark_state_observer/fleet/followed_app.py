@@ -41,6 +41,8 @@ class FollowedApp:
         self.status = "running"
         self.status_since = now
         self.last_growth = now
+        # seconds its log was silent before this watcher first read it (dates a loss; never judges one)
+        self.dead_for = 0.0
         self.growth_sig: tuple[Any, ...] = ()
         self.dir_mtime = -1
         self.polls_since_listing = 0

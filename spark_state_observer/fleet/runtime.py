@@ -465,6 +465,7 @@ class FleetObserver:
         )
         # the query's own cadence: a live driver logs at least every no-data progress interval
         observer.engine.lifecycle.no_data_seconds = no_data_progress_seconds(dict(identity.spark_conf))
+        observer.engine.lifecycle.last_life = lambda: self.watcher.last_life(identity.log_name)
         if observer.placement is not None:
             for executor, cores in side.executors.cores.items():  # came before the application was admitted
                 observer.placement.restore_progress.on_executor_cores(executor, cores)

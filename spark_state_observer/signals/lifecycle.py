@@ -148,6 +148,8 @@ class Lifecycle(Rule):
         # seconds since this application's event log last grew (the watcher sets it; None: not known, a listener
         # inside the driver, which dies with it): what the lost verdict reads
         self.silence: Callable[[], float | None] | None = None
+        # when the application's log last showed life (the watcher's; dates a loss found long after it happened)
+        self.last_life: Callable[[], float | None] | None = None
         # spark.sql.streaming.noDataProgressEventInterval of the application (the watcher reads its conf): a live idle query's beat
         self.no_data_seconds = NO_DATA_PROGRESS_SECONDS
         self.verdicts = 0  # lost verdicts given or taken back: the watcher publishes lasting states after a tick that moved it
@@ -369,6 +371,10 @@ class Lifecycle(Rule):
             self._set_lost(q, record, False, now, facts)  # the log grew again: the driver lives
             return False
         if not q.lost:
+            since = now - silent
+            life = self.last_life() if self.last_life is not None else None
+            if life is not None and life < since:  # silent before the watcher first read its log: dated then
+                since = life
             was_stalled = q.stalled
             if q.stalled:  # no stall: a hung batch and a dead driver call for different actions
                 q.stalled = False
@@ -379,11 +385,11 @@ class Lifecycle(Rule):
                 True,
                 now,
                 facts,
-                seconds_silent=round(silent, 1),
+                seconds_silent=round(now - since, 1),
                 limit_seconds=round(limit, 1),
                 seconds_since_progress=_round(now - q.last_progress) if q.last_progress is not None else None,
                 was_stalled=was_stalled,
-                since=now - silent,
+                since=since,
             )
             self.release(record.query_id)  # a later application of the query takes it over (a restart after a crash)
         return True

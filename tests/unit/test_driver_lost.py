@@ -151,13 +151,15 @@ def test_a_later_application_of_the_query_takes_a_lost_one_over_as_a_restart_wit
 
 
 MONTH = 30 * 86400.0
+LOST_BOUND = 120.0  # lost_min_seconds: the bound these recordings' queries get
 
 
 @pytest.mark.parametrize("name", KILLED)
 def test_a_driver_killed_a_month_before_the_watcher_started_is_lost_since_its_last_event_and_pages_no_one(tmp_path: Any, name: str) -> None:
     """The killed driver's log as it was left, its files dated at its last event, found by a watcher started 30 days
-    later: lost at once (no two minutes of pretended life), dated at the log's last sign of life, not at the
-    watcher's start; its since is what the lost alert reads to page only for a recent loss."""
+    later: lost once the watcher saw it silent for the query's bound (its own clock judges, so no file server's or
+    driver's clock can make a live one lost), dated at the log's last sign of life, not at the watcher's start; its
+    since is what the lost alert reads to page only for a recent loss."""
     log = Log.of(os.path.join(precision.INCIDENTS, name, "run1", "eventlog"), paced=False)
     start = log.end + MONTH
     watch = paced_watch(tmp_path, start)
@@ -166,24 +168,27 @@ def test_a_driver_killed_a_month_before_the_watcher_started_is_lost_since_its_la
         for f in files:
             os.utime(os.path.join(folder, f), (log.end, log.end))  # as the killed driver left them
     states: list[tuple[float, dict[str, float], list[float]]] = []
+    stalled: list[list[float]] = []
 
     def seen(now: float) -> None:
         series = watch.fleet.exposition()
         since = values(series, "spark_streaming_query_lost_since_timestamp_seconds", query=name)
         states.append((now - start, lifecycle(watch.fleet, name), since))
+        stalled.append(values(series, "spark_streaming_query_stalled", query=name))
 
     watch.run(start + 240, seen)
     watch.fleet.stop()
 
     lost = [t for t, s, _ in states if s == {"lost": 1.0}]
-    # lost at the second poll (its clock settled: quiet for a month), not after 2 minutes of pretended life
-    assert lost and min(lost) <= 2 * STEP and all(t in lost for t, _, _ in states if t >= min(lost)), states
+    # lost once this watcher saw it silent for the query's bound (two minutes by default), and dated a month back
+    assert lost and min(lost) <= LOST_BOUND + 3 * STEP and all(t in lost for t, _, _ in states if t >= min(lost)), states
     found = [(run_id, attrs) for kind, run_id, attrs in signals(tmp_path) if kind == "query_lost"]
     assert len(found) == 1 and found[0][1]["seconds_silent"] > MONTH, found
     with sqlite3.connect(tmp_path / "history.db") as conn:
         (ts,) = conn.execute("SELECT ts FROM events WHERE kind = 'query_lost'").fetchone()
     assert log.end <= ts < log.end + 5.0, (ts, log.end)  # its last event, not the watcher's start
-    assert not [k for k, _, _ in signals(tmp_path) if k == "stalled"]
+    # a stall may be said while the watcher waits out the bound; the loss replaces it (a dead driver is no stall)
+    assert stalled[-1] in ([], [0.0]), stalled[-1]
     # the exported since is the same time, older than the alert's recent window: no fresh-loss condition
     since = [v for _, s, v in states if s == {"lost": 1.0} and v]
     assert since and all(v == [since[0][0]] and abs(v[0] - ts) < 1e-3 for v in since), since

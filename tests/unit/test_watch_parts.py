@@ -243,15 +243,17 @@ def test_the_lifecycle_judge_dates_a_log_found_long_dead_at_its_last_sign_of_lif
     app = parts.follow("local-1796673351335", path)
     parts.tailer.follow(app, 1 << 30)
     parts.judge.judge(app, parts.now)
-    assert parts.now - app.last_growth == parts.wall - last  # silent since its last event, not since it was found
-    assert app.status == "lost" and app.quiet_since == app.last_growth
-    parts.judge.forget(parts.now + 300.0)
-    assert not parts.book.apps and parts.book.forgotten == [app]
+    # the silence before it was found dates a loss (its last event), but the verdict waits for silence on the
+    # watcher's own clock: no file server's or driver's clock can make a log lost
+    assert app.dead_for == parts.wall - last and app.last_growth == parts.now
+    assert app.status == "running"
+    parts.judge.judge(app, parts.now + parts.judge.lost_after_seconds + 1.0)
+    assert app.status == "lost"
     fresh = Parts(wall=last + 10.0)  # within the skew tolerance: no silence before the watcher saw it
     app = fresh.follow("local-1796673351335", path)
     fresh.tailer.follow(app, 1 << 30)
     fresh.judge.judge(app, fresh.now)
-    assert app.last_growth == fresh.now and app.status == "running"
+    assert app.last_growth == fresh.now and app.dead_for == 0.0 and app.status == "running"
 
 
 def test_the_lifecycle_judge_finishes_a_log_read_to_its_end_after_its_end_marker(tmp_path: Any) -> None:
