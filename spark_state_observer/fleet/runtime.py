@@ -106,7 +106,6 @@ from spark_state_observer.model.spark_events import (
     EXECUTOR_ADDED,
     EXECUTOR_REMOVED,
 )
-from spark_state_observer.model.spark_time import no_data_progress_seconds
 from spark_state_observer.pipeline.runtime import Observer
 from spark_state_observer.pipeline.sink import Sink, SinkContext
 from spark_state_observer.placement.task_lines import wanted_line
@@ -456,6 +455,7 @@ class FleetObserver:
             eviction=eviction,
             # how long its log has said nothing, as the watcher saw it grow: a driver gone without a word is lost
             silence=lambda: self.watcher.silence(identity.log_name),
+            last_life=lambda: self.watcher.last_life(identity.log_name),  # dates a loss found long after it happened
             spark_conf=dict(identity.spark_conf),
             placement=placement,
             # a restore's ETA starts from the work in the checkpoint its plans name; its operators are named as
@@ -463,9 +463,6 @@ class FleetObserver:
             expected_work=expected_work_hook(checkpoints) if placement is not None else None,
             spark_version=identity.spark_version if placement is not None else None,
         )
-        # the query's own cadence: a live driver logs at least every no-data progress interval
-        observer.engine.lifecycle.no_data_seconds = no_data_progress_seconds(dict(identity.spark_conf))
-        observer.engine.lifecycle.last_life = lambda: self.watcher.last_life(identity.log_name)
         if observer.placement is not None:
             for executor, cores in side.executors.cores.items():  # came before the application was admitted
                 observer.placement.restore_progress.on_executor_cores(executor, cores)

@@ -31,6 +31,7 @@ from spark_state_observer.model.identity import AppContext
 from spark_state_observer.model.parse import MalformedEvent, parse_event
 from spark_state_observer.model.plan_eviction import EvictionLocator
 from spark_state_observer.model.signal_kinds import SignalEvent
+from spark_state_observer.model.spark_time import no_data_progress_seconds
 from spark_state_observer.pipeline.sink import AppAwareSink, PlacementAwareSink, Sink, SinkContext, SinkFactory
 from spark_state_observer.placement.feed import PlacementFeed, PlacementSource
 from spark_state_observer.placement.restore_progress import ExpectedWorkHook
@@ -68,6 +69,7 @@ class Observer:
         checkpoint: CheckpointLocator | None = None,
         eviction: EvictionLocator | None = None,
         silence: Callable[[], float | None] | None = None,
+        last_life: Callable[[], float | None] | None = None,
         spark_conf: Mapping[str, str] | None = None,
         placement: PlacementSource | None = None,
         expected_work: ExpectedWorkHook | None = None,
@@ -77,7 +79,7 @@ class Observer:
         """Every collaborator comes in here; ``spark_state_observer.assembly.assemble`` is the one caller that chooses them.
 
         ``silence``: how long the application's event log has said nothing (the watcher's; a run open past its
-        cadence is then lost). ``spark_conf``: the application's configuration as known at the start.
+        cadence is then lost), and ``last_life``: when it last showed life (dates a loss found late). ``spark_conf``: the application's configuration as known at the start.
         ``placement``: where state partitions run, with what a running restore's ETA reads (``expected_work``,
         ``spark_version``). ``sinks``: built here, in order, over this observer's view; if one fails, those
         already built are closed and the error raised.
@@ -127,6 +129,7 @@ class Observer:
         # the stop's own echo (its query thread failing under the stopped context), not a crash; the latest only
         self._ended_with_app: dict[tuple[str, str], None] = {}
         self.engine.lifecycle.silence = silence
+        self.engine.lifecycle.last_life = last_life
         self.placement: PlacementFeed | None = None  # where state partitions run (set_placement)
         self.capacity_conf = read_conf({})  # the application's RocksDB and executor memory settings (set_spark_conf)
         if spark_conf is not None:
@@ -229,6 +232,8 @@ class Observer:
         self.capacity_conf = read_conf(relevant(conf))
         self.engine.capacity.conf = self.capacity_conf
         self.engine.snapshots.set_conf(relevant(conf))
+        # the query's own cadence: a live driver logs at least every no-data progress interval
+        self.engine.lifecycle.no_data_seconds = no_data_progress_seconds(conf)
         if self.placement is not None:
             self.placement.capacity.conf = self.capacity_conf
 
