@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib.resources
 import importlib.util
 import os
+import re
 from typing import Any
 
 from spark_state_observer.mixin import alertmanager, grafana, prometheus_operator
@@ -93,6 +94,14 @@ def runbook_index() -> str:
     ranked = sorted(alerts.declared(), key=lambda a: order.get(a.name, len(order)))
     rows += [f"| [{a.name}](#{a.anchor}) | {a.severity} | {a.for_} | {a.summary} |" for a in ranked]
     return "\n".join(rows) + "\n"
+
+
+def sections_missing() -> list[str]:
+    """Declared alerts whose runbook has no section (``## Name``) or whose section says nothing to do (``**Do**``):
+    an alert must not page anyone without a fix to read."""
+    found = re.split(r"^## (.+)$", runbook(), flags=re.MULTILINE)
+    sections = {heading.strip().lower().replace(" ", "-"): body for heading, body in zip(found[1::2], found[2::2])}
+    return [a.name for a in alerts.declared() if "**Do**" not in sections.get(a.anchor, "")]
 
 
 def artefacts(config: MixinConfig, dashboard_schema: str = "classic") -> dict[str, str]:

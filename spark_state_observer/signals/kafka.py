@@ -202,7 +202,7 @@ ALERTS = (
         ("kafka_lag",),
         summary="Kafka lag keeps growing: the query reads slower than the topic is written.",
         verdict_text=(
-            ("kafka_lag", "Kafka lag growing: {topic} {records} records behind the latest ({then} when it began to grow at {since}"),
+            ("kafka_lag", "Kafka lag growing: {topic} {records} records behind the latest ({then} when it began to grow at {since}{rate})"),
         ),
     ),
     AlertSpec(
