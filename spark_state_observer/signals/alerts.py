@@ -14,10 +14,7 @@ from spark_state_observer.metrics.families import kafka as kafka_metrics
 from spark_state_observer.metrics.families import observer as observer_metrics
 from spark_state_observer.metrics.families import signals as signal_metrics
 from spark_state_observer.metrics.families import state as state_metrics
-from spark_state_observer.model.alert_spec import CRITICAL as CRITICAL
-from spark_state_observer.model.alert_spec import INFO as INFO
-from spark_state_observer.model.alert_spec import WARNING as WARNING
-from spark_state_observer.model.alert_spec import AlertSpec as AlertSpec
+from spark_state_observer.model.alert_spec import AlertSpec as AlertSpec  # declared in the model, for both layers
 from spark_state_observer.signals import registry, skew
 
 # modules that declare alerts no rule raises, each next to what produces its metric or signal
