@@ -35,7 +35,7 @@ from spark_state_observer.browser.verdict_facts import SEVERITY as SEVERITY
 from spark_state_observer.browser.verdict_facts import Facts as Facts
 from spark_state_observer.browser.verdict_facts import Verdict as Verdict
 from spark_state_observer.browser.verdict_facts import VerdictKind as VerdictKind
-from spark_state_observer.browser.verdict_facts import last_event, run_outcome
+from spark_state_observer.browser.verdict_facts import last_event, run_outcome, say
 from spark_state_observer.browser.verdict_kafka import KAFKA_DATA_LOSS as KAFKA_DATA_LOSS
 from spark_state_observer.browser.verdict_kafka import kafka_data_loss as kafka_data_loss
 from spark_state_observer.browser.verdict_kafka import kafka_lag as kafka_lag
@@ -158,7 +158,7 @@ def crash_loop(f: Facts) -> Verdict | None:
     first, last = restarts[0], restarts[-1]
     failed = next((r for r in reversed(f.runs) if run_outcome(r) == "exception"), None)
     cause, trace = _failure(f, failed) if failed else (None, None)
-    text = f"Crash loop: {fmt.plural(len(restarts), 'restart')} in {fmt.duration(max(last - first, 0.0))}"
+    text = say("crash_loop", restarts=fmt.plural(len(restarts), "restart"), span=fmt.duration(max(last - first, 0.0)))
     if cause:
         text += f"; last error {cause}"
     elif failed is None:
@@ -188,10 +188,9 @@ def failed(f: Facts) -> Verdict | None:
     cause, trace = _failure(f, run)
     at_start = not run.get("batches")
     kind = "failed_at_start" if at_start else "failed"
-    head = "Failed at start" if at_start else "Failed"
     end = run.get("ended") if not fmt.missing(run.get("ended")) and (run.get("ended") or 0) >= (run.get("started") or 0) else None
     when = end or run.get("started")
-    text = f"{head} at {fmt.clock(when)}: {cause or 'no exception text in the history'}"
+    text = say(kind, at=fmt.clock(when), cause=cause or "no exception text in the history")
     return Verdict(kind, text, run.get("started"), cause, trace, run["run_id"])
 
 
@@ -205,10 +204,7 @@ def lost(f: Facts) -> Verdict | None:
     if signal is None or (f.last_batch_ts is not None and f.last_batch_ts > float(signal["ts"])):
         return None
     silent = (signal.get("attributes") or {}).get("seconds_silent")
-    text = (
-        f"Driver lost at {fmt.clock(signal['ts'])}: its event log silent for {fmt.duration(silent)} without an end "
-        f"(killed for memory? node lost?); last batch at {fmt.clock(f.last_batch_ts)}"
-    )
+    text = say("lost", at=fmt.clock(signal["ts"]), silent=fmt.duration(silent), last_batch=fmt.clock(f.last_batch_ts))
     return Verdict("lost", text, f.last_batch_ts or float(signal["ts"]), run_id=run["run_id"])
 
 
@@ -226,16 +222,14 @@ def stalled(f: Facts) -> Verdict | None:
         seconds = (signal.get("attributes") or {}).get("seconds_without_progress")
         return Verdict(
             "stalled",
-            f"Stalled: no batch for {fmt.duration(seconds)} (since {fmt.clock(f.last_batch_ts)})",
+            say("stalled", quiet=fmt.duration(seconds), last_batch=fmt.clock(f.last_batch_ts)),
             f.last_batch_ts or signal["ts"],
         )
     if open_run and f.now is not None and f.last_batch_ts is not None:
         quiet = f.now - f.last_batch_ts
         limit = max(STALL_MIN_SECONDS, STALL_FACTOR * (f.interval or 0.0))
         if quiet > limit and quiet < 7 * 86400:  # a week-old history is not a stall, it is an old file
-            return Verdict(
-                "stalled", f"Stalled: no batch for {fmt.duration(quiet)} (usually every {fmt.duration(f.interval)})", f.last_batch_ts
-            )
+            return Verdict("stalled", say("stalled.usual", quiet=fmt.duration(quiet), interval=fmt.duration(f.interval)), f.last_batch_ts)
     return None
 
 
@@ -262,7 +256,7 @@ def state_unbounded(f: Facts) -> Verdict | None:
         evictions = "no evictions" if not ratio else f"evicting {float(ratio):.0%} of additions"
         parts.append(f"{name or 'operator'} +{fmt.number(a.get('rows_per_second'))} rows/s, {evictions}")
     since = min(e["ts"] for e in open_.values())
-    return Verdict("state_unbounded", "State unbounded: " + "; ".join(parts), since)
+    return Verdict("state_unbounded", say("state_unbounded", operators="; ".join(parts)), since)
 
 
 def falling_behind(f: Facts) -> Verdict | None:
@@ -273,8 +267,7 @@ def falling_behind(f: Facts) -> Verdict | None:
     a = signal.get("attributes") or {}
     return Verdict(
         "falling_behind",
-        f"Falling behind: input {fmt.number(a.get('input_rows_per_second'))} rows/s, processed "
-        f"{fmt.number(a.get('processed_rows_per_second'))} rows/s",
+        say("falling_behind", input=fmt.number(a.get("input_rows_per_second")), processed=fmt.number(a.get("processed_rows_per_second"))),
         signal["ts"],
     )
 
@@ -300,7 +293,7 @@ def snapshot_lagging(f: Facts) -> Verdict | None:
     a = signal.get("attributes") or {}
     lag, allowed = _count(a.get("max_lag_batches")), _count(a.get("allowed_lag_batches"))
     lagging, total = _count(a.get("instances_lagging")), _count(a.get("instances"))
-    text = f"Snapshots lagging: {a.get('operator_name') or 'operator'} at {fmt.clock(signal['ts'])}"
+    text = say("snapshot_lagging", operator=a.get("operator_name") or "operator", at=fmt.clock(signal["ts"]))
     if lag is not None:
         text += f", {fmt.number(lag)} versions without an uploaded snapshot"
         text += f" (normal up to {fmt.number(allowed)})" if allowed is not None else ""
@@ -318,7 +311,7 @@ def state_skewed(f: Facts) -> Verdict | None:
     if signal is None:
         return None
     a = signal.get("attributes") or {}
-    text = f"State skewed by key: {a.get('operator_name') or 'operator'} partition {a.get('partition')}"
+    text = say("state_skewed", operator=a.get("operator_name") or "operator", partition=a.get("partition"))
     share, ratio, size = _count(a.get("share")), _count(a.get("ratio")), _count(a.get("partition_bytes"))
     if share is not None:
         text += f" holds {share:.0%} of the state's bytes"
@@ -343,9 +336,9 @@ def late_rows(f: Facts) -> Verdict | None:
     by = f" by {', '.join(map(str, operators))}" if isinstance(operators, list) and operators else ""
     ended = f.runs[-1].get("ended") if f.runs and run_outcome(f.runs[-1]) is not None else None
     if ended is None:
-        text = f"Dropping late rows: the watermark drops input{by} as too late since {fmt.clock(signal['ts'])}"
+        text = say("late_rows", by=by, since=fmt.clock(signal["ts"]))
     else:
-        text = f"Dropped late rows: from {fmt.clock(signal['ts'])} the watermark dropped input{by} as too late; the query stopped at {fmt.clock(ended)}"
+        text = say("late_rows.stopped", by=by, since=fmt.clock(signal["ts"]), ended=fmt.clock(ended))
     ahead = a.get("watermark_ahead_seconds")
     groups = a.get("late_groups_share")
     if isinstance(ahead, (int, float)) and math.isfinite(ahead) and ahead > 0 and a.get("cause") == "watermark_ahead":
@@ -401,7 +394,7 @@ def executor_lost(f: Facts) -> list[Verdict]:
         seconds, at = _restore_total(f, signal["ts"] - LOSS_NOTICE_SECONDS, order=("store_reload", "restore"), taken=taken)
         if at is not None:
             taken.add(at)
-        text = f"Executor {executor} lost at {fmt.clock(signal['ts'])}"
+        text = say("executor_lost", executor=executor, at=fmt.clock(signal["ts"]))
         if seconds is not None:
             text += f"; restore {fmt.duration(seconds)}"
         elif at is not None:
@@ -427,7 +420,7 @@ def restarted(f: Facts) -> Verdict | None:
         return None  # a scheduled run's start is no incident (``stopped`` and ``healthy`` say it is on a schedule)
     down = (signal.get("attributes") or {}).get("downtime_seconds")
     seconds, at = _restore_total(f, signal["ts"], signal.get("run_id"))
-    text = f"Restarted at {fmt.clock(signal['ts'])}"
+    text = say("restarted", at=fmt.clock(signal["ts"]))
     if down is not None:
         text += f" after {fmt.duration(down)} down"
     if seconds is not None:
@@ -470,10 +463,7 @@ def overdue(f: Facts) -> Verdict | None:
     if f.now <= due + max(every * SCHEDULE_LATE_SHARE, SCHEDULE_LATE_MIN_SECONDS):
         return None
     end = run.get("ended") if not fmt.missing(run.get("ended")) else run.get("last_seen")
-    text = (
-        f"Overdue: a run every {fmt.duration(every)} was due at {fmt.clock(due)}, none has started in the "
-        f"{fmt.duration(f.now - due)} since (its last run stopped cleanly at {fmt.clock(end)})"
-    )
+    text = say("overdue", every=fmt.duration(every), due=fmt.clock(due), late=fmt.duration(f.now - due), end=fmt.clock(end))
     return Verdict("overdue", text, due)
 
 
@@ -483,14 +473,10 @@ def stopped(f: Facts) -> Verdict | None:
     run = f.runs[-1]
     end = run.get("ended") if not fmt.missing(run.get("ended")) else run.get("last_seen")
     if _on_schedule(f):
-        return Verdict("stopped", f"On a schedule: its last run stopped cleanly at {fmt.when(end)}", end)
+        return Verdict("stopped", say("stopped.scheduled", end=fmt.when(end)), end)
     if _ended_with_application(f, run["run_id"]):
-        return Verdict(
-            "stopped",
-            f"Stopped with its application at {fmt.when(end)} (no query stop logged: a SIGTERM, as a deploy sends, or an exit)",
-            end,
-        )
-    return Verdict("stopped", f"Stopped cleanly at {fmt.when(end)}", end)
+        return Verdict("stopped", say("stopped.with_application", end=fmt.when(end)), end)
+    return Verdict("stopped", say("stopped", end=fmt.when(end)), end)
 
 
 def _ended_with_application(f: Facts, run_id: str) -> bool:
@@ -531,11 +517,11 @@ def verdicts(f: Facts) -> list[Verdict]:
         if end is not None:
             found.append(end)
         elif not f.runs and f.last_batch_ts is None:
-            found.append(Verdict("no_data", "No batch and no run in the history yet"))
+            found.append(Verdict("no_data", say("no_data")))
         elif not found:
             every = f" (a batch every {fmt.duration(f.interval)})" if f.interval else ""
             running = "a scheduled run" if _on_schedule(f) else "running"
-            found.append(Verdict("healthy", f"Healthy: {running}{every}", f.last_batch_ts))
+            found.append(Verdict("healthy", say("healthy", running=running, every=every), f.last_batch_ts))
     return sorted(found, key=lambda v: v.severity)
 
 

@@ -11,10 +11,23 @@ from typing import Any, Iterable, Literal, Mapping, Sequence, get_args
 
 from spark_state_observer.browser import fmt
 from spark_state_observer.browser.kafka_restart import KafkaRestart
-from spark_state_observer.signals.alerts import verdict_anchors
+from spark_state_observer.signals.alerts import verdict_anchors, verdict_templates
 
 # the runbook section that holds each verdict's fix: declared with the alerts (spark_state_observer.signals.alerts)
 ANCHORS = verdict_anchors()
+# each verdict's sentence, declared with its alert; the two that name no incident are the browser's own
+TEMPLATES = {
+    **verdict_templates(),
+    "healthy": "Healthy: {running}{every}",
+    "no_data": "No batch and no run in the history yet",
+}
+
+
+def say(template: str, **fields: object) -> str:
+    """The declared sentence ``template`` (a verdict kind, or ``kind.variant``) with its named fields filled."""
+    return TEMPLATES[template].format_map(fields)
+
+
 # the verdict kinds, most severe first (the MCP server's tools take and give them too)
 VerdictKind = Literal[
     "crash_loop",

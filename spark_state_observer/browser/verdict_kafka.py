@@ -9,7 +9,7 @@ import math
 from typing import Any, Mapping
 
 from spark_state_observer.browser import fmt
-from spark_state_observer.browser.verdict_facts import Facts, Verdict, run_outcome
+from spark_state_observer.browser.verdict_facts import Facts, Verdict, run_outcome, say
 from spark_state_observer.model import signal_kinds as k
 from spark_state_observer.signals.kafka_offsets import kafka_sources, lag_records, parse_offsets, topic_totals
 
@@ -47,11 +47,10 @@ def kafka_lag(f: Facts) -> Verdict | None:
     now = f.kafka_lag.get(topic) if isinstance(topic, str) else None
     if now is None or not isinstance(then, (int, float)) or not math.isfinite(then) or now < then:
         return None
-    text = f"Kafka lag growing: {topic} {fmt.number(now)} records behind the latest ({fmt.number(then)} when it began to grow at {fmt.clock(signal['ts'])}"
     rate = a.get("records_per_second")
-    if isinstance(rate, (int, float)) and math.isfinite(rate):
-        text += f", growing {float(rate):,.1f} records/s then"
-    return Verdict("kafka_lag", text + ")", signal["ts"], run_id=newest_run)
+    growing = f", growing {float(rate):,.1f} records/s then" if isinstance(rate, (int, float)) and math.isfinite(rate) else ""
+    text = say("kafka_lag", topic=topic, records=fmt.number(now), then=fmt.number(then), since=fmt.clock(signal["ts"]), rate=growing)
+    return Verdict("kafka_lag", text, signal["ts"], run_id=newest_run)
 
 
 def kafka_data_loss(f: Facts) -> Verdict | None:
@@ -64,7 +63,7 @@ def kafka_data_loss(f: Facts) -> Verdict | None:
     signal = found[-1]
     a = signal.get("attributes") or {}
     where = f"{a.get('topic')}" + (f" partitions {', '.join(map(str, a['partitions']))}" if a.get("partitions") else "")
-    text = f"{KAFKA_DATA_LOSS[signal['kind']]} on {where} at {fmt.clock(signal['ts'])}"
+    text = say("kafka_data_loss", finding=KAFKA_DATA_LOSS[signal["kind"]], where=where, at=fmt.clock(signal["ts"]))
     if signal["kind"] == k.KAFKA_OFFSETS_SKIPPED and a.get("records") is not None:
         text += f", {fmt.number(a['records'])} records (deleted before the query read them)"
     elif signal["kind"] == k.KAFKA_OFFSETS_REWOUND and a.get("records") is not None:

@@ -30,11 +30,15 @@ from spark_state_observer.mixin.prometheus_text import format_duration
 from spark_state_observer.model.config_decode import DecodeProblem, decode, field_hint, value_at
 from spark_state_observer.settings import DEFAULT_SCHEDULE_LATE_MIN_SECONDS, DEFAULT_SCHEDULE_LATE_SHARE, Settings
 from spark_state_observer.signals import skew
-from spark_state_observer.signals.alerts import ALERTS
+from spark_state_observer.signals.alerts import declared
 
-# Every alert the mixin defines, with its default ``for`` duration and severity: declared once in
-# ``spark_state_observer.signals.alerts`` (a test checks the rules name the same alerts).
-ALERT_DEFAULTS: dict[str, tuple[str, str]] = {a.name: (a.for_, a.severity) for a in ALERTS}
+
+def alert_defaults() -> dict[str, tuple[str, str]]:
+    """Every alert the mixin defines, with its default ``for`` duration and severity: each declared once, next to
+    its rule (``spark_state_observer.signals.alerts``; a test checks the rules name the same alerts)."""
+    return {a.name: (a.for_, a.severity) for a in declared()}
+
+
 SEVERITIES = ("critical", "warning", "info")
 # Alerts about a query that no longer runs: in fleet mode their series outlive the application only by the
 # watcher's grace (then the watcher forgets it and the series go stale), so each must fire within it.
@@ -288,11 +292,11 @@ class MixinConfig:
     )
     thresholds: Thresholds = field(default_factory=Thresholds, metadata=_doc("Alert levels (also the dashboards' lines)."))
     for_durations: dict[str, str] = field(
-        default_factory=lambda: {k: v[0] for k, v in ALERT_DEFAULTS.items()},
+        default_factory=lambda: {k: v[0] for k, v in alert_defaults().items()},
         metadata=_doc("`for` duration of each alert (Prometheus duration: 0m, 30s, 10m, 1h)."),
     )
     severities: dict[str, str] = field(
-        default_factory=lambda: {k: v[1] for k, v in ALERT_DEFAULTS.items()},
+        default_factory=lambda: {k: v[1] for k, v in alert_defaults().items()},
         metadata=_doc("`severity` label of each alert: critical, warning or info."),
     )
     runbook_base_url: str = field(
@@ -364,7 +368,7 @@ class MixinConfig:
             if not LABEL_NAME.fullmatch(name):
                 raise MixinConfigError(f"test_labels: {show(name)} is not a Prometheus label name")
         for key in ("for_durations", "severities"):
-            missing = set(ALERT_DEFAULTS) - set(getattr(self, key))
+            missing = set(alert_defaults()) - set(getattr(self, key))
             if missing:
                 raise MixinConfigError(f"{key}: missing alert(s) {', '.join(sorted(missing))}")
         for alert, value in self.for_durations.items():
@@ -527,10 +531,11 @@ def config_from_mapping(data: Mapping[str, Any]) -> MixinConfig:
 
 def _alerts(given: Mapping[Any, Any], key: str) -> dict[Any, Any]:
     """An alert dictionary over its defaults; an alert the mixin does not define is refused."""
-    unknown = [k for k in given if k not in ALERT_DEFAULTS]
+    known = alert_defaults()
+    unknown = [k for k in given if k not in known]
     if unknown:
         raise MixinConfigError(
-            f"unknown alert(s) in {key}: {', '.join(show_key(k) for k in unknown[:5])}; known alerts: {', '.join(ALERT_DEFAULTS)}"
+            f"unknown alert(s) in {key}: {', '.join(show_key(k) for k in unknown[:5])}; known alerts: {', '.join(known)}"
         )
     return {**getattr(MixinConfig(), key), **given}
 

@@ -21,12 +21,13 @@ from __future__ import annotations
 import importlib.resources
 import importlib.util
 import os
+import re
 from typing import Any
 
 from spark_state_observer.mixin import alertmanager, grafana, prometheus_operator
 from spark_state_observer.mixin.config import MixinConfig
 from spark_state_observer.mixin.rule_tests import rule_test_files
-from spark_state_observer.mixin.rules import dump, rule_files
+from spark_state_observer.mixin.rules import alerting_rules, dump, rule_files
 from spark_state_observer.signals import alerts
 
 DASHBOARD_NAMES = ("overview.json", "query-detail.json", "restore.json", "state-store.json")
@@ -85,10 +86,22 @@ def runbook() -> str:
 
 def runbook_index() -> str:
     """A table of every declared alert (``spark_state_observer.signals.alerts``): link to its section, severity,
-    default ``for`` and what it means, written from the declarations so it cannot drift from the rules."""
+    default ``for`` and what it means, written from the declarations so it cannot drift from the rules. Its order
+    is the rules' (every alert exported)."""
+    every = MixinConfig(expected_running_selector='query!=""')  # SparkStreamingQueryDown too
+    order = {r["alert"]: i for i, r in enumerate(alerting_rules(every))}
     rows = ["| Alert | Severity | For | Means |", "|---|---|---|---|"]
-    rows += [f"| [{a.name}](#{a.anchor}) | {a.severity} | {a.for_} | {a.summary} |" for a in alerts.ALERTS]
+    ranked = sorted(alerts.declared(), key=lambda a: order.get(a.name, len(order)))
+    rows += [f"| [{a.name}](#{a.anchor}) | {a.severity} | {a.for_} | {a.summary} |" for a in ranked]
     return "\n".join(rows) + "\n"
+
+
+def sections_missing() -> list[str]:
+    """Declared alerts whose runbook has no section (``## Name``) or whose section says nothing to do (``**Do**``):
+    an alert must not page anyone without a fix to read."""
+    found = re.split(r"^## (.+)$", runbook(), flags=re.MULTILINE)
+    sections = {heading.strip().lower().replace(" ", "-"): body for heading, body in zip(found[1::2], found[2::2])}
+    return [a.name for a in alerts.declared() if "**Do**" not in sections.get(a.anchor, "")]
 
 
 def artefacts(config: MixinConfig, dashboard_schema: str = "classic") -> dict[str, str]:

@@ -35,6 +35,7 @@ from spark_state_observer.mixin.rule_case_inputs import matches as _matches
 from spark_state_observer.mixin.rule_case_inputs import num as _n
 from spark_state_observer.mixin.rule_case_inputs import samples as _samples
 from spark_state_observer.mixin.rules import alert_groups, dump
+from spark_state_observer.signals import alerts
 
 
 # --- one case per alert ----------------------------------------------------------------------------------
@@ -541,8 +542,15 @@ def build_cases(config: MixinConfig, values: Thresholds | None = None) -> list[C
     are meaningful (the caller states what it expects).
     """
     inputs = CaseInputs(config, values or config.thresholds, LabelSets(config))
-    exported = {r["alert"] for rules in alert_groups(config).values() for r in rules}
-    return [build(inputs) for alert, build in CASE_BUILDERS.items() if alert in exported]
+    exported = [r["alert"] for rules in alert_groups(config).values() for r in rules]
+    cases = [build(inputs) for alert, build in CASE_BUILDERS.items() if alert in exported]
+    specs = alerts.by_name()
+    return cases + [_flag(inputs, specs[a]) for a in exported if a not in CASE_BUILDERS and specs[a].flag]
+
+
+def _flag(c: CaseInputs, spec: alerts.AlertSpec) -> Case:
+    """The case of a declared alert on a per-query 0/1 gauge (``AlertSpec.flag``; ``rules.flag_alert``)."""
+    return c.flag(spec.name, catalog.BY_NAME[spec.flag], c.ls.query, c.by_query)
 
 
 def _series(name: MetricSpec | str, labels: Labels) -> str:

@@ -66,7 +66,7 @@ def scheduled_overdue(p: PromQL, t: Thresholds) -> str:
 
 
 def _alert(config: MixinConfig, name: str, expr: str, summary: str, description: str) -> dict[str, Any]:
-    spec = alerts.BY_NAME[name]  # every alert is declared in spark_state_observer.signals.alerts
+    spec = alerts.by_name()[name]  # every alert is declared next to its rule (spark_state_observer.signals.alerts)
     return {
         "alert": name,
         "expr": expr,
@@ -351,7 +351,24 @@ def alert_groups(config: MixinConfig) -> dict[str, list[dict[str, Any]]]:
             "The observer failed to process or export {{ $value | humanize }} events in 10 minutes; see its log (spark-state-observer lines).",
         ),
     ]
-    return {"queries": queries, "state": state, "observer": observer}
+    groups = {"queries": queries, "state": state, "observer": observer}
+    written = {r["alert"] for rules in groups.values() for r in rules}
+    for spec in alerts.declared():
+        if spec.flag and spec.name not in written:
+            groups.setdefault(spec.group, []).append(flag_alert(config, p, q, spec))
+    return groups
+
+
+def flag_alert(config: MixinConfig, p: PromQL, q: str, spec: alerts.AlertSpec) -> dict[str, Any]:
+    """The rule of a declared alert on a per-query 0/1 gauge (``AlertSpec.flag``): it fires while the gauge is 1.
+    A new rule whose alert reads such a gauge needs no code here."""
+    return _alert(
+        config,
+        spec.name,
+        f"max by ({p.query}) ({p.sel(catalog.BY_NAME[spec.flag])}) == 1",
+        f"Streaming query {q}: {spec.summary}",
+        spec.description or spec.summary,
+    )
 
 
 def alerting_rules(config: MixinConfig) -> list[dict[str, Any]]:

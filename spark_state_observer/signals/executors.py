@@ -22,6 +22,7 @@ from spark_state_observer.metrics.catalog import MetricSpec
 from spark_state_observer.metrics.tracker import QueryRecord, operator_labels
 from spark_state_observer.metrics.updates import Labels
 from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.alert_spec import WARNING, AlertSpec
 from spark_state_observer.model.checkpoint_listing import local_root
 from spark_state_observer.model.checkpoint_offsets import partitions_before
 from spark_state_observer.model.events import OperatorProgress, QueryProgress
@@ -249,3 +250,17 @@ def _counted_signal(
     and the batch, so both kinds of change carry the same identifying attributes."""
     facts.add(record, counter, operator_labels(op.index, op.name))
     facts.signal(kind, record, p.run_id, ts, operator=op.name, operator_index=op.index, batch_id=p.batch_id, **detail)
+
+
+ALERTS = (
+    AlertSpec(
+        "SparkStatePartitionsMigrating",
+        "state",
+        "10m",
+        WARNING,
+        (kinds.PARTITION_MIGRATED,),
+        thresholds=("partition_migration_batches", "partition_migration_window_minutes"),
+        summary="State partitions keep moving between executors.",
+    ),
+)
+Partitions.alerts = ALERTS

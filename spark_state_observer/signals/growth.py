@@ -50,6 +50,7 @@ from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.tracker import QueryRecord, operator_labels
 from spark_state_observer.metrics.updates import Labels
 from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.alert_spec import WARNING, AlertSpec
 from spark_state_observer.model.events import OperatorProgress, QueryProgress
 from spark_state_observer.model.fields import HDFS_CURRENT_VERSION_SIZE, ROCKSDB_COMPACTION_WRITTEN, ROCKSDB_SST_BYTES
 from spark_state_observer.model.plan_eviction import EvictionLocator
@@ -403,3 +404,28 @@ def _watermark_delay(p: QueryProgress) -> float | None:
     if watermark is None or newest is None or watermark <= 0:
         return None
     return max(0.0, newest - watermark)
+
+
+ALERTS = (
+    AlertSpec(
+        "SparkStateUnbounded",
+        "state",
+        # the signal already asks for growth over its whole window: a long ``for`` on top only delays it past the
+        # end of a job shorter than the window plus the watcher's grace, where it can never fire
+        "0m",
+        WARNING,
+        (kinds.STATE_UNBOUNDED,),
+        ("state_unbounded",),
+        summary="State keeps growing.",
+        verdict_text=(("state_unbounded", "State unbounded: {operators}"),),
+    ),
+    AlertSpec(
+        "SparkStateBudgetExhaustionForecast",
+        "state",
+        "15m",
+        WARNING,
+        thresholds=("budget_eta_hours",),
+        summary="State will reach its budget soon.",
+    ),
+)
+Growth.alerts = ALERTS

@@ -27,6 +27,7 @@ from spark_state_observer.metrics.catalog import MetricSpec
 from spark_state_observer.metrics.tracker import QueryRecord, source_labels
 from spark_state_observer.metrics.updates import Labels
 from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.alert_spec import CRITICAL, WARNING, AlertSpec
 from spark_state_observer.model.decode import sources_as_sent
 from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.settings import Settings
@@ -189,3 +190,39 @@ class KafkaSources(Rule):
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+ALERTS = (
+    AlertSpec(
+        "SparkStreamingKafkaLagGrowing",
+        "queries",
+        "1m",
+        WARNING,
+        (kinds.KAFKA_LAG_GROWING,),
+        ("kafka_lag",),
+        summary="Kafka lag keeps growing: the query reads slower than the topic is written.",
+        verdict_text=(
+            ("kafka_lag", "Kafka lag growing: {topic} {records} records behind the latest ({then} when it began to grow at {since}{rate})"),
+        ),
+    ),
+    AlertSpec(
+        "SparkStreamingKafkaPartitionStuck",
+        "queries",
+        "5m",
+        WARNING,
+        (kinds.KAFKA_PARTITION_STUCK,),
+        summary="A Kafka partition has records the query does not read.",
+    ),
+    AlertSpec(
+        "SparkStreamingKafkaDataLossRisk",
+        "queries",
+        "0m",
+        CRITICAL,
+        (kinds.KAFKA_OFFSETS_SKIPPED, kinds.KAFKA_LATEST_WENT_BACK, kinds.KAFKA_OFFSETS_REWOUND),
+        ("kafka_data_loss",),
+        ("kafka_anomaly_window_minutes",),
+        "Kafka offsets skipped or went back: input lost or read twice.",
+        verdict_text=(("kafka_data_loss", "{finding} on {where} at {at}"),),
+    ),
+)
+KafkaSources.alerts = ALERTS

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.tracker import QueryRecord
 from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.alert_spec import WARNING, AlertSpec
 from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.model.spark_events import AGGREGATING_OPERATOR_NAMES, ROW_OPERATOR_NAMES
 from spark_state_observer.settings import Settings
@@ -250,3 +251,24 @@ class LateRows(Rule):
         if ahead > 0:
             attributes["watermark_ahead_seconds"] = round(ahead, 3)
         facts.signal(kinds.LATE_ROWS_DROPPED, record, p.run_id, ts, **attributes)
+
+
+ALERTS = (
+    AlertSpec(
+        "SparkStreamingLateRowsDropped",
+        "queries",
+        "0m",
+        WARNING,
+        (kinds.LATE_ROWS_DROPPED,),
+        ("late_rows",),
+        summary="The watermark drops input rows as too late.",
+        verdict_text=(
+            ("late_rows", "Dropping late rows: the watermark drops input{by} as too late since {since}"),
+            (
+                "late_rows.stopped",
+                "Dropped late rows: from {since} the watermark dropped input{by} as too late; the query stopped at {ended}",
+            ),
+        ),
+    ),
+)
+LateRows.alerts = ALERTS

@@ -67,6 +67,7 @@ from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.tracker import QueryRecord, QueryTotals, QueryTracker
 from spark_state_observer.model import kinds as event_kinds
 from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.alert_spec import CRITICAL, WARNING, AlertSpec
 from spark_state_observer.model.events import QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.classify import bounded_text, cause_error_class, classify_exception, root_cause
@@ -518,3 +519,89 @@ def _succeeds(q: RunState, run_id: str | None, at: float | None) -> bool:
 
 def _round(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds, 3)
+
+
+ALERTS = (
+    AlertSpec(
+        "SparkStreamingQueryFailed",
+        "queries",
+        "0m",
+        CRITICAL,
+        (kinds.QUERY_TERMINATED,),
+        ("failed", "failed_at_start"),
+        summary="The query terminated with an exception.",
+        verdict_text=(("failed", "Failed at {at}: {cause}"), ("failed_at_start", "Failed at start at {at}: {cause}")),
+    ),
+    AlertSpec(
+        "SparkStreamingQueryDown",
+        "queries",
+        "2m",
+        WARNING,
+        (kinds.QUERY_TERMINATED,),
+        ("stopped",),
+        summary="A query expected to run stopped and did not come back (opt-in: expected_running_selector).",
+        verdict_text=(
+            ("stopped", "Stopped cleanly at {end}"),
+            ("stopped.scheduled", "On a schedule: its last run stopped cleanly at {end}"),
+            (
+                "stopped.with_application",
+                "Stopped with its application at {end} (no query stop logged: a SIGTERM, as a deploy sends, or an exit)",
+            ),
+        ),
+    ),
+    AlertSpec(
+        "SparkStreamingScheduledRunOverdue",
+        "queries",
+        "2m",
+        WARNING,
+        verdicts=("overdue",),
+        thresholds=("schedule_late_share", "schedule_late_min_minutes"),
+        summary="A scheduled run did not start when due.",
+        verdict_text=(
+            (
+                "overdue",
+                "Overdue: a run every {every} was due at {due}, none has started in the {late} since (its last run stopped cleanly at {end})",
+            ),
+        ),
+    ),
+    AlertSpec(
+        "SparkStreamingQueryCrashLooping",
+        "queries",
+        "0m",
+        CRITICAL,
+        (kinds.CRASH_LOOP,),
+        ("crash_loop",),
+        ("crash_loop_restarts", "crash_loop_window_minutes"),
+        "The query fails and restarts in a loop.",
+        verdict_text=(("crash_loop", "Crash loop: {restarts} in {span}"),),
+    ),
+    AlertSpec(
+        "SparkStreamingQueryLost",
+        "queries",
+        "0m",
+        CRITICAL,
+        (kinds.QUERY_LOST,),
+        ("lost",),
+        summary="The driver died without a word.",
+        verdict_text=(
+            (
+                "lost",
+                "Driver lost at {at}: its event log silent for {silent} without an end (killed for memory? node lost?); last batch at {last_batch}",
+            ),
+        ),
+    ),
+    AlertSpec(
+        "SparkStreamingQueryStalled",
+        "queries",
+        "1m",
+        CRITICAL,
+        (kinds.STALLED,),
+        ("stalled",),
+        summary="The query makes no progress.",
+        verdict_text=(
+            ("stalled", "Stalled: no batch for {quiet} (since {last_batch})"),
+            ("stalled.usual", "Stalled: no batch for {quiet} (usually every {interval})"),
+        ),
+    ),
+)
+Lifecycle.alerts = ALERTS

@@ -25,6 +25,7 @@ from typing import Any
 from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.tracker import QueryRecord
 from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.alert_spec import WARNING, AlertSpec
 from spark_state_observer.model.events import QueryProgress
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.facts import SignalFacts
@@ -180,3 +181,27 @@ class Pace(Rule):
             return None
         input_rate, processed_rate = rows / arriving, rows / processing  # exact integers: one rounding, in the division
         return input_rate > self.s.falling_behind_ratio * processed_rate, input_rate, processed_rate
+
+
+ALERTS = (
+    AlertSpec(
+        "SparkStreamingQueryFallingBehind",
+        "queries",
+        "10m",
+        WARNING,
+        (kinds.FALLING_BEHIND,),
+        ("falling_behind",),
+        ("falling_behind_ratio", "falling_behind_window_minutes"),
+        "Input arrives faster than it is processed.",
+        verdict_text=(("falling_behind", "Falling behind: input {input} rows/s, processed {processed} rows/s"),),
+    ),
+    AlertSpec(
+        "SparkStreamingWatermarkLagHigh",
+        "queries",
+        "15m",
+        WARNING,
+        thresholds=("watermark_lag_seconds",),
+        summary="The watermark lags far behind.",
+    ),
+)
+Pace.alerts = ALERTS

@@ -49,6 +49,7 @@ from typing import Any, Callable
 from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.tracker import QueryRecord, operator_labels
 from spark_state_observer.model import signal_kinds as kinds
+from spark_state_observer.model.alert_spec import WARNING, AlertSpec
 from spark_state_observer.model.events import OperatorProgress, QueryProgress
 from spark_state_observer.model.fields import (
     HDFS_CACHE_MISSES,
@@ -398,3 +399,19 @@ def _time_per_row(batches: list[tuple[float, float]]) -> float:
     different row counts (robust to the odd slow batch of a busy machine); 0 when rows never varied."""
     slopes = [(b2 - b1) / (r2 - r1) for i, (r1, b1) in enumerate(batches) for r2, b2 in batches[i + 1 :] if r2 != r1]
     return max(0.0, statistics.median(slopes)) if slopes else 0.0
+
+
+ALERTS = (
+    AlertSpec(
+        "SparkStateRestoreTooLong",
+        "state",
+        "0m",
+        WARNING,
+        (kinds.RESTORE,),
+        ("restarted",),
+        ("restore_seconds",),
+        "A state restore after a restart took too long.",
+        verdict_text=(("restarted", "Restarted at {at}"),),
+    ),
+)
+Restores.alerts = ALERTS

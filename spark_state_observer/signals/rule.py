@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from spark_state_observer.metrics.tracker import QueryRecord, QueryTracker
 from spark_state_observer.metrics.updates import Labels
+from spark_state_observer.model.alert_spec import AlertSpec
 from spark_state_observer.model.events import OperatorProgress, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from spark_state_observer.model.plan_eviction import EvictionLocator
 from spark_state_observer.settings import Settings
@@ -61,7 +62,12 @@ class Needs:
 
 
 class Rule(Protocol):
-    """The hooks a rule may define; each default does nothing and is never called (``hooks``)."""
+    """The hooks a rule may define; each default does nothing and is never called (``hooks``).
+
+    ``alerts`` are the alerts of the rule's signals. The rule's module declares them at its end
+    (``ALERTS = (AlertSpec(...),)``) and sets them on the class; ``signals.alerts.declared`` reads them."""
+
+    alerts: ClassVar[tuple[AlertSpec, ...]] = ()
 
     def on_started(self, ctx: Context, event: QueryStarted) -> None:
         """A run started."""

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import median
 
+from spark_state_observer.model.alert_spec import WARNING, AlertSpec
 from spark_state_observer.model.signal_kinds import STATE_SKEWED, SignalEvent
 
 RATIO = 4.0  # the heaviest partition over the median one
@@ -94,3 +95,19 @@ class StateSkew:
                 "batches": streak.batches,
             },
         )
+
+
+# the alert of the signal this module raises (placement feeds it task figures; no engine rule raises it)
+ALERTS = (
+    AlertSpec(
+        "SparkStateSkewed",
+        "state",
+        "1m",  # the gauges hold batch after batch; the signal asks three in a row
+        WARNING,
+        (STATE_SKEWED,),
+        ("state_skewed",),
+        ("state_skew_ratio", "state_skew_min_bytes"),
+        "One partition holds far more of the state's bytes than the others.",
+        verdict_text=(("state_skewed", "State skewed by key: {operator} partition {partition}"),),
+    ),
+)

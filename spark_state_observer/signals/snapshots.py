@@ -53,6 +53,7 @@ from typing import Callable, NamedTuple
 from spark_state_observer.metrics import catalog
 from spark_state_observer.metrics.tracker import QueryRecord, operator_labels
 from spark_state_observer.metrics.updates import Labels
+from spark_state_observer.model.alert_spec import WARNING, AlertSpec
 from spark_state_observer.model.checkpoint_listing import MAX_INSTANCES, InstanceSnapshots, Listing, list_snapshots, local_root
 from spark_state_observer.model.events import OperatorProgress, QueryProgress
 from spark_state_observer.model.fields import ROCKSDB_LOADED_FROM_DFS, ROCKSDB_REPLAY_FILES, SNAPSHOT_LAST_UPLOADED
@@ -352,3 +353,20 @@ def _from_listing(partition: int, store: str, s: InstanceSnapshots, version: int
     since_listing = max(0, version - s.last_version)
     replay = s.replay_files + since_listing if newest == (s.newest_snapshot or 0) else lag
     return Instance(partition, store, float(lag), newest == 0, min(replay, lag))  # never more files than versions since
+
+
+ALERTS = (
+    AlertSpec(
+        "SparkStateSnapshotUploadLagging",
+        "state",
+        # the signal judges the lag (snapshot_lag_batches plus a maintenance interval's batches); the alert reads its
+        # judgement, so both fire at the same lag; a minute rides out a scrape that saw it alone
+        "1m",
+        WARNING,
+        (SNAPSHOT_LAGGING,),
+        ("snapshot_lagging",),
+        summary="State snapshots are not uploaded: a restart would replay many files.",
+        verdict_text=(("snapshot_lagging", "Snapshots lagging: {operator} at {at}"),),
+    ),
+)
+SnapshotHealth.alerts = ALERTS

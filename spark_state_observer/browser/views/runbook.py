@@ -16,7 +16,7 @@ import streamlit.components.v1 as components
 
 from spark_state_observer.browser.context import Context
 from spark_state_observer.mixin.export import runbook
-from spark_state_observer.signals.alerts import BY_NAME
+from spark_state_observer.signals.alerts import by_name
 
 SECTION_PARAM = "section"
 ANCHOR = re.compile(r"[a-z0-9-]{1,80}")
@@ -60,8 +60,9 @@ def render(ctx: Context) -> None:
     st.header("Runbook", anchor="runbook")
     intro, parts = sections(runbook())
     st.markdown(intro)
+    declared = by_name()
     for anchor, heading, body in parts:
-        spec = BY_NAME.get(heading)
+        spec = declared.get(heading)
         st.subheader(heading, anchor=anchor)
         if spec is not None:
             st.caption(f"severity {spec.severity}, for {spec.for_} by default")

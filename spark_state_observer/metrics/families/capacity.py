@@ -7,6 +7,7 @@ emitters import (``catalog.X``); see its docstring for what the kinds mean.
 from __future__ import annotations
 
 from spark_state_observer.metrics.spec import COUNTER, GAUGE, MetricSpec, signal_metric
+from spark_state_observer.model.alert_spec import WARNING, AlertSpec
 
 
 # --- RocksDB capacity per executor (spark_state_observer.signals.capacity): top-K executors plus executor="total" ---
@@ -55,3 +56,16 @@ CAPACITY_METRICS: tuple[MetricSpec, ...] = (
     ROCKSDB_MEMORY_IMPLAUSIBLE,
 )
 """RocksDB memory and disk per executor against its budget (issue 31); written by ``spark_state_observer.signals.capacity``."""
+
+
+# the alert read straight from these metrics
+ALERTS = (
+    AlertSpec(
+        "SparkStateRocksDBMemoryNearBudget",
+        "state",
+        "15m",
+        WARNING,
+        thresholds=("rocksdb_memory_budget_ratio",),
+        summary="RocksDB needs most of an executor's memory overhead.",
+    ),
+)

@@ -7,6 +7,7 @@ emitters import (``catalog.X``); see its docstring for what the kinds mean.
 from __future__ import annotations
 
 from spark_state_observer.metrics.spec import COUNTER, GAUGE, MetricSpec
+from spark_state_observer.model.alert_spec import WARNING, AlertSpec
 
 
 # --- Kafka sources, from the offsets of each progress (spark_state_observer.signals.kafka_lag, spark_state_observer.signals.kafka) ---
@@ -97,4 +98,17 @@ KAFKA_METRICS: tuple[MetricSpec, ...] = (
     KAFKA_CATCH_UP_FORECAST,
     KAFKA_OFFSET_ANOMALIES,
     KAFKA_PARTITIONS_ADDED,
+)
+
+
+# the alert read straight from these metrics
+ALERTS = (
+    AlertSpec(
+        "SparkStreamingKafkaLagSecondsHigh",
+        "queries",
+        "5m",
+        WARNING,
+        thresholds=("kafka_lag_seconds_slo",),
+        summary="Unread Kafka records are older than the freshness objective.",
+    ),
 )

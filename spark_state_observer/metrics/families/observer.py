@@ -8,6 +8,7 @@ emitters import (``catalog.X``); see its docstring for what the kinds mean.
 from __future__ import annotations
 
 from spark_state_observer.metrics.spec import COUNTER, GAUGE, HISTOGRAM, MetricSpec
+from spark_state_observer.model.alert_spec import WARNING, AlertSpec
 
 
 # --- the observer itself: what it received, dropped and failed, and what it cost ---------------------
@@ -147,4 +148,12 @@ WATCH_METRICS: tuple[MetricSpec, ...] = (
     WATCH_STORE_REQUESTS,
     WATCH_STORE_PROBLEMS,
     WATCH_CLOCK_SKEW,
+)
+
+
+# the alerts on the observer's own health, read straight from these metrics (and Prometheus' ``up``)
+ALERTS = (
+    AlertSpec("SparkStateObserverDown", "observer", "5m", WARNING, summary="The observer's endpoint cannot be scraped."),
+    AlertSpec("SparkStateObserverDroppingEvents", "observer", "0m", WARNING, summary="The observer drops events."),
+    AlertSpec("SparkStateObserverFailing", "observer", "0m", WARNING, summary="The observer fails to process or export events."),
 )

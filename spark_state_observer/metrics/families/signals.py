@@ -7,6 +7,7 @@ emitters import (``catalog.X``); see its docstring for what the kinds mean.
 from __future__ import annotations
 
 from spark_state_observer.metrics.spec import COUNTER, GAUGE, MetricSpec, signal_metric
+from spark_state_observer.model.alert_spec import WARNING, AlertSpec
 from spark_state_observer.model.signal_kinds import EXCEPTION_CLASSES
 
 # --- derived by spark_state_observer.signals ---------------------------------------------------------------------
@@ -335,4 +336,17 @@ SIGNAL_METRICS: tuple[MetricSpec, ...] = (
     LOAD_LATENCY_ANOMALIES,
     EXECUTORS,
     EXECUTOR_CHANGES,
+)
+
+
+# the alert read straight from these metrics (the running restore's elapsed time and ETA)
+ALERTS = (
+    AlertSpec(
+        "SparkStateRestoreSlow",
+        "state",
+        "0m",
+        WARNING,
+        thresholds=("restore_seconds",),
+        summary="A running state restore will take too long.",
+    ),
 )

@@ -8,6 +8,7 @@ emitters import (``catalog.X``); see its docstring for what the kinds mean.
 from __future__ import annotations
 
 from spark_state_observer.metrics.spec import CUMULATIVE_PER_RUN, MS, MetricSpec, counter, gauge
+from spark_state_observer.model.alert_spec import WARNING, AlertSpec
 
 # --- state operator fields (StateOperatorProgress) ---------------------------------------------------
 OPERATOR_METRICS: tuple[MetricSpec, ...] = (
@@ -514,4 +515,41 @@ UNKNOWN_CUSTOM_METRIC = gauge(
     "",
     "Custom state metrics this observer does not know yet, by Spark's name (label metric), latest batch value.",
     labels=("metric",),
+)
+
+
+# the alerts read straight from Spark's state metrics
+ALERTS = (
+    AlertSpec(
+        "SparkStateMemoryNearBudget",
+        "state",
+        "15m",
+        WARNING,
+        thresholds=("state_memory_budget_ratio", "state_memory_budget_bytes"),
+        summary="State memory is near its budget.",
+    ),
+    AlertSpec(
+        "SparkStateCommitLatencyHigh",
+        "state",
+        "10m",
+        WARNING,
+        thresholds=("commit_seconds_per_instance",),
+        summary="State commits are slow.",
+    ),
+    AlertSpec(
+        "SparkStateRocksDBWriteStalls",
+        "state",
+        "10m",
+        WARNING,
+        thresholds=("write_stall_seconds_per_batch",),
+        summary="RocksDB writes stall.",
+    ),
+    AlertSpec(
+        "SparkStateSnapshotAutoRepaired",
+        "state",
+        "0m",
+        WARNING,
+        thresholds=("snapshot_repair_window_minutes",),
+        summary="Spark skipped a corrupt snapshot.",
+    ),
 )
