@@ -12,7 +12,7 @@ expected time is its work (the checkpoint's, at the inspector's rates; or one un
 checkpoint is unknown) times a speed: wall seconds per unit of work, measured on the tasks that finished
 (``speed``). A stage's first wave pays its start (JIT, the state store's native library, the first shuffle
 fetches) and ran 1.5-2x slower a task on every recording, so the speed is read from the later waves once one
-finished (``steady``). With a checkpoint the rates' own scale (1.0) weighs as one partition of mean work against
+finished (``steady``), each weighed by its rank: those costs fade over several waves, not one. With a checkpoint the rates' own scale (1.0) weighs as one partition of mean work against
 the work finished, and a stage that ran corrects the chain's speed by its own.
 """
 
