@@ -12,7 +12,7 @@ partitions give the ETA then, against what actually remained (its ``restore_fini
 time). The error is the factor between the two (1.0 = exact; 2.0 = twice or half). ``restore_progress/large``
 and ``large_kill`` kept no checkpoint; the recorder's build is deterministic (the ``rate-micro-batch`` source),
 so ``--phase build --batches 40`` and then 40 more on one checkpoint rebuild theirs (versions 1-40 and 1-80),
-given here with ``--checkpoint``. Where the recording has ``live_events.jsonl``
+given here with ``--checkpoint``; ``restart_32``'s is ``--phase build --batches 32`` on its own. Where the recording has ``live_events.jsonl``
 (the callbacks of the observer attached to the restarted job, with the time each ran), the delay from a
 partition's task end (the event's time) to the callback is summarized too.
 """
@@ -42,6 +42,7 @@ RECORDINGS = [
     "tests/fixtures/restore_progress/live_estimate",
     "tests/fixtures/restore_progress/restart_24",
     "tests/fixtures/restore_progress/restart_24_loaded",
+    "tests/fixtures/restore_progress/restart_32",
     "tests/fixtures/restore_progress/kill_mid_restore",
     "tests/fixtures/placement/kill",
     "tests/fixtures/incidents/dedup_agg_restart_43/run2",
