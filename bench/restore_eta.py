@@ -12,7 +12,7 @@ partitions give the ETA then, against what actually remained (its ``restore_fini
 time). The error is the factor between the two (1.0 = exact; 2.0 = twice or half). ``restore_progress/large``
 and ``large_kill`` kept no checkpoint; the recorder's build is deterministic (the ``rate-micro-batch`` source),
 so ``--phase build --batches 40`` and then 40 more on one checkpoint rebuild theirs (versions 1-40 and 1-80),
-given here with ``--checkpoint``. Where the recording has ``live_events.jsonl``
+given here with ``--checkpoint``; ``restart_32``'s is ``--phase build --batches 32`` on its own. Where the recording has ``live_events.jsonl``
 (the callbacks of the observer attached to the restarted job, with the time each ran), the delay from a
 partition's task end (the event's time) to the callback is summarized too.
 """
@@ -30,6 +30,8 @@ from typing import Any
 from spark_state_observer.model import signal_kinds as kinds
 from spark_state_observer.model.signal_kinds import SignalEvent
 from spark_state_observer.offline.replay import replay
+from spark_state_observer.placement import restore_progress
+from spark_state_observer.placement.restore_eta import Stage, TaskTimes
 from spark_state_observer.settings import Settings
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -40,6 +42,7 @@ RECORDINGS = [
     "tests/fixtures/restore_progress/live_estimate",
     "tests/fixtures/restore_progress/restart_24",
     "tests/fixtures/restore_progress/restart_24_loaded",
+    "tests/fixtures/restore_progress/restart_32",
     "tests/fixtures/restore_progress/kill_mid_restore",
     "tests/fixtures/placement/kill",
     "tests/fixtures/incidents/dedup_agg_restart_43/run2",
@@ -107,6 +110,36 @@ def restores(folder: str, checkpoint: str | None) -> list[dict[Any, Any]]:
     return eta_errors([e for e in events if e.kind in kinds.RESTORE_PROGRESS_KINDS])
 
 
+def known_times(folder: str, checkpoint: str | None) -> list[dict[Any, Any]]:
+    """The same restores with each task's own time (from the finished restore) in place of the speed forecast: what
+    is left is the error of the schedule played (waves, tasks in flight, stages in order) alone. A stage not begun
+    at a point has no times yet: no ETA there."""
+    finals: list[TaskTimes] = []
+    played = restore_progress.remaining_seconds
+
+    def seen(stages: list[Stage], slots: int, started: float, now: float, prior: float | None) -> float | None:
+        finals.extend(dict(s.done) for s in stages if s.done)
+        return played(stages, slots, started, now, prior)
+
+    def known(stages: list[Stage], slots: int, started: float, now: float, prior: float | None) -> float | None:
+        timed = []
+        for stage in stages:
+            p, times = next(iter(stage.done.items()), (None, None))
+            final = max((d for d in finals if p is not None and d.get(p) == times), key=len, default={})
+            if len(final) < len(stage.work) or any(launch is None for launch, _ in final.values()):
+                return None
+            timed.append(Stage({q: finish - (launch or 0.0) for q, (launch, finish) in final.items()}, stage.done))
+        return played(timed, slots, started, now, 1.0)  # each task's work is its seconds: a speed of 1
+
+    try:
+        restore_progress.remaining_seconds = seen  # type: ignore[assignment]
+        restores(folder, checkpoint)
+        restore_progress.remaining_seconds = known  # type: ignore[assignment]
+        return restores(folder, checkpoint)
+    finally:
+        restore_progress.remaining_seconds = played
+
+
 def live_delays(path: str) -> list[float]:
     """Seconds from each restored partition's task end (a progress or finish event's time) to its callback."""
     with open(path) as f:
@@ -117,6 +150,7 @@ def live_delays(path: str) -> list[float]:
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", action="append", default=[], help="RECORDING=CHECKPOINT: a rebuilt checkpoint of a recording")
+    ap.add_argument("--known-times", action="store_true", help="also the ETA given each task's own time: the schedule's error alone")
     ap.add_argument("recordings", nargs="*")
     args = ap.parse_args(argv)
     checkpoints = dict(CHECKPOINTED)
@@ -132,6 +166,8 @@ def main(argv: list[str]) -> None:
         runs = [("observed", restores(folder, None))]
         if checkpoint is not None:
             runs.append(("checkpoint", restores(folder, os.path.join(ROOT, checkpoint))))
+        if args.known_times:
+            runs.append(("known times", known_times(folder, None if checkpoint is None else os.path.join(ROOT, checkpoint))))
         for basis, rows in runs:
             for row in rows:
                 cells = ["-" if row[p] is None else f"{row[p]:.2f}x" for p in POINTS]

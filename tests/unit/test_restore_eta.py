@@ -39,7 +39,8 @@ WITH_CHECKPOINT = {
 }
 # every recorded 16-partition restart whose executors all lived through the restore (kill_mid_restore lost one
 # mid-way: its retries wait on a slot no rate foresees)
-WITHOUT_LOSS = [*WITH_CHECKPOINT, "large", "large_kill", "live_estimate"]
+# (restart_32: held out, recorded after the rank weights were chosen; its checkpoint is rebuilt for the bench only)
+WITHOUT_LOSS = [*WITH_CHECKPOINT, "large", "large_kill", "live_estimate", "restart_32"]
 
 
 @functools.cache
@@ -257,6 +258,9 @@ WITHIN_AT_75 = {("restart_24_loaded", "stateStoreSave"): 1.6}
 # without a checkpoint, the one miss at a quarter: live_estimate's dedupe ran its second wave as slowly as its first
 # (2.6 s a task, then 0.9-1.6 s): at a quarter the only later wave known said 16 s for 7.3 s
 WITHOUT_AT_25 = {("live_estimate", "dedupe"): 2.3}
+# without a checkpoint, the misses at three quarters: tasks that sped up (large's aggregation, 5 s then 2.7-3.7 s a
+# task; large_kill's dedupe, 9-11 s then 6.6-8.5 s) or slowed (the loaded aggregation) in the last two waves
+WITHOUT_AT_75 = {("large", "stateStoreSave"): 1.6, ("large_kill", "dedupe"): 1.45, ("restart_24_loaded", "stateStoreSave"): 1.65}
 
 
 @pytest.mark.parametrize("recording", sorted(WITH_CHECKPOINT))
@@ -264,7 +268,7 @@ def test_with_the_checkpoint_the_eta_is_within_the_goal(recording: str) -> None:
     """Each recorded 16-partition restart replayed with its checkpoint, both operators: within 2x of what remained at
     a quarter of the partitions and 1.3x at three quarters, on a busy machine and with CPU burners beside it
     (``restart_24_loaded``; one miss, ``WITHIN_AT_75``). The first wave of each stage ran 1.5-2x slower a task
-    than the rest: the speed is read from the later waves (``restore_eta.steady``)."""
+    than the rest: the speed is read from the later waves (``restore_eta.steady``), the latest weighed most."""
     ops = by_operator(_replayed(WITH_CHECKPOINT[recording], os.path.join(RESTORES, recording)))
     assert set(ops) == {"dedupe", "stateStoreSave"}
     for name, stream in ops.items():
@@ -275,14 +279,16 @@ def test_with_the_checkpoint_the_eta_is_within_the_goal(recording: str) -> None:
 
 
 @pytest.mark.parametrize("recording", sorted(WITHOUT_LOSS))
-def test_without_the_checkpoint_the_observed_rate_is_within_2x_at_a_quarter(recording: str, tmp_path: Path) -> None:
+def test_without_the_checkpoint_the_observed_rate_is_within_the_goal(recording: str, tmp_path: Path) -> None:
     """The same restarts and three whose checkpoints were not kept, with no checkpoint readable: the observed rate
-    (later waves, tasks in flight counted) is within 2x at a quarter of the partitions for both operators."""
+    (later waves, tasks in flight counted) is within 2x at a quarter of the partitions and 1.3x at three quarters
+    for both operators, but for the misses above."""
     ops = by_operator(_replayed(str(tmp_path / "gone"), os.path.join(RESTORES, recording)))
     assert set(ops) == {"dedupe", "stateStoreSave"}
     for name, stream in ops.items():
         assert all(e.attributes["eta_basis"] == BASIS_OBSERVED for e in stream if e.kind == kinds.RESTORE_PROGRESS)
         assert error_at(stream, 0.25) < WITHOUT_AT_25.get((recording, name), 2.0)
+        assert error_at(stream, 0.75) <= WITHOUT_AT_75.get((recording, name), 1.3)
 
 
 def test_the_rate_is_read_from_the_later_waves() -> None:
@@ -310,3 +316,11 @@ def test_the_slowest_partition_bounds_the_rest() -> None:
     assert remaining_seconds([Stage(work, {})], 2, 0.0, 0.0, 1.0) == pytest.approx(6.0)  # 0 and 1, then 2 and 3: 1 + 5
     assert remaining_seconds([Stage(work, {}), Stage(dict.fromkeys(range(4), 1.0), {})], 2, 0.0, 0.0, 1.0) == pytest.approx(8.0)
     assert remaining_seconds([Stage(work, {})], 2, 0.0, 0.0, None) is None  # no prior and nothing finished: no speed
+
+
+def test_the_latest_waves_weigh_most() -> None:
+    """Two slots, waves of 4 s, 3 s and 1 s a task: the second wave weighs 1, the third 2, so the two tasks just
+    launched are taken to need (2 x 3 + 2 x 2 x 1) / 6 s each, not the later waves' plain mean of 2 s."""
+    times = [(0.0, 4.0), (0.0, 4.0), (4.0, 7.0), (4.0, 7.0), (7.0, 8.0), (7.0, 8.0)]
+    stage = Stage(dict.fromkeys(range(8), 1.0), dict(enumerate(times)))
+    assert remaining_seconds([stage], 2, 0.0, 8.0, None) == pytest.approx(10 / 6, abs=1e-3)
