@@ -120,13 +120,10 @@ class LineFilter:
             hits = self._hits(data, pos, last)
             cursor, line_no, k = pos, self.lines, 0
             while k < len(hits):
-                start = hits[k]
+                start, kind = hits[k]
                 k += 1
                 line_no += data.count(b"\n", cursor, start) + 1
                 cursor = data.index(b"\n", start) + 1
-                kind = self._type_of(data[start : start + self._head])
-                if kind is None:
-                    continue  # shares a searched prefix with a wanted type
                 if cursor - start > self.max_line_bytes:
                     self.too_long.append(line_no)
                     continue
@@ -153,24 +150,28 @@ class LineFilter:
         while self._recent_len - len(self._recent[0]) >= RECENT_BYTES:
             self._recent_len -= len(self._recent.popleft())
 
-    def _hits(self, data: bytes, start: int, last: int) -> list[int]:
-        """Starts of the lines in ``data[start:last]`` of a wanted type, or with JSON whitespace where Spark
-        writes none (``start`` is a line start).
+    def _hits(self, data: bytes, start: int, last: int) -> list[tuple[int, str]]:
+        """Starts and types of the lines in ``data[start:last]`` of a wanted type, written as Spark writes them or
+        with JSON whitespace (``start`` is a line start).
 
         One pass from line start to line start (``bytes.find`` of the newline, C speed): a line's type is the
         text between ``{"Event":"`` and the next quote, looked up among the wanted patterns, so the cost is
         one lookup per line, not one search of the whole piece per wanted type."""
         hits = []
-        patterns, longest = self.patterns, self._longest
+        patterns, longest, head = self.patterns, self._longest, self._head
         find, startswith, loose = data.find, data.startswith, _LOOSE_FIRST.match
         i = start
         while i < last:
             if startswith(EVENT_PREFIX, i):
                 quote = find(b'"', i + _PREFIX_LEN, i + longest)
-                if quote >= 0 and data[i : quote + 1] in patterns:
-                    hits.append(i)
+                if quote >= 0:
+                    kind = patterns.get(data[i : quote + 1])
+                    if kind is not None:
+                        hits.append((i, kind))
             elif loose(data, i, last):
-                hits.append(i)
+                kind = self._type_of(data[i : i + head])
+                if kind is not None:  # else shares a searched prefix with a wanted type
+                    hits.append((i, kind))
             newline = find(b"\n", i, last)
             if newline < 0:
                 break
@@ -178,11 +179,9 @@ class LineFilter:
         return hits
 
     def _type_of(self, line: bytes | bytearray) -> str | None:
-        if line.startswith(EVENT_PREFIX):
-            for pattern, kind in self.patterns.items():
-                if line.startswith(pattern):
-                    return kind
-            return None
+        if line.startswith(EVENT_PREFIX):  # the type ends at the first quote (no type holds one)
+            quote = line.find(b'"', _PREFIX_LEN, self._longest)
+            return self.patterns.get(bytes(line[: quote + 1])) if quote >= 0 else None
         match = _LOOSE.match(line, 0, _LOOSE_HEAD)
         if match is None:
             return None
