@@ -15,6 +15,7 @@ Memory is bounded however hostile the input: zstd input goes in 256-byte pieces 
 
 from __future__ import annotations
 
+import copy
 import struct
 import threading
 from collections.abc import Generator
@@ -146,6 +147,7 @@ class ZstdTailDecoder(TailDecoder):
 
     def feed(self, data: bytes) -> Generator[Piece, None, None]:
         view, base = memoryview(data), self.raw_pos
+        walked = copy.copy(self._walk)  # where the walk was: a caller that stops early feeds the rest again
         cuts = self._walk.walk(data) if self._walk.ok else []
         out: list[bytes] = []
         size, pos, i = 0, 0, 0
@@ -210,6 +212,9 @@ class ZstdTailDecoder(TailDecoder):
             # every byte before ``pos`` went into the decompressor and its output out (a caller that stops
             # early took all of it but what ``out`` still holds: nothing, at a yield)
             self.raw_pos = base + pos
+            if pos < len(view) and self._walk.ok:  # walk again only what was used, so the rest is walked when it comes
+                self._walk = walked
+                self._walk.walk(data[:pos])
 
     def _decompress(self, dobj: Any, data: memoryview, raw: int) -> bytes:
         import zstandard

@@ -74,6 +74,23 @@ def test_any_cut_decodes_as_the_reference_and_resumes_at_every_boundary(name: st
             assert rest == expected[decoded:], (name, raw)
 
 
+@pytest.mark.parametrize("name", ["one frame, block per flush", "frame per flush"])
+def test_a_reader_that_stops_after_each_piece_gets_the_rest_from_where_it_stopped(name: str) -> None:
+    """The tailer stops once a poll's decode budget is spent and feeds the rest of the bytes again next poll."""
+    data = STREAMS[name]
+    expected = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True).read()
+    decoder, got, stops = tail_decoder("x.zstd", "zstd"), bytearray(), 0
+    while decoder.raw_pos < len(data):
+        pieces = decoder.feed(data[decoder.raw_pos :])
+        got += next(pieces)[0]
+        pieces.close()
+        stops += 1
+        assert decoder._walk.ok  # the walk is where the bytes fed again start: whole blocks stay the fast way
+        if not decoder.partial:  # the tailer makes a new decoder at a boundary
+            decoder = tail_decoder("x.zstd", "zstd", decoder.raw_pos)
+    assert bytes(got) == expected and stops > 3
+
+
 def test_the_walk_finds_every_block_and_frame_end_however_the_bytes_come() -> None:
     data = STREAMS["frame per flush, checksums, no content size"]
     whole = FrameWalk().walk(data)
