@@ -4,6 +4,15 @@ without an end) or forgotten (a grace period later, or its log gone or replaced)
 A log is silent from its last sign of life: when the watcher first reads it, the newer of its last event's time and
 its file's modification time (a log found long dead is silent since then, not since the watcher started); after
 that, from the last growth this watcher saw on its own clock.
+
+Lifecycle: an application finished (final ``appstatus`` marker, a log renamed from ``.inprogress``,
+or ``SparkListenerApplicationEnd``) and read to its end is forgotten ``grace_seconds`` later; one that
+stops growing without an end is reported ``lost`` after ``lost_after_seconds`` (counted from its last sign of
+life: a log found long dead is lost at once) and forgotten after a further grace period. Logs already finished when the watcher first starts are not read (a History
+Server folder holds thousands) unless ``read_finished_at_start``. Memory is bounded: at most
+``max_apps`` applications, per application a bounded partial line, a bounded set of query runs and
+a bounded backlog of events held until the identity is known; each poll decodes at most
+``max_decoded_bytes_per_poll`` in all (the rest waits for the next poll, ``backlog`` says so).
 """
 
 from __future__ import annotations
@@ -87,6 +96,23 @@ class LifecycleJudge:
             )
         elif app.status == "lost" and app.last_growth >= app.status_since:
             self.set_status(app, "running", f"{app.name}: growing again", now)
+
+    def silence(self, log_name: str, now: float) -> float | None:
+        """Seconds up to ``now`` (the watcher's clock) since ``log_name``'s log last showed life, while it is followed
+        without an end: how long its driver has said nothing (None: not followed, or ended). Measured from the growth
+        this watcher saw; a log first read long after its last event and modification time counts from the newer of
+        them (``silent_before``), so a driver dead for weeks is not taken for one that died now."""
+        app = self.book.apps.get(log_name)
+        if app is None or app.status == "finished" or app.end_seen or app.marker_final:
+            return None
+        return now - app.last_growth
+
+    def last_life(self, log_name: str) -> float | None:
+        """When (on the watcher's clock) ``log_name``'s log last showed life: its last growth this watcher saw, or for
+        a log not grown since it was first read, the newer of its last event's time and its modification time (a loss
+        is dated then, so a driver dead for weeks does not read as one that died now). None: not followed."""
+        app = self.book.apps.get(log_name)
+        return None if app is None else app.last_growth - app.dead_for
 
     def silent_before(self, app: FollowedApp) -> float:
         """Seconds the log was silent before this watcher first read it: from the newer of its last event's time (the

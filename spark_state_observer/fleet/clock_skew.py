@@ -1,5 +1,14 @@
 """Clock skew: how far an application's clock is from the watcher's, measured from the newest event time of
-reads that follow a read to the file's end (see ``spark_state_observer.fleet.eventlog_watch``'s docstring).
+reads that follow a read to the file's end.
+
+Clock skew: a driver's clock off from the watcher's would make its batches look old (a stall) or
+from the future. Per application, after a read that follows a read to the file's end (so the delay
+is at most a poll), the watcher's clock minus the newest event time read is a sample; the smallest of
+the last ``SKEW_SAMPLES`` (``spark_state_observer.fleet.followed_app``) is the skew. Beyond tolerance it is counted, exported and handed on
+(``AppEvents.clock_skew``): the pipeline judges ages and stalls on the application's clock, whatever
+the skew (a driver days off, or an old log copied in now: its stalls are judged on its own times).
+Until the skew is known (``AppEvents.clock_known``: enough samples, or a log quiet for longer than a
+delivery can take, so no sample can come) nothing is judged on the clock: no stall storm at the start.
 """
 
 from __future__ import annotations

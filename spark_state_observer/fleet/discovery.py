@@ -1,5 +1,14 @@
 """Discovery: list the folders (``spark_state_observer.fleet.log_listing``), follow the new logs of this shard, note
 the ones finished before the watcher started, and forget those gone (once two listings agree).
+
+Discovery by polling: (``poll_interval``): one ``scandir`` of each folder plus one ``stat`` of each
+followed file per poll. Single-file logs (``<appId>[.<codec>][.inprogress]``) and rolling folders
+(``eventlog_v2_<appId>/events_<N>_<appId>[.<codec>]`` with an ``appstatus_<appId>[.inprogress]`` marker)
+are both followed; a rolling log moves to the next ``events_<N>_`` file once it exists (Spark closes a
+file before it opens the next). Files are ordered by their index, never by modification time, and
+every timeout runs on this process's monotonic clock: clock skew between the writers and the watcher
+(NFS, containers) changes no timeout. A part listed after a later one (a listing taken while Spark
+created them) is waited for: the watcher lists again before it moves past a gap in the numbers.
 """
 
 from __future__ import annotations

@@ -7,6 +7,13 @@ and reads the five fields the guard and the clock need from it; the pipeline dec
 (``spark_state_observer.model.decode``), as replay hands it over. Anything that path cannot vouch for (a line over the JSON
 item bound, ``NaN``, lone surrogates, bytes that are not UTF-8, nesting too deep, a ``progress`` that is not an
 object) goes the ``json.loads`` way, which reports or delivers it as before.
+
+Cheap filtering: lines are selected by their first bytes (``spark_state_observer.fleet.line_filter``); only
+wanted event types are JSON-parsed. Task and SQL events (``STREAMING_ONLY_EVENTS``) are parsed only
+once an application has shown a streaming query, so a batch application costs the decompression and
+a substring scan, nothing more. Types in ``raw_events`` are not parsed at all: their lines (those
+``raw_keep`` accepts) go to the consumer as bytes, which decodes the few fields it reads (``watch``
+does so for placement's task, job and SQL events).
 """
 
 from __future__ import annotations
@@ -16,11 +23,12 @@ from typing import Any
 
 import msgspec
 
-from spark_state_observer.fleet.app_events import RawEvent
+from spark_state_observer.fleet.app_events import STREAMING_ONLY_EVENTS, RawEvent
 from spark_state_observer.fleet.clock_skew import event_time, progress_time
 from spark_state_observer.fleet.file_tail import FileTail
 from spark_state_observer.fleet.followed_app import FollowedApp
 from spark_state_observer.fleet.identification import IdentityResolver
+from spark_state_observer.fleet.line_filter import line_pattern
 from spark_state_observer.fleet.watch_problems import Problems
 from spark_state_observer.model.bounded import MAX_JSON_ITEMS, Decoder, JsonTooLarge, clean_identity, loads
 from spark_state_observer.model.capacity import relevant
@@ -31,6 +39,7 @@ from spark_state_observer.model.spark_events import (
     ENVIRONMENT,
     LOG_START,
     QUERY_PROGRESS,
+    QUERY_STARTED,
     QUERY_TERMINATED,
     STREAMING_EVENTS,
 )
@@ -72,6 +81,14 @@ def progress_fields(line: bytes) -> tuple[bytes, _Guard] | None:
         return raw, _GUARD.decode(raw)
     except Exception:  # declining is always safe: the json.loads path decides and reports
         return None
+
+
+def line_patterns(wanted: frozenset[str]) -> tuple[dict[bytes, str], dict[bytes, str]]:
+    """The first bytes of the lines the reader takes, by type: of a streaming application, and of one not shown to be
+    streaming yet (whose task and SQL events are not even searched for). Identity and lifecycle events are always
+    read; the environment (one line per application) gives the identity properties and the capacity estimate's conf."""
+    patterns = {line_pattern(t): t for t in sorted(wanted | {APP_START, APP_END, LOG_START, QUERY_STARTED, ENVIRONMENT})}
+    return patterns, {p: t for p, t in patterns.items() if t not in STREAMING_ONLY_EVENTS}
 
 
 class EventReader:

@@ -15,70 +15,7 @@ what to follow of it ``discovery``, reading ``Tailer`` (``log_tailing``), line p
 (``watch_positions``), problems ``Problems`` (``watch_problems``); what it hands over is in ``app_events``, log
 names and shards in ``log_names``.
 
-How it stays correct and cheap:
-
-- **Discovery by polling** (``poll_interval``): one ``scandir`` of each folder plus one ``stat`` of each
-  followed file per poll. Single-file logs (``<appId>[.<codec>][.inprogress]``) and rolling folders
-  (``eventlog_v2_<appId>/events_<N>_<appId>[.<codec>]`` with an ``appstatus_<appId>[.inprogress]`` marker)
-  are both followed; a rolling log moves to the next ``events_<N>_`` file once it exists (Spark closes a
-  file before it opens the next). Files are ordered by their index, never by modification time, and
-  every timeout runs on this process's monotonic clock: clock skew between the writers and the watcher
-  (NFS, containers) changes no timeout. A part listed after a later one (a listing taken while Spark
-  created them) is waited for: the watcher lists again before it moves past a gap in the numbers.
-- **Clock skew**: a driver's clock off from the watcher's would make its batches look old (a stall) or
-  from the future. Per application, after a read that follows a read to the file's end (so the delay
-  is at most a poll), the watcher's clock minus the newest event time read is a sample; the smallest of
-  the last ``SKEW_SAMPLES`` (``spark_state_observer.fleet.followed_app``) is the skew. Beyond tolerance it is counted, exported and handed on
-  (``AppEvents.clock_skew``): the pipeline judges ages and stalls on the application's clock, whatever
-  the skew (a driver days off, or an old log copied in now: its stalls are judged on its own times).
-  Until the skew is known (``AppEvents.clock_known``: enough samples, or a log quiet for longer than a
-  delivery can take, so no sample can come) nothing is judged on the clock: no stall storm at the start.
-- **Incremental tailing**: each file keeps its raw offset and, while a compressed unit is incomplete,
-  its decoder (``spark_state_observer.fleet.codec_tail``); a poll decodes only the bytes added since the last one.
-- **Cheap filtering**: lines are selected by their first bytes (``spark_state_observer.fleet.line_filter``); only
-  wanted event types are JSON-parsed. Task and SQL events (``STREAMING_ONLY_EVENTS``) are parsed only
-  once an application has shown a streaming query, so a batch application costs the decompression and
-  a substring scan, nothing more. Types in ``raw_events`` are not parsed at all: their lines (those
-  ``raw_keep`` accepts) go to the consumer as bytes, which decodes the few fields it reads (``watch``
-  does so for placement's task, job and SQL events).
-- **Identity**: ``SparkListenerApplicationStart`` gives the application name (the stable identity the
-  series are labelled by) and the volatile id and attempt; selected Spark properties can be taken from
-  ``SparkListenerEnvironmentUpdate`` (``identity_properties``), parsed only when asked for. Every identity
-  string (and the log's file name, on its way to a label) goes through ``bounded.clean_identity`` where
-  it is taken: cut to 200 characters, lone surrogates and control characters replaced.
-- **Restart safety**: ``commit()`` (called by ``run`` after each callback, and by the next ``poll``)
-  writes, atomically, per application the current file, a raw offset where a fresh decoder can start,
-  how many decoded bytes and lines after it were already delivered, and the last batch id per query run.
-  A restarted watcher seeks there and skips what was delivered; a progress event whose (query id, run
-  id, batch id) is not newer than the last delivered one is dropped as a second guard. With
-  ``replay_on_resume`` the delivered events are instead read again and marked ``replayed`` so an
-  in-memory pipeline can rebuild its state without counting them twice in a durable sink.
-- **Lifecycle**: an application finished (final ``appstatus`` marker, a log renamed from ``.inprogress``,
-  or ``SparkListenerApplicationEnd``) and read to its end is forgotten ``grace_seconds`` later; one that
-  stops growing without an end is reported ``lost`` after ``lost_after_seconds`` (counted from its last sign of
-  life: a log found long dead is lost at once) and forgotten after a further grace period. Logs already finished when the watcher first starts are not read (a History
-  Server folder holds thousands) unless ``read_finished_at_start``. Memory is bounded: at most
-  ``max_apps`` applications, per application a bounded partial line, a bounded set of query runs and
-  a bounded backlog of events held until the identity is known; each poll decodes at most
-  ``max_decoded_bytes_per_poll`` in all (the rest waits for the next poll, ``backlog`` says so).
-- **Sharding**: ``shard=(K, N)`` keeps the applications whose log name (the file or folder name without
-  ``eventlog_v2_``, ``.inprogress`` or codec suffix, i.e. the application id and attempt) has a CRC-32
-  equal to K modulo N; N watchers with K = 0..N-1 split a folder disjointly and completely.
-- **Replaced logs**: a file keeps its inode, never shrinks and keeps its first bytes while Spark writes it;
-  one that does not (renamed over, truncated, rewritten in place) is counted (``replaced``), its
-  application forgotten, and the log read again from its start as a new one at the next listing.
-- **Symbolic links** are followed only when their target stays inside a watched folder (``follow_symlinks``
-  to follow them anywhere); others are counted (``symlink``) and never opened.
-- **Bad input** never raises out of ``poll``: truncated or corrupt compressed data, unreadable files,
-  vanished folders, symlink loops, FIFOs and other non-regular files (never opened: files are opened
-  non-blocking and checked with ``fstat``), over-long lines, invalid JSON and two running applications
-  with the same name each give a message and a counted problem (``WatchCounts.problems`` and per
-  application ``AppEvents.problems``); the other applications go on. Lines are parsed by the bounded
-  parser (``bounded.loads``: an item bomb is refused before parsing, a nesting bomb fails cleanly), each
-  read decodes at most the poll's budget (a decompression bomb costs no more memory than a real log),
-  and a file decoding to over a thousand times its size is called ``inflated`` and skipped. A decode failure is retried once
-  from the last boundary before the file is called corrupt (a network file system can show a grown size
-  before the bytes), and a log is believed gone only when two listings agree (a rename in between).
+How each part stays correct and cheap (bounded memory, bad input counted, never a traceback) is said in its module.
 """
 
 from __future__ import annotations
@@ -87,23 +24,22 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from spark_state_observer.capture.codecs import DEFAULT_MAX_LINE_BYTES
-from spark_state_observer.fleet.app_events import DEFAULT_WANTED_EVENTS, STREAMING_ONLY_EVENTS, AppEvents, WatchCounts
+from spark_state_observer.fleet.app_events import DEFAULT_WANTED_EVENTS, AppEvents, WatchCounts
 from spark_state_observer.fleet.app_lifecycle import LifecycleJudge
 from spark_state_observer.fleet.clock_skew import SkewEstimator
 from spark_state_observer.fleet.discovery import Discovery
-from spark_state_observer.fleet.event_lines import EventReader
+from spark_state_observer.fleet.event_lines import EventReader, line_patterns
 from spark_state_observer.fleet.followed_app import FollowedApps
 from spark_state_observer.fleet.identification import IdentityResolver
-from spark_state_observer.fleet.line_filter import line_pattern
 from spark_state_observer.fleet.log_listing import link_inside
 from spark_state_observer.fleet.log_tailing import Tailer
 from spark_state_observer.fleet.watch_positions import PositionStore, SavedPositions
 from spark_state_observer.fleet.watch_problems import Problems, log
 from spark_state_observer.model.bounded import clean_text
-from spark_state_observer.model.spark_events import APP_END, APP_START, ENVIRONMENT, LOG_START, QUERY_STARTED
 
 
 class EventLogWatcher:
@@ -149,13 +85,10 @@ class EventLogWatcher:
         self.poll_interval, self.shard, self.clock = poll_interval, shard, clock
         self.max_decoded_bytes_per_poll = max_decoded_bytes_per_poll
         self.counts = WatchCounts()
-        self.problems = Problems(self.counts)
-        self.book = FollowedApps(self.counts)
+        self.problems, self.book = Problems(self.counts), FollowedApps(self.counts)
         wanted = frozenset(wanted_events)
-        # the environment (one line per application) gives the identity properties and the capacity estimate's conf
-        patterns = {line_pattern(t): t for t in sorted(set(wanted) | {APP_START, APP_END, LOG_START, QUERY_STARTED, ENVIRONMENT})}
-        roots = [os.path.realpath(d) for d in self.dirs]
-        self._link_inside: Callable[[str], bool] = lambda path: link_inside(path, roots, follow_symlinks)
+        patterns, patterns_batch = line_patterns(wanted)
+        inside = partial(link_inside, roots=[os.path.realpath(d) for d in self.dirs], follow_symlinks=follow_symlinks)
         self.identity = IdentityResolver(self.book, self.problems)
         self.skew = SkewEstimator(self.problems, clock=clock, wall_clock=wall_clock, poll_interval=poll_interval)
         self.reader = EventReader(
@@ -172,10 +105,9 @@ class EventLogWatcher:
             self.book,
             self.problems,
             patterns=patterns,
-            # until an application shows a streaming query, its task and SQL events are not even searched for
-            patterns_batch={p: t for p, t in patterns.items() if t not in STREAMING_ONLY_EVENTS},
+            patterns_batch=patterns_batch,
             max_line_bytes=max_line_bytes,
-            link_inside=self._link_inside,
+            link_inside=inside,
             on_line=self.reader.line,
             on_caught_up=self.skew.caught_up,
         )
@@ -196,16 +128,13 @@ class EventLogWatcher:
             self.positions.restore,
             dirs=self.dirs,
             skip=self.positions.state_path,
-            link_inside=self._link_inside,
+            link_inside=inside,
             shard=shard,
             max_apps=max_apps,
             read_finished_at_start=read_finished_at_start,
         )
         if self.positions.load():  # a state means we watched before: every log not in it is new, not found at the start
             self.discovery.listed_dirs = set(self.dirs)
-        self._order = 0  # rotates which application reads first when the budget runs out
-
-    # --- public -------------------------------------------------------------------------------------
 
     def poll(self) -> list[AppEvents]:
         """One round: discover, read what grew, update lifecycles. Never raises."""
@@ -216,6 +145,22 @@ class EventLogWatcher:
             log.exception("event-log watcher poll failed")
             self.problems.report(None, "unreadable", f"poll failed: {type(exc).__name__}: {exc}")
             return []
+
+    def _poll(self) -> list[AppEvents]:
+        now = self.clock()
+        self.discovery.round(now)
+        budget, self.tailer.backlog = self.max_decoded_bytes_per_poll, False
+        for app in self.book.in_turn():
+            try:
+                budget = self.tailer.follow(app, budget)
+            except Exception as exc:  # per application: the others go on
+                log.exception("event-log watcher failed on %s", clean_text(app.name, 300))
+                self.problems.report(app, "unreadable", f"{app.name}: {type(exc).__name__}: {exc}")
+            if not app.dropped:
+                self.lifecycle.judge(app, now)
+        self.lifecycle.forget(now)
+        self.lifecycle.update_gauges()
+        return self.book.reports()
 
     def run(self, callback: Callable[[list[AppEvents]], None], stop_event: threading.Event) -> None:
         """Poll until ``stop_event`` is set; ``callback`` gets each non-empty poll's result, then positions are saved."""
@@ -250,21 +195,12 @@ class EventLogWatcher:
         return frozenset(self.book.done)
 
     def silence(self, log_name: str) -> float | None:
-        """Seconds (on ``clock``) since ``log_name``'s log last showed life, while it is followed without an end: how
-        long its driver has said nothing (None: not followed, or ended). Measured on this watcher's clock from the
-        growth it saw; a log first read long after its last event and modification time counts from the newer of
-        them (``LifecycleJudge.silent_before``), so a driver dead for weeks is not taken for one that died now."""
-        app = self.book.apps.get(log_name)
-        if app is None or app.status == "finished" or app.end_seen or app.marker_final:
-            return None
-        return self.clock() - app.last_growth
+        """Seconds since ``log_name``'s log last showed life, while followed without an end (``LifecycleJudge.silence``)."""
+        return self.lifecycle.silence(log_name, self.clock())
 
     def last_life(self, log_name: str) -> float | None:
-        """When (on ``clock``) ``log_name``'s log last showed life: its last growth this watcher saw, or for a log not
-        grown since it was first read, the newer of its last event's time and its modification time (a loss is dated
-        then, so a driver dead for weeks does not read as one that died now). None: not followed."""
-        app = self.book.apps.get(log_name)
-        return None if app is None else app.last_growth - app.dead_for
+        """When (on ``clock``) ``log_name``'s log last showed life (``LifecycleJudge.last_life``); None: not followed."""
+        return self.lifecycle.last_life(log_name)
 
     def app_problems(self) -> dict[str, dict[str, int]]:
         """Problems counted per followed application (log name -> kind -> count)."""
@@ -279,33 +215,3 @@ class EventLogWatcher:
         lambda self: self.lifecycle.lost_after_seconds, lambda self, value: setattr(self.lifecycle, "lost_after_seconds", value)
     )
     grace_seconds = property(lambda self: self.lifecycle.grace_seconds, lambda self, value: setattr(self.lifecycle, "grace_seconds", value))
-
-    # --- one poll -----------------------------------------------------------------------------------
-
-    def _poll(self) -> list[AppEvents]:
-        now = self.clock()
-        self.discovery.round(now)
-        budget = self.max_decoded_bytes_per_poll
-        self.tailer.backlog = False
-        names = list(self.book.apps)
-        if names:
-            self._order = (self._order + 1) % len(names)
-            names = names[self._order :] + names[: self._order]
-        for name in names:
-            app = self.book.apps[name]
-            try:
-                budget = self.tailer.follow(app, budget)
-            except Exception as exc:  # per application: the others go on
-                log.exception("event-log watcher failed on %s", clean_text(name, 300))
-                self.problems.report(app, "unreadable", f"{name}: {type(exc).__name__}: {exc}")
-            if not app.dropped:
-                self.lifecycle.judge(app, now)
-        self.lifecycle.forget(now)
-        self.lifecycle.update_gauges()
-        out = []
-        for app in list(self.book.apps.values()) + self.book.forgotten:
-            if app.out is not None and (app.out.events or app.out.status_changes or app.out.problems or app.clock_news):
-                out.append(app.out)
-            app.out, app.clock_news = None, False
-        self.book.forgotten = []
-        return out

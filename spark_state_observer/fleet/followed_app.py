@@ -87,6 +87,26 @@ class FollowedApps:
     saved: dict[str, Any] = field(default_factory=dict)
     forgotten: list[FollowedApp] = field(default_factory=list)
     dirty: bool = False
+    turn: int = 0  # which application reads first in the next poll
+
+    def in_turn(self) -> list[FollowedApp]:
+        """The followed applications, one further along at each call: when a poll's decode budget runs out, the
+        applications left for the next poll are not always the same."""
+        apps = list(self.apps.values())
+        if apps:
+            self.turn = (self.turn + 1) % len(apps)
+            apps = apps[self.turn :] + apps[: self.turn]
+        return apps
+
+    def reports(self) -> list[AppEvents]:
+        """What this poll found, per application with news (those forgotten in it too); each report is handed over once."""
+        out = []
+        for app in list(self.apps.values()) + self.forgotten:
+            if app.out is not None and (app.out.events or app.out.status_changes or app.out.problems or app.clock_news):
+                out.append(app.out)
+            app.out, app.clock_news = None, False
+        self.forgotten = []
+        return out
 
     def drop(self, app: FollowedApp, status: str, message: str, done: bool = True) -> None:
         """Forget ``app``; ``done``: its log, if still there, is not read again (``False``: found again as a new log)."""

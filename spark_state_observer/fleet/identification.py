@@ -1,5 +1,11 @@
 """Identity: who an application is, from its application-start event (or its log's name when there is none);
 events are held until it is known, and two running applications with one name are reported.
+
+Identity: ``SparkListenerApplicationStart`` gives the application name (the stable identity the
+series are labelled by) and the volatile id and attempt; selected Spark properties can be taken from
+``SparkListenerEnvironmentUpdate`` (``identity_properties``), parsed only when asked for. Every identity
+string (and the log's file name, on its way to a label) goes through ``bounded.clean_identity`` where
+it is taken: cut to 200 characters, lone surrogates and control characters replaced.
 """
 
 from __future__ import annotations

@@ -117,23 +117,19 @@ class LineFilter:
                         handle(self.lines, kind, line)
         last = data.rfind(b"\n", pos)
         if last >= 0:
-            hits = self._hits(data, pos, last)
-            cursor, line_no, k = pos, self.lines, 0
+            hits, lines = self._hits(data, pos, last)
+            line_no, k = self.lines, 0
             while k < len(hits):
-                start = hits[k]
+                start, cursor, before, kind = hits[k]
                 k += 1
-                line_no += data.count(b"\n", cursor, start) + 1
-                cursor = data.index(b"\n", start) + 1
-                kind = self._type_of(data[start : start + self._head])
-                if kind is None:
-                    continue  # shares a searched prefix with a wanted type
                 if cursor - start > self.max_line_bytes:
-                    self.too_long.append(line_no)
+                    self.too_long.append(line_no + before)
                     continue
                 self._current = (data, start, 0)
-                if handle(line_no, kind, data[start:cursor]):
-                    hits, k = self._hits(data, cursor, last), 0
-            self.lines = line_no + data.count(b"\n", cursor, last + 1)
+                if handle(line_no + before, kind, data[start:cursor]):  # other types wanted from the next line on
+                    line_no += before
+                    (hits, lines), k = self._hits(data, cursor, last), 0
+            self.lines = line_no + lines
             pos = last + 1
             self.consumed = base + pos
         if pos < len(data):
@@ -153,36 +149,38 @@ class LineFilter:
         while self._recent_len - len(self._recent[0]) >= RECENT_BYTES:
             self._recent_len -= len(self._recent.popleft())
 
-    def _hits(self, data: bytes, start: int, last: int) -> list[int]:
-        """Starts of the lines in ``data[start:last]`` of a wanted type, or with JSON whitespace where Spark
-        writes none (``start`` is a line start).
+    def _hits(self, data: bytes, start: int, last: int) -> tuple[list[tuple[int, int, int, str]], int]:
+        """The lines of ``data[start:last + 1]`` (``start`` is a line start, ``last`` a newline) of a wanted type,
+        written as Spark writes them or with JSON whitespace: (start, end, line number counted from 1 at ``start``,
+        type) each; and how many lines there are.
 
         One pass from line start to line start (``bytes.find`` of the newline, C speed): a line's type is the
         text between ``{"Event":"`` and the next quote, looked up among the wanted patterns, so the cost is
         one lookup per line, not one search of the whole piece per wanted type."""
         hits = []
-        patterns, longest = self.patterns, self._longest
+        patterns, longest, head = self.patterns, self._longest, self._head
         find, startswith, loose = data.find, data.startswith, _LOOSE_FIRST.match
-        i = start
-        while i < last:
+        i, n, end = start, 0, last + 1
+        while i < end:
+            newline = find(b"\n", i, end)
+            n += 1
             if startswith(EVENT_PREFIX, i):
                 quote = find(b'"', i + _PREFIX_LEN, i + longest)
-                if quote >= 0 and data[i : quote + 1] in patterns:
-                    hits.append(i)
+                if quote >= 0:
+                    kind = patterns.get(data[i : quote + 1])
+                    if kind is not None:
+                        hits.append((i, newline + 1, n, kind))
             elif loose(data, i, last):
-                hits.append(i)
-            newline = find(b"\n", i, last)
-            if newline < 0:
-                break
+                kind = self._type_of(data[i : i + head])
+                if kind is not None:  # else shares a searched prefix with a wanted type
+                    hits.append((i, newline + 1, n, kind))
             i = newline + 1
-        return hits
+        return hits, n
 
     def _type_of(self, line: bytes | bytearray) -> str | None:
-        if line.startswith(EVENT_PREFIX):
-            for pattern, kind in self.patterns.items():
-                if line.startswith(pattern):
-                    return kind
-            return None
+        if line.startswith(EVENT_PREFIX):  # the type ends at the first quote (no type holds one)
+            quote = line.find(b'"', _PREFIX_LEN, self._longest)
+            return self.patterns.get(bytes(line[: quote + 1])) if quote >= 0 else None
         match = _LOOSE.match(line, 0, _LOOSE_HEAD)
         if match is None:
             return None

@@ -3,6 +3,10 @@ id and attempt), its codec, and the shard it belongs to.
 
 Shared by the watcher and the object-store mirror (``spark_state_observer.fleet.store_mirror``), which must shard and name
 logs exactly as the watcher does.
+
+Sharding: ``shard=(K, N)`` keeps the applications whose log name (the file or folder name without
+``eventlog_v2_``, ``.inprogress`` or codec suffix, i.e. the application id and attempt) has a CRC-32
+equal to K modulo N; N watchers with K = 0..N-1 split a folder disjointly and completely.
 """
 
 from __future__ import annotations

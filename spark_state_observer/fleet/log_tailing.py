@@ -4,6 +4,27 @@ poll's decode budget; files opened non-blocking, checked, and found replaced whe
 The tailer knows bytes and files, not events: each wanted line goes to ``on_line``
 (``spark_state_observer.fleet.event_lines``), each read to a file's end to ``on_caught_up``
 (``spark_state_observer.fleet.clock_skew``).
+
+Incremental tailing: each file keeps its raw offset and, while a compressed unit is incomplete,
+its decoder (``spark_state_observer.fleet.codec_tail``); a poll decodes only the bytes added since the last one.
+
+Replaced logs: a file keeps its inode, never shrinks and keeps its first bytes while Spark writes it;
+one that does not (renamed over, truncated, rewritten in place) is counted (``replaced``), its
+application forgotten, and the log read again from its start as a new one at the next listing.
+
+Symbolic links: are followed only when their target stays inside a watched folder (``follow_symlinks``
+to follow them anywhere); others are counted (``symlink``) and never opened.
+
+Bad input: never raises out of ``poll``: truncated or corrupt compressed data, unreadable files,
+vanished folders, symlink loops, FIFOs and other non-regular files (never opened: files are opened
+non-blocking and checked with ``fstat``), over-long lines, invalid JSON and two running applications
+with the same name each give a message and a counted problem (``WatchCounts.problems`` and per
+application ``AppEvents.problems``); the other applications go on. Lines are parsed by the bounded
+parser (``bounded.loads``: an item bomb is refused before parsing, a nesting bomb fails cleanly), each
+read decodes at most the poll's budget (a decompression bomb costs no more memory than a real log),
+and a file decoding to over a thousand times its size is called ``inflated`` and skipped. A decode failure is retried once
+from the last boundary before the file is called corrupt (a network file system can show a grown size
+before the bytes), and a log is believed gone only when two listings agree (a rename in between).
 """
 
 from __future__ import annotations

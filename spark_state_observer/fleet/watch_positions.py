@@ -1,5 +1,13 @@
 """Positions: what the state file holds (per application the current file, a raw offset a fresh decoder can start
 at, what was delivered after it, the last batch per query run), saved atomically and restored after a restart.
+
+Restart safety: ``commit()`` (called by ``run`` after each callback, and by the next ``poll``)
+writes, atomically, per application the current file, a raw offset where a fresh decoder can start,
+how many decoded bytes and lines after it were already delivered, and the last batch id per query run.
+A restarted watcher seeks there and skips what was delivered; a progress event whose (query id, run
+id, batch id) is not newer than the last delivered one is dropped as a second guard. With
+``replay_on_resume`` the delivered events are instead read again and marked ``replayed`` so an
+in-memory pipeline can rebuild its state without counting them twice in a durable sink.
 """
 
 from __future__ import annotations
