@@ -237,7 +237,7 @@ class Growth(Rule):
             ),
         )
         state.watch_delay(_watermark_delay(p))
-        if evaluate:
+        if evaluate or (state.unbounded is None and p.watermark is not None and self._closing(state, p, op, ts)):
             self._judge(record, p, op, ts, facts, state)
             return
         state.pending = (p, op, ts)
@@ -350,6 +350,13 @@ class Growth(Rule):
             **evidence,
             evidence=describe(evidence),
         )
+
+    def _closing(self, state: _Operator, p: QueryProgress, op: OperatorProgress, ts: float) -> bool:
+        """A state the watermark evicts by key, with no verdict yet, whose window spans enough to tell anything:
+        its bounded verdict needs only that, so it is judged at every batch until it has one, not at the next
+        evaluation (the window's trend can show at one batch and not at the next: the verdict would wait a period more)."""
+        points = state.window.points
+        return ts - points[0][0] >= self.s.growth_window_seconds * 0.4 and self._evicted_by_watermark(state, p, op)
 
     def _evicted_by_watermark(self, state: _Operator, p: QueryProgress, op: OperatorProgress) -> bool:
         """The plan says the watermark evicts this operator's state by its key, and the watermark keeps pace (within
