@@ -197,8 +197,11 @@ class SnapshotHealth(Rule):
         q = self._queries.get(record.query_id)
         if q is None:
             return
-        reported = [m for m in op.instances if m.prefix == SNAPSHOT_LAST_UPLOADED]
         listing = q.listing
+        if not evaluate and not listing:  # the common batch: the uploads kept, the rest waits for the cadence
+            self._uploads(q, p, op, ts)
+            return
+        reported = [m for m in op.instances if m.prefix == SNAPSHOT_LAST_UPLOADED]
         listed = {k[1:]: v for k, v in listing.items() if k[0] == op.index} if listing else {}
         if not reported and not listed:
             return  # Spark before 4.1, an HDFS store before 4.1, or a stateless batch: nothing is known
@@ -208,10 +211,11 @@ class SnapshotHealth(Rule):
             _restored_base(q, op, p.batch_id)
         base = q.restored_base.get(op.index, q.run_base)
         newest = {(m.partition, m.store): m.value for m in reported if m.value is not None}
+        uploaded = q.uploaded
         for (part, store), value in newest.items():
             key = (op.index, part, store)
-            if key in q.uploaded or len(q.uploaded) < MAX_INSTANCES:
-                q.uploaded[key] = max(value, q.uploaded.get(key, value))
+            if key in uploaded or len(uploaded) < MAX_INSTANCES:
+                uploaded[key] = max(value, uploaded.get(key, value))
         if not evaluate:
             q.pending[op.index] = (p, op, ts)
             return
@@ -297,6 +301,32 @@ class SnapshotHealth(Rule):
                 for i in lagging[:MAX_PARTITIONS_TOLD]
             ],
         )
+
+    def _uploads(self, q: _Query, p: QueryProgress, op: OperatorProgress, ts: float) -> None:
+        """``operator``'s part that cannot wait, without a listing: the newest upload per reported instance (the
+        latest report of an instance counts, as in ``operator``'s dict), and the batch held for the next verdict."""
+        uploaded = q.uploaded
+        index = op.index
+        reported = False
+        newest: dict[tuple[int, str], float] = {}
+        for m in op.instances:
+            if m.prefix == SNAPSHOT_LAST_UPLOADED:
+                reported = True
+                if m.value is not None:
+                    newest[(m.partition, m.store)] = m.value
+        if not reported:
+            return  # nothing is known (``operator`` returns there too)
+        if q.restart_batch == p.batch_id:
+            _restored_base(q, op, p.batch_id)
+        for (part, store), value in newest.items():
+            key = (index, part, store)
+            before = uploaded.get(key)
+            if before is not None:
+                if not before > value:  # ``max(value, before)``, NaN alike
+                    uploaded[key] = value
+            elif len(uploaded) < MAX_INSTANCES:
+                uploaded[key] = value
+        q.pending[index] = (p, op, ts)
 
     def _instance_series(self, record: QueryRecord, q: _Query, op_index: int, labels: Labels, ranked: list[Instance], facts: Facts) -> None:
         """The top-K most lagging instances' lag (``ranked``: most lagging first); a series that leaves the top K is removed."""
