@@ -101,7 +101,9 @@ class SignalEngine:
         self._removals_seen: dict[str, int] = {}  # executor removals counted at each query's previous batch
         self._latest: dict[str, float] = {}  # each query's previous progress time: a progress before it is a problem
         self._evaluated: dict[str, float] = {}  # each query's last evaluation (``Context.evaluate``), event time
-        self._event: Context | None = None  # the event being taken, as a run's end sees it (``_new_run``)
+        # the event being taken (its record, facts and time), as a run's end sees it (``_new_run``): its ``Context``
+        # is built only then, not at every event
+        self._event: tuple[QueryRecord, SignalFacts, float] | None = None
 
     def _last_commit(self, query_id: str, before: float) -> float | None:
         """When the query's checkpoint (where its current run keeps it) last committed before ``before``: the
@@ -113,9 +115,11 @@ class SignalEngine:
     def _new_run(self, query_id: str, carried: dict[str, Any]) -> None:
         """``carried``: shared with the runs before, in other applications too. The run before, if its end went
         unseen (a driver killed), is judged first on what the cadence held back."""
-        if self._event is not None and self._event.record.query_id == query_id:
+        event = self._event
+        if event is not None and event[0].query_id == query_id:
+            ctx = Context(event[0], event[1], event[2], event[2])
             for hook in self._settle:
-                hook(self._event)
+                hook(ctx)
         self._evaluated.pop(query_id, None)
         for hook in self._new_run_hooks:
             hook(query_id, carried)
@@ -129,7 +133,7 @@ class SignalEngine:
         batch explains the reloads the batch shows."""
         facts = SignalFacts()
         now = received_at if received_at is not None else self.clock()
-        self._event = Context(record, facts, now, now)
+        self._event = (record, facts, now)
         if record.query_id not in self._operators:
             self._operators[record.query_id] = {}
             facts.add(record, catalog.QUERY_RESTARTS, (), 0.0)

@@ -105,6 +105,8 @@ class _Query:
     lagging: set[int] = field(default_factory=set)  # operators told lagging, until they are within normal again
     allowed: float | None = None  # ``allowed_lag`` for this batch (its periods and interval), computed at most once
     shown: dict[int, set[Labels]] = field(default_factory=dict)  # per operator: the per-instance series exported last
+    # per (operator, partition, store): the operator's labels and the instance's series labels built from them
+    instance_labels: dict[tuple[int, int, str], tuple[Labels, Labels]] = field(default_factory=dict)
     restart_batch: int | None = None  # a restarted run's first batch id, while its operators are judged
     restored_base: dict[int, float] = field(default_factory=dict)  # per operator: the version its restore replayed from
     pending: dict[int, tuple[QueryProgress, OperatorProgress, float]] = field(
@@ -135,7 +137,7 @@ class SnapshotHealth(Rule):
 
     def on_operator(self, ctx: Context, op: OperatorProgress, labels: Labels) -> None:
         assert ctx.progress is not None
-        self.operator(ctx.record, ctx.progress, op, ctx.ts, ctx.facts, ctx.evaluate)
+        self.operator(ctx.record, ctx.progress, op, ctx.ts, ctx.facts, ctx.evaluate, labels)
 
     def settle(self, ctx: Context) -> None:
         """Judge the operators' latest batches the cadence held back (taking a batch twice changes nothing)."""
@@ -191,9 +193,18 @@ class SnapshotHealth(Rule):
             q.allowed = allowed
         return allowed
 
-    def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: Facts, evaluate: bool = True) -> None:
+    def operator(
+        self,
+        record: QueryRecord,
+        p: QueryProgress,
+        op: OperatorProgress,
+        ts: float,
+        facts: Facts,
+        evaluate: bool = True,
+        labels: Labels | None = None,
+    ) -> None:
         """Take one batch of ``op``: its instances' uploads at once; their lags, ranking and the signal when
-        ``evaluate`` (the cadence)."""
+        ``evaluate`` (the cadence). ``labels``: the operator's (the engine's, kept while the label budget holds)."""
         q = self._queries.get(record.query_id)
         if q is None:
             return
@@ -254,7 +265,8 @@ class SnapshotHealth(Rule):
         # most lagging first; sorted once, the lagging ones are a stable filter of it and the series its top K
         ranked = sorted(instances, key=_rank)
         lagging = [i for i in ranked if i.lag > allowed]
-        labels = operator_labels(op.index, op.name)
+        if labels is None:
+            labels = operator_labels(op.index, op.name)
         replay = sum(i.replay_files or 0 for i in instances) if source == CHECKPOINT else None
         facts.set_many(
             record,
@@ -332,7 +344,15 @@ class SnapshotHealth(Rule):
         """The top-K most lagging instances' lag (``ranked``: most lagging first); a series that leaves the top K is removed."""
         now: set[Labels] = set()
         for i in ranked[: self.s.partition_top_k]:
-            il = labels + (("partition", str(i.partition)), ("store", i.store))
+            key = (op_index, i.partition, i.store)
+            known = q.instance_labels.get(key)
+            if known is not None and known[0] == labels:
+                il = known[1]
+            else:
+                il = labels + (("partition", str(i.partition)), ("store", i.store))
+                if len(q.instance_labels) >= MAX_INSTANCES:
+                    q.instance_labels.clear()  # bounded: instances long out of the top K go
+                q.instance_labels[key] = (labels, il)
             now.add(il)
             facts.set(record, catalog.SNAPSHOT_LAG_BATCHES, il, i.lag)
         shown = q.shown.get(op_index)
