@@ -42,7 +42,16 @@ class MemoryPlausibility(Rule):
         self._bounded_told: OrderedDict[tuple[str, str | None, int], None] = OrderedDict()
 
     def on_operator(self, ctx: Context, op: OperatorProgress, labels: Labels) -> None:
-        if op.memory_bytes is None or op.provider != "rocksdb":  # most operators of most batches: no call further
+        memory = op.memory_bytes
+        if memory is None:
+            return
+        if (
+            not self.conf.bounded
+            and not memory > IMPLAUSIBLE_FACTOR * self.conf.overhead_bytes * max(op.store_instances or 0.0, 1.0)
+            and not (memory == 0 and (op.rows_total or 0) > 0)
+        ):
+            return  # no reason ``operator`` could find, whatever the provider (most operators of most batches)
+        if op.provider != "rocksdb":
             return
         assert ctx.progress is not None
         self.operator(ctx.record, ctx.progress, op, ctx.ts, ctx.facts)
