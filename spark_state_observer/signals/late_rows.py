@@ -178,7 +178,7 @@ class LateRows(Rule):
         dropped = late_groups = arriving_groups = late_rows = arriving_rows = 0
         names: list[str] = []
         for op in p.operators:
-            n = _count(op.rows_dropped_by_watermark)
+            n = _count(op.rows_dropped_by_watermark) if op.rows_dropped_by_watermark else 0  # (0 and None count 0)
             if op.name in AGGREGATING_OPERATOR_NAMES:
                 late_groups += n
                 arriving_groups += n + _count(op.rows_updated)
