@@ -42,18 +42,28 @@ class MemoryPlausibility(Rule):
         self._bounded_told: OrderedDict[tuple[str, str | None, int], None] = OrderedDict()
 
     def on_operator(self, ctx: Context, op: OperatorProgress, labels: Labels) -> None:
+        memory = op.memory_bytes
+        if memory is None:
+            return
+        if (
+            not self.conf.bounded
+            and not memory > IMPLAUSIBLE_FACTOR * self.conf.overhead_bytes * max(op.store_instances or 0.0, 1.0)
+            and not (memory == 0 and (op.rows_total or 0) > 0)
+        ):
+            return  # no reason ``operator`` could find, whatever the provider (most operators of most batches)
+        if op.provider != "rocksdb":
+            return
         assert ctx.progress is not None
         self.operator(ctx.record, ctx.progress, op, ctx.ts, ctx.facts)
 
     def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: SignalFacts) -> None:
-        if op.provider != "rocksdb" or op.memory_bytes is None:
+        memory = op.memory_bytes
+        if memory is None or op.provider != "rocksdb":
             return
-        labels = operator_labels(op.index, op.name)
-        instances = max(op.store_instances or 0.0, 1.0)
         reason = None
-        if op.memory_bytes > IMPLAUSIBLE_FACTOR * self.conf.overhead_bytes * instances:
+        if memory > IMPLAUSIBLE_FACTOR * self.conf.overhead_bytes * max(op.store_instances or 0.0, 1.0):
             reason = ABOVE_BUDGET
-        elif op.memory_bytes == 0 and (op.rows_total or 0) > 0:
+        elif memory == 0 and (op.rows_total or 0) > 0:
             reason = ZERO_WITH_ROWS
         elif self.conf.bounded:
             key = (record.query_id, p.run_id, op.index)
@@ -65,6 +75,7 @@ class MemoryPlausibility(Rule):
             reason = BOUNDED_DIVISION
         if reason is None:
             return
+        labels = operator_labels(op.index, op.name)
         facts.add(record, catalog.ROCKSDB_MEMORY_IMPLAUSIBLE, (*labels, ("reason", reason)))
         facts.signal(
             ROCKSDB_MEMORY_IMPLAUSIBLE,

@@ -15,7 +15,9 @@ from collections.abc import Set
 from typing import Any, Callable, cast
 
 from spark_state_observer.metrics import catalog
+from spark_state_observer.metrics.labels import LabelBudget
 from spark_state_observer.metrics.tracker import QueryRecord, QueryTracker, operator_labels
+from spark_state_observer.metrics.updates import Labels
 from spark_state_observer.model.checkpoint_listing import last_commit_before
 from spark_state_observer.model.events import Event, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from spark_state_observer.model.plan_eviction import EvictionLocator
@@ -93,11 +95,15 @@ class SignalEngine:
         self.pace = cast(Pace, self.rules["pace"])
         self.late_rows = cast(LateRows, self.rules["late_rows"])
         self.kafka = cast(KafkaSources, self.rules["kafka"])
-        self._operators: dict[str, set[tuple[int, str]]] = {}
+        # per query: its operators within the label budget, with their labels, as of the budget's ``generation``
+        self._operators: dict[str, dict[tuple[int, str], Labels]] = {}
+        self._generations: dict[str, tuple[LabelBudget, int]] = {}
         self._removals_seen: dict[str, int] = {}  # executor removals counted at each query's previous batch
         self._latest: dict[str, float] = {}  # each query's previous progress time: a progress before it is a problem
         self._evaluated: dict[str, float] = {}  # each query's last evaluation (``Context.evaluate``), event time
-        self._event: Context | None = None  # the event being taken, as a run's end sees it (``_new_run``)
+        # the event being taken (its record, facts and time), as a run's end sees it (``_new_run``): its ``Context``
+        # is built only then, not at every event
+        self._event: tuple[QueryRecord, SignalFacts, float] | None = None
 
     def _last_commit(self, query_id: str, before: float) -> float | None:
         """When the query's checkpoint (where its current run keeps it) last committed before ``before``: the
@@ -109,9 +115,11 @@ class SignalEngine:
     def _new_run(self, query_id: str, carried: dict[str, Any]) -> None:
         """``carried``: shared with the runs before, in other applications too. The run before, if its end went
         unseen (a driver killed), is judged first on what the cadence held back."""
-        if self._event is not None and self._event.record.query_id == query_id:
+        event = self._event
+        if event is not None and event[0].query_id == query_id:
+            ctx = Context(event[0], event[1], event[2], event[2])
             for hook in self._settle:
-                hook(self._event)
+                hook(ctx)
         self._evaluated.pop(query_id, None)
         for hook in self._new_run_hooks:
             hook(query_id, carried)
@@ -125,9 +133,9 @@ class SignalEngine:
         batch explains the reloads the batch shows."""
         facts = SignalFacts()
         now = received_at if received_at is not None else self.clock()
-        self._event = Context(record, facts, now, now)
+        self._event = (record, facts, now)
         if record.query_id not in self._operators:
-            self._operators[record.query_id] = set()
+            self._operators[record.query_id] = {}
             facts.add(record, catalog.QUERY_RESTARTS, (), 0.0)
         if len(self._operators) > self.s.max_queries:
             self._forget_evicted()
@@ -172,26 +180,38 @@ class SignalEngine:
         for hook in self._on_batch:
             hook(ctx)
         seen = self._operators[record.query_id]
-        allows = record.labels.allows
+        budget = record.labels
+        allows = budget.allows
+        # the budget's kept values unchanged since the operators were last checked: those seen are still allowed
+        held = self._generations.get(record.query_id)
+        unchanged = held is not None and held[0] is budget and held[1] == budget.generation
+        on_operator = self._on_operator
         for op in p.operators:
-            labels = operator_labels(op.index, op.name)
-            if not allows(labels):
-                continue  # beyond the query's label budget (spark_state_observer.metrics.labels): no series, no memory
-            if (op.index, op.name) not in seen:
-                seen.add((op.index, op.name))
-                for counter in _OPERATOR_COUNTERS:
-                    facts.add(record, counter, labels, 0.0)
-            for hook in self._on_operator:
+            key = (op.index, op.name)
+            labels = seen.get(key)
+            if labels is None or not unchanged:
+                if labels is None:
+                    labels = operator_labels(op.index, op.name)
+                if not allows(labels):
+                    continue  # beyond the query's label budget (spark_state_observer.metrics.labels): no series, no memory
+                if key not in seen:
+                    seen[key] = labels
+                    for counter in _OPERATOR_COUNTERS:
+                        facts.add(record, counter, labels, 0.0)
+            for hook in on_operator:
                 hook(ctx, op, labels)
         real_time = self.real_time.batch(record, p, batch.first_of_run, facts)
         if real_time is not None:
             ctx = Context(record, facts, now, ts, p, batch.first_of_run, batch.restore_due, removed, real_time, evaluate)
         for hook in self._on_batch_end:
             hook(ctx)
-        for index, name in [k for k in seen if not allows(operator_labels(*k))]:
-            seen.discard((index, name))  # dropped from the budget: the rules forget it too
+        if unchanged:
+            return
+        for index, name in [k for k, labels in seen.items() if not allows(labels)]:
+            del seen[(index, name)]  # dropped from the budget: the rules forget it too
             for forget in self._forget_operator:
                 forget((record.query_id, index, name))
+        self._generations[record.query_id] = (budget, budget.generation)
 
     def tick(self) -> SignalFacts:
         """Called about once a second by the live worker: stalls need time to pass, not events."""
@@ -226,5 +246,6 @@ class SignalEngine:
             self._removals_seen.pop(query_id, None)
             self._latest.pop(query_id, None)
             self._evaluated.pop(query_id, None)
+            self._generations.pop(query_id, None)
             for forget in self._forget:
                 forget(query_id)

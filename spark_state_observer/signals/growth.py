@@ -175,8 +175,9 @@ class Growth(Rule):
         self._carried.get(key[0], {}).pop(key[1:], None)
 
     def on_operator(self, ctx: Context, op: OperatorProgress, labels: Labels) -> None:
-        assert ctx.progress is not None
-        self.operator(ctx.record, ctx.progress, op, ctx.ts, ctx.facts, ctx.evaluate)
+        if op.rows_total is not None:  # (``operator`` returns at once otherwise)
+            assert ctx.progress is not None
+            self.operator(ctx.record, ctx.progress, op, ctx.ts, ctx.facts, ctx.evaluate)
 
     def settle(self, ctx: Context) -> None:
         """Judge the query's operators on their latest batch, where the cadence held it back."""
@@ -206,8 +207,10 @@ class Growth(Rule):
     def operator(
         self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: SignalFacts, evaluate: bool = True
     ) -> None:
-        """Take one batch of ``op``: the window and the rates at once; the verdict when ``evaluate`` (the cadence)."""
-        if op.rows_total is None:
+        """Take one batch of ``op``: its window at once; the rates, forecasts and verdict when ``evaluate`` (the cadence),
+        and at the run's end (``settle``) where the cadence held its latest batch back."""
+        rows = op.rows_total
+        if rows is None:
             return
         key = (record.query_id, op.index, op.name)
         state = self._operators.get(key)
@@ -217,36 +220,27 @@ class Growth(Rule):
             shared = self._carried.get(record.query_id)
             if shared is not None:
                 shared[(op.index, op.name)] = state
-        state.window.add(ts, op.rows_total, op.memory_bytes or 0.0, op.rows_updated or 0.0, op.rows_removed or 0.0)
+        removed = op.rows_removed
+        state.window.add(ts, rows, op.memory_bytes or 0.0, op.rows_updated or 0.0, removed or 0.0)
         if ts < state.first_seen or (state.rising_since is not None and ts < state.rising_since):
             # time went back (the window dropped what came after): the state was seen, and rose, from here on
             state.first_seen = min(state.first_seen, ts)
             state.rising_since = None if state.rising_since is None else ts
-        state.ever_evicted = state.ever_evicted or bool(op.rows_removed)
-        window = state.window
-        rows_rate, bytes_rate, ratio, rows_eta, bytes_eta = window.rates(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
-        labels = state.labels
-        facts.set_many(
-            record,
-            labels,
-            (
-                (catalog.ROWS_GROWTH_RATE, rows_rate),
-                (catalog.MEMORY_GROWTH_RATE, bytes_rate),
-                (catalog.EVICTION_RATIO, ratio),
-                (catalog.ROWS_BUDGET_ETA, rows_eta),
-                (catalog.MEMORY_BUDGET_ETA, bytes_eta),
-            ),
-        )
-        state.watch_delay(_watermark_delay(p))
-        if evaluate:
+        if removed:
+            state.ever_evicted = True
+        event_time = p.event_time
+        watermark = event_time.get("watermark")
+        if watermark is not None and not watermark <= 0:  # (``_watermark_delay`` is None otherwise)
+            state.watch_delay(_watermark_delay(p))
+        if evaluate or (state.unbounded is None and watermark is not None and self._closing(state, p, op, ts)):
             self._judge(record, p, op, ts, facts, state)
             return
         state.pending = (p, op, ts)
-        size_trend = self._size(state, op, ts)  # its window takes a point when one is due (rarely: ``SIZE_EVERY``)
-        if size_trend is not None:
-            state.size_trend = size_trend  # for the next verdict
-        if state.unbounded is not None:
-            facts.set(record, catalog.STATE_UNBOUNDED, labels, 1.0 if state.unbounded else 0.0)
+        custom = op.custom
+        if HDFS_CURRENT_VERSION_SIZE in custom or (custom.get(ROCKSDB_COMPACTION_WRITTEN) or 0) > 0:
+            size_trend = self._size(state, op, ts)  # its window takes a point when one is due (rarely: ``SIZE_EVERY``)
+            if size_trend is not None:
+                state.size_trend = size_trend  # for the next verdict
 
     def _judge(
         self,
@@ -263,7 +257,19 @@ class Growth(Rule):
         state.pending = None
         window, labels = state.window, state.labels
         watermark, delay = p.watermark is not None, _watermark_delay(p)
-        rows_rate, bytes_rate, ratio, _, _ = window.rates()
+        # the rates and forecasts: set with the verdict, every ``evaluate_seconds`` and at the run's end
+        rows_rate, bytes_rate, ratio, rows_eta, bytes_eta = window.rates(self.s.state_rows_budget, self.s.state_memory_budget_bytes)
+        facts.set_many(
+            record,
+            labels,
+            (
+                (catalog.ROWS_GROWTH_RATE, rows_rate),
+                (catalog.MEMORY_GROWTH_RATE, bytes_rate),
+                (catalog.EVICTION_RATIO, ratio),
+                (catalog.ROWS_BUDGET_ETA, rows_eta),
+                (catalog.MEMORY_BUDGET_ETA, bytes_eta),
+            ),
+        )
         trend: Trend | None = None
         if state.unbounded is False:
             # a bounded state changes only on a rising window, and flat or in between reads alike below (falsy,
@@ -351,6 +357,13 @@ class Growth(Rule):
             **evidence,
             evidence=describe(evidence),
         )
+
+    def _closing(self, state: _Operator, p: QueryProgress, op: OperatorProgress, ts: float) -> bool:
+        """A state the watermark evicts by key, with no verdict yet, whose window spans enough to tell anything:
+        its bounded verdict needs only that, so it is judged at every batch until it has one, not at the next
+        evaluation (the window's trend can show at one batch and not at the next: the verdict would wait a period more)."""
+        points = state.window.points
+        return ts - points[0][0] >= self.s.growth_window_seconds * 0.4 and self._evicted_by_watermark(state, p, op)
 
     def _evicted_by_watermark(self, state: _Operator, p: QueryProgress, op: OperatorProgress) -> bool:
         """The plan says the watermark evicts this operator's state by its key, and the watermark keeps pace (within

@@ -119,7 +119,8 @@ class GrowthWindow:
     def _drop_oldest(self) -> None:
         old = self.points.popleft()
         self._totals.popleft()
-        if not (_exact(old[1]) and _exact(old[2])):
+        rows, memory = old[1], old[2]
+        if not (-_EXACT < rows < _EXACT and rows == rows // 1 and -_EXACT < memory < _EXACT and memory == memory // 1):
             self._inexact -= 1
             if not self._inexact:
                 self._retotal()  # the totals still carry the inexact amount: start them afresh

@@ -92,19 +92,34 @@ class _Window:
         if len(self.batches) == self.batches.maxlen:
             self.pop()
         self.batches.append(entry)
-        self.sums = [t + v for t, v in zip(self.sums, entry[1:-1], strict=True)]
+        sums = self.sums  # the seven counts, in place (integers: exact in any order)
+        sums[0] += entry[1]
+        sums[1] += entry[2]
+        sums[2] += entry[3]
+        sums[3] += entry[4]
+        sums[4] += entry[5]
+        sums[5] += entry[6]
+        sums[6] += entry[7]
 
     def pop(self) -> None:
-        entry = self.batches.popleft()
-        self.sums = [t - v for t, v in zip(self.sums, entry[1:-1], strict=True)]
+        self._take(self.batches.popleft())
+
+    def _take(self, entry: Entry) -> None:
+        sums = self.sums
+        sums[0] -= entry[1]
+        sums[1] -= entry[2]
+        sums[2] -= entry[3]
+        sums[3] -= entry[4]
+        sums[4] -= entry[5]
+        sums[5] -= entry[6]
+        sums[6] -= entry[7]
 
     def back_to(self, ts: float) -> None:
         """A batch at ``ts``, not after the newest (logs concatenated or replayed twice, a restart repeating the times
         before it, a clock stepped back): the batches at or after it leave, newest first, so the window stays the
         seconds up to its newest batch in time order (as ``growth``'s windows do) rather than hold every copy."""
         while self.batches and ts <= self.batches[-1][0]:
-            entry = self.batches.pop()
-            self.sums = [t - v for t, v in zip(self.sums, entry[1:-1], strict=True)]
+            self._take(self.batches.pop())
         if self.since is not None and ts < self.since:
             self.since = ts
 
@@ -164,7 +179,7 @@ class LateRows(Rule):
         dropped = late_groups = arriving_groups = late_rows = arriving_rows = 0
         names: list[str] = []
         for op in p.operators:
-            n = _count(op.rows_dropped_by_watermark)
+            n = _count(op.rows_dropped_by_watermark) if op.rows_dropped_by_watermark else 0  # (0 and None count 0)
             if op.name in AGGREGATING_OPERATOR_NAMES:
                 late_groups += n
                 arriving_groups += n + _count(op.rows_updated)

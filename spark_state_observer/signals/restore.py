@@ -232,8 +232,15 @@ class Restores(Rule):
         """Store reloads (or load-latency anomalies) of the batch's operators; the double-load ones last,
         as their reload is inferred from the others'. ``executor_removed``: an executor went away since
         this query's previous batch."""
-        for op in sorted(p.operators, key=lambda o: (o.name in DOUBLE_LOAD_OPERATORS, o.index)):
-            self._operator(record, p, op, ts, first_of_run, executor_removed, facts)
+        ops = p.operators
+        q = self._batches(record.query_id)
+        for op in sorted(ops, key=self._double_load_last) if len(ops) > 1 else ops:
+            self._operator(record, p, op, ts, first_of_run, executor_removed, facts, q)
+
+    @staticmethod
+    def _double_load_last(op: OperatorProgress) -> tuple[bool, int]:
+        """The order ``operators`` takes a batch's operators in: the double-load ones last, each part by index."""
+        return (op.name in DOUBLE_LOAD_OPERATORS, op.index)
 
     def _operator(
         self,
@@ -244,21 +251,22 @@ class Restores(Rule):
         first_of_run: bool,
         executor_removed: bool,
         facts: SignalFacts,
+        q: _Batches,
     ) -> None:
         key = (record.query_id, op.index, op.name)
         st = self._operators.get(key)
         if st is None:
             st = self._operators[key] = _Stores()
-        q = self._batches(record.query_id)
         evidence = [] if first_of_run else self._reload_evidence(st, op)
-        load_ms = op.custom.get(ROCKSDB_LOAD_MS)
-        corroborated = [e for e in evidence if e != EVIDENCE_LATENCY]
+        custom = op.custom
+        load_ms = custom.get(ROCKSDB_LOAD_MS)
+        corroborated = [e for e in evidence if e != EVIDENCE_LATENCY] if evidence else evidence
         if not corroborated and executor_removed and op.name in DOUBLE_LOAD_OPERATORS and q.reloaded:
             # its own metrics cannot show a reload; an executor loss that made a sibling reload moved it too
             corroborated = evidence = [EVIDENCE_EXECUTOR, EVIDENCE_SIBLING]
         if load_ms is not None and not evidence:
             st.load_ms.append(load_ms)
-        misses = op.custom.get(HDFS_CACHE_MISSES)
+        misses = custom.get(HDFS_CACHE_MISSES)
         if misses is not None:
             st.hdfs_misses = misses
         for m in op.instances:

@@ -106,6 +106,8 @@ class _Query:
     lagging: set[int] = field(default_factory=set)  # operators told lagging, until they are within normal again
     allowed: float | None = None  # ``allowed_lag`` for this batch (its periods and interval), computed at most once
     shown: dict[int, set[Labels]] = field(default_factory=dict)  # per operator: the per-instance series exported last
+    # per (operator, partition, store): the operator's labels and the instance's series labels built from them
+    instance_labels: dict[tuple[int, int, str], tuple[Labels, Labels]] = field(default_factory=dict)
     restart_batch: int | None = None  # a restarted run's first batch id, while its operators are judged
     restored_base: dict[int, float] = field(default_factory=dict)  # per operator: the version its restore replayed from
     pending: dict[int, tuple[QueryProgress, OperatorProgress, float]] = field(
@@ -136,7 +138,7 @@ class SnapshotHealth(Rule):
 
     def on_operator(self, ctx: Context, op: OperatorProgress, labels: Labels) -> None:
         assert ctx.progress is not None
-        self.operator(ctx.record, ctx.progress, op, ctx.ts, ctx.facts, ctx.evaluate)
+        self.operator(ctx.record, ctx.progress, op, ctx.ts, ctx.facts, ctx.evaluate, labels)
 
     def settle(self, ctx: Context) -> None:
         """Judge the operators' latest batches the cadence held back (taking a batch twice changes nothing)."""
@@ -192,14 +194,26 @@ class SnapshotHealth(Rule):
             q.allowed = allowed
         return allowed
 
-    def operator(self, record: QueryRecord, p: QueryProgress, op: OperatorProgress, ts: float, facts: Facts, evaluate: bool = True) -> None:
+    def operator(
+        self,
+        record: QueryRecord,
+        p: QueryProgress,
+        op: OperatorProgress,
+        ts: float,
+        facts: Facts,
+        evaluate: bool = True,
+        labels: Labels | None = None,
+    ) -> None:
         """Take one batch of ``op``: its instances' uploads at once; their lags, ranking and the signal when
-        ``evaluate`` (the cadence)."""
+        ``evaluate`` (the cadence). ``labels``: the operator's (the engine's, kept while the label budget holds)."""
         q = self._queries.get(record.query_id)
         if q is None:
             return
-        reported = [m for m in op.instances if m.prefix == SNAPSHOT_LAST_UPLOADED]
         listing = q.listing
+        if not evaluate and not listing:  # the common batch: the uploads kept, the rest waits for the cadence
+            self._uploads(q, p, op, ts)
+            return
+        reported = [m for m in op.instances if m.prefix == SNAPSHOT_LAST_UPLOADED]
         listed = {k[1:]: v for k, v in listing.items() if k[0] == op.index} if listing else {}
         if not reported and not listed:
             return  # Spark before 4.1, an HDFS store before 4.1, or a stateless batch: nothing is known
@@ -209,10 +223,11 @@ class SnapshotHealth(Rule):
             _restored_base(q, op, p.batch_id)
         base = q.restored_base.get(op.index, q.run_base)
         newest = {(m.partition, m.store): m.value for m in reported if m.value is not None}
+        uploaded = q.uploaded
         for (part, store), value in newest.items():
             key = (op.index, part, store)
-            if key in q.uploaded or len(q.uploaded) < MAX_INSTANCES:
-                q.uploaded[key] = max(value, q.uploaded.get(key, value))
+            if key in uploaded or len(uploaded) < MAX_INSTANCES:
+                uploaded[key] = max(value, uploaded.get(key, value))
         if not evaluate:
             q.pending[op.index] = (p, op, ts)
             return
@@ -251,7 +266,8 @@ class SnapshotHealth(Rule):
         # most lagging first; sorted once, the lagging ones are a stable filter of it and the series its top K
         ranked = sorted(instances, key=_rank)
         lagging = [i for i in ranked if i.lag > allowed]
-        labels = operator_labels(op.index, op.name)
+        if labels is None:
+            labels = operator_labels(op.index, op.name)
         replay = sum(i.replay_files or 0 for i in instances) if source == CHECKPOINT else None
         facts.set_many(
             record,
@@ -299,11 +315,45 @@ class SnapshotHealth(Rule):
             ],
         )
 
+    def _uploads(self, q: _Query, p: QueryProgress, op: OperatorProgress, ts: float) -> None:
+        """``operator``'s part that cannot wait, without a listing: the newest upload per reported instance (the
+        latest report of an instance counts, as in ``operator``'s dict), and the batch held for the next verdict."""
+        uploaded = q.uploaded
+        index = op.index
+        reported = False
+        newest: dict[tuple[int, str], float] = {}
+        for m in op.instances:
+            if m.prefix == SNAPSHOT_LAST_UPLOADED:
+                reported = True
+                if m.value is not None:
+                    newest[(m.partition, m.store)] = m.value
+        if not reported:
+            return  # nothing is known (``operator`` returns there too)
+        if q.restart_batch == p.batch_id:
+            _restored_base(q, op, p.batch_id)
+        for (part, store), value in newest.items():
+            key = (index, part, store)
+            before = uploaded.get(key)
+            if before is not None:
+                if not before > value:  # ``max(value, before)``, NaN alike
+                    uploaded[key] = value
+            elif len(uploaded) < MAX_INSTANCES:
+                uploaded[key] = value
+        q.pending[index] = (p, op, ts)
+
     def _instance_series(self, record: QueryRecord, q: _Query, op_index: int, labels: Labels, ranked: list[Instance], facts: Facts) -> None:
         """The top-K most lagging instances' lag (``ranked``: most lagging first); a series that leaves the top K is removed."""
         now: set[Labels] = set()
         for i in ranked[: self.s.partition_top_k]:
-            il = labels + (("partition", str(i.partition)), ("store", i.store))
+            key = (op_index, i.partition, i.store)
+            known = q.instance_labels.get(key)
+            if known is not None and known[0] == labels:
+                il = known[1]
+            else:
+                il = labels + (("partition", str(i.partition)), ("store", i.store))
+                if len(q.instance_labels) >= MAX_INSTANCES:
+                    q.instance_labels.clear()  # bounded: instances long out of the top K go
+                q.instance_labels[key] = (labels, il)
             now.add(il)
             facts.set(record, catalog.SNAPSHOT_LAG_BATCHES, il, i.lag)
         shown = q.shown.get(op_index)
