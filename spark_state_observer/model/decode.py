@@ -26,7 +26,7 @@ import math
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -118,6 +118,9 @@ class _Stamp(msgspec.Struct):
     timestamp: Any = None
     batchDuration: Any = None  # noqa: N815
 
+
+ProgressIds = _Progress | _Ids
+"""What ``event_progress_ids`` gives: ``id``, ``batchId``, ``name`` and each ``stateOperators`` entry's ``operatorName``."""
 
 _PROGRESS = Decoder(_Progress)
 _LINE = Decoder(_Line)
@@ -330,12 +333,12 @@ def event_progress(line: bytes) -> bytes | None:
     return _split(line).raw
 
 
-def event_progress_ids(line: bytes) -> dict[str, Any] | None:
-    """An event log's progress line as the object placement's reader uses (``Event``, and of ``progress`` its
-    ``id``, ``batchId``, ``name`` and each operator's ``operatorName``), without building the metrics;
-    ``None`` when the line is not that shape (then the whole line is for ``json.loads``)."""
+def event_progress_ids(line: bytes) -> _Progress | _Ids | None:
+    """What placement reads of an event log's progress line (of ``progress`` its ``id``, ``batchId``, ``name`` and each
+    operator's ``operatorName``, as whatever JSON they are), without building the metrics; ``None`` when the line is
+    not that shape or its ``Event`` is not a progress event's (then the whole line is for ``json.loads``)."""
     shared = _split(line)
-    if shared.raw is None or type(shared.event) is not str:
+    if shared.raw is None or shared.event != spark_events.QUERY_PROGRESS:
         return None
     p: _Progress | _Ids | None = _typed(shared)
     if p is None:  # not the typed shape: the few fields placement reads, as whatever JSON they are
@@ -343,10 +346,7 @@ def event_progress_ids(line: bytes) -> dict[str, Any] | None:
             p = _IDS.decode(shared.raw)
         except msgspec.MsgspecError:
             return None
-    progress: dict[str, Any] = {"id": p.id, "batchId": p.batchId, "name": p.name}
-    if p.stateOperators is not None:
-        progress["stateOperators"] = [{"operatorName": op.operatorName} for op in p.stateOperators]
-    return {"Event": shared.event, "progress": progress}
+    return p
 
 
 def stamp_fields(payload: bytes) -> tuple[str | None, Any]:
@@ -400,30 +400,36 @@ def _keys_clean(keys: tuple[str, ...], limit: int | None) -> bool:
 
 
 def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | None) -> QueryProgress:
-    if not 0 <= doc.batchId <= rules.max_batch_id or not doc.id or not doc.runId:
+    query_id, run_id, name = doc.id, doc.runId, doc.name
+    # the strings that repeat every batch of a query are checked together, once per query (memoized)
+    if (
+        not 0 <= doc.batchId <= rules.max_batch_id
+        or not query_id
+        or not run_id
+        or not rules.clean_keys((query_id, run_id, name or ""), 200)
+    ):
         raise Decline
-    _clean(doc.id, 200)
-    _clean(doc.runId, 200)
-    ops = doc.stateOperators or []
-    srcs = doc.sources or []
+    ops = doc.stateOperators or ()
+    srcs = doc.sources or ()
     if len(ops) > rules.max_operators or len(srcs) > rules.max_sources:
         raise Decline
     duration_ms = doc.durationMs or {}
-    if len(duration_ms) > rules.max_map_entries:
+    if duration_ms and (len(duration_ms) > rules.max_map_entries or not rules.clean_keys(tuple(duration_ms), 100)):
         raise Decline
-    _clean_keys(duration_ms, 100, rules)
     if doc.batchDuration is _UNSET:  # Spark 3.5: the trigger execution time is the same span
         batch_duration = duration_ms.get(TRIGGER_EXECUTION)
     else:
         batch_duration = doc.batchDuration
     event_time: dict[str, float] = {}
     if doc.eventTime:
-        for key in ("avg", "max", "min", "watermark"):
-            if key in doc.eventTime:
-                ts = _timestamp(doc.eventTime[key], rules)
+        given = doc.eventTime
+        for key in _EVENT_TIME_KEYS:
+            if key in given:
+                ts = _timestamp(given[key], rules)
                 if ts is None:
                     raise Decline
                 event_time[key] = ts
+    rate = rules.rate
     sources = tuple(
         [
             assemble(
@@ -432,8 +438,8 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
                     "index": i,
                     "description": _clean(s.description or "", 200),
                     "input_rows": _opt(s.numInputRows),
-                    "input_rows_per_second": rules.rate(_opt(s.inputRowsPerSecond)),
-                    "processed_rows_per_second": rules.rate(_opt(s.processedRowsPerSecond)),
+                    "input_rows_per_second": rate(_opt(s.inputRowsPerSecond)),
+                    "processed_rows_per_second": rate(_opt(s.processedRowsPerSecond)),
                     "metrics": _num_map(s.metrics, rules),
                 },
             )
@@ -455,9 +461,9 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
     return assemble(
         QueryProgress,
         {
-            "query_id": doc.id,
-            "run_id": doc.runId,
-            "name": _clean(doc.name, 200) if doc.name else None,
+            "query_id": query_id,
+            "run_id": run_id,
+            "name": name or None,
             "timestamp": _timestamp(doc.timestamp, rules),
             "batch_id": doc.batchId,
             "batch_duration_ms": batch_duration,
@@ -477,8 +483,11 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
     )
 
 
+_EVENT_TIME_KEYS = ("avg", "max", "min", "watermark")
+
+
 def _query_rate(
-    value: float | msgspec.UnsetType | None, srcs: list[_Source], sources: tuple[SourceProgress, ...], key: str, rules: Rules
+    value: float | msgspec.UnsetType | None, srcs: Sequence[_Source], sources: tuple[SourceProgress, ...], key: str, rules: Rules
 ) -> float | None:
     """A query-level rate, rounded: its own, else its sources' sum (event logs omit the query's). With one
     source that sum is ``0 + v``, the very double ``v`` unless ``v`` is a zero (``-0.0`` becomes ``0.0``), so
@@ -493,7 +502,7 @@ def _query_rate(
     return rules.rate(_sum(srcs, key))
 
 
-def _sum(sources: list[_Source], key: str) -> float | None:
+def _sum(sources: Sequence[_Source], key: str) -> float | None:
     """Spark's query-level figure from its sources, for event logs (Jackson omits the query's own)."""
     if len(sources) == 1:  # the usual query: its one source's figure, as ``sum`` gives it (a finite float plus 0)
         value = getattr(sources[0], key)
@@ -525,12 +534,17 @@ def _num_map(raw: Mapping[str, str | Number] | None, rules: Rules) -> dict[str, 
 
 def _operator(index: int, op: _Operator, rules: Rules) -> OperatorProgress:
     """One operator; its custom metrics are the decoded dict itself, less the per-instance ones (4.1+)."""
-    custom = op.customMetrics or {}
-    instance_keys = rules.custom_shape(tuple(custom))  # what the names decide: checked once per set of names
-    if instance_keys is None:
-        raise Decline
-    # the per-instance metrics leave the custom ones; a ``.partition_`` key that names no instance stays, in its place
-    instances = tuple([rules.cached_instance(key, custom.pop(key)) for key in instance_keys])
+    custom = op.customMetrics
+    instances: tuple[InstanceMetric | None, ...] = ()
+    if custom:
+        instance_keys = rules.custom_shape(tuple(custom))  # what the names decide: checked once per set of names
+        if instance_keys is None:
+            raise Decline
+        if instance_keys:  # they leave the custom ones; a ``.partition_`` key that names no instance stays, in its place
+            instance, pop = rules.cached_instance, custom.pop
+            instances = tuple([instance(key, pop(key)) for key in instance_keys])
+    else:
+        custom = {}
     name = op.operatorName
     return assemble(
         OperatorProgress,
