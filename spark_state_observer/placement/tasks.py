@@ -27,6 +27,7 @@ from typing import Any, cast
 
 import msgspec
 
+from spark_state_observer.model.decode import ProgressIds
 from spark_state_observer.model.spark_events import (
     EXECUTOR_ADDED,
     EXECUTOR_REMOVED,
@@ -37,7 +38,6 @@ from spark_state_observer.model.spark_events import (
     SQL_START,
     TASK_END,
 )
-from spark_state_observer.model.decode import ProgressIds
 from spark_state_observer.placement import task_decode
 from spark_state_observer.placement.restore_progress import RestoreProgress
 from spark_state_observer.placement.task_lines import JOB_START_LINE, LOST_REASONS, PLAN_LINES, STATE_METRICS, TASK_END_LINE, WRITER_MARKERS
