@@ -130,7 +130,7 @@ _STAMP = Decoder(_Stamp)
 _IDS = Decoder(_Ids)
 
 
-class _Shared(threading.local):
+class _Shared:
     """The progress line this thread read last and what was decoded of it, for the next reader of the same line.
 
     A replay hands one line to three readers in turn (placement's tap for the ids, the record reader for the
@@ -139,16 +139,27 @@ class _Shared(threading.local):
     (~15 µs of passes an event down to ~10). The line is known by identity (the same ``bytes`` object, held
     here so its id is not reused); the object's bytes by identity or, for the watcher, which cuts its own copy
     of them from the same line, by equal content (a ~0.1 µs compare). The typed struct is
-    built once, on first need, and handed to the decoder once (``_build`` takes its dicts into the model)."""
+    built once, on first need, and handed to the decoder once (``_build`` takes its dicts into the model).
 
-    line: bytes | None = None
-    event: Any = _UNSET  # the line's ``Event``
-    raw: bytes | None = None  # the ``progress`` object's JSON; None when the line is not that shape
-    tried = False  # whether ``raw`` was decoded typed (into ``doc``, None when it does not fit)
-    doc: _Progress | None = None
+    One per thread (``_THREAD.shared``): a plain object read once per call, since every attribute read of a
+    ``threading.local`` costs ~0.1 µs more, and the readers of one line made ~25 of them."""
+
+    __slots__ = ("doc", "event", "line", "raw", "tried")
+
+    def __init__(self) -> None:
+        self.line: bytes | None = None
+        self.event: Any = _UNSET  # the line's ``Event``
+        self.raw: bytes | None = None  # the ``progress`` object's JSON; None when the line is not that shape
+        self.tried = False  # whether ``raw`` was decoded typed (into ``doc``, None when it does not fit)
+        self.doc: _Progress | None = None
 
 
-_SHARED = _Shared()
+class _PerThread(threading.local):
+    def __init__(self) -> None:
+        self.shared = _Shared()
+
+
+_THREAD = _PerThread()
 
 
 _HEAD = spark_events.line_prefix(spark_events.QUERY_PROGRESS) + b',"progress":{'
@@ -175,7 +186,7 @@ def _split(line: bytes) -> _Shared:
     trailing bytes): the line is then ``{"Event": …, "progress": X}``, so the envelope would give this ``Event``
     and X's very bytes. That spares the envelope pass (~2 µs of a 4.6 kB line); the model needs the typed
     decode anyway. Any other line, or a candidate that does not decode typed, takes the envelope pass as before."""
-    shared = _SHARED
+    shared = _THREAD.shared
     if shared.line is not line:
         cut = _cut(line)
         if cut is not None:
@@ -210,7 +221,7 @@ def _typed(shared: _Shared) -> _Progress | None:
 def _take_typed(payload: bytes) -> tuple[bool, _Progress | None]:
     """Whether ``payload`` is the shared line's progress object, and its typed struct, taken: the next reader
     decodes anew (the model takes the struct's dicts, so no two models may share them)."""
-    shared = _SHARED
+    shared = _THREAD.shared
     if shared.raw is None or (payload is not shared.raw and payload != shared.raw):  # equal bytes: the watcher cuts its own copy
         return False, None
     doc = _typed(shared)
@@ -358,7 +369,7 @@ def event_progress_ids(line: bytes) -> _Progress | _Ids | None:
 def stamp_fields(payload: bytes) -> tuple[str | None, Any]:
     """A progress object's ``timestamp`` (as sent; ``parse_timestamp`` reads it) and ``batchDuration``
     (as decoded, possibly not a number), without building the rest; ``(None, None)`` for bad JSON."""
-    shared = _SHARED
+    shared = _THREAD.shared
     if shared.raw is not None and (payload is shared.raw or payload == shared.raw):
         doc = _typed(shared)
         if doc is not None:  # the same values (a number as a float: the same time), from the decode the model takes
