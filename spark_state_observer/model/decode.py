@@ -454,10 +454,10 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
                 {
                     "index": i,
                     "description": _clean(s.description or "", 200),
-                    "input_rows": _opt(s.numInputRows),
-                    "input_rows_per_second": rate(_opt(s.inputRowsPerSecond)),
-                    "processed_rows_per_second": rate(_opt(s.processedRowsPerSecond)),
-                    "metrics": _num_map(s.metrics, rules),
+                    "input_rows": None if s.numInputRows is _UNSET else s.numInputRows,
+                    "input_rows_per_second": None if s.inputRowsPerSecond is _UNSET else rate(s.inputRowsPerSecond),
+                    "processed_rows_per_second": None if s.processedRowsPerSecond is _UNSET else rate(s.processedRowsPerSecond),
+                    "metrics": _num_map(s.metrics, rules) if s.metrics else {},
                 },
             )
             for i, s in enumerate(srcs)
@@ -471,7 +471,7 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
             {
                 "description": _clean(doc.sink.description or "", 200),
                 "output_rows": None if output is None or output < 0 else output,
-                "metrics": _num_map(doc.sink.metrics, rules),
+                "metrics": _num_map(doc.sink.metrics, rules) if doc.sink.metrics else {},
             },
         )
     # assembled as ``events.assemble`` does, inline (~0.2 µs a call): a frozen __init__ costs ~4x; every field is named
@@ -486,7 +486,7 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
             "timestamp": _timestamp(doc.timestamp, rules),
             "batch_id": doc.batchId,
             "batch_duration_ms": batch_duration,
-            "input_rows": _opt(doc.numInputRows) if doc.numInputRows is not _UNSET else _sum(srcs, "numInputRows"),
+            "input_rows": doc.numInputRows if doc.numInputRows is not _UNSET else _sum(srcs, "numInputRows"),
             "input_rows_per_second": _query_rate(doc.inputRowsPerSecond, srcs, sources, "inputRowsPerSecond", rules),
             "processed_rows_per_second": _query_rate(doc.processedRowsPerSecond, srcs, sources, "processedRowsPerSecond", rules),
             "duration_ms": duration_ms,
