@@ -26,6 +26,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from bench.replay_rate import build_log
+from spark_state_observer.model import kinds
 from spark_state_observer.model.decode import stamp_fields
 from spark_state_observer.model.parse import parse_event, parse_timestamp_memo
 from spark_state_observer.offline.eventlog import EventLogError, read_records
@@ -44,7 +45,7 @@ def run(path: str, stage: int) -> None:
         if stage >= 2 and isinstance(item.payload, bytes):
             text, _ = stamp_fields(item.payload)
             parse_timestamp_memo(text)
-        if stage >= 3 and not item.kind.startswith("executor_"):
+        if stage >= 3 and item.kind in kinds.EVENT_KINDS:
             parse_event(item.kind, item.payload)
 
 
