@@ -26,7 +26,7 @@ import math
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -42,9 +42,11 @@ Finite = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info
 """A JSON number as a float, checked finite in C (``1e999`` decodes as inf; the reference notes a problem)."""
 MaybeFinite = Finite | msgspec.UnsetType | None  # absent (UNSET) told apart from null where the reference does
 _UNSET = msgspec.UNSET
+_new = object.__new__
+_set = object.__setattr__
 
 
-class _Operator(msgspec.Struct):
+class _Operator(msgspec.Struct, gc=False):
     """Spark's ``StateOperatorProgress`` as JSON names it (attributes follow ``spark_state_observer.model.fields.OPERATOR_FIELDS``)."""
 
     operatorName: Any = None  # noqa: N815  # Spark's JSON field names
@@ -61,7 +63,7 @@ class _Operator(msgspec.Struct):
     customMetrics: dict[str, Finite] | None = None  # noqa: N815
 
 
-class _Source(msgspec.Struct):
+class _Source(msgspec.Struct, gc=False):
     description: str | None = None
     numInputRows: MaybeFinite = _UNSET  # noqa: N815
     inputRowsPerSecond: MaybeFinite = _UNSET  # noqa: N815
@@ -69,13 +71,13 @@ class _Source(msgspec.Struct):
     metrics: dict[str, str | Number] | None = None
 
 
-class _Sink(msgspec.Struct):
+class _Sink(msgspec.Struct, gc=False):
     description: str | None = None
     numOutputRows: Finite | None = None  # noqa: N815
     metrics: dict[str, str | Number] | None = None
 
 
-class _Progress(msgspec.Struct):
+class _Progress(msgspec.Struct, gc=False):
     """Spark's ``StreamingQueryProgress``."""
 
     id: str
@@ -94,18 +96,18 @@ class _Progress(msgspec.Struct):
     sink: _Sink | None = None
 
 
-class _Line(msgspec.Struct, kw_only=True):
+class _Line(msgspec.Struct, kw_only=True, gc=False):
     """An event log's progress line: its ``Event`` (any JSON value) and its ``progress`` object, kept as raw JSON."""
 
     Event: Any = _UNSET  # Spark's JSON field name
     progress: msgspec.Raw
 
 
-class _OperatorName(msgspec.Struct):
+class _OperatorName(msgspec.Struct, gc=False):
     operatorName: Any = None  # noqa: N815
 
 
-class _Ids(msgspec.Struct):
+class _Ids(msgspec.Struct, gc=False):
     """What placement reads of a progress event: which query and batch it closes, and the operators' names."""
 
     id: Any = None
@@ -114,10 +116,13 @@ class _Ids(msgspec.Struct):
     stateOperators: list[_OperatorName] | None = None  # noqa: N815
 
 
-class _Stamp(msgspec.Struct):
+class _Stamp(msgspec.Struct, gc=False):
     timestamp: Any = None
     batchDuration: Any = None  # noqa: N815
 
+
+ProgressIds = _Progress | _Ids
+"""What ``event_progress_ids`` gives: ``id``, ``batchId``, ``name`` and each ``stateOperators`` entry's ``operatorName``."""
 
 _PROGRESS = Decoder(_Progress)
 _LINE = Decoder(_Line)
@@ -125,7 +130,7 @@ _STAMP = Decoder(_Stamp)
 _IDS = Decoder(_Ids)
 
 
-class _Shared(threading.local):
+class _Shared:
     """The progress line this thread read last and what was decoded of it, for the next reader of the same line.
 
     A replay hands one line to three readers in turn (placement's tap for the ids, the record reader for the
@@ -134,16 +139,27 @@ class _Shared(threading.local):
     (~15 µs of passes an event down to ~10). The line is known by identity (the same ``bytes`` object, held
     here so its id is not reused); the object's bytes by identity or, for the watcher, which cuts its own copy
     of them from the same line, by equal content (a ~0.1 µs compare). The typed struct is
-    built once, on first need, and handed to the decoder once (``_build`` takes its dicts into the model)."""
+    built once, on first need, and handed to the decoder once (``_build`` takes its dicts into the model).
 
-    line: bytes | None = None
-    event: Any = _UNSET  # the line's ``Event``
-    raw: bytes | None = None  # the ``progress`` object's JSON; None when the line is not that shape
-    tried = False  # whether ``raw`` was decoded typed (into ``doc``, None when it does not fit)
-    doc: _Progress | None = None
+    One per thread (``_THREAD.shared``): a plain object read once per call, since every attribute read of a
+    ``threading.local`` costs ~0.1 µs more, and the readers of one line made ~25 of them."""
+
+    __slots__ = ("doc", "event", "line", "raw", "tried")
+
+    def __init__(self) -> None:
+        self.line: bytes | None = None
+        self.event: Any = _UNSET  # the line's ``Event``
+        self.raw: bytes | None = None  # the ``progress`` object's JSON; None when the line is not that shape
+        self.tried = False  # whether ``raw`` was decoded typed (into ``doc``, None when it does not fit)
+        self.doc: _Progress | None = None
 
 
-_SHARED = _Shared()
+class _PerThread(threading.local):
+    def __init__(self) -> None:
+        self.shared = _Shared()
+
+
+_THREAD = _PerThread()
 
 
 _HEAD = spark_events.line_prefix(spark_events.QUERY_PROGRESS) + b',"progress":{'
@@ -170,7 +186,7 @@ def _split(line: bytes) -> _Shared:
     trailing bytes): the line is then ``{"Event": …, "progress": X}``, so the envelope would give this ``Event``
     and X's very bytes. That spares the envelope pass (~2 µs of a 4.6 kB line); the model needs the typed
     decode anyway. Any other line, or a candidate that does not decode typed, takes the envelope pass as before."""
-    shared = _SHARED
+    shared = _THREAD.shared
     if shared.line is not line:
         cut = _cut(line)
         if cut is not None:
@@ -205,7 +221,7 @@ def _typed(shared: _Shared) -> _Progress | None:
 def _take_typed(payload: bytes) -> tuple[bool, _Progress | None]:
     """Whether ``payload`` is the shared line's progress object, and its typed struct, taken: the next reader
     decodes anew (the model takes the struct's dicts, so no two models may share them)."""
-    shared = _SHARED
+    shared = _THREAD.shared
     if shared.raw is None or (payload is not shared.raw and payload != shared.raw):  # equal bytes: the watcher cuts its own copy
         return False, None
     doc = _typed(shared)
@@ -306,6 +322,14 @@ def progress(payload: object, rules: Rules) -> QueryProgress | None:
     Anything that goes wrong here declines: the reference reads the event and says what is wrong.
     """
     try:
+        if type(payload) is bytes:  # an event log's progress object, its typed decode usually shared with the line's readers
+            if len(payload) > MAX_JSON_ITEMS and json_items(payload) > MAX_JSON_ITEMS:
+                return None
+            shared, taken = _take_typed(payload)
+            if shared and taken is None:
+                return None  # the typed decode failed on these very bytes
+            text = payload.decode()
+            return _build(taken if taken is not None else _PROGRESS.decode(payload), rules, LazyJson(text), text)
         if isinstance(payload, Mapping):
             doc = msgspec.convert(payload, _Progress)
             return _build(doc, rules, payload, None)
@@ -316,11 +340,7 @@ def progress(payload: object, rules: Rules) -> QueryProgress | None:
         if len(payload) > MAX_JSON_ITEMS and json_items(payload) > MAX_JSON_ITEMS:
             return None
         text = payload if isinstance(payload, str) else bytes(payload).decode()
-        shared, taken = _take_typed(payload) if type(payload) is bytes else (False, None)
-        if shared and taken is None:
-            return None  # the typed decode failed on these very bytes
-        doc = taken if taken is not None else _PROGRESS.decode(payload)
-        return _build(doc, rules, LazyJson(text), text)
+        return _build(_PROGRESS.decode(payload), rules, LazyJson(text), text)
     except Exception:  # declining is always safe: the reference parser decides
         return None
 
@@ -330,12 +350,12 @@ def event_progress(line: bytes) -> bytes | None:
     return _split(line).raw
 
 
-def event_progress_ids(line: bytes) -> dict[str, Any] | None:
-    """An event log's progress line as the object placement's reader uses (``Event``, and of ``progress`` its
-    ``id``, ``batchId``, ``name`` and each operator's ``operatorName``), without building the metrics;
-    ``None`` when the line is not that shape (then the whole line is for ``json.loads``)."""
+def event_progress_ids(line: bytes) -> _Progress | _Ids | None:
+    """What placement reads of an event log's progress line (of ``progress`` its ``id``, ``batchId``, ``name`` and each
+    operator's ``operatorName``, as whatever JSON they are), without building the metrics; ``None`` when the line is
+    not that shape or its ``Event`` is not a progress event's (then the whole line is for ``json.loads``)."""
     shared = _split(line)
-    if shared.raw is None or type(shared.event) is not str:
+    if shared.raw is None or shared.event != spark_events.QUERY_PROGRESS:
         return None
     p: _Progress | _Ids | None = _typed(shared)
     if p is None:  # not the typed shape: the few fields placement reads, as whatever JSON they are
@@ -343,16 +363,13 @@ def event_progress_ids(line: bytes) -> dict[str, Any] | None:
             p = _IDS.decode(shared.raw)
         except msgspec.MsgspecError:
             return None
-    progress: dict[str, Any] = {"id": p.id, "batchId": p.batchId, "name": p.name}
-    if p.stateOperators is not None:
-        progress["stateOperators"] = [{"operatorName": op.operatorName} for op in p.stateOperators]
-    return {"Event": shared.event, "progress": progress}
+    return p
 
 
 def stamp_fields(payload: bytes) -> tuple[str | None, Any]:
     """A progress object's ``timestamp`` (as sent; ``parse_timestamp`` reads it) and ``batchDuration``
     (as decoded, possibly not a number), without building the rest; ``(None, None)`` for bad JSON."""
-    shared = _SHARED
+    shared = _THREAD.shared
     if shared.raw is not None and (payload is shared.raw or payload == shared.raw):
         doc = _typed(shared)
         if doc is not None:  # the same values (a number as a float: the same time), from the decode the model takes
@@ -400,30 +417,36 @@ def _keys_clean(keys: tuple[str, ...], limit: int | None) -> bool:
 
 
 def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | None) -> QueryProgress:
-    if not 0 <= doc.batchId <= rules.max_batch_id or not doc.id or not doc.runId:
+    query_id, run_id, name = doc.id, doc.runId, doc.name
+    # the strings that repeat every batch of a query are checked together, once per query (memoized)
+    if (
+        not 0 <= doc.batchId <= rules.max_batch_id
+        or not query_id
+        or not run_id
+        or not rules.clean_keys((query_id, run_id, name or ""), 200)
+    ):
         raise Decline
-    _clean(doc.id, 200)
-    _clean(doc.runId, 200)
-    ops = doc.stateOperators or []
-    srcs = doc.sources or []
+    ops = doc.stateOperators or ()
+    srcs = doc.sources or ()
     if len(ops) > rules.max_operators or len(srcs) > rules.max_sources:
         raise Decline
     duration_ms = doc.durationMs or {}
-    if len(duration_ms) > rules.max_map_entries:
+    if duration_ms and (len(duration_ms) > rules.max_map_entries or not rules.clean_keys(tuple(duration_ms), 100)):
         raise Decline
-    _clean_keys(duration_ms, 100, rules)
     if doc.batchDuration is _UNSET:  # Spark 3.5: the trigger execution time is the same span
         batch_duration = duration_ms.get(TRIGGER_EXECUTION)
     else:
         batch_duration = doc.batchDuration
     event_time: dict[str, float] = {}
     if doc.eventTime:
-        for key in ("avg", "max", "min", "watermark"):
-            if key in doc.eventTime:
-                ts = _timestamp(doc.eventTime[key], rules)
+        given = doc.eventTime
+        for key in _EVENT_TIME_KEYS:
+            if key in given:
+                ts = _timestamp(given[key], rules)
                 if ts is None:
                     raise Decline
                 event_time[key] = ts
+    rate = rules.rate
     sources = tuple(
         [
             assemble(
@@ -431,10 +454,10 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
                 {
                     "index": i,
                     "description": _clean(s.description or "", 200),
-                    "input_rows": _opt(s.numInputRows),
-                    "input_rows_per_second": rules.rate(_opt(s.inputRowsPerSecond)),
-                    "processed_rows_per_second": rules.rate(_opt(s.processedRowsPerSecond)),
-                    "metrics": _num_map(s.metrics, rules),
+                    "input_rows": None if s.numInputRows is _UNSET else s.numInputRows,
+                    "input_rows_per_second": None if s.inputRowsPerSecond is _UNSET else rate(s.inputRowsPerSecond),
+                    "processed_rows_per_second": None if s.processedRowsPerSecond is _UNSET else rate(s.processedRowsPerSecond),
+                    "metrics": _num_map(s.metrics, rules) if s.metrics else {},
                 },
             )
             for i, s in enumerate(srcs)
@@ -448,20 +471,22 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
             {
                 "description": _clean(doc.sink.description or "", 200),
                 "output_rows": None if output is None or output < 0 else output,
-                "metrics": _num_map(doc.sink.metrics, rules),
+                "metrics": _num_map(doc.sink.metrics, rules) if doc.sink.metrics else {},
             },
         )
-    # assembled, not constructed: a frozen __init__ costs ~4x (spark_state_observer.model.events.assemble); every field is named
-    return assemble(
-        QueryProgress,
+    # assembled as ``events.assemble`` does, inline (~0.2 µs a call): a frozen __init__ costs ~4x; every field is named
+    progress = _new(QueryProgress)
+    _set(
+        progress,
+        "__dict__",
         {
-            "query_id": doc.id,
-            "run_id": doc.runId,
-            "name": _clean(doc.name, 200) if doc.name else None,
+            "query_id": query_id,
+            "run_id": run_id,
+            "name": name or None,
             "timestamp": _timestamp(doc.timestamp, rules),
             "batch_id": doc.batchId,
             "batch_duration_ms": batch_duration,
-            "input_rows": _opt(doc.numInputRows) if doc.numInputRows is not _UNSET else _sum(srcs, "numInputRows"),
+            "input_rows": doc.numInputRows if doc.numInputRows is not _UNSET else _sum(srcs, "numInputRows"),
             "input_rows_per_second": _query_rate(doc.inputRowsPerSecond, srcs, sources, "inputRowsPerSecond", rules),
             "processed_rows_per_second": _query_rate(doc.processedRowsPerSecond, srcs, sources, "processedRowsPerSecond", rules),
             "duration_ms": duration_ms,
@@ -475,10 +500,14 @@ def _build(doc: _Progress, rules: Rules, raw: Mapping[str, Any], text: str | Non
             "kind": kinds.PROGRESS,
         },
     )
+    return progress
+
+
+_EVENT_TIME_KEYS = ("avg", "max", "min", "watermark")
 
 
 def _query_rate(
-    value: float | msgspec.UnsetType | None, srcs: list[_Source], sources: tuple[SourceProgress, ...], key: str, rules: Rules
+    value: float | msgspec.UnsetType | None, srcs: Sequence[_Source], sources: tuple[SourceProgress, ...], key: str, rules: Rules
 ) -> float | None:
     """A query-level rate, rounded: its own, else its sources' sum (event logs omit the query's). With one
     source that sum is ``0 + v``, the very double ``v`` unless ``v`` is a zero (``-0.0`` becomes ``0.0``), so
@@ -493,7 +522,7 @@ def _query_rate(
     return rules.rate(_sum(srcs, key))
 
 
-def _sum(sources: list[_Source], key: str) -> float | None:
+def _sum(sources: Sequence[_Source], key: str) -> float | None:
     """Spark's query-level figure from its sources, for event logs (Jackson omits the query's own)."""
     if len(sources) == 1:  # the usual query: its one source's figure, as ``sum`` gives it (a finite float plus 0)
         value = getattr(sources[0], key)
@@ -525,15 +554,22 @@ def _num_map(raw: Mapping[str, str | Number] | None, rules: Rules) -> dict[str, 
 
 def _operator(index: int, op: _Operator, rules: Rules) -> OperatorProgress:
     """One operator; its custom metrics are the decoded dict itself, less the per-instance ones (4.1+)."""
-    custom = op.customMetrics or {}
-    instance_keys = rules.custom_shape(tuple(custom))  # what the names decide: checked once per set of names
-    if instance_keys is None:
-        raise Decline
-    # the per-instance metrics leave the custom ones; a ``.partition_`` key that names no instance stays, in its place
-    instances = tuple([rules.cached_instance(key, custom.pop(key)) for key in instance_keys])
+    custom = op.customMetrics
+    instances: tuple[InstanceMetric | None, ...] = ()
+    if custom:
+        instance_keys = rules.custom_shape(tuple(custom))  # what the names decide: checked once per set of names
+        if instance_keys is None:
+            raise Decline
+        if instance_keys:  # they leave the custom ones; a ``.partition_`` key that names no instance stays, in its place
+            instance, pop = rules.cached_instance, custom.pop
+            instances = tuple([instance(key, pop(key)) for key in instance_keys])
+    else:
+        custom = {}
     name = op.operatorName
-    return assemble(
-        OperatorProgress,
+    operator = _new(OperatorProgress)  # as ``events.assemble`` does, inline
+    _set(
+        operator,
+        "__dict__",
         {
             "index": index,
             "name": _clean(name, 100) if isinstance(name, str) and name else "unknown",
@@ -551,3 +587,4 @@ def _operator(index: int, op: _Operator, rules: Rules) -> OperatorProgress:
             "instances": instances,  # never None: the shape kept only keys that name an instance
         },
     )
+    return operator

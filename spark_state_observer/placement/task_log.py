@@ -89,20 +89,24 @@ class EventLogSource:
 
         ``wanted``: the caller kept the line by ``wanted_line`` already (the watcher's ``raw_keep``), so it is not
         searched again (a stateless task end costs a dozen searches of its kilobytes)."""
-        if not wanted and not wanted_line(line):
-            return
-        done = self._reader(app).feed_line(line)
-        if done is not None:
-            self._pending.extend(done)
-            return
-        # a progress line: only its ids and operator names, not its metrics (the pipeline decodes those)
-        obj = decode.event_progress_ids(line) if line.startswith(_PROGRESS_LINE) else None
-        if obj is None or obj["Event"] != QUERY_PROGRESS:  # not that shape (or a second "Event" key): the whole line
-            try:
-                obj = loads(line)  # bounded: a 30 MB ``[{},{},...]`` is refused, counted as a bad line
-            except (ValueError, RecursionError):
-                self.bad_lines += 1  # replay reports the count (the record reader skips these lines unparsed)
+        if line.startswith(_PROGRESS_LINE):  # the most common line placement reads: its ids and operator names only
+            reader = self._reader(app)
+            ids = decode.event_progress_ids(line)  # the typed decode the pipeline reads the metrics from next
+            if ids is not None:
+                self._pending.extend(reader.progress_ids(ids))
                 return
+        elif not wanted and not wanted_line(line):
+            return
+        else:
+            done = self._reader(app).feed_line(line)
+            if done is not None:
+                self._pending.extend(done)
+                return
+        try:  # not the shape the typed decodes read: the whole line
+            obj = loads(line)  # bounded: a 30 MB ``[{},{},...]`` is refused, counted as a bad line
+        except (ValueError, RecursionError):
+            self.bad_lines += 1  # replay reports the count (the record reader skips these lines unparsed)
+            return
         if isinstance(obj, dict):
             self.feed(obj, app)
 

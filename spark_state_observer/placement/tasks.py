@@ -27,6 +27,7 @@ from typing import Any, cast
 
 import msgspec
 
+from spark_state_observer.model.decode import ProgressIds
 from spark_state_observer.model.spark_events import (
     EXECUTOR_ADDED,
     EXECUTOR_REMOVED,
@@ -444,23 +445,39 @@ class TaskEventReader:
         if not isinstance(progress, Mapping):
             self._problem("progress_without_body")
             return []
-        query_id, batch = progress.get("id"), _int(progress.get("batchId"))
+        ops = progress.get("stateOperators")
+        names = [
+            op.get("operatorName") if isinstance(op, Mapping) else None for op in (ops[:MAX_OPERATORS] if isinstance(ops, list) else [])
+        ]
+        return self._closes(progress.get("id"), progress.get("batchId"), progress.get("name"), names)
+
+    def progress_ids(self, progress: ProgressIds) -> list[BatchTasks | ExecutorChange]:
+        """A progress event as the typed decode of a progress line reads it (``spark_state_observer.model.decode.event_progress_ids``):
+        what ``feed`` does with the whole event, without building it. Never raises."""
+        try:
+            ops = progress.stateOperators
+            names = [op.operatorName for op in ops[:MAX_OPERATORS]] if ops is not None else []
+            return self._closes(progress.id, progress.batchId, progress.name, names)
+        except Exception as exc:  # as in feed
+            self._problem(f"error:{type(exc).__name__}")
+            return []
+
+    def _closes(self, query_id: Any, raw_batch: Any, name: Any, names: list[Any]) -> list[BatchTasks | ExecutorChange]:
+        """A progress event's ids and operator names (as read, any type): the batches it closes."""
+        batch = _int(raw_batch)
         if not isinstance(query_id, str) or batch is None:
             self._problem("progress_without_ids")
             return []
-        name = progress.get("name") if isinstance(progress.get("name"), str) else None
-        ops = progress.get("stateOperators")
-        op_names = {
-            i: op["operatorName"]
-            for i, op in enumerate(ops[:MAX_OPERATORS] if isinstance(ops, list) else [])
-            if isinstance(op, Mapping) and isinstance(op.get("operatorName"), str)
-        }
+        op_names = {i: op for i, op in enumerate(names) if isinstance(op, str)}
         if self.restores is not None:
             self.restores.on_batch_closed(query_id, batch, op_names)
+        if not self._open:  # nothing collected: nothing to close (a log without task events, or between batches)
+            return []
         done = [k for k in self._open if k[0] == query_id and k[1] <= batch]
         closed: list[BatchTasks | ExecutorChange] = []
+        query_name = name if isinstance(name, str) else None
         for k in done:
-            b = self._close(k, "progress" if k[1] == batch else "newer_batch", name)
+            b = self._close(k, "progress" if k[1] == batch else "newer_batch", query_name)
             b.operator_names = op_names
             closed.append(b)
         return closed

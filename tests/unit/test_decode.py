@@ -313,7 +313,11 @@ def test_an_event_log_line_of_millions_of_items_is_refused_with_progress_as_byte
 
 
 def _placement_view(obj: Any) -> Any:
-    """What placement's reader (``spark_state_observer.placement.tasks``) reads of a parsed progress line."""
+    """What placement's reader (``spark_state_observer.placement.tasks``) reads of a parsed progress line, or of the
+    typed ids ``event_progress_ids`` gives (only for a progress event's line)."""
+    if not isinstance(obj, dict):
+        ops = obj.stateOperators
+        return PROGRESS_EVENT, obj.id, obj.batchId, obj.name, None if ops is None else [op.operatorName for op in ops]
     progress = obj.get("progress")
     if not isinstance(progress, dict):
         return obj.get("Event"), progress

@@ -72,6 +72,22 @@ def test_recorded_logs_read_alike(eventlog: str) -> None:
     assert declined == 0  # recorded lines are all plain: the typed decode took every one
 
 
+@pytest.mark.parametrize("eventlog", EVENTLOGS, ids=lambda p: os.path.relpath(p, FIXTURES))
+def test_the_source_reads_every_line_as_the_reference_reads_it(eventlog: str) -> None:
+    """``EventLogSource.feed_line`` (a progress line's ids from its typed decode, the typed task lines) gives what the
+    reference gives from ``json.loads`` of every wanted line: the same closed batches, executor changes and problems."""
+    lines = log_lines(eventlog)
+    source = EventLogSource(max_pending=1_000_000)
+    for line in lines:
+        source.feed_line(line)
+    reader = source._readers.get("")
+    out = list(source._pending) + (reader.close() if reader is not None else [])
+    reference, problems, _ = read(lines, fast=False)
+    assert out == [item for item in reference if item != "bad json"]
+    assert source.bad_lines == reference.count("bad json")
+    assert (reader.problems if reader is not None else {}) == problems
+
+
 def test_recorded_logs_have_placement() -> None:
     """The comparison is not between two empty results: the placement runs give partition runs."""
     for name in ("clean", "kill", "locality"):
