@@ -21,6 +21,7 @@ figures into tests.
 from __future__ import annotations
 
 import glob
+import io
 import json
 import os
 import statistics
@@ -441,7 +442,7 @@ def slowest_state_tasks(eventlog: str) -> dict[str, dict[int, float]]:
     batch_of: dict[int, int] = {}  # stage id -> batch id
     out: dict[str, dict[int, float]] = defaultdict(dict)
     for path in expand([eventlog]):
-        with open_decompressed(path) as stream:
+        with io.BufferedReader(open_decompressed(path)) as stream:
             for line in stream:
                 event = json.loads(line)
                 kind = event["Event"]

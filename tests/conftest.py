@@ -211,6 +211,44 @@ def executor_loss_run(tmp_path_factory: Any) -> str:
     return out
 
 
+@pytest.fixture(scope="session")
+def incidents_history(tmp_path_factory: Any) -> str:
+    """Every recorded incident replayed into one history (``scripts/screenshots.replay_incidents``), built once per
+    test run: the pytest-xdist workers share the run's temporary folder, and the first to need it builds it under a
+    lock while the other waits. Read-only: a module that may write copies it first (``incidents_copy``)."""
+    import fcntl
+    import sqlite3
+
+    from incident_truth import screenshots_module
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # pytest-N, this run's own
+    path = shared / "incidents.db"
+    with open(shared / "incidents.db.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            building = shared / f"incidents-{os.getpid()}.db"
+            screenshots_module().replay_incidents(str(building))
+            ready = shared / f"incidents-{os.getpid()}-ready.db"
+            source, target = sqlite3.connect(building), sqlite3.connect(ready)
+            try:
+                source.backup(target)  # one self-contained file (what the writer's WAL holds included)
+            finally:
+                source.close()
+                target.close()
+            os.replace(ready, path)
+            for leftover in glob.glob(f"{building}*"):  # the replay's own file and its WAL
+                os.remove(leftover)
+    return str(path)
+
+
+def incidents_copy(history: str, folder: Any) -> str:
+    """A module's own copy of the shared incidents history."""
+    path = str(folder / "incidents.db")
+    shutil.copyfile(history, path)
+    return path
+
+
 def run_script(args: list[str], timeout: float = 300) -> None:
     """Run one of the repo's scripts in a new process; on failure, show the end of its stderr."""
     proc = subprocess.run([sys.executable, *args], timeout=timeout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)

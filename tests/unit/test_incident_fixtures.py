@@ -9,6 +9,7 @@ the corpus is worth judging against.
 from __future__ import annotations
 
 import glob
+import io
 import json
 import os
 import re
@@ -59,7 +60,7 @@ def raw_events(run_dir: str, name: str) -> list[dict[str, Any]]:
     needle = f'{{"Event":"{name}"'.encode()
     found = []
     for path in expand([os.path.join(run_dir, "eventlog")]):
-        with open_decompressed(path) as stream:
+        with io.BufferedReader(open_decompressed(path)) as stream:
             found += [json.loads(line) for line in stream if line.startswith(needle)]
     return found
 

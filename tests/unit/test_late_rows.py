@@ -10,6 +10,7 @@ both sides); ``late_lagging_session``: on a session window over 100 keys. ``late
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
@@ -52,7 +53,7 @@ def recorded(scenario: str) -> list[str]:
 
 
 def progress(scenario: str) -> list[dict[str, Any]]:
-    with open_decompressed(os.path.join(scenario, "run1", "progress.jsonl.zstd")) as f:
+    with io.BufferedReader(open_decompressed(os.path.join(scenario, "run1", "progress.jsonl.zstd"))) as f:
         return [json.loads(line) for line in f if line.strip()]
 
 

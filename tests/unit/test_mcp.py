@@ -26,7 +26,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from pg_server import PASSWORD, PASSWORD_USER
 
-from conftest import FIXTURES, ROOT, eventlog_dir, fixture_runs
+from conftest import FIXTURES, ROOT, eventlog_dir, fixture_runs, incidents_copy
 from incident_truth import expected, screenshots_module
 from spark_state_observer.browser import data
 from spark_state_observer.browser.verdict import SEVERITY
@@ -41,10 +41,8 @@ LARGE_RESTORE = os.path.join(FIXTURES, "restore_progress", "large", "eventlog")
 
 
 @pytest.fixture(scope="module")
-def incidents_db(tmp_path_factory) -> str:
-    path = str(tmp_path_factory.mktemp("mcp") / "incidents.db")
-    SHOTS.replay_incidents(path)
-    return path
+def incidents_db(incidents_history: str, tmp_path_factory) -> str:
+    return incidents_copy(incidents_history, tmp_path_factory.mktemp("mcp"))
 
 
 @pytest.fixture(scope="module")

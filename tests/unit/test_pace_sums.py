@@ -10,6 +10,7 @@ both sides (and close to it) and with a 20 s window, which the recordings of mor
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import math
 import os
@@ -45,28 +46,50 @@ def _resummed(q: _Pace, now: float, settings: Settings) -> tuple[bool, float, fl
     return input_rate > settings.falling_behind_ratio * processed_rate, input_rate, processed_rate
 
 
-def _judged(folder: str, ratio: float, monkeypatch: pytest.MonkeyPatch, window: float | None = None) -> list[tuple[bool, bool]]:
-    """Replay a recorded folder's runs; at every batch, (new decision, old decision) where the window was full."""
+def _judged(
+    folder: str, ratios: tuple[float, ...], monkeypatch: pytest.MonkeyPatch, window: float | None = None
+) -> dict[float, list[tuple[bool, bool]]]:
+    """Replay a recorded folder's runs once; at every batch and for each ratio, (new decision, old decision) where the
+    window was full. The window's sums do not depend on the ratio (only the decision does), so one replay judges
+    every ratio on the same windows; the replay's own verdicts are those of the first ratio."""
     settings = Settings(
-        http_enabled=False, falling_behind_ratio=ratio, falling_behind_window_seconds=window or Settings().falling_behind_window_seconds
+        http_enabled=False, falling_behind_ratio=ratios[0], falling_behind_window_seconds=window or Settings().falling_behind_window_seconds
     )
-    decisions: list[tuple[bool, bool]] = []
+    decisions: dict[float, list[tuple[bool, bool]]] = {ratio: [] for ratio in ratios}
     kept = Pace._behind
 
     def both(self: Pace, q: _Pace, now: float) -> tuple[bool, float, float] | None:
-        verdict, before = kept(self, q, now), _resummed(q, now, self.s)
-        assert (verdict is None) == (before is None), (folder, now)
-        if verdict is not None and before is not None:
-            assert verdict[0] == before[0], (folder, ratio, now, verdict, before)
-            for new, old in zip(verdict[1:], before[1:]):
-                assert math.isclose(new, old, rel_tol=1e-12) and round(new, 1) == round(old, 1), (folder, now, verdict, before)
-            decisions.append((verdict[0], before[0]))
-        return verdict
+        own = self.s
+        try:
+            for ratio in ratios:
+                self.s = dataclasses.replace(own, falling_behind_ratio=ratio)
+                verdict, before = kept(self, q, now), _resummed(q, now, self.s)
+                assert (verdict is None) == (before is None), (folder, now)
+                if verdict is not None and before is not None:
+                    assert verdict[0] == before[0], (folder, ratio, now, verdict, before)
+                    for new, old in zip(verdict[1:], before[1:]):
+                        assert math.isclose(new, old, rel_tol=1e-12) and round(new, 1) == round(old, 1), (folder, now, verdict, before)
+                    decisions[ratio].append((verdict[0], before[0]))
+        finally:
+            self.s = own
+        return kept(self, q, now)
 
     monkeypatch.setattr(Pace, "_behind", both)
     replay([recording(run) for run in run_dirs(folder)], settings)
     monkeypatch.undo()
     return decisions
+
+
+RATIOS = (Settings().falling_behind_ratio, 1.0, 0.99, 1.01)
+_JUDGED: dict[tuple[str, float | None], dict[float, list[tuple[bool, bool]]]] = {}
+
+
+def _every_ratio(folder: str, window: float | None, monkeypatch: pytest.MonkeyPatch) -> dict[float, list[tuple[bool, bool]]]:
+    """``_judged`` at every ratio, once per folder and window in a test process (a replay is deterministic; the
+    short-window test reads the decisions the per-folder tests made, or makes them)."""
+    if (folder, window) not in _JUDGED:
+        _JUDGED[folder, window] = _judged(folder, RATIOS, monkeypatch, window)
+    return _JUDGED[folder, window]
 
 
 def test_every_recorded_fixture_is_judged() -> None:
@@ -76,21 +99,20 @@ def test_every_recorded_fixture_is_judged() -> None:
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda f: os.path.relpath(f, FIXTURES))
 def test_running_sums_decide_as_the_resummed_window(folder: str, monkeypatch: pytest.MonkeyPatch) -> None:
     for window in (None, 20.0):
-        for ratio in (Settings().falling_behind_ratio, 1.0, 0.99, 1.01):
-            _judged(folder, ratio, monkeypatch, window)
+        _every_ratio(folder, window, monkeypatch)
 
 
 def test_the_busy_run_puts_the_averages_on_both_sides_of_the_ratio(monkeypatch: pytest.MonkeyPatch) -> None:
     """The comparison above is not vacuous: on the 30-minute busy run the window is full for most batches
     and, at a ratio of 1, the averaged input is sometimes above the processing and sometimes not."""
-    decisions = _judged(os.path.join(FIXTURES, "incidents", "clean_busy_30min"), 1.0, monkeypatch)
+    decisions = _judged(os.path.join(FIXTURES, "incidents", "clean_busy_30min"), (1.0,), monkeypatch)[1.0]
     assert len(decisions) >= 10
     assert {new for new, _ in decisions} == {True, False}
 
 
 def test_a_short_window_is_full_on_several_recordings(monkeypatch: pytest.MonkeyPatch) -> None:
     """(The failure recordings end after a batch or two: their window never fills.)"""
-    judged = {folder: _judged(folder, 1.0, monkeypatch, 20.0) for folder in FOLDERS}
+    judged = {folder: _every_ratio(folder, 20.0, monkeypatch)[1.0] for folder in FOLDERS}
     assert sum(len(d) >= 5 for d in judged.values()) >= 6, {os.path.basename(f): len(d) for f, d in judged.items()}
     assert sum(map(len, judged.values())) >= 200
     assert {new for d in judged.values() for new, _ in d} == {True, False}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import io
 import json
 import os
 from typing import Any
@@ -35,7 +36,7 @@ def logged(scenario: str) -> tuple[list[bytes], dict[str, list[tuple[int, str]]]
     starts: list[bytes] = []
     runs: dict[str, list[tuple[int, str]]] = {}
     for path in expand(sorted(glob.glob(os.path.join(precision.INCIDENTS, scenario, "run*", "eventlog")))):
-        with open_decompressed(path) as f:
+        with io.BufferedReader(open_decompressed(path)) as f:  # buffered: a raw stream reads a line a byte at a time
             for line in f:
                 if line.startswith(SQL_START_PREFIX) and b"state info [ checkpoint = " in line:
                     starts.append(line)

@@ -4,6 +4,7 @@ name the application, as a live observer's do, instead of "query X of  is stoppe
 from __future__ import annotations
 
 import glob
+import io
 import json
 import os
 import re
@@ -26,7 +27,7 @@ def recorded_app_name() -> str:
     """What Spark wrote in the first log's application start."""
     from spark_state_observer.capture.codecs import open_decompressed
 
-    with open_decompressed(expand(RUNS[:1])[0]) as stream:
+    with io.BufferedReader(open_decompressed(expand(RUNS[:1])[0])) as stream:
         return next(json.loads(line)["App Name"] for line in stream if b"SparkListenerApplicationStart" in line)
 
 

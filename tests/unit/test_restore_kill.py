@@ -15,6 +15,7 @@ checkpoint (its progress event says so).
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 from collections import defaultdict
@@ -51,7 +52,7 @@ def log_facts(batch: int) -> dict[str, Any]:
     loaded_next: list[float] = []
     replayed_files = None
     for path in expand([EVENTLOG]):
-        with open_decompressed(path) as stream:
+        with io.BufferedReader(open_decompressed(path)) as stream:
             for line in stream:
                 event = json.loads(line)
                 kind = event["Event"]

@@ -9,6 +9,7 @@ way: the restoring batch's job submission, its stateful stages' task count and t
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 from collections import defaultdict
@@ -54,7 +55,7 @@ def log_truth(paths: list[str], batch: int) -> dict[str, Any]:
     stages: dict[int, int] = {}
     finishes: dict[int, list[float]] = defaultdict(list)
     for path in expand(paths):
-        with open_decompressed(path) as stream:
+        with io.BufferedReader(open_decompressed(path)) as stream:
             for line in stream:
                 event = json.loads(line)
                 if event["Event"] == "SparkListenerJobStart" and event["Properties"].get("streaming.sql.batchId") == str(batch):
@@ -226,7 +227,7 @@ def test_gauges_follow_the_log_line_by_line() -> None:
     assert isinstance(source, EventLogSource)
     seen: list[tuple[str, float | None]] = []  # (metric, value) of the dedupe (named as its progress will name it), in order
     for path in expand([LARGE]):
-        with open_decompressed(path) as stream:
+        with io.BufferedReader(open_decompressed(path)) as stream:
             for line in stream:
                 source.feed_line(line.rstrip(b"\n"))
                 facts = SignalFacts()
@@ -256,7 +257,7 @@ def test_a_restore_names_its_operator_as_the_progress_does(name: str) -> None:
     operator's metrics are two series (Spark 4.1+ names the Python transformWithState's node
     ``TransformWithStateInPySpark``, its progress ``transformWithStateInPandasExec``)."""
     run2 = os.path.join(FIXTURES, "incidents", name, "run2")
-    with open_decompressed(os.path.join(run2, "progress.jsonl")) as stream:
+    with io.BufferedReader(open_decompressed(os.path.join(run2, "progress.jsonl"))) as stream:
         progress_names = {(i, op["operatorName"]) for line in stream for i, op in enumerate(json.loads(line)["stateOperators"])}
     told = {(e.attributes["operator_index"], e.attributes["operator"]) for e in replayed([os.path.join(run2, "eventlog")])}
     assert told, f"{name}: no restore told"
@@ -272,7 +273,7 @@ def test_watch_names_a_restored_operator_as_replay_does(tmp_path: Any, name: str
 
     run2 = os.path.join("incidents", name, "run2")
     said = followed_and_replayed(tmp_path, applications(run2))
-    with open_decompressed(os.path.join(FIXTURES, run2, "progress.jsonl")) as stream:
+    with io.BufferedReader(open_decompressed(os.path.join(FIXTURES, run2, "progress.jsonl"))) as stream:
         progress_names = {op["operatorName"] for line in stream for op in json.loads(line)["stateOperators"]}
     for side in ("live", "replayed"):
         started = of_kind(said[side], kinds.RESTORE_STARTED)

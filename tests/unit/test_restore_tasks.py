@@ -10,6 +10,7 @@ dedupe's per-task load time on 4.1+), the method is also checked against that me
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import statistics
@@ -49,7 +50,7 @@ def slowest_tasks(eventlog: str) -> dict[str, dict[int, tuple[float, float]]]:
     batch_of: dict[int, int] = {}
     out: dict[str, dict[int, tuple[float, float]]] = defaultdict(dict)
     for path in expand([eventlog]):
-        with open_decompressed(path) as stream:
+        with io.BufferedReader(open_decompressed(path)) as stream:
             for line in stream:
                 event = json.loads(line)
                 kind = event["Event"]
@@ -140,7 +141,7 @@ def _cut_after(scenario: str, batch_id: int, tmp_path: Any, keep_termination: bo
     out.mkdir()
     kept: list[bytes] = []
     (path,) = expand([os.path.join(runs[1], "eventlog")])
-    with open_decompressed(path) as stream:
+    with io.BufferedReader(open_decompressed(path)) as stream:
         lines = list(stream)
     done = False
     for line in lines:

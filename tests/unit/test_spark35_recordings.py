@@ -9,6 +9,7 @@ The precision judge holds every ``*_35`` recording to its truth (``tests/unit/te
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from typing import Any
@@ -28,7 +29,7 @@ MAINTENANCE = {"spark.sql.streaming.stateStore.maintenanceInterval": "5s"}
 
 
 def _progress(run_dir: str) -> list[dict[str, Any]]:
-    with open_decompressed(os.path.join(run_dir, "progress.jsonl.zstd")) as f:
+    with io.BufferedReader(open_decompressed(os.path.join(run_dir, "progress.jsonl.zstd"))) as f:
         return [json.loads(line) for line in f if line.strip()]
 
 

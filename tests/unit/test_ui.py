@@ -3,6 +3,7 @@ written by Spark, and a real headless Chromium against the served app."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -417,7 +418,7 @@ def recorded_app_name(eventlog: str) -> str:
     from spark_state_observer.capture.codecs import open_decompressed
     from spark_state_observer.offline.eventlog import expand
 
-    with open_decompressed(expand([eventlog])[0]) as stream:
+    with io.BufferedReader(open_decompressed(expand([eventlog])[0])) as stream:
         return next(json.loads(line)["App Name"] for line in stream if b"SparkListenerApplicationStart" in line)
 
 

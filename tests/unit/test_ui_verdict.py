@@ -10,7 +10,7 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import ROOT, eventlog_dir, fixture_runs, progress_lines
+from conftest import ROOT, eventlog_dir, fixture_runs, incidents_copy, progress_lines
 from incident_truth import expected, runbook_anchors, screenshots_module
 from ui_text import as_shown
 
@@ -439,10 +439,8 @@ TRUTHS = SHOTS.incident_truths()
 
 
 @pytest.fixture(scope="module")
-def incidents_db(tmp_path_factory) -> str:
-    path = str(tmp_path_factory.mktemp("incidents") / "incidents.db")
-    SHOTS.replay_incidents(path)
-    return path
+def incidents_db(incidents_history: str, tmp_path_factory) -> str:
+    return incidents_copy(incidents_history, tmp_path_factory.mktemp("incidents"))
 
 
 def terminated_attributes(db: str, query_id: str, run_id: str) -> dict:

@@ -10,6 +10,7 @@ making progress still stalls, as it did before.
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -30,14 +31,16 @@ SOURCE = glob.glob(os.path.join(FIXTURES, "rocksdb_restart", "run1", "eventlog",
 APP, APP_ID = "old", "app-old-1"
 
 
+@functools.lru_cache(maxsize=4)
+def _samples(exposition: bytes) -> tuple[tuple[str, dict[str, str], float], ...]:
+    """Every sample of a text exposition, parsed as Prometheus reads it; once per exposition (a poll's checks
+    read several series of one exposition, and parsing it is most of a paced test's time)."""
+    return tuple((s.name, s.labels, s.value) for family in text_string_to_metric_families(exposition.decode()) for s in family.samples)
+
+
 def values(exposition: bytes, name: str, **labels: str) -> list[float]:
     """The values of ``name``'s series with ``labels`` in a text exposition, parsed as Prometheus reads it."""
-    return [
-        sample.value
-        for family in text_string_to_metric_families(exposition.decode())
-        for sample in family.samples
-        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
-    ]
+    return [value for sample, have, value in _samples(exposition) if sample == name and all(have.get(k) == v for k, v in labels.items())]
 
 
 def test_an_old_log_written_now_is_judged_on_its_own_clock_without_a_stall_storm(tmp_path) -> None:
