@@ -40,6 +40,7 @@ from spark_state_observer.model.events import Event, OperatorProgress, QueryIdle
 
 __all__ = ["Labels", "QueryLife", "QueryRecord", "QueryTotals", "QueryTracker", "operator_labels", "source_labels"]
 
+_NOBODY = object()  # no query looked up yet (``apply_updates``): not None, which means application-wide
 # the signal gauges ``QueryRecord.lifecycle`` reads: a change re-renders the query's lifecycle series
 _LIFECYCLE_GAUGES = frozenset({catalog.QUERY_CRASH_LOOP, catalog.QUERY_SCHEDULED, catalog.QUERY_LOST, catalog.QUERY_LOST_SINCE})
 
@@ -100,6 +101,11 @@ class QueryRecord:
     # The names the latest batch carried (``_names``) and the label values they use (``_uses``): a batch
     # with the same names (the common case) uses the same list, which the budget then sees is a repeat.
     _uses: tuple[_Names, list[tuple[str, str]]] | None = field(default=None, repr=False)
+    # The series the previous list of updates set, with the label budget's generation then, when they were
+    # all allowed gauges of this query (``QueryTracker._repeat``): a list setting the same ones is applied at once.
+    # By the list's length: a snapshot rule sets its series every other batch, so two lists alternate.
+    _updates: dict[int, list[SeriesKey]] = field(default_factory=dict, repr=False)
+    _updates_generation: int = -1
 
     @property
     def label(self) -> str:
@@ -182,18 +188,18 @@ class QueryTracker:
                 record = self._admit(event.query_id)
             record.touched = time.monotonic()
             record.version = record.state_version = next(self._versions)
-            if isinstance(event, QueryStarted):
-                record.starts += 1
-                record.run_id, record.status, record.exception = event.run_id, kinds.ACTIVE, None
-                record.run_batches = 0
-                record.name = event.name or record.name
-            elif isinstance(event, QueryProgress):
+            if type(event) is QueryProgress or isinstance(event, QueryProgress):  # nearly every event: asked first
                 record.run_batches = record.run_batches + 1 if record.run_id == event.run_id else 1
                 record.run_id, record.status = event.run_id, kinds.ACTIVE
                 record.name = event.name or record.name
                 record.last_progress = event
                 self._admit_labels(record, event)
                 _accumulate(record, event)
+            elif isinstance(event, QueryStarted):
+                record.starts += 1
+                record.run_id, record.status, record.exception = event.run_id, kinds.ACTIVE, None
+                record.run_batches = 0
+                record.name = event.name or record.name
             elif isinstance(event, QueryIdle):
                 record.run_id, record.status = event.run_id, kinds.IDLE
             elif isinstance(event, QueryTerminated):
@@ -207,10 +213,13 @@ class QueryTracker:
         """Apply the signals' derived values: counters are added to, gauges set (``None`` removes one).
 
         An update for a query the tracker no longer keeps is dropped; application-wide updates
-        (``query_id`` None) are kept apart from every query.
+        (``query_id`` None) are kept apart from every query. About 18 updates a progress event: the loop
+        keeps its state in locals, and looks up a query and checks an operator's labels only when they change.
         """
         with self._lock:
-            looked_up: str | None = None  # an event's updates are all of its query: looked up once
+            if type(updates) is list and updates and self._repeat(updates):
+                return
+            looked_up: object = _NOBODY  # an event's updates are all of its query: looked up once
             record: QueryRecord | None = None
             gauges: dict[SeriesKey, float] = {}
             checked: Labels | None = None  # a rule sets several series of one operator: its labels are checked once
@@ -218,12 +227,11 @@ class QueryTracker:
             # What changed of ``record``: it draws one new version when its updates end, not one per series
             # (the exporters only ask whether a version differs: one number or several, they re-render alike).
             changed = state_changed = False
-            for u in updates:
-                spec, labels, value, query_id = u
-                if query_id is None:
-                    self._apply_app((spec, labels), u)
-                    continue
-                if query_id != looked_up:
+            for spec, labels, value, query_id in updates:
+                if query_id is not looked_up and query_id != looked_up:
+                    if query_id is None:
+                        self._apply_app(spec, labels, value)
+                        continue
                     if changed:
                         self._new_version(record, state_changed)  # type: ignore[arg-type]
                         changed = state_changed = False
@@ -242,21 +250,66 @@ class QueryTracker:
                     if spec in BULK_SPECS:  # never so far: the signals count in series of their own
                         record._settle()
                     counters = record._counters
-                    if key not in counters or amount:
+                    if amount or key not in counters:
                         counters[key] = counters.get(key, 0.0) + amount
                         changed = state_changed = True
                     continue
                 before = gauges.get(key)
                 if value is None:
-                    gauges.pop(key, None)
+                    if before is None:
+                        continue
+                    del gauges[key]
                 else:
                     gauges[key] = value
-                if before != value or type(before) is not type(value):  # ticks mostly re-set the same value: nothing to re-render then
-                    changed = True
-                    # a verdict the lifecycle state reads (a tick may set one: a driver lost): the state's series too
-                    state_changed = state_changed or spec in _LIFECYCLE_GAUGES
+                    if before == value and type(before) is type(value):  # ticks mostly re-set the same value: nothing to re-render
+                        continue
+                changed = True
+                # a verdict the lifecycle state reads (a tick may set one: a driver lost): the state's series too
+                if not state_changed and spec in _LIFECYCLE_GAUGES:
+                    state_changed = True
             if changed:
                 self._new_version(record, state_changed)  # type: ignore[arg-type]
+
+    def _repeat(self, updates: list[Update]) -> bool:
+        """Apply ``updates`` in a few C loops when they set the same series as the query's previous list of that length did
+        (the common case: one list a progress event, the same rules and operators each time); False, having
+        changed nothing, when they do not, or when the general loop is needed (``apply_updates``).
+
+        The previous list's series qualify when all are one query's gauges that its label budget allowed and
+        none is one the lifecycle state reads: then the general loop would set every value, remove every
+        None (an absent one is None), and count a change where the value or its type differs; this does that
+        for the list at once. The memo is dropped whenever the budget's values change (its ``generation``).
+        """
+        query_id = updates[0].query_id
+        record = self._queries.get(query_id) if query_id is not None else None
+        if record is None:
+            return False
+        keys = list(map(_SERIES, updates))
+        memo = record._updates
+        if record._updates_generation != record.labels.generation:
+            memo.clear()
+            record._updates_generation = record.labels.generation
+        if memo.get(len(keys)) != keys:
+            if len(memo) >= _UPDATE_SHAPES:
+                memo.clear()
+            if _gauges_only(record, updates):
+                memo[len(keys)] = keys
+            else:
+                memo.pop(len(keys), None)
+            return False
+        if list(map(_QUERY, updates)).count(query_id) != len(updates):
+            return False
+        gauges = record.signal_gauges
+        values = list(map(_VALUE, updates))
+        before = list(map(gauges.get, keys))
+        gauges.update(zip(keys, values))
+        if None in values:  # removed: None was set above as a placeholder
+            for key, value in zip(keys, values):
+                if value is None:
+                    del gauges[key]
+        if before != values or list(map(type, before)) != list(map(type, values)):
+            self._new_version(record, False)
+        return True
 
     def _new_version(self, record: QueryRecord, state_changed: bool) -> None:
         """A new version for a record whose metrics changed (and a new state version, if more than its signal gauges did)."""
@@ -264,13 +317,14 @@ class QueryTracker:
         if state_changed:
             record.state_version = record.version
 
-    def _apply_app(self, key: SeriesKey, u: Update) -> None:
-        if u.spec.kind == COUNTER:
-            self._app[key] = self._app.get(key, 0.0) + (u.value or 0.0)
-        elif u.value is None:
+    def _apply_app(self, spec: MetricSpec, labels: Labels, value: float | None) -> None:
+        key = (spec, labels)
+        if spec.kind == COUNTER:
+            self._app[key] = self._app.get(key, 0.0) + (value or 0.0)
+        elif value is None:
             self._app.pop(key, None)
         else:
-            self._app[key] = u.value
+            self._app[key] = value
 
     def _admit_labels(self, record: QueryRecord, p: QueryProgress) -> None:
         """Admit this batch's label values to the query's budget; drop the series of values it displaces."""
@@ -393,10 +447,23 @@ def _copy_record(r: QueryRecord) -> QueryRecord:
     clone.terminations = dict(r.terminations)
     clone._counters = dict(r.counters)
     clone._blocks = {}
-    clone._plans, clone._plans_generation, clone._uses, clone._plan = {}, -1, None, None
+    clone._plans, clone._plans_generation, clone._uses, clone._plan, clone._updates = {}, -1, None, None, {}
     clone.signal_gauges = dict(r.signal_gauges)
     clone.labels = r.labels.copy()
     return clone
+
+
+_UPDATE_SHAPES = 8  # lists of updates remembered per query (``QueryTracker._repeat``)
+_SERIES = operator.itemgetter(0, 1)  # an update's series key: (spec, labels)
+_VALUE = operator.itemgetter(2)
+_QUERY = operator.itemgetter(3)
+
+
+def _gauges_only(record: QueryRecord, updates: list[Update]) -> bool:
+    """Whether ``updates`` are all gauges of ``record``'s query that its label budget allows, none of which
+    the lifecycle state reads: what ``QueryTracker._repeat`` may apply at once when they come again."""
+    query_id, allows = record.query_id, record.labels.allows
+    return all(u.query_id == query_id and u.spec.kind != COUNTER and u.spec not in _LIFECYCLE_GAUGES and allows(u.labels) for u in updates)
 
 
 def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
