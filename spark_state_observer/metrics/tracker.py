@@ -292,7 +292,7 @@ class QueryTracker:
         if memo.get(len(keys)) != keys:
             if len(memo) >= _UPDATE_SHAPES:
                 memo.clear()
-            if _gauges_only(record, updates):
+            if len(set(keys)) == len(keys) and _gauges_only(record, updates):  # a series set twice: in order, one by one
                 memo[len(keys)] = keys
             else:
                 memo.pop(len(keys), None)
