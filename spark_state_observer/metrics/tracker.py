@@ -101,11 +101,6 @@ class QueryRecord:
     # The names the latest batch carried (``_names``) and the label values they use (``_uses``): a batch
     # with the same names (the common case) uses the same list, which the budget then sees is a repeat.
     _uses: tuple[_Names, list[tuple[str, str]]] | None = field(default=None, repr=False)
-    # The series the previous list of updates set, with the label budget's generation then, when they were
-    # all allowed gauges of this query (``QueryTracker._repeat``): a list setting the same ones is applied at once.
-    # By the list's length: a snapshot rule sets its series every other batch, so two lists alternate.
-    _updates: dict[int, list[SeriesKey]] = field(default_factory=dict, repr=False)
-    _updates_generation: int = -1
 
     @property
     def label(self) -> str:
@@ -217,8 +212,6 @@ class QueryTracker:
         keeps its state in locals, and looks up a query and checks an operator's labels only when they change.
         """
         with self._lock:
-            if type(updates) is list and updates and self._repeat(updates):
-                return
             looked_up: object = _NOBODY  # an event's updates are all of its query: looked up once
             record: QueryRecord | None = None
             gauges: dict[SeriesKey, float] = {}
@@ -269,47 +262,6 @@ class QueryTracker:
                     state_changed = True
             if changed:
                 self._new_version(record, state_changed)  # type: ignore[arg-type]
-
-    def _repeat(self, updates: list[Update]) -> bool:
-        """Apply ``updates`` in a few C loops when they set the same series as the query's previous list of that length did
-        (the common case: one list a progress event, the same rules and operators each time); False, having
-        changed nothing, when they do not, or when the general loop is needed (``apply_updates``).
-
-        The previous list's series qualify when all are one query's gauges that its label budget allowed and
-        none is one the lifecycle state reads: then the general loop would set every value, remove every
-        None (an absent one is None), and count a change where the value or its type differs; this does that
-        for the list at once. The memo is dropped whenever the budget's values change (its ``generation``).
-        """
-        query_id = updates[0].query_id
-        record = self._queries.get(query_id) if query_id is not None else None
-        if record is None:
-            return False
-        keys = list(map(_SERIES, updates))
-        memo = record._updates
-        if record._updates_generation != record.labels.generation:
-            memo.clear()
-            record._updates_generation = record.labels.generation
-        if memo.get(len(keys)) != keys:
-            if len(memo) >= _UPDATE_SHAPES:
-                memo.clear()
-            if len(set(keys)) == len(keys) and _gauges_only(record, updates):  # a series set twice: in order, one by one
-                memo[len(keys)] = keys
-            else:
-                memo.pop(len(keys), None)
-            return False
-        if list(map(_QUERY, updates)).count(query_id) != len(updates):
-            return False
-        gauges = record.signal_gauges
-        values = list(map(_VALUE, updates))
-        before = list(map(gauges.get, keys))
-        gauges.update(zip(keys, values))
-        if None in values:  # removed: None was set above as a placeholder
-            for key, value in zip(keys, values):
-                if value is None:
-                    del gauges[key]
-        if before != values or list(map(type, before)) != list(map(type, values)):
-            self._new_version(record, False)
-        return True
 
     def _new_version(self, record: QueryRecord, state_changed: bool) -> None:
         """A new version for a record whose metrics changed (and a new state version, if more than its signal gauges did)."""
@@ -447,23 +399,10 @@ def _copy_record(r: QueryRecord) -> QueryRecord:
     clone.terminations = dict(r.terminations)
     clone._counters = dict(r.counters)
     clone._blocks = {}
-    clone._plans, clone._plans_generation, clone._uses, clone._plan, clone._updates = {}, -1, None, None, {}
+    clone._plans, clone._plans_generation, clone._uses, clone._plan = {}, -1, None, None
     clone.signal_gauges = dict(r.signal_gauges)
     clone.labels = r.labels.copy()
     return clone
-
-
-_UPDATE_SHAPES = 8  # lists of updates remembered per query (``QueryTracker._repeat``)
-_SERIES = operator.itemgetter(0, 1)  # an update's series key: (spec, labels)
-_VALUE = operator.itemgetter(2)
-_QUERY = operator.itemgetter(3)
-
-
-def _gauges_only(record: QueryRecord, updates: list[Update]) -> bool:
-    """Whether ``updates`` are all gauges of ``record``'s query that its label budget allows, none of which
-    the lifecycle state reads: what ``QueryTracker._repeat`` may apply at once when they come again."""
-    query_id, allows = record.query_id, record.labels.allows
-    return all(u.query_id == query_id and u.spec.kind != COUNTER and u.spec not in _LIFECYCLE_GAUGES and allows(u.labels) for u in updates)
 
 
 def _accumulate(record: QueryRecord, p: QueryProgress) -> None:
