@@ -376,8 +376,12 @@ def _names(p: QueryProgress) -> _Names:
     return (
         tuple(p.duration_ms),
         tuple([(src.index, src.description, tuple(src.metrics)) for src in p.sources]),
-        tuple([(op.index, op.name, tuple(op.custom), tuple([m.prefix for m in op.instances])) for op in p.operators]),
+        # map, not an inner list comprehension: that makes a function and calls it for every operator
+        tuple([(op.index, op.name, tuple(op.custom), tuple(map(_PREFIX, op.instances))) for op in p.operators]),
     )
+
+
+_PREFIX = operator.attrgetter("prefix")
 
 
 def _uses(p: QueryProgress) -> list[tuple[str, str]]:
