@@ -25,9 +25,11 @@ SeriesKey = tuple[MetricSpec, Labels]
 OperatorNames = tuple[tuple[int, str, tuple[str, ...], tuple[str, ...]], ...]  # index, name, custom metric keys, instance prefixes
 
 
+@functools.lru_cache(maxsize=4096)  # names come from the job, and the label budget bounds them per query
 def operator_labels(index: int, name: str) -> Labels:
     """An operator's labels, one tuple per operator: every rule sets its series, and the tracker checks an
-    update's labels against the budget once while they are the same object (``apply_updates``)."""
+    update's labels against the budget once while they are the same object (``apply_updates``). Cached, so
+    the rules' updates of one operator carry the same object and the check is made once per operator."""
     return (("operator_index", str(index)), ("operator", name))
 
 

@@ -40,6 +40,7 @@ from spark_state_observer.model.events import Event, OperatorProgress, QueryIdle
 
 __all__ = ["Labels", "QueryLife", "QueryRecord", "QueryTotals", "QueryTracker", "operator_labels", "source_labels"]
 
+_NOBODY = object()  # no query looked up yet (``apply_updates``): not None, which means application-wide
 # the signal gauges ``QueryRecord.lifecycle`` reads: a change re-renders the query's lifecycle series
 _LIFECYCLE_GAUGES = frozenset({catalog.QUERY_CRASH_LOOP, catalog.QUERY_SCHEDULED, catalog.QUERY_LOST, catalog.QUERY_LOST_SINCE})
 
@@ -182,18 +183,18 @@ class QueryTracker:
                 record = self._admit(event.query_id)
             record.touched = time.monotonic()
             record.version = record.state_version = next(self._versions)
-            if isinstance(event, QueryStarted):
-                record.starts += 1
-                record.run_id, record.status, record.exception = event.run_id, kinds.ACTIVE, None
-                record.run_batches = 0
-                record.name = event.name or record.name
-            elif isinstance(event, QueryProgress):
+            if type(event) is QueryProgress or isinstance(event, QueryProgress):  # nearly every event: asked first
                 record.run_batches = record.run_batches + 1 if record.run_id == event.run_id else 1
                 record.run_id, record.status = event.run_id, kinds.ACTIVE
                 record.name = event.name or record.name
                 record.last_progress = event
                 self._admit_labels(record, event)
                 _accumulate(record, event)
+            elif isinstance(event, QueryStarted):
+                record.starts += 1
+                record.run_id, record.status, record.exception = event.run_id, kinds.ACTIVE, None
+                record.run_batches = 0
+                record.name = event.name or record.name
             elif isinstance(event, QueryIdle):
                 record.run_id, record.status = event.run_id, kinds.IDLE
             elif isinstance(event, QueryTerminated):
@@ -207,10 +208,11 @@ class QueryTracker:
         """Apply the signals' derived values: counters are added to, gauges set (``None`` removes one).
 
         An update for a query the tracker no longer keeps is dropped; application-wide updates
-        (``query_id`` None) are kept apart from every query.
+        (``query_id`` None) are kept apart from every query. About 18 updates a progress event: the loop
+        keeps its state in locals, and looks up a query and checks an operator's labels only when they change.
         """
         with self._lock:
-            looked_up: str | None = None  # an event's updates are all of its query: looked up once
+            looked_up: object = _NOBODY  # an event's updates are all of its query: looked up once
             record: QueryRecord | None = None
             gauges: dict[SeriesKey, float] = {}
             checked: Labels | None = None  # a rule sets several series of one operator: its labels are checked once
@@ -218,12 +220,11 @@ class QueryTracker:
             # What changed of ``record``: it draws one new version when its updates end, not one per series
             # (the exporters only ask whether a version differs: one number or several, they re-render alike).
             changed = state_changed = False
-            for u in updates:
-                spec, labels, value, query_id = u
-                if query_id is None:
-                    self._apply_app((spec, labels), u)
-                    continue
-                if query_id != looked_up:
+            for spec, labels, value, query_id in updates:
+                if query_id is not looked_up and query_id != looked_up:
+                    if query_id is None:
+                        self._apply_app(spec, labels, value)
+                        continue
                     if changed:
                         self._new_version(record, state_changed)  # type: ignore[arg-type]
                         changed = state_changed = False
@@ -242,19 +243,23 @@ class QueryTracker:
                     if spec in BULK_SPECS:  # never so far: the signals count in series of their own
                         record._settle()
                     counters = record._counters
-                    if key not in counters or amount:
+                    if amount or key not in counters:
                         counters[key] = counters.get(key, 0.0) + amount
                         changed = state_changed = True
                     continue
                 before = gauges.get(key)
                 if value is None:
-                    gauges.pop(key, None)
+                    if before is None:
+                        continue
+                    del gauges[key]
                 else:
                     gauges[key] = value
-                if before != value or type(before) is not type(value):  # ticks mostly re-set the same value: nothing to re-render then
-                    changed = True
-                    # a verdict the lifecycle state reads (a tick may set one: a driver lost): the state's series too
-                    state_changed = state_changed or spec in _LIFECYCLE_GAUGES
+                    if before == value and type(before) is type(value):  # ticks mostly re-set the same value: nothing to re-render
+                        continue
+                changed = True
+                # a verdict the lifecycle state reads (a tick may set one: a driver lost): the state's series too
+                if not state_changed and spec in _LIFECYCLE_GAUGES:
+                    state_changed = True
             if changed:
                 self._new_version(record, state_changed)  # type: ignore[arg-type]
 
@@ -264,13 +269,14 @@ class QueryTracker:
         if state_changed:
             record.state_version = record.version
 
-    def _apply_app(self, key: SeriesKey, u: Update) -> None:
-        if u.spec.kind == COUNTER:
-            self._app[key] = self._app.get(key, 0.0) + (u.value or 0.0)
-        elif u.value is None:
+    def _apply_app(self, spec: MetricSpec, labels: Labels, value: float | None) -> None:
+        key = (spec, labels)
+        if spec.kind == COUNTER:
+            self._app[key] = self._app.get(key, 0.0) + (value or 0.0)
+        elif value is None:
             self._app.pop(key, None)
         else:
-            self._app[key] = u.value
+            self._app[key] = value
 
     def _admit_labels(self, record: QueryRecord, p: QueryProgress) -> None:
         """Admit this batch's label values to the query's budget; drop the series of values it displaces."""
@@ -370,8 +376,12 @@ def _names(p: QueryProgress) -> _Names:
     return (
         tuple(p.duration_ms),
         tuple([(src.index, src.description, tuple(src.metrics)) for src in p.sources]),
-        tuple([(op.index, op.name, tuple(op.custom), tuple([m.prefix for m in op.instances])) for op in p.operators]),
+        # map, not an inner list comprehension: that makes a function and calls it for every operator
+        tuple([(op.index, op.name, tuple(op.custom), tuple(map(_PREFIX, op.instances))) for op in p.operators]),
     )
+
+
+_PREFIX = operator.attrgetter("prefix")
 
 
 def _uses(p: QueryProgress) -> list[tuple[str, str]]:

@@ -361,7 +361,10 @@ class Observer:
             record = self.tracker.apply(event)
             executors = None
             if self._executor_ids is not None and item.kind == kinds.PROGRESS:
-                executors = self._guarded("executors", self._executor_ids)
+                try:  # as ``_guarded``, without a call layer per event
+                    executors = self._executor_ids()
+                except Exception as exc:
+                    self._failed("executors", exc)
             facts = self.engine.on_event(event, record, received_at=item.received_at, executors=executors)
             if facts.problems:
                 metrics.incr("problems", facts.problems)
@@ -372,9 +375,10 @@ class Observer:
                     event.query_id,
                 )
             if self.placement is not None and isinstance(event, QueryProgress):
-                self._guarded(
-                    "placement", partial(self.placement.on_progress, event, facts, self._label, event.timestamp or item.received_at)
-                )
+                try:  # as ``_guarded``, without a closure and a call layer per event
+                    self.placement.on_progress(event, facts, self._label, event.timestamp or item.received_at)
+                except Exception as exc:
+                    self._failed("placement", exc)
             elif self.placement is not None and isinstance(event, QueryStarted):
                 self._guarded("placement", partial(self.placement.on_started, event.query_id, event.run_id))
             elif self.placement is not None and isinstance(event, QueryTerminated):
@@ -402,10 +406,11 @@ class Observer:
         """Apply what the signals derived, tell the subscribers, then every sink: the event, then its signals."""
         self.tracker.apply_updates(facts.updates)
         signals: Sequence[SignalEvent] = facts.signals
-        app = self.identity.labels
-        if app and signals:
-            signals = [dataclasses.replace(s, app=app) for s in signals]
-        self.signals.publish(signals)
+        if signals:  # most events cause none
+            app = self.identity.labels
+            if app:
+                signals = [dataclasses.replace(s, app=app) for s in signals]
+            self.signals.publish(signals)
         for sink, app_aware in zip(self._sinks, self._app_aware):
             try:
                 if app_aware:
@@ -419,9 +424,13 @@ class Observer:
         try:
             return fn()
         except Exception as exc:
-            self.self_metrics.incr("failed")
-            self._log_once(f"{what}:{type(exc).__name__}", "spark-state-observer: %s failed: %r", what, exc)
+            self._failed(what, exc)
             return None
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        """Count and log once a part's failure (``_guarded``); the event goes on without that part."""
+        self.self_metrics.incr("failed")
+        self._log_once(f"{what}:{type(exc).__name__}", "spark-state-observer: %s failed: %r", what, exc)
 
     def _guarded_sink(self, sink: Sink, fn: Callable[[], Any]) -> None:
         try:
