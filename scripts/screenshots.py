@@ -133,8 +133,9 @@ def record_restore(workdir: str, history: str | None = None, name: str = "restor
     return history, root
 
 
-def build_history(db: str, batches: int) -> None:
-    """The synthetic history plus every recorded fixture and incident, in one file."""
+def build_history(db: str, batches: int, incidents: str | None = None) -> None:
+    """The synthetic history plus every recorded fixture and incident, in one file. ``incidents``: a history of
+    the incidents already replayed (``replay_incidents``), copied and added to instead of replaying them again."""
     import importlib.util
 
     from spark_state_observer.offline.replay import replay
@@ -142,10 +143,13 @@ def build_history(db: str, batches: int) -> None:
     spec = importlib.util.spec_from_file_location("synthetic_history", os.path.join(ROOT, "scripts", "synthetic_history.py"))
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    module.build(db, batches)
+    if incidents:
+        shutil.copyfile(incidents, db)
+    module.build(db, batches, fresh=not incidents)
     runs = sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "*", "run*", "eventlog")))
     replay(runs, _keep_everything(), history=db)
-    replay_incidents(db)
+    if not incidents:
+        replay_incidents(db)
 
 
 def query_ids(db: str) -> dict[str, str]:

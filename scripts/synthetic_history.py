@@ -194,14 +194,15 @@ def write_log(folder: str, batches: int) -> str:
     return log_dir
 
 
-def build(db: str, batches: int, keep_log: str | None = None) -> None:
+def build(db: str, batches: int, keep_log: str | None = None, fresh: bool = True) -> None:
+    """Write the synthetic log and replay it into ``db``; ``fresh=False`` adds to a history already there."""
     from spark_state_observer.offline.replay import replay
     from spark_state_observer.settings import Settings
 
     folder = keep_log or tempfile.mkdtemp(prefix="sso-synthetic-")
     try:
         log_dir = write_log(folder, batches)
-        for path in (db, db + "-wal", db + "-shm"):
+        for path in (db, db + "-wal", db + "-shm") if fresh else ():
             if os.path.exists(path):
                 os.remove(path)
         keep = Settings.from_env(history_max_age_seconds=10 * 365 * 86400.0, history_max_bytes=float(1 << 40))

@@ -27,12 +27,12 @@ TRUTHS = shots.incident_truths()
 
 
 @pytest.fixture(scope="module")
-def large_history(tmp_path_factory) -> str:
+def large_history(tmp_path_factory, incidents_history) -> str:
     given = os.environ.get(ENV_LARGE)
     if given and os.path.exists(given):
         return given
     db = str(tmp_path_factory.mktemp("large") / "large.db")
-    shots.build_history(db, LARGE_BATCHES)
+    shots.build_history(db, LARGE_BATCHES, incidents=incidents_history)  # the run's shared incidents, added to
     return db
 
 
