@@ -21,7 +21,7 @@ from spark_state_observer.pipeline.sink import Sink, SinkFactory
 from spark_state_observer.placement.feed import PlacementSource
 from spark_state_observer.placement.restore_progress import ExpectedWorkHook
 from spark_state_observer.settings import Settings
-from spark_state_observer.signals.lifecycle import LastAliveHint, RunState
+from spark_state_observer.signals.run_state import LastAliveHint, RunState
 from spark_state_observer.signals.snapshots import CheckpointLocator
 
 ObserverT = TypeVar("ObserverT", bound=Observer)

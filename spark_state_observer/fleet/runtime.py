@@ -112,7 +112,7 @@ from spark_state_observer.placement.task_lines import wanted_line
 from spark_state_observer.placement.task_log import EventLogSource
 from spark_state_observer.settings import Settings
 from spark_state_observer.signals.executors import LoggedExecutors
-from spark_state_observer.signals.lifecycle import RunState
+from spark_state_observer.signals.run_state import RunState
 
 if TYPE_CHECKING:
     from spark_state_observer.history.sink import HistorySink

@@ -18,11 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_state_observer.mixin.config_text import CONTROL, MAX_STRING, document, duration_seconds, read_mapping, show, show_key
-
 # read with the configuration where it is used: re-exported
 from spark_state_observer.mixin.config_text import MixinConfigError as MixinConfigError
 from spark_state_observer.mixin.config_text import bounded_yaml as bounded_yaml
+from spark_state_observer.mixin.config_text import check_texts, document, duration_seconds, read_mapping, show, show_key
 from spark_state_observer.mixin.config_text import labels_satisfying as labels_satisfying
 from spark_state_observer.mixin.config_text import parse_matchers as parse_matchers
 from spark_state_observer.mixin.config_text import quote as quote
@@ -524,7 +523,7 @@ def config_from_mapping(data: Mapping[str, Any]) -> MixinConfig:
         config = decode(MixinConfig, data)
     except DecodeProblem as exc:
         raise MixinConfigError(_refusal(exc, data)) from None
-    _check_texts(config, "")
+    check_texts(config, "")
     config.validate()
     return config
 
@@ -562,34 +561,6 @@ def _refusal(problem: DecodeProblem, data: Any) -> str:
 
 
 EXPECTED = {dict: "expected a mapping of names to strings", list: "expected a list of strings"}
-
-
-def _check_texts(obj: Any, prefix: str) -> None:
-    """Every string of the configuration bounded and printable (no newline or control character), as UTF-8."""
-    for f in dataclasses.fields(obj):
-        value, key = getattr(obj, f.name), prefix + f.name
-        if dataclasses.is_dataclass(value):
-            _check_texts(value, key + ".")
-        elif isinstance(value, str):
-            _text(value, key)
-        elif isinstance(value, list):
-            for item in value:
-                _text(item, key)
-        elif isinstance(value, dict):
-            for name, item in value.items():
-                _text(name, key)
-                _text(item, f"{key}.{name}")
-
-
-def _text(raw: str, key: str) -> None:
-    if len(raw) > MAX_STRING:
-        raise MixinConfigError(f"{key}: longer than {MAX_STRING} characters")
-    if CONTROL.search(raw):
-        raise MixinConfigError(f"{key}: {show(raw)} contains a newline or control character")
-    try:
-        raw.encode("utf-8")
-    except UnicodeEncodeError:
-        raise MixinConfigError(f"{key}: {show(raw)} is not valid Unicode (a lone surrogate)") from None
 
 
 # --- printing the documented defaults --------------------------------------------------------------------

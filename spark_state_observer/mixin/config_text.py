@@ -276,3 +276,31 @@ def _scalar(value: Any) -> str:
     if isinstance(value, str) and '"' in value and "'" not in value and "\\" not in value:
         return f"'{value}'"  # PromQL matchers read better single-quoted
     return json.dumps(value)
+
+
+def check_texts(obj: Any, prefix: str) -> None:
+    """Every string of the configuration bounded and printable (no newline or control character), as UTF-8."""
+    for f in dataclasses.fields(obj):
+        value, key = getattr(obj, f.name), prefix + f.name
+        if dataclasses.is_dataclass(value):
+            check_texts(value, key + ".")
+        elif isinstance(value, str):
+            _bounded_text(value, key)
+        elif isinstance(value, list):
+            for item in value:
+                _bounded_text(item, key)
+        elif isinstance(value, dict):
+            for name, item in value.items():
+                _bounded_text(name, key)
+                _bounded_text(item, f"{key}.{name}")
+
+
+def _bounded_text(raw: str, key: str) -> None:
+    if len(raw) > MAX_STRING:
+        raise MixinConfigError(f"{key}: longer than {MAX_STRING} characters")
+    if CONTROL.search(raw):
+        raise MixinConfigError(f"{key}: {show(raw)} contains a newline or control character")
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MixinConfigError(f"{key}: {show(raw)} is not valid Unicode (a lone surrogate)") from None

@@ -40,7 +40,7 @@ from spark_state_observer.settings import Settings
 from spark_state_observer.signals.bus import SignalBus
 from spark_state_observer.signals.engine import SignalEngine
 from spark_state_observer.signals.facts import SignalFacts
-from spark_state_observer.signals.lifecycle import LastAliveHint, RunState
+from spark_state_observer.signals.run_state import LastAliveHint, RunState
 from spark_state_observer.signals.snapshots import CheckpointLocator
 
 log = logging.getLogger("spark_state_observer")

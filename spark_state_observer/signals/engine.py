@@ -29,11 +29,12 @@ from spark_state_observer.signals.facts import SignalFacts
 from spark_state_observer.signals.growth import Growth
 from spark_state_observer.signals.kafka import KafkaSources
 from spark_state_observer.signals.late_rows import LateRows
-from spark_state_observer.signals.lifecycle import LastAliveHint, Lifecycle, RunState
+from spark_state_observer.signals.lifecycle import Lifecycle
 from spark_state_observer.signals.pace import Pace
 from spark_state_observer.signals.real_time import RealTime
 from spark_state_observer.signals.restore import Restores
 from spark_state_observer.signals.rule import Context, Needs, hooks
+from spark_state_observer.signals.run_state import LastAliveHint, RunState
 from spark_state_observer.signals.snapshots import CheckpointLocator, SnapshotHealth
 
 # counters every operator exports from 0, so increase() sees the first real one

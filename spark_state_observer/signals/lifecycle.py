@@ -59,8 +59,6 @@ from __future__ import annotations
 
 import logging
 import statistics
-from collections import deque
-from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
 from spark_state_observer.metrics import catalog
@@ -73,56 +71,13 @@ from spark_state_observer.settings import Settings
 from spark_state_observer.signals.classify import bounded_text, cause_error_class, classify_exception, root_cause
 from spark_state_observer.signals.facts import SignalFacts
 from spark_state_observer.signals.rule import Context, Rule
+from spark_state_observer.signals.run_state import SCHEDULE_CYCLES, LastAliveHint, RunState, count_restart, succeeds
 
 log = logging.getLogger("spark_state_observer")
 DURATION_FACTOR = 3.0  # a batch this many times the longest recent one is no longer just a slow batch
 MAX_GROWTH = 10.0  # the most the next batch is expected to outgrow the last (input over processing rate)
-SCHEDULE_CYCLES = 2  # clean runs, each followed by a longer pause, that make a schedule
-SCHEDULE_RUNS_KEPT = 8  # start-to-start intervals of clean runs whose median is a schedule's interval
 NO_DATA_PROGRESS_SECONDS = 10.0  # spark.sql.streaming.noDataProgressEventInterval's default: a live idle query's beat
 LOST_INTERVALS = 6.0  # a log silent for this many of the query's intervals (and lost_min_seconds) is a driver gone
-LastAliveHint = Callable[[str, float], "float | None"]
-
-
-@dataclass
-class RunState:
-    """What the lifecycle rules remember of one query."""
-
-    run_id: str | None = None
-    progress_run: str | None = None
-    run_start: float | None = None
-    previous_run_start: float | None = None  # when the run before this one started
-    last_alive: float | None = None
-    last_progress: float | None = None  # when the latest batch ended (any run)
-    run_end: float | None = None  # when this run terminated
-    run_outcome: str | None = None  # how it terminated (event_kinds.CLEAN or EXCEPTION; None: not seen)
-    previous_run_outcome: str | None = None  # how the run before this one terminated (None: not seen ending)
-    ended_with_app: bool = False  # this run ended with its application (no termination logged: a SIGTERM, an exit)
-    previous_ended_with_app: bool = False
-    restart_after_clean: float | None = None  # this run's restart, after a clean run: a crash loop's only if this run crashes
-    cycles: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=SCHEDULE_CYCLES))  # clean runs: (ran, paused) seconds
-    intervals: deque[float] = field(default_factory=lambda: deque(maxlen=SCHEDULE_RUNS_KEPT))  # start to start, clean runs
-    previous_run_end: float | None = None  # when the run before this one terminated (None: not seen ending)
-    restart_pending: bool = False
-    first_seen: bool = True
-    progress_at: deque[float] = field(default_factory=lambda: deque(maxlen=20))
-    durations: deque[float] = field(default_factory=lambda: deque(maxlen=20))  # recent batch durations, seconds
-    first_duration: float = 0.0  # the run's first batch: how long a batch may take until later ones are known
-    growth: float = 1.0  # the last batch's input over processing rate (at least 1): how much longer the next may take
-    stalled: bool = False
-    lost: bool = False  # the run's driver is judged gone (``Lifecycle.tick``: its log silent, no end)
-    beats: deque[float] = field(default_factory=lambda: deque(maxlen=20))  # the run's progress and idle events: its cadence
-    restarts: deque[float] = field(default_factory=lambda: deque(maxlen=100))
-    crash_loop: bool = False
-    holder: object | None = None  # the Lifecycle whose application runs the query now (None: no run live)
-    # the Lifecycle whose application ran the query last (its counters are where the next application's go on
-    # from), and those counters once that application is forgotten (``Lifecycle.detach``)
-    last_holder: Lifecycle | None = None
-    totals: QueryTotals | None = None
-    # what other rules keep of the query across its runs (the restore's baseline, growth, the Kafka offsets), by rule:
-    # taken over with this state, so a restart as a new application is judged against the runs before it
-    carried: dict[str, Any] = field(default_factory=dict)
-    real_time_first_batch: float | None = None  # a real-time run's first batch, seconds (set by the engine)
 
 
 class BatchStart(NamedTuple):  # one per progress event: a tuple is built faster than a frozen dataclass
@@ -181,7 +136,7 @@ class Lifecycle(Rule):
         q = self._shared.get(query_id)
         if q is None:
             q = self._shared[query_id] = RunState()
-        elif q.holder is not None and q.holder is not self and not _succeeds(q, run_id, at):
+        elif q.holder is not None and q.holder is not self and not succeeds(q, run_id, at):
             return RunState(holder=self)  # live in another application: judged apart, not shared
         before = q.last_holder
         base = before.totals(query_id) if before is not None and before is not self else q.totals
@@ -315,7 +270,7 @@ class Lifecycle(Rule):
             facts.add(record, catalog.QUERY_TERMINATIONS_BY_CLASS, (("exception_class", cls),))
         facts.signal(kinds.QUERY_TERMINATED, record, e.run_id, q.last_alive, **attrs)
         if e.exception and q.restart_after_clean is not None:  # this run crashed: the restart into it is the loop's
-            _count_restart(q, q.restart_after_clean)
+            count_restart(q, q.restart_after_clean)
             self._judge_loop(q, record, e.run_id, q.last_alive, facts)
         q.restart_after_clean = None
 
@@ -416,7 +371,7 @@ class Lifecycle(Rule):
         q.previous_run_start, q.run_id, q.run_start = q.run_start, run_id, ts
         q.previous_run_end, q.run_end = q.run_end, None
         if q.run_outcome is None and q.restart_after_clean is not None:  # that run's end was never seen: a crash
-            _count_restart(q, q.restart_after_clean)
+            count_restart(q, q.restart_after_clean)
         q.previous_run_outcome, q.run_outcome = q.run_outcome, None
         q.previous_ended_with_app, q.ended_with_app = q.ended_with_app, False
         q.restart_after_clean = None
@@ -447,7 +402,7 @@ class Lifecycle(Rule):
                 q.cycles.append((q.previous_run_end - q.previous_run_start, gap))
                 q.intervals.append(ts - q.previous_run_start)
         else:
-            _count_restart(q, ts)  # after a crash: an exception, or an end never seen
+            count_restart(q, ts)  # after a crash: an exception, or an end never seen
             q.cycles.clear()
             q.intervals.clear()
         scheduled = len(q.cycles) == SCHEDULE_CYCLES and all(ran < paused for ran, paused in q.cycles)
@@ -497,24 +452,6 @@ class Lifecycle(Rule):
         q.stalled = stalled
         facts.set(record, catalog.QUERY_STALLED, (), 1.0 if stalled else 0.0)
         facts.signal(kinds.STALLED if stalled else kinds.STALL_RECOVERED, record, q.run_id, now, **attrs)
-
-
-def _count_restart(q: RunState, ts: float) -> None:
-    """A restart the crash loop counts. One not after the newest counted (logs concatenated or replayed twice, a
-    restart repeating the times of the runs before, a clock stepped back) ends the window there: the restarts at or
-    after its time leave, as the growth windows' points do, so a log replayed twice is not twice the restarts."""
-    while q.restarts and ts <= q.restarts[-1]:
-        q.restarts.pop()
-    q.restarts.append(ts)
-
-
-def _succeeds(q: RunState, run_id: str | None, at: float | None) -> bool:
-    """Whether a run ``run_id`` starting at ``at`` in another application follows ``q``'s held run: a new run
-    that starts after that run's last sign of life. A driver killed without a word (no termination, its log
-    left in progress until the watcher calls it lost, minutes later) still holds its run; its successor on
-    the same checkpoint continues the query, as a listener in the new process and a replay of both logs do.
-    The same run in two applications (one recording under many names) is two queries, not a succession."""
-    return run_id is not None and at is not None and run_id != q.run_id and (q.last_alive is None or at >= q.last_alive)
 
 
 def _round(seconds: float | None) -> float | None:

@@ -21,8 +21,8 @@ from spark_state_observer.settings import Settings
 from spark_state_observer.signals.facts import SignalFacts
 
 if TYPE_CHECKING:  # the rules import this module
-    from spark_state_observer.signals.lifecycle import LastAliveHint, RunState
     from spark_state_observer.signals.real_time import RealTimeBatch
+    from spark_state_observer.signals.run_state import LastAliveHint, RunState
     from spark_state_observer.signals.snapshots import CheckpointLocator
 
 OperatorKey = tuple[str, int, str]  # query id, operator index, operator name
