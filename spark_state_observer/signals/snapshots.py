@@ -210,31 +210,23 @@ class SnapshotHealth(Rule):
         if q is None:
             return
         listing = q.listing
-        if not evaluate and not listing:  # the common batch: the uploads kept, the rest waits for the cadence
-            self._uploads(q, p, op, ts)
-            return
-        reported = [m for m in op.instances if m.prefix == SNAPSHOT_LAST_UPLOADED]
+        any_reported, newest = _reported(op)
         listed = {k[1:]: v for k, v in listing.items() if k[0] == op.index} if listing else {}
-        if not reported and not listed:
+        if not any_reported and not listed:
             return  # Spark before 4.1, an HDFS store before 4.1, or a stateless batch: nothing is known
-        total = int(op.store_instances) if op.store_instances and math.isfinite(op.store_instances) else None
-        version = p.batch_id + 1
         if q.restart_batch == p.batch_id:
             _restored_base(q, op, p.batch_id)
-        base = q.restored_base.get(op.index, q.run_base)
-        newest = {(m.partition, m.store): m.value for m in reported if m.value is not None}
-        uploaded = q.uploaded
-        for (part, store), value in newest.items():
-            key = (op.index, part, store)
-            if key in uploaded or len(uploaded) < MAX_INSTANCES:
-                uploaded[key] = max(value, uploaded.get(key, value))
-        if not evaluate:
+        _keep_newest(q.uploaded, op.index, newest)
+        if not evaluate:  # the common batch: the uploads kept, the rest waits for the cadence
             q.pending[op.index] = (p, op, ts)
             return
         q.pending.pop(op.index, None)
+        total = int(op.store_instances) if op.store_instances and math.isfinite(op.store_instances) else None
+        version = p.batch_id + 1
+        base = q.restored_base.get(op.index, q.run_base)
         if listed:
             source = CHECKPOINT
-            if reported:
+            if any_reported:
                 instances = [_from_listing(part, store, s, version, newest.get((part, store))) for (part, store), s in listed.items()]
             else:  # Spark before 4.1 reports no upload: what the listing saw is what is known
                 instances = [_as_listed(part, store, s, version) for (part, store), s in listed.items()]
@@ -255,7 +247,8 @@ class SnapshotHealth(Rule):
                         None,
                     ),
                 )
-                for m in reported
+                for m in op.instances
+                if m.prefix == SNAPSHOT_LAST_UPLOADED
             ]
         never = sum(map(_never_uploaded, instances))  # bools: the count of the never uploaded
         if source == PROGRESS:
@@ -315,32 +308,6 @@ class SnapshotHealth(Rule):
             ],
         )
 
-    def _uploads(self, q: _Query, p: QueryProgress, op: OperatorProgress, ts: float) -> None:
-        """``operator``'s part that cannot wait, without a listing: the newest upload per reported instance (the
-        latest report of an instance counts, as in ``operator``'s dict), and the batch held for the next verdict."""
-        uploaded = q.uploaded
-        index = op.index
-        reported = False
-        newest: dict[tuple[int, str], float] = {}
-        for m in op.instances:
-            if m.prefix == SNAPSHOT_LAST_UPLOADED:
-                reported = True
-                if m.value is not None:
-                    newest[(m.partition, m.store)] = m.value
-        if not reported:
-            return  # nothing is known (``operator`` returns there too)
-        if q.restart_batch == p.batch_id:
-            _restored_base(q, op, p.batch_id)
-        for (part, store), value in newest.items():
-            key = (index, part, store)
-            before = uploaded.get(key)
-            if before is not None:
-                if not before > value:  # ``max(value, before)``, NaN alike
-                    uploaded[key] = value
-            elif len(uploaded) < MAX_INSTANCES:
-                uploaded[key] = value
-        q.pending[index] = (p, op, ts)
-
     def _instance_series(self, record: QueryRecord, q: _Query, op_index: int, labels: Labels, ranked: list[Instance], facts: Facts) -> None:
         """The top-K most lagging instances' lag (``ranked``: most lagging first); a series that leaves the top K is removed."""
         now: set[Labels] = set()
@@ -365,6 +332,27 @@ class SnapshotHealth(Rule):
 
 _instance = tuple.__new__  # ``Instance(...)`` without its generated ``__new__``: one per reported instance and batch
 _lag, _never_uploaded = itemgetter(2), itemgetter(3)  # an instance's lag and whether it never uploaded, as C calls
+
+
+def _reported(op: OperatorProgress) -> tuple[bool, dict[tuple[int, str], float]]:
+    """Whether any instance of ``op`` reported its last upload, and the reported versions per (partition, store):
+    an instance's latest report counts."""
+    reported = False
+    newest: dict[tuple[int, str], float] = {}
+    for m in op.instances:
+        if m.prefix == SNAPSHOT_LAST_UPLOADED:
+            reported = True
+            if m.value is not None:
+                newest[(m.partition, m.store)] = m.value
+    return reported, newest
+
+
+def _keep_newest(uploaded: dict[tuple[int, int, str], float], index: int, newest: dict[tuple[int, str], float]) -> None:
+    """Each instance's newest upload this run, for at most ``MAX_INSTANCES`` instances."""
+    for (part, store), value in newest.items():
+        key = (index, part, store)
+        if key in uploaded or len(uploaded) < MAX_INSTANCES:
+            uploaded[key] = max(value, uploaded.get(key, value))
 
 
 def _restored_base(q: _Query, op: OperatorProgress, batch_id: int) -> None:
